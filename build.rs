@@ -1,0 +1,64 @@
+//! Compiles the `kernels-gpu` crate to PTX with the pinned nightly's NVPTX backend and leaves it
+//! in OUT_DIR for `include_str!` (the role `cuda_builder` plays in rust-cuda, without LLVM 7).
+//!
+//! Target architecture: `TCGNN_CUDA_ARCH` (sm_80, sm_86, sm_89, sm_90; default sm_90).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const ARCHS: [&str; 4] = ["sm_80", "sm_86", "sm_89", "sm_90"];
+
+fn main() {
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let kernels = manifest_dir.join("kernels-gpu");
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    println!("cargo:rerun-if-changed=kernels-gpu/src");
+    println!("cargo:rerun-if-changed=kernels-gpu/Cargo.toml");
+    println!("cargo:rerun-if-env-changed=TCGNN_CUDA_ARCH");
+
+    let arch = std::env::var("TCGNN_CUDA_ARCH").unwrap_or_else(|_| "sm_90".into());
+    if !ARCHS.contains(&arch.as_str()) {
+        panic!("TCGNN_CUDA_ARCH={arch} is not supported; use one of {ARCHS:?} (mma.sync m16n8k* needs sm_80+)");
+    }
+
+    let ptx = out_dir.join("kernels.ptx");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&kernels)
+        .args(["rustc", "--release", "--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
+        .arg("--target-dir")
+        .arg(out_dir.join("kernels-target")) // own target dir: no wait on the outer build lock
+        .arg("--")
+        .arg(format!("--emit=asm={}", ptx.display()))
+        .args(["-C", &format!("target-cpu={arch}")]);
+    // The outer build's wrappers and flags are for the host (clippy-driver, -D warnings, ...).
+    for var in [
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "CARGO_MAKEFLAGS",
+        "MAKEFLAGS",
+        "MFLAGS",
+    ] {
+        cmd.env_remove(var);
+    }
+    let output = cmd.output().unwrap_or_else(|e| panic!("could not run cargo to build kernels-gpu: {e}"));
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let hint = if stderr.contains("rust-src") || stderr.contains("build-std") {
+            "\nhint: the device crate needs the pinned nightly with rust-src:\n  rustup toolchain install nightly-2026-05-20 --component rust-src clippy rustfmt\n"
+        } else if stderr.contains("nvptx64") {
+            "\nhint: the nightly's nvptx64-nvidia-cuda target builds core from rust-src (-Zbuild-std=core); check `rustup component list --installed`\n"
+        } else {
+            ""
+        };
+        panic!("building kernels-gpu to PTX ({arch}) failed:\n{stderr}{hint}");
+    }
+    if !ptx.exists() {
+        panic!("kernels-gpu built but {} is missing", ptx.display());
+    }
+    println!("cargo:rustc-env=TCGNN_PTX_ARCH={arch}");
+}

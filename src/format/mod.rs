@@ -1,0 +1,1 @@
+//! Tensor-core tile formats translated from CSR on the CPU (rayon, parallel over windows).

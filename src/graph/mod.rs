@@ -1,0 +1,7 @@
+//! Graphs on the host: the CSR hub, file readers, generators.
+
+pub mod csr;
+pub mod mtx;
+pub mod rmat;
+
+pub use csr::Csr;

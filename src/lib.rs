@@ -1,0 +1,12 @@
+//! tcgnn: sparse GNN kernels (SpMM, SDDMM) on NVIDIA tensor cores, written entirely in Rust.
+//!
+//! Layers, each a folder: [`graph`] (CSR, readers, generators), [`format`] (tensor-core tile
+//! formats translated from CSR), [`gpu`] (device, module, memory, timing, cuSPARSE), [`ops`]
+//! (one entry per op, CPU and CUDA behind it), [`bench`] (the GPU benchmark harness), [`cli`].
+
+pub mod error;
+pub mod format;
+pub mod graph;
+pub mod util;
+
+pub use error::{Error, Result};

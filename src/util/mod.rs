@@ -1,0 +1,3 @@
+//! Small helpers shared by every layer.
+
+pub mod rng;

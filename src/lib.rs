@@ -6,7 +6,10 @@
 
 pub mod error;
 pub mod format;
+pub mod gpu;
 pub mod graph;
+pub mod ops;
+pub mod tensor;
 pub mod util;
 
 pub use error::{Error, Result};

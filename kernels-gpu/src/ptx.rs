@@ -1,3 +1,348 @@
+//! Small typed wrappers over inline PTX: the only place in the device crate that writes `asm!`.
+//! Kernels call these and read as algorithms.
+//!
+//! Fragment layouts of the `mma.sync` shapes (PTX ISA, "Matrix fragments for mma.m16n8kK"),
+//! with `g = lane / 4` (group) and `t = lane % 4` (thread in group); see `layout.rs`, which the
+//! host tests include and check against CPU products.
+
 use core::arch::asm;
+
+// ---------------------------------------------------------------- ids and sizes
+
+macro_rules! special_reg {
+    ($name:ident, $reg:literal) => {
+        #[inline(always)]
+        pub fn $name() -> u32 {
+            let r: u32;
+            unsafe { asm!(concat!("mov.u32 {}, ", $reg, ";"), out(reg32) r, options(pure, nomem, nostack)) };
+            r
+        }
+    };
+}
+special_reg!(tid_x, "%tid.x");
+special_reg!(tid_y, "%tid.y");
+special_reg!(ntid_x, "%ntid.x");
+special_reg!(ntid_y, "%ntid.y");
+special_reg!(ctaid_x, "%ctaid.x");
+special_reg!(ctaid_y, "%ctaid.y");
+special_reg!(nctaid_x, "%nctaid.x");
+special_reg!(nctaid_y, "%nctaid.y");
+special_reg!(lane_id, "%laneid");
+
+/// Warp index inside the block (x-major thread numbering).
 #[inline(always)]
-pub fn tid_x() -> u32 { let r: u32; unsafe { asm!("mov.u32 {}, %tid.x;", out(reg32) r) }; r }
+pub fn warp_id() -> u32 {
+    (tid_y() * ntid_x() + tid_x()) / 32
+}
+
+// ---------------------------------------------------------------- synchronisation
+
+/// `bar.sync 0`: block-wide barrier.
+#[inline(always)]
+pub fn sync_threads() {
+    unsafe { asm!("bar.sync 0;", options(nostack)) };
+}
+
+/// `bar.warp.sync`: reconverge the full warp.
+#[inline(always)]
+pub fn sync_warp() {
+    unsafe { asm!("bar.warp.sync -1;", options(nostack)) };
+}
+
+pub const FULL_MASK: u32 = 0xffff_ffff;
+
+#[inline(always)]
+pub fn shfl_xor_f32(v: f32, lane_mask: u32) -> f32 {
+    let r: f32;
+    unsafe {
+        asm!("shfl.sync.bfly.b32 {r}, {v}, {m}, 0x1f, -1;", r = out(reg32) r, v = in(reg32) v, m = in(reg32) lane_mask, options(nomem, nostack))
+    };
+    r
+}
+
+#[inline(always)]
+pub fn shfl_down_f32(v: f32, delta: u32) -> f32 {
+    let r: f32;
+    unsafe {
+        asm!("shfl.sync.down.b32 {r}, {v}, {d}, 0x1f, -1;", r = out(reg32) r, v = in(reg32) v, d = in(reg32) delta, options(nomem, nostack))
+    };
+    r
+}
+
+#[inline(always)]
+pub fn shfl_idx_u32(v: u32, src_lane: u32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("shfl.sync.idx.b32 {r}, {v}, {s}, 0x1f, -1;", r = out(reg32) r, v = in(reg32) v, s = in(reg32) src_lane, options(nomem, nostack))
+    };
+    r
+}
+
+#[inline(always)]
+pub fn shfl_idx_f32(v: f32, src_lane: u32) -> f32 {
+    f32::from_bits(shfl_idx_u32(v.to_bits(), src_lane))
+}
+
+/// Sum over the 32 lanes (every lane gets the total).
+#[inline(always)]
+pub fn warp_sum(mut v: f32) -> f32 {
+    v += shfl_xor_f32(v, 16);
+    v += shfl_xor_f32(v, 8);
+    v += shfl_xor_f32(v, 4);
+    v += shfl_xor_f32(v, 2);
+    v += shfl_xor_f32(v, 1);
+    v
+}
+
+/// Maximum over the 32 lanes (every lane gets it).
+#[inline(always)]
+pub fn warp_max(mut v: f32) -> f32 {
+    v = v.max(shfl_xor_f32(v, 16));
+    v = v.max(shfl_xor_f32(v, 8));
+    v = v.max(shfl_xor_f32(v, 4));
+    v = v.max(shfl_xor_f32(v, 2));
+    v = v.max(shfl_xor_f32(v, 1));
+    v
+}
+
+// ---------------------------------------------------------------- global memory
+
+/// Read-only (non-coherent texture path) 4-float vector load; `p` must be 16-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_nc_v4_f32(p: *const f32) -> [f32; 4] {
+    let (a, b, c, d): (f32, f32, f32, f32);
+    unsafe {
+        asm!("ld.global.nc.v4.f32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d, p = in(reg64) p, options(readonly, nostack))
+    };
+    [a, b, c, d]
+}
+
+/// Read-only 2-float vector load; `p` must be 8-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_nc_v2_f32(p: *const f32) -> [f32; 2] {
+    let (a, b): (f32, f32);
+    unsafe { asm!("ld.global.nc.v2.f32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, p = in(reg64) p, options(readonly, nostack)) };
+    [a, b]
+}
+
+#[inline(always)]
+pub unsafe fn ld_nc_f32(p: *const f32) -> f32 {
+    let a: f32;
+    unsafe { asm!("ld.global.nc.f32 {a}, [{p}];", a = out(reg32) a, p = in(reg64) p, options(readonly, nostack)) };
+    a
+}
+
+#[inline(always)]
+pub unsafe fn ld_nc_u32(p: *const u32) -> u32 {
+    let a: u32;
+    unsafe { asm!("ld.global.nc.u32 {a}, [{p}];", a = out(reg32) a, p = in(reg64) p, options(readonly, nostack)) };
+    a
+}
+
+/// Read-only 4 x 32-bit load (e.g. 8 halves); `p` 16-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_nc_v4_u32(p: *const u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    unsafe {
+        asm!("ld.global.nc.v4.u32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d, p = in(reg64) p, options(readonly, nostack))
+    };
+    [a, b, c, d]
+}
+
+/// Read-only 2 x 32-bit load; `p` 8-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_nc_v2_u32(p: *const u32) -> [u32; 2] {
+    let (a, b): (u32, u32);
+    unsafe { asm!("ld.global.nc.v2.u32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, p = in(reg64) p, options(readonly, nostack)) };
+    [a, b]
+}
+
+#[inline(always)]
+pub unsafe fn st_v4_f32(p: *mut f32, v: [f32; 4]) {
+    unsafe {
+        asm!("st.global.v4.f32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack))
+    };
+}
+
+#[inline(always)]
+pub unsafe fn st_v2_f32(p: *mut f32, v: [f32; 2]) {
+    unsafe { asm!("st.global.v2.f32 [{p}], {{{a}, {b}}};", p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1], options(nostack)) };
+}
+
+/// `red.global.add.f32`: atomic accumulate without a return value.
+#[inline(always)]
+pub unsafe fn red_add_f32(p: *mut f32, v: f32) {
+    unsafe { asm!("red.global.add.f32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
+}
+
+// ---------------------------------------------------------------- shared memory
+
+/// 32-bit shared-window address of the dynamic shared memory base.
+#[inline(always)]
+pub fn dyn_smem_base() -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {}, dyn_smem;", out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub unsafe fn st_shared_f32(addr: u32, v: f32) {
+    unsafe { asm!("st.shared.f32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v, options(nostack)) };
+}
+
+#[inline(always)]
+pub unsafe fn ld_shared_f32(addr: u32) -> f32 {
+    let r: f32;
+    unsafe { asm!("ld.shared.f32 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(readonly, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub unsafe fn st_shared_u32(addr: u32, v: u32) {
+    unsafe { asm!("st.shared.u32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v, options(nostack)) };
+}
+
+#[inline(always)]
+pub unsafe fn ld_shared_u32(addr: u32) -> u32 {
+    let r: u32;
+    unsafe { asm!("ld.shared.u32 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(readonly, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub unsafe fn st_shared_u16(addr: u32, v: u16) {
+    unsafe { asm!("st.shared.u16 [{a}], {v};", a = in(reg32) addr, v = in(reg16) v, options(nostack)) };
+}
+
+#[inline(always)]
+pub unsafe fn st_shared_v4_f32(addr: u32, v: [f32; 4]) {
+    unsafe {
+        asm!("st.shared.v4.f32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg32) addr, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack))
+    };
+}
+
+// ---------------------------------------------------------------- conversions
+
+/// Round an f32 to tf32 (round to nearest, ties away), kept in a 32-bit register.
+#[inline(always)]
+pub fn cvt_tf32(v: f32) -> u32 {
+    let r: u32;
+    unsafe { asm!("cvt.rna.tf32.f32 {r}, {v};", r = out(reg32) r, v = in(reg32) v, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Pack two f32 into an f16x2 register: `lo` in the low half (the lower-indexed element).
+#[inline(always)]
+pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
+    let r: u32;
+    // cvt.rn.f16x2.f32 d, a, b puts a in the upper half and b in the lower half.
+    unsafe { asm!("cvt.rn.f16x2.f32 {r}, {hi}, {lo};", r = out(reg32) r, hi = in(reg32) hi, lo = in(reg32) lo, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Pack two raw f16 bit patterns into an f16x2 register (`lo` in the low half).
+#[inline(always)]
+pub fn pack_u16x2(lo: u16, hi: u16) -> u32 {
+    (lo as u32) | ((hi as u32) << 16)
+}
+
+/// f16 bits -> f32.
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let r: f32;
+    unsafe { asm!("cvt.f32.f16 {r}, {h};", r = out(reg32) r, h = in(reg16) h, options(pure, nomem, nostack)) };
+    r
+}
+
+/// `ex2.approx.ftz.f32`: 2^x (for exp in softmax: exp(x) = 2^(x * log2 e)).
+#[inline(always)]
+pub fn ex2(v: f32) -> f32 {
+    let r: f32;
+    unsafe { asm!("ex2.approx.ftz.f32 {r}, {v};", r = out(reg32) r, v = in(reg32) v, options(pure, nomem, nostack)) };
+    r
+}
+
+/// e^x through `ex2.approx`.
+#[inline(always)]
+pub fn exp(v: f32) -> f32 {
+    ex2(v * core::f32::consts::LOG2_E)
+}
+
+#[inline(always)]
+pub fn rcp(v: f32) -> f32 {
+    let r: f32;
+    unsafe { asm!("rcp.rn.f32 {r}, {v};", r = out(reg32) r, v = in(reg32) v, options(pure, nomem, nostack)) };
+    r
+}
+
+// ---------------------------------------------------------------- tensor cores
+
+/// D = A * B + C, m16n8k8, f16 inputs, f32 accumulators.
+/// A: 2 x f16x2 (row-major 16x8), B: 1 x f16x2 (col-major 8x8), C/D: 4 x f32.
+#[inline(always)]
+pub fn mma_m16n8k8_f16(a: [u32; 2], b: u32, c: [f32; 4]) -> [f32; 4] {
+    let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}}}, {{{b0}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], b0 = in(reg32) b,
+            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+            options(pure, nomem, nostack)
+        )
+    };
+    [d0, d1, d2, d3]
+}
+
+/// D = A * B + C, m16n8k16, f16 inputs, f32 accumulators.
+/// A: 4 x f16x2, B: 2 x f16x2, C/D: 4 x f32.
+#[inline(always)]
+pub fn mma_m16n8k16_f16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+            b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+            options(pure, nomem, nostack)
+        )
+    };
+    [d0, d1, d2, d3]
+}
+
+/// D = A * B + C, m16n8k4, tf32 inputs (from `cvt_tf32`), f32 accumulators.
+/// A: 2 x tf32, B: 1 x tf32, C/D: 4 x f32.
+#[inline(always)]
+pub fn mma_m16n8k4_tf32(a: [u32; 2], b: u32, c: [f32; 4]) -> [f32; 4] {
+    let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}}}, {{{b0}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], b0 = in(reg32) b,
+            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+            options(pure, nomem, nostack)
+        )
+    };
+    [d0, d1, d2, d3]
+}
+
+/// D = A * B + C, m16n8k8, tf32 inputs, f32 accumulators.
+/// A: 4 x tf32, B: 2 x tf32, C/D: 4 x f32.
+#[inline(always)]
+pub fn mma_m16n8k8_tf32(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    let (d0, d1, d2, d3): (f32, f32, f32, f32);
+    unsafe {
+        asm!(
+            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+            d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+            a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+            b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+            c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+            options(pure, nomem, nostack)
+        )
+    };
+    [d0, d1, d2, d3]
+}

@@ -1,0 +1,59 @@
+//! CSR SpMM, f32 on CUDA cores: a warp per row, lanes over K in 4-float vectors.
+//! The simple baseline every tensor-core kernel is compared with.
+
+use crate::config::CSR_SPMM_WARPS;
+use crate::ptx;
+
+/// `k` must be a multiple of 4 (the host pads K to a multiple of 8) and X, Y 16-byte aligned.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn spmm_csr_f32(
+    n_rows: u32,
+    k: u32,
+    row_ptr: *const u32,
+    col_idx: *const u32,
+    values: *const f32,
+    x: *const f32,
+    y: *mut f32,
+) {
+    let row = ptx::ctaid_x() * CSR_SPMM_WARPS + ptx::warp_id();
+    if row >= n_rows {
+        return;
+    }
+    let lane = ptx::lane_id();
+    let (start, end) = unsafe { (ptx::ld_nc_u32(row_ptr.add(row as usize)), ptx::ld_nc_u32(row_ptr.add(row as usize + 1))) };
+    let k4 = k / 4;
+    // Column groups of 128 floats: one float4 per lane per group.
+    let mut c4 = lane;
+    while c4 < k4.div_ceil(32) * 32 {
+        let active = c4 < k4;
+        let mut acc = [0.0f32; 4];
+        let mut e = start;
+        while e < end {
+            // The warp loads up to 32 (col, val) pairs at once and broadcasts them.
+            let batch = (end - e).min(32);
+            let (my_col, my_val) = if lane < batch {
+                unsafe { (ptx::ld_nc_u32(col_idx.add((e + lane) as usize)), ptx::ld_nc_f32(values.add((e + lane) as usize))) }
+            } else {
+                (0, 0.0)
+            };
+            let mut j = 0;
+            while j < batch {
+                let col = ptx::shfl_idx_u32(my_col, j);
+                let val = ptx::shfl_idx_f32(my_val, j);
+                if active {
+                    let xv = unsafe { ptx::ld_nc_v4_f32(x.add((col as usize) * k as usize + 4 * c4 as usize)) };
+                    acc[0] += val * xv[0];
+                    acc[1] += val * xv[1];
+                    acc[2] += val * xv[2];
+                    acc[3] += val * xv[3];
+                }
+                j += 1;
+            }
+            e += batch;
+        }
+        if active {
+            unsafe { ptx::st_v4_f32(y.add(row as usize * k as usize + 4 * c4 as usize), acc) };
+        }
+        c4 += 32;
+    }
+}

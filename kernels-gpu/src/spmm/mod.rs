@@ -1,0 +1,3 @@
+//! SpMM kernels: Y = S X (S sparse N x N, X dense N x K row-major, Y dense N x K row-major).
+
+pub mod csr;

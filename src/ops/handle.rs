@@ -1,0 +1,70 @@
+//! A graph handle: the CSR on the host plus every translation and upload made from it, built on
+//! first use and kept, so repeated calls (training epochs, benchmark repetitions) pay once.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::gpu::{DeviceVec, Gpu};
+use crate::graph::Csr;
+
+type Cache = Mutex<HashMap<(TypeId, u64), Arc<dyn Any + Send + Sync>>>;
+
+pub struct GraphHandle {
+    csr: Arc<Csr>,
+    gpu: Option<Arc<Gpu>>,
+    cache: Cache,
+}
+
+/// The CSR arrays on the device.
+pub struct DeviceCsr {
+    pub row_ptr: DeviceVec<u32>,
+    pub col_idx: DeviceVec<u32>,
+    pub values: DeviceVec<f32>,
+}
+
+impl GraphHandle {
+    /// A handle for `csr`; `gpu = None` restricts it to CPU implementations.
+    pub fn new(csr: Csr, gpu: Option<Arc<Gpu>>) -> Self {
+        GraphHandle { csr: Arc::new(csr), gpu, cache: Mutex::new(HashMap::new()) }
+    }
+
+    pub fn csr(&self) -> &Csr {
+        &self.csr
+    }
+
+    pub fn gpu(&self) -> Result<&Arc<Gpu>> {
+        self.gpu.as_ref().ok_or_else(|| Error::NoGpu("this graph handle was created without a GPU".into()))
+    }
+
+    pub fn has_gpu(&self) -> bool {
+        self.gpu.is_some()
+    }
+
+    /// The value of type `T` stored under `key`, built by `build` on first use.
+    /// Each format picks its own `T` (and `key` for variants such as block width), so adding a
+    /// format never touches this struct.
+    pub fn cached<T: Any + Send + Sync>(&self, key: u64, build: impl FnOnce() -> Result<T>) -> Result<Arc<T>> {
+        let id = (TypeId::of::<T>(), key);
+        if let Some(v) = self.cache.lock().expect("graph cache poisoned").get(&id) {
+            return Ok(v.clone().downcast::<T>().expect("cache entry type matches its key"));
+        }
+        // Build outside the lock: translations can take a while and may use rayon.
+        let value = Arc::new(build()?);
+        self.cache.lock().expect("graph cache poisoned").insert(id, value.clone());
+        Ok(value)
+    }
+
+    /// The CSR uploaded to the device.
+    pub fn device_csr(&self) -> Result<Arc<DeviceCsr>> {
+        let gpu = self.gpu()?.clone();
+        self.cached(0, || {
+            Ok(DeviceCsr {
+                row_ptr: DeviceVec::upload(&gpu, self.csr.row_ptr())?,
+                col_idx: DeviceVec::upload(&gpu, self.csr.col_idx())?,
+                values: DeviceVec::upload(&gpu, self.csr.values())?,
+            })
+        })
+    }
+}

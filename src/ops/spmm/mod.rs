@@ -1,0 +1,67 @@
+//! SpMM: Y = S X, S the graph (N x N sparse), X dense N x K features, Y dense N x K.
+
+pub mod cpu;
+pub mod csr;
+
+use crate::error::{Error, Result};
+use crate::gpu::DeviceMatrix;
+use crate::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
+use crate::tensor::Matrix;
+
+/// Host-to-host SpMM: uploads X, runs `imp`, downloads Y. Convenient, not for hot loops
+/// (use [`spmm_device`] there).
+pub fn spmm(g: &GraphHandle, x: &Matrix, imp: Impl, prec: Precision) -> Result<Matrix> {
+    check_shapes(g, x.rows, x.cols)?;
+    let imp = resolve(g, imp, prec, x.cols);
+    if imp == Impl::Cpu {
+        return Ok(cpu::spmm_cpu(g.csr(), x));
+    }
+    let gpu = g.gpu()?.clone();
+    let xd = DeviceFeatures::upload(&gpu, x, prec)?;
+    let mut y = DeviceMatrix::<f32>::zeros(&gpu, g.csr().n_rows(), x.cols)?;
+    spmm_device(g, &xd, &mut y, imp)?;
+    y.download()
+}
+
+/// Device SpMM into a preallocated Y. The precision follows X's storage and the implementation:
+/// f16 features run f16 tensor cores; f32 features run f32 (Csr, cuSPARSE) or tf32 (Tc*).
+pub fn spmm_device(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+    check_shapes(g, x.rows(), x.cols())?;
+    if y.rows != g.csr().n_rows() || y.cols != x.cols() {
+        return Err(Error::Shape(format!("Y is {}x{}, expected {}x{}", y.rows, y.cols, g.csr().n_rows(), x.cols())));
+    }
+    let prec = match x {
+        DeviceFeatures::F16(_) => Precision::F16,
+        DeviceFeatures::F32(_) => Precision::Tf32,
+    };
+    match (resolve(g, imp, prec, x.cols()), x) {
+        (Impl::Csr, DeviceFeatures::F32(x)) => csr::spmm_csr(g, x, y),
+        (Impl::Cpu, _) => Err(Error::Unsupported("Impl::Cpu on device buffers; use ops::spmm".into())),
+        (imp, x) => Err(Error::Unsupported(format!(
+            "SpMM {imp:?} with {} features is not available",
+            match x {
+                DeviceFeatures::F32(_) => "f32",
+                DeviceFeatures::F16(_) => "f16",
+            }
+        ))),
+    }
+}
+
+/// `Auto` -> a concrete implementation.
+fn resolve(g: &GraphHandle, imp: Impl, _prec: Precision, _k: usize) -> Impl {
+    match imp {
+        Impl::Auto if !g.has_gpu() => Impl::Cpu,
+        Impl::Auto => Impl::Csr,
+        other => other,
+    }
+}
+
+fn check_shapes(g: &GraphHandle, x_rows: usize, k: usize) -> Result<()> {
+    if x_rows != g.csr().n_cols() {
+        return Err(Error::Shape(format!("X has {x_rows} rows, the graph has {} columns", g.csr().n_cols())));
+    }
+    if k == 0 {
+        return Err(Error::Unsupported("feature width K = 0".into()));
+    }
+    Ok(())
+}

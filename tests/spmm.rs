@@ -1,0 +1,85 @@
+//! SpMM: CPU against a dense product, every GPU implementation against the f64 reference on
+//! odd shapes and several K, outputs poisoned before launch.
+
+mod common;
+
+use tcgnn::gpu::DeviceMatrix;
+use tcgnn::graph::Csr;
+use tcgnn::ops::spmm::cpu::{spmm_cpu, spmm_reference_f64};
+use tcgnn::ops::spmm::spmm_device;
+use tcgnn::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
+use tcgnn::tensor::{Matrix, rel_error};
+
+#[test]
+fn cpu_spmm_matches_dense_product() {
+    let s = common::random_graph(50, 6, 4, 1);
+    let x = Matrix::random(50, 13, 2);
+    let y = spmm_cpu(&s, &x);
+    let mut dense = vec![0f64; 50 * 50];
+    for r in 0..50 {
+        for (c, v) in s.row(r) {
+            dense[r * 50 + c as usize] += v as f64;
+        }
+    }
+    for r in 0..50 {
+        for j in 0..13 {
+            let want: f64 = (0..50).map(|c| dense[r * 50 + c] * x.data[c * 13 + j] as f64).sum();
+            approx::assert_abs_diff_eq!(y.data[r * 13 + j] as f64, want, epsilon = 1e-4);
+        }
+    }
+}
+
+/// Run `imp` on the GPU with poisoned output and compare with the f64 reference.
+pub fn check_gpu(gpu: &std::sync::Arc<tcgnn::gpu::Gpu>, name: &str, s: &Csr, k: usize, imp: Impl, prec: Precision) {
+    let x = Matrix::random(s.n_cols(), k, 7 + k as u64);
+    let (x_ref, s_ref) = match prec {
+        Precision::F16 => {
+            let vals: Vec<f32> = s.values().iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+            (x.rounded_f16(), s.clone().with_values(vals).unwrap())
+        }
+        _ => (x.clone(), s.clone()),
+    };
+    let want = spmm_reference_f64(&s_ref, &x_ref);
+    let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
+    let xd = DeviceFeatures::upload(gpu, &x, prec).unwrap();
+    let mut y = DeviceMatrix::<f32>::zeros(gpu, s.n_rows(), k).unwrap();
+    y.poison().unwrap();
+    spmm_device(&g, &xd, &mut y, imp).unwrap();
+    let got = y.download().unwrap();
+    let err = rel_error(&got.data, &want);
+    let tol = prec.tolerance();
+    println!("{imp:?} {prec:?} {name} K={k}: rel err {err:.2e}");
+    assert!(err < tol, "{imp:?} {prec:?} on {name}, K={k}: relative error {err} >= {tol}");
+}
+
+#[test]
+fn gpu_csr_spmm_matches_reference() {
+    let Some(gpu) = common::gpu_or_skip("gpu_csr_spmm_matches_reference") else { return };
+    for (name, s) in common::odd_shapes(11) {
+        for k in [8, 24, 128, 264] {
+            check_gpu(&gpu, &name, &s, k, Impl::Csr, Precision::F32);
+        }
+    }
+}
+
+#[test]
+fn gpu_spmm_k_not_multiple_of_8_is_padded() {
+    let Some(gpu) = common::gpu_or_skip("gpu_spmm_k_not_multiple_of_8_is_padded") else { return };
+    let s = common::random_graph(300, 7, 5, 3);
+    for k in [1, 5, 13] {
+        check_gpu(&gpu, "n=300", &s, k, Impl::Csr, Precision::F32);
+    }
+}
+
+#[test]
+fn host_api_runs_without_gpu() {
+    let s = common::random_graph(40, 4, 0, 9);
+    let x = Matrix::random(40, 8, 1);
+    let g = GraphHandle::new(s.clone(), None);
+    let y = tcgnn::ops::spmm::spmm(&g, &x, Impl::Auto, Precision::F32).unwrap();
+    assert_eq!(y, spmm_cpu(&s, &x));
+    let e = tcgnn::ops::spmm::spmm(&g, &x, Impl::Csr, Precision::F32).unwrap_err();
+    assert!(e.to_string().contains("no GPU"), "{e}");
+    let bad = Matrix::random(41, 8, 1);
+    assert!(tcgnn::ops::spmm::spmm(&g, &bad, Impl::Cpu, Precision::F32).is_err());
+}

@@ -88,7 +88,7 @@ impl Csr {
         let rows: Vec<Vec<(u32, f32)>> = (0..self.n_rows)
             .into_par_iter()
             .map(|r| {
-                let mut row: Vec<(u32, f32)> = self.row(r).map(|(c, v)| (c, v)).collect();
+                let mut row: Vec<(u32, f32)> = self.row(r).collect();
                 row.sort_unstable_by_key(|e| e.0);
                 let mut out: Vec<(u32, f32)> = Vec::with_capacity(row.len());
                 for (c, v) in row {

@@ -14,6 +14,7 @@ pub mod layout {
     include!("layout.rs");
 }
 pub mod ptx;
+pub mod sddmm;
 pub mod selftest;
 pub mod smem;
 pub mod spmm;

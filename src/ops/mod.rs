@@ -2,6 +2,7 @@
 //! reference) or a CUDA kernel, chosen by [`Impl`].
 
 pub mod handle;
+pub mod sddmm;
 pub mod spmm;
 
 pub use handle::GraphHandle;
@@ -17,6 +18,8 @@ pub enum Impl {
     Cpu,
     /// CUDA cores on CSR: a warp per row.
     Csr,
+    /// CUDA cores, hybrid-parallel (HP-SpMM / HP-SDDMM): nnz-balanced warps over row-sorted COO.
+    Hp,
     /// cuSPARSE (the in-process baseline).
     Cusparse,
     /// TC-GNN 16x1 tiles (SGT) on tensor cores.

@@ -1,0 +1,1 @@
+//! SDDMM kernels: O = (A B^T) .* S at the nonzeros of S, and edge softmax.

@@ -61,4 +61,13 @@ fn main() {
         panic!("kernels-gpu built but {} is missing", ptx.display());
     }
     println!("cargo:rustc-env=TCGNN_PTX_ARCH={arch}");
+    // The commit benchmark reports name (the GPU machine has no git).
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=TCGNN_GIT_COMMIT={commit}");
 }

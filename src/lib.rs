@@ -6,6 +6,7 @@
 
 pub mod error;
 pub mod format;
+pub mod bench;
 pub mod gpu;
 pub mod graph;
 pub mod ops;

@@ -3,5 +3,6 @@
 pub mod csr;
 pub mod mtx;
 pub mod rmat;
+pub mod source;
 
 pub use csr::Csr;

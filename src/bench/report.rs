@@ -1,0 +1,216 @@
+//! Benchmark reports: JSON (everything, for later analysis), markdown (tables a person reads),
+//! SVG (speedup chart). Written to `bench/results/<op>.{json,md,svg}`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::bench::Record;
+use crate::error::{Error, Result};
+use crate::gpu::GpuInfo;
+
+#[derive(Serialize)]
+pub struct Report {
+    pub op: String,
+    pub gpu: GpuInfo,
+    pub date: String,
+    pub commit: String,
+    pub ptx_arch: String,
+    pub copy_bandwidth_gbs: f64,
+    pub warmup: usize,
+    pub reps: usize,
+    pub records: Vec<Record>,
+    pub summary: Vec<SummaryRow>,
+}
+
+/// Geometric mean over graphs of one variant's speedup at one K.
+#[derive(Serialize, Clone, Debug)]
+pub struct SummaryRow {
+    pub k: usize,
+    pub variant: String,
+    pub graphs: usize,
+    pub geomean_speedup_vs_cusparse: f64,
+    pub geomean_floor_fraction: f64,
+    pub max_rel_error: f64,
+    pub failures: usize,
+}
+
+pub fn summarize(records: &[Record]) -> Vec<SummaryRow> {
+    let mut groups: BTreeMap<(usize, String), Vec<&Record>> = BTreeMap::new();
+    for r in records {
+        groups.entry((r.k, r.variant_group().to_string())).or_default().push(r);
+    }
+    groups
+        .into_iter()
+        .map(|((k, variant), rs)| {
+            let ok: Vec<&&Record> = rs.iter().filter(|r| r.speedup_vs_cusparse.is_some()).collect();
+            let geo = |f: &dyn Fn(&Record) -> f64| {
+                if ok.is_empty() { f64::NAN } else { (ok.iter().map(|r| f(r).ln()).sum::<f64>() / ok.len() as f64).exp() }
+            };
+            SummaryRow {
+                k,
+                variant,
+                graphs: ok.len(),
+                geomean_speedup_vs_cusparse: geo(&|r| r.speedup_vs_cusparse.unwrap()),
+                geomean_floor_fraction: geo(&|r| r.floor_fraction.unwrap_or(f64::NAN)),
+                max_rel_error: rs.iter().filter_map(|r| r.rel_error).fold(0.0, f64::max),
+                failures: rs.len() - ok.len(),
+            }
+        })
+        .collect()
+}
+
+pub fn today() -> String {
+    chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+/// Write `<dir>/<op>.json`, `.md`, `.svg`; returns the paths.
+pub fn write(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::Io { path: dir.into(), source: e })?;
+    let base = dir.join(&report.op);
+    let files = [
+        (base.with_extension("json"), serde_json::to_string_pretty(report).expect("report serialises")),
+        (base.with_extension("md"), markdown(report)),
+        (base.with_extension("svg"), svg_speedups(report)),
+    ];
+    for (path, text) in &files {
+        std::fs::write(path, text).map_err(|e| Error::Io { path: path.clone(), source: e })?;
+    }
+    Ok(files.into_iter().map(|(p, _)| p).collect())
+}
+
+fn fmt_opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+/// Summary table, then one table per K: graphs as rows, variants as columns, "ms (speedup)".
+pub fn markdown(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# {} benchmark\n", r.op);
+    let _ = writeln!(
+        s,
+        "{} ({} SMs, cc {}.{}), {}, commit {}, PTX {}; copy bandwidth {:.0} GB/s (read+write); median of {} after {} warm-up runs.\n",
+        r.gpu.name, r.gpu.sm_count, r.gpu.compute_capability.0, r.gpu.compute_capability.1, r.date, r.commit, r.ptx_arch,
+        r.copy_bandwidth_gbs, r.reps, r.warmup
+    );
+    let _ = writeln!(s, "## Geometric means over graphs (speedup vs cuSPARSE f32, best algorithm)\n");
+    let _ = writeln!(s, "| K | variant | graphs | speedup | floor fraction | max rel. error | failures |");
+    let _ = writeln!(s, "|---:|---|---:|---:|---:|---:|---:|");
+    for row in &r.summary {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.2}x | {:.2} | {:.1e} | {} |",
+            row.k, row.variant, row.graphs, row.geomean_speedup_vs_cusparse, row.geomean_floor_fraction, row.max_rel_error, row.failures
+        );
+    }
+    let ks: Vec<usize> = {
+        let mut v: Vec<usize> = r.records.iter().map(|x| x.k).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    for k in ks {
+        let recs: Vec<&Record> = r.records.iter().filter(|x| x.k == k).collect();
+        let mut variants: Vec<String> = Vec::new();
+        let mut graphs: Vec<String> = Vec::new();
+        for x in &recs {
+            if !variants.contains(&x.variant_group().to_string()) {
+                variants.push(x.variant_group().to_string());
+            }
+            if !graphs.contains(&x.graph) {
+                graphs.push(x.graph.clone());
+            }
+        }
+        let _ = writeln!(s, "\n## K = {k}: ms (speedup vs cuSPARSE f32)\n");
+        let _ = writeln!(s, "| graph | n | nnz | {} |", variants.join(" | "));
+        let _ = writeln!(s, "|---|---:|---:|{}", "---:|".repeat(variants.len()));
+        for g in &graphs {
+            let first = recs.iter().find(|x| &x.graph == g).unwrap();
+            let cells: Vec<String> = variants
+                .iter()
+                .map(|v| match recs.iter().find(|x| &x.graph == g && x.variant_group() == v) {
+                    Some(x) if x.ms.is_some() => {
+                        format!("{} ({}x)", fmt_opt(x.ms, 4), fmt_opt(x.speedup_vs_cusparse, 2))
+                    }
+                    Some(_) => "fail".into(),
+                    None => "-".into(),
+                })
+                .collect();
+            let _ = writeln!(s, "| {g} | {} | {} | {} |", first.n, first.nnz, cells.join(" | "));
+        }
+    }
+    let failures: Vec<&Record> = r.records.iter().filter(|x| x.error.is_some()).collect();
+    if !failures.is_empty() {
+        let _ = writeln!(s, "\n## Variants that did not run\n");
+        for x in failures.iter().take(50) {
+            let _ = writeln!(s, "- {} K={} {}: {}", x.graph, x.k, x.variant, x.error.as_deref().unwrap_or(""));
+        }
+    }
+    s
+}
+
+/// Grouped bar chart of speedup over cuSPARSE f32 per graph at the K with most records
+/// (128 when present), one bar per non-cuSPARSE variant, log2 scale, a line at 1x.
+pub fn svg_speedups(r: &Report) -> String {
+    let k = if r.records.iter().any(|x| x.k == 128) { 128 } else { r.records.first().map_or(0, |x| x.k) };
+    let recs: Vec<&Record> = r.records.iter().filter(|x| x.k == k && !x.variant.starts_with("cusparse f32")).collect();
+    let mut variants: Vec<String> = Vec::new();
+    let mut graphs: Vec<String> = Vec::new();
+    for x in &recs {
+        if !variants.contains(&x.variant_group().to_string()) {
+            variants.push(x.variant_group().to_string());
+        }
+        if !graphs.contains(&x.graph) {
+            graphs.push(x.graph.clone());
+        }
+    }
+    let colors = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f"];
+    let (bar_w, gap, left, top, plot_h) = (6.0, 14.0, 60.0, 40.0, 320.0);
+    let group_w = bar_w * variants.len() as f64 + gap;
+    let width = left + group_w * graphs.len() as f64 + 180.0;
+    let height = top + plot_h + 140.0;
+    let (lo, hi) = (-3.0f64, 5.0f64); // log2 speedup range: 1/8x .. 32x
+    let y_of = |v: f64| top + plot_h * (1.0 - (v.log2().clamp(lo, hi) - lo) / (hi - lo));
+    let mut s = String::new();
+    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="10">"#);
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(s, r#"<text x="{left}" y="20" font-size="14">{} speedup over cuSPARSE f32 (best algorithm), K = {k}, {} — {}</text>"#, r.op, r.gpu.name, r.date);
+    for e in (lo as i32)..=(hi as i32) {
+        let v = 2f64.powi(e);
+        let y = y_of(v);
+        let stroke = if e == 0 { "#000" } else { "#ddd" };
+        let _ = writeln!(s, r#"<line x1="{left}" x2="{:.0}" y1="{y:.1}" y2="{y:.1}" stroke="{stroke}"/>"#, width - 170.0);
+        let _ = writeln!(s, r#"<text x="{:.0}" y="{:.1}" text-anchor="end">{}x</text>"#, left - 4.0, y + 3.0, if e >= 0 { format!("{}", v) } else { format!("1/{}", 1 << -e) });
+    }
+    for (gi, g) in graphs.iter().enumerate() {
+        let x0 = left + gi as f64 * group_w + gap / 2.0;
+        for (vi, v) in variants.iter().enumerate() {
+            if let Some(sp) = recs.iter().find(|x| &x.graph == g && x.variant_group() == v).and_then(|x| x.speedup_vs_cusparse) {
+                let (y1, y0) = (y_of(sp), y_of(1.0));
+                let (ya, yb) = if y1 < y0 { (y1, y0) } else { (y0, y1) };
+                let _ = writeln!(
+                    s,
+                    r#"<rect x="{:.1}" y="{ya:.1}" width="{bar_w}" height="{:.1}" fill="{}"><title>{g} {v}: {sp:.2}x</title></rect>"#,
+                    x0 + vi as f64 * bar_w,
+                    (yb - ya).max(0.5),
+                    colors[vi % colors.len()]
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            r#"<text transform="translate({:.1},{:.1}) rotate(60)">{g}</text>"#,
+            x0 + 2.0,
+            top + plot_h + 10.0
+        );
+    }
+    for (vi, v) in variants.iter().enumerate() {
+        let y = top + 14.0 * vi as f64;
+        let x = width - 160.0;
+        let _ = writeln!(s, r#"<rect x="{x:.0}" y="{y:.0}" width="10" height="10" fill="{}"/><text x="{:.0}" y="{:.0}">{v}</text>"#, colors[vi % colors.len()], x + 14.0, y + 9.0);
+    }
+    s.push_str("</svg>\n");
+    s
+}

@@ -1,0 +1,157 @@
+//! SpMM benchmark of one graph at one K: every implementation, cuSPARSE best-of-algorithms.
+
+use std::sync::Arc;
+
+use crate::bench::Record;
+use crate::bench::floor::{floor_ms, spmm_bytes};
+use crate::error::Result;
+use crate::gpu::cusparse::{self, CsrMatrix, DataType, SpmmAlg, SpmmPlan};
+use crate::gpu::timing::time_gpu;
+use crate::gpu::{DeviceMatrix, Gpu};
+use crate::ops::spmm::cpu::spmm_reference_f64;
+use crate::ops::spmm::spmm_device;
+use crate::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
+use crate::tensor::{Matrix, rel_error};
+
+/// The variants a run covers, as (implementation, precision).
+pub const SPMM_VARIANTS: [(Impl, Precision); 7] = [
+    (Impl::Csr, Precision::F32),
+    (Impl::Tc16, Precision::Tf32),
+    (Impl::Tc16, Precision::F16),
+    (Impl::Tc8, Precision::Tf32),
+    (Impl::Tc8, Precision::F16),
+    (Impl::Auto, Precision::Tf32),
+    (Impl::Auto, Precision::F16),
+];
+
+pub struct SpmmBenchOptions {
+    pub warmup: usize,
+    pub reps: usize,
+    pub copy_gbs: f64,
+    /// Restrict to these implementations (empty = all).
+    pub only: Vec<Impl>,
+}
+
+fn label(imp: Impl, prec: Precision) -> String {
+    format!("{} {}", format!("{imp:?}").to_lowercase(), format!("{prec:?}").to_lowercase())
+}
+
+/// Benchmark every variant on `g` at feature width `k`. Never fails on a variant: its error is
+/// recorded and the run goes on.
+pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &SpmmBenchOptions) -> Result<Vec<Record>> {
+    let csr = g.csr();
+    let (n, nnz) = (csr.n_rows(), csr.nnz());
+    let flops = 2.0 * nnz as f64 * k as f64;
+    let x = Matrix::random(csr.n_cols(), k, 0x5eed ^ k as u64);
+    let reference = spmm_reference_f64(csr, &x);
+    // f16 kernels see rounded inputs; measure their error against the rounded problem.
+    let reference_f16 = {
+        let vals: Vec<f32> = csr.values().iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+        spmm_reference_f64(&csr.clone().with_values(vals)?, &x.rounded_f16())
+    };
+    let x32 = DeviceFeatures::upload(gpu, &x, Precision::F32)?;
+    let x16 = DeviceFeatures::upload(gpu, &x, Precision::F16)?;
+    let mut y = DeviceMatrix::<f32>::zeros(gpu, n, k)?;
+    let mut out = Vec::new();
+    let record = |variant: String, ms: Option<f64>, err: Option<f64>, error: Option<String>, fb: (usize, usize)| Record {
+        graph: name.into(),
+        n,
+        nnz,
+        k,
+        variant,
+        ms,
+        gflops: ms.map(|t| flops / (t * 1e-3) / 1e9),
+        speedup_vs_cusparse: None,
+        floor_fraction: ms.map(|t| floor_ms(spmm_bytes(n, csr.n_cols(), nnz, k, fb.0, fb.1), opt.copy_gbs) / t),
+        rel_error: err,
+        error,
+    };
+
+    // cuSPARSE: every CSR algorithm, f32 and f16; the best f32 time is the baseline.
+    let mut cusparse_best_f32: Option<f64> = None;
+    if opt.only.is_empty() || opt.only.contains(&Impl::Cusparse) {
+        match cusparse::Handle::new(gpu) {
+            Err(e) => out.push(record("cusparse f32".into(), None, None, Some(e.to_string()), (4, 4))),
+            Ok(handle) => {
+                for (dtype, prec) in [(DataType::F32, Precision::F32), (DataType::F16, Precision::F16)] {
+                    let (reference, fb) = match dtype {
+                        DataType::F32 => (&reference, (4, 4)),
+                        DataType::F16 => (&reference_f16, (2, 2)),
+                    };
+                    let a = CsrMatrix::upload(gpu, csr, dtype)?;
+                    let mut best: Option<(f64, f64, SpmmAlg)> = None;
+                    let mut last_err = None;
+                    for alg in SpmmAlg::ALL {
+                        let res = match dtype {
+                            DataType::F32 => time_cusparse::<f32>(gpu, &handle, &a, &x, dtype, &mut y, alg, opt),
+                            DataType::F16 => time_cusparse::<half::f16>(gpu, &handle, &a, &x, dtype, &mut y, alg, opt),
+                        }
+                        .and_then(|ms| Ok((ms, rel_error(&y.download()?.data, reference))));
+                        match res {
+                            Ok((ms, err)) if best.is_none_or(|b| ms < b.0) => best = Some((ms, err, alg)),
+                            Ok(_) => {}
+                            Err(e) => last_err = Some(e.to_string()),
+                        }
+                    }
+                    let lab = format!("cusparse {}", format!("{prec:?}").to_lowercase());
+                    match best {
+                        Some((ms, err, alg)) => {
+                            if dtype == DataType::F32 {
+                                cusparse_best_f32 = Some(ms);
+                            }
+                            out.push(record(format!("{lab} ({alg:?})"), Some(ms), Some(err), None, fb));
+                        }
+                        None => out.push(record(lab, None, None, last_err, fb)),
+                    }
+                }
+            }
+        }
+    }
+
+    for (imp, prec) in SPMM_VARIANTS {
+        if !opt.only.is_empty() && !opt.only.contains(&imp) {
+            continue;
+        }
+        let (x, reference, fb) = match prec {
+            Precision::F16 => (&x16, &reference_f16, (2, 2)),
+            _ => (&x32, &reference, (4, 4)),
+        };
+        let res = (|| -> Result<(f64, f64)> {
+            y.poison()?;
+            spmm_device(g, x, &mut y, imp)?; // first call: translation + upload, outside timing
+            let err = rel_error(&y.download()?.data, reference);
+            let t = time_gpu(gpu, opt.warmup, opt.reps, || spmm_device(g, x, &mut y, imp))?;
+            Ok((t.median_ms, err))
+        })();
+        let lab = label(imp, prec);
+        match res {
+            Ok((ms, err)) => out.push(record(lab, Some(ms), Some(err), None, fb)),
+            Err(e) => out.push(record(lab, None, None, Some(e.to_string()), fb)),
+        }
+    }
+    if let Some(base) = cusparse_best_f32 {
+        for r in &mut out {
+            r.speedup_vs_cusparse = r.ms.map(|t| base / t);
+        }
+    }
+    Ok(out)
+}
+
+/// Median time of cuSPARSE SpMM with algorithm `alg`: plan (descriptors, workspace,
+/// preprocessing) built outside the timed loop.
+#[allow(clippy::too_many_arguments)]
+fn time_cusparse<T: crate::gpu::memory::Element>(
+    gpu: &Arc<Gpu>,
+    handle: &cusparse::Handle,
+    a: &CsrMatrix,
+    x: &Matrix,
+    dtype: DataType,
+    y: &mut DeviceMatrix<f32>,
+    alg: SpmmAlg,
+    opt: &SpmmBenchOptions,
+) -> Result<f64> {
+    let mut xm = DeviceMatrix::<T>::upload(gpu, x)?;
+    y.poison()?;
+    let mut plan = SpmmPlan::new(handle, a, &mut xm, dtype, y, alg)?;
+    Ok(time_gpu(gpu, opt.warmup, opt.reps, || plan.run())?.median_ms)
+}

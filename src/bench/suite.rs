@@ -1,0 +1,54 @@
+//! Suites: many graphs x several K, with a progress bar, into one report.
+
+use std::sync::Arc;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::bench::Record;
+use crate::error::Result;
+use crate::gpu::Gpu;
+use crate::graph::source;
+use crate::ops::GraphHandle;
+
+/// The standard suite: every dataset plus R-MAT 2^18 x 16 and 2^20 x 8.
+pub fn standard_graphs() -> Vec<String> {
+    let mut v: Vec<String> = source::list_datasets().iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    v.push("rmat:18:16".into());
+    v.push("rmat:20:8".into());
+    v
+}
+
+/// Run `bench` for every graph and K; a graph that fails to load is reported and skipped.
+pub fn run_suite(
+    gpu: &Arc<Gpu>,
+    graphs: &[String],
+    ks: &[usize],
+    mut bench: impl FnMut(&str, &GraphHandle, usize) -> Result<Vec<Record>>,
+) -> Vec<Record> {
+    let pb = ProgressBar::new((graphs.len() * ks.len()) as u64);
+    pb.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}").expect("template"));
+    let mut out = Vec::new();
+    for spec in graphs {
+        let name = source::display_name(spec);
+        pb.set_message(format!("loading {name}"));
+        let g = match source::load(spec) {
+            Ok(g) => source::with_random_values(g, 0xbeef),
+            Err(e) => {
+                pb.println(format!("skipping {name}: {e}"));
+                pb.inc(ks.len() as u64);
+                continue;
+            }
+        };
+        let handle = GraphHandle::new(g, Some(gpu.clone()));
+        for &k in ks {
+            pb.set_message(format!("{name} K={k}"));
+            match bench(&name, &handle, k) {
+                Ok(rs) => out.extend(rs),
+                Err(e) => pb.println(format!("{name} K={k}: {e}")),
+            }
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    out
+}

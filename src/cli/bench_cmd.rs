@@ -1,0 +1,86 @@
+//! `tcgnn bench spmm [--suite] [GRAPH...]`.
+
+use std::path::PathBuf;
+
+use tcgnn::bench::report::{Report, summarize, today, write};
+use tcgnn::bench::spmm::{SpmmBenchOptions, bench_spmm};
+use tcgnn::bench::suite::{run_suite, standard_graphs};
+use tcgnn::gpu::Gpu;
+
+use super::table::print_records;
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Which op to benchmark.
+    #[arg(value_enum)]
+    pub op: BenchOp,
+    /// Graphs (paths, dataset names, rmat:SCALE:EF); with --suite, the standard suite is added.
+    pub graphs: Vec<String>,
+    /// Every dataset in $TCGNN_DATASETS plus R-MAT 2^18 x 16 and 2^20 x 8.
+    #[arg(long)]
+    pub suite: bool,
+    /// Feature widths (comma separated). Default: 32,128,256 for spmm, 32,128 for sddmm.
+    #[arg(long, value_delimiter = ',')]
+    pub k: Vec<usize>,
+    #[arg(long, default_value_t = 20)]
+    pub reps: usize,
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Folder for <op>.json/.md/.svg.
+    #[arg(long, default_value = "bench/results")]
+    pub out: PathBuf,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum BenchOp {
+    Spmm,
+    Sddmm,
+}
+
+pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
+    let gpu = Gpu::probe()?;
+    let mut graphs = a.graphs.clone();
+    if a.suite {
+        graphs.extend(standard_graphs());
+    }
+    if graphs.is_empty() {
+        return Err(tcgnn::Error::Unsupported("no graphs: name some or pass --suite".into()));
+    }
+    let copy_gbs = tcgnn::bench::copy_bandwidth_gbs(&gpu)?;
+    eprintln!("{}: copy bandwidth {copy_gbs:.0} GB/s", gpu.info().name);
+    let (op, ks) = match a.op {
+        BenchOp::Spmm => ("spmm", if a.k.is_empty() { vec![32, 128, 256] } else { a.k.clone() }),
+        BenchOp::Sddmm => ("sddmm", if a.k.is_empty() { vec![32, 128] } else { a.k.clone() }),
+    };
+    let records = match a.op {
+        BenchOp::Spmm => {
+            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: vec![] };
+            run_suite(&gpu, &graphs, &ks, |name, g, k| bench_spmm(&gpu, name, g, k, &opt))
+        }
+        BenchOp::Sddmm => return Err(tcgnn::Error::Unsupported("sddmm benchmark not wired yet".into())),
+    };
+    print_records(&records);
+    let report = Report {
+        op: op.into(),
+        gpu: gpu.info().clone(),
+        date: today(),
+        commit: env!("TCGNN_GIT_COMMIT").into(),
+        ptx_arch: tcgnn::gpu::module::KERNELS_ARCH.into(),
+        copy_bandwidth_gbs: copy_gbs,
+        warmup: a.warmup,
+        reps: a.reps,
+        summary: summarize(&records),
+        records,
+    };
+    println!();
+    for row in &report.summary {
+        println!(
+            "K={:<4} {:<16} geomean {:>6.2}x vs cuSPARSE f32, floor fraction {:.2}, max err {:.1e}, {} graphs, {} failed",
+            row.k, row.variant, row.geomean_speedup_vs_cusparse, row.geomean_floor_fraction, row.max_rel_error, row.graphs, row.failures
+        );
+    }
+    for p in write(&report, &a.out)? {
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,62 @@
+//! The default run: SpMM on a generated R-MAT graph with whatever the machine has.
+
+use tcgnn::bench::spmm::{SpmmBenchOptions, bench_spmm};
+use tcgnn::gpu::Gpu;
+use tcgnn::graph::rmat::{RmatParams, rmat};
+use tcgnn::graph::source::with_random_values;
+use tcgnn::ops::GraphHandle;
+use tcgnn::ops::spmm::cpu::{spmm_cpu, spmm_reference_f64};
+use tcgnn::tensor::{Matrix, rel_error};
+
+use super::table::print_records;
+
+#[derive(clap::Args)]
+pub struct DemoArgs {
+    /// R-MAT scale (2^scale nodes).
+    #[arg(long, default_value_t = 16)]
+    pub scale: u32,
+    /// R-MAT edge factor (edges per node before deduplication).
+    #[arg(long, default_value_t = 16)]
+    pub edge_factor: u32,
+    /// Feature width K.
+    #[arg(long, default_value_t = 128)]
+    pub k: usize,
+}
+
+impl Default for DemoArgs {
+    fn default() -> Self {
+        DemoArgs { scale: 16, edge_factor: 16, k: 128 }
+    }
+}
+
+pub fn run(a: &DemoArgs) -> tcgnn::Result<()> {
+    let g = with_random_values(rmat(RmatParams::new(a.scale, a.edge_factor, 1)), 0xbeef);
+    let name = format!("rmat:{}:{}", a.scale, a.edge_factor);
+    println!("tcgnn demo: SpMM Y = S X on R-MAT 2^{} ({} nodes, {} nnz), K = {}", a.scale, g.n_rows(), g.nnz(), a.k);
+
+    let x = Matrix::random(g.n_cols(), a.k, 0x5eed);
+    let reference = spmm_reference_f64(&g, &x);
+    let t = std::time::Instant::now();
+    let y = spmm_cpu(&g, &x);
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "CPU  f32 ({} threads): {ms:.2} ms, {:.2} GFLOPS, rel. error {:.1e}",
+        rayon::current_num_threads(),
+        2.0 * g.nnz() as f64 * a.k as f64 / (ms * 1e-3) / 1e9,
+        rel_error(&y.data, &reference)
+    );
+
+    let gpu = match Gpu::probe() {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            println!("GPU: {e}. Only the CPU part ran.");
+            return Ok(());
+        }
+    };
+    println!("GPU: {}", gpu.info().name);
+    let copy_gbs = tcgnn::bench::copy_bandwidth_gbs(&gpu)?;
+    let handle = GraphHandle::new(g, Some(gpu.clone()));
+    let opt = SpmmBenchOptions { warmup: 5, reps: 20, copy_gbs, only: vec![] };
+    print_records(&bench_spmm(&gpu, &name, &handle, a.k, &opt)?);
+    Ok(())
+}

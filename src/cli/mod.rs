@@ -1,0 +1,53 @@
+//! The `tcgnn` command line: argument definitions and one file per command.
+
+pub mod bench_cmd;
+pub mod demo;
+pub mod info;
+pub mod spmm_cmd;
+pub mod table;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "tcgnn",
+    version,
+    about = "Sparse GNN kernels (SpMM, SDDMM) on NVIDIA tensor cores, in Rust",
+    long_about = "Sparse GNN kernels (SpMM, SDDMM) on NVIDIA tensor cores, in Rust.\n\n\
+        With no command, runs a demo on a generated R-MAT graph: the CPU implementation always, \
+        the GPU kernels and cuSPARSE when a GPU is present.\n\n\
+        GRAPH arguments accept a .mtx/.mtx.gz path, a dataset name from $TCGNN_DATASETS \
+        (default ../shared/datasets, e.g. 'pubmed'), or a generator spec 'rmat:SCALE:EDGE_FACTOR[:SEED]'."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Print a graph's size, degrees and memory.
+    Info(info::InfoArgs),
+    /// Run one SpMM implementation on a graph; report time, GFLOPS, error and speedup over cuSPARSE.
+    Spmm(spmm_cmd::SpmmArgs),
+    /// Benchmark suites (GPU): every implementation against cuSPARSE, reports in bench/results/.
+    Bench(bench_cmd::BenchArgs),
+    /// The default demo (what `tcgnn` with no command runs).
+    Demo(demo::DemoArgs),
+    /// Print the embedded PTX (for ptxas checks).
+    Ptx,
+}
+
+pub fn run(cli: Cli) -> tcgnn::Result<()> {
+    match cli.command {
+        None => demo::run(&demo::DemoArgs::default()),
+        Some(Command::Demo(a)) => demo::run(&a),
+        Some(Command::Info(a)) => info::run(&a),
+        Some(Command::Spmm(a)) => spmm_cmd::run(&a),
+        Some(Command::Bench(a)) => bench_cmd::run(&a),
+        Some(Command::Ptx) => {
+            print!("{}", tcgnn::gpu::module::KERNELS_PTX);
+            Ok(())
+        }
+    }
+}

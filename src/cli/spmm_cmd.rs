@@ -1,0 +1,85 @@
+//! `tcgnn spmm GRAPH --k 128 --impl tc8 --precision f16`.
+
+use tcgnn::bench::spmm::{SpmmBenchOptions, bench_spmm};
+use tcgnn::gpu::Gpu;
+use tcgnn::graph::source;
+use tcgnn::ops::spmm::cpu::{spmm_cpu, spmm_reference_f64};
+use tcgnn::ops::{GraphHandle, Impl, Precision};
+use tcgnn::tensor::{Matrix, rel_error};
+
+use super::table::print_records;
+
+#[derive(clap::Args)]
+pub struct SpmmArgs {
+    /// Graph: path, dataset name, or rmat:SCALE:EDGE_FACTOR.
+    pub graph: String,
+    /// Feature width K (any K; kernels pad to a multiple of 8).
+    #[arg(long, default_value_t = 128)]
+    pub k: usize,
+    /// Implementation (cusparse is always measured alongside as the baseline on a GPU).
+    #[arg(long = "impl", value_enum, default_value_t = Impl::Auto)]
+    pub imp: Impl,
+    /// Precision: f32 (CUDA cores), tf32 or f16 (tensor cores, f32 accumulation).
+    #[arg(long, value_enum, default_value_t = Precision::F32)]
+    pub precision: Precision,
+    /// Timed repetitions (median reported).
+    #[arg(long, default_value_t = 20)]
+    pub reps: usize,
+    /// Warm-up runs before timing.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+}
+
+pub fn run(a: &SpmmArgs) -> tcgnn::Result<()> {
+    let name = source::display_name(&a.graph);
+    let g = source::with_random_values(source::load(&a.graph)?, 0xbeef);
+    if a.imp == Impl::Cpu {
+        return run_cpu(&name, g, a);
+    }
+    let gpu = match Gpu::probe() {
+        Ok(gpu) => gpu,
+        Err(e) if a.imp == Impl::Auto => {
+            println!("{e}; running on the CPU");
+            return run_cpu(&name, g, a);
+        }
+        Err(e) => return Err(e),
+    };
+    println!("{} | {} nodes, {} nnz, K = {}", gpu.info().name, g.n_rows(), g.nnz(), a.k);
+    let copy_gbs = tcgnn::bench::copy_bandwidth_gbs(&gpu)?;
+    let handle = GraphHandle::new(g, Some(gpu.clone()));
+    let only = if a.imp == Impl::Cusparse { vec![Impl::Cusparse] } else { vec![Impl::Cusparse, a.imp] };
+    let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only };
+    let mut records = bench_spmm(&gpu, &name, &handle, a.k, &opt)?;
+    // `--precision` picks among the requested implementation's variants.
+    records.retain(|r| {
+        r.variant.starts_with("cusparse")
+            || r.variant.ends_with(&format!("{:?}", a.precision).to_lowercase())
+            || (a.precision == Precision::F32 && r.variant.ends_with("tf32"))
+    });
+    print_records(&records);
+    Ok(())
+}
+
+fn run_cpu(name: &str, g: tcgnn::graph::Csr, a: &SpmmArgs) -> tcgnn::Result<()> {
+    let x = Matrix::random(g.n_cols(), a.k, 0x5eed);
+    let reference = spmm_reference_f64(&g, &x);
+    let mut times = Vec::new();
+    let mut y = Matrix::zeros(0, 0);
+    for _ in 0..a.reps.clamp(1, 5) {
+        let t = std::time::Instant::now();
+        y = spmm_cpu(&g, &x);
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let ms = times[times.len() / 2];
+    let gflops = 2.0 * g.nnz() as f64 * a.k as f64 / (ms * 1e-3) / 1e9;
+    println!(
+        "{name}: CPU f32 SpMM ({} threads), {} nodes, {} nnz, K = {}: {ms:.3} ms, {gflops:.2} GFLOPS, rel. error {:.1e}",
+        rayon::current_num_threads(),
+        g.n_rows(),
+        g.nnz(),
+        a.k,
+        rel_error(&y.data, &reference)
+    );
+    Ok(())
+}

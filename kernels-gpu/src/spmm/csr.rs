@@ -36,16 +36,33 @@ pub unsafe extern "ptx-kernel" fn spmm_csr_f32(
             } else {
                 (0, 0.0)
             };
+            // Four independent gathers in flight per step: the loop is latency bound otherwise.
             let mut j = 0;
+            while j + 4 <= batch {
+                let mut xs = [[0.0f32; 4]; 4];
+                let mut vs = [0.0f32; 4];
+                for u in 0..4 {
+                    let col = ptx::shfl_idx_u32(my_col, j + u as u32);
+                    vs[u] = ptx::shfl_idx_f32(my_val, j + u as u32);
+                    if active {
+                        xs[u] = unsafe { ptx::ld_nc_v4_f32(x.add((col as usize) * k as usize + 4 * c4 as usize)) };
+                    }
+                }
+                for u in 0..4 {
+                    for q in 0..4 {
+                        acc[q] += vs[u] * xs[u][q];
+                    }
+                }
+                j += 4;
+            }
             while j < batch {
                 let col = ptx::shfl_idx_u32(my_col, j);
                 let val = ptx::shfl_idx_f32(my_val, j);
                 if active {
                     let xv = unsafe { ptx::ld_nc_v4_f32(x.add((col as usize) * k as usize + 4 * c4 as usize)) };
-                    acc[0] += val * xv[0];
-                    acc[1] += val * xv[1];
-                    acc[2] += val * xv[2];
-                    acc[3] += val * xv[3];
+                    for q in 0..4 {
+                        acc[q] += val * xv[q];
+                    }
                 }
                 j += 1;
             }

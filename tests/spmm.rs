@@ -63,11 +63,25 @@ fn gpu_csr_spmm_matches_reference() {
 }
 
 #[test]
+fn gpu_hp_spmm_matches_reference() {
+    let Some(gpu) = common::gpu_or_skip("gpu_hp_spmm_matches_reference") else { return };
+    for (name, s) in common::odd_shapes(12) {
+        for k in [8, 24, 128, 264] {
+            check_gpu(&gpu, &name, &s, k, Impl::Hp, Precision::F32);
+        }
+    }
+    // Many warps over one huge row: the atomic path.
+    let big = common::one_huge_row(100_000, 16, 5);
+    check_gpu(&gpu, "n=100000 one huge row", &big, 64, Impl::Hp, Precision::F32);
+}
+
+#[test]
 fn gpu_spmm_k_not_multiple_of_8_is_padded() {
     let Some(gpu) = common::gpu_or_skip("gpu_spmm_k_not_multiple_of_8_is_padded") else { return };
     let s = common::random_graph(300, 7, 5, 3);
     for k in [1, 5, 13] {
         check_gpu(&gpu, "n=300", &s, k, Impl::Csr, Precision::F32);
+        check_gpu(&gpu, "n=300", &s, k, Impl::Hp, Precision::F32);
     }
 }
 

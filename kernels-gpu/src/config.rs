@@ -3,3 +3,6 @@
 
 /// Warps (rows) per block of the CSR warp-per-row SpMM.
 pub const CSR_SPMM_WARPS: u32 = 8;
+
+/// Warps per block of HP-SpMM.
+pub const HP_SPMM_WARPS: u32 = 8;

@@ -13,6 +13,9 @@ pub mod config {
 pub mod layout {
     include!("layout.rs");
 }
+pub mod partition {
+    include!("partition.rs");
+}
 pub mod ptx;
 pub mod sddmm;
 pub mod selftest;

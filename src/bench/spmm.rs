@@ -14,8 +14,9 @@ use crate::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
 use crate::tensor::{Matrix, rel_error};
 
 /// The variants a run covers, as (implementation, precision).
-pub const SPMM_VARIANTS: [(Impl, Precision); 7] = [
+pub const SPMM_VARIANTS: [(Impl, Precision); 8] = [
     (Impl::Csr, Precision::F32),
+    (Impl::Hp, Precision::F32),
     (Impl::Tc16, Precision::Tf32),
     (Impl::Tc16, Precision::F16),
     (Impl::Tc8, Precision::Tf32),

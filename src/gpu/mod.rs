@@ -10,6 +10,7 @@ pub mod launch;
 pub mod memory;
 pub mod module;
 pub mod selftest;
+pub mod shared;
 pub mod timing;
 
 pub use device::{Gpu, GpuInfo};

@@ -1,3 +1,4 @@
 //! SpMM kernels: Y = S X (S sparse N x N, X dense N x K row-major, Y dense N x K row-major).
 
 pub mod csr;
+pub mod hp;

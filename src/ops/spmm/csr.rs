@@ -5,9 +5,7 @@ use crate::gpu::DeviceMatrix;
 use crate::gpu::launch::{Arg, Shape, launch};
 use crate::ops::GraphHandle;
 
-mod config {
-    include!("../../../kernels-gpu/src/config.rs");
-}
+use crate::gpu::shared::config;
 
 pub fn spmm_csr(g: &GraphHandle, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
     let gpu = g.gpu()?;

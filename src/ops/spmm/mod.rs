@@ -2,6 +2,7 @@
 
 pub mod cpu;
 pub mod csr;
+pub mod hp;
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
@@ -36,6 +37,7 @@ pub fn spmm_device(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32
     };
     match (resolve(g, imp, prec, x.cols()), x) {
         (Impl::Csr, DeviceFeatures::F32(x)) => csr::spmm_csr(g, x, y),
+        (Impl::Hp, DeviceFeatures::F32(x)) => hp::spmm_hp(g, x, y),
         (Impl::Cpu, _) => Err(Error::Unsupported("Impl::Cpu on device buffers; use ops::spmm".into())),
         (imp, x) => Err(Error::Unsupported(format!(
             "SpMM {imp:?} with {} features is not available",

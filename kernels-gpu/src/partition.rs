@@ -1,0 +1,18 @@
+// Work partitioning shared by device kernels and host launchers (the host `include!`s this
+// file and tests it on the CPU).
+
+/// Dynamic task partition (HP-SpMM, Eq. 3-5 in spirit): nonzeros per warp so that the launch
+/// fills `sm_count` SMs with about `waves` rounds of `warps_per_sm` resident warps, but never
+/// fewer than 32 (one coalesced batch of indices) and never so many that one warp serialises.
+pub const fn hp_nnz_per_warp(nnz: u32, sm_count: u32, warps_per_sm: u32, waves: u32, k_chunks: u32) -> u32 {
+    let target_warps = sm_count * warps_per_sm * waves;
+    // Each K chunk is its own set of warps over the same nonzeros.
+    let per_chunk_warps = match target_warps.checked_div(k_chunks) {
+        Some(w) => w,
+        None => target_warps,
+    };
+    let per_chunk_warps = if per_chunk_warps == 0 { 1 } else { per_chunk_warps };
+    let npw = nnz.div_ceil(per_chunk_warps);
+    let npw = if npw < 32 { 32 } else if npw > 4096 { 4096 } else { npw };
+    npw.div_ceil(32) * 32
+}

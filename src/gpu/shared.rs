@@ -1,0 +1,12 @@
+//! Launch constants and index arithmetic shared with the device crate: the very same source
+//! files, `include!`d, so host launchers and kernels cannot disagree.
+
+pub mod config {
+    include!("../../kernels-gpu/src/config.rs");
+}
+pub mod partition {
+    include!("../../kernels-gpu/src/partition.rs");
+}
+pub mod layout {
+    include!("../../kernels-gpu/src/layout.rs");
+}

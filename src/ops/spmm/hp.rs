@@ -1,0 +1,66 @@
+//! Launcher of `kernels-gpu/src/spmm/hp.rs`: nnz-balanced warps over the row-sorted COO, f32.
+
+use crate::error::Result;
+use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::{DeviceMatrix, DeviceVec};
+use crate::ops::GraphHandle;
+
+pub use crate::gpu::shared::partition::hp_nnz_per_warp;
+use crate::gpu::shared::config;
+
+/// The row of every nonzero (the COO row array; CSR supplies columns and values).
+struct DeviceRowOf(DeviceVec<u32>);
+
+pub fn spmm_hp(g: &GraphHandle, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    let gpu = g.gpu()?;
+    let csr = g.device_csr()?;
+    let nnz = g.csr().nnz() as u32;
+    let row_of = g.cached(0, || {
+        let rows: Vec<u32> = (0..g.csr().n_rows()).flat_map(|r| std::iter::repeat_n(r as u32, g.csr().row_len(r))).collect();
+        Ok(DeviceRowOf(DeviceVec::upload(gpu, &rows)?))
+    })?;
+    y.zero()?; // rows shared between warps are accumulated atomically; empty rows stay zero
+    if nnz == 0 {
+        return Ok(());
+    }
+    let k_chunks = (x.ld as u32 / 4).div_ceil(32);
+    let npw = hp_nnz_per_warp(nnz, gpu.info().sm_count, 64, 2, k_chunks);
+    let warps = nnz.div_ceil(npw);
+    let shape = Shape {
+        grid: (warps.div_ceil(config::HP_SPMM_WARPS), k_chunks, 1),
+        block: (32 * config::HP_SPMM_WARPS, 1, 1),
+        smem_bytes: 0,
+    };
+    let args = [
+        Arg::U32(nnz),
+        Arg::U32(x.ld as u32),
+        Arg::U32(npw),
+        Arg::Ptr(csr.row_ptr.ptr(gpu)),
+        Arg::Ptr(row_of.0.ptr(gpu)),
+        Arg::Ptr(csr.col_idx.ptr(gpu)),
+        Arg::Ptr(csr.values.ptr(gpu)),
+        Arg::Ptr(x.ptr()),
+        Arg::Ptr(y.ptr_mut()),
+    ];
+    // SAFETY: matches `spmm_hp_f32`; row_of, col_idx and values hold nnz entries, row_ptr
+    // n_rows + 1; X and Y share the padded stride ld (multiple of 8) and Y was just zeroed.
+    unsafe { launch(gpu, "spmm_hp_f32", shape, &args) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hp_nnz_per_warp;
+
+    #[test]
+    fn dtp_fills_the_device_and_stays_in_bounds() {
+        // Small graphs: the floor of one 32-wide batch.
+        assert_eq!(hp_nnz_per_warp(100, 132, 64, 2, 1), 32);
+        // Large graphs: about two waves of resident warps, multiple of 32.
+        let npw = hp_nnz_per_warp(10_000_000, 132, 64, 2, 1);
+        assert_eq!(npw % 32, 0);
+        let warps = 10_000_000u32.div_ceil(npw);
+        assert!((132 * 64..=132 * 64 * 3).contains(&warps), "{warps} warps");
+        // Huge graphs are capped so one warp never walks more than 4096 nonzeros.
+        assert_eq!(hp_nnz_per_warp(u32::MAX / 2, 1, 1, 1, 1), 4096);
+    }
+}

@@ -214,3 +214,75 @@ pub fn svg_speedups(r: &Report) -> String {
     s.push_str("</svg>\n");
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(graph: &str, k: usize, variant: &str, ms: Option<f64>, speedup: Option<f64>) -> Record {
+        Record {
+            graph: graph.into(),
+            n: 10,
+            nnz: 20,
+            k,
+            variant: variant.into(),
+            ms,
+            gflops: ms.map(|_| 1.0),
+            speedup_vs_cusparse: speedup,
+            floor_fraction: ms.map(|_| 0.5),
+            rel_error: ms.map(|_| 1e-6),
+            error: if ms.is_none() { Some("unsupported".into()) } else { None },
+        }
+    }
+
+    fn report() -> Report {
+        let records = vec![
+            rec("g1", 128, "cusparse f32 (CsrAlg2)", Some(1.0), Some(1.0)),
+            rec("g1", 128, "tc8 f16", Some(0.25), Some(4.0)),
+            rec("g2", 128, "cusparse f32 (Default)", Some(2.0), Some(1.0)),
+            rec("g2", 128, "tc8 f16", Some(2.0), Some(1.0)),
+            rec("g2", 128, "tc16 f16", None, None),
+        ];
+        Report {
+            op: "spmm".into(),
+            gpu: GpuInfo {
+                name: "Test GPU".into(),
+                compute_capability: (9, 0),
+                sm_count: 132,
+                total_mem_bytes: 1,
+                max_smem_per_block_optin: 1,
+                l2_bytes: 1,
+            },
+            date: "2026-11-21".into(),
+            commit: "abc".into(),
+            ptx_arch: "sm_90".into(),
+            copy_bandwidth_gbs: 3000.0,
+            warmup: 5,
+            reps: 20,
+            summary: summarize(&records),
+            records,
+        }
+    }
+
+    #[test]
+    fn summary_is_a_geometric_mean_grouped_across_cusparse_algorithms() {
+        let r = report();
+        let tc8 = r.summary.iter().find(|s| s.variant == "tc8 f16").unwrap();
+        assert!((tc8.geomean_speedup_vs_cusparse - 2.0).abs() < 1e-12); // sqrt(4 * 1)
+        let cs = r.summary.iter().find(|s| s.variant == "cusparse f32").unwrap();
+        assert_eq!(cs.graphs, 2);
+        let tc16 = r.summary.iter().find(|s| s.variant == "tc16 f16").unwrap();
+        assert_eq!((tc16.graphs, tc16.failures), (0, 1));
+    }
+
+    #[test]
+    fn markdown_and_svg_name_every_graph_and_variant() {
+        let r = report();
+        let md = markdown(&r);
+        assert!(md.contains("| g1 |") && md.contains("| g2 |") && md.contains("tc8 f16") && md.contains("fail"));
+        assert!(md.contains("Test GPU") && md.contains("2026-11-21"));
+        let svg = svg_speedups(&r);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("g1 tc8 f16: 4.00x"));
+    }
+}

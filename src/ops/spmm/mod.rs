@@ -1,5 +1,6 @@
 //! SpMM: Y = S X, S the graph (N x N sparse), X dense N x K features, Y dense N x K.
 
+pub mod auto;
 pub mod cpu;
 pub mod csr;
 pub mod hp;
@@ -13,7 +14,7 @@ use crate::tensor::Matrix;
 /// (use [`spmm_device`] there).
 pub fn spmm(g: &GraphHandle, x: &Matrix, imp: Impl, prec: Precision) -> Result<Matrix> {
     check_shapes(g, x.rows, x.cols)?;
-    let imp = resolve(g, imp, prec, x.cols);
+    let imp = resolve(g, imp, prec);
     if imp == Impl::Cpu {
         return Ok(cpu::spmm_cpu(g.csr(), x));
     }
@@ -25,17 +26,24 @@ pub fn spmm(g: &GraphHandle, x: &Matrix, imp: Impl, prec: Precision) -> Result<M
 }
 
 /// Device SpMM into a preallocated Y. The precision follows X's storage and the implementation:
-/// f16 features run f16 tensor cores; f32 features run f32 (Csr, cuSPARSE) or tf32 (Tc*).
+/// f16 features run f16 tensor cores; f32 features run f32 (Csr, Hp) or tf32 (Tc*).
+/// `Impl::Auto` times the candidates once per (graph, storage type, K) and keeps the fastest;
+/// with f32 features that includes the tf32 tensor-core kernels.
 pub fn spmm_device(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
     check_shapes(g, x.rows(), x.cols())?;
     if y.rows != g.csr().n_rows() || y.cols != x.cols() {
         return Err(Error::Shape(format!("Y is {}x{}, expected {}x{}", y.rows, y.cols, g.csr().n_rows(), x.cols())));
     }
-    let prec = match x {
-        DeviceFeatures::F16(_) => Precision::F16,
-        DeviceFeatures::F32(_) => Precision::Tf32,
+    let imp = match imp {
+        Impl::Auto => auto::choose(g, x, y, run_kernel)?,
+        other => other,
     };
-    match (resolve(g, imp, prec, x.cols()), x) {
+    run_kernel(g, x, y, imp)
+}
+
+/// One concrete implementation on device buffers (shapes already checked).
+fn run_kernel(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+    match (imp, x) {
         (Impl::Csr, DeviceFeatures::F32(x)) => csr::spmm_csr(g, x, y),
         (Impl::Hp, DeviceFeatures::F32(x)) => hp::spmm_hp(g, x, y),
         (Impl::Cpu, _) => Err(Error::Unsupported("Impl::Cpu on device buffers; use ops::spmm".into())),
@@ -49,11 +57,12 @@ pub fn spmm_device(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32
     }
 }
 
-/// `Auto` -> a concrete implementation.
-fn resolve(g: &GraphHandle, imp: Impl, _prec: Precision, _k: usize) -> Impl {
+/// `Auto` in the host API: the CPU without a GPU; exact f32 asks for a CUDA-core kernel
+/// (tensor cores would round to tf32); otherwise the device-side measured choice.
+fn resolve(g: &GraphHandle, imp: Impl, prec: Precision) -> Impl {
     match imp {
         Impl::Auto if !g.has_gpu() => Impl::Cpu,
-        Impl::Auto => Impl::Csr,
+        Impl::Auto if prec == Precision::F32 => Impl::Hp,
         other => other,
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::bench::Record;
 use crate::bench::floor::{floor_ms, spmm_bytes};
 use crate::error::Result;
-use crate::gpu::cusparse::{self, CsrMatrix, DataType, SpmmAlg, SpmmPlan};
+use crate::gpu::cusparse::{self, DataType, Layout, SparseMatrix, SpmmAlg, SpmmPlan};
 use crate::gpu::timing::time_gpu;
 use crate::gpu::{DeviceMatrix, Gpu};
 use crate::ops::spmm::cpu::spmm_reference_f64;
@@ -79,13 +79,15 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
                         DataType::F32 => (&reference, (4, 4)),
                         DataType::F16 => (&reference_f16, (2, 2)),
                     };
-                    let a = CsrMatrix::upload(gpu, csr, dtype)?;
+                    let a_csr = SparseMatrix::upload(gpu, csr, Layout::Csr, dtype)?;
+                    let a_coo = SparseMatrix::upload(gpu, csr, Layout::Coo, dtype)?;
                     let mut best: Option<(f64, f64, SpmmAlg)> = None;
                     let mut last_err = None;
                     for alg in SpmmAlg::ALL {
+                        let a = if alg.layout() == Layout::Coo { &a_coo } else { &a_csr };
                         let res = match dtype {
-                            DataType::F32 => time_cusparse::<f32>(gpu, &handle, &a, &x, dtype, &mut y, alg, opt),
-                            DataType::F16 => time_cusparse::<half::f16>(gpu, &handle, &a, &x, dtype, &mut y, alg, opt),
+                            DataType::F32 => time_cusparse::<f32>(gpu, &handle, a, &x, dtype, &mut y, alg, opt),
+                            DataType::F16 => time_cusparse::<half::f16>(gpu, &handle, a, &x, dtype, &mut y, alg, opt),
                         }
                         .and_then(|ms| Ok((ms, rel_error(&y.download()?.data, reference))));
                         match res {
@@ -144,7 +146,7 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
 fn time_cusparse<T: crate::gpu::memory::Element>(
     gpu: &Arc<Gpu>,
     handle: &cusparse::Handle,
-    a: &CsrMatrix,
+    a: &SparseMatrix,
     x: &Matrix,
     dtype: DataType,
     y: &mut DeviceMatrix<f32>,

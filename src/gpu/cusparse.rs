@@ -45,10 +45,12 @@ impl Drop for Handle {
     }
 }
 
-/// A CSR matrix uploaded for cuSPARSE (32-bit indices), values in f32 or f16.
-pub struct CsrMatrix {
+/// A sparse matrix uploaded for cuSPARSE (32-bit indices, values in f32 or f16), in CSR layout
+/// or in COO layout (the one `CUSPARSE_SPMM_COO_ALG4` takes).
+pub struct SparseMatrix {
     descr: sys::cusparseSpMatDescr_t,
-    _row_ptr: DeviceVec<u32>,
+    /// CSR: row pointers; COO: the row of every nonzero.
+    _rows: DeviceVec<u32>,
     _col_idx: DeviceVec<u32>,
     _values: ValuesBuf,
     pub n_rows: usize,
@@ -79,9 +81,24 @@ impl DataType {
     }
 }
 
-impl CsrMatrix {
-    pub fn upload(gpu: &Arc<Gpu>, csr: &Csr, values: DataType) -> Result<Self> {
-        let mut row_ptr = DeviceVec::upload(gpu, csr.row_ptr())?;
+/// Which sparse layout a [`SparseMatrix`] descriptor uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    Csr,
+    Coo,
+}
+
+impl SparseMatrix {
+    /// Upload `csr` for cuSPARSE in `layout` with values stored as `values`.
+    pub fn upload(gpu: &Arc<Gpu>, csr: &Csr, layout: Layout, values: DataType) -> Result<Self> {
+        let mut rows = match layout {
+            Layout::Csr => DeviceVec::upload(gpu, csr.row_ptr())?,
+            Layout::Coo => {
+                let row_of: Vec<u32> =
+                    (0..csr.n_rows()).flat_map(|r| std::iter::repeat_n(r as u32, csr.row_len(r))).collect();
+                DeviceVec::upload(gpu, &row_of)?
+            }
+        };
         let mut col_idx = DeviceVec::upload(gpu, csr.col_idx())?;
         let (mut vals, vptr) = match values {
             DataType::F32 => {
@@ -98,24 +115,20 @@ impl CsrMatrix {
         };
         let _ = &mut vals;
         let mut descr = std::ptr::null_mut();
-        check("CreateCsr", unsafe {
-            sys::cusparseCreateCsr(
-                &mut descr,
-                csr.n_rows() as i64,
-                csr.n_cols() as i64,
-                csr.nnz() as i64,
-                row_ptr.ptr_mut(gpu) as *mut c_void,
-                col_idx.ptr_mut(gpu) as *mut c_void,
-                vptr as *mut c_void,
-                sys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                sys::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                sys::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                values.cuda(),
-            )
-        })?;
-        Ok(CsrMatrix {
+        let (i32i, base0) = (sys::cusparseIndexType_t::CUSPARSE_INDEX_32I, sys::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO);
+        let (n_rows, n_cols, nnz) = (csr.n_rows() as i64, csr.n_cols() as i64, csr.nnz() as i64);
+        let (rows_ptr, cols_ptr) = (rows.ptr_mut(gpu) as *mut c_void, col_idx.ptr_mut(gpu) as *mut c_void);
+        match layout {
+            Layout::Csr => check("CreateCsr", unsafe {
+                sys::cusparseCreateCsr(&mut descr, n_rows, n_cols, nnz, rows_ptr, cols_ptr, vptr as *mut c_void, i32i, i32i, base0, values.cuda())
+            })?,
+            Layout::Coo => check("CreateCoo", unsafe {
+                sys::cusparseCreateCoo(&mut descr, n_rows, n_cols, nnz, rows_ptr, cols_ptr, vptr as *mut c_void, i32i, base0, values.cuda())
+            })?,
+        }
+        Ok(SparseMatrix {
             descr,
-            _row_ptr: row_ptr,
+            _rows: rows,
             _col_idx: col_idx,
             _values: vals,
             n_rows: csr.n_rows(),
@@ -129,7 +142,7 @@ impl CsrMatrix {
     }
 }
 
-impl Drop for CsrMatrix {
+impl Drop for SparseMatrix {
     fn drop(&mut self) {
         unsafe { sys::cusparseDestroySpMat(self.descr) };
     }
@@ -167,23 +180,29 @@ impl Drop for DenseDescr {
     }
 }
 
-/// cuSPARSE SpMM algorithms worth trying on CSR.
+/// cuSPARSE SpMM algorithms worth trying: the CSR ones and COO ALG4.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum SpmmAlg {
     Default,
     CsrAlg1,
     CsrAlg2,
     CsrAlg3,
+    CooAlg4,
 }
 
 impl SpmmAlg {
-    pub const ALL: [SpmmAlg; 4] = [SpmmAlg::Default, SpmmAlg::CsrAlg1, SpmmAlg::CsrAlg2, SpmmAlg::CsrAlg3];
+    pub const ALL: [SpmmAlg; 5] = [SpmmAlg::Default, SpmmAlg::CsrAlg1, SpmmAlg::CsrAlg2, SpmmAlg::CsrAlg3, SpmmAlg::CooAlg4];
+    /// The sparse layout the algorithm reads.
+    pub fn layout(self) -> Layout {
+        if self == SpmmAlg::CooAlg4 { Layout::Coo } else { Layout::Csr }
+    }
     fn raw(self) -> sys::cusparseSpMMAlg_t {
         match self {
             SpmmAlg::Default => sys::cusparseSpMMAlg_t::CUSPARSE_SPMM_ALG_DEFAULT,
             SpmmAlg::CsrAlg1 => sys::cusparseSpMMAlg_t::CUSPARSE_SPMM_CSR_ALG1,
             SpmmAlg::CsrAlg2 => sys::cusparseSpMMAlg_t::CUSPARSE_SPMM_CSR_ALG2,
             SpmmAlg::CsrAlg3 => sys::cusparseSpMMAlg_t::CUSPARSE_SPMM_CSR_ALG3,
+            SpmmAlg::CooAlg4 => sys::cusparseSpMMAlg_t::CUSPARSE_SPMM_COO_ALG4,
         }
     }
 }
@@ -191,7 +210,7 @@ impl SpmmAlg {
 /// Y = A X with everything bound once: `run` only enqueues `cusparseSpMM`.
 pub struct SpmmPlan<'a> {
     handle: &'a Handle,
-    a: &'a CsrMatrix,
+    a: &'a SparseMatrix,
     x: DenseDescr,
     y: DenseDescr,
     alg: SpmmAlg,
@@ -203,7 +222,7 @@ impl<'a> SpmmPlan<'a> {
     /// workspace and runs `cusparseSpMM_preprocess`.
     pub fn new<T: crate::gpu::memory::Element>(
         handle: &'a Handle,
-        a: &'a CsrMatrix,
+        a: &'a SparseMatrix,
         x: &mut DeviceMatrix<T>,
         x_type: DataType,
         y: &mut DeviceMatrix<f32>,

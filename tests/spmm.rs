@@ -97,3 +97,28 @@ fn host_api_runs_without_gpu() {
     let bad = Matrix::random(41, 8, 1);
     assert!(tcgnn::ops::spmm::spmm(&g, &bad, Impl::Cpu, Precision::F32).is_err());
 }
+
+#[test]
+fn gpu_tc8_spmm_matches_reference() {
+    let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_matches_reference") else { return };
+    for prec in [Precision::Tf32, Precision::F16] {
+        for (name, s) in common::odd_shapes(13) {
+            for k in [8, 16, 24, 32, 128, 264, 13] {
+                check_gpu(&gpu, &name, &s, k, Impl::Tc8, prec);
+            }
+        }
+        // Windows of thousands of blocks: the split path with atomic accumulation.
+        let big = common::one_huge_row(60_000, 24, 5);
+        for k in [32, 128] {
+            check_gpu(&gpu, "n=60000 one huge row", &big, k, Impl::Tc8, prec);
+        }
+    }
+}
+
+#[test]
+fn gpu_auto_picks_a_correct_kernel() {
+    let Some(gpu) = common::gpu_or_skip("gpu_auto_picks_a_correct_kernel") else { return };
+    let s = common::random_graph(5000, 20, 9, 21);
+    check_gpu(&gpu, "n=5000", &s, 64, Impl::Auto, Precision::Tf32);
+    check_gpu(&gpu, "n=5000", &s, 64, Impl::Auto, Precision::F16);
+}

@@ -16,3 +16,11 @@ pub const fn hp_nnz_per_warp(nnz: u32, sm_count: u32, warps_per_sm: u32, waves: 
     let npw = if npw < 32 { 32 } else if npw > 4096 { 4096 } else { npw };
     npw.div_ceil(32) * 32
 }
+
+/// Longest run of blocks one TC8 work item may take: long windows are cut into runs of this
+/// many blocks so that a few dense rows do not serialise the launch, but runs stay long enough
+/// to amortise the per-item set-up (and the atomic adds that split windows need).
+pub const fn tc8_max_blocks(total_blocks: u32, sm_count: u32) -> u32 {
+    let per_warp = total_blocks.div_ceil(if sm_count == 0 { 1 } else { sm_count * 32 });
+    if per_warp < 8 { 8 } else { per_warp }
+}

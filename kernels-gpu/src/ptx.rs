@@ -346,3 +346,32 @@ pub fn mma_m16n8k8_tf32(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
     };
     [d0, d1, d2, d3]
 }
+
+// ---------------------------------------------------------------- byte permutes and narrow loads
+
+/// `prmt.b32`: pick four bytes out of (a, b) by the nibbles of `sel` (bytes 0-3 from a, 4-7 from b).
+#[inline(always)]
+pub fn prmt(a: u32, b: u32, sel: u32) -> u32 {
+    let r: u32;
+    unsafe { asm!("prmt.b32 {r}, {a}, {b}, {s};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, s = in(reg32) sel, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Low halves of `a` and `b` as one f16x2 (`a`'s in the low half).
+#[inline(always)]
+pub fn lo_halves(a: u32, b: u32) -> u32 {
+    prmt(a, b, 0x5410)
+}
+
+/// High halves of `a` and `b` as one f16x2 (`a`'s in the low half).
+#[inline(always)]
+pub fn hi_halves(a: u32, b: u32) -> u32 {
+    prmt(a, b, 0x7632)
+}
+
+#[inline(always)]
+pub unsafe fn ld_nc_u16(p: *const u16) -> u16 {
+    let a: u16;
+    unsafe { asm!("ld.global.nc.u16 {a}, [{p}];", a = out(reg16) a, p = in(reg64) p, options(readonly, nostack)) };
+    a
+}

@@ -2,3 +2,4 @@
 
 pub mod csr;
 pub mod hp;
+pub mod tc8;

@@ -1,0 +1,278 @@
+//! TC8 SpMM (FlashSparse swap-and-transpose) on ME-BCRS with k = 8 vectors per block.
+//!
+//! Y^T = X^T S^T: the 8-row sparse block is the B operand of `mma.m16n8k8` (its row-major
+//! 8 x kb values are exactly B's column-major layout) and 16 feature dimensions of X gathered
+//! at the block's 8 vector columns are the A operand; D is a 16-dim x 8-row tile of Y^T.
+//!
+//! Memory-efficient mapping: MMA row m = g (lane / 4) of tile q stands for feature dim
+//! `2*NT*g + 2q` and m = g + 8 for the dim after it, so each lane reads 2*NT consecutive
+//! features of a gathered X row with one or two vector loads (8 lanes cover 16*NT contiguous
+//! dims of that row) and writes 2*NT consecutive outputs of Y rows 2t and 2t+1.
+//!
+//! A warp runs one work item (a window, or a run of at most `max_blocks` blocks of a long
+//! window) for one 16*NT-wide slice of K (grid.y). Items that cover part of a window add into
+//! Y atomically (those windows' rows are cleared first by `tc8_zero_windows`); the others store.
+
+use crate::config::{TC8_BLOCK_VECTORS as KV, TC8_WARPS};
+use crate::ptx;
+
+/// The sparse operand of one block as a lane needs it.
+pub struct SparseBlock {
+    pub values: *const u32, // f32 bits, or f16 bits in the low 16 of a u16 array (see F16)
+    pub v0: u32,            // first vector of the block
+    pub kb: u32,            // vectors in the block (<= 8)
+}
+
+/// One precision of the TC8 kernel: which block vectors a lane gathers, how it loads X and the
+/// block's values into fragments, and the MMA it issues. `NT` 16-dim tiles per warp.
+pub trait Tc8Precision {
+    /// The two vector slots (0..8) whose X rows and values this lane supplies.
+    fn slots(lane: u32) -> (u32, u32);
+    /// One block: gather X rows `c0`, `c1` (u32::MAX = absent) at feature offset `dim`
+    /// (when `dim_ok`), read the block's values for window row `g`, accumulate NT tiles.
+    unsafe fn step<const NT: usize>(
+        acc: &mut [[f32; 4]; NT],
+        x: *const u32,
+        ld: u32,
+        rows: (u32, u32),
+        dim: u32,
+        dim_ok: bool,
+        values: *const u32,
+        v0: u32,
+        kb: u32,
+        lane: u32,
+    );
+}
+
+pub struct F16;
+pub struct Tf32;
+
+/// `W` consecutive 32-bit words of a row, with the widest aligned loads (W in 2, 4, 8).
+#[inline(always)]
+unsafe fn load_words<const W: usize>(p: *const u32) -> [u32; 8] {
+    let mut w = [0u32; 8];
+    unsafe {
+        if W == 2 {
+            let v = ptx::ld_nc_v2_u32(p);
+            w[0] = v[0];
+            w[1] = v[1];
+        } else {
+            let mut i = 0;
+            while i < W {
+                let v = ptx::ld_nc_v4_u32(p.add(i));
+                w[i] = v[0];
+                w[i + 1] = v[1];
+                w[i + 2] = v[2];
+                w[i + 3] = v[3];
+                i += 4;
+            }
+        }
+    }
+    w
+}
+
+impl Tc8Precision for F16 {
+    #[inline(always)]
+    fn slots(lane: u32) -> (u32, u32) {
+        let t = lane % 4;
+        (2 * t, 2 * t + 1)
+    }
+
+    #[inline(always)]
+    unsafe fn step<const NT: usize>(
+        acc: &mut [[f32; 4]; NT],
+        x: *const u32,
+        ld: u32,
+        rows: (u32, u32),
+        dim: u32,
+        dim_ok: bool,
+        values: *const u32,
+        v0: u32,
+        kb: u32,
+        lane: u32,
+    ) {
+        let (g, t) = (lane / 4, lane % 4);
+        let (j0, j1) = Self::slots(lane);
+        // X rows as f16: ld halves per row, so word offset = (row * ld + dim) / 2.
+        let zero = [0u32; 8];
+        let xa = if j0 < kb && dim_ok { unsafe { load_words::<NT>(x.add((rows.0 as usize * ld as usize + dim as usize) / 2)) } } else { zero };
+        let xb = if j1 < kb && dim_ok { unsafe { load_words::<NT>(x.add((rows.1 as usize * ld as usize + dim as usize) / 2)) } } else { zero };
+        let vals = values as *const u16;
+        let b = if kb == KV {
+            // A full block: S[g][2t..2t+2] is one aligned 32-bit word.
+            unsafe { ptx::ld_nc_u32(values.add(((8 * v0 + g * KV) / 2 + t) as usize)) }
+        } else {
+            let base = 8 * v0 + g * kb;
+            let lo = if j0 < kb { unsafe { ptx::ld_nc_u16(vals.add((base + j0) as usize)) } } else { 0 };
+            let hi = if j1 < kb { unsafe { ptx::ld_nc_u16(vals.add((base + j1) as usize)) } } else { 0 };
+            ptx::pack_u16x2(lo, hi)
+        };
+        let mut q = 0;
+        while q < NT {
+            let a = [ptx::lo_halves(xa[q], xb[q]), ptx::hi_halves(xa[q], xb[q])];
+            acc[q] = ptx::mma_m16n8k8_f16(a, b, acc[q]);
+            q += 1;
+        }
+    }
+}
+
+impl Tc8Precision for Tf32 {
+    #[inline(always)]
+    fn slots(lane: u32) -> (u32, u32) {
+        let t = lane % 4;
+        (t, t + 4)
+    }
+
+    #[inline(always)]
+    unsafe fn step<const NT: usize>(
+        acc: &mut [[f32; 4]; NT],
+        x: *const u32,
+        ld: u32,
+        rows: (u32, u32),
+        dim: u32,
+        dim_ok: bool,
+        values: *const u32,
+        v0: u32,
+        kb: u32,
+        lane: u32,
+    ) {
+        let g = lane / 4;
+        let (j0, j1) = Self::slots(lane);
+        let zero = [0u32; 8];
+        // 2*NT consecutive f32 features = 2*NT words.
+        let xa = if j0 < kb && dim_ok { unsafe { load_tf32_words::<NT>(x.add(rows.0 as usize * ld as usize + dim as usize)) } } else { zero };
+        let xb = if j1 < kb && dim_ok { unsafe { load_tf32_words::<NT>(x.add(rows.1 as usize * ld as usize + dim as usize)) } } else { zero };
+        let base = 8 * v0 + g * kb;
+        let b0 = if j0 < kb { unsafe { ptx::ld_nc_u32(values.add((base + j0) as usize)) } } else { 0 };
+        let b1 = if j1 < kb { unsafe { ptx::ld_nc_u32(values.add((base + j1) as usize)) } } else { 0 };
+        let b = [ptx::cvt_tf32(f32::from_bits(b0)), ptx::cvt_tf32(f32::from_bits(b1))];
+        let mut q = 0;
+        while q < NT {
+            let a = [
+                ptx::cvt_tf32(f32::from_bits(xa[2 * q])),
+                ptx::cvt_tf32(f32::from_bits(xa[2 * q + 1])),
+                ptx::cvt_tf32(f32::from_bits(xb[2 * q])),
+                ptx::cvt_tf32(f32::from_bits(xb[2 * q + 1])),
+            ];
+            acc[q] = ptx::mma_m16n8k8_tf32(a, b, acc[q]);
+            q += 1;
+        }
+    }
+}
+
+/// 2*NT f32 words (NT = 2: one v4; NT = 4: two v4).
+#[inline(always)]
+unsafe fn load_tf32_words<const NT: usize>(p: *const u32) -> [u32; 8] {
+    if NT == 2 { unsafe { load_words::<4>(p) } } else { unsafe { load_words::<8>(p) } }
+}
+
+/// Write this lane's outputs: rows 2t and 2t+1 of the window, 2*NT consecutive dims each.
+#[inline(always)]
+unsafe fn write_tile<const NT: usize>(y: *mut f32, ld: u32, n_rows: u32, row0: u32, dim: u32, acc: &[[f32; 4]; NT], atomic: bool) {
+    let t = ptx::lane_id() % 4;
+    let mut half = 0;
+    while half < 2 {
+        let row = row0 + 2 * t + half;
+        if row < n_rows {
+            let p = unsafe { y.add(row as usize * ld as usize + dim as usize) };
+            let mut q = 0;
+            while q < NT {
+                // c0/c1 are rows 2t/2t+1 of dim 2q, c2/c3 of dim 2q+1.
+                let pair = [acc[q][half as usize], acc[q][2 + half as usize]];
+                unsafe {
+                    if atomic {
+                        ptx::red_add_f32(p.add(2 * q), pair[0]);
+                        ptx::red_add_f32(p.add(2 * q + 1), pair[1]);
+                    } else {
+                        ptx::st_v2_f32(p.add(2 * q), pair);
+                    }
+                }
+                q += 1;
+            }
+        }
+        half += 1;
+    }
+}
+
+/// The main loop shared by every instance.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tc8_spmm<P: Tc8Precision, const NT: usize>(
+    n_items: u32,
+    n_rows: u32,
+    ld: u32,
+    win_ptr: *const u32,
+    vec_col: *const u32,
+    values: *const u32,
+    item_win: *const u32,
+    item_blocks: *const u32, // (first block, end block) per item
+    x: *const u32,
+    y: *mut f32,
+) {
+    let item = ptx::ctaid_x() * TC8_WARPS + ptx::warp_id();
+    if item >= n_items {
+        return;
+    }
+    let lane = ptx::lane_id();
+    let w = unsafe { ptx::ld_nc_u32(item_win.add(item as usize)) };
+    let blocks = unsafe { ptx::ld_nc_v2_u32(item_blocks.add(2 * item as usize)) };
+    let (vw0, vw1) = unsafe { (ptx::ld_nc_u32(win_ptr.add(w as usize)), ptx::ld_nc_u32(win_ptr.add(w as usize + 1))) };
+    let whole_window = blocks[0] == 0 && vw0 + blocks[1] * KV >= vw1;
+    let dim = ptx::ctaid_y() * 16 * NT as u32 + 2 * NT as u32 * (lane / 4);
+    let dim_ok = dim < ld;
+    let (j0, j1) = P::slots(lane);
+
+    let mut acc = [[0.0f32; 4]; NT];
+    let mut b = blocks[0];
+    while b < blocks[1] {
+        let v0 = vw0 + b * KV;
+        let kb = if vw1 - v0 < KV { vw1 - v0 } else { KV };
+        let c0 = if j0 < kb { unsafe { ptx::ld_nc_u32(vec_col.add((v0 + j0) as usize)) } } else { 0 };
+        let c1 = if j1 < kb { unsafe { ptx::ld_nc_u32(vec_col.add((v0 + j1) as usize)) } } else { 0 };
+        unsafe { P::step::<NT>(&mut acc, x, ld, (c0, c1), dim, dim_ok, values, v0, kb, lane) };
+        b += 1;
+    }
+    if dim_ok {
+        unsafe { write_tile::<NT>(y, ld, n_rows, 8 * w, dim, &acc, !whole_window) };
+    }
+}
+
+macro_rules! tc8_kernel {
+    ($name:ident, $prec:ty, $nt:literal) => {
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            n_items: u32,
+            n_rows: u32,
+            ld: u32,
+            win_ptr: *const u32,
+            vec_col: *const u32,
+            values: *const u32,
+            item_win: *const u32,
+            item_blocks: *const u32,
+            x: *const u32,
+            y: *mut f32,
+        ) {
+            unsafe { tc8_spmm::<$prec, $nt>(n_items, n_rows, ld, win_ptr, vec_col, values, item_win, item_blocks, x, y) }
+        }
+    };
+}
+
+tc8_kernel!(spmm_tc8_f16_nt2, F16, 2);
+tc8_kernel!(spmm_tc8_f16_nt4, F16, 4);
+tc8_kernel!(spmm_tc8_tf32_nt2, Tf32, 2);
+tc8_kernel!(spmm_tc8_tf32_nt4, Tf32, 4);
+
+/// Clear the 8 rows of each listed window (those whose items add atomically). One block per
+/// window, threads over the 8 * ld floats.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn tc8_zero_windows(windows: *const u32, n_rows: u32, ld: u32, y: *mut f32) {
+    let w = unsafe { ptx::ld_nc_u32(windows.add(ptx::ctaid_x() as usize)) };
+    let row0 = 8 * w;
+    let rows = if n_rows - row0 < 8 { n_rows - row0 } else { 8 };
+    let mut i = ptx::tid_x();
+    while i < rows * ld {
+        unsafe { *y.add(row0 as usize * ld as usize + i as usize) = 0.0 };
+        i += ptx::ntid_x();
+    }
+}

@@ -1,0 +1,138 @@
+//! Launcher of `kernels-gpu/src/spmm/tc8.rs`: ME-BCRS (k = 8) uploaded once per graph, a work
+//! list that splits long windows, and the NT (16-dim tiles per warp) chosen from K.
+
+use crate::error::Result;
+use crate::format::mebcrs::MeBcrs;
+use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::shared::config::{TC8_BLOCK_VECTORS, TC8_WARPS};
+use crate::gpu::shared::partition::tc8_max_blocks;
+use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::ops::{DeviceFeatures, GraphHandle};
+
+/// Work items: (window, first block, end block); windows cut into several items.
+#[derive(Debug, PartialEq, Eq)]
+pub struct WorkList {
+    pub item_win: Vec<u32>,
+    /// (first block, end block) per item, interleaved.
+    pub item_blocks: Vec<u32>,
+    /// Windows covered by more than one item: their rows are cleared, items add atomically.
+    pub split_windows: Vec<u32>,
+}
+
+/// Cut every window into runs of at most `max_blocks` blocks; an empty window is one empty item
+/// (it still writes its zero rows).
+pub fn work_list(blocks_per_window: impl Iterator<Item = u32>, max_blocks: u32) -> WorkList {
+    let mut wl = WorkList { item_win: Vec::new(), item_blocks: Vec::new(), split_windows: Vec::new() };
+    for (w, nb) in blocks_per_window.enumerate() {
+        if nb > max_blocks {
+            wl.split_windows.push(w as u32);
+        }
+        let mut b = 0;
+        loop {
+            let e = (b + max_blocks).min(nb);
+            wl.item_win.push(w as u32);
+            wl.item_blocks.extend([b, e]);
+            b = e;
+            if b >= nb {
+                break;
+            }
+        }
+    }
+    wl
+}
+
+/// The uploaded format and its work list (shared by both precisions).
+struct DeviceTc8 {
+    win_ptr: DeviceVec<u32>,
+    vec_col: DeviceVec<u32>,
+    item_win: DeviceVec<u32>,
+    item_blocks: DeviceVec<u32>,
+    split_windows: DeviceVec<u32>,
+    n_items: u32,
+    n_split: u32,
+    /// Host copy of the values for the per-precision uploads.
+    values: Vec<f32>,
+}
+
+struct Tc8ValuesF32(DeviceVec<f32>);
+struct Tc8ValuesF16(DeviceVec<half::f16>);
+
+fn device_format(g: &GraphHandle, gpu: &Gpu) -> Result<std::sync::Arc<DeviceTc8>> {
+    g.cached(TC8_BLOCK_VECTORS as u64, || {
+        let m = MeBcrs::from_csr(g.csr(), TC8_BLOCK_VECTORS as usize)?;
+        let max_blocks = tc8_max_blocks(m.n_blocks() as u32, gpu.info().sm_count);
+        let wl = work_list((0..m.n_windows()).map(|w| m.blocks_of(w) as u32), max_blocks);
+        Ok(DeviceTc8 {
+            win_ptr: DeviceVec::upload(gpu, &m.win_ptr)?,
+            vec_col: DeviceVec::upload(gpu, &m.vec_col)?,
+            item_win: DeviceVec::upload(gpu, &wl.item_win)?,
+            item_blocks: DeviceVec::upload(gpu, &wl.item_blocks)?,
+            split_windows: DeviceVec::upload(gpu, &wl.split_windows)?,
+            n_items: wl.item_win.len() as u32,
+            n_split: wl.split_windows.len() as u32,
+            values: m.values,
+        })
+    })
+}
+
+/// Y = S X on tensor cores: tf32 for f32 features, f16 for f16 features.
+pub fn spmm_tc8(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    let gpu = g.gpu()?;
+    let f = device_format(g, gpu)?;
+    let ld = y.ld as u32;
+    let n_rows = g.csr().n_rows() as u32;
+    let nt = if ld <= 32 { 2 } else { 4 };
+    let (kernel, values_ptr, x_ptr) = match x {
+        DeviceFeatures::F32(xm) => {
+            let v = g.cached(1, || Ok(Tc8ValuesF32(DeviceVec::upload(gpu, &f.values)?)))?;
+            (if nt == 2 { "spmm_tc8_tf32_nt2" } else { "spmm_tc8_tf32_nt4" }, v.0.ptr(gpu), xm.ptr())
+        }
+        DeviceFeatures::F16(xm) => {
+            let v = g.cached(1, || {
+                let h: Vec<half::f16> = f.values.iter().map(|&v| half::f16::from_f32(v)).collect();
+                Ok(Tc8ValuesF16(DeviceVec::upload(gpu, &h)?))
+            })?;
+            (if nt == 2 { "spmm_tc8_f16_nt2" } else { "spmm_tc8_f16_nt4" }, v.0.ptr(gpu), xm.ptr())
+        }
+    };
+    if f.n_split > 0 {
+        let args = [Arg::Ptr(f.split_windows.ptr(gpu)), Arg::U32(n_rows), Arg::U32(ld), Arg::Ptr(y.ptr_mut())];
+        // SAFETY: matches `tc8_zero_windows`; every listed window has rows below n_rows and Y
+        // holds n_rows * ld floats.
+        unsafe { launch(gpu, "tc8_zero_windows", Shape::linear(f.n_split, 256, 0), &args)? };
+    }
+    let shape = Shape {
+        grid: (f.n_items.div_ceil(TC8_WARPS), ld.div_ceil(16 * nt), 1),
+        block: (32 * TC8_WARPS, 1, 1),
+        smem_bytes: 0,
+    };
+    let args = [
+        Arg::U32(f.n_items),
+        Arg::U32(n_rows),
+        Arg::U32(ld),
+        Arg::Ptr(f.win_ptr.ptr(gpu)),
+        Arg::Ptr(f.vec_col.ptr(gpu)),
+        Arg::Ptr(values_ptr),
+        Arg::Ptr(f.item_win.ptr(gpu)),
+        Arg::Ptr(f.item_blocks.ptr(gpu)),
+        Arg::Ptr(x_ptr),
+        Arg::Ptr(y.ptr_mut()),
+    ];
+    // SAFETY: matches the spmm_tc8_* signature; the ME-BCRS arrays, work list and values were
+    // built from this graph; X and Y share the padded stride ld (a multiple of 8, so the vector
+    // loads and stores stay aligned) and X has n_cols rows (checked by ops::spmm).
+    unsafe { launch(gpu, kernel, shape, &args) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_windows_are_split_and_empty_windows_kept() {
+        let wl = work_list([0u32, 3, 10, 4].into_iter(), 4);
+        assert_eq!(wl.item_win, vec![0, 1, 2, 2, 2, 3]);
+        assert_eq!(wl.item_blocks, vec![0, 0, 0, 3, 0, 4, 4, 8, 8, 10, 0, 4]);
+        assert_eq!(wl.split_windows, vec![2]);
+    }
+}

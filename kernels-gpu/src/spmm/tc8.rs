@@ -16,32 +16,20 @@
 use crate::config::{TC8_BLOCK_VECTORS as KV, TC8_WARPS};
 use crate::ptx;
 
-/// The sparse operand of one block as a lane needs it.
-pub struct SparseBlock {
-    pub values: *const u32, // f32 bits, or f16 bits in the low 16 of a u16 array (see F16)
-    pub v0: u32,            // first vector of the block
-    pub kb: u32,            // vectors in the block (<= 8)
-}
-
-/// One precision of the TC8 kernel: which block vectors a lane gathers, how it loads X and the
-/// block's values into fragments, and the MMA it issues. `NT` 16-dim tiles per warp.
+/// One precision of the TC8 kernel, in two steps so the main loop can load block b+1 while
+/// the tensor cores work on block b: `load` gathers this lane's X words and block values into
+/// a fragment, `mma` issues the NT tile products.
 pub trait Tc8Precision {
+    /// What one lane holds of one block.
+    type Frag: Copy;
     /// The two vector slots (0..8) whose X rows and values this lane supplies.
     fn slots(lane: u32) -> (u32, u32);
-    /// One block: gather X rows `c0`, `c1` (u32::MAX = absent) at feature offset `dim`
-    /// (when `dim_ok`), read the block's values for window row `g`, accumulate NT tiles.
-    unsafe fn step<const NT: usize>(
-        acc: &mut [[f32; 4]; NT],
-        x: *const u32,
-        ld: u32,
-        rows: (u32, u32),
-        dim: u32,
-        dim_ok: bool,
-        values: *const u32,
-        v0: u32,
-        kb: u32,
-        lane: u32,
-    );
+    /// Gather X rows `rows` (for slots below `kb`) at feature offset `dim` (when `dim_ok`) and
+    /// the block's values for window row `lane / 4`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn load<const NT: usize>(x: *const u32, ld: u32, rows: (u32, u32), dim: u32, dim_ok: bool, values: *const u32, v0: u32, kb: u32, lane: u32) -> Self::Frag;
+    /// acc[q] += A_q B for the NT tiles.
+    fn mma<const NT: usize>(acc: &mut [[f32; 4]; NT], f: &Self::Frag);
 }
 
 pub struct F16;
@@ -71,7 +59,17 @@ unsafe fn load_words<const W: usize>(p: *const u32) -> [u32; 8] {
     w
 }
 
+/// f16: lane (g, t) supplies vectors 2t and 2t+1; its X words hold two f16 dims each.
+#[derive(Clone, Copy)]
+pub struct F16Frag {
+    xa: [u32; 8],
+    xb: [u32; 8],
+    b: u32,
+}
+
 impl Tc8Precision for F16 {
+    type Frag = F16Frag;
+
     #[inline(always)]
     fn slots(lane: u32) -> (u32, u32) {
         let t = lane % 4;
@@ -79,44 +77,49 @@ impl Tc8Precision for F16 {
     }
 
     #[inline(always)]
-    unsafe fn step<const NT: usize>(
-        acc: &mut [[f32; 4]; NT],
-        x: *const u32,
-        ld: u32,
-        rows: (u32, u32),
-        dim: u32,
-        dim_ok: bool,
-        values: *const u32,
-        v0: u32,
-        kb: u32,
-        lane: u32,
-    ) {
+    unsafe fn load<const NT: usize>(x: *const u32, ld: u32, rows: (u32, u32), dim: u32, dim_ok: bool, values: *const u32, v0: u32, kb: u32, lane: u32) -> F16Frag {
         let (g, t) = (lane / 4, lane % 4);
         let (j0, j1) = Self::slots(lane);
-        // X rows as f16: ld halves per row, so word offset = (row * ld + dim) / 2.
+        // X rows as f16: ld halves per row, so the word offset is (row * ld + dim) / 2.
         let zero = [0u32; 8];
         let xa = if j0 < kb && dim_ok { unsafe { load_words::<NT>(x.add((rows.0 as usize * ld as usize + dim as usize) / 2)) } } else { zero };
         let xb = if j1 < kb && dim_ok { unsafe { load_words::<NT>(x.add((rows.1 as usize * ld as usize + dim as usize) / 2)) } } else { zero };
-        let vals = values as *const u16;
         let b = if kb == KV {
             // A full block: S[g][2t..2t+2] is one aligned 32-bit word.
             unsafe { ptx::ld_nc_u32(values.add(((8 * v0 + g * KV) / 2 + t) as usize)) }
         } else {
+            let vals = values as *const u16;
             let base = 8 * v0 + g * kb;
             let lo = if j0 < kb { unsafe { ptx::ld_nc_u16(vals.add((base + j0) as usize)) } } else { 0 };
             let hi = if j1 < kb { unsafe { ptx::ld_nc_u16(vals.add((base + j1) as usize)) } } else { 0 };
             ptx::pack_u16x2(lo, hi)
         };
+        F16Frag { xa, xb, b }
+    }
+
+    #[inline(always)]
+    fn mma<const NT: usize>(acc: &mut [[f32; 4]; NT], f: &F16Frag) {
         let mut q = 0;
         while q < NT {
-            let a = [ptx::lo_halves(xa[q], xb[q]), ptx::hi_halves(xa[q], xb[q])];
-            acc[q] = ptx::mma_m16n8k8_f16(a, b, acc[q]);
+            // Row m = g is dim 2q of the lane's run, m = g + 8 dim 2q + 1; k = vectors 2t, 2t+1.
+            let a = [ptx::lo_halves(f.xa[q], f.xb[q]), ptx::hi_halves(f.xa[q], f.xb[q])];
+            acc[q] = ptx::mma_m16n8k8_f16(a, f.b, acc[q]);
             q += 1;
         }
     }
 }
 
+/// tf32: lane (g, t) supplies vectors t and t+4; X words are f32 dims.
+#[derive(Clone, Copy)]
+pub struct Tf32Frag {
+    xa: [u32; 8],
+    xb: [u32; 8],
+    b: [u32; 2],
+}
+
 impl Tc8Precision for Tf32 {
+    type Frag = Tf32Frag;
+
     #[inline(always)]
     fn slots(lane: u32) -> (u32, u32) {
         let t = lane % 4;
@@ -124,37 +127,29 @@ impl Tc8Precision for Tf32 {
     }
 
     #[inline(always)]
-    unsafe fn step<const NT: usize>(
-        acc: &mut [[f32; 4]; NT],
-        x: *const u32,
-        ld: u32,
-        rows: (u32, u32),
-        dim: u32,
-        dim_ok: bool,
-        values: *const u32,
-        v0: u32,
-        kb: u32,
-        lane: u32,
-    ) {
+    unsafe fn load<const NT: usize>(x: *const u32, ld: u32, rows: (u32, u32), dim: u32, dim_ok: bool, values: *const u32, v0: u32, kb: u32, lane: u32) -> Tf32Frag {
         let g = lane / 4;
         let (j0, j1) = Self::slots(lane);
         let zero = [0u32; 8];
-        // 2*NT consecutive f32 features = 2*NT words.
         let xa = if j0 < kb && dim_ok { unsafe { load_tf32_words::<NT>(x.add(rows.0 as usize * ld as usize + dim as usize)) } } else { zero };
         let xb = if j1 < kb && dim_ok { unsafe { load_tf32_words::<NT>(x.add(rows.1 as usize * ld as usize + dim as usize)) } } else { zero };
         let base = 8 * v0 + g * kb;
         let b0 = if j0 < kb { unsafe { ptx::ld_nc_u32(values.add((base + j0) as usize)) } } else { 0 };
         let b1 = if j1 < kb { unsafe { ptx::ld_nc_u32(values.add((base + j1) as usize)) } } else { 0 };
-        let b = [ptx::cvt_tf32(f32::from_bits(b0)), ptx::cvt_tf32(f32::from_bits(b1))];
+        Tf32Frag { xa, xb, b: [ptx::cvt_tf32(f32::from_bits(b0)), ptx::cvt_tf32(f32::from_bits(b1))] }
+    }
+
+    #[inline(always)]
+    fn mma<const NT: usize>(acc: &mut [[f32; 4]; NT], f: &Tf32Frag) {
         let mut q = 0;
         while q < NT {
             let a = [
-                ptx::cvt_tf32(f32::from_bits(xa[2 * q])),
-                ptx::cvt_tf32(f32::from_bits(xa[2 * q + 1])),
-                ptx::cvt_tf32(f32::from_bits(xb[2 * q])),
-                ptx::cvt_tf32(f32::from_bits(xb[2 * q + 1])),
+                ptx::cvt_tf32(f32::from_bits(f.xa[2 * q])),
+                ptx::cvt_tf32(f32::from_bits(f.xa[2 * q + 1])),
+                ptx::cvt_tf32(f32::from_bits(f.xb[2 * q])),
+                ptx::cvt_tf32(f32::from_bits(f.xb[2 * q + 1])),
             ];
-            acc[q] = ptx::mma_m16n8k8_tf32(a, b, acc[q]);
+            acc[q] = ptx::mma_m16n8k8_tf32(a, f.b, acc[q]);
             q += 1;
         }
     }
@@ -175,19 +170,20 @@ unsafe fn write_tile<const NT: usize>(y: *mut f32, ld: u32, n_rows: u32, row0: u
         let row = row0 + 2 * t + half;
         if row < n_rows {
             let p = unsafe { y.add(row as usize * ld as usize + dim as usize) };
+            // c0/c1 are rows 2t/2t+1 of dim 2q, c2/c3 of dim 2q+1: two tiles make one float4.
             let mut q = 0;
             while q < NT {
-                // c0/c1 are rows 2t/2t+1 of dim 2q, c2/c3 of dim 2q+1.
-                let pair = [acc[q][half as usize], acc[q][2 + half as usize]];
+                let v = [acc[q][half as usize], acc[q][2 + half as usize], acc[q + 1][half as usize], acc[q + 1][2 + half as usize]];
                 unsafe {
                     if atomic {
-                        ptx::red_add_f32(p.add(2 * q), pair[0]);
-                        ptx::red_add_f32(p.add(2 * q + 1), pair[1]);
+                        for (i, e) in v.iter().enumerate() {
+                            ptx::red_add_f32(p.add(2 * q + i), *e);
+                        }
                     } else {
-                        ptx::st_v2_f32(p.add(2 * q), pair);
+                        ptx::st_v4_f32(p.add(2 * q), v);
                     }
                 }
-                q += 1;
+                q += 2;
             }
         }
         half += 1;
@@ -222,15 +218,26 @@ unsafe fn tc8_spmm<P: Tc8Precision, const NT: usize>(
     let dim_ok = dim < ld;
     let (j0, j1) = P::slots(lane);
 
-    let mut acc = [[0.0f32; 4]; NT];
-    let mut b = blocks[0];
-    while b < blocks[1] {
+    // The block loader: columns, then the X rows they name and the block's values.
+    let load = |b: u32| -> P::Frag {
         let v0 = vw0 + b * KV;
         let kb = if vw1 - v0 < KV { vw1 - v0 } else { KV };
         let c0 = if j0 < kb { unsafe { ptx::ld_nc_u32(vec_col.add((v0 + j0) as usize)) } } else { 0 };
         let c1 = if j1 < kb { unsafe { ptx::ld_nc_u32(vec_col.add((v0 + j1) as usize)) } } else { 0 };
-        unsafe { P::step::<NT>(&mut acc, x, ld, (c0, c1), dim, dim_ok, values, v0, kb, lane) };
-        b += 1;
+        unsafe { P::load::<NT>(x, ld, (c0, c1), dim, dim_ok, values, v0, kb, lane) }
+    };
+    let mut acc = [[0.0f32; 4]; NT];
+    let (mut b, end) = (blocks[0], blocks[1]);
+    if b < end {
+        // One block ahead: block b+1's gathers are in flight while block b's MMAs issue.
+        let mut frag = load(b);
+        while b + 1 < end {
+            let next = load(b + 1);
+            P::mma::<NT>(&mut acc, &frag);
+            frag = next;
+            b += 1;
+        }
+        P::mma::<NT>(&mut acc, &frag);
     }
     if dim_ok {
         unsafe { write_tile::<NT>(y, ld, n_rows, 8 * w, dim, &acc, !whole_window) };

@@ -17,10 +17,13 @@ pub const fn hp_nnz_per_warp(nnz: u32, sm_count: u32, warps_per_sm: u32, waves: 
     npw.div_ceil(32) * 32
 }
 
-/// Longest run of blocks one TC8 work item may take: long windows are cut into runs of this
-/// many blocks so that a few dense rows do not serialise the launch, but runs stay long enough
-/// to amortise the per-item set-up (and the atomic adds that split windows need).
-pub const fn tc8_max_blocks(total_blocks: u32, sm_count: u32) -> u32 {
-    let per_warp = total_blocks.div_ceil(if sm_count == 0 { 1 } else { sm_count * 32 });
-    if per_warp < 8 { 8 } else { per_warp }
+/// Longest run of blocks one TC8 work item may take. Windows longer than this are cut into
+/// several items (their rows then take atomic adds), so the launch has at least
+/// `sm_count * 16` warps even on graphs of few, dense windows; but never below 32 blocks, so
+/// ordinary windows stay whole and the atomics stay rare and amortised over long runs.
+pub const fn tc8_max_blocks(total_blocks: u32, k_slices: u32, sm_count: u32) -> u32 {
+    let warps_wanted = if sm_count == 0 { 16 } else { sm_count * 16 };
+    let items_wanted = warps_wanted.div_ceil(if k_slices == 0 { 1 } else { k_slices });
+    let per_item = total_blocks.div_ceil(items_wanted);
+    if per_item < 32 { 32 } else { per_item }
 }

@@ -41,17 +41,24 @@ pub fn work_list(blocks_per_window: impl Iterator<Item = u32>, max_blocks: u32) 
     wl
 }
 
-/// The uploaded format and its work list (shared by both precisions).
+/// The uploaded format (shared by both precisions and every K).
 struct DeviceTc8 {
     win_ptr: DeviceVec<u32>,
     vec_col: DeviceVec<u32>,
+    n_blocks: u32,
+    /// Blocks of every window, for the work lists.
+    blocks_per_window: Vec<u32>,
+    /// Host copy of the values for the per-precision uploads.
+    values: Vec<f32>,
+}
+
+/// A work list on the device, one per number of K slices (the split depends on it).
+struct DeviceWorkList {
     item_win: DeviceVec<u32>,
     item_blocks: DeviceVec<u32>,
     split_windows: DeviceVec<u32>,
     n_items: u32,
     n_split: u32,
-    /// Host copy of the values for the per-precision uploads.
-    values: Vec<f32>,
 }
 
 struct Tc8ValuesF32(DeviceVec<f32>);
@@ -60,19 +67,39 @@ struct Tc8ValuesF16(DeviceVec<half::f16>);
 fn device_format(g: &GraphHandle, gpu: &Gpu) -> Result<std::sync::Arc<DeviceTc8>> {
     g.cached(TC8_BLOCK_VECTORS as u64, || {
         let m = MeBcrs::from_csr(g.csr(), TC8_BLOCK_VECTORS as usize)?;
-        let max_blocks = tc8_max_blocks(m.n_blocks() as u32, gpu.info().sm_count);
-        let wl = work_list((0..m.n_windows()).map(|w| m.blocks_of(w) as u32), max_blocks);
         Ok(DeviceTc8 {
             win_ptr: DeviceVec::upload(gpu, &m.win_ptr)?,
             vec_col: DeviceVec::upload(gpu, &m.vec_col)?,
+            n_blocks: m.n_blocks() as u32,
+            blocks_per_window: (0..m.n_windows()).map(|w| m.blocks_of(w) as u32).collect(),
+            values: m.values,
+        })
+    })
+}
+
+fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &DeviceTc8, k_slices: u32) -> Result<std::sync::Arc<DeviceWorkList>> {
+    g.cached(k_slices as u64, || {
+        let max_blocks = tc8_max_blocks(f.n_blocks, k_slices, gpu.info().sm_count);
+        let wl = work_list(f.blocks_per_window.iter().copied(), max_blocks);
+        Ok(DeviceWorkList {
             item_win: DeviceVec::upload(gpu, &wl.item_win)?,
             item_blocks: DeviceVec::upload(gpu, &wl.item_blocks)?,
             split_windows: DeviceVec::upload(gpu, &wl.split_windows)?,
             n_items: wl.item_win.len() as u32,
             n_split: wl.split_windows.len() as u32,
-            values: m.values,
         })
     })
+}
+
+/// 16-dim MMA tiles per warp: 2 for narrow features (one warp covers K <= 32), else 4
+/// (fewer, wider gathers). `TCGNN_TC8_NT=2|4` overrides, for tuning experiments.
+fn tiles_per_warp(ld: u32) -> u32 {
+    match std::env::var("TCGNN_TC8_NT").ok().as_deref() {
+        Some("2") => 2,
+        Some("4") => 4,
+        _ if ld <= 32 => 2,
+        _ => 4,
+    }
 }
 
 /// Y = S X on tensor cores: tf32 for f32 features, f16 for f16 features.
@@ -81,7 +108,9 @@ pub fn spmm_tc8(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) 
     let f = device_format(g, gpu)?;
     let ld = y.ld as u32;
     let n_rows = g.csr().n_rows() as u32;
-    let nt = if ld <= 32 { 2 } else { 4 };
+    let nt = tiles_per_warp(ld);
+    let k_slices = ld.div_ceil(16 * nt);
+    let wl = device_work_list(g, gpu, &f, k_slices)?;
     let (kernel, values_ptr, x_ptr) = match x {
         DeviceFeatures::F32(xm) => {
             let v = g.cached(1, || Ok(Tc8ValuesF32(DeviceVec::upload(gpu, &f.values)?)))?;
@@ -95,26 +124,26 @@ pub fn spmm_tc8(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) 
             (if nt == 2 { "spmm_tc8_f16_nt2" } else { "spmm_tc8_f16_nt4" }, v.0.ptr(gpu), xm.ptr())
         }
     };
-    if f.n_split > 0 {
-        let args = [Arg::Ptr(f.split_windows.ptr(gpu)), Arg::U32(n_rows), Arg::U32(ld), Arg::Ptr(y.ptr_mut())];
+    if wl.n_split > 0 {
+        let args = [Arg::Ptr(wl.split_windows.ptr(gpu)), Arg::U32(n_rows), Arg::U32(ld), Arg::Ptr(y.ptr_mut())];
         // SAFETY: matches `tc8_zero_windows`; every listed window has rows below n_rows and Y
         // holds n_rows * ld floats.
-        unsafe { launch(gpu, "tc8_zero_windows", Shape::linear(f.n_split, 256, 0), &args)? };
+        unsafe { launch(gpu, "tc8_zero_windows", Shape::linear(wl.n_split, 256, 0), &args)? };
     }
     let shape = Shape {
-        grid: (f.n_items.div_ceil(TC8_WARPS), ld.div_ceil(16 * nt), 1),
+        grid: (wl.n_items.div_ceil(TC8_WARPS), k_slices, 1),
         block: (32 * TC8_WARPS, 1, 1),
         smem_bytes: 0,
     };
     let args = [
-        Arg::U32(f.n_items),
+        Arg::U32(wl.n_items),
         Arg::U32(n_rows),
         Arg::U32(ld),
         Arg::Ptr(f.win_ptr.ptr(gpu)),
         Arg::Ptr(f.vec_col.ptr(gpu)),
         Arg::Ptr(values_ptr),
-        Arg::Ptr(f.item_win.ptr(gpu)),
-        Arg::Ptr(f.item_blocks.ptr(gpu)),
+        Arg::Ptr(wl.item_win.ptr(gpu)),
+        Arg::Ptr(wl.item_blocks.ptr(gpu)),
         Arg::Ptr(x_ptr),
         Arg::Ptr(y.ptr_mut()),
     ];
@@ -134,5 +163,14 @@ mod tests {
         assert_eq!(wl.item_win, vec![0, 1, 2, 2, 2, 3]);
         assert_eq!(wl.item_blocks, vec![0, 0, 0, 3, 0, 4, 4, 8, 8, 10, 0, 4]);
         assert_eq!(wl.split_windows, vec![2]);
+    }
+
+    #[test]
+    fn split_size_keeps_ordinary_windows_whole_and_fills_the_device() {
+        // Few, dense windows (ogbl-ddi-like): cut so that 132 SMs get >= 16 warps each.
+        let mb = tc8_max_blocks(167_000, 2, 132);
+        assert!(167_000u32.div_ceil(mb) * 2 >= 132 * 16);
+        // Many short windows: no cut below 32 blocks.
+        assert_eq!(tc8_max_blocks(40_000, 1, 132), 32);
     }
 }

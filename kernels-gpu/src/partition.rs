@@ -24,6 +24,6 @@ pub const fn hp_nnz_per_warp(nnz: u32, sm_count: u32, warps_per_sm: u32, waves: 
 pub const fn tc8_max_blocks(total_blocks: u32, k_slices: u32, sm_count: u32) -> u32 {
     let warps_wanted = if sm_count == 0 { 16 } else { sm_count * 16 };
     let items_wanted = warps_wanted.div_ceil(if k_slices == 0 { 1 } else { k_slices });
-    let per_item = total_blocks.div_ceil(items_wanted);
+    let per_item = total_blocks / items_wanted;
     if per_item < 32 { 32 } else { per_item }
 }

@@ -7,6 +7,18 @@
 // Dynamic shared memory: one extern array, carved by `smem::SmemCarver`.
 core::arch::global_asm!(".extern .shared .align 16 .b8 dyn_smem[];");
 
+/// Repeat a block for `$i` = 0, 1, 2, 3 as literal constants: loops over register arrays must be
+/// unrolled, or the arrays move to local memory.
+#[macro_export]
+macro_rules! unroll4 {
+    ($i:ident => $body:block) => {{
+        { let $i: usize = 0; $body }
+        { let $i: usize = 1; $body }
+        { let $i: usize = 2; $body }
+        { let $i: usize = 3; $body }
+    }};
+}
+
 pub mod config {
     include!("config.rs");
 }

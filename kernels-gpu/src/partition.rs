@@ -17,13 +17,15 @@ pub const fn hp_nnz_per_warp(nnz: u32, sm_count: u32, warps_per_sm: u32, waves: 
     npw.div_ceil(32) * 32
 }
 
-/// Longest run of blocks one TC8 work item may take. Windows longer than this are cut into
-/// several items (their rows then take atomic adds), so the launch has at least
-/// `sm_count * 16` warps even on graphs of few, dense windows; but never below 32 blocks, so
-/// ordinary windows stay whole and the atomics stay rare and amortised over long runs.
-pub const fn tc8_max_blocks(total_blocks: u32, k_slices: u32, sm_count: u32) -> u32 {
+/// Longest run of blocks one TC8 work item may take. Long windows are cut into several items
+/// (their rows then take atomic adds): far enough for `sm_count * 16` warps on graphs of few,
+/// dense windows, and down to 4x the average window on skewed graphs so that a few heavy rows
+/// do not leave a long tail; never below 32 blocks, so atomics stay amortised over long runs.
+pub const fn tc8_max_blocks(total_blocks: u32, n_windows: u32, k_slices: u32, sm_count: u32) -> u32 {
     let warps_wanted = if sm_count == 0 { 16 } else { sm_count * 16 };
     let items_wanted = warps_wanted.div_ceil(if k_slices == 0 { 1 } else { k_slices });
-    let per_item = total_blocks / items_wanted;
-    if per_item < 32 { 32 } else { per_item }
+    let for_parallelism = total_blocks / items_wanted;
+    let for_balance = 4 * total_blocks.div_ceil(if n_windows == 0 { 1 } else { n_windows });
+    let m = if for_parallelism < for_balance { for_parallelism } else { for_balance };
+    if m < 32 { 32 } else { m }
 }

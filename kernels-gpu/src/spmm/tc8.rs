@@ -16,12 +16,15 @@
 use crate::config::{TC8_BLOCK_VECTORS as KV, TC8_WARPS};
 use crate::ptx;
 
+/// Blocks whose loads are issued together (4 x 8 vectors = one column per lane).
+const GROUP: usize = 4;
+
 /// One precision of the TC8 kernel, in two steps so the main loop can load block b+1 while
 /// the tensor cores work on block b: `load` gathers this lane's X words and block values into
 /// a fragment, `mma` issues the NT tile products.
 pub trait Tc8Precision {
     /// What one lane holds of one block.
-    type Frag: Copy;
+    type Frag: Copy + Default;
     /// The two vector slots (0..8) whose X rows and values this lane supplies.
     fn slots(lane: u32) -> (u32, u32);
     /// Gather X rows `rows` (for slots below `kb`) at feature offset `dim` (when `dim_ok`) and
@@ -60,10 +63,10 @@ unsafe fn load_words<const W: usize>(p: *const u32) -> [u32; 8] {
 }
 
 /// f16: lane (g, t) supplies vectors 2t and 2t+1; its X words hold two f16 dims each.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct F16Frag {
-    xa: [u32; 8],
-    xb: [u32; 8],
+    xa: [u32; 4],
+    xb: [u32; 4],
     b: u32,
 }
 
@@ -94,7 +97,7 @@ impl Tc8Precision for F16 {
             let hi = if j1 < kb { unsafe { ptx::ld_nc_u16(vals.add((base + j1) as usize)) } } else { 0 };
             ptx::pack_u16x2(lo, hi)
         };
-        F16Frag { xa, xb, b }
+        F16Frag { xa: [xa[0], xa[1], xa[2], xa[3]], xb: [xb[0], xb[1], xb[2], xb[3]], b }
     }
 
     #[inline(always)]
@@ -110,7 +113,7 @@ impl Tc8Precision for F16 {
 }
 
 /// tf32: lane (g, t) supplies vectors t and t+4; X words are f32 dims.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct Tf32Frag {
     xa: [u32; 8],
     xb: [u32; 8],
@@ -218,26 +221,29 @@ unsafe fn tc8_spmm<P: Tc8Precision, const NT: usize>(
     let dim_ok = dim < ld;
     let (j0, j1) = P::slots(lane);
 
-    // The block loader: columns, then the X rows they name and the block's values.
-    let load = |b: u32| -> P::Frag {
-        let v0 = vw0 + b * KV;
-        let kb = if vw1 - v0 < KV { vw1 - v0 } else { KV };
-        let c0 = if j0 < kb { unsafe { ptx::ld_nc_u32(vec_col.add((v0 + j0) as usize)) } } else { 0 };
-        let c1 = if j1 < kb { unsafe { ptx::ld_nc_u32(vec_col.add((v0 + j1) as usize)) } } else { 0 };
-        unsafe { P::load::<NT>(x, ld, (c0, c1), dim, dim_ok, values, v0, kb, lane) }
-    };
+    // Groups of GROUP blocks: one coalesced load brings the group's 8 * GROUP vector columns
+    // (lane i holds column i, handed out by shuffles), then every block's X gathers and values
+    // are issued before the first MMA, so GROUP blocks of loads are in flight per warp.
+    let v_begin = vw0 + blocks[0] * KV;
+    let v_end = if vw0 + blocks[1] * KV < vw1 { vw0 + blocks[1] * KV } else { vw1 };
     let mut acc = [[0.0f32; 4]; NT];
-    let (mut b, end) = (blocks[0], blocks[1]);
-    if b < end {
-        // One block ahead: block b+1's gathers are in flight while block b's MMAs issue.
-        let mut frag = load(b);
-        while b + 1 < end {
-            let next = load(b + 1);
-            P::mma::<NT>(&mut acc, &frag);
-            frag = next;
-            b += 1;
-        }
-        P::mma::<NT>(&mut acc, &frag);
+    let mut vg = v_begin;
+    while vg < v_end {
+        let my_col = if vg + lane < v_end { unsafe { ptx::ld_nc_u32(vec_col.add((vg + lane) as usize)) } } else { 0 };
+        let mut frags = [P::Frag::default(); GROUP];
+        crate::unroll4!(i => {
+            let v0 = vg + KV * i as u32;
+            let kb = if v0 >= v_end { 0 } else if v_end - v0 < KV { v_end - v0 } else { KV };
+            let c0 = ptx::shfl_idx_u32(my_col, KV * i as u32 + j0);
+            let c1 = ptx::shfl_idx_u32(my_col, KV * i as u32 + j1);
+            frags[i] = unsafe { P::load::<NT>(x, ld, (c0, c1), dim, dim_ok, values, v0, kb, lane) };
+        });
+        crate::unroll4!(i => {
+            if vg + KV * (i as u32) < v_end {
+                P::mma::<NT>(&mut acc, &frags[i]);
+            }
+        });
+        vg += KV * GROUP as u32;
     }
     if dim_ok {
         unsafe { write_tile::<NT>(y, ld, n_rows, 8 * w, dim, &acc, !whole_window) };

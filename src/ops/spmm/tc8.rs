@@ -79,7 +79,7 @@ fn device_format(g: &GraphHandle, gpu: &Gpu) -> Result<std::sync::Arc<DeviceTc8>
 
 fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &DeviceTc8, k_slices: u32) -> Result<std::sync::Arc<DeviceWorkList>> {
     g.cached(k_slices as u64, || {
-        let max_blocks = tc8_max_blocks(f.n_blocks, k_slices, gpu.info().sm_count);
+        let max_blocks = tc8_max_blocks(f.n_blocks, f.blocks_per_window.len() as u32, k_slices, gpu.info().sm_count);
         let wl = work_list(f.blocks_per_window.iter().copied(), max_blocks);
         Ok(DeviceWorkList {
             item_win: DeviceVec::upload(gpu, &wl.item_win)?,
@@ -168,9 +168,11 @@ mod tests {
     #[test]
     fn split_size_keeps_ordinary_windows_whole_and_fills_the_device() {
         // Few, dense windows (ogbl-ddi-like): cut so that 132 SMs get >= 16 warps each.
-        let mb = tc8_max_blocks(167_000, 2, 132);
+        let mb = tc8_max_blocks(167_000, 534, 2, 132);
         assert!(167_000u32.div_ceil(mb) * 2 >= 132 * 16);
-        // Many short windows: no cut below 32 blocks.
-        assert_eq!(tc8_max_blocks(40_000, 1, 132), 32);
+        // Many long windows already fill the device: kept whole (tolokers-like, 75 per window).
+        assert!(tc8_max_blocks(110_000, 1470, 2, 132) > 75);
+        // Skewed graphs: heavy windows cut near 4x the mean, never below 32.
+        assert_eq!(tc8_max_blocks(130_000, 32_768, 2, 132), 32);
     }
 }

@@ -227,13 +227,9 @@ unsafe fn tc8_spmm<P: Tc8Precision, const NT: usize>(
     let v_begin = vw0 + blocks[0] * KV;
     let v_end = if vw0 + blocks[1] * KV < vw1 { vw0 + blocks[1] * KV } else { vw1 };
     let mut acc = [[0.0f32; 4]; NT];
-    let col_of = |v: u32| if v < v_end { unsafe { ptx::ld_nc_u32(vec_col.add(v as usize)) } } else { 0 };
     let mut vg = v_begin;
-    let mut next_col = col_of(vg + lane);
     while vg < v_end {
-        // The next group's columns load while this group's gathers and MMAs run.
-        let my_col = next_col;
-        next_col = col_of(vg + KV * GROUP as u32 + lane);
+        let my_col = if vg + lane < v_end { unsafe { ptx::ld_nc_u32(vec_col.add((vg + lane) as usize)) } } else { 0 };
         let mut frags = [P::Frag::default(); GROUP];
         crate::unroll4!(i => {
             let v0 = vg + KV * i as u32;

@@ -36,3 +36,12 @@ pub const fn frag_a_tf32(lane: u32, i: u32) -> (u32, u32) {
 pub const fn frag_b_tf32(lane: u32, i: u32) -> (u32, u32) {
     (lane % 4 + 4 * i, lane / 4)
 }
+
+/// TC16 SpMM feature remap: MMA column `n` of tile `q` (of `nt` tiles) stands for feature dim
+/// `n * nt + q` of the warp's slice, so lane (g, t) supplies B elements of every tile from the
+/// `nt` consecutive dims `g * nt ..` of an X row (one vector load) and holds outputs for the
+/// consecutive dims `2t * nt .. 2t * nt + 2 * nt` of two rows (vector stores).
+#[inline(always)]
+pub const fn tc16_dim(n: u32, q: u32, nt: u32) -> u32 {
+    n * nt + q
+}

@@ -84,3 +84,15 @@ fn tc16_tile_step_matches_dense_product() {
         tc16_tile_step(nt, |lane| [2 * (lane % 4), 2 * (lane % 4) + 1], frag_b_f16);
     }
 }
+
+#[test]
+fn tc16_bitmap_rank_counts_the_positions_below() {
+    let masks = [[0u32; 4], [u32::MAX; 4], [0x8000_0001, 0x0F0F_0F0F, 0, 0xFFFF_0000], [0x1234_5678, 0x9ABC_DEF0, 0x0FED_CBA9, 0x8765_4321]];
+    for mask in masks {
+        let bit = |p: u32| (mask[(p / 32) as usize] >> (p % 32)) & 1 == 1;
+        for p in 0..128 {
+            let rank = (0..p).filter(|&q| bit(q)).count() as u32;
+            assert_eq!(tc16_bitmap_rank(mask, p), (bit(p), rank), "mask {mask:x?} position {p}");
+        }
+    }
+}

@@ -94,7 +94,7 @@ fn emulate(s: &Sgt, x: &Matrix, max_blocks: u32, variant: Tc16Variant) -> Vec<f6
 
 /// Run `imp` on the GPU with poisoned output and compare with the f64 reference (inputs rounded
 /// to f16 for the f16 reference); names the kernel, graph and K on failure.
-fn check_gpu(gpu: &std::sync::Arc<Gpu>, name: &str, s: &Csr, k: usize, variant: Option<Tc16Variant>, prec: Precision) {
+fn check_gpu(gpu: &std::sync::Arc<Gpu>, name: &str, s: &Csr, k: usize, variant: Option<(Tc16Variant, u32)>, prec: Precision) {
     let imp = Impl::Tc16;
     let x = Matrix::random(s.n_cols(), k, 7 + k as u64);
     let (x_ref, s_ref) = match prec {
@@ -112,7 +112,7 @@ fn check_gpu(gpu: &std::sync::Arc<Gpu>, name: &str, s: &Csr, k: usize, variant: 
     for call in 0..2 {
         y.poison().unwrap();
         match variant {
-            Some(v) => spmm_tc16_variant(&g, &xd, &mut y, v),
+            Some((v, nt)) => spmm_tc16_variant(&g, &xd, &mut y, v, Some(nt)),
             None => spmm_device(&g, &xd, &mut y, imp),
         }
         .unwrap_or_else(|e| panic!("{imp:?} {variant:?} {prec:?} {name} K={k}: {e}"));
@@ -162,19 +162,23 @@ fn gpu_tc16_spmm_matches_reference() {
     let rmat = tcgnn::graph::rmat::rmat(tcgnn::graph::rmat::RmatParams::new(14, 16, 7));
     let big = common::one_huge_row(60_000, 24, 5);
     for variant in [Tc16Variant::Bitmap, Tc16Variant::Staged] {
-        for prec in [Precision::Tf32, Precision::F16] {
-            for (name, s) in emulation_cases() {
-                for k in [8, 16, 24, 32, 64, 128, 264, 13] {
-                    check_gpu(&gpu, &name, &s, k, Some(variant), prec);
+        for (prec, nts) in [(Precision::Tf32, [2, 4]), (Precision::F16, [4, 8])] {
+            for nt in nts {
+                let v = Some((variant, nt));
+                for (name, s) in emulation_cases() {
+                    for k in [8, 16, 24, 32, 64, 128, 264, 13] {
+                        check_gpu(&gpu, &name, &s, k, v, prec);
+                    }
                 }
+                // Windows of thousands of blocks: the split path with atomic accumulation.
+                for k in [32, 128] {
+                    check_gpu(&gpu, "n=60000 one huge row", &big, k, v, prec);
+                }
+                check_gpu(&gpu, "R-MAT 2^14 x 16", &rmat, 128, v, prec);
             }
-            // Windows of thousands of blocks: the split path with atomic accumulation.
-            for k in [32, 128] {
-                check_gpu(&gpu, "n=60000 one huge row", &big, k, Some(variant), prec);
-            }
-            check_gpu(&gpu, "R-MAT 2^14 x 16", &rmat, 128, Some(variant), prec);
         }
     }
-    // Through ops::spmm with Impl::Tc16 (the default variant).
+    // Through ops::spmm with Impl::Tc16 (the default variant and NT).
     check_gpu(&gpu, "R-MAT 2^14 x 16", &rmat, 64, None, Precision::Tf32);
+    check_gpu(&gpu, "R-MAT 2^14 x 16", &rmat, 64, None, Precision::F16);
 }

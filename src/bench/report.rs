@@ -81,6 +81,20 @@ pub fn write(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files.into_iter().map(|(p, _)| p).collect())
 }
 
+/// Distinct variant groups and graphs, in first-seen order (the order the suite ran them).
+fn variants_and_graphs(recs: &[&Record]) -> (Vec<String>, Vec<String>) {
+    let (mut variants, mut graphs): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    for x in recs {
+        if !variants.iter().any(|v| v == x.variant_group()) {
+            variants.push(x.variant_group().to_string());
+        }
+        if !graphs.contains(&x.graph) {
+            graphs.push(x.graph.clone());
+        }
+    }
+    (variants, graphs)
+}
+
 fn fmt_opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |x| format!("{x:.digits$}"))
 }
@@ -113,16 +127,7 @@ pub fn markdown(r: &Report) -> String {
     };
     for k in ks {
         let recs: Vec<&Record> = r.records.iter().filter(|x| x.k == k).collect();
-        let mut variants: Vec<String> = Vec::new();
-        let mut graphs: Vec<String> = Vec::new();
-        for x in &recs {
-            if !variants.contains(&x.variant_group().to_string()) {
-                variants.push(x.variant_group().to_string());
-            }
-            if !graphs.contains(&x.graph) {
-                graphs.push(x.graph.clone());
-            }
-        }
+        let (variants, graphs) = variants_and_graphs(&recs);
         let _ = writeln!(s, "\n## K = {k}: ms (speedup vs cuSPARSE f32)\n");
         let _ = writeln!(s, "| graph | n | nnz | {} |", variants.join(" | "));
         let _ = writeln!(s, "|---|---:|---:|{}", "---:|".repeat(variants.len()));
@@ -156,16 +161,7 @@ pub fn markdown(r: &Report) -> String {
 pub fn svg_speedups(r: &Report) -> String {
     let k = if r.records.iter().any(|x| x.k == 128) { 128 } else { r.records.first().map_or(0, |x| x.k) };
     let recs: Vec<&Record> = r.records.iter().filter(|x| x.k == k && !x.variant.starts_with("cusparse f32")).collect();
-    let mut variants: Vec<String> = Vec::new();
-    let mut graphs: Vec<String> = Vec::new();
-    for x in &recs {
-        if !variants.contains(&x.variant_group().to_string()) {
-            variants.push(x.variant_group().to_string());
-        }
-        if !graphs.contains(&x.graph) {
-            graphs.push(x.graph.clone());
-        }
-    }
+    let (variants, graphs) = variants_and_graphs(&recs);
     let colors = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f"];
     let (bar_w, gap, left, top, plot_h) = (6.0, 14.0, 60.0, 40.0, 320.0);
     let group_w = bar_w * variants.len() as f64 + gap;

@@ -74,13 +74,14 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
         match cusparse::Handle::new(gpu) {
             Err(e) => out.push(record("cusparse f32".into(), None, None, Some(e.to_string()), (4, 4))),
             Ok(handle) => {
+                let handle = Arc::new(handle);
                 for (dtype, prec) in [(DataType::F32, Precision::F32), (DataType::F16, Precision::F16)] {
                     let (reference, fb) = match dtype {
                         DataType::F32 => (&reference, (4, 4)),
                         DataType::F16 => (&reference_f16, (2, 2)),
                     };
-                    let a_csr = SparseMatrix::upload(gpu, csr, Layout::Csr, dtype)?;
-                    let a_coo = SparseMatrix::upload(gpu, csr, Layout::Coo, dtype)?;
+                    let a_csr = Arc::new(SparseMatrix::upload(gpu, csr, Layout::Csr, dtype)?);
+                    let a_coo = Arc::new(SparseMatrix::upload(gpu, csr, Layout::Coo, dtype)?);
                     let mut best: Option<(f64, f64, SpmmAlg)> = None;
                     let mut last_err = None;
                     for alg in SpmmAlg::ALL {
@@ -145,16 +146,16 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
 #[allow(clippy::too_many_arguments)]
 fn time_cusparse<T: crate::gpu::memory::Element>(
     gpu: &Arc<Gpu>,
-    handle: &cusparse::Handle,
-    a: &SparseMatrix,
+    handle: &Arc<cusparse::Handle>,
+    a: &Arc<SparseMatrix>,
     x: &Matrix,
     dtype: DataType,
     y: &mut DeviceMatrix<f32>,
     alg: SpmmAlg,
     opt: &SpmmBenchOptions,
 ) -> Result<f64> {
-    let mut xm = DeviceMatrix::<T>::upload(gpu, x)?;
+    let xm = DeviceMatrix::<T>::upload(gpu, x)?;
     y.poison()?;
-    let mut plan = SpmmPlan::new(handle, a, &mut xm, dtype, y, alg)?;
+    let mut plan = SpmmPlan::new(handle, a, &xm, dtype, y, alg)?;
     Ok(time_gpu(gpu, opt.warmup, opt.reps, || plan.run())?.median_ms)
 }

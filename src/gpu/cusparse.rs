@@ -39,6 +39,11 @@ impl Handle {
     }
 }
 
+// SAFETY: a cuSPARSE handle may be used from any thread as long as calls are not concurrent;
+// tcgnn enqueues everything on one stream from the thread that holds the graph handle.
+unsafe impl Send for Handle {}
+unsafe impl Sync for Handle {}
+
 impl Drop for Handle {
     fn drop(&mut self) {
         unsafe { cudarc::cusparse::result::destroy(self.raw).ok() };
@@ -66,7 +71,7 @@ enum ValuesBuf {
 }
 
 /// Storage type of values or dense operands handed to cuSPARSE.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DataType {
     F32,
     F16,
@@ -82,7 +87,7 @@ impl DataType {
 }
 
 /// Which sparse layout a [`SparseMatrix`] descriptor uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Layout {
     Csr,
     Coo,
@@ -142,6 +147,10 @@ impl SparseMatrix {
     }
 }
 
+// SAFETY: the descriptor is an immutable handle over device buffers the struct owns.
+unsafe impl Send for SparseMatrix {}
+unsafe impl Sync for SparseMatrix {}
+
 impl Drop for SparseMatrix {
     fn drop(&mut self) {
         unsafe { sys::cusparseDestroySpMat(self.descr) };
@@ -155,14 +164,21 @@ pub struct DenseDescr {
 
 impl DenseDescr {
     pub fn new<T: crate::gpu::memory::Element>(m: &mut DeviceMatrix<T>, dtype: DataType) -> Result<Self> {
+        let (rows, cols, ld, ptr) = (m.rows, m.cols, m.ld, m.ptr_mut());
+        Self::from_raw(ptr, rows, cols, ld, dtype)
+    }
+
+    /// A descriptor over `rows x cols` row-major elements at device address `ptr`, stride `ld`.
+    /// The caller keeps the allocation alive as long as the descriptor is used.
+    pub fn from_raw(ptr: u64, rows: usize, cols: usize, ld: usize, dtype: DataType) -> Result<Self> {
         let mut raw = std::ptr::null_mut();
         check("CreateDnMat", unsafe {
             sys::cusparseCreateDnMat(
                 &mut raw,
-                m.rows as i64,
-                m.cols as i64,
-                m.ld as i64,
-                m.ptr_mut() as *mut c_void,
+                rows as i64,
+                cols as i64,
+                ld as i64,
+                ptr as *mut c_void,
                 dtype.cuda(),
                 sys::cusparseOrder_t::CUSPARSE_ORDER_ROW,
             )
@@ -208,33 +224,39 @@ impl SpmmAlg {
 }
 
 /// Y = A X with everything bound once: `run` only enqueues `cusparseSpMM`.
-pub struct SpmmPlan<'a> {
-    handle: &'a Handle,
-    a: &'a SparseMatrix,
+pub struct SpmmPlan {
+    handle: Arc<Handle>,
+    a: Arc<SparseMatrix>,
     x: DenseDescr,
     y: DenseDescr,
     alg: SpmmAlg,
     workspace: CudaSlice<u8>,
 }
 
-impl<'a> SpmmPlan<'a> {
+// SAFETY: the descriptors are plain handles owned by the plan; every use goes through `&mut self`
+// on the one stream the handle is bound to.
+unsafe impl Send for SpmmPlan {}
+unsafe impl Sync for SpmmPlan {}
+
+impl SpmmPlan {
     /// Bind A (N x N), X (N x K, `x_type`) and Y (N x K, f32) with algorithm `alg`; allocates the
     /// workspace and runs `cusparseSpMM_preprocess`.
     pub fn new<T: crate::gpu::memory::Element>(
-        handle: &'a Handle,
-        a: &'a SparseMatrix,
-        x: &mut DeviceMatrix<T>,
+        handle: &Arc<Handle>,
+        a: &Arc<SparseMatrix>,
+        x: &DeviceMatrix<T>,
         x_type: DataType,
         y: &mut DeviceMatrix<f32>,
         alg: SpmmAlg,
     ) -> Result<Self> {
-        if x.rows != a.n_cols || y.rows != a.n_rows || x.cols != y.cols {
+        if x.rows != a.n_cols || y.rows != a.n_rows || x.cols != y.cols || x.ld != y.ld {
             return Err(Error::Shape(format!(
                 "cuSPARSE SpMM: A {}x{}, X {}x{}, Y {}x{}",
                 a.n_rows, a.n_cols, x.rows, x.cols, y.rows, y.cols
             )));
         }
-        let xd = DenseDescr::new(x, x_type)?;
+        // cuSPARSE only reads X; its non-const API still takes a mutable pointer.
+        let xd = DenseDescr::from_raw(x.ptr(), x.rows, x.cols, x.ld, x_type)?;
         let yd = DenseDescr::new(y, DataType::F32)?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         let mut bytes = 0usize;
@@ -273,7 +295,7 @@ impl<'a> SpmmPlan<'a> {
                 wptr as *mut c_void,
             )
         })?;
-        Ok(SpmmPlan { handle, a, x: xd, y: yd, alg, workspace })
+        Ok(SpmmPlan { handle: handle.clone(), a: a.clone(), x: xd, y: yd, alg, workspace })
     }
 
     pub fn alg(&self) -> SpmmAlg {

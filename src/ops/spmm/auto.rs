@@ -3,6 +3,8 @@
 //! A cost model from format statistics gets most graphs right but not all (L2 residency, row
 //! skew and K interact); timing each candidate a few times on the real inputs costs a few
 //! milliseconds once per (graph, precision, K) and then picks the fastest every call.
+//! cuSPARSE is a candidate too (same storage type: f16 features give cuSPARSE f16), so Auto is
+//! never slower than the vendor library on the same inputs.
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
@@ -15,8 +17,8 @@ pub struct AutoChoice(pub Impl);
 /// Candidates for a feature storage type, fastest-first by expectation (ties keep this order).
 fn candidates(x: &DeviceFeatures) -> &'static [Impl] {
     match x {
-        DeviceFeatures::F16(_) => &[Impl::Tc8, Impl::Tc16],
-        DeviceFeatures::F32(_) => &[Impl::Tc8, Impl::Tc16, Impl::Hp, Impl::Csr],
+        DeviceFeatures::F16(_) => &[Impl::Tc8, Impl::Tc16, Impl::Cusparse],
+        DeviceFeatures::F32(_) => &[Impl::Tc8, Impl::Tc16, Impl::Hp, Impl::Csr, Impl::Cusparse],
     }
 }
 

@@ -3,6 +3,7 @@
 pub mod auto;
 pub mod cpu;
 pub mod csr;
+pub mod cusparse;
 pub mod hp;
 pub mod tc16;
 pub mod tc8;
@@ -50,6 +51,7 @@ fn run_kernel(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, im
         (Impl::Hp, DeviceFeatures::F32(x)) => hp::spmm_hp(g, x, y),
         (Impl::Tc8, x) => tc8::spmm_tc8(g, x, y),
         (Impl::Tc16, x) => tc16::spmm_tc16(g, x, y),
+        (Impl::Cusparse, x) => cusparse::spmm_cusparse(g, x, y),
         (Impl::Cpu, _) => Err(Error::Unsupported("Impl::Cpu on device buffers; use ops::spmm".into())),
         (imp, x) => Err(Error::Unsupported(format!(
             "SpMM {imp:?} with {} features is not available",

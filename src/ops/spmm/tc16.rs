@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::sgt::Sgt;
 use crate::gpu::launch::{Arg, Shape, launch};
 use crate::gpu::shared::config::{TC16_BLOCK_W, TC16_MAX_WARPS, TC16_SMEM_BYTES, TC16_WARPS, TC16_WINDOW};
@@ -133,53 +133,62 @@ fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &DeviceTc16, warps_per_item: 
     })
 }
 
-/// Launch geometry of the bitmap kernel for padded width `ld`: (kernel, NT, K slices), a warp
-/// per (item, slice), each slice 8 * NT dims.
-pub fn bitmap_geometry(ld: u32, f16: bool) -> (&'static str, u32, u32) {
-    let (name, nt) = match (f16, ld) {
-        (true, ld) if ld >= 64 => ("spmm_tc16_f16_nt8", 8),
-        (true, _) => ("spmm_tc16_f16_nt4", 4),
-        (false, ld) if ld >= 32 => ("spmm_tc16_tf32_nt4", 4),
-        (false, _) => ("spmm_tc16_tf32_nt2", 2),
-    };
-    (name, nt, ld.div_ceil(8 * nt))
+/// 8-dim MMA tiles per warp (NT): `nt` if given, else `TCGNN_TC16_NT`, else 2 for tf32 and 4
+/// for f16. Wider NT means wider gathers (tf32 4: float4; f16 8: 16 bytes) but 110-120
+/// registers against 80-90, and TC8 measured the lost occupancy at 2x on H100 at K = 128.
+pub fn tiles_per_warp(f16: bool, nt: Option<u32>) -> Result<u32> {
+    let built = |n: u32| if f16 { n == 4 || n == 8 } else { n == 2 || n == 4 };
+    let env = || std::env::var("TCGNN_TC16_NT").ok().and_then(|v| v.parse::<u32>().ok()).filter(|&n| built(n));
+    match nt {
+        Some(n) if built(n) => Ok(n),
+        Some(n) => Err(Error::Unsupported(format!("TC16 with NT = {n} tiles per warp ({}); built: {}", if f16 { "f16" } else { "tf32" }, if f16 { "4, 8" } else { "2, 4" }))),
+        None => Ok(env().unwrap_or(if f16 { 4 } else { 2 })),
+    }
 }
 
-/// Launch geometry of the staged kernel for padded width `ld`: (kernel, NT, warps per block,
-/// K slices per item).
-/// Each warp covers 8 * NT dims; f16 prefers NT = 8 (one 16-byte gather per X row), tf32 NT = 4
-/// (one float4); narrow K takes the smaller NT and fewer warps so no warp idles.
-pub fn geometry(ld: u32, f16: bool) -> (&'static str, u32, u32, u32) {
-    let (name, nt) = match (f16, ld) {
-        (true, ld) if ld >= 64 => ("spmm_tc16s_f16_nt8", 8),
-        (true, _) => ("spmm_tc16s_f16_nt4", 4),
-        (false, ld) if ld >= 32 => ("spmm_tc16s_tf32_nt4", 4),
-        (false, _) => ("spmm_tc16s_tf32_nt2", 2),
-    };
+/// The kernel instance for (variant, precision, NT), NT as [`tiles_per_warp`] allows.
+fn kernel_name(variant: Tc16Variant, f16: bool, nt: u32) -> &'static str {
+    match (variant, f16, nt) {
+        (Tc16Variant::Bitmap, true, 8) => "spmm_tc16_f16_nt8",
+        (Tc16Variant::Bitmap, true, _) => "spmm_tc16_f16_nt4",
+        (Tc16Variant::Bitmap, false, 4) => "spmm_tc16_tf32_nt4",
+        (Tc16Variant::Bitmap, false, _) => "spmm_tc16_tf32_nt2",
+        (Tc16Variant::Staged, true, 8) => "spmm_tc16s_f16_nt8",
+        (Tc16Variant::Staged, true, _) => "spmm_tc16s_f16_nt4",
+        (Tc16Variant::Staged, false, 4) => "spmm_tc16s_tf32_nt4",
+        (Tc16Variant::Staged, false, _) => "spmm_tc16s_tf32_nt2",
+    }
+}
+
+/// Staged kernel geometry for padded width `ld` and NT: (warps per block, K slices per item).
+/// Each warp covers 8 * NT dims; narrow K takes fewer warps so no warp idles.
+pub fn staged_geometry(ld: u32, nt: u32) -> (u32, u32) {
     let warp_slices = ld.div_ceil(8 * nt);
     let warps = warp_slices.min(TC16_MAX_WARPS);
-    (name, nt, warps, warp_slices.div_ceil(warps))
+    (warps, warp_slices.div_ceil(warps))
 }
 
 /// Y = S X on tensor cores with TC-GNN's 16 x 8 blocks: tf32 for f32 features, f16 for f16.
 /// The bitmap kernel unless `TCGNN_TC16=staged`.
 pub fn spmm_tc16(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) -> Result<()> {
-    spmm_tc16_variant(g, x, y, Tc16Variant::from_env())
+    spmm_tc16_variant(g, x, y, Tc16Variant::from_env(), None)
 }
 
-/// [`spmm_tc16`] with an explicit variant.
-pub fn spmm_tc16_variant(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, variant: Tc16Variant) -> Result<()> {
+/// [`spmm_tc16`] with an explicit variant and, optionally, NT (8-dim tiles per warp).
+pub fn spmm_tc16_variant(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, variant: Tc16Variant, nt: Option<u32>) -> Result<()> {
     let gpu = g.gpu()?;
     let f = device_format(g, gpu)?;
     let ld = y.ld as u32;
     let n_rows = g.csr().n_rows() as u32;
     let f16 = matches!(x, DeviceFeatures::F16(_));
+    let nt = tiles_per_warp(f16, nt)?;
+    let kernel = kernel_name(variant, f16, nt);
     let x_ptr = match x {
         DeviceFeatures::F32(m) => m.ptr(),
         DeviceFeatures::F16(m) => m.ptr(),
     };
     if variant == Tc16Variant::Bitmap {
-        let (kernel, _nt, k_slices) = bitmap_geometry(ld, f16);
+        let k_slices = ld.div_ceil(8 * nt);
         let wl = device_work_list(g, gpu, &f, k_slices)?;
         let bm = g.cached(TC16_BLOCK_W as u64, || {
             let p = pack_bitmap(&*host_sgt(g)?);
@@ -213,7 +222,7 @@ pub fn spmm_tc16_variant(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatr
         // (a multiple of 8, so the vector loads and stores stay aligned).
         return unsafe { launch(gpu, kernel, shape, &args) };
     }
-    let (kernel, _nt, warps, k_slices) = geometry(ld, f16);
+    let (warps, k_slices) = staged_geometry(ld, nt);
     let wl = device_work_list(g, gpu, &f, warps * k_slices)?;
     let e = g.cached(TC16_BLOCK_W as u64, || {
         let s = host_sgt(g)?;
@@ -263,23 +272,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn geometry_covers_k_without_idle_warps() {
-        for f16 in [false, true] {
+    fn staged_geometry_covers_k_without_idle_warps() {
+        for nt in [2, 4, 8] {
             for ld in (8..=520).step_by(8) {
-                let (_, nt, warps, slices) = geometry(ld, f16);
+                let (warps, slices) = staged_geometry(ld, nt);
                 let covered = warps * slices * 8 * nt;
                 assert!(covered >= ld, "ld {ld}: {covered} dims covered");
-                // At most one partly used slice group: idle warps only in the last grid.y slice.
-                assert!(covered - ld < warps * 8 * nt, "ld {ld} f16 {f16}: {warps} warps x {slices} slices of {nt} tiles");
+                // Idle warps only in the last grid.y slice.
+                assert!(covered - ld < warps * 8 * nt, "ld {ld}: {warps} warps x {slices} slices of {nt} tiles");
                 assert!((1..=TC16_MAX_WARPS).contains(&warps));
             }
         }
-        assert_eq!(geometry(8, false), ("spmm_tc16s_tf32_nt2", 2, 1, 1));
-        assert_eq!(geometry(128, false), ("spmm_tc16s_tf32_nt4", 4, 4, 1));
-        assert_eq!(geometry(128, true), ("spmm_tc16s_f16_nt8", 8, 2, 1));
-        assert_eq!(geometry(264, true), ("spmm_tc16s_f16_nt8", 8, 4, 2));
-        assert_eq!(bitmap_geometry(264, true), ("spmm_tc16_f16_nt8", 8, 5));
-        assert_eq!(bitmap_geometry(24, false), ("spmm_tc16_tf32_nt2", 2, 2));
+        assert_eq!(staged_geometry(8, 2), (1, 1));
+        assert_eq!(staged_geometry(128, 4), (4, 1));
+        assert_eq!(staged_geometry(264, 8), (4, 2));
+    }
+
+    #[test]
+    fn nt_choice_only_names_built_kernels() {
+        assert_eq!(tiles_per_warp(true, Some(8)).unwrap(), 8);
+        assert!(tiles_per_warp(true, Some(2)).is_err());
+        assert!(tiles_per_warp(false, Some(8)).is_err());
+        for f16 in [false, true] {
+            let nt = tiles_per_warp(f16, None).unwrap();
+            assert!(kernel_name(Tc16Variant::Bitmap, f16, nt).ends_with(&format!("nt{nt}")));
+            assert!(kernel_name(Tc16Variant::Staged, f16, nt).ends_with(&format!("nt{nt}")));
+        }
     }
 
     #[test]

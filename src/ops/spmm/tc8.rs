@@ -91,13 +91,14 @@ fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &DeviceTc8, k_slices: u32) ->
     })
 }
 
-/// 16-dim MMA tiles per warp: 2 for narrow features (one warp covers K <= 32), else 4
-/// (fewer, wider gathers). `TCGNN_TC8_NT=2|4` overrides, for tuning experiments.
-fn tiles_per_warp(ld: u32) -> u32 {
+/// 16-dim MMA tiles per warp. f16: 2 for narrow features (one warp covers K <= 32), else 4
+/// (wider gathers; measured faster on H100 at K = 128). tf32: always 2 (four tiles need 124
+/// registers, and the lost occupancy cost 2x at K = 128). `TCGNN_TC8_NT=2|4` overrides.
+fn tiles_per_warp(ld: u32, f16: bool) -> u32 {
     match std::env::var("TCGNN_TC8_NT").ok().as_deref() {
         Some("2") => 2,
         Some("4") => 4,
-        _ if ld <= 32 => 2,
+        _ if ld <= 32 || !f16 => 2,
         _ => 4,
     }
 }
@@ -108,7 +109,7 @@ pub fn spmm_tc8(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) 
     let f = device_format(g, gpu)?;
     let ld = y.ld as u32;
     let n_rows = g.csr().n_rows() as u32;
-    let nt = tiles_per_warp(ld);
+    let nt = tiles_per_warp(ld, matches!(x, DeviceFeatures::F16(_)));
     let k_slices = ld.div_ceil(16 * nt);
     let wl = device_work_list(g, gpu, &f, k_slices)?;
     let (kernel, values_ptr, x_ptr) = match x {

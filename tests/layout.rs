@@ -30,3 +30,69 @@ fn fragments_partition_their_tiles() {
     covers(4, 8, 1, frag_b_tf32);
     covers(8, 8, 2, frag_b_tf32);
 }
+
+/// CPU emulation of one TC16 SpMM tile step: the lanes' B gathers (block columns `slots`, dims
+/// `tc16_dim(g, q, nt)` of the slice), the MMA on the fragments as laid out by `frag_b_*`, and
+/// the kernel's output runs (rows g and g + 8, columns 2t and 2t+1 of each tile) reproduce
+/// A X for every (row, dim) of the slice, each written once.
+fn tc16_tile_step(nt: u32, slots: impl Fn(u32) -> [u32; 2], frag_b: impl Fn(u32, u32) -> (u32, u32)) {
+    let dims = 8 * nt;
+    let a: Vec<f64> = (0..16 * 8).map(|i| ((i * 37) % 11) as f64 - 5.0).collect();
+    let x: Vec<f64> = (0..8 * dims).map(|i| ((i * 13) % 7) as f64 + 0.5).collect();
+    let mut y = vec![f64::NAN; (16 * dims) as usize];
+    let mut writes = vec![0u32; (16 * dims) as usize];
+    for q in 0..nt {
+        // B of tile q as the lanes supply it.
+        let mut b = vec![f64::NAN; 64];
+        for lane in 0..32 {
+            let g = lane / 4;
+            for (i, slot) in slots(lane).into_iter().enumerate() {
+                let (k, n) = frag_b(lane, i as u32);
+                assert_eq!(k, slot, "lane {lane} element {i}: the kernel supplies column {slot}, the MMA reads k = {k}");
+                b[(k * 8 + n) as usize] = x[(slot * dims + g * nt + q) as usize];
+            }
+        }
+        // D = A B; lane (g, t) writes element i = 2*half + j at row g + 8*half, dim of column 2t + j.
+        for lane in 0..32 {
+            let (g, t) = (lane / 4, lane % 4);
+            for i in 0..4 {
+                let (r, n) = frag_c(lane, i);
+                let (half, j) = (i / 2, i % 2);
+                assert_eq!((r, n), (g + 8 * half, 2 * t + j));
+                let d: f64 = (0..8).map(|k| a[(r * 8 + k) as usize] * b[(k * 8 + n) as usize]).sum();
+                let dim = tc16_dim(2 * t + j, 0, nt) + q;
+                y[(r * dims + dim) as usize] = d;
+                writes[(r * dims + dim) as usize] += 1;
+            }
+        }
+    }
+    assert!(writes.iter().all(|&w| w == 1), "every output written once (nt {nt})");
+    for r in 0..16 {
+        for d in 0..dims {
+            let want: f64 = (0..8).map(|k| a[(r * 8 + k) as usize] * x[(k * dims + d) as usize]).sum();
+            assert_eq!(y[(r * dims + d) as usize], want, "row {r} dim {d} (nt {nt})");
+        }
+    }
+}
+
+#[test]
+fn tc16_tile_step_matches_dense_product() {
+    for nt in [2, 4] {
+        tc16_tile_step(nt, |lane| [lane % 4, lane % 4 + 4], frag_b_tf32);
+    }
+    for nt in [4, 8] {
+        tc16_tile_step(nt, |lane| [2 * (lane % 4), 2 * (lane % 4) + 1], frag_b_f16);
+    }
+}
+
+#[test]
+fn tc16_bitmap_rank_counts_the_positions_below() {
+    let masks = [[0u32; 4], [u32::MAX; 4], [0x8000_0001, 0x0F0F_0F0F, 0, 0xFFFF_0000], [0x1234_5678, 0x9ABC_DEF0, 0x0FED_CBA9, 0x8765_4321]];
+    for mask in masks {
+        let bit = |p: u32| (mask[(p / 32) as usize] >> (p % 32)) & 1 == 1;
+        for p in 0..128 {
+            let rank = (0..p).filter(|&q| bit(q)).count() as u32;
+            assert_eq!(tc16_bitmap_rank(mask, p), (bit(p), rank), "mask {mask:x?} position {p}");
+        }
+    }
+}

@@ -11,3 +11,16 @@ pub const HP_SPMM_WARPS: u32 = 8;
 pub const TC8_BLOCK_VECTORS: u32 = 8;
 /// Warps (work items) per block of TC8 SpMM.
 pub const TC8_WARPS: u32 = 4;
+
+/// Rows per SGT window of TC16 SpMM (the M of mma.m16n8k8).
+pub const TC16_WINDOW: u32 = 16;
+/// Unique columns per SGT block of TC16 SpMM (the K of mma.m16n8k8).
+pub const TC16_BLOCK_W: u32 = 8;
+/// Most warps per thread block of TC16 SpMM (one work item, warps over K slices).
+pub const TC16_MAX_WARPS: u32 = 4;
+/// SGT blocks staged in shared memory per step of TC16 SpMM (4 x 8 columns = one per lane).
+pub const TC16_GROUP: u32 = 4;
+/// Dynamic shared memory of TC16 SpMM: GROUP dense 16 x 8 f32 tiles.
+pub const TC16_SMEM_BYTES: u32 = TC16_GROUP * TC16_WINDOW * TC16_BLOCK_W * 4;
+/// Warps (work items) per block of the bitmap TC16 SpMM.
+pub const TC16_WARPS: u32 = 4;

@@ -375,3 +375,17 @@ pub unsafe fn ld_nc_u16(p: *const u16) -> u16 {
     unsafe { asm!("ld.global.nc.u16 {a}, [{p}];", a = out(reg16) a, p = in(reg64) p, options(readonly, nostack)) };
     a
 }
+
+/// Read-only byte load (zero-extended).
+#[inline(always)]
+pub unsafe fn ld_nc_u8(p: *const u8) -> u32 {
+    let a: u32;
+    unsafe { asm!("ld.global.nc.u8 {a}, [{p}];", a = out(reg32) a, p = in(reg64) p, options(readonly, nostack)) };
+    a
+}
+
+/// `red.shared.add.f32`: atomic add into shared memory (32-bit shared-window address).
+#[inline(always)]
+pub unsafe fn red_shared_add_f32(addr: u32, v: f32) {
+    unsafe { asm!("red.shared.add.f32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v, options(nostack)) };
+}

@@ -2,4 +2,5 @@
 
 pub mod csr;
 pub mod hp;
+pub mod tc16;
 pub mod tc8;

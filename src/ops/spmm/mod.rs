@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod csr;
 pub mod cusparse;
 pub mod hp;
+pub mod tc16;
 pub mod tc8;
 
 use crate::error::{Error, Result};
@@ -49,6 +50,7 @@ fn run_kernel(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, im
         (Impl::Csr, DeviceFeatures::F32(x)) => csr::spmm_csr(g, x, y),
         (Impl::Hp, DeviceFeatures::F32(x)) => hp::spmm_hp(g, x, y),
         (Impl::Tc8, x) => tc8::spmm_tc8(g, x, y),
+        (Impl::Tc16, x) => tc16::spmm_tc16(g, x, y),
         (Impl::Cusparse, x) => cusparse::spmm_cusparse(g, x, y),
         (Impl::Cpu, _) => Err(Error::Unsupported("Impl::Cpu on device buffers; use ops::spmm".into())),
         (imp, x) => Err(Error::Unsupported(format!(

@@ -1,5 +1,5 @@
 //! Launcher of `kernels-gpu/src/spmm/tc16.rs`: SGT (block width 8) translated and uploaded once
-//! per graph (as edges for the staged kernel, packed as bitmaps for the default one), a work
+//! per graph (as edges for the default staged kernel, or packed as bitmaps), a work
 //! list that splits long windows (shared with TC8), and the NT (8-dim tiles per warp) and warps
 //! per block chosen from K.
 
@@ -17,18 +17,19 @@ use crate::ops::{DeviceFeatures, GraphHandle};
 /// How the kernel gets the sparse blocks into A fragments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tc16Variant {
-    /// 128-bit mask + values per block, read straight into registers (default).
+    /// 128-bit mask + values per block, read straight into registers.
     Bitmap,
-    /// TC-GNN's dense tiles staged in shared memory from the SGT edges.
+    /// TC-GNN's dense tiles staged in shared memory from the SGT edges (default: measured
+    /// 1.5-3x faster than the bitmap variant on H100, K = 128, ogbl-ddi / tolokers / R-MAT).
     Staged,
 }
 
 impl Tc16Variant {
-    /// `TCGNN_TC16=staged` selects the staged kernel (for comparisons); otherwise bitmap.
+    /// `TCGNN_TC16=bitmap` selects the bitmap kernel (for comparisons); otherwise staged.
     pub fn from_env() -> Self {
         match std::env::var("TCGNN_TC16").ok().as_deref() {
-            Some("staged") => Tc16Variant::Staged,
-            _ => Tc16Variant::Bitmap,
+            Some("bitmap") => Tc16Variant::Bitmap,
+            _ => Tc16Variant::Staged,
         }
     }
 }
@@ -169,7 +170,7 @@ pub fn staged_geometry(ld: u32, nt: u32) -> (u32, u32) {
 }
 
 /// Y = S X on tensor cores with TC-GNN's 16 x 8 blocks: tf32 for f32 features, f16 for f16.
-/// The bitmap kernel unless `TCGNN_TC16=staged`.
+/// The staged kernel unless `TCGNN_TC16=bitmap`.
 pub fn spmm_tc16(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) -> Result<()> {
     spmm_tc16_variant(g, x, y, Tc16Variant::from_env(), None)
 }

@@ -4,6 +4,7 @@
 
 pub mod floor;
 pub mod report;
+pub mod sddmm;
 pub mod spmm;
 pub mod suite;
 

@@ -18,11 +18,21 @@ pub fn standard_graphs() -> Vec<String> {
     v
 }
 
+/// How the suite fills the values of each graph's pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Values {
+    /// Uniform in [-1, 1) (SpMM: never all-ones, so wrong indexing shows).
+    Random,
+    /// All 1 (SDDMM: cuSPARSE samples the pattern without values).
+    Unit,
+}
+
 /// Run `bench` for every graph and K; a graph that fails to load is reported and skipped.
 pub fn run_suite(
     gpu: &Arc<Gpu>,
     graphs: &[String],
     ks: &[usize],
+    values: Values,
     mut bench: impl FnMut(&str, &GraphHandle, usize) -> Result<Vec<Record>>,
 ) -> Vec<Record> {
     let pb = ProgressBar::new((graphs.len() * ks.len()) as u64);
@@ -32,7 +42,11 @@ pub fn run_suite(
         let name = source::display_name(spec);
         pb.set_message(format!("loading {name}"));
         let g = match source::load(spec) {
-            Ok(g) => source::with_random_values(g, 0xbeef),
+            Ok(g) if values == Values::Random => source::with_random_values(g, 0xbeef),
+            Ok(g) => {
+                let nnz = g.nnz();
+                g.with_values(vec![1.0; nnz]).expect("same nnz")
+            }
             Err(e) => {
                 pb.println(format!("skipping {name}: {e}"));
                 pb.inc(ks.len() as u64);

@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 
 use tcgnn::bench::report::{Report, summarize, today, write};
+use tcgnn::bench::sddmm::bench_sddmm;
 use tcgnn::bench::spmm::{SpmmBenchOptions, bench_spmm};
-use tcgnn::bench::suite::{run_suite, standard_graphs};
+use tcgnn::bench::suite::{Values, run_suite, standard_graphs};
 use tcgnn::gpu::Gpu;
 
 use super::table::print_records;
@@ -55,9 +56,13 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
     let records = match a.op {
         BenchOp::Spmm => {
             let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: vec![] };
-            run_suite(&gpu, &graphs, &ks, |name, g, k| bench_spmm(&gpu, name, g, k, &opt))
+            run_suite(&gpu, &graphs, &ks, Values::Random, |name, g, k| bench_spmm(&gpu, name, g, k, &opt))
         }
-        BenchOp::Sddmm => return Err(tcgnn::Error::Unsupported("sddmm benchmark not wired yet".into())),
+        BenchOp::Sddmm => {
+            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: vec![] };
+            // Unit values: cuSPARSE SDDMM samples the pattern (see bench::sddmm).
+            run_suite(&gpu, &graphs, &ks, Values::Unit, |name, g, k| bench_sddmm(&gpu, name, g, k, &opt))
+        }
     };
     print_records(&records);
     let report = Report {

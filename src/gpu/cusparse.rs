@@ -308,3 +308,103 @@ impl SpmmPlan {
         })
     }
 }
+
+/// cuSPARSE SDDMM, C = (A B^T) .* spy(C): the sampled products land in C's values, which are
+/// the caller's output buffer. Note: cuSPARSE does not multiply by S's values (it samples the
+/// pattern), so comparisons use unit-valued S.
+pub struct SddmmPlan {
+    handle: Arc<Handle>,
+    a: DenseDescr,
+    b: DenseDescr,
+    c: sys::cusparseSpMatDescr_t,
+    workspace: CudaSlice<u8>,
+}
+
+// SAFETY: as for SpmmPlan: owned descriptors, used through `&mut self` on one stream.
+unsafe impl Send for SddmmPlan {}
+unsafe impl Sync for SddmmPlan {}
+
+/// The argument list the three SDDMM entry points share (alpha 1, beta 0, B transposed).
+macro_rules! sddmm_call {
+    ($f:path, $handle:expr, $a:expr, $b:expr, $c:expr, $last:expr) => {{
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        $f(
+            $handle,
+            Op::CUSPARSE_OPERATION_NON_TRANSPOSE,
+            Op::CUSPARSE_OPERATION_TRANSPOSE,
+            &alpha as *const f32 as *const c_void,
+            $a as _,
+            $b as _,
+            &beta as *const f32 as *const c_void,
+            $c,
+            cudaDataType::CUDA_R_32F,
+            sys::cusparseSDDMMAlg_t::CUSPARSE_SDDMM_ALG_DEFAULT,
+            $last,
+        )
+    }};
+}
+
+impl SddmmPlan {
+    /// Bind A (n_rows x K), B (n_cols x K) and the CSR pattern (device `row_ptr`, `col_idx`)
+    /// with `out` (nnz f32) as C's values; workspace and preprocessing done here.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        handle: &Arc<Handle>,
+        (n_rows, n_cols, nnz): (usize, usize, usize),
+        row_ptr: u64,
+        col_idx: u64,
+        out: u64,
+        a: &DeviceMatrix<f32>,
+        b: &DeviceMatrix<f32>,
+    ) -> Result<Self> {
+        if a.rows != n_rows || b.rows != n_cols || a.cols != b.cols {
+            return Err(Error::Shape(format!("cuSPARSE SDDMM: S {n_rows}x{n_cols}, A {}x{}, B {}x{}", a.rows, a.cols, b.rows, b.cols)));
+        }
+        let ad = DenseDescr::from_raw(a.ptr(), a.rows, a.cols, a.ld, DataType::F32)?;
+        let bd = DenseDescr::from_raw(b.ptr(), b.rows, b.cols, b.ld, DataType::F32)?;
+        let mut c = std::ptr::null_mut();
+        let (i32i, base0) = (sys::cusparseIndexType_t::CUSPARSE_INDEX_32I, sys::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO);
+        check("CreateCsr (SDDMM output)", unsafe {
+            sys::cusparseCreateCsr(
+                &mut c,
+                n_rows as i64,
+                n_cols as i64,
+                nnz as i64,
+                row_ptr as *mut c_void,
+                col_idx as *mut c_void,
+                out as *mut c_void,
+                i32i,
+                i32i,
+                base0,
+                cudaDataType::CUDA_R_32F,
+            )
+        })?;
+        let mut plan = SddmmPlan { handle: handle.clone(), a: ad, b: bd, c, workspace: handle.gpu.stream.alloc_zeros::<u8>(1).map_err(|e| Error::cuda("alloc", e))? };
+        let mut bytes = 0usize;
+        check("SDDMM_bufferSize", unsafe {
+            sddmm_call!(sys::cusparseSDDMM_bufferSize, handle.raw, plan.a.raw(), plan.b.raw(), plan.c, &mut bytes)
+        })?;
+        plan.workspace = handle.gpu.stream.alloc_zeros::<u8>(bytes.max(1)).map_err(|e| Error::cuda("SDDMM workspace", e))?;
+        let wptr = {
+            use cudarc::driver::DevicePtrMut;
+            plan.workspace.device_ptr_mut(&handle.gpu.stream).0
+        };
+        check("SDDMM_preprocess", unsafe {
+            sddmm_call!(sys::cusparseSDDMM_preprocess, handle.raw, plan.a.raw(), plan.b.raw(), plan.c, wptr as *mut c_void)
+        })?;
+        Ok(plan)
+    }
+
+    /// Enqueue C = (A B^T) .* spy(C).
+    pub fn run(&mut self) -> Result<()> {
+        use cudarc::driver::DevicePtrMut;
+        let wptr = self.workspace.device_ptr_mut(&self.handle.gpu.stream).0;
+        check("SDDMM", unsafe { sddmm_call!(sys::cusparseSDDMM, self.handle.raw, self.a.raw(), self.b.raw(), self.c, wptr as *mut c_void) })
+    }
+}
+
+impl Drop for SddmmPlan {
+    fn drop(&mut self) {
+        unsafe { sys::cusparseDestroySpMat(self.c) };
+    }
+}

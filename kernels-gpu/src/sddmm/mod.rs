@@ -1,1 +1,5 @@
 //! SDDMM kernels: O = (A B^T) .* S at the nonzeros of S, and edge softmax.
+
+pub mod hp;
+pub mod softmax;
+pub mod tc8;

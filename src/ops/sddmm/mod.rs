@@ -1,1 +1,90 @@
 //! SDDMM: O = (A B^T) .* S sampled at the nonzeros of S (A, B dense N x K), and edge softmax.
+//!
+//! Outputs are one value per nonzero, in the order the consumer reads: CSR order, or the
+//! ME-BCRS (k = 8) slot order that TC8 SpMM reads, written directly by the kernel.
+
+pub mod cpu;
+pub mod cusparse;
+pub mod hp;
+pub mod softmax;
+pub mod tc8;
+
+use crate::error::{Error, Result};
+use crate::gpu::DeviceVec;
+use crate::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
+use crate::tensor::Matrix;
+
+pub use softmax::{edge_softmax, edge_softmax_device};
+
+/// Where output values go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueOrder {
+    /// One value per CSR nonzero, in CSR order (`nnz` values).
+    Csr,
+    /// The ME-BCRS (k = 8) value layout TC8 SpMM reads (`8 * n_vectors` values, absent entries 0).
+    MeBcrs,
+}
+
+/// Host-to-host SDDMM in CSR order.
+pub fn sddmm(g: &GraphHandle, a: &Matrix, b: &Matrix, imp: Impl, prec: Precision) -> Result<Vec<f32>> {
+    check_shapes(g, a.rows, a.cols, b.rows, b.cols)?;
+    let imp = match imp {
+        Impl::Auto if !g.has_gpu() => Impl::Cpu,
+        Impl::Auto if prec == Precision::F32 => Impl::Hp,
+        other => other,
+    };
+    if imp == Impl::Cpu {
+        return Ok(cpu::sddmm_cpu(g.csr(), a, b));
+    }
+    let gpu = g.gpu()?.clone();
+    let (ad, bd) = (DeviceFeatures::upload(&gpu, a, prec)?, DeviceFeatures::upload(&gpu, b, prec)?);
+    let mut out = DeviceVec::<f32>::zeros(&gpu, g.csr().nnz())?;
+    sddmm_device(g, &ad, &bd, &mut out, imp, ValueOrder::Csr)?;
+    let mut v = out.download(&gpu)?;
+    v.truncate(g.csr().nnz());
+    Ok(v)
+}
+
+/// Device SDDMM into `out` (at least as long as `order` needs). Precision follows the features'
+/// storage: f16 runs f16 tensor cores; f32 runs f32 (Hp, Cusparse) or tf32 (Tc8).
+/// `Impl::Auto`: TC8 for f16 features, HP for f32 (exact) features.
+pub fn sddmm_device(
+    g: &GraphHandle,
+    a: &DeviceFeatures,
+    b: &DeviceFeatures,
+    out: &mut DeviceVec<f32>,
+    imp: Impl,
+    order: ValueOrder,
+) -> Result<()> {
+    check_shapes(g, a.rows(), a.cols(), b.rows(), b.cols())?;
+    let imp = match (imp, a) {
+        (Impl::Auto, DeviceFeatures::F16(_)) => Impl::Tc8,
+        (Impl::Auto, DeviceFeatures::F32(_)) => Impl::Hp,
+        (other, _) => other,
+    };
+    match (imp, a, b) {
+        (Impl::Hp, DeviceFeatures::F32(a), DeviceFeatures::F32(b)) => hp::sddmm_hp(g, a, b, out, order),
+        (Impl::Tc8, a, b) => tc8::sddmm_tc8(g, a, b, out, order),
+        (Impl::Cusparse, DeviceFeatures::F32(a), DeviceFeatures::F32(b)) if order == ValueOrder::Csr => {
+            cusparse::sddmm_cusparse(g, a, b, out)
+        }
+        (imp, _, _) => Err(Error::Unsupported(format!(
+            "SDDMM {imp:?} with {} features into {order:?} order is not available",
+            match a {
+                DeviceFeatures::F32(_) => "f32",
+                DeviceFeatures::F16(_) => "f16",
+            }
+        ))),
+    }
+}
+
+fn check_shapes(g: &GraphHandle, a_rows: usize, a_cols: usize, b_rows: usize, b_cols: usize) -> Result<()> {
+    let (n, m) = (g.csr().n_rows(), g.csr().n_cols());
+    if a_rows != n || b_rows != m || a_cols != b_cols {
+        return Err(Error::Shape(format!("SDDMM: S is {n}x{m}, A {a_rows}x{a_cols}, B {b_rows}x{b_cols}")));
+    }
+    if a_cols == 0 {
+        return Err(Error::Unsupported("feature width K = 0".into()));
+    }
+    Ok(())
+}

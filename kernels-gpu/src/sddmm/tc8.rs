@@ -1,0 +1,161 @@
+//! TC8 SDDMM (FlashSparse §3.4, swap-and-transpose): output blocks of 8 window rows x 16
+//! nonzero vectors of ME-BCRS (k = 8, so two consecutive blocks). With the operands swapped,
+//! D (16 vectors x 8 rows) = B[vector columns] (16 x K, MMA operand A) * A[window rows]^T
+//! (K x 8, operand B), accumulated over K; then each D element is scaled by S's value and
+//! written straight to its consumer's order: the ME-BCRS slot (what TC8 SpMM reads) or, via
+//! `slot_to_csr`, the CSR position.
+//!
+//! The K index inside one MMA is free to permute (a dot product does not care), so lane (g, t)
+//! loads one run of consecutive dims of each row it needs with a single vector load, and the
+//! fragment slots take the run's words in order.
+
+use crate::config::TC8_BLOCK_VECTORS as KV;
+use crate::ptx;
+
+/// One precision: the dims one step covers and how a lane turns its runs into MMAs.
+pub trait SddmmPrecision {
+    /// Feature dims per step.
+    const STEP: u32;
+    /// Dims in one lane's run (a 16-byte load).
+    const RUN: u32;
+    /// acc += (vectors g, g+8 runs) x (row g run).
+    fn mma(acc: [f32; 4], v0: [u32; 4], v1: [u32; 4], r: [u32; 4]) -> [f32; 4];
+    /// Word offset of dim `d` in row `row` of a row-major matrix with stride `ld`.
+    fn word(row: u32, ld: u32, d: u32) -> usize;
+}
+
+pub struct F16;
+pub struct Tf32;
+
+impl SddmmPrecision for F16 {
+    const STEP: u32 = 32;
+    const RUN: u32 = 8;
+    #[inline(always)]
+    fn mma(acc: [f32; 4], v0: [u32; 4], v1: [u32; 4], r: [u32; 4]) -> [f32; 4] {
+        // m16n8k16: A regs (m=g,k lo) (m=g+8,k lo) (m=g,k hi) (m=g+8,k hi), B regs (k lo) (k hi).
+        let acc = ptx::mma_m16n8k16_f16([v0[0], v1[0], v0[1], v1[1]], [r[0], r[1]], acc);
+        ptx::mma_m16n8k16_f16([v0[2], v1[2], v0[3], v1[3]], [r[2], r[3]], acc)
+    }
+    #[inline(always)]
+    fn word(row: u32, ld: u32, d: u32) -> usize {
+        (row as usize * ld as usize + d as usize) / 2
+    }
+}
+
+impl SddmmPrecision for Tf32 {
+    const STEP: u32 = 16;
+    const RUN: u32 = 4;
+    #[inline(always)]
+    fn mma(acc: [f32; 4], v0: [u32; 4], v1: [u32; 4], r: [u32; 4]) -> [f32; 4] {
+        let t = |w: u32| ptx::cvt_tf32(f32::from_bits(w));
+        // m16n8k8 tf32: A (m=g,k=t) (m=g+8,k=t) (m=g,k=t+4) (m=g+8,k=t+4); B (k=t) (k=t+4).
+        let acc = ptx::mma_m16n8k8_tf32([t(v0[0]), t(v1[0]), t(v0[1]), t(v1[1])], [t(r[0]), t(r[1])], acc);
+        ptx::mma_m16n8k8_tf32([t(v0[2]), t(v1[2]), t(v0[3]), t(v1[3])], [t(r[2]), t(r[3])], acc)
+    }
+    #[inline(always)]
+    fn word(row: u32, ld: u32, d: u32) -> usize {
+        row as usize * ld as usize + d as usize
+    }
+}
+
+#[inline(always)]
+unsafe fn run<P: SddmmPrecision>(m: *const u32, row: u32, ld: u32, d: u32, ok: bool) -> [u32; 4] {
+    if ok { unsafe { ptx::ld_nc_v4_u32(m.add(P::word(row, ld, d))) } } else { [0; 4] }
+}
+
+/// The ME-BCRS slot of (window row i, window vector jw) for a window of `nvec` vectors at `vw0`.
+#[inline(always)]
+fn slot(vw0: u32, nvec: u32, i: u32, jw: u32) -> u32 {
+    let blk = jw / KV;
+    let kb = if nvec - blk * KV < KV { nvec - blk * KV } else { KV };
+    8 * (vw0 + blk * KV) + i * kb + jw % KV
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tc8_sddmm<P: SddmmPrecision>(
+    n_items: u32,
+    n_rows: u32,
+    ld: u32,
+    win_ptr: *const u32,
+    vec_col: *const u32,
+    values: *const f32,
+    slot_to_csr: *const u32,
+    item_win: *const u32,
+    item_v0: *const u32,
+    a: *const u32,
+    b: *const u32,
+    out: *mut f32,
+) {
+    let item = ptx::ctaid_x() * (ptx::ntid_x() / 32) + ptx::warp_id();
+    if item >= n_items {
+        return;
+    }
+    let lane = ptx::lane_id();
+    let (g, t) = (lane / 4, lane % 4);
+    let (w, v0) = unsafe { (ptx::ld_nc_u32(item_win.add(item as usize)), ptx::ld_nc_u32(item_v0.add(item as usize))) };
+    let (vw0, vw1) = unsafe { (ptx::ld_nc_u32(win_ptr.add(w as usize)), ptx::ld_nc_u32(win_ptr.add(w as usize + 1))) };
+    let (ok0, ok1) = (v0 + g < vw1, v0 + g + 8 < vw1);
+    let c0 = if ok0 { unsafe { ptx::ld_nc_u32(vec_col.add((v0 + g) as usize)) } } else { 0 };
+    let c1 = if ok1 { unsafe { ptx::ld_nc_u32(vec_col.add((v0 + g + 8) as usize)) } } else { 0 };
+    let row = 8 * w + g;
+    let row_ok = row < n_rows;
+
+    let mut acc = [0.0f32; 4];
+    let mut d0 = 0;
+    while d0 < ld {
+        let d = d0 + P::RUN * t;
+        let dim_ok = d < ld;
+        let x0 = unsafe { run::<P>(b, c0, ld, d, dim_ok && ok0) };
+        let x1 = unsafe { run::<P>(b, c1, ld, d, dim_ok && ok1) };
+        let r = unsafe { run::<P>(a, row, ld, d, dim_ok && row_ok) };
+        acc = P::mma(acc, x0, x1, r);
+        d0 += P::STEP;
+    }
+
+    // c0: (vector g, row 2t), c1: (vector g, row 2t+1), c2/c3: vector g + 8.
+    let nvec = vw1 - vw0;
+    let mut q = 0;
+    while q < 4 {
+        let (jv, i) = (g + 8 * (q / 2), 2 * t + q % 2);
+        if v0 + jv < vw1 {
+            let s = slot(vw0, nvec, i, v0 + jv - vw0);
+            let v = unsafe { ptx::ld_nc_f32(values.add(s as usize)) } * acc[q as usize];
+            if slot_to_csr.is_null() {
+                unsafe { *out.add(s as usize) = v };
+            } else {
+                let e = unsafe { ptx::ld_nc_u32(slot_to_csr.add(s as usize)) };
+                if e != u32::MAX {
+                    unsafe { *out.add(e as usize) = v };
+                }
+            }
+        }
+        q += 1;
+    }
+}
+
+macro_rules! tc8_sddmm_kernel {
+    ($name:ident, $prec:ty) => {
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            n_items: u32,
+            n_rows: u32,
+            ld: u32,
+            win_ptr: *const u32,
+            vec_col: *const u32,
+            values: *const f32,
+            slot_to_csr: *const u32,
+            item_win: *const u32,
+            item_v0: *const u32,
+            a: *const u32,
+            b: *const u32,
+            out: *mut f32,
+        ) {
+            unsafe { tc8_sddmm::<$prec>(n_items, n_rows, ld, win_ptr, vec_col, values, slot_to_csr, item_win, item_v0, a, b, out) }
+        }
+    };
+}
+
+tc8_sddmm_kernel!(sddmm_tc8_f16, F16);
+tc8_sddmm_kernel!(sddmm_tc8_tf32, Tf32);

@@ -1,0 +1,70 @@
+//! Launcher of `kernels-gpu/src/sddmm/hp.rs`: nnz-balanced warps, lane groups sized to K.
+
+use crate::error::Result;
+use crate::format::mebcrs::MeBcrs;
+use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::shared::partition::hp_nnz_per_warp;
+use crate::gpu::{DeviceMatrix, DeviceVec};
+use crate::ops::GraphHandle;
+use crate::ops::sddmm::ValueOrder;
+
+/// The COO row of every nonzero (columns and values come from the device CSR).
+pub(crate) struct DeviceRowOf(pub DeviceVec<u32>);
+/// ME-BCRS slot of every CSR nonzero.
+pub(crate) struct DeviceCsrToSlot(pub DeviceVec<u32>);
+
+/// Lanes per edge: float4s of K, rounded up to a power of two, at most 32; as a shift.
+pub fn group_shift(ld: usize) -> u32 {
+    let lanes = (ld / 4).clamp(1, 32).next_power_of_two();
+    lanes.trailing_zeros()
+}
+
+pub fn sddmm_hp(g: &GraphHandle, a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, out: &mut DeviceVec<f32>, order: ValueOrder) -> Result<()> {
+    let gpu = g.gpu()?;
+    let csr = g.device_csr()?;
+    let nnz = g.csr().nnz() as u32;
+    if nnz == 0 {
+        return Ok(());
+    }
+    let row_of = g.cached(0, || {
+        let rows: Vec<u32> = (0..g.csr().n_rows()).flat_map(|r| std::iter::repeat_n(r as u32, g.csr().row_len(r))).collect();
+        Ok(DeviceRowOf(DeviceVec::upload(gpu, &rows)?))
+    })?;
+    let slot_of = match order {
+        ValueOrder::Csr => 0,
+        ValueOrder::MeBcrs => {
+            let m = g.cached(0, || Ok(DeviceCsrToSlot(DeviceVec::upload(gpu, &MeBcrs::from_csr(g.csr(), 8)?.csr_to_slot)?)))?;
+            m.0.ptr(gpu)
+        }
+    };
+    let npw = hp_nnz_per_warp(nnz, gpu.info().sm_count, 64, 2, 1);
+    let warps = nnz.div_ceil(npw);
+    let args = [
+        Arg::U32(nnz),
+        Arg::U32(a.ld as u32),
+        Arg::U32(npw),
+        Arg::U32(group_shift(a.ld)),
+        Arg::Ptr(row_of.0.ptr(gpu)),
+        Arg::Ptr(csr.col_idx.ptr(gpu)),
+        Arg::Ptr(csr.values.ptr(gpu)),
+        Arg::Ptr(slot_of),
+        Arg::Ptr(a.ptr()),
+        Arg::Ptr(b.ptr()),
+        Arg::Ptr(out.ptr_mut(gpu)),
+    ];
+    // SAFETY: matches `sddmm_hp_f32`; row_of/col_idx/values hold nnz entries, the slot map (or
+    // null) maps into an output the caller sized for `order`; A and B share the padded stride.
+    unsafe { launch(gpu, "sddmm_hp_f32", Shape::linear(warps.div_ceil(8), 256, 0), &args) }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lane_groups_cover_k() {
+        assert_eq!(super::group_shift(8), 1); // 2 lanes x float4
+        assert_eq!(super::group_shift(24), 3); // 6 float4 -> 8 lanes
+        assert_eq!(super::group_shift(32), 3);
+        assert_eq!(super::group_shift(128), 5);
+        assert_eq!(super::group_shift(264), 5); // capped at a warp, lanes loop
+    }
+}

@@ -1,0 +1,35 @@
+//! Edge softmax over each row's values (max-subtracted, f32), CPU and GPU.
+
+use crate::error::{Error, Result};
+use crate::format::mebcrs::MeBcrs;
+use crate::gpu::DeviceVec;
+use crate::gpu::launch::{Arg, Shape, launch};
+use crate::ops::GraphHandle;
+use crate::ops::sddmm::ValueOrder;
+use crate::ops::sddmm::hp::DeviceCsrToSlot;
+
+/// CPU softmax of CSR-ordered values.
+pub fn edge_softmax(g: &GraphHandle, values: &[f32]) -> Result<Vec<f32>> {
+    if values.len() != g.csr().nnz() {
+        return Err(Error::Shape(format!("{} values for {} nonzeros", values.len(), g.csr().nnz())));
+    }
+    Ok(super::cpu::edge_softmax_cpu(g.csr(), values))
+}
+
+/// In-place softmax of device values in `order` (a warp per row).
+pub fn edge_softmax_device(g: &GraphHandle, values: &mut DeviceVec<f32>, order: ValueOrder) -> Result<()> {
+    let gpu = g.gpu()?;
+    let csr = g.device_csr()?;
+    let slot_of = match order {
+        ValueOrder::Csr => 0,
+        ValueOrder::MeBcrs => {
+            let m = g.cached(0, || Ok(DeviceCsrToSlot(DeviceVec::upload(gpu, &MeBcrs::from_csr(g.csr(), 8)?.csr_to_slot)?)))?;
+            m.0.ptr(gpu)
+        }
+    };
+    let n = g.csr().n_rows() as u32;
+    let args = [Arg::U32(n), Arg::Ptr(csr.row_ptr.ptr(gpu)), Arg::Ptr(slot_of), Arg::Ptr(values.ptr_mut(gpu))];
+    // SAFETY: matches `edge_softmax_f32`; row_ptr has n + 1 entries and every (mapped) index is
+    // inside `values`, which holds the graph's values in `order`.
+    unsafe { launch(gpu, "edge_softmax_f32", Shape::linear(n.div_ceil(8), 256, 0), &args) }
+}

@@ -1,0 +1,113 @@
+//! Launcher of `kernels-gpu/src/sddmm/tc8.rs`: ME-BCRS (k = 8) in 16-vector output blocks.
+
+use crate::error::Result;
+use crate::format::mebcrs::MeBcrs;
+use crate::gpu::DeviceVec;
+use crate::gpu::launch::{Arg, Shape, launch};
+use crate::ops::sddmm::ValueOrder;
+use crate::ops::{DeviceFeatures, GraphHandle};
+
+/// Vectors per output block (two ME-BCRS blocks of 8).
+const VECTORS_PER_ITEM: u32 = 16;
+const WARPS: u32 = 4;
+
+struct DeviceTc8Sddmm {
+    win_ptr: DeviceVec<u32>,
+    vec_col: DeviceVec<u32>,
+    values: DeviceVec<f32>,
+    slot_to_csr: DeviceVec<u32>,
+    item_win: DeviceVec<u32>,
+    item_v0: DeviceVec<u32>,
+    n_items: u32,
+    n_slots: usize,
+}
+
+/// One item per 16 vectors of every window.
+pub fn items(win_ptr: &[u32]) -> (Vec<u32>, Vec<u32>) {
+    let (mut win, mut v0) = (Vec::new(), Vec::new());
+    for w in 0..win_ptr.len() - 1 {
+        let mut v = win_ptr[w];
+        while v < win_ptr[w + 1] {
+            win.push(w as u32);
+            v0.push(v);
+            v += VECTORS_PER_ITEM;
+        }
+    }
+    (win, v0)
+}
+
+/// Number of values the ME-BCRS order holds for this graph (`8 * n_vectors`).
+pub fn mebcrs_len(g: &GraphHandle) -> Result<usize> {
+    Ok(format(g)?.n_slots)
+}
+
+fn format(g: &GraphHandle) -> Result<std::sync::Arc<DeviceTc8Sddmm>> {
+    let gpu = g.gpu()?;
+    g.cached(8, || {
+        let m = MeBcrs::from_csr(g.csr(), 8)?;
+        let mut slot_to_csr = vec![u32::MAX; m.values.len()];
+        for (e, &s) in m.csr_to_slot.iter().enumerate() {
+            slot_to_csr[s as usize] = e as u32;
+        }
+        let (win, v0) = items(&m.win_ptr);
+        Ok(DeviceTc8Sddmm {
+            win_ptr: DeviceVec::upload(gpu, &m.win_ptr)?,
+            vec_col: DeviceVec::upload(gpu, &m.vec_col)?,
+            values: DeviceVec::upload(gpu, &m.values)?,
+            slot_to_csr: DeviceVec::upload(gpu, &slot_to_csr)?,
+            item_win: DeviceVec::upload(gpu, &win)?,
+            item_v0: DeviceVec::upload(gpu, &v0)?,
+            n_items: win.len() as u32,
+            n_slots: m.values.len(),
+        })
+    })
+}
+
+pub fn sddmm_tc8(g: &GraphHandle, a: &DeviceFeatures, b: &DeviceFeatures, out: &mut DeviceVec<f32>, order: ValueOrder) -> Result<()> {
+    let gpu = g.gpu()?;
+    let f = format(g)?;
+    let (kernel, a_ptr, b_ptr, ld) = match (a, b) {
+        (DeviceFeatures::F16(a), DeviceFeatures::F16(b)) => ("sddmm_tc8_f16", a.ptr(), b.ptr(), a.ld),
+        (DeviceFeatures::F32(a), DeviceFeatures::F32(b)) => ("sddmm_tc8_tf32", a.ptr(), b.ptr(), a.ld),
+        _ => return Err(crate::Error::Unsupported("SDDMM: A and B must have the same storage type".into())),
+    };
+    let need = match order {
+        ValueOrder::Csr => g.csr().nnz(),
+        ValueOrder::MeBcrs => f.n_slots,
+    };
+    if out.len() < need {
+        return Err(crate::Error::Shape(format!("SDDMM output holds {} values, {order:?} order needs {need}", out.len())));
+    }
+    let map = match order {
+        ValueOrder::Csr => f.slot_to_csr.ptr(gpu),
+        ValueOrder::MeBcrs => 0,
+    };
+    let args = [
+        Arg::U32(f.n_items),
+        Arg::U32(g.csr().n_rows() as u32),
+        Arg::U32(ld as u32),
+        Arg::Ptr(f.win_ptr.ptr(gpu)),
+        Arg::Ptr(f.vec_col.ptr(gpu)),
+        Arg::Ptr(f.values.ptr(gpu)),
+        Arg::Ptr(map),
+        Arg::Ptr(f.item_win.ptr(gpu)),
+        Arg::Ptr(f.item_v0.ptr(gpu)),
+        Arg::Ptr(a_ptr),
+        Arg::Ptr(b_ptr),
+        Arg::Ptr(out.ptr_mut(gpu)),
+    ];
+    // SAFETY: matches `sddmm_tc8_*`; the ME-BCRS arrays and items come from this graph, A and B
+    // share the padded stride ld (multiple of 8: the 16-byte runs stay aligned and in bounds),
+    // and `out` was checked to hold what `order` writes.
+    unsafe { launch(gpu, kernel, Shape::linear(f.n_items.div_ceil(WARPS), 32 * WARPS, 0), &args) }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn items_cover_every_vector_once() {
+        let (w, v0) = super::items(&[0, 0, 20, 36, 37]);
+        assert_eq!(w, vec![1, 1, 2, 3]);
+        assert_eq!(v0, vec![0, 16, 20, 36]);
+    }
+}

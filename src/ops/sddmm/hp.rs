@@ -34,6 +34,8 @@ pub fn sddmm_hp(g: &GraphHandle, a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, o
         ValueOrder::Csr => 0,
         ValueOrder::MeBcrs => {
             let m = g.cached(0, || Ok(DeviceCsrToSlot(DeviceVec::upload(gpu, &MeBcrs::from_csr(g.csr(), 8)?.csr_to_slot)?)))?;
+            // Edges fill only their own slots; the zeros inside blocks must read as zero.
+            gpu.stream().memset_zeros(out.slice_mut()).map_err(|e| crate::Error::cuda("memset", e))?;
             m.0.ptr(gpu)
         }
     };

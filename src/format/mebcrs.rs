@@ -41,7 +41,6 @@ pub struct MeBcrs {
 struct ChunkOut {
     vectors_per_window: Vec<u32>,
     vec_col: Vec<u32>,
-    values: Vec<f32>,
 }
 
 impl MeBcrs {
@@ -62,19 +61,15 @@ impl MeBcrs {
         };
         let mut csr_to_slot = vec![0u32; nnz];
         let lens: Vec<usize> = chunks.iter().map(|c| edge_range(c).len()).collect();
-        // Pass 1: per chunk, vectors, values and slots relative to the chunk's first value.
+        // Pass 1 (per chunk): each window's sorted unique columns; every edge's vector index
+        // within its window goes to `csr_to_slot` for now.
         let outs: Vec<ChunkOut> = chunks
             .par_iter()
             .zip(split_lengths(&mut csr_to_slot, lens.iter().copied()))
-            .map(|(ws, slots)| {
+            .map(|(ws, vec_of)| {
                 let base = edge_range(ws).start;
-                let mut out = ChunkOut {
-                    vectors_per_window: Vec::with_capacity(ws.len()),
-                    vec_col: Vec::new(),
-                    values: Vec::new(),
-                };
+                let mut out = ChunkOut { vectors_per_window: Vec::with_capacity(ws.len()), vec_col: Vec::new() };
                 let mut keys: Vec<u64> = Vec::new();
-                let mut pos: Vec<u32> = Vec::new();
                 for w in ws.clone() {
                     let r0 = w * MEBCRS_WINDOW;
                     let r1 = (r0 + MEBCRS_WINDOW).min(n_rows);
@@ -82,31 +77,15 @@ impl MeBcrs {
                     keys.clear();
                     keys.extend((e0..e1).map(|e| ((csr.col_idx()[e] as u64) << 32) | (e - e0) as u64));
                     keys.sort_unstable();
-                    pos.clear();
-                    pos.resize(e1 - e0, 0);
                     let v_first = out.vec_col.len();
                     for &key in &keys {
                         let col = (key >> 32) as u32;
                         if out.vec_col.len() == v_first || *out.vec_col.last().unwrap() != col {
                             out.vec_col.push(col);
                         }
-                        pos[(key as u32) as usize] = (out.vec_col.len() - v_first - 1) as u32;
+                        vec_of[e0 - base + (key as u32) as usize] = (out.vec_col.len() - v_first - 1) as u32;
                     }
-                    let n_vec = out.vec_col.len() - v_first;
-                    out.vectors_per_window.push(n_vec as u32);
-                    let val_first = out.values.len(); // = 8 * v_first
-                    out.values.resize(val_first + 8 * n_vec, 0.0);
-                    for r in r0..r1 {
-                        let i = r - r0;
-                        for e in csr.row_range(r) {
-                            let j_all = pos[e - e0] as usize;
-                            let (b, j) = (j_all / k, j_all % k);
-                            let kb = k.min(n_vec - b * k);
-                            let slot = val_first + 8 * b * k + i * kb + j;
-                            out.values[slot] += csr.values()[e];
-                            slots[e - base] = slot as u32;
-                        }
-                    }
+                    out.vectors_per_window.push((out.vec_col.len() - v_first) as u32);
                 }
                 out
             })
@@ -115,9 +94,7 @@ impl MeBcrs {
         let mut win_ptr = Vec::with_capacity(n_windows + 1);
         win_ptr.push(0u32);
         let mut v = 0u32;
-        let mut chunk_vec_base = Vec::with_capacity(outs.len());
         for o in &outs {
-            chunk_vec_base.push(v);
             for &n in &o.vectors_per_window {
                 v += n; // vectors <= nnz < 2^31
                 win_ptr.push(v);
@@ -125,22 +102,40 @@ impl MeBcrs {
         }
         let n_vec = v as usize;
         let mut vec_col = Vec::with_capacity(n_vec);
-        let mut values = vec![0f32; 8 * n_vec];
-        let value_parts = split_lengths(&mut values, outs.iter().map(|o| o.values.len()));
-        let slot_parts = split_lengths(&mut csr_to_slot, lens.iter().copied());
-        // Pass 2: shift slots to global positions and place each chunk's values.
-        outs.par_iter()
-            .zip(value_parts)
-            .zip(slot_parts)
-            .zip(chunk_vec_base.par_iter())
-            .for_each(|(((o, dst), slots), &vb)| {
-                dst.copy_from_slice(&o.values);
-                let shift = 8 * vb;
-                slots.iter_mut().for_each(|s| *s += shift);
-            });
         for o in &outs {
             vec_col.extend_from_slice(&o.vec_col);
         }
+        drop(outs);
+        // Pass 2 (per chunk): now that every window's first vector is known, turn vector
+        // indices into slots and place the values straight into the final array.
+        let mut values = vec![0f32; 8 * n_vec];
+        let value_lens = chunks.iter().map(|ws| {
+            8 * (win_ptr[ws.end] - win_ptr[ws.start]) as usize
+        });
+        let value_parts = split_lengths(&mut values, value_lens);
+        let slot_parts = split_lengths(&mut csr_to_slot, lens.iter().copied());
+        let win_ptr_ref = &win_ptr;
+        chunks.par_iter().zip(value_parts).zip(slot_parts).for_each(|((ws, vals), slots)| {
+            let base = edge_range(ws).start;
+            let slot_base = 8 * win_ptr_ref[ws.start] as usize;
+            for w in ws.clone() {
+                let r0 = w * MEBCRS_WINDOW;
+                let r1 = (r0 + MEBCRS_WINDOW).min(n_rows);
+                let first = 8 * win_ptr_ref[w] as usize;
+                let n_vec_w = (win_ptr_ref[w + 1] - win_ptr_ref[w]) as usize;
+                for r in r0..r1 {
+                    let i = r - r0;
+                    for e in csr.row_range(r) {
+                        let j_all = slots[e - base] as usize;
+                        let (b, j) = (j_all / k, j_all % k);
+                        let kb = k.min(n_vec_w - b * k);
+                        let slot = first + 8 * b * k + i * kb + j;
+                        vals[slot - slot_base] += csr.values()[e];
+                        slots[e - base] = slot as u32;
+                    }
+                }
+            }
+        });
         Ok(MeBcrs { n_rows, n_cols, k, win_ptr, vec_col, values, csr_to_slot })
     }
 

@@ -1,7 +1,9 @@
-//! Graphs on the host: the CSR hub, file readers, generators.
+//! Graphs on the host: the CSR hub, file readers, generators, operations and reorderings.
 
 pub mod csr;
+pub mod edgelist;
 pub mod mtx;
 pub mod rmat;
+pub mod text;
 
 pub use csr::Csr;

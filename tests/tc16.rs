@@ -21,7 +21,7 @@ use tcgnn::tensor::{Matrix, rel_error};
 fn emulate(s: &Sgt, x: &Matrix, max_blocks: u32, variant: Tc16Variant) -> Vec<f64> {
     let packed = pack_bitmap(s);
     let (bw, win, k) = (TC16_BLOCK_W as usize, TC16_WINDOW as usize, x.cols);
-    let wl = work_list((0..s.n_windows()).map(|w| s.blocks_of(w) as u32), max_blocks);
+    let wl = work_list((0..s.n_windows()).map(|w| s.blocks_of(w).len() as u32), max_blocks);
     let mut y = vec![f64::NAN; s.n_rows * k];
     for &w in &wl.split_windows {
         for r in (w as usize * win)..((w as usize + 1) * win).min(s.n_rows) {

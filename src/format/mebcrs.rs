@@ -1,98 +1,142 @@
-//! ME-BCRS (FlashSparse §3.5): the sparse operand of the swap-and-transpose SpMM.
+//! ME-BCRS: FlashSparse's memory-efficient block CSR of 8x1 nonzero vectors (FlashSparse §3.5).
 //!
-//! Rows are grouped in windows of 8. A window's nonzero 8x1 vectors are its distinct columns
-//! (sorted); they are grouped `k` per block (the MMA's K dimension: 8 for f16 m16n8k8 and tf32
-//! m16n8k8). Block b of window w starts at vector `v0 = win_ptr[w] + b*k`, holds
-//! `kb = min(k, win_ptr[w+1] - v0)` vectors (the last block is NOT padded: the kernel derives
-//! `kb` from `win_ptr`), and stores its values row-major 8 x kb at `values[8*v0 ..]`:
-//! (row i, vector j) at `8*v0 + i*kb + j`; entries with no nonzero hold 0.
+//! FlashSparse swaps and transposes the MMA (Y^T = X^T S^T) so the sparse matrix is the *B*
+//! operand of `mma m16n8kK`, whose N = 8: a window is 8 rows, and the unit of sparsity is an
+//! 8 x 1 column vector (a (window, column) pair holding at least one nonzero). Vectors of a
+//! window are sorted by column and grouped `k` per block (k = 8 or 16 for f16, 4 or 8 for tf32).
+//! Compared with 16 x 1 vectors this roughly halves the zeros the tensor cores multiply.
+//!
+//! Memory-efficient: the last block of a window holds the remaining vectors only (no padding to
+//! k); a kernel derives its width from `win_ptr`.
 
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
+use crate::util::split::{default_chunks, split_lengths, window_chunks};
 
-/// Rows per window (the MMA's N = 8 once S is the B operand).
+/// Rows per ME-BCRS window (the N = 8 of `mma m16n8kK` after swap-and-transpose).
 pub const MEBCRS_WINDOW: usize = 8;
 
+/// FlashSparse ME-BCRS of a CSR matrix. Built by [`MeBcrs::from_csr`]; [`MeBcrs::to_csr`] undoes it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MeBcrs {
     pub n_rows: usize,
     pub n_cols: usize,
-    /// Vectors per block.
+    /// Vectors per block: 4, 8 or 16.
     pub k: usize,
-    /// Offset of each window's first vector in `vec_col`; `n_windows + 1` entries.
+    /// Length n_windows + 1: window w's vectors are `win_ptr[w]..win_ptr[w+1]`.
     pub win_ptr: Vec<u32>,
     /// Column of each nonzero vector, sorted within its window.
     pub vec_col: Vec<u32>,
-    /// `8 * n_vectors` values, block by block, row-major 8 x kb inside a block.
+    /// 8 values per vector, block by block: block b of window w starts at vector
+    /// v0 = win_ptr[w] + b*k and has kb = min(k, win_ptr[w+1] - v0) vectors; its values are
+    /// `values[8*v0 .. 8*v0 + 8*kb]`, row-major 8 x kb: (row i, vector j) at 8*v0 + i*kb + j.
+    /// Rows past n_rows and absent entries hold 0.
     pub values: Vec<f32>,
-    /// Per CSR nonzero: its index in `values`.
+    /// Per CSR edge: its index into `values` (duplicate edges share a slot; their values add).
     pub csr_to_slot: Vec<u32>,
 }
 
+struct ChunkOut {
+    vectors_per_window: Vec<u32>,
+    vec_col: Vec<u32>,
+}
+
 impl MeBcrs {
+    /// Translate a CSR matrix into blocks of `k` (4, 8 or 16) vectors.
     pub fn from_csr(csr: &Csr, k: usize) -> Result<MeBcrs> {
-        if !matches!(k, 4 | 8 | 16) {
-            return Err(Error::Unsupported(format!("ME-BCRS block width k = {k}; use 4, 8 or 16")));
+        if ![4, 8, 16].contains(&k) {
+            return Err(Error::Unsupported(format!("ME-BCRS with k = {k} vectors per block: use 4, 8 or 16")));
         }
-        let n_windows = csr.n_rows().div_ceil(MEBCRS_WINDOW);
-        let rows_of = |w: usize| w * MEBCRS_WINDOW..((w + 1) * MEBCRS_WINDOW).min(csr.n_rows());
-        // Pass 1: each window's sorted distinct columns.
-        let win_cols: Vec<Vec<u32>> = (0..n_windows)
-            .into_par_iter()
-            .map(|w| {
-                let rows = rows_of(w);
-                let (lo, hi) = (csr.row_ptr()[rows.start] as usize, csr.row_ptr()[rows.end] as usize);
-                let mut cols = csr.col_idx()[lo..hi].to_vec();
-                cols.sort_unstable();
-                cols.dedup();
-                cols
+        let (n_rows, n_cols, nnz) = (csr.n_rows(), csr.n_cols(), csr.nnz());
+        let row_ptr = csr.row_ptr();
+        let n_windows = n_rows.div_ceil(MEBCRS_WINDOW);
+        if 8 * (nnz as u64) >= u32::MAX as u64 {
+            return Err(Error::Unsupported(format!("{nnz} nonzeros: up to 8 slots each overflow 32-bit slot ids")));
+        }
+        let chunks = window_chunks(row_ptr, MEBCRS_WINDOW, default_chunks());
+        let edge_range = |ws: &std::ops::Range<usize>| {
+            row_ptr[ws.start * MEBCRS_WINDOW] as usize..row_ptr[(ws.end * MEBCRS_WINDOW).min(n_rows)] as usize
+        };
+        let mut csr_to_slot = vec![0u32; nnz];
+        let lens: Vec<usize> = chunks.iter().map(|c| edge_range(c).len()).collect();
+        // Pass 1 (per chunk): each window's sorted unique columns; every edge's vector index
+        // within its window goes to `csr_to_slot` for now.
+        let outs: Vec<ChunkOut> = chunks
+            .par_iter()
+            .zip(split_lengths(&mut csr_to_slot, lens.iter().copied()))
+            .map(|(ws, vec_of)| {
+                let base = edge_range(ws).start;
+                let mut out = ChunkOut { vectors_per_window: Vec::with_capacity(ws.len()), vec_col: Vec::new() };
+                let mut keys: Vec<u64> = Vec::new();
+                for w in ws.clone() {
+                    let r0 = w * MEBCRS_WINDOW;
+                    let r1 = (r0 + MEBCRS_WINDOW).min(n_rows);
+                    let (e0, e1) = (row_ptr[r0] as usize, row_ptr[r1] as usize);
+                    keys.clear();
+                    keys.extend((e0..e1).map(|e| ((csr.col_idx()[e] as u64) << 32) | (e - e0) as u64));
+                    keys.sort_unstable();
+                    let v_first = out.vec_col.len();
+                    for &key in &keys {
+                        let col = (key >> 32) as u32;
+                        if out.vec_col.len() == v_first || *out.vec_col.last().unwrap() != col {
+                            out.vec_col.push(col);
+                        }
+                        vec_of[e0 - base + (key as u32) as usize] = (out.vec_col.len() - v_first - 1) as u32;
+                    }
+                    out.vectors_per_window.push((out.vec_col.len() - v_first) as u32);
+                }
+                out
             })
             .collect();
+
         let mut win_ptr = Vec::with_capacity(n_windows + 1);
         win_ptr.push(0u32);
-        for c in &win_cols {
-            win_ptr.push(win_ptr.last().unwrap() + c.len() as u32);
-        }
-        let n_vec = *win_ptr.last().unwrap() as usize;
-        let vec_col: Vec<u32> = win_cols.concat();
-        // Pass 2: scatter values, window by window (each window owns a disjoint slice).
-        let mut values = vec![0f32; 8 * n_vec];
-        let mut csr_to_slot = vec![0u32; csr.nnz()];
-        let mut val_chunks: Vec<&mut [f32]> = Vec::with_capacity(n_windows);
-        let mut rest = values.as_mut_slice();
-        for cols in &win_cols {
-            let (head, tail) = rest.split_at_mut(8 * cols.len());
-            val_chunks.push(head);
-            rest = tail;
-        }
-        let slot_chunks: Vec<Vec<(usize, u32)>> = val_chunks
-            .into_par_iter()
-            .enumerate()
-            .map(|(w, vals)| {
-                let cols = &win_cols[w];
-                let base = 8 * win_ptr[w] as usize;
-                let mut slots = Vec::new();
-                for (i, r) in rows_of(w).enumerate() {
-                    for e in csr.row_range(r) {
-                        let j_all = cols.binary_search(&csr.col_idx()[e]).expect("column is in its window");
-                        let (b, j) = (j_all / k, j_all % k);
-                        let kb = k.min(cols.len() - b * k);
-                        let local = 8 * b * k + i * kb + j;
-                        vals[local] += csr.values()[e];
-                        slots.push((e, (base + local) as u32));
-                    }
-                }
-                slots
-            })
-            .collect();
-        for chunk in slot_chunks {
-            for (e, s) in chunk {
-                csr_to_slot[e] = s;
+        let mut v = 0u32;
+        for o in &outs {
+            for &n in &o.vectors_per_window {
+                v += n; // vectors <= nnz < 2^31
+                win_ptr.push(v);
             }
         }
-        Ok(MeBcrs { n_rows: csr.n_rows(), n_cols: csr.n_cols(), k, win_ptr, vec_col, values, csr_to_slot })
+        let n_vec = v as usize;
+        let mut vec_col = Vec::with_capacity(n_vec);
+        for o in &outs {
+            vec_col.extend_from_slice(&o.vec_col);
+        }
+        drop(outs);
+        // Pass 2 (per chunk): now that every window's first vector is known, turn vector
+        // indices into slots and place the values straight into the final array.
+        let mut values = vec![0f32; 8 * n_vec];
+        let value_lens = chunks.iter().map(|ws| {
+            8 * (win_ptr[ws.end] - win_ptr[ws.start]) as usize
+        });
+        let value_parts = split_lengths(&mut values, value_lens);
+        let slot_parts = split_lengths(&mut csr_to_slot, lens.iter().copied());
+        let win_ptr_ref = &win_ptr;
+        chunks.par_iter().zip(value_parts).zip(slot_parts).for_each(|((ws, vals), slots)| {
+            let base = edge_range(ws).start;
+            let slot_base = 8 * win_ptr_ref[ws.start] as usize;
+            for w in ws.clone() {
+                let r0 = w * MEBCRS_WINDOW;
+                let r1 = (r0 + MEBCRS_WINDOW).min(n_rows);
+                let first = 8 * win_ptr_ref[w] as usize;
+                let n_vec_w = (win_ptr_ref[w + 1] - win_ptr_ref[w]) as usize;
+                for r in r0..r1 {
+                    let i = r - r0;
+                    for e in csr.row_range(r) {
+                        let j_all = slots[e - base] as usize;
+                        let (b, j) = (j_all / k, j_all % k);
+                        let kb = k.min(n_vec_w - b * k);
+                        let slot = first + 8 * b * k + i * kb + j;
+                        vals[slot - slot_base] += csr.values()[e];
+                        slots[e - base] = slot as u32;
+                    }
+                }
+            }
+        });
+        Ok(MeBcrs { n_rows, n_cols, k, win_ptr, vec_col, values, csr_to_slot })
     }
 
     pub fn n_windows(&self) -> usize {
@@ -101,35 +145,63 @@ impl MeBcrs {
     pub fn n_vectors(&self) -> usize {
         self.vec_col.len()
     }
-    /// Blocks of window `w`.
+    /// Blocks of window `w`: ceil(vectors / k).
     pub fn blocks_of(&self, w: usize) -> usize {
         ((self.win_ptr[w + 1] - self.win_ptr[w]) as usize).div_ceil(self.k)
     }
     pub fn n_blocks(&self) -> usize {
         (0..self.n_windows()).map(|w| self.blocks_of(w)).sum()
     }
+    /// Bytes of every array.
+    pub fn bytes(&self) -> usize {
+        4 * (self.win_ptr.len() + self.vec_col.len() + self.values.len() + self.csr_to_slot.len())
+    }
 
-    /// Back to CSR (sorted columns; explicit zeros inside blocks dropped).
-    pub fn to_csr(&self) -> Result<Csr> {
-        let mut t = Vec::new();
-        for w in 0..self.n_windows() {
-            let (v_begin, v_end) = (self.win_ptr[w] as usize, self.win_ptr[w + 1] as usize);
-            let mut v0 = v_begin;
-            while v0 < v_end {
-                let kb = self.k.min(v_end - v0);
-                for i in 0..8 {
-                    let row = w * 8 + i;
-                    for j in 0..kb {
-                        let v = self.values[8 * v0 + i * kb + j];
-                        if v != 0.0 && row < self.n_rows {
-                            t.push((row as u32, self.vec_col[v0 + j], v));
-                        }
-                    }
-                }
-                v0 += kb;
-            }
+    /// (row, column) of a slot in `values`, or `None` if the slot is out of range or is a
+    /// padding row past `n_rows`.
+    pub fn slot_position(&self, slot: usize) -> Option<(usize, u32)> {
+        let v = slot / 8;
+        if v >= self.n_vectors() {
+            return None;
         }
-        Csr::from_triplets(self.n_rows, self.n_cols, &t)
+        // Window holding vector v: the last w with win_ptr[w] <= v.
+        let w = self.win_ptr.partition_point(|&p| p as usize <= v) - 1;
+        let wstart = self.win_ptr[w] as usize;
+        let b = (v - wstart) / self.k;
+        let v0 = wstart + b * self.k;
+        let kb = self.k.min(self.win_ptr[w + 1] as usize - v0);
+        let off = slot - 8 * v0;
+        let (i, j) = (off / kb, off % kb);
+        let row = w * MEBCRS_WINDOW + i;
+        (row < self.n_rows).then(|| (row, self.vec_col[v0 + j]))
+    }
+
+    /// Rebuild the CSR through `csr_to_slot`: row and column of each edge from its slot, its
+    /// value from `values`. Equal to the translated matrix when that one was canonical (sorted
+    /// columns, no duplicates); explicit zero values survive.
+    pub fn to_csr(&self) -> Result<Csr> {
+        let bad = |m: String| Error::InvalidGraph(format!("ME-BCRS: {m}"));
+        let nnz = self.csr_to_slot.len();
+        let mut row_ptr = vec![0u32; self.n_rows + 1];
+        let mut cols = Vec::with_capacity(nnz);
+        let mut vals = Vec::with_capacity(nnz);
+        let mut last_row = 0usize;
+        for (e, &slot) in self.csr_to_slot.iter().enumerate() {
+            let (row, col) = self
+                .slot_position(slot as usize)
+                .ok_or_else(|| bad(format!("edge {e} points at slot {slot} outside the blocks")))?;
+            if row < last_row {
+                return Err(bad(format!("edge {e} is out of row order")));
+            }
+            last_row = row;
+            row_ptr[row + 1] += 1;
+            cols.push(col);
+            vals.push(self.values[slot as usize]);
+        }
+        for r in 0..self.n_rows {
+            row_ptr[r + 1] += row_ptr[r];
+        }
+        Csr::new(self.n_rows, self.n_cols, row_ptr, cols, vals)
     }
 }
 
@@ -138,18 +210,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn small_window_layout_is_exact() {
-        // rows 0 and 2 of one window; columns {1, 5, 9}; k = 2 -> blocks of 2 and 1 vectors.
-        let csr = Csr::from_triplets(3, 10, &[(0, 5, 1.0), (0, 1, 2.0), (2, 9, 3.0), (2, 1, 4.0)]).unwrap();
+    fn layout_by_hand() {
+        // Window 0: columns {1, 4, 6} -> with k = 2, blocks of 2 and 1 (unpadded) vectors.
+        let csr = Csr::from_triplets(9, 8, &[(0, 4, 1.0), (0, 6, 2.0), (2, 1, 3.0), (7, 4, 4.0), (8, 0, 5.0)]).unwrap();
         let m = MeBcrs::from_csr(&csr, 4).unwrap();
-        assert_eq!(m.win_ptr, vec![0, 3]);
-        assert_eq!(m.vec_col, vec![1, 5, 9]);
-        // one block of kb = 3: row-major 8 x 3
-        assert_eq!(&m.values[0..3], &[2.0, 1.0, 0.0]);
-        assert_eq!(&m.values[6..9], &[4.0, 0.0, 3.0]);
+        assert_eq!(m.win_ptr, vec![0, 3, 4]);
+        assert_eq!(m.vec_col, vec![1, 4, 6, 0]);
+        assert_eq!(m.n_blocks(), 2);
+        assert_eq!(m.values.len(), 32);
+        // Window 0, one block of kb = 3: (row i, vector j) at i*3 + j.
+        assert_eq!(m.values[1], 1.0); // row 0, col 4 (vector 1)
+        assert_eq!(m.values[2], 2.0); // row 0, col 6
+        assert_eq!(m.values[2 * 3], 3.0); // row 2, col 1
+        assert_eq!(m.values[7 * 3 + 1], 4.0); // row 7, col 4
+        assert_eq!(m.values[24], 5.0); // window 1: row 8, col 0
+        assert_eq!(m.values.iter().filter(|&&v| v != 0.0).count(), 5);
         assert_eq!(m.to_csr().unwrap(), csr);
-        for (e, &slot) in m.csr_to_slot.iter().enumerate() {
-            assert_eq!(m.values[slot as usize], csr.values()[e]);
-        }
+        assert_eq!(m.blocks_of(0), 1);
+        assert!(MeBcrs::from_csr(&csr, 5).is_err());
+    }
+
+    #[test]
+    fn residue_block_is_unpadded() {
+        let trip: Vec<_> = (0..11u32).map(|c| (c % 8, c, 1.0 + c as f32)).collect();
+        let csr = Csr::from_triplets(8, 11, &trip).unwrap();
+        let m = MeBcrs::from_csr(&csr, 8).unwrap();
+        assert_eq!(m.n_blocks(), 2);
+        assert_eq!(m.values.len(), 88);
+        // Vector 9 (col 9, row 1) is in block 1 (v0 = 8, kb = 3): 8*8 + 1*3 + 1.
+        assert_eq!(m.values[64 + 3 + 1], 10.0);
+        assert_eq!(m.to_csr().unwrap(), csr);
     }
 }

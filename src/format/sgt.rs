@@ -1,82 +1,139 @@
-//! SGT (TC-GNN's Sparse Graph Translation, Alg. 1): row windows of 16 rows; each window's edges
-//! are renamed to the window's sorted unique columns and cut into TC blocks of `block_w` columns
-//! (8 for SpMM: the 16 x 8 A operand of m16n8k8; 16 for SDDMM: 16 x 16 output tiles).
+//! SGT: TC-GNN's Sparse Graph Translation (TC-GNN paper, Alg. 1).
 //!
-//! Layout (shared with the `graph` branch's specification):
-//! - `win_ptr[w]..win_ptr[w+1]`: window w's unique columns in `win_cols` (sorted);
-//! - `blk_ptr[w]..blk_ptr[w+1]`: its blocks, `ceil(unique / block_w)` of them; block b of window w
-//!   covers unique columns `win_ptr[w] + (b - blk_ptr[w]) * block_w ..` (the last one partial);
-//! - `blk_edge_ptr[b]..blk_edge_ptr[b+1]`: block b's edges, with `blk_edge_pos` =
-//!   `row_in_window * block_w + col_in_block`, `blk_edge_val` the value and `blk_edge_csr` the
-//!   CSR index; `edge_to_col[e]` is edge e's position among its window's unique columns.
+//! Rows are cut into windows of [`SGT_WINDOW`] = 16 rows. Inside a window the columns that hold
+//! at least one edge are sorted and deduplicated (the window's unique neighbours, `win_cols`);
+//! consecutive runs of `block_w` of them form one dense 16 x `block_w` tensor-core block, so a
+//! window needs ceil(unique / block_w) blocks instead of one block per 16 x block_w tile of the
+//! original matrix. A kernel gathers the feature rows `win_cols[...]` of a block and multiplies.
 //!
-//! Duplicate (row, column) entries of a non-canonical CSR become two edges with the same
-//! position: kernels add them.
+//! Per block the edges are also listed block-major (`blk_edge_*`) so a kernel can scatter them
+//! into a zeroed 16 x block_w shared-memory tile with one store per edge.
 
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
+use crate::util::split::{default_chunks, split_lengths, window_chunks};
 
-/// Rows per window.
+/// Rows per SGT window (the M of the m16n8k8 / 16x16 tensor-core tiles).
 pub const SGT_WINDOW: usize = 16;
 
+/// TC-GNN tiles of a CSR matrix. Built by [`Sgt::from_csr`]; [`Sgt::to_csr`] undoes it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sgt {
     pub n_rows: usize,
     pub n_cols: usize,
-    /// Columns per TC block: 8 (SpMM) or 16 (SDDMM).
+    /// Columns per block: 8 for SpMM (16 x 8 A operand), 16 for SDDMM (16 x 16 output tile).
     pub block_w: usize,
+    /// Length n_windows + 1: window w's unique columns are `win_cols[win_ptr[w]..win_ptr[w+1]]`.
     pub win_ptr: Vec<u32>,
+    /// Each window's sorted unique columns, windows concatenated.
     pub win_cols: Vec<u32>,
+    /// Length n_windows + 1: prefix sum of blocks per window; window w has
+    /// ceil(unique_w / block_w) blocks, numbered `blk_ptr[w]..blk_ptr[w+1]`.
     pub blk_ptr: Vec<u32>,
+    /// Per CSR edge (CSR order): position of its column among its window's unique columns.
     pub edge_to_col: Vec<u32>,
+    /// Length n_blocks + 1: block b's edges are `blk_edge_*[blk_edge_ptr[b]..blk_edge_ptr[b+1]]`.
+    /// A window's edges are contiguous and start at the window's first CSR edge.
     pub blk_edge_ptr: Vec<u32>,
+    /// Per block-edge: `row_in_window * block_w + col_in_block` (< 16 * 16, so a byte).
     pub blk_edge_pos: Vec<u8>,
+    /// Per block-edge: its value.
     pub blk_edge_val: Vec<f32>,
+    /// Per block-edge: its index in CSR order (SDDMM writes its outputs in CSR order).
     pub blk_edge_csr: Vec<u32>,
 }
 
-/// One window's part of the translation, built independently.
-struct WindowPart {
-    cols: Vec<u32>,
-    /// Edges per block.
-    blk_counts: Vec<u32>,
-    /// (block, pos, value, csr index), sorted by block.
-    edges: Vec<(u32, u8, f32, u32)>,
-    /// (csr index, position among the unique columns).
-    to_col: Vec<(u32, u32)>,
+/// What one chunk of windows produces that is not at a CSR-determined position.
+struct ChunkOut {
+    unique_per_window: Vec<u32>,
+    blocks_per_window: Vec<u32>,
+    win_cols: Vec<u32>,
+    /// Absolute start (in block-edge order) of every block of the chunk.
+    blk_edge_start: Vec<u32>,
 }
 
 impl Sgt {
+    /// Translate a CSR matrix; `block_w` must be 8 or 16. Columns need not be sorted; duplicate
+    /// (row, col) edges stay separate edges that land on the same block position.
     pub fn from_csr(csr: &Csr, block_w: usize) -> Result<Sgt> {
-        if !matches!(block_w, 8 | 16) {
-            return Err(Error::Unsupported(format!("SGT block width {block_w}; use 8 (SpMM) or 16 (SDDMM)")));
+        if block_w != 8 && block_w != 16 {
+            return Err(Error::Unsupported(format!("SGT block width {block_w}: use 8 (SpMM) or 16 (SDDMM)")));
         }
-        let n_windows = csr.n_rows().div_ceil(SGT_WINDOW);
-        let parts: Vec<WindowPart> = (0..n_windows)
-            .into_par_iter()
-            .map(|w| {
-                let rows = w * SGT_WINDOW..((w + 1) * SGT_WINDOW).min(csr.n_rows());
-                let (lo, hi) = (csr.row_ptr()[rows.start] as usize, csr.row_ptr()[rows.end] as usize);
-                let mut cols = csr.col_idx()[lo..hi].to_vec();
-                cols.sort_unstable();
-                cols.dedup();
-                let n_blocks = cols.len().div_ceil(block_w);
-                let mut blk_counts = vec![0u32; n_blocks];
-                let mut edges = Vec::with_capacity(hi - lo);
-                let mut to_col = Vec::with_capacity(hi - lo);
-                for (i, r) in rows.enumerate() {
-                    for e in csr.row_range(r) {
-                        let j = cols.binary_search(&csr.col_idx()[e]).expect("column is in its window");
-                        let (b, c) = (j / block_w, j % block_w);
-                        blk_counts[b] += 1;
-                        edges.push((b as u32, (i * block_w + c) as u8, csr.values()[e], e as u32));
-                        to_col.push((e as u32, j as u32));
+        let (n_rows, n_cols, nnz) = (csr.n_rows(), csr.n_cols(), csr.nnz());
+        let row_ptr = csr.row_ptr();
+        let n_windows = n_rows.div_ceil(SGT_WINDOW);
+        let chunks = window_chunks(row_ptr, SGT_WINDOW, default_chunks());
+        let edge_range = |ws: &std::ops::Range<usize>| {
+            row_ptr[ws.start * SGT_WINDOW] as usize..row_ptr[(ws.end * SGT_WINDOW).min(n_rows)] as usize
+        };
+        let mut edge_to_col = vec![0u32; nnz];
+        let mut blk_edge_pos = vec![0u8; nnz];
+        let mut blk_edge_val = vec![0f32; nnz];
+        let mut blk_edge_csr = vec![0u32; nnz];
+        let lens: Vec<usize> = chunks.iter().map(|c| edge_range(c).len()).collect();
+        let outs: Vec<ChunkOut> = chunks
+            .par_iter()
+            .zip(split_lengths(&mut edge_to_col, lens.iter().copied()))
+            .zip(split_lengths(&mut blk_edge_pos, lens.iter().copied()))
+            .zip(split_lengths(&mut blk_edge_val, lens.iter().copied()))
+            .zip(split_lengths(&mut blk_edge_csr, lens.iter().copied()))
+            .map(|((((ws, e2c), pos), val), csr_of)| {
+                let base = edge_range(ws).start;
+                let mut out = ChunkOut {
+                    unique_per_window: Vec::with_capacity(ws.len()),
+                    blocks_per_window: Vec::with_capacity(ws.len()),
+                    win_cols: Vec::new(),
+                    blk_edge_start: Vec::new(),
+                };
+                let mut keys: Vec<u64> = Vec::new();
+                let mut fill: Vec<u32> = Vec::new();
+                for w in ws.clone() {
+                    let r0 = w * SGT_WINDOW;
+                    let r1 = (r0 + SGT_WINDOW).min(n_rows);
+                    let (e0, e1) = (row_ptr[r0] as usize, row_ptr[r1] as usize);
+                    // Sort (column, edge) pairs: gives the unique columns and every edge's
+                    // position among them in one pass.
+                    keys.clear();
+                    keys.extend((e0..e1).map(|e| ((csr.col_idx()[e] as u64) << 32) | (e - e0) as u64));
+                    keys.sort_unstable();
+                    let first_col = out.win_cols.len();
+                    for &k in &keys {
+                        let col = (k >> 32) as u32;
+                        if out.win_cols.len() == first_col || *out.win_cols.last().unwrap() != col {
+                            out.win_cols.push(col);
+                        }
+                        e2c[e0 - base + (k as u32) as usize] = (out.win_cols.len() - first_col - 1) as u32;
+                    }
+                    let unique = out.win_cols.len() - first_col;
+                    let blocks = unique.div_ceil(block_w);
+                    out.unique_per_window.push(unique as u32);
+                    out.blocks_per_window.push(blocks as u32);
+                    // Counting sort of the window's edges by block, stable (CSR order inside).
+                    fill.clear();
+                    fill.resize(blocks + 1, 0);
+                    for e in e0..e1 {
+                        fill[e2c[e - base] as usize / block_w + 1] += 1;
+                    }
+                    for b in 0..blocks {
+                        fill[b + 1] += fill[b];
+                    }
+                    out.blk_edge_start.extend(fill[..blocks].iter().map(|&f| e0 as u32 + f));
+                    for r in r0..r1 {
+                        let row_in_window = r - r0;
+                        for e in csr.row_range(r) {
+                            let p = e2c[e - base] as usize;
+                            let slot = &mut fill[p / block_w];
+                            let d = e0 - base + *slot as usize;
+                            *slot += 1;
+                            pos[d] = (row_in_window * block_w + p % block_w) as u8;
+                            val[d] = csr.values()[e];
+                            csr_of[d] = e as u32;
+                        }
                     }
                 }
-                edges.sort_by_key(|&(b, pos, _, e)| (b, pos, e));
-                WindowPart { cols, blk_counts, edges, to_col }
+                out
             })
             .collect();
 
@@ -84,38 +141,26 @@ impl Sgt {
         let mut blk_ptr = Vec::with_capacity(n_windows + 1);
         win_ptr.push(0u32);
         blk_ptr.push(0u32);
-        for p in &parts {
-            win_ptr.push(win_ptr.last().unwrap() + p.cols.len() as u32);
-            blk_ptr.push(blk_ptr.last().unwrap() + p.blk_counts.len() as u32);
-        }
-        let n_blocks = *blk_ptr.last().unwrap() as usize;
-        let mut blk_edge_ptr = Vec::with_capacity(n_blocks + 1);
-        blk_edge_ptr.push(0u32);
-        for p in &parts {
-            for &c in &p.blk_counts {
-                blk_edge_ptr.push(blk_edge_ptr.last().unwrap() + c);
+        let (mut u, mut b) = (0u64, 0u64);
+        for o in &outs {
+            for (&uw, &bw) in o.unique_per_window.iter().zip(&o.blocks_per_window) {
+                u += uw as u64;
+                b += bw as u64;
+                win_ptr.push(u as u32);
+                blk_ptr.push(b as u32);
             }
         }
-        let nnz = csr.nnz();
-        let mut win_cols = Vec::with_capacity(*win_ptr.last().unwrap() as usize);
-        let mut edge_to_col = vec![0u32; nnz];
-        let mut blk_edge_pos = Vec::with_capacity(nnz);
-        let mut blk_edge_val = Vec::with_capacity(nnz);
-        let mut blk_edge_csr = Vec::with_capacity(nnz);
-        for p in parts {
-            win_cols.extend_from_slice(&p.cols);
-            for (e, j) in p.to_col {
-                edge_to_col[e as usize] = j;
-            }
-            for (_, pos, v, e) in p.edges {
-                blk_edge_pos.push(pos);
-                blk_edge_val.push(v);
-                blk_edge_csr.push(e);
-            }
+        // Unique columns <= nnz < 2^31 and blocks <= unique, so the u32 prefixes cannot wrap.
+        let mut win_cols = Vec::with_capacity(u as usize);
+        let mut blk_edge_ptr = Vec::with_capacity(b as usize + 1);
+        for o in outs {
+            win_cols.extend_from_slice(&o.win_cols);
+            blk_edge_ptr.extend_from_slice(&o.blk_edge_start);
         }
+        blk_edge_ptr.push(nnz as u32);
         Ok(Sgt {
-            n_rows: csr.n_rows(),
-            n_cols: csr.n_cols(),
+            n_rows,
+            n_cols,
             block_w,
             win_ptr,
             win_cols,
@@ -131,14 +176,72 @@ impl Sgt {
     pub fn n_windows(&self) -> usize {
         self.win_ptr.len() - 1
     }
-
     pub fn n_blocks(&self) -> usize {
-        *self.blk_ptr.last().unwrap() as usize
+        self.blk_ptr.last().copied().unwrap_or(0) as usize
+    }
+    pub fn nnz(&self) -> usize {
+        self.edge_to_col.len()
+    }
+    /// Block ids of window `w`.
+    pub fn blocks_of(&self, w: usize) -> std::ops::Range<usize> {
+        self.blk_ptr[w] as usize..self.blk_ptr[w + 1] as usize
+    }
+    /// Unique columns of window `w`.
+    pub fn cols_of(&self, w: usize) -> &[u32] {
+        &self.win_cols[self.win_ptr[w] as usize..self.win_ptr[w + 1] as usize]
+    }
+    /// Bytes of every array (what a GPU copy of the format occupies).
+    pub fn bytes(&self) -> usize {
+        4 * (self.win_ptr.len()
+            + self.win_cols.len()
+            + self.blk_ptr.len()
+            + self.edge_to_col.len()
+            + self.blk_edge_ptr.len()
+            + self.blk_edge_val.len()
+            + self.blk_edge_csr.len())
+            + self.blk_edge_pos.len()
     }
 
-    /// Blocks of window `w`.
-    pub fn blocks_of(&self, w: usize) -> usize {
-        (self.blk_ptr[w + 1] - self.blk_ptr[w]) as usize
+    /// Rebuild the CSR from the block-edge lists (rows from the positions, columns through
+    /// `win_cols`, CSR order from `blk_edge_csr`), cross-checking `edge_to_col`. Gives back
+    /// exactly the matrix the translation read, so any inconsistent array shows as an error.
+    pub fn to_csr(&self) -> Result<Csr> {
+        let bad = |m: String| Error::InvalidGraph(format!("SGT: {m}"));
+        let nnz = self.nnz();
+        let mut rows = vec![u32::MAX; nnz];
+        let mut cols = vec![0u32; nnz];
+        let mut vals = vec![0f32; nnz];
+        for w in 0..self.n_windows() {
+            let wcols = self.cols_of(w);
+            for (bi, b) in self.blocks_of(w).enumerate() {
+                for i in self.blk_edge_ptr[b] as usize..self.blk_edge_ptr[b + 1] as usize {
+                    let pos = self.blk_edge_pos[i] as usize;
+                    let p = bi * self.block_w + pos % self.block_w;
+                    let row = w * SGT_WINDOW + pos / self.block_w;
+                    let e = self.blk_edge_csr[i] as usize;
+                    if p >= wcols.len() || row >= self.n_rows || e >= nnz || rows[e] != u32::MAX {
+                        return Err(bad(format!("block-edge {i} of block {b} is inconsistent")));
+                    }
+                    if self.edge_to_col[e] as usize != p {
+                        return Err(bad(format!("edge_to_col[{e}] = {} but its block says {p}", self.edge_to_col[e])));
+                    }
+                    rows[e] = row as u32;
+                    cols[e] = wcols[p];
+                    vals[e] = self.blk_edge_val[i];
+                }
+            }
+        }
+        let mut row_ptr = vec![0u32; self.n_rows + 1];
+        for (e, &r) in rows.iter().enumerate() {
+            if r == u32::MAX || (e > 0 && rows[e - 1] > r) {
+                return Err(bad(format!("CSR edge {e} is missing or out of row order")));
+            }
+            row_ptr[r as usize + 1] += 1;
+        }
+        for r in 0..self.n_rows {
+            row_ptr[r + 1] += row_ptr[r];
+        }
+        Csr::new(self.n_rows, self.n_cols, row_ptr, cols, vals)
     }
 }
 
@@ -146,58 +249,35 @@ impl Sgt {
 mod tests {
     use super::*;
 
-    /// Rebuild the dense matrix from the blocks and compare with the CSR.
-    fn densify(s: &Sgt) -> Vec<f32> {
-        let mut d = vec![0f32; s.n_rows * s.n_cols];
-        for w in 0..s.n_windows() {
-            for b in s.blk_ptr[w]..s.blk_ptr[w + 1] {
-                let first = s.win_ptr[w] as usize + (b - s.blk_ptr[w]) as usize * s.block_w;
-                for e in s.blk_edge_ptr[b as usize]..s.blk_edge_ptr[b as usize + 1] {
-                    let pos = s.blk_edge_pos[e as usize] as usize;
-                    let (r, c) = (pos / s.block_w, pos % s.block_w);
-                    assert!(first + c < s.win_ptr[w + 1] as usize, "edge past the window's columns");
-                    let col = s.win_cols[first + c] as usize;
-                    d[(w * SGT_WINDOW + r) * s.n_cols + col] += s.blk_edge_val[e as usize];
-                }
-            }
-        }
-        d
-    }
-
     #[test]
-    fn blocks_reproduce_the_matrix() {
-        let t = [(0, 3, 1.0), (0, 9, 2.0), (5, 3, 3.0), (15, 0, 4.0), (16, 20, 5.0), (17, 1, 6.0), (20, 1, 7.0)];
-        let csr = Csr::from_triplets(21, 22, &t).unwrap();
-        for bw in [8, 16] {
-            let s = Sgt::from_csr(&csr, bw).unwrap();
-            assert_eq!(s.win_ptr, vec![0, 3, 5]);
-            assert_eq!(s.win_cols, vec![0, 3, 9, 1, 20]);
-            assert_eq!(s.blk_ptr, vec![0, 1, 2]);
-            let mut dense = vec![0f32; 21 * 22];
-            for &(r, c, v) in &t {
-                dense[r as usize * 22 + c as usize] += v;
-            }
-            assert_eq!(densify(&s), dense);
-            for e in 0..csr.nnz() {
-                let pos = s.blk_edge_csr.iter().position(|&x| x == e as u32).unwrap();
-                assert_eq!(s.blk_edge_val[pos], csr.values()[e]);
-            }
-            assert_eq!(s.edge_to_col, vec![1, 2, 1, 0, 1, 0, 0]);
-        }
+    fn small_example_by_hand() {
+        // Rows 0 and 1 share column 5; row 17 is in the second (partial) window.
+        let csr = Csr::from_triplets(18, 20, &[(0, 5, 1.0), (0, 9, 2.0), (1, 5, 3.0), (17, 0, 4.0)]).unwrap();
+        let s = Sgt::from_csr(&csr, 8).unwrap();
+        assert_eq!(s.win_ptr, vec![0, 2, 3]);
+        assert_eq!(s.win_cols, vec![5, 9, 0]);
+        assert_eq!(s.blk_ptr, vec![0, 1, 2]);
+        assert_eq!(s.edge_to_col, vec![0, 1, 0, 0]);
+        assert_eq!(s.blk_edge_ptr, vec![0, 3, 4]);
+        assert_eq!(s.blk_edge_pos, vec![0, 1, 8, 8]);
+        assert_eq!(s.blk_edge_val, vec![1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(s.blk_edge_csr, vec![0, 1, 2, 3]);
+        assert_eq!(s.to_csr().unwrap(), csr);
         assert!(Sgt::from_csr(&csr, 4).is_err());
     }
 
     #[test]
-    fn many_columns_make_several_blocks() {
-        let t: Vec<(u32, u32, f32)> = (0..40u32).map(|i| (i % 16, (i * 7) % 100, i as f32 + 1.0)).collect();
-        let csr = Csr::from_triplets(16, 100, &t).unwrap();
-        let s = Sgt::from_csr(&csr, 8).unwrap();
-        assert_eq!(s.n_blocks(), s.win_cols.len().div_ceil(8));
-        assert_eq!(*s.blk_edge_ptr.last().unwrap() as usize, csr.nnz());
-        let mut dense = vec![0f32; 16 * 100];
-        for &(r, c, v) in &t {
-            dense[r as usize * 100 + c as usize] += v;
+    fn wide_window_spans_blocks() {
+        let trip: Vec<_> = (0..40u32).map(|c| (3u32, c * 2, c as f32)).collect();
+        let csr = Csr::from_triplets(16, 80, &trip).unwrap();
+        for bw in [8, 16] {
+            let s = Sgt::from_csr(&csr, bw).unwrap();
+            assert_eq!(s.n_blocks(), 40usize.div_ceil(bw));
+            assert_eq!(s.to_csr().unwrap(), csr);
+            for b in 0..s.n_blocks() {
+                let n = (s.blk_edge_ptr[b + 1] - s.blk_edge_ptr[b]) as usize;
+                assert_eq!(n, bw.min(40 - b * bw));
+            }
         }
-        assert_eq!(densify(&s), dense);
     }
 }

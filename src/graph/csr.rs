@@ -57,62 +57,144 @@ impl Csr {
 
     /// Build from (row, col, value) triplets: sorts by (row, col) and sums duplicates.
     pub fn from_triplets(n_rows: usize, n_cols: usize, triplets: &[(u32, u32, f32)]) -> Result<Self> {
-        let mut counts = vec![0u32; n_rows + 1];
-        for &(r, c, _) in triplets {
-            if r as usize >= n_rows || c as usize >= n_cols {
-                return Err(Error::InvalidGraph(format!(
-                    "entry ({r}, {c}) is outside the {n_rows} x {n_cols} matrix"
-                )));
-            }
-            counts[r as usize + 1] += 1;
+        let rows: Vec<u32> = triplets.iter().map(|t| t.0).collect();
+        let cols: Vec<u32> = triplets.iter().map(|t| t.1).collect();
+        let vals: Vec<f32> = triplets.iter().map(|t| t.2).collect();
+        Self::from_coo(n_rows, n_cols, &rows, &cols, Some(&vals))
+    }
+
+    /// Build from parallel coordinate arrays (`values = None`: every entry is 1, a pattern).
+    /// Sorts by (row, col) and sums duplicates: a counting sort by row (O(nnz + n_rows), no
+    /// per-row allocation), then an in-place sort of each row that is not already sorted.
+    pub fn from_coo(
+        n_rows: usize,
+        n_cols: usize,
+        rows: &[u32],
+        cols: &[u32],
+        values: Option<&[f32]>,
+    ) -> Result<Self> {
+        use rayon::prelude::*;
+        if rows.len() != cols.len() || values.is_some_and(|v| v.len() != rows.len()) {
+            return Err(Error::Shape(format!(
+                "coordinate arrays differ in length: {} rows, {} cols, {:?} values",
+                rows.len(),
+                cols.len(),
+                values.map(<[f32]>::len)
+            )));
+        }
+        if rows.len() >= (1usize << 31) {
+            return Err(Error::InvalidGraph(format!("{} entries exceed 32-bit indices", rows.len())));
+        }
+        if n_rows >= (1usize << 31) || n_cols >= (1usize << 31) {
+            return Err(Error::InvalidGraph(format!("{n_rows} x {n_cols} exceeds 32-bit row/column ids")));
+        }
+        let bad = rows.par_iter().zip(cols.par_iter()).position_any(|(&r, &c)| r as usize >= n_rows || c as usize >= n_cols);
+        if let Some(i) = bad {
+            return Err(Error::InvalidGraph(format!(
+                "entry ({}, {}) is outside the {n_rows} x {n_cols} matrix",
+                rows[i], cols[i]
+            )));
+        }
+        let mut row_ptr = vec![0u32; n_rows + 1];
+        for &r in rows {
+            row_ptr[r as usize + 1] += 1;
         }
         for i in 0..n_rows {
-            counts[i + 1] += counts[i];
+            row_ptr[i + 1] += row_ptr[i];
         }
-        let mut fill = counts.clone();
-        let mut cols = vec![0u32; triplets.len()];
-        let mut vals = vec![0f32; triplets.len()];
-        for &(r, c, v) in triplets {
-            let p = fill[r as usize] as usize;
-            cols[p] = c;
-            vals[p] = v;
-            fill[r as usize] += 1;
+        let nnz = rows.len();
+        let mut fill: Vec<u32> = row_ptr[..n_rows].to_vec();
+        let mut col_idx = vec![0u32; nnz];
+        let mut vals = vec![1f32; nnz];
+        match values {
+            Some(v) => {
+                for ((&r, &c), &x) in rows.iter().zip(cols).zip(v) {
+                    let p = &mut fill[r as usize];
+                    col_idx[*p as usize] = c;
+                    vals[*p as usize] = x;
+                    *p += 1;
+                }
+            }
+            None => {
+                for (&r, &c) in rows.iter().zip(cols) {
+                    let p = &mut fill[r as usize];
+                    col_idx[*p as usize] = c;
+                    *p += 1;
+                }
+            }
         }
-        let unsorted = Csr { n_rows, n_cols, row_ptr: counts, col_idx: cols, values: vals };
-        Ok(unsorted.canonical())
+        Ok(Csr { n_rows, n_cols, row_ptr, col_idx, values: vals }.into_canonical())
     }
 
     /// Sorted columns, duplicates summed.
     pub fn canonical(&self) -> Csr {
+        self.clone().into_canonical()
+    }
+
+    /// Sorted columns, duplicates summed, reusing this matrix's arrays: rows are sorted in place
+    /// in parallel (chunks of similar nnz), then compacted only if duplicates were found.
+    pub fn into_canonical(mut self) -> Csr {
+        use crate::util::split::{default_chunks, split_lengths, window_chunks};
         use rayon::prelude::*;
-        let rows: Vec<Vec<(u32, f32)>> = (0..self.n_rows)
-            .into_par_iter()
-            .map(|r| {
-                let mut row: Vec<(u32, f32)> = self.row(r).collect();
-                row.sort_unstable_by_key(|e| e.0);
-                let mut out: Vec<(u32, f32)> = Vec::with_capacity(row.len());
-                for (c, v) in row {
-                    match out.last_mut() {
-                        Some(last) if last.0 == c => last.1 += v,
-                        _ => out.push((c, v)),
+        let chunks = window_chunks(&self.row_ptr, 1, default_chunks());
+        let rp = &self.row_ptr;
+        let lens = chunks.iter().map(|c| (rp[c.end] - rp[c.start]) as usize);
+        let col_parts = split_lengths(&mut self.col_idx, lens.clone());
+        let val_parts = split_lengths(&mut self.values, lens);
+        // New length of every row (after merging duplicates), per chunk.
+        let new_lens: Vec<Vec<u32>> = chunks
+            .par_iter()
+            .zip(col_parts)
+            .zip(val_parts)
+            .map(|((ch, cols), vals)| {
+                let base = rp[ch.start] as usize;
+                let mut scratch: Vec<(u32, f32)> = Vec::new();
+                let mut lens = Vec::with_capacity(ch.len());
+                for r in ch.clone() {
+                    let rg = rp[r] as usize - base..rp[r + 1] as usize - base;
+                    let (c, v) = (&mut cols[rg.clone()], &mut vals[rg]);
+                    if c.windows(2).all(|w| w[0] < w[1]) {
+                        lens.push(c.len() as u32);
+                        continue;
                     }
+                    scratch.clear();
+                    scratch.extend(c.iter().copied().zip(v.iter().copied()));
+                    scratch.sort_by_key(|e| e.0); // stable: duplicates are summed in input order
+                    let mut n = 0usize;
+                    for &(col, val) in &scratch {
+                        if n > 0 && c[n - 1] == col {
+                            v[n - 1] += val;
+                        } else {
+                            c[n] = col;
+                            v[n] = val;
+                            n += 1;
+                        }
+                    }
+                    lens.push(n as u32);
                 }
-                out
+                lens
             })
             .collect();
-        let mut row_ptr = Vec::with_capacity(self.n_rows + 1);
-        row_ptr.push(0u32);
-        let nnz: usize = rows.iter().map(Vec::len).sum();
-        let mut col_idx = Vec::with_capacity(nnz);
-        let mut values = Vec::with_capacity(nnz);
-        for row in rows {
-            for (c, v) in row {
-                col_idx.push(c);
-                values.push(v);
-            }
-            row_ptr.push(col_idx.len() as u32);
+        let total: usize = new_lens.iter().flatten().map(|&l| l as usize).sum();
+        if total == self.col_idx.len() {
+            return self;
         }
-        Csr { n_rows: self.n_rows, n_cols: self.n_cols, row_ptr, col_idx, values }
+        // Duplicates were merged: slide every row down to its new start (never overlaps forward).
+        let mut out = 0usize;
+        let mut new_ptr = Vec::with_capacity(self.n_rows + 1);
+        new_ptr.push(0u32);
+        for (r, &len) in new_lens.iter().flatten().enumerate() {
+            let start = self.row_ptr[r] as usize;
+            let len = len as usize;
+            self.col_idx.copy_within(start..start + len, out);
+            self.values.copy_within(start..start + len, out);
+            out += len;
+            new_ptr.push(out as u32);
+        }
+        self.col_idx.truncate(out);
+        self.values.truncate(out);
+        self.row_ptr = new_ptr;
+        self
     }
 
     pub fn n_rows(&self) -> usize { self.n_rows }
@@ -179,5 +261,30 @@ mod tests {
         assert_eq!(m.values(), &[2.0, 3.0, 5.0]);
         assert!(m.is_canonical());
         assert!(Csr::from_triplets(2, 2, &[(2, 0, 1.0)]).is_err());
+    }
+
+    #[test]
+    fn canonical_matches_a_sort_of_triplets() {
+        let mut rng = crate::util::rng::SplitMix64::new(5);
+        for n in [0usize, 1, 7, 100] {
+            let m = if n == 0 { 0 } else { rng.below(20 * n as u64) as usize };
+            let trip: Vec<(u32, u32, f32)> = (0..m)
+                .map(|_| (rng.below(n as u64) as u32, rng.below(n as u64) as u32, rng.below(4) as f32))
+                .collect();
+            let csr = Csr::from_triplets(n, n, &trip).unwrap();
+            let mut sorted = trip.clone();
+            sorted.sort_by_key(|t| (t.0, t.1));
+            let mut expect: Vec<(u32, u32, f32)> = Vec::new();
+            for t in sorted {
+                match expect.last_mut() {
+                    Some(l) if (l.0, l.1) == (t.0, t.1) => l.2 += t.2,
+                    _ => expect.push(t),
+                }
+            }
+            let got: Vec<(u32, u32, f32)> =
+                (0..n).flat_map(|r| csr.row(r).map(move |(c, v)| (r as u32, c, v))).collect();
+            assert_eq!(got, expect);
+            assert!(csr.is_canonical());
+        }
     }
 }

@@ -1,11 +1,12 @@
 //! Matrix Market reader (`.mtx`, `.mtx.gz`): coordinate format, real/integer/pattern fields,
 //! general/symmetric symmetry. Every problem is reported with file and line.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
+use crate::graph::text::{is_blank, parse_f64, parse_u64, show, Lines, Tokens};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Field {
@@ -41,116 +42,181 @@ pub fn read_mtx(path: impl AsRef<Path>) -> Result<Csr> {
 
 /// Parse Matrix Market text from any reader; `path` is only used in error messages.
 pub fn parse_mtx(reader: impl Read, path: &Path) -> Result<Csr> {
-    let mut reader = BufReader::new(reader);
-    let err = |line: usize, msg: String| Error::parse(path, line, msg);
-    let mut line = String::new();
-    let mut lineno = 0usize;
-    let mut next_line = |buf: &mut String, lineno: &mut usize| -> Result<bool> {
-        buf.clear();
-        *lineno += 1;
-        match reader.read_line(buf) {
-            Ok(0) => Ok(false),
-            Ok(_) => Ok(true),
-            Err(e) => Err(Error::parse(path, *lineno, format!("read failed (truncated or corrupt file?): {e}"))),
-        }
-    };
+    let mut lines = Lines::new(reader, path);
 
     // Header: %%MatrixMarket matrix coordinate <field> <symmetry>
-    if !next_line(&mut line, &mut lineno)? {
-        return Err(err(1, "empty file, expected a '%%MatrixMarket' header".into()));
-    }
-    let header: Vec<String> = line.split_whitespace().map(|s| s.to_ascii_lowercase()).collect();
+    let Some(first_line) = lines.next_line()? else {
+        return Err(Error::parse(path, 1, "empty file, expected a '%%MatrixMarket' header"));
+    };
+    let first = first_line.text;
+    let header: Vec<String> =
+        Tokens::new(first, false).map(|t| String::from_utf8_lossy(t).to_ascii_lowercase()).collect();
     if header.len() != 5 || header[0] != "%%matrixmarket" || header[1] != "matrix" {
-        return Err(err(1, format!("bad header '{}', expected '%%MatrixMarket matrix coordinate <field> <symmetry>'", line.trim())));
+        return Err(first_line.error(format!(
+            "bad header '{}', expected '%%MatrixMarket matrix coordinate <field> <symmetry>'",
+            show(first).trim()
+        )));
     }
     if header[2] != "coordinate" {
-        return Err(err(1, format!("'{}' format is not supported, only 'coordinate' (sparse) files", header[2])));
+        return Err(first_line.error(format!("'{}' format is not supported, only 'coordinate' (sparse) files", header[2])));
     }
     let field = match header[3].as_str() {
         "real" | "double" => Field::Real,
         "integer" => Field::Integer,
         "pattern" => Field::Pattern,
-        other => return Err(err(1, format!("field '{other}' is not supported (real, integer, pattern)"))),
+        other => return Err(first_line.error(format!("field '{other}' is not supported (real, integer, pattern)"))),
     };
     let symmetry = match header[4].as_str() {
         "general" => Symmetry::General,
         "symmetric" => Symmetry::Symmetric,
         other => {
-            return Err(err(1, format!("symmetry '{other}' is not supported (general, symmetric)")));
+            return Err(first_line.error(format!("symmetry '{other}' is not supported (general, symmetric)")));
         }
     };
 
     // Size line after comments.
-    let (n_rows, n_cols, n_entries) = loop {
-        if !next_line(&mut line, &mut lineno)? {
-            return Err(err(lineno, "missing size line 'rows cols entries'".into()));
-        }
-        let t = line.trim();
-        if t.is_empty() || t.starts_with('%') {
+    let (n_rows, n_cols, n_entries, size_no) = loop {
+        let line_no = lines.line_no();
+        let Some(size_line) = lines.next_line()? else {
+            return Err(Error::parse(path, line_no + 1, "missing size line 'rows cols entries'"));
+        };
+        let line = size_line.text;
+        if is_blank(line) || line.first() == Some(&b'%') {
             continue;
         }
-        let parts: Vec<&str> = t.split_whitespace().collect();
+        let parts: Vec<&[u8]> = Tokens::new(line, false).collect();
         if parts.len() != 3 {
-            return Err(err(lineno, format!("size line '{t}' must hold 3 integers: rows cols entries")));
+            let msg = format!("size line '{}' must hold 3 integers: rows cols entries", show(line).trim());
+            return Err(size_line.error(msg));
         }
-        let num = |s: &str, what: &str| -> Result<usize> {
-            s.parse::<usize>().map_err(|_| err(lineno, format!("{what} '{s}' is not a non-negative integer")))
+        let num = |s: &[u8], what: &str| -> Result<usize> {
+            parse_u64(s)
+                .and_then(|v| usize::try_from(v).ok())
+                .ok_or_else(|| size_line.error(format!("{what} '{}' is not a non-negative integer", show(s))))
         };
-        break (num(parts[0], "rows")?, num(parts[1], "cols")?, num(parts[2], "entries")?);
+        break (num(parts[0], "rows")?, num(parts[1], "cols")?, num(parts[2], "entries")?, size_line.no);
     };
     if n_rows >= (1 << 31) || n_cols >= (1 << 31) {
-        return Err(err(lineno, format!("{n_rows} x {n_cols} exceeds 32-bit row/column ids")));
+        return Err(Error::parse(path, size_no, format!("{n_rows} x {n_cols} exceeds 32-bit row/column ids")));
     }
     if symmetry == Symmetry::Symmetric && n_rows != n_cols {
-        return Err(err(lineno, format!("symmetric matrix must be square, got {n_rows} x {n_cols}")));
+        return Err(Error::parse(path, size_no, format!("symmetric matrix must be square, got {n_rows} x {n_cols}")));
     }
 
     // Do not trust the declared count for allocation: grow as the data backs it.
-    let mut triplets: Vec<(u32, u32, f32)> = Vec::with_capacity(n_entries.min(1 << 22));
+    let cap = n_entries.min(1 << 20);
+    let mut rows: Vec<u32> = Vec::with_capacity(cap);
+    let mut cols: Vec<u32> = Vec::with_capacity(cap);
+    let mut vals: Vec<f32> = if field == Field::Pattern { Vec::new() } else { Vec::with_capacity(cap) };
     let mut seen = 0usize;
-    while next_line(&mut line, &mut lineno)? {
-        let t = line.trim();
-        if t.is_empty() || t.starts_with('%') {
+    let mut last_no = size_no;
+    while let Some(line) = lines.next_line()? {
+        last_no = line.no;
+        let mut it = Tokens::new(line.text, false);
+        let Some(first) = it.next() else { continue };
+        if first[0] == b'%' {
             continue;
         }
         if seen == n_entries {
-            return Err(err(lineno, format!("more entries than the {n_entries} the size line declares")));
+            return Err(line.error(format!("more entries than the {n_entries} the size line declares")));
         }
-        let mut it = t.split_whitespace();
-        let mut index = |what: &str, max: usize| -> Result<u32> {
-            let s = it.next().ok_or_else(|| err(lineno, format!("missing {what} index")))?;
-            let v: usize = s.parse().map_err(|_| err(lineno, format!("{what} index '{s}' is not a positive integer")))?;
-            if v == 0 || v > max {
-                return Err(err(lineno, format!("{what} index {v} is out of range 1..={max}")));
+        let index = |tok: Option<&[u8]>, what: &str, max: usize| -> std::result::Result<u32, String> {
+            let s = tok.ok_or_else(|| format!("missing {what} index"))?;
+            match parse_u64(s) {
+                Some(v) if v >= 1 && v <= max as u64 => Ok((v - 1) as u32),
+                Some(v) => Err(format!("{what} index {v} is out of range 1..={max}")),
+                None => Err(format!("{what} index '{}' is not a positive integer", show(s))),
             }
-            Ok((v - 1) as u32)
         };
-        let r = index("row", n_rows)?;
-        let c = index("column", n_cols)?;
-        let v = match field {
-            Field::Pattern => 1.0f32,
-            Field::Real | Field::Integer => {
-                let s = it.next().ok_or_else(|| err(lineno, "missing value".into()))?;
-                let v: f64 = s.parse().map_err(|_| err(lineno, format!("value '{s}' is not a number")))?;
-                if !v.is_finite() {
-                    return Err(err(lineno, format!("value '{s}' is not finite")));
-                }
-                v as f32
-            }
+        let r = index(Some(first), "row", n_rows).map_err(|m| line.error(m))?;
+        let c = index(it.next(), "column", n_cols).map_err(|m| line.error(m))?;
+        let v = if field == Field::Pattern {
+            1.0
+        } else {
+            let s = it.next().ok_or_else(|| line.error("missing value"))?;
+            parse_f64(s).ok_or_else(|| line.error(format!("value '{}' is not a finite number", show(s))))? as f32
         };
         if let Some(extra) = it.next() {
-            return Err(err(lineno, format!("unexpected extra token '{extra}'")));
+            return Err(line.error(format!("unexpected extra token '{}'", show(extra))));
         }
-        triplets.push((r, c, v));
+        rows.push(r);
+        cols.push(c);
+        if field != Field::Pattern {
+            vals.push(v);
+        }
         if symmetry == Symmetry::Symmetric && r != c {
-            triplets.push((c, r, v));
+            rows.push(c);
+            cols.push(r);
+            if field != Field::Pattern {
+                vals.push(v);
+            }
         }
         seen += 1;
     }
     if seen != n_entries {
-        return Err(err(lineno, format!("file ends after {seen} entries, the size line declares {n_entries}")));
+        let msg = format!("file ends after {seen} entries, the size line declares {n_entries}");
+        return Err(Error::parse(path, last_no, msg));
     }
-    Csr::from_triplets(n_rows, n_cols, &triplets)
+    let values = (field != Field::Pattern).then_some(vals.as_slice());
+    Csr::from_coo(n_rows, n_cols, &rows, &cols, values)
+}
+
+/// Write a CSR as Matrix Market `coordinate general` (gzip-compressed when `path` ends in
+/// `.gz`): `pattern` when every value is 1, else `real` with the shortest exact decimal of each
+/// f32, so reading the file back gives the same matrix.
+pub fn write_mtx(path: impl AsRef<Path>, csr: &Csr) -> Result<()> {
+    let path = path.as_ref();
+    let io = |e: std::io::Error| Error::Io { path: path.into(), source: e };
+    let file = std::fs::File::create(path).map_err(io)?;
+    let gz = path.extension().is_some_and(|e| e == "gz");
+    if gz {
+        let enc = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+        let enc = write_mtx_to(std::io::BufWriter::with_capacity(1 << 20, enc), csr).map_err(io)?;
+        enc.into_inner().map_err(|e| io(e.into_error()))?.finish().map_err(io)?;
+    } else {
+        let w = write_mtx_to(std::io::BufWriter::with_capacity(1 << 20, file), csr).map_err(io)?;
+        w.into_inner().map_err(|e| io(e.into_error()))?;
+    }
+    Ok(())
+}
+
+/// Write Matrix Market text to any writer (returned so the caller can finish it).
+pub fn write_mtx_to<W: Write>(mut w: W, csr: &Csr) -> std::io::Result<W> {
+    let pattern = csr.values().iter().all(|&v| v == 1.0);
+    let field = if pattern { "pattern" } else { "real" };
+    writeln!(w, "%%MatrixMarket matrix coordinate {field} general")?;
+    writeln!(w, "% written by tcgnn")?;
+    writeln!(w, "{} {} {}", csr.n_rows(), csr.n_cols(), csr.nnz())?;
+    let mut line = Vec::with_capacity(64);
+    for r in 0..csr.n_rows() {
+        for (c, v) in csr.row(r) {
+            line.clear();
+            push_u64(&mut line, r as u64 + 1);
+            line.push(b' ');
+            push_u64(&mut line, c as u64 + 1);
+            if !pattern {
+                // f32's Display is the shortest decimal that reads back to the same f32.
+                write!(line, " {v}")?;
+            }
+            line.push(b'\n');
+            w.write_all(&line)?;
+        }
+    }
+    Ok(w)
+}
+
+fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 #[cfg(test)]
@@ -184,7 +250,7 @@ mod tests {
             ("%%MatrixMarket matrix array real general\n", ":1:", "coordinate"),
             ("%%MatrixMarket matrix coordinate real skew-symmetric\n1 1 0\n", ":1:", "skew"),
             ("%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1.0\n", ":3:", "out of range"),
-            ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 abc\n", ":3:", "not a number"),
+            ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 abc\n", ":3:", "not a finite number"),
             ("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n", "", "declares 2"),
             ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1\n2 2 2\n", ":4:", "more entries"),
             ("%%MatrixMarket matrix coordinate real general\n2 x 1\n", ":2:", "cols"),
@@ -199,5 +265,45 @@ mod tests {
     fn huge_declared_size_does_not_allocate() {
         let e = parse("%%MatrixMarket matrix coordinate pattern general\n1000 1000 999999999999\n1 1\n").unwrap_err();
         assert!(e.to_string().contains("declares"));
+    }
+
+    #[test]
+    fn refuses_complex_and_hermitian() {
+        for h in ["complex general", "real hermitian", "pattern skew-symmetric"] {
+            let e = parse(&format!("%%MatrixMarket matrix coordinate {h}\n1 1 0\n")).unwrap_err().to_string();
+            assert!(e.contains("t.mtx:1:") && e.contains("not supported"), "{e}");
+        }
+    }
+
+    #[test]
+    fn write_then_read_round_trips() {
+        let dir = std::env::temp_dir().join(format!("tcgnn-mtx-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let real = Csr::from_triplets(3, 4, &[(0, 3, 0.1), (2, 0, -1e-7), (2, 2, 3.0)]).unwrap();
+        let pat = Csr::from_triplets(3, 3, &[(0, 1, 1.0), (1, 0, 1.0)]).unwrap();
+        for (m, name) in [(&real, "a.mtx.gz"), (&pat, "b.mtx"), (&Csr::from_triplets(0, 0, &[]).unwrap(), "c.mtx.gz")] {
+            let p = dir.join(name);
+            write_mtx(&p, m).unwrap();
+            assert_eq!(&read_mtx(&p).unwrap(), m);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn truncated_gzip_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("tcgnn-trunc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let trip: Vec<_> = (0..5000u32).map(|i| (i % 100, (i * 7) % 100, 1.0)).collect();
+        let m = Csr::from_triplets(100, 100, &trip).unwrap();
+        let p = dir.join("t.mtx.gz");
+        write_mtx(&p, &m).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        for cut in [10, bytes.len() / 2, bytes.len() - 4] {
+            let q = dir.join("cut.mtx.gz");
+            std::fs::write(&q, &bytes[..cut]).unwrap();
+            let e = read_mtx(&q).unwrap_err().to_string();
+            assert!(e.contains("cut.mtx.gz:"), "{e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,3 +1,4 @@
 //! Small helpers shared by every layer.
 
 pub mod rng;
+pub mod split;

@@ -115,7 +115,7 @@ fn device_format(g: &GraphHandle, gpu: &Gpu) -> Result<Arc<DeviceTc16>> {
             win_cols: DeviceVec::upload(gpu, &s.win_cols)?,
             blk_ptr: DeviceVec::upload(gpu, &s.blk_ptr)?,
             n_blocks: s.n_blocks() as u32,
-            blocks_per_window: (0..s.n_windows()).map(|w| s.blocks_of(w) as u32).collect(),
+            blocks_per_window: (0..s.n_windows()).map(|w| s.blocks_of(w).len() as u32).collect(),
         })
     })
 }

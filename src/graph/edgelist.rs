@@ -1,0 +1,144 @@
+//! SNAP / CSV edge lists: one `src dst [weight]` per line, separated by spaces, tabs or commas,
+//! 0-based node ids, `#` / `%` comment lines, an optional header line (`id_1,id_2`), gzip when the
+//! name ends in `.gz`. The graph is read as directed, exactly as listed (see
+//! [`crate::graph::ops::symmetrize`] for undirected use).
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::graph::mtx::open_maybe_gz;
+use crate::graph::text::{is_blank, parse_f64, parse_u64, show, Lines, Tokens};
+use crate::graph::Csr;
+
+/// How to read an edge list.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EdgeListOptions {
+    /// Number of nodes; `None`: the largest id + 1. Ids at or past a given count are an error.
+    pub n_nodes: Option<usize>,
+}
+
+/// Read an edge list file (see the module doc for the accepted format).
+///
+/// Without a weight column, duplicate edges merge into one edge of value 1; with weights,
+/// duplicate weights are summed.
+pub fn read_edgelist(path: impl AsRef<Path>, opts: EdgeListOptions) -> Result<Csr> {
+    let path = path.as_ref();
+    parse_edgelist(open_maybe_gz(path)?, path, opts)
+}
+
+/// Parse an edge list from any reader; `path` is only used in error messages.
+pub fn parse_edgelist(reader: impl Read, path: &Path, opts: EdgeListOptions) -> Result<Csr> {
+    const MAX_ID: u64 = (1 << 31) - 2;
+    let mut lines = Lines::new(reader, path);
+    let mut src: Vec<u32> = Vec::new();
+    let mut dst: Vec<u32> = Vec::new();
+    let mut weights: Vec<f32> = Vec::new();
+    // Columns per edge line, fixed by the first edge line (2: pattern, 3: weighted).
+    let mut columns: Option<usize> = None;
+    let mut header_allowed = true;
+    let mut max_id: u64 = 0;
+    let limit = opts.n_nodes.map(|n| n as u64);
+    if let Some(n) = opts.n_nodes
+        && n as u64 > MAX_ID + 1
+    {
+        return Err(Error::InvalidGraph(format!("{n} nodes exceed 32-bit node ids")));
+    }
+    while let Some(line_at) = lines.next_line()? {
+        let line = line_at.text;
+        if is_blank(line) || line.first().is_some_and(|b| *b == b'#' || *b == b'%') {
+            continue;
+        }
+        let toks: Vec<&[u8]> = Tokens::new(line, true).take(4).collect();
+        // A first non-comment line whose first field is not a number is a column header.
+        if header_allowed && parse_u64(toks[0]).is_none() && parse_f64(toks[0]).is_none() {
+            header_allowed = false;
+            continue;
+        }
+        header_allowed = false;
+        let n_cols = *columns.get_or_insert(toks.len());
+        if toks.len() != n_cols || !(2..=3).contains(&toks.len()) {
+            let msg = if (2..=3).contains(&n_cols) {
+                format!("expected {n_cols} fields like the first edge line, found {}", toks.len())
+            } else {
+                format!("expected 'src dst' or 'src dst weight', found {} fields", toks.len())
+            };
+            return Err(line_at.error(msg));
+        }
+        let mut id = |t: &[u8], what: &str| -> Result<u32> {
+            let v = parse_u64(t)
+                .ok_or_else(|| line_at.error(format!("{what} id '{}' is not a non-negative integer", show(t))))?;
+            if let Some(n) = limit {
+                if v >= n {
+                    return Err(line_at.error(format!("{what} id {v} is out of range for {n} nodes")));
+                }
+            } else if v > MAX_ID {
+                return Err(line_at.error(format!("{what} id {v} exceeds 32-bit node ids")));
+            }
+            max_id = max_id.max(v);
+            Ok(v as u32)
+        };
+        let s = id(toks[0], "source")?;
+        let d = id(toks[1], "target")?;
+        if n_cols == 3 {
+            let w = parse_f64(toks[2])
+                .ok_or_else(|| line_at.error(format!("weight '{}' is not a finite number", show(toks[2]))))?;
+            weights.push(w as f32);
+        }
+        src.push(s);
+        dst.push(d);
+    }
+    let n = match opts.n_nodes {
+        Some(n) => n,
+        None if src.is_empty() => 0,
+        None => max_id as usize + 1,
+    };
+    if columns == Some(3) {
+        Csr::from_coo(n, n, &src, &dst, Some(&weights))
+    } else {
+        let m = Csr::from_coo(n, n, &src, &dst, None)?;
+        let nnz = m.nnz();
+        m.with_values(vec![1.0; nnz])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str, n: Option<usize>) -> Result<Csr> {
+        parse_edgelist(s.as_bytes(), Path::new("e.csv"), EdgeListOptions { n_nodes: n })
+    }
+
+    #[test]
+    fn snap_and_csv_forms() {
+        let snap = parse("# Directed graph\n# FromNodeId\tToNodeId\n0\t1\n1\t2\n\n0\t1\n", None).unwrap();
+        assert_eq!((snap.n_rows(), snap.nnz()), (3, 2));
+        assert_eq!(snap.values(), &[1.0, 1.0]);
+        let csv = parse("id_1,id_2\r\n0,3\r\n2,1\r\n", None).unwrap();
+        assert_eq!((csv.n_rows(), csv.nnz()), (4, 2));
+        assert_eq!(csv.col_idx(), &[3, 1]);
+        let w = parse("0 1 0.5\n0 1 0.25\n", Some(5)).unwrap();
+        assert_eq!((w.n_rows(), w.nnz()), (5, 1));
+        assert_eq!(w.values(), &[0.75]);
+        assert_eq!(parse("% nothing\n", None).unwrap().n_rows(), 0);
+    }
+
+    #[test]
+    fn errors_name_line_and_cause() {
+        let cases = [
+            ("0 1\n1 x\n", "e.csv:2:", "target id 'x'"),
+            ("0 1\n1 2 3\n", "e.csv:2:", "expected 2 fields"),
+            ("0\n", "e.csv:1:", "found 1"),
+            ("0 1\n0 9\n", "e.csv:2:", "out of range for 5"),
+            ("0 1 nan\n", "e.csv:1:", "weight"),
+            ("a,b\nc,d\n", "e.csv:2:", "source id 'c'"),
+            ("0 99999999999\n", "e.csv:1:", "32-bit"),
+        ];
+        for (text, loc, cause) in cases {
+            let n = text.contains("9\n").then_some(5).filter(|_| !text.contains("999"));
+            let e = parse(text, n).unwrap_err().to_string();
+            assert!(e.contains(loc) && e.contains(cause), "{text:?} gave '{e}'");
+        }
+    }
+}

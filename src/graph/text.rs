@@ -1,0 +1,204 @@
+//! Byte-level line and token scanning shared by the text readers (Matrix Market, edge lists).
+//!
+//! Parsing millions of lines through `String` + `split_whitespace` + `str::parse` costs an
+//! allocation-free but UTF-8-validating, bounds-heavy path per token; scanning bytes in a large
+//! reusable buffer and parsing integers by hand is several times faster.
+
+use std::io::{ErrorKind, Read};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Lines of a reader as byte slices (without `\n` / `\r\n`), counting line numbers for errors.
+pub struct Lines<R> {
+    reader: R,
+    path: PathBuf,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    eof: bool,
+    line: usize,
+}
+
+impl<R: Read> Lines<R> {
+    pub fn new(reader: R, path: &Path) -> Self {
+        Lines { reader, path: path.to_path_buf(), buf: vec![0; 1 << 20], start: 0, end: 0, eof: false, line: 0 }
+    }
+
+    /// 1-based number of the line last returned (0 before the first).
+    pub fn line_no(&self) -> usize {
+        self.line
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// An error at the line last returned.
+    pub fn error(&self, msg: impl Into<String>) -> Error {
+        Error::parse(&self.path, self.line, msg)
+    }
+
+    /// The next line, or `None` at the end of the input. Read errors (a truncated or corrupt
+    /// gzip stream, invalid data) become parse errors naming the line being read.
+    pub fn next_line(&mut self) -> Result<Option<Line<'_>>> {
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.start..self.end]) {
+                let s = self.start;
+                self.start += i + 1;
+                self.line += 1;
+                return Ok(Some(Line { text: strip_cr(&self.buf[s..s + i]), no: self.line, path: &self.path }));
+            }
+            if self.eof {
+                if self.start < self.end {
+                    let s = self.start;
+                    self.start = self.end;
+                    self.line += 1;
+                    return Ok(Some(Line { text: strip_cr(&self.buf[s..self.end]), no: self.line, path: &self.path }));
+                }
+                return Ok(None);
+            }
+            // No complete line buffered: keep the partial one, read more behind it.
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            if self.end == self.buf.len() {
+                // A line longer than the buffer: grow (only as far as real data goes).
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+            match self.reader.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(Error::parse(
+                        &self.path,
+                        self.line + 1,
+                        format!("read failed (truncated or corrupt file?): {e}"),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// One line of input and where it is, for error messages.
+pub struct Line<'a> {
+    pub text: &'a [u8],
+    /// 1-based line number.
+    pub no: usize,
+    path: &'a Path,
+}
+
+impl Line<'_> {
+    /// An error at this line.
+    pub fn error(&self, msg: impl Into<String>) -> Error {
+        Error::parse(self.path, self.no, msg)
+    }
+}
+
+fn strip_cr(l: &[u8]) -> &[u8] {
+    l.strip_suffix(b"\r").unwrap_or(l)
+}
+
+/// Tokens of a line separated by spaces/tabs (and commas when `commas`).
+pub struct Tokens<'a> {
+    rest: &'a [u8],
+    commas: bool,
+}
+
+impl<'a> Tokens<'a> {
+    pub fn new(line: &'a [u8], commas: bool) -> Self {
+        Tokens { rest: line, commas }
+    }
+    fn is_sep(&self, b: u8) -> bool {
+        b == b' ' || b == b'\t' || (self.commas && b == b',')
+    }
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let start = self.rest.iter().position(|&b| !self.is_sep(b))?;
+        let rest = &self.rest[start..];
+        let len = rest.iter().position(|&b| self.is_sep(b)).unwrap_or(rest.len());
+        self.rest = &rest[len..];
+        Some(&rest[..len])
+    }
+}
+
+/// True for lines holding only spaces / tabs.
+pub fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|&b| b == b' ' || b == b'\t')
+}
+
+/// A non-negative decimal integer (no sign, no spaces), `None` on anything else or overflow.
+pub fn parse_u64(tok: &[u8]) -> Option<u64> {
+    if tok.is_empty() || tok.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in tok {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(d as u64)?;
+    }
+    Some(v)
+}
+
+/// A finite floating-point number.
+pub fn parse_f64(tok: &[u8]) -> Option<f64> {
+    let v: f64 = std::str::from_utf8(tok).ok()?.parse().ok()?;
+    v.is_finite().then_some(v)
+}
+
+/// A token for an error message: lossy UTF-8, shortened.
+pub fn show(tok: &[u8]) -> String {
+    let s = String::from_utf8_lossy(&tok[..tok.len().min(40)]).into_owned();
+    if tok.len() > 40 { format!("{s}...") } else { s }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_split_and_count() {
+        let text = b"a b\r\n\nlast";
+        let mut l = Lines::new(&text[..], Path::new("x"));
+        assert_eq!(l.next_line().unwrap().unwrap().text, b"a b");
+        assert_eq!(l.next_line().unwrap().unwrap().text, b"");
+        let last = l.next_line().unwrap().unwrap();
+        assert_eq!((last.text, last.no), (&b"last"[..], 3));
+        assert!(l.next_line().unwrap().is_none());
+    }
+
+    #[test]
+    fn long_lines_grow_the_buffer() {
+        let long = vec![b'7'; 3 << 20];
+        let mut text = long.clone();
+        text.extend_from_slice(b"\nx\n");
+        let mut l = Lines::new(&text[..], Path::new("x"));
+        assert_eq!(l.next_line().unwrap().unwrap().text.len(), long.len());
+        assert_eq!(l.next_line().unwrap().unwrap().text, b"x");
+    }
+
+    #[test]
+    fn tokens_and_numbers() {
+        let t: Vec<&[u8]> = Tokens::new(b" 1,\t22 ,3", true).collect();
+        assert_eq!(t, vec![&b"1"[..], b"22", b"3"]);
+        let t: Vec<&[u8]> = Tokens::new(b"1,2 3", false).collect();
+        assert_eq!(t, vec![&b"1,2"[..], b"3"]);
+        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_u64(b"-1"), None);
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_f64(b"1e3"), Some(1000.0));
+        assert_eq!(parse_f64(b"nan"), None);
+        assert!(is_blank(b" \t") && !is_blank(b" x"));
+    }
+}

@@ -61,7 +61,13 @@ fn main() {
         panic!("kernels-gpu built but {} is missing", ptx.display());
     }
     println!("cargo:rustc-env=TCGNN_PTX_ARCH={arch}");
-    // The commit benchmark reports name (the GPU machine has no git).
+    // The commit benchmark reports name (the GPU machine has no git); follow HEAD so it is
+    // never stale.
+    for f in [".git/HEAD", ".git/refs/heads", ".git/packed-refs"] {
+        if manifest_dir.join(f).exists() {
+            println!("cargo:rerun-if-changed={f}");
+        }
+    }
     let commit = Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .output()

@@ -66,6 +66,8 @@ fn gpu_sddmm_kernels_match_reference() {
                 check(&gpu, &name, &s, k, Impl::Tc8, Precision::Tf32, order);
                 check(&gpu, &name, &s, k, Impl::Tc8, Precision::F16, order);
             }
+            check(&gpu, &name, &s, k, Impl::Tc16, Precision::Tf32, ValueOrder::Csr);
+            check(&gpu, &name, &s, k, Impl::Tc16, Precision::F16, ValueOrder::Csr);
         }
     }
 }

@@ -16,9 +16,11 @@ use crate::ops::sddmm::{ValueOrder, sddmm_device};
 use crate::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
 use crate::tensor::{Matrix, rel_error};
 
-pub const SDDMM_VARIANTS: [(Impl, Precision); 6] = [
+pub const SDDMM_VARIANTS: [(Impl, Precision); 8] = [
     (Impl::Cusparse, Precision::F32),
     (Impl::Hp, Precision::F32),
+    (Impl::Tc16, Precision::Tf32),
+    (Impl::Tc16, Precision::F16),
     (Impl::Tc8, Precision::Tf32),
     (Impl::Tc8, Precision::F16),
     (Impl::Auto, Precision::Tf32),

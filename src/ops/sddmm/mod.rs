@@ -7,6 +7,7 @@ pub mod cpu;
 pub mod cusparse;
 pub mod hp;
 pub mod softmax;
+pub mod tc16;
 pub mod tc8;
 
 use crate::error::{Error, Result};
@@ -46,7 +47,7 @@ pub fn sddmm(g: &GraphHandle, a: &Matrix, b: &Matrix, imp: Impl, prec: Precision
 }
 
 /// Device SDDMM into `out` (at least as long as `order` needs). Precision follows the features'
-/// storage: f16 runs f16 tensor cores; f32 runs f32 (Hp, Cusparse) or tf32 (Tc8).
+/// storage: f16 runs f16 tensor cores; f32 runs f32 (Hp, Cusparse) or tf32 (Tc8, Tc16).
 /// `Impl::Auto`: TC8 for f16 features, HP for f32 (exact) features.
 pub fn sddmm_device(
     g: &GraphHandle,
@@ -65,6 +66,7 @@ pub fn sddmm_device(
     match (imp, a, b) {
         (Impl::Hp, DeviceFeatures::F32(a), DeviceFeatures::F32(b)) => hp::sddmm_hp(g, a, b, out, order),
         (Impl::Tc8, a, b) => tc8::sddmm_tc8(g, a, b, out, order),
+        (Impl::Tc16, a, b) => tc16::sddmm_tc16(g, a, b, out, order),
         (Impl::Cusparse, DeviceFeatures::F32(a), DeviceFeatures::F32(b)) if order == ValueOrder::Csr => {
             cusparse::sddmm_cusparse(g, a, b, out)
         }

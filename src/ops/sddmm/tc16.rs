@@ -1,0 +1,72 @@
+//! Launcher of `kernels-gpu/src/sddmm/tc16.rs`: SGT with 16-column blocks, a warp per block.
+
+use crate::error::{Error, Result};
+use crate::format::sgt::Sgt;
+use crate::gpu::DeviceVec;
+use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::shared::config::TC16_SDDMM_WARPS;
+use crate::ops::sddmm::ValueOrder;
+use crate::ops::{DeviceFeatures, GraphHandle};
+
+struct DeviceSgt16 {
+    blk_win: DeviceVec<u32>,
+    win_ptr: DeviceVec<u32>,
+    blk_ptr: DeviceVec<u32>,
+    win_cols: DeviceVec<u32>,
+    blk_edge_ptr: DeviceVec<u32>,
+    blk_edge_pos: DeviceVec<u8>,
+    blk_edge_val: DeviceVec<f32>,
+    blk_edge_csr: DeviceVec<u32>,
+    n_blocks: u32,
+}
+
+pub fn sddmm_tc16(g: &GraphHandle, a: &DeviceFeatures, b: &DeviceFeatures, out: &mut DeviceVec<f32>, order: ValueOrder) -> Result<()> {
+    if order != ValueOrder::Csr {
+        return Err(Error::Unsupported("TC16 SDDMM writes CSR order only (ME-BCRS order: use Tc8)".into()));
+    }
+    if out.len() < g.csr().nnz() {
+        return Err(Error::Shape(format!("SDDMM output holds {} values, the graph has {} nonzeros", out.len(), g.csr().nnz())));
+    }
+    let gpu = g.gpu()?;
+    let f = g.cached(16, || {
+        let s = Sgt::from_csr(g.csr(), 16)?;
+        let blk_win: Vec<u32> = (0..s.n_windows()).flat_map(|w| std::iter::repeat_n(w as u32, s.blocks_of(w).len())).collect();
+        Ok(DeviceSgt16 {
+            blk_win: DeviceVec::upload(gpu, &blk_win)?,
+            win_ptr: DeviceVec::upload(gpu, &s.win_ptr)?,
+            blk_ptr: DeviceVec::upload(gpu, &s.blk_ptr)?,
+            win_cols: DeviceVec::upload(gpu, &s.win_cols)?,
+            blk_edge_ptr: DeviceVec::upload(gpu, &s.blk_edge_ptr)?,
+            blk_edge_pos: DeviceVec::upload(gpu, &s.blk_edge_pos)?,
+            blk_edge_val: DeviceVec::upload(gpu, &s.blk_edge_val)?,
+            blk_edge_csr: DeviceVec::upload(gpu, &s.blk_edge_csr)?,
+            n_blocks: s.n_blocks() as u32,
+        })
+    })?;
+    let (kernel, a_ptr, b_ptr, ld) = match (a, b) {
+        (DeviceFeatures::F16(a), DeviceFeatures::F16(b)) => ("sddmm_tc16_f16", a.ptr(), b.ptr(), a.ld),
+        (DeviceFeatures::F32(a), DeviceFeatures::F32(b)) => ("sddmm_tc16_tf32", a.ptr(), b.ptr(), a.ld),
+        _ => return Err(Error::Unsupported("SDDMM: A and B must have the same storage type".into())),
+    };
+    let args = [
+        Arg::U32(f.n_blocks),
+        Arg::U32(g.csr().n_rows() as u32),
+        Arg::U32(ld as u32),
+        Arg::Ptr(f.blk_win.ptr(gpu)),
+        Arg::Ptr(f.win_ptr.ptr(gpu)),
+        Arg::Ptr(f.blk_ptr.ptr(gpu)),
+        Arg::Ptr(f.win_cols.ptr(gpu)),
+        Arg::Ptr(f.blk_edge_ptr.ptr(gpu)),
+        Arg::Ptr(f.blk_edge_pos.ptr(gpu)),
+        Arg::Ptr(f.blk_edge_val.ptr(gpu)),
+        Arg::Ptr(f.blk_edge_csr.ptr(gpu)),
+        Arg::Ptr(a_ptr),
+        Arg::Ptr(b_ptr),
+        Arg::Ptr(out.ptr_mut(gpu)),
+    ];
+    let smem = 4 * 16 * 16 * TC16_SDDMM_WARPS;
+    // SAFETY: matches `sddmm_tc16_*`; the SGT arrays (block width 16) come from this graph, every
+    // blk_edge_csr < nnz <= out.len(), A and B share the padded stride ld (a multiple of 8), and
+    // the dynamic shared memory holds one 16 x 16 f32 tile per warp.
+    unsafe { launch(gpu, kernel, Shape::linear(f.n_blocks.div_ceil(TC16_SDDMM_WARPS), 32 * TC16_SDDMM_WARPS, smem), &args) }
+}

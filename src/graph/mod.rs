@@ -3,6 +3,8 @@
 pub mod csr;
 pub mod edgelist;
 pub mod mtx;
+pub mod npy;
+pub mod npz;
 pub mod rmat;
 pub mod text;
 

@@ -2,10 +2,14 @@
 
 pub mod csr;
 pub mod edgelist;
+pub mod generate;
 pub mod mtx;
 pub mod npy;
 pub mod npz;
+pub mod ops;
+pub mod perm;
 pub mod rmat;
 pub mod text;
 
 pub use csr::Csr;
+pub use perm::Permutation;

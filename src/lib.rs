@@ -4,6 +4,7 @@
 //! formats translated from CSR), [`gpu`] (device, module, memory, timing, cuSPARSE), [`ops`]
 //! (one entry per op, CPU and CUDA behind it), [`bench`] (the GPU benchmark harness), [`cli`].
 
+pub mod cli;
 pub mod error;
 pub mod format;
 pub mod graph;

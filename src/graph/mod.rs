@@ -8,6 +8,7 @@ pub mod npy;
 pub mod npz;
 pub mod ops;
 pub mod perm;
+pub mod reorder;
 pub mod rmat;
 pub mod text;
 

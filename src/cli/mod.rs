@@ -1,0 +1,3 @@
+//! Command-line pieces; the binary (`src/main.rs`) mounts them as subcommands.
+
+pub mod graph_cmds;

@@ -8,6 +8,10 @@ pub enum Error {
     #[error("{}:{line}: {msg}", path.display())]
     Parse { path: PathBuf, line: usize, msg: String },
 
+    /// Malformed array inside a `.npz` archive: names the file, the array and the problem.
+    #[error("{}: array '{array}': {msg}", path.display())]
+    Npz { path: PathBuf, array: String, msg: String },
+
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },
 

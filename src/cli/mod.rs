@@ -2,7 +2,7 @@
 
 pub mod bench_cmd;
 pub mod demo;
-pub mod info;
+pub mod graph_cmds;
 pub mod spmm_cmd;
 pub mod table;
 
@@ -26,8 +26,15 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 pub enum Command {
-    /// Print a graph's size, degrees and memory.
-    Info(info::InfoArgs),
+    /// Print a graph's size, degrees, memory and the statistics of every tile format
+    /// (blocks, MMAs at K = 16, zeros inside blocks, bytes, translation time).
+    Info(graph_cmds::InfoArgs),
+    /// Convert a graph file to Matrix Market (.mtx / .mtx.gz), optionally symmetrized.
+    Convert(graph_cmds::ConvertArgs),
+    /// Generate a graph (R-MAT, stochastic block model with node data, small test graphs).
+    Gen(graph_cmds::GenArgs),
+    /// Reorder a graph (RCM, community, degree) and report the effect on block counts.
+    Reorder(graph_cmds::ReorderArgs),
     /// Run one SpMM implementation on a graph; report time, GFLOPS, error and speedup over cuSPARSE.
     Spmm(spmm_cmd::SpmmArgs),
     /// Benchmark suites (GPU): every implementation against cuSPARSE, reports in bench/results/.
@@ -42,7 +49,10 @@ pub fn run(cli: Cli) -> tcgnn::Result<()> {
     match cli.command {
         None => demo::run(&demo::DemoArgs::default()),
         Some(Command::Demo(a)) => demo::run(&a),
-        Some(Command::Info(a)) => info::run(&a),
+        Some(Command::Info(a)) => graph_cmds::run_info(&a),
+        Some(Command::Convert(a)) => graph_cmds::run_convert(&a),
+        Some(Command::Gen(a)) => graph_cmds::run_gen(&a),
+        Some(Command::Reorder(a)) => graph_cmds::run_reorder(&a),
         Some(Command::Spmm(a)) => spmm_cmd::run(&a),
         Some(Command::Bench(a)) => bench_cmd::run(&a),
         Some(Command::Ptx) => {

@@ -3,6 +3,7 @@
 pub mod coo;
 pub mod mebcrs;
 pub mod sgt;
+pub mod stats;
 
 pub use coo::Coo;
 pub use mebcrs::{MeBcrs, MEBCRS_WINDOW};

@@ -2,9 +2,16 @@
 
 pub mod csr;
 pub mod edgelist;
+pub mod generate;
 pub mod mtx;
+pub mod npy;
+pub mod npz;
+pub mod ops;
+pub mod perm;
+pub mod reorder;
 pub mod rmat;
 pub mod source;
 pub mod text;
 
 pub use csr::Csr;
+pub use perm::Permutation;

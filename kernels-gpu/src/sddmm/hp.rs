@@ -2,8 +2,7 @@
 //! consecutive nonzeros of the row-sorted COO; its lanes form groups of `group` lanes (a power
 //! of two, `1 << group_shift`, covering K in float4s), each group computes one edge's dot product with vector loads
 //! and a shuffle reduction inside the group, so a warp finishes 32 / group edges per step.
-//! Consecutive edges share their row, so each group keeps its A row in registers while the
-//! row does not change.
+//! Consecutive edges share their row, so the A row stays in L1 while the row does not change.
 
 use crate::ptx;
 
@@ -34,10 +33,6 @@ pub unsafe extern "ptx-kernel" fn sddmm_hp_f32(
     let group = 1u32 << group_shift;
     let (sub, gl, groups) = (lane >> group_shift, lane & (group - 1), 32 >> group_shift);
     let k4 = ld / 4;
-    // The group's A row, kept in registers (up to 4 float4 per lane, K <= 512 at 32 lanes)
-    // while consecutive edges stay in the same row; wider rows stream the rest from L1.
-    let mut cached_row = u32::MAX;
-    let mut a_reg = [[0.0f32; 4]; 4];
     let mut base = start;
     // Warp-uniform trip count: every lane reaches the shuffles.
     while base < end {
@@ -47,24 +42,7 @@ pub unsafe extern "ptx-kernel" fn sddmm_hp_f32(
         if active {
             let (row, col) = unsafe { (ptx::ld_nc_u32(row_of.add(e as usize)), ptx::ld_nc_u32(col_idx.add(e as usize))) };
             let (pa, pb) = unsafe { (a.add(row as usize * ld as usize), b.add(col as usize * ld as usize)) };
-            if row != cached_row {
-                crate::unroll4!(i => {
-                    let c4 = gl + group * i as u32;
-                    if c4 < k4 {
-                        a_reg[i] = unsafe { ptx::ld_nc_v4_f32(pa.add(4 * c4 as usize)) };
-                    }
-                });
-                cached_row = row;
-            }
-            crate::unroll4!(i => {
-                let c4 = gl + group * i as u32;
-                if c4 < k4 {
-                    let y = unsafe { ptx::ld_nc_v4_f32(pb.add(4 * c4 as usize)) };
-                    let x = a_reg[i];
-                    dot += x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];
-                }
-            });
-            let mut c4 = gl + 4 * group;
+            let mut c4 = gl;
             while c4 < k4 {
                 let (x, y) = unsafe { (ptx::ld_nc_v4_f32(pa.add(4 * c4 as usize)), ptx::ld_nc_v4_f32(pb.add(4 * c4 as usize))) };
                 dot += x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];

@@ -1,5 +1,6 @@
 //! Translation throughput (nonzeros per second) of CSR -> SGT / ME-BCRS / COO on a 2^20-node
-//! R-MAT graph with edge factor 16 (about 15 M nonzeros after merging duplicates).
+//! R-MAT graph with edge factor 16 (16.1 M nonzeros after merging duplicates).
+//! `TCGNN_BENCH_SCALE` picks another scale.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tcgnn::format::{Coo, MeBcrs, Sgt};

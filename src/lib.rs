@@ -2,7 +2,8 @@
 //!
 //! Layers, each a folder: [`graph`] (CSR, readers, generators), [`format`] (tensor-core tile
 //! formats translated from CSR), [`gpu`] (device, module, memory, timing, cuSPARSE), [`ops`]
-//! (one entry per op, CPU and CUDA behind it), [`bench`] (the GPU benchmark harness), [`cli`].
+//! (one entry per op, CPU and CUDA behind it), [`bench`] (the GPU benchmark harness);
+//! the `tcgnn` binary's commands live in `src/cli/`.
 
 pub mod error;
 pub mod format;

@@ -87,6 +87,7 @@ fn sgt_round_trips_and_counts_blocks() {
             let g = random_graph(&mut rng, n, m, shape);
             for bw in [8, 16] {
                 let s = Sgt::from_csr(&g, bw).unwrap();
+                s.validate().unwrap();
                 assert_eq!(s.to_csr().unwrap(), g, "{n}x{m} shape {shape} bw {bw}");
                 assert_eq!(s.n_windows(), n.div_ceil(SGT_WINDOW));
                 assert_eq!(s.n_blocks(), direct_block_count(&g, SGT_WINDOW, bw), "{n}x{m} shape {shape} bw {bw}");
@@ -115,6 +116,7 @@ fn mebcrs_round_trips_and_counts_blocks() {
             let g = random_graph(&mut rng, n, m, shape);
             for k in [4, 8, 16] {
                 let b = MeBcrs::from_csr(&g, k).unwrap();
+                b.validate().unwrap();
                 let ctx = format!("{n}x{m} shape {shape} k {k}");
                 assert_eq!(b.to_csr().unwrap(), g, "{ctx}");
                 assert_eq!(b.n_windows(), n.div_ceil(MEBCRS_WINDOW), "{ctx}");

@@ -36,6 +36,9 @@ pub struct GraphInput {
     /// Node count for edge lists (default: largest id + 1).
     #[arg(long)]
     pub nodes: Option<usize>,
+    /// Edge lists: the first non-comment line is a header even if numeric ("nodes edges").
+    #[arg(long)]
+    pub header: bool,
 }
 
 impl GraphInput {
@@ -44,12 +47,12 @@ impl GraphInput {
         if !self.input.exists() {
             return tcgnn::graph::source::load(&self.input.to_string_lossy());
         }
-        load_graph(&self.input, self.input_format, self.nodes)
+        load_graph(&self.input, self.input_format, EdgeListOptions { n_nodes: self.nodes, skip_first_line: self.header })
     }
 }
 
 /// Read a graph, choosing the reader from `format` or the file name.
-pub fn load_graph(path: &Path, format: InputFormat, nodes: Option<usize>) -> Result<Csr> {
+pub fn load_graph(path: &Path, format: InputFormat, edge_opts: EdgeListOptions) -> Result<Csr> {
     let name = path.to_string_lossy();
     let is_mtx = match format {
         InputFormat::Auto => name.ends_with(".mtx") || name.ends_with(".mtx.gz"),
@@ -57,12 +60,12 @@ pub fn load_graph(path: &Path, format: InputFormat, nodes: Option<usize>) -> Res
         InputFormat::Edgelist => false,
     };
     if is_mtx {
-        if nodes.is_some() {
-            return Err(Error::Unsupported("--nodes applies to edge lists only".into()));
+        if edge_opts.n_nodes.is_some() || edge_opts.skip_first_line {
+            return Err(Error::Unsupported("--nodes and --header apply to edge lists only".into()));
         }
         read_mtx(path)
     } else {
-        read_edgelist(path, EdgeListOptions { n_nodes: nodes })
+        read_edgelist(path, edge_opts)
     }
 }
 
@@ -327,7 +330,7 @@ mod tests {
         };
         run_gen(&gen_args).unwrap();
         assert!(dir.join("g.npz").exists());
-        let input = GraphInput { input: out.clone(), input_format: InputFormat::Auto, nodes: None };
+        let input = GraphInput { input: out.clone(), input_format: InputFormat::Auto, nodes: None, header: false };
         run_info(&InfoArgs { graph: input.clone(), npz: Some(dir.join("g.npz")), reorder: "rcm".into() }).unwrap();
         let conv = dir.join("c.mtx");
         run_convert(&ConvertArgs { graph: input.clone(), output: conv.clone(), symmetrize: true, self_loops: true })

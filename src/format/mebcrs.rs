@@ -157,6 +157,31 @@ impl MeBcrs {
         4 * (self.win_ptr.len() + self.vec_col.len() + self.values.len() + self.csr_to_slot.len())
     }
 
+    /// Check every index a kernel will follow, so a hand-built or modified `MeBcrs` fails here
+    /// instead of reading out of bounds on the device.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidGraph(format!("ME-BCRS: {m}")));
+        if ![4, 8, 16].contains(&self.k) {
+            return bad(format!("k = {}", self.k));
+        }
+        if self.win_ptr.len() != self.n_rows.div_ceil(MEBCRS_WINDOW) + 1 {
+            return bad("win_ptr needs n_windows + 1 entries".into());
+        }
+        if self.win_ptr[0] != 0 || self.win_ptr.windows(2).any(|w| w[0] > w[1]) {
+            return bad("win_ptr must start at 0 and not decrease".into());
+        }
+        if *self.win_ptr.last().unwrap() as usize != self.vec_col.len() || self.values.len() != 8 * self.vec_col.len() {
+            return bad("win_ptr, vec_col and values disagree on the number of vectors".into());
+        }
+        if self.vec_col.iter().any(|&c| c as usize >= self.n_cols) {
+            return bad("a vector column is out of range".into());
+        }
+        if self.csr_to_slot.iter().any(|&s| s as usize >= self.values.len()) {
+            return bad("a slot is out of range".into());
+        }
+        Ok(())
+    }
+
     /// (row, column) of a slot in `values`, or `None` if the slot is out of range or is a
     /// padding row past `n_rows`.
     pub fn slot_position(&self, slot: usize) -> Option<(usize, u32)> {
@@ -180,6 +205,7 @@ impl MeBcrs {
     /// value from `values`. Equal to the translated matrix when that one was canonical (sorted
     /// columns, no duplicates); explicit zero values survive.
     pub fn to_csr(&self) -> Result<Csr> {
+        self.validate()?;
         let bad = |m: String| Error::InvalidGraph(format!("ME-BCRS: {m}"));
         let nnz = self.csr_to_slot.len();
         let mut row_ptr = vec![0u32; self.n_rows + 1];
@@ -227,6 +253,9 @@ mod tests {
         assert_eq!(m.values.iter().filter(|&&v| v != 0.0).count(), 5);
         assert_eq!(m.to_csr().unwrap(), csr);
         assert_eq!(m.blocks_of(0), 1);
+        let mut broken = m.clone();
+        broken.csr_to_slot[0] = 999;
+        assert!(broken.to_csr().is_err());
         assert!(MeBcrs::from_csr(&csr, 5).is_err());
     }
 

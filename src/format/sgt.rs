@@ -202,10 +202,56 @@ impl Sgt {
             + self.blk_edge_pos.len()
     }
 
+    /// Check every index a kernel will follow (array lengths, monotone pointers, columns,
+    /// positions, CSR indices), so a hand-built or modified `Sgt` fails here instead of reading
+    /// out of bounds on the device.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidGraph(format!("SGT: {m}")));
+        let n_windows = self.n_rows.div_ceil(SGT_WINDOW);
+        let nnz = self.edge_to_col.len();
+        if self.block_w != 8 && self.block_w != 16 {
+            return bad(format!("block_w {}", self.block_w));
+        }
+        if self.win_ptr.len() != n_windows + 1 || self.blk_ptr.len() != n_windows + 1 {
+            return bad(format!("win_ptr/blk_ptr need {} entries", n_windows + 1));
+        }
+        for (name, p) in [("win_ptr", &self.win_ptr), ("blk_ptr", &self.blk_ptr), ("blk_edge_ptr", &self.blk_edge_ptr)] {
+            if p.first() != Some(&0) || p.windows(2).any(|w| w[0] > w[1]) {
+                return bad(format!("{name} must start at 0 and not decrease"));
+            }
+        }
+        if *self.win_ptr.last().unwrap() as usize != self.win_cols.len() {
+            return bad("win_ptr does not end at win_cols.len()".into());
+        }
+        for w in 0..n_windows {
+            let unique = (self.win_ptr[w + 1] - self.win_ptr[w]) as usize;
+            if (self.blk_ptr[w + 1] - self.blk_ptr[w]) as usize != unique.div_ceil(self.block_w) {
+                return bad(format!("window {w}: blocks do not match its {unique} columns"));
+            }
+        }
+        if self.win_cols.iter().any(|&c| c as usize >= self.n_cols) {
+            return bad("a window column is out of range".into());
+        }
+        if self.blk_edge_ptr.len() != self.n_blocks() + 1 || *self.blk_edge_ptr.last().unwrap() as usize != nnz {
+            return bad("blk_edge_ptr must have n_blocks + 1 entries ending at nnz".into());
+        }
+        if [self.blk_edge_pos.len(), self.blk_edge_val.len(), self.blk_edge_csr.len()].iter().any(|&l| l != nnz) {
+            return bad("block-edge arrays differ in length from edge_to_col".into());
+        }
+        if self.blk_edge_pos.iter().any(|&p| p as usize >= SGT_WINDOW * self.block_w) {
+            return bad("a block position is outside the block".into());
+        }
+        if self.blk_edge_csr.iter().any(|&e| e as usize >= nnz) {
+            return bad("a CSR index is out of range".into());
+        }
+        Ok(())
+    }
+
     /// Rebuild the CSR from the block-edge lists (rows from the positions, columns through
     /// `win_cols`, CSR order from `blk_edge_csr`), cross-checking `edge_to_col`. Gives back
     /// exactly the matrix the translation read, so any inconsistent array shows as an error.
     pub fn to_csr(&self) -> Result<Csr> {
+        self.validate()?;
         let bad = |m: String| Error::InvalidGraph(format!("SGT: {m}"));
         let nnz = self.nnz();
         let mut rows = vec![u32::MAX; nnz];
@@ -264,6 +310,12 @@ mod tests {
         assert_eq!(s.blk_edge_csr, vec![0, 1, 2, 3]);
         assert_eq!(s.to_csr().unwrap(), csr);
         assert!(Sgt::from_csr(&csr, 4).is_err());
+        let mut broken = s.clone();
+        broken.blk_edge_pos[0] = 200;
+        assert!(broken.to_csr().is_err());
+        let mut broken = s.clone();
+        broken.win_ptr[1] = 9;
+        assert!(broken.validate().is_err());
     }
 
     #[test]

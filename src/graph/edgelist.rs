@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::graph::mtx::open_maybe_gz;
-use crate::graph::text::{is_blank, parse_f64, parse_u64, show, Lines, Tokens};
+use crate::graph::text::{implausible_dimension, is_blank, parse_f64, parse_u64, show, Lines, Tokens};
 use crate::graph::Csr;
 
 /// How to read an edge list.
@@ -16,6 +16,9 @@ use crate::graph::Csr;
 pub struct EdgeListOptions {
     /// Number of nodes; `None`: the largest id + 1. Ids at or past a given count are an error.
     pub n_nodes: Option<usize>,
+    /// The first non-comment line is a header even if it is numeric (e.g. `nodes edges`, as
+    /// some re-saved SNAP files have). A non-numeric first line is skipped either way.
+    pub skip_first_line: bool,
 }
 
 /// Read an edge list file (see the module doc for the accepted format).
@@ -50,8 +53,11 @@ pub fn parse_edgelist(reader: impl Read, path: &Path, opts: EdgeListOptions) -> 
             continue;
         }
         let toks: Vec<&[u8]> = Tokens::new(line, true).take(4).collect();
+        if toks.is_empty() {
+            continue; // only separators (an empty CSV row)
+        }
         // A first non-comment line whose first field is not a number is a column header.
-        if header_allowed && parse_u64(toks[0]).is_none() && parse_f64(toks[0]).is_none() {
+        if header_allowed && (opts.skip_first_line || (parse_u64(toks[0]).is_none() && parse_f64(toks[0]).is_none())) {
             header_allowed = false;
             continue;
         }
@@ -91,7 +97,13 @@ pub fn parse_edgelist(reader: impl Read, path: &Path, opts: EdgeListOptions) -> 
     let n = match opts.n_nodes {
         Some(n) => n,
         None if src.is_empty() => 0,
-        None => max_id as usize + 1,
+        None => {
+            let n = max_id as usize + 1;
+            if let Some(msg) = implausible_dimension(n, src.len()) {
+                return Err(Error::parse(path, lines.line_no(), format!("{msg} (pass the node count to allow it)")));
+            }
+            n
+        }
     };
     if columns == Some(3) {
         Csr::from_coo(n, n, &src, &dst, Some(&weights))
@@ -107,7 +119,7 @@ mod tests {
     use super::*;
 
     fn parse(s: &str, n: Option<usize>) -> Result<Csr> {
-        parse_edgelist(s.as_bytes(), Path::new("e.csv"), EdgeListOptions { n_nodes: n })
+        parse_edgelist(s.as_bytes(), Path::new("e.csv"), EdgeListOptions { n_nodes: n, skip_first_line: false })
     }
 
     #[test]
@@ -122,6 +134,19 @@ mod tests {
         assert_eq!((w.n_rows(), w.nnz()), (5, 1));
         assert_eq!(w.values(), &[0.75]);
         assert_eq!(parse("% nothing\n", None).unwrap().n_rows(), 0);
+        let opts = EdgeListOptions { n_nodes: None, skip_first_line: true };
+        let h = parse_edgelist(&b"# c\n36694 183832\n0 1\n"[..], Path::new("h.txt"), opts).unwrap();
+        assert_eq!((h.n_rows(), h.nnz()), (2, 1));
+    }
+
+    #[test]
+    fn fuzz_regressions() {
+        // A line holding only commas (found by cargo fuzz: indexed an empty token list).
+        let g = parse("id_1,id_2\r\n,\n3,0\n", None).unwrap();
+        assert_eq!((g.n_rows(), g.nnz()), (4, 1));
+        // The fuzzer's input (after its options byte): must return, Ok or Err.
+        let crash = b"% Dirtedph \x00id_1,id_2\r\n,\n\r3,021\r\n\n01\t2\n5\r\n01\t2\n5\t\x00";
+        let _ = parse_edgelist(&crash[..], Path::new("c.txt"), EdgeListOptions::default());
     }
 
     #[test]
@@ -134,6 +159,7 @@ mod tests {
             ("0 1 nan\n", "e.csv:1:", "weight"),
             ("a,b\nc,d\n", "e.csv:2:", "source id 'c'"),
             ("0 99999999999\n", "e.csv:1:", "32-bit"),
+            ("0 2000000000\n", "e.csv:1:", "refusing"),
         ];
         for (text, loc, cause) in cases {
             let n = text.contains("9\n").then_some(5).filter(|_| !text.contains("999"));

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
-use crate::graph::text::{is_blank, parse_f64, parse_u64, show, Lines, Tokens};
+use crate::graph::text::{implausible_dimension, is_blank, parse_f64, parse_u64, show, Lines, Tokens};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Field {
@@ -157,6 +157,9 @@ pub fn parse_mtx(reader: impl Read, path: &Path) -> Result<Csr> {
         let msg = format!("file ends after {seen} entries, the size line declares {n_entries}");
         return Err(Error::parse(path, last_no, msg));
     }
+    if let Some(msg) = implausible_dimension(n_rows.max(n_cols), rows.len()) {
+        return Err(Error::parse(path, size_no, msg));
+    }
     let values = (field != Field::Pattern).then_some(vals.as_slice());
     Csr::from_coo(n_rows, n_cols, &rows, &cols, values)
 }
@@ -265,6 +268,13 @@ mod tests {
     fn huge_declared_size_does_not_allocate() {
         let e = parse("%%MatrixMarket matrix coordinate pattern general\n1000 1000 999999999999\n1 1\n").unwrap_err();
         assert!(e.to_string().contains("declares"));
+    }
+
+    #[test]
+    fn huge_empty_dimensions_are_refused() {
+        let e = parse("%%MatrixMarket matrix coordinate pattern general\n2000000000 1 1\n5 1\n").unwrap_err();
+        assert!(e.to_string().contains("t.mtx:2:") && e.to_string().contains("refusing"), "{e}");
+        assert_eq!(parse("%%MatrixMarket matrix coordinate pattern general\n100000 1 1\n5 1\n").unwrap().n_rows(), 100000);
     }
 
     #[test]

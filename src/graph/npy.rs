@@ -129,7 +129,10 @@ pub fn read_npy(mut r: impl Read) -> Result<NpyArray, String> {
         "<i4" => Kind::I32,
         "|u1" | "<u1" => Kind::U8,
         "|b1" => Kind::Bool,
-        d if d.starts_with("<U") => Kind::Str(d[2..].parse().map_err(|_| format!("bad string dtype '{d}'"))?),
+        d if d.starts_with("<U") => match d[2..].parse::<usize>() {
+            Ok(w) if w <= 1 << 16 => Kind::Str(w),
+            _ => return Err(format!("bad or too wide string dtype '{d}'")),
+        },
         d => return Err(format!("dtype '{d}' is not supported (little-endian f4, f8, i8, i4, u1, b1, U)")),
     };
     let fortran = match fortran {

@@ -156,6 +156,18 @@ pub fn parse_f64(tok: &[u8]) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
+/// Dimensions above this need at least 1/64 of an entry per row or column: a few bytes of
+/// header must not make the reader allocate gigabytes of row pointers for a matrix that is
+/// almost entirely empty rows. (Graphs with so many isolated nodes are not GNN inputs.)
+pub const SPARSE_DIM_FREE: usize = 1 << 22;
+
+/// `Some(message)` when `dim` rows/columns are implausible for `entries` entries.
+pub fn implausible_dimension(dim: usize, entries: usize) -> Option<String> {
+    (dim > SPARSE_DIM_FREE && dim / 64 > entries).then(|| {
+        format!("dimension {dim} for only {entries} entries: refusing to allocate for a matrix of almost only empty rows")
+    })
+}
+
 /// A token for an error message: lossy UTF-8, shortened.
 pub fn show(tok: &[u8]) -> String {
     let s = String::from_utf8_lossy(&tok[..tok.len().min(40)]).into_owned();

@@ -5,7 +5,7 @@ mod common;
 
 use tcgnn::gpu::DeviceMatrix;
 use tcgnn::graph::Csr;
-use tcgnn::ops::spmm::cpu::{spmm_cpu, spmm_reference_f64};
+use tcgnn::ops::spmm::cpu::spmm_cpu;
 use tcgnn::ops::spmm::spmm_device;
 use tcgnn::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
 use tcgnn::tensor::{Matrix, rel_error};
@@ -31,15 +31,7 @@ fn cpu_spmm_matches_dense_product() {
 
 /// Run `imp` on the GPU with poisoned output and compare with the f64 reference.
 pub fn check_gpu(gpu: &std::sync::Arc<tcgnn::gpu::Gpu>, name: &str, s: &Csr, k: usize, imp: Impl, prec: Precision) {
-    let x = Matrix::random(s.n_cols(), k, 7 + k as u64);
-    let (x_ref, s_ref) = match prec {
-        Precision::F16 => {
-            let vals: Vec<f32> = s.values().iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
-            (x.rounded_f16(), s.clone().with_values(vals).unwrap())
-        }
-        _ => (x.clone(), s.clone()),
-    };
-    let want = spmm_reference_f64(&s_ref, &x_ref);
+    let (x, want) = common::spmm_problem(s, k, prec);
     let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
     let xd = DeviceFeatures::upload(gpu, &x, prec).unwrap();
     let mut y = DeviceMatrix::<f32>::zeros(gpu, s.n_rows(), k).unwrap();

@@ -96,15 +96,7 @@ fn emulate(s: &Sgt, x: &Matrix, max_blocks: u32, variant: Tc16Variant) -> Vec<f6
 /// to f16 for the f16 reference); names the kernel, graph and K on failure.
 fn check_gpu(gpu: &std::sync::Arc<Gpu>, name: &str, s: &Csr, k: usize, variant: Option<(Tc16Variant, u32)>, prec: Precision) {
     let imp = Impl::Tc16;
-    let x = Matrix::random(s.n_cols(), k, 7 + k as u64);
-    let (x_ref, s_ref) = match prec {
-        Precision::F16 => {
-            let vals: Vec<f32> = s.values().iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
-            (x.rounded_f16(), s.clone().with_values(vals).unwrap())
-        }
-        _ => (x.clone(), s.clone()),
-    };
-    let want = spmm_reference_f64(&s_ref, &x_ref);
+    let (x, want) = common::spmm_problem(s, k, prec);
     let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
     let xd = DeviceFeatures::upload(gpu, &x, prec).unwrap();
     let mut y = DeviceMatrix::<f32>::zeros(gpu, s.n_rows(), k).unwrap();

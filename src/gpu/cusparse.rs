@@ -98,11 +98,7 @@ impl SparseMatrix {
     pub fn upload(gpu: &Arc<Gpu>, csr: &Csr, layout: Layout, values: DataType) -> Result<Self> {
         let mut rows = match layout {
             Layout::Csr => DeviceVec::upload(gpu, csr.row_ptr())?,
-            Layout::Coo => {
-                let row_of: Vec<u32> =
-                    (0..csr.n_rows()).flat_map(|r| std::iter::repeat_n(r as u32, csr.row_len(r))).collect();
-                DeviceVec::upload(gpu, &row_of)?
-            }
+            Layout::Coo => DeviceVec::upload(gpu, &crate::format::coo::Coo::from_csr(csr).row)?,
         };
         let mut col_idx = DeviceVec::upload(gpu, csr.col_idx())?;
         let (mut vals, vptr) = match values {

@@ -17,6 +17,10 @@ pub struct GraphHandle {
     cache: Cache,
 }
 
+/// The row of every nonzero (row-sorted COO) on the device: what the nnz-balanced HP kernels
+/// read to know which row a nonzero belongs to without searching `row_ptr`.
+pub struct DeviceCooRows(pub DeviceVec<u32>);
+
 /// The CSR arrays on the device.
 pub struct DeviceCsr {
     pub row_ptr: DeviceVec<u32>,
@@ -54,6 +58,12 @@ impl GraphHandle {
         let value = Arc::new(build()?);
         self.cache.lock().expect("graph cache poisoned").insert(id, value.clone());
         Ok(value)
+    }
+
+    /// The COO row array uploaded to the device (shared by HP-SpMM and HP-SDDMM).
+    pub fn device_coo_rows(&self) -> Result<Arc<DeviceCooRows>> {
+        let gpu = self.gpu()?.clone();
+        self.cached(0, || Ok(DeviceCooRows(DeviceVec::upload(&gpu, &crate::format::coo::Coo::from_csr(&self.csr).row)?)))
     }
 
     /// The CSR uploaded to the device.

@@ -71,3 +71,18 @@ pub fn odd_shapes(seed: u64) -> Vec<(String, Csr)> {
         ("one row with a third of the edges".into(), one_huge_row(3001, 16, seed + 3)),
     ]
 }
+
+/// Random features for `s` and the f64 reference Y = S X, with S's values and X rounded to f16
+/// first when the kernel under test reads f16 (so only the kernel's own error is measured).
+pub fn spmm_problem(s: &Csr, k: usize, prec: tcgnn::ops::Precision) -> (tcgnn::tensor::Matrix, Vec<f64>) {
+    use tcgnn::ops::spmm::cpu::spmm_reference_f64;
+    let x = tcgnn::tensor::Matrix::random(s.n_cols(), k, 7 + k as u64);
+    let want = match prec {
+        tcgnn::ops::Precision::F16 => {
+            let vals: Vec<f32> = s.values().iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+            spmm_reference_f64(&s.clone().with_values(vals).unwrap(), &x.rounded_f16())
+        }
+        _ => spmm_reference_f64(s, &x),
+    };
+    (x, want)
+}

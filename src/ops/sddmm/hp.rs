@@ -8,8 +8,6 @@ use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::GraphHandle;
 use crate::ops::sddmm::ValueOrder;
 
-/// The COO row of every nonzero (columns and values come from the device CSR).
-pub(crate) struct DeviceRowOf(pub DeviceVec<u32>);
 /// ME-BCRS slot of every CSR nonzero.
 pub(crate) struct DeviceCsrToSlot(pub DeviceVec<u32>);
 
@@ -26,10 +24,7 @@ pub fn sddmm_hp(g: &GraphHandle, a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, o
     if nnz == 0 {
         return Ok(());
     }
-    let row_of = g.cached(0, || {
-        let rows: Vec<u32> = (0..g.csr().n_rows()).flat_map(|r| std::iter::repeat_n(r as u32, g.csr().row_len(r))).collect();
-        Ok(DeviceRowOf(DeviceVec::upload(gpu, &rows)?))
-    })?;
+    let row_of = g.device_coo_rows()?;
     let slot_of = match order {
         ValueOrder::Csr => 0,
         ValueOrder::MeBcrs => {

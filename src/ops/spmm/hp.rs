@@ -2,23 +2,17 @@
 
 use crate::error::Result;
 use crate::gpu::launch::{Arg, Shape, launch};
-use crate::gpu::{DeviceMatrix, DeviceVec};
+use crate::gpu::DeviceMatrix;
 use crate::ops::GraphHandle;
 
 pub use crate::gpu::shared::partition::hp_nnz_per_warp;
 use crate::gpu::shared::config;
 
-/// The row of every nonzero (the COO row array; CSR supplies columns and values).
-struct DeviceRowOf(DeviceVec<u32>);
-
 pub fn spmm_hp(g: &GraphHandle, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
     let gpu = g.gpu()?;
     let csr = g.device_csr()?;
     let nnz = g.csr().nnz() as u32;
-    let row_of = g.cached(0, || {
-        let rows: Vec<u32> = (0..g.csr().n_rows()).flat_map(|r| std::iter::repeat_n(r as u32, g.csr().row_len(r))).collect();
-        Ok(DeviceRowOf(DeviceVec::upload(gpu, &rows)?))
-    })?;
+    let row_of = g.device_coo_rows()?;
     y.zero()?; // rows shared between warps are accumulated atomically; empty rows stay zero
     if nnz == 0 {
         return Ok(());

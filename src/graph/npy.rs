@@ -31,6 +31,18 @@ impl NpyArray {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Elements actually held (equal to `len()` for every array `read_npy` returns).
+    pub fn data_len(&self) -> usize {
+        match &self.data {
+            NpyData::F32(v) => v.len(),
+            NpyData::F64(v) => v.len(),
+            NpyData::I64(v) => v.len(),
+            NpyData::I32(v) => v.len(),
+            NpyData::U8(v) => v.len(),
+            NpyData::Bool(v) => v.len(),
+            NpyData::Str(v) => v.len(),
+        }
+    }
     pub fn dtype_name(&self) -> &'static str {
         match self.data {
             NpyData::F32(_) => "float32",
@@ -130,7 +142,7 @@ pub fn read_npy(mut r: impl Read) -> Result<NpyArray, String> {
         "|u1" | "<u1" => Kind::U8,
         "|b1" => Kind::Bool,
         d if d.starts_with("<U") => match d[2..].parse::<usize>() {
-            Ok(w) if w <= 1 << 16 => Kind::Str(w),
+            Ok(w) if (1..=1 << 16).contains(&w) => Kind::Str(w),
             _ => return Err(format!("bad or too wide string dtype '{d}'")),
         },
         d => return Err(format!("dtype '{d}' is not supported (little-endian f4, f8, i8, i4, u1, b1, U)")),
@@ -151,6 +163,9 @@ pub fn read_npy(mut r: impl Read) -> Result<NpyArray, String> {
     }
     let data = decode(kind, &raw)?;
     let mut arr = NpyArray { shape, data };
+    if arr.data_len() != count {
+        return Err(format!("{} elements decoded for shape {:?}", arr.data_len(), arr.shape));
+    }
     if fortran && arr.shape.len() > 1 {
         to_c_order(&mut arr);
     }
@@ -320,5 +335,13 @@ mod tests {
         let at = be.windows(3).position(|w| w == b"<f4").unwrap();
         be[at] = b'>';
         assert!(read_npy(&be[..]).unwrap_err().contains("not supported"));
+        // Found by cargo fuzz: a zero-width string dtype with a nonzero shape (0 bytes of data
+        // for 2 elements) reached the Fortran-order transposition with no elements to move.
+        let mut u0 = write_npy(&NpyArray { shape: vec![1, 2], data: NpyData::Str(vec!["a".into(), "b".into()]) });
+        let at = u0.windows(3).position(|w| w == b"<U1").unwrap();
+        u0[at + 2] = b'0';
+        let at = u0.windows(5).position(|w| w == b"False").unwrap();
+        u0.splice(at..at + 5, *b"True ");
+        assert!(read_npy(&u0[..]).unwrap_err().contains("string dtype"));
     }
 }

@@ -147,3 +147,19 @@ fn cpu_sddmm_host_api() {
     let sm = tcgnn::ops::sddmm::edge_softmax(&g, &got).unwrap();
     assert!(rel_error(&sm, &edge_softmax_reference_f64(&s, &got)) < 1e-5);
 }
+
+#[test]
+fn gpu_sddmm_repeated_entries() {
+    let Some(gpu) = common::gpu_or_skip("gpu_sddmm_repeated_entries") else { return };
+    // Row 0 holds column 2 twice (a CSR built directly, not canonicalised).
+    let s = Csr::new(3, 3, vec![0, 3, 4, 5], vec![2, 0, 2, 1, 0], vec![0.5, 1.0, -2.0, 3.0, 1.5]).unwrap();
+    for imp in [Impl::Hp, Impl::Tc16] {
+        let prec = if imp == Impl::Hp { Precision::F32 } else { Precision::F16 };
+        check(&gpu, "repeated entries", &s, 16, imp, prec, ValueOrder::Csr);
+    }
+    let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
+    let a = DeviceFeatures::upload(&gpu, &Matrix::random(3, 16, 1), Precision::F16).unwrap();
+    let mut out = poisoned(&gpu, s.nnz());
+    let e = sddmm_device(&g, &a, &a, &mut out, Impl::Tc8, ValueOrder::Csr).unwrap_err();
+    assert!(e.to_string().contains("repeated"), "{e}");
+}

@@ -50,7 +50,8 @@ pub fn sddmm(g: &GraphHandle, a: &Matrix, b: &Matrix, imp: Impl, prec: Precision
 /// storage: f16 runs f16 tensor cores; f32 runs f32 (Hp, Cusparse) or tf32 (Tc8, Tc16).
 /// `Impl::Auto`: f16 features run TC16 into CSR order (measured fastest on the H100 suite:
 /// 23x / 12x cuSPARSE at K = 32 / 128 against TC8's 20x / 11x) and TC8 into ME-BCRS order;
-/// f32 features run HP (exact f32).
+/// f32 features run HP (exact f32). (TC8 into CSR order refuses a CSR with repeated entries:
+/// they share one ME-BCRS slot.)
 pub fn sddmm_device(
     g: &GraphHandle,
     a: &DeviceFeatures,

@@ -20,6 +20,9 @@ struct DeviceTc8Sddmm {
     item_v0: DeviceVec<u32>,
     n_items: u32,
     n_slots: usize,
+    /// Some slot holds two CSR nonzeros (a CSR with repeated entries): CSR order would write
+    /// one of them only, so that order is refused.
+    repeated_entries: bool,
 }
 
 /// One item per 16 vectors of every window.
@@ -46,7 +49,9 @@ fn format(g: &GraphHandle) -> Result<std::sync::Arc<DeviceTc8Sddmm>> {
     g.cached(8, || {
         let m = MeBcrs::from_csr(g.csr(), 8)?;
         let mut slot_to_csr = vec![u32::MAX; m.values.len()];
+        let mut repeated_entries = false;
         for (e, &s) in m.csr_to_slot.iter().enumerate() {
+            repeated_entries |= slot_to_csr[s as usize] != u32::MAX;
             slot_to_csr[s as usize] = e as u32;
         }
         let (win, v0) = items(&m.win_ptr);
@@ -59,6 +64,7 @@ fn format(g: &GraphHandle) -> Result<std::sync::Arc<DeviceTc8Sddmm>> {
             item_v0: DeviceVec::upload(gpu, &v0)?,
             n_items: win.len() as u32,
             n_slots: m.values.len(),
+            repeated_entries,
         })
     })
 }
@@ -77,6 +83,11 @@ pub fn sddmm_tc8(g: &GraphHandle, a: &DeviceFeatures, b: &DeviceFeatures, out: &
     };
     if out.len() < need {
         return Err(crate::Error::Shape(format!("SDDMM output holds {} values, {order:?} order needs {need}", out.len())));
+    }
+    if order == ValueOrder::Csr && f.repeated_entries {
+        return Err(crate::Error::Unsupported(
+            "TC8 SDDMM into CSR order needs a CSR without repeated entries (canonicalise it, or use Tc16 / Hp)".into(),
+        ));
     }
     let map = match order {
         ValueOrder::Csr => f.slot_to_csr.ptr(gpu),

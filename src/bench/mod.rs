@@ -32,7 +32,48 @@ pub struct Record {
     pub error: Option<String>,
 }
 
+/// The problem a record measures: graph name and size, feature width, and the bytes the memory
+/// floor counts for one variant's storage types.
+pub struct Problem<'a> {
+    pub graph: &'a str,
+    pub n: usize,
+    pub nnz: usize,
+    pub k: usize,
+    pub copy_gbs: f64,
+}
+
 impl Record {
+    /// A row from one variant's outcome: (median ms, relative error), or why it did not run.
+    /// `floor_bytes` is what that variant must move at least.
+    pub fn new(p: &Problem, variant: String, outcome: Result<(f64, f64), String>, floor_bytes: f64) -> Record {
+        let (ms, rel_error, error) = match outcome {
+            Ok((ms, err)) => (Some(ms), Some(err), None),
+            Err(e) => (None, None, Some(e)),
+        };
+        Record {
+            graph: p.graph.into(),
+            n: p.n,
+            nnz: p.nnz,
+            k: p.k,
+            variant,
+            ms,
+            gflops: ms.map(|t| 2.0 * p.nnz as f64 * p.k as f64 / (t * 1e-3) / 1e9),
+            speedup_vs_cusparse: None,
+            floor_fraction: ms.map(|t| floor::floor_ms(floor_bytes, p.copy_gbs) / t),
+            rel_error,
+            error,
+        }
+    }
+
+    /// Fill every row's speedup from the baseline time (cuSPARSE f32, best algorithm).
+    pub fn set_speedups(records: &mut [Record], baseline_ms: Option<f64>) {
+        if let Some(base) = baseline_ms {
+            for r in records {
+                r.speedup_vs_cusparse = r.ms.map(|t| base / t);
+            }
+        }
+    }
+
     /// The variant without its cuSPARSE algorithm suffix, for grouping across graphs.
     pub fn variant_group(&self) -> &str {
         self.variant.split(" (").next().unwrap_or(&self.variant)

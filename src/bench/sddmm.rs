@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use crate::bench::Record;
-use crate::bench::floor::{floor_ms, sddmm_bytes};
+use crate::bench::floor::sddmm_bytes;
+use crate::bench::{Problem, Record};
 use crate::error::Result;
 use crate::gpu::timing::time_gpu;
 use crate::gpu::{DeviceVec, Gpu};
@@ -32,7 +32,6 @@ use crate::bench::spmm::SpmmBenchOptions as BenchOptions;
 pub fn bench_sddmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &BenchOptions) -> Result<Vec<Record>> {
     let csr = g.csr();
     let (n, nnz) = (csr.n_rows(), csr.nnz());
-    let flops = 2.0 * nnz as f64 * k as f64;
     let a = Matrix::random(n, k, 0xa ^ k as u64);
     let b = Matrix::random(csr.n_cols(), k, 0xb ^ k as u64);
     let reference = sddmm_reference_f64(csr, &a, &b);
@@ -42,18 +41,9 @@ pub fn bench_sddmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &
     };
     let mut out_vals = DeviceVec::<f32>::zeros(gpu, nnz)?;
     let mut out = Vec::new();
-    let record = |variant: String, ms: Option<f64>, err: Option<f64>, error: Option<String>, fbytes: usize| Record {
-        graph: name.into(),
-        n,
-        nnz,
-        k,
-        variant,
-        ms,
-        gflops: ms.map(|t| flops / (t * 1e-3) / 1e9),
-        speedup_vs_cusparse: None,
-        floor_fraction: ms.map(|t| floor_ms(sddmm_bytes(n, csr.n_cols(), nnz, k, fbytes), opt.copy_gbs) / t),
-        rel_error: err,
-        error,
+    let problem = Problem { graph: name, n, nnz, k, copy_gbs: opt.copy_gbs };
+    let record = |variant: String, outcome: Result<(f64, f64), String>, fbytes| {
+        Record::new(&problem, variant, outcome, sddmm_bytes(n, csr.n_cols(), nnz, k, fbytes))
     };
     let poison = |v: &mut DeviceVec<f32>| -> Result<()> {
         let host = vec![f32::NAN; v.len()];
@@ -81,15 +71,11 @@ pub fn bench_sddmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &
         })();
         let lab = format!("{} {}", format!("{imp:?}").to_lowercase(), format!("{prec:?}").to_lowercase());
         match res {
-            Ok((ms, err)) => out.push(record(lab, Some(ms), Some(err), None, fbytes)),
-            Err(e) => out.push(record(lab, None, None, Some(e.to_string()), fbytes)),
+            Ok(r) => out.push(record(lab, Ok(r), fbytes)),
+            Err(e) => out.push(record(lab, Err(e.to_string()), fbytes)),
         }
     }
     let base = out.iter().find(|r| r.variant == "cusparse f32").and_then(|r| r.ms);
-    if let Some(base) = base {
-        for r in &mut out {
-            r.speedup_vs_cusparse = r.ms.map(|t| base / t);
-        }
-    }
+    Record::set_speedups(&mut out, base);
     Ok(out)
 }

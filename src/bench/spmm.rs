@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use crate::bench::Record;
-use crate::bench::floor::{floor_ms, spmm_bytes};
+use crate::bench::floor::spmm_bytes;
+use crate::bench::{Problem, Record};
 use crate::error::Result;
 use crate::gpu::cusparse::{self, DataType, Layout, SparseMatrix, SpmmAlg, SpmmPlan};
 use crate::gpu::timing::time_gpu;
@@ -42,7 +42,6 @@ fn label(imp: Impl, prec: Precision) -> String {
 pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &SpmmBenchOptions) -> Result<Vec<Record>> {
     let csr = g.csr();
     let (n, nnz) = (csr.n_rows(), csr.nnz());
-    let flops = 2.0 * nnz as f64 * k as f64;
     let x = Matrix::random(csr.n_cols(), k, 0x5eed ^ k as u64);
     let reference = spmm_reference_f64(csr, &x);
     // f16 kernels see rounded inputs; measure their error against the rounded problem.
@@ -54,25 +53,16 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
     let x16 = DeviceFeatures::upload(gpu, &x, Precision::F16)?;
     let mut y = DeviceMatrix::<f32>::zeros(gpu, n, k)?;
     let mut out = Vec::new();
-    let record = |variant: String, ms: Option<f64>, err: Option<f64>, error: Option<String>, fb: (usize, usize)| Record {
-        graph: name.into(),
-        n,
-        nnz,
-        k,
-        variant,
-        ms,
-        gflops: ms.map(|t| flops / (t * 1e-3) / 1e9),
-        speedup_vs_cusparse: None,
-        floor_fraction: ms.map(|t| floor_ms(spmm_bytes(n, csr.n_cols(), nnz, k, fb.0, fb.1), opt.copy_gbs) / t),
-        rel_error: err,
-        error,
-    };
+    let problem = Problem { graph: name, n, nnz, k, copy_gbs: opt.copy_gbs };
+    // Floor bytes for (value bytes, feature bytes).
+    let floor = |(vb, fb): (usize, usize)| spmm_bytes(n, csr.n_cols(), nnz, k, vb, fb);
+    let record = |variant: String, outcome: Result<(f64, f64), String>, fb| Record::new(&problem, variant, outcome, floor(fb));
 
     // cuSPARSE: every CSR algorithm, f32 and f16; the best f32 time is the baseline.
     let mut cusparse_best_f32: Option<f64> = None;
     if opt.only.is_empty() || opt.only.contains(&Impl::Cusparse) {
         match cusparse::Handle::new(gpu) {
-            Err(e) => out.push(record("cusparse f32".into(), None, None, Some(e.to_string()), (4, 4))),
+            Err(e) => out.push(record("cusparse f32".into(), Err(e.to_string()), (4, 4))),
             Ok(handle) => {
                 let handle = Arc::new(handle);
                 for (dtype, prec) in [(DataType::F32, Precision::F32), (DataType::F16, Precision::F16)] {
@@ -103,9 +93,9 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
                             if dtype == DataType::F32 {
                                 cusparse_best_f32 = Some(ms);
                             }
-                            out.push(record(format!("{lab} ({alg:?})"), Some(ms), Some(err), None, fb));
+                            out.push(record(format!("{lab} ({alg:?})"), Ok((ms, err)), fb));
                         }
-                        None => out.push(record(lab, None, None, last_err, fb)),
+                        None => out.push(record(lab, Err(last_err.unwrap_or_default()), fb)),
                     }
                 }
             }
@@ -129,15 +119,11 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
         })();
         let lab = label(imp, prec);
         match res {
-            Ok((ms, err)) => out.push(record(lab, Some(ms), Some(err), None, fb)),
-            Err(e) => out.push(record(lab, None, None, Some(e.to_string()), fb)),
+            Ok(r) => out.push(record(lab, Ok(r), fb)),
+            Err(e) => out.push(record(lab, Err(e.to_string()), fb)),
         }
     }
-    if let Some(base) = cusparse_best_f32 {
-        for r in &mut out {
-            r.speedup_vs_cusparse = r.ms.map(|t| base / t);
-        }
-    }
+    Record::set_speedups(&mut out, cusparse_best_f32);
     Ok(out)
 }
 

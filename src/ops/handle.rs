@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::gpu::{DeviceVec, Gpu};
+use crate::format::{MeBcrs, Sgt};
 use crate::graph::Csr;
 
 type Cache = Mutex<HashMap<(TypeId, u64), Arc<dyn Any + Send + Sync>>>;
@@ -20,6 +21,20 @@ pub struct GraphHandle {
 /// The row of every nonzero (row-sorted COO) on the device: what the nnz-balanced HP kernels
 /// read to know which row a nonzero belongs to without searching `row_ptr`.
 pub struct DeviceCooRows(pub DeviceVec<u32>);
+
+/// ME-BCRS (k = 8) on the device, shared by TC8 SpMM and TC8 SDDMM: window pointers, vector
+/// columns and f32 values (f16 values are uploaded on first f16 use, see `device_mebcrs_f16`).
+pub struct DeviceMeBcrs {
+    pub win_ptr: DeviceVec<u32>,
+    pub vec_col: DeviceVec<u32>,
+    pub values: DeviceVec<f32>,
+}
+
+/// ME-BCRS (k = 8) values in f16, for the f16 tensor-core kernels.
+pub struct DeviceMeBcrsF16(pub DeviceVec<half::f16>);
+
+/// The ME-BCRS (k = 8) slot of every CSR nonzero, for outputs written in ME-BCRS order.
+pub struct DeviceCsrToSlot(pub DeviceVec<u32>);
 
 /// The CSR arrays on the device.
 pub struct DeviceCsr {
@@ -58,6 +73,44 @@ impl GraphHandle {
         let value = Arc::new(build()?);
         self.cache.lock().expect("graph cache poisoned").insert(id, value.clone());
         Ok(value)
+    }
+
+    /// ME-BCRS with `k` vectors per block, translated once per graph.
+    pub fn mebcrs(&self, k: usize) -> Result<Arc<MeBcrs>> {
+        self.cached(k as u64, || MeBcrs::from_csr(&self.csr, k))
+    }
+
+    /// SGT with block width `block_w` (8 SpMM, 16 SDDMM), translated once per graph.
+    pub fn sgt(&self, block_w: usize) -> Result<Arc<Sgt>> {
+        self.cached(block_w as u64, || Sgt::from_csr(&self.csr, block_w))
+    }
+
+    /// ME-BCRS (k = 8) uploaded once for every TC8 kernel.
+    pub fn device_mebcrs(&self) -> Result<Arc<DeviceMeBcrs>> {
+        let gpu = self.gpu()?.clone();
+        self.cached(8, || {
+            let m = self.mebcrs(8)?;
+            Ok(DeviceMeBcrs {
+                win_ptr: DeviceVec::upload(&gpu, &m.win_ptr)?,
+                vec_col: DeviceVec::upload(&gpu, &m.vec_col)?,
+                values: DeviceVec::upload(&gpu, &m.values)?,
+            })
+        })
+    }
+
+    /// ME-BCRS (k = 8) values as f16.
+    pub fn device_mebcrs_f16(&self) -> Result<Arc<DeviceMeBcrsF16>> {
+        let gpu = self.gpu()?.clone();
+        self.cached(8, || {
+            let h: Vec<half::f16> = self.mebcrs(8)?.values.iter().map(|&v| half::f16::from_f32(v)).collect();
+            Ok(DeviceMeBcrsF16(DeviceVec::upload(&gpu, &h)?))
+        })
+    }
+
+    /// CSR nonzero -> ME-BCRS (k = 8) slot, on the device.
+    pub fn device_csr_to_slot(&self) -> Result<Arc<DeviceCsrToSlot>> {
+        let gpu = self.gpu()?.clone();
+        self.cached(8, || Ok(DeviceCsrToSlot(DeviceVec::upload(&gpu, &self.mebcrs(8)?.csr_to_slot)?)))
     }
 
     /// The COO row array uploaded to the device (shared by HP-SpMM and HP-SDDMM).

@@ -1,15 +1,12 @@
 //! Launcher of `kernels-gpu/src/sddmm/hp.rs`: nnz-balanced warps, lane groups sized to K.
 
 use crate::error::Result;
-use crate::format::mebcrs::MeBcrs;
 use crate::gpu::launch::{Arg, Shape, launch};
 use crate::gpu::shared::partition::hp_nnz_per_warp;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::GraphHandle;
 use crate::ops::sddmm::ValueOrder;
 
-/// ME-BCRS slot of every CSR nonzero.
-pub(crate) struct DeviceCsrToSlot(pub DeviceVec<u32>);
 
 /// Lanes per edge: float4s of K, rounded up to a power of two, at most 32; as a shift.
 pub fn group_shift(ld: usize) -> u32 {
@@ -28,7 +25,7 @@ pub fn sddmm_hp(g: &GraphHandle, a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, o
     let slot_of = match order {
         ValueOrder::Csr => 0,
         ValueOrder::MeBcrs => {
-            let m = g.cached(0, || Ok(DeviceCsrToSlot(DeviceVec::upload(gpu, &MeBcrs::from_csr(g.csr(), 8)?.csr_to_slot)?)))?;
+            let m = g.device_csr_to_slot()?;
             // Edges fill only their own slots; the zeros inside blocks must read as zero.
             gpu.stream().memset_zeros(out.slice_mut()).map_err(|e| crate::Error::cuda("memset", e))?;
             m.0.ptr(gpu)

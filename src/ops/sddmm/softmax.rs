@@ -1,12 +1,10 @@
 //! Edge softmax over each row's values (max-subtracted, f32), CPU and GPU.
 
 use crate::error::{Error, Result};
-use crate::format::mebcrs::MeBcrs;
 use crate::gpu::DeviceVec;
 use crate::gpu::launch::{Arg, Shape, launch};
 use crate::ops::GraphHandle;
 use crate::ops::sddmm::ValueOrder;
-use crate::ops::sddmm::hp::DeviceCsrToSlot;
 
 /// CPU softmax of CSR-ordered values.
 pub fn edge_softmax(g: &GraphHandle, values: &[f32]) -> Result<Vec<f32>> {
@@ -23,7 +21,7 @@ pub fn edge_softmax_device(g: &GraphHandle, values: &mut DeviceVec<f32>, order: 
     let slot_of = match order {
         ValueOrder::Csr => 0,
         ValueOrder::MeBcrs => {
-            let m = g.cached(0, || Ok(DeviceCsrToSlot(DeviceVec::upload(gpu, &MeBcrs::from_csr(g.csr(), 8)?.csr_to_slot)?)))?;
+            let m = g.device_csr_to_slot()?;
             m.0.ptr(gpu)
         }
     };

@@ -1,7 +1,6 @@
 //! Launcher of `kernels-gpu/src/sddmm/tc16.rs`: SGT with 16-column blocks, a warp per block.
 
 use crate::error::{Error, Result};
-use crate::format::sgt::Sgt;
 use crate::gpu::DeviceVec;
 use crate::gpu::launch::{Arg, Shape, launch};
 use crate::gpu::shared::config::TC16_SDDMM_WARPS;
@@ -29,7 +28,7 @@ pub fn sddmm_tc16(g: &GraphHandle, a: &DeviceFeatures, b: &DeviceFeatures, out: 
     }
     let gpu = g.gpu()?;
     let f = g.cached(16, || {
-        let s = Sgt::from_csr(g.csr(), 16)?;
+        let s = g.sgt(16)?;
         let blk_win: Vec<u32> = (0..s.n_windows()).flat_map(|w| std::iter::repeat_n(w as u32, s.blocks_of(w).len())).collect();
         Ok(DeviceSgt16 {
             blk_win: DeviceVec::upload(gpu, &blk_win)?,

@@ -1,7 +1,6 @@
 //! Launcher of `kernels-gpu/src/sddmm/tc8.rs`: ME-BCRS (k = 8) in 16-vector output blocks.
 
 use crate::error::Result;
-use crate::format::mebcrs::MeBcrs;
 use crate::gpu::DeviceVec;
 use crate::gpu::launch::{Arg, Shape, launch};
 use crate::ops::sddmm::ValueOrder;
@@ -11,10 +10,8 @@ use crate::ops::{DeviceFeatures, GraphHandle};
 const VECTORS_PER_ITEM: u32 = 16;
 const WARPS: u32 = 4;
 
+/// What SDDMM adds to the shared ME-BCRS upload: the inverse slot map and the work items.
 struct DeviceTc8Sddmm {
-    win_ptr: DeviceVec<u32>,
-    vec_col: DeviceVec<u32>,
-    values: DeviceVec<f32>,
     slot_to_csr: DeviceVec<u32>,
     item_win: DeviceVec<u32>,
     item_v0: DeviceVec<u32>,
@@ -47,7 +44,7 @@ pub fn mebcrs_len(g: &GraphHandle) -> Result<usize> {
 fn format(g: &GraphHandle) -> Result<std::sync::Arc<DeviceTc8Sddmm>> {
     let gpu = g.gpu()?;
     g.cached(8, || {
-        let m = MeBcrs::from_csr(g.csr(), 8)?;
+        let m = g.mebcrs(8)?;
         let mut slot_to_csr = vec![u32::MAX; m.values.len()];
         let mut repeated_entries = false;
         for (e, &s) in m.csr_to_slot.iter().enumerate() {
@@ -56,9 +53,6 @@ fn format(g: &GraphHandle) -> Result<std::sync::Arc<DeviceTc8Sddmm>> {
         }
         let (win, v0) = items(&m.win_ptr);
         Ok(DeviceTc8Sddmm {
-            win_ptr: DeviceVec::upload(gpu, &m.win_ptr)?,
-            vec_col: DeviceVec::upload(gpu, &m.vec_col)?,
-            values: DeviceVec::upload(gpu, &m.values)?,
             slot_to_csr: DeviceVec::upload(gpu, &slot_to_csr)?,
             item_win: DeviceVec::upload(gpu, &win)?,
             item_v0: DeviceVec::upload(gpu, &v0)?,
@@ -72,6 +66,7 @@ fn format(g: &GraphHandle) -> Result<std::sync::Arc<DeviceTc8Sddmm>> {
 pub fn sddmm_tc8(g: &GraphHandle, a: &DeviceFeatures, b: &DeviceFeatures, out: &mut DeviceVec<f32>, order: ValueOrder) -> Result<()> {
     let gpu = g.gpu()?;
     let f = format(g)?;
+    let m = g.device_mebcrs()?;
     let (kernel, a_ptr, b_ptr, ld) = match (a, b) {
         (DeviceFeatures::F16(a), DeviceFeatures::F16(b)) => ("sddmm_tc8_f16", a.ptr(), b.ptr(), a.ld),
         (DeviceFeatures::F32(a), DeviceFeatures::F32(b)) => ("sddmm_tc8_tf32", a.ptr(), b.ptr(), a.ld),
@@ -97,9 +92,9 @@ pub fn sddmm_tc8(g: &GraphHandle, a: &DeviceFeatures, b: &DeviceFeatures, out: &
         Arg::U32(f.n_items),
         Arg::U32(g.csr().n_rows() as u32),
         Arg::U32(ld as u32),
-        Arg::Ptr(f.win_ptr.ptr(gpu)),
-        Arg::Ptr(f.vec_col.ptr(gpu)),
-        Arg::Ptr(f.values.ptr(gpu)),
+        Arg::Ptr(m.win_ptr.ptr(gpu)),
+        Arg::Ptr(m.vec_col.ptr(gpu)),
+        Arg::Ptr(m.values.ptr(gpu)),
         Arg::Ptr(map),
         Arg::Ptr(f.item_win.ptr(gpu)),
         Arg::Ptr(f.item_v0.ptr(gpu)),

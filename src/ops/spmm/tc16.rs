@@ -104,7 +104,7 @@ struct DeviceTc16WorkList {
 
 /// The SGT translation on the host, made once per graph.
 fn host_sgt(g: &GraphHandle) -> Result<Arc<Sgt>> {
-    g.cached(TC16_BLOCK_W as u64, || Sgt::from_csr(g.csr(), TC16_BLOCK_W as usize))
+    g.sgt(TC16_BLOCK_W as usize)
 }
 
 fn device_format(g: &GraphHandle, gpu: &Gpu) -> Result<Arc<DeviceTc16>> {

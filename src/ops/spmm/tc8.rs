@@ -2,7 +2,6 @@
 //! list that splits long windows, and the NT (16-dim tiles per warp) chosen from K.
 
 use crate::error::Result;
-use crate::format::mebcrs::MeBcrs;
 use crate::gpu::launch::{Arg, Shape, launch};
 use crate::gpu::shared::config::{TC8_BLOCK_VECTORS, TC8_WARPS};
 use crate::gpu::shared::partition::tc8_max_blocks;
@@ -41,15 +40,11 @@ pub fn work_list(blocks_per_window: impl Iterator<Item = u32>, max_blocks: u32) 
     wl
 }
 
-/// The uploaded format (shared by both precisions and every K).
-struct DeviceTc8 {
-    win_ptr: DeviceVec<u32>,
-    vec_col: DeviceVec<u32>,
+/// What the work lists need of the format (shared by both precisions and every K).
+struct Tc8Shape {
     n_blocks: u32,
-    /// Blocks of every window, for the work lists.
+    /// Blocks of every window.
     blocks_per_window: Vec<u32>,
-    /// Host copy of the values for the per-precision uploads.
-    values: Vec<f32>,
 }
 
 /// A work list on the device, one per number of K slices (the split depends on it).
@@ -61,23 +56,17 @@ struct DeviceWorkList {
     n_split: u32,
 }
 
-struct Tc8ValuesF32(DeviceVec<f32>);
-struct Tc8ValuesF16(DeviceVec<half::f16>);
-
-fn device_format(g: &GraphHandle, gpu: &Gpu) -> Result<std::sync::Arc<DeviceTc8>> {
+fn shape(g: &GraphHandle) -> Result<std::sync::Arc<Tc8Shape>> {
     g.cached(TC8_BLOCK_VECTORS as u64, || {
-        let m = MeBcrs::from_csr(g.csr(), TC8_BLOCK_VECTORS as usize)?;
-        Ok(DeviceTc8 {
-            win_ptr: DeviceVec::upload(gpu, &m.win_ptr)?,
-            vec_col: DeviceVec::upload(gpu, &m.vec_col)?,
+        let m = g.mebcrs(TC8_BLOCK_VECTORS as usize)?;
+        Ok(Tc8Shape {
             n_blocks: m.n_blocks() as u32,
             blocks_per_window: (0..m.n_windows()).map(|w| m.blocks_of(w) as u32).collect(),
-            values: m.values,
         })
     })
 }
 
-fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &DeviceTc8, k_slices: u32) -> Result<std::sync::Arc<DeviceWorkList>> {
+fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &Tc8Shape, k_slices: u32) -> Result<std::sync::Arc<DeviceWorkList>> {
     g.cached(k_slices as u64, || {
         let max_blocks = tc8_max_blocks(f.n_blocks, f.blocks_per_window.len() as u32, k_slices, gpu.info().sm_count);
         let wl = work_list(f.blocks_per_window.iter().copied(), max_blocks);
@@ -106,7 +95,8 @@ fn tiles_per_warp(ld: u32, f16: bool) -> u32 {
 /// Y = S X on tensor cores: tf32 for f32 features, f16 for f16 features.
 pub fn spmm_tc8(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) -> Result<()> {
     let gpu = g.gpu()?;
-    let f = device_format(g, gpu)?;
+    let f = shape(g)?;
+    let m = g.device_mebcrs()?;
     let ld = y.ld as u32;
     let n_rows = g.csr().n_rows() as u32;
     let nt = tiles_per_warp(ld, matches!(x, DeviceFeatures::F16(_)));
@@ -114,14 +104,10 @@ pub fn spmm_tc8(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) 
     let wl = device_work_list(g, gpu, &f, k_slices)?;
     let (kernel, values_ptr, x_ptr) = match x {
         DeviceFeatures::F32(xm) => {
-            let v = g.cached(1, || Ok(Tc8ValuesF32(DeviceVec::upload(gpu, &f.values)?)))?;
-            (if nt == 2 { "spmm_tc8_tf32_nt2" } else { "spmm_tc8_tf32_nt4" }, v.0.ptr(gpu), xm.ptr())
+            (if nt == 2 { "spmm_tc8_tf32_nt2" } else { "spmm_tc8_tf32_nt4" }, m.values.ptr(gpu), xm.ptr())
         }
         DeviceFeatures::F16(xm) => {
-            let v = g.cached(1, || {
-                let h: Vec<half::f16> = f.values.iter().map(|&v| half::f16::from_f32(v)).collect();
-                Ok(Tc8ValuesF16(DeviceVec::upload(gpu, &h)?))
-            })?;
+            let v = g.device_mebcrs_f16()?;
             (if nt == 2 { "spmm_tc8_f16_nt2" } else { "spmm_tc8_f16_nt4" }, v.0.ptr(gpu), xm.ptr())
         }
     };
@@ -140,8 +126,8 @@ pub fn spmm_tc8(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) 
         Arg::U32(wl.n_items),
         Arg::U32(n_rows),
         Arg::U32(ld),
-        Arg::Ptr(f.win_ptr.ptr(gpu)),
-        Arg::Ptr(f.vec_col.ptr(gpu)),
+        Arg::Ptr(m.win_ptr.ptr(gpu)),
+        Arg::Ptr(m.vec_col.ptr(gpu)),
         Arg::Ptr(values_ptr),
         Arg::Ptr(wl.item_win.ptr(gpu)),
         Arg::Ptr(wl.item_blocks.ptr(gpu)),

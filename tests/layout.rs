@@ -96,3 +96,31 @@ fn tc16_bitmap_rank_counts_the_positions_below() {
         }
     }
 }
+
+/// The swizzle of the pipelined TC8 kernel is a permutation of each row's chunks, and every
+/// quarter-warp's fragment read touches 8 distinct 16-byte bank groups.
+#[test]
+fn tc8_smem_swizzle_is_conflict_free() {
+    for tf32 in [false, true] {
+        for v in 0..32 {
+            let mut seen = [false; 8];
+            for c in 0..8 {
+                seen[tc8_smem_chunk(v, c, tf32) as usize] = true;
+            }
+            assert!(seen.iter().all(|&s| s), "row {v} is a permutation");
+        }
+        for block in 0..4 {
+            for i in 0..2 {
+                for q in 0..4 {
+                    let mut groups = std::collections::HashSet::new();
+                    for lane in 8 * q..8 * q + 8 {
+                        let (g, t) = (lane / 4, lane % 4);
+                        let v = 8 * block + if tf32 { t + 4 * i } else { 2 * t + i };
+                        groups.insert(tc8_smem_chunk(v, g, tf32));
+                    }
+                    assert_eq!(groups.len(), 8, "tf32 {tf32} block {block} load {i} quarter {q}");
+                }
+            }
+        }
+    }
+}

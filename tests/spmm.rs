@@ -31,17 +31,30 @@ fn cpu_spmm_matches_dense_product() {
 
 /// Run `imp` on the GPU with poisoned output and compare with the f64 reference.
 pub fn check_gpu(gpu: &std::sync::Arc<tcgnn::gpu::Gpu>, name: &str, s: &Csr, k: usize, imp: Impl, prec: Precision) {
+    check_gpu_with(gpu, name, s, k, prec, &format!("{imp:?}"), |g, x, y| spmm_device(g, x, y, imp));
+}
+
+/// `check_gpu` for any device SpMM entry point (`label` names it in messages).
+fn check_gpu_with(
+    gpu: &std::sync::Arc<tcgnn::gpu::Gpu>,
+    name: &str,
+    s: &Csr,
+    k: usize,
+    prec: Precision,
+    label: &str,
+    run: impl Fn(&GraphHandle, &DeviceFeatures, &mut DeviceMatrix<f32>) -> tcgnn::Result<()>,
+) {
     let (x, want) = common::spmm_problem(s, k, prec);
     let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
     let xd = DeviceFeatures::upload(gpu, &x, prec).unwrap();
     let mut y = DeviceMatrix::<f32>::zeros(gpu, s.n_rows(), k).unwrap();
     y.poison().unwrap();
-    spmm_device(&g, &xd, &mut y, imp).unwrap();
+    run(&g, &xd, &mut y).unwrap();
     let got = y.download().unwrap();
     let err = rel_error(&got.data, &want);
     let tol = prec.tolerance();
-    println!("{imp:?} {prec:?} {name} K={k}: rel err {err:.2e}");
-    assert!(err < tol, "{imp:?} {prec:?} on {name}, K={k}: relative error {err} >= {tol}");
+    println!("{label} {prec:?} {name} K={k}: rel err {err:.2e}");
+    assert!(err < tol, "{label} {prec:?} on {name}, K={k}: relative error {err} >= {tol}");
 }
 
 #[test]
@@ -92,18 +105,27 @@ fn host_api_runs_without_gpu() {
 
 #[test]
 fn gpu_tc8_spmm_matches_reference() {
+    use tcgnn::ops::spmm::tc8::{Tc8Pipeline, spmm_tc8_with};
     let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_matches_reference") else { return };
-    for prec in [Precision::Tf32, Precision::F16] {
-        for (name, s) in common::odd_shapes(13) {
-            for k in [8, 16, 24, 32, 128, 264, 13] {
-                check_gpu(&gpu, &name, &s, k, Impl::Tc8, prec);
+    for pipeline in [Tc8Pipeline::Registers, Tc8Pipeline::Shared] {
+        let label = format!("Tc8 {pipeline:?}");
+        let run = |g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>| spmm_tc8_with(g, x, y, pipeline);
+        for prec in [Precision::Tf32, Precision::F16] {
+            for (name, s) in common::odd_shapes(13) {
+                for k in [8, 16, 24, 32, 128, 264, 13] {
+                    check_gpu_with(&gpu, &name, &s, k, prec, &label, run);
+                }
+            }
+            // Windows of thousands of blocks: the split path with atomic accumulation.
+            let big = common::one_huge_row(60_000, 24, 5);
+            for k in [32, 128] {
+                check_gpu_with(&gpu, "n=60000 one huge row", &big, k, prec, &label, run);
             }
         }
-        // Windows of thousands of blocks: the split path with atomic accumulation.
-        let big = common::one_huge_row(60_000, 24, 5);
-        for k in [32, 128] {
-            check_gpu(&gpu, "n=60000 one huge row", &big, k, Impl::Tc8, prec);
-        }
+    }
+    // And the default through the public entry point.
+    for (name, s) in common::odd_shapes(13).into_iter().take(3) {
+        check_gpu(&gpu, &name, &s, 128, Impl::Tc8, Precision::F16);
     }
 }
 

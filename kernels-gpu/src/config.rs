@@ -11,6 +11,14 @@ pub const HP_SPMM_WARPS: u32 = 8;
 pub const TC8_BLOCK_VECTORS: u32 = 8;
 /// Warps (work items) per block of TC8 SpMM.
 pub const TC8_WARPS: u32 = 4;
+/// Shared-memory stages per warp of the pipelined TC8 SpMM (3 measured 12% slower at K = 128:
+/// shared memory then holds fewer warps per SM).
+pub const TC8_ASYNC_STAGES: u32 = 2;
+/// Bytes of one stage of the pipelined TC8 SpMM: 32 vectors x 128 bytes of X, then the 8
+/// values of each vector (`value_bytes` each).
+pub const fn tc8_async_stage_bytes(value_bytes: u32) -> u32 {
+    32 * 128 + 32 * TC8_BLOCK_VECTORS * value_bytes
+}
 
 /// Rows per SGT window of TC16 SpMM (the M of mma.m16n8k8).
 pub const TC16_WINDOW: u32 = 16;

@@ -62,3 +62,12 @@ pub const fn tc16_bitmap_rank(mask: [u32; 4], p: u32) -> (bool, u32) {
         + if w > 2 { mask[2].count_ones() } else { 0 };
     ((word >> bit) & 1 == 1, rank)
 }
+
+/// TC8 pipelined SpMM: where chunk `c` (16 bytes, 0..8) of group vector `v` sits in its
+/// 128-byte shared-memory row. XOR-swizzled so that both the copies (a quarter-warp writes the
+/// 8 chunks of one row) and the fragment reads (a quarter-warp reads chunks 2q, 2q+1 of the 4
+/// rows 2t + i (f16) or t + 4i (tf32)) hit 8 different 16-byte bank groups.
+#[inline(always)]
+pub const fn tc8_smem_chunk(v: u32, c: u32, tf32: bool) -> u32 {
+    c ^ if tf32 { 2 * (v % 4) } else { v % 8 }
+}

@@ -389,3 +389,42 @@ pub unsafe fn ld_nc_u8(p: *const u8) -> u32 {
 pub unsafe fn red_shared_add_f32(addr: u32, v: f32) {
     unsafe { asm!("red.shared.add.f32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v, options(nostack)) };
 }
+
+// ---------------------------------------------------------------- asynchronous copies (sm_80+)
+
+/// `cp.async.cg`: copy 16 bytes from global `src` to shared `dst` without holding registers;
+/// `src_bytes` = 0 writes 16 zero bytes instead (src is then not read).
+#[inline(always)]
+pub unsafe fn cp_async_16(dst: u32, src: *const u32, src_bytes: u32) {
+    unsafe { asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src, n = in(reg32) src_bytes, options(nostack)) };
+}
+
+/// Close the copies issued so far by this thread into one group.
+#[inline(always)]
+pub fn cp_async_commit() {
+    unsafe { asm!("cp.async.commit_group;", options(nostack)) };
+}
+
+/// Wait until at most `N` of this thread's committed groups are still in flight.
+#[inline(always)]
+pub fn cp_async_wait<const N: u32>() {
+    unsafe { asm!("cp.async.wait_group {n};", n = const N, options(nostack)) };
+}
+
+#[inline(always)]
+pub unsafe fn ld_shared_v4_u32(addr: u32) -> [u32; 4] {
+    let r: [u32; 4];
+    unsafe {
+        let (a, b, c, d): (u32, u32, u32, u32);
+        asm!("ld.shared.v4.u32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d, p = in(reg32) addr, options(readonly, nostack));
+        r = [a, b, c, d];
+    }
+    r
+}
+
+#[inline(always)]
+pub unsafe fn ld_shared_u16(addr: u32) -> u16 {
+    let r: u16;
+    unsafe { asm!("ld.shared.u16 {r}, [{a}];", r = out(reg16) r, a = in(reg32) addr, options(readonly, nostack)) };
+    r
+}

@@ -23,6 +23,9 @@ pub struct BenchArgs {
     /// Feature widths (comma separated). Default: 32,128,256 for spmm, 32,128 for sddmm.
     #[arg(long, value_delimiter = ',')]
     pub k: Vec<usize>,
+    /// Only these implementations (comma separated; cuSPARSE is always measured as the baseline).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<tcgnn::ops::Impl>,
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
     #[arg(long, default_value_t = 5)]
@@ -53,13 +56,14 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
         BenchOp::Spmm => ("spmm", if a.k.is_empty() { vec![32, 128, 256] } else { a.k.clone() }),
         BenchOp::Sddmm => ("sddmm", if a.k.is_empty() { vec![32, 128] } else { a.k.clone() }),
     };
+    let only = if a.only.is_empty() { vec![] } else { [a.only.as_slice(), &[tcgnn::ops::Impl::Cusparse]].concat() };
     let records = match a.op {
         BenchOp::Spmm => {
-            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: vec![] };
+            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone() };
             run_suite(&gpu, &graphs, &ks, Values::Random, |name, g, k| bench_spmm(&gpu, name, g, k, &opt))
         }
         BenchOp::Sddmm => {
-            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: vec![] };
+            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone() };
             // Unit values: cuSPARSE SDDMM samples the pattern (see bench::sddmm).
             run_suite(&gpu, &graphs, &ks, Values::Unit, |name, g, k| bench_sddmm(&gpu, name, g, k, &opt))
         }

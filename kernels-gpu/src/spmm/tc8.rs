@@ -166,7 +166,7 @@ unsafe fn load_tf32_words<const NT: usize>(p: *const u32) -> [u32; 8] {
 
 /// Write this lane's outputs: rows 2t and 2t+1 of the window, 2*NT consecutive dims each.
 #[inline(always)]
-unsafe fn write_tile<const NT: usize>(y: *mut f32, ld: u32, n_rows: u32, row0: u32, dim: u32, acc: &[[f32; 4]; NT], atomic: bool) {
+pub unsafe fn write_tile<const NT: usize>(y: *mut f32, ld: u32, n_rows: u32, row0: u32, dim: u32, acc: &[[f32; 4]; NT], atomic: bool) {
     let t = ptx::lane_id() % 4;
     let mut half = 0;
     while half < 2 {

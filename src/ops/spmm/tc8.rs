@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::gpu::launch::{Arg, Shape, launch};
-use crate::gpu::shared::config::{TC8_BLOCK_VECTORS, TC8_WARPS};
+use crate::gpu::shared::config::{TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS, TC8_WARPS, tc8_async_stage_bytes};
 use crate::gpu::shared::partition::tc8_max_blocks;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::{DeviceFeatures, GraphHandle};
@@ -80,9 +80,10 @@ fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &Tc8Shape, k_slices: u32) -> 
     })
 }
 
-/// 16-dim MMA tiles per warp. f16: 2 for narrow features (one warp covers K <= 32), else 4
-/// (wider gathers; measured faster on H100 at K = 128). tf32: always 2 (four tiles need 124
-/// registers, and the lost occupancy cost 2x at K = 128). `TCGNN_TC8_NT=2|4` overrides.
+/// 16-dim MMA tiles per warp of the register-pipeline kernel. f16: 2 for narrow features (one
+/// warp covers K <= 32), else 4 (wider gathers; measured faster on H100 at K = 128). tf32:
+/// always 2 (four tiles need 124 registers, and the lost occupancy cost 2x at K = 128).
+/// `TCGNN_TC8_NT=2|4` overrides.
 fn tiles_per_warp(ld: u32, f16: bool) -> u32 {
     match std::env::var("TCGNN_TC8_NT").ok().as_deref() {
         Some("2") => 2,
@@ -92,24 +93,82 @@ fn tiles_per_warp(ld: u32, f16: bool) -> u32 {
     }
 }
 
+/// Which TC8 kernel brings X into the tensor cores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tc8Pipeline {
+    /// The measured default: `Shared`, except f16 with K <= 32 (`Registers`: the shared
+    /// pipeline's f16 K slice is 64 dims wide). `TCGNN_TC8_PIPELINE=registers|shared` overrides.
+    Default,
+    /// Gathers into registers one group of 4 blocks at a time (`spmm/tc8.rs`).
+    Registers,
+    /// `cp.async` gathers into shared memory, a group ahead (`spmm/tc8_async.rs`); measured
+    /// +28% (tf32) and +3% (f16) geomean over `Registers` on 12 graphs at K = 128.
+    Shared,
+}
+
+fn pipeline(choice: Tc8Pipeline, ld: u32, f16: bool) -> Pipeline {
+    let choice = match (choice, std::env::var("TCGNN_TC8_PIPELINE").ok().as_deref()) {
+        (Tc8Pipeline::Default, Some("registers")) => Tc8Pipeline::Registers,
+        (Tc8Pipeline::Default, Some("shared")) => Tc8Pipeline::Shared,
+        (Tc8Pipeline::Default, _) if f16 && ld <= 32 => Tc8Pipeline::Registers,
+        (Tc8Pipeline::Default, _) => Tc8Pipeline::Shared,
+        (c, _) => c,
+    };
+    match choice {
+        Tc8Pipeline::Registers => Pipeline::Registers(tiles_per_warp(ld, f16)),
+        _ => Pipeline::Shared,
+    }
+}
+
 /// Y = S X on tensor cores: tf32 for f32 features, f16 for f16 features.
 pub fn spmm_tc8(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    spmm_tc8_with(g, x, y, Tc8Pipeline::Default)
+}
+
+/// [`spmm_tc8`] with a chosen pipeline (the tests run both). Shapes are the caller's to check,
+/// as `ops::spmm::spmm_device` does.
+pub fn spmm_tc8_with(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, choice: Tc8Pipeline) -> Result<()> {
+    spmm_tc8_windows(g, x, y, pipeline(choice, y.ld as u32, matches!(x, DeviceFeatures::F16(_))))
+}
+
+/// How a warp brings X in: into registers one group at a time (NT tiles per warp), or by
+/// `cp.async` into `TC8_ASYNC_STAGES` shared-memory stages (`spmm/tc8_async.rs`).
+#[derive(Clone, Copy, Debug)]
+enum Pipeline {
+    Registers(u32),
+    Shared,
+}
+
+/// Y = S X with a warp per window (long windows cut into items).
+fn spmm_tc8_windows(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, pipeline: Pipeline) -> Result<()> {
     let gpu = g.gpu()?;
     let f = shape(g)?;
     let m = g.device_mebcrs()?;
     let ld = y.ld as u32;
     let n_rows = g.csr().n_rows() as u32;
-    let nt = tiles_per_warp(ld, matches!(x, DeviceFeatures::F16(_)));
+    let f16 = matches!(x, DeviceFeatures::F16(_));
+    // The pipelined kernels move 16-byte chunks: 8 f16 dims (NT = 4) or 4 f32 dims (NT = 2).
+    let nt = match pipeline {
+        Pipeline::Registers(nt) => nt,
+        Pipeline::Shared => if f16 { 4 } else { 2 },
+    };
     let k_slices = ld.div_ceil(16 * nt);
     let wl = device_work_list(g, gpu, &f, k_slices)?;
-    let (kernel, values_ptr, x_ptr) = match x {
-        DeviceFeatures::F32(xm) => {
-            (if nt == 2 { "spmm_tc8_tf32_nt2" } else { "spmm_tc8_tf32_nt4" }, m.values.ptr(gpu), xm.ptr())
-        }
-        DeviceFeatures::F16(xm) => {
-            let v = g.device_mebcrs_f16()?;
-            (if nt == 2 { "spmm_tc8_f16_nt2" } else { "spmm_tc8_f16_nt4" }, v.0.ptr(gpu), xm.ptr())
-        }
+    let kernel = match (pipeline, f16) {
+        (Pipeline::Registers(2), false) => "spmm_tc8_tf32_nt2",
+        (Pipeline::Registers(_), false) => "spmm_tc8_tf32_nt4",
+        (Pipeline::Registers(2), true) => "spmm_tc8_f16_nt2",
+        (Pipeline::Registers(_), true) => "spmm_tc8_f16_nt4",
+        (Pipeline::Shared, false) => "spmm_tc8a_tf32",
+        (Pipeline::Shared, true) => "spmm_tc8a_f16",
+    };
+    let smem_bytes = match pipeline {
+        Pipeline::Registers(_) => 0,
+        Pipeline::Shared => TC8_WARPS * TC8_ASYNC_STAGES * tc8_async_stage_bytes(if f16 { 2 } else { 4 }),
+    };
+    let (values_ptr, x_ptr) = match x {
+        DeviceFeatures::F32(xm) => (m.values.ptr(gpu), xm.ptr()),
+        DeviceFeatures::F16(xm) => (g.device_mebcrs_f16()?.0.ptr(gpu), xm.ptr()),
     };
     if wl.n_split > 0 {
         let args = [Arg::Ptr(wl.split_windows.ptr(gpu)), Arg::U32(n_rows), Arg::U32(ld), Arg::Ptr(y.ptr_mut())];
@@ -120,7 +179,7 @@ pub fn spmm_tc8(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) 
     let shape = Shape {
         grid: (wl.n_items.div_ceil(TC8_WARPS), k_slices, 1),
         block: (32 * TC8_WARPS, 1, 1),
-        smem_bytes: 0,
+        smem_bytes,
     };
     let args = [
         Arg::U32(wl.n_items),

@@ -193,6 +193,31 @@ pub unsafe fn write_tile<const NT: usize>(y: *mut f32, ld: u32, n_rows: u32, row
     }
 }
 
+/// This warp's work item (one per warp, `TC8_WARPS` per block): its window, the window's
+/// vectors it covers and whether that is the whole window (else it adds into cleared rows).
+pub struct WorkItem {
+    pub win: u32,
+    pub v_begin: u32,
+    pub v_end: u32,
+    pub whole_window: bool,
+}
+
+impl WorkItem {
+    /// None for the warps past the last item.
+    #[inline(always)]
+    pub unsafe fn load(n_items: u32, win_ptr: *const u32, item_win: *const u32, item_blocks: *const u32) -> Option<WorkItem> {
+        let item = ptx::ctaid_x() * TC8_WARPS + ptx::warp_id();
+        if item >= n_items {
+            return None;
+        }
+        let win = unsafe { ptx::ld_nc_u32(item_win.add(item as usize)) };
+        let blocks = unsafe { ptx::ld_nc_v2_u32(item_blocks.add(2 * item as usize)) };
+        let (vw0, vw1) = unsafe { (ptx::ld_nc_u32(win_ptr.add(win as usize)), ptx::ld_nc_u32(win_ptr.add(win as usize + 1))) };
+        let v_end = if vw0 + blocks[1] * KV < vw1 { vw0 + blocks[1] * KV } else { vw1 };
+        Some(WorkItem { win, v_begin: vw0 + blocks[0] * KV, v_end, whole_window: blocks[0] == 0 && vw0 + blocks[1] * KV >= vw1 })
+    }
+}
+
 /// The main loop shared by every instance.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -208,15 +233,10 @@ unsafe fn tc8_spmm<P: Tc8Precision, const NT: usize>(
     x: *const u32,
     y: *mut f32,
 ) {
-    let item = ptx::ctaid_x() * TC8_WARPS + ptx::warp_id();
-    if item >= n_items {
+    let Some(WorkItem { win: w, v_begin, v_end, whole_window }) = (unsafe { WorkItem::load(n_items, win_ptr, item_win, item_blocks) }) else {
         return;
-    }
+    };
     let lane = ptx::lane_id();
-    let w = unsafe { ptx::ld_nc_u32(item_win.add(item as usize)) };
-    let blocks = unsafe { ptx::ld_nc_v2_u32(item_blocks.add(2 * item as usize)) };
-    let (vw0, vw1) = unsafe { (ptx::ld_nc_u32(win_ptr.add(w as usize)), ptx::ld_nc_u32(win_ptr.add(w as usize + 1))) };
-    let whole_window = blocks[0] == 0 && vw0 + blocks[1] * KV >= vw1;
     let dim = ptx::ctaid_y() * 16 * NT as u32 + 2 * NT as u32 * (lane / 4);
     let dim_ok = dim < ld;
     let (j0, j1) = P::slots(lane);
@@ -224,8 +244,6 @@ unsafe fn tc8_spmm<P: Tc8Precision, const NT: usize>(
     // Groups of GROUP blocks: one coalesced load brings the group's 8 * GROUP vector columns
     // (lane i holds column i, handed out by shuffles), then every block's X gathers and values
     // are issued before the first MMA, so GROUP blocks of loads are in flight per warp.
-    let v_begin = vw0 + blocks[0] * KV;
-    let v_end = if vw0 + blocks[1] * KV < vw1 { vw0 + blocks[1] * KV } else { vw1 };
     let mut acc = [[0.0f32; 4]; NT];
     let mut vg = v_begin;
     while vg < v_end {

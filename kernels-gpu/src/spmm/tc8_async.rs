@@ -10,10 +10,10 @@
 //! Per warp and stage: 32 vectors x 128 bytes of X (one K slice of 16*NT dims: f16 NT = 4,
 //! tf32 NT = 2) in XOR-swizzled rows (`layout::tc8_smem_chunk`), then the group's values.
 
-use crate::config::{TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS as KV, TC8_WARPS, tc8_async_stage_bytes};
+use crate::config::{TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS as KV, tc8_async_stage_bytes};
 use crate::layout::tc8_smem_chunk;
 use crate::ptx;
-use crate::spmm::tc8::write_tile;
+use crate::spmm::tc8::{WorkItem, write_tile};
 
 /// Vectors per group (4 blocks): one column per lane.
 const GROUP_VECTORS: u32 = 32;
@@ -154,23 +154,16 @@ unsafe fn tc8_async_spmm<P: AsyncPrecision, const NT: usize, const STAGES: u32>(
     x: *const u32,
     y: *mut f32,
 ) {
-    let item = ptx::ctaid_x() * TC8_WARPS + ptx::warp_id();
-    if item >= n_items {
+    let Some(WorkItem { win: w, v_begin, v_end, whole_window }) = (unsafe { WorkItem::load(n_items, win_ptr, item_win, item_blocks) }) else {
         return;
-    }
+    };
     let lane = ptx::lane_id();
-    let w = unsafe { ptx::ld_nc_u32(item_win.add(item as usize)) };
-    let blocks = unsafe { ptx::ld_nc_v2_u32(item_blocks.add(2 * item as usize)) };
-    let (vw0, vw1) = unsafe { (ptx::ld_nc_u32(win_ptr.add(w as usize)), ptx::ld_nc_u32(win_ptr.add(w as usize + 1))) };
-    let whole_window = blocks[0] == 0 && vw0 + blocks[1] * KV >= vw1;
     let slice = ptx::ctaid_y() * 16 * NT as u32;
     let dim = slice + 2 * NT as u32 * (lane / 4);
     let dim_ok = dim < ld;
     let copy_dim = slice + 2 * NT as u32 * (lane % 8);
     let copy_ok = copy_dim < ld;
 
-    let v_begin = vw0 + blocks[0] * KV;
-    let v_end = if vw0 + blocks[1] * KV < vw1 { vw0 + blocks[1] * KV } else { vw1 };
     let n_groups = (v_end - v_begin).div_ceil(GROUP_VECTORS);
     let stage_bytes = tc8_async_stage_bytes(P::VALUE_BYTES);
     let warp_smem = ptx::dyn_smem_base() + ptx::warp_id() * STAGES * stage_bytes;

@@ -1,0 +1,98 @@
+//! `AgnnConv` as PyG's `AGNNConv` (self-loops added, learnable β):
+//!
+//! forward: n = rownorm(H); cos_ij = n_i · n_j on the edges (SDDMM); α = row softmax of β cos
+//! (edge softmax); out = α H (SpMM with the α values).
+//!
+//! backward, from dout: dα_ij = dout_i · h_j (SDDMM); ds = α ⊙ (dα − rowsum(α ⊙ dα));
+//! dβ = Σ ds ⊙ cos; dcos = β ds (the softmax backward gives both); dn = dcos N + dcosᵀ N
+//! (SpMM on S and on Sᵀ); dH = αᵀ dout (SpMM on Sᵀ) + the normalisation's backward of dn.
+
+use crate::error::Result;
+use crate::graph::Csr;
+use crate::nn::backend::{Backend, Side};
+use crate::nn::param::Param;
+use crate::tensor::Matrix;
+
+/// The pattern of A + I, shared by every `AgnnConv` of a model.
+pub struct AgnnGraph<B: Backend> {
+    pub graph: B::Graph,
+}
+
+impl<B: Backend> AgnnGraph<B> {
+    pub fn new(b: &B, a: &Csr) -> Result<Self> {
+        // SDDMM multiplies by the graph's values: unit values make it the plain pattern.
+        let with_loops = crate::graph::ops::add_self_loops(&crate::graph::ops::pattern(a), 1.0)?;
+        Ok(AgnnGraph { graph: b.graph(crate::graph::ops::pattern(&with_loops))? })
+    }
+}
+
+pub struct AgnnConv<B: Backend> {
+    pub beta: Param<B>,
+    n: B::Mat,
+    inv_norm: B::Mat,
+    cos: B::Edges,
+    alpha: B::Edges,
+    alpha_t: B::Edges,
+    /// dα in the backward pass, then dcos.
+    dalpha: B::Edges,
+    dcos: B::Edges,
+    dcos_t: B::Edges,
+    out: B::Mat,
+    dn: B::Mat,
+    dn_t: B::Mat,
+}
+
+impl<B: Backend> AgnnConv<B> {
+    /// A layer over `rows` nodes of width `dim`, β initialised to 1 (as PyG).
+    pub fn new(b: &B, g: &AgnnGraph<B>, rows: usize, dim: usize) -> Result<Self> {
+        let fwd = || b.edges(&g.graph, Side::Forward);
+        let bwd = || b.edges(&g.graph, Side::Transposed);
+        Ok(AgnnConv {
+            beta: Param::new(b, &Matrix::from_vec(1, 1, vec![1.0])?)?,
+            n: b.matrix(rows, dim)?,
+            inv_norm: b.matrix(rows, 1)?,
+            cos: fwd()?,
+            alpha: fwd()?,
+            alpha_t: bwd()?,
+            dalpha: fwd()?,
+            dcos: fwd()?,
+            dcos_t: bwd()?,
+            out: b.matrix(rows, dim)?,
+            dn: b.matrix(rows, dim)?,
+            dn_t: b.matrix(rows, dim)?,
+        })
+    }
+
+    pub fn forward(&mut self, b: &B, g: &AgnnGraph<B>, h: &B::Mat) -> Result<&B::Mat> {
+        b.row_normalize(h, &mut self.n, &mut self.inv_norm)?;
+        b.sddmm(&g.graph, &self.n, &self.n, &mut self.cos)?;
+        b.edge_softmax(&g.graph, &self.beta.value, &self.cos, &mut self.alpha)?;
+        b.spmm(&g.graph, Side::Forward, &self.alpha, h, &mut self.out)?;
+        Ok(&self.out)
+    }
+
+    pub fn out(&self) -> &B::Mat {
+        &self.out
+    }
+
+    /// Fills β's gradient and writes dH into `dh` (`h` is the forward's input).
+    pub fn backward(&mut self, b: &B, g: &AgnnGraph<B>, h: &B::Mat, dout: &B::Mat, dh: &mut B::Mat) -> Result<()> {
+        // Through the aggregation: dH = αᵀ dout, dα = dout Hᵀ on the edges.
+        b.transpose_edges(&g.graph, &self.alpha, &mut self.alpha_t)?;
+        b.spmm(&g.graph, Side::Transposed, &self.alpha_t, dout, dh)?;
+        b.sddmm(&g.graph, dout, h, &mut self.dalpha)?;
+        // Through the softmax and β.
+        b.edge_softmax_backward(&g.graph, &self.beta.value, &self.alpha, &self.dalpha, &self.cos, &mut self.dcos, &mut self.beta.grad)?;
+        // Through cos_ij = n_i · n_j: both ends of every edge.
+        b.spmm(&g.graph, Side::Forward, &self.dcos, &self.n, &mut self.dn)?;
+        b.transpose_edges(&g.graph, &self.dcos, &mut self.dcos_t)?;
+        b.spmm(&g.graph, Side::Transposed, &self.dcos_t, &self.n, &mut self.dn_t)?;
+        b.add_assign(&mut self.dn, &self.dn_t)?;
+        // Through the normalisation, accumulated onto the aggregation's part.
+        b.row_normalize_backward(&self.n, &self.inv_norm, &self.dn, dh)
+    }
+
+    pub fn params(&mut self) -> [&mut Param<B>; 1] {
+        [&mut self.beta]
+    }
+}

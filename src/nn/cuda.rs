@@ -1,0 +1,319 @@
+//! The GPU backend: dense products through cuBLAS, sparse products on our SpMM / SDDMM kernels
+//! with per-call edge values, and the training kernels of `ops::nn`, all enqueued on the GPU's
+//! one explicit stream, so [`Backend::record`] can capture a whole step as a CUDA graph.
+//!
+//! Precision: f32 runs the CUDA-core sparse kernels on edge values in CSR order; tf32 and f16
+//! run the TC8 tensor-core kernels on values in ME-BCRS order, f16 reading f16 copies of the
+//! features and edge values cast on the device just before each sparse product. Parameters,
+//! the loss, softmax and Adam stay f32 in every precision.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use half::f16;
+
+use crate::error::{Error, Result};
+use crate::gpu::cublas::{Blas, GemmMath};
+use crate::gpu::graph::CapturedGraph;
+use crate::gpu::timing::{Timing, time_gpu};
+use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::graph::Csr;
+use crate::nn::backend::{AdamHyper, Backend, Side, Stats};
+use crate::ops::nn as k;
+use crate::ops::sddmm::{ValueOrder, sddmm_device};
+use crate::ops::spmm::{EdgeValues, spmm_device_values, value_order};
+use crate::ops::values::{cast_matrix_to_f16, cast_to_f16, transpose_values};
+use crate::ops::{FeaturesRef, GraphHandle, Impl, Precision};
+use crate::tensor::Matrix;
+
+/// A pattern on the device; its transpose is built on first use and cached in the handle.
+pub struct GpuGraph {
+    pub handle: Arc<GraphHandle>,
+}
+
+impl GpuGraph {
+    fn side(&self, side: Side) -> Result<Arc<GraphHandle>> {
+        match side {
+            Side::Forward => Ok(self.handle.clone()),
+            Side::Transposed => self.handle.transpose(),
+        }
+    }
+}
+
+/// f16 copies of features and edge values, one per shape and use, reused across calls: the
+/// stream orders every cast after the product that last read the buffer.
+#[derive(Default)]
+struct HalfScratch {
+    mats: HashMap<(usize, usize, u8), DeviceMatrix<f16>>,
+    vecs: HashMap<usize, DeviceVec<f16>>,
+}
+
+pub struct CudaBackend {
+    gpu: Arc<Gpu>,
+    blas: Blas,
+    precision: Precision,
+    /// The SpMM implementation (`Auto` measures the ones that read `order` once per K).
+    spmm_impl: Impl,
+    sddmm_impl: Impl,
+    order: ValueOrder,
+    math: GemmMath,
+    /// Training steps begun: seeds dropout, drives Adam's bias correction; lives on the device
+    /// so a replayed graph advances it.
+    step: Mutex<DeviceVec<u32>>,
+    half: Mutex<HalfScratch>,
+}
+
+impl CudaBackend {
+    /// A backend for `precision`; `imp` picks the sparse kernels (`Auto`: CUDA-core kernels
+    /// measured per graph and K in f32, TC8 in tf32 and f16).
+    pub fn new(gpu: Arc<Gpu>, precision: Precision, imp: Impl) -> Result<Self> {
+        let spmm_impl = match (imp, precision) {
+            (Impl::Auto, Precision::F32) => Impl::Auto,
+            (Impl::Auto, _) => Impl::Tc8,
+            (Impl::Cpu, _) => return Err(Error::Unsupported("--impl cpu with a GPU backend; use --device cpu".into())),
+            (Impl::Tc8 | Impl::Tc16, Precision::F32) => {
+                return Err(Error::Unsupported(format!("{imp:?} runs on tensor cores: use --precision tf32 or f16")));
+            }
+            (other, _) => other,
+        };
+        let order = match spmm_impl {
+            Impl::Auto => ValueOrder::Csr,
+            other => value_order(other).ok_or_else(|| {
+                Error::Unsupported(format!("{other:?} cannot read per-call edge values; use auto, csr, hp, cusparse or tc8"))
+            })?,
+        };
+        let sddmm_impl = match (order, precision) {
+            (ValueOrder::MeBcrs, _) => Impl::Tc8,
+            (ValueOrder::Csr, Precision::F16) => Impl::Tc16,
+            (ValueOrder::Csr, _) => Impl::Hp,
+        };
+        let math = match precision {
+            Precision::F32 => GemmMath::F32,
+            Precision::Tf32 | Precision::F16 => GemmMath::Tf32,
+        };
+        Ok(CudaBackend {
+            blas: Blas::new(&gpu)?,
+            step: Mutex::new(DeviceVec::zeros(&gpu, 1)?),
+            half: Mutex::default(),
+            gpu,
+            precision,
+            spmm_impl,
+            sddmm_impl,
+            order,
+            math,
+        })
+    }
+
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    fn edge_len(&self, h: &GraphHandle) -> Result<usize> {
+        Ok(match self.order {
+            ValueOrder::Csr => h.csr().nnz(),
+            ValueOrder::MeBcrs => crate::ops::sddmm::tc8::mebcrs_len(h)?,
+        })
+    }
+
+    fn step_ptr(&self) -> std::sync::MutexGuard<'_, DeviceVec<u32>> {
+        self.step.lock().expect("step counter poisoned")
+    }
+}
+
+impl HalfScratch {
+    fn mat(&mut self, gpu: &Arc<Gpu>, rows: usize, cols: usize, slot: u8) -> Result<DeviceMatrix<f16>> {
+        match self.mats.remove(&(rows, cols, slot)) {
+            Some(m) => Ok(m),
+            None => DeviceMatrix::zeros(gpu, rows, cols),
+        }
+    }
+    fn put(&mut self, m: DeviceMatrix<f16>, slot: u8) {
+        self.mats.insert((m.rows, m.cols, slot), m);
+    }
+}
+
+impl Backend for CudaBackend {
+    type Mat = DeviceMatrix<f32>;
+    type Edges = DeviceVec<f32>;
+    type Graph = GpuGraph;
+    type Mask = DeviceVec<u8>;
+    type Labels = (DeviceVec<i32>, DeviceVec<u8>);
+    type Stats = DeviceVec<f32>;
+    type Recording = CapturedGraph;
+
+    fn describe(&self) -> String {
+        format!("{} {:?} spmm {:?} sddmm {:?}", self.gpu.info().name, self.precision, self.spmm_impl, self.sddmm_impl).to_lowercase()
+    }
+
+    fn matrix(&self, rows: usize, cols: usize) -> Result<DeviceMatrix<f32>> {
+        DeviceMatrix::zeros(&self.gpu, rows, cols)
+    }
+    fn upload(&self, m: &Matrix) -> Result<DeviceMatrix<f32>> {
+        DeviceMatrix::upload(&self.gpu, m)
+    }
+    fn download(&self, m: &DeviceMatrix<f32>) -> Result<Matrix> {
+        m.download()
+    }
+    fn shape(m: &DeviceMatrix<f32>) -> (usize, usize) {
+        (m.rows, m.cols)
+    }
+    fn graph(&self, csr: Csr) -> Result<GpuGraph> {
+        Ok(GpuGraph { handle: Arc::new(GraphHandle::new(csr, Some(self.gpu.clone()))) })
+    }
+    fn graph_shape(g: &GpuGraph) -> (usize, usize) {
+        (g.handle.csr().n_rows(), g.handle.csr().n_cols())
+    }
+    fn edges(&self, g: &GpuGraph, side: Side) -> Result<DeviceVec<f32>> {
+        DeviceVec::zeros(&self.gpu, self.edge_len(&g.side(side)?)?)
+    }
+    fn graph_values(&self, g: &GpuGraph, side: Side) -> Result<DeviceVec<f32>> {
+        let h = g.side(side)?;
+        match self.order {
+            ValueOrder::Csr => DeviceVec::upload(&self.gpu, h.csr().values()),
+            ValueOrder::MeBcrs => DeviceVec::upload(&self.gpu, &h.mebcrs(8)?.values),
+        }
+    }
+    fn mask(&self, rows: usize, cols: usize) -> Result<DeviceVec<u8>> {
+        DeviceVec::zeros(&self.gpu, rows * crate::gpu::memory::padded_ld(cols))
+    }
+    fn labels(&self, labels: &[i32], mask_bits: &[u8]) -> Result<(DeviceVec<i32>, DeviceVec<u8>)> {
+        Ok((DeviceVec::upload(&self.gpu, labels)?, DeviceVec::upload(&self.gpu, mask_bits)?))
+    }
+    fn stats(&self) -> Result<DeviceVec<f32>> {
+        DeviceVec::zeros(&self.gpu, 4)
+    }
+    fn read_stats(&self, s: &DeviceVec<f32>) -> Result<Stats> {
+        let v = s.download(&self.gpu)?;
+        Ok(Stats { loss: v[0] as f64, correct: [v[1] as f64, v[2] as f64, v[3] as f64] })
+    }
+    fn record(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<Option<CapturedGraph>> {
+        Ok(Some(self.gpu.capture(f)?))
+    }
+    fn replay(&self, r: &CapturedGraph) -> Result<()> {
+        r.replay()
+    }
+    fn time(&self, warmup: usize, reps: usize, f: &mut dyn FnMut() -> Result<()>) -> Result<Timing> {
+        time_gpu(&self.gpu, warmup, reps, f)
+    }
+    fn synchronize(&self) -> Result<()> {
+        self.gpu.synchronize()
+    }
+    fn begin_step(&self) -> Result<()> {
+        k::adam::step_increment(&mut self.step_ptr())
+    }
+
+    fn gemm(&self, a: &DeviceMatrix<f32>, ta: bool, b: &DeviceMatrix<f32>, tb: bool, beta: f32, c: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.blas.gemm(self.math, 1.0, a, ta, b, tb, beta, c)
+    }
+    fn bias_add(&self, y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
+        k::bias::bias_add(y, b)
+    }
+    fn col_sums(&self, x: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>) -> Result<()> {
+        k::bias::col_sums(x, out)
+    }
+    fn add_assign(&self, y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>) -> Result<()> {
+        k::elementwise::add_assign(y, x)
+    }
+    fn copy(&self, src: &DeviceMatrix<f32>, dst: &mut DeviceMatrix<f32>) -> Result<()> {
+        if (src.rows, src.cols) != (dst.rows, dst.cols) {
+            return Err(Error::Shape(format!("copy: {}x{} into {}x{}", src.rows, src.cols, dst.rows, dst.cols)));
+        }
+        self.gpu.stream().memcpy_dtod(src.slice(), dst.slice_mut()).map_err(|e| Error::cuda("copy", e))
+    }
+    fn relu(&self, x: &mut DeviceMatrix<f32>) -> Result<()> {
+        k::relu::relu(x)
+    }
+    fn relu_backward(&self, y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>) -> Result<()> {
+        k::relu::relu_backward(y, dy)
+    }
+    fn dropout(&self, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64) -> Result<()> {
+        k::dropout::dropout_matrix(x, y, mask, p, seed, &self.step_ptr())
+    }
+    fn dropout_backward(&self, dy: &DeviceMatrix<f32>, mask: &DeviceVec<u8>, p: f32, dx: &mut DeviceMatrix<f32>) -> Result<()> {
+        k::dropout::dropout_backward_matrix(dy, mask, p, dx)
+    }
+    fn dropout_edges(&self, x: &DeviceVec<f32>, y: &mut DeviceVec<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64) -> Result<()> {
+        k::dropout::dropout(x, y, mask, x.len(), p, seed, &self.step_ptr())
+    }
+    fn row_normalize(&self, h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, inv_norm: &mut DeviceMatrix<f32>) -> Result<()> {
+        k::normalize::row_normalize(h, n, inv_norm)
+    }
+    fn row_normalize_backward(&self, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, dn: &DeviceMatrix<f32>, dh: &mut DeviceMatrix<f32>) -> Result<()> {
+        k::normalize::row_normalize_backward(n, inv_norm, dn, dh)
+    }
+
+    fn spmm(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+        let h = g.side(side)?;
+        match (self.precision, self.order) {
+            (Precision::F16, ValueOrder::MeBcrs) => {
+                let mut s = self.half.lock().expect("f16 scratch poisoned");
+                let mut xh = s.mat(&self.gpu, x.rows, x.cols, 0)?;
+                cast_matrix_to_f16(x, &mut xh)?;
+                let mut vh = match s.vecs.remove(&values.len()) {
+                    Some(v) => v,
+                    None => DeviceVec::zeros(&self.gpu, values.len())?,
+                };
+                cast_to_f16(values, &mut vh)?;
+                let r = spmm_device_values(&h, EdgeValues::MeBcrsF16(&vh), FeaturesRef::F16(&xh), y, self.spmm_impl);
+                s.put(xh, 0);
+                s.vecs.insert(values.len(), vh);
+                r
+            }
+            (Precision::F16, ValueOrder::Csr) => {
+                let mut s = self.half.lock().expect("f16 scratch poisoned");
+                let mut xh = s.mat(&self.gpu, x.rows, x.cols, 0)?;
+                cast_matrix_to_f16(x, &mut xh)?;
+                let r = spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F16(&xh), y, self.spmm_impl);
+                s.put(xh, 0);
+                r
+            }
+            (_, ValueOrder::Csr) => spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F32(x), y, self.spmm_impl),
+            (_, ValueOrder::MeBcrs) => spmm_device_values(&h, EdgeValues::MeBcrs(values), FeaturesRef::F32(x), y, self.spmm_impl),
+        }
+    }
+    fn sddmm(&self, g: &GpuGraph, a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, out: &mut DeviceVec<f32>) -> Result<()> {
+        let h = &g.handle;
+        if self.precision != Precision::F16 {
+            return sddmm_device(h, FeaturesRef::F32(a), FeaturesRef::F32(b), out, self.sddmm_impl, self.order);
+        }
+        let mut s = self.half.lock().expect("f16 scratch poisoned");
+        let mut ah = s.mat(&self.gpu, a.rows, a.cols, 1)?;
+        cast_matrix_to_f16(a, &mut ah)?;
+        let r = if std::ptr::eq(a, b) {
+            sddmm_device(h, FeaturesRef::F16(&ah), FeaturesRef::F16(&ah), out, self.sddmm_impl, self.order)
+        } else {
+            let mut bh = s.mat(&self.gpu, b.rows, b.cols, 2)?;
+            cast_matrix_to_f16(b, &mut bh)?;
+            let r = sddmm_device(h, FeaturesRef::F16(&ah), FeaturesRef::F16(&bh), out, self.sddmm_impl, self.order);
+            s.put(bh, 2);
+            r
+        };
+        s.put(ah, 1);
+        r
+    }
+    fn transpose_edges(&self, g: &GpuGraph, src: &DeviceVec<f32>, dst: &mut DeviceVec<f32>) -> Result<()> {
+        transpose_values(&g.handle, self.order, src, dst)
+    }
+    fn edge_softmax(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, cos: &DeviceVec<f32>, alpha: &mut DeviceVec<f32>) -> Result<()> {
+        k::edge_softmax::edge_softmax_scaled(&g.handle, self.order, beta, cos, alpha)
+    }
+    fn edge_softmax_backward(
+        &self,
+        g: &GpuGraph,
+        beta: &DeviceMatrix<f32>,
+        alpha: &DeviceVec<f32>,
+        dalpha: &DeviceVec<f32>,
+        cos: &DeviceVec<f32>,
+        dcos: &mut DeviceVec<f32>,
+        dbeta: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
+        k::edge_softmax::edge_softmax_backward(&g.handle, self.order, beta, alpha, dalpha, cos, dcos, dbeta)
+    }
+
+    fn cross_entropy(&self, logits: &DeviceMatrix<f32>, labels: &(DeviceVec<i32>, DeviceVec<u8>), inv_n_train: f32, dlogits: &mut DeviceMatrix<f32>, stats: &mut DeviceVec<f32>) -> Result<()> {
+        k::cross_entropy::cross_entropy(logits, &labels.0, &labels.1, inv_n_train, dlogits, stats)
+    }
+    fn adam(&self, param: &mut DeviceMatrix<f32>, grad: &DeviceMatrix<f32>, m: &mut DeviceMatrix<f32>, v: &mut DeviceMatrix<f32>, hyper: &AdamHyper) -> Result<()> {
+        k::adam::adam(param, grad, m, v, hyper, &self.step_ptr())
+    }
+}

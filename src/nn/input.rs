@@ -1,0 +1,128 @@
+//! Node features as the first layer reads them, with the input dropout PyG's examples apply
+//! (`x = F.dropout(x, p, training)` before the first layer). Dense features are dropped out
+//! element by element; sparse (multi-hot) features keep their pattern and drop their nonzero
+//! values, which is the same thing without touching the zeros.
+
+use crate::error::Result;
+use crate::graph::Csr;
+use crate::nn::backend::{Backend, Side};
+use crate::nn::operand::Operand;
+use crate::tensor::Matrix;
+
+pub enum InputFeatures<B: Backend> {
+    Dense { x: B::Mat, dropped: B::Mat, mask: B::Mask },
+    Sparse { x: B::Graph, values: B::Edges, values_t: B::Edges, dropped: B::Edges, dropped_t: B::Edges, mask: B::Mask },
+}
+
+/// Node features on the host, before upload.
+pub enum HostFeatures {
+    Dense(Matrix),
+    /// An `n x f` CSR whose values are the feature values.
+    Sparse(Csr),
+}
+
+impl HostFeatures {
+    pub fn rows(&self) -> usize {
+        match self {
+            HostFeatures::Dense(m) => m.rows,
+            HostFeatures::Sparse(c) => c.n_rows(),
+        }
+    }
+    pub fn cols(&self) -> usize {
+        match self {
+            HostFeatures::Dense(m) => m.cols,
+            HostFeatures::Sparse(c) => c.n_cols(),
+        }
+    }
+    /// Scale every row to sum 1 (PyG's `NormalizeFeatures`); all-zero rows stay zero.
+    pub fn normalize_rows(&mut self) {
+        match self {
+            HostFeatures::Dense(m) => {
+                let cols = m.cols;
+                for row in m.data.chunks_mut(cols.max(1)) {
+                    let s: f64 = row.iter().map(|&v| v as f64).sum();
+                    if s != 0.0 {
+                        row.iter_mut().for_each(|v| *v = (*v as f64 / s) as f32);
+                    }
+                }
+            }
+            HostFeatures::Sparse(c) => {
+                let mut vals = c.values().to_vec();
+                for r in 0..c.n_rows() {
+                    let range = c.row_range(r);
+                    let s: f64 = vals[range.clone()].iter().map(|&v| v as f64).sum();
+                    if s != 0.0 {
+                        vals[range].iter_mut().for_each(|v| *v = (*v as f64 / s) as f32);
+                    }
+                }
+                *c = c.clone().with_values(vals).expect("same length");
+            }
+        }
+    }
+}
+
+impl<B: Backend> InputFeatures<B> {
+    pub fn new(b: &B, host: &HostFeatures) -> Result<Self> {
+        Ok(match host {
+            HostFeatures::Dense(m) => InputFeatures::Dense {
+                x: b.upload(m)?,
+                dropped: b.matrix(m.rows, m.cols)?,
+                mask: b.mask(m.rows, m.cols)?,
+            },
+            HostFeatures::Sparse(c) => {
+                let x = b.graph(c.clone())?;
+                let values = b.graph_values(&x, Side::Forward)?;
+                let values_t = b.graph_values(&x, Side::Transposed)?;
+                let dropped = b.edges(&x, Side::Forward)?;
+                let dropped_t = b.edges(&x, Side::Transposed)?;
+                let mask = b.mask(1, c.nnz())?;
+                InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask }
+            }
+        })
+    }
+
+    pub fn cols(&self) -> usize {
+        match self {
+            InputFeatures::Dense { x, .. } => B::shape(x).1,
+            InputFeatures::Sparse { x, .. } => B::graph_shape(x).1,
+        }
+    }
+
+    /// Applies the input dropout (when training and p > 0) and returns the operand the first
+    /// layer multiplies.
+    pub fn forward(&mut self, b: &B, train: bool, p: f32, seed: u64) -> Result<Operand<'_, B>> {
+        let drop = train && p > 0.0;
+        Ok(match self {
+            InputFeatures::Dense { x, dropped, mask } => {
+                if !drop {
+                    return Ok(Operand::Dense(x));
+                }
+                b.dropout(x, dropped, mask, p, seed)?;
+                Operand::Dense(dropped)
+            }
+            InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask } => {
+                if !drop {
+                    return Ok(Operand::Sparse { x, values, values_t });
+                }
+                b.dropout_edges(values, dropped, mask, p, seed)?;
+                b.transpose_edges(x, dropped, dropped_t)?;
+                Operand::Sparse { x, values: dropped, values_t: dropped_t }
+            }
+        })
+    }
+
+    /// The operand the last `forward` returned, for the backward pass.
+    pub fn operand(&self, train: bool, p: f32) -> Operand<'_, B> {
+        let dropped = train && p > 0.0;
+        match self {
+            InputFeatures::Dense { x, dropped: d, .. } => Operand::Dense(if dropped { d } else { x }),
+            InputFeatures::Sparse { x, values, values_t, dropped: d, dropped_t: dt, .. } => {
+                if dropped {
+                    Operand::Sparse { x, values: d, values_t: dt }
+                } else {
+                    Operand::Sparse { x, values, values_t }
+                }
+            }
+        }
+    }
+}

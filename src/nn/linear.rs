@@ -1,0 +1,53 @@
+//! `Linear`: Y = X W + b (PyG's `Linear` / torch's `nn.Linear` with weight stored `in x out`).
+
+use crate::error::Result;
+use crate::nn::backend::Backend;
+use crate::nn::operand::Operand;
+use crate::nn::param::{Param, glorot};
+use crate::tensor::Matrix;
+use crate::util::rng::SplitMix64;
+
+pub struct Linear<B: Backend> {
+    pub weight: Param<B>,
+    pub bias: Param<B>,
+    out: B::Mat,
+}
+
+impl<B: Backend> Linear<B> {
+    /// A layer for `rows` nodes, `fan_in -> fan_out`, Glorot weights and zero bias.
+    pub fn new(b: &B, rows: usize, fan_in: usize, fan_out: usize, rng: &mut SplitMix64) -> Result<Self> {
+        Ok(Linear {
+            weight: Param::new(b, &glorot(fan_in, fan_out, rng))?,
+            bias: Param::new(b, &Matrix::zeros(1, fan_out))?,
+            out: b.matrix(rows, fan_out)?,
+        })
+    }
+
+    pub fn forward(&mut self, b: &B, x: &Operand<B>) -> Result<&B::Mat> {
+        x.times(b, &self.weight.value, &mut self.out)?;
+        b.bias_add(&mut self.out, &self.bias.value)?;
+        Ok(&self.out)
+    }
+
+    pub fn out(&self) -> &B::Mat {
+        &self.out
+    }
+    pub fn out_mut(&mut self) -> &mut B::Mat {
+        &mut self.out
+    }
+
+    /// Gradients of weight and bias from `dy`, and dX = dY Wᵀ into `dx` when asked (the node
+    /// features need none).
+    pub fn backward(&mut self, b: &B, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
+        b.col_sums(dy, &mut self.bias.grad)?;
+        x.transposed_times(b, dy, &mut self.weight.grad)?;
+        match dx {
+            Some(dx) => b.gemm(dy, false, &self.weight.value, true, 0.0, dx),
+            None => Ok(()),
+        }
+    }
+
+    pub fn params(&mut self) -> [&mut Param<B>; 2] {
+        [&mut self.weight, &mut self.bias]
+    }
+}

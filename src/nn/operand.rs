@@ -1,0 +1,42 @@
+//! The left operand of a feature transform `X W`: a dense matrix (hidden layers, dense node
+//! features) or sparse node features (multi-hot), whose product is an SpMM with the feature
+//! matrix as the sparse side. The layer's backward needs `Xᵀ G` for its weight gradient.
+
+use crate::error::Result;
+use crate::nn::backend::{Backend, Side};
+
+pub enum Operand<'a, B: Backend> {
+    Dense(&'a B::Mat),
+    /// `X` as a pattern with values in forward order and the same values laid out for `Xᵀ`.
+    Sparse { x: &'a B::Graph, values: &'a B::Edges, values_t: &'a B::Edges },
+}
+
+impl<B: Backend> Operand<'_, B> {
+    /// Rows x columns of X.
+    pub fn shape(&self) -> (usize, usize) {
+        match self {
+            Operand::Dense(m) => B::shape(m),
+            Operand::Sparse { x, .. } => B::graph_shape(x),
+        }
+    }
+
+    /// `out = X w`.
+    pub fn times(&self, b: &B, w: &B::Mat, out: &mut B::Mat) -> Result<()> {
+        match self {
+            Operand::Dense(x) => b.gemm(x, false, w, false, 0.0, out),
+            Operand::Sparse { x, values, .. } => b.spmm(x, Side::Forward, values, w, out),
+        }
+    }
+
+    /// `out = Xᵀ g`.
+    pub fn transposed_times(&self, b: &B, g: &B::Mat, out: &mut B::Mat) -> Result<()> {
+        match self {
+            Operand::Dense(x) => b.gemm(x, true, g, false, 0.0, out),
+            Operand::Sparse { x, values_t, .. } => b.spmm(x, Side::Transposed, values_t, g, out),
+        }
+    }
+
+    pub fn is_dense(&self) -> bool {
+        matches!(self, Operand::Dense(_))
+    }
+}

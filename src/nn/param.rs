@@ -1,0 +1,36 @@
+//! A trainable tensor: its value, its gradient and Adam's two moments, all allocated once.
+
+use crate::error::Result;
+use crate::nn::backend::{AdamHyper, Backend};
+use crate::tensor::Matrix;
+use crate::util::rng::SplitMix64;
+
+pub struct Param<B: Backend> {
+    pub value: B::Mat,
+    pub grad: B::Mat,
+    m: B::Mat,
+    v: B::Mat,
+}
+
+impl<B: Backend> Param<B> {
+    pub fn new(b: &B, init: &Matrix) -> Result<Self> {
+        Ok(Param {
+            value: b.upload(init)?,
+            grad: b.matrix(init.rows, init.cols)?,
+            m: b.matrix(init.rows, init.cols)?,
+            v: b.matrix(init.rows, init.cols)?,
+        })
+    }
+
+    /// One Adam update from the gradient the last backward pass left.
+    pub fn adam(&mut self, b: &B, hyper: &AdamHyper) -> Result<()> {
+        b.adam(&mut self.value, &self.grad, &mut self.m, &mut self.v, hyper)
+    }
+}
+
+/// Glorot (Xavier) uniform: U(-a, a) with a = sqrt(6 / (fan_in + fan_out)), as PyG's `glorot`.
+pub fn glorot(fan_in: usize, fan_out: usize, rng: &mut SplitMix64) -> Matrix {
+    let a = (6.0 / (fan_in + fan_out) as f64).sqrt() as f32;
+    let data = (0..fan_in * fan_out).map(|_| rng.uniform(-a, a)).collect();
+    Matrix { rows: fan_in, cols: fan_out, data }
+}

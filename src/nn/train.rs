@@ -1,0 +1,260 @@
+//! Training: one step is forward (train mode), loss, backward and Adam on every parameter; an
+//! epoch adds an evaluation forward that counts correct nodes per mask. Reports follow PyG's
+//! examples: test accuracy at the epoch of best validation accuracy.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::gpu::timing::Timing;
+use crate::nn::backend::{AdamHyper, Backend, Stats, TEST_BIT, TRAIN_BIT, VAL_BIT};
+use crate::nn::data::Dataset;
+use crate::nn::input::InputFeatures;
+use crate::nn::model::{ModelConfig, Net};
+
+/// Optimiser settings of a run (the model's own are in [`ModelConfig`]).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct TrainConfig {
+    pub epochs: usize,
+    pub lr: f32,
+    pub weight_decay: f32,
+}
+
+impl Default for TrainConfig {
+    /// PyG's Planetoid examples: 200 epochs, lr 0.01, weight decay 5e-4.
+    fn default() -> Self {
+        TrainConfig { epochs: 200, lr: 0.01, weight_decay: 5e-4 }
+    }
+}
+
+/// One epoch of a run.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct EpochRecord {
+    pub epoch: usize,
+    pub loss: f64,
+    pub train_acc: f64,
+    pub val_acc: f64,
+    pub test_acc: f64,
+}
+
+/// Nodes per mask.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct MaskSizes {
+    pub train: usize,
+    pub val: usize,
+    pub test: usize,
+}
+
+pub struct Trainer<B: Backend> {
+    backend: Arc<B>,
+    net: Net<B>,
+    input: InputFeatures<B>,
+    labels: B::Labels,
+    dlogits: B::Mat,
+    train_stats: B::Stats,
+    eval_stats: B::Stats,
+    /// Scratch gradient for the evaluation pass (never read).
+    eval_dlogits: B::Mat,
+    inv_n_train: f32,
+    hyper: AdamHyper,
+    sizes: MaskSizes,
+    step_graph: Option<B::Recording>,
+    eval_graph: Option<B::Recording>,
+    /// Seconds spent building the model: translations, uploads, allocations.
+    pub setup_seconds: f64,
+}
+
+impl<B: Backend> Trainer<B> {
+    pub fn new(backend: Arc<B>, data: &Dataset, model: &ModelConfig, train: &TrainConfig) -> Result<Self> {
+        let t0 = Instant::now();
+        let b = &*backend;
+        let count = |bit: u8| data.mask_bits.iter().filter(|&&m| m & bit != 0).count();
+        let sizes = MaskSizes { train: count(TRAIN_BIT), val: count(VAL_BIT), test: count(TEST_BIT) };
+        if sizes.train == 0 {
+            return Err(Error::Unsupported(format!("{}: the train mask is empty", data.name)));
+        }
+        let n = data.graph.n_rows();
+        let net = Net::new(b, &data.graph, &data.features, data.classes, model)?;
+        let input = InputFeatures::new(b, &data.features)?;
+        let labels = b.labels(&data.labels, &data.mask_bits)?;
+        let hyper = AdamHyper { lr: train.lr, weight_decay: train.weight_decay, ..AdamHyper::default() };
+        let trainer = Trainer {
+            net,
+            input,
+            labels,
+            dlogits: b.matrix(n, data.classes)?,
+            eval_dlogits: b.matrix(n, data.classes)?,
+            train_stats: b.stats()?,
+            eval_stats: b.stats()?,
+            inv_n_train: 1.0 / sizes.train as f32,
+            hyper,
+            sizes,
+            step_graph: None,
+            eval_graph: None,
+            setup_seconds: 0.0,
+            backend: backend.clone(),
+        };
+        backend.synchronize()?;
+        Ok(Trainer { setup_seconds: t0.elapsed().as_secs_f64(), ..trainer })
+    }
+
+    pub fn backend(&self) -> &Arc<B> {
+        &self.backend
+    }
+    pub fn mask_sizes(&self) -> MaskSizes {
+        self.sizes
+    }
+
+    /// Forward in training mode and the loss with its gradient.
+    pub fn forward_loss(&mut self) -> Result<()> {
+        let b = &*self.backend;
+        b.begin_step()?;
+        let logits = self.net.forward(b, &mut self.input, true)?;
+        b.cross_entropy(logits, &self.labels, self.inv_n_train, &mut self.dlogits, &mut self.train_stats)
+    }
+
+    pub fn backward(&mut self) -> Result<()> {
+        self.net.backward(&*self.backend, &self.input, &self.dlogits)
+    }
+
+    pub fn optimize(&mut self) -> Result<()> {
+        let b = &*self.backend;
+        for p in self.net.params() {
+            p.adam(b, &self.hyper)?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues one training step without a recording.
+    pub fn step_eager(&mut self) -> Result<()> {
+        self.forward_loss()?;
+        self.backward()?;
+        self.optimize()
+    }
+
+    /// One training step: the recorded one when [`Trainer::record`] made one.
+    pub fn step(&mut self) -> Result<()> {
+        match &self.step_graph {
+            Some(g) => self.backend.replay(g),
+            None => self.step_eager(),
+        }
+    }
+
+    fn evaluate_eager(&mut self) -> Result<()> {
+        let b = &*self.backend;
+        let logits = self.net.forward(b, &mut self.input, false)?;
+        b.cross_entropy(logits, &self.labels, self.inv_n_train, &mut self.eval_dlogits, &mut self.eval_stats)
+    }
+
+    /// Enqueues the evaluation forward.
+    pub fn evaluate(&mut self) -> Result<()> {
+        match &self.eval_graph {
+            Some(g) => self.backend.replay(g),
+            None => self.evaluate_eager(),
+        }
+    }
+
+    /// Records the training step and the evaluation pass once (CUDA graphs on the GPU), after
+    /// one eager run of each so every lazily built translation and plan exists. Note that
+    /// recording runs nothing: the step counter does not move.
+    pub fn record(&mut self) -> Result<bool> {
+        self.step_eager()?;
+        self.evaluate_eager()?;
+        self.backend.synchronize()?;
+        let b = self.backend.clone();
+        let step = b.record(&mut || self.step_eager())?;
+        let eval = b.record(&mut || self.evaluate_eager())?;
+        let recorded = step.is_some() && eval.is_some();
+        self.step_graph = step;
+        self.eval_graph = eval;
+        Ok(recorded)
+    }
+
+    /// The loss of the last step and the accuracies of the last evaluation (waits for both).
+    pub fn read(&self, epoch: usize) -> Result<EpochRecord> {
+        let train: Stats = self.backend.read_stats(&self.train_stats)?;
+        let eval: Stats = self.backend.read_stats(&self.eval_stats)?;
+        let acc = |i: usize, n: usize| if n == 0 { 0.0 } else { eval.correct[i] / n as f64 };
+        Ok(EpochRecord {
+            epoch,
+            loss: train.loss,
+            train_acc: acc(0, self.sizes.train),
+            val_acc: acc(1, self.sizes.val),
+            test_acc: acc(2, self.sizes.test),
+        })
+    }
+
+    /// Trains for `cfg.epochs` epochs (step + evaluation each), calling `on_epoch` after each.
+    pub fn fit(&mut self, epochs: usize, mut on_epoch: impl FnMut(&EpochRecord)) -> Result<History> {
+        let t0 = Instant::now();
+        let mut epochs_run = Vec::with_capacity(epochs);
+        for e in 0..epochs {
+            self.step()?;
+            self.evaluate()?;
+            let rec = self.read(e + 1)?;
+            if !rec.loss.is_finite() {
+                return Err(Error::Unsupported(format!("the loss became {} at epoch {}; try a smaller --lr", rec.loss, e + 1)));
+            }
+            on_epoch(&rec);
+            epochs_run.push(rec);
+        }
+        Ok(History::new(epochs_run, t0.elapsed().as_secs_f64()))
+    }
+
+    /// Medians of each phase over `reps` runs after `warmup`: forward + loss, backward,
+    /// optimiser, a whole eager step, a recorded step (when recorded) and the evaluation pass.
+    pub fn profile(&mut self, warmup: usize, reps: usize) -> Result<PhaseTimes> {
+        let b = self.backend.clone();
+        let forward = b.time(warmup, reps, &mut || self.forward_loss())?;
+        let backward = b.time(warmup, reps, &mut || self.backward())?;
+        let optimizer = b.time(warmup, reps, &mut || self.optimize())?;
+        let step_eager = b.time(warmup, reps, &mut || self.step_eager())?;
+        let evaluate = b.time(warmup, reps, &mut || self.evaluate())?;
+        let step_recorded = match self.step_graph.is_some() {
+            true => Some(b.time(warmup, reps, &mut || self.step())?),
+            false => None,
+        };
+        Ok(PhaseTimes { forward, backward, optimizer, step_eager, step_recorded, evaluate })
+    }
+}
+
+/// Event-timed phases of a training step (milliseconds, medians in [`Timing`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PhaseTimes {
+    pub forward: Timing,
+    pub backward: Timing,
+    pub optimizer: Timing,
+    pub step_eager: Timing,
+    pub step_recorded: Option<Timing>,
+    pub evaluate: Timing,
+}
+
+impl PhaseTimes {
+    /// The step time a user gets: the recorded step where there is one.
+    pub fn step_ms(&self) -> f64 {
+        self.step_recorded.as_ref().unwrap_or(&self.step_eager).median_ms
+    }
+}
+
+/// A finished run: every epoch and the PyG-style summary.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct History {
+    pub epochs: Vec<EpochRecord>,
+    /// The first epoch with the highest validation accuracy.
+    pub best_epoch: usize,
+    pub best_val_acc: f64,
+    /// Test accuracy at `best_epoch`.
+    pub test_acc: f64,
+    pub seconds: f64,
+}
+
+impl History {
+    fn new(epochs: Vec<EpochRecord>, seconds: f64) -> Self {
+        let best = epochs.iter().fold(None::<&EpochRecord>, |best, e| match best {
+            Some(b) if b.val_acc >= e.val_acc => Some(b),
+            _ => Some(e),
+        });
+        let (best_epoch, best_val_acc, test_acc) = best.map_or((0, 0.0, 0.0), |b| (b.epoch, b.val_acc, b.test_acc));
+        History { epochs, best_epoch, best_val_acc, test_acc, seconds }
+    }
+}

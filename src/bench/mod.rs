@@ -7,6 +7,7 @@ pub mod report;
 pub mod sddmm;
 pub mod spmm;
 pub mod suite;
+pub mod train;
 
 pub use floor::copy_bandwidth_gbs;
 

@@ -5,6 +5,7 @@ pub mod demo;
 pub mod graph_cmds;
 pub mod spmm_cmd;
 pub mod table;
+pub mod train_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -39,6 +40,9 @@ pub enum Command {
     Spmm(spmm_cmd::SpmmArgs),
     /// Benchmark suites (GPU): every implementation against cuSPARSE, reports in bench/results/.
     Bench(bench_cmd::BenchArgs),
+    /// Train a GCN or an AGNN (GPU if present, CPU otherwise): progress, test accuracy at the
+    /// best validation epoch, time per phase, JSON report and curve.
+    Train(train_cmd::TrainArgs),
     /// The default demo (what `tcgnn` with no command runs).
     Demo(demo::DemoArgs),
     /// Print the embedded PTX (for ptxas checks).
@@ -54,6 +58,7 @@ pub fn run(cli: Cli) -> tcgnn::Result<()> {
         Some(Command::Gen(a)) => graph_cmds::run_gen(&a),
         Some(Command::Reorder(a)) => graph_cmds::run_reorder(&a),
         Some(Command::Spmm(a)) => spmm_cmd::run(&a),
+        Some(Command::Train(a)) => train_cmd::run(&a),
         Some(Command::Bench(a)) => bench_cmd::run(&a),
         Some(Command::Ptx) => {
             print!("{}", tcgnn::gpu::module::KERNELS_PTX);

@@ -247,3 +247,25 @@ impl<B: Backend> Net<B> {
         }
     }
 }
+
+/// Device bytes a model's buffers take (parameters with gradient and moments, activations,
+/// gradients, masks, edge buffers), to refuse a model that cannot fit before allocating it.
+/// An upper estimate: edge buffers are counted at twice the edges (ME-BCRS pads vectors).
+pub fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {
+    let (n, nnz, f, c, h) = (n as u64, nnz as u64, features as u64, classes as u64, cfg.hidden as u64);
+    let edges = 2 * (nnz + n) * 4;
+    let mat = |cols: u64| n * cols.div_ceil(8) * 8 * 4;
+    let params = |fan_in: u64, fan_out: u64| 4 * fan_in * fan_out * 4;
+    let layers = cfg.layers as u64;
+    match cfg.kind {
+        ModelKind::Gcn => {
+            let widths: Vec<u64> = std::iter::once(f).chain(std::iter::repeat_n(h, cfg.layers - 1)).chain([c]).collect();
+            let per_layer: u64 = widths.windows(2).map(|w| params(w[0], w[1]) + 3 * mat(w[1]) + 2 * mat(w[0]) + n * w[0]).sum();
+            per_layer + 2 * edges
+        }
+        ModelKind::Agnn => {
+            let per_conv = 4 * mat(h) + mat(1) + 7 * edges;
+            params(f, h) + params(h, c) + 6 * mat(h) + 2 * mat(c) + layers * per_conv
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! `tcgnn bench spmm [--suite] [GRAPH...]`.
+//! `tcgnn bench spmm|sddmm [--suite] [GRAPH...]` and `tcgnn bench train` (see bench_train.rs).
 
 use std::path::PathBuf;
 
@@ -12,9 +12,22 @@ use super::table::print_records;
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
-    /// Which op to benchmark.
-    #[arg(value_enum)]
-    pub op: BenchOp,
+    #[command(subcommand)]
+    pub op: BenchCmd,
+}
+
+#[derive(clap::Subcommand)]
+pub enum BenchCmd {
+    /// SpMM: every implementation against cuSPARSE (K = 32, 128, 256 by default).
+    Spmm(KernelBenchArgs),
+    /// SDDMM: every implementation against cuSPARSE SDDMM (K = 32, 128 by default).
+    Sddmm(KernelBenchArgs),
+    /// GNN training steps (GCN, AGNN) in every precision, side by side with PyTorch Geometric.
+    Train(super::bench_train::BenchTrainArgs),
+}
+
+#[derive(clap::Args)]
+pub struct KernelBenchArgs {
     /// Graphs (paths, dataset names, rmat:SCALE:EF); with --suite, the standard suite is added.
     pub graphs: Vec<String>,
     /// Every dataset in $TCGNN_DATASETS plus R-MAT 2^18 x 16 and 2^20 x 8.
@@ -35,13 +48,21 @@ pub struct BenchArgs {
     pub out: PathBuf,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum BenchOp {
+#[derive(Clone, Copy)]
+enum BenchOp {
     Spmm,
     Sddmm,
 }
 
 pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
+    match &a.op {
+        BenchCmd::Spmm(k) => run_kernels(BenchOp::Spmm, k),
+        BenchCmd::Sddmm(k) => run_kernels(BenchOp::Sddmm, k),
+        BenchCmd::Train(t) => super::bench_train::run(t),
+    }
+}
+
+fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
     let gpu = Gpu::probe()?;
     let mut graphs = a.graphs.clone();
     if a.suite {
@@ -52,12 +73,12 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
     }
     let copy_gbs = tcgnn::bench::copy_bandwidth_gbs(&gpu)?;
     eprintln!("{}: copy bandwidth {copy_gbs:.0} GB/s", gpu.info().name);
-    let (op, ks) = match a.op {
+    let (op, ks) = match op {
         BenchOp::Spmm => ("spmm", if a.k.is_empty() { vec![32, 128, 256] } else { a.k.clone() }),
         BenchOp::Sddmm => ("sddmm", if a.k.is_empty() { vec![32, 128] } else { a.k.clone() }),
     };
     let only = if a.only.is_empty() { vec![] } else { [a.only.as_slice(), &[tcgnn::ops::Impl::Cusparse]].concat() };
-    let records = match a.op {
+    let records = match op {
         BenchOp::Spmm => {
             let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone() };
             run_suite(&gpu, &graphs, &ks, Values::Random, |name, g, k| bench_spmm(&gpu, name, g, k, &opt))

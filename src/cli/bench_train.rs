@@ -1,0 +1,308 @@
+//! `tcgnn bench train`: step times of GCN 2x16, GCN 2x128 and AGNN 4x32 in every precision on
+//! the suite graphs (median of >= 50 event-timed steps after warm-up, eager and as a CUDA
+//! graph), the one-time setup, accuracy over seeds where the graph has real labels, and the
+//! PyTorch Geometric figures of `bench/pyg/train.py` side by side.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+use tcgnn::bench::train::{mean_std, write_json, write_text};
+use tcgnn::gpu::Gpu;
+use tcgnn::nn::{CudaBackend, ModelConfig, ModelKind, TrainConfig, Trainer};
+use tcgnn::ops::{Impl, Precision};
+use tcgnn::{Error, Result};
+
+use super::train_cmd::{TrainArgs, check_fits, load_dataset};
+
+#[derive(clap::Args)]
+pub struct BenchTrainArgs {
+    /// Graphs (default: cora, citeseer, pubmed, rmat:18:16, sbm:1000000).
+    pub graphs: Vec<String>,
+    /// Models as KIND:LAYERSxHIDDEN (default gcn:2x16, gcn:2x128, agnn:4x32).
+    #[arg(long, value_delimiter = ',')]
+    pub models: Vec<String>,
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "f32,tf32,f16")]
+    pub precisions: Vec<Precision>,
+    /// Timed steps (median reported).
+    #[arg(long, default_value_t = 50)]
+    pub reps: usize,
+    #[arg(long, default_value_t = 10)]
+    pub warmup: usize,
+    /// Seeds of the 200-epoch accuracy runs on graphs with real labels (empty: none).
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2,3,4")]
+    pub seeds: Vec<u64>,
+    /// Width of synthetic features for graphs without node data.
+    #[arg(long, default_value_t = 500)]
+    pub features: usize,
+    /// PyG results (bench/pyg/train.py --out) to compare with.
+    #[arg(long)]
+    pub pyg: Option<PathBuf>,
+    #[arg(long, default_value = "bench/results")]
+    pub out: PathBuf,
+}
+
+#[derive(Serialize, Clone, Debug)]
+struct Row {
+    graph: String,
+    n: usize,
+    nnz: usize,
+    features: usize,
+    model: String,
+    precision: String,
+    backend: String,
+    setup_ms: f64,
+    step_eager_ms: f64,
+    step_graph_ms: Option<f64>,
+    forward_ms: f64,
+    backward_ms: f64,
+    optimizer_ms: f64,
+    evaluate_ms: f64,
+    /// Test accuracy at the best validation epoch, mean and std over seeds (percent).
+    accuracy: Option<(f64, f64)>,
+    accuracies: Vec<f64>,
+    pyg_step_ms: Option<f64>,
+    pyg_accuracy: Option<f64>,
+    speedup_vs_pyg: Option<f64>,
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    gpu: tcgnn::gpu::GpuInfo,
+    date: String,
+    commit: String,
+    reps: usize,
+    warmup: usize,
+    rows: Vec<Row>,
+}
+
+fn parse_model(s: &str) -> Result<(ModelKind, usize, usize)> {
+    let bad = || Error::Unsupported(format!("model '{s}': use KIND:LAYERSxHIDDEN, e.g. gcn:2x16"));
+    let (kind, shape) = s.split_once(':').ok_or_else(bad)?;
+    let (l, h) = shape.split_once('x').ok_or_else(bad)?;
+    let kind = match kind {
+        "gcn" => ModelKind::Gcn,
+        "agnn" => ModelKind::Agnn,
+        _ => return Err(bad()),
+    };
+    Ok((kind, l.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?))
+}
+
+/// PyG's median step and mean accuracy for (graph, model, layers, hidden), if measured.
+fn pyg_lookup(pyg: &Option<serde_json::Value>, graph: &str, kind: ModelKind, layers: usize, hidden: usize) -> (Option<f64>, Option<f64>) {
+    let Some(v) = pyg else { return (None, None) };
+    let records = v.get("records").and_then(|r| r.as_array()).or_else(|| v.as_array());
+    let want_kind = format!("{kind:?}").to_lowercase();
+    for r in records.into_iter().flatten() {
+        let s = |k: &str| r.get(k).and_then(|x| x.as_str()).unwrap_or("").to_lowercase();
+        let u = |k: &str| r.get(k).and_then(|x| x.as_u64()).unwrap_or(0) as usize;
+        if s("graph") == graph.to_lowercase() && s("model") == want_kind && u("layers") == layers && u("hidden") == hidden {
+            let step = r.get("step_ms").and_then(|x| x.get("median").or(Some(x))).and_then(|x| x.as_f64());
+            let acc = r.get("test_acc_mean").and_then(|x| x.as_f64());
+            return (step, acc);
+        }
+    }
+    (None, None)
+}
+
+pub fn run(a: &BenchTrainArgs) -> Result<()> {
+    let gpu = Gpu::probe()?;
+    let graphs = if a.graphs.is_empty() {
+        ["cora", "citeseer", "pubmed", "rmat:18:16", "sbm:1000000"].map(String::from).to_vec()
+    } else {
+        a.graphs.clone()
+    };
+    let models = if a.models.is_empty() { vec!["gcn:2x16".into(), "gcn:2x128".into(), "agnn:4x32".into()] } else { a.models.clone() };
+    let models = models.iter().map(|m| parse_model(m)).collect::<Result<Vec<_>>>()?;
+    let pyg = match &a.pyg {
+        Some(p) => Some(
+            serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(p).map_err(|e| Error::Io { path: p.clone(), source: e })?)
+                .map_err(|e| Error::Unsupported(format!("{}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let mut rows = Vec::new();
+    for graph in &graphs {
+        for &(kind, layers, hidden) in &models {
+            for &prec in &a.precisions {
+                let row = bench_one(&gpu, a, graph, kind, layers, hidden, prec, &pyg);
+                let row = row.unwrap_or_else(|e| Row {
+                    graph: graph.clone(),
+                    model: format!("{kind:?} {layers}x{hidden}").to_lowercase(),
+                    precision: format!("{prec:?}").to_lowercase(),
+                    error: Some(e.to_string()),
+                    ..empty_row()
+                });
+                print_row(&row);
+                rows.push(row);
+            }
+        }
+    }
+    let report = Report {
+        gpu: gpu.info().clone(),
+        date: tcgnn::bench::report::today(),
+        commit: env!("TCGNN_GIT_COMMIT").into(),
+        reps: a.reps,
+        warmup: a.warmup,
+        rows,
+    };
+    let json = write_json(&a.out.join("train.json"), &report)?;
+    let md = write_text(&a.out.join("train.md"), &markdown(&report))?;
+    eprintln!("wrote {} and {}", json.display(), md.display());
+    Ok(())
+}
+
+fn empty_row() -> Row {
+    Row {
+        graph: String::new(),
+        n: 0,
+        nnz: 0,
+        features: 0,
+        model: String::new(),
+        precision: String::new(),
+        backend: String::new(),
+        setup_ms: f64::NAN,
+        step_eager_ms: f64::NAN,
+        step_graph_ms: None,
+        forward_ms: f64::NAN,
+        backward_ms: f64::NAN,
+        optimizer_ms: f64::NAN,
+        evaluate_ms: f64::NAN,
+        accuracy: None,
+        accuracies: vec![],
+        pyg_step_ms: None,
+        pyg_accuracy: None,
+        speedup_vs_pyg: None,
+        error: None,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_one(
+    gpu: &Arc<Gpu>,
+    a: &BenchTrainArgs,
+    graph: &str,
+    kind: ModelKind,
+    layers: usize,
+    hidden: usize,
+    prec: Precision,
+    pyg: &Option<serde_json::Value>,
+) -> Result<Row> {
+    let args = TrainArgs {
+        graph: graph.into(),
+        model: kind,
+        layers: Some(layers),
+        hidden: Some(hidden),
+        epochs: 200,
+        lr: 0.01,
+        weight_decay: 5e-4,
+        dropout: 0.5,
+        precision: prec,
+        imp: Impl::Auto,
+        device: super::train_cmd::Device::Gpu,
+        seeds: a.seeds.clone(),
+        npz: None,
+        features: a.features,
+        classes: 8,
+        raw_features: false,
+        feature_storage: tcgnn::nn::FeatureStorage::Auto,
+        no_cuda_graph: false,
+        f64: false,
+        out: None,
+        quiet: true,
+    };
+    let data = load_dataset(&args, 0)?;
+    let cfg = ModelConfig { kind, layers, hidden, dropout: 0.5, seed: 0 };
+    check_fits(gpu, &data, &cfg)?;
+    let tcfg = TrainConfig::default();
+    let backend = Arc::new(CudaBackend::new(gpu.clone(), prec, Impl::Auto)?);
+    let mut trainer = Trainer::new(backend.clone(), &data, &cfg, &tcfg)?;
+    let setup_ms = trainer.setup_seconds * 1e3;
+    trainer.record()?;
+    let phases = trainer.profile(a.warmup, a.reps)?;
+    let mut accuracies = Vec::new();
+    if !data.synthetic {
+        for &seed in &a.seeds {
+            let cfg = ModelConfig { seed, ..cfg };
+            let data = load_dataset(&args, seed)?;
+            let mut t = Trainer::new(backend.clone(), &data, &cfg, &tcfg)?;
+            t.record()?;
+            accuracies.push(t.fit(tcfg.epochs, |_| {})?.test_acc * 100.0);
+        }
+    }
+    let (pyg_step_ms, pyg_accuracy) = pyg_lookup(pyg, &data.name, kind, layers, hidden);
+    let step = phases.step_ms();
+    Ok(Row {
+        graph: data.name.clone(),
+        n: data.n(),
+        nnz: data.graph.nnz(),
+        features: data.features.cols(),
+        model: format!("{kind:?} {layers}x{hidden}").to_lowercase(),
+        precision: format!("{prec:?}").to_lowercase(),
+        backend: tcgnn::nn::Backend::describe(&*backend),
+        setup_ms,
+        step_eager_ms: phases.step_eager.median_ms,
+        step_graph_ms: phases.step_recorded.as_ref().map(|t| t.median_ms),
+        forward_ms: phases.forward.median_ms,
+        backward_ms: phases.backward.median_ms,
+        optimizer_ms: phases.optimizer.median_ms,
+        evaluate_ms: phases.evaluate.median_ms,
+        accuracy: (!accuracies.is_empty()).then(|| mean_std(&accuracies)),
+        accuracies,
+        speedup_vs_pyg: pyg_step_ms.map(|p| p / step),
+        pyg_step_ms,
+        pyg_accuracy,
+        error: None,
+    })
+}
+
+fn print_row(r: &Row) {
+    match &r.error {
+        Some(e) => println!("{:<14} {:<14} {:<5} error: {e}", r.graph, r.model, r.precision),
+        None => println!(
+            "{:<14} {:<14} {:<5} step {:>8.3} ms (eager {:>8.3}) setup {:>8.1} ms acc {:>13} pyg {:>8} speedup {:>7}",
+            r.graph,
+            r.model,
+            r.precision,
+            r.step_graph_ms.unwrap_or(r.step_eager_ms),
+            r.step_eager_ms,
+            r.setup_ms,
+            r.accuracy.map_or("-".into(), |(m, s)| format!("{m:.1} ± {s:.1}%")),
+            r.pyg_step_ms.map_or("-".into(), |p| format!("{p:.3}")),
+            r.speedup_vs_pyg.map_or("-".into(), |s| format!("{s:.1}x")),
+        ),
+    }
+}
+
+fn markdown(r: &Report) -> String {
+    let mut s = format!(
+        "# Training step times ({}, {}, commit {})\n\nMedian of {} event-timed steps after {} warm-up steps; a step is forward + loss + backward + Adam. \
+         `graph` = the step replayed as a CUDA graph, `eager` = launched kernel by kernel. Accuracy: test accuracy at the best validation epoch, 200 epochs, mean ± std over seeds.\n\n\
+         | graph | model | precision | step (graph) ms | step (eager) ms | fwd | bwd | adam | setup ms | accuracy | PyG step ms | PyG acc | speedup vs PyG |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        r.gpu.name, r.date, r.commit, r.reps, r.warmup
+    );
+    for x in &r.rows {
+        if let Some(e) = &x.error {
+            s += &format!("| {} | {} | {} | error: {e} |||||||||| \n", x.graph, x.model, x.precision);
+            continue;
+        }
+        s += &format!(
+            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} | {} | {} |\n",
+            x.graph,
+            x.model,
+            x.precision,
+            x.step_graph_ms.map_or("-".into(), |v| format!("{v:.3}")),
+            x.step_eager_ms,
+            x.forward_ms,
+            x.backward_ms,
+            x.optimizer_ms,
+            x.setup_ms,
+            x.accuracy.map_or("-".into(), |(m, sd)| format!("{m:.1} ± {sd:.1}")),
+            x.pyg_step_ms.map_or("-".into(), |v| format!("{v:.3}")),
+            x.pyg_accuracy.map_or("-".into(), |v| format!("{v:.1}")),
+            x.speedup_vs_pyg.map_or("-".into(), |v| format!("{v:.1}x")),
+        );
+    }
+    s
+}

@@ -73,7 +73,7 @@ fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
     }
     let copy_gbs = tcgnn::bench::copy_bandwidth_gbs(&gpu)?;
     eprintln!("{}: copy bandwidth {copy_gbs:.0} GB/s", gpu.info().name);
-    let (op, ks) = match op {
+    let (name, ks) = match op {
         BenchOp::Spmm => ("spmm", if a.k.is_empty() { vec![32, 128, 256] } else { a.k.clone() }),
         BenchOp::Sddmm => ("sddmm", if a.k.is_empty() { vec![32, 128] } else { a.k.clone() }),
     };
@@ -91,7 +91,7 @@ fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
     };
     print_records(&records);
     let report = Report {
-        op: op.into(),
+        op: name.into(),
         gpu: gpu.info().clone(),
         date: today(),
         commit: env!("TCGNN_GIT_COMMIT").into(),

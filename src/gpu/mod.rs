@@ -2,8 +2,11 @@
 //!
 //! [`device`] finds a GPU without ever panicking, [`module`] holds the embedded PTX and the
 //! kernel functions, [`memory`] the typed device buffers, [`timing`] event timing, [`launch`]
-//! the one thin unsafe launch wrapper, [`cusparse`] the in-process baseline.
+//! the one thin unsafe launch wrapper, [`cusparse`] the in-process baseline, [`cublas`] dense
+//! GEMM. All of it runs on the one stream the [`Gpu`]
+//! owns ([`Gpu::stream`]).
 
+pub mod cublas;
 pub mod cusparse;
 pub mod device;
 pub mod launch;
@@ -13,5 +16,6 @@ pub mod selftest;
 pub mod shared;
 pub mod timing;
 
+pub use cublas::{Blas, GemmMath};
 pub use device::{Gpu, GpuInfo};
 pub use memory::{DeviceMatrix, DeviceVec};

@@ -19,6 +19,12 @@ pub struct GpuInfo {
 }
 
 /// One device: context, the stream all work is queued on, the loaded kernel module.
+///
+/// The stream is a non-blocking stream the `Gpu` creates and owns (not the legacy default
+/// stream, which cannot be captured into a CUDA graph). Every buffer allocation, copy, memset,
+/// kernel launch, timing event, cuSPARSE and cuBLAS call of this library is queued there, so
+/// work is ordered by the stream alone and a whole sequence can be captured (see
+/// [`Gpu::capture`]).
 pub struct Gpu {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
@@ -62,9 +68,11 @@ impl Gpu {
         let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
             .map_err(|_| Error::NoGpu("creating a CUDA context panicked".into()))?
             .map_err(|e| Error::cuda("cuCtxCreate", e))?;
-        // One stream for everything: cudarc's cross-stream event tracking is pure overhead here.
+        // One stream for everything: cudarc's cross-stream event tracking is pure overhead here
+        // (and its event records would end up inside captured graphs).
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        // Our own non-blocking stream: the legacy default stream (null) cannot be captured.
+        let stream = ctx.new_stream().map_err(|e| Error::cuda("cuStreamCreate", e))?;
         let attr = |a| ctx.attribute(a).map_err(|e| Error::cuda("cuDeviceGetAttribute", e));
         let info = GpuInfo {
             name: ctx.name().map_err(|e| Error::cuda("cuDeviceGetName", e))?,
@@ -93,6 +101,12 @@ impl Gpu {
         &self.info
     }
 
+    /// The stream all of the library's GPU work is queued on: allocations, copies, memsets,
+    /// kernel launches, timing events, cuSPARSE ([`crate::gpu::cusparse`]) and cuBLAS
+    /// ([`crate::gpu::cublas`]). It is a non-blocking stream owned by this `Gpu` (never the
+    /// legacy default stream), so it can be captured into a CUDA graph ([`Gpu::capture`]).
+    /// Work a caller queues here directly is ordered with the library's work; work on any other
+    /// stream is not.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }

@@ -1,5 +1,7 @@
 //! Typed device buffers: vectors and row-major matrices whose row stride is padded to a
 //! multiple of 8 elements (the tensor-core kernels read K in steps of 8; padding is zero).
+//! Allocation, copies, memsets and freeing (on drop) are all queued on the GPU's stream
+//! ([`Gpu::stream`]), so they are ordered with the kernels and library calls that use the buffers.
 
 use std::sync::Arc;
 

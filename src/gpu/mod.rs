@@ -2,10 +2,14 @@
 //!
 //! [`device`] finds a GPU without ever panicking, [`module`] holds the embedded PTX and the
 //! kernel functions, [`memory`] the typed device buffers, [`timing`] event timing, [`launch`]
-//! the one thin unsafe launch wrapper, [`cusparse`] the in-process baseline.
+//! the one thin unsafe launch wrapper, [`cusparse`] the in-process baseline, [`cublas`] dense
+//! GEMM, [`graph`] CUDA graph capture and replay. All of it runs on the one stream the [`Gpu`]
+//! owns ([`Gpu::stream`]).
 
+pub mod cublas;
 pub mod cusparse;
 pub mod device;
+pub mod graph;
 pub mod launch;
 pub mod memory;
 pub mod module;
@@ -13,5 +17,7 @@ pub mod selftest;
 pub mod shared;
 pub mod timing;
 
+pub use cublas::{Blas, GemmMath};
 pub use device::{Gpu, GpuInfo};
+pub use graph::CapturedGraph;
 pub use memory::{DeviceMatrix, DeviceVec};

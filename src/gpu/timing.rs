@@ -1,5 +1,6 @@
 //! GPU event timing: warm-up, then each repetition bracketed by its own pair of events, so a
-//! median (not a mean that one hiccup can move) is reported.
+//! median (not a mean that one hiccup can move) is reported. The events are recorded on the
+//! GPU's stream ([`Gpu::stream`]), where all the work being timed is queued.
 
 use cudarc::driver::sys::CUevent_flags;
 use serde::Serialize;

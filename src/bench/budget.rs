@@ -4,7 +4,6 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::gpu::memory::padded_ld;
 use crate::graph::Csr;
 
 /// Bytes a command needs at its peak, on the host and on the GPU (estimates: the dense operands
@@ -24,9 +23,19 @@ const HOST_FORMAT_BYTES_PER_NNZ: u64 = 64;
 /// `bench::copy_bandwidth_gbs` holds two 1 GiB buffers before any operand exists.
 const COPY_PROBE_BYTES: u64 = 2 << 30;
 
-/// a * b * c without overflow (sums of these stay far below u128's range).
+/// a * b * c, saturating.
 fn mul(a: usize, b: usize, c: u64) -> u128 {
-    a as u128 * b as u128 * c as u128
+    (a as u128).saturating_mul(b as u128).saturating_mul(c as u128)
+}
+
+/// A sum of byte counts, saturating.
+fn sum(parts: &[u128]) -> u128 {
+    parts.iter().fold(0u128, |acc, &p| acc.saturating_add(p))
+}
+
+/// `gpu::memory::padded_ld` for any K (a K near usize::MAX must still be refused, not overflow).
+fn padded_ld_saturating(k: usize) -> usize {
+    k.div_ceil(8).saturating_mul(8)
 }
 
 fn clamp(bytes: u128) -> u64 {
@@ -46,22 +55,22 @@ pub fn check_feature_width(k: usize) -> Result<()> {
 /// GPU: X in f32 and f16 (plus one more f32 copy for cuSPARSE), Y, the formats, and on the host
 /// X, the f32 and f16-rounded f64 references and a padded staging copy.
 pub fn spmm_footprint(n_rows: usize, n_cols: usize, nnz: usize, k: usize, gpu: bool) -> Footprint {
-    let ld = padded_ld(k);
+    let ld = padded_ld_saturating(k);
     if !gpu {
-        let host = mul(n_cols, k, 4) + mul(n_rows, k, 4 + 8) + mul(nnz, 1, HOST_FORMAT_BYTES_PER_NNZ);
+        let host = sum(&[mul(n_cols, k, 4), mul(n_rows, k, 4 + 8), mul(nnz, 1, HOST_FORMAT_BYTES_PER_NNZ)]);
         return Footprint { host: clamp(host), device: 0 };
     }
-    let host = mul(n_cols, k, 4) + mul(n_rows, k, 2 * 8) + mul(n_rows.max(n_cols), ld, 4 + 4) + mul(nnz, 1, HOST_FORMAT_BYTES_PER_NNZ);
-    let device = mul(n_cols, ld, 4 + 2 + 4) + mul(n_rows, ld, 4) + mul(nnz, 1, DEVICE_FORMAT_BYTES_PER_NNZ) + mul(n_rows, 1, 16) + mul(n_cols, 1, 16);
+    let host = sum(&[mul(n_cols, k, 4), mul(n_rows, k, 2 * 8), mul(n_rows.max(n_cols), ld, 4 + 4), mul(nnz, 1, HOST_FORMAT_BYTES_PER_NNZ)]);
+    let device = sum(&[mul(n_cols, ld, 4 + 2 + 4), mul(n_rows, ld, 4), mul(nnz, 1, DEVICE_FORMAT_BYTES_PER_NNZ), mul(n_rows, 1, 16), mul(n_cols, 1, 16)]);
     Footprint { host: clamp(host), device: clamp(device).max(COPY_PROBE_BYTES) }
 }
 
 /// SDDMM as `tcgnn bench sddmm` runs it: A (n_rows x k) and B (n_cols x k) in f32 and f16, one
 /// output value per nonzero, the formats; on the host A, B, two f64 references and staging.
 pub fn sddmm_footprint(n_rows: usize, n_cols: usize, nnz: usize, k: usize) -> Footprint {
-    let ld = padded_ld(k);
-    let host = mul(n_rows, k, 4) + mul(n_cols, k, 4) + mul(n_rows.max(n_cols), ld, 4) + mul(nnz, 1, 2 * 8 + HOST_FORMAT_BYTES_PER_NNZ);
-    let device = mul(n_rows, ld, 4 + 2) + mul(n_cols, ld, 4 + 2) + mul(nnz, 1, 4 + DEVICE_FORMAT_BYTES_PER_NNZ) + mul(n_rows, 1, 16) + mul(n_cols, 1, 16);
+    let ld = padded_ld_saturating(k);
+    let host = sum(&[mul(n_rows, k, 4), mul(n_cols, k, 4), mul(n_rows.max(n_cols), ld, 4), mul(nnz, 1, 2 * 8 + HOST_FORMAT_BYTES_PER_NNZ)]);
+    let device = sum(&[mul(n_rows, ld, 4 + 2), mul(n_cols, ld, 4 + 2), mul(nnz, 1, 4 + DEVICE_FORMAT_BYTES_PER_NNZ), mul(n_rows, 1, 16), mul(n_cols, 1, 16)]);
     Footprint { host: clamp(host), device: clamp(device).max(COPY_PROBE_BYTES) }
 }
 

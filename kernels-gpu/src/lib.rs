@@ -33,6 +33,7 @@ pub mod sddmm;
 pub mod selftest;
 pub mod smem;
 pub mod spmm;
+pub mod values;
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

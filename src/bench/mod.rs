@@ -2,6 +2,7 @@
 //! GPU events after warm-up, median of >= 20, cuSPARSE as the baseline, the memory floor, and
 //! reports (JSON, markdown, SVG) in `bench/results/`.
 
+pub mod budget;
 pub mod floor;
 pub mod report;
 pub mod sddmm;

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use tcgnn::bench::budget::{check_feature_width, check_sddmm_command, check_spmm_command};
 use tcgnn::bench::report::{Report, summarize, today, write};
 use tcgnn::bench::sddmm::bench_sddmm;
 use tcgnn::bench::spmm::{SpmmBenchOptions, bench_spmm};
@@ -63,6 +64,9 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
 }
 
 fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
+    for &k in &a.k {
+        check_feature_width(k)?;
+    }
     let gpu = Gpu::probe()?;
     let mut graphs = a.graphs.clone();
     if a.suite {
@@ -81,12 +85,18 @@ fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
     let records = match op {
         BenchOp::Spmm => {
             let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone() };
-            run_suite(&gpu, &graphs, &ks, Values::Random, |name, g, k| bench_spmm(&gpu, name, g, k, &opt))
+            run_suite(&gpu, &graphs, &ks, Values::Random, |name, g, k| {
+                check_spmm_command(g.csr(), k, Some(&gpu))?;
+                bench_spmm(&gpu, name, g, k, &opt)
+            })
         }
         BenchOp::Sddmm => {
             let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone() };
             // Unit values: cuSPARSE SDDMM samples the pattern (see bench::sddmm).
-            run_suite(&gpu, &graphs, &ks, Values::Unit, |name, g, k| bench_sddmm(&gpu, name, g, k, &opt))
+            run_suite(&gpu, &graphs, &ks, Values::Unit, |name, g, k| {
+                check_sddmm_command(g.csr(), k, &gpu)?;
+                bench_sddmm(&gpu, name, g, k, &opt)
+            })
         }
     };
     print_records(&records);

@@ -1,6 +1,7 @@
 //! The default run: a GCN trained on a generated stochastic block model, then SpMM on a
 //! generated R-MAT graph, with whatever the machine has (GPU if present, CPU otherwise).
 
+use tcgnn::bench::budget::{check_feature_width, check_spmm_command};
 use tcgnn::bench::spmm::{SpmmBenchOptions, bench_spmm};
 use tcgnn::gpu::Gpu;
 use tcgnn::graph::rmat::{RmatParams, rmat};
@@ -58,7 +59,9 @@ pub fn run(a: &DemoArgs) -> tcgnn::Result<()> {
     super::train_cmd::run(&train)?;
     println!();
     print!("tcgnn demo 2/2: ");
+    check_feature_width(a.k)?;
     let g = with_random_values(rmat(RmatParams::new(a.scale, a.edge_factor, 1)), 0xbeef);
+    check_spmm_command(&g, a.k, None)?;
     let name = format!("rmat:{}:{}", a.scale, a.edge_factor);
     println!("SpMM Y = S X on R-MAT 2^{} ({} nodes, {} nnz), K = {}", a.scale, g.n_rows(), g.nnz(), a.k);
 
@@ -82,6 +85,7 @@ pub fn run(a: &DemoArgs) -> tcgnn::Result<()> {
         }
     };
     println!("GPU: {}", gpu.info().name);
+    check_spmm_command(&g, a.k, Some(&gpu))?;
     let copy_gbs = tcgnn::bench::copy_bandwidth_gbs(&gpu)?;
     let handle = GraphHandle::new(g, Some(gpu.clone()));
     let opt = SpmmBenchOptions { warmup: 5, reps: 20, copy_gbs, only: vec![] };

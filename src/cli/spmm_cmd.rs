@@ -1,5 +1,6 @@
 //! `tcgnn spmm GRAPH --k 128 --impl tc8 --precision f16`.
 
+use tcgnn::bench::budget::{check_feature_width, check_spmm_command};
 use tcgnn::bench::spmm::{SpmmBenchOptions, bench_spmm};
 use tcgnn::gpu::Gpu;
 use tcgnn::graph::source;
@@ -31,6 +32,7 @@ pub struct SpmmArgs {
 }
 
 pub fn run(a: &SpmmArgs) -> tcgnn::Result<()> {
+    check_feature_width(a.k)?;
     let name = source::display_name(&a.graph);
     let g = source::with_random_values(source::load(&a.graph)?, 0xbeef);
     if a.imp == Impl::Cpu {
@@ -44,6 +46,7 @@ pub fn run(a: &SpmmArgs) -> tcgnn::Result<()> {
         }
         Err(e) => return Err(e),
     };
+    check_spmm_command(&g, a.k, Some(&gpu))?;
     println!("{} | {} nodes, {} nnz, K = {}", gpu.info().name, g.n_rows(), g.nnz(), a.k);
     let copy_gbs = tcgnn::bench::copy_bandwidth_gbs(&gpu)?;
     let handle = GraphHandle::new(g, Some(gpu.clone()));
@@ -61,6 +64,7 @@ pub fn run(a: &SpmmArgs) -> tcgnn::Result<()> {
 }
 
 fn run_cpu(name: &str, g: tcgnn::graph::Csr, a: &SpmmArgs) -> tcgnn::Result<()> {
+    check_spmm_command(&g, a.k, None)?;
     let x = Matrix::random(g.n_cols(), a.k, 0x5eed);
     let reference = spmm_reference_f64(&g, &x);
     let mut times = Vec::new();

@@ -54,6 +54,8 @@ impl Drop for Handle {
 /// or in COO layout (the one `CUSPARSE_SPMM_COO_ALG4` takes).
 pub struct SparseMatrix {
     descr: sys::cusparseSpMatDescr_t,
+    /// Device address of the matrix's own values (`_values`).
+    own_values: u64,
     /// CSR: row pointers; COO: the row of every nonzero.
     _rows: DeviceVec<u32>,
     _col_idx: DeviceVec<u32>,
@@ -129,6 +131,7 @@ impl SparseMatrix {
         }
         Ok(SparseMatrix {
             descr,
+            own_values: vptr,
             _rows: rows,
             _col_idx: col_idx,
             _values: vals,
@@ -141,9 +144,24 @@ impl SparseMatrix {
     pub(crate) fn raw(&self) -> sys::cusparseSpMatDescr_t {
         self.descr
     }
+
+    /// Point the descriptor at other values of the same pattern, order and storage type
+    /// (`Some(address)`), or back at its own (`None`). Plans built on this matrix read whatever it
+    /// points at when they run; descriptors, workspaces and preprocessing (which depends on the
+    /// pattern only) stay valid.
+    ///
+    /// # Safety
+    /// `Some(address)` must hold `nnz` values of the matrix's storage type, in CSR order, and stay
+    /// alive until every SpMM enqueued while it is set has run; callers serialise the swap and
+    /// the run (the descriptor is shared by every plan on this matrix).
+    pub unsafe fn set_values(&self, values: Option<u64>) -> Result<()> {
+        let ptr = values.unwrap_or(self.own_values);
+        check("SpMatSetValues", unsafe { sys::cusparseSpMatSetValues(self.descr, ptr as *mut c_void) })
+    }
 }
 
-// SAFETY: the descriptor is an immutable handle over device buffers the struct owns.
+// SAFETY: the descriptor is a handle over device buffers the struct owns; the only mutation
+// (`set_values`) is unsafe and serialised by its callers.
 unsafe impl Send for SparseMatrix {}
 unsafe impl Sync for SparseMatrix {}
 
@@ -294,7 +312,8 @@ impl SpmmPlan {
         self.alg
     }
 
-    /// Enqueue Y = A X.
+    /// Enqueue Y = A X with the values A's descriptor points at (its own unless
+    /// [`SparseMatrix::set_values`] swapped them).
     pub fn run(&mut self) -> Result<()> {
         use cudarc::driver::DevicePtrMut;
         let wptr = self.workspace.device_ptr_mut(&self.handle.gpu.stream).0;
@@ -302,6 +321,15 @@ impl SpmmPlan {
         check("SpMM", unsafe {
             spmm_call!(sys::cusparseSpMM, self.handle.raw, self.a.raw(), self.x.raw(), self.y.raw(), self.alg, wptr as *mut c_void)
         })
+    }
+
+    /// Enqueue Y = A X reading A's values at `values` (`None`: A's own).
+    ///
+    /// # Safety
+    /// As for [`SparseMatrix::set_values`].
+    pub unsafe fn run_with_values(&mut self, values: Option<u64>) -> Result<()> {
+        unsafe { self.a.set_values(values)? };
+        self.run()
     }
 }
 

@@ -11,6 +11,12 @@ pub use crate::graph::perm::Permutation;
 /// A^T as CSR (equivalently: A in CSC form). Counting sort by column: rows of the result come
 /// out sorted when A's rows are visited in order.
 pub fn transpose(a: &Csr) -> Csr {
+    transpose_with_map(a).0
+}
+
+/// A^T as CSR, and for every nonzero of A^T the index of the nonzero of A it came from
+/// (so `values_t[i] = values[map[i]]`).
+pub fn transpose_with_map(a: &Csr) -> (Csr, Vec<u32>) {
     let (n, m) = (a.n_rows(), a.n_cols());
     let mut ptr = vec![0u32; m + 1];
     for &c in a.col_idx() {
@@ -22,15 +28,17 @@ pub fn transpose(a: &Csr) -> Csr {
     let mut fill = ptr[..m].to_vec();
     let mut rows = vec![0u32; a.nnz()];
     let mut vals = vec![0f32; a.nnz()];
+    let mut from = vec![0u32; a.nnz()];
     for r in 0..n {
-        for (c, v) in a.row(r) {
-            let p = &mut fill[c as usize];
+        for e in a.row_range(r) {
+            let p = &mut fill[a.col_idx()[e] as usize];
             rows[*p as usize] = r as u32;
-            vals[*p as usize] = v;
+            vals[*p as usize] = a.values()[e];
+            from[*p as usize] = e as u32;
             *p += 1;
         }
     }
-    Csr::new(m, n, ptr, rows, vals).expect("transpose of a valid CSR is valid")
+    (Csr::new(m, n, ptr, rows, vals).expect("transpose of a valid CSR is valid"), from)
 }
 
 /// Compressed sparse columns: column j's entries are `row_idx[col_ptr[j]..col_ptr[j+1]]`.

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{DeviceVec, Gpu};
 use crate::format::{MeBcrs, Sgt};
 use crate::graph::Csr;
+use crate::ops::ValueOrder;
 
 type Cache = Mutex<HashMap<(TypeId, u64), Arc<dyn Any + Send + Sync>>>;
 
@@ -35,6 +36,25 @@ pub struct DeviceMeBcrsF16(pub DeviceVec<half::f16>);
 
 /// The ME-BCRS (k = 8) slot of every CSR nonzero, for outputs written in ME-BCRS order.
 pub struct DeviceCsrToSlot(pub DeviceVec<u32>);
+
+/// Sᵀ's handle and, for every CSR nonzero of Sᵀ, the CSR nonzero of S holding the same edge.
+struct Transposed {
+    handle: Arc<GraphHandle>,
+    csr_map: Arc<Vec<u32>>,
+}
+
+/// [`GraphHandle::transpose_map_host`] of one order.
+struct HostTransposeMap(Arc<Vec<u32>>);
+
+/// [`GraphHandle::transpose_map`] of one order.
+struct DeviceTransposeMap(Arc<DeviceVec<u32>>);
+
+fn order_key(order: ValueOrder) -> u64 {
+    match order {
+        ValueOrder::Csr => 0,
+        ValueOrder::MeBcrs => 1,
+    }
+}
 
 /// The CSR arrays on the device.
 pub struct DeviceCsr {
@@ -129,5 +149,56 @@ impl GraphHandle {
                 values: DeviceVec::upload(&gpu, self.csr.values())?,
             })
         })
+    }
+
+    /// Number of edge values the graph has in `order`: nnz (CSR), or `8 * n_vectors` of the
+    /// ME-BCRS (k = 8) translation (made on first use, on the host).
+    pub fn value_len(&self, order: ValueOrder) -> Result<usize> {
+        Ok(match order {
+            ValueOrder::Csr => self.csr.nnz(),
+            ValueOrder::MeBcrs => self.mebcrs(8)?.values.len(),
+        })
+    }
+
+    fn transposed(&self) -> Result<Arc<Transposed>> {
+        self.cached(0, || {
+            let (t, map) = crate::graph::ops::transpose_with_map(&self.csr);
+            Ok(Transposed { handle: Arc::new(GraphHandle::new(t, self.gpu.clone())), csr_map: Arc::new(map) })
+        })
+    }
+
+    /// The handle of Sᵀ on the same GPU (its values are S's, transposed), built once and kept:
+    /// its own translations and uploads are cached in it like in any handle.
+    pub fn transpose(&self) -> Result<Arc<GraphHandle>> {
+        Ok(self.transposed()?.handle.clone())
+    }
+
+    /// For every value slot of Sᵀ in `order`, the slot of S in the same `order` that holds the
+    /// same edge; `u32::MAX` for slots that hold no edge (ME-BCRS padding). Built on the host
+    /// once. Needs a canonical CSR (no repeated entries, which would share ME-BCRS slots).
+    pub fn transpose_map_host(&self, order: ValueOrder) -> Result<Arc<Vec<u32>>> {
+        let map = self.cached(order_key(order), || {
+            if !self.csr.is_canonical() {
+                return Err(Error::Unsupported(
+                    "transposing edge values needs a canonical CSR (sorted, no repeated entries): canonicalise the graph first".into(),
+                ));
+            }
+            let t = self.transposed()?;
+            Ok(HostTransposeMap(match order {
+                ValueOrder::Csr => t.csr_map.clone(),
+                ValueOrder::MeBcrs => {
+                    Arc::new(crate::ops::values::transpose_map_mebcrs(&*self.mebcrs(8)?, &*t.handle.mebcrs(8)?, &t.csr_map))
+                }
+            }))
+        })?;
+        Ok(map.0.clone())
+    }
+
+    /// [`GraphHandle::transpose_map_host`] uploaded once (what `ops::values::transpose_values`
+    /// gathers with).
+    pub fn transpose_map(&self, order: ValueOrder) -> Result<Arc<DeviceVec<u32>>> {
+        let gpu = self.gpu()?.clone();
+        let map = self.cached(order_key(order), || Ok(DeviceTransposeMap(Arc::new(DeviceVec::upload(&gpu, &self.transpose_map_host(order)?)?))))?;
+        Ok(map.0.clone())
     }
 }

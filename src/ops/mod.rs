@@ -4,10 +4,11 @@
 pub mod handle;
 pub mod sddmm;
 pub mod spmm;
+pub mod values;
 
 pub use handle::GraphHandle;
 
-use crate::gpu::DeviceMatrix;
+use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 
 /// Which implementation runs an op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, clap::ValueEnum)]
@@ -72,5 +73,74 @@ impl DeviceFeatures {
             DeviceFeatures::F32(m) => m.cols,
             DeviceFeatures::F16(m) => m.cols,
         }
+    }
+    /// Storage type, for messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            DeviceFeatures::F32(_) => "f32",
+            DeviceFeatures::F16(_) => "f16",
+        }
+    }
+}
+
+/// The order of a graph's edge values on the device: what SDDMM writes, what SpMM with
+/// per-call values reads ([`spmm::value_order`] says which implementation reads which).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ValueOrder {
+    /// One value per CSR nonzero, in CSR order (`nnz` values).
+    Csr,
+    /// The ME-BCRS (k = 8) value layout TC8 SpMM reads (`8 * n_vectors` values,
+    /// [`GraphHandle::value_len`]); slots that hold no edge (block padding) must hold 0.
+    MeBcrs,
+}
+
+/// Edge values for one call, in the order an implementation reads them: the same pattern as the
+/// graph handle, different values (GCN weights, attention scores, gradients). Buffers hold
+/// exactly [`GraphHandle::value_len`] values of their order.
+#[derive(Clone, Copy)]
+pub enum EdgeValues<'a> {
+    /// f32, CSR order: Csr, Hp, Cusparse.
+    Csr(&'a DeviceVec<f32>),
+    /// f32, ME-BCRS order: Tc8 with f32 features (tf32).
+    MeBcrs(&'a DeviceVec<f32>),
+    /// f16, ME-BCRS order: Tc8 with f16 features.
+    MeBcrsF16(&'a DeviceVec<half::f16>),
+}
+
+impl EdgeValues<'_> {
+    pub fn order(&self) -> ValueOrder {
+        match self {
+            EdgeValues::Csr(_) => ValueOrder::Csr,
+            EdgeValues::MeBcrs(_) | EdgeValues::MeBcrsF16(_) => ValueOrder::MeBcrs,
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            EdgeValues::Csr(v) | EdgeValues::MeBcrs(v) => v.len(),
+            EdgeValues::MeBcrsF16(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Storage type of the values, for messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EdgeValues::Csr(_) | EdgeValues::MeBcrs(_) => "f32",
+            EdgeValues::MeBcrsF16(_) => "f16",
+        }
+    }
+    /// Device address of the values.
+    pub(crate) fn ptr(&self, gpu: &Gpu) -> u64 {
+        match self {
+            EdgeValues::Csr(v) | EdgeValues::MeBcrs(v) => v.ptr(gpu),
+            EdgeValues::MeBcrsF16(v) => v.ptr(gpu),
+        }
+    }
+}
+
+impl std::fmt::Debug for EdgeValues<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} order, {} {} values", self.order(), self.len(), self.type_name())
     }
 }

@@ -2,6 +2,13 @@
 //!
 //! Outputs are one value per nonzero, in the order the consumer reads: CSR order, or the
 //! ME-BCRS (k = 8) slot order that TC8 SpMM reads, written directly by the kernel.
+//!
+//! Every implementation multiplies by S's values as the graph handle holds them
+//! (`O[e] = S[e] * dot(A[row(e)], B[col(e)])`). Attention scores (AGNN) sample the pattern
+//! only: build the handle on a unit-valued CSR (`graph::ops::pattern`) and every
+//! implementation computes `dot(A[row], B[col])`; SpMM then takes the scores as per-call
+//! values (`spmm::spmm_device_values`) on the same handle. cuSPARSE SDDMM ignores S's values,
+//! so it accepts unit-valued handles only.
 
 pub mod cpu;
 pub mod cusparse;
@@ -17,14 +24,8 @@ use crate::tensor::Matrix;
 
 pub use softmax::{edge_softmax, edge_softmax_device};
 
-/// Where output values go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ValueOrder {
-    /// One value per CSR nonzero, in CSR order (`nnz` values).
-    Csr,
-    /// The ME-BCRS (k = 8) value layout TC8 SpMM reads (`8 * n_vectors` values, absent entries 0).
-    MeBcrs,
-}
+/// Where output values go (defined in `ops`, shared with SpMM's per-call values).
+pub use crate::ops::ValueOrder;
 
 /// Host-to-host SDDMM in CSR order.
 pub fn sddmm(g: &GraphHandle, a: &Matrix, b: &Matrix, imp: Impl, prec: Precision) -> Result<Vec<f32>> {
@@ -46,8 +47,10 @@ pub fn sddmm(g: &GraphHandle, a: &Matrix, b: &Matrix, imp: Impl, prec: Precision
     Ok(v)
 }
 
-/// Device SDDMM into `out` (at least as long as `order` needs). Precision follows the features'
-/// storage: f16 runs f16 tensor cores; f32 runs f32 (Hp, Cusparse) or tf32 (Tc8, Tc16).
+/// Device SDDMM into `out` (at least as long as `order` needs): `out[e] = S[e] * dot(A[row(e)],
+/// B[col(e)])` with S's handle values (all 1 on a pattern handle). In ME-BCRS order the slots
+/// without an edge are written as 0 (Tc8: S's zero times the product; Hp: cleared first).
+/// Precision follows the features' storage: f16 runs f16 tensor cores; f32 runs f32 (Hp, Cusparse) or tf32 (Tc8, Tc16).
 /// `Impl::Auto`: f16 features run TC16 into CSR order (measured fastest on the H100 suite:
 /// 23x / 12x cuSPARSE at K = 32 / 128 against TC8's 20x / 11x) and TC8 into ME-BCRS order;
 /// f32 features run HP (exact f32). (TC8 into CSR order refuses a CSR with repeated entries:

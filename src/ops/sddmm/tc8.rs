@@ -36,9 +36,10 @@ pub fn items(win_ptr: &[u32]) -> (Vec<u32>, Vec<u32>) {
     (win, v0)
 }
 
-/// Number of values the ME-BCRS order holds for this graph (`8 * n_vectors`).
+/// Number of values the ME-BCRS order holds for this graph (`8 * n_vectors`; the same as
+/// `g.value_len(ValueOrder::MeBcrs)`).
 pub fn mebcrs_len(g: &GraphHandle) -> Result<usize> {
-    Ok(format(g)?.n_slots)
+    g.value_len(ValueOrder::MeBcrs)
 }
 
 fn format(g: &GraphHandle) -> Result<std::sync::Arc<DeviceTc8Sddmm>> {

@@ -9,7 +9,8 @@
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::timing::time_gpu;
-use crate::ops::{DeviceFeatures, GraphHandle, Impl};
+use crate::ops::spmm::value_order;
+use crate::ops::{DeviceFeatures, GraphHandle, Impl, ValueOrder};
 
 /// The implementation Auto settled on for one (precision, padded K).
 pub struct AutoChoice(pub Impl);
@@ -22,22 +23,34 @@ fn candidates(x: &DeviceFeatures) -> &'static [Impl] {
     }
 }
 
-/// The cached choice, measuring the candidates with `run` on first use.
+/// The cached choice, measuring the candidates with `run` on first use. `order`: the order of
+/// per-call edge values (`None`: the handle's values), which keeps only the candidates reading
+/// that order (`spmm::value_order`); each order has its own cached choice.
 pub fn choose(
     g: &GraphHandle,
     x: &DeviceFeatures,
     y: &mut DeviceMatrix<f32>,
+    order: Option<ValueOrder>,
     run: impl Fn(&GraphHandle, &DeviceFeatures, &mut DeviceMatrix<f32>, Impl) -> Result<()>,
 ) -> Result<Impl> {
+    let cands: Vec<Impl> = candidates(x).iter().copied().filter(|&imp| order.is_none_or(|o| value_order(imp) == Some(o))).collect();
+    if let [only] = cands[..] {
+        return Ok(only); // nothing to measure
+    }
+    let order_tag: u64 = match order {
+        None => 0,
+        Some(ValueOrder::Csr) => 1,
+        Some(ValueOrder::MeBcrs) => 2,
+    };
     let key = match x {
         DeviceFeatures::F16(m) => (1u64 << 32) | m.ld as u64,
         DeviceFeatures::F32(m) => m.ld as u64,
-    };
+    } | (order_tag << 33);
     let gpu = g.gpu()?.clone();
     let choice = g.cached(key, || {
         let mut best: Option<(f64, Impl)> = None;
         let mut errors = Vec::new();
-        for &imp in candidates(x) {
+        for &imp in &cands {
             // The first call also translates and uploads the format: keep it out of the timing.
             match run(g, x, y, imp).and_then(|_| time_gpu(&gpu, 1, 5, || run(g, x, y, imp))) {
                 Ok(t) if best.is_none_or(|(ms, _)| t.median_ms < ms) => best = Some((t.median_ms, imp)),
@@ -45,8 +58,13 @@ pub fn choose(
                 Err(e) => errors.push(format!("{imp:?}: {e}")),
             }
         }
-        best.map(|(_, imp)| AutoChoice(imp))
-            .ok_or_else(|| Error::Unsupported(format!("no SpMM implementation ran: {}", errors.join("; "))))
+        best.map(|(_, imp)| AutoChoice(imp)).ok_or_else(|| {
+            Error::Unsupported(if cands.is_empty() {
+                format!("no SpMM implementation reads {} features with values in {order:?} order", x.type_name())
+            } else {
+                format!("no SpMM implementation ran: {}", errors.join("; "))
+            })
+        })
     })?;
     Ok(choice.0)
 }

@@ -2,15 +2,28 @@
 
 use crate::error::Result;
 use crate::gpu::launch::{Arg, Shape, launch};
-use crate::gpu::DeviceMatrix;
-use crate::ops::GraphHandle;
+use crate::gpu::{DeviceMatrix, DeviceVec};
+use crate::ops::values::check_len;
+use crate::ops::{GraphHandle, ValueOrder};
 
 pub use crate::gpu::shared::partition::hp_nnz_per_warp;
 use crate::gpu::shared::config;
 
 pub fn spmm_hp(g: &GraphHandle, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    spmm_hp_values(g, None, x, y)
+}
+
+/// [`spmm_hp`] with per-call values in CSR order (`None`: the handle's).
+pub fn spmm_hp_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
     let gpu = g.gpu()?;
     let csr = g.device_csr()?;
+    let values = match values {
+        Some(v) => {
+            check_len("HP SpMM: the edge values", v.len(), g.csr().nnz(), ValueOrder::Csr)?;
+            v
+        }
+        None => &csr.values,
+    };
     let nnz = g.csr().nnz() as u32;
     let row_of = g.device_coo_rows()?;
     y.zero()?; // rows shared between warps are accumulated atomically; empty rows stay zero
@@ -32,7 +45,7 @@ pub fn spmm_hp(g: &GraphHandle, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>
         Arg::Ptr(csr.row_ptr.ptr(gpu)),
         Arg::Ptr(row_of.0.ptr(gpu)),
         Arg::Ptr(csr.col_idx.ptr(gpu)),
-        Arg::Ptr(csr.values.ptr(gpu)),
+        Arg::Ptr(values.ptr(gpu)),
         Arg::Ptr(x.ptr()),
         Arg::Ptr(y.ptr_mut()),
     ];

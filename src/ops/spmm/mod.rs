@@ -10,7 +10,7 @@ pub mod tc8;
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
+use crate::ops::{DeviceFeatures, EdgeValues, GraphHandle, Impl, Precision, ValueOrder, values};
 use crate::tensor::Matrix;
 
 /// Host-to-host SpMM: uploads X, runs `imp`, downloads Y. Convenient, not for hot loops
@@ -28,38 +28,84 @@ pub fn spmm(g: &GraphHandle, x: &Matrix, imp: Impl, prec: Precision) -> Result<M
     y.download()
 }
 
-/// Device SpMM into a preallocated Y. The precision follows X's storage and the implementation:
-/// f16 features run f16 tensor cores; f32 features run f32 (Csr, Hp) or tf32 (Tc*).
-/// `Impl::Auto` times the candidates once per (graph, storage type, K) and keeps the fastest;
-/// with f32 features that includes the tf32 tensor-core kernels.
+/// Device SpMM into a preallocated Y with the handle's edge values. The precision follows X's
+/// storage and the implementation: f16 features run f16 tensor cores; f32 features run f32
+/// (Csr, Hp) or tf32 (Tc*). `Impl::Auto` times the candidates once per (graph, storage type, K)
+/// and keeps the fastest; with f32 features that includes the tf32 tensor-core kernels.
 pub fn spmm_device(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+    spmm_with(g, None, x, y, imp)
+}
+
+/// The order in which `imp` reads per-call edge values ([`spmm_device_values`]): CSR for Csr,
+/// Hp, Cusparse (and Cpu, on the host), ME-BCRS for Tc8; `None` where per-call values are not
+/// supported (Tc16, whose SGT tiles hold the handle's values, and Auto, which is not one
+/// implementation).
+pub fn value_order(imp: Impl) -> Option<ValueOrder> {
+    match imp {
+        Impl::Csr | Impl::Hp | Impl::Cusparse | Impl::Cpu => Some(ValueOrder::Csr),
+        Impl::Tc8 => Some(ValueOrder::MeBcrs),
+        Impl::Tc16 | Impl::Auto => None,
+    }
+}
+
+/// Device SpMM Y = S X with this call's edge values on the handle's pattern (for training: the
+/// same graph with GCN weights, attention values, gradients). Supported: Csr, Hp and Cusparse
+/// with [`EdgeValues::Csr`] (f32 features; Cusparse also f16 features, casting the values to f16
+/// on the device into a buffer kept in the handle), Tc8 with [`EdgeValues::MeBcrs`] (f32
+/// features, tf32) or [`EdgeValues::MeBcrsF16`] (f16 features). `Impl::Auto` picks the fastest
+/// implementation whose [`value_order`] is the values' order (measured once per graph, storage
+/// type, K and order). Values must hold exactly `g.value_len(order)` entries (`Error::Shape`);
+/// ME-BCRS slots without an edge must hold 0 (SDDMM into ME-BCRS order and
+/// `ops::values::transpose_values` write them so). Only enqueues work on the Gpu's stream;
+/// after the first call per (graph, X, Y) nothing is allocated.
+pub fn spmm_device_values(g: &GraphHandle, values: EdgeValues, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+    let order = values.order();
+    values::check_len("SpMM: the edge values", values.len(), g.value_len(order)?, order)?;
+    match (values, x) {
+        (EdgeValues::Csr(_), _) | (EdgeValues::MeBcrs(_), DeviceFeatures::F32(_)) | (EdgeValues::MeBcrsF16(_), DeviceFeatures::F16(_)) => {}
+        (v, x) => {
+            return Err(Error::Unsupported(format!("SpMM with {} features and {v:?}: ME-BCRS values must have the features' storage type", x.type_name())));
+        }
+    }
+    spmm_with(g, Some(values), x, y, imp)
+}
+
+/// The one device path: `values = None` reads the handle's values.
+fn spmm_with(g: &GraphHandle, values: Option<EdgeValues>, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
     check_shapes(g, x.rows(), x.cols())?;
     if y.rows != g.csr().n_rows() || y.cols != x.cols() {
         return Err(Error::Shape(format!("Y is {}x{}, expected {}x{}", y.rows, y.cols, g.csr().n_rows(), x.cols())));
     }
     let imp = match imp {
-        Impl::Auto => auto::choose(g, x, y, run_kernel)?,
+        Impl::Auto => auto::choose(g, x, y, values.map(|v| v.order()), |g, x, y, imp| run_kernel(g, values, x, y, imp))?,
         other => other,
     };
-    run_kernel(g, x, y, imp)
+    run_kernel(g, values, x, y, imp)
 }
 
 /// One concrete implementation on device buffers (shapes already checked).
-fn run_kernel(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+fn run_kernel(g: &GraphHandle, values: Option<EdgeValues>, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+    if let Some(v) = values
+        && imp != Impl::Cpu
+        && value_order(imp) != Some(v.order())
+    {
+        return Err(Error::Unsupported(match value_order(imp) {
+            Some(o) => format!("SpMM {imp:?} reads edge values in {o:?} order, got {v:?}"),
+            None => format!("SpMM {imp:?} does not take per-call edge values (got {v:?}); use Tc8 (ME-BCRS order) or Csr / Hp / Cusparse (CSR order)"),
+        }));
+    }
+    let csr_values = match values {
+        Some(EdgeValues::Csr(v)) => Some(v),
+        _ => None,
+    };
     match (imp, x) {
-        (Impl::Csr, DeviceFeatures::F32(x)) => csr::spmm_csr(g, x, y),
-        (Impl::Hp, DeviceFeatures::F32(x)) => hp::spmm_hp(g, x, y),
-        (Impl::Tc8, x) => tc8::spmm_tc8(g, x, y),
+        (Impl::Csr, DeviceFeatures::F32(x)) => csr::spmm_csr_values(g, csr_values, x, y),
+        (Impl::Hp, DeviceFeatures::F32(x)) => hp::spmm_hp_values(g, csr_values, x, y),
+        (Impl::Tc8, x) => tc8::spmm_tc8_values(g, values, x, y, tc8::Tc8Pipeline::Default),
         (Impl::Tc16, x) => tc16::spmm_tc16(g, x, y),
-        (Impl::Cusparse, x) => cusparse::spmm_cusparse(g, x, y),
+        (Impl::Cusparse, x) => cusparse::spmm_cusparse_values(g, csr_values, x, y),
         (Impl::Cpu, _) => Err(Error::Unsupported("Impl::Cpu on device buffers; use ops::spmm".into())),
-        (imp, x) => Err(Error::Unsupported(format!(
-            "SpMM {imp:?} with {} features is not available",
-            match x {
-                DeviceFeatures::F32(_) => "f32",
-                DeviceFeatures::F16(_) => "f16",
-            }
-        ))),
+        (imp, x) => Err(Error::Unsupported(format!("SpMM {imp:?} with {} features is not available", x.type_name()))),
     }
 }
 

@@ -1,12 +1,13 @@
 //! Launcher of `kernels-gpu/src/spmm/tc8.rs`: ME-BCRS (k = 8) uploaded once per graph, a work
 //! list that splits long windows, and the NT (16-dim tiles per warp) chosen from K.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::launch::{Arg, Shape, launch};
 use crate::gpu::shared::config::{TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS, TC8_WARPS, tc8_async_stage_bytes};
 use crate::gpu::shared::partition::tc8_max_blocks;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
-use crate::ops::{DeviceFeatures, GraphHandle};
+use crate::ops::values::check_len;
+use crate::ops::{DeviceFeatures, EdgeValues, GraphHandle, ValueOrder};
 
 /// Work items: (window, first block, end block); windows cut into several items.
 #[derive(Debug, PartialEq, Eq)]
@@ -129,7 +130,19 @@ pub fn spmm_tc8(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) 
 /// [`spmm_tc8`] with a chosen pipeline (the tests run both). Shapes are the caller's to check,
 /// as `ops::spmm::spmm_device` does.
 pub fn spmm_tc8_with(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, choice: Tc8Pipeline) -> Result<()> {
-    spmm_tc8_windows(g, x, y, pipeline(choice, y.ld as u32, matches!(x, DeviceFeatures::F16(_))))
+    spmm_tc8_values(g, None, x, y, choice)
+}
+
+/// [`spmm_tc8_with`] with per-call values in ME-BCRS order (`None`: the handle's): f32
+/// ([`EdgeValues::MeBcrs`]) with f32 features, f16 ([`EdgeValues::MeBcrsF16`]) with f16 ones.
+pub fn spmm_tc8_values(
+    g: &GraphHandle,
+    values: Option<EdgeValues>,
+    x: &DeviceFeatures,
+    y: &mut DeviceMatrix<f32>,
+    choice: Tc8Pipeline,
+) -> Result<()> {
+    spmm_tc8_windows(g, values, x, y, pipeline(choice, y.ld as u32, matches!(x, DeviceFeatures::F16(_))))
 }
 
 /// How a warp brings X in: into registers one group at a time (NT tiles per warp), or by
@@ -141,10 +154,30 @@ enum Pipeline {
 }
 
 /// Y = S X with a warp per window (long windows cut into items).
-fn spmm_tc8_windows(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, pipeline: Pipeline) -> Result<()> {
+fn spmm_tc8_windows(g: &GraphHandle, values: Option<EdgeValues>, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, pipeline: Pipeline) -> Result<()> {
     let gpu = g.gpu()?;
     let f = shape(g)?;
     let m = g.device_mebcrs()?;
+    // The values the kernel reads: ME-BCRS slots in the features' storage type.
+    let handle_f16;
+    let values_ptr = match (values, x) {
+        (None, DeviceFeatures::F32(_)) => m.values.ptr(gpu),
+        (None, DeviceFeatures::F16(_)) => {
+            handle_f16 = g.device_mebcrs_f16()?;
+            handle_f16.0.ptr(gpu)
+        }
+        (Some(v @ EdgeValues::MeBcrs(_)), DeviceFeatures::F32(_)) | (Some(v @ EdgeValues::MeBcrsF16(_)), DeviceFeatures::F16(_)) => {
+            check_len("TC8 SpMM: the edge values", v.len(), g.value_len(ValueOrder::MeBcrs)?, ValueOrder::MeBcrs)?;
+            v.ptr(gpu)
+        }
+        (Some(v), x) => {
+            return Err(Error::Unsupported(format!(
+                "SpMM Tc8 with {} features reads {} values in ME-BCRS order, got {v:?}",
+                x.type_name(),
+                x.type_name()
+            )));
+        }
+    };
     let ld = y.ld as u32;
     let n_rows = g.csr().n_rows() as u32;
     let f16 = matches!(x, DeviceFeatures::F16(_));
@@ -167,9 +200,9 @@ fn spmm_tc8_windows(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f3
         Pipeline::Registers(_) => 0,
         Pipeline::Shared => TC8_WARPS * TC8_ASYNC_STAGES * tc8_async_stage_bytes(if f16 { 2 } else { 4 }),
     };
-    let (values_ptr, x_ptr) = match x {
-        DeviceFeatures::F32(xm) => (m.values.ptr(gpu), xm.ptr()),
-        DeviceFeatures::F16(xm) => (g.device_mebcrs_f16()?.0.ptr(gpu), xm.ptr()),
+    let x_ptr = match x {
+        DeviceFeatures::F32(xm) => xm.ptr(),
+        DeviceFeatures::F16(xm) => xm.ptr(),
     };
     if wl.n_split > 0 {
         let args = [Arg::Ptr(wl.split_windows.ptr(gpu)), Arg::U32(n_rows), Arg::U32(ld), Arg::Ptr(y.ptr_mut())];
@@ -194,9 +227,11 @@ fn spmm_tc8_windows(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f3
         Arg::Ptr(x_ptr),
         Arg::Ptr(y.ptr_mut()),
     ];
-    // SAFETY: matches the spmm_tc8_* signature; the ME-BCRS arrays, work list and values were
-    // built from this graph; X and Y share the padded stride ld (a multiple of 8, so the vector
-    // loads and stores stay aligned) and X has n_cols rows (checked by ops::spmm).
+    // SAFETY: matches the spmm_tc8_* signature; the ME-BCRS arrays and work list were built from
+    // this graph and the values hold its 8 * n_vectors slots in the features' storage type (a
+    // whole allocation: 16-byte aligned for cp.async); X and Y share the padded stride ld (a
+    // multiple of 8, so the vector loads and stores stay aligned) and X has n_cols rows
+    // (checked by ops::spmm).
     unsafe { launch(gpu, kernel, shape, &args) }
 }
 

@@ -1,0 +1,138 @@
+//! Edge values across orders and precisions, for training steps that reuse one pattern with
+//! values computed on the device: the values of S in the order of Sᵀ (a gather through a map
+//! built once per graph on the host), and f32 -> f16 casts of value vectors and features.
+//! Launchers of `kernels-gpu/src/values.rs`; every call only enqueues kernels on the Gpu's stream.
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::format::MeBcrs;
+use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::ops::{GraphHandle, ValueOrder};
+
+/// Threads per block of the element-wise kernels.
+const BLOCK: u32 = 256;
+
+/// Blocks for `items` grid-stride items: one item per thread up to 16 blocks per SM, at least
+/// one block (the cast's last `n % 8` elements go to the first threads).
+fn grid(gpu: &Gpu, items: u32) -> u32 {
+    items.div_ceil(BLOCK).clamp(1, 16 * gpu.info().sm_count.max(1))
+}
+
+/// A buffer holding the `need` values of an order (an allocation holds at least one element, so
+/// a graph without edges takes a buffer of one).
+pub(crate) fn check_len(what: &str, len: usize, need: usize, order: ValueOrder) -> Result<()> {
+    if len != need.max(1) {
+        return Err(Error::Shape(format!("{what} holds {len} values, {order:?} order has {need}")));
+    }
+    Ok(())
+}
+
+fn count_u32(n: usize, what: &str) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::Unsupported(format!("{what}: {n} elements exceed the kernels' 32-bit counts")))
+}
+
+/// The ME-BCRS (k = 8) transpose map: for every slot of `t` (the translation of Sᵀ), the slot of
+/// `s` (the translation of S) holding the same edge, `u32::MAX` where the slot holds no edge.
+/// `csr_map[e]` is the CSR nonzero of S for CSR nonzero `e` of Sᵀ. Both translations must come
+/// from canonical CSRs (one edge per slot).
+pub fn transpose_map_mebcrs(s: &MeBcrs, t: &MeBcrs, csr_map: &[u32]) -> Vec<u32> {
+    let mut map = vec![u32::MAX; t.values.len()];
+    for (e, &slot) in t.csr_to_slot.iter().enumerate() {
+        map[slot as usize] = s.csr_to_slot[csr_map[e] as usize];
+    }
+    map
+}
+
+/// Edge values of S (in `order`, [`GraphHandle::value_len`] of S) into the same `order` of Sᵀ
+/// (`dst` sized for `g.transpose()`): `dst[i] = src[map[i]]`, 0 at slots without an edge.
+/// Map and Sᵀ are built on first use; later calls only launch the gather.
+pub fn transpose_values(g: &GraphHandle, order: ValueOrder, src: &DeviceVec<f32>, dst: &mut DeviceVec<f32>) -> Result<()> {
+    let gpu = g.gpu()?;
+    check_len("transpose_values: the source", src.len(), g.value_len(order)?, order)?;
+    let t = g.transpose()?;
+    let n = t.value_len(order)?;
+    check_len("transpose_values: the destination (sized for the transpose)", dst.len(), n, order)?;
+    let map = g.transpose_map(order)?;
+    let n = count_u32(n, "transpose_values")?;
+    let args = [Arg::U32(n), Arg::Ptr(map.ptr(gpu)), Arg::Ptr(src.ptr(gpu)), Arg::Ptr(dst.ptr_mut(gpu))];
+    // SAFETY: matches `gather_values_f32`; map and dst hold n entries (Sᵀ's values in `order`),
+    // every map entry is u32::MAX or a slot of S in `order`, which is below src.len() (checked
+    // above); src and dst are distinct buffers (a shared and a unique borrow).
+    unsafe { launch(gpu, "gather_values_f32", Shape::linear(grid(gpu, n), BLOCK, 0), &args) }
+}
+
+/// Host counterpart of [`transpose_values`] in CSR order: S's values (`nnz`, CSR order) in the
+/// CSR order of Sᵀ. Needs a canonical CSR, like the device path.
+pub fn transpose_values_cpu<T: Copy + Send + Sync>(g: &GraphHandle, src: &[T]) -> Result<Vec<T>> {
+    if src.len() != g.csr().nnz() {
+        return Err(Error::Shape(format!("transpose_values_cpu: {} values for {} nonzeros", src.len(), g.csr().nnz())));
+    }
+    let map = g.transpose_map_host(ValueOrder::Csr)?;
+    Ok(map.par_iter().map(|&e| src[e as usize]).collect())
+}
+
+/// `dst = f16(src)` element-wise (round to nearest even), same length; on the device the
+/// buffers live on (`gpu`). E.g. edge values computed in f32 (SDDMM, softmax) for f16 SpMM.
+pub fn cast_to_f16(gpu: &Gpu, src: &DeviceVec<f32>, dst: &mut DeviceVec<half::f16>) -> Result<()> {
+    if src.len() != dst.len() {
+        return Err(Error::Shape(format!("cast_to_f16: {} values into a buffer of {}", src.len(), dst.len())));
+    }
+    let (s, d) = (src.ptr(gpu), dst.ptr_mut(gpu));
+    cast_raw(gpu, src.len(), s, d)
+}
+
+/// `dst = f16(src)` for matrices of the same shape, padding included (so zero padding stays zero).
+pub fn cast_matrix_to_f16(src: &DeviceMatrix<f32>, dst: &mut DeviceMatrix<half::f16>) -> Result<()> {
+    if (src.rows, src.cols) != (dst.rows, dst.cols) {
+        return Err(Error::Shape(format!("cast_matrix_to_f16: {}x{} into {}x{}", src.rows, src.cols, dst.rows, dst.cols)));
+    }
+    if !std::sync::Arc::ptr_eq(src.gpu(), dst.gpu()) {
+        return Err(Error::Unsupported("cast_matrix_to_f16: the matrices live on different GPUs".into()));
+    }
+    let gpu = src.gpu().clone();
+    debug_assert_eq!(src.slice().len(), dst.slice().len());
+    cast_raw(&gpu, src.slice().len(), src.ptr(), dst.ptr_mut())
+}
+
+/// Cast `n` f32 at `src` to f16 at `dst`.
+fn cast_raw(gpu: &Gpu, n: usize, src: u64, dst: u64) -> Result<()> {
+    let n = count_u32(n, "cast_to_f16")?;
+    let args = [Arg::U32(n), Arg::Ptr(src), Arg::Ptr(dst)];
+    // SAFETY: matches `cast_f32_f16`; both addresses are whole allocations (16-byte aligned, as
+    // the kernel's vector accesses need) of n f32 and n f16, and distinct buffers.
+    unsafe { launch(gpu, "cast_f32_f16", Shape::linear(grid(gpu, n / 8), BLOCK, 0), &args) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Csr;
+
+    #[test]
+    fn mebcrs_map_points_at_the_same_edge() {
+        let s = Csr::from_triplets(10, 10, &[(0, 3, 1.0), (0, 9, 2.0), (4, 3, 3.0), (9, 0, 4.0), (7, 7, 5.0)]).unwrap();
+        let (t, csr_map) = crate::graph::ops::transpose_with_map(&s);
+        let (ms, mt) = (MeBcrs::from_csr(&s, 8).unwrap(), MeBcrs::from_csr(&t, 8).unwrap());
+        let map = transpose_map_mebcrs(&ms, &mt, &csr_map);
+        assert_eq!(map.len(), mt.values.len());
+        for (slot, &m) in map.iter().enumerate() {
+            if m == u32::MAX {
+                assert_eq!(mt.values[slot], 0.0, "slot {slot} holds an edge but maps nowhere");
+                continue;
+            }
+            let (r, c) = mt.slot_position(slot).expect("an edge slot is inside the matrix");
+            assert_eq!(ms.slot_position(m as usize), Some((c as usize, r as u32)));
+            assert_eq!(mt.values[slot], ms.values[m as usize]);
+        }
+        assert_eq!(map.iter().filter(|&&m| m != u32::MAX).count(), 5);
+    }
+
+    #[test]
+    fn length_check_allows_the_one_element_buffer_of_an_empty_graph() {
+        assert!(check_len("x", 1, 0, ValueOrder::Csr).is_ok());
+        assert!(check_len("x", 3, 3, ValueOrder::Csr).is_ok());
+        assert!(matches!(check_len("x", 4, 3, ValueOrder::MeBcrs), Err(Error::Shape(_))));
+    }
+}

@@ -489,6 +489,14 @@ fn cpu_adam_matches_torch_update() {
 }
 
 #[test]
+fn row_groups_cover_rows() {
+    use tcgnn::gpu::shared::partition::nn_row_group_shift;
+    for (items, lanes) in [(0u32, 1u32), (1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (8, 8), (17, 32), (32, 32), (33, 32), (1000, 32)] {
+        assert_eq!(1 << nn_row_group_shift(items), lanes, "{items} items per row");
+    }
+}
+
+#[test]
 fn real_trait_basics() {
     fn check<T: Real>() {
         assert_eq!(T::zero().to_f64(), 0.0);

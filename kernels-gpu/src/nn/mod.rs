@@ -34,6 +34,26 @@ pub fn global_warp() -> (u32, u32) {
     (ptx::ctaid_x() * per_block + ptx::warp_id(), ptx::nctaid_x() * per_block)
 }
 
+/// Lane groups of `1 << shift` lanes, one row each (`crate::partition::nn_row_group_shift`):
+/// (this lane's group in the warp, its index in the group, lanes per group, groups per warp).
+#[inline(always)]
+pub fn row_group(shift: u32) -> (u32, u32, u32, u32) {
+    let lane = ptx::lane_id();
+    (lane >> shift, lane & ((1 << shift) - 1), 1 << shift, 32 >> shift)
+}
+
+/// Sum over each aligned group of `lanes` lanes (a power of two; every lane of the warp must
+/// call this with the same `lanes`).
+#[inline(always)]
+pub fn group_sum(mut v: f32, lanes: u32) -> f32 {
+    let mut m = lanes >> 1;
+    while m > 0 {
+        v += ptx::shfl_xor_f32(v, m);
+        m >>= 1;
+    }
+    v
+}
+
 /// `N` block-wide sums added atomically to `out[0..N]`, through `4 * N` bytes of dynamic
 /// shared memory at offset 0. Every thread of the block must call `new` and `flush` (they hold
 /// barriers), so kernels using it never return early.

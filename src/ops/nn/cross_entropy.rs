@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use super::{ROW_BLOCK, check_same, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::launch::{Arg, launch};
+use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::util::Real;
 
@@ -108,7 +109,8 @@ pub fn cross_entropy_cpu<T: Real>(
 
 /// Cross-entropy on the device: writes `dlogits` (same shape as `logits`, padding 0) and
 /// `stats[0..4]` (zeroed with a memset, then atomic adds: the loss's last bits depend on their
-/// order; the counts are exact below 2^24 rows). A warp per row, any number of classes.
+/// order; the counts are exact below 2^24 rows). A group of lanes per row (the classes
+/// rounded up to a power of two, at most a warp), any number of classes.
 pub fn cross_entropy(
     logits: &DeviceMatrix<f32>,
     labels: &DeviceVec<i32>,
@@ -129,10 +131,12 @@ pub fn cross_entropy(
     }
     let gpu = logits.gpu().clone();
     gpu.stream().memset_zeros(&mut stats.slice_mut().slice_mut(0..4)).map_err(|e| Error::cuda("memset of cross_entropy stats", e))?;
+    let shift = nn_row_group_shift(logits.cols as u32);
     let args = [
         Arg::U32(rows as u32),
         Arg::U32(logits.cols as u32),
         Arg::U32(logits.ld as u32),
+        Arg::U32(shift),
         Arg::Ptr(logits.ptr()),
         Arg::Ptr(labels.ptr(&gpu)),
         Arg::Ptr(mask_bits.ptr(&gpu)),
@@ -143,5 +147,5 @@ pub fn cross_entropy(
     // SAFETY: matches `cross_entropy_f32`; logits and dlogits hold rows x ld floats, labels and
     // mask_bits at least rows entries, stats 4 (zeroed above); 16 bytes of shared memory for
     // the block sums. Labels outside [0, cols) are never dereferenced.
-    unsafe { launch(&gpu, "cross_entropy_f32", row_shape(&gpu, rows as u64, 16), &args) }
+    unsafe { launch(&gpu, "cross_entropy_f32", row_shape(&gpu, rows as u64, 32 >> shift, 16), &args) }
 }

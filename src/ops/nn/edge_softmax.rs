@@ -98,7 +98,7 @@ fn check_values(slots: usize, order: ValueOrder, vals: &[(&str, usize)], what: &
 }
 
 fn rows_u32(g: &GraphHandle, what: &str) -> Result<u32> {
-    u32::try_from(g.csr().n_rows()).map_err(|_| Error::Unsupported(format!("{what}: {} rows", g.csr().n_rows())))
+    u32::try_from(g.csr().n_rows()).ok().filter(|&n| n <= u32::MAX / 2).ok_or_else(|| Error::Unsupported(format!("{what}: {} rows", g.csr().n_rows())))
 }
 
 /// alpha = softmax_row(beta * cos) on the device, a warp per row; `beta` (1 x 1) is read when
@@ -114,7 +114,7 @@ pub fn edge_softmax_scaled(g: &GraphHandle, order: ValueOrder, beta: &DeviceMatr
     let args = [Arg::U32(n), Arg::Ptr(row_ptr), Arg::Ptr(slot_of), Arg::Ptr(beta.ptr()), Arg::Ptr(cos.ptr(&gpu)), Arg::Ptr(alpha.ptr_mut(&gpu))];
     // SAFETY: matches `edge_softmax_scaled_f32`; row_ptr has n + 1 entries, every (mapped) edge
     // index is below `slots`, which cos and alpha cover; beta has one value.
-    unsafe { launch(&gpu, "edge_softmax_scaled_f32", row_shape(&gpu, n as u64, 0), &args) }
+    unsafe { launch(&gpu, "edge_softmax_scaled_f32", row_shape(&gpu, n as u64, 1, 0), &args) }
 }
 
 /// Backward of `edge_softmax_scaled` on the device: writes dcos (edge slots only) and
@@ -155,5 +155,5 @@ pub fn edge_softmax_backward(
     ];
     // SAFETY: matches `edge_softmax_backward_f32`; as in `edge_softmax_scaled`, plus dbeta (one
     // value, zeroed above) and 4 bytes of shared memory for the block sum.
-    unsafe { launch(&gpu, "edge_softmax_backward_f32", row_shape(&gpu, n as u64, 4), &args) }
+    unsafe { launch(&gpu, "edge_softmax_backward_f32", row_shape(&gpu, n as u64, 1, 4), &args) }
 }

@@ -69,8 +69,8 @@ pub(crate) fn check_matrix(m: &DeviceMatrix<f32>, what: &str) -> Result<()> {
             padded_ld(m.cols)
         )));
     }
-    if m.rows * m.ld > u32::MAX as usize {
-        return Err(Error::Unsupported(format!("{what}: {} x {} is over 2^32 elements", m.rows, m.ld)));
+    if m.rows * m.ld > u32::MAX as usize || m.rows > (u32::MAX / 2) as usize {
+        return Err(Error::Unsupported(format!("{what}: {} x {} is over 2^32 elements or 2^31 rows", m.rows, m.ld)));
     }
     Ok(())
 }
@@ -103,9 +103,12 @@ pub(crate) fn elementwise_shape(gpu: &Gpu, items: u64) -> Shape {
     Shape::linear(blocks as u32, NN_BLOCK, 0)
 }
 
-/// Warp-per-row launch over `rows` (grid-stride), with `smem_bytes` of dynamic shared memory.
-pub(crate) fn row_shape(gpu: &Gpu, rows: u64, smem_bytes: u32) -> Shape {
-    let blocks = rows.div_ceil((NN_BLOCK / 32) as u64).min((gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
+/// Row-kernel launch over `rows` (grid-stride) with `rows_per_warp` rows per warp and step
+/// (`32 >> nn_row_group_shift(..)`, 1 for a warp per row) and `smem_bytes` of dynamic shared
+/// memory.
+pub(crate) fn row_shape(gpu: &Gpu, rows: u64, rows_per_warp: u32, smem_bytes: u32) -> Shape {
+    let rows_per_block = (NN_BLOCK / 32 * rows_per_warp) as u64;
+    let blocks = rows.div_ceil(rows_per_block).min((gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
     Shape::linear(blocks as u32, NN_BLOCK, smem_bytes)
 }
 

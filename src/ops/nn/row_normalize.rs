@@ -6,6 +6,7 @@ use rayon::prelude::*;
 use super::{check_same, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::launch::{Arg, launch};
+use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::util::Real;
 
@@ -51,22 +52,24 @@ pub fn row_normalize_backward_cpu<T: Real>(n: &[T], inv_norm: &[T], dn: &[T], ro
 }
 
 /// Row normalisation on the device: `n` (same shape as `h`, padding written 0) and
-/// `inv_norm` (at least rows values). A warp per row.
+/// `inv_norm` (at least rows values). A group of lanes per row (a warp for rows of 128+ floats).
 pub fn row_normalize(h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, inv_norm: &mut DeviceVec<f32>) -> Result<()> {
     check_same(h, n, "row_normalize")?;
     if inv_norm.len() < h.rows {
         return Err(Error::Shape(format!("row_normalize: inv_norm has {} values for {} rows", inv_norm.len(), h.rows)));
     }
     let gpu = h.gpu().clone();
+    let shift = nn_row_group_shift((h.ld / 4) as u32);
     let args = [
         Arg::U32(h.rows as u32),
         Arg::U32((h.ld / 4) as u32),
+        Arg::U32(shift),
         Arg::Ptr(h.ptr()),
         Arg::Ptr(n.ptr_mut()),
         Arg::Ptr(inv_norm.ptr_mut(&gpu)),
     ];
     // SAFETY: matches `row_normalize_f32`; h and n hold rows x ld floats, inv_norm >= rows.
-    unsafe { launch(&gpu, "row_normalize_f32", row_shape(&gpu, h.rows as u64, 0), &args) }
+    unsafe { launch(&gpu, "row_normalize_f32", row_shape(&gpu, h.rows as u64, 32 >> shift, 0), &args) }
 }
 
 /// dh += (dn - n (n . dn)) * inv_norm per row, on the device (n, dn, dh of one shape).
@@ -77,14 +80,16 @@ pub fn row_normalize_backward(n: &DeviceMatrix<f32>, inv_norm: &DeviceVec<f32>, 
         return Err(Error::Shape(format!("row_normalize_backward: inv_norm has {} values for {} rows", inv_norm.len(), n.rows)));
     }
     let gpu = n.gpu().clone();
+    let shift = nn_row_group_shift((n.ld / 4) as u32);
     let args = [
         Arg::U32(n.rows as u32),
         Arg::U32((n.ld / 4) as u32),
+        Arg::U32(shift),
         Arg::Ptr(n.ptr()),
         Arg::Ptr(inv_norm.ptr(&gpu)),
         Arg::Ptr(dn.ptr()),
         Arg::Ptr(dh.ptr_mut()),
     ];
     // SAFETY: matches `row_normalize_backward_f32`; n, dn, dh hold rows x ld floats, inv_norm >= rows.
-    unsafe { launch(&gpu, "row_normalize_backward_f32", row_shape(&gpu, n.rows as u64, 0), &args) }
+    unsafe { launch(&gpu, "row_normalize_backward_f32", row_shape(&gpu, n.rows as u64, 32 >> shift, 0), &args) }
 }

@@ -673,8 +673,17 @@ fn gpu_row_normalize_and_backward() {
             row_normalize(&dev(&gpu, rows, cols, &h), &mut nd, &mut invd).unwrap();
             let (mut n, mut inv) = (vec![0.0; rows * cols], vec![0.0; rows]);
             row_normalize_cpu(&h, rows, cols, &mut n, &mut inv);
-            assert_close(&format!("row_normalize n {what}"), &host(&nd), &n);
-            assert_close(&format!("row_normalize inv_norm {what}"), &invd.download(&gpu).unwrap()[..rows], &inv);
+            let zero_row = if rows > 3 { Some(2) } else { None };
+            // The clamped row's 1e12 would swamp the other rows' errors: compare it apart.
+            let split = |got: &[f32], want: &[f64], width: usize, what: &str| {
+                let keep = |i: usize| zero_row != Some(i / width);
+                let (g, w): (Vec<f32>, Vec<f64>) = (0..want.len()).filter(|&i| keep(i)).map(|i| (got[i], want[i])).unzip();
+                assert_close(what, &g, &w);
+                let (g, w): (Vec<f32>, Vec<f64>) = (0..want.len()).filter(|&i| !keep(i)).map(|i| (got[i], want[i])).unzip();
+                assert_close(&format!("{what}, clamped row"), &g, &w);
+            };
+            split(&host(&nd), &n, cols, &format!("row_normalize n {what}"));
+            split(&invd.download(&gpu).unwrap()[..rows], &inv, 1, &format!("row_normalize inv_norm {what}"));
             assert_padding_zero(&nd, "row_normalize");
 
             // Backward from the GPU's own n and inv_norm (the CPU reads the same f32 values).
@@ -688,7 +697,7 @@ fn gpu_row_normalize_and_backward() {
             row_normalize_backward(&nd, &invd, &dev(&gpu, rows, cols, &dn), &mut dhd).unwrap();
             let mut dh = dh0.clone();
             row_normalize_backward_cpu(&n32, &inv32, &dn, rows, cols, &mut dh);
-            assert_close(&format!("row_normalize_backward {what}"), &host(&dhd), &dh);
+            split(&host(&dhd), &dh, cols, &format!("row_normalize_backward {what}"));
             assert_padding_zero(&dhd, "row_normalize_backward");
         }
     }

@@ -35,3 +35,9 @@ pub const TC16_WARPS: u32 = 4;
 
 /// Warps (SGT blocks) per thread block of TC16 SDDMM; each parks a 16 x 16 f32 tile in shared memory.
 pub const TC16_SDDMM_WARPS: u32 = 4;
+
+/// Threads per block of the nn kernels (elementwise: grid-stride over float4s; row ops: a warp
+/// per row, 8 rows per block at a time).
+pub const NN_BLOCK: u32 = 256;
+/// Blocks per SM the grid-stride nn launches size their grids for (2048 resident threads).
+pub const NN_BLOCKS_PER_SM: u32 = 8;

@@ -28,7 +28,11 @@ pub mod layout {
 pub mod partition {
     include!("partition.rs");
 }
+pub mod nn;
 pub mod ptx;
+pub mod rng {
+    include!("rng.rs");
+}
 pub mod sddmm;
 pub mod selftest;
 pub mod smem;

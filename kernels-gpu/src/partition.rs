@@ -29,3 +29,16 @@ pub const fn tc8_max_blocks(total_blocks: u32, n_windows: u32, k_slices: u32, sm
     let m = if for_parallelism < for_balance { for_parallelism } else { for_balance };
     if m < 32 { 32 } else { m }
 }
+
+/// Lanes per row of the nn row kernels (row normalisation, cross-entropy), as a shift: the
+/// row's items (float4s or classes) rounded up to a power of two, at most 32. Rows narrower
+/// than a warp share it (`32 >> shift` rows per warp), so narrow rows still keep every lane
+/// loading.
+pub const fn nn_row_group_shift(items_per_row: u32) -> u32 {
+    let (mut lanes, mut shift) = (1u32, 0u32);
+    while lanes < items_per_row && lanes < 32 {
+        lanes *= 2;
+        shift += 1;
+    }
+    shift
+}

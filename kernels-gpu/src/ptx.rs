@@ -428,3 +428,78 @@ pub unsafe fn ld_shared_u16(addr: u32) -> u16 {
     unsafe { asm!("ld.shared.u16 {r}, [{a}];", r = out(reg16) r, a = in(reg32) addr, options(readonly, nostack)) };
     r
 }
+
+// ---------------------------------------------------------------- coherent global access (nn ops)
+
+/// Coherent 4-float vector load (for buffers the same kernel also writes); `p` 16-byte aligned.
+#[inline(always)]
+pub unsafe fn ld_v4_f32(p: *const f32) -> [f32; 4] {
+    let (a, b, c, d): (f32, f32, f32, f32);
+    unsafe {
+        asm!("ld.global.v4.f32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d, p = in(reg64) p, options(readonly, nostack))
+    };
+    [a, b, c, d]
+}
+
+#[inline(always)]
+pub unsafe fn ld_f32(p: *const f32) -> f32 {
+    let a: f32;
+    unsafe { asm!("ld.global.f32 {a}, [{p}];", a = out(reg32) a, p = in(reg64) p, options(readonly, nostack)) };
+    a
+}
+
+#[inline(always)]
+pub unsafe fn st_f32(p: *mut f32, v: f32) {
+    unsafe { asm!("st.global.f32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
+}
+
+#[inline(always)]
+pub unsafe fn ld_u32(p: *const u32) -> u32 {
+    let a: u32;
+    unsafe { asm!("ld.global.u32 {a}, [{p}];", a = out(reg32) a, p = in(reg64) p, options(readonly, nostack)) };
+    a
+}
+
+#[inline(always)]
+pub unsafe fn st_u32(p: *mut u32, v: u32) {
+    unsafe { asm!("st.global.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
+}
+
+/// Store the low byte of `v`.
+#[inline(always)]
+pub unsafe fn st_u8(p: *mut u8, v: u32) {
+    unsafe { asm!("st.global.u8 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
+}
+
+#[inline(always)]
+pub fn shfl_xor_u32(v: u32, lane_mask: u32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("shfl.sync.bfly.b32 {r}, {v}, {m}, 0x1f, -1;", r = out(reg32) r, v = in(reg32) v, m = in(reg32) lane_mask, options(nomem, nostack))
+    };
+    r
+}
+
+// ---------------------------------------------------------------- math (nn ops)
+
+/// `sqrt.rn.f32`: IEEE square root (round to nearest).
+#[inline(always)]
+pub fn sqrt(v: f32) -> f32 {
+    let r: f32;
+    unsafe { asm!("sqrt.rn.f32 {r}, {v};", r = out(reg32) r, v = in(reg32) v, options(pure, nomem, nostack)) };
+    r
+}
+
+/// `lg2.approx.f32`: log2(x) (max relative error about 2^-22).
+#[inline(always)]
+pub fn lg2(v: f32) -> f32 {
+    let r: f32;
+    unsafe { asm!("lg2.approx.f32 {r}, {v};", r = out(reg32) r, v = in(reg32) v, options(pure, nomem, nostack)) };
+    r
+}
+
+/// Natural logarithm through `lg2.approx`.
+#[inline(always)]
+pub fn ln(v: f32) -> f32 {
+    lg2(v) * core::f32::consts::LN_2
+}

@@ -12,6 +12,8 @@ use crate::gpu::Gpu;
 pub enum Arg {
     U32(u32),
     F32(f32),
+    /// A 64-bit integer (`.u64` parameter that is not an address, e.g. a hashed seed).
+    U64(u64),
     /// A device address (`.u64` parameter).
     Ptr(u64),
 }
@@ -62,6 +64,7 @@ pub unsafe fn launch(gpu: &Gpu, name: &'static str, shape: Shape, args: &[Arg]) 
         match a {
             Arg::U32(v) => builder.arg(v),
             Arg::F32(v) => builder.arg(v),
+            Arg::U64(v) => builder.arg(v),
             Arg::Ptr(v) => builder.arg(v),
         };
     }

@@ -127,6 +127,14 @@ impl<T: Element> DeviceMatrix<T> {
         Ok(out)
     }
 
+    /// The whole padded buffer, `rows * ld` elements row-major (padding columns included), for
+    /// checks that padding stays zero.
+    pub fn download_padded(&self) -> Result<Vec<T>> {
+        let mut host = self.buf.download(&self.gpu)?;
+        host.truncate(self.rows * self.ld);
+        Ok(host)
+    }
+
     pub fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
     }

@@ -10,3 +10,6 @@ pub mod partition {
 pub mod layout {
     include!("../../kernels-gpu/src/layout.rs");
 }
+pub mod rng {
+    include!("../../kernels-gpu/src/rng.rs");
+}

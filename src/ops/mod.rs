@@ -2,6 +2,7 @@
 //! reference) or a CUDA kernel, chosen by [`Impl`].
 
 pub mod handle;
+pub mod nn;
 pub mod sddmm;
 pub mod spmm;
 pub mod values;

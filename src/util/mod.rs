@@ -1,4 +1,7 @@
 //! Small helpers shared by every layer.
 
+pub mod real;
 pub mod rng;
 pub mod split;
+
+pub use real::Real;

@@ -1,0 +1,21 @@
+//! y[r][c] += b[c] over the whole padded buffer (b's padding is 0, so y's stays 0):
+//! grid-stride over float4s; `ld4` = float4s per row (ld is a multiple of 8, so a float4 never
+//! straddles two rows).
+
+use super::{global_thread, grid_threads};
+use crate::ptx;
+
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn bias_add_f32(n4: u32, ld4: u32, y: *mut f32, b: *const f32) {
+    if ld4 == 0 {
+        return; // no columns (n4 = 0 too); also lets `% ld4` compile without a panic path
+    }
+    let mut i = global_thread();
+    while i < n4 {
+        let bias = unsafe { ptx::ld_nc_v4_f32(b.add(4 * (i % ld4) as usize)) };
+        let p = unsafe { y.add(4 * i as usize) };
+        let v = unsafe { ptx::ld_v4_f32(p) };
+        unsafe { ptx::st_v4_f32(p, [v[0] + bias[0], v[1] + bias[1], v[2] + bias[2], v[3] + bias[3]]) };
+        i += grid_threads();
+    }
+}

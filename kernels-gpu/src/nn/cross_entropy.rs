@@ -1,0 +1,98 @@
+//! Cross-entropy (log-softmax + NLL over the train mask) fused with its gradient and the
+//! accuracy counts: one group of `1 << shift` lanes per row (the classes rounded up to a power
+//! of two, at most a warp; narrower rows share a warp), groups over the rows grid-stride on
+//! warp-uniform bounds, lanes over the classes.
+//! stats (zeroed by the launcher): [0] loss, [1 + b] correct rows with mask bit b set
+//! (b = 0 train, 1 val, 2 test); per-lane partials, one atomic per block and stat
+//! (16 bytes of dynamic shared memory). A label outside [0, cols) is never dereferenced: the row
+//! counts as incorrect and gets no loss and a zero gradient.
+
+use super::{BlockSums, global_warp, group_sum, row_group};
+use crate::ptx;
+
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn cross_entropy_f32(
+    rows: u32,
+    cols: u32,
+    ld: u32,
+    shift: u32,
+    logits: *const f32,
+    labels: *const i32,
+    mask_bits: *const u8,
+    inv_n_train: f32,
+    dlogits: *mut f32,
+    stats: *mut f32,
+) {
+    let sums = BlockSums::<4>::new();
+    let (grp, sub, lanes, per_warp) = row_group(shift);
+    let mut part = [0f32; 4];
+    let (w, n_warps) = global_warp();
+    let mut row0 = w * per_warp;
+    while row0 < rows {
+        let row = row0 + grp;
+        let active = row < rows;
+        let base = row as usize * ld as usize;
+        let x = |c: u32| unsafe { ptx::ld_nc_f32(logits.add(base + c as usize)) };
+        // Max and first argmax: each lane scans its classes in increasing order, then the
+        // group keeps the larger value, the smaller class on ties.
+        let (mut best, mut arg) = if active && sub < cols { (x(sub), sub) } else { (f32::NEG_INFINITY, u32::MAX) };
+        let mut c = sub + lanes;
+        while active && c < cols {
+            let v = x(c);
+            if v > best {
+                best = v;
+                arg = c;
+            }
+            c += lanes;
+        }
+        let mut m = lanes >> 1;
+        while m > 0 {
+            let (ob, oa) = (ptx::shfl_xor_f32(best, m), ptx::shfl_xor_u32(arg, m));
+            if ob > best || (ob == best && oa < arg) {
+                best = ob;
+                arg = oa;
+            }
+            m >>= 1;
+        }
+        let max = best;
+        let mut sum = 0f32;
+        let mut c = sub;
+        while active && c < cols {
+            sum += ptx::exp(x(c) - max);
+            c += lanes;
+        }
+        let sum = group_sum(sum, lanes);
+        if active {
+            let label = unsafe { ptx::ld_nc_u32(labels.add(row as usize) as *const u32) }; // < 0 -> huge
+            let bits = unsafe { ptx::ld_nc_u8(mask_bits.add(row as usize)) };
+            let valid = label < cols;
+            let train = valid && bits & 1 != 0;
+            let inv_sum = 1.0 / sum;
+            let mut c = sub;
+            while c < ld {
+                let g = if train && c < cols {
+                    let p = ptx::exp(x(c) - max) * inv_sum;
+                    (if c == label { p - 1.0 } else { p }) * inv_n_train
+                } else {
+                    0.0
+                };
+                unsafe { ptx::st_f32(dlogits.add(base + c as usize), g) };
+                c += lanes;
+            }
+            if sub == 0 {
+                if train {
+                    part[0] -= (x(label) - max - ptx::ln(sum)) * inv_n_train;
+                }
+                if valid && arg == label {
+                    for b in 0..3 {
+                        if bits & (1 << b) != 0 {
+                            part[1 + b] += 1.0;
+                        }
+                    }
+                }
+            }
+        }
+        row0 += n_warps * per_warp;
+    }
+    unsafe { sums.flush(part, stats) };
+}

@@ -1,0 +1,70 @@
+//! Dropout with a counter-based mask (`crate::rng`, the file the host also includes): element
+//! `i` is kept iff `dropout_keep_keyed(seed_key, step, i, threshold)`, where `step` is read from
+//! device memory at run time (so a replayed CUDA graph draws a fresh mask per step).
+//! Grid-stride over groups of 4 elements (float4 values, one u32 of 4 mask bytes); the last
+//! `n % 4` elements go one per thread to the first threads of the grid.
+
+use super::{global_thread, grid_threads};
+use crate::ptx;
+use crate::rng::dropout_keep_keyed;
+
+/// y = keep ? x * scale : 0, mask = keep (one byte per element), over the first `n` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn dropout_f32(
+    n: u32,
+    x: *const f32,
+    y: *mut f32,
+    mask: *mut u8,
+    threshold: u32,
+    scale: f32,
+    seed_key: u64,
+    step: *const u32,
+) {
+    let step = unsafe { ptx::ld_nc_u32(step) };
+    let n4 = n / 4;
+    let mut i = global_thread();
+    while i < n4 {
+        let o = 4 * i;
+        let v = unsafe { ptx::ld_nc_v4_f32(x.add(o as usize)) };
+        let mut out = [0f32; 4];
+        let mut bits = 0u32;
+        for k in 0..4 {
+            if dropout_keep_keyed(seed_key, step, o + k as u32, threshold) {
+                out[k] = v[k] * scale;
+                bits |= 1 << (8 * k);
+            }
+        }
+        unsafe { ptx::st_v4_f32(y.add(o as usize), out) };
+        unsafe { ptx::st_u32(mask.add(o as usize) as *mut u32, bits) };
+        i += grid_threads();
+    }
+    let j = 4 * n4 as u64 + global_thread() as u64;
+    if j < n as u64 {
+        let j = j as u32;
+        let keep = dropout_keep_keyed(seed_key, step, j, threshold);
+        let v = unsafe { ptx::ld_nc_f32(x.add(j as usize)) };
+        unsafe { ptx::st_f32(y.add(j as usize), if keep { v * scale } else { 0.0 }) };
+        unsafe { ptx::st_u8(mask.add(j as usize), keep as u32) };
+    }
+}
+
+/// dx = mask ? dy * scale : 0 over the first `n` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn dropout_backward_f32(n: u32, dy: *const f32, mask: *const u8, scale: f32, dx: *mut f32) {
+    let n4 = n / 4;
+    let mut i = global_thread();
+    while i < n4 {
+        let o = 4 * i as usize;
+        let d = unsafe { ptx::ld_nc_v4_f32(dy.add(o)) };
+        let bits = unsafe { ptx::ld_nc_u32(mask.add(o) as *const u32) };
+        let g = |k: usize| if (bits >> (8 * k)) & 0xff != 0 { d[k] * scale } else { 0.0 };
+        unsafe { ptx::st_v4_f32(dx.add(o), [g(0), g(1), g(2), g(3)]) };
+        i += grid_threads();
+    }
+    let j = 4 * n4 as usize + global_thread() as usize;
+    if j < n as usize {
+        let keep = unsafe { ptx::ld_nc_u8(mask.add(j)) } != 0;
+        let v = unsafe { ptx::ld_nc_f32(dy.add(j)) };
+        unsafe { ptx::st_f32(dx.add(j), if keep { v * scale } else { 0.0 }) };
+    }
+}

@@ -1,0 +1,97 @@
+//! Primitive ops of GNN training (f32, CUDA cores): memory-bound elementwise kernels
+//! (grid-stride over float4s of whole padded buffers) and row kernels (a warp per row,
+//! grid-stride over rows). Sums over the whole launch go through `BlockSums`: per-thread
+//! partials, one warp reduction, one shared-memory add per warp and one global atomic per block.
+
+pub mod adam;
+pub mod add_assign;
+pub mod bias_add;
+pub mod col_sums;
+pub mod cross_entropy;
+pub mod dropout;
+pub mod edge_softmax;
+pub mod relu;
+pub mod row_normalize;
+
+use crate::ptx;
+
+/// This thread's index in the grid (x only).
+#[inline(always)]
+pub fn global_thread() -> u32 {
+    ptx::ctaid_x() * ptx::ntid_x() + ptx::tid_x()
+}
+
+/// Threads in the grid (the grid-stride step).
+#[inline(always)]
+pub fn grid_threads() -> u32 {
+    ptx::nctaid_x() * ptx::ntid_x()
+}
+
+/// This warp's index in the grid and the number of warps in the grid (blocks of whole warps).
+#[inline(always)]
+pub fn global_warp() -> (u32, u32) {
+    let per_block = ptx::ntid_x() / 32;
+    (ptx::ctaid_x() * per_block + ptx::warp_id(), ptx::nctaid_x() * per_block)
+}
+
+/// Lane groups of `1 << shift` lanes, one row each (`crate::partition::nn_row_group_shift`):
+/// (this lane's group in the warp, its index in the group, lanes per group, groups per warp).
+#[inline(always)]
+pub fn row_group(shift: u32) -> (u32, u32, u32, u32) {
+    let lane = ptx::lane_id();
+    (lane >> shift, lane & ((1 << shift) - 1), 1 << shift, 32 >> shift)
+}
+
+/// Sum over each aligned group of `lanes` lanes (a power of two; every lane of the warp must
+/// call this with the same `lanes`).
+#[inline(always)]
+pub fn group_sum(mut v: f32, lanes: u32) -> f32 {
+    let mut m = lanes >> 1;
+    while m > 0 {
+        v += ptx::shfl_xor_f32(v, m);
+        m >>= 1;
+    }
+    v
+}
+
+/// `N` block-wide sums added atomically to `out[0..N]`, through `4 * N` bytes of dynamic
+/// shared memory at offset 0. Every thread of the block must call `new` and `flush` (they hold
+/// barriers), so kernels using it never return early.
+pub struct BlockSums<const N: usize>;
+
+impl<const N: usize> BlockSums<N> {
+    /// Zero the shared slots; a barrier makes them visible before any warp adds.
+    #[inline(always)]
+    pub fn new() -> Self {
+        let t = ptx::tid_x() as usize;
+        if t < N {
+            unsafe { ptx::st_shared_f32(ptx::dyn_smem_base() + 4 * t as u32, 0.0) };
+        }
+        ptx::sync_threads();
+        BlockSums
+    }
+
+    /// Sum `partial[k]` over the block and add it to `out[k]` (one `red.global.add` per slot).
+    #[inline(always)]
+    pub unsafe fn flush(self, partial: [f32; N], out: *mut f32) {
+        let base = ptx::dyn_smem_base();
+        let lane = ptx::lane_id();
+        for (k, &p) in partial.iter().enumerate() {
+            let s = ptx::warp_sum(p);
+            if lane == 0 {
+                unsafe { ptx::red_shared_add_f32(base + 4 * k as u32, s) };
+            }
+        }
+        ptx::sync_threads();
+        let t = ptx::tid_x() as usize;
+        if t < N {
+            unsafe { ptx::red_add_f32(out.add(t), ptx::ld_shared_f32(base + 4 * t as u32)) };
+        }
+    }
+}
+
+impl<const N: usize> Default for BlockSums<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}

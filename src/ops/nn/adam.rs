@@ -1,0 +1,101 @@
+//! Adam (as `torch.optim.Adam` with L2 `weight_decay`, `amsgrad=False`): CPU and the launchers
+//! of `kernels-gpu/src/nn/adam.rs` (`adam_f32`, `step_increment`).
+
+use rayon::prelude::*;
+
+use super::{MIN_PAR_LEN, check_same, elementwise_shape, n4};
+use crate::error::{Error, Result};
+use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::util::Real;
+
+/// Adam's hyperparameters; `Default` is torch's (lr 1e-3, betas (0.9, 0.999), eps 1e-8,
+/// weight_decay 0).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamHyper {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+}
+
+impl Default for AdamHyper {
+    fn default() -> Self {
+        AdamHyper { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 }
+    }
+}
+
+/// 1 - beta^t in f64 (torch computes the bias corrections in double on the host).
+fn bias_correction(beta: f32, t: u32) -> f64 {
+    1.0 - (beta as f64).powi(t.min(i32::MAX as u32) as i32)
+}
+
+/// One Adam step t = `step` (>= 1; panics on 0) over flat buffers of one length:
+/// g = grad + wd param; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+/// param -= lr m_hat / (sqrt(v_hat) + eps), m_hat = m / (1 - b1^t), v_hat = v / (1 - b2^t).
+pub fn adam_cpu<T: Real>(param: &mut [T], grad: &[T], m: &mut [T], v: &mut [T], hp: &AdamHyper, step: u32) {
+    assert!(step >= 1, "adam_cpu: step counts from 1 (torch increments before the update)");
+    let n = param.len();
+    assert!(grad.len() == n && m.len() == n && v.len() == n, "adam_cpu: param {n}, grad {}, m {}, v {} elements", grad.len(), m.len(), v.len());
+    let f = |x: f32| T::from_f64(x as f64);
+    let (lr, b1, b2, eps, wd) = (f(hp.lr), f(hp.beta1), f(hp.beta2), f(hp.eps), f(hp.weight_decay));
+    let (bc1, bc2) = (T::from_f64(bias_correction(hp.beta1, step)), T::from_f64(bias_correction(hp.beta2, step)));
+    let one = T::one();
+    param.par_iter_mut().zip(grad.par_iter()).zip(m.par_iter_mut().zip(v.par_iter_mut())).with_min_len(MIN_PAR_LEN).for_each(
+        |((p, &g), (m, v))| {
+            let g = g + wd * *p;
+            *m = b1 * *m + (one - b1) * g;
+            *v = b2 * *v + (one - b2) * g * g;
+            let (m_hat, v_hat) = (*m / bc1, *v / bc2);
+            *p -= lr * m_hat / (v_hat.sqrt() + eps);
+        },
+    );
+}
+
+/// One Adam step on the device over whole padded buffers (padding stays 0). The step t is
+/// `step[0]`, read when the kernel runs (>= 1: advance it with [`step_increment`] before the
+/// update, as torch does; t = 0 divides by zero).
+pub fn adam(
+    param: &mut DeviceMatrix<f32>,
+    grad: &DeviceMatrix<f32>,
+    m: &mut DeviceMatrix<f32>,
+    v: &mut DeviceMatrix<f32>,
+    hp: &AdamHyper,
+    step: &DeviceVec<u32>,
+) -> Result<()> {
+    check_same(param, grad, "adam grad")?;
+    check_same(param, m, "adam m")?;
+    check_same(param, v, "adam v")?;
+    if step.is_empty() {
+        return Err(Error::Shape("adam: empty step counter".into()));
+    }
+    let gpu = param.gpu().clone();
+    let n4 = n4(param);
+    let args = [
+        Arg::U32(n4),
+        Arg::Ptr(param.ptr_mut()),
+        Arg::Ptr(grad.ptr()),
+        Arg::Ptr(m.ptr_mut()),
+        Arg::Ptr(v.ptr_mut()),
+        Arg::F32(hp.lr),
+        Arg::F32(hp.beta1),
+        Arg::F32(hp.beta2),
+        Arg::F32(hp.eps),
+        Arg::F32(hp.weight_decay),
+        Arg::Ptr(step.ptr(&gpu)),
+    ];
+    // SAFETY: matches `adam_f32`; the four buffers hold n4 float4s, step one u32.
+    unsafe { launch(&gpu, "adam_f32", elementwise_shape(&gpu, n4 as u64), &args) }
+}
+
+/// step[0] += 1 on the device (one thread), so a captured CUDA graph advances its counter on
+/// every replay.
+pub fn step_increment(gpu: &Gpu, step: &mut DeviceVec<u32>) -> Result<()> {
+    if step.is_empty() {
+        return Err(Error::Shape("step_increment: empty step counter".into()));
+    }
+    let args = [Arg::Ptr(step.ptr_mut(gpu))];
+    // SAFETY: matches `step_increment`; step holds at least one u32.
+    unsafe { launch(gpu, "step_increment", Shape::linear(1, 32, 0), &args) }
+}

@@ -1,0 +1,39 @@
+//! Bias add y[r][c] += b[c]: CPU and the launcher of `kernels-gpu/src/nn/bias_add.rs`.
+
+use rayon::prelude::*;
+
+use super::{check_gpu, check_matrix, elementwise_shape, n4};
+use crate::error::{Error, Result};
+use crate::gpu::DeviceMatrix;
+use crate::gpu::launch::{Arg, launch};
+use crate::util::Real;
+
+/// y[r][c] += b[c] for `y` rows x cols (unpadded) and `b` of `cols` values.
+pub fn bias_add_cpu<T: Real>(y: &mut [T], rows: usize, cols: usize, b: &[T]) {
+    assert_eq!(y.len(), rows * cols, "bias_add_cpu: y is not {rows} x {cols}");
+    assert_eq!(b.len(), cols, "bias_add_cpu: b has {} values for {cols} columns", b.len());
+    if cols == 0 {
+        return;
+    }
+    y.par_chunks_mut(cols).with_min_len(64).for_each(|row| {
+        for (v, &bb) in row.iter_mut().zip(b) {
+            *v += bb;
+        }
+    });
+}
+
+/// y[r][c] += b[c] on the device; `b` is 1 x cols. Runs over the padded buffer (b's padding is
+/// zero, so y's stays zero).
+pub fn bias_add(y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
+    check_matrix(y, "bias_add y")?;
+    check_matrix(b, "bias_add b")?;
+    if b.rows != 1 || b.cols != y.cols {
+        return Err(Error::Shape(format!("bias_add: y is {} x {}, b is {} x {} (want 1 x {})", y.rows, y.cols, b.rows, b.cols, y.cols)));
+    }
+    check_gpu(y.gpu(), b.gpu(), "bias_add")?;
+    let gpu = y.gpu().clone();
+    let n4 = n4(y);
+    let args = [Arg::U32(n4), Arg::U32((y.ld / 4) as u32), Arg::Ptr(y.ptr_mut()), Arg::Ptr(b.ptr())];
+    // SAFETY: matches `bias_add_f32`; y holds n4 float4s of rows of ld floats, b one row of ld.
+    unsafe { launch(&gpu, "bias_add_f32", elementwise_shape(&gpu, n4 as u64), &args) }
+}

@@ -1,0 +1,151 @@
+//! Cross-entropy (log-softmax + NLL over the train mask), fused with its gradient and the
+//! accuracy counts: CPU and the launcher of `kernels-gpu/src/nn/cross_entropy.rs`.
+//!
+//! Per row r with label y_r and mask byte m_r (bit 0 train, bit 1 val, bit 2 test):
+//! lp = log_softmax(logits_r) (max-subtracted); if train: loss += -lp[y_r] * inv_n_train and
+//! dlogits_r = (softmax(logits_r) - onehot(y_r)) * inv_n_train, else dlogits_r = 0;
+//! correct_r = argmax_c logits_r == y_r (the first maximum on ties); stats[1 + b] += correct_r
+//! for every set bit b. stats = [loss, correct train, correct val, correct test].
+//! A label outside [0, cols) is never used as an index: its row is incorrect, adds no loss and
+//! gets a zero gradient (the caller is expected to validate labels beforehand).
+
+use rayon::prelude::*;
+
+use super::{ROW_BLOCK, check_same, row_shape};
+use crate::error::{Error, Result};
+use crate::gpu::launch::{Arg, launch};
+use crate::gpu::shared::partition::nn_row_group_shift;
+use crate::gpu::{DeviceMatrix, DeviceVec};
+use crate::util::Real;
+
+/// Mask bit of training rows.
+pub const MASK_TRAIN: u8 = 1;
+/// Mask bit of validation rows.
+pub const MASK_VAL: u8 = 2;
+/// Mask bit of test rows.
+pub const MASK_TEST: u8 = 4;
+
+/// One row: writes its dlogits, returns [loss, correct train, correct val, correct test].
+fn row<T: Real>(x: &[T], label: i32, bits: u8, inv_n_train: T, d: &mut [T]) -> [T; 4] {
+    let cols = x.len();
+    let valid = label >= 0 && (label as usize) < cols;
+    let train = valid && bits & MASK_TRAIN != 0;
+    let mut out = [T::zero(); 4];
+    if cols == 0 {
+        return out;
+    }
+    let (mut max, mut arg) = (x[0], 0);
+    for (c, &v) in x.iter().enumerate().skip(1) {
+        if v > max {
+            max = v;
+            arg = c;
+        }
+    }
+    let sum: T = x.iter().map(|&v| (v - max).exp()).sum();
+    if train {
+        let y = label as usize;
+        out[0] = -(x[y] - max - sum.ln()) * inv_n_train;
+        for (c, (o, &v)) in d.iter_mut().zip(x).enumerate() {
+            let p = (v - max).exp() / sum;
+            *o = (if c == y { p - T::one() } else { p }) * inv_n_train;
+        }
+    } else {
+        d.fill(T::zero());
+    }
+    if valid && arg == label as usize {
+        for b in 0..3 {
+            if bits & (1 << b) != 0 {
+                out[1 + b] = T::one();
+            }
+        }
+    }
+    out
+}
+
+/// Loss, gradient and accuracy counts of `logits` (rows x cols); returns
+/// [loss, correct train, correct val, correct test]. Deterministic (fixed summation order).
+#[allow(clippy::too_many_arguments)]
+pub fn cross_entropy_cpu<T: Real>(
+    logits: &[T],
+    rows: usize,
+    cols: usize,
+    labels: &[i32],
+    mask_bits: &[u8],
+    inv_n_train: T,
+    dlogits: &mut [T],
+) -> [T; 4] {
+    assert_eq!(logits.len(), rows * cols, "cross_entropy_cpu: logits are not {rows} x {cols}");
+    assert_eq!(dlogits.len(), rows * cols, "cross_entropy_cpu: dlogits are not {rows} x {cols}");
+    assert_eq!(labels.len(), rows, "cross_entropy_cpu: {} labels for {rows} rows", labels.len());
+    assert_eq!(mask_bits.len(), rows, "cross_entropy_cpu: {} mask bytes for {rows} rows", mask_bits.len());
+    let mut stats = [T::zero(); 4];
+    if cols == 0 {
+        return stats; // no class: every row incorrect, no loss
+    }
+    let block = ROW_BLOCK * cols;
+    let partials: Vec<[T; 4]> = dlogits
+        .par_chunks_mut(block)
+        .zip(logits.par_chunks(block))
+        .enumerate()
+        .map(|(b, (d, x))| {
+            let mut s = [T::zero(); 4];
+            for (i, (dr, xr)) in d.chunks_mut(cols).zip(x.chunks(cols)).enumerate() {
+                let r = b * ROW_BLOCK + i;
+                let o = row(xr, labels[r], mask_bits[r], inv_n_train, dr);
+                for k in 0..4 {
+                    s[k] += o[k];
+                }
+            }
+            s
+        })
+        .collect();
+    for p in partials {
+        for k in 0..4 {
+            stats[k] += p[k];
+        }
+    }
+    stats
+}
+
+/// Cross-entropy on the device: writes `dlogits` (same shape as `logits`, padding 0) and
+/// `stats[0..4]` (zeroed with a memset, then atomic adds: the loss's last bits depend on their
+/// order; the counts are exact below 2^24 rows). A group of lanes per row (the classes
+/// rounded up to a power of two, at most a warp), any number of classes.
+pub fn cross_entropy(
+    logits: &DeviceMatrix<f32>,
+    labels: &DeviceVec<i32>,
+    mask_bits: &DeviceVec<u8>,
+    inv_n_train: f32,
+    dlogits: &mut DeviceMatrix<f32>,
+    stats: &mut DeviceVec<f32>,
+) -> Result<()> {
+    check_same(logits, dlogits, "cross_entropy")?;
+    let rows = logits.rows;
+    if labels.len() < rows || mask_bits.len() < rows || stats.len() < 4 {
+        return Err(Error::Shape(format!(
+            "cross_entropy over {rows} rows: {} labels, {} mask bytes, {} stats (want 4)",
+            labels.len(),
+            mask_bits.len(),
+            stats.len()
+        )));
+    }
+    let gpu = logits.gpu().clone();
+    gpu.stream().memset_zeros(&mut stats.slice_mut().slice_mut(0..4)).map_err(|e| Error::cuda("memset of cross_entropy stats", e))?;
+    let shift = nn_row_group_shift(logits.cols as u32);
+    let args = [
+        Arg::U32(rows as u32),
+        Arg::U32(logits.cols as u32),
+        Arg::U32(logits.ld as u32),
+        Arg::U32(shift),
+        Arg::Ptr(logits.ptr()),
+        Arg::Ptr(labels.ptr(&gpu)),
+        Arg::Ptr(mask_bits.ptr(&gpu)),
+        Arg::F32(inv_n_train),
+        Arg::Ptr(dlogits.ptr_mut()),
+        Arg::Ptr(stats.ptr_mut(&gpu)),
+    ];
+    // SAFETY: matches `cross_entropy_f32`; logits and dlogits hold rows x ld floats, labels and
+    // mask_bits at least rows entries, stats 4 (zeroed above); 16 bytes of shared memory for
+    // the block sums. Labels outside [0, cols) are never dereferenced.
+    unsafe { launch(&gpu, "cross_entropy_f32", row_shape(&gpu, rows as u64, 32 >> shift, 16), &args) }
+}

@@ -1,0 +1,250 @@
+//! Dropout with a counter-based mask: CPU and the launchers of `kernels-gpu/src/nn/dropout.rs`.
+//!
+//! Element `i` of draw `step` is kept iff `dropout_keep(seed, step, i, dropout_threshold(p))`
+//! (`kernels-gpu/src/rng.rs`, the one file both crates include), so the CPU and the GPU draw
+//! the same mask, bit for bit, for the same (seed, step). Kept values are scaled by 1 / (1 - p);
+//! `mask` holds one byte per element (1 kept, 0 dropped). `p` must be in [0, 1)
+//! (`Error::Unsupported` otherwise); p = 0 keeps everything and y = x.
+//!
+//! **Matrices.** The `_matrix` versions index elements by their position in the *padded*
+//! buffer, `i = r * ld + c` with `ld = padded_ld(cols)` (cols rounded up to 8), over the whole
+//! padded buffer; their mask is `rows * ld` bytes in that padded layout, padding entries
+//! included. The CPU matrix versions take unpadded values (stride `cols`) but the same padded
+//! mask, so a CPU and a GPU mask of one matrix are identical byte for byte and can be used
+//! interchangeably. (The flat versions use `i` = the flat index: a flat and a matrix dropout of
+//! the same data draw different masks unless cols is a multiple of 8.)
+//!
+//! The GPU versions read `step` from device memory (`step[0]`) when the kernel runs, so a
+//! replayed CUDA graph draws a fresh mask when the step counter is advanced
+//! (`ops::nn::step_increment`); the CPU versions take it as a value.
+
+use rayon::prelude::*;
+
+use super::{MIN_PAR_LEN, check_same, elementwise_shape};
+use crate::error::{Error, Result};
+use crate::gpu::launch::{Arg, launch};
+use crate::gpu::memory::padded_ld;
+use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
+use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::util::Real;
+
+fn check_p(p: f32) -> Result<()> {
+    if !(0.0..1.0).contains(&p) {
+        return Err(Error::Unsupported(format!("dropout probability {p} is outside [0, 1)")));
+    }
+    Ok(())
+}
+
+fn check_index_range(n: usize) -> Result<()> {
+    if n > u32::MAX as usize {
+        return Err(Error::Unsupported(format!("dropout over {n} elements: the mask index is 32-bit")));
+    }
+    Ok(())
+}
+
+/// 1 / (1 - p) in f32, as the kernels multiply by it.
+fn scale_f32(p: f32) -> f32 {
+    (1.0 / (1.0 - p as f64)) as f32
+}
+
+/// y = keep ? x / (1 - p) : 0 and mask = keep, for flat index i.
+pub fn dropout_cpu<T: Real>(x: &[T], y: &mut [T], mask: &mut [u8], p: f32, seed: u64, step: u32) -> Result<()> {
+    check_p(p)?;
+    if y.len() != x.len() || mask.len() != x.len() {
+        return Err(Error::Shape(format!("dropout_cpu: x {}, y {}, mask {} elements", x.len(), y.len(), mask.len())));
+    }
+    check_index_range(x.len())?;
+    let (key, thr) = (dropout_seed_key(seed), dropout_threshold(p));
+    let keep_frac = T::one() - T::from_f64(p as f64);
+    y.par_iter_mut().zip(mask.par_iter_mut()).enumerate().with_min_len(MIN_PAR_LEN).for_each(|(i, (yv, m))| {
+        let keep = dropout_keep_keyed(key, step, i as u32, thr);
+        *m = keep as u8;
+        *yv = if keep { x[i] / keep_frac } else { T::zero() };
+    });
+    Ok(())
+}
+
+/// Dropout of an unpadded rows x cols matrix with the padded index `r * padded_ld(cols) + c`;
+/// `mask` is `rows * padded_ld(cols)` bytes in the padded layout (padding entries written too):
+/// the same bytes `dropout_matrix` writes on the GPU.
+#[allow(clippy::too_many_arguments)]
+pub fn dropout_matrix_cpu<T: Real>(
+    x: &[T],
+    rows: usize,
+    cols: usize,
+    y: &mut [T],
+    mask: &mut [u8],
+    p: f32,
+    seed: u64,
+    step: u32,
+) -> Result<()> {
+    check_p(p)?;
+    let ld = padded_ld(cols);
+    if x.len() != rows * cols || y.len() != rows * cols || mask.len() != rows * ld {
+        return Err(Error::Shape(format!(
+            "dropout_matrix_cpu: {rows} x {cols} (ld {ld}) with x {}, y {}, mask {} elements",
+            x.len(),
+            y.len(),
+            mask.len()
+        )));
+    }
+    check_index_range(rows * ld)?;
+    if rows == 0 || cols == 0 {
+        return Ok(()); // ld = 0 when cols = 0: no mask either
+    }
+    let (key, thr) = (dropout_seed_key(seed), dropout_threshold(p));
+    let keep_frac = T::one() - T::from_f64(p as f64);
+    y.par_chunks_mut(cols).zip(mask.par_chunks_mut(ld)).enumerate().with_min_len(64).for_each(|(r, (yr, mr))| {
+        for (c, m) in mr.iter_mut().enumerate() {
+            let keep = dropout_keep_keyed(key, step, (r * ld + c) as u32, thr);
+            *m = keep as u8;
+            if c < cols {
+                yr[c] = if keep { x[r * cols + c] / keep_frac } else { T::zero() };
+            }
+        }
+    });
+    Ok(())
+}
+
+/// dx = mask ? dy / (1 - p) : 0 (flat).
+pub fn dropout_backward_cpu<T: Real>(dy: &[T], mask: &[u8], p: f32, dx: &mut [T]) -> Result<()> {
+    check_p(p)?;
+    if dx.len() != dy.len() || mask.len() != dy.len() {
+        return Err(Error::Shape(format!("dropout_backward_cpu: dy {}, mask {}, dx {} elements", dy.len(), mask.len(), dx.len())));
+    }
+    let keep_frac = T::one() - T::from_f64(p as f64);
+    dx.par_iter_mut().zip(dy.par_iter().zip(mask.par_iter())).with_min_len(MIN_PAR_LEN).for_each(|(d, (&g, &m))| {
+        *d = if m != 0 { g / keep_frac } else { T::zero() };
+    });
+    Ok(())
+}
+
+/// dx = mask ? dy / (1 - p) : 0 for unpadded rows x cols `dy`, `dx` and the padded mask of
+/// `dropout_matrix_cpu` / `dropout_matrix`.
+pub fn dropout_backward_matrix_cpu<T: Real>(dy: &[T], mask: &[u8], rows: usize, cols: usize, p: f32, dx: &mut [T]) -> Result<()> {
+    check_p(p)?;
+    let ld = padded_ld(cols);
+    if dy.len() != rows * cols || dx.len() != rows * cols || mask.len() != rows * ld {
+        return Err(Error::Shape(format!(
+            "dropout_backward_matrix_cpu: {rows} x {cols} (ld {ld}) with dy {}, mask {}, dx {} elements",
+            dy.len(),
+            mask.len(),
+            dx.len()
+        )));
+    }
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let keep_frac = T::one() - T::from_f64(p as f64);
+    dx.par_chunks_mut(cols).zip(dy.par_chunks(cols).zip(mask.par_chunks(ld))).with_min_len(64).for_each(|(d, (g, m))| {
+        for c in 0..cols {
+            d[c] = if m[c] != 0 { g[c] / keep_frac } else { T::zero() };
+        }
+    });
+    Ok(())
+}
+
+/// Dropout of the first `n` elements of flat device buffers: y = keep ? x / (1 - p) : 0,
+/// mask = keep; `step[0]` is read when the kernel runs.
+#[allow(clippy::too_many_arguments)]
+pub fn dropout(
+    gpu: &Gpu,
+    x: &DeviceVec<f32>,
+    y: &mut DeviceVec<f32>,
+    mask: &mut DeviceVec<u8>,
+    n: usize,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+) -> Result<()> {
+    check_p(p)?;
+    if x.len() < n || y.len() < n || mask.len() < n || step.is_empty() {
+        return Err(Error::Shape(format!(
+            "dropout of {n} elements: x {}, y {}, mask {}, step {} elements",
+            x.len(),
+            y.len(),
+            mask.len(),
+            step.len()
+        )));
+    }
+    check_index_range(n)?;
+    let (xp, yp, mp, sp) = (x.ptr(gpu), y.ptr_mut(gpu), mask.ptr_mut(gpu), step.ptr(gpu));
+    // SAFETY: x, y, mask hold at least n elements, step at least one.
+    unsafe { launch_dropout(gpu, n, xp, yp, mp, p, seed, sp) }
+}
+
+/// Dropout of a device matrix over its whole padded buffer with index `r * ld + c` (padding:
+/// x = 0 gives y = 0); `mask` at least `rows * ld` bytes.
+pub fn dropout_matrix(
+    x: &DeviceMatrix<f32>,
+    y: &mut DeviceMatrix<f32>,
+    mask: &mut DeviceVec<u8>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+) -> Result<()> {
+    check_p(p)?;
+    check_same(x, y, "dropout_matrix")?;
+    let n = x.rows * x.ld;
+    if mask.len() < n || step.is_empty() {
+        return Err(Error::Shape(format!("dropout_matrix of {} x {} (ld {}): mask {} bytes, step {} elements", x.rows, x.cols, x.ld, mask.len(), step.len())));
+    }
+    let gpu = x.gpu().clone();
+    let (xp, yp, mp, sp) = (x.ptr(), y.ptr_mut(), mask.ptr_mut(&gpu), step.ptr(&gpu));
+    // SAFETY: x and y hold rows * ld = n floats, mask at least n bytes, step at least one u32.
+    unsafe { launch_dropout(&gpu, n, xp, yp, mp, p, seed, sp) }
+}
+
+/// # Safety
+/// `x`, `y` address `n` floats, `mask` `n` bytes and `step` one u32, all on `gpu`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn launch_dropout(gpu: &Gpu, n: usize, x: u64, y: u64, mask: u64, p: f32, seed: u64, step: u64) -> Result<()> {
+    let args = [
+        Arg::U32(n as u32),
+        Arg::Ptr(x),
+        Arg::Ptr(y),
+        Arg::Ptr(mask),
+        Arg::U32(dropout_threshold(p)),
+        Arg::F32(scale_f32(p)),
+        Arg::U64(dropout_seed_key(seed)),
+        Arg::Ptr(step),
+    ];
+    // SAFETY: matches `dropout_f32`; sizes as the caller guarantees. The kernel covers the
+    // n / 4 groups grid-stride and the n % 4 tail with the first threads (grid >= 1 if n > 0).
+    unsafe { launch(gpu, "dropout_f32", elementwise_shape(gpu, (n as u64).div_ceil(4)), &args) }
+}
+
+/// dx = mask ? dy / (1 - p) : 0 over the first `n` elements of flat device buffers.
+pub fn dropout_backward(gpu: &Gpu, dy: &DeviceVec<f32>, mask: &DeviceVec<u8>, n: usize, p: f32, dx: &mut DeviceVec<f32>) -> Result<()> {
+    check_p(p)?;
+    if dy.len() < n || mask.len() < n || dx.len() < n {
+        return Err(Error::Shape(format!("dropout_backward of {n} elements: dy {}, mask {}, dx {} elements", dy.len(), mask.len(), dx.len())));
+    }
+    check_index_range(n)?;
+    let (dyp, mp, dxp) = (dy.ptr(gpu), mask.ptr(gpu), dx.ptr_mut(gpu));
+    // SAFETY: dy, dx hold at least n floats, mask n bytes.
+    unsafe { launch_dropout_backward(gpu, n, dyp, mp, p, dxp) }
+}
+
+/// dx = mask ? dy / (1 - p) : 0 over whole padded device matrices (the padded mask of
+/// `dropout_matrix`).
+pub fn dropout_backward_matrix(dy: &DeviceMatrix<f32>, mask: &DeviceVec<u8>, p: f32, dx: &mut DeviceMatrix<f32>) -> Result<()> {
+    check_p(p)?;
+    check_same(dy, dx, "dropout_backward_matrix")?;
+    let n = dy.rows * dy.ld;
+    if mask.len() < n {
+        return Err(Error::Shape(format!("dropout_backward_matrix of {} x {} (ld {}): mask {} bytes", dy.rows, dy.cols, dy.ld, mask.len())));
+    }
+    let gpu = dy.gpu().clone();
+    let (dyp, mp, dxp) = (dy.ptr(), mask.ptr(&gpu), dx.ptr_mut());
+    // SAFETY: dy and dx hold rows * ld = n floats, mask at least n bytes.
+    unsafe { launch_dropout_backward(&gpu, n, dyp, mp, p, dxp) }
+}
+
+/// # Safety
+/// `dy`, `dx` address `n` floats and `mask` `n` bytes on `gpu`.
+unsafe fn launch_dropout_backward(gpu: &Gpu, n: usize, dy: u64, mask: u64, p: f32, dx: u64) -> Result<()> {
+    let args = [Arg::U32(n as u32), Arg::Ptr(dy), Arg::Ptr(mask), Arg::F32(scale_f32(p)), Arg::Ptr(dx)];
+    // SAFETY: matches `dropout_backward_f32`; sizes as the caller guarantees.
+    unsafe { launch(gpu, "dropout_backward_f32", elementwise_shape(gpu, (n as u64).div_ceil(4)), &args) }
+}

@@ -1,0 +1,159 @@
+//! AGNN attention: alpha = softmax over each row's edges of beta * cos, and its backward
+//! (with d beta): CPU (CSR order) and the launchers of `kernels-gpu/src/nn/edge_softmax.rs`
+//! (values in either [`ValueOrder`]: CSR order, or the ME-BCRS (k = 8) slot `csr_to_slot[e]`
+//! of each CSR edge e; slots that hold no edge are never touched).
+
+use rayon::prelude::*;
+
+use super::{check_gpu, check_matrix, csr_nnz, row_runs, row_shape};
+use crate::error::{Error, Result};
+use crate::gpu::launch::{Arg, launch};
+use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::ops::GraphHandle;
+use crate::ops::sddmm::ValueOrder;
+use crate::util::Real;
+
+/// alpha_e = exp(s_e - max_row s) / sum_row exp(s - max_row s) with s_e = beta * cos_e, values
+/// in CSR order (one per edge). Rows without edges write nothing.
+pub fn edge_softmax_scaled_cpu<T: Real>(row_ptr: &[u32], beta: T, cos: &[T], alpha: &mut [T]) {
+    let nnz = csr_nnz(row_ptr);
+    assert_eq!(cos.len(), nnz, "edge_softmax_scaled_cpu: {} cos values for {nnz} edges", cos.len());
+    assert_eq!(alpha.len(), nnz, "edge_softmax_scaled_cpu: {} alpha values for {nnz} edges", alpha.len());
+    row_runs(row_ptr, alpha).into_par_iter().for_each(|(r0, nr, out)| {
+        let off = row_ptr[r0] as usize;
+        for r in r0..r0 + nr {
+            let (a, b) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
+            if a == b {
+                continue;
+            }
+            let s = &cos[a..b];
+            let max = s.iter().fold(beta * s[0], |m, &c| m.max(beta * c));
+            let mut sum = T::zero();
+            for (o, &c) in out[a - off..b - off].iter_mut().zip(s) {
+                *o = (beta * c - max).exp();
+                sum += *o;
+            }
+            for o in &mut out[a - off..b - off] {
+                *o /= sum;
+            }
+        }
+    });
+}
+
+/// Backward of `edge_softmax_scaled_cpu`: per row dot = sum_e alpha_e dalpha_e,
+/// ds_e = alpha_e (dalpha_e - dot), dcos_e = beta ds_e (written); returns
+/// dbeta = sum over all edges of ds_e cos_e (summed in a fixed order: deterministic).
+pub fn edge_softmax_backward_cpu<T: Real>(row_ptr: &[u32], beta: T, alpha: &[T], dalpha: &[T], cos: &[T], dcos: &mut [T]) -> T {
+    let nnz = csr_nnz(row_ptr);
+    for (name, len) in [("alpha", alpha.len()), ("dalpha", dalpha.len()), ("cos", cos.len()), ("dcos", dcos.len())] {
+        assert_eq!(len, nnz, "edge_softmax_backward_cpu: {len} {name} values for {nnz} edges");
+    }
+    let partials: Vec<T> = row_runs(row_ptr, dcos)
+        .into_par_iter()
+        .map(|(r0, nr, out)| {
+            let off = row_ptr[r0] as usize;
+            let mut dbeta = T::zero();
+            for r in r0..r0 + nr {
+                let (a, b) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
+                let dot: T = alpha[a..b].iter().zip(&dalpha[a..b]).map(|(&x, &y)| x * y).sum();
+                for e in a..b {
+                    let ds = alpha[e] * (dalpha[e] - dot);
+                    out[e - off] = beta * ds;
+                    dbeta += ds * cos[e];
+                }
+            }
+            dbeta
+        })
+        .collect();
+    partials.into_iter().fold(T::zero(), |a, b| a + b)
+}
+
+/// The device CSR row pointers and the slot map of `order` (null for CSR order), and the
+/// number of value slots `order` needs.
+fn edge_layout(g: &GraphHandle, order: ValueOrder) -> Result<(u64, u64, usize)> {
+    let gpu = g.gpu()?;
+    let csr = g.device_csr()?;
+    let row_ptr = csr.row_ptr.ptr(gpu);
+    Ok(match order {
+        ValueOrder::Csr => (row_ptr, 0, g.csr().nnz()),
+        ValueOrder::MeBcrs => (row_ptr, g.device_csr_to_slot()?.0.ptr(gpu), g.mebcrs(8)?.values.len()),
+    })
+}
+
+fn check_beta(gpu: &std::sync::Arc<Gpu>, beta: &DeviceMatrix<f32>, what: &str) -> Result<()> {
+    check_matrix(beta, what)?;
+    if beta.rows != 1 || beta.cols != 1 {
+        return Err(Error::Shape(format!("{what}: {} x {} (want 1 x 1)", beta.rows, beta.cols)));
+    }
+    check_gpu(gpu, beta.gpu(), what)
+}
+
+fn check_values(slots: usize, order: ValueOrder, vals: &[(&str, usize)], what: &str) -> Result<()> {
+    for &(name, len) in vals {
+        if len < slots {
+            return Err(Error::Shape(format!("{what}: {name} has {len} values, {order:?} order needs {slots}")));
+        }
+    }
+    Ok(())
+}
+
+fn rows_u32(g: &GraphHandle, what: &str) -> Result<u32> {
+    u32::try_from(g.csr().n_rows()).ok().filter(|&n| n <= u32::MAX / 2).ok_or_else(|| Error::Unsupported(format!("{what}: {} rows", g.csr().n_rows())))
+}
+
+/// alpha = softmax_row(beta * cos) on the device, a warp per row; `beta` (1 x 1) is read when
+/// the kernel runs. `cos` and `alpha` hold values in `order`; empty rows and non-edge slots are
+/// not written. The first call on a graph uploads its CSR (and slot map): warm up before
+/// capturing a CUDA graph.
+pub fn edge_softmax_scaled(g: &GraphHandle, order: ValueOrder, beta: &DeviceMatrix<f32>, cos: &DeviceVec<f32>, alpha: &mut DeviceVec<f32>) -> Result<()> {
+    let gpu = g.gpu()?.clone();
+    check_beta(&gpu, beta, "edge_softmax_scaled beta")?;
+    let n = rows_u32(g, "edge_softmax_scaled")?;
+    let (row_ptr, slot_of, slots) = edge_layout(g, order)?;
+    check_values(slots, order, &[("cos", cos.len()), ("alpha", alpha.len())], "edge_softmax_scaled")?;
+    let args = [Arg::U32(n), Arg::Ptr(row_ptr), Arg::Ptr(slot_of), Arg::Ptr(beta.ptr()), Arg::Ptr(cos.ptr(&gpu)), Arg::Ptr(alpha.ptr_mut(&gpu))];
+    // SAFETY: matches `edge_softmax_scaled_f32`; row_ptr has n + 1 entries, every (mapped) edge
+    // index is below `slots`, which cos and alpha cover; beta has one value.
+    unsafe { launch(&gpu, "edge_softmax_scaled_f32", row_shape(&gpu, n as u64, 1, 0), &args) }
+}
+
+/// Backward of `edge_softmax_scaled` on the device: writes dcos (edge slots only) and
+/// dbeta (1 x 1; zeroed with a memset, then one atomic add per block).
+#[allow(clippy::too_many_arguments)]
+pub fn edge_softmax_backward(
+    g: &GraphHandle,
+    order: ValueOrder,
+    beta: &DeviceMatrix<f32>,
+    alpha: &DeviceVec<f32>,
+    dalpha: &DeviceVec<f32>,
+    cos: &DeviceVec<f32>,
+    dcos: &mut DeviceVec<f32>,
+    dbeta: &mut DeviceMatrix<f32>,
+) -> Result<()> {
+    let gpu = g.gpu()?.clone();
+    check_beta(&gpu, beta, "edge_softmax_backward beta")?;
+    check_beta(&gpu, dbeta, "edge_softmax_backward dbeta")?;
+    let n = rows_u32(g, "edge_softmax_backward")?;
+    let (row_ptr, slot_of, slots) = edge_layout(g, order)?;
+    check_values(
+        slots,
+        order,
+        &[("alpha", alpha.len()), ("dalpha", dalpha.len()), ("cos", cos.len()), ("dcos", dcos.len())],
+        "edge_softmax_backward",
+    )?;
+    dbeta.zero()?;
+    let args = [
+        Arg::U32(n),
+        Arg::Ptr(row_ptr),
+        Arg::Ptr(slot_of),
+        Arg::Ptr(beta.ptr()),
+        Arg::Ptr(alpha.ptr(&gpu)),
+        Arg::Ptr(dalpha.ptr(&gpu)),
+        Arg::Ptr(cos.ptr(&gpu)),
+        Arg::Ptr(dcos.ptr_mut(&gpu)),
+        Arg::Ptr(dbeta.ptr_mut()),
+    ];
+    // SAFETY: matches `edge_softmax_backward_f32`; as in `edge_softmax_scaled`, plus dbeta (one
+    // value, zeroed above) and 4 bytes of shared memory for the block sum.
+    unsafe { launch(&gpu, "edge_softmax_backward_f32", row_shape(&gpu, n as u64, 1, 4), &args) }
+}

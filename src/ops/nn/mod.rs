@@ -1,0 +1,137 @@
+//! Primitive ops of GNN training, one file per op: a CPU version (generic over [`Real`](crate::util::Real), rayon
+//! over independent rows; also the f64 reference) and the launcher of the f32 CUDA kernel of
+//! the same name in `kernels-gpu/src/nn/`.
+//!
+//! Conventions:
+//! - CPU functions take plain row-major slices with explicit `(rows, cols)` and no padding
+//!   (stride = cols); they panic on slices of the wrong length (like indexing would), and return
+//!   `Result` only where a parameter can be out of range (dropout's `p`).
+//! - GPU functions take [`DeviceMatrix`] (stride `ld`, padding columns zero: elementwise kernels
+//!   run over whole padded buffers and keep the padding zero; kernels that write a matrix write
+//!   its padding as zero) and [`DeviceVec`]. They check shapes first (`Error::Shape`, or
+//!   `Error::Unsupported` for sizes the kernels cannot index), and then only enqueue work on the
+//!   GPU's stream: no synchronisation, no host<->device copy, no allocation (a `memset` of an
+//!   output some kernels accumulate into is the one extra node), so a whole training step can be
+//!   captured in a CUDA graph. Counters that must change between replays (dropout's and Adam's
+//!   `step`) are read by the kernels from device memory.
+//! - The edge ops read the graph's CSR (and for ME-BCRS order its slot map) from the
+//!   [`GraphHandle`](crate::ops::GraphHandle), which uploads them on first use: call each op
+//!   once before capturing a graph.
+
+pub mod adam;
+pub mod add_assign;
+pub mod bias_add;
+pub mod col_sums;
+pub mod cross_entropy;
+pub mod dropout;
+pub mod edge_softmax;
+pub mod relu;
+pub mod row_normalize;
+
+pub use adam::{AdamHyper, adam, adam_cpu, step_increment};
+pub use add_assign::{add_assign, add_assign_cpu};
+pub use bias_add::{bias_add, bias_add_cpu};
+pub use col_sums::{col_sums, col_sums_cpu};
+pub use cross_entropy::{MASK_TEST, MASK_TRAIN, MASK_VAL, cross_entropy, cross_entropy_cpu};
+pub use dropout::{
+    dropout, dropout_backward, dropout_backward_cpu, dropout_backward_matrix, dropout_backward_matrix_cpu, dropout_cpu,
+    dropout_matrix, dropout_matrix_cpu,
+};
+pub use edge_softmax::{edge_softmax_backward, edge_softmax_backward_cpu, edge_softmax_scaled, edge_softmax_scaled_cpu};
+pub use relu::{relu, relu_backward, relu_backward_cpu, relu_cpu};
+pub use row_normalize::{row_normalize, row_normalize_backward, row_normalize_backward_cpu, row_normalize_cpu};
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::gpu::launch::Shape;
+use crate::gpu::memory::padded_ld;
+use crate::gpu::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
+use crate::gpu::{DeviceMatrix, Gpu};
+
+/// Rows per rayon task in the CPU reductions: fixed, so their sums do not depend on the
+/// number of threads (deterministic results).
+pub(crate) const ROW_BLOCK: usize = 1024;
+
+/// Elements per rayon task in the elementwise CPU ops.
+pub(crate) const MIN_PAR_LEN: usize = 4096;
+
+/// A device matrix the kernels can index: stride `padded_ld(cols)`, buffer large enough, and
+/// `rows * ld` addressable with 32-bit indices.
+pub(crate) fn check_matrix(m: &DeviceMatrix<f32>, what: &str) -> Result<()> {
+    if m.ld != padded_ld(m.cols) || m.buf.len() < m.rows * m.ld {
+        return Err(Error::Shape(format!(
+            "{what}: {} x {} matrix with stride {} over {} elements (want stride {})",
+            m.rows,
+            m.cols,
+            m.ld,
+            m.buf.len(),
+            padded_ld(m.cols)
+        )));
+    }
+    if m.rows * m.ld > u32::MAX as usize || m.rows > (u32::MAX / 2) as usize {
+        return Err(Error::Unsupported(format!("{what}: {} x {} is over 2^32 elements or 2^31 rows", m.rows, m.ld)));
+    }
+    Ok(())
+}
+
+/// Both matrices valid, of one shape, on one GPU.
+pub(crate) fn check_same(a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, what: &str) -> Result<()> {
+    check_matrix(a, what)?;
+    check_matrix(b, what)?;
+    if a.rows != b.rows || a.cols != b.cols {
+        return Err(Error::Shape(format!("{what}: {} x {} and {} x {}", a.rows, a.cols, b.rows, b.cols)));
+    }
+    check_gpu(a.gpu(), b.gpu(), what)
+}
+
+pub(crate) fn check_gpu(a: &Arc<Gpu>, b: &Arc<Gpu>, what: &str) -> Result<()> {
+    if !Arc::ptr_eq(a, b) {
+        return Err(Error::Unsupported(format!("{what}: operands on different GPU contexts")));
+    }
+    Ok(())
+}
+
+/// Float4s in a valid matrix's padded buffer (ld is a multiple of 8).
+pub(crate) fn n4(m: &DeviceMatrix<f32>) -> u32 {
+    (m.rows * m.ld / 4) as u32
+}
+
+/// Grid-stride launch over `items` (one per thread), at most `NN_BLOCKS_PER_SM` blocks per SM.
+pub(crate) fn elementwise_shape(gpu: &Gpu, items: u64) -> Shape {
+    let blocks = items.div_ceil(NN_BLOCK as u64).min((gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
+    Shape::linear(blocks as u32, NN_BLOCK, 0)
+}
+
+/// Row-kernel launch over `rows` (grid-stride) with `rows_per_warp` rows per warp and step
+/// (`32 >> nn_row_group_shift(..)`, 1 for a warp per row) and `smem_bytes` of dynamic shared
+/// memory.
+pub(crate) fn row_shape(gpu: &Gpu, rows: u64, rows_per_warp: u32, smem_bytes: u32) -> Shape {
+    let rows_per_block = (NN_BLOCK / 32 * rows_per_warp) as u64;
+    let blocks = rows.div_ceil(rows_per_block).min((gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
+    Shape::linear(blocks as u32, NN_BLOCK, smem_bytes)
+}
+
+/// Cut `data` (one value per CSR edge, CSR order) into runs of whole rows, `ROW_BLOCK` rows per
+/// run: (first row, rows in the run, the run's values), for rayon over rows.
+pub(crate) fn row_runs<'a, T>(row_ptr: &[u32], mut data: &'a mut [T]) -> Vec<(usize, usize, &'a mut [T])> {
+    let n = row_ptr.len().saturating_sub(1);
+    let mut runs = Vec::with_capacity(n.div_ceil(ROW_BLOCK));
+    let mut r = 0;
+    while r < n {
+        let end = (r + ROW_BLOCK).min(n);
+        let len = (row_ptr[end] - row_ptr[r]) as usize;
+        let (head, tail) = std::mem::take(&mut data).split_at_mut(len);
+        runs.push((r, end - r, head));
+        data = tail;
+        r = end;
+    }
+    runs
+}
+
+/// The edge count of a CSR `row_ptr`, checked to be a valid prefix sum starting at 0.
+pub(crate) fn csr_nnz(row_ptr: &[u32]) -> usize {
+    assert!(!row_ptr.is_empty() && row_ptr[0] == 0, "row_ptr must start with 0");
+    assert!(row_ptr.windows(2).all(|w| w[0] <= w[1]), "row_ptr must be non-decreasing");
+    row_ptr[row_ptr.len() - 1] as usize
+}

@@ -1,0 +1,40 @@
+//! ReLU and its backward, in place: CPU and the launchers of `kernels-gpu/src/nn/relu.rs`.
+
+use rayon::prelude::*;
+
+use super::{MIN_PAR_LEN, check_matrix, check_same, elementwise_shape, n4};
+use crate::error::Result;
+use crate::gpu::DeviceMatrix;
+use crate::gpu::launch::{Arg, launch};
+use crate::util::Real;
+
+/// x = max(x, 0) in place (NaN and -0 become 0, as on the GPU).
+pub fn relu_cpu<T: Real>(x: &mut [T]) {
+    x.par_iter_mut().with_min_len(MIN_PAR_LEN).for_each(|v| *v = if *v > T::zero() { *v } else { T::zero() });
+}
+
+/// dy = y > 0 ? dy : 0, where `y` is the ReLU's output.
+pub fn relu_backward_cpu<T: Real>(y: &[T], dy: &mut [T]) {
+    assert_eq!(y.len(), dy.len(), "relu_backward_cpu: {} and {} elements", y.len(), dy.len());
+    dy.par_iter_mut().zip(y.par_iter()).with_min_len(MIN_PAR_LEN).for_each(|(d, &o)| *d = if o > T::zero() { *d } else { T::zero() });
+}
+
+/// x = max(x, 0) in place on the device (whole padded buffer; padding 0 stays 0).
+pub fn relu(x: &mut DeviceMatrix<f32>) -> Result<()> {
+    check_matrix(x, "relu")?;
+    let gpu = x.gpu().clone();
+    let n4 = n4(x);
+    let args = [Arg::U32(n4), Arg::Ptr(x.ptr_mut())];
+    // SAFETY: matches `relu_f32`; x holds n4 float4s.
+    unsafe { launch(&gpu, "relu_f32", elementwise_shape(&gpu, n4 as u64), &args) }
+}
+
+/// dy = y > 0 ? dy : 0 on the device; `y` is the ReLU's output (same shape as dy).
+pub fn relu_backward(y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>) -> Result<()> {
+    check_same(y, dy, "relu_backward")?;
+    let gpu = dy.gpu().clone();
+    let n4 = n4(dy);
+    let args = [Arg::U32(n4), Arg::Ptr(y.ptr()), Arg::Ptr(dy.ptr_mut())];
+    // SAFETY: matches `relu_backward_f32`; both buffers hold n4 float4s.
+    unsafe { launch(&gpu, "relu_backward_f32", elementwise_shape(&gpu, n4 as u64), &args) }
+}

@@ -1,0 +1,95 @@
+//! Row L2 normalisation (AGNN's cosine; PyTorch's `F.normalize(h, dim=1)`) and its backward:
+//! CPU and the launchers of `kernels-gpu/src/nn/row_normalize.rs`.
+
+use rayon::prelude::*;
+
+use super::{check_same, row_shape};
+use crate::error::{Error, Result};
+use crate::gpu::launch::{Arg, launch};
+use crate::gpu::shared::partition::nn_row_group_shift;
+use crate::gpu::{DeviceMatrix, DeviceVec};
+use crate::util::Real;
+
+/// Norms below this are clamped (as F.normalize's eps).
+pub const NORM_EPS: f64 = 1e-12;
+
+/// inv_norm[r] = 1 / max(||h_r||_2, 1e-12); n_r = h_r * inv_norm[r].
+pub fn row_normalize_cpu<T: Real>(h: &[T], rows: usize, cols: usize, n: &mut [T], inv_norm: &mut [T]) {
+    assert_eq!(h.len(), rows * cols, "row_normalize_cpu: h is not {rows} x {cols}");
+    assert_eq!(n.len(), rows * cols, "row_normalize_cpu: n is not {rows} x {cols}");
+    assert_eq!(inv_norm.len(), rows, "row_normalize_cpu: inv_norm has {} values for {rows} rows", inv_norm.len());
+    let eps = T::from_f64(NORM_EPS);
+    if cols == 0 {
+        inv_norm.fill(T::one() / eps);
+        return;
+    }
+    n.par_chunks_mut(cols).zip(inv_norm.par_iter_mut()).zip(h.par_chunks(cols)).with_min_len(64).for_each(|((nr, inv), hr)| {
+        let ss: T = hr.iter().map(|&v| v * v).sum();
+        *inv = T::one() / ss.sqrt().max(eps);
+        for (o, &v) in nr.iter_mut().zip(hr) {
+            *o = v * *inv;
+        }
+    });
+}
+
+/// dh_r += (dn_r - n_r (n_r . dn_r)) * inv_norm[r] (accumulates into `dh`).
+pub fn row_normalize_backward_cpu<T: Real>(n: &[T], inv_norm: &[T], dn: &[T], rows: usize, cols: usize, dh: &mut [T]) {
+    for (name, len) in [("n", n.len()), ("dn", dn.len()), ("dh", dh.len())] {
+        assert_eq!(len, rows * cols, "row_normalize_backward_cpu: {name} is not {rows} x {cols}");
+    }
+    assert_eq!(inv_norm.len(), rows, "row_normalize_backward_cpu: inv_norm has {} values for {rows} rows", inv_norm.len());
+    if cols == 0 {
+        return;
+    }
+    dh.par_chunks_mut(cols).zip(n.par_chunks(cols).zip(dn.par_chunks(cols))).zip(inv_norm.par_iter()).with_min_len(64).for_each(
+        |((dhr, (nr, dnr)), &inv)| {
+            let dot: T = nr.iter().zip(dnr).map(|(&a, &b)| a * b).sum();
+            for ((d, &a), &b) in dhr.iter_mut().zip(nr).zip(dnr) {
+                *d += (b - a * dot) * inv;
+            }
+        },
+    );
+}
+
+/// Row normalisation on the device: `n` (same shape as `h`, padding written 0) and
+/// `inv_norm` (at least rows values). A group of lanes per row (a warp for rows of 128+ floats).
+pub fn row_normalize(h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, inv_norm: &mut DeviceVec<f32>) -> Result<()> {
+    check_same(h, n, "row_normalize")?;
+    if inv_norm.len() < h.rows {
+        return Err(Error::Shape(format!("row_normalize: inv_norm has {} values for {} rows", inv_norm.len(), h.rows)));
+    }
+    let gpu = h.gpu().clone();
+    let shift = nn_row_group_shift((h.ld / 4) as u32);
+    let args = [
+        Arg::U32(h.rows as u32),
+        Arg::U32((h.ld / 4) as u32),
+        Arg::U32(shift),
+        Arg::Ptr(h.ptr()),
+        Arg::Ptr(n.ptr_mut()),
+        Arg::Ptr(inv_norm.ptr_mut(&gpu)),
+    ];
+    // SAFETY: matches `row_normalize_f32`; h and n hold rows x ld floats, inv_norm >= rows.
+    unsafe { launch(&gpu, "row_normalize_f32", row_shape(&gpu, h.rows as u64, 32 >> shift, 0), &args) }
+}
+
+/// dh += (dn - n (n . dn)) * inv_norm per row, on the device (n, dn, dh of one shape).
+pub fn row_normalize_backward(n: &DeviceMatrix<f32>, inv_norm: &DeviceVec<f32>, dn: &DeviceMatrix<f32>, dh: &mut DeviceMatrix<f32>) -> Result<()> {
+    check_same(n, dn, "row_normalize_backward")?;
+    check_same(n, dh, "row_normalize_backward")?;
+    if inv_norm.len() < n.rows {
+        return Err(Error::Shape(format!("row_normalize_backward: inv_norm has {} values for {} rows", inv_norm.len(), n.rows)));
+    }
+    let gpu = n.gpu().clone();
+    let shift = nn_row_group_shift((n.ld / 4) as u32);
+    let args = [
+        Arg::U32(n.rows as u32),
+        Arg::U32((n.ld / 4) as u32),
+        Arg::U32(shift),
+        Arg::Ptr(n.ptr()),
+        Arg::Ptr(inv_norm.ptr(&gpu)),
+        Arg::Ptr(dn.ptr()),
+        Arg::Ptr(dh.ptr_mut()),
+    ];
+    // SAFETY: matches `row_normalize_backward_f32`; n, dn, dh hold rows x ld floats, inv_norm >= rows.
+    unsafe { launch(&gpu, "row_normalize_backward_f32", row_shape(&gpu, n.rows as u64, 32 >> shift, 0), &args) }
+}

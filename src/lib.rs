@@ -10,6 +10,7 @@ pub mod format;
 pub mod bench;
 pub mod gpu;
 pub mod graph;
+pub mod nn;
 pub mod ops;
 pub mod tensor;
 pub mod util;

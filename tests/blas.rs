@@ -389,7 +389,7 @@ fn captured_gemm_spmm_memset_replays_on_new_inputs() {
     let step = |x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, h: &mut DeviceFeatures, y: &mut DeviceMatrix<f32>, z: &mut DeviceMatrix<f32>| {
         let DeviceFeatures::F32(hm) = h else { unreachable!() };
         blas.gemm(GemmMath::F32, 1.0, x, false, w, false, 0.0, hm)?;
-        spmm_device(&g, h, y, Impl::Hp)?;
+        spmm_device(&g, &*h, y, Impl::Hp)?;
         z.zero()
     };
     let check = |what: &str, x: &Matrix, w: &Matrix, h: &DeviceFeatures, y: &DeviceMatrix<f32>, z: &DeviceMatrix<f32>| {

@@ -8,9 +8,7 @@ use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::{CpuBackend, ModelConfig, ModelKind, TrainConfig, Trainer};
 
 fn sbm() -> Dataset {
-    let mut d = Dataset::load("sbm:2000:4:8", None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap();
-    d.features.normalize_rows();
-    d
+    Dataset::load("sbm:2000:4:8", None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap()
 }
 
 fn train(kind: ModelKind, seed: u64, epochs: usize) -> tcgnn::nn::History {

@@ -109,7 +109,7 @@ fn gpu_tc8_spmm_matches_reference() {
     let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_matches_reference") else { return };
     for pipeline in [Tc8Pipeline::Registers, Tc8Pipeline::Shared] {
         let label = format!("Tc8 {pipeline:?}");
-        let run = |g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>| spmm_tc8_with(g, x, y, pipeline);
+        let run = |g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>| spmm_tc8_with(g, x.into(), y, pipeline);
         for prec in [Precision::Tf32, Precision::F16] {
             for (name, s) in common::odd_shapes(13) {
                 for k in [8, 16, 24, 32, 128, 264, 13] {

@@ -227,7 +227,7 @@ fn gpu_auto_with_per_call_values_picks_a_matching_implementation() {
         let ev = dv.edge_values(order);
         let x = DeviceFeatures::upload(&gpu, &Matrix::random(s.n_cols(), 64, 3), prec).unwrap();
         let mut y = DeviceMatrix::<f32>::zeros(&gpu, s.n_rows(), 64).unwrap();
-        let picked = choose(&g, &x, &mut y, Some(order), |g, x, y, imp| spmm_device_values(g, ev, x, y, imp)).unwrap();
+        let picked = choose(&g, x.view(), &mut y, Some(order), |g, x, y, imp| spmm_device_values(g, ev, x, y, imp)).unwrap();
         println!("Auto with {ev:?} and {prec:?} features: {picked:?}");
         assert_eq!(value_order(picked), Some(order), "Auto picked {picked:?} for {order:?} values");
         check_values(&gpu, "n=5000 (Auto)", &g, &vals, 64, Impl::Auto, prec, order);

@@ -104,7 +104,7 @@ fn check_gpu(gpu: &std::sync::Arc<Gpu>, name: &str, s: &Csr, k: usize, variant: 
     for call in 0..2 {
         y.poison().unwrap();
         match variant {
-            Some((v, nt)) => spmm_tc16_variant(&g, &xd, &mut y, v, Some(nt)),
+            Some((v, nt)) => spmm_tc16_variant(&g, xd.view(), &mut y, v, Some(nt)),
             None => spmm_device(&g, &xd, &mut y, imp),
         }
         .unwrap_or_else(|e| panic!("{imp:?} {variant:?} {prec:?} {name} K={k}: {e}"));

@@ -61,7 +61,8 @@ pub struct TrainArgs {
     /// Classes of synthetic labels.
     #[arg(long, default_value_t = 8)]
     pub classes: usize,
-    /// Keep the node features as stored (default: rows scaled to sum 1, PyG's NormalizeFeatures).
+    /// Keep the node features as stored (default: non-negative features from node data get
+    /// their rows scaled to sum 1, PyG's NormalizeFeatures).
     #[arg(long)]
     pub raw_features: bool,
     #[arg(long, value_enum, default_value = "auto")]
@@ -146,7 +147,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
 pub fn load_dataset(a: &TrainArgs, seed: u64) -> Result<Dataset> {
     let synth = SyntheticNodeData { features: a.features, classes: a.classes, seed };
     let mut data = Dataset::load(&a.graph, a.npz.as_deref(), &synth)?;
-    if !a.raw_features && !data.synthetic {
+    if !a.raw_features && !data.synthetic && data.features.is_nonnegative() {
         data.features.normalize_rows();
     }
     data.store_features(a.feature_storage)?;
@@ -161,8 +162,8 @@ pub fn model_config(a: &TrainArgs, seed: u64) -> ModelConfig {
 /// Refuses a model that does not fit in the GPU's free memory.
 pub fn check_fits(gpu: &Gpu, data: &Dataset, cfg: &ModelConfig) -> Result<()> {
     let need = estimate_bytes(cfg, data.n(), data.graph.nnz(), data.features.cols(), data.classes);
-    let (free, _) = gpu.memory_info()?;
-    if need > free as u64 {
+    let free = tcgnn::bench::budget::gpu_free_bytes(gpu)?;
+    if need > free {
         return Err(Error::Unsupported(format!(
             "{} {:?} {}x{} needs about {:.1} GiB of GPU memory, {:.1} GiB are free; use a smaller --hidden or graph",
             data.name,

@@ -61,8 +61,10 @@ pub trait Backend {
 
     /// The values the graph was built with, laid out for `side`.
     fn graph_values(&self, g: &Self::Graph, side: Side) -> Result<Self::Edges>;
-    /// A mask for dropout over a `rows x cols` matrix or (rows = 1) over edge values.
+    /// A mask for dropout over a `rows x cols` matrix.
     fn mask(&self, rows: usize, cols: usize) -> Result<Self::Mask>;
+    /// A mask for dropout over the values of `edges`.
+    fn edge_mask(&self, edges: &Self::Edges) -> Result<Self::Mask>;
     fn labels(&self, labels: &[i32], mask_bits: &[u8]) -> Result<Self::Labels>;
     fn stats(&self) -> Result<Self::Stats>;
     /// Waits for the queued work and reads the statistics.

@@ -110,7 +110,7 @@ impl<T: Real> Backend for CpuBackend<T> {
     type Recording = ();
 
     fn describe(&self) -> String {
-        format!("cpu {} ({} threads)", T::NAME, rayon::current_num_threads())
+        format!("cpu {} ({} threads)", std::any::type_name::<T>(), rayon::current_num_threads())
     }
 
     fn matrix(&self, rows: usize, cols: usize) -> Result<HostMat<T>> {
@@ -144,6 +144,9 @@ impl<T: Real> Backend for CpuBackend<T> {
     }
     fn mask(&self, rows: usize, cols: usize) -> Result<Vec<u8>> {
         Ok(vec![0; rows * crate::gpu::memory::padded_ld(cols)])
+    }
+    fn edge_mask(&self, edges: &Vec<T>) -> Result<Vec<u8>> {
+        Ok(vec![0; edges.len()])
     }
     fn labels(&self, labels: &[i32], mask_bits: &[u8]) -> Result<(Vec<i32>, Vec<u8>)> {
         Ok((labels.to_vec(), mask_bits.to_vec()))
@@ -194,16 +197,16 @@ impl<T: Real> Backend for CpuBackend<T> {
         Ok(())
     }
     fn bias_add(&self, y: &mut HostMat<T>, b: &HostMat<T>) -> Result<()> {
-        k::bias::bias_add_cpu(&mut y.data, y.rows, y.cols, &b.data);
+        k::bias_add_cpu(&mut y.data, y.rows, y.cols, &b.data);
         Ok(())
     }
     fn col_sums(&self, x: &HostMat<T>, out: &mut HostMat<T>) -> Result<()> {
-        k::bias::col_sums_cpu(&x.data, x.rows, x.cols, &mut out.data);
+        k::col_sums_cpu(&x.data, x.rows, x.cols, &mut out.data);
         Ok(())
     }
     fn add_assign(&self, y: &mut HostMat<T>, x: &HostMat<T>) -> Result<()> {
         same_shape("add_assign", y, x)?;
-        k::elementwise::add_assign_cpu(&mut y.data, &x.data);
+        k::add_assign_cpu(&mut y.data, &x.data);
         Ok(())
     }
     fn copy(&self, src: &HostMat<T>, dst: &mut HostMat<T>) -> Result<()> {
@@ -212,33 +215,33 @@ impl<T: Real> Backend for CpuBackend<T> {
         Ok(())
     }
     fn relu(&self, x: &mut HostMat<T>) -> Result<()> {
-        k::relu::relu_cpu(&mut x.data);
+        k::relu_cpu(&mut x.data);
         Ok(())
     }
     fn relu_backward(&self, y: &HostMat<T>, dy: &mut HostMat<T>) -> Result<()> {
         same_shape("relu_backward", dy, y)?;
-        k::relu::relu_backward_cpu(&y.data, &mut dy.data);
+        k::relu_backward_cpu(&y.data, &mut dy.data);
         Ok(())
     }
     fn dropout(&self, x: &HostMat<T>, y: &mut HostMat<T>, mask: &mut Vec<u8>, p: f32, seed: u64) -> Result<()> {
         same_shape("dropout", y, x)?;
-        k::dropout::dropout_matrix_cpu(&x.data, x.rows, x.cols, &mut y.data, mask, p, seed, self.step.load(Ordering::Relaxed))
+        k::dropout_matrix_cpu(&x.data, x.rows, x.cols, &mut y.data, mask, p, seed, self.step.load(Ordering::Relaxed))
     }
     fn dropout_backward(&self, dy: &HostMat<T>, mask: &Vec<u8>, p: f32, dx: &mut HostMat<T>) -> Result<()> {
         same_shape("dropout_backward", dx, dy)?;
-        k::dropout::dropout_matrix_backward_cpu(&dy.data, dy.rows, dy.cols, mask, p, &mut dx.data)
+        k::dropout_backward_matrix_cpu(&dy.data, mask, dy.rows, dy.cols, p, &mut dx.data)
     }
     fn dropout_edges(&self, x: &Vec<T>, y: &mut Vec<T>, mask: &mut Vec<u8>, p: f32, seed: u64) -> Result<()> {
-        k::dropout::dropout_cpu(x, y, mask, p, seed, self.step.load(Ordering::Relaxed))
+        k::dropout_cpu(x, y, mask, p, seed, self.step.load(Ordering::Relaxed))
     }
     fn row_normalize(&self, h: &HostMat<T>, n: &mut HostMat<T>, inv_norm: &mut HostMat<T>) -> Result<()> {
         same_shape("row_normalize", n, h)?;
-        k::normalize::row_normalize_cpu(&h.data, h.rows, h.cols, &mut n.data, &mut inv_norm.data);
+        k::row_normalize_cpu(&h.data, h.rows, h.cols, &mut n.data, &mut inv_norm.data);
         Ok(())
     }
     fn row_normalize_backward(&self, n: &HostMat<T>, inv_norm: &HostMat<T>, dn: &HostMat<T>, dh: &mut HostMat<T>) -> Result<()> {
         same_shape("row_normalize_backward", dh, dn)?;
-        k::normalize::row_normalize_backward_cpu(&n.data, &inv_norm.data, &dn.data, n.rows, n.cols, &mut dh.data);
+        k::row_normalize_backward_cpu(&n.data, &inv_norm.data, &dn.data, n.rows, n.cols, &mut dh.data);
         Ok(())
     }
 
@@ -290,7 +293,7 @@ impl<T: Real> Backend for CpuBackend<T> {
         Ok(())
     }
     fn edge_softmax(&self, g: &HostGraph<T>, beta: &HostMat<T>, cos: &Vec<T>, alpha: &mut Vec<T>) -> Result<()> {
-        k::edge_softmax::edge_softmax_scaled_cpu(g.s.row_ptr(), beta.data[0], cos, alpha);
+        k::edge_softmax_scaled_cpu(g.s.row_ptr(), beta.data[0], cos, alpha);
         Ok(())
     }
     fn edge_softmax_backward(
@@ -303,13 +306,13 @@ impl<T: Real> Backend for CpuBackend<T> {
         dcos: &mut Vec<T>,
         dbeta: &mut HostMat<T>,
     ) -> Result<()> {
-        dbeta.data[0] = k::edge_softmax::edge_softmax_backward_cpu(g.s.row_ptr(), beta.data[0], alpha, dalpha, cos, dcos);
+        dbeta.data[0] = k::edge_softmax_backward_cpu(g.s.row_ptr(), beta.data[0], alpha, dalpha, cos, dcos);
         Ok(())
     }
 
     fn cross_entropy(&self, logits: &HostMat<T>, labels: &(Vec<i32>, Vec<u8>), inv_n_train: f32, dlogits: &mut HostMat<T>, stats: &mut [T; 4]) -> Result<()> {
         same_shape("cross_entropy", dlogits, logits)?;
-        *stats = k::cross_entropy::cross_entropy_cpu(
+        *stats = k::cross_entropy_cpu(
             &logits.data,
             logits.rows,
             logits.cols,
@@ -322,7 +325,7 @@ impl<T: Real> Backend for CpuBackend<T> {
     }
     fn adam(&self, param: &mut HostMat<T>, grad: &HostMat<T>, m: &mut HostMat<T>, v: &mut HostMat<T>, hyper: &AdamHyper) -> Result<()> {
         same_shape("adam", param, grad)?;
-        k::adam::adam_cpu(&mut param.data, &grad.data, &mut m.data, &mut v.data, hyper, self.step.load(Ordering::Relaxed).max(1));
+        k::adam_cpu(&mut param.data, &grad.data, &mut m.data, &mut v.data, hyper, self.step.load(Ordering::Relaxed).max(1));
         Ok(())
     }
 }

@@ -20,10 +20,11 @@ use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::graph::Csr;
 use crate::nn::backend::{AdamHyper, Backend, Side, Stats};
 use crate::ops::nn as k;
-use crate::ops::sddmm::{ValueOrder, sddmm_device};
-use crate::ops::spmm::{EdgeValues, spmm_device_values, value_order};
+use crate::ops::ValueOrder;
+use crate::ops::sddmm::sddmm_device;
+use crate::ops::spmm::{spmm_device_values, value_order};
 use crate::ops::values::{cast_matrix_to_f16, cast_to_f16, transpose_values};
-use crate::ops::{FeaturesRef, GraphHandle, Impl, Precision};
+use crate::ops::{EdgeValues, FeaturesRef, GraphHandle, Impl, Precision};
 use crate::tensor::Matrix;
 
 /// A pattern on the device; its transpose is built on first use and cached in the handle.
@@ -164,7 +165,7 @@ impl Backend for CudaBackend {
         (g.handle.csr().n_rows(), g.handle.csr().n_cols())
     }
     fn edges(&self, g: &GpuGraph, side: Side) -> Result<DeviceVec<f32>> {
-        DeviceVec::zeros(&self.gpu, self.edge_len(&g.side(side)?)?)
+        DeviceVec::zeros(&self.gpu, self.edge_len(&*g.side(side)?)?)
     }
     fn graph_values(&self, g: &GpuGraph, side: Side) -> Result<DeviceVec<f32>> {
         let h = g.side(side)?;
@@ -175,6 +176,9 @@ impl Backend for CudaBackend {
     }
     fn mask(&self, rows: usize, cols: usize) -> Result<DeviceVec<u8>> {
         DeviceVec::zeros(&self.gpu, rows * crate::gpu::memory::padded_ld(cols))
+    }
+    fn edge_mask(&self, edges: &DeviceVec<f32>) -> Result<DeviceVec<u8>> {
+        DeviceVec::zeros(&self.gpu, edges.len())
     }
     fn labels(&self, labels: &[i32], mask_bits: &[u8]) -> Result<(DeviceVec<i32>, DeviceVec<u8>)> {
         Ok((DeviceVec::upload(&self.gpu, labels)?, DeviceVec::upload(&self.gpu, mask_bits)?))
@@ -199,20 +203,20 @@ impl Backend for CudaBackend {
         self.gpu.synchronize()
     }
     fn begin_step(&self) -> Result<()> {
-        k::adam::step_increment(&mut self.step_ptr())
+        k::step_increment(&self.gpu, &mut self.step_ptr())
     }
 
     fn gemm(&self, a: &DeviceMatrix<f32>, ta: bool, b: &DeviceMatrix<f32>, tb: bool, beta: f32, c: &mut DeviceMatrix<f32>) -> Result<()> {
         self.blas.gemm(self.math, 1.0, a, ta, b, tb, beta, c)
     }
     fn bias_add(&self, y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
-        k::bias::bias_add(y, b)
+        k::bias_add(y, b)
     }
     fn col_sums(&self, x: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>) -> Result<()> {
-        k::bias::col_sums(x, out)
+        k::col_sums(x, out)
     }
     fn add_assign(&self, y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>) -> Result<()> {
-        k::elementwise::add_assign(y, x)
+        k::add_assign(y, x)
     }
     fn copy(&self, src: &DeviceMatrix<f32>, dst: &mut DeviceMatrix<f32>) -> Result<()> {
         if (src.rows, src.cols) != (dst.rows, dst.cols) {
@@ -221,25 +225,25 @@ impl Backend for CudaBackend {
         self.gpu.stream().memcpy_dtod(src.slice(), dst.slice_mut()).map_err(|e| Error::cuda("copy", e))
     }
     fn relu(&self, x: &mut DeviceMatrix<f32>) -> Result<()> {
-        k::relu::relu(x)
+        k::relu(x)
     }
     fn relu_backward(&self, y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>) -> Result<()> {
-        k::relu::relu_backward(y, dy)
+        k::relu_backward(y, dy)
     }
     fn dropout(&self, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64) -> Result<()> {
-        k::dropout::dropout_matrix(x, y, mask, p, seed, &self.step_ptr())
+        k::dropout_matrix(x, y, mask, p, seed, &self.step_ptr())
     }
     fn dropout_backward(&self, dy: &DeviceMatrix<f32>, mask: &DeviceVec<u8>, p: f32, dx: &mut DeviceMatrix<f32>) -> Result<()> {
-        k::dropout::dropout_backward_matrix(dy, mask, p, dx)
+        k::dropout_backward_matrix(dy, mask, p, dx)
     }
     fn dropout_edges(&self, x: &DeviceVec<f32>, y: &mut DeviceVec<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64) -> Result<()> {
-        k::dropout::dropout(x, y, mask, x.len(), p, seed, &self.step_ptr())
+        k::dropout(&self.gpu, x, y, mask, x.len(), p, seed, &self.step_ptr())
     }
     fn row_normalize(&self, h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, inv_norm: &mut DeviceMatrix<f32>) -> Result<()> {
-        k::normalize::row_normalize(h, n, inv_norm)
+        k::row_normalize(h, n, &mut inv_norm.buf)
     }
     fn row_normalize_backward(&self, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, dn: &DeviceMatrix<f32>, dh: &mut DeviceMatrix<f32>) -> Result<()> {
-        k::normalize::row_normalize_backward(n, inv_norm, dn, dh)
+        k::row_normalize_backward(n, &inv_norm.buf, dn, dh)
     }
 
     fn spmm(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
@@ -253,7 +257,7 @@ impl Backend for CudaBackend {
                     Some(v) => v,
                     None => DeviceVec::zeros(&self.gpu, values.len())?,
                 };
-                cast_to_f16(values, &mut vh)?;
+                cast_to_f16(&self.gpu, values, &mut vh)?;
                 let r = spmm_device_values(&h, EdgeValues::MeBcrsF16(&vh), FeaturesRef::F16(&xh), y, self.spmm_impl);
                 s.put(xh, 0);
                 s.vecs.insert(values.len(), vh);
@@ -295,7 +299,7 @@ impl Backend for CudaBackend {
         transpose_values(&g.handle, self.order, src, dst)
     }
     fn edge_softmax(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, cos: &DeviceVec<f32>, alpha: &mut DeviceVec<f32>) -> Result<()> {
-        k::edge_softmax::edge_softmax_scaled(&g.handle, self.order, beta, cos, alpha)
+        k::edge_softmax_scaled(&g.handle, self.order, beta, cos, alpha)
     }
     fn edge_softmax_backward(
         &self,
@@ -307,13 +311,13 @@ impl Backend for CudaBackend {
         dcos: &mut DeviceVec<f32>,
         dbeta: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
-        k::edge_softmax::edge_softmax_backward(&g.handle, self.order, beta, alpha, dalpha, cos, dcos, dbeta)
+        k::edge_softmax_backward(&g.handle, self.order, beta, alpha, dalpha, cos, dcos, dbeta)
     }
 
     fn cross_entropy(&self, logits: &DeviceMatrix<f32>, labels: &(DeviceVec<i32>, DeviceVec<u8>), inv_n_train: f32, dlogits: &mut DeviceMatrix<f32>, stats: &mut DeviceVec<f32>) -> Result<()> {
-        k::cross_entropy::cross_entropy(logits, &labels.0, &labels.1, inv_n_train, dlogits, stats)
+        k::cross_entropy(logits, &labels.0, &labels.1, inv_n_train, dlogits, stats)
     }
     fn adam(&self, param: &mut DeviceMatrix<f32>, grad: &DeviceMatrix<f32>, m: &mut DeviceMatrix<f32>, v: &mut DeviceMatrix<f32>, hyper: &AdamHyper) -> Result<()> {
-        k::adam::adam(param, grad, m, v, hyper, &self.step_ptr())
+        k::adam(param, grad, m, v, hyper, &self.step_ptr())
     }
 }

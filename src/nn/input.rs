@@ -34,6 +34,14 @@ impl HostFeatures {
             HostFeatures::Sparse(c) => c.n_cols(),
         }
     }
+    /// No negative entry (bag-of-words or multi-hot features, which `normalize_rows` is for).
+    pub fn is_nonnegative(&self) -> bool {
+        match self {
+            HostFeatures::Dense(m) => m.data.iter().all(|&v| v >= 0.0),
+            HostFeatures::Sparse(c) => c.values().iter().all(|&v| v >= 0.0),
+        }
+    }
+
     /// Scale every row to sum 1 (PyG's `NormalizeFeatures`); all-zero rows stay zero.
     pub fn normalize_rows(&mut self) {
         match self {
@@ -75,7 +83,7 @@ impl<B: Backend> InputFeatures<B> {
                 let values_t = b.graph_values(&x, Side::Transposed)?;
                 let dropped = b.edges(&x, Side::Forward)?;
                 let dropped_t = b.edges(&x, Side::Transposed)?;
-                let mask = b.mask(1, c.nnz())?;
+                let mask = b.edge_mask(&dropped)?;
                 InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask }
             }
         })

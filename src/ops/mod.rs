@@ -56,7 +56,49 @@ pub enum DeviceFeatures {
     F16(DeviceMatrix<half::f16>),
 }
 
+/// Features as the device ops read them: a borrowed matrix in the storage type the precision
+/// reads (so callers holding their own `DeviceMatrix`, such as the training layers, pass it
+/// without moving it into a [`DeviceFeatures`]).
+#[derive(Clone, Copy)]
+pub enum FeaturesRef<'a> {
+    F32(&'a DeviceMatrix<f32>),
+    F16(&'a DeviceMatrix<half::f16>),
+}
+
+impl<'a> From<&'a DeviceFeatures> for FeaturesRef<'a> {
+    fn from(x: &'a DeviceFeatures) -> Self {
+        match x {
+            DeviceFeatures::F32(m) => FeaturesRef::F32(m),
+            DeviceFeatures::F16(m) => FeaturesRef::F16(m),
+        }
+    }
+}
+
+impl FeaturesRef<'_> {
+    pub fn rows(&self) -> usize {
+        match self {
+            FeaturesRef::F32(m) => m.rows,
+            FeaturesRef::F16(m) => m.rows,
+        }
+    }
+    pub fn cols(&self) -> usize {
+        match self {
+            FeaturesRef::F32(m) => m.cols,
+            FeaturesRef::F16(m) => m.cols,
+        }
+    }
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            FeaturesRef::F32(_) => "f32",
+            FeaturesRef::F16(_) => "f16",
+        }
+    }
+}
+
 impl DeviceFeatures {
+    pub fn view(&self) -> FeaturesRef<'_> {
+        self.into()
+    }
     pub fn upload(gpu: &std::sync::Arc<crate::gpu::Gpu>, m: &crate::tensor::Matrix, prec: Precision) -> crate::Result<Self> {
         Ok(match prec {
             Precision::F16 => DeviceFeatures::F16(DeviceMatrix::upload(gpu, m)?),

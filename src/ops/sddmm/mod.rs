@@ -19,7 +19,7 @@ pub mod tc8;
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceVec;
-use crate::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
+use crate::ops::{DeviceFeatures, FeaturesRef, GraphHandle, Impl, Precision};
 use crate::tensor::Matrix;
 
 pub use softmax::{edge_softmax, edge_softmax_device};
@@ -55,33 +55,34 @@ pub fn sddmm(g: &GraphHandle, a: &Matrix, b: &Matrix, imp: Impl, prec: Precision
 /// 23x / 12x cuSPARSE at K = 32 / 128 against TC8's 20x / 11x) and TC8 into ME-BCRS order;
 /// f32 features run HP (exact f32). (TC8 into CSR order refuses a CSR with repeated entries:
 /// they share one ME-BCRS slot.)
-pub fn sddmm_device(
+pub fn sddmm_device<'a, 'b>(
     g: &GraphHandle,
-    a: &DeviceFeatures,
-    b: &DeviceFeatures,
+    a: impl Into<FeaturesRef<'a>>,
+    b: impl Into<FeaturesRef<'b>>,
     out: &mut DeviceVec<f32>,
     imp: Impl,
     order: ValueOrder,
 ) -> Result<()> {
+    let (a, b): (FeaturesRef, FeaturesRef) = (a.into(), b.into());
     check_shapes(g, a.rows(), a.cols(), b.rows(), b.cols())?;
     let imp = match (imp, a, order) {
-        (Impl::Auto, DeviceFeatures::F16(_), ValueOrder::Csr) => Impl::Tc16,
-        (Impl::Auto, DeviceFeatures::F16(_), ValueOrder::MeBcrs) => Impl::Tc8,
-        (Impl::Auto, DeviceFeatures::F32(_), _) => Impl::Hp,
+        (Impl::Auto, FeaturesRef::F16(_), ValueOrder::Csr) => Impl::Tc16,
+        (Impl::Auto, FeaturesRef::F16(_), ValueOrder::MeBcrs) => Impl::Tc8,
+        (Impl::Auto, FeaturesRef::F32(_), _) => Impl::Hp,
         (other, _, _) => other,
     };
     match (imp, a, b) {
-        (Impl::Hp, DeviceFeatures::F32(a), DeviceFeatures::F32(b)) => hp::sddmm_hp(g, a, b, out, order),
+        (Impl::Hp, FeaturesRef::F32(a), FeaturesRef::F32(b)) => hp::sddmm_hp(g, a, b, out, order),
         (Impl::Tc8, a, b) => tc8::sddmm_tc8(g, a, b, out, order),
         (Impl::Tc16, a, b) => tc16::sddmm_tc16(g, a, b, out, order),
-        (Impl::Cusparse, DeviceFeatures::F32(a), DeviceFeatures::F32(b)) if order == ValueOrder::Csr => {
+        (Impl::Cusparse, FeaturesRef::F32(a), FeaturesRef::F32(b)) if order == ValueOrder::Csr => {
             cusparse::sddmm_cusparse(g, a, b, out)
         }
         (imp, _, _) => Err(Error::Unsupported(format!(
             "SDDMM {imp:?} with {} features into {order:?} order is not available",
             match a {
-                DeviceFeatures::F32(_) => "f32",
-                DeviceFeatures::F16(_) => "f16",
+                FeaturesRef::F32(_) => "f32",
+                FeaturesRef::F16(_) => "f16",
             }
         ))),
     }

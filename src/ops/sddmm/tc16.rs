@@ -5,7 +5,7 @@ use crate::gpu::DeviceVec;
 use crate::gpu::launch::{Arg, Shape, launch};
 use crate::gpu::shared::config::TC16_SDDMM_WARPS;
 use crate::ops::sddmm::ValueOrder;
-use crate::ops::{DeviceFeatures, GraphHandle};
+use crate::ops::{FeaturesRef, GraphHandle};
 
 struct DeviceSgt16 {
     blk_win: DeviceVec<u32>,
@@ -19,7 +19,7 @@ struct DeviceSgt16 {
     n_blocks: u32,
 }
 
-pub fn sddmm_tc16(g: &GraphHandle, a: &DeviceFeatures, b: &DeviceFeatures, out: &mut DeviceVec<f32>, order: ValueOrder) -> Result<()> {
+pub fn sddmm_tc16(g: &GraphHandle, a: FeaturesRef<'_>, b: FeaturesRef<'_>, out: &mut DeviceVec<f32>, order: ValueOrder) -> Result<()> {
     if order != ValueOrder::Csr {
         return Err(Error::Unsupported("TC16 SDDMM writes CSR order only (ME-BCRS order: use Tc8)".into()));
     }
@@ -43,8 +43,8 @@ pub fn sddmm_tc16(g: &GraphHandle, a: &DeviceFeatures, b: &DeviceFeatures, out: 
         })
     })?;
     let (kernel, a_ptr, b_ptr, ld) = match (a, b) {
-        (DeviceFeatures::F16(a), DeviceFeatures::F16(b)) => ("sddmm_tc16_f16", a.ptr(), b.ptr(), a.ld),
-        (DeviceFeatures::F32(a), DeviceFeatures::F32(b)) => ("sddmm_tc16_tf32", a.ptr(), b.ptr(), a.ld),
+        (FeaturesRef::F16(a), FeaturesRef::F16(b)) => ("sddmm_tc16_f16", a.ptr(), b.ptr(), a.ld),
+        (FeaturesRef::F32(a), FeaturesRef::F32(b)) => ("sddmm_tc16_tf32", a.ptr(), b.ptr(), a.ld),
         _ => return Err(Error::Unsupported("SDDMM: A and B must have the same storage type".into())),
     };
     let args = [

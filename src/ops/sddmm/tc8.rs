@@ -4,7 +4,7 @@ use crate::error::Result;
 use crate::gpu::DeviceVec;
 use crate::gpu::launch::{Arg, Shape, launch};
 use crate::ops::sddmm::ValueOrder;
-use crate::ops::{DeviceFeatures, GraphHandle};
+use crate::ops::{FeaturesRef, GraphHandle};
 
 /// Vectors per output block (two ME-BCRS blocks of 8).
 const VECTORS_PER_ITEM: u32 = 16;
@@ -64,13 +64,13 @@ fn format(g: &GraphHandle) -> Result<std::sync::Arc<DeviceTc8Sddmm>> {
     })
 }
 
-pub fn sddmm_tc8(g: &GraphHandle, a: &DeviceFeatures, b: &DeviceFeatures, out: &mut DeviceVec<f32>, order: ValueOrder) -> Result<()> {
+pub fn sddmm_tc8(g: &GraphHandle, a: FeaturesRef<'_>, b: FeaturesRef<'_>, out: &mut DeviceVec<f32>, order: ValueOrder) -> Result<()> {
     let gpu = g.gpu()?;
     let f = format(g)?;
     let m = g.device_mebcrs()?;
     let (kernel, a_ptr, b_ptr, ld) = match (a, b) {
-        (DeviceFeatures::F16(a), DeviceFeatures::F16(b)) => ("sddmm_tc8_f16", a.ptr(), b.ptr(), a.ld),
-        (DeviceFeatures::F32(a), DeviceFeatures::F32(b)) => ("sddmm_tc8_tf32", a.ptr(), b.ptr(), a.ld),
+        (FeaturesRef::F16(a), FeaturesRef::F16(b)) => ("sddmm_tc8_f16", a.ptr(), b.ptr(), a.ld),
+        (FeaturesRef::F32(a), FeaturesRef::F32(b)) => ("sddmm_tc8_tf32", a.ptr(), b.ptr(), a.ld),
         _ => return Err(crate::Error::Unsupported("SDDMM: A and B must have the same storage type".into())),
     };
     let need = match order {

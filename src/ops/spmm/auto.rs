@@ -10,16 +10,16 @@ use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::timing::time_gpu;
 use crate::ops::spmm::value_order;
-use crate::ops::{DeviceFeatures, GraphHandle, Impl, ValueOrder};
+use crate::ops::{FeaturesRef, GraphHandle, Impl, ValueOrder};
 
 /// The implementation Auto settled on for one (precision, padded K).
 pub struct AutoChoice(pub Impl);
 
 /// Candidates for a feature storage type, fastest-first by expectation (ties keep this order).
-fn candidates(x: &DeviceFeatures) -> &'static [Impl] {
+fn candidates(x: FeaturesRef<'_>) -> &'static [Impl] {
     match x {
-        DeviceFeatures::F16(_) => &[Impl::Tc8, Impl::Tc16, Impl::Cusparse],
-        DeviceFeatures::F32(_) => &[Impl::Tc8, Impl::Tc16, Impl::Hp, Impl::Csr, Impl::Cusparse],
+        FeaturesRef::F16(_) => &[Impl::Tc8, Impl::Tc16, Impl::Cusparse],
+        FeaturesRef::F32(_) => &[Impl::Tc8, Impl::Tc16, Impl::Hp, Impl::Csr, Impl::Cusparse],
     }
 }
 
@@ -28,10 +28,10 @@ fn candidates(x: &DeviceFeatures) -> &'static [Impl] {
 /// that order (`spmm::value_order`); each order has its own cached choice.
 pub fn choose(
     g: &GraphHandle,
-    x: &DeviceFeatures,
+    x: FeaturesRef<'_>,
     y: &mut DeviceMatrix<f32>,
     order: Option<ValueOrder>,
-    run: impl Fn(&GraphHandle, &DeviceFeatures, &mut DeviceMatrix<f32>, Impl) -> Result<()>,
+    run: impl Fn(&GraphHandle, FeaturesRef<'_>, &mut DeviceMatrix<f32>, Impl) -> Result<()>,
 ) -> Result<Impl> {
     let cands: Vec<Impl> = candidates(x).iter().copied().filter(|&imp| order.is_none_or(|o| value_order(imp) == Some(o))).collect();
     if let [only] = cands[..] {
@@ -43,8 +43,8 @@ pub fn choose(
         Some(ValueOrder::MeBcrs) => 2,
     };
     let key = match x {
-        DeviceFeatures::F16(m) => (1u64 << 32) | m.ld as u64,
-        DeviceFeatures::F32(m) => m.ld as u64,
+        FeaturesRef::F16(m) => (1u64 << 32) | m.ld as u64,
+        FeaturesRef::F32(m) => m.ld as u64,
     } | (order_tag << 33);
     let gpu = g.gpu()?.clone();
     let choice = g.cached(key, || {

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::gpu::cusparse::{DataType, Handle, Layout, SparseMatrix, SpmmAlg, SpmmPlan};
 use crate::gpu::timing::time_gpu;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
-use crate::ops::{DeviceFeatures, GraphHandle, ValueOrder};
+use crate::ops::{FeaturesRef, GraphHandle, ValueOrder};
 
 /// Plans are bound to buffer addresses and shapes.
 type PlanKey = (u64, u64, usize, usize, DataType);
@@ -71,12 +71,12 @@ unsafe fn fastest_plan<T: crate::gpu::memory::Element>(
     best.map(|(_, p)| p).ok_or_else(|| last_err.unwrap_or_else(|| Error::Unsupported("no cuSPARSE SpMM algorithm".into())))
 }
 
-pub fn spmm_cusparse(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) -> Result<()> {
+pub fn spmm_cusparse(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>) -> Result<()> {
     spmm_cusparse_values(g, None, x, y)
 }
 
 /// [`spmm_cusparse`] with per-call values in CSR order (`None`: the handle's).
-pub fn spmm_cusparse_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) -> Result<()> {
+pub fn spmm_cusparse_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>) -> Result<()> {
     let gpu = g.gpu()?;
     if let Some(v) = values {
         crate::ops::values::check_len("cuSPARSE SpMM: the edge values", v.len(), g.csr().nnz(), ValueOrder::Csr)?;
@@ -90,8 +90,8 @@ pub fn spmm_cusparse_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x:
         })
     })?;
     let (x_ptr, x_rows, x_ld, dtype) = match x {
-        DeviceFeatures::F32(m) => (m.ptr(), m.rows, m.ld, DataType::F32),
-        DeviceFeatures::F16(m) => (m.ptr(), m.rows, m.ld, DataType::F16),
+        FeaturesRef::F32(m) => (m.ptr(), m.rows, m.ld, DataType::F32),
+        FeaturesRef::F16(m) => (m.ptr(), m.rows, m.ld, DataType::F16),
     };
     let key = (x_ptr, y.ptr(), x_rows, x_ld, dtype);
     let mut plans = st.plans.lock().expect("cuSPARSE plans poisoned");
@@ -116,8 +116,8 @@ pub fn spmm_cusparse_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x:
         // the enqueued work runs (the caller's borrow and the stream order); the plans lock
         // serialises the descriptor swap and the runs.
         std::collections::hash_map::Entry::Vacant(e) => e.insert(match x {
-            DeviceFeatures::F32(m) => unsafe { fastest_plan(&st, g, gpu, m, dtype, y, values_ptr)? },
-            DeviceFeatures::F16(m) => unsafe { fastest_plan(&st, g, gpu, m, dtype, y, values_ptr)? },
+            FeaturesRef::F32(m) => unsafe { fastest_plan(&st, g, gpu, m, dtype, y, values_ptr)? },
+            FeaturesRef::F16(m) => unsafe { fastest_plan(&st, g, gpu, m, dtype, y, values_ptr)? },
         }),
     };
     // SAFETY: as above.

@@ -10,7 +10,7 @@ pub mod tc8;
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::ops::{DeviceFeatures, EdgeValues, GraphHandle, Impl, Precision, ValueOrder, values};
+use crate::ops::{DeviceFeatures, FeaturesRef, EdgeValues, GraphHandle, Impl, Precision, ValueOrder, values};
 use crate::tensor::Matrix;
 
 /// Host-to-host SpMM: uploads X, runs `imp`, downloads Y. Convenient, not for hot loops
@@ -32,8 +32,8 @@ pub fn spmm(g: &GraphHandle, x: &Matrix, imp: Impl, prec: Precision) -> Result<M
 /// storage and the implementation: f16 features run f16 tensor cores; f32 features run f32
 /// (Csr, Hp) or tf32 (Tc*). `Impl::Auto` times the candidates once per (graph, storage type, K)
 /// and keeps the fastest; with f32 features that includes the tf32 tensor-core kernels.
-pub fn spmm_device(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
-    spmm_with(g, None, x, y, imp)
+pub fn spmm_device<'a>(g: &GraphHandle, x: impl Into<FeaturesRef<'a>>, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+    spmm_with(g, None, x.into(), y, imp)
 }
 
 /// The order in which `imp` reads per-call edge values ([`spmm_device_values`]): CSR for Csr,
@@ -58,11 +58,12 @@ pub fn value_order(imp: Impl) -> Option<ValueOrder> {
 /// ME-BCRS slots without an edge must hold 0 (SDDMM into ME-BCRS order and
 /// `ops::values::transpose_values` write them so). Only enqueues work on the Gpu's stream;
 /// after the first call per (graph, X, Y) nothing is allocated.
-pub fn spmm_device_values(g: &GraphHandle, values: EdgeValues, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+pub fn spmm_device_values<'a>(g: &GraphHandle, values: EdgeValues, x: impl Into<FeaturesRef<'a>>, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+    let x = x.into();
     let order = values.order();
     values::check_len("SpMM: the edge values", values.len(), g.value_len(order)?, order)?;
     match (values, x) {
-        (EdgeValues::Csr(_), _) | (EdgeValues::MeBcrs(_), DeviceFeatures::F32(_)) | (EdgeValues::MeBcrsF16(_), DeviceFeatures::F16(_)) => {}
+        (EdgeValues::Csr(_), _) | (EdgeValues::MeBcrs(_), FeaturesRef::F32(_)) | (EdgeValues::MeBcrsF16(_), FeaturesRef::F16(_)) => {}
         (v, x) => {
             return Err(Error::Unsupported(format!("SpMM with {} features and {v:?}: ME-BCRS values must have the features' storage type", x.type_name())));
         }
@@ -71,7 +72,7 @@ pub fn spmm_device_values(g: &GraphHandle, values: EdgeValues, x: &DeviceFeature
 }
 
 /// The one device path: `values = None` reads the handle's values.
-fn spmm_with(g: &GraphHandle, values: Option<EdgeValues>, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+fn spmm_with(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
     check_shapes(g, x.rows(), x.cols())?;
     if y.rows != g.csr().n_rows() || y.cols != x.cols() {
         return Err(Error::Shape(format!("Y is {}x{}, expected {}x{}", y.rows, y.cols, g.csr().n_rows(), x.cols())));
@@ -84,7 +85,7 @@ fn spmm_with(g: &GraphHandle, values: Option<EdgeValues>, x: &DeviceFeatures, y:
 }
 
 /// One concrete implementation on device buffers (shapes already checked).
-fn run_kernel(g: &GraphHandle, values: Option<EdgeValues>, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+fn run_kernel(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
     if let Some(v) = values
         && imp != Impl::Cpu
         && value_order(imp) != Some(v.order())
@@ -99,8 +100,8 @@ fn run_kernel(g: &GraphHandle, values: Option<EdgeValues>, x: &DeviceFeatures, y
         _ => None,
     };
     match (imp, x) {
-        (Impl::Csr, DeviceFeatures::F32(x)) => csr::spmm_csr_values(g, csr_values, x, y),
-        (Impl::Hp, DeviceFeatures::F32(x)) => hp::spmm_hp_values(g, csr_values, x, y),
+        (Impl::Csr, FeaturesRef::F32(x)) => csr::spmm_csr_values(g, csr_values, x, y),
+        (Impl::Hp, FeaturesRef::F32(x)) => hp::spmm_hp_values(g, csr_values, x, y),
         (Impl::Tc8, x) => tc8::spmm_tc8_values(g, values, x, y, tc8::Tc8Pipeline::Default),
         (Impl::Tc16, x) => tc16::spmm_tc16(g, x, y),
         (Impl::Cusparse, x) => cusparse::spmm_cusparse_values(g, csr_values, x, y),

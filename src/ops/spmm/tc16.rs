@@ -12,7 +12,7 @@ use crate::gpu::shared::config::{TC16_BLOCK_W, TC16_MAX_WARPS, TC16_SMEM_BYTES, 
 use crate::gpu::shared::partition::tc8_max_blocks;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::spmm::tc8::work_list;
-use crate::ops::{DeviceFeatures, GraphHandle};
+use crate::ops::{FeaturesRef, GraphHandle};
 
 /// How the kernel gets the sparse blocks into A fragments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,22 +171,22 @@ pub fn staged_geometry(ld: u32, nt: u32) -> (u32, u32) {
 
 /// Y = S X on tensor cores with TC-GNN's 16 x 8 blocks: tf32 for f32 features, f16 for f16.
 /// The staged kernel unless `TCGNN_TC16=bitmap`.
-pub fn spmm_tc16(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) -> Result<()> {
+pub fn spmm_tc16(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>) -> Result<()> {
     spmm_tc16_variant(g, x, y, Tc16Variant::from_env(), None)
 }
 
 /// [`spmm_tc16`] with an explicit variant and, optionally, NT (8-dim tiles per warp).
-pub fn spmm_tc16_variant(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, variant: Tc16Variant, nt: Option<u32>) -> Result<()> {
+pub fn spmm_tc16_variant(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, variant: Tc16Variant, nt: Option<u32>) -> Result<()> {
     let gpu = g.gpu()?;
     let f = device_format(g, gpu)?;
     let ld = y.ld as u32;
     let n_rows = g.csr().n_rows() as u32;
-    let f16 = matches!(x, DeviceFeatures::F16(_));
+    let f16 = matches!(x, FeaturesRef::F16(_));
     let nt = tiles_per_warp(f16, nt)?;
     let kernel = kernel_name(variant, f16, nt);
     let x_ptr = match x {
-        DeviceFeatures::F32(m) => m.ptr(),
-        DeviceFeatures::F16(m) => m.ptr(),
+        FeaturesRef::F32(m) => m.ptr(),
+        FeaturesRef::F16(m) => m.ptr(),
     };
     if variant == Tc16Variant::Bitmap {
         let k_slices = ld.div_ceil(8 * nt);

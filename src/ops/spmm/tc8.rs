@@ -7,7 +7,7 @@ use crate::gpu::shared::config::{TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS, TC8_WARPS,
 use crate::gpu::shared::partition::tc8_max_blocks;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::values::check_len;
-use crate::ops::{DeviceFeatures, EdgeValues, GraphHandle, ValueOrder};
+use crate::ops::{FeaturesRef, EdgeValues, GraphHandle, ValueOrder};
 
 /// Work items: (window, first block, end block); windows cut into several items.
 #[derive(Debug, PartialEq, Eq)]
@@ -123,13 +123,13 @@ fn pipeline(choice: Tc8Pipeline, ld: u32, f16: bool) -> Pipeline {
 }
 
 /// Y = S X on tensor cores: tf32 for f32 features, f16 for f16 features.
-pub fn spmm_tc8(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>) -> Result<()> {
+pub fn spmm_tc8(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>) -> Result<()> {
     spmm_tc8_with(g, x, y, Tc8Pipeline::Default)
 }
 
 /// [`spmm_tc8`] with a chosen pipeline (the tests run both). Shapes are the caller's to check,
 /// as `ops::spmm::spmm_device` does.
-pub fn spmm_tc8_with(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, choice: Tc8Pipeline) -> Result<()> {
+pub fn spmm_tc8_with(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, choice: Tc8Pipeline) -> Result<()> {
     spmm_tc8_values(g, None, x, y, choice)
 }
 
@@ -138,11 +138,11 @@ pub fn spmm_tc8_with(g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f
 pub fn spmm_tc8_values(
     g: &GraphHandle,
     values: Option<EdgeValues>,
-    x: &DeviceFeatures,
+    x: FeaturesRef<'_>,
     y: &mut DeviceMatrix<f32>,
     choice: Tc8Pipeline,
 ) -> Result<()> {
-    spmm_tc8_windows(g, values, x, y, pipeline(choice, y.ld as u32, matches!(x, DeviceFeatures::F16(_))))
+    spmm_tc8_windows(g, values, x, y, pipeline(choice, y.ld as u32, matches!(x, FeaturesRef::F16(_))))
 }
 
 /// How a warp brings X in: into registers one group at a time (NT tiles per warp), or by
@@ -154,19 +154,19 @@ enum Pipeline {
 }
 
 /// Y = S X with a warp per window (long windows cut into items).
-fn spmm_tc8_windows(g: &GraphHandle, values: Option<EdgeValues>, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>, pipeline: Pipeline) -> Result<()> {
+fn spmm_tc8_windows(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, pipeline: Pipeline) -> Result<()> {
     let gpu = g.gpu()?;
     let f = shape(g)?;
     let m = g.device_mebcrs()?;
     // The values the kernel reads: ME-BCRS slots in the features' storage type.
     let handle_f16;
     let values_ptr = match (values, x) {
-        (None, DeviceFeatures::F32(_)) => m.values.ptr(gpu),
-        (None, DeviceFeatures::F16(_)) => {
+        (None, FeaturesRef::F32(_)) => m.values.ptr(gpu),
+        (None, FeaturesRef::F16(_)) => {
             handle_f16 = g.device_mebcrs_f16()?;
             handle_f16.0.ptr(gpu)
         }
-        (Some(v @ EdgeValues::MeBcrs(_)), DeviceFeatures::F32(_)) | (Some(v @ EdgeValues::MeBcrsF16(_)), DeviceFeatures::F16(_)) => {
+        (Some(v @ EdgeValues::MeBcrs(_)), FeaturesRef::F32(_)) | (Some(v @ EdgeValues::MeBcrsF16(_)), FeaturesRef::F16(_)) => {
             check_len("TC8 SpMM: the edge values", v.len(), g.value_len(ValueOrder::MeBcrs)?, ValueOrder::MeBcrs)?;
             v.ptr(gpu)
         }
@@ -180,7 +180,7 @@ fn spmm_tc8_windows(g: &GraphHandle, values: Option<EdgeValues>, x: &DeviceFeatu
     };
     let ld = y.ld as u32;
     let n_rows = g.csr().n_rows() as u32;
-    let f16 = matches!(x, DeviceFeatures::F16(_));
+    let f16 = matches!(x, FeaturesRef::F16(_));
     // The pipelined kernels move 16-byte chunks: 8 f16 dims (NT = 4) or 4 f32 dims (NT = 2).
     let nt = match pipeline {
         Pipeline::Registers(nt) => nt,
@@ -201,8 +201,8 @@ fn spmm_tc8_windows(g: &GraphHandle, values: Option<EdgeValues>, x: &DeviceFeatu
         Pipeline::Shared => TC8_WARPS * TC8_ASYNC_STAGES * tc8_async_stage_bytes(if f16 { 2 } else { 4 }),
     };
     let x_ptr = match x {
-        DeviceFeatures::F32(xm) => xm.ptr(),
-        DeviceFeatures::F16(xm) => xm.ptr(),
+        FeaturesRef::F32(xm) => xm.ptr(),
+        FeaturesRef::F16(xm) => xm.ptr(),
     };
     if wl.n_split > 0 {
         let args = [Arg::Ptr(wl.split_windows.ptr(gpu)), Arg::U32(n_rows), Arg::U32(ld), Arg::Ptr(y.ptr_mut())];

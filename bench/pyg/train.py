@@ -245,19 +245,23 @@ class GCN(nn.Module):
 
 
 class AGNN(nn.Module):
-    def __init__(self, f_in, hidden, classes, layers, dropout):
+    def __init__(self, f_in, hidden, classes, layers, dropout, dropout_each):
         super().__init__()
         self.lin1 = nn.Linear(f_in, hidden)
         self.props = nn.ModuleList(AGNNConv(requires_grad=True) for _ in range(layers))
         self.lin2 = nn.Linear(hidden, classes)
         self.dropout = dropout
+        self.dropout_each = dropout_each  # after every AGNNConv instead of once after the last
 
     def forward(self, x, adj):
         x = F.dropout(x, self.dropout, self.training)
         x = F.relu(self.lin1(x))
         for prop in self.props:
             x = prop(x, adj)
-        x = F.dropout(x, self.dropout, self.training)
+            if self.dropout_each:
+                x = F.dropout(x, self.dropout, self.training)
+        if not self.dropout_each:
+            x = F.dropout(x, self.dropout, self.training)
         x = self.lin2(x)
         return F.log_softmax(x, dim=1)
 
@@ -266,7 +270,7 @@ def build_model(cfg, g, device):
     if cfg["model"] == "gcn":
         m = GCN(g["x"].shape[1], cfg["hidden"], g["classes"], cfg["layers"], cfg["dropout"], cfg["gcn_cached"])
     else:
-        m = AGNN(g["x"].shape[1], cfg["hidden"], g["classes"], cfg["layers"], cfg["dropout"])
+        m = AGNN(g["x"].shape[1], cfg["hidden"], g["classes"], cfg["layers"], cfg["dropout"], cfg["agnn_dropout"] == "each")
     return m.to(device)
 
 
@@ -546,6 +550,12 @@ def parse_args(argv):
         help="graph as an edge_index tensor (PyG's gather/scatter path, default) or as a torch "
         "sparse CSR adj_t (GCN only: torch.sparse.mm)",
     )
+    p.add_argument(
+        "--agnn-dropout",
+        choices=["once", "each"],
+        default="once",
+        help="AGNN: one dropout after the last AGNNConv (PyG's example, default) or one after each",
+    )
     p.add_argument("--tf32", action="store_true", help="allow TF32 in float32 matmuls (torch default: off)")
     p.add_argument("--self-check", action="store_true", help="check the edge convention and layer maths, then exit")
     p.add_argument("--out", help="write the records here (JSON), rewritten after every record")
@@ -578,6 +588,7 @@ def configs(args):
                 "epochs": args.epochs,
                 "gcn_cached": (not args.no_gcn_cache) if model == "gcn" else None,
                 "adj": args.adj,
+                "agnn_dropout": args.agnn_dropout if model == "agnn" else None,
             }
 
 
@@ -587,10 +598,9 @@ def describe(cfg):
             f"x = dropout(x); {cfg['layers']} x GCNConv(cached={cfg['gcn_cached']}) with relu + dropout "
             "between them; log_softmax"
         )
-    return (
-        f"x = dropout(x); relu(nn.Linear(F, {cfg['hidden']})); {cfg['layers']} x AGNNConv(requires_grad=True); "
-        f"dropout; nn.Linear({cfg['hidden']}, classes); log_softmax"
-    )
+    props = f"{cfg['layers']} x AGNNConv(requires_grad=True)"
+    props += " each followed by dropout" if cfg["agnn_dropout"] == "each" else "; dropout"
+    return f"x = dropout(x); relu(nn.Linear(F, {cfg['hidden']})); {props}; nn.Linear({cfg['hidden']}, classes); log_softmax"
 
 
 def mean_std(v):

@@ -360,6 +360,22 @@ def time_calls(fn, n, device):
     return (dev_ms if cuda else wall_ms), wall_ms
 
 
+def time_back_to_back(fn, n, device):
+    """n calls queued without a synchronisation between them; ms per call (events on CUDA)."""
+    sync(device)
+    t0 = time.perf_counter()
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+    for _ in range(n):
+        fn()
+    if device.type == "cuda":
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / n
+    return (time.perf_counter() - t0) * 1e3 / n
+
+
 def summary(ms):
     return {
         "median": statistics.median(ms),
@@ -402,6 +418,7 @@ def timing_run(cfg, g, d, device, args):
     for _ in range(args.warmup):
         train_step(model, opt, d)
     step_dev, step_wall = time_calls(lambda: train_step(model, opt, d), args.timing_steps, device)
+    step_b2b = time_back_to_back(lambda: train_step(model, opt, d), args.timing_steps, device)
     for _ in range(max(1, args.warmup // 2)):
         eval_accs(model, d)
     eval_dev, _ = time_calls(lambda: eval_accs(model, d), args.timing_steps, device)
@@ -414,6 +431,7 @@ def timing_run(cfg, g, d, device, args):
     t = {
         "step_ms": summary(step_dev),
         "step_wall_ms": summary(step_wall),
+        "step_back_to_back_ms": step_b2b,
         "eval_ms": summary(eval_dev),
         "epoch_ms": summary(epoch_dev),
         "epoch_wall_ms": summary(epoch_wall),

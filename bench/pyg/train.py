@@ -184,8 +184,11 @@ def load_graph(arg, args):
             raise ValueError(f"{npz}: x has {x.shape[0]} rows, graph has {n} nodes")
         if x.size and x.min() < 0:
             notes.append("features have negative entries: row sums may be 0 or negative")
-        x = row_normalize(x)
-        g["feature_norm"] = "row sums to 1 (zero rows stay 0)"
+        if args.no_feature_norm:
+            g["feature_norm"] = "none (--no-feature-norm)"
+        else:
+            x = row_normalize(x)
+            g["feature_norm"] = "row sums to 1 (zero rows stay 0)"
         g["synthetic_features"] = False
     else:
         gen = torch.Generator().manual_seed(args.data_seed)
@@ -556,6 +559,7 @@ def parse_args(argv):
     p.add_argument("--features", type=int, default=96, help="random feature width when there is no npz")
     p.add_argument("--classes", type=int, default=8, help="random label count when there is no npz")
     p.add_argument("--synthetic", action="store_true", help="ignore any npz: random features and labels")
+    p.add_argument("--no-feature-norm", action="store_true", help="use npz features as stored (no row normalisation)")
     p.add_argument("--data-seed", type=int, default=0, help="seed of random features / labels")
     p.add_argument("--split-seed", type=int, default=0, help="seed of a random 60/20/20 split")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

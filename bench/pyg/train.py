@@ -1,0 +1,761 @@
+#!/usr/bin/env python3
+"""PyTorch Geometric baseline for the tcgnn trainer: GCN and AGNN, accuracy and step time.
+
+    python3 bench/pyg/train.py cora citeseer --model gcn agnn --seeds 0,1,2,3,4 --out pyg.json
+
+Needs torch, torch_geometric and numpy only (no torch_sparse / torch_scatter / scipy).
+See bench/pyg/README.md for the conventions (edge direction, features, splits, timing).
+"""
+
+import argparse
+import datetime
+import gzip
+import itertools
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torch_geometric
+from torch_geometric.nn import AGNNConv, GCNConv
+
+# torch's notices about its sparse CSR support (beta, invariant checks) on every run of --adj csr.
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_SHAPE = {"gcn": (2, 16), "agnn": (4, 32)}  # (layers, hidden)
+SPLIT = (0.6, 0.2)  # train, val fractions of a random split; the rest is test
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def read_mtx(path):
+    """Matrix Market coordinate file (optionally gzipped) -> (n_rows, n_cols, rows, cols, info).
+
+    rows/cols are 0-based int64 arrays, one per stored entry, in file order (no dedup).
+    Values of a real/integer file are read past and ignored (the graph is used as a pattern).
+    A symmetric file is expanded to both triangles (the diagonal once), as the Rust reader does.
+    """
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    pos = 0
+    header = None
+    size = None
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        if end < 0:
+            end = len(data)
+        line = data[pos:end].strip()
+        pos = end + 1
+        if header is None:
+            if not line.lower().startswith(b"%%matrixmarket"):
+                raise ValueError(f"{path}: first line is not a %%MatrixMarket header")
+            header = line.decode("ascii", "replace").lower().split()
+            continue
+        if not line or line.startswith(b"%"):
+            continue
+        size = [int(t) for t in line.split()]
+        break
+    if header is None or size is None or len(size) != 3:
+        raise ValueError(f"{path}: missing header or size line")
+    if len(header) < 5 or header[1] != "matrix" or header[2] != "coordinate":
+        raise ValueError(f"{path}: only 'matrix coordinate' files are supported, got {' '.join(header)}")
+    field, symmetry = header[3], header[4]
+    if field not in ("pattern", "real", "integer"):
+        raise ValueError(f"{path}: field '{field}' not supported (pattern, real, integer)")
+    if symmetry not in ("general", "symmetric"):
+        raise ValueError(f"{path}: symmetry '{symmetry}' not supported (general, symmetric)")
+    n_rows, n_cols, nnz = size
+    per_line = 2 if field == "pattern" else 3
+    body = data[pos:]
+    if b"%" in body:  # comment lines after the size line: drop them (rare, slow path)
+        body = b"\n".join(l for l in body.split(b"\n") if not l.lstrip().startswith(b"%"))
+    # float64 holds every index below 2^53 exactly; numpy's C text parser. It stops at the
+    # first token it cannot read, which the count check below catches.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            tok = np.fromstring(body, dtype=np.float64, sep=" ") if body.strip() else np.zeros(0)
+        except ValueError as e:
+            raise ValueError(f"{path}: an entry is not numeric ({e})") from None
+    if tok.size != nnz * per_line:
+        raise ValueError(f"{path}: expected {nnz} entries of {per_line} numbers, found {tok.size} numbers")
+    tok = tok.reshape(nnz, per_line)
+    rows = tok[:, 0].astype(np.int64) - 1
+    cols = tok[:, 1].astype(np.int64) - 1
+    if nnz and (rows.min() < 0 or cols.min() < 0 or rows.max() >= n_rows or cols.max() >= n_cols):
+        raise ValueError(f"{path}: an index is outside 1..{n_rows} x 1..{n_cols}")
+    if symmetry == "symmetric":
+        off = rows != cols
+        rows, cols = np.concatenate([rows, cols[off]]), np.concatenate([cols, rows[off]])
+    info = {"field": field, "symmetry": symmetry, "entries_in_file": int(nnz)}
+    return n_rows, n_cols, rows, cols, info
+
+
+def datasets_dir():
+    env = os.environ.get("TCGNN_DATASETS")
+    if env:
+        return Path(env)
+    for cand in (REPO.parent / "shared" / "datasets", REPO / "shared" / "datasets"):
+        if cand.is_dir():
+            return cand
+    return REPO.parent / "shared" / "datasets"
+
+
+def resolve_graph(arg):
+    """A graph argument -> (name, mtx path, npz path or None)."""
+    p = Path(arg)
+    if arg.endswith(".mtx") or arg.endswith(".mtx.gz") or p.is_file():
+        name = p.name
+        for suf in (".gz", ".mtx"):
+            if name.endswith(suf):
+                name = name[: -len(suf)]
+        npz = p.with_name(name + ".npz")
+        return name, p, (npz if npz.is_file() else None)
+    d = datasets_dir()
+    mtx = d / f"{arg}.mtx.gz"
+    if not mtx.is_file() and (d / f"{arg}.mtx").is_file():
+        mtx = d / f"{arg}.mtx"
+    if not mtx.is_file():
+        raise FileNotFoundError(f"graph '{arg}': no {arg}.mtx.gz in {d} (set TCGNN_DATASETS)")
+    npz = d / f"{arg}.npz"
+    return arg, mtx, (npz if npz.is_file() else None)
+
+
+def random_split(n, seed):
+    """Seeded random 60/20/20 split (numpy PCG64 permutation) -> three bool masks."""
+    perm = np.random.default_rng(seed).permutation(n)
+    n_train, n_val = int(round(SPLIT[0] * n)), int(round(SPLIT[1] * n))
+    masks = []
+    for idx in (perm[:n_train], perm[n_train : n_train + n_val], perm[n_train + n_val :]):
+        m = np.zeros(n, dtype=bool)
+        m[idx] = True
+        masks.append(m)
+    return masks
+
+
+def row_normalize(x):
+    """Rows scaled to sum 1; rows summing to 0 stay 0."""
+    s = x.sum(axis=1, keepdims=True, dtype=np.float64)
+    s[s == 0] = 1.0
+    return (x / s).astype(np.float32)
+
+
+def load_graph(arg, args):
+    """Read one graph + node data on the host. Returns a dict of numpy arrays and facts."""
+    name, mtx, npz = resolve_graph(arg)
+    if args.synthetic:
+        npz = None
+    n_rows, n_cols, rows, cols, info = read_mtx(mtx)
+    if n_rows != n_cols:
+        raise ValueError(f"{mtx}: adjacency must be square, got {n_rows} x {n_cols}")
+    n = n_rows
+    g = {"name": name, "mtx": str(mtx), "npz": str(npz) if npz else None, "n": n, "rows": rows, "cols": cols}
+    g["mtx_info"] = info
+    z = np.load(npz) if npz else None
+    notes = []
+    # Features.
+    if z is not None and "x" in z.files:
+        x = np.asarray(z["x"], dtype=np.float32)
+        g["feature_source"] = "npz dense"
+    elif z is not None and "x_indptr" in z.files:
+        indptr = np.asarray(z["x_indptr"], dtype=np.int64)
+        indices = np.asarray(z["x_indices"], dtype=np.int64)
+        shape = tuple(int(v) for v in z["x_shape"])
+        x = np.zeros(shape, dtype=np.float32)
+        x[np.repeat(np.arange(shape[0]), np.diff(indptr)), indices] = 1.0
+        g["feature_source"] = "npz sparse multi-hot (densified)"
+    else:
+        x = None
+    if x is not None:
+        if x.shape[0] != n:
+            raise ValueError(f"{npz}: x has {x.shape[0]} rows, graph has {n} nodes")
+        if x.size and x.min() < 0:
+            notes.append("features have negative entries: row sums may be 0 or negative")
+        if args.no_feature_norm:
+            g["feature_norm"] = "none (--no-feature-norm)"
+        else:
+            x = row_normalize(x)
+            g["feature_norm"] = "row sums to 1 (zero rows stay 0)"
+        g["synthetic_features"] = False
+    else:
+        gen = torch.Generator().manual_seed(args.data_seed)
+        x = torch.randn(n, args.features, generator=gen).numpy()
+        g["feature_source"] = f"torch.randn seeded with --data-seed {args.data_seed}"
+        g["feature_norm"] = "none"
+        g["synthetic_features"] = True
+    g["x"] = x
+    # Labels.
+    if z is not None and "y" in z.files:
+        y = np.asarray(z["y"], dtype=np.int64)
+        if y.shape != (n,):
+            raise ValueError(f"{npz}: y has shape {y.shape}, expected ({n},)")
+        g["synthetic_labels"] = False
+    else:
+        gen = torch.Generator().manual_seed(args.data_seed + 1)
+        y = torch.randint(args.classes, (n,), generator=gen).numpy()
+        g["synthetic_labels"] = True
+    g["y"] = y
+    g["classes"] = int(y.max()) + 1 if n else 0
+    # Split.
+    if z is not None and all(k in z.files for k in ("train_mask", "val_mask", "test_mask")):
+        masks = [np.asarray(z[k], dtype=bool) for k in ("train_mask", "val_mask", "test_mask")]
+        g["split"] = "npz masks"
+    else:
+        masks = random_split(n, args.split_seed)
+        g["split"] = f"random 60/20/20, numpy default_rng({args.split_seed}).permutation"
+    g["masks"] = masks
+    g["notes"] = notes
+    loops = int(np.count_nonzero(rows == cols))
+    g["nnz"] = int(rows.size)
+    g["self_loops_in_file"] = loops
+    # GCNConv (add_remaining_self_loops) and AGNNConv (remove + add) both end with every
+    # non-loop entry plus exactly one loop per node.
+    g["nnz_with_self_loops"] = int(rows.size - loops + n)
+    return g
+
+
+# --------------------------------------------------------------------------- models
+
+
+class GCN(nn.Module):
+    def __init__(self, f_in, hidden, classes, layers, dropout, cached):
+        super().__init__()
+        dims = [f_in] + [hidden] * (layers - 1) + [classes]
+        self.convs = nn.ModuleList(GCNConv(a, b, cached=cached) for a, b in zip(dims[:-1], dims[1:]))
+        self.dropout = dropout
+
+    def forward(self, x, adj):
+        x = F.dropout(x, self.dropout, self.training)
+        for i, conv in enumerate(self.convs):
+            x = conv(x, adj)
+            if i + 1 < len(self.convs):
+                x = F.relu(x)
+                x = F.dropout(x, self.dropout, self.training)
+        return F.log_softmax(x, dim=1)
+
+
+class AGNN(nn.Module):
+    def __init__(self, f_in, hidden, classes, layers, dropout, dropout_each):
+        super().__init__()
+        self.lin1 = nn.Linear(f_in, hidden)
+        self.props = nn.ModuleList(AGNNConv(requires_grad=True) for _ in range(layers))
+        self.lin2 = nn.Linear(hidden, classes)
+        self.dropout = dropout
+        self.dropout_each = dropout_each  # after every AGNNConv instead of once after the last
+
+    def forward(self, x, adj):
+        x = F.dropout(x, self.dropout, self.training)
+        x = F.relu(self.lin1(x))
+        for prop in self.props:
+            x = prop(x, adj)
+            if self.dropout_each:
+                x = F.dropout(x, self.dropout, self.training)
+        if not self.dropout_each:
+            x = F.dropout(x, self.dropout, self.training)
+        x = self.lin2(x)
+        return F.log_softmax(x, dim=1)
+
+
+def build_model(cfg, g, device):
+    if cfg["model"] == "gcn":
+        m = GCN(g["x"].shape[1], cfg["hidden"], g["classes"], cfg["layers"], cfg["dropout"], cfg["gcn_cached"])
+    else:
+        m = AGNN(g["x"].shape[1], cfg["hidden"], g["classes"], cfg["layers"], cfg["dropout"], cfg["agnn_dropout"] == "each")
+    return m.to(device)
+
+
+# --------------------------------------------------------------------------- device data
+
+
+def _adjacency(g, kind, device):
+    n = g["n"]
+    rows = torch.from_numpy(g["rows"])
+    cols = torch.from_numpy(g["cols"])
+    if kind == "edge_index":
+        # S[r][c] feeds node r from node c: source c -> target r.
+        return torch.stack([cols, rows]).to(device)
+    # torch sparse CSR holding S itself, which is PyG's adj_t (row = target).
+    order = torch.from_numpy(np.lexsort((g["cols"], g["rows"])))
+    crow = torch.zeros(n + 1, dtype=torch.int64)
+    crow[1:] = torch.cumsum(torch.bincount(rows, minlength=n), 0)
+    adj = torch.sparse_csr_tensor(crow, cols[order], torch.ones(rows.numel()), size=(n, n), check_invariants=True)
+    return adj.to(device)
+
+
+class DeviceData:
+    """Everything a step needs, on the device. Index tensors instead of boolean masks, so a
+    training step never waits on the host (a boolean gather syncs to learn its length)."""
+
+    def __init__(self, g, device, adj_kind):
+        self.adj = _adjacency(g, device=device, kind=adj_kind)
+        self.x = torch.from_numpy(g["x"]).to(device)
+        self.y = torch.from_numpy(g["y"]).to(device)
+        ms = [torch.from_numpy(m) for m in g["masks"]]
+        self.masks = torch.stack(ms).to(device)  # [3, n] bool
+        self.train_idx = ms[0].nonzero().view(-1).to(device)
+        self.counts = [int(m.sum()) for m in ms]
+        self.count_t = self.masks.sum(1).clamp(min=1).to(torch.float32)
+
+
+def train_step(model, opt, d):
+    model.train()
+    opt.zero_grad(set_to_none=True)
+    out = model(d.x, d.adj)
+    loss = F.nll_loss(out.index_select(0, d.train_idx), d.y.index_select(0, d.train_idx))
+    loss.backward()
+    opt.step()
+    return loss
+
+
+@torch.no_grad()
+def eval_accs(model, d):
+    """Train/val/test accuracy as a [3] device tensor (no host sync)."""
+    model.eval()
+    pred = model(d.x, d.adj).argmax(1)
+    correct = (pred == d.y).unsqueeze(0) & d.masks
+    return correct.sum(1).to(torch.float32) / d.count_t
+
+
+def make_opt(model, cfg):
+    return torch.optim.Adam(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_calls(fn, n, device):
+    """Run fn n times, each alone (synchronised before and after). Returns (device ms, wall ms)
+    lists; device ms come from CUDA events around the call, on CPU they are the wall times."""
+    dev_ms, wall_ms = [], []
+    cuda = device.type == "cuda"
+    for _ in range(n):
+        sync(device)
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter()
+        if cuda:
+            start.record()
+        fn()
+        if cuda:
+            end.record()
+            end.synchronize()
+        wall_ms.append((time.perf_counter() - t0) * 1e3)
+        if cuda:
+            dev_ms.append(start.elapsed_time(end))
+    return (dev_ms if cuda else wall_ms), wall_ms
+
+
+def time_back_to_back(fn, n, device):
+    """n calls queued without a synchronisation between them; ms per call (events on CUDA)."""
+    sync(device)
+    t0 = time.perf_counter()
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+    for _ in range(n):
+        fn()
+    if device.type == "cuda":
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / n
+    return (time.perf_counter() - t0) * 1e3 / n
+
+
+def summary(ms):
+    return {
+        "median": statistics.median(ms),
+        "min": min(ms),
+        "max": max(ms),
+        "mean": statistics.fmean(ms),
+        "n": len(ms),
+    }
+
+
+def wall(fn, device):
+    sync(device)
+    t0 = time.perf_counter()
+    r = fn()
+    sync(device)
+    return r, (time.perf_counter() - t0) * 1e3
+
+
+def timing_run(cfg, g, d, device, args):
+    """A fresh model (seeded with the first seed): one-time costs, then warm-up, then the
+    timed steps, then the timed epochs (step + eval forward + accuracies)."""
+    torch.manual_seed(args.seed_list[0])
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    model, model_ms = wall(lambda: build_model(cfg, g, device), device)
+    opt = make_opt(model, cfg)
+    # First step split into its forward (builds the GCN cache, first kernels / handles) and the rest.
+    model.train()
+    opt.zero_grad(set_to_none=True)
+    out, first_fwd_ms = wall(lambda: model(d.x, d.adj), device)
+
+    def rest():
+        loss = F.nll_loss(out.index_select(0, d.train_idx), d.y.index_select(0, d.train_idx))
+        loss.backward()
+        opt.step()
+
+    _, first_rest_ms = wall(rest, device)
+    del out
+    _, first_eval_ms = wall(lambda: eval_accs(model, d), device)
+    for _ in range(args.warmup):
+        train_step(model, opt, d)
+    step_dev, step_wall = time_calls(lambda: train_step(model, opt, d), args.timing_steps, device)
+    step_b2b = time_back_to_back(lambda: train_step(model, opt, d), args.timing_steps, device)
+    for _ in range(max(1, args.warmup // 2)):
+        eval_accs(model, d)
+    eval_dev, _ = time_calls(lambda: eval_accs(model, d), args.timing_steps, device)
+
+    def epoch():
+        train_step(model, opt, d)
+        eval_accs(model, d)
+
+    epoch_dev, epoch_wall = time_calls(epoch, args.timing_steps, device)
+    t = {
+        "step_ms": summary(step_dev),
+        "step_wall_ms": summary(step_wall),
+        "step_back_to_back_ms": step_b2b,
+        "eval_ms": summary(eval_dev),
+        "epoch_ms": summary(epoch_dev),
+        "epoch_wall_ms": summary(epoch_wall),
+        "warmup_steps": args.warmup,
+        "timing_steps": args.timing_steps,
+        "timer": "torch.cuda.Event around each call, synchronised before and after"
+        if device.type == "cuda"
+        else "time.perf_counter around each call",
+        "one_time_ms": {
+            "model_init": model_ms,
+            "first_forward": first_fwd_ms,
+            "first_step_rest": first_rest_ms,
+            "first_step": first_fwd_ms + first_rest_ms,
+            "first_eval": first_eval_ms,
+        },
+    }
+    if device.type == "cuda":
+        t["peak_memory_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return t
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+def accuracy_run(cfg, g, d, device, seed, epochs):
+    torch.manual_seed(seed)
+    model = build_model(cfg, g, device)
+    opt = make_opt(model, cfg)
+    best = None
+    t0 = time.perf_counter()
+    for epoch in range(1, epochs + 1):
+        loss = train_step(model, opt, d)
+        tr, va, te = eval_accs(model, d).tolist()
+        if best is None or va > best["val_acc"]:  # first best on ties
+            best = {"epoch": epoch, "train_acc": tr, "val_acc": va, "test_acc": te}
+    sync(device)
+    return {
+        "seed": seed,
+        "best_epoch": best["epoch"],
+        "train_acc": best["train_acc"],
+        "val_acc": best["val_acc"],
+        "test_acc": best["test_acc"],
+        "final_epoch": {"loss": loss.item(), "train_acc": tr, "val_acc": va, "test_acc": te},
+        "wall_s": time.perf_counter() - t0,
+    }
+
+
+# --------------------------------------------------------------------------- self-check
+
+
+def self_check(device):
+    """The edge convention and the layer maths against dense references on a small directed
+    graph: GCN = D^-1/2 (S + I) D^-1/2 (X W^T) with D the row sums of S + I; AGNN = row softmax of
+    beta cos(x_r, x_c) over the pattern of S + I, times X. Raises on a mismatch."""
+    gen = np.random.default_rng(7)
+    n, f = 9, 5
+    dense = (gen.random((n, n)) < 0.3) & ~np.eye(n, dtype=bool)
+    dense[0, :] = False  # a node without in-edges
+    dense[1, 2] = True
+    dense[2, 1] = False  # directed: node 1 reads node 2, node 2 does not read node 1
+    rows, cols = np.nonzero(dense)
+    g = {"n": n, "rows": rows.astype(np.int64), "cols": cols.astype(np.int64)}
+    x = torch.from_numpy(gen.standard_normal((n, f)).astype(np.float32))
+    a = dense.astype(np.float64) + np.eye(n)
+    dinv = 1.0 / np.sqrt(a.sum(1))
+    a_hat = dinv[:, None] * a * dinv[None, :]
+    for kind in ("edge_index", "csr"):
+        adj = _adjacency(g, kind, device)
+        conv = GCNConv(f, 3, bias=False).to(device)
+        with torch.no_grad():
+            got = conv(x.to(device), adj).cpu().double().numpy()
+            want = a_hat @ (x.double().numpy() @ conv.lin.weight.cpu().double().numpy().T)
+        err = np.abs(got - want).max()
+        if err > 1e-4:
+            raise AssertionError(f"GCNConv ({kind}) differs from D^-1/2 (S+I) D^-1/2 X W^T by {err}")
+    conv = AGNNConv(requires_grad=True).to(device)
+    with torch.no_grad():
+        conv.beta.fill_(0.7)
+        got = conv(x.to(device), _adjacency(g, "edge_index", device)).cpu().double().numpy()
+    xn = x.double().numpy()
+    nrm = xn / np.linalg.norm(xn, axis=1, keepdims=True)
+    s = np.where(a > 0, 0.7 * nrm @ nrm.T, -np.inf)
+    alpha = np.exp(s - s.max(1, keepdims=True))
+    alpha /= alpha.sum(1, keepdims=True)
+    err = np.abs(got - alpha @ xn).max()
+    if err > 1e-4:
+        raise AssertionError(f"AGNNConv differs from the row softmax reference by {err}")
+    print(f"self-check passed on {device}: GCNConv (edge_index, csr) and AGNNConv match the dense references")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def device_name(device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() + f" ({torch.get_num_threads()} torch threads)"
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("graphs", nargs="*", help="dataset names (in $TCGNN_DATASETS) or .mtx/.mtx.gz paths")
+    p.add_argument("--model", nargs="+", choices=["gcn", "agnn"], default=["gcn"])
+    p.add_argument("--layers", nargs="+", type=int, help="default: 2 for gcn, 4 for agnn")
+    p.add_argument("--hidden", nargs="+", type=int, help="default: 16 for gcn, 32 for agnn")
+    p.add_argument("--dropout", nargs="+", type=float, default=[0.5])
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--weight-decay", type=float, default=5e-4)
+    p.add_argument("--epochs", type=int, default=200)
+    p.add_argument("--seeds", default="0,1,2,3,4", help="comma separated model seeds")
+    p.add_argument("--timing-steps", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=10, help="untimed steps before the timed ones")
+    p.add_argument("--timing-only", action="store_true", help="skip the accuracy runs")
+    p.add_argument("--no-timing", action="store_true", help="skip the timing runs")
+    p.add_argument("--features", type=int, default=96, help="random feature width when there is no npz")
+    p.add_argument("--classes", type=int, default=8, help="random label count when there is no npz")
+    p.add_argument("--synthetic", action="store_true", help="ignore any npz: random features and labels")
+    p.add_argument("--no-feature-norm", action="store_true", help="use npz features as stored (no row normalisation)")
+    p.add_argument("--data-seed", type=int, default=0, help="seed of random features / labels")
+    p.add_argument("--split-seed", type=int, default=0, help="seed of a random 60/20/20 split")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--no-gcn-cache", action="store_true", help="GCNConv(cached=False): renormalise every forward")
+    p.add_argument(
+        "--adj",
+        choices=["edge_index", "csr"],
+        default="edge_index",
+        help="graph as an edge_index tensor (PyG's gather/scatter path, default) or as a torch "
+        "sparse CSR adj_t (GCN only: torch.sparse.mm)",
+    )
+    p.add_argument(
+        "--agnn-dropout",
+        choices=["once", "each"],
+        default="once",
+        help="AGNN: one dropout after the last AGNNConv (PyG's example, default) or one after each",
+    )
+    p.add_argument("--tf32", action="store_true", help="allow TF32 in float32 matmuls (torch default: off)")
+    p.add_argument("--self-check", action="store_true", help="check the edge convention and layer maths, then exit")
+    p.add_argument("--out", help="write the records here (JSON), rewritten after every record")
+    a = p.parse_args(argv)
+    if not a.graphs and not a.self_check:
+        p.error("no graph given")
+    a.seed_list = [int(s) for s in a.seeds.split(",") if s.strip()]
+    if not a.seed_list:
+        p.error("--seeds is empty")
+    if a.timing_steps < 1:
+        p.error("--timing-steps must be >= 1")
+    if a.adj == "csr" and "agnn" in a.model:
+        p.error("--adj csr is for GCN only (AGNNConv needs per-edge attention on an edge_index)")
+    return a
+
+
+def configs(args):
+    for model in args.model:
+        dl, dh = DEFAULT_SHAPE[model]
+        for layers, hidden, dropout in itertools.product(args.layers or [dl], args.hidden or [dh], args.dropout):
+            if layers < 1:
+                raise SystemExit("--layers must be >= 1")
+            yield {
+                "model": model,
+                "layers": layers,
+                "hidden": hidden,
+                "dropout": dropout,
+                "lr": args.lr,
+                "weight_decay": args.weight_decay,
+                "epochs": args.epochs,
+                "gcn_cached": (not args.no_gcn_cache) if model == "gcn" else None,
+                "adj": args.adj,
+                "agnn_dropout": args.agnn_dropout if model == "agnn" else None,
+            }
+
+
+def describe(cfg):
+    if cfg["model"] == "gcn":
+        return (
+            f"x = dropout(x); {cfg['layers']} x GCNConv(cached={cfg['gcn_cached']}) with relu + dropout "
+            "between them; log_softmax"
+        )
+    props = f"{cfg['layers']} x AGNNConv(requires_grad=True)"
+    props += " each followed by dropout" if cfg["agnn_dropout"] == "each" else "; dropout"
+    return f"x = dropout(x); relu(nn.Linear(F, {cfg['hidden']})); {props}; nn.Linear({cfg['hidden']}, classes); log_softmax"
+
+
+def mean_std(v):
+    if not v:
+        return None, None, None
+    return statistics.fmean(v), (statistics.stdev(v) if len(v) > 1 else 0.0), statistics.pstdev(v)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.self_check:
+        self_check(device)
+        return None
+    if args.tf32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    env = {
+        "device": device_name(device),
+        "device_type": device.type,
+        "torch": torch.__version__,
+        "torch_geometric": torch_geometric.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "torch_threads": torch.get_num_threads(),
+        "host": platform.node(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    _, cuda_init_ms = wall(lambda: torch.zeros(1, device=device) + 1, device)
+    env["cuda_init_ms" if device.type == "cuda" else "device_init_ms"] = cuda_init_ms
+    result = {"tool": "bench/pyg/train.py", "argv": sys.argv[1:] if argv is None else list(argv), "env": env, "records": []}
+
+    def save():
+        if args.out:
+            tmp = args.out + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(result, f, indent=1)
+                f.write("\n")
+            os.replace(tmp, args.out)
+
+    print(f"# {env['device']} | torch {env['torch']} | torch_geometric {env['torch_geometric']}", flush=True)
+    for arg in args.graphs:
+        t0 = time.perf_counter()
+        g = load_graph(arg, args)
+        load_ms = (time.perf_counter() - t0) * 1e3
+        d, to_dev_ms = wall(lambda: DeviceData(g, device, args.adj), device)
+        print(
+            f"# {g['name']}: n={g['n']} nnz={g['nnz']} F={g['x'].shape[1]} classes={g['classes']} "
+            f"split={g['split']} (train/val/test {d.counts[0]}/{d.counts[1]}/{d.counts[2]}) "
+            f"load {load_ms:.0f} ms, to {device.type} {to_dev_ms:.0f} ms",
+            flush=True,
+        )
+        for cfg in configs(args):
+            rec = {
+                "graph": g["name"],
+                "mtx": g["mtx"],
+                "npz": g["npz"],
+                "n": g["n"],
+                "nnz": g["nnz"],
+                "self_loops_in_file": g["self_loops_in_file"],
+                "nnz_with_self_loops": g["nnz_with_self_loops"],
+                "features": int(g["x"].shape[1]),
+                "feature_source": g["feature_source"],
+                "feature_norm": g["feature_norm"],
+                "classes": g["classes"],
+                "split": g["split"],
+                "split_sizes": d.counts,
+                "synthetic_features": g["synthetic_features"],
+                "synthetic_labels": g["synthetic_labels"],
+                "edge_convention": "Matrix Market entry (r, c) -> PyG edge c -> r (node r aggregates from c)",
+                "notes": g["notes"],
+                "config": dict(cfg, architecture=describe(cfg), optimizer="torch.optim.Adam(model.parameters())"),
+                **env,
+            }
+            rec["one_time_ms"] = {"load": load_ms, "to_device": to_dev_ms}
+            tag = f"{g['name']} {cfg['model']} {cfg['layers']}x{cfg['hidden']} p={cfg['dropout']}"
+            if not args.no_timing:
+                t = timing_run(cfg, g, d, device, args)
+                rec["one_time_ms"].update(t.pop("one_time_ms"))
+                rec.update(t)
+                print(
+                    f"  {tag}: step {t['step_ms']['median']:.3f} ms (min {t['step_ms']['min']:.3f}, "
+                    f"max {t['step_ms']['max']:.3f}), epoch {t['epoch_ms']['median']:.3f} ms",
+                    flush=True,
+                )
+            if not args.timing_only:
+                runs = []
+                for seed in args.seed_list:
+                    r = accuracy_run(cfg, g, d, device, seed, cfg["epochs"])
+                    runs.append(r)
+                    print(
+                        f"  {tag} seed {seed}: test {100 * r['test_acc']:.1f}% at epoch {r['best_epoch']} "
+                        f"(val {100 * r['val_acc']:.1f}%), {r['wall_s']:.1f} s",
+                        flush=True,
+                    )
+                accs = [r["test_acc"] for r in runs]
+                m, s, ps = mean_std(accs)
+                rec["per_seed"] = runs
+                rec["test_acc_mean"], rec["test_acc_std"], rec["test_acc_pstd"] = m, s, ps
+                rec["val_acc_mean"] = statistics.fmean(r["val_acc"] for r in runs)
+                rec["accuracy_note"] = (
+                    "meaningless: random labels (timing run)"
+                    if g["synthetic_labels"]
+                    else "test accuracy at the epoch of best validation accuracy (first best on ties); "
+                    "std = sample std (n-1), pstd = population std"
+                )
+            result["records"].append(rec)
+            save()
+    print_table(result["records"])
+    return result
+
+
+def print_table(records):
+    print()
+    hdr = f"{'graph':<18} {'model':<5} {'LxH':>6} {'n':>8} {'nnz':>10} {'test acc':>14} {'step ms':>9} {'epoch ms':>9}"
+    print(hdr)
+    print("-" * len(hdr))
+    for r in records:
+        c = r["config"]
+        if r.get("test_acc_mean") is None:
+            acc = "-"
+        else:
+            acc = f"{100 * r['test_acc_mean']:.1f} ± {100 * r['test_acc_std']:.1f}%"
+            if r["synthetic_labels"]:
+                acc = "(random y)"
+        step = f"{r['step_ms']['median']:.3f}" if "step_ms" in r else "-"
+        ep = f"{r['epoch_ms']['median']:.3f}" if "epoch_ms" in r else "-"
+        lh = f"{c['layers']}x{c['hidden']}"
+        print(f"{r['graph']:<18} {c['model']:<5} {lh:>6} {r['n']:>8} {r['nnz']:>10} {acc:>14} {step:>9} {ep:>9}")
+
+
+if __name__ == "__main__":
+    main()

@@ -16,6 +16,10 @@ use tcgnn::ops::{Impl, Precision};
 use tcgnn::tensor::{Matrix, rel_error};
 use tcgnn::util::rng::SplitMix64;
 
+/// The tests share the GPU's one stream, and one of them captures it into a CUDA graph: run them
+/// one at a time.
+static GPU_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 struct Problem {
     graph: Csr,
     features: HostFeatures,
@@ -99,6 +103,7 @@ fn compare(gpu: &Arc<tcgnn::gpu::Gpu>, name: &str, p: &Problem, kind: ModelKind,
 #[test]
 fn gpu_layers_match_cpu_in_every_precision() {
     let Some(gpu) = common::gpu_or_skip("gpu_layers_match_cpu_in_every_precision") else { return };
+    let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     for (name, g) in common::odd_shapes(3) {
         if g.nnz() == 0 {
             continue; // no edges: nothing to propagate (the one-node case is below)
@@ -115,6 +120,7 @@ fn gpu_layers_match_cpu_in_every_precision() {
 #[test]
 fn gpu_sparse_features_match_cpu() {
     let Some(gpu) = common::gpu_or_skip("gpu_sparse_features_match_cpu") else { return };
+    let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let p = problem(common::random_graph(300, 6, 5, 4), 40, 4, true, 3);
     // Dropout 0: edge masks are drawn per edge slot, whose order differs between backends.
     compare(&gpu, "sparse features", &p, ModelKind::Gcn, 0.0);
@@ -124,6 +130,7 @@ fn gpu_sparse_features_match_cpu() {
 #[test]
 fn captured_step_matches_eager_steps() {
     let Some(gpu) = common::gpu_or_skip("captured_step_matches_eager_steps") else { return };
+    let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     use tcgnn::nn::data::{Dataset, SyntheticNodeData};
     use tcgnn::nn::{TrainConfig, Trainer};
     let data = Dataset::load("sbm:3000:4:8", None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap();

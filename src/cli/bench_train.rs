@@ -35,9 +35,12 @@ pub struct BenchTrainArgs {
     /// Width of synthetic features for graphs without node data.
     #[arg(long, default_value_t = 500)]
     pub features: usize,
-    /// PyG results (bench/pyg/train.py --out) to compare with.
+    /// PyG results (bench/pyg/train.py --out) to compare with; repeat for several files.
     #[arg(long)]
-    pub pyg: Option<PathBuf>,
+    pub pyg: Vec<PathBuf>,
+    /// Accuracy runs only on graphs with at most this many nodes (they rebuild the model per seed).
+    #[arg(long, default_value_t = 100_000)]
+    pub accuracy_max_nodes: usize,
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
 }
@@ -89,21 +92,27 @@ fn parse_model(s: &str) -> Result<(ModelKind, usize, usize)> {
     Ok((kind, l.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?))
 }
 
-/// PyG's median step and mean accuracy for (graph, model, layers, hidden), if measured.
+/// PyG's median step and mean test accuracy (percent) for (graph, model, layers, hidden), as
+/// `bench/pyg/train.py` writes them (`records[].config.{model,layers,hidden}`, `step_ms.median`,
+/// `test_acc_mean` as a fraction). Graph names are file stems on both sides.
 fn pyg_lookup(pyg: &Option<serde_json::Value>, graph: &str, kind: ModelKind, layers: usize, hidden: usize) -> (Option<f64>, Option<f64>) {
     let Some(v) = pyg else { return (None, None) };
-    let records = v.get("records").and_then(|r| r.as_array()).or_else(|| v.as_array());
     let want_kind = format!("{kind:?}").to_lowercase();
-    for r in records.into_iter().flatten() {
-        let s = |k: &str| r.get(k).and_then(|x| x.as_str()).unwrap_or("").to_lowercase();
-        let u = |k: &str| r.get(k).and_then(|x| x.as_u64()).unwrap_or(0) as usize;
-        if s("graph") == graph.to_lowercase() && s("model") == want_kind && u("layers") == layers && u("hidden") == hidden {
-            let step = r.get("step_ms").and_then(|x| x.get("median").or(Some(x))).and_then(|x| x.as_f64());
-            let acc = r.get("test_acc_mean").and_then(|x| x.as_f64());
-            return (step, acc);
+    let records = v.get("records").and_then(|r| r.as_array()).into_iter().flatten();
+    let (mut step, mut acc) = (None, None);
+    for r in records {
+        let c = r.get("config").unwrap_or(r);
+        let s = |o: &serde_json::Value, k: &str| o.get(k).and_then(|x| x.as_str()).unwrap_or("").to_lowercase();
+        let u = |k: &str| c.get(k).and_then(|x| x.as_u64()).unwrap_or(0) as usize;
+        if s(r, "graph") == graph.to_lowercase() && s(c, "model") == want_kind && u("layers") == layers && u("hidden") == hidden {
+            step = step.or_else(|| r.get("step_ms").and_then(|x| x.get("median")).and_then(|x| x.as_f64()));
+            let synthetic = r.get("synthetic_labels").and_then(|x| x.as_bool()).unwrap_or(false);
+            if !synthetic {
+                acc = acc.or_else(|| r.get("test_acc_mean").and_then(|x| x.as_f64()).map(|a| a * 100.0));
+            }
         }
     }
-    (None, None)
+    (step, acc)
 }
 
 pub fn run(a: &BenchTrainArgs) -> Result<()> {
@@ -115,13 +124,13 @@ pub fn run(a: &BenchTrainArgs) -> Result<()> {
     };
     let models = if a.models.is_empty() { vec!["gcn:2x16".into(), "gcn:2x128".into(), "agnn:4x32".into()] } else { a.models.clone() };
     let models = models.iter().map(|m| parse_model(m)).collect::<Result<Vec<_>>>()?;
-    let pyg = match &a.pyg {
-        Some(p) => Some(
-            serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(p).map_err(|e| Error::Io { path: p.clone(), source: e })?)
-                .map_err(|e| Error::Unsupported(format!("{}: {e}", p.display())))?,
-        ),
-        None => None,
-    };
+    let mut pyg_records = Vec::new();
+    for p in &a.pyg {
+        let text = std::fs::read_to_string(p).map_err(|e| Error::Io { path: p.clone(), source: e })?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Unsupported(format!("{}: {e}", p.display())))?;
+        pyg_records.extend(v.get("records").and_then(|r| r.as_array()).cloned().unwrap_or_default());
+    }
+    let pyg = (!pyg_records.is_empty()).then(|| serde_json::json!({ "records": pyg_records }));
     let mut rows = Vec::new();
     for graph in &graphs {
         for &(kind, layers, hidden) in &models {
@@ -222,7 +231,7 @@ fn bench_one(
     trainer.record()?;
     let phases = trainer.profile(a.warmup, a.reps)?;
     let mut accuracies = Vec::new();
-    if !data.synthetic {
+    if !data.synthetic && data.n() <= a.accuracy_max_nodes {
         for &seed in &a.seeds {
             let cfg = ModelConfig { seed, ..cfg };
             let data = load_dataset(&args, seed)?;

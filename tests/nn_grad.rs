@@ -99,7 +99,7 @@ fn check_model(kind: ModelKind, sparse: bool, dropout: f32) {
     let h = 1e-6;
     let mut worst = 0.0f64;
     for (pi, g) in grads.iter().enumerate() {
-        for i in 0..g.len() {
+        for (i, &gi) in g.iter().enumerate() {
             let set = |net: &mut Net<B>, v: f64| net.params()[pi].value.data[i] = v;
             let orig = net.params()[pi].value.data[i];
             set(&mut net, orig + h);
@@ -108,8 +108,8 @@ fn check_model(kind: ModelKind, sparse: bool, dropout: f32) {
             let down = loss(&b, &mut net, &mut input, &p, &labels);
             set(&mut net, orig);
             let fd = (up - down) / (2.0 * h);
-            let err = (fd - g[i]).abs() / (1e-6 + fd.abs().max(g[i].abs()));
-            assert!(err < 1e-4 || (fd - g[i]).abs() < 1e-8, "{kind:?} sparse={sparse} param {pi} [{i}]: analytic {} vs finite difference {fd}", g[i]);
+            let err = (fd - gi).abs() / (1e-6 + fd.abs().max(gi.abs()));
+            assert!(err < 1e-4 || (fd - gi).abs() < 1e-8, "{kind:?} sparse={sparse} param {pi} [{i}]: analytic {gi} vs finite difference {fd}");
             worst = worst.max(err);
         }
     }

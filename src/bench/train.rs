@@ -47,7 +47,8 @@ pub fn curve_svg(title: &str, epochs: &[EpochRecord]) -> String {
         let _ = writeln!(s, r#"<text x="{}" y="{}">{:.0}%</text>"#, w - m + 5.0, y(v) + 4.0, v * 100.0);
         let _ = writeln!(s, r##"<line x1="{m}" y1="{0}" x2="{1}" y2="{0}" stroke="#ddd"/>"##, y(v), w - m);
     }
-    let series: [(&str, &str, Box<dyn Fn(&EpochRecord) -> f64>); 4] = [
+    type Series<'a> = (&'a str, &'a str, Box<dyn Fn(&EpochRecord) -> f64>);
+    let series: [Series; 4] = [
         ("loss", "#d62728", Box::new(move |e: &EpochRecord| e.loss / max_loss)),
         ("train acc", "#2ca02c", Box::new(|e: &EpochRecord| e.train_acc)),
         ("val acc", "#1f77b4", Box::new(|e: &EpochRecord| e.val_acc)),

@@ -136,7 +136,7 @@ impl Dataset {
                     }
                 }
                 (0..n)
-                    .map(|i| u8::from(s.train[i]) * TRAIN_BIT | u8::from(s.val[i]) * VAL_BIT | u8::from(s.test[i]) * TEST_BIT)
+                    .map(|i| (u8::from(s.train[i]) * TRAIN_BIT) | (u8::from(s.val[i]) * VAL_BIT) | (u8::from(s.test[i]) * TEST_BIT))
                     .collect()
             }
             None => random_split(n, seed),

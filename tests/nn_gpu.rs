@@ -143,7 +143,7 @@ fn captured_step_matches_eager_steps() {
             let mut t = Trainer::new(b, &data, &cfg, &tcfg).unwrap();
             if graph {
                 // record() runs one eager step and evaluation first; match that on the eager side.
-                t.record().unwrap();
+                assert_eq!(t.record().unwrap(), tcgnn::nn::train::Recorded::Yes);
             } else {
                 t.step_eager().unwrap();
             }

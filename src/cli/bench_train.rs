@@ -64,6 +64,8 @@ struct Row {
     /// Test accuracy at the best validation epoch, mean and std over seeds (percent).
     accuracy: Option<(f64, f64)>,
     accuracies: Vec<f64>,
+    /// Whether the step ran as a CUDA graph (the reason when capture failed).
+    cuda_graph: tcgnn::nn::train::Recorded,
     pyg_step_ms: Option<f64>,
     pyg_accuracy: Option<f64>,
     speedup_vs_pyg: Option<f64>,
@@ -180,6 +182,7 @@ fn empty_row() -> Row {
         evaluate_ms: f64::NAN,
         accuracy: None,
         accuracies: vec![],
+        cuda_graph: tcgnn::nn::train::Recorded::NotSupported,
         pyg_step_ms: None,
         pyg_accuracy: None,
         speedup_vs_pyg: None,
@@ -228,7 +231,7 @@ fn bench_one(
     let backend = Arc::new(CudaBackend::new(gpu.clone(), prec, Impl::Auto)?);
     let mut trainer = Trainer::new(backend.clone(), &data, &cfg, &tcfg)?;
     let setup_ms = trainer.setup_seconds * 1e3;
-    trainer.record()?;
+    let recorded = trainer.record()?;
     let phases = trainer.profile(a.warmup, a.reps)?;
     let mut accuracies = Vec::new();
     if !data.synthetic && data.n() <= a.accuracy_max_nodes {
@@ -236,7 +239,7 @@ fn bench_one(
             let cfg = ModelConfig { seed, ..cfg };
             let data = load_dataset(&args, seed)?;
             let mut t = Trainer::new(backend.clone(), &data, &cfg, &tcfg)?;
-            t.record()?;
+            let _ = t.record()?;
             accuracies.push(t.fit(tcfg.epochs, |_| {})?.test_acc * 100.0);
         }
     }
@@ -259,6 +262,7 @@ fn bench_one(
         evaluate_ms: phases.evaluate.median_ms,
         accuracy: (!accuracies.is_empty()).then(|| mean_std(&accuracies)),
         accuracies,
+        cuda_graph: recorded,
         speedup_vs_pyg: pyg_step_ms.map(|p| p / step),
         pyg_step_ms,
         pyg_accuracy,

@@ -188,7 +188,9 @@ fn train_one<B: Backend>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> Result
     let backend = Arc::new(make()?);
     let mut trainer = Trainer::new(backend.clone(), &data, &cfg, &tcfg)?;
     if gpu.is_some() && !a.no_cuda_graph {
-        trainer.record()?;
+        if let tcgnn::nn::train::Recorded::Failed(why) = trainer.record()? {
+            eprintln!("CUDA graph capture failed, training eagerly: {why}");
+        }
     }
     let bar = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(a.epochs as u64) };
     bar.set_style(

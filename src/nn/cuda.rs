@@ -65,11 +65,15 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
-    /// A backend for `precision`; `imp` picks the sparse kernels (`Auto`: CUDA-core kernels
-    /// measured per graph and K in f32, TC8 in tf32 and f16).
+    /// A backend for `precision`; `imp` picks the sparse kernels (`Auto`: HP-SpMM on CUDA
+    /// cores in f32, TC8 on tensor cores in tf32 and f16).
+    ///
+    /// cuSPARSE is not an `Auto` choice here: its SpMM broke CUDA-graph capture of the training
+    /// step on pubmed (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, H100, CUDA 13), and the step is
+    /// ours to run. `--impl cusparse` still works, eagerly if capture fails.
     pub fn new(gpu: Arc<Gpu>, precision: Precision, imp: Impl) -> Result<Self> {
         let spmm_impl = match (imp, precision) {
-            (Impl::Auto, Precision::F32) => Impl::Auto,
+            (Impl::Auto, Precision::F32) => Impl::Hp,
             (Impl::Auto, _) => Impl::Tc8,
             (Impl::Cpu, _) => return Err(Error::Unsupported("--impl cpu with a GPU backend; use --device cpu".into())),
             (Impl::Tc8 | Impl::Tc16, Precision::F32) => {
@@ -77,12 +81,9 @@ impl CudaBackend {
             }
             (other, _) => other,
         };
-        let order = match spmm_impl {
-            Impl::Auto => ValueOrder::Csr,
-            other => value_order(other).ok_or_else(|| {
-                Error::Unsupported(format!("{other:?} cannot read per-call edge values; use auto, csr, hp, cusparse or tc8"))
-            })?,
-        };
+        let order = value_order(spmm_impl).ok_or_else(|| {
+            Error::Unsupported(format!("{spmm_impl:?} cannot read per-call edge values; use auto, csr, hp, cusparse or tc8"))
+        })?;
         let sddmm_impl = match (order, precision) {
             (ValueOrder::MeBcrs, _) => Impl::Tc8,
             (ValueOrder::Csr, Precision::F16) => Impl::Tc16,

@@ -66,7 +66,7 @@ pub struct Gcn<B: Backend> {
     convs: Vec<GcnConv<B>>,
     /// The dropout after each hidden ReLU.
     drops: Vec<Dropout<B>>,
-    /// dL/d(output of conv l), then, after the dropout and ReLU backward, of its pre-activation.
+    /// dL/d(pre-activation output of conv l) for the hidden layers (the last one's is dlogits).
     grads: Vec<B::Mat>,
     /// dL/d(input of conv l) for l >= 1.
     dins: Vec<B::Mat>,
@@ -86,7 +86,9 @@ impl<B: Backend> Gcn<B> {
         let mut drops = Vec::new();
         for l in 0..cfg.layers {
             convs.push(GcnConv::new(b, n, widths[l], widths[l + 1], &mut rng)?);
-            grads.push(b.matrix(n, widths[l + 1])?);
+            if l + 1 < cfg.layers {
+                grads.push(b.matrix(n, widths[l + 1])?);
+            }
             if l > 0 {
                 dins.push(b.matrix(n, widths[l])?);
                 drops.push(Dropout::new(b, n, widths[l], cfg.dropout, dropout_seed(cfg.seed, l as u64))?);
@@ -114,18 +116,19 @@ impl<B: Backend> Gcn<B> {
     /// Backward from dL/dlogits (after a training `forward`): every parameter's gradient.
     pub fn backward(&mut self, b: &B, input: &InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
         let last = self.convs.len() - 1;
-        b.copy(dlogits, &mut self.grads[last])?;
         for l in (1..=last).rev() {
             let (done, rest) = self.convs.split_at_mut(l);
             let prev = &done[l - 1];
             let h = self.drops[l - 1].output(prev.out(), true);
-            rest[0].backward(b, &self.adj, &Operand::Dense(h), &self.grads[l], Some(&mut self.dins[l - 1]))?;
-            let (g_lo, _) = self.grads.split_at_mut(l);
+            let (g_lo, g_hi) = self.grads.split_at_mut(l);
+            let dy = if l == last { dlogits } else { &g_hi[0] };
+            rest[0].backward(b, &self.adj, &Operand::Dense(h), dy, Some(&mut self.dins[l - 1]))?;
             self.drops[l - 1].backward(b, &self.dins[l - 1], &mut g_lo[l - 1])?;
             b.relu_backward(prev.out(), &mut g_lo[l - 1])?;
         }
         let x0 = input.operand(true, self.p);
-        self.convs[0].backward(b, &self.adj, &x0, &self.grads[0], None)
+        let dy0 = if last == 0 { dlogits } else { &self.grads[0] };
+        self.convs[0].backward(b, &self.adj, &x0, dy0, None)
     }
 
     pub fn params(&mut self) -> Vec<&mut Param<B>> {

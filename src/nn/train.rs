@@ -155,19 +155,29 @@ impl<B: Backend> Trainer<B> {
     }
 
     /// Records the training step and the evaluation pass once (CUDA graphs on the GPU), after
-    /// one eager run of each so every lazily built translation and plan exists. Note that
-    /// recording runs nothing: the step counter does not move.
-    pub fn record(&mut self) -> Result<bool> {
+    /// one eager run of each so every lazily built translation and plan exists. Recording runs
+    /// nothing: the step counter does not move.
+    ///
+    /// A step that cannot be captured (a library call that is not capturable) is not an error:
+    /// the trainer keeps running eagerly and the reason is returned.
+    pub fn record(&mut self) -> Result<Recorded> {
         self.step_eager()?;
         self.evaluate_eager()?;
         self.backend.synchronize()?;
         let b = self.backend.clone();
-        let step = b.record(&mut || self.step_eager())?;
-        let eval = b.record(&mut || self.evaluate_eager())?;
-        let recorded = step.is_some() && eval.is_some();
-        self.step_graph = step;
-        self.eval_graph = eval;
-        Ok(recorded)
+        let captured = b.record(&mut || self.step_eager()).and_then(|step| Ok((step, b.record(&mut || self.evaluate_eager())?)));
+        match captured {
+            Ok((Some(step), Some(eval))) => {
+                self.step_graph = Some(step);
+                self.eval_graph = Some(eval);
+                Ok(Recorded::Yes)
+            }
+            Ok(_) => Ok(Recorded::NotSupported),
+            Err(e) => {
+                self.backend.synchronize()?;
+                Ok(Recorded::Failed(e.to_string()))
+            }
+        }
     }
 
     /// The loss of the last step and the accuracies of the last evaluation (waits for both).
@@ -216,6 +226,16 @@ impl<B: Backend> Trainer<B> {
         };
         Ok(PhaseTimes { forward, backward, optimizer, step_eager, step_recorded, evaluate })
     }
+}
+
+/// What [`Trainer::record`] achieved.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub enum Recorded {
+    Yes,
+    /// The backend has nothing to record (the CPU).
+    NotSupported,
+    /// Capture failed (the reason); steps run eagerly.
+    Failed(String),
 }
 
 /// Event-timed phases of a training step (milliseconds, medians in [`Timing`]).

@@ -18,7 +18,7 @@ graphs="cora citeseer pubmed $g/rmat18.mtx.gz $g/sbm1m.mtx.gz"
 # PyG first (its accuracy runs on the labelled graphs, timing on all), then ours with its figures.
 py() { timeout 900 python3 bench/pyg/train.py "$@" >> "$out/pyg.log" 2>&1 || echo "pyg failed: $*"; }
 py cora citeseer --model gcn agnn --seeds 0,1,2,3,4 --no-timing --out "$out/pyg-acc.json"
-py $graphs --model gcn --hidden 16 128 --timing-only --features 500 --out "$out/pyg-gcn.json"
-py $graphs --model agnn --timing-only --features 500 --out "$out/pyg-agnn.json"
+py $graphs --model gcn --hidden 16 128 --timing-only --features 500 --no-feature-norm --out "$out/pyg-gcn.json"
+py $graphs --model agnn --timing-only --features 500 --no-feature-norm --out "$out/pyg-agnn.json"
 grep -E "step|test" "$out/pyg.log" | tail -30
 .gpu/bin/tcgnn bench train $graphs --pyg "$out/pyg-acc.json" --pyg "$out/pyg-gcn.json" --pyg "$out/pyg-agnn.json" --out "$out" 2>&1 | tee "$out/bench-train.log" | tail -60

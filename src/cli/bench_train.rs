@@ -221,6 +221,7 @@ fn train_args(a: &BenchTrainArgs, graph: &str) -> TrainArgs {
         no_cuda_graph: false,
         f64: false,
         out: None,
+        profile_ops: false,
         quiet: true,
     }
 }

@@ -54,6 +54,7 @@ pub fn run(a: &DemoArgs) -> tcgnn::Result<()> {
         no_cuda_graph: false,
         f64: false,
         out: None,
+        profile_ops: false,
         quiet: false,
     };
     super::train_cmd::run(&train)?;

@@ -76,6 +76,9 @@ pub struct TrainArgs {
     /// Folder for train.json and the curve train.svg (nothing written when absent).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// After training, time every op of a few eager steps and print where a step's time goes.
+    #[arg(long)]
+    pub profile_ops: bool,
     /// No progress bar (logs, CI).
     #[arg(long)]
     pub quiet: bool,
@@ -204,6 +207,14 @@ fn train_one<B: Backend>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> Result
         bar.inc(1);
     })?;
     bar.finish_and_clear();
+    if a.profile_ops {
+        let ops = trainer.op_profile(5)?;
+        let total: f64 = ops.iter().map(|o| o.1).sum();
+        println!("per-op time of an eager step ({}; sum {total:.3} ms):", backend.describe());
+        for (name, ms, calls) in &ops {
+            println!("  {name:<24} {ms:>8.3} ms {:>5.1}%  {calls:>4.0} calls", 100.0 * ms / total);
+        }
+    }
     // Phase timing after training (the weights no longer matter): event-timed medians.
     let phases = if seed == a.seeds[0] { Some(trainer.profile(3, if gpu.is_some() { 20 } else { 3 })?) } else { None };
     Ok(TrainRun {

@@ -58,6 +58,12 @@ pub trait Backend {
     fn time(&self, warmup: usize, reps: usize, f: &mut dyn FnMut() -> Result<()>) -> Result<Timing>;
     /// Waits for all queued work.
     fn synchronize(&self) -> Result<()>;
+    /// Runs `f` with every op timed; per op name: total milliseconds and calls, slowest first
+    /// (empty where the backend does not time ops).
+    fn time_ops(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<Vec<(String, f64, usize)>> {
+        f()?;
+        Ok(Vec::new())
+    }
 
     /// The values the graph was built with, laid out for `side`.
     fn graph_values(&self, g: &Self::Graph, side: Side) -> Result<Self::Edges>;

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use cudarc::driver::CudaEvent;
 use half::f16;
 
 use crate::error::{Error, Result};
@@ -62,6 +63,8 @@ pub struct CudaBackend {
     /// so a replayed graph advances it.
     step: Mutex<DeviceVec<u32>>,
     half: Mutex<HalfScratch>,
+    /// Per-op event pairs while op timing is on (see [`CudaBackend::time_ops`]).
+    op_events: Mutex<Option<Vec<(&'static str, CudaEvent, CudaEvent)>>>,
 }
 
 impl CudaBackend {
@@ -97,6 +100,7 @@ impl CudaBackend {
             blas: Blas::new(&gpu)?,
             step: Mutex::new(DeviceVec::zeros(&gpu, 1)?),
             half: Mutex::default(),
+            op_events: Mutex::new(None),
             gpu,
             precision,
             spmm_impl,
@@ -115,6 +119,46 @@ impl CudaBackend {
             ValueOrder::Csr => h.csr().nnz(),
             ValueOrder::MeBcrs => crate::ops::sddmm::tc8::mebcrs_len(h)?,
         })
+    }
+
+    /// Runs `f`, bracketed by events when op timing is on.
+    fn timed(&self, name: &'static str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+        let mut guard = self.op_events.lock().expect("op timer poisoned");
+        let Some(events) = guard.as_mut() else {
+            drop(guard);
+            return f();
+        };
+        let ev = || self.gpu.ctx.new_event(None).map_err(|e| Error::cuda("cuEventCreate", e));
+        let (start, end) = (ev()?, ev()?);
+        start.record(self.gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
+        f()?;
+        end.record(self.gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
+        events.push((name, start, end));
+        Ok(())
+    }
+
+    /// Runs `f` (eagerly: not while recording a graph) with every op bracketed by events, and
+    /// returns per op name the total milliseconds and the number of calls, slowest first:
+    /// where a step's time goes. Events add a little time to each op.
+    pub fn time_ops_with(&self, f: impl FnOnce() -> Result<()>) -> Result<Vec<(String, f64, usize)>> {
+        *self.op_events.lock().expect("op timer poisoned") = Some(Vec::new());
+        let r = f();
+        let events = self.op_events.lock().expect("op timer poisoned").take().unwrap_or_default();
+        r?;
+        self.gpu.synchronize()?;
+        let mut totals: Vec<(String, f64, usize)> = Vec::new();
+        for (name, s, e) in &events {
+            let ms = s.elapsed_ms(e).map_err(|err| Error::cuda("cuEventElapsedTime", err))? as f64;
+            match totals.iter_mut().find(|t| t.0 == *name) {
+                Some(t) => {
+                    t.1 += ms;
+                    t.2 += 1;
+                }
+                None => totals.push((name.to_string(), ms, 1)),
+            }
+        }
+        totals.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Ok(totals)
     }
 
     fn step_ptr(&self) -> std::sync::MutexGuard<'_, DeviceVec<u32>> {
@@ -203,104 +247,145 @@ impl Backend for CudaBackend {
     fn synchronize(&self) -> Result<()> {
         self.gpu.synchronize()
     }
+    fn time_ops(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<Vec<(String, f64, usize)>> {
+        self.time_ops_with(f)
+    }
     fn begin_step(&self) -> Result<()> {
-        k::step_increment(&self.gpu, &mut self.step_ptr())
+        self.timed("begin step", || {
+            k::step_increment(&self.gpu, &mut self.step_ptr())
+        })
     }
 
     fn gemm(&self, a: &DeviceMatrix<f32>, ta: bool, b: &DeviceMatrix<f32>, tb: bool, beta: f32, c: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.blas.gemm(self.math, 1.0, a, ta, b, tb, beta, c)
+        self.timed("gemm", || {
+            self.blas.gemm(self.math, 1.0, a, ta, b, tb, beta, c)
+        })
     }
     fn bias_add(&self, y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
-        k::bias_add(y, b)
+        self.timed("bias add", || {
+            k::bias_add(y, b)
+        })
     }
     fn col_sums(&self, x: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>) -> Result<()> {
-        k::col_sums(x, out)
+        self.timed("col sums", || {
+            k::col_sums(x, out)
+        })
     }
     fn add_assign(&self, y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>) -> Result<()> {
-        k::add_assign(y, x)
+        self.timed("add assign", || {
+            k::add_assign(y, x)
+        })
     }
     fn copy(&self, src: &DeviceMatrix<f32>, dst: &mut DeviceMatrix<f32>) -> Result<()> {
-        if (src.rows, src.cols) != (dst.rows, dst.cols) {
-            return Err(Error::Shape(format!("copy: {}x{} into {}x{}", src.rows, src.cols, dst.rows, dst.cols)));
-        }
-        self.gpu.stream().memcpy_dtod(src.slice(), dst.slice_mut()).map_err(|e| Error::cuda("copy", e))
+        self.timed("copy", || {
+            if (src.rows, src.cols) != (dst.rows, dst.cols) {
+                return Err(Error::Shape(format!("copy: {}x{} into {}x{}", src.rows, src.cols, dst.rows, dst.cols)));
+            }
+            self.gpu.stream().memcpy_dtod(src.slice(), dst.slice_mut()).map_err(|e| Error::cuda("copy", e))
+        })
     }
     fn relu(&self, x: &mut DeviceMatrix<f32>) -> Result<()> {
-        k::relu(x)
+        self.timed("relu", || {
+            k::relu(x)
+        })
     }
     fn relu_backward(&self, y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>) -> Result<()> {
-        k::relu_backward(y, dy)
+        self.timed("relu backward", || {
+            k::relu_backward(y, dy)
+        })
     }
     fn dropout(&self, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64) -> Result<()> {
-        k::dropout_matrix(x, y, mask, p, seed, &self.step_ptr())
+        self.timed("dropout", || {
+            k::dropout_matrix(x, y, mask, p, seed, &self.step_ptr())
+        })
     }
     fn dropout_backward(&self, dy: &DeviceMatrix<f32>, mask: &DeviceVec<u8>, p: f32, dx: &mut DeviceMatrix<f32>) -> Result<()> {
-        k::dropout_backward_matrix(dy, mask, p, dx)
+        self.timed("dropout backward", || {
+            k::dropout_backward_matrix(dy, mask, p, dx)
+        })
     }
     fn dropout_edges(&self, x: &DeviceVec<f32>, y: &mut DeviceVec<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64) -> Result<()> {
-        k::dropout(&self.gpu, x, y, mask, x.len(), p, seed, &self.step_ptr())
+        self.timed("dropout edges", || {
+            k::dropout(&self.gpu, x, y, mask, x.len(), p, seed, &self.step_ptr())
+        })
     }
     fn row_normalize(&self, h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, inv_norm: &mut DeviceMatrix<f32>) -> Result<()> {
-        k::row_normalize(h, n, &mut inv_norm.buf)
+        self.timed("row normalize", || {
+            k::row_normalize(h, n, &mut inv_norm.buf)
+        })
     }
     fn row_normalize_backward(&self, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, dn: &DeviceMatrix<f32>, dh: &mut DeviceMatrix<f32>) -> Result<()> {
-        k::row_normalize_backward(n, &inv_norm.buf, dn, dh)
+        self.timed("row normalize backward", || {
+            k::row_normalize_backward(n, &inv_norm.buf, dn, dh)
+        })
     }
 
     fn spmm(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
-        let h = g.side(side)?;
-        match (self.precision, self.order) {
-            (Precision::F16, ValueOrder::MeBcrs) => {
-                let mut s = self.half.lock().expect("f16 scratch poisoned");
-                let mut xh = s.mat(&self.gpu, x.rows, x.cols, 0)?;
-                cast_matrix_to_f16(x, &mut xh)?;
-                let mut vh = match s.vecs.remove(&values.len()) {
-                    Some(v) => v,
-                    None => DeviceVec::zeros(&self.gpu, values.len())?,
-                };
-                cast_to_f16(&self.gpu, values, &mut vh)?;
-                let r = spmm_device_values(&h, EdgeValues::MeBcrsF16(&vh), FeaturesRef::F16(&xh), y, self.spmm_impl);
-                s.put(xh, 0);
-                s.vecs.insert(values.len(), vh);
-                r
+        let name = match side {
+            Side::Forward => "spmm",
+            Side::Transposed => "spmm (transposed)",
+        };
+        self.timed(name, || {
+            let h = g.side(side)?;
+            match (self.precision, self.order) {
+                (Precision::F16, ValueOrder::MeBcrs) => {
+                    let mut s = self.half.lock().expect("f16 scratch poisoned");
+                    let mut xh = s.mat(&self.gpu, x.rows, x.cols, 0)?;
+                    cast_matrix_to_f16(x, &mut xh)?;
+                    let mut vh = match s.vecs.remove(&values.len()) {
+                        Some(v) => v,
+                        None => DeviceVec::zeros(&self.gpu, values.len())?,
+                    };
+                    cast_to_f16(&self.gpu, values, &mut vh)?;
+                    let r = spmm_device_values(&h, EdgeValues::MeBcrsF16(&vh), FeaturesRef::F16(&xh), y, self.spmm_impl);
+                    s.put(xh, 0);
+                    s.vecs.insert(values.len(), vh);
+                    r
+                }
+                (Precision::F16, ValueOrder::Csr) => {
+                    let mut s = self.half.lock().expect("f16 scratch poisoned");
+                    let mut xh = s.mat(&self.gpu, x.rows, x.cols, 0)?;
+                    cast_matrix_to_f16(x, &mut xh)?;
+                    let r = spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F16(&xh), y, self.spmm_impl);
+                    s.put(xh, 0);
+                    r
+                }
+                (_, ValueOrder::Csr) => spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F32(x), y, self.spmm_impl),
+                (_, ValueOrder::MeBcrs) => spmm_device_values(&h, EdgeValues::MeBcrs(values), FeaturesRef::F32(x), y, self.spmm_impl),
             }
-            (Precision::F16, ValueOrder::Csr) => {
-                let mut s = self.half.lock().expect("f16 scratch poisoned");
-                let mut xh = s.mat(&self.gpu, x.rows, x.cols, 0)?;
-                cast_matrix_to_f16(x, &mut xh)?;
-                let r = spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F16(&xh), y, self.spmm_impl);
-                s.put(xh, 0);
-                r
-            }
-            (_, ValueOrder::Csr) => spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F32(x), y, self.spmm_impl),
-            (_, ValueOrder::MeBcrs) => spmm_device_values(&h, EdgeValues::MeBcrs(values), FeaturesRef::F32(x), y, self.spmm_impl),
-        }
+        })
     }
     fn sddmm(&self, g: &GpuGraph, a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, out: &mut DeviceVec<f32>) -> Result<()> {
-        let h = &g.handle;
-        if self.precision != Precision::F16 {
-            return sddmm_device(h, FeaturesRef::F32(a), FeaturesRef::F32(b), out, self.sddmm_impl, self.order);
-        }
-        let mut s = self.half.lock().expect("f16 scratch poisoned");
-        let mut ah = s.mat(&self.gpu, a.rows, a.cols, 1)?;
-        cast_matrix_to_f16(a, &mut ah)?;
-        let r = if std::ptr::eq(a, b) {
-            sddmm_device(h, FeaturesRef::F16(&ah), FeaturesRef::F16(&ah), out, self.sddmm_impl, self.order)
-        } else {
-            let mut bh = s.mat(&self.gpu, b.rows, b.cols, 2)?;
-            cast_matrix_to_f16(b, &mut bh)?;
-            let r = sddmm_device(h, FeaturesRef::F16(&ah), FeaturesRef::F16(&bh), out, self.sddmm_impl, self.order);
-            s.put(bh, 2);
+        self.timed("sddmm", || {
+            let h = &g.handle;
+            if self.precision != Precision::F16 {
+                return sddmm_device(h, FeaturesRef::F32(a), FeaturesRef::F32(b), out, self.sddmm_impl, self.order);
+            }
+            let mut s = self.half.lock().expect("f16 scratch poisoned");
+            let mut ah = s.mat(&self.gpu, a.rows, a.cols, 1)?;
+            cast_matrix_to_f16(a, &mut ah)?;
+            let r = if std::ptr::eq(a, b) {
+                sddmm_device(h, FeaturesRef::F16(&ah), FeaturesRef::F16(&ah), out, self.sddmm_impl, self.order)
+            } else {
+                let mut bh = s.mat(&self.gpu, b.rows, b.cols, 2)?;
+                cast_matrix_to_f16(b, &mut bh)?;
+                let r = sddmm_device(h, FeaturesRef::F16(&ah), FeaturesRef::F16(&bh), out, self.sddmm_impl, self.order);
+                s.put(bh, 2);
+                r
+            };
+            s.put(ah, 1);
             r
-        };
-        s.put(ah, 1);
-        r
+        })
     }
     fn transpose_edges(&self, g: &GpuGraph, src: &DeviceVec<f32>, dst: &mut DeviceVec<f32>) -> Result<()> {
-        transpose_values(&g.handle, self.order, src, dst)
+        self.timed("transpose edges", || {
+            transpose_values(&g.handle, self.order, src, dst)
+        })
     }
     fn edge_softmax(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, cos: &DeviceVec<f32>, alpha: &mut DeviceVec<f32>) -> Result<()> {
-        k::edge_softmax_scaled(&g.handle, self.order, beta, cos, alpha)
+        self.timed("edge softmax", || {
+            k::edge_softmax_scaled(&g.handle, self.order, beta, cos, alpha)
+        })
     }
     fn edge_softmax_backward(
         &self,
@@ -312,13 +397,19 @@ impl Backend for CudaBackend {
         dcos: &mut DeviceVec<f32>,
         dbeta: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
-        k::edge_softmax_backward(&g.handle, self.order, beta, alpha, dalpha, cos, dcos, dbeta)
+        self.timed("edge softmax backward", || {
+            k::edge_softmax_backward(&g.handle, self.order, beta, alpha, dalpha, cos, dcos, dbeta)
+        })
     }
 
     fn cross_entropy(&self, logits: &DeviceMatrix<f32>, labels: &(DeviceVec<i32>, DeviceVec<u8>), inv_n_train: f32, dlogits: &mut DeviceMatrix<f32>, stats: &mut DeviceVec<f32>) -> Result<()> {
-        k::cross_entropy(logits, &labels.0, &labels.1, inv_n_train, dlogits, stats)
+        self.timed("cross entropy", || {
+            k::cross_entropy(logits, &labels.0, &labels.1, inv_n_train, dlogits, stats)
+        })
     }
     fn adam(&self, param: &mut DeviceMatrix<f32>, grad: &DeviceMatrix<f32>, m: &mut DeviceMatrix<f32>, v: &mut DeviceMatrix<f32>, hyper: &AdamHyper) -> Result<()> {
-        k::adam(param, grad, m, v, hyper, &self.step_ptr())
+        self.timed("adam", || {
+            k::adam(param, grad, m, v, hyper, &self.step_ptr())
+        })
     }
 }

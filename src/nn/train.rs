@@ -228,6 +228,21 @@ impl<B: Backend> Trainer<B> {
     }
 }
 
+impl<B: Backend> Trainer<B> {
+    /// Per-op time of `steps` eager training steps (ms per step, calls per step), slowest first.
+    pub fn op_profile(&mut self, steps: usize) -> Result<Vec<(String, f64, f64)>> {
+        let b = self.backend.clone();
+        let totals = b.time_ops(&mut || {
+            for _ in 0..steps {
+                self.step_eager()?;
+            }
+            Ok(())
+        })?;
+        let n = steps.max(1) as f64;
+        Ok(totals.into_iter().map(|(name, ms, calls)| (name, ms / n, calls as f64 / n)).collect())
+    }
+}
+
 /// What [`Trainer::record`] achieved.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub enum Recorded {

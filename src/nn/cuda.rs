@@ -128,7 +128,7 @@ impl CudaBackend {
             drop(guard);
             return f();
         };
-        let ev = || self.gpu.ctx.new_event(None).map_err(|e| Error::cuda("cuEventCreate", e));
+        let ev = || self.gpu.ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| Error::cuda("cuEventCreate", e));
         let (start, end) = (ev()?, ev()?);
         start.record(self.gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
         f()?;

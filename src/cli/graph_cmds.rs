@@ -29,7 +29,7 @@ pub enum InputFormat {
 #[derive(Clone, Debug, clap::Args)]
 pub struct GraphInput {
     /// Graph file: Matrix Market (.mtx, .mtx.gz) or edge list (.txt, .csv, .tsv, optionally .gz);
-    /// or a dataset name from $TCGNN_DATASETS, or rmat:SCALE:EDGE_FACTOR.
+    /// or a dataset name from $TCGNN_DATASETS, or rmat:SCALE:EDGE_FACTOR[:SEED][:relabel].
     pub input: PathBuf,
     #[arg(long, value_enum, default_value = "auto")]
     pub input_format: InputFormat,

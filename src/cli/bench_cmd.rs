@@ -117,8 +117,9 @@ fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
     };
     println!();
     for row in &report.summary {
+        let f16 = row.geomean_speedup_vs_cusparse_f16.map_or(String::new(), |v| format!(", {v:>6.2}x vs cuSPARSE f16"));
         println!(
-            "K={:<4} {:<16} geomean {:>6.2}x vs cuSPARSE f32, floor fraction {:.2}, max err {:.1e}, {} graphs, {} failed",
+            "K={:<4} {:<16} geomean {:>6.2}x vs cuSPARSE f32{f16}, floor fraction {:.2}, max err {:.1e}, {} graphs, {} failed",
             row.k, row.variant, row.geomean_speedup_vs_cusparse, row.geomean_floor_fraction, row.max_rel_error, row.graphs, row.failures
         );
     }

@@ -322,7 +322,7 @@ pub fn render_hybrid(stats: &HybridStats, models: &[CostModel]) -> String {
         "t", "TC nnz", "TC vectors", "CC nnz", "CC vectors", "TC blocks", "MMAs (K=16)", "CC rows"
     );
     for m in models {
-        let _ = write!(s, " {:>12}", format!("{} K={} us", m.name, m.k));
+        let _ = write!(s, " {:>14}", format!("{} K={} us", m.name, m.k));
     }
     s.push('\n');
     for sp in stats.splits() {
@@ -339,7 +339,7 @@ pub fn render_hybrid(stats: &HybridStats, models: &[CostModel]) -> String {
             sp.cc_rows
         );
         for m in models {
-            let _ = write!(s, " {:>12.1}", 1e6 * m.seconds(&sp));
+            let _ = write!(s, " {:>14.1}", 1e6 * m.seconds(&sp));
         }
         s.push('\n');
     }

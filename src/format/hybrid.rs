@@ -194,8 +194,8 @@ pub fn hybrid_stats(csr: &Csr) -> Result<HybridStats> {
                     acc.tc_blocks[t - 1] += tc_vec.div_ceil(HYBRID_BLOCK_K);
                     acc.cc_rows[t - 1] += row_min.iter().filter(|&&m| (m as usize) < t).count();
                 }
-                for c in 0..MEBCRS_WINDOW {
-                    acc.histogram[c] += hist[c];
+                for (a, h) in acc.histogram.iter_mut().zip(hist) {
+                    *a += h;
                 }
             }
             acc

@@ -27,6 +27,8 @@ pub struct Record {
     pub gflops: Option<f64>,
     /// cuSPARSE f32 (best algorithm) time / this time, same process, same inputs.
     pub speedup_vs_cusparse: Option<f64>,
+    /// cuSPARSE f16 (best algorithm) time / this time, where cuSPARSE f16 was measured (SpMM).
+    pub speedup_vs_cusparse_f16: Option<f64>,
     /// floor time / this time (1.0 = at the memory floor).
     pub floor_fraction: Option<f64>,
     pub rel_error: Option<f64>,
@@ -61,6 +63,7 @@ impl Record {
             ms,
             gflops: ms.map(|t| 2.0 * p.nnz as f64 * p.k as f64 / (t * 1e-3) / 1e9),
             speedup_vs_cusparse: None,
+            speedup_vs_cusparse_f16: None,
             floor_fraction: ms.map(|t| floor::floor_ms(floor_bytes, p.copy_gbs) / t),
             rel_error,
             error,
@@ -72,6 +75,15 @@ impl Record {
         if let Some(base) = baseline_ms {
             for r in records {
                 r.speedup_vs_cusparse = r.ms.map(|t| base / t);
+            }
+        }
+    }
+
+    /// Fill every row's speedup over cuSPARSE f16 (best algorithm), where that was measured.
+    pub fn set_speedups_f16(records: &mut [Record], baseline_f16_ms: Option<f64>) {
+        if let Some(base) = baseline_f16_ms {
+            for r in records {
+                r.speedup_vs_cusparse_f16 = r.ms.map(|t| base / t);
             }
         }
     }

@@ -31,7 +31,12 @@ pub struct SummaryRow {
     pub k: usize,
     pub variant: String,
     pub graphs: usize,
+    /// Versus cuSPARSE f32, best algorithm.
     pub geomean_speedup_vs_cusparse: f64,
+    /// Versus cuSPARSE f16, best algorithm, over the graphs where that was measured
+    /// (`graphs_f16` of them); `None` when it was measured on none (SDDMM).
+    pub geomean_speedup_vs_cusparse_f16: Option<f64>,
+    pub graphs_f16: usize,
     pub geomean_floor_fraction: f64,
     pub max_rel_error: f64,
     pub failures: usize,
@@ -49,11 +54,15 @@ pub fn summarize(records: &[Record]) -> Vec<SummaryRow> {
             let geo = |f: &dyn Fn(&Record) -> f64| {
                 if ok.is_empty() { f64::NAN } else { (ok.iter().map(|r| f(r).ln()).sum::<f64>() / ok.len() as f64).exp() }
             };
+            let f16: Vec<f64> = rs.iter().filter_map(|r| r.speedup_vs_cusparse_f16).collect();
             SummaryRow {
                 k,
                 variant,
                 graphs: ok.len(),
                 geomean_speedup_vs_cusparse: geo(&|r| r.speedup_vs_cusparse.unwrap()),
+                geomean_speedup_vs_cusparse_f16: (!f16.is_empty())
+                    .then(|| (f16.iter().map(|v| v.ln()).sum::<f64>() / f16.len() as f64).exp()),
+                graphs_f16: f16.len(),
                 geomean_floor_fraction: geo(&|r| r.floor_fraction.unwrap_or(f64::NAN)),
                 max_rel_error: rs.iter().filter_map(|r| r.rel_error).fold(0.0, f64::max),
                 failures: rs.len() - ok.len(),
@@ -109,13 +118,22 @@ pub fn markdown(r: &Report) -> String {
         r.gpu.name, r.gpu.sm_count, r.gpu.compute_capability.0, r.gpu.compute_capability.1, r.date, r.commit, r.ptx_arch,
         r.copy_bandwidth_gbs, r.reps, r.warmup
     );
-    let _ = writeln!(s, "## Geometric means over graphs (speedup vs cuSPARSE f32, best algorithm)\n");
-    let _ = writeln!(s, "| K | variant | graphs | speedup | floor fraction | max rel. error | failures |");
-    let _ = writeln!(s, "|---:|---|---:|---:|---:|---:|---:|");
+    // cuSPARSE f16 columns only where it was measured (SpMM), so SDDMM tables stay as they were.
+    let has_f16 = r.records.iter().any(|x| x.speedup_vs_cusparse_f16.is_some());
+    if has_f16 {
+        let _ = writeln!(s, "## Geometric means over graphs (speedup vs cuSPARSE f32 and vs cuSPARSE f16, best algorithm each)\n");
+        let _ = writeln!(s, "| K | variant | graphs | vs f32 | vs f16 | floor fraction | max rel. error | failures |");
+        let _ = writeln!(s, "|---:|---|---:|---:|---:|---:|---:|---:|");
+    } else {
+        let _ = writeln!(s, "## Geometric means over graphs (speedup vs cuSPARSE f32, best algorithm)\n");
+        let _ = writeln!(s, "| K | variant | graphs | speedup | floor fraction | max rel. error | failures |");
+        let _ = writeln!(s, "|---:|---|---:|---:|---:|---:|---:|");
+    }
     for row in &r.summary {
+        let f16 = if has_f16 { format!(" {} |", row.geomean_speedup_vs_cusparse_f16.map_or("-".into(), |v| format!("{v:.2}x"))) } else { String::new() };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.2}x | {:.2} | {:.1e} | {} |",
+            "| {} | {} | {} | {:.2}x |{f16} {:.2} | {:.1e} | {} |",
             row.k, row.variant, row.graphs, row.geomean_speedup_vs_cusparse, row.geomean_floor_fraction, row.max_rel_error, row.failures
         );
     }
@@ -128,7 +146,8 @@ pub fn markdown(r: &Report) -> String {
     for k in ks {
         let recs: Vec<&Record> = r.records.iter().filter(|x| x.k == k).collect();
         let (variants, graphs) = variants_and_graphs(&recs);
-        let _ = writeln!(s, "\n## K = {k}: ms (speedup vs cuSPARSE f32)\n");
+        let vs = if has_f16 { "speedup vs cuSPARSE f32 / vs cuSPARSE f16" } else { "speedup vs cuSPARSE f32" };
+        let _ = writeln!(s, "\n## K = {k}: ms ({vs})\n");
         let _ = writeln!(s, "| graph | n | nnz | {} |", variants.join(" | "));
         let _ = writeln!(s, "|---|---:|---:|{}", "---:|".repeat(variants.len()));
         for g in &graphs {
@@ -136,6 +155,12 @@ pub fn markdown(r: &Report) -> String {
             let cells: Vec<String> = variants
                 .iter()
                 .map(|v| match recs.iter().find(|x| &x.graph == g && x.variant_group() == v) {
+                    Some(x) if x.ms.is_some() && has_f16 => format!(
+                        "{} ({}x / {}x)",
+                        fmt_opt(x.ms, 4),
+                        fmt_opt(x.speedup_vs_cusparse, 2),
+                        fmt_opt(x.speedup_vs_cusparse_f16, 2)
+                    ),
                     Some(x) if x.ms.is_some() => {
                         format!("{} ({}x)", fmt_opt(x.ms, 4), fmt_opt(x.speedup_vs_cusparse, 2))
                     }
@@ -225,6 +250,7 @@ mod tests {
             ms,
             gflops: ms.map(|_| 1.0),
             speedup_vs_cusparse: speedup,
+            speedup_vs_cusparse_f16: None,
             floor_fraction: ms.map(|_| 0.5),
             rel_error: ms.map(|_| 1e-6),
             error: if ms.is_none() { Some("unsupported".into()) } else { None },
@@ -269,6 +295,35 @@ mod tests {
         assert_eq!(cs.graphs, 2);
         let tc16 = r.summary.iter().find(|s| s.variant == "tc16 f16").unwrap();
         assert_eq!((tc16.graphs, tc16.failures), (0, 1));
+    }
+
+    #[test]
+    fn f16_baseline_sits_next_to_f32_where_measured() {
+        let mut r = report();
+        assert!(r.summary.iter().all(|s| s.geomean_speedup_vs_cusparse_f16.is_none() && s.graphs_f16 == 0));
+        assert!(!markdown(&r).contains("vs f16"));
+        // g1: cuSPARSE f16 took 0.5 ms, g2: 1.0 ms; g2's tc16 failed.
+        for (graph, base) in [("g1", 0.5), ("g2", 1.0)] {
+            let rs: Vec<&mut Record> = r.records.iter_mut().filter(|x| x.graph == graph).collect();
+            for x in rs {
+                x.speedup_vs_cusparse_f16 = x.ms.map(|t| base / t);
+            }
+        }
+        r.summary = summarize(&r.records);
+        let tc8 = r.summary.iter().find(|s| s.variant == "tc8 f16").unwrap();
+        // sqrt(2 * 0.5) = 1
+        assert!((tc8.geomean_speedup_vs_cusparse_f16.unwrap() - 1.0).abs() < 1e-12);
+        assert_eq!(tc8.graphs_f16, 2);
+        let tc16 = r.summary.iter().find(|s| s.variant == "tc16 f16").unwrap();
+        assert_eq!((tc16.geomean_speedup_vs_cusparse_f16, tc16.graphs_f16), (None, 0));
+        let md = markdown(&r);
+        assert!(md.contains("| vs f32 | vs f16 |"), "{md}");
+        assert!(md.contains("| 128 | tc8 f16 | 2 | 2.00x | 1.00x |"), "{md}");
+        assert!(md.contains("0.2500 (4.00x / 2.00x)"), "{md}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["records"][1]["speedup_vs_cusparse_f16"], 2.0);
+        assert_eq!(json["records"][1]["speedup_vs_cusparse"], 4.0);
+        assert_eq!(json["summary"][0]["graphs_f16"], 2);
     }
 
     #[test]

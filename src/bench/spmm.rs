@@ -60,6 +60,7 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
 
     // cuSPARSE: every CSR algorithm, f32 and f16; the best f32 time is the baseline.
     let mut cusparse_best_f32: Option<f64> = None;
+    let mut cusparse_best_f16: Option<f64> = None;
     if opt.only.is_empty() || opt.only.contains(&Impl::Cusparse) {
         match cusparse::Handle::new(gpu) {
             Err(e) => out.push(record("cusparse f32".into(), Err(e.to_string()), (4, 4))),
@@ -90,8 +91,9 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
                     let lab = format!("cusparse {}", format!("{prec:?}").to_lowercase());
                     match best {
                         Some((ms, err, alg)) => {
-                            if dtype == DataType::F32 {
-                                cusparse_best_f32 = Some(ms);
+                            match dtype {
+                                DataType::F32 => cusparse_best_f32 = Some(ms),
+                                DataType::F16 => cusparse_best_f16 = Some(ms),
                             }
                             out.push(record(format!("{lab} ({alg:?})"), Ok((ms, err)), fb));
                         }
@@ -124,6 +126,7 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
         }
     }
     Record::set_speedups(&mut out, cusparse_best_f32);
+    Record::set_speedups_f16(&mut out, cusparse_best_f16);
     Ok(out)
 }
 

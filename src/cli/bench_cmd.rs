@@ -29,9 +29,12 @@ pub enum BenchCmd {
 
 #[derive(clap::Args)]
 pub struct KernelBenchArgs {
-    /// Graphs (paths, dataset names, rmat:SCALE:EF); with --suite, the standard suite is added.
+    /// Graphs (paths, dataset names, rmat:SCALE:EF[:SEED][:relabel]); with --suite, the standard
+    /// suite is added.
     pub graphs: Vec<String>,
-    /// Every dataset in $TCGNN_DATASETS plus R-MAT 2^18 x 16 and 2^20 x 8.
+    /// Every dataset in $TCGNN_DATASETS plus R-MAT 2^18 x 16 and 2^20 x 8 (generator order) and
+    /// R-MAT 2^19 x 16 and 2^20 x 8 with randomly relabelled nodes (rmat:19:16:1:relabel,
+    /// rmat:20:8:1:relabel).
     #[arg(long)]
     pub suite: bool,
     /// Feature widths (comma separated). Default: 32,128,256 for spmm, 32,128 for sddmm.
@@ -114,8 +117,9 @@ fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
     };
     println!();
     for row in &report.summary {
+        let f16 = row.geomean_speedup_vs_cusparse_f16.map_or(String::new(), |v| format!(", {v:>6.2}x vs cuSPARSE f16"));
         println!(
-            "K={:<4} {:<16} geomean {:>6.2}x vs cuSPARSE f32, floor fraction {:.2}, max err {:.1e}, {} graphs, {} failed",
+            "K={:<4} {:<16} geomean {:>6.2}x vs cuSPARSE f32{f16}, floor fraction {:.2}, max err {:.1e}, {} graphs, {} failed",
             row.k, row.variant, row.geomean_speedup_vs_cusparse, row.geomean_floor_fraction, row.max_rel_error, row.graphs, row.failures
         );
     }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use tcgnn::error::{Error, Result};
 use tcgnn::format::stats::{format_stats, render_table, render_vector_zeros, vector_zeros};
-use tcgnn::format::{MeBcrs, Sgt};
+use tcgnn::format::{hybrid, MeBcrs, Sgt};
 use tcgnn::graph::edgelist::{read_edgelist, EdgeListOptions};
 use tcgnn::graph::generate::{complete, grid, path, sbm, star, SbmParams};
 use tcgnn::graph::mtx::{read_mtx, write_mtx};
@@ -29,7 +29,7 @@ pub enum InputFormat {
 #[derive(Clone, Debug, clap::Args)]
 pub struct GraphInput {
     /// Graph file: Matrix Market (.mtx, .mtx.gz) or edge list (.txt, .csv, .tsv, optionally .gz);
-    /// or a dataset name from $TCGNN_DATASETS, or rmat:SCALE:EDGE_FACTOR.
+    /// or a dataset name from $TCGNN_DATASETS, or rmat:SCALE:EDGE_FACTOR[:SEED][:relabel].
     pub input: PathBuf,
     #[arg(long, value_enum, default_value = "auto")]
     pub input_format: InputFormat,
@@ -119,6 +119,8 @@ pub fn run_info(args: &InfoArgs) -> Result<()> {
     println!();
     print!("{}", render_table(&format_stats(&g)?));
     print!("{}", render_vector_zeros(&vector_zeros(&g)?));
+    let models = [hybrid::CostModel::TF32_K128, hybrid::CostModel::F16_K128];
+    print!("{}", hybrid::render_hybrid(&hybrid::hybrid_stats(&g)?, &models));
     Ok(())
 }
 

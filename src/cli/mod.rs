@@ -19,7 +19,9 @@ use clap::{Parser, Subcommand};
         With no command, runs a demo on a generated R-MAT graph: the CPU implementation always, \
         the GPU kernels and cuSPARSE when a GPU is present.\n\n\
         GRAPH arguments accept a .mtx/.mtx.gz path, a dataset name from $TCGNN_DATASETS \
-        (default ../shared/datasets, e.g. 'pubmed'), or a generator spec 'rmat:SCALE:EDGE_FACTOR[:SEED]'."
+        (default ../shared/datasets, e.g. 'pubmed'), or a generator spec 'rmat:SCALE:EDGE_FACTOR[:SEED][:relabel]' \
+        (':relabel' renames the nodes by a random permutation seeded from SEED, so hubs are not \
+        the first ids; e.g. rmat:19:16:1:relabel)."
 )]
 pub struct Cli {
     #[command(subcommand)]

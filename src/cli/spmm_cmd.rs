@@ -12,7 +12,7 @@ use super::table::print_records;
 
 #[derive(clap::Args)]
 pub struct SpmmArgs {
-    /// Graph: path, dataset name, or rmat:SCALE:EDGE_FACTOR.
+    /// Graph: path, dataset name, or rmat:SCALE:EDGE_FACTOR[:SEED][:relabel].
     pub graph: String,
     /// Feature width K (any K; kernels pad to a multiple of 8).
     #[arg(long, default_value_t = 128)]

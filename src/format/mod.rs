@@ -1,6 +1,7 @@
 //! Tensor-core tile formats translated from CSR on the CPU (rayon, parallel over windows).
 
 pub mod coo;
+pub mod hybrid;
 pub mod mebcrs;
 pub mod sgt;
 pub mod stats;

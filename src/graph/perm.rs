@@ -20,6 +20,18 @@ impl Permutation {
         Permutation { new_to_old: v.clone(), old_to_new: v }
     }
 
+    /// A uniformly random permutation of 0..n (Fisher-Yates on a SplitMix64 stream): the same
+    /// seed gives the same permutation on every platform.
+    pub fn random(n: usize, seed: u64) -> Self {
+        let mut rng = crate::util::rng::SplitMix64::new(seed);
+        let mut new_to_old: Vec<u32> = (0..n as u32).collect();
+        for i in (1..n).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            new_to_old.swap(i, j);
+        }
+        Self::from_new_to_old(new_to_old).expect("a shuffle of 0..n is a bijection")
+    }
+
     /// From the list of old ids in their new order; fails unless it is a bijection of 0..n.
     pub fn from_new_to_old(new_to_old: Vec<u32>) -> Result<Self> {
         let n = new_to_old.len();
@@ -138,5 +150,16 @@ mod tests {
         assert_eq!(p.inverse().apply_to_csr(&b).unwrap(), a);
         assert!(Permutation::from_new_to_old(vec![0, 0]).is_err());
         assert!(Permutation::from_new_to_old(vec![3]).is_err());
+    }
+
+    #[test]
+    fn random_is_seeded_and_mixes() {
+        let p = Permutation::random(1000, 7);
+        assert_eq!(p, Permutation::random(1000, 7));
+        assert_ne!(p, Permutation::random(1000, 8));
+        let fixed = p.new_to_old().iter().enumerate().filter(|&(i, &o)| i as u32 == o).count();
+        assert!(fixed < 10, "{fixed} fixed points of 1000");
+        assert_eq!(Permutation::random(0, 1).len(), 0);
+        assert_eq!(Permutation::random(1, 1).new_to_old(), &[0]);
     }
 }

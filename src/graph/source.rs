@@ -1,10 +1,16 @@
 //! Where a graph comes from, as a user types it: a file path, a dataset name looked up in
-//! `$TCGNN_DATASETS` (default `../shared/datasets`), or a generator spec `rmat:SCALE:EDGE_FACTOR`.
+//! `$TCGNN_DATASETS` (default `../shared/datasets`), or a generator spec
+//! `rmat:SCALE:EDGE_FACTOR[:SEED][:relabel]`.
+//!
+//! R-MAT puts its hubs at the low ids (the generator's recursion favours quadrant a), so a
+//! generated graph arrives hub-first, a locality no real graph of that size has. `:relabel`
+//! renames the nodes by a random permutation seeded from the graph's seed (P A P^T): the same
+//! graph, with its hubs scattered over the id range.
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::graph::Csr;
+use crate::graph::{Csr, Permutation};
 use crate::graph::rmat::{RmatParams, rmat};
 use crate::util::rng::SplitMix64;
 
@@ -36,19 +42,7 @@ pub fn display_name(spec: &str) -> String {
 /// Load `spec` (see module docs).
 pub fn load(spec: &str) -> Result<Csr> {
     if let Some(rest) = spec.strip_prefix("rmat:") {
-        let parts: Vec<&str> = rest.split(':').collect();
-        let num = |s: &str, what: &str| -> Result<u32> {
-            s.parse().map_err(|_| Error::Unsupported(format!("'{spec}': {what} '{s}' is not a number (use rmat:SCALE:EDGE_FACTOR[:SEED])")))
-        };
-        if parts.len() < 2 || parts.len() > 3 {
-            return Err(Error::Unsupported(format!("'{spec}': use rmat:SCALE:EDGE_FACTOR[:SEED], e.g. rmat:18:16")));
-        }
-        let scale = num(parts[0], "scale")?;
-        if !(1..=26).contains(&scale) {
-            return Err(Error::Unsupported(format!("'{spec}': R-MAT scale must be in 1..=26")));
-        }
-        let seed = if parts.len() == 3 { num(parts[2], "seed")? as u64 } else { 1 };
-        return Ok(rmat(RmatParams::new(scale, num(parts[1], "edge factor")?, seed)));
+        return load_rmat(spec, rest);
     }
     let path = PathBuf::from(spec);
     if path.exists() {
@@ -65,15 +59,85 @@ pub fn load(spec: &str) -> Result<Csr> {
         source: std::io::Error::new(
             std::io::ErrorKind::NotFound,
             format!(
-                "no such file, and no dataset '{spec}' in {} (set TCGNN_DATASETS, or use rmat:SCALE:EDGE_FACTOR)",
+                "no such file, and no dataset '{spec}' in {} (set TCGNN_DATASETS, or use rmat:SCALE:EDGE_FACTOR[:SEED][:relabel])",
                 datasets_dir().display()
             ),
         ),
     })
 }
 
+/// The usage line every R-MAT spec error repeats.
+const RMAT_USAGE: &str = "use rmat:SCALE:EDGE_FACTOR[:SEED][:relabel], e.g. rmat:18:16 or rmat:19:16:1:relabel";
+
+/// Seed of the relabelling permutation, derived from the graph's seed (a different stream).
+fn relabel_seed(seed: u64) -> u64 {
+    SplitMix64::new(seed ^ 0x7e1a_be11_ed00_0000).next_u64()
+}
+
+/// `rmat:` specs: SCALE:EDGE_FACTOR, an optional SEED (default 1), an optional `relabel`.
+fn load_rmat(spec: &str, rest: &str) -> Result<Csr> {
+    let mut parts: Vec<&str> = rest.split(':').collect();
+    let relabel = parts.last() == Some(&"relabel");
+    if relabel {
+        parts.pop();
+    }
+    let num = |s: &str, what: &str| -> Result<u32> {
+        s.parse().map_err(|_| Error::Unsupported(format!("'{spec}': {what} '{s}' is not a number ({RMAT_USAGE})")))
+    };
+    if parts.len() < 2 || parts.len() > 3 {
+        return Err(Error::Unsupported(format!("'{spec}': {RMAT_USAGE}")));
+    }
+    let scale = num(parts[0], "scale")?;
+    if !(1..=26).contains(&scale) {
+        return Err(Error::Unsupported(format!("'{spec}': R-MAT scale must be in 1..=26")));
+    }
+    let seed = if parts.len() == 3 { num(parts[2], "seed")? as u64 } else { 1 };
+    let g = rmat(RmatParams::new(scale, num(parts[1], "edge factor")?, seed));
+    if !relabel {
+        return Ok(g);
+    }
+    Permutation::random(g.n_rows(), relabel_seed(seed)).apply_to_csr(&g)
+}
+
 /// Same pattern, values uniform in [-1, 1) (benchmarks and tests must not run on all-ones).
 pub fn with_random_values(g: Csr, seed: u64) -> Csr {
     let vals = SplitMix64::new(seed).vec_f32(g.nnz());
     g.with_values(vals).expect("same nnz")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rmat_specs() {
+        let plain = load("rmat:10:4").unwrap();
+        assert_eq!(plain, load("rmat:10:4:1").unwrap());
+        let re = load("rmat:10:4:relabel").unwrap();
+        assert_eq!(re, load("rmat:10:4:1:relabel").unwrap());
+        assert_ne!(re, load("rmat:10:4:2:relabel").unwrap());
+        // The same graph under new names: size and degree multiset kept, hubs moved.
+        assert_eq!((re.n_rows(), re.nnz()), (plain.n_rows(), plain.nnz()));
+        let degrees = |g: &Csr| {
+            let mut d: Vec<usize> = (0..g.n_rows()).map(|r| g.row_len(r)).collect();
+            d.sort_unstable();
+            d
+        };
+        assert_eq!(degrees(&re), degrees(&plain));
+        assert!(re.is_canonical());
+        let p = Permutation::random(plain.n_rows(), relabel_seed(1));
+        assert_eq!(p.inverse().apply_to_csr(&re).unwrap(), plain);
+        // Hub-first order is gone: the first 64 rows hold far fewer edges than before.
+        let head = |g: &Csr| (0..64).map(|r| g.row_len(r)).sum::<usize>();
+        assert!(head(&re) * 4 < head(&plain), "{} vs {}", head(&re), head(&plain));
+        for bad in ["rmat:10", "rmat:x:4", "rmat:10:4:1:2", "rmat:10:4:relabel:1", "rmat:0:4", "rmat:relabel"] {
+            assert!(load(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn display_names() {
+        assert_eq!(display_name("rmat:19:16:1:relabel"), "rmat:19:16:1:relabel");
+        assert_eq!(display_name("/a/b/pubmed.mtx.gz"), "pubmed");
+    }
 }

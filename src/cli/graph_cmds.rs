@@ -119,6 +119,12 @@ pub fn run_info(args: &InfoArgs) -> Result<()> {
     println!();
     print!("{}", render_table(&format_stats(&g)?));
     print!("{}", render_vector_zeros(&vector_zeros(&g)?));
+    // The same translations on the GPU when one is present (CSR already on the device).
+    if let Ok(gpu) = tcgnn::gpu::Gpu::probe() {
+        for (name, ms) in tcgnn::format::gpu::gpu_translate_ms(&gpu, &g, 10)? {
+            println!("GPU translation {name:<24} {ms:>10.3} ms");
+        }
+    }
     Ok(())
 }
 

@@ -14,10 +14,12 @@ pub mod mebcrs;
 pub mod plan;
 pub mod scan;
 pub mod sgt;
+pub mod timing;
 pub mod window_cols;
 
 pub use mebcrs::{DeviceMeBcrsParts, mebcrs_on_device, mebcrs_on_gpu};
 pub use sgt::{DeviceSgt, sgt_on_device, sgt_on_gpu};
+pub use timing::gpu_translate_ms;
 
 use crate::error::{Error, Result};
 use crate::gpu::{DeviceVec, Gpu};

@@ -187,10 +187,11 @@ fn train_one<B: Backend>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> Result
     let tcfg = TrainConfig { epochs: a.epochs, lr: a.lr, weight_decay: a.weight_decay };
     let backend = Arc::new(make()?);
     let mut trainer = Trainer::new(backend.clone(), &data, &cfg, &tcfg)?;
-    if gpu.is_some() && !a.no_cuda_graph {
-        if let tcgnn::nn::train::Recorded::Failed(why) = trainer.record()? {
-            eprintln!("CUDA graph capture failed, training eagerly: {why}");
-        }
+    if gpu.is_some()
+        && !a.no_cuda_graph
+        && let tcgnn::nn::train::Recorded::Failed(why) = trainer.record()?
+    {
+        eprintln!("CUDA graph capture failed, training eagerly: {why}");
     }
     let bar = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(a.epochs as u64) };
     bar.set_style(

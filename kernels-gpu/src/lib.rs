@@ -28,6 +28,7 @@ pub mod layout {
 pub mod partition {
     include!("partition.rs");
 }
+pub mod format;
 pub mod nn;
 pub mod ptx;
 pub mod rng {
@@ -37,6 +38,9 @@ pub mod sddmm;
 pub mod selftest;
 pub mod smem;
 pub mod spmm;
+pub mod translate {
+    include!("translate.rs");
+}
 pub mod values;
 
 #[panic_handler]

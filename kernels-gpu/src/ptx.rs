@@ -83,6 +83,30 @@ pub fn shfl_idx_f32(v: f32, src_lane: u32) -> f32 {
     f32::from_bits(shfl_idx_u32(v.to_bits(), src_lane))
 }
 
+#[inline(always)]
+pub fn shfl_up_u32(v: u32, delta: u32) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("shfl.sync.up.b32 {r}, {v}, {d}, 0, -1;", r = out(reg32) r, v = in(reg32) v, d = in(reg32) delta, options(nomem, nostack))
+    };
+    r
+}
+
+/// Inclusive prefix sum over the lanes of a full warp.
+#[inline(always)]
+pub fn warp_inclusive_scan_u32(mut v: u32) -> u32 {
+    let lane = lane_id();
+    let mut d = 1;
+    while d < 32 {
+        let o = shfl_up_u32(v, d);
+        if lane >= d {
+            v += o;
+        }
+        d *= 2;
+    }
+    v
+}
+
 /// Sum over the 32 lanes (every lane gets the total).
 #[inline(always)]
 pub fn warp_sum(mut v: f32) -> f32 {
@@ -206,6 +230,18 @@ pub unsafe fn st_shared_u32(addr: u32, v: u32) {
 pub unsafe fn ld_shared_u32(addr: u32) -> u32 {
     let r: u32;
     unsafe { asm!("ld.shared.u32 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(readonly, nostack)) };
+    r
+}
+
+#[inline(always)]
+pub unsafe fn st_shared_u64(addr: u32, v: u64) {
+    unsafe { asm!("st.shared.u64 [{a}], {v};", a = in(reg32) addr, v = in(reg64) v, options(nostack)) };
+}
+
+#[inline(always)]
+pub unsafe fn ld_shared_u64(addr: u32) -> u64 {
+    let r: u64;
+    unsafe { asm!("ld.shared.u64 {r}, [{a}];", r = out(reg64) r, a = in(reg32) addr, options(readonly, nostack)) };
     r
 }
 

@@ -1,7 +1,9 @@
-//! Tensor-core tile formats translated from CSR on the CPU (rayon, parallel over windows).
+//! Tensor-core tile formats translated from CSR on the CPU (rayon, parallel over windows) and,
+//! for ME-BCRS and SGT, on the GPU (`gpu`).
 
 pub mod coo;
 pub mod hybrid;
+pub mod gpu;
 pub mod mebcrs;
 pub mod sgt;
 pub mod stats;

@@ -13,3 +13,6 @@ pub mod layout {
 pub mod rng {
     include!("../../kernels-gpu/src/rng.rs");
 }
+pub mod translate {
+    include!("../../kernels-gpu/src/translate.rs");
+}

@@ -63,6 +63,16 @@ pub struct DeviceCsr {
     pub values: DeviceVec<f32>,
 }
 
+impl DeviceCsr {
+    pub fn upload(gpu: &Gpu, csr: &Csr) -> Result<Self> {
+        Ok(DeviceCsr {
+            row_ptr: DeviceVec::upload(gpu, csr.row_ptr())?,
+            col_idx: DeviceVec::upload(gpu, csr.col_idx())?,
+            values: DeviceVec::upload(gpu, csr.values())?,
+        })
+    }
+}
+
 impl GraphHandle {
     /// A handle for `csr`; `gpu = None` restricts it to CPU implementations.
     pub fn new(csr: Csr, gpu: Option<Arc<Gpu>>) -> Self {
@@ -142,13 +152,7 @@ impl GraphHandle {
     /// The CSR uploaded to the device.
     pub fn device_csr(&self) -> Result<Arc<DeviceCsr>> {
         let gpu = self.gpu()?.clone();
-        self.cached(0, || {
-            Ok(DeviceCsr {
-                row_ptr: DeviceVec::upload(&gpu, self.csr.row_ptr())?,
-                col_idx: DeviceVec::upload(&gpu, self.csr.col_idx())?,
-                values: DeviceVec::upload(&gpu, self.csr.values())?,
-            })
-        })
+        self.cached(0, || DeviceCsr::upload(&gpu, &self.csr))
     }
 
     /// Number of edge values the graph has in `order`: nnz (CSR), or `8 * n_vectors` of the

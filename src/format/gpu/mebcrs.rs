@@ -1,0 +1,88 @@
+//! CSR -> ME-BCRS on the GPU: steps 1 (windows of 8 rows, duplicate chains) and 2, then
+//! `mebcrs_scatter` (kernels-gpu/src/format/mebcrs.rs).
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::gpu::plan::plan_windows;
+use crate::format::gpu::scan::window_scan;
+use crate::format::gpu::window_cols::{LargeWindows, window_cols};
+use crate::format::gpu::{download_n, read_at};
+use crate::format::{MEBCRS_WINDOW, MeBcrs};
+use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::shared::translate::{WINDOW_THREADS, window_smem_bytes};
+use crate::gpu::{DeviceVec, Gpu};
+use crate::graph::Csr;
+use crate::ops::handle::DeviceCsr;
+
+/// The arrays of [`MeBcrs`] on the device.
+pub struct DeviceMeBcrsParts {
+    pub k: usize,
+    pub n_vectors: usize,
+    pub win_ptr: DeviceVec<u32>,
+    pub vec_col: DeviceVec<u32>,
+    pub values: DeviceVec<f32>,
+    pub csr_to_slot: DeviceVec<u32>,
+}
+
+/// Translate `csr` (whose arrays `d` already holds on `gpu`) into ME-BCRS with `k` (4, 8 or 16)
+/// vectors per block, leaving the result on the device. Equal, array by array, to
+/// [`MeBcrs::from_csr`]. Enqueued on the GPU's stream; reads back one total (a sync).
+pub fn mebcrs_on_device(gpu: &Arc<Gpu>, csr: &Csr, d: &DeviceCsr, k: usize) -> Result<DeviceMeBcrsParts> {
+    if ![4, 8, 16].contains(&k) {
+        return Err(Error::Unsupported(format!("ME-BCRS with k = {k} vectors per block: use 4, 8 or 16")));
+    }
+    let (n_rows, nnz) = (csr.n_rows(), csr.nnz());
+    if 8 * (nnz as u64) >= u32::MAX as u64 {
+        return Err(Error::Unsupported(format!("{nnz} nonzeros: up to 8 slots each overflow 32-bit slot ids")));
+    }
+    let plan = plan_windows(csr.row_ptr(), MEBCRS_WINDOW);
+    let mut large = LargeWindows::new(gpu, &plan)?;
+    let wc = window_cols(gpu, n_rows, nnz, MEBCRS_WINDOW, &d.row_ptr, &d.col_idx, &plan, &mut large, true)?;
+    let (win_ptr, _) = window_scan(gpu, plan.n_windows, &wc.counts, None)?;
+    let n_vectors = read_at(gpu, &win_ptr, plan.n_windows)? as usize;
+    let mut out = DeviceMeBcrsParts {
+        k,
+        n_vectors,
+        win_ptr,
+        vec_col: DeviceVec::zeros(gpu, n_vectors)?,
+        values: DeviceVec::zeros(gpu, 8 * n_vectors)?,
+        csr_to_slot: DeviceVec::zeros(gpu, nnz)?,
+    };
+    let dup = wc.dup.as_ref().expect("asked for duplicate chains");
+    let args = [
+        Arg::U32(n_rows as u32),
+        Arg::U32(k as u32),
+        Arg::Ptr(d.row_ptr.ptr(gpu)),
+        Arg::Ptr(d.values.ptr(gpu)),
+        Arg::Ptr(wc.loc.ptr(gpu)),
+        Arg::Ptr(wc.ucol.ptr(gpu)),
+        Arg::Ptr(dup.ptr(gpu)),
+        Arg::Ptr(out.win_ptr.ptr(gpu)),
+        Arg::Ptr(out.vec_col.ptr_mut(gpu)),
+        Arg::Ptr(out.values.ptr_mut(gpu)),
+        Arg::Ptr(out.csr_to_slot.ptr_mut(gpu)),
+    ];
+    // SAFETY: matches `mebcrs_scatter`; one block per window of 8 rows; row_ptr (n_rows + 1),
+    // values/loc/ucol/dup/csr_to_slot (nnz) and win_ptr (n_windows + 1) as step 1 and 2 wrote
+    // them: every window's vectors lie in win_ptr[w]..win_ptr[w+1] <= n_vectors (vec_col) and its
+    // slots below 8 * n_vectors (values, zeroed above); dup chains stay inside the window.
+    let shape = Shape::linear(plan.n_windows as u32, WINDOW_THREADS, window_smem_bytes(0));
+    unsafe { launch(gpu, "mebcrs_scatter", shape, &args)? };
+    Ok(out)
+}
+
+/// [`MeBcrs::from_csr`] with k = 8 on the GPU: upload the CSR, translate, download.
+pub fn mebcrs_on_gpu(gpu: &Arc<Gpu>, csr: &Csr) -> Result<MeBcrs> {
+    let d = DeviceCsr::upload(gpu, csr)?;
+    let m = mebcrs_on_device(gpu, csr, &d, 8)?;
+    Ok(MeBcrs {
+        n_rows: csr.n_rows(),
+        n_cols: csr.n_cols(),
+        k: m.k,
+        win_ptr: download_n(gpu, &m.win_ptr, csr.n_rows().div_ceil(MEBCRS_WINDOW) + 1)?,
+        vec_col: download_n(gpu, &m.vec_col, m.n_vectors)?,
+        values: download_n(gpu, &m.values, 8 * m.n_vectors)?,
+        csr_to_slot: download_n(gpu, &m.csr_to_slot, csr.nnz())?,
+    })
+}

@@ -1,0 +1,116 @@
+//! CSR -> SGT on the GPU: steps 1 (windows of 16 rows; `loc` is `edge_to_col`) and 2 (with
+//! block pointers), then `sgt_edges` / `sgt_edges_large` (kernels-gpu/src/format/sgt.rs) list
+//! each window's edges block by block.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::gpu::plan::plan_windows;
+use crate::format::gpu::scan::window_scan;
+use crate::format::gpu::window_cols::{LargeWindows, window_cols};
+use crate::format::gpu::{download_n, read_at};
+use crate::format::{SGT_WINDOW, Sgt};
+use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::shared::translate::{LARGE_THREADS, WINDOW_THREADS, window_smem_bytes};
+use crate::gpu::{DeviceVec, Gpu};
+use crate::graph::Csr;
+use crate::ops::handle::DeviceCsr;
+
+/// The arrays of [`Sgt`] on the device.
+pub struct DeviceSgt {
+    pub block_w: usize,
+    pub n_unique: usize,
+    pub n_blocks: usize,
+    pub win_ptr: DeviceVec<u32>,
+    pub win_cols: DeviceVec<u32>,
+    pub blk_ptr: DeviceVec<u32>,
+    pub edge_to_col: DeviceVec<u32>,
+    pub blk_edge_ptr: DeviceVec<u32>,
+    pub blk_edge_pos: DeviceVec<u8>,
+    pub blk_edge_val: DeviceVec<f32>,
+    pub blk_edge_csr: DeviceVec<u32>,
+}
+
+/// Translate `csr` (arrays in `d` on `gpu`) into SGT with blocks `block_w` (8 or 16) wide,
+/// leaving the result on the device. Equal, array by array, to [`Sgt::from_csr`]. Enqueued on
+/// the GPU's stream; reads back two totals (a sync).
+pub fn sgt_on_device(gpu: &Arc<Gpu>, csr: &Csr, d: &DeviceCsr, block_w: usize) -> Result<DeviceSgt> {
+    if block_w != 8 && block_w != 16 {
+        return Err(Error::Unsupported(format!("SGT block width {block_w}: use 8 (SpMM) or 16 (SDDMM)")));
+    }
+    let (n_rows, nnz) = (csr.n_rows(), csr.nnz());
+    if nnz >= i32::MAX as usize {
+        return Err(Error::Unsupported(format!("{nnz} nonzeros: the GPU translation indexes edges with 31 bits")));
+    }
+    let plan = plan_windows(csr.row_ptr(), SGT_WINDOW);
+    let mut large = LargeWindows::new(gpu, &plan)?;
+    let wc = window_cols(gpu, n_rows, nnz, SGT_WINDOW, &d.row_ptr, &d.col_idx, &plan, &mut large, false)?;
+    let (win_ptr, blk_ptr) = window_scan(gpu, plan.n_windows, &wc.counts, Some(block_w as u32))?;
+    let blk_ptr = blk_ptr.expect("asked for block pointers");
+    let n_unique = read_at(gpu, &win_ptr, plan.n_windows)? as usize;
+    let n_blocks = read_at(gpu, &blk_ptr, plan.n_windows)? as usize;
+    let mut out = DeviceSgt {
+        block_w,
+        n_unique,
+        n_blocks,
+        win_ptr,
+        win_cols: DeviceVec::zeros(gpu, n_unique)?,
+        blk_ptr,
+        edge_to_col: wc.loc,
+        blk_edge_ptr: DeviceVec::zeros(gpu, n_blocks + 1)?,
+        blk_edge_pos: DeviceVec::zeros(gpu, nnz)?,
+        blk_edge_val: DeviceVec::zeros(gpu, nnz)?,
+        blk_edge_csr: DeviceVec::zeros(gpu, nnz)?,
+    };
+    let args = vec![
+        Arg::U32(n_rows as u32),
+        Arg::U32(block_w as u32),
+        Arg::U32(nnz as u32),
+        Arg::U32(plan.n_windows as u32),
+        Arg::Ptr(d.row_ptr.ptr(gpu)),
+        Arg::Ptr(d.values.ptr(gpu)),
+        Arg::Ptr(out.edge_to_col.ptr(gpu)),
+        Arg::Ptr(wc.ucol.ptr(gpu)),
+        Arg::Ptr(out.win_ptr.ptr(gpu)),
+        Arg::Ptr(out.blk_ptr.ptr(gpu)),
+        Arg::Ptr(out.win_cols.ptr_mut(gpu)),
+        Arg::Ptr(out.blk_edge_ptr.ptr_mut(gpu)),
+        Arg::Ptr(out.blk_edge_pos.ptr_mut(gpu)),
+        Arg::Ptr(out.blk_edge_val.ptr_mut(gpu)),
+        Arg::Ptr(out.blk_edge_csr.ptr_mut(gpu)),
+    ];
+    // SAFETY: matches `sgt_edges`; one block per window of 16 rows; row_ptr (n_rows + 1),
+    // values/edge_to_col/ucol and the three block-edge arrays (nnz) are indexed inside each
+    // window's edge range; win_ptr/blk_ptr (n_windows + 1) as step 2 wrote them bound win_cols
+    // (n_unique) and blk_edge_ptr (n_blocks + 1); shared memory covers the longest small window.
+    let shape = Shape::linear(plan.n_windows as u32, WINDOW_THREADS, window_smem_bytes(plan.max_small_len));
+    unsafe { launch(gpu, "sgt_edges", shape, &args)? };
+    if large.count > 0 {
+        let mut args = args;
+        args.extend([Arg::Ptr(large.list.ptr(gpu)), Arg::Ptr(large.scratch_off.ptr(gpu)), Arg::Ptr(large.scratch.ptr_mut(gpu))]);
+        // SAFETY: as above, plus the large windows' list and scratch of step 1 (same windows).
+        let shape = Shape::linear(large.count as u32, LARGE_THREADS, window_smem_bytes(u32::MAX));
+        unsafe { launch(gpu, "sgt_edges_large", shape, &args)? };
+    }
+    Ok(out)
+}
+
+/// [`Sgt::from_csr`] on the GPU: upload the CSR, translate, download.
+pub fn sgt_on_gpu(gpu: &Arc<Gpu>, csr: &Csr, block_w: usize) -> Result<Sgt> {
+    let d = DeviceCsr::upload(gpu, csr)?;
+    let s = sgt_on_device(gpu, csr, &d, block_w)?;
+    let (nw, nnz) = (csr.n_rows().div_ceil(SGT_WINDOW), csr.nnz());
+    Ok(Sgt {
+        n_rows: csr.n_rows(),
+        n_cols: csr.n_cols(),
+        block_w,
+        win_ptr: download_n(gpu, &s.win_ptr, nw + 1)?,
+        win_cols: download_n(gpu, &s.win_cols, s.n_unique)?,
+        blk_ptr: download_n(gpu, &s.blk_ptr, nw + 1)?,
+        edge_to_col: download_n(gpu, &s.edge_to_col, nnz)?,
+        blk_edge_ptr: download_n(gpu, &s.blk_edge_ptr, s.n_blocks + 1)?,
+        blk_edge_pos: download_n(gpu, &s.blk_edge_pos, nnz)?,
+        blk_edge_val: download_n(gpu, &s.blk_edge_val, nnz)?,
+        blk_edge_csr: download_n(gpu, &s.blk_edge_csr, nnz)?,
+    })
+}

@@ -1,0 +1,87 @@
+//! Launcher of `window_cols` / `window_cols_large` (kernels-gpu/src/format/window_cols.rs):
+//! every window's sorted unique columns and each edge's position among them.
+
+use crate::error::Result;
+use crate::format::gpu::plan::WindowPlan;
+use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::shared::translate::{LARGE_THREADS, WINDOW_THREADS, window_smem_bytes};
+use crate::gpu::{DeviceVec, Gpu};
+
+/// The large windows' list and sort scratch, kept for a second sort over the same windows.
+pub struct LargeWindows {
+    pub count: usize,
+    pub list: DeviceVec<u32>,
+    pub scratch_off: DeviceVec<u32>,
+    pub scratch: DeviceVec<u64>,
+}
+
+impl LargeWindows {
+    pub fn new(gpu: &Gpu, plan: &WindowPlan) -> Result<Self> {
+        Ok(LargeWindows {
+            count: plan.large.len(),
+            list: DeviceVec::upload(gpu, &plan.large)?,
+            scratch_off: DeviceVec::upload(gpu, &plan.scratch_off)?,
+            scratch: DeviceVec::zeros(gpu, plan.scratch_len)?,
+        })
+    }
+}
+
+/// Step 1's outputs (see the kernel file): `loc` and `ucol` per CSR edge, `counts` per window,
+/// `dup` chains when asked for.
+pub struct WindowCols {
+    pub loc: DeviceVec<u32>,
+    pub ucol: DeviceVec<u32>,
+    pub counts: DeviceVec<u32>,
+    pub dup: Option<DeviceVec<u32>>,
+}
+
+/// Run step 1 over windows of `win` rows of the CSR (`row_ptr`, `col_idx` on the device,
+/// `n_rows` rows, `nnz` edges) as planned by `plan`.
+#[allow(clippy::too_many_arguments)]
+pub fn window_cols(
+    gpu: &Gpu,
+    n_rows: usize,
+    nnz: usize,
+    win: usize,
+    row_ptr: &DeviceVec<u32>,
+    col_idx: &DeviceVec<u32>,
+    plan: &WindowPlan,
+    large: &mut LargeWindows,
+    with_dup: bool,
+) -> Result<WindowCols> {
+    let mut out = WindowCols {
+        loc: DeviceVec::zeros(gpu, nnz)?,
+        ucol: DeviceVec::zeros(gpu, nnz)?,
+        counts: DeviceVec::zeros(gpu, plan.n_windows)?,
+        dup: if with_dup { Some(DeviceVec::zeros(gpu, nnz)?) } else { None },
+    };
+    let dup = match out.dup.as_mut() {
+        Some(d) => d.ptr_mut(gpu),
+        None => 0,
+    };
+    let common = [
+        Arg::U32(n_rows as u32),
+        Arg::U32(win as u32),
+        Arg::Ptr(row_ptr.ptr(gpu)),
+        Arg::Ptr(col_idx.ptr(gpu)),
+        Arg::Ptr(out.loc.ptr_mut(gpu)),
+        Arg::Ptr(out.ucol.ptr_mut(gpu)),
+        Arg::Ptr(out.counts.ptr_mut(gpu)),
+        Arg::Ptr(dup),
+    ];
+    // SAFETY: matches `window_cols`; row_ptr holds n_rows + 1 entries and col_idx nnz, every
+    // window writes loc/dup/ucol inside its own CSR edge range (< nnz) and counts[w] for
+    // w < n_windows; the shared memory covers the keys of the longest window sorted there
+    // (longer ones return at once); win <= 16 rows as the row-pointer staging assumes.
+    let smem = window_smem_bytes(plan.max_small_len);
+    unsafe { launch(gpu, "window_cols", Shape::linear(plan.n_windows as u32, WINDOW_THREADS, smem), &common)? };
+    if large.count > 0 {
+        let mut args = common.to_vec();
+        args.extend([Arg::Ptr(large.list.ptr(gpu)), Arg::Ptr(large.scratch_off.ptr(gpu)), Arg::Ptr(large.scratch.ptr_mut(gpu))]);
+        // SAFETY: as above, plus: `list` holds `count` large windows and `scratch_off` their
+        // first keys in `scratch`, which holds sort_len(len) keys for each (the plan's sums).
+        let shape = Shape::linear(large.count as u32, LARGE_THREADS, window_smem_bytes(u32::MAX));
+        unsafe { launch(gpu, "window_cols_large", shape, &args)? };
+    }
+    Ok(out)
+}

@@ -41,3 +41,10 @@ pub const TC16_SDDMM_WARPS: u32 = 4;
 pub const NN_BLOCK: u32 = 256;
 /// Blocks per SM the grid-stride nn launches size their grids for (2048 resident threads).
 pub const NN_BLOCKS_PER_SM: u32 = 8;
+
+/// Rows with at least this many edges are too long for a warp (one hub row of a power-law graph
+/// held the whole edge-softmax launch: 0.6-0.9 ms on R-MAT 2^18 at K = 32): the warp-per-row
+/// edge kernels skip them and a block of `NN_LONG_ROW_BLOCK` threads takes each one.
+pub const NN_LONG_ROW: u32 = 2048;
+/// Threads of the block that takes one long row.
+pub const NN_LONG_ROW_BLOCK: u32 = 512;

@@ -95,3 +95,29 @@ impl<const N: usize> Default for BlockSums<N> {
         Self::new()
     }
 }
+
+/// Reduce `v` over the whole block with the warp reduction `op` (each warp, then warp 0 over
+/// the warp results; `identity` fills the missing warps);
+/// every thread gets the result. Uses the first 32 floats of dynamic shared memory, and ends
+/// with a barrier so the next reduction may reuse them.
+#[inline(always)]
+pub fn block_reduce(v: f32, op: impl Fn(f32) -> f32, identity: f32) -> f32 {
+    let base = ptx::dyn_smem_base();
+    let (lane, warp) = (ptx::lane_id(), ptx::tid_x() / 32);
+    let w = op(v);
+    if lane == 0 {
+        unsafe { ptx::st_shared_f32(base + 4 * warp, w) };
+    }
+    ptx::sync_threads();
+    if warp == 0 {
+        let x = if lane < ptx::ntid_x() / 32 { unsafe { ptx::ld_shared_f32(base + 4 * lane) } } else { identity };
+        let r = op(x);
+        if lane == 0 {
+            unsafe { ptx::st_shared_f32(base, r) };
+        }
+    }
+    ptx::sync_threads();
+    let r = unsafe { ptx::ld_shared_f32(base) };
+    ptx::sync_threads();
+    r
+}

@@ -7,7 +7,8 @@ use rayon::prelude::*;
 
 use super::{check_gpu, check_matrix, csr_nnz, row_runs, row_shape};
 use crate::error::{Error, Result};
-use crate::gpu::launch::{Arg, launch};
+use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::shared::config::{NN_LONG_ROW, NN_LONG_ROW_BLOCK};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::GraphHandle;
 use crate::ops::sddmm::ValueOrder;
@@ -80,6 +81,36 @@ fn edge_layout(g: &GraphHandle, order: ValueOrder) -> Result<(u64, u64, usize)> 
     })
 }
 
+/// The rows a warp is too narrow for (at least `NN_LONG_ROW` edges), on the device, built once
+/// per graph: the `_long` kernels take them, a block per row.
+struct LongRows {
+    rows: DeviceVec<u32>,
+    n: u32,
+}
+
+fn long_rows(g: &GraphHandle) -> Result<std::sync::Arc<LongRows>> {
+    let gpu = g.gpu()?.clone();
+    g.cached(NN_LONG_ROW as u64, || {
+        let rp = g.csr().row_ptr();
+        let rows: Vec<u32> = (0..g.csr().n_rows()).filter(|&r| rp[r + 1] - rp[r] >= NN_LONG_ROW).map(|r| r as u32).collect();
+        Ok(LongRows { n: rows.len() as u32, rows: DeviceVec::upload(&gpu, &rows)? })
+    })
+}
+
+/// Launches the `_long` twin of an edge kernel over the long rows (nothing when there are none).
+/// `args` are the warp kernel's arguments after `n_rows, long_min`.
+fn launch_long(gpu: &Gpu, g: &GraphHandle, kernel: &'static str, args: &[Arg]) -> Result<()> {
+    let long = long_rows(g)?;
+    if long.n == 0 {
+        return Ok(());
+    }
+    let mut all = vec![Arg::Ptr(long.rows.ptr(gpu))];
+    all.extend_from_slice(args);
+    // SAFETY: the `_long` kernels take the warp kernel's arguments with `long_rows` (n entries,
+    // rows of this graph) in place of `n_rows, long_min`; 32 floats of shared memory.
+    unsafe { launch(gpu, kernel, Shape::linear(long.n, NN_LONG_ROW_BLOCK, 128), &all) }
+}
+
 fn check_beta(gpu: &std::sync::Arc<Gpu>, beta: &DeviceMatrix<f32>, what: &str) -> Result<()> {
     check_matrix(beta, what)?;
     if beta.rows != 1 || beta.cols != 1 {
@@ -111,7 +142,9 @@ pub fn edge_softmax_scaled(g: &GraphHandle, order: ValueOrder, beta: &DeviceMatr
     let n = rows_u32(g, "edge_softmax_scaled")?;
     let (row_ptr, slot_of, slots) = edge_layout(g, order)?;
     check_values(slots, order, &[("cos", cos.len()), ("alpha", alpha.len())], "edge_softmax_scaled")?;
-    let args = [Arg::U32(n), Arg::Ptr(row_ptr), Arg::Ptr(slot_of), Arg::Ptr(beta.ptr()), Arg::Ptr(cos.ptr(&gpu)), Arg::Ptr(alpha.ptr_mut(&gpu))];
+    let args = [Arg::Ptr(row_ptr), Arg::Ptr(slot_of), Arg::Ptr(beta.ptr()), Arg::Ptr(cos.ptr(&gpu)), Arg::Ptr(alpha.ptr_mut(&gpu))];
+    launch_long(&gpu, g, "edge_softmax_scaled_long_f32", &args)?;
+    let args = [[Arg::U32(n), Arg::U32(NN_LONG_ROW)].as_slice(), &args].concat();
     // SAFETY: matches `edge_softmax_scaled_f32`; row_ptr has n + 1 entries, every (mapped) edge
     // index is below `slots`, which cos and alpha cover; beta has one value.
     unsafe { launch(&gpu, "edge_softmax_scaled_f32", row_shape(&gpu, n as u64, 1, 0), &args) }
@@ -143,7 +176,6 @@ pub fn edge_softmax_backward(
     )?;
     dbeta.zero()?;
     let args = [
-        Arg::U32(n),
         Arg::Ptr(row_ptr),
         Arg::Ptr(slot_of),
         Arg::Ptr(beta.ptr()),
@@ -153,6 +185,8 @@ pub fn edge_softmax_backward(
         Arg::Ptr(dcos.ptr_mut(&gpu)),
         Arg::Ptr(dbeta.ptr_mut()),
     ];
+    launch_long(&gpu, g, "edge_softmax_backward_long_f32", &args)?;
+    let args = [[Arg::U32(n), Arg::U32(NN_LONG_ROW)].as_slice(), &args].concat();
     // SAFETY: matches `edge_softmax_backward_f32`; as in `edge_softmax_scaled`, plus dbeta (one
     // value, zeroed above) and 4 bytes of shared memory for the block sum.
     unsafe { launch(&gpu, "edge_softmax_backward_f32", row_shape(&gpu, n as u64, 1, 4), &args) }

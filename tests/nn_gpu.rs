@@ -81,22 +81,30 @@ fn to_f64(m: &Matrix) -> Vec<f64> {
 fn compare(gpu: &Arc<tcgnn::gpu::Gpu>, name: &str, p: &Problem, kind: ModelKind, dropout: f32) {
     let cfg = ModelConfig { kind, layers: 2, hidden: 16, dropout, seed: 5 };
     let (want_logits, want_grads, want_params) = run(&CpuBackend::<f64>::new(), p, &cfg);
-    for prec in [Precision::F32, Precision::Tf32, Precision::F16] {
-        let b = CudaBackend::new(gpu.clone(), prec, Impl::Auto).unwrap();
+    use tcgnn::nn::EdgeLayout;
+    let variants = [
+        (Precision::F32, EdgeLayout::Kernel),
+        (Precision::Tf32, EdgeLayout::Kernel),
+        (Precision::F16, EdgeLayout::Kernel),
+        (Precision::Tf32, EdgeLayout::Csr),
+        (Precision::F16, EdgeLayout::Csr),
+    ];
+    for (prec, layout) in variants {
+        let b = CudaBackend::new(gpu.clone(), prec, Impl::Auto).unwrap().with_edge_layout(layout);
         let (logits, grads, params) = run(&b, p, &cfg);
         // The whole model compounds the kernels' rounding: a few times each kernel's tolerance.
         let tol = 4.0 * prec.tolerance();
         let e = rel_error(&logits.data, &to_f64(&want_logits));
-        assert!(e < tol, "{name} {kind:?} {prec:?}: logits rel. error {e:.2e}");
+        assert!(e < tol, "{name} {kind:?} {prec:?} {layout:?}: logits rel. error {e:.2e}");
         for (i, (g, w)) in grads.iter().zip(&want_grads).enumerate() {
             let e = rel_error(&g.data, &to_f64(w));
-            assert!(e < tol, "{name} {kind:?} {prec:?}: gradient of parameter {i} rel. error {e:.2e}");
+            assert!(e < tol, "{name} {kind:?} {prec:?} {layout:?}: gradient of parameter {i} rel. error {e:.2e}");
         }
         for (i, (g, w)) in params.iter().zip(&want_params).enumerate() {
             let e = rel_error(&g.data, &to_f64(w));
-            assert!(e < tol, "{name} {kind:?} {prec:?}: parameter {i} after Adam rel. error {e:.2e}");
+            assert!(e < tol, "{name} {kind:?} {prec:?} {layout:?}: parameter {i} after Adam rel. error {e:.2e}");
         }
-        println!("{name} {kind:?} {prec:?} dropout {dropout}: logits {:.1e}, gradients and Adam within {tol:.0e}", rel_error(&logits.data, &to_f64(&want_logits)));
+        println!("{name} {kind:?} {prec:?} {layout:?} edges, dropout {dropout}: logits {:.1e}, gradients and Adam within {tol:.0e}", rel_error(&logits.data, &to_f64(&want_logits)));
     }
 }
 

@@ -52,3 +52,27 @@ pub unsafe extern "ptx-kernel" fn cast_f32_f16(n: u32, src: *const f32, dst: *mu
         unsafe { *dst.add(e) = (ptx::pack_f16x2(v, 0.0) & 0xffff) as u16 };
     }
 }
+
+/// `dst[slot_of[i]] = src[i]` for `i < n`: CSR-ordered edge values into the ME-BCRS slots TC8
+/// SpMM reads. Slots that hold no edge are never written (they stay as allocated: zero).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn scatter_values_f32(n: u32, slot_of: *const u32, src: *const f32, dst: *mut f32) {
+    let (mut i, stride) = grid_stride();
+    while i < n {
+        let slot = unsafe { ptx::ld_nc_u32(slot_of.add(i as usize)) };
+        unsafe { *dst.add(slot as usize) = ptx::ld_nc_f32(src.add(i as usize)) };
+        i += stride;
+    }
+}
+
+/// `scatter_values_f32` into f16 slots (round to nearest even).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn scatter_values_f16(n: u32, slot_of: *const u32, src: *const f32, dst: *mut u16) {
+    let (mut i, stride) = grid_stride();
+    while i < n {
+        let slot = unsafe { ptx::ld_nc_u32(slot_of.add(i as usize)) };
+        let v = unsafe { ptx::ld_nc_f32(src.add(i as usize)) };
+        unsafe { *dst.add(slot as usize) = (ptx::pack_f16x2(v, 0.0) & 0xffff) as u16 };
+        i += stride;
+    }
+}

@@ -218,6 +218,7 @@ fn train_args(a: &BenchTrainArgs, graph: &str) -> TrainArgs {
         classes: 8,
         raw_features: false,
         feature_storage: tcgnn::nn::FeatureStorage::Auto,
+        edge_layout: None,
         no_cuda_graph: false,
         f64: false,
         out: None,
@@ -240,7 +241,8 @@ fn bench_one(
     let cfg = ModelConfig { kind, layers, hidden, dropout: 0.5, seed: 0 };
     check_fits(gpu, data, &cfg)?;
     let tcfg = TrainConfig::default();
-    let backend = Arc::new(CudaBackend::new(gpu.clone(), prec, Impl::Auto)?);
+    let layout = super::train_cmd::edge_layout(kind, None);
+    let backend = Arc::new(CudaBackend::new(gpu.clone(), prec, Impl::Auto)?.with_edge_layout(layout));
     let mut trainer = Trainer::new(backend.clone(), data, &cfg, &tcfg)?;
     let setup_ms = trainer.setup_seconds * 1e3;
     let recorded = trainer.record()?;

@@ -51,6 +51,7 @@ pub fn run(a: &DemoArgs) -> tcgnn::Result<()> {
         classes: 8,
         raw_features: false,
         feature_storage: tcgnn::nn::FeatureStorage::Auto,
+        edge_layout: None,
         no_cuda_graph: false,
         f64: false,
         out: None,

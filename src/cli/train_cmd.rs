@@ -67,6 +67,11 @@ pub struct TrainArgs {
     pub raw_features: bool,
     #[arg(long, value_enum, default_value = "auto")]
     pub feature_storage: FeatureStorage,
+    /// Where the GPU keeps edge values with TC8 (tf32/f16): `kernel` = ME-BCRS slots, `csr` =
+    /// compact, scattered before each product. Default: csr for AGNN (values change every
+    /// step), kernel for GCN (fixed values).
+    #[arg(long, value_enum)]
+    pub edge_layout: Option<tcgnn::nn::EdgeLayout>,
     /// Run steps one kernel at a time instead of replaying a captured CUDA graph.
     #[arg(long)]
     pub no_cuda_graph: bool,
@@ -105,7 +110,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     let mut runs = Vec::new();
     for &seed in &a.seeds {
         let run = match &gpu {
-            Some(gpu) => train_one(a, seed, || CudaBackend::new(gpu.clone(), a.precision, a.imp), Some(gpu.clone()))?,
+            Some(gpu) => train_one(a, seed, || Ok(CudaBackend::new(gpu.clone(), a.precision, a.imp)?.with_edge_layout(edge_layout(a.model, a.edge_layout))), Some(gpu.clone()))?,
             None if a.f64 => train_one(a, seed, || Ok(CpuBackend::<f64>::new()), None)?,
             None => train_one(a, seed, || Ok(CpuBackend::<f32>::new()), None)?,
         };
@@ -155,6 +160,14 @@ pub fn load_dataset(a: &TrainArgs, seed: u64) -> Result<Dataset> {
     }
     data.store_features(a.feature_storage)?;
     Ok(data)
+}
+
+/// The edge layout asked for, else the one that suits the model (see `--edge-layout`).
+pub fn edge_layout(kind: ModelKind, asked: Option<tcgnn::nn::EdgeLayout>) -> tcgnn::nn::EdgeLayout {
+    asked.unwrap_or(match kind {
+        ModelKind::Agnn => tcgnn::nn::EdgeLayout::Csr,
+        ModelKind::Gcn => tcgnn::nn::EdgeLayout::Kernel,
+    })
 }
 
 pub fn model_config(a: &TrainArgs, seed: u64) -> ModelConfig {

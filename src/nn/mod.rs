@@ -20,7 +20,7 @@ pub mod train;
 
 pub use backend::{Backend, Side, Stats};
 pub use cpu::CpuBackend;
-pub use cuda::CudaBackend;
+pub use cuda::{CudaBackend, EdgeLayout};
 pub use data::{Dataset, FeatureStorage, SyntheticNodeData};
 pub use model::{ModelConfig, ModelKind, Net};
 pub use train::{History, TrainConfig, Trainer};

@@ -63,6 +63,36 @@ pub fn transpose_values(g: &GraphHandle, order: ValueOrder, src: &DeviceVec<f32>
     unsafe { launch(gpu, "gather_values_f32", Shape::linear(grid(gpu, n), BLOCK, 0), &args) }
 }
 
+/// CSR-ordered edge values (`nnz`) into the ME-BCRS (k = 8) slots of `dst`, in f32 or f16
+/// (`F16 = true`): what TC8 SpMM reads, for callers that keep their edge values compact in CSR
+/// order. Only edge slots are written: `dst` must hold zeros elsewhere (allocate it zeroed and
+/// reuse it). Needs a CSR without repeated entries (they would share a slot).
+pub fn scatter_to_mebcrs<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Clone + Default + Unpin>(
+    g: &GraphHandle,
+    src: &DeviceVec<f32>,
+    dst: &mut DeviceVec<T>,
+) -> Result<()> {
+    let gpu = g.gpu()?;
+    let f16 = match std::mem::size_of::<T>() {
+        4 => false,
+        2 => true,
+        _ => return Err(Error::Unsupported("scatter_to_mebcrs: f32 or f16 slots only".into())),
+    };
+    let nnz = g.csr().nnz();
+    check_len("scatter_to_mebcrs: the source", src.len(), nnz, ValueOrder::Csr)?;
+    check_len("scatter_to_mebcrs: the destination", dst.len(), g.value_len(ValueOrder::MeBcrs)?, ValueOrder::MeBcrs)?;
+    if nnz == 0 {
+        return Ok(());
+    }
+    let map = g.device_csr_to_slot()?;
+    let n = count_u32(nnz, "scatter_to_mebcrs")?;
+    let args = [Arg::U32(n), Arg::Ptr(map.0.ptr(gpu)), Arg::Ptr(src.ptr(gpu)), Arg::Ptr(dst.ptr_mut(gpu))];
+    let kernel = if f16 { "scatter_values_f16" } else { "scatter_values_f32" };
+    // SAFETY: matches `scatter_values_f32/f16`; the slot map has nnz entries, each a slot below
+    // the ME-BCRS value count that dst holds (checked above); src holds nnz values.
+    unsafe { launch(gpu, kernel, Shape::linear(grid(gpu, n), BLOCK, 0), &args) }
+}
+
 /// Host counterpart of [`transpose_values`] in CSR order: S's values (`nnz`, CSR order) in the
 /// CSR order of Sᵀ. Needs a canonical CSR, like the device path.
 pub fn transpose_values_cpu<T: Copy + Send + Sync>(g: &GraphHandle, src: &[T]) -> Result<Vec<T>> {

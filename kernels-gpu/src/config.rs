@@ -42,9 +42,13 @@ pub const NN_BLOCK: u32 = 256;
 /// Blocks per SM the grid-stride nn launches size their grids for (2048 resident threads).
 pub const NN_BLOCKS_PER_SM: u32 = 8;
 
-/// Rows with at least this many edges are too long for a warp (one hub row of a power-law graph
-/// held the whole edge-softmax launch: 0.6-0.9 ms on R-MAT 2^18 at K = 32): the warp-per-row
-/// edge kernels skip them and a block of `NN_LONG_ROW_BLOCK` threads takes each one.
-pub const NN_LONG_ROW: u32 = 2048;
+/// Rows with at least this many edges are too long for a lane group (one hub row of a
+/// power-law graph held the whole warp-per-row edge-softmax launch: 0.6-0.9 ms on R-MAT 2^18):
+/// the short-row kernels skip them and a block of `NN_LONG_ROW_BLOCK` threads takes each one.
+pub const NN_LONG_ROW: u32 = 256;
 /// Threads of the block that takes one long row.
-pub const NN_LONG_ROW_BLOCK: u32 = 512;
+pub const NN_LONG_ROW_BLOCK: u32 = 1024;
+/// Lanes per row in the edge-softmax kernels' short-row path (a warp takes 32 / this rows at
+/// once): rows average 4-90 edges, so a warp per row left most lanes idle and the launch
+/// latency-bound (0.18 ms forward on R-MAT 2^18, 4.2 M edges).
+pub const NN_EDGE_GROUP: u32 = 8;

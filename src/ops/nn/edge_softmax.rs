@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use super::{check_gpu, check_matrix, csr_nnz, row_runs, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::launch::{Arg, Shape, launch};
-use crate::gpu::shared::config::{NN_LONG_ROW, NN_LONG_ROW_BLOCK};
+use crate::gpu::shared::config::{NN_EDGE_GROUP, NN_LONG_ROW, NN_LONG_ROW_BLOCK};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::GraphHandle;
 use crate::ops::sddmm::ValueOrder;
@@ -147,7 +147,7 @@ pub fn edge_softmax_scaled(g: &GraphHandle, order: ValueOrder, beta: &DeviceMatr
     let args = [[Arg::U32(n), Arg::U32(NN_LONG_ROW)].as_slice(), &args].concat();
     // SAFETY: matches `edge_softmax_scaled_f32`; row_ptr has n + 1 entries, every (mapped) edge
     // index is below `slots`, which cos and alpha cover; beta has one value.
-    unsafe { launch(&gpu, "edge_softmax_scaled_f32", row_shape(&gpu, n as u64, 1, 0), &args) }
+    unsafe { launch(&gpu, "edge_softmax_scaled_f32", row_shape(&gpu, n as u64, 32 / NN_EDGE_GROUP, 0), &args) }
 }
 
 /// Backward of `edge_softmax_scaled` on the device: writes dcos (edge slots only) and
@@ -189,5 +189,5 @@ pub fn edge_softmax_backward(
     let args = [[Arg::U32(n), Arg::U32(NN_LONG_ROW)].as_slice(), &args].concat();
     // SAFETY: matches `edge_softmax_backward_f32`; as in `edge_softmax_scaled`, plus dbeta (one
     // value, zeroed above) and 4 bytes of shared memory for the block sum.
-    unsafe { launch(&gpu, "edge_softmax_backward_f32", row_shape(&gpu, n as u64, 1, 4), &args) }
+    unsafe { launch(&gpu, "edge_softmax_backward_f32", row_shape(&gpu, n as u64, 32 / NN_EDGE_GROUP, 4), &args) }
 }

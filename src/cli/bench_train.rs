@@ -168,7 +168,8 @@ pub fn run(a: &BenchTrainArgs) -> Result<()> {
     };
     let json = write_json(&a.out.join("train.json"), &report)?;
     let md = write_text(&a.out.join("train.md"), &markdown(&report))?;
-    eprintln!("wrote {} and {}", json.display(), md.display());
+    let svg = write_text(&a.out.join("train.svg"), &speedup_svg(&report))?;
+    eprintln!("wrote {}, {} and {}", json.display(), md.display(), svg.display());
     Ok(())
 }
 
@@ -330,5 +331,45 @@ fn markdown(r: &Report) -> String {
             x.speedup_vs_pyg.map_or("-".into(), |v| format!("{v:.1}x")),
         );
     }
+    s
+}
+
+/// Bars of the step-time speedup over PyG per (graph, model), one colour per precision, on a
+/// log scale with the 1x, 4x and 10x lines.
+fn speedup_svg(r: &Report) -> String {
+    use std::fmt::Write as _;
+    let rows: Vec<&Row> = r.rows.iter().filter(|x| x.speedup_vs_pyg.is_some()).collect();
+    let mut groups: Vec<(String, String)> = Vec::new();
+    for x in &rows {
+        let key = (x.graph.clone(), x.model.clone());
+        if !groups.contains(&key) {
+            groups.push(key);
+        }
+    }
+    let precisions = ["f32", "tf32", "f16"];
+    let colors = ["#4c72b0", "#55a868", "#c44e52"];
+    let (bar, gap, left, top, height) = (12.0, 14.0, 60.0, 40.0, 300.0);
+    let width = left + groups.len() as f64 * (3.0 * bar + gap) + 40.0;
+    let max = rows.iter().filter_map(|x| x.speedup_vs_pyg).fold(10.0f64, f64::max) * 1.2;
+    let y = |v: f64| top + height - height * (v.max(0.5).ln() - 0.5f64.ln()) / (max.ln() - 0.5f64.ln());
+    let mut s = String::new();
+    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{}" font-family="sans-serif" font-size="11">"#, top + height + 110.0);
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="20" font-size="13">Training step speedup over PyTorch Geometric ({}, {})</text>"#, r.gpu.name, r.date);
+    for (v, label) in [(1.0, "1x"), (4.0, "4x"), (10.0, "10x")] {
+        let _ = writeln!(s, r##"<line x1="{left}" y1="{0:.1}" x2="{1:.1}" y2="{0:.1}" stroke="#999" stroke-dasharray="3,3"/><text x="{2:.1}" y="{3:.1}" text-anchor="end">{label}</text>"##, y(v), width - 30.0, left - 5.0, y(v) + 4.0);
+    }
+    for (gi, (graph, model)) in groups.iter().enumerate() {
+        let x0 = left + gi as f64 * (3.0 * bar + gap);
+        for (pi, prec) in precisions.iter().enumerate() {
+            if let Some(v) = rows.iter().find(|x| &x.graph == graph && &x.model == model && x.precision == *prec).and_then(|x| x.speedup_vs_pyg) {
+                let _ = writeln!(s, r#"<rect x="{:.1}" y="{:.1}" width="{bar}" height="{:.1}" fill="{}"><title>{graph} {model} {prec}: {v:.1}x</title></rect>"#, x0 + pi as f64 * bar, y(v), top + height - y(v), colors[pi]);
+            }
+        }
+        let _ = writeln!(s, r#"<text transform="translate({:.1},{:.1}) rotate(60)">{graph} {model}</text>"#, x0 + bar, top + height + 8.0);
+    }
+    for (pi, prec) in precisions.iter().enumerate() {
+        let _ = writeln!(s, r#"<rect x="{:.1}" y="28" width="10" height="10" fill="{}"/><text x="{:.1}" y="37">{prec}</text>"#, width - 150.0 + 45.0 * pi as f64, colors[pi], width - 137.0 + 45.0 * pi as f64);
+    }
+    s.push_str("</svg>\n");
     s
 }

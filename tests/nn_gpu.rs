@@ -163,3 +163,23 @@ fn captured_step_matches_eager_steps() {
         assert!(worst < 1e-3, "{kind:?}: captured and eager training diverge ({worst:.2e})");
     }
 }
+
+#[test]
+fn one_backend_trains_several_graphs() {
+    // Regression: ME-BCRS slot buffers were cached by handle address in the backend, and a
+    // later graph whose handle reused a freed address got a buffer of the wrong size.
+    let Some(gpu) = common::gpu_or_skip("one_backend_trains_several_graphs") else { return };
+    let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    use tcgnn::nn::data::{Dataset, SyntheticNodeData};
+    use tcgnn::nn::{EdgeLayout, TrainConfig, Trainer};
+    for prec in [Precision::Tf32, Precision::F16] {
+        let b = Arc::new(CudaBackend::new(gpu.clone(), prec, Impl::Auto).unwrap().with_edge_layout(EdgeLayout::Csr));
+        for (i, n) in [1500usize, 2600, 900].into_iter().enumerate() {
+            let data = Dataset::load(&format!("sbm:{n}:4:6"), None, &SyntheticNodeData { features: 8, classes: 4, seed: i as u64 }).unwrap();
+            let cfg = ModelConfig::default_for(ModelKind::Agnn);
+            let mut t = Trainer::new(b.clone(), &data, &cfg, &TrainConfig::default()).unwrap();
+            let h = t.fit(5, |_| {}).unwrap();
+            assert!(h.epochs.iter().all(|e| e.loss.is_finite()), "{prec:?} graph {i}");
+        }
+    }
+}

@@ -44,6 +44,10 @@ pub enum EdgeLayout {
 /// A pattern on the device; its transpose is built on first use and cached in the handle.
 pub struct GpuGraph {
     pub handle: Arc<GraphHandle>,
+    /// ME-BCRS value slots of each side for `EdgeLayout::Csr` with TC8, zeroed once (scatters
+    /// write only edge slots): [forward, transposed].
+    slots_f32: Mutex<[Option<DeviceVec<f32>>; 2]>,
+    slots_f16: Mutex<[Option<DeviceVec<f16>>; 2]>,
 }
 
 impl GpuGraph {
@@ -76,10 +80,6 @@ pub struct CudaBackend {
     /// so a replayed graph advances it.
     step: Mutex<DeviceVec<u32>>,
     half: Mutex<HalfScratch>,
-    /// ME-BCRS value slots per graph side for `EdgeLayout::Csr` with TC8 (f32 or f16 slots),
-    /// zeroed once: scatters write only edge slots.
-    slots_f32: Mutex<HashMap<usize, DeviceVec<f32>>>,
-    slots_f16: Mutex<HashMap<usize, DeviceVec<f16>>>,
     /// Per-op event pairs while op timing is on (see [`CudaBackend::time_ops`]).
     op_events: Mutex<Option<Vec<(&'static str, CudaEvent, CudaEvent)>>>,
 }
@@ -118,8 +118,6 @@ impl CudaBackend {
             step: Mutex::new(DeviceVec::zeros(&gpu, 1)?),
             half: Mutex::default(),
             op_events: Mutex::new(None),
-            slots_f32: Mutex::default(),
-            slots_f16: Mutex::default(),
             gpu,
             precision,
             spmm_impl,
@@ -151,30 +149,31 @@ impl CudaBackend {
     }
 
     /// TC8 SpMM on CSR-ordered values: scattered into this side's ME-BCRS slots first.
-    fn spmm_tc8_from_csr(&self, h: &Arc<GraphHandle>, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
-        let key = Arc::as_ptr(h) as usize;
+    fn spmm_tc8_from_csr(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+        let h = g.side(side)?;
+        let i = usize::from(side == Side::Transposed);
         let len = h.value_len(ValueOrder::MeBcrs)?;
         if self.precision == Precision::F16 {
-            let mut slots = self.slots_f16.lock().expect("slots poisoned");
-            let v = match slots.entry(key) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => e.insert(DeviceVec::zeros(&self.gpu, len)?),
-            };
-            scatter_to_mebcrs(h, values, v)?;
+            let mut slots = g.slots_f16.lock().expect("slots poisoned");
+            if slots[i].is_none() {
+                slots[i] = Some(DeviceVec::zeros(&self.gpu, len)?);
+            }
+            let v = slots[i].as_mut().expect("just allocated");
+            scatter_to_mebcrs(&h, values, v)?;
             let mut s = self.half.lock().expect("f16 scratch poisoned");
             let mut xh = s.mat(&self.gpu, x.rows, x.cols, 0)?;
             cast_matrix_to_f16(x, &mut xh)?;
-            let r = spmm_device_values(h, EdgeValues::MeBcrsF16(v), FeaturesRef::F16(&xh), y, Impl::Tc8);
+            let r = spmm_device_values(&h, EdgeValues::MeBcrsF16(v), FeaturesRef::F16(&xh), y, Impl::Tc8);
             s.put(xh, 0);
             r
         } else {
-            let mut slots = self.slots_f32.lock().expect("slots poisoned");
-            let v = match slots.entry(key) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => e.insert(DeviceVec::zeros(&self.gpu, len)?),
-            };
-            scatter_to_mebcrs(h, values, v)?;
-            spmm_device_values(h, EdgeValues::MeBcrs(v), FeaturesRef::F32(x), y, Impl::Tc8)
+            let mut slots = g.slots_f32.lock().expect("slots poisoned");
+            if slots[i].is_none() {
+                slots[i] = Some(DeviceVec::zeros(&self.gpu, len)?);
+            }
+            let v = slots[i].as_mut().expect("just allocated");
+            scatter_to_mebcrs(&h, values, v)?;
+            spmm_device_values(&h, EdgeValues::MeBcrs(v), FeaturesRef::F32(x), y, Impl::Tc8)
         }
     }
 
@@ -268,7 +267,7 @@ impl Backend for CudaBackend {
         (m.rows, m.cols)
     }
     fn graph(&self, csr: Csr) -> Result<GpuGraph> {
-        Ok(GpuGraph { handle: Arc::new(GraphHandle::new(csr, Some(self.gpu.clone()))) })
+        Ok(GpuGraph { handle: Arc::new(GraphHandle::new(csr, Some(self.gpu.clone()))), slots_f32: Mutex::default(), slots_f16: Mutex::default() })
     }
     fn graph_shape(g: &GpuGraph) -> (usize, usize) {
         (g.handle.csr().n_rows(), g.handle.csr().n_cols())
@@ -392,7 +391,7 @@ impl Backend for CudaBackend {
         self.timed(name, || {
             let h = g.side(side)?;
             if self.spmm_impl == Impl::Tc8 && self.order == ValueOrder::Csr {
-                return self.spmm_tc8_from_csr(&h, values, x, y);
+                return self.spmm_tc8_from_csr(g, side, values, x, y);
             }
             match (self.precision, self.order) {
                 (Precision::F16, ValueOrder::MeBcrs) => {

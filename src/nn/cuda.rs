@@ -28,6 +28,9 @@ use crate::ops::values::{cast_matrix_to_f16, cast_to_f16, scatter_to_mebcrs, tra
 use crate::ops::{EdgeValues, FeaturesRef, GraphHandle, Impl, Precision};
 use crate::tensor::Matrix;
 
+/// An op's name and the events around it.
+type OpEvents = (&'static str, CudaEvent, CudaEvent);
+
 /// Where the backend keeps edge values between ops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
 pub enum EdgeLayout {
@@ -81,7 +84,7 @@ pub struct CudaBackend {
     step: Mutex<DeviceVec<u32>>,
     half: Mutex<HalfScratch>,
     /// Per-op event pairs while op timing is on (see [`CudaBackend::time_ops`]).
-    op_events: Mutex<Option<Vec<(&'static str, CudaEvent, CudaEvent)>>>,
+    op_events: Mutex<Option<Vec<OpEvents>>>,
 }
 
 impl CudaBackend {

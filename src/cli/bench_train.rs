@@ -202,29 +202,11 @@ fn empty_row() -> Row {
 /// The `tcgnn train` arguments a benchmark row stands for (PyG's defaults).
 fn train_args(a: &BenchTrainArgs, graph: &str) -> TrainArgs {
     TrainArgs {
-        graph: graph.into(),
-        model: ModelKind::Gcn,
-        layers: None,
-        hidden: None,
-        epochs: 200,
-        lr: 0.01,
-        weight_decay: 5e-4,
-        dropout: 0.5,
-        precision: Precision::F32,
-        imp: Impl::Auto,
         device: super::train_cmd::Device::Gpu,
         seeds: a.seeds.clone(),
-        npz: None,
         features: a.features,
-        classes: 8,
-        raw_features: false,
-        feature_storage: tcgnn::nn::FeatureStorage::Auto,
-        edge_layout: None,
-        no_cuda_graph: false,
-        f64: false,
-        out: None,
-        profile_ops: false,
         quiet: true,
+        ..TrainArgs::for_graph(graph)
     }
 }
 

@@ -33,31 +33,7 @@ impl Default for DemoArgs {
 
 pub fn run(a: &DemoArgs) -> tcgnn::Result<()> {
     println!("tcgnn demo 1/2: GCN 2x16 trained on a generated stochastic block model (20,000 nodes, 8 classes)");
-    let train = super::train_cmd::TrainArgs {
-        graph: "sbm:20000:8:10".into(),
-        model: tcgnn::nn::ModelKind::Gcn,
-        layers: None,
-        hidden: None,
-        epochs: 100,
-        lr: 0.01,
-        weight_decay: 5e-4,
-        dropout: 0.5,
-        precision: tcgnn::ops::Precision::F32,
-        imp: tcgnn::ops::Impl::Auto,
-        device: super::train_cmd::Device::Auto,
-        seeds: vec![0],
-        npz: None,
-        features: 32,
-        classes: 8,
-        raw_features: false,
-        feature_storage: tcgnn::nn::FeatureStorage::Auto,
-        edge_layout: None,
-        no_cuda_graph: false,
-        f64: false,
-        out: None,
-        profile_ops: false,
-        quiet: false,
-    };
+    let train = super::train_cmd::TrainArgs { epochs: 100, features: 32, ..super::train_cmd::TrainArgs::for_graph("sbm:20000:8:10") };
     super::train_cmd::run(&train)?;
     println!();
     print!("tcgnn demo 2/2: ");

@@ -14,10 +14,11 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "tcgnn",
     version,
-    about = "Sparse GNN kernels (SpMM, SDDMM) on NVIDIA tensor cores, in Rust",
-    long_about = "Sparse GNN kernels (SpMM, SDDMM) on NVIDIA tensor cores, in Rust.\n\n\
-        With no command, runs a demo on a generated R-MAT graph: the CPU implementation always, \
-        the GPU kernels and cuSPARSE when a GPU is present.\n\n\
+    about = "GNN training (GCN, AGNN) on sparse tensor-core kernels (SpMM, SDDMM), in Rust",
+    long_about = "GNN training (GCN, AGNN) on sparse tensor-core kernels (SpMM, SDDMM), in Rust.\n\n\
+        With no command, trains a GCN on a generated stochastic block model (GPU if present, \
+        CPU otherwise), then runs SpMM on a generated R-MAT graph: the CPU implementation \
+        always, the GPU kernels and cuSPARSE when a GPU is present.\n\n\
         GRAPH arguments accept a .mtx/.mtx.gz path, a dataset name from $TCGNN_DATASETS \
         (default ../shared/datasets, e.g. 'pubmed'), or a generator spec 'rmat:SCALE:EDGE_FACTOR[:SEED][:relabel]' \
         (':relabel' renames the nodes by a random permutation seeded from SEED, so hubs are not \

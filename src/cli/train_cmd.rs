@@ -89,6 +89,19 @@ pub struct TrainArgs {
     pub quiet: bool,
 }
 
+impl TrainArgs {
+    /// The arguments of `tcgnn train GRAPH` with every option at its command-line default (one
+    /// source of truth for the demo and `bench train`).
+    pub fn for_graph(graph: &str) -> TrainArgs {
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            args: TrainArgs,
+        }
+        <Defaults as clap::Parser>::try_parse_from(["train", graph]).expect("the defaults parse").args
+    }
+}
+
 pub fn run(a: &TrainArgs) -> Result<()> {
     if a.epochs == 0 {
         return Err(Error::Unsupported("--epochs must be at least 1".into()));

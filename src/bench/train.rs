@@ -42,6 +42,10 @@ pub fn curve_svg(title: &str, epochs: &[EpochRecord]) -> String {
     let _ = writeln!(s, r#"<line x1="{m}" y1="{m}" x2="{m}" y2="{}" stroke="black"/>"#, h - m);
     let _ = writeln!(s, r#"<text x="{}" y="{}">epoch</text>"#, w / 2.0, h - 15.0);
     for t in 0..=4 {
+        let e = 1.0 + (n - 1.0) * t as f64 / 4.0;
+        let _ = writeln!(s, r#"<text x="{:.1}" y="{}" text-anchor="middle">{:.0}</text>"#, x(e), h - m + 15.0, e);
+    }
+    for t in 0..=4 {
         let v = t as f64 / 4.0;
         let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">{:.2}</text>"#, m - 5.0, y(v) + 4.0, v * max_loss);
         let _ = writeln!(s, r#"<text x="{}" y="{}">{:.0}%</text>"#, w - m + 5.0, y(v) + 4.0, v * 100.0);

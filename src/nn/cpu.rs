@@ -72,34 +72,6 @@ fn same_shape<T>(what: &str, a: &HostMat<T>, b: &HostMat<T>) -> Result<()> {
     Ok(())
 }
 
-/// The pattern of `s` transposed, with the S edge behind every Sᵀ edge (a counting sort by
-/// column, so the rows of Sᵀ come out sorted when those of S are).
-pub fn transpose_with_map(s: &Csr) -> Result<(Csr, Vec<u32>)> {
-    let (n, m) = (s.n_rows(), s.n_cols());
-    let mut ptr = vec![0u32; m + 1];
-    for &c in s.col_idx() {
-        ptr[c as usize + 1] += 1;
-    }
-    for i in 0..m {
-        ptr[i + 1] += ptr[i];
-    }
-    let mut next = ptr.clone();
-    let mut cols = vec![0u32; s.nnz()];
-    let mut vals = vec![0f32; s.nnz()];
-    let mut t_of = vec![0u32; s.nnz()];
-    for r in 0..n {
-        for e in s.row_range(r) {
-            let c = s.col_idx()[e] as usize;
-            let slot = next[c] as usize;
-            next[c] += 1;
-            cols[slot] = r as u32;
-            vals[slot] = s.values()[e];
-            t_of[slot] = e as u32;
-        }
-    }
-    Ok((Csr::new(m, n, ptr, cols, vals)?, t_of))
-}
-
 impl<T: Real> Backend for CpuBackend<T> {
     type Mat = HostMat<T>;
     type Edges = Vec<T>;
@@ -126,7 +98,7 @@ impl<T: Real> Backend for CpuBackend<T> {
         (m.rows, m.cols)
     }
     fn graph(&self, csr: Csr) -> Result<HostGraph<T>> {
-        let (t, t_of) = transpose_with_map(&csr)?;
+        let (t, t_of) = crate::graph::ops::transpose_with_map(&csr);
         let values = csr.values().iter().map(|&v| T::from_f64(v as f64)).collect();
         Ok(HostGraph { s: csr, t, t_of, values })
     }

@@ -154,37 +154,28 @@ impl CudaBackend {
     /// TC8 SpMM on CSR-ordered values: scattered into this side's ME-BCRS slots first.
     fn spmm_tc8_from_csr(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
         let h = g.side(side)?;
-        let i = usize::from(side == Side::Transposed);
         let len = h.value_len(ValueOrder::MeBcrs)?;
         if self.precision == Precision::F16 {
             let mut slots = g.slots_f16.lock().expect("slots poisoned");
-            if slots[i].is_none() {
-                slots[i] = Some(DeviceVec::zeros(&self.gpu, len)?);
-            }
-            let v = slots[i].as_mut().expect("just allocated");
+            let v = slot_buffer(&self.gpu, &mut slots, side, len)?;
             scatter_to_mebcrs(&h, values, v)?;
-            let mut s = self.half.lock().expect("f16 scratch poisoned");
-            let mut xh = s.mat(&self.gpu, x.rows, x.cols, 0)?;
-            cast_matrix_to_f16(x, &mut xh)?;
-            let r = spmm_device_values(&h, EdgeValues::MeBcrsF16(v), FeaturesRef::F16(&xh), y, Impl::Tc8);
-            s.put(xh, 0);
-            r
+            self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::MeBcrsF16(v), FeaturesRef::F16(xh), y, Impl::Tc8))
         } else {
             let mut slots = g.slots_f32.lock().expect("slots poisoned");
-            if slots[i].is_none() {
-                slots[i] = Some(DeviceVec::zeros(&self.gpu, len)?);
-            }
-            let v = slots[i].as_mut().expect("just allocated");
+            let v = slot_buffer(&self.gpu, &mut slots, side, len)?;
             scatter_to_mebcrs(&h, values, v)?;
             spmm_device_values(&h, EdgeValues::MeBcrs(v), FeaturesRef::F32(x), y, Impl::Tc8)
         }
     }
 
-    fn edge_len(&self, h: &GraphHandle) -> Result<usize> {
-        Ok(match self.order {
-            ValueOrder::Csr => h.csr().nnz(),
-            ValueOrder::MeBcrs => crate::ops::sddmm::tc8::mebcrs_len(h)?,
-        })
+    /// Runs `f` on an f16 copy of `x`, cast on the device into a scratch matrix reused per shape
+    /// and `slot` (the lock is not held while `f` runs, so calls nest with distinct slots).
+    fn with_half<R>(&self, x: &DeviceMatrix<f32>, slot: u8, f: impl FnOnce(&DeviceMatrix<f16>) -> Result<R>) -> Result<R> {
+        let mut xh = self.half.lock().expect("f16 scratch poisoned").mat(&self.gpu, x.rows, x.cols, slot)?;
+        cast_matrix_to_f16(x, &mut xh)?;
+        let r = f(&xh);
+        self.half.lock().expect("f16 scratch poisoned").put(xh, slot);
+        r
     }
 
     /// Runs `f`, bracketed by events when op timing is on.
@@ -232,6 +223,20 @@ impl CudaBackend {
     }
 }
 
+/// The value slots of `side`, allocated zeroed on first use.
+fn slot_buffer<'a, T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Clone + Default + Unpin>(
+    gpu: &Gpu,
+    slots: &'a mut [Option<DeviceVec<T>>; 2],
+    side: Side,
+    len: usize,
+) -> Result<&'a mut DeviceVec<T>> {
+    let slot = &mut slots[usize::from(side == Side::Transposed)];
+    if slot.is_none() {
+        *slot = Some(DeviceVec::zeros(gpu, len)?);
+    }
+    Ok(slot.as_mut().expect("allocated above"))
+}
+
 impl HalfScratch {
     fn mat(&mut self, gpu: &Arc<Gpu>, rows: usize, cols: usize, slot: u8) -> Result<DeviceMatrix<f16>> {
         match self.mats.remove(&(rows, cols, slot)) {
@@ -276,7 +281,7 @@ impl Backend for CudaBackend {
         (g.handle.csr().n_rows(), g.handle.csr().n_cols())
     }
     fn edges(&self, g: &GpuGraph, side: Side) -> Result<DeviceVec<f32>> {
-        DeviceVec::zeros(&self.gpu, self.edge_len(&*g.side(side)?)?)
+        DeviceVec::zeros(&self.gpu, g.side(side)?.value_len(self.order)?)
     }
     fn graph_values(&self, g: &GpuGraph, side: Side) -> Result<DeviceVec<f32>> {
         let h = g.side(side)?;
@@ -398,26 +403,18 @@ impl Backend for CudaBackend {
             }
             match (self.precision, self.order) {
                 (Precision::F16, ValueOrder::MeBcrs) => {
-                    let mut s = self.half.lock().expect("f16 scratch poisoned");
-                    let mut xh = s.mat(&self.gpu, x.rows, x.cols, 0)?;
-                    cast_matrix_to_f16(x, &mut xh)?;
-                    let mut vh = match s.vecs.remove(&values.len()) {
+                    let taken = self.half.lock().expect("f16 scratch poisoned").vecs.remove(&values.len());
+                    let mut vh = match taken {
                         Some(v) => v,
                         None => DeviceVec::zeros(&self.gpu, values.len())?,
                     };
                     cast_to_f16(&self.gpu, values, &mut vh)?;
-                    let r = spmm_device_values(&h, EdgeValues::MeBcrsF16(&vh), FeaturesRef::F16(&xh), y, self.spmm_impl);
-                    s.put(xh, 0);
-                    s.vecs.insert(values.len(), vh);
+                    let r = self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::MeBcrsF16(&vh), FeaturesRef::F16(xh), y, self.spmm_impl));
+                    self.half.lock().expect("f16 scratch poisoned").vecs.insert(values.len(), vh);
                     r
                 }
                 (Precision::F16, ValueOrder::Csr) => {
-                    let mut s = self.half.lock().expect("f16 scratch poisoned");
-                    let mut xh = s.mat(&self.gpu, x.rows, x.cols, 0)?;
-                    cast_matrix_to_f16(x, &mut xh)?;
-                    let r = spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F16(&xh), y, self.spmm_impl);
-                    s.put(xh, 0);
-                    r
+                    self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F16(xh), y, self.spmm_impl))
                 }
                 (_, ValueOrder::Csr) => spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F32(x), y, self.spmm_impl),
                 (_, ValueOrder::MeBcrs) => spmm_device_values(&h, EdgeValues::MeBcrs(values), FeaturesRef::F32(x), y, self.spmm_impl),
@@ -430,20 +427,12 @@ impl Backend for CudaBackend {
             if self.precision != Precision::F16 {
                 return sddmm_device(h, FeaturesRef::F32(a), FeaturesRef::F32(b), out, self.sddmm_impl, self.order);
             }
-            let mut s = self.half.lock().expect("f16 scratch poisoned");
-            let mut ah = s.mat(&self.gpu, a.rows, a.cols, 1)?;
-            cast_matrix_to_f16(a, &mut ah)?;
-            let r = if std::ptr::eq(a, b) {
-                sddmm_device(h, FeaturesRef::F16(&ah), FeaturesRef::F16(&ah), out, self.sddmm_impl, self.order)
-            } else {
-                let mut bh = s.mat(&self.gpu, b.rows, b.cols, 2)?;
-                cast_matrix_to_f16(b, &mut bh)?;
-                let r = sddmm_device(h, FeaturesRef::F16(&ah), FeaturesRef::F16(&bh), out, self.sddmm_impl, self.order);
-                s.put(bh, 2);
-                r
-            };
-            s.put(ah, 1);
-            r
+            self.with_half(a, 1, |ah| {
+                if std::ptr::eq(a, b) {
+                    return sddmm_device(h, FeaturesRef::F16(ah), FeaturesRef::F16(ah), out, self.sddmm_impl, self.order);
+                }
+                self.with_half(b, 2, |bh| sddmm_device(h, FeaturesRef::F16(ah), FeaturesRef::F16(bh), out, self.sddmm_impl, self.order))
+            })
         })
     }
     fn transpose_edges(&self, g: &GpuGraph, src: &DeviceVec<f32>, dst: &mut DeviceVec<f32>) -> Result<()> {

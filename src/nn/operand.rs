@@ -12,14 +12,6 @@ pub enum Operand<'a, B: Backend> {
 }
 
 impl<B: Backend> Operand<'_, B> {
-    /// Rows x columns of X.
-    pub fn shape(&self) -> (usize, usize) {
-        match self {
-            Operand::Dense(m) => B::shape(m),
-            Operand::Sparse { x, .. } => B::graph_shape(x),
-        }
-    }
-
     /// `out = X w`.
     pub fn times(&self, b: &B, w: &B::Mat, out: &mut B::Mat) -> Result<()> {
         match self {
@@ -34,9 +26,5 @@ impl<B: Backend> Operand<'_, B> {
             Operand::Dense(x) => b.gemm(x, true, g, false, 0.0, out),
             Operand::Sparse { x, values_t, .. } => b.spmm(x, Side::Transposed, values_t, g, out),
         }
-    }
-
-    pub fn is_dense(&self) -> bool {
-        matches!(self, Operand::Dense(_))
     }
 }

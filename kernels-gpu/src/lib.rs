@@ -19,6 +19,7 @@ macro_rules! unroll4 {
     }};
 }
 
+pub mod abi;
 pub mod config {
     include!("config.rs");
 }

@@ -1,8 +1,10 @@
 //! The one thin unsafe layer between ops and the driver: a kernel launch from a name, a grid,
 //! a block, dynamic shared memory and a list of plain arguments.
 
+use std::marker::PhantomData;
+
 use cudarc::driver::sys::CUfunction_attribute;
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
@@ -32,16 +34,84 @@ impl Shape {
     }
 }
 
-/// Launch `name` on the GPU's stream.
-///
-/// # Safety
-/// `args` must match the kernel's parameter list in number, order and type, every pointer must
-/// address a live device allocation large enough for what the kernel touches with these
-/// arguments, and buffers written by the kernel must not be read by the host until the stream
-/// is synchronised.
-pub unsafe fn launch(gpu: &Gpu, name: &'static str, shape: Shape, args: &[Arg]) -> Result<()> {
+/// A device address a kernel reads, as its argument struct holds it (`*const T` on the device).
+#[repr(transparent)]
+pub struct Ptr<T>(u64, PhantomData<fn() -> T>);
+/// A device address a kernel writes (`*mut T` on the device).
+#[repr(transparent)]
+pub struct PtrMut<T>(u64, PhantomData<fn() -> T>);
+
+macro_rules! address {
+    ($t:ident) => {
+        impl<T> $t<T> {
+            pub const fn new(addr: u64) -> Self {
+                $t(addr, PhantomData)
+            }
+            pub const fn addr(self) -> u64 {
+                self.0
+            }
+            /// The same address read as another element type (e.g. f16 values as 32-bit words).
+            pub const fn cast<U>(self) -> $t<U> {
+                $t(self.0, PhantomData)
+            }
+        }
+        impl<T> Clone for $t<T> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<T> Copy for $t<T> {}
+        impl<T> std::fmt::Debug for $t<T> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{:#x}", self.0)
+            }
+        }
+    };
+}
+address!(Ptr);
+address!(PtrMut);
+
+/// A kernel of the embedded PTX and the argument struct it takes (`gpu::abi`).
+pub struct Kernel<A> {
+    name: &'static str,
+    args: PhantomData<fn(A)>,
+}
+
+impl<A> Clone for Kernel<A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A> Copy for Kernel<A> {}
+
+impl<A: DeviceRepr> Kernel<A> {
+    pub const fn new(name: &'static str) -> Self {
+        Kernel { name, args: PhantomData }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Launch on the GPU's stream with `args`.
+    ///
+    /// # Safety
+    /// Every address in `args` must point at a live device allocation large enough for what the
+    /// kernel touches with these arguments and this shape, and buffers the kernel writes must not
+    /// be read by the host until the stream is synchronised.
+    pub unsafe fn launch(self, gpu: &Gpu, shape: Shape, args: &A) -> Result<()> {
+        let Some((func, cfg)) = prepare(gpu, self.name, shape)? else { return Ok(()) };
+        let mut builder = gpu.stream.launch_builder(&func);
+        builder.arg(args);
+        unsafe { builder.launch(cfg) }.map_err(|e| Error::cuda(format!("launching {} with {shape:?}", self.name), e))?;
+        Ok(())
+    }
+}
+
+/// The function and launch configuration, or None for an empty grid (nothing to do).
+fn prepare(gpu: &Gpu, name: &'static str, shape: Shape) -> Result<Option<(CudaFunction, LaunchConfig)>> {
     if shape.grid.0 == 0 || shape.grid.1 == 0 || shape.grid.2 == 0 {
-        return Ok(()); // nothing to do (e.g. an empty graph)
+        return Ok(None); // e.g. an empty graph
     }
     let func = gpu.kernels.function(name)?;
     if shape.smem_bytes > 48 * 1024 {
@@ -52,13 +122,21 @@ pub unsafe fn launch(gpu: &Gpu, name: &'static str, shape: Shape, args: &[Arg]) 
                 gpu.info().max_smem_per_block_optin
             )));
         }
-        func.set_attribute(
-            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            shape.smem_bytes as i32,
-        )
-        .map_err(|e| Error::cuda(format!("raising {name}'s shared memory limit"), e))?;
+        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shape.smem_bytes as i32)
+            .map_err(|e| Error::cuda(format!("raising {name}'s shared memory limit"), e))?;
     }
-    let cfg = LaunchConfig { grid_dim: shape.grid, block_dim: shape.block, shared_mem_bytes: shape.smem_bytes };
+    Ok(Some((func, LaunchConfig { grid_dim: shape.grid, block_dim: shape.block, shared_mem_bytes: shape.smem_bytes })))
+}
+
+/// Launch `name` on the GPU's stream (positional arguments; being replaced by [`Kernel`]).
+///
+/// # Safety
+/// `args` must match the kernel's parameter list in number, order and type, every pointer must
+/// address a live device allocation large enough for what the kernel touches with these
+/// arguments, and buffers written by the kernel must not be read by the host until the stream
+/// is synchronised.
+pub unsafe fn launch(gpu: &Gpu, name: &'static str, shape: Shape, args: &[Arg]) -> Result<()> {
+    let Some((func, cfg)) = prepare(gpu, name, shape)? else { return Ok(()) };
     let mut builder = gpu.stream.launch_builder(&func);
     for a in args {
         match a {

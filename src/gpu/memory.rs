@@ -9,6 +9,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZero
 
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
+use crate::gpu::launch::{Ptr, PtrMut};
 use crate::tensor::Matrix;
 
 /// A device vector.
@@ -52,6 +53,13 @@ impl<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin> DeviceVec<T> {
     }
     pub fn ptr_mut(&mut self, gpu: &Gpu) -> u64 {
         self.data.device_ptr_mut(&gpu.stream).0
+    }
+    /// The address as a kernel argument ([`crate::gpu::abi`]).
+    pub fn arg(&self, gpu: &Gpu) -> Ptr<T> {
+        Ptr::new(self.ptr(gpu))
+    }
+    pub fn arg_mut(&mut self, gpu: &Gpu) -> PtrMut<T> {
+        PtrMut::new(self.ptr_mut(gpu))
     }
 }
 
@@ -150,5 +158,12 @@ impl<T: Element> DeviceMatrix<T> {
     pub fn ptr_mut(&mut self) -> u64 {
         let gpu = self.gpu.clone();
         self.buf.ptr_mut(&gpu)
+    }
+    /// The address as a kernel argument ([`crate::gpu::abi`]).
+    pub fn arg(&self) -> Ptr<T> {
+        Ptr::new(self.ptr())
+    }
+    pub fn arg_mut(&mut self) -> PtrMut<T> {
+        PtrMut::new(self.ptr_mut())
     }
 }

@@ -6,6 +6,7 @@
 //! GEMM, [`graph`] CUDA graph capture and replay. All of it runs on the one stream the [`Gpu`]
 //! owns ([`Gpu::stream`]).
 
+pub mod abi;
 pub mod cublas;
 pub mod cusparse;
 pub mod device;

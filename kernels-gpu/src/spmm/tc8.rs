@@ -14,6 +14,7 @@
 //! Y atomically (those windows' rows are cleared first by `tc8_zero_windows`); the others store.
 
 use crate::config::{TC8_BLOCK_VECTORS as KV, TC8_WARPS};
+use crate::abi::spmm::{Tc8SpmmArgs, ZeroWindowsArgs};
 use crate::ptx;
 
 /// Blocks whose loads are issued together (4 x 8 vectors = one column per lane).
@@ -218,21 +219,10 @@ impl WorkItem {
     }
 }
 
-/// The main loop shared by every instance.
+/// The main loop shared by every instance (`abi::spmm` lists them).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tc8_spmm<P: Tc8Precision, const NT: usize>(
-    n_items: u32,
-    n_rows: u32,
-    ld: u32,
-    win_ptr: *const u32,
-    vec_col: *const u32,
-    values: *const u32,
-    item_win: *const u32,
-    item_blocks: *const u32, // (first block, end block) per item
-    x: *const u32,
-    y: *mut f32,
-) {
+pub unsafe fn tc8_spmm<P: Tc8Precision, const NT: usize>(a: Tc8SpmmArgs) {
+    let Tc8SpmmArgs { n_items, n_rows, ld, win_ptr, vec_col, values, item_win, item_blocks, x, y } = a;
     let Some(WorkItem { win: w, v_begin, v_end, whole_window }) = (unsafe { WorkItem::load(n_items, win_ptr, item_win, item_blocks) }) else {
         return;
     };
@@ -268,36 +258,11 @@ unsafe fn tc8_spmm<P: Tc8Precision, const NT: usize>(
     }
 }
 
-macro_rules! tc8_kernel {
-    ($name:ident, $prec:ty, $nt:literal) => {
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            n_items: u32,
-            n_rows: u32,
-            ld: u32,
-            win_ptr: *const u32,
-            vec_col: *const u32,
-            values: *const u32,
-            item_win: *const u32,
-            item_blocks: *const u32,
-            x: *const u32,
-            y: *mut f32,
-        ) {
-            unsafe { tc8_spmm::<$prec, $nt>(n_items, n_rows, ld, win_ptr, vec_col, values, item_win, item_blocks, x, y) }
-        }
-    };
-}
-
-tc8_kernel!(spmm_tc8_f16_nt2, F16, 2);
-tc8_kernel!(spmm_tc8_f16_nt4, F16, 4);
-tc8_kernel!(spmm_tc8_tf32_nt2, Tf32, 2);
-tc8_kernel!(spmm_tc8_tf32_nt4, Tf32, 4);
-
 /// Clear the 8 rows of each listed window (those whose items add atomically). One block per
 /// window, threads over the 8 * ld floats.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn tc8_zero_windows(windows: *const u32, n_rows: u32, ld: u32, y: *mut f32) {
+#[inline(always)]
+pub unsafe fn zero_windows(a: ZeroWindowsArgs) {
+    let ZeroWindowsArgs { windows, n_rows, ld, y } = a;
     let w = unsafe { ptx::ld_nc_u32(windows.add(ptx::ctaid_x() as usize)) };
     let row0 = 8 * w;
     let rows = if n_rows - row0 < 8 { n_rows - row0 } else { 8 };

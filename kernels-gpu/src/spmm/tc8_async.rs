@@ -10,8 +10,9 @@
 //! Per warp and stage: 32 vectors x 128 bytes of X (one K slice of 16*NT dims: f16 NT = 4,
 //! tf32 NT = 2) in XOR-swizzled rows (`layout::tc8_smem_chunk`), then the group's values.
 
-use crate::config::{TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS as KV, tc8_async_stage_bytes};
+use crate::config::{TC8_BLOCK_VECTORS as KV, tc8_async_stage_bytes};
 use crate::layout::tc8_smem_chunk;
+use crate::abi::spmm::Tc8SpmmArgs;
 use crate::ptx;
 use crate::spmm::tc8::{WorkItem, write_tile};
 
@@ -139,21 +140,10 @@ unsafe fn issue_group<P: AsyncPrecision>(x: *const u32, ld: u32, my_col: u32, vg
     }
 }
 
-/// The main loop shared by every instance.
+/// The main loop shared by every instance (`abi::spmm` lists them).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tc8_async_spmm<P: AsyncPrecision, const NT: usize, const STAGES: u32>(
-    n_items: u32,
-    n_rows: u32,
-    ld: u32,
-    win_ptr: *const u32,
-    vec_col: *const u32,
-    values: *const u32,
-    item_win: *const u32,
-    item_blocks: *const u32,
-    x: *const u32,
-    y: *mut f32,
-) {
+pub unsafe fn tc8_async_spmm<P: AsyncPrecision, const NT: usize, const STAGES: u32>(a: Tc8SpmmArgs) {
+    let Tc8SpmmArgs { n_items, n_rows, ld, win_ptr, vec_col, values, item_win, item_blocks, x, y } = a;
     let Some(WorkItem { win: w, v_begin, v_end, whole_window }) = (unsafe { WorkItem::load(n_items, win_ptr, item_win, item_blocks) }) else {
         return;
     };
@@ -216,28 +206,3 @@ unsafe fn tc8_async_spmm<P: AsyncPrecision, const NT: usize, const STAGES: u32>(
         unsafe { write_tile::<NT>(y, ld, n_rows, 8 * w, dim, &acc, !whole_window) };
     }
 }
-
-macro_rules! tc8_async_kernel {
-    ($name:ident, $prec:ty, $nt:literal, $stages:expr) => {
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            n_items: u32,
-            n_rows: u32,
-            ld: u32,
-            win_ptr: *const u32,
-            vec_col: *const u32,
-            values: *const u32,
-            item_win: *const u32,
-            item_blocks: *const u32,
-            x: *const u32,
-            y: *mut f32,
-        ) {
-            unsafe { tc8_async_spmm::<$prec, $nt, $stages>(n_items, n_rows, ld, win_ptr, vec_col, values, item_win, item_blocks, x, y) }
-        }
-    };
-}
-
-// A 16-byte chunk is 2*NT dims: 8 f16 (NT = 4) or 4 f32 (NT = 2).
-tc8_async_kernel!(spmm_tc8a_f16, F16, 4, TC8_ASYNC_STAGES);
-tc8_async_kernel!(spmm_tc8a_tf32, Tf32, 2, TC8_ASYNC_STAGES);

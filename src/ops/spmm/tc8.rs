@@ -2,7 +2,8 @@
 //! list that splits long windows, and the NT (16-dim tiles per warp) chosen from K.
 
 use crate::error::{Error, Result};
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::spmm::{self as kernels, Tc8SpmmArgs, ZeroWindowsArgs};
+use crate::gpu::launch::{Ptr, Shape};
 use crate::gpu::shared::config::{TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS, TC8_WARPS, tc8_async_stage_bytes};
 use crate::gpu::shared::partition::tc8_max_blocks;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
@@ -189,12 +190,12 @@ fn spmm_tc8_windows(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<
     let k_slices = ld.div_ceil(16 * nt);
     let wl = device_work_list(g, gpu, &f, k_slices)?;
     let kernel = match (pipeline, f16) {
-        (Pipeline::Registers(2), false) => "spmm_tc8_tf32_nt2",
-        (Pipeline::Registers(_), false) => "spmm_tc8_tf32_nt4",
-        (Pipeline::Registers(2), true) => "spmm_tc8_f16_nt2",
-        (Pipeline::Registers(_), true) => "spmm_tc8_f16_nt4",
-        (Pipeline::Shared, false) => "spmm_tc8a_tf32",
-        (Pipeline::Shared, true) => "spmm_tc8a_f16",
+        (Pipeline::Registers(2), false) => kernels::spmm_tc8_tf32_nt2,
+        (Pipeline::Registers(_), false) => kernels::spmm_tc8_tf32_nt4,
+        (Pipeline::Registers(2), true) => kernels::spmm_tc8_f16_nt2,
+        (Pipeline::Registers(_), true) => kernels::spmm_tc8_f16_nt4,
+        (Pipeline::Shared, false) => kernels::spmm_tc8a_tf32,
+        (Pipeline::Shared, true) => kernels::spmm_tc8a_f16,
     };
     let smem_bytes = match pipeline {
         Pipeline::Registers(_) => 0,
@@ -205,34 +206,33 @@ fn spmm_tc8_windows(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<
         FeaturesRef::F16(xm) => xm.ptr(),
     };
     if wl.n_split > 0 {
-        let args = [Arg::Ptr(wl.split_windows.ptr(gpu)), Arg::U32(n_rows), Arg::U32(ld), Arg::Ptr(y.ptr_mut())];
-        // SAFETY: matches `tc8_zero_windows`; every listed window has rows below n_rows and Y
-        // holds n_rows * ld floats.
-        unsafe { launch(gpu, "tc8_zero_windows", Shape::linear(wl.n_split, 256, 0), &args)? };
+        let args = ZeroWindowsArgs { windows: wl.split_windows.arg(gpu), n_rows, ld, y: y.arg_mut() };
+        // SAFETY: every listed window has rows below n_rows and Y holds n_rows * ld floats.
+        unsafe { kernels::tc8_zero_windows.launch(gpu, Shape::linear(wl.n_split, 256, 0), &args)? };
     }
     let shape = Shape {
         grid: (wl.n_items.div_ceil(TC8_WARPS), k_slices, 1),
         block: (32 * TC8_WARPS, 1, 1),
         smem_bytes,
     };
-    let args = [
-        Arg::U32(wl.n_items),
-        Arg::U32(n_rows),
-        Arg::U32(ld),
-        Arg::Ptr(m.win_ptr.ptr(gpu)),
-        Arg::Ptr(m.vec_col.ptr(gpu)),
-        Arg::Ptr(values_ptr),
-        Arg::Ptr(wl.item_win.ptr(gpu)),
-        Arg::Ptr(wl.item_blocks.ptr(gpu)),
-        Arg::Ptr(x_ptr),
-        Arg::Ptr(y.ptr_mut()),
-    ];
-    // SAFETY: matches the spmm_tc8_* signature; the ME-BCRS arrays and work list were built from
+    let args = Tc8SpmmArgs {
+        n_items: wl.n_items,
+        n_rows,
+        ld,
+        win_ptr: m.win_ptr.arg(gpu),
+        vec_col: m.vec_col.arg(gpu),
+        values: Ptr::new(values_ptr),
+        item_win: wl.item_win.arg(gpu),
+        item_blocks: wl.item_blocks.arg(gpu),
+        x: Ptr::new(x_ptr),
+        y: y.arg_mut(),
+    };
+    // SAFETY: the ME-BCRS arrays and work list were built from
     // this graph and the values hold its 8 * n_vectors slots in the features' storage type (a
     // whole allocation: 16-byte aligned for cp.async); X and Y share the padded stride ld (a
     // multiple of 8, so the vector loads and stores stay aligned) and X has n_cols rows
     // (checked by ops::spmm).
-    unsafe { launch(gpu, kernel, shape, &args) }
+    unsafe { kernel.launch(gpu, shape, &args) }
 }
 
 #[cfg(test)]

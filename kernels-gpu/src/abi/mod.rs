@@ -1,0 +1,37 @@
+//! The kernel ABI, declared once for both crates. Every kernel takes one `#[repr(C)]` argument
+//! struct passed by value (PTX `.param .align 8 .b8 name[size]`), declared with `kernel_args!`,
+//! and is listed with `kernels!` next to the generic function it instantiates. Here (device) a
+//! listing becomes the `extern "ptx-kernel"` entry point; the host crate (`src/gpu/abi.rs`)
+//! `include!`s the same declaration files with its own macros and gets a typed `Kernel<Args>`
+//! handle of the same name, so a launch can neither name a missing symbol nor pass arguments
+//! that disagree with the kernel.
+
+/// A device address the kernel reads (host side: a 64-bit address of the same layout).
+pub type Ptr<T> = *const T;
+/// A device address the kernel writes.
+pub type PtrMut<T> = *mut T;
+
+macro_rules! kernel_args {
+    ($($(#[$meta:meta])* pub struct $name:ident { $($(#[$fmeta:meta])* pub $field:ident : $ty:ty),* $(,)? })*) => {
+        $(
+            $(#[$meta])*
+            #[repr(C)]
+            #[derive(Clone, Copy)]
+            pub struct $name { $($(#[$fmeta])* pub $field: $ty),* }
+        )*
+    };
+}
+
+macro_rules! kernels {
+    ($($(#[$meta:meta])* $name:ident($args:ty) = $body:expr;)*) => {
+        $(
+            $(#[$meta])*
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $name(args: $args) {
+                unsafe { ($body)(args) }
+            }
+        )*
+    };
+}
+
+pub mod spmm;

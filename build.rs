@@ -30,7 +30,10 @@ fn main() {
         .arg(out_dir.join("kernels-target")) // own target dir: no wait on the outer build lock
         .arg("--")
         .arg(format!("--emit=asm={}", ptx.display()))
-        .args(["-C", &format!("target-cpu={arch}")]);
+        .args(["-C", &format!("target-cpu={arch}")])
+        // PTX ISA 8.0 (CUDA 12.0 drivers and newer): sm_90's bulk copies and mbarrier
+        // transaction counts need it; rustc's default for these targets is 7.8.
+        .args(["-C", "target-feature=+ptx80"]);
     // The outer build's wrappers and flags are for the host (clippy-driver, -D warnings, ...).
     for var in [
         "RUSTC_WRAPPER",

@@ -105,12 +105,16 @@ fn host_api_runs_without_gpu() {
 
 #[test]
 fn gpu_tc8_spmm_matches_reference() {
-    use tcgnn::ops::spmm::tc8::{Tc8Pipeline, spmm_tc8_with};
-    let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_matches_reference") else { return };
-    for pipeline in [Tc8Pipeline::Registers, Tc8Pipeline::Shared] {
-        let label = format!("Tc8 {pipeline:?}");
-        let run = |g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>| spmm_tc8_with(g, x.into(), y, pipeline);
-        for prec in [Precision::Tf32, Precision::F16] {
+    use tcgnn::ops::spmm::tc8::{Tc8Source, spmm_tc8_with};
+    let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_matches_reference") else {
+        return;
+    };
+    for prec in [Precision::Tf32, Precision::F16] {
+        for source in Tc8Source::all(&gpu) {
+            let label = format!("Tc8 {source:?}");
+            let run = |g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>| {
+                spmm_tc8_with(g, x.into(), y, source)
+            };
             for (name, s) in common::odd_shapes(13) {
                 for k in [8, 16, 24, 32, 128, 264, 13] {
                     check_gpu_with(&gpu, &name, &s, k, prec, &label, run);
@@ -127,6 +131,56 @@ fn gpu_tc8_spmm_matches_reference() {
     for (name, s) in common::odd_shapes(13).into_iter().take(3) {
         check_gpu(&gpu, &name, &s, 128, Impl::Tc8, Precision::F16);
     }
+}
+
+/// f16 output (Y in f16 for a next layer that reads f16): every source with an f16-output
+/// instance, against the f64 reference at the f16 tolerance, split windows included.
+#[test]
+fn gpu_tc8_spmm_f16_output_matches_reference() {
+    use tcgnn::ops::spmm::tc8::{Tc8Source, spmm_tc8_with};
+    let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_f16_output_matches_reference") else {
+        return;
+    };
+    let prec = Precision::F16;
+    let mut sources = vec![
+        Tc8Source::Registers { tiles: 2 },
+        Tc8Source::Registers { tiles: 4 },
+        Tc8Source::CpAsync,
+    ];
+    if Tc8Source::all(&gpu).contains(&Tc8Source::Bulk { stages: 2 }) {
+        sources.push(Tc8Source::Bulk { stages: 2 });
+    }
+    let mut shapes = common::odd_shapes(15);
+    shapes.push((
+        "n=60000 one huge row".into(),
+        common::one_huge_row(60_000, 24, 5),
+    ));
+    for source in sources {
+        for (name, s) in &shapes {
+            for k in [8, 24, 128, 13] {
+                let (x, want) = common::spmm_problem(s, k, prec);
+                let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
+                let xd = DeviceFeatures::upload(&gpu, &x, prec).unwrap();
+                let mut y = DeviceMatrix::<half::f16>::zeros(&gpu, s.n_rows(), k).unwrap();
+                y.poison().unwrap();
+                spmm_tc8_with(&g, xd.view(), &mut y, source).unwrap();
+                let got = y.download().unwrap();
+                let err = rel_error(&got.data, &want);
+                println!("Tc8 {source:?} f16 out {name} K={k}: rel err {err:.2e}");
+                assert!(
+                    err < prec.tolerance(),
+                    "Tc8 {source:?} f16 output on {name}, K={k}: relative error {err}"
+                );
+            }
+        }
+    }
+    // f32 features cannot write f16 output: a clear error, not a wrong answer.
+    let s = common::random_graph(64, 4, 0, 3);
+    let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
+    let xd = DeviceFeatures::upload(&gpu, &Matrix::random(64, 16, 1), Precision::Tf32).unwrap();
+    let mut y = DeviceMatrix::<half::f16>::zeros(&gpu, 64, 16).unwrap();
+    let e = spmm_tc8_with(&g, xd.view(), &mut y, Tc8Source::CpAsync).unwrap_err();
+    assert!(e.to_string().contains("f16 output"), "{e}");
 }
 
 #[test]

@@ -20,6 +20,22 @@ pub const fn tc8_async_stage_bytes(value_bytes: u32) -> u32 {
     32 * 128 + 32 * TC8_BLOCK_VECTORS * value_bytes
 }
 
+/// Bulk-copy TC8 SpMM (sm_90): shared-memory stride of one gathered 128-byte X slice. Padded by
+/// 16 bytes (f16: 8 dims) or 32 bytes (tf32) so the fragment reads of a quarter-warp hit eight
+/// different 16-byte bank groups (a bulk copy cannot swizzle inside a row).
+pub const fn tc8_bulk_row_stride(value_bytes: u32) -> u32 {
+    if value_bytes == 2 { 144 } else { 160 }
+}
+/// Bytes of one stage of the bulk-copy TC8 SpMM: 32 padded X slices, then 8 values per vector.
+pub const fn tc8_bulk_stage_bytes(value_bytes: u32) -> u32 {
+    32 * tc8_bulk_row_stride(value_bytes) + 32 * TC8_BLOCK_VECTORS * value_bytes
+}
+/// Bytes of one warp of the bulk-copy TC8 SpMM: its stage barriers (16 bytes, room for two 8-byte
+/// mbarriers per 16) and `stages` stages.
+pub const fn tc8_bulk_warp_bytes(value_bytes: u32, stages: u32) -> u32 {
+    16 * stages.div_ceil(2) + stages * tc8_bulk_stage_bytes(value_bytes)
+}
+
 /// Rows per SGT window of TC16 SpMM (the M of mma.m16n8k8).
 pub const TC16_WINDOW: u32 = 16;
 /// Unique columns per SGT block of TC16 SpMM (the K of mma.m16n8k8).

@@ -30,6 +30,7 @@ pub mod partition {
     include!("partition.rs");
 }
 pub mod format;
+pub mod mma;
 pub mod nn;
 pub mod ptx;
 pub mod rng {

@@ -465,6 +465,116 @@ pub unsafe fn ld_shared_u16(addr: u32) -> u16 {
     r
 }
 
+#[inline(always)]
+pub unsafe fn st_shared_v4_u32(addr: u32, v: [u32; 4]) {
+    unsafe {
+        asm!("st.shared.v4.u32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg32) addr, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack))
+    };
+}
+
+// ---------------------------------------------------------------- bulk copies and mbarriers (sm_90)
+//
+// PTX ISA 8.0 / sm_90 only. Builds for older targets keep the functions (so generic kernels
+// compile) but they trap: the host never launches a bulk-copy kernel below sm_90.
+
+#[cfg(target_feature = "sm_90")]
+macro_rules! sm90_asm {
+    ($($t:tt)*) => { unsafe { asm!($($t)*) } };
+}
+#[cfg(not(target_feature = "sm_90"))]
+macro_rules! sm90_asm {
+    ($($t:tt)*) => { unsafe { core::arch::nvptx::trap() } };
+}
+
+/// `mbarrier.init`: a barrier in shared memory (8-byte aligned) expecting `count` arrivals.
+#[inline(always)]
+#[cfg_attr(not(target_feature = "sm_90"), allow(unused_variables))]
+pub unsafe fn mbarrier_init(bar: u32, count: u32) {
+    sm90_asm!("mbarrier.init.shared::cta.b64 [{b}], {c};", b = in(reg32) bar, c = in(reg32) count, options(nostack));
+}
+
+/// Make barrier initialisations visible to the async proxy (the bulk copies complete on them).
+#[inline(always)]
+pub fn fence_mbarrier_init() {
+    sm90_asm!("fence.mbarrier_init.release.cluster;", options(nostack));
+}
+
+/// Order this thread's earlier generic-proxy shared-memory accesses before later async-proxy
+/// ones (a bulk copy refilling a buffer that was just read or zeroed with ordinary stores).
+#[inline(always)]
+pub fn fence_proxy_async_shared() {
+    sm90_asm!("fence.proxy.async.shared::cta;", options(nostack));
+}
+
+/// Arrive on `bar` and raise its expected transaction count by `bytes` (the copies that will
+/// complete on this phase).
+#[inline(always)]
+#[cfg_attr(not(target_feature = "sm_90"), allow(unused_variables))]
+pub unsafe fn mbarrier_arrive_expect_tx(bar: u32, bytes: u32) {
+    sm90_asm!("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{b}], {n};", b = in(reg32) bar, n = in(reg32) bytes, options(nostack));
+}
+
+/// Whether the phase of `bar` with parity `parity` has completed (may suspend briefly).
+#[cfg(target_feature = "sm_90")]
+#[inline(always)]
+pub unsafe fn mbarrier_try_wait_parity(bar: u32, parity: u32) -> bool {
+    let done: u32;
+    unsafe {
+        asm!(
+            "{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [{b}], {ph}; selp.u32 {r}, 1, 0, p; }}",
+            b = in(reg32) bar,
+            ph = in(reg32) parity,
+            r = out(reg32) done,
+            options(nostack)
+        )
+    };
+    done != 0
+}
+#[cfg(not(target_feature = "sm_90"))]
+#[inline(always)]
+pub unsafe fn mbarrier_try_wait_parity(_bar: u32, _parity: u32) -> bool {
+    unsafe { core::arch::nvptx::trap() }
+}
+
+/// Spin until the phase of `bar` with parity `parity` has completed.
+#[inline(always)]
+pub unsafe fn mbarrier_wait_parity(bar: u32, parity: u32) {
+    while !unsafe { mbarrier_try_wait_parity(bar, parity) } {}
+}
+
+/// `cp.async.bulk` global -> shared: `bytes` (a multiple of 16; both addresses 16-byte aligned)
+/// copied by the TMA unit, completing as transactions on `bar`.
+#[inline(always)]
+#[cfg_attr(not(target_feature = "sm_90"), allow(unused_variables))]
+pub unsafe fn cp_async_bulk_g2s(dst: u32, src: *const u32, bytes: u32, bar: u32) {
+    sm90_asm!(
+        "{{ .reg .u64 g; cvta.to.global.u64 g, {s}; cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{d}], [g], {n}, [{b}]; }}",
+        d = in(reg32) dst,
+        s = in(reg64) src,
+        n = in(reg32) bytes,
+        b = in(reg32) bar,
+        options(nostack)
+    );
+}
+
+/// `red.global.add.noftz.f16x2`: atomic accumulate of two packed halves.
+#[inline(always)]
+pub unsafe fn red_add_f16x2(p: *mut u32, v: u32) {
+    unsafe { asm!("red.global.add.noftz.f16x2 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
+}
+
+#[inline(always)]
+pub unsafe fn st_v4_u32(p: *mut u32, v: [u32; 4]) {
+    unsafe {
+        asm!("st.global.v4.u32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack))
+    };
+}
+
+#[inline(always)]
+pub unsafe fn st_v2_u32(p: *mut u32, v: [u32; 2]) {
+    unsafe { asm!("st.global.v2.u32 [{p}], {{{a}, {b}}};", p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1], options(nostack)) };
+}
+
 // ---------------------------------------------------------------- coherent global access (nn ops)
 
 /// Coherent 4-float vector load (for buffers the same kernel also writes); `p` 16-byte aligned.

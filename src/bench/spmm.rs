@@ -31,6 +31,8 @@ pub struct SpmmBenchOptions {
     pub copy_gbs: f64,
     /// Restrict to these implementations (empty = all).
     pub only: Vec<Impl>,
+    /// Also time every TC8 gather source this device runs, and TC8 with f16 output.
+    pub tc8_sources: bool,
 }
 
 fn label(imp: Impl, prec: Precision) -> String {
@@ -125,10 +127,60 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
             Err(e) => out.push(record(lab, Err(e.to_string()), fb)),
         }
     }
+    if opt.tc8_sources {
+        for (variant, outcome, fb) in bench_tc8_sources(gpu, g, (&x32, &x16), (&reference, &reference_f16), &mut y, opt)? {
+            out.push(record(variant, outcome, fb));
+        }
+    }
     Record::set_speedups(&mut out, cusparse_best_f32);
     Record::set_speedups_f16(&mut out, cusparse_best_f16);
     Ok(out)
 }
+
+/// TC8 with every gather source (`tc8 f16 [CpAsync]`), and with f16 output
+/// (`tc8 f16 [CpAsync] f16-out`: its floor still counts a 4-byte output).
+fn bench_tc8_sources(
+    gpu: &Arc<Gpu>,
+    g: &GraphHandle,
+    (x32, x16): (&DeviceFeatures, &DeviceFeatures),
+    (reference, reference_f16): (&[f64], &[f64]),
+    y: &mut DeviceMatrix<f32>,
+    opt: &SpmmBenchOptions,
+) -> Result<Vec<SourceRow>> {
+    let mut rows = Vec::new();
+    let mut push = |variant: String, outcome: Result<(f64, f64)>, fb| rows.push((variant, outcome.map_err(|e| e.to_string()), fb));
+    use crate::ops::spmm::tc8::{Tc8Source, spmm_tc8_with};
+    let mut y16 = DeviceMatrix::<half::f16>::zeros(gpu, y.rows, y.cols)?;
+    for prec in [Precision::Tf32, Precision::F16] {
+        let f16 = prec == Precision::F16;
+        let (x, reference, fb) = if f16 { (x16, reference_f16, (2, 2)) } else { (x32, reference, (4, 4)) };
+        for source in Tc8Source::all(gpu) {
+            let res = (|| -> Result<(f64, f64)> {
+                y.poison()?;
+                spmm_tc8_with(g, x.view(), &mut *y, source)?;
+                let err = rel_error(&y.download()?.data, reference);
+                let t = time_gpu(gpu, opt.warmup, opt.reps, || spmm_tc8_with(g, x.view(), &mut *y, source))?;
+                Ok((t.median_ms, err))
+            })();
+            push(format!("tc8 {} [{source:?}]", format!("{prec:?}").to_lowercase()), res, fb);
+            if f16 {
+                let res = (|| -> Result<(f64, f64)> {
+                    y16.poison()?;
+                    spmm_tc8_with(g, x.view(), &mut y16, source)?;
+                    let err = rel_error(&y16.download()?.data, reference);
+                    let t = time_gpu(gpu, opt.warmup, opt.reps, || spmm_tc8_with(g, x.view(), &mut y16, source))?;
+                    Ok((t.median_ms, err))
+                })();
+                push(format!("tc8 f16 [{source:?}] f16-out"), res, fb);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// A benchmark row before it becomes a [`Record`]: variant, (ms, relative error) or the error,
+/// (value bytes, feature bytes) for its floor.
+type SourceRow = (String, std::result::Result<(f64, f64), String>, (usize, usize));
 
 /// Median time of cuSPARSE SpMM with algorithm `alg`: plan (descriptors, workspace,
 /// preprocessing) built outside the timed loop.

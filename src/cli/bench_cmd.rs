@@ -43,6 +43,10 @@ pub struct KernelBenchArgs {
     /// Only these implementations (comma separated; cuSPARSE is always measured as the baseline).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub only: Vec<tcgnn::ops::Impl>,
+    /// SpMM: also time TC8 with every gather source the device runs (registers, cp.async, bulk
+    /// copies) and with f16 output, as extra rows.
+    #[arg(long)]
+    pub tc8_sources: bool,
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
     #[arg(long, default_value_t = 5)]
@@ -87,14 +91,14 @@ fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
     let only = if a.only.is_empty() { vec![] } else { [a.only.as_slice(), &[tcgnn::ops::Impl::Cusparse]].concat() };
     let records = match op {
         BenchOp::Spmm => {
-            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone() };
+            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone(), tc8_sources: a.tc8_sources };
             run_suite(&gpu, &graphs, &ks, Values::Random, |name, g, k| {
                 check_spmm_command(g.csr(), k, Some(&gpu))?;
                 bench_spmm(&gpu, name, g, k, &opt)
             })
         }
         BenchOp::Sddmm => {
-            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone() };
+            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone(), tc8_sources: a.tc8_sources };
             // Unit values: cuSPARSE SDDMM samples the pattern (see bench::sddmm).
             run_suite(&gpu, &graphs, &ks, Values::Unit, |name, g, k| {
                 check_sddmm_command(g.csr(), k, &gpu)?;

@@ -51,7 +51,7 @@ pub fn run(a: &SpmmArgs) -> tcgnn::Result<()> {
     let copy_gbs = tcgnn::bench::copy_bandwidth_gbs(&gpu)?;
     let handle = GraphHandle::new(g, Some(gpu.clone()));
     let only = if a.imp == Impl::Cusparse { vec![Impl::Cusparse] } else { vec![Impl::Cusparse, a.imp] };
-    let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only };
+    let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only, tc8_sources: false };
     let mut records = bench_spmm(&gpu, &name, &handle, a.k, &opt)?;
     // `--precision` picks among the requested implementation's variants.
     records.retain(|r| {

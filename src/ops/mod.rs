@@ -95,6 +95,45 @@ impl FeaturesRef<'_> {
     }
 }
 
+/// Where a product writes Y: f32, or f16 for a next layer that reads f16 (TC8 only).
+pub enum OutputMut<'a> {
+    F32(&'a mut DeviceMatrix<f32>),
+    F16(&'a mut DeviceMatrix<half::f16>),
+}
+
+impl<'a> From<&'a mut DeviceMatrix<f32>> for OutputMut<'a> {
+    fn from(y: &'a mut DeviceMatrix<f32>) -> Self {
+        OutputMut::F32(y)
+    }
+}
+
+impl<'a> From<&'a mut DeviceMatrix<half::f16>> for OutputMut<'a> {
+    fn from(y: &'a mut DeviceMatrix<half::f16>) -> Self {
+        OutputMut::F16(y)
+    }
+}
+
+impl OutputMut<'_> {
+    pub fn rows(&self) -> usize {
+        match self {
+            OutputMut::F32(m) => m.rows,
+            OutputMut::F16(m) => m.rows,
+        }
+    }
+    pub fn cols(&self) -> usize {
+        match self {
+            OutputMut::F32(m) => m.cols,
+            OutputMut::F16(m) => m.cols,
+        }
+    }
+    pub fn ld(&self) -> usize {
+        match self {
+            OutputMut::F32(m) => m.ld,
+            OutputMut::F16(m) => m.ld,
+        }
+    }
+}
+
 impl DeviceFeatures {
     pub fn view(&self) -> FeaturesRef<'_> {
         self.into()

@@ -34,4 +34,10 @@ macro_rules! kernels {
     };
 }
 
-pub mod spmm;
+// Declaration files are `include!`d (as the host does), with the device-only names their
+// instance listings use imported here.
+pub mod spmm {
+    #[allow(unused_imports)]
+    use crate::spmm::tc8::{Bulk, CpAsync, F16, F16Out, F32Out, Registers, Tf32};
+    include!("spmm.rs");
+}

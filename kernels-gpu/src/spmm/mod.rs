@@ -4,4 +4,3 @@ pub mod csr;
 pub mod hp;
 pub mod tc16;
 pub mod tc8;
-pub mod tc8_async;

@@ -102,7 +102,7 @@ fn run_kernel(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<'_>, y
     match (imp, x) {
         (Impl::Csr, FeaturesRef::F32(x)) => csr::spmm_csr_values(g, csr_values, x, y),
         (Impl::Hp, FeaturesRef::F32(x)) => hp::spmm_hp_values(g, csr_values, x, y),
-        (Impl::Tc8, x) => tc8::spmm_tc8_values(g, values, x, y, tc8::Tc8Pipeline::Default),
+        (Impl::Tc8, x) => tc8::spmm_tc8_values(g, values, x, y, tc8::Tc8Source::Auto),
         (Impl::Tc16, x) => tc16::spmm_tc16(g, x, y),
         (Impl::Cusparse, x) => cusparse::spmm_cusparse_values(g, csr_values, x, y),
         (Impl::Cpu, _) => Err(Error::Unsupported("Impl::Cpu on device buffers; use ops::spmm".into())),

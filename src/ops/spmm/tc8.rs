@@ -1,14 +1,17 @@
 //! Launcher of `kernels-gpu/src/spmm/tc8.rs`: ME-BCRS (k = 8) uploaded once per graph, a work
-//! list that splits long windows, and the NT (16-dim tiles per warp) chosen from K.
+//! list that splits long windows, and the gather source ([`Tc8Source`]) chosen as a value.
 
 use crate::error::{Error, Result};
 use crate::gpu::abi::spmm::{self as kernels, Tc8SpmmArgs, ZeroWindowsArgs};
-use crate::gpu::launch::{Ptr, Shape};
-use crate::gpu::shared::config::{TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS, TC8_WARPS, tc8_async_stage_bytes};
+use crate::gpu::launch::{Kernel, Ptr, PtrMut, Shape};
+use crate::gpu::module::KERNELS_ARCH;
+use crate::gpu::shared::config::{
+    TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS, TC8_WARPS, tc8_async_stage_bytes, tc8_bulk_warp_bytes,
+};
 use crate::gpu::shared::partition::tc8_max_blocks;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::values::check_len;
-use crate::ops::{FeaturesRef, EdgeValues, GraphHandle, ValueOrder};
+use crate::ops::{EdgeValues, FeaturesRef, GraphHandle, OutputMut, ValueOrder};
 
 /// Work items: (window, first block, end block); windows cut into several items.
 #[derive(Debug, PartialEq, Eq)]
@@ -23,7 +26,11 @@ pub struct WorkList {
 /// Cut every window into runs of at most `max_blocks` blocks; an empty window is one empty item
 /// (it still writes its zero rows).
 pub fn work_list(blocks_per_window: impl Iterator<Item = u32>, max_blocks: u32) -> WorkList {
-    let mut wl = WorkList { item_win: Vec::new(), item_blocks: Vec::new(), split_windows: Vec::new() };
+    let mut wl = WorkList {
+        item_win: Vec::new(),
+        item_blocks: Vec::new(),
+        split_windows: Vec::new(),
+    };
     for (w, nb) in blocks_per_window.enumerate() {
         if nb > max_blocks {
             wl.split_windows.push(w as u32);
@@ -68,9 +75,19 @@ fn shape(g: &GraphHandle) -> Result<std::sync::Arc<Tc8Shape>> {
     })
 }
 
-fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &Tc8Shape, k_slices: u32) -> Result<std::sync::Arc<DeviceWorkList>> {
+fn device_work_list(
+    g: &GraphHandle,
+    gpu: &Gpu,
+    f: &Tc8Shape,
+    k_slices: u32,
+) -> Result<std::sync::Arc<DeviceWorkList>> {
     g.cached(k_slices as u64, || {
-        let max_blocks = tc8_max_blocks(f.n_blocks, f.blocks_per_window.len() as u32, k_slices, gpu.info().sm_count);
+        let max_blocks = tc8_max_blocks(
+            f.n_blocks,
+            f.blocks_per_window.len() as u32,
+            k_slices,
+            gpu.info().sm_count,
+        );
         let wl = work_list(f.blocks_per_window.iter().copied(), max_blocks);
         Ok(DeviceWorkList {
             item_win: DeviceVec::upload(gpu, &wl.item_win)?,
@@ -82,80 +99,120 @@ fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &Tc8Shape, k_slices: u32) -> 
     })
 }
 
-/// 16-dim MMA tiles per warp of the register-pipeline kernel. f16: 2 for narrow features (one
-/// warp covers K <= 32), else 4 (wider gathers; measured faster on H100 at K = 128). tf32:
-/// always 2 (four tiles need 124 registers, and the lost occupancy cost 2x at K = 128).
-/// `TCGNN_TC8_NT=2|4` overrides.
-fn tiles_per_warp(ld: u32, f16: bool) -> u32 {
-    match std::env::var("TCGNN_TC8_NT").ok().as_deref() {
-        Some("2") => 2,
-        Some("4") => 4,
-        _ if ld <= 32 || !f16 => 2,
-        _ => 4,
+/// How TC8 brings the gathered X rows into the tensor cores: a tuning value passed in (the
+/// tests and the benchmark run every source), never read from the environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Tc8Source {
+    /// The measured default for the precision, K and device ([`Tc8Source::resolve`]).
+    #[default]
+    Auto,
+    /// Loads straight into registers, one group of 4 blocks at a time; `tiles` 16-dim MMA tiles
+    /// per warp (2 or 4).
+    Registers { tiles: u32 },
+    /// `cp.async` into shared memory, a group ahead (sm_80+).
+    CpAsync,
+    /// One `cp.async.bulk` copy per gathered row slice, completed on an mbarrier, `stages`
+    /// shared-memory stages per warp (2; more measured slower, bench/NOTES.md). sm_90 only.
+    Bulk { stages: u32 },
+}
+
+impl Tc8Source {
+    /// The sources this device and build can run, for tests and benchmarks.
+    pub fn all(gpu: &Gpu) -> Vec<Tc8Source> {
+        let mut v = vec![
+            Tc8Source::Registers { tiles: 2 },
+            Tc8Source::Registers { tiles: 4 },
+            Tc8Source::CpAsync,
+        ];
+        if bulk_available(gpu) {
+            v.push(Tc8Source::Bulk { stages: 2 });
+        }
+        v
+    }
+
+    /// What `Auto` means here. f16 with K <= 32: registers with 2 tiles (one warp covers the
+    /// row; the shared-memory sources move 64-dim f16 slices). Otherwise `CpAsync`, measured
+    /// ahead of `Registers` on the H100 suite (bench/NOTES.md).
+    pub fn resolve(self, ld: u32, f16: bool) -> Tc8Source {
+        match self {
+            Tc8Source::Auto if f16 && ld <= 32 => Tc8Source::Registers { tiles: 2 },
+            Tc8Source::Auto => Tc8Source::CpAsync,
+            s => s,
+        }
+    }
+
+    /// 16-dim tiles per warp of the kernel: the shared-memory sources move 16-byte chunks per
+    /// lane (8 f16 dims: 4 tiles; 4 f32 dims: 2 tiles).
+    fn tiles(self, f16: bool) -> u32 {
+        match self {
+            Tc8Source::Registers { tiles } => tiles,
+            _ if f16 => 4,
+            _ => 2,
+        }
     }
 }
 
-/// Which TC8 kernel brings X into the tensor cores.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tc8Pipeline {
-    /// The measured default: `Shared`, except f16 with K <= 32 (`Registers`: the shared
-    /// pipeline's f16 K slice is 64 dims wide). `TCGNN_TC8_PIPELINE=registers|shared` overrides.
-    Default,
-    /// Gathers into registers one group of 4 blocks at a time (`spmm/tc8.rs`).
-    Registers,
-    /// `cp.async` gathers into shared memory, a group ahead (`spmm/tc8_async.rs`). H100 suite
-    /// (34 graphs) against `Registers`: f16 1.16 -> 1.17x and tf32 0.75 -> 0.76x cuSPARSE at
-    /// K = 128, tf32 1.09 -> 1.15x at K = 32.
-    Shared,
+/// Bulk copies need sm_90 hardware and PTX built for sm_90.
+fn bulk_available(gpu: &Gpu) -> bool {
+    gpu.info().compute_capability.0 >= 9 && KERNELS_ARCH == "sm_90"
 }
 
-fn pipeline(choice: Tc8Pipeline, ld: u32, f16: bool) -> Pipeline {
-    let choice = match (choice, std::env::var("TCGNN_TC8_PIPELINE").ok().as_deref()) {
-        (Tc8Pipeline::Default, Some("registers")) => Tc8Pipeline::Registers,
-        (Tc8Pipeline::Default, Some("shared")) => Tc8Pipeline::Shared,
-        (Tc8Pipeline::Default, _) if f16 && ld <= 32 => Tc8Pipeline::Registers,
-        (Tc8Pipeline::Default, _) => Tc8Pipeline::Shared,
-        (c, _) => c,
-    };
-    match choice {
-        Tc8Pipeline::Registers => Pipeline::Registers(tiles_per_warp(ld, f16)),
-        _ => Pipeline::Shared,
-    }
+/// The kernel for a (source, features, output) triple and its dynamic shared memory.
+fn kernel(source: Tc8Source, f16: bool, f16_out: bool) -> Result<(Kernel<Tc8SpmmArgs>, u32)> {
+    use Tc8Source::*;
+    let vb = if f16 { 2 } else { 4 };
+    let async_smem = TC8_WARPS * TC8_ASYNC_STAGES * tc8_async_stage_bytes(vb);
+    let bulk_smem = |stages: u32| TC8_WARPS * tc8_bulk_warp_bytes(vb, stages);
+    Ok(match (source, f16, f16_out) {
+        (Registers { tiles: 2 }, false, false) => (kernels::spmm_tc8_tf32_nt2, 0),
+        (Registers { tiles: 4 }, false, false) => (kernels::spmm_tc8_tf32_nt4, 0),
+        (Registers { tiles: 2 }, true, false) => (kernels::spmm_tc8_f16_nt2, 0),
+        (Registers { tiles: 4 }, true, false) => (kernels::spmm_tc8_f16_nt4, 0),
+        (Registers { tiles: 2 }, true, true) => (kernels::spmm_tc8_f16_nt2_h, 0),
+        (Registers { tiles: 4 }, true, true) => (kernels::spmm_tc8_f16_nt4_h, 0),
+        (CpAsync, false, false) => (kernels::spmm_tc8a_tf32, async_smem),
+        (CpAsync, true, false) => (kernels::spmm_tc8a_f16, async_smem),
+        (CpAsync, true, true) => (kernels::spmm_tc8a_f16_h, async_smem),
+        (Bulk { stages: 2 }, false, false) => (kernels::spmm_tc8b_tf32, bulk_smem(2)),
+        (Bulk { stages: 2 }, true, false) => (kernels::spmm_tc8b_f16, bulk_smem(2)),
+        (Bulk { stages: 2 }, true, true) => (kernels::spmm_tc8b_f16_h, bulk_smem(2)),
+        (s, f16, f16_out) => {
+            return Err(Error::Unsupported(format!(
+                "TC8 SpMM has no {s:?} kernel for {} features with {} output (f16 output needs f16 features; Registers takes 2 or 4 tiles; Bulk 2 stages)",
+                if f16 { "f16" } else { "f32" },
+                if f16_out { "f16" } else { "f32" }
+            )));
+        }
+    })
 }
 
 /// Y = S X on tensor cores: tf32 for f32 features, f16 for f16 features.
 pub fn spmm_tc8(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>) -> Result<()> {
-    spmm_tc8_with(g, x, y, Tc8Pipeline::Default)
+    spmm_tc8_with(g, x, y, Tc8Source::Auto)
 }
 
-/// [`spmm_tc8`] with a chosen pipeline (the tests run both). Shapes are the caller's to check,
-/// as `ops::spmm::spmm_device` does.
-pub fn spmm_tc8_with(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, choice: Tc8Pipeline) -> Result<()> {
-    spmm_tc8_values(g, None, x, y, choice)
+/// [`spmm_tc8`] with a chosen gather source (the tests run all of them). Shapes are the
+/// caller's to check, as `ops::spmm::spmm_device` does.
+pub fn spmm_tc8_with<'y>(
+    g: &GraphHandle,
+    x: FeaturesRef<'_>,
+    y: impl Into<OutputMut<'y>>,
+    source: Tc8Source,
+) -> Result<()> {
+    spmm_tc8_values(g, None, x, y, source)
 }
 
 /// [`spmm_tc8_with`] with per-call values in ME-BCRS order (`None`: the handle's): f32
 /// ([`EdgeValues::MeBcrs`]) with f32 features, f16 ([`EdgeValues::MeBcrsF16`]) with f16 ones.
-pub fn spmm_tc8_values(
+/// Y may be f16 when X is.
+pub fn spmm_tc8_values<'y>(
     g: &GraphHandle,
     values: Option<EdgeValues>,
     x: FeaturesRef<'_>,
-    y: &mut DeviceMatrix<f32>,
-    choice: Tc8Pipeline,
+    y: impl Into<OutputMut<'y>>,
+    source: Tc8Source,
 ) -> Result<()> {
-    spmm_tc8_windows(g, values, x, y, pipeline(choice, y.ld as u32, matches!(x, FeaturesRef::F16(_))))
-}
-
-/// How a warp brings X in: into registers one group at a time (NT tiles per warp), or by
-/// `cp.async` into `TC8_ASYNC_STAGES` shared-memory stages (`spmm/tc8_async.rs`).
-#[derive(Clone, Copy, Debug)]
-enum Pipeline {
-    Registers(u32),
-    Shared,
-}
-
-/// Y = S X with a warp per window (long windows cut into items).
-fn spmm_tc8_windows(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, pipeline: Pipeline) -> Result<()> {
+    let mut y = y.into();
     let gpu = g.gpu()?;
     let f = shape(g)?;
     let m = g.device_mebcrs()?;
@@ -167,8 +224,14 @@ fn spmm_tc8_windows(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<
             handle_f16 = g.device_mebcrs_f16()?;
             handle_f16.0.ptr(gpu)
         }
-        (Some(v @ EdgeValues::MeBcrs(_)), FeaturesRef::F32(_)) | (Some(v @ EdgeValues::MeBcrsF16(_)), FeaturesRef::F16(_)) => {
-            check_len("TC8 SpMM: the edge values", v.len(), g.value_len(ValueOrder::MeBcrs)?, ValueOrder::MeBcrs)?;
+        (Some(v @ EdgeValues::MeBcrs(_)), FeaturesRef::F32(_))
+        | (Some(v @ EdgeValues::MeBcrsF16(_)), FeaturesRef::F16(_)) => {
+            check_len(
+                "TC8 SpMM: the edge values",
+                v.len(),
+                g.value_len(ValueOrder::MeBcrs)?,
+                ValueOrder::MeBcrs,
+            )?;
             v.ptr(gpu)
         }
         (Some(v), x) => {
@@ -179,35 +242,39 @@ fn spmm_tc8_windows(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<
             )));
         }
     };
-    let ld = y.ld as u32;
+    let ld = y.ld() as u32;
     let n_rows = g.csr().n_rows() as u32;
     let f16 = matches!(x, FeaturesRef::F16(_));
-    // The pipelined kernels move 16-byte chunks: 8 f16 dims (NT = 4) or 4 f32 dims (NT = 2).
-    let nt = match pipeline {
-        Pipeline::Registers(nt) => nt,
-        Pipeline::Shared => if f16 { 4 } else { 2 },
-    };
-    let k_slices = ld.div_ceil(16 * nt);
+    let f16_out = matches!(y, OutputMut::F16(_));
+    let source = source.resolve(ld, f16);
+    if matches!(source, Tc8Source::Bulk { .. }) && !bulk_available(gpu) {
+        return Err(Error::Unsupported(format!(
+            "TC8 bulk copies need an sm_90 GPU and PTX built for sm_90 (this is {} {}.{}, PTX for {KERNELS_ARCH}); use Tc8Source::CpAsync",
+            gpu.info().name,
+            gpu.info().compute_capability.0,
+            gpu.info().compute_capability.1
+        )));
+    }
+    let (kernel, smem_bytes) = kernel(source, f16, f16_out)?;
+    let k_slices = ld.div_ceil(16 * source.tiles(f16));
     let wl = device_work_list(g, gpu, &f, k_slices)?;
-    let kernel = match (pipeline, f16) {
-        (Pipeline::Registers(2), false) => kernels::spmm_tc8_tf32_nt2,
-        (Pipeline::Registers(_), false) => kernels::spmm_tc8_tf32_nt4,
-        (Pipeline::Registers(2), true) => kernels::spmm_tc8_f16_nt2,
-        (Pipeline::Registers(_), true) => kernels::spmm_tc8_f16_nt4,
-        (Pipeline::Shared, false) => kernels::spmm_tc8a_tf32,
-        (Pipeline::Shared, true) => kernels::spmm_tc8a_f16,
-    };
-    let smem_bytes = match pipeline {
-        Pipeline::Registers(_) => 0,
-        Pipeline::Shared => TC8_WARPS * TC8_ASYNC_STAGES * tc8_async_stage_bytes(if f16 { 2 } else { 4 }),
-    };
     let x_ptr = match x {
         FeaturesRef::F32(xm) => xm.ptr(),
         FeaturesRef::F16(xm) => xm.ptr(),
     };
+    let y_ptr = match &mut y {
+        OutputMut::F32(ym) => ym.ptr_mut(),
+        OutputMut::F16(ym) => ym.ptr_mut(),
+    };
     if wl.n_split > 0 {
-        let args = ZeroWindowsArgs { windows: wl.split_windows.arg(gpu), n_rows, ld, y: y.arg_mut() };
-        // SAFETY: every listed window has rows below n_rows and Y holds n_rows * ld floats.
+        let row_words = if f16_out { ld / 2 } else { ld };
+        let args = ZeroWindowsArgs {
+            windows: wl.split_windows.arg(gpu),
+            n_rows,
+            row_words,
+            y: PtrMut::new(y_ptr),
+        };
+        // SAFETY: every listed window has rows below n_rows and Y holds n_rows * ld elements.
         unsafe { kernels::tc8_zero_windows.launch(gpu, Shape::linear(wl.n_split, 256, 0), &args)? };
     }
     let shape = Shape {
@@ -225,13 +292,13 @@ fn spmm_tc8_windows(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<
         item_win: wl.item_win.arg(gpu),
         item_blocks: wl.item_blocks.arg(gpu),
         x: Ptr::new(x_ptr),
-        y: y.arg_mut(),
+        y: PtrMut::new(y_ptr),
     };
-    // SAFETY: the ME-BCRS arrays and work list were built from
-    // this graph and the values hold its 8 * n_vectors slots in the features' storage type (a
-    // whole allocation: 16-byte aligned for cp.async); X and Y share the padded stride ld (a
-    // multiple of 8, so the vector loads and stores stay aligned) and X has n_cols rows
-    // (checked by ops::spmm).
+    // SAFETY: the ME-BCRS arrays and work list were built from this graph and the values hold
+    // its 8 * n_vectors slots in the features' storage type (a whole allocation: 16-byte aligned
+    // for cp.async and bulk copies); X and Y share the padded stride ld (a multiple of 8, so the
+    // vector loads, stores and bulk copies stay aligned), X has n_cols rows and Y n_rows (checked
+    // by ops::spmm), and Y's element type is the kernel's output type.
     unsafe { kernel.launch(gpu, shape, &args) }
 }
 

@@ -105,25 +105,27 @@ fn host_api_runs_without_gpu() {
 
 #[test]
 fn gpu_tc8_spmm_matches_reference() {
-    use tcgnn::ops::spmm::tc8::{Tc8Source, spmm_tc8_with};
-    let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_matches_reference") else {
-        return;
-    };
+    use tcgnn::ops::spmm::tc8::{Tc8Config, Tc8Grid, Tc8Source, spmm_tc8_with};
+    let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_matches_reference") else { return };
     for prec in [Precision::Tf32, Precision::F16] {
         for source in Tc8Source::all(&gpu) {
-            let label = format!("Tc8 {source:?}");
-            let run = |g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>| {
-                spmm_tc8_with(g, x.into(), y, source)
-            };
-            for (name, s) in common::odd_shapes(13) {
-                for k in [8, 16, 24, 32, 128, 264, 13] {
-                    check_gpu_with(&gpu, &name, &s, k, prec, &label, run);
+            for grid in [Tc8Grid::PerItem, Tc8Grid::Persistent] {
+                let config = Tc8Config { source, grid };
+                let label = format!("Tc8 {config:?}");
+                let run = |g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>| spmm_tc8_with(g, x.into(), y, config);
+                for (name, s) in common::odd_shapes(13) {
+                    for k in [8, 16, 24, 32, 128, 264, 13] {
+                        check_gpu_with(&gpu, &name, &s, k, prec, &label, run);
+                    }
                 }
-            }
-            // Windows of thousands of blocks: the split path with atomic accumulation.
-            let big = common::one_huge_row(60_000, 24, 5);
-            for k in [32, 128] {
-                check_gpu_with(&gpu, "n=60000 one huge row", &big, k, prec, &label, run);
+                // Windows of thousands of blocks: the split path with atomic accumulation.
+                let big = common::one_huge_row(60_000, 24, 5);
+                for k in [32, 128] {
+                    check_gpu_with(&gpu, "n=60000 one huge row", &big, k, prec, &label, run);
+                }
+                // Many short windows and empty ones: a persistent warp walks hundreds of items.
+                let sparse = common::random_graph(40_000, 2, 300, 17);
+                check_gpu_with(&gpu, "n=40000 avg degree 2", &sparse, 72, prec, &label, run);
             }
         }
     }
@@ -137,7 +139,7 @@ fn gpu_tc8_spmm_matches_reference() {
 /// instance, against the f64 reference at the f16 tolerance, split windows included.
 #[test]
 fn gpu_tc8_spmm_f16_output_matches_reference() {
-    use tcgnn::ops::spmm::tc8::{Tc8Source, spmm_tc8_with};
+    use tcgnn::ops::spmm::tc8::{Tc8Config, Tc8Grid, Tc8Source, spmm_tc8_with};
     let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_f16_output_matches_reference") else {
         return;
     };
@@ -163,7 +165,7 @@ fn gpu_tc8_spmm_f16_output_matches_reference() {
                 let xd = DeviceFeatures::upload(&gpu, &x, prec).unwrap();
                 let mut y = DeviceMatrix::<half::f16>::zeros(&gpu, s.n_rows(), k).unwrap();
                 y.poison().unwrap();
-                spmm_tc8_with(&g, xd.view(), &mut y, source).unwrap();
+                spmm_tc8_with(&g, xd.view(), &mut y, Tc8Config { source, grid: if k == 24 { Tc8Grid::Persistent } else { Tc8Grid::PerItem } }).unwrap();
                 let got = y.download().unwrap();
                 let err = rel_error(&got.data, &want);
                 println!("Tc8 {source:?} f16 out {name} K={k}: rel err {err:.2e}");

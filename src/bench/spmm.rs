@@ -149,29 +149,33 @@ fn bench_tc8_sources(
 ) -> Result<Vec<SourceRow>> {
     let mut rows = Vec::new();
     let mut push = |variant: String, outcome: Result<(f64, f64)>, fb| rows.push((variant, outcome.map_err(|e| e.to_string()), fb));
-    use crate::ops::spmm::tc8::{Tc8Source, spmm_tc8_with};
+    use crate::ops::spmm::tc8::{Tc8Config, Tc8Grid, Tc8Source, spmm_tc8_with};
     let mut y16 = DeviceMatrix::<half::f16>::zeros(gpu, y.rows, y.cols)?;
     for prec in [Precision::Tf32, Precision::F16] {
         let f16 = prec == Precision::F16;
         let (x, reference, fb) = if f16 { (x16, reference_f16, (2, 2)) } else { (x32, reference, (4, 4)) };
         for source in Tc8Source::all(gpu) {
-            let res = (|| -> Result<(f64, f64)> {
-                y.poison()?;
-                spmm_tc8_with(g, x.view(), &mut *y, source)?;
-                let err = rel_error(&y.download()?.data, reference);
-                let t = time_gpu(gpu, opt.warmup, opt.reps, || spmm_tc8_with(g, x.view(), &mut *y, source))?;
-                Ok((t.median_ms, err))
-            })();
-            push(format!("tc8 {} [{source:?}]", format!("{prec:?}").to_lowercase()), res, fb);
-            if f16 {
+            for grid in [Tc8Grid::PerItem, Tc8Grid::Persistent] {
+                let config = Tc8Config { source, grid };
+                let name = format!("{source:?}{}", if grid == Tc8Grid::Persistent { ", persistent" } else { "" });
                 let res = (|| -> Result<(f64, f64)> {
-                    y16.poison()?;
-                    spmm_tc8_with(g, x.view(), &mut y16, source)?;
-                    let err = rel_error(&y16.download()?.data, reference);
-                    let t = time_gpu(gpu, opt.warmup, opt.reps, || spmm_tc8_with(g, x.view(), &mut y16, source))?;
+                    y.poison()?;
+                    spmm_tc8_with(g, x.view(), &mut *y, config)?;
+                    let err = rel_error(&y.download()?.data, reference);
+                    let t = time_gpu(gpu, opt.warmup, opt.reps, || spmm_tc8_with(g, x.view(), &mut *y, config))?;
                     Ok((t.median_ms, err))
                 })();
-                push(format!("tc8 f16 [{source:?}] f16-out"), res, fb);
+                push(format!("tc8 {} [{name}]", format!("{prec:?}").to_lowercase()), res, fb);
+                if f16 {
+                    let res = (|| -> Result<(f64, f64)> {
+                        y16.poison()?;
+                        spmm_tc8_with(g, x.view(), &mut y16, config)?;
+                        let err = rel_error(&y16.download()?.data, reference);
+                        let t = time_gpu(gpu, opt.warmup, opt.reps, || spmm_tc8_with(g, x.view(), &mut y16, config))?;
+                        Ok((t.median_ms, err))
+                    })();
+                    push(format!("tc8 f16 [{name}] f16-out"), res, fb);
+                }
             }
         }
     }

@@ -152,6 +152,38 @@ impl Tc8Source {
     }
 }
 
+/// How a TC8 product runs: the gather source and the grid (tuning values, passed in).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Tc8Config {
+    pub source: Tc8Source,
+    pub grid: Tc8Grid,
+}
+
+/// The grid of a TC8 product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Tc8Grid {
+    /// `Persistent` when the work list is more than [`PERSISTENT_WAVES`] waves of resident
+    /// blocks (large sparse graphs: many windows of a few groups each), else `PerItem`.
+    #[default]
+    Auto,
+    /// One warp per work item.
+    PerItem,
+    /// As many blocks as fit on the device at once; each warp walks several work items and its
+    /// copies run ahead across item boundaries.
+    Persistent,
+}
+
+/// Above this many waves of resident blocks, `Tc8Grid::Auto` goes persistent. H100, K = 128,
+/// f16 with f16 output: R-MAT 2^20 x 8 relabelled (~80 waves) 0.62 -> 0.54 ms; musae_github
+/// (~3 waves) 0.045 -> 0.049 ms (bench/NOTES.md).
+pub const PERSISTENT_WAVES: u32 = 8;
+
+impl From<Tc8Source> for Tc8Config {
+    fn from(source: Tc8Source) -> Self {
+        Tc8Config { source, grid: Tc8Grid::Auto }
+    }
+}
+
 /// Bulk copies need sm_90 hardware and PTX built for sm_90.
 fn bulk_available(gpu: &Gpu) -> bool {
     gpu.info().compute_capability.0 >= 9 && KERNELS_ARCH == "sm_90"
@@ -193,13 +225,8 @@ pub fn spmm_tc8(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>) 
 
 /// [`spmm_tc8`] with a chosen gather source (the tests run all of them). Shapes are the
 /// caller's to check, as `ops::spmm::spmm_device` does.
-pub fn spmm_tc8_with<'y>(
-    g: &GraphHandle,
-    x: FeaturesRef<'_>,
-    y: impl Into<OutputMut<'y>>,
-    source: Tc8Source,
-) -> Result<()> {
-    spmm_tc8_values(g, None, x, y, source)
+pub fn spmm_tc8_with<'y>(g: &GraphHandle, x: FeaturesRef<'_>, y: impl Into<OutputMut<'y>>, config: impl Into<Tc8Config>) -> Result<()> {
+    spmm_tc8_values(g, None, x, y, config)
 }
 
 /// [`spmm_tc8_with`] with per-call values in ME-BCRS order (`None`: the handle's): f32
@@ -210,9 +237,10 @@ pub fn spmm_tc8_values<'y>(
     values: Option<EdgeValues>,
     x: FeaturesRef<'_>,
     y: impl Into<OutputMut<'y>>,
-    source: Tc8Source,
+    config: impl Into<Tc8Config>,
 ) -> Result<()> {
     let mut y = y.into();
+    let Tc8Config { source, grid } = config.into();
     let gpu = g.gpu()?;
     let f = shape(g)?;
     let m = g.device_mebcrs()?;
@@ -277,11 +305,16 @@ pub fn spmm_tc8_values<'y>(
         // SAFETY: every listed window has rows below n_rows and Y holds n_rows * ld elements.
         unsafe { kernels::tc8_zero_windows.launch(gpu, Shape::linear(wl.n_split, 256, 0), &args)? };
     }
-    let shape = Shape {
-        grid: (wl.n_items.div_ceil(TC8_WARPS), k_slices, 1),
-        block: (32 * TC8_WARPS, 1, 1),
-        smem_bytes,
-    };
+    let mut blocks = wl.n_items.div_ceil(TC8_WARPS);
+    if grid != Tc8Grid::PerItem {
+        // Resident blocks per K slice: with a persistent grid, every slice's blocks at once.
+        let per_sm = kernel.max_active_blocks_per_sm(gpu, 32 * TC8_WARPS, smem_bytes)?.max(1);
+        let resident = (gpu.info().sm_count * per_sm).div_ceil(k_slices).max(1);
+        if grid == Tc8Grid::Persistent || blocks > PERSISTENT_WAVES * resident {
+            blocks = blocks.min(resident);
+        }
+    }
+    let shape = Shape { grid: (blocks, k_slices, 1), block: (32 * TC8_WARPS, 1, 1), smem_bytes };
     let args = Tc8SpmmArgs {
         n_items: wl.n_items,
         n_rows,

@@ -1,5 +1,5 @@
 //! CpAsync: X slices and values copied into shared memory by `cp.async` (sm_80+), `STAGES - 1`
-//! groups ahead, the next group's columns loaded one iteration early.
+//! groups ahead of the MMAs; the producer's columns are loaded a group before its copies.
 //!
 //! Why: `Registers` holds a group's gathered X in registers until its MMAs, so each warp has at
 //! most one group (4 KB) in flight; copies into shared memory hold no registers.
@@ -12,7 +12,8 @@ use crate::config::{TC8_BLOCK_VECTORS as KV, tc8_async_stage_bytes};
 use crate::layout::tc8_smem_chunk;
 use crate::ptx;
 use crate::spmm::tc8::precision::{Shared, Tc8Precision};
-use crate::spmm::tc8::{GROUP_VECTORS, Item};
+use crate::spmm::tc8::work::{Cursor, Items, WorkItem};
+use crate::spmm::tc8::{GROUP_VECTORS, Operands};
 
 /// Bytes of one vector's X slice in shared memory (8 chunks of 16 bytes).
 const ROW_BYTES: u32 = 128;
@@ -22,99 +23,94 @@ const X_STAGE_BYTES: u32 = GROUP_VECTORS * ROW_BYTES;
 pub struct CpAsync<const STAGES: u32> {
     warp_smem: u32,
     stage_bytes: u32,
-    n_groups: u32,
-    /// Columns of the next group to issue, one per lane.
-    cols_next: u32,
+    /// Groups issued so far: the next one goes to stage `issued % STAGES`.
+    issued: u32,
 }
 
 impl<const STAGES: u32> CpAsync<STAGES> {
-    /// Issue the copies of group `gi`: lane l copies chunk l % 8 of vectors 4j + l / 8 (a
-    /// quarter-warp one whole row), then 16-byte pieces of the group's values. Vectors past the
-    /// item and chunks past `ld` are zero-filled, so the MMAs never read stale memory.
+    /// Issue the copies of group `gi` of `item` into `stage`: lane l copies chunk l % 8 of
+    /// vectors 4j + l / 8 (a quarter-warp one whole row), then 16-byte pieces of the group's
+    /// values. Vectors past the item and chunks past `ld` are zero-filled, so the MMAs never read
+    /// stale memory.
     #[inline(always)]
-    unsafe fn issue<P: Tc8Precision>(&self, item: &Item, gi: u32, my_col: u32) {
+    unsafe fn issue<P: Tc8Precision>(&self, ops: &Operands, item: &WorkItem, gi: u32, my_col: u32, stage: u32) {
         let tf32 = P::BYTES == 4;
-        let stage = self.warp_smem + (gi % STAGES) * self.stage_bytes;
         let vg = item.group_start(gi);
-        let c = item.lane % 8;
+        let c = ops.lane % 8;
         // A 16-byte chunk is 16 / BYTES dims.
-        let copy_dim = item.slice + (16 / P::BYTES) * c;
-        let copy_ok = copy_dim < item.ld;
+        let copy_dim = ops.slice + (16 / P::BYTES) * c;
+        let copy_ok = copy_dim < ops.ld;
         let mut j = 0;
         while j < GROUP_VECTORS / 4 {
-            let v = 4 * j + item.lane / 8;
+            let v = 4 * j + ops.lane / 8;
             let col = ptx::shfl_idx_u32(my_col, v);
             let ok = vg + v < item.v_end && copy_ok;
-            let word = (col as usize * item.ld as usize + copy_dim as usize) * P::BYTES as usize / 4;
-            let src = if ok { unsafe { item.x.add(word) } } else { item.x };
+            let word = (col as usize * ops.ld as usize + copy_dim as usize) * P::BYTES as usize / 4;
+            let src = if ok { unsafe { ops.x.add(word) } } else { ops.x };
             unsafe { ptx::cp_async_16(stage + v * ROW_BYTES + 16 * tc8_smem_chunk(v, c, tf32), src, if ok { 16 } else { 0 }) };
             j += 1;
         }
         let per_piece = 16 / P::BYTES;
         let pieces = GROUP_VECTORS * KV / per_piece;
         let vals = stage + X_STAGE_BYTES;
-        let mut p = item.lane;
+        let mut p = ops.lane;
         while p < pieces {
             let elem = 8 * vg + p * per_piece;
             let ok = elem < 8 * item.v_end;
-            let src = if ok { unsafe { item.values.add(elem as usize * P::BYTES as usize / 4) } } else { item.values };
+            let src = if ok { unsafe { ops.values.add(elem as usize * P::BYTES as usize / 4) } } else { ops.values };
             unsafe { ptx::cp_async_16(vals + 16 * p, src, if ok { 16 } else { 0 }) };
             p += 32;
         }
     }
+
+    #[inline(always)]
+    fn stage(&self, seq: u32) -> u32 {
+        self.warp_smem + (seq % STAGES) * self.stage_bytes
+    }
 }
 
 impl<P: Tc8Precision, const NT: usize, const STAGES: u32> GatherSource<P, NT> for CpAsync<STAGES> {
+    const DEPTH: u32 = STAGES - 1;
     type Stage = u32;
 
     #[inline(always)]
-    unsafe fn begin(item: &Item) -> Self {
+    unsafe fn new(_ops: &Operands) -> Self {
         let stage_bytes = tc8_async_stage_bytes(P::BYTES);
-        let mut s = CpAsync { warp_smem: ptx::dyn_smem_base() + ptx::warp_id() * STAGES * stage_bytes, stage_bytes, n_groups: item.n_groups(), cols_next: 0 };
-        let mut gi = 0;
-        while gi < STAGES - 1 {
-            if gi < s.n_groups {
-                let cols = unsafe { item.lane_col(gi) };
-                unsafe { s.issue::<P>(item, gi, cols) };
-            }
-            ptx::cp_async_commit();
-            gi += 1;
-        }
-        if STAGES - 1 < s.n_groups {
-            s.cols_next = unsafe { item.lane_col(STAGES - 1) };
-        }
-        s
+        CpAsync { warp_smem: ptx::dyn_smem_base() + ptx::warp_id() * STAGES * stage_bytes, stage_bytes, issued: 0 }
     }
 
     #[inline(always)]
-    unsafe fn acquire(&mut self, item: &Item, gi: u32) -> u32 {
-        let ahead = gi + STAGES - 1;
-        if ahead < self.n_groups {
-            unsafe { self.issue::<P>(item, ahead, self.cols_next) };
+    unsafe fn issue_next(&mut self, ops: &Operands, items: &Items, producer: &mut Cursor) {
+        if producer.valid(items) {
+            unsafe { self.issue::<P>(ops, &producer.item, producer.gi, producer.cols, self.stage(self.issued)) };
+            self.issued += 1;
+            unsafe { producer.advance(items, ops) };
         }
+        // One commit group per call, empty at the stream's end, so `acquire` counts right.
         ptx::cp_async_commit();
-        if ahead + 1 < self.n_groups {
-            self.cols_next = unsafe { item.lane_col(ahead + 1) };
-        }
-        // Group gi is the oldest of the STAGES in flight.
+    }
+
+    #[inline(always)]
+    unsafe fn acquire(&mut self, _ops: &Operands, _item: &WorkItem, _gi: u32, seq: u32) -> u32 {
+        // DEPTH groups were committed after this one.
         match STAGES {
             2 => ptx::cp_async_wait::<1>(),
             3 => ptx::cp_async_wait::<2>(),
             _ => ptx::cp_async_wait::<3>(),
         }
         ptx::sync_warp();
-        self.warp_smem + (gi % STAGES) * self.stage_bytes
+        self.stage(seq)
     }
 
     #[inline(always)]
-    unsafe fn block(&self, item: &Item, stage: &u32, i: u32, kb: u32) -> ([u32; 8], [u32; 8], P::B) {
+    unsafe fn block(&self, ops: &Operands, _item: &WorkItem, stage: &u32, i: u32, kb: u32) -> ([u32; 8], [u32; 8], P::B) {
         let tf32 = P::BYTES == 4;
-        let g = item.lane / 4;
-        let (j0, j1) = P::slots(item.lane);
+        let g = ops.lane / 4;
+        let (j0, j1) = P::slots(ops.lane);
         let row = |v: u32| stage + v * ROW_BYTES + 16 * tc8_smem_chunk(v, g, tf32);
         let xa = unsafe { shared_chunk(row(KV * i + j0)) };
         let xb = unsafe { shared_chunk(row(KV * i + j1)) };
-        let b = unsafe { P::load_b(Shared(stage + X_STAGE_BYTES), (8 * KV * i + g * kb) as usize, kb, item.lane) };
+        let b = unsafe { P::load_b(Shared(stage + X_STAGE_BYTES), (8 * KV * i + g * kb) as usize, kb, ops.lane) };
         (xa, xb, b)
     }
 

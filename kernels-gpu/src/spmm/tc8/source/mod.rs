@@ -2,12 +2,13 @@
 //! lane as MMA operands. One main loop (`tc8_spmm`) drives all of them:
 //!
 //! ```text
-//! let mut s = S::begin(item);            // prologue: groups in flight
-//! for gi in 0..n_groups {
-//!     let stage = s.acquire(item, gi);   // issue a later group, wait for gi
+//! let mut s = S::new(ops);                 // shared memory, barriers
+//! DEPTH times: s.issue_next(producer)      // groups in flight ahead of the MMAs
+//! for each (item, group gi) of the warp's stream, seq = 0, 1, ...:
+//!     s.issue_next(producer)               // keep DEPTH groups ahead (across items)
+//!     let stage = s.acquire(item, gi, seq) // wait for this group (or load it now)
 //!     for each block i of gi: P::mma(acc, s.block(item, &stage, i, kb))
-//!     s.release();                       // the stage may be refilled
-//! }
+//!     s.release()                          // the stage may be refilled
 //! ```
 
 mod bulk;
@@ -18,17 +19,23 @@ pub use bulk::Bulk;
 pub use cp_async::CpAsync;
 pub use registers::Registers;
 
-use super::Item;
 use super::precision::Tc8Precision;
+use super::work::{Cursor, Items, WorkItem};
+use super::Operands;
 
 /// One way of bringing X into the tensor cores; `NT` 16-dim tiles per warp.
 pub trait GatherSource<P: Tc8Precision, const NT: usize>: Sized {
+    /// Groups issued ahead of the one being multiplied (0: loaded when acquired).
+    const DEPTH: u32;
     /// What `acquire` hands the MMAs: the group's operands, or where they sit in shared memory.
     type Stage;
-    unsafe fn begin(item: &Item) -> Self;
-    unsafe fn acquire(&mut self, item: &Item, gi: u32) -> Self::Stage;
+    unsafe fn new(ops: &Operands) -> Self;
+    /// Start bringing in the producer's group, if the stream has one left, and move it on.
+    unsafe fn issue_next(&mut self, ops: &Operands, items: &Items, producer: &mut Cursor);
+    /// Group `gi` of `item`, the `seq`-th group of the warp's stream, ready for the MMAs.
+    unsafe fn acquire(&mut self, ops: &Operands, item: &WorkItem, gi: u32, seq: u32) -> Self::Stage;
     /// This lane's X words of its two slots and the B fragment, for block `i` (`kb` vectors).
-    unsafe fn block(&self, item: &Item, stage: &Self::Stage, i: u32, kb: u32) -> ([u32; 8], [u32; 8], P::B);
+    unsafe fn block(&self, ops: &Operands, item: &WorkItem, stage: &Self::Stage, i: u32, kb: u32) -> ([u32; 8], [u32; 8], P::B);
     fn release(&mut self);
 }
 

@@ -2,6 +2,7 @@
 
 pub mod csr;
 pub mod hp;
+pub mod remainder;
 pub mod tc16;
 pub mod tc8;
 pub mod tc8_async;

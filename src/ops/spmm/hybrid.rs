@@ -219,6 +219,22 @@ pub fn hybrid_handle(g: &GraphHandle, t: usize) -> Result<Arc<HybridHandle>> {
 /// and f32 with f32 features, f16 (f32 accumulation) with f16 features. `t = None`: the cost
 /// model's choice ([`threshold`]). Returns the split it ran.
 pub fn spmm_hybrid(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, t: Option<usize>) -> Result<HybridSplit> {
+    spmm_hybrid_with(g, x, y, t, CcUnroll::Default)
+}
+
+/// Gathers in flight per lane of the remainder kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CcUnroll {
+    /// 4, or 8 with `TCGNN_HYBRID_CC_UNROLL=8`.
+    Default,
+    /// 4 (ptxas: 54 registers f32, 56 f16).
+    U4,
+    /// 8 (80 / 92 registers: fewer warps, twice the gathers per warp).
+    U8,
+}
+
+/// [`spmm_hybrid`] with a chosen remainder kernel (the tests run both).
+pub fn spmm_hybrid_with(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, t: Option<usize>, unroll: CcUnroll) -> Result<HybridSplit> {
     let csr = g.csr();
     if x.rows() != csr.n_cols() || y.rows != csr.n_rows() || y.cols != x.cols() {
         return Err(Error::Shape(format!(
@@ -241,15 +257,13 @@ pub fn spmm_hybrid(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32
         tc8::spmm_tc8(tc, x, y)?;
     }
     let cc = h.cc.as_ref().expect("S_cc is not empty when cc_nnz > 0");
-    spmm_remainder(g.gpu()?, cc, x, y)?;
+    spmm_remainder(g.gpu()?, cc, x, y, unroll)?;
     Ok(split)
 }
 
-/// Gathers in flight per lane of the remainder kernel: 4 (default) or 8
-/// (`TCGNN_HYBRID_CC_UNROLL=8`; more registers, fewer warps).
-fn unroll() -> u32 {
-    match std::env::var("TCGNN_HYBRID_CC_UNROLL").ok().as_deref() {
-        Some("8") => 8,
+fn unroll_of(choice: CcUnroll) -> u32 {
+    match (choice, std::env::var("TCGNN_HYBRID_CC_UNROLL").ok().as_deref()) {
+        (CcUnroll::U8, _) | (CcUnroll::Default, Some("8")) => 8,
         _ => 4,
     }
 }
@@ -262,7 +276,7 @@ pub fn cc_geometry(ld: usize, f16: bool) -> (u32, u32, u32) {
     (group.trailing_zeros(), chunks, chunks.div_ceil(group))
 }
 
-fn spmm_remainder(gpu: &Gpu, cc: &CcDevice, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+fn spmm_remainder(gpu: &Gpu, cc: &CcDevice, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, unroll: CcUnroll) -> Result<()> {
     let f16 = matches!(x, FeaturesRef::F16(_));
     let ld = y.ld as u32;
     let csr = cc.handle.device_csr()?;
@@ -287,7 +301,7 @@ fn spmm_remainder(gpu: &Gpu, cc: &CcDevice, x: FeaturesRef<'_>, y: &mut DeviceMa
     }
     let (group_shift, chunks, slices) = cc_geometry(y.ld, f16);
     let items_per_block = (32 >> group_shift) * HYBRID_CC_WARPS;
-    let kernel = match (f16, unroll()) {
+    let kernel = match (f16, unroll_of(unroll)) {
         (false, 8) => kernels::spmm_cc_f32_u8,
         (false, _) => kernels::spmm_cc_f32_u4,
         (true, 8) => kernels::spmm_cc_f16_u8,

@@ -9,8 +9,9 @@
 //!   row), one 16-byte chunk of the X row per lane: an f32 row of K = 128 takes the whole warp,
 //!   an f16 row of K = 128 half of it (twice the rows in flight per warp: f16 rows are half the
 //!   bytes), K = 32 a quarter (f32) or an eighth (f16);
-//! - the group loads up to `group` (column, value) pairs with one coalesced load, then `U`
-//!   gathers at a time are issued (columns and values handed round by shuffles) before their FMAs;
+//! - the group loads up to `group` (column, value) pairs with one coalesced load (the next batch's
+//!   pairs are loaded a batch ahead), then `U` gathers at a time are issued (columns and values
+//!   handed round by shuffles) before their FMAs;
 //! - in accumulate mode the group's read of Y (the tensor-core part) is issued before the gathers
 //!   so it is in flight with them; a row owned by one item is then stored with plain 16-byte
 //!   stores, and only a row cut into several items (by nonzero count, on the host) takes
@@ -152,11 +153,14 @@ pub unsafe fn cc_spmm<P: CcFeature, const U: usize>(a: CcSpmmArgs) {
     let len = e1 - e0;
     let max_len = warp_max_u32(len);
     let src0 = lane - in_group; // the group's first lane
+    // One coalesced load of the group's `group` (column, value) pairs from nonzero e on.
+    let pairs = |e: u32| if e < e1 { unsafe { (ptx::ld_nc_u32(col_idx.add(e as usize)), P::value(values, e)) } } else { (0, 0.0) };
+    let mut next = pairs(e0 + in_group);
     let mut base = 0u32;
     while base < max_len {
-        // One coalesced load of the group's next `group` (column, value) pairs.
-        let e = e0 + base + in_group;
-        let (my_col, my_val) = if e < e1 { unsafe { (ptx::ld_nc_u32(col_idx.add(e as usize)), P::value(values, e)) } } else { (0, 0.0) };
+        let (my_col, my_val) = next;
+        // The following batch's pairs, in flight while this batch's gathers run.
+        next = pairs(e0 + base + group + in_group);
         // Nonzeros of this batch for this group, and the warp's most (the trip count).
         let n = if len > base { (len - base).min(group) } else { 0 };
         let steps = (max_len - base).min(group);

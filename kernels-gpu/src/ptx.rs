@@ -311,6 +311,15 @@ pub fn rcp(v: f32) -> f32 {
     r
 }
 
+/// `fma.rn.f32`: a * b + c with one rounding (Rust's `a * b + c` becomes `mul.rn` + `add.rn`,
+/// which ptxas does not fuse).
+#[inline(always)]
+pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
+    let r: f32;
+    unsafe { asm!("fma.rn.f32 {r}, {a}, {b}, {c};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c, options(pure, nomem, nostack)) };
+    r
+}
+
 // ---------------------------------------------------------------- tensor cores
 
 /// D = A * B + C, m16n8k8, f16 inputs, f32 accumulators.

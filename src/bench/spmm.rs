@@ -8,19 +8,22 @@ use crate::error::Result;
 use crate::gpu::cusparse::{self, DataType, Layout, SparseMatrix, SpmmAlg, SpmmPlan};
 use crate::gpu::timing::time_gpu;
 use crate::gpu::{DeviceMatrix, Gpu};
+use crate::gpu::memory::padded_ld;
 use crate::ops::spmm::cpu::spmm_reference_f64;
-use crate::ops::spmm::spmm_device;
+use crate::ops::spmm::{hybrid, spmm_device};
 use crate::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
 use crate::tensor::{Matrix, rel_error};
 
 /// The variants a run covers, as (implementation, precision).
-pub const SPMM_VARIANTS: [(Impl, Precision); 8] = [
+pub const SPMM_VARIANTS: [(Impl, Precision); 10] = [
     (Impl::Csr, Precision::F32),
     (Impl::Hp, Precision::F32),
     (Impl::Tc16, Precision::Tf32),
     (Impl::Tc16, Precision::F16),
     (Impl::Tc8, Precision::Tf32),
     (Impl::Tc8, Precision::F16),
+    (Impl::Hybrid, Precision::Tf32),
+    (Impl::Hybrid, Precision::F16),
     (Impl::Auto, Precision::Tf32),
     (Impl::Auto, Precision::F16),
 ];
@@ -33,10 +36,26 @@ pub struct SpmmBenchOptions {
     pub only: Vec<Impl>,
     /// Also time every TC8 gather source this device runs, and TC8 with f16 output.
     pub tc8_sources: bool,
+    /// Hybrid thresholds to run instead of the cost model's choice (one variant "hybrid t=T"
+    /// each; empty = the cost model's t, variant "hybrid").
+    pub hybrid_t: Vec<usize>,
 }
 
 fn label(imp: Impl, prec: Precision) -> String {
     format!("{} {}", format!("{imp:?}").to_lowercase(), format!("{prec:?}").to_lowercase())
+}
+
+/// "hybrid f16 (t=2, CC 84%)": the cost model's t (`t = None`) or "hybrid t=2 f16 (CC 84%)" for a
+/// requested one, with the share of nonzeros on the CUDA cores.
+pub fn hybrid_label(prec: Precision, t: Option<usize>, split: Option<crate::format::hybrid::HybridSplit>) -> String {
+    let p = format!("{prec:?}").to_lowercase();
+    let cc = |s: &crate::format::hybrid::HybridSplit| format!("CC {:.0}%", 100.0 * s.cc_nnz_fraction());
+    match (t, split) {
+        (None, Some(s)) => format!("hybrid {p} (t={}, {})", s.t, cc(&s)),
+        (None, None) => format!("hybrid {p}"),
+        (Some(t), Some(s)) => format!("hybrid t={t} {p} ({})", cc(&s)),
+        (Some(t), None) => format!("hybrid t={t} {p}"),
+    }
 }
 
 /// Benchmark every variant on `g` at feature width `k`. Never fails on a variant: its error is
@@ -114,18 +133,26 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
             Precision::F16 => (&x16, &reference_f16, (2, 2)),
             _ => (&x32, &reference, (4, 4)),
         };
-        let res = (|| -> Result<(f64, f64)> {
+        let mut measure = |run: &dyn Fn(&mut DeviceMatrix<f32>) -> Result<()>| -> Result<(f64, f64)> {
             y.poison()?;
-            spmm_device(g, x, &mut y, imp)?; // first call: translation + upload, outside timing
+            run(&mut y)?; // first call: translation + upload, outside timing
             let err = rel_error(&y.download()?.data, reference);
-            let t = time_gpu(gpu, opt.warmup, opt.reps, || spmm_device(g, x, &mut y, imp))?;
+            let t = time_gpu(gpu, opt.warmup, opt.reps, || run(&mut y))?;
             Ok((t.median_ms, err))
-        })();
-        let lab = label(imp, prec);
-        match res {
-            Ok(r) => out.push(record(lab, Ok(r), fb)),
-            Err(e) => out.push(record(lab, Err(e.to_string()), fb)),
+        };
+        if imp == Impl::Hybrid {
+            // The cost model's t, or each requested one; the split goes into the label's note.
+            let f16 = prec == Precision::F16;
+            let ts: Vec<Option<usize>> = if opt.hybrid_t.is_empty() { vec![None] } else { opt.hybrid_t.iter().map(|&t| Some(t)).collect() };
+            for t in ts {
+                let res = measure(&|y: &mut DeviceMatrix<f32>| hybrid::spmm_hybrid(g, x.view(), y, t).map(|_| ()));
+                let lab = hybrid_label(prec, t, hybrid::threshold(g, f16, padded_ld(k), t).ok());
+                out.push(record(lab, res.map_err(|e| e.to_string()), fb));
+            }
+            continue;
         }
+        let res = measure(&|y: &mut DeviceMatrix<f32>| spmm_device(g, x, y, imp));
+        out.push(record(label(imp, prec), res.map_err(|e| e.to_string()), fb));
     }
     if opt.tc8_sources {
         for (variant, outcome, fb) in bench_tc8_sources(gpu, g, (&x32, &x16), (&reference, &reference_f16), &mut y, opt)? {

@@ -47,6 +47,10 @@ pub struct KernelBenchArgs {
     /// copies) and with f16 output, as extra rows.
     #[arg(long)]
     pub tc8_sources: bool,
+    /// SpMM `hybrid`: run these thresholds (comma separated, >= 1; 9 puts every nonzero on the
+    /// CUDA cores) instead of the cost model's choice, one variant "hybrid t=T" each.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..))]
+    pub hybrid_t: Vec<u64>,
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
     #[arg(long, default_value_t = 5)]
@@ -91,14 +95,14 @@ fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
     let only = if a.only.is_empty() { vec![] } else { [a.only.as_slice(), &[tcgnn::ops::Impl::Cusparse]].concat() };
     let records = match op {
         BenchOp::Spmm => {
-            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone(), tc8_sources: a.tc8_sources };
+            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone(), tc8_sources: a.tc8_sources, hybrid_t: a.hybrid_t.iter().map(|&t| t as usize).collect() };
             run_suite(&gpu, &graphs, &ks, Values::Random, |name, g, k| {
                 check_spmm_command(g.csr(), k, Some(&gpu))?;
                 bench_spmm(&gpu, name, g, k, &opt)
             })
         }
         BenchOp::Sddmm => {
-            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone(), tc8_sources: a.tc8_sources };
+            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone(), tc8_sources: a.tc8_sources, hybrid_t: vec![] };
             // Unit values: cuSPARSE SDDMM samples the pattern (see bench::sddmm).
             run_suite(&gpu, &graphs, &ks, Values::Unit, |name, g, k| {
                 check_sddmm_command(g.csr(), k, &gpu)?;

@@ -66,7 +66,7 @@ pub fn run(a: &DemoArgs) -> tcgnn::Result<()> {
     check_spmm_command(&g, a.k, Some(&gpu))?;
     let copy_gbs = tcgnn::bench::copy_bandwidth_gbs(&gpu)?;
     let handle = GraphHandle::new(g, Some(gpu.clone()));
-    let opt = SpmmBenchOptions { warmup: 5, reps: 20, copy_gbs, only: vec![], tc8_sources: false };
+    let opt = SpmmBenchOptions { warmup: 5, reps: 20, copy_gbs, only: vec![], tc8_sources: false, hybrid_t: vec![] };
     print_records(&bench_spmm(&gpu, &name, &handle, a.k, &opt)?);
     Ok(())
 }

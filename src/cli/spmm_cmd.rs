@@ -23,6 +23,10 @@ pub struct SpmmArgs {
     /// Precision: f32 (CUDA cores), tf32 or f16 (tensor cores, f32 accumulation).
     #[arg(long, value_enum, default_value_t = Precision::F32)]
     pub precision: Precision,
+    /// `--impl hybrid`: this threshold (>= 1; 1 = all on tensor cores, 9 = all on CUDA cores)
+    /// instead of the cost model's choice.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub hybrid_t: Option<u64>,
     /// Timed repetitions (median reported).
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
@@ -51,13 +55,14 @@ pub fn run(a: &SpmmArgs) -> tcgnn::Result<()> {
     let copy_gbs = tcgnn::bench::copy_bandwidth_gbs(&gpu)?;
     let handle = GraphHandle::new(g, Some(gpu.clone()));
     let only = if a.imp == Impl::Cusparse { vec![Impl::Cusparse] } else { vec![Impl::Cusparse, a.imp] };
-    let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only, tc8_sources: false };
+    let hybrid_t = a.hybrid_t.map(|t| vec![t as usize]).unwrap_or_default();
+    let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only, tc8_sources: false, hybrid_t };
     let mut records = bench_spmm(&gpu, &name, &handle, a.k, &opt)?;
-    // `--precision` picks among the requested implementation's variants.
+    // `--precision` picks among the requested implementation's variants (notes in parentheses
+    // after the precision, as in "hybrid f16 (t=2, CC 84%)", do not count).
     records.retain(|r| {
-        r.variant.starts_with("cusparse")
-            || r.variant.ends_with(&format!("{:?}", a.precision).to_lowercase())
-            || (a.precision == Precision::F32 && r.variant.ends_with("tf32"))
+        let v = r.variant_group();
+        r.variant.starts_with("cusparse") || v.ends_with(&format!("{:?}", a.precision).to_lowercase()) || (a.precision == Precision::F32 && v.ends_with("tf32"))
     });
     print_records(&records);
     Ok(())

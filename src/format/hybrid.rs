@@ -8,7 +8,8 @@
 //!   tensor-core blocks and MMAs, the rows the CUDA-core side touches; [`CostModel`] picks `t`.
 //! - [`hybrid_partition`]: the two parts for one `t`, S = S_tc + S_cc exactly: S_tc as an
 //!   ME-BCRS whose windows keep only their dense vectors, S_cc as a row-sorted COO. A hybrid
-//!   kernel launch consumes these.
+//!   kernel launch consumes these. [`hybrid_parts`]: the same split as two CSRs of S's shape,
+//!   what `ops::spmm::hybrid` builds its two graph handles from.
 //!
 //! Both work on distinct positions: a matrix with duplicate (row, column) entries is taken in
 //! canonical form (duplicates summed), as ME-BCRS does anyway.
@@ -377,9 +378,24 @@ pub struct HybridPartition {
     pub cc_edges: Vec<u32>,
 }
 
+/// The two parts of S at threshold `t` as CSRs of S's shape (the form the hybrid SpMM's graph
+/// handles take; [`hybrid_partition`] translates them further). Both are canonical.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HybridParts {
+    pub t: usize,
+    /// Nonzeros of the vectors with >= t nonzeros.
+    pub tc: Csr,
+    /// The other nonzeros.
+    pub cc: Csr,
+    /// Nonzero i of `tc` (CSR order) is edge `tc_edges[i]` of the canonical S.
+    pub tc_edges: Vec<u32>,
+    /// Nonzero i of `cc` is edge `cc_edges[i]` of the canonical S.
+    pub cc_edges: Vec<u32>,
+}
+
 /// Split `csr` at threshold `t` (>= 1; t = 1 puts every vector on the tensor cores, t > 8 none)
-/// into a tensor-core ME-BCRS with `k` (4, 8 or 16) vectors per block and a CUDA-core COO.
-pub fn hybrid_partition(csr: &Csr, t: usize, k: usize) -> Result<HybridPartition> {
+/// into the CSRs of its tensor-core and CUDA-core parts.
+pub fn hybrid_parts(csr: &Csr, t: usize) -> Result<HybridParts> {
     if t == 0 {
         return Err(Error::Unsupported("hybrid threshold t = 0: use t >= 1".into()));
     }
@@ -420,9 +436,16 @@ pub fn hybrid_partition(csr: &Csr, t: usize, k: usize) -> Result<HybridPartition
         }
     }
     let [(tc_ptr, tc_cols, tc_vals, tc_edges), (cc_ptr, cc_cols, cc_vals, cc_edges)] = parts;
-    let tc_csr = Csr::new(n_rows, g.n_cols(), tc_ptr, tc_cols, tc_vals)?;
-    let cc_csr = Csr::new(n_rows, g.n_cols(), cc_ptr, cc_cols, cc_vals)?;
-    Ok(HybridPartition { t, tc: MeBcrs::from_csr(&tc_csr, k)?, cc: Coo::from_csr(&cc_csr), tc_edges, cc_edges })
+    let tc = Csr::new(n_rows, g.n_cols(), tc_ptr, tc_cols, tc_vals)?;
+    let cc = Csr::new(n_rows, g.n_cols(), cc_ptr, cc_cols, cc_vals)?;
+    Ok(HybridParts { t, tc, cc, tc_edges, cc_edges })
+}
+
+/// Split `csr` at threshold `t` (>= 1; t = 1 puts every vector on the tensor cores, t > 8 none)
+/// into a tensor-core ME-BCRS with `k` (4, 8 or 16) vectors per block and a CUDA-core COO.
+pub fn hybrid_partition(csr: &Csr, t: usize, k: usize) -> Result<HybridPartition> {
+    let p = hybrid_parts(csr, t)?;
+    Ok(HybridPartition { t, tc: MeBcrs::from_csr(&p.tc, k)?, cc: Coo::from_csr(&p.cc), tc_edges: p.tc_edges, cc_edges: p.cc_edges })
 }
 
 impl HybridPartition {

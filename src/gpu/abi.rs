@@ -27,6 +27,10 @@ macro_rules! kernels {
     };
 }
 
+pub mod hybrid {
+    include!("../../kernels-gpu/src/abi/hybrid.rs");
+}
+
 pub mod spmm {
     include!("../../kernels-gpu/src/abi/spmm.rs");
 }

@@ -28,6 +28,9 @@ pub enum Impl {
     Tc16,
     /// FlashSparse 8x1 vectors (ME-BCRS, swap-and-transpose) on tensor cores.
     Tc8,
+    /// FTC-GNN split on ME-BCRS: 8x1 vectors with >= t nonzeros on tensor cores (TC8), the rest
+    /// on CUDA cores, t from a cost model (`spmm::hybrid`). SpMM only.
+    Hybrid,
 }
 
 /// Arithmetic of an op: f32 on CUDA cores, or the tensor cores' tf32 / f16 (f32 accumulation).

@@ -41,3 +41,4 @@ pub mod spmm {
     use crate::spmm::tc8::{Bulk, CpAsync, F16, F16Out, F32Out, Registers, Tf32};
     include!("spmm.rs");
 }
+pub mod hybrid;

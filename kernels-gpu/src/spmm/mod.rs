@@ -2,5 +2,6 @@
 
 pub mod csr;
 pub mod hp;
+pub mod remainder;
 pub mod tc16;
 pub mod tc8;

@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod csr;
 pub mod cusparse;
 pub mod hp;
+pub mod hybrid;
 pub mod tc16;
 pub mod tc8;
 
@@ -38,13 +39,13 @@ pub fn spmm_device<'a>(g: &GraphHandle, x: impl Into<FeaturesRef<'a>>, y: &mut D
 
 /// The order in which `imp` reads per-call edge values ([`spmm_device_values`]): CSR for Csr,
 /// Hp, Cusparse (and Cpu, on the host), ME-BCRS for Tc8; `None` where per-call values are not
-/// supported (Tc16, whose SGT tiles hold the handle's values, and Auto, which is not one
-/// implementation).
+/// supported (Tc16, whose SGT tiles hold the handle's values, Hybrid, whose two parts do, and
+/// Auto, which is not one implementation).
 pub fn value_order(imp: Impl) -> Option<ValueOrder> {
     match imp {
         Impl::Csr | Impl::Hp | Impl::Cusparse | Impl::Cpu => Some(ValueOrder::Csr),
         Impl::Tc8 => Some(ValueOrder::MeBcrs),
-        Impl::Tc16 | Impl::Auto => None,
+        Impl::Tc16 | Impl::Hybrid | Impl::Auto => None,
     }
 }
 
@@ -104,6 +105,7 @@ fn run_kernel(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<'_>, y
         (Impl::Hp, FeaturesRef::F32(x)) => hp::spmm_hp_values(g, csr_values, x, y),
         (Impl::Tc8, x) => tc8::spmm_tc8_values(g, values, x, y, tc8::Tc8Source::Auto),
         (Impl::Tc16, x) => tc16::spmm_tc16(g, x, y),
+        (Impl::Hybrid, x) => hybrid::spmm_hybrid(g, x, y, None).map(|_| ()),
         (Impl::Cusparse, x) => cusparse::spmm_cusparse_values(g, csr_values, x, y),
         (Impl::Cpu, _) => Err(Error::Unsupported("Impl::Cpu on device buffers; use ops::spmm".into())),
         (imp, x) => Err(Error::Unsupported(format!("SpMM {imp:?} with {} features is not available", x.type_name()))),

@@ -258,7 +258,7 @@ fn replay(host: &HybridHost, n_rows: usize, x: &Matrix) -> Vec<f64> {
 /// length, flag exactly the rows cut into several items, and list every row when S_tc is empty.
 #[test]
 fn cpu_split_and_items_replay_to_s_times_x() {
-    let mut rng = SplitMix64::new(0x4b1d_2);
+    let mut rng = SplitMix64::new(0x4b1d2);
     let mut shapes = vec![(1, 1, 0), (1, 0, 0), (8, 20, 0), (37, 100, 40), (61, 400, 0), (300, 900, 500)];
     for _ in 0..30 {
         let n = 1 + rng.below(400) as usize;

@@ -12,6 +12,7 @@
 //! consecutive dims of each X row it supplies, and writes 2*NT consecutive dims of rows g and
 //! g + 8. Items covering part of a window add into Y atomically (after `tc16_zero_windows`).
 
+use crate::abi::spmm::{Tc16SpmmArgs, ZeroWindowsArgs};
 use crate::config::{TC16_BLOCK_W as BW, TC16_GROUP, TC16_WINDOW};
 use crate::layout::{frag_a_f16, frag_a_tf32, tc16_dim};
 use crate::ptx;
@@ -254,23 +255,10 @@ unsafe fn write_tile<const NT: usize>(y: *mut f32, ld: u32, n_rows: u32, row0: u
     }
 }
 
-/// The main loop shared by every instance.
+/// The main loop shared by every instance (`abi::spmm` lists them).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tc16_spmm<P: Tc16Precision, const NT: usize>(
-    n_rows: u32,
-    ld: u32,
-    win_ptr: *const u32,
-    win_cols: *const u32,
-    blk_ptr: *const u32,
-    blk_edge_ptr: *const u32,
-    blk_edge_pos: *const u8,
-    blk_edge_val: *const f32,
-    item_win: *const u32,
-    item_blocks: *const u32, // (first block, end block) per item, relative to the window
-    x: *const u32,
-    y: *mut f32,
-) {
+pub unsafe fn tc16_spmm<P: Tc16Precision, const NT: usize>(args: Tc16SpmmArgs) {
+    let Tc16SpmmArgs { n_rows, ld, win_ptr, win_cols, blk_ptr, blk_edge_ptr, blk_edge_pos, blk_edge_val, item_win, item_blocks, x, y } = args;
     let item = ptx::ctaid_x();
     let lane = ptx::lane_id();
     let warps = ptx::ntid_x() / 32;
@@ -322,42 +310,11 @@ unsafe fn tc16_spmm<P: Tc16Precision, const NT: usize>(
     }
 }
 
-macro_rules! tc16_kernel {
-    ($name:ident, $prec:ty, $nt:literal) => {
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            n_rows: u32,
-            ld: u32,
-            win_ptr: *const u32,
-            win_cols: *const u32,
-            blk_ptr: *const u32,
-            blk_edge_ptr: *const u32,
-            blk_edge_pos: *const u8,
-            blk_edge_val: *const f32,
-            item_win: *const u32,
-            item_blocks: *const u32,
-            x: *const u32,
-            y: *mut f32,
-        ) {
-            unsafe {
-                tc16_spmm::<$prec, $nt>(
-                    n_rows, ld, win_ptr, win_cols, blk_ptr, blk_edge_ptr, blk_edge_pos, blk_edge_val, item_win, item_blocks, x, y,
-                )
-            }
-        }
-    };
-}
-
-tc16_kernel!(spmm_tc16s_f16_nt4, F16, 4);
-tc16_kernel!(spmm_tc16s_f16_nt8, F16, 8);
-tc16_kernel!(spmm_tc16s_tf32_nt2, Tf32, 2);
-tc16_kernel!(spmm_tc16s_tf32_nt4, Tf32, 4);
-
 /// Clear the 16 rows of each listed window (those whose items add atomically). One block per
 /// window, threads over the 16 * ld floats.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn tc16_zero_windows(windows: *const u32, n_rows: u32, ld: u32, y: *mut f32) {
+#[inline(always)]
+pub unsafe fn zero_windows(args: ZeroWindowsArgs) {
+    let ZeroWindowsArgs { windows, n_rows, ld, y } = args;
     let w = unsafe { ptx::ld_nc_u32(windows.add(ptx::ctaid_x() as usize)) };
     let row0 = TC16_WINDOW * w;
     let rows = if n_rows - row0 < TC16_WINDOW { n_rows - row0 } else { TC16_WINDOW };

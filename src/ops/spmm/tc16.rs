@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::sgt::Sgt;
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::spmm::{self as kernels, Tc16SpmmArgs, ZeroWindowsArgs};
+use crate::gpu::launch::{Kernel, Ptr, Shape};
 use crate::gpu::shared::config::{TC16_BLOCK_W, TC16_MAX_WARPS, TC16_SMEM_BYTES};
 use crate::gpu::shared::partition::tc8_max_blocks;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
@@ -83,12 +84,12 @@ pub fn tiles_per_warp(f16: bool, nt: Option<u32>) -> Result<u32> {
 }
 
 /// The kernel instance for (precision, NT), NT as [`tiles_per_warp`] allows.
-fn kernel_name(f16: bool, nt: u32) -> &'static str {
+fn kernel(f16: bool, nt: u32) -> Kernel<Tc16SpmmArgs> {
     match (f16, nt) {
-        (true, 8) => "spmm_tc16s_f16_nt8",
-        (true, _) => "spmm_tc16s_f16_nt4",
-        (false, 4) => "spmm_tc16s_tf32_nt4",
-        (false, _) => "spmm_tc16s_tf32_nt2",
+        (true, 8) => kernels::spmm_tc16s_f16_nt8,
+        (true, _) => kernels::spmm_tc16s_f16_nt4,
+        (false, 4) => kernels::spmm_tc16s_tf32_nt4,
+        (false, _) => kernels::spmm_tc16s_tf32_nt2,
     }
 }
 
@@ -113,10 +114,11 @@ pub fn spmm_tc16_with(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<
     let n_rows = g.csr().n_rows() as u32;
     let f16 = matches!(x, FeaturesRef::F16(_));
     let nt = tiles_per_warp(f16, nt)?;
-    let kernel = kernel_name(f16, nt);
-    let x_ptr = match x {
-        FeaturesRef::F32(m) => m.ptr(),
-        FeaturesRef::F16(m) => m.ptr(),
+    let kernel = kernel(f16, nt);
+    // X in the kernel's precision, read as 32-bit words.
+    let x_words: Ptr<u32> = match x {
+        FeaturesRef::F32(m) => m.arg().cast(),
+        FeaturesRef::F16(m) => m.arg().cast(),
     };
     let (warps, k_slices) = staged_geometry(ld, nt);
     let wl = device_work_list(g, gpu, &f, warps * k_slices)?;
@@ -130,35 +132,33 @@ pub fn spmm_tc16_with(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<
     })?;
     zero_split_windows(gpu, &wl, n_rows, ld, y)?;
     let shape = Shape { grid: (wl.n_items, k_slices, 1), block: (32 * warps, 1, 1), smem_bytes: TC16_SMEM_BYTES };
-    let args = [
-        Arg::U32(n_rows),
-        Arg::U32(ld),
-        Arg::Ptr(f.win_ptr.ptr(gpu)),
-        Arg::Ptr(f.win_cols.ptr(gpu)),
-        Arg::Ptr(f.blk_ptr.ptr(gpu)),
-        Arg::Ptr(e.blk_edge_ptr.ptr(gpu)),
-        Arg::Ptr(e.blk_edge_pos.ptr(gpu)),
-        Arg::Ptr(e.blk_edge_val.ptr(gpu)),
-        Arg::Ptr(wl.item_win.ptr(gpu)),
-        Arg::Ptr(wl.item_blocks.ptr(gpu)),
-        Arg::Ptr(x_ptr),
-        Arg::Ptr(y.ptr_mut()),
-    ];
-    // SAFETY: matches the spmm_tc16s_* signature; the SGT arrays and the work list were
-    // built from this graph (every item's blocks lie inside its window, every column < n_cols);
+    let args = Tc16SpmmArgs {
+        n_rows,
+        ld,
+        win_ptr: f.win_ptr.arg(gpu),
+        win_cols: f.win_cols.arg(gpu),
+        blk_ptr: f.blk_ptr.arg(gpu),
+        blk_edge_ptr: e.blk_edge_ptr.arg(gpu),
+        blk_edge_pos: e.blk_edge_pos.arg(gpu),
+        blk_edge_val: e.blk_edge_val.arg(gpu),
+        item_win: wl.item_win.arg(gpu),
+        item_blocks: wl.item_blocks.arg(gpu),
+        x: x_words,
+        y: y.arg_mut(),
+    };
+    // SAFETY: the SGT arrays and the work list were built from this graph (every item's blocks lie inside its window, every column < n_cols);
     // X has n_cols rows (checked by ops::spmm) and X, Y share the padded stride ld (a multiple
     // of 8, so the vector loads and stores stay aligned); the dynamic shared memory is the
     // kernel's GROUP staged tiles (TC16_SMEM_BYTES), with one thread block per grid.x item.
-    unsafe { launch(gpu, kernel, shape, &args) }
+    unsafe { kernel.launch(gpu, shape, &args) }
 }
 
 /// Clear the rows of windows whose items add atomically.
 fn zero_split_windows(gpu: &Gpu, wl: &DeviceTc16WorkList, n_rows: u32, ld: u32, y: &mut DeviceMatrix<f32>) -> Result<()> {
     if wl.n_split > 0 {
-        let args = [Arg::Ptr(wl.split_windows.ptr(gpu)), Arg::U32(n_rows), Arg::U32(ld), Arg::Ptr(y.ptr_mut())];
-        // SAFETY: matches `tc16_zero_windows`; every listed window has rows below n_rows and Y
-        // holds n_rows * ld floats.
-        unsafe { launch(gpu, "tc16_zero_windows", Shape::linear(wl.n_split, 256, 0), &args)? };
+        let args = ZeroWindowsArgs { windows: wl.split_windows.arg(gpu), n_rows, ld, y: y.arg_mut() };
+        // SAFETY: every listed window has rows below n_rows and Y holds n_rows * ld floats.
+        unsafe { kernels::tc16_zero_windows.launch(gpu, Shape::linear(wl.n_split, 256, 0), &args)? };
     }
     Ok(())
 }
@@ -191,7 +191,7 @@ mod tests {
         assert!(tiles_per_warp(false, Some(8)).is_err());
         for f16 in [false, true] {
             let nt = tiles_per_warp(f16, None).unwrap();
-            assert!(kernel_name(f16, nt).ends_with(&format!("nt{nt}")));
+            assert!(kernel(f16, nt).name().ends_with(&format!("nt{nt}")));
         }
     }
 }

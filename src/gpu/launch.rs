@@ -47,6 +47,10 @@ macro_rules! address {
             pub const fn new(addr: u64) -> Self {
                 $t(addr, PhantomData)
             }
+            /// Address 0: an optional buffer left out (the kernel checks for null).
+            pub const fn null() -> Self {
+                $t(0, PhantomData)
+            }
             pub const fn addr(self) -> u64 {
                 self.0
             }

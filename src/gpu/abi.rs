@@ -31,6 +31,9 @@ macro_rules! kernels {
     };
 }
 
+pub mod nn {
+    include!("../../kernels-gpu/src/abi/nn.rs");
+}
 pub mod sddmm {
     include!("../../kernels-gpu/src/abi/sddmm.rs");
 }
@@ -62,7 +65,7 @@ mod tests {
     /// argument bytes, checked without a GPU.
     #[test]
     fn listings_match_the_ptx_entry_points() {
-        let listed: Vec<(&str, usize, usize)> = [super::sddmm::ALL, super::spmm::ALL].concat();
+        let listed: Vec<(&str, usize, usize)> = [super::nn::ALL, super::sddmm::ALL, super::spmm::ALL].concat();
         let entries = ptx_entries();
         assert!(entries.len() >= listed.len(), "no entry points parsed from the PTX");
         for &(name, size, align) in &listed {

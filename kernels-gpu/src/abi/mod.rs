@@ -34,5 +34,6 @@ macro_rules! kernels {
     };
 }
 
+pub mod nn;
 pub mod sddmm;
 pub mod spmm;

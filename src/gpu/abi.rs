@@ -37,8 +37,14 @@ pub mod nn {
 pub mod sddmm {
     include!("../../kernels-gpu/src/abi/sddmm.rs");
 }
+pub mod selftest {
+    include!("../../kernels-gpu/src/abi/selftest.rs");
+}
 pub mod spmm {
     include!("../../kernels-gpu/src/abi/spmm.rs");
+}
+pub mod values {
+    include!("../../kernels-gpu/src/abi/values.rs");
 }
 
 #[cfg(test)]
@@ -65,7 +71,7 @@ mod tests {
     /// argument bytes, checked without a GPU.
     #[test]
     fn listings_match_the_ptx_entry_points() {
-        let listed: Vec<(&str, usize, usize)> = [super::nn::ALL, super::sddmm::ALL, super::spmm::ALL].concat();
+        let listed: Vec<(&str, usize, usize)> = [super::nn::ALL, super::sddmm::ALL, super::selftest::ALL, super::spmm::ALL, super::values::ALL].concat();
         let entries = ptx_entries();
         assert!(entries.len() >= listed.len(), "no entry points parsed from the PTX");
         for &(name, size, align) in &listed {

@@ -36,4 +36,6 @@ macro_rules! kernels {
 
 pub mod nn;
 pub mod sddmm;
+pub mod selftest;
 pub mod spmm;
+pub mod values;

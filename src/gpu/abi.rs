@@ -31,6 +31,9 @@ macro_rules! kernels {
     };
 }
 
+pub mod format {
+    include!("../../kernels-gpu/src/abi/format.rs");
+}
 pub mod nn {
     include!("../../kernels-gpu/src/abi/nn.rs");
 }
@@ -71,7 +74,7 @@ mod tests {
     /// argument bytes, checked without a GPU.
     #[test]
     fn listings_match_the_ptx_entry_points() {
-        let listed: Vec<(&str, usize, usize)> = [super::nn::ALL, super::sddmm::ALL, super::selftest::ALL, super::spmm::ALL, super::values::ALL].concat();
+        let listed: Vec<(&str, usize, usize)> = [super::format::ALL, super::nn::ALL, super::sddmm::ALL, super::selftest::ALL, super::spmm::ALL, super::values::ALL].concat();
         let entries = ptx_entries();
         assert!(entries.len() >= listed.len(), "no entry points parsed from the PTX");
         for &(name, size, align) in &listed {

@@ -34,6 +34,7 @@ macro_rules! kernels {
     };
 }
 
+pub mod format;
 pub mod nn;
 pub mod sddmm;
 pub mod selftest;

@@ -70,8 +70,8 @@ mod tests {
     }
 
     /// Each listed kernel is an entry point of the PTX taking one parameter of its argument
-    /// struct's size and alignment: host and device agree on every launch's symbol and
-    /// argument bytes, checked without a GPU.
+    /// struct's size and alignment, and every entry point is listed: host and device agree on
+    /// every launch's symbol and argument bytes, checked without a GPU.
     #[test]
     fn listings_match_the_ptx_entry_points() {
         let listed: Vec<(&str, usize, usize)> = [super::format::ALL, super::nn::ALL, super::sddmm::ALL, super::selftest::ALL, super::spmm::ALL, super::values::ALL].concat();
@@ -83,5 +83,7 @@ mod tests {
             let want = format!(".param .align {align} .b8 {name}_param_0[{size}]");
             assert_eq!(params[0].trim_end_matches(','), want, "{name}: the PTX parameter disagrees with the host struct");
         }
+        let unlisted: Vec<&String> = entries.keys().filter(|e| !listed.iter().any(|l| l.0 == e.as_str())).collect();
+        assert!(unlisted.is_empty(), "PTX entry points without a Kernel handle in gpu::abi: {unlisted:?}");
     }
 }

@@ -85,18 +85,6 @@ fn tc16_tile_step_matches_dense_product() {
     }
 }
 
-#[test]
-fn tc16_bitmap_rank_counts_the_positions_below() {
-    let masks = [[0u32; 4], [u32::MAX; 4], [0x8000_0001, 0x0F0F_0F0F, 0, 0xFFFF_0000], [0x1234_5678, 0x9ABC_DEF0, 0x0FED_CBA9, 0x8765_4321]];
-    for mask in masks {
-        let bit = |p: u32| (mask[(p / 32) as usize] >> (p % 32)) & 1 == 1;
-        for p in 0..128 {
-            let rank = (0..p).filter(|&q| bit(q)).count() as u32;
-            assert_eq!(tc16_bitmap_rank(mask, p), (bit(p), rank), "mask {mask:x?} position {p}");
-        }
-    }
-}
-
 /// The swizzle of the pipelined TC8 kernel is a permutation of each row's chunks, and every
 /// quarter-warp's fragment read touches 8 distinct 16-byte bank groups.
 #[test]

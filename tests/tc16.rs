@@ -1,25 +1,23 @@
-//! TC16 SpMM (TC-GNN, SGT 16 x 8 blocks): a CPU emulation of the kernels' loop (work items,
-//! groups of blocks, A from staged edges or from the packed bitmaps, column gathers, split
-//! windows accumulating) against the f64 reference on the odd shapes, then both GPU variants in
-//! tf32 and f16 on the same shapes and K.
+//! TC16 SpMM (TC-GNN, SGT 16 x 8 blocks): a CPU emulation of the kernel's loop (work items,
+//! groups of blocks, A staged from the edges, column gathers, split windows accumulating)
+//! against the f64 reference on the odd shapes, then the GPU kernel in tf32 and f16 with every
+//! built NT on the same shapes and K.
 
 mod common;
 
 use tcgnn::format::sgt::Sgt;
 use tcgnn::gpu::{DeviceMatrix, Gpu};
 use tcgnn::gpu::shared::config::{TC16_BLOCK_W, TC16_GROUP, TC16_WINDOW};
-use tcgnn::gpu::shared::layout::tc16_bitmap_rank;
 use tcgnn::graph::Csr;
 use tcgnn::ops::spmm::cpu::spmm_reference_f64;
 use tcgnn::ops::spmm::tc8::work_list;
-use tcgnn::ops::spmm::tc16::{Tc16Variant, pack_bitmap, spmm_tc16_variant};
+use tcgnn::ops::spmm::tc16::spmm_tc16_with;
 use tcgnn::ops::spmm::spmm_device;
 use tcgnn::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
 use tcgnn::tensor::{Matrix, rel_error};
 
-/// Y = S X the way the kernels compute it, item by item, in f64.
-fn emulate(s: &Sgt, x: &Matrix, max_blocks: u32, variant: Tc16Variant) -> Vec<f64> {
-    let packed = pack_bitmap(s);
+/// Y = S X the way the kernel computes it, item by item, in f64.
+fn emulate(s: &Sgt, x: &Matrix, max_blocks: u32) -> Vec<f64> {
     let (bw, win, k) = (TC16_BLOCK_W as usize, TC16_WINDOW as usize, x.cols);
     let wl = work_list((0..s.n_windows()).map(|w| s.blocks_of(w).len() as u32), max_blocks);
     let mut y = vec![f64::NAN; s.n_rows * k];
@@ -40,26 +38,10 @@ fn emulate(s: &Sgt, x: &Matrix, max_blocks: u32, variant: Tc16Variant) -> Vec<f6
             let nb = (b_end as usize - b).min(TC16_GROUP as usize);
             // Stage: tiles[j] for block b + j, edges found by the group boundaries.
             let mut tiles = vec![[0f64; 128]; TC16_GROUP as usize];
-            match variant {
-                Tc16Variant::Staged => {
-                    let bound: Vec<u32> = (0..=nb).map(|i| s.blk_edge_ptr[bw0 + b + i]).collect();
-                    for e in bound[0]..bound[nb] {
-                        let j = bound[1..nb].iter().filter(|&&bd| e >= bd).count();
-                        tiles[j][s.blk_edge_pos[e as usize] as usize] += s.blk_edge_val[e as usize] as f64;
-                    }
-                }
-                Tc16Variant::Bitmap => {
-                    for (j, tile) in tiles.iter_mut().enumerate().take(nb) {
-                        let gb = bw0 + b + j;
-                        let mask = [packed.mask[4 * gb], packed.mask[4 * gb + 1], packed.mask[4 * gb + 2], packed.mask[4 * gb + 3]];
-                        for (p, a) in tile.iter_mut().enumerate() {
-                            let (present, rank) = tc16_bitmap_rank(mask, p as u32);
-                            if present {
-                                *a = packed.values[(packed.val_ptr[gb] + rank) as usize] as f64;
-                            }
-                        }
-                    }
-                }
+            let bound: Vec<u32> = (0..=nb).map(|i| s.blk_edge_ptr[bw0 + b + i]).collect();
+            for e in bound[0]..bound[nb] {
+                let j = bound[1..nb].iter().filter(|&&bd| e >= bd).count();
+                tiles[j][s.blk_edge_pos[e as usize] as usize] += s.blk_edge_val[e as usize] as f64;
             }
             for (j, tile) in tiles.iter().enumerate().take(nb) {
                 for col in 0..bw {
@@ -94,7 +76,8 @@ fn emulate(s: &Sgt, x: &Matrix, max_blocks: u32, variant: Tc16Variant) -> Vec<f6
 
 /// Run `imp` on the GPU with poisoned output and compare with the f64 reference (inputs rounded
 /// to f16 for the f16 reference); names the kernel, graph and K on failure.
-fn check_gpu(gpu: &std::sync::Arc<Gpu>, name: &str, s: &Csr, k: usize, variant: Option<(Tc16Variant, u32)>, prec: Precision) {
+/// `nt`: the 8-dim tiles per warp (`None`: through `ops::spmm` with the default).
+fn check_gpu(gpu: &std::sync::Arc<Gpu>, name: &str, s: &Csr, k: usize, nt: Option<u32>, prec: Precision) {
     let imp = Impl::Tc16;
     let (x, want) = common::spmm_problem(s, k, prec);
     let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
@@ -103,16 +86,16 @@ fn check_gpu(gpu: &std::sync::Arc<Gpu>, name: &str, s: &Csr, k: usize, variant: 
     // Twice: the second call reuses the cached format and work list.
     for call in 0..2 {
         y.poison().unwrap();
-        match variant {
-            Some((v, nt)) => spmm_tc16_variant(&g, xd.view(), &mut y, v, Some(nt)),
+        match nt {
+            Some(_) => spmm_tc16_with(&g, xd.view(), &mut y, nt),
             None => spmm_device(&g, &xd, &mut y, imp),
         }
-        .unwrap_or_else(|e| panic!("{imp:?} {variant:?} {prec:?} {name} K={k}: {e}"));
+        .unwrap_or_else(|e| panic!("{imp:?} NT {nt:?} {prec:?} {name} K={k}: {e}"));
         let got = y.download().unwrap();
         let err = rel_error(&got.data, &want);
         let tol = prec.tolerance();
-        println!("{imp:?} {variant:?} {prec:?} {name} K={k} call {call}: rel err {err:.2e}");
-        assert!(err < tol, "{imp:?} {variant:?} {prec:?} on {name}, K={k}, call {call}: relative error {err} >= {tol}");
+        println!("{imp:?} NT {nt:?} {prec:?} {name} K={k} call {call}: rel err {err:.2e}");
+        assert!(err < tol, "{imp:?} NT {nt:?} {prec:?} on {name}, K={k}, call {call}: relative error {err} >= {tol}");
     }
 }
 
@@ -137,12 +120,10 @@ fn emulated_kernel_loop_matches_reference() {
             let want = spmm_reference_f64(&s, &x);
             // 1: nearly every window split (atomic path); 2 and 5 cut groups mid-way; big: whole.
             for max_blocks in [1, 2, 5, 1 << 20] {
-                for variant in [Tc16Variant::Bitmap, Tc16Variant::Staged] {
-                    let got = emulate(&sgt, &x, max_blocks, variant);
-                    let err = max_abs_diff(&got, &want);
-                    // f32 sums of duplicates in the packing: a little above f64 round-off.
-                    assert!(err < 1e-6, "{variant:?} {name} K={k} max_blocks={max_blocks}: max error {err}");
-                }
+                let got = emulate(&sgt, &x, max_blocks);
+                let err = max_abs_diff(&got, &want);
+                // f64 sums in another order than the reference's.
+                assert!(err < 1e-6, "{name} K={k} max_blocks={max_blocks}: max error {err}");
             }
         }
     }
@@ -153,24 +134,22 @@ fn gpu_tc16_spmm_matches_reference() {
     let Some(gpu) = common::gpu_or_skip("gpu_tc16_spmm_matches_reference") else { return };
     let rmat = tcgnn::graph::rmat::rmat(tcgnn::graph::rmat::RmatParams::new(14, 16, 7));
     let big = common::one_huge_row(60_000, 24, 5);
-    for variant in [Tc16Variant::Bitmap, Tc16Variant::Staged] {
-        for (prec, nts) in [(Precision::Tf32, [2, 4]), (Precision::F16, [4, 8])] {
-            for nt in nts {
-                let v = Some((variant, nt));
-                for (name, s) in emulation_cases() {
-                    for k in [8, 16, 24, 32, 64, 128, 264, 13] {
-                        check_gpu(&gpu, &name, &s, k, v, prec);
-                    }
+    for (prec, nts) in [(Precision::Tf32, [2, 4]), (Precision::F16, [4, 8])] {
+        for nt in nts {
+            let v = Some(nt);
+            for (name, s) in emulation_cases() {
+                for k in [8, 16, 24, 32, 64, 128, 264, 13] {
+                    check_gpu(&gpu, &name, &s, k, v, prec);
                 }
-                // Windows of thousands of blocks: the split path with atomic accumulation.
-                for k in [32, 128] {
-                    check_gpu(&gpu, "n=60000 one huge row", &big, k, v, prec);
-                }
-                check_gpu(&gpu, "R-MAT 2^14 x 16", &rmat, 128, v, prec);
             }
+            // Windows of thousands of blocks: the split path with atomic accumulation.
+            for k in [32, 128] {
+                check_gpu(&gpu, "n=60000 one huge row", &big, k, v, prec);
+            }
+            check_gpu(&gpu, "R-MAT 2^14 x 16", &rmat, 128, v, prec);
         }
     }
-    // Through ops::spmm with Impl::Tc16 (the default variant and NT).
+    // Through ops::spmm with Impl::Tc16 (the default NT).
     check_gpu(&gpu, "R-MAT 2^14 x 16", &rmat, 64, None, Precision::Tf32);
     check_gpu(&gpu, "R-MAT 2^14 x 16", &rmat, 64, None, Precision::F16);
 }

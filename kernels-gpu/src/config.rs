@@ -46,8 +46,6 @@ pub const TC16_MAX_WARPS: u32 = 4;
 pub const TC16_GROUP: u32 = 4;
 /// Dynamic shared memory of TC16 SpMM: GROUP dense 16 x 8 f32 tiles.
 pub const TC16_SMEM_BYTES: u32 = TC16_GROUP * TC16_WINDOW * TC16_BLOCK_W * 4;
-/// Warps (work items) per block of the bitmap TC16 SpMM.
-pub const TC16_WARPS: u32 = 4;
 
 /// Warps (SGT blocks) per thread block of TC16 SDDMM; each parks a 16 x 16 f32 tile in shared memory.
 pub const TC16_SDDMM_WARPS: u32 = 4;

@@ -46,23 +46,6 @@ pub const fn tc16_dim(n: u32, q: u32, nt: u32) -> u32 {
     n * nt + q
 }
 
-/// Bitmap of a 16 x 8 TC16 block: bit `p % 32` of word `p / 32` marks position p = row*8 + col.
-/// Returns whether p is present and its rank (the number of present positions below p), the
-/// index of its value among the block's values stored in position order.
-#[inline(always)]
-pub const fn tc16_bitmap_rank(mask: [u32; 4], p: u32) -> (bool, u32) {
-    let w = (p / 32) & 3;
-    let bit = p % 32;
-    // A select chain, not `mask[w]`: a dynamically indexed register array goes to local memory.
-    let word = if w == 0 { mask[0] } else if w == 1 { mask[1] } else if w == 2 { mask[2] } else { mask[3] };
-    let below = word & ((1u32 << bit) - 1);
-    let rank = below.count_ones()
-        + if w > 0 { mask[0].count_ones() } else { 0 }
-        + if w > 1 { mask[1].count_ones() } else { 0 }
-        + if w > 2 { mask[2].count_ones() } else { 0 };
-    ((word >> bit) & 1 == 1, rank)
-}
-
 /// TC8 pipelined SpMM: where chunk `c` (16 bytes, 0..8) of group vector `v` sits in its
 /// 128-byte shared-memory row. XOR-swizzled so that both the copies (a quarter-warp writes the
 /// 8 chunks of one row) and the fragment reads (a quarter-warp reads chunks 2q, 2q+1 of the 4

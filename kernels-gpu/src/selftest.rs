@@ -2,6 +2,7 @@
 //! `mma.sync` instruction, loading operands and storing D through the `layout` functions.
 //! The host compares with a CPU product, which pins the fragment layouts every kernel uses.
 
+use crate::abi::selftest::MmaSelftestArgs;
 use crate::layout::{frag_a_f16, frag_a_tf32, frag_b_f16, frag_b_tf32, frag_c};
 use crate::ptx;
 
@@ -41,8 +42,9 @@ unsafe fn b_tf32(b: *const f32, i: u32) -> u32 {
     ptx::cvt_tf32(unsafe { *b.add((k * 8 + c) as usize) })
 }
 
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn mma_selftest_f16_m16n8k8(a: *const f32, b: *const f32, d: *mut f32) {
+#[inline(always)]
+pub unsafe fn f16_m16n8k8(args: MmaSelftestArgs) {
+    let MmaSelftestArgs { a, b, d } = args;
     unsafe {
         let fa = [
             ptx::pack_f16x2(a_f16::<8>(a, 0), a_f16::<8>(a, 1)),
@@ -53,8 +55,9 @@ pub unsafe extern "ptx-kernel" fn mma_selftest_f16_m16n8k8(a: *const f32, b: *co
     }
 }
 
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn mma_selftest_f16_m16n8k16(a: *const f32, b: *const f32, d: *mut f32) {
+#[inline(always)]
+pub unsafe fn f16_m16n8k16(args: MmaSelftestArgs) {
+    let MmaSelftestArgs { a, b, d } = args;
     unsafe {
         let mut fa = [0u32; 4];
         for (j, r) in fa.iter_mut().enumerate() {
@@ -66,16 +69,18 @@ pub unsafe extern "ptx-kernel" fn mma_selftest_f16_m16n8k16(a: *const f32, b: *c
     }
 }
 
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn mma_selftest_tf32_m16n8k4(a: *const f32, b: *const f32, d: *mut f32) {
+#[inline(always)]
+pub unsafe fn tf32_m16n8k4(args: MmaSelftestArgs) {
+    let MmaSelftestArgs { a, b, d } = args;
     unsafe {
         let fa = [a_tf32::<4>(a, 0), a_tf32::<4>(a, 1)];
         store_c(d, ptx::mma_m16n8k4_tf32(fa, b_tf32(b, 0), [0.0; 4]));
     }
 }
 
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn mma_selftest_tf32_m16n8k8(a: *const f32, b: *const f32, d: *mut f32) {
+#[inline(always)]
+pub unsafe fn tf32_m16n8k8(args: MmaSelftestArgs) {
+    let MmaSelftestArgs { a, b, d } = args;
     unsafe {
         let fa = [a_tf32::<8>(a, 0), a_tf32::<8>(a, 1), a_tf32::<8>(a, 2), a_tf32::<8>(a, 3)];
         let fb = [b_tf32(b, 0), b_tf32(b, 1)];

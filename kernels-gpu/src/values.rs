@@ -2,6 +2,7 @@
 //! of S into the order of Sᵀ) and cast f32 buffers to f16. Grid-stride loops, so any grid
 //! covers any length.
 
+use crate::abi::values::{CastF16Args, GatherValuesArgs, ScatterValuesArgs, ScatterValuesF16Args};
 use crate::ptx;
 
 /// First index of this thread and the grid-wide stride.
@@ -11,8 +12,9 @@ fn grid_stride() -> (u32, u32) {
 }
 
 /// `dst[i] = map[i] == u32::MAX ? 0 : src[map[i]]` for `i < n`. `src` is not written here.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn gather_values_f32(n: u32, map: *const u32, src: *const f32, dst: *mut f32) {
+#[inline(always)]
+pub unsafe fn gather(args: GatherValuesArgs) {
+    let GatherValuesArgs { n, map, src, dst } = args;
     let (mut i, stride) = grid_stride();
     while i < n {
         let m = unsafe { ptx::ld_nc_u32(map.add(i as usize)) };
@@ -29,8 +31,9 @@ struct Halves8([u32; 4]);
 /// `dst[i] = f16(src[i])` (round to nearest even) for `i < n`: groups of 8 with two 16-byte
 /// loads and one 16-byte store (both buffers 16-byte aligned, as every allocation is), then
 /// the last `n % 8` one by one.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn cast_f32_f16(n: u32, src: *const f32, dst: *mut u16) {
+#[inline(always)]
+pub unsafe fn cast_f16(args: CastF16Args) {
+    let CastF16Args { n, src, dst } = args;
     let (first, stride) = grid_stride();
     let groups = n / 8;
     let mut g = first;
@@ -55,8 +58,9 @@ pub unsafe extern "ptx-kernel" fn cast_f32_f16(n: u32, src: *const f32, dst: *mu
 
 /// `dst[slot_of[i]] = src[i]` for `i < n`: CSR-ordered edge values into the ME-BCRS slots TC8
 /// SpMM reads. Slots that hold no edge are never written (they stay as allocated: zero).
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn scatter_values_f32(n: u32, slot_of: *const u32, src: *const f32, dst: *mut f32) {
+#[inline(always)]
+pub unsafe fn scatter_f32(args: ScatterValuesArgs) {
+    let ScatterValuesArgs { n, slot_of, src, dst } = args;
     let (mut i, stride) = grid_stride();
     while i < n {
         let slot = unsafe { ptx::ld_nc_u32(slot_of.add(i as usize)) };
@@ -65,9 +69,10 @@ pub unsafe extern "ptx-kernel" fn scatter_values_f32(n: u32, slot_of: *const u32
     }
 }
 
-/// `scatter_values_f32` into f16 slots (round to nearest even).
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn scatter_values_f16(n: u32, slot_of: *const u32, src: *const f32, dst: *mut u16) {
+/// `scatter_f32` into f16 slots (round to nearest even).
+#[inline(always)]
+pub unsafe fn scatter_f16(args: ScatterValuesF16Args) {
+    let ScatterValuesF16Args { n, slot_of, src, dst } = args;
     let (mut i, stride) = grid_stride();
     while i < n {
         let slot = unsafe { ptx::ld_nc_u32(slot_of.add(i as usize)) };

@@ -17,6 +17,7 @@ macro_rules! kernel_args {
     };
 }
 
+/// One `kernels!` per declaration file: it also lists the file's kernels in `ALL`.
 macro_rules! kernels {
     ($($(#[$meta:meta])* $name:ident($args:ty) = $body:expr;)*) => {
         $(
@@ -24,6 +25,9 @@ macro_rules! kernels {
             #[allow(non_upper_case_globals)]
             pub const $name: Kernel<$args> = Kernel::new(stringify!($name));
         )*
+        /// Every kernel of this file: its symbol and its argument struct's size and alignment.
+        #[cfg(test)]
+        pub const ALL: &[(&str, usize, usize)] = &[$((stringify!($name), size_of::<$args>(), align_of::<$args>())),*];
     };
 }
 
@@ -31,6 +35,59 @@ pub mod hybrid {
     include!("../../kernels-gpu/src/abi/hybrid.rs");
 }
 
+pub mod format {
+    include!("../../kernels-gpu/src/abi/format.rs");
+}
+pub mod nn {
+    include!("../../kernels-gpu/src/abi/nn.rs");
+}
+pub mod sddmm {
+    include!("../../kernels-gpu/src/abi/sddmm.rs");
+}
+pub mod selftest {
+    include!("../../kernels-gpu/src/abi/selftest.rs");
+}
 pub mod spmm {
     include!("../../kernels-gpu/src/abi/spmm.rs");
+}
+pub mod values {
+    include!("../../kernels-gpu/src/abi/values.rs");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use crate::gpu::module::KERNELS_PTX;
+
+    /// Every entry point of the embedded PTX with its parameter lines.
+    fn ptx_entries() -> BTreeMap<String, Vec<String>> {
+        let mut entries = BTreeMap::new();
+        let mut lines = KERNELS_PTX.lines();
+        while let Some(line) = lines.next() {
+            let Some(rest) = line.trim().strip_prefix(".visible .entry ") else { continue };
+            let name = rest.trim_end_matches('(').to_string();
+            let params = lines.by_ref().map(str::trim).take_while(|l| !l.starts_with(')')).map(String::from).collect();
+            entries.insert(name, params);
+        }
+        entries
+    }
+
+    /// Each listed kernel is an entry point of the PTX taking one parameter of its argument
+    /// struct's size and alignment, and every entry point is listed: host and device agree on
+    /// every launch's symbol and argument bytes, checked without a GPU.
+    #[test]
+    fn listings_match_the_ptx_entry_points() {
+        let listed: Vec<(&str, usize, usize)> = [super::format::ALL, super::hybrid::ALL, super::nn::ALL, super::sddmm::ALL, super::selftest::ALL, super::spmm::ALL, super::values::ALL].concat();
+        let entries = ptx_entries();
+        assert!(entries.len() >= listed.len(), "no entry points parsed from the PTX");
+        for &(name, size, align) in &listed {
+            let params = entries.get(name).unwrap_or_else(|| panic!("{name} is listed but not in the PTX"));
+            assert_eq!(params.len(), 1, "{name}: {params:?} (want one argument struct)");
+            let want = format!(".param .align {align} .b8 {name}_param_0[{size}]");
+            assert_eq!(params[0].trim_end_matches(','), want, "{name}: the PTX parameter disagrees with the host struct");
+        }
+        let unlisted: Vec<&String> = entries.keys().filter(|e| !listed.iter().any(|l| l.0 == e.as_str())).collect();
+        assert!(unlisted.is_empty(), "PTX entry points without a Kernel handle in gpu::abi: {unlisted:?}");
+    }
 }

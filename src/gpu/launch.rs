@@ -1,5 +1,6 @@
-//! The one thin unsafe layer between ops and the driver: a kernel launch from a name, a grid,
-//! a block, dynamic shared memory and a list of plain arguments.
+//! The one thin unsafe layer between ops and the driver: a typed kernel handle ([`Kernel`], one
+//! per entry point in [`crate::gpu::abi`]) launched with a grid, a block, dynamic shared memory
+//! and its argument struct.
 
 use std::marker::PhantomData;
 
@@ -8,17 +9,6 @@ use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-
-/// A kernel parameter as the PTX signature declares it.
-#[derive(Clone, Copy, Debug)]
-pub enum Arg {
-    U32(u32),
-    F32(f32),
-    /// A 64-bit integer (`.u64` parameter that is not an address, e.g. a hashed seed).
-    U64(u64),
-    /// A device address (`.u64` parameter).
-    Ptr(u64),
-}
 
 /// Grid and block shape plus dynamic shared memory bytes.
 #[derive(Clone, Copy, Debug)]
@@ -46,6 +36,10 @@ macro_rules! address {
         impl<T> $t<T> {
             pub const fn new(addr: u64) -> Self {
                 $t(addr, PhantomData)
+            }
+            /// Address 0: an optional buffer left out (the kernel checks for null).
+            pub const fn null() -> Self {
+                $t(0, PhantomData)
             }
             pub const fn addr(self) -> u64 {
                 self.0
@@ -96,7 +90,7 @@ impl<A: DeviceRepr> Kernel<A> {
     /// How many blocks of `block_threads` threads and `smem_bytes` dynamic shared memory fit on
     /// one SM at once (the driver's occupancy calculator), for persistent grids.
     pub fn max_active_blocks_per_sm(self, gpu: &Gpu, block_threads: u32, smem_bytes: u32) -> Result<u32> {
-        let Some((func, _)) = prepare(gpu, self.name, Shape::linear(1, block_threads, smem_bytes))? else { return Ok(1) };
+        let Some(func) = self.function(gpu, Shape::linear(1, block_threads, smem_bytes))? else { return Ok(1) };
         func.occupancy_max_active_blocks_per_multiprocessor(block_threads, smem_bytes as usize, None)
             .map_err(|e| Error::cuda(format!("occupancy of {}", self.name), e))
     }
@@ -108,52 +102,34 @@ impl<A: DeviceRepr> Kernel<A> {
     /// kernel touches with these arguments and this shape, and buffers the kernel writes must not
     /// be read by the host until the stream is synchronised.
     pub unsafe fn launch(self, gpu: &Gpu, shape: Shape, args: &A) -> Result<()> {
-        let Some((func, cfg)) = prepare(gpu, self.name, shape)? else { return Ok(()) };
+        let name = self.name;
+        let Some(func) = self.function(gpu, shape)? else { return Ok(()) };
+        let cfg = LaunchConfig { grid_dim: shape.grid, block_dim: shape.block, shared_mem_bytes: shape.smem_bytes };
         let mut builder = gpu.stream.launch_builder(&func);
         builder.arg(args);
-        unsafe { builder.launch(cfg) }.map_err(|e| Error::cuda(format!("launching {} with {shape:?}", self.name), e))?;
+        unsafe { builder.launch(cfg) }.map_err(|e| Error::cuda(format!("launching {name} with {shape:?}"), e))?;
         Ok(())
     }
-}
 
-/// The function and launch configuration, or None for an empty grid (nothing to do).
-fn prepare(gpu: &Gpu, name: &'static str, shape: Shape) -> Result<Option<(CudaFunction, LaunchConfig)>> {
-    if shape.grid.0 == 0 || shape.grid.1 == 0 || shape.grid.2 == 0 {
-        return Ok(None); // e.g. an empty graph
-    }
-    let func = gpu.kernels.function(name)?;
-    if shape.smem_bytes > 48 * 1024 {
-        if shape.smem_bytes > gpu.info().max_smem_per_block_optin {
-            return Err(Error::Unsupported(format!(
-                "{name} needs {} bytes of shared memory per block, the device allows {}",
-                shape.smem_bytes,
-                gpu.info().max_smem_per_block_optin
-            )));
+    /// The function, its dynamic shared memory limit raised for `shape`; None for an empty grid
+    /// (nothing to do, e.g. an empty graph).
+    fn function(self, gpu: &Gpu, shape: Shape) -> Result<Option<CudaFunction>> {
+        let name = self.name;
+        if shape.grid.0 == 0 || shape.grid.1 == 0 || shape.grid.2 == 0 {
+            return Ok(None);
         }
-        func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shape.smem_bytes as i32)
-            .map_err(|e| Error::cuda(format!("raising {name}'s shared memory limit"), e))?;
+        let func = gpu.kernels.function(name)?;
+        if shape.smem_bytes > 48 * 1024 {
+            if shape.smem_bytes > gpu.info().max_smem_per_block_optin {
+                return Err(Error::Unsupported(format!(
+                    "{name} needs {} bytes of shared memory per block, the device allows {}",
+                    shape.smem_bytes,
+                    gpu.info().max_smem_per_block_optin
+                )));
+            }
+            func.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shape.smem_bytes as i32)
+                .map_err(|e| Error::cuda(format!("raising {name}'s shared memory limit"), e))?;
+        }
+        Ok(Some(func))
     }
-    Ok(Some((func, LaunchConfig { grid_dim: shape.grid, block_dim: shape.block, shared_mem_bytes: shape.smem_bytes })))
-}
-
-/// Launch `name` on the GPU's stream (positional arguments; being replaced by [`Kernel`]).
-///
-/// # Safety
-/// `args` must match the kernel's parameter list in number, order and type, every pointer must
-/// address a live device allocation large enough for what the kernel touches with these
-/// arguments, and buffers written by the kernel must not be read by the host until the stream
-/// is synchronised.
-pub unsafe fn launch(gpu: &Gpu, name: &'static str, shape: Shape, args: &[Arg]) -> Result<()> {
-    let Some((func, cfg)) = prepare(gpu, name, shape)? else { return Ok(()) };
-    let mut builder = gpu.stream.launch_builder(&func);
-    for a in args {
-        match a {
-            Arg::U32(v) => builder.arg(v),
-            Arg::F32(v) => builder.arg(v),
-            Arg::U64(v) => builder.arg(v),
-            Arg::Ptr(v) => builder.arg(v),
-        };
-    }
-    unsafe { builder.launch(cfg) }.map_err(|e| Error::cuda(format!("launching {name} with {shape:?}"), e))?;
-    Ok(())
 }

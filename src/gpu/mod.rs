@@ -1,8 +1,9 @@
 //! The GPU layer: the only place that talks to the CUDA driver and libraries.
 //!
 //! [`device`] finds a GPU without ever panicking, [`module`] holds the embedded PTX and the
-//! kernel functions, [`memory`] the typed device buffers, [`timing`] event timing, [`launch`]
-//! the one thin unsafe launch wrapper, [`cusparse`] the in-process baseline, [`cublas`] dense
+//! kernel functions, [`abi`] a typed handle and argument struct per kernel, [`memory`] the typed
+//! device buffers, [`timing`] event timing, [`launch`] the one thin unsafe launch wrapper,
+//! [`cusparse`] the in-process baseline, [`cublas`] dense
 //! GEMM, [`graph`] CUDA graph capture and replay. All of it runs on the one stream the [`Gpu`]
 //! owns ([`Gpu::stream`]).
 

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::selftest::{self as kernels, MmaSelftestArgs};
+use crate::gpu::launch::{Kernel, Shape};
 use crate::gpu::{DeviceVec, Gpu};
 
 /// The instruction shapes the kernels use.
@@ -24,12 +25,12 @@ impl MmaShape {
             MmaShape::Tf32M16N8K4 => 4,
         }
     }
-    fn kernel(self) -> &'static str {
+    fn kernel(self) -> Kernel<MmaSelftestArgs> {
         match self {
-            MmaShape::F16M16N8K8 => "mma_selftest_f16_m16n8k8",
-            MmaShape::F16M16N8K16 => "mma_selftest_f16_m16n8k16",
-            MmaShape::Tf32M16N8K4 => "mma_selftest_tf32_m16n8k4",
-            MmaShape::Tf32M16N8K8 => "mma_selftest_tf32_m16n8k8",
+            MmaShape::F16M16N8K8 => kernels::mma_selftest_f16_m16n8k8,
+            MmaShape::F16M16N8K16 => kernels::mma_selftest_f16_m16n8k16,
+            MmaShape::Tf32M16N8K4 => kernels::mma_selftest_tf32_m16n8k4,
+            MmaShape::Tf32M16N8K8 => kernels::mma_selftest_tf32_m16n8k8,
         }
     }
 }
@@ -42,8 +43,9 @@ pub fn mma_tile(gpu: &Arc<Gpu>, shape: MmaShape, a: &[f32], b: &[f32]) -> Result
     let da = DeviceVec::upload(gpu, a)?;
     let db = DeviceVec::upload(gpu, b)?;
     let mut dd = DeviceVec::upload(gpu, &[f32::NAN; 128])?;
-    let args = [Arg::Ptr(da.ptr(gpu)), Arg::Ptr(db.ptr(gpu)), Arg::Ptr(dd.ptr_mut(gpu))];
-    // SAFETY: each self-test kernel takes (a, b, d) sized 16*K, K*8 and 128 floats, one warp.
-    unsafe { launch(gpu, shape.kernel(), Shape::linear(1, 32, 0), &args)? };
+    let args = MmaSelftestArgs { a: da.arg(gpu), b: db.arg(gpu), d: dd.arg_mut(gpu) };
+    // SAFETY: a, b and d hold 16*K, K*8 and 128 floats, as the shape's kernel reads and writes
+    // with one warp.
+    unsafe { shape.kernel().launch(gpu, Shape::linear(1, 32, 0), &args)? };
     dd.download(gpu)
 }

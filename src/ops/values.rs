@@ -7,7 +7,10 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::format::MeBcrs;
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::values::{
+    CastF16Args, GatherValuesArgs, ScatterValuesArgs, ScatterValuesF16Args, cast_f32_f16, gather_values_f32, scatter_values_f16, scatter_values_f32,
+};
+use crate::gpu::launch::{Ptr, PtrMut, Shape};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::{GraphHandle, ValueOrder};
 
@@ -56,11 +59,11 @@ pub fn transpose_values(g: &GraphHandle, order: ValueOrder, src: &DeviceVec<f32>
     check_len("transpose_values: the destination (sized for the transpose)", dst.len(), n, order)?;
     let map = g.transpose_map(order)?;
     let n = count_u32(n, "transpose_values")?;
-    let args = [Arg::U32(n), Arg::Ptr(map.ptr(gpu)), Arg::Ptr(src.ptr(gpu)), Arg::Ptr(dst.ptr_mut(gpu))];
-    // SAFETY: matches `gather_values_f32`; map and dst hold n entries (Sᵀ's values in `order`),
+    let args = GatherValuesArgs { n, map: map.arg(gpu), src: src.arg(gpu), dst: dst.arg_mut(gpu) };
+    // SAFETY: map and dst hold n entries (Sᵀ's values in `order`),
     // every map entry is u32::MAX or a slot of S in `order`, which is below src.len() (checked
     // above); src and dst are distinct buffers (a shared and a unique borrow).
-    unsafe { launch(gpu, "gather_values_f32", Shape::linear(grid(gpu, n), BLOCK, 0), &args) }
+    unsafe { gather_values_f32.launch(gpu, Shape::linear(grid(gpu, n), BLOCK, 0), &args) }
 }
 
 /// CSR-ordered edge values (`nnz`) into the ME-BCRS (k = 8) slots of `dst`, in f32 or f16
@@ -86,11 +89,18 @@ pub fn scatter_to_mebcrs<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAs
     }
     let map = g.device_csr_to_slot()?;
     let n = count_u32(nnz, "scatter_to_mebcrs")?;
-    let args = [Arg::U32(n), Arg::Ptr(map.0.ptr(gpu)), Arg::Ptr(src.ptr(gpu)), Arg::Ptr(dst.ptr_mut(gpu))];
-    let kernel = if f16 { "scatter_values_f16" } else { "scatter_values_f32" };
-    // SAFETY: matches `scatter_values_f32/f16`; the slot map has nnz entries, each a slot below
-    // the ME-BCRS value count that dst holds (checked above); src holds nnz values.
-    unsafe { launch(gpu, kernel, Shape::linear(grid(gpu, n), BLOCK, 0), &args) }
+    let (slot_of, src, dst) = (map.0.arg(gpu), src.arg(gpu), dst.arg_mut(gpu));
+    let shape = Shape::linear(grid(gpu, n), BLOCK, 0);
+    // SAFETY: the slot map has nnz entries, each a slot below the ME-BCRS value count that dst
+    // holds (checked above); src holds nnz values; dst's elements are f16 or f32 as its size
+    // says (checked above).
+    unsafe {
+        if f16 {
+            scatter_values_f16.launch(gpu, shape, &ScatterValuesF16Args { n, slot_of, src, dst: dst.cast() })
+        } else {
+            scatter_values_f32.launch(gpu, shape, &ScatterValuesArgs { n, slot_of, src, dst: dst.cast() })
+        }
+    }
 }
 
 /// Host counterpart of [`transpose_values`] in CSR order: S's values (`nnz`, CSR order) in the
@@ -109,8 +119,8 @@ pub fn cast_to_f16(gpu: &Gpu, src: &DeviceVec<f32>, dst: &mut DeviceVec<half::f1
     if src.len() != dst.len() {
         return Err(Error::Shape(format!("cast_to_f16: {} values into a buffer of {}", src.len(), dst.len())));
     }
-    let (s, d) = (src.ptr(gpu), dst.ptr_mut(gpu));
-    cast_raw(gpu, src.len(), s, d)
+    let (s, d) = (src.arg(gpu), dst.arg_mut(gpu));
+    cast_raw(gpu, src.len(), s, d.cast())
 }
 
 /// `dst = f16(src)` for matrices of the same shape, padding included (so zero padding stays zero).
@@ -123,16 +133,16 @@ pub fn cast_matrix_to_f16(src: &DeviceMatrix<f32>, dst: &mut DeviceMatrix<half::
     }
     let gpu = src.gpu().clone();
     debug_assert_eq!(src.slice().len(), dst.slice().len());
-    cast_raw(&gpu, src.slice().len(), src.ptr(), dst.ptr_mut())
+    cast_raw(&gpu, src.slice().len(), src.arg(), dst.arg_mut().cast())
 }
 
-/// Cast `n` f32 at `src` to f16 at `dst`.
-fn cast_raw(gpu: &Gpu, n: usize, src: u64, dst: u64) -> Result<()> {
+/// Cast `n` f32 at `src` to f16 (bits) at `dst`.
+fn cast_raw(gpu: &Gpu, n: usize, src: Ptr<f32>, dst: PtrMut<u16>) -> Result<()> {
     let n = count_u32(n, "cast_to_f16")?;
-    let args = [Arg::U32(n), Arg::Ptr(src), Arg::Ptr(dst)];
-    // SAFETY: matches `cast_f32_f16`; both addresses are whole allocations (16-byte aligned, as
+    let args = CastF16Args { n, src, dst };
+    // SAFETY: both addresses are whole allocations (16-byte aligned, as
     // the kernel's vector accesses need) of n f32 and n f16, and distinct buffers.
-    unsafe { launch(gpu, "cast_f32_f16", Shape::linear(grid(gpu, n / 8), BLOCK, 0), &args) }
+    unsafe { cast_f32_f16.launch(gpu, Shape::linear(grid(gpu, n / 8), BLOCK, 0), &args) }
 }
 
 #[cfg(test)]

@@ -5,6 +5,10 @@
 //! `include!`s the same declaration files with its own macros and gets a typed `Kernel<Args>`
 //! handle of the same name, so a launch can neither name a missing symbol nor pass arguments
 //! that disagree with the kernel.
+//!
+//! One declaration file per kernel family, each with one `kernels!` (the host also gathers a
+//! file's listings for its test against the PTX); a new file is declared here and in
+//! `src/gpu/abi.rs`.
 
 /// A device address the kernel reads (host side: a 64-bit address of the same layout).
 pub type Ptr<T> = *const T;
@@ -42,3 +46,8 @@ pub mod spmm {
     include!("spmm.rs");
 }
 pub mod hybrid;
+pub mod format;
+pub mod nn;
+pub mod sddmm;
+pub mod selftest;
+pub mod values;

@@ -28,13 +28,72 @@ kernel_args! {
         pub y: PtrMut<f32>,
     }
 
-    /// Clear the 8 rows of each listed window (those whose TC8 items add atomically).
+    /// Clear the rows of each listed window (those whose items add atomically): 8 rows per
+    /// window for TC8, 16 for TC16.
     pub struct ZeroWindowsArgs {
         pub windows: Ptr<u32>,
         pub n_rows: u32,
         /// 32-bit words per row of Y (ld for f32, ld / 2 for f16).
         pub row_words: u32,
         pub y: PtrMut<u32>,
+    }
+
+    /// CSR SpMM, f32: a warp per row, lanes over K in float4s.
+    pub struct CsrSpmmArgs {
+        pub n_rows: u32,
+        /// Padded row stride of X and Y, in elements (a multiple of 8).
+        pub ld: u32,
+        pub row_ptr: Ptr<u32>,
+        pub col_idx: Ptr<u32>,
+        /// One value per nonzero, CSR order.
+        pub values: Ptr<f32>,
+        pub x: Ptr<f32>,
+        pub y: PtrMut<f32>,
+    }
+
+    /// HP-SpMM, f32: `nnz_per_warp` consecutive nonzeros of the row-sorted COO per warp, 128
+    /// columns per grid.y; Y zeroed before the launch (shared rows add atomically).
+    pub struct HpSpmmArgs {
+        pub nnz: u32,
+        /// Padded row stride of X and Y, in elements (a multiple of 8).
+        pub ld: u32,
+        pub nnz_per_warp: u32,
+        pub row_ptr: Ptr<u32>,
+        /// Row of each nonzero (the COO rows).
+        pub row_of: Ptr<u32>,
+        pub col_idx: Ptr<u32>,
+        /// One value per nonzero, CSR order.
+        pub values: Ptr<f32>,
+        pub x: Ptr<f32>,
+        pub y: PtrMut<f32>,
+    }
+
+    /// TC16 SpMM on SGT (blocks 8 columns wide): a thread block per work item (grid.x), its
+    /// warps and grid.y over K slices of 8 * NT dims.
+    pub struct Tc16SpmmArgs {
+        /// Rows of S (and of Y).
+        pub n_rows: u32,
+        /// Padded row stride of X and Y, in elements (a multiple of 8).
+        pub ld: u32,
+        /// First unique column of each window in `win_cols` (n_windows + 1).
+        pub win_ptr: Ptr<u32>,
+        /// The windows' unique columns.
+        pub win_cols: Ptr<u32>,
+        /// First block of each window (n_windows + 1).
+        pub blk_ptr: Ptr<u32>,
+        /// First edge of each block (n_blocks + 1); a block's edges are contiguous.
+        pub blk_edge_ptr: Ptr<u32>,
+        /// Position (row * 8 + column) of each edge in its 16 x 8 block.
+        pub blk_edge_pos: Ptr<u8>,
+        pub blk_edge_val: Ptr<f32>,
+        /// Window of each work item.
+        pub item_win: Ptr<u32>,
+        /// (first block, end block) of each work item, relative to its window, interleaved.
+        pub item_blocks: Ptr<u32>,
+        /// X (n_cols x ld) in the kernel's precision, read as 32-bit words.
+        pub x: Ptr<u32>,
+        /// Y (n_rows x ld), f32.
+        pub y: PtrMut<f32>,
     }
 }
 
@@ -55,4 +114,11 @@ kernels! {
     spmm_tc8a_f16_h(Tc8SpmmArgs) = crate::spmm::tc8::tc8_spmm::<F16, CpAsync<2>, F16Out, 4>;
     spmm_tc8b_f16_h(Tc8SpmmArgs) = crate::spmm::tc8::tc8_spmm::<F16, Bulk<2>, F16Out, 4>;
     tc8_zero_windows(ZeroWindowsArgs) = crate::spmm::tc8::zero_windows;
+    spmm_csr_f32(CsrSpmmArgs) = crate::spmm::csr::csr_spmm;
+    spmm_hp_f32(HpSpmmArgs) = crate::spmm::hp::hp_spmm;
+    spmm_tc16s_f16_nt4(Tc16SpmmArgs) = crate::spmm::tc16::tc16_spmm::<crate::spmm::tc16::F16, 4>;
+    spmm_tc16s_f16_nt8(Tc16SpmmArgs) = crate::spmm::tc16::tc16_spmm::<crate::spmm::tc16::F16, 8>;
+    spmm_tc16s_tf32_nt2(Tc16SpmmArgs) = crate::spmm::tc16::tc16_spmm::<crate::spmm::tc16::Tf32, 2>;
+    spmm_tc16s_tf32_nt4(Tc16SpmmArgs) = crate::spmm::tc16::tc16_spmm::<crate::spmm::tc16::Tf32, 4>;
+    tc16_zero_windows(ZeroWindowsArgs) = crate::spmm::tc16::zero_windows;
 }

@@ -4,6 +4,7 @@
 //! `window_cols`' `dup`) in CSR order, as the CPU translation does, and stores the sum once.
 //! `values_out` must be zero beforehand (slots of absent entries stay 0).
 
+use crate::abi::format::MebcrsScatterArgs;
 use crate::format::block::Window;
 use crate::ptx;
 use crate::smem::SmemCarver;
@@ -11,21 +12,9 @@ use crate::translate::{DUP_NONE, DUP_NOT_HEAD, mebcrs_slot};
 
 /// One block per window of 8 rows; shared memory for the 9 row pointers (`window_smem_bytes(0)`
 /// is enough).
-#[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn mebcrs_scatter(
-    n_rows: u32,
-    k: u32,
-    row_ptr: *const u32,
-    values: *const f32,
-    loc: *const u32,
-    ucol: *const u32,
-    dup: *const u32,
-    win_ptr: *const u32,
-    vec_col: *mut u32,
-    values_out: *mut f32,
-    csr_to_slot: *mut u32,
-) {
+#[inline(always)]
+pub unsafe fn mebcrs_scatter(args: MebcrsScatterArgs) {
+    let MebcrsScatterArgs { n_rows, k, row_ptr, values, loc, ucol, dup, win_ptr, vec_col, values_out, csr_to_slot } = args;
     let mut smem = SmemCarver::new();
     let w = unsafe { Window::load(ptx::ctaid_x(), 8, n_rows, row_ptr, &mut smem) };
     let vec_base = unsafe { ptx::ld_nc_u32(win_ptr.add(w.w as usize)) };

@@ -2,6 +2,7 @@
 //! few enough for one block to sweep twice). Each thread owns a contiguous run of windows: it
 //! sums its run, the block scans the sums, and the run is written with the thread's offset.
 
+use crate::abi::format::WindowScanArgs;
 use crate::format::block::block_scan_u32;
 use crate::ptx;
 use crate::smem::SmemCarver;
@@ -9,8 +10,9 @@ use crate::translate::{SCAN_THREADS, blocks_of};
 
 /// `win_ptr[w] = sum of counts[..w]` for w <= n; if `blk_ptr` is not null, also
 /// `blk_ptr[w] = sum of ceil(counts[..w] / block_w)`. One block of `SCAN_THREADS`; shared memory 2 x 32 u32.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn window_scan(n: u32, counts: *const u32, block_w: u32, win_ptr: *mut u32, blk_ptr: *mut u32) {
+#[inline(always)]
+pub unsafe fn window_scan(args: WindowScanArgs) {
+    let WindowScanArgs { n, counts, block_w, win_ptr, blk_ptr } = args;
     let mut smem = SmemCarver::new();
     let (s_u, s_b) = (smem.take(4 * 32), smem.take(4 * 32));
     let per = n.div_ceil(SCAN_THREADS);

@@ -5,34 +5,15 @@
 //! One block per window (`sgt_edges`, shared memory sort, larger windows return at once) or
 //! per listed large window (`sgt_edges_large`, global scratch), like `window_cols`.
 
+use crate::abi::format::{LargeWindowList, SgtEdgesArgs, SgtEdgesLargeArgs};
 use crate::format::block::Window;
 use crate::format::sort::{Keys, sort_global, sort_smem};
 use crate::ptx;
 use crate::smem::SmemCarver;
 use crate::translate::{SORT_SMEM_KEYS, div_or_zero, sgt_pos, sort_key, sort_len, window_is_large};
 
-/// The arrays `sgt_edges*` read and write (passed flat: the launch layer takes scalars).
-#[derive(Clone, Copy)]
-struct SgtArgs {
-    n_rows: u32,
-    block_w: u32,
-    nnz: u32,
-    n_windows: u32,
-    row_ptr: *const u32,
-    values: *const f32,
-    loc: *const u32,
-    ucol: *const u32,
-    win_ptr: *const u32,
-    blk_ptr: *const u32,
-    win_cols: *mut u32,
-    blk_edge_ptr: *mut u32,
-    blk_edge_pos: *mut u8,
-    blk_edge_val: *mut f32,
-    blk_edge_csr: *mut u32,
-}
-
 #[inline(always)]
-unsafe fn run(a: &SgtArgs, w: &Window, keys: Keys, n: u32, large_chunk: u32) {
+unsafe fn run(a: &SgtEdgesArgs, w: &Window, keys: Keys, n: u32, large_chunk: u32) {
     let bw = a.block_w;
     // Unique columns.
     let u0 = unsafe { ptx::ld_nc_u32(a.win_ptr.add(w.w as usize)) };
@@ -77,42 +58,8 @@ unsafe fn run(a: &SgtArgs, w: &Window, keys: Keys, n: u32, large_chunk: u32) {
 
 /// One block per window of 16 rows (grid = windows); shared memory
 /// `window_smem_bytes(longest small window)`.
-#[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn sgt_edges(
-    n_rows: u32,
-    block_w: u32,
-    nnz: u32,
-    n_windows: u32,
-    row_ptr: *const u32,
-    values: *const f32,
-    loc: *const u32,
-    ucol: *const u32,
-    win_ptr: *const u32,
-    blk_ptr: *const u32,
-    win_cols: *mut u32,
-    blk_edge_ptr: *mut u32,
-    blk_edge_pos: *mut u8,
-    blk_edge_val: *mut f32,
-    blk_edge_csr: *mut u32,
-) {
-    let a = SgtArgs {
-        n_rows,
-        block_w,
-        nnz,
-        n_windows,
-        row_ptr,
-        values,
-        loc,
-        ucol,
-        win_ptr,
-        blk_ptr,
-        win_cols,
-        blk_edge_ptr,
-        blk_edge_pos,
-        blk_edge_val,
-        blk_edge_csr,
-    };
+#[inline(always)]
+pub unsafe fn sgt_edges(a: SgtEdgesArgs) {
     let mut smem = SmemCarver::new();
     let w = unsafe { Window::load(ptx::ctaid_x(), 16, a.n_rows, a.row_ptr, &mut smem) };
     if w.w + 1 == a.n_windows && ptx::tid_x() == 0 {
@@ -130,45 +77,9 @@ pub unsafe extern "ptx-kernel" fn sgt_edges(
 
 /// One block per large window (`large`, `scratch_off` as in `window_cols_large`); shared memory
 /// `window_smem_bytes(u32::MAX)`.
-#[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn sgt_edges_large(
-    n_rows: u32,
-    block_w: u32,
-    nnz: u32,
-    n_windows: u32,
-    row_ptr: *const u32,
-    values: *const f32,
-    loc: *const u32,
-    ucol: *const u32,
-    win_ptr: *const u32,
-    blk_ptr: *const u32,
-    win_cols: *mut u32,
-    blk_edge_ptr: *mut u32,
-    blk_edge_pos: *mut u8,
-    blk_edge_val: *mut f32,
-    blk_edge_csr: *mut u32,
-    large: *const u32,
-    scratch_off: *const u32,
-    scratch: *mut u64,
-) {
-    let a = SgtArgs {
-        n_rows,
-        block_w,
-        nnz,
-        n_windows,
-        row_ptr,
-        values,
-        loc,
-        ucol,
-        win_ptr,
-        blk_ptr,
-        win_cols,
-        blk_edge_ptr,
-        blk_edge_pos,
-        blk_edge_val,
-        blk_edge_csr,
-    };
+#[inline(always)]
+pub unsafe fn sgt_edges_large(args: SgtEdgesLargeArgs) {
+    let SgtEdgesLargeArgs { edges: a, large: LargeWindowList { large, scratch_off, scratch } } = args;
     let b = ptx::ctaid_x() as usize;
     let mut smem = SmemCarver::new();
     let w = unsafe { Window::load(ptx::ld_nc_u32(large.add(b)), 16, a.n_rows, a.row_ptr, &mut smem) };

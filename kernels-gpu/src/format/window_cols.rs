@@ -13,6 +13,7 @@
 //! window; larger ones return at once); larger ones sort in global scratch
 //! (`window_cols_large`, one block per listed window).
 
+use crate::abi::format::{LargeWindowList, WindowColsArgs, WindowColsLargeArgs};
 use crate::format::block::{Window, block_scan_u32};
 use crate::format::sort::{Keys, sort_global, sort_smem};
 use crate::ptx;
@@ -76,18 +77,9 @@ unsafe fn emit(keys: Keys, win: &Window, scratch: u32, loc: *mut u32, ucol: *mut
 /// One block per window of `win` rows (grid = windows); shared memory
 /// `window_smem_bytes(longest small window)`. Windows longer than `SORT_SMEM_KEYS` are left to
 /// `window_cols_large`.
-#[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn window_cols(
-    n_rows: u32,
-    win: u32,
-    row_ptr: *const u32,
-    col_idx: *const u32,
-    loc: *mut u32,
-    ucol: *mut u32,
-    counts: *mut u32,
-    dup: *mut u32,
-) {
+#[inline(always)]
+pub unsafe fn window_cols(args: WindowColsArgs) {
+    let WindowColsArgs { n_rows, win, row_ptr, col_idx, loc, ucol, counts, dup } = args;
     let mut smem = SmemCarver::new();
     let w = unsafe { Window::load(ptx::ctaid_x(), win, n_rows, row_ptr, &mut smem) };
     if window_is_large(w.len) {
@@ -105,21 +97,12 @@ pub unsafe extern "ptx-kernel" fn window_cols(
 
 /// One block per large window: `large[b]` is the window, `scratch_off[b]` the first of its
 /// `sort_len(len)` keys in `scratch`. Shared memory `window_smem_bytes(u32::MAX)`.
-#[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn window_cols_large(
-    n_rows: u32,
-    win: u32,
-    row_ptr: *const u32,
-    col_idx: *const u32,
-    loc: *mut u32,
-    ucol: *mut u32,
-    counts: *mut u32,
-    dup: *mut u32,
-    large: *const u32,
-    scratch_off: *const u32,
-    scratch: *mut u64,
-) {
+#[inline(always)]
+pub unsafe fn window_cols_large(args: WindowColsLargeArgs) {
+    let WindowColsLargeArgs {
+        cols: WindowColsArgs { n_rows, win, row_ptr, col_idx, loc, ucol, counts, dup },
+        large: LargeWindowList { large, scratch_off, scratch },
+    } = args;
     let b = ptx::ctaid_x() as usize;
     let mut smem = SmemCarver::new();
     let w = unsafe { Window::load(ptx::ld_nc_u32(large.add(b)), win, n_rows, row_ptr, &mut smem) };

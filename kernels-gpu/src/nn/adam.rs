@@ -4,6 +4,7 @@
 //! `step_increment`.
 
 use super::{global_thread, grid_threads};
+use crate::abi::nn::{AdamArgs, StepIncrementArgs};
 use crate::ptx;
 
 /// b^t by squaring, in f64 (as torch computes the bias corrections on the host in double).
@@ -22,20 +23,9 @@ fn powi(b: f64, mut t: u32) -> f64 {
 
 /// g = grad + wd param; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 /// param -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps).
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn adam_f32(
-    n4: u32,
-    param: *mut f32,
-    grad: *const f32,
-    m: *mut f32,
-    v: *mut f32,
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    eps: f32,
-    weight_decay: f32,
-    step: *const u32,
-) {
+#[inline(always)]
+pub unsafe fn adam(args: AdamArgs) {
+    let AdamArgs { n4, param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step } = args;
     let t = unsafe { ptx::ld_nc_u32(step) };
     let bc1 = 1.0 - powi(beta1 as f64, t);
     let bc2 = 1.0 - powi(beta2 as f64, t);
@@ -63,8 +53,9 @@ pub unsafe extern "ptx-kernel" fn adam_f32(
 }
 
 /// step[0] += 1 (one thread).
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn step_increment(step: *mut u32) {
+#[inline(always)]
+pub unsafe fn step_increment(args: StepIncrementArgs) {
+    let StepIncrementArgs { step } = args;
     if global_thread() == 0 {
         unsafe { ptx::st_u32(step, ptx::ld_u32(step) + 1) };
     }

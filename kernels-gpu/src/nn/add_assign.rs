@@ -1,10 +1,12 @@
 //! y += x over whole padded buffers: grid-stride over float4s.
 
 use super::{global_thread, grid_threads};
+use crate::abi::nn::AddAssignArgs;
 use crate::ptx;
 
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn add_assign_f32(n4: u32, y: *mut f32, x: *const f32) {
+#[inline(always)]
+pub unsafe fn add_assign(args: AddAssignArgs) {
+    let AddAssignArgs { n4, y, x } = args;
     let mut i = global_thread();
     while i < n4 {
         let o = 4 * i as usize;

@@ -3,10 +3,12 @@
 //! straddles two rows).
 
 use super::{global_thread, grid_threads};
+use crate::abi::nn::BiasAddArgs;
 use crate::ptx;
 
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn bias_add_f32(n4: u32, ld4: u32, y: *mut f32, b: *const f32) {
+#[inline(always)]
+pub unsafe fn bias_add(args: BiasAddArgs) {
+    let BiasAddArgs { n4, ld4, y, b } = args;
     if ld4 == 0 {
         return; // no columns (n4 = 0 too); also lets `% ld4` compile without a panic path
     }

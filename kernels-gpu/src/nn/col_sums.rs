@@ -8,6 +8,7 @@
 //! `ctaid + k * gridDim` in registers, one atomic per column per block.
 //! Padding columns (zero) are summed but never written.
 
+use crate::abi::nn::ColSumsArgs;
 use crate::ptx;
 
 #[inline(always)]
@@ -17,8 +18,9 @@ fn add4(a: &mut [f32; 4], b: [f32; 4]) {
     }
 }
 
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn col_sums_f32(rows: u32, cols: u32, ld4: u32, x: *const f32, out: *mut f32) {
+#[inline(always)]
+pub unsafe fn col_sums(args: ColSumsArgs) {
+    let ColSumsArgs { rows, cols, ld4, x, out } = args;
     let (t, nt) = (ptx::tid_x(), ptx::ntid_x());
     let (b, nb) = (ptx::ctaid_x(), ptx::nctaid_x());
     if ld4 == 0 {

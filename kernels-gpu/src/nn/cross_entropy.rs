@@ -8,21 +8,12 @@
 //! counts as incorrect and gets no loss and a zero gradient.
 
 use super::{BlockSums, global_warp, group_sum, row_group};
+use crate::abi::nn::CrossEntropyArgs;
 use crate::ptx;
 
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn cross_entropy_f32(
-    rows: u32,
-    cols: u32,
-    ld: u32,
-    shift: u32,
-    logits: *const f32,
-    labels: *const i32,
-    mask_bits: *const u8,
-    inv_n_train: f32,
-    dlogits: *mut f32,
-    stats: *mut f32,
-) {
+#[inline(always)]
+pub unsafe fn cross_entropy(args: CrossEntropyArgs) {
+    let CrossEntropyArgs { rows, cols, ld, shift, logits, labels, mask_bits, inv_n_train, dlogits, stats } = args;
     let sums = BlockSums::<4>::new();
     let (grp, sub, lanes, per_warp) = row_group(shift);
     let mut part = [0f32; 4];

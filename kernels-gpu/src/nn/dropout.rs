@@ -5,21 +5,14 @@
 //! `n % 4` elements go one per thread to the first threads of the grid.
 
 use super::{global_thread, grid_threads};
+use crate::abi::nn::{DropoutArgs, DropoutBackwardArgs};
 use crate::ptx;
 use crate::rng::dropout_keep_keyed;
 
 /// y = keep ? x * scale : 0, mask = keep (one byte per element), over the first `n` elements.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn dropout_f32(
-    n: u32,
-    x: *const f32,
-    y: *mut f32,
-    mask: *mut u8,
-    threshold: u32,
-    scale: f32,
-    seed_key: u64,
-    step: *const u32,
-) {
+#[inline(always)]
+pub unsafe fn dropout(args: DropoutArgs) {
+    let DropoutArgs { n, x, y, mask, threshold, scale, seed_key, step } = args;
     let step = unsafe { ptx::ld_nc_u32(step) };
     let n4 = n / 4;
     let mut i = global_thread();
@@ -49,8 +42,9 @@ pub unsafe extern "ptx-kernel" fn dropout_f32(
 }
 
 /// dx = mask ? dy * scale : 0 over the first `n` elements.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn dropout_backward_f32(n: u32, dy: *const f32, mask: *const u8, scale: f32, dx: *mut f32) {
+#[inline(always)]
+pub unsafe fn dropout_backward(args: DropoutBackwardArgs) {
+    let DropoutBackwardArgs { n, dy, mask, scale, dx } = args;
     let n4 = n / 4;
     let mut i = global_thread();
     while i < n4 {

@@ -5,6 +5,10 @@
 //! Empty rows and slots that are no edge are never touched.
 
 use super::{BlockSums, block_reduce, global_warp};
+use crate::abi::nn::{
+    EdgeSoftmaxBackwardArgs, EdgeSoftmaxBackwardLongArgs, EdgeSoftmaxScaledArgs, EdgeSoftmaxScaledLongArgs, SoftmaxBackwardEdges,
+    SoftmaxScaledEdges,
+};
 use crate::config::NN_EDGE_GROUP;
 use crate::ptx;
 
@@ -50,16 +54,9 @@ fn for_each_group_row(n_rows: u32, long_min: u32, row_ptr: *const u32, mut f: im
 
 /// alpha_e = exp(s_e - max_row s) / sum_row exp(s - max), s_e = beta * cos_e, for rows shorter
 /// than `long_min` (`NN_EDGE_GROUP` lanes per row).
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn edge_softmax_scaled_f32(
-    n_rows: u32,
-    long_min: u32,
-    row_ptr: *const u32,
-    slot_of: *const u32,
-    beta: *const f32,
-    cos: *const f32,
-    alpha: *mut f32,
-) {
+#[inline(always)]
+pub unsafe fn scaled(args: EdgeSoftmaxScaledArgs) {
+    let EdgeSoftmaxScaledArgs { n_rows, long_min, edges: SoftmaxScaledEdges { row_ptr, slot_of, beta, cos, alpha } } = args;
     let beta = unsafe { ptx::ld_nc_f32(beta) };
     let sub = ptx::lane_id() % NN_EDGE_GROUP;
     let s = |e: u32| beta * unsafe { ptx::ld_nc_f32(cos.add(slot(slot_of, e))) };
@@ -90,19 +87,9 @@ pub unsafe extern "ptx-kernel" fn edge_softmax_scaled_f32(
 /// dcos_e = beta ds_e; dbeta += sum_e ds_e cos_e (per-lane partials over all of the warp's
 /// rows, then one atomic per block into `dbeta`, which the launcher zeroes; 4 bytes of dynamic
 /// shared memory).
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn edge_softmax_backward_f32(
-    n_rows: u32,
-    long_min: u32,
-    row_ptr: *const u32,
-    slot_of: *const u32,
-    beta: *const f32,
-    alpha: *const f32,
-    dalpha: *const f32,
-    cos: *const f32,
-    dcos: *mut f32,
-    dbeta: *mut f32,
-) {
+#[inline(always)]
+pub unsafe fn backward(args: EdgeSoftmaxBackwardArgs) {
+    let EdgeSoftmaxBackwardArgs { n_rows, long_min, edges: SoftmaxBackwardEdges { row_ptr, slot_of, beta, alpha, dalpha, cos, dcos, dbeta } } = args;
     let sums = BlockSums::<1>::new();
     let beta = unsafe { ptx::ld_nc_f32(beta) };
     let sub = ptx::lane_id() % NN_EDGE_GROUP;
@@ -128,17 +115,11 @@ pub unsafe extern "ptx-kernel" fn edge_softmax_backward_f32(
     unsafe { sums.flush([dbeta_part], dbeta) };
 }
 
-/// `edge_softmax_scaled_f32` for the rows in `long_rows`, one block per row (128 bytes of
-/// dynamic shared memory for the block reductions).
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn edge_softmax_scaled_long_f32(
-    long_rows: *const u32,
-    row_ptr: *const u32,
-    slot_of: *const u32,
-    beta: *const f32,
-    cos: *const f32,
-    alpha: *mut f32,
-) {
+/// `scaled` for the rows in `long_rows`, one block per row (128 bytes of dynamic shared memory
+/// for the block reductions).
+#[inline(always)]
+pub unsafe fn scaled_long(args: EdgeSoftmaxScaledLongArgs) {
+    let EdgeSoftmaxScaledLongArgs { long_rows, edges: SoftmaxScaledEdges { row_ptr, slot_of, beta, cos, alpha } } = args;
     let beta = unsafe { ptx::ld_nc_f32(beta) };
     let s = |e: u32| beta * unsafe { ptx::ld_nc_f32(cos.add(slot(slot_of, e))) };
     let row = unsafe { ptx::ld_nc_u32(long_rows.add(ptx::ctaid_x() as usize)) };
@@ -165,20 +146,11 @@ pub unsafe extern "ptx-kernel" fn edge_softmax_scaled_long_f32(
     }
 }
 
-/// `edge_softmax_backward_f32` for the rows in `long_rows`, one block per row; the block's
-/// share of dbeta goes in with one atomic add.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn edge_softmax_backward_long_f32(
-    long_rows: *const u32,
-    row_ptr: *const u32,
-    slot_of: *const u32,
-    beta: *const f32,
-    alpha: *const f32,
-    dalpha: *const f32,
-    cos: *const f32,
-    dcos: *mut f32,
-    dbeta: *mut f32,
-) {
+/// `backward` for the rows in `long_rows`, one block per row; the block's share of dbeta goes
+/// in with one atomic add.
+#[inline(always)]
+pub unsafe fn backward_long(args: EdgeSoftmaxBackwardLongArgs) {
+    let EdgeSoftmaxBackwardLongArgs { long_rows, edges: SoftmaxBackwardEdges { row_ptr, slot_of, beta, alpha, dalpha, cos, dcos, dbeta } } = args;
     let beta = unsafe { ptx::ld_nc_f32(beta) };
     let row = unsafe { ptx::ld_nc_u32(long_rows.add(ptx::ctaid_x() as usize)) };
     let (start, end) = unsafe { (ptx::ld_nc_u32(row_ptr.add(row as usize)), ptx::ld_nc_u32(row_ptr.add(row as usize + 1))) };

@@ -2,6 +2,7 @@
 //! grid-stride over float4s.
 
 use super::{global_thread, grid_threads};
+use crate::abi::nn::{ReluArgs, ReluBackwardArgs};
 use crate::ptx;
 
 #[inline(always)]
@@ -10,8 +11,9 @@ fn relu1(v: f32) -> f32 {
 }
 
 /// x = max(x, 0) over `n4` float4s.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn relu_f32(n4: u32, x: *mut f32) {
+#[inline(always)]
+pub unsafe fn relu(args: ReluArgs) {
+    let ReluArgs { n4, x } = args;
     let mut i = global_thread();
     while i < n4 {
         let p = unsafe { x.add(4 * i as usize) };
@@ -22,8 +24,9 @@ pub unsafe extern "ptx-kernel" fn relu_f32(n4: u32, x: *mut f32) {
 }
 
 /// dy = y > 0 ? dy : 0 over `n4` float4s (y: the ReLU's output).
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn relu_backward_f32(n4: u32, y: *const f32, dy: *mut f32) {
+#[inline(always)]
+pub unsafe fn relu_backward(args: ReluBackwardArgs) {
+    let ReluBackwardArgs { n4, y, dy } = args;
     let mut i = global_thread();
     while i < n4 {
         let o = 4 * i as usize;

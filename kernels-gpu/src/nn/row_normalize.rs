@@ -5,11 +5,13 @@
 //! The row loop runs on warp-uniform bounds, so every lane reaches the shuffles.
 
 use super::{global_warp, group_sum, row_group};
+use crate::abi::nn::{RowNormalizeArgs, RowNormalizeBackwardArgs};
 use crate::ptx;
 
 /// inv_norm[r] = 1 / max(||h_r||, 1e-12); n_r = h_r * inv_norm[r].
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn row_normalize_f32(rows: u32, ld4: u32, shift: u32, h: *const f32, n: *mut f32, inv_norm: *mut f32) {
+#[inline(always)]
+pub unsafe fn row_normalize(args: RowNormalizeArgs) {
+    let RowNormalizeArgs { rows, ld4, shift, h, n, inv_norm } = args;
     let (grp, sub, lanes, per_warp) = row_group(shift);
     let (w, n_warps) = global_warp();
     let mut row0 = w * per_warp;
@@ -40,16 +42,9 @@ pub unsafe extern "ptx-kernel" fn row_normalize_f32(rows: u32, ld4: u32, shift: 
 }
 
 /// dh_r += (dn_r - n_r (n_r . dn_r)) * inv_norm[r].
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn row_normalize_backward_f32(
-    rows: u32,
-    ld4: u32,
-    shift: u32,
-    n: *const f32,
-    inv_norm: *const f32,
-    dn: *const f32,
-    dh: *mut f32,
-) {
+#[inline(always)]
+pub unsafe fn row_normalize_backward(args: RowNormalizeBackwardArgs) {
+    let RowNormalizeBackwardArgs { rows, ld4, shift, n, inv_norm, dn, dh } = args;
     let (grp, sub, lanes, per_warp) = row_group(shift);
     let (w, n_warps) = global_warp();
     let mut row0 = w * per_warp;

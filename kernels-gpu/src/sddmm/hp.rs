@@ -4,24 +4,13 @@
 //! and a shuffle reduction inside the group, so a warp finishes 32 / group edges per step.
 //! Consecutive edges share their row, so the A row stays in L1 while the row does not change.
 
+use crate::abi::sddmm::HpSddmmArgs;
 use crate::ptx;
 
 /// `out[slot(e)] = values[e] * dot(A[row(e)], B[col(e)])`; `slot_of` null means CSR order.
-#[unsafe(no_mangle)]
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "ptx-kernel" fn sddmm_hp_f32(
-    nnz: u32,
-    ld: u32,
-    nnz_per_warp: u32,
-    group_shift: u32,
-    row_of: *const u32,
-    col_idx: *const u32,
-    values: *const f32,
-    slot_of: *const u32,
-    a: *const f32,
-    b: *const f32,
-    out: *mut f32,
-) {
+#[inline(always)]
+pub unsafe fn hp_sddmm(args: HpSddmmArgs) {
+    let HpSddmmArgs { nnz, ld, nnz_per_warp, group_shift, row_of, col_idx, values, slot_of, a, b, out } = args;
     let warp = ptx::ctaid_x() * (ptx::ntid_x() / 32) + ptx::warp_id();
     let start = warp * nnz_per_warp;
     if start >= nnz {

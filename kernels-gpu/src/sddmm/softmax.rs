@@ -1,10 +1,12 @@
 //! Edge softmax: a warp per row, max-subtracted, over values in CSR order or (through
 //! `slot_of`) in any other order such as ME-BCRS slots. Empty rows write nothing.
 
+use crate::abi::sddmm::EdgeSoftmaxArgs;
 use crate::ptx;
 
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn edge_softmax_f32(n_rows: u32, row_ptr: *const u32, slot_of: *const u32, vals: *mut f32) {
+#[inline(always)]
+pub unsafe fn edge_softmax(args: EdgeSoftmaxArgs) {
+    let EdgeSoftmaxArgs { n_rows, row_ptr, slot_of, vals } = args;
     let row = ptx::ctaid_x() * (ptx::ntid_x() / 32) + ptx::warp_id();
     if row >= n_rows {
         return;

@@ -3,31 +3,19 @@
 //! parks it in shared memory and samples it at the block's edges, writing CSR order through
 //! `blk_edge_csr`.
 
+use crate::abi::sddmm::Tc16SddmmArgs;
 use crate::config::TC16_SDDMM_WARPS as WARPS;
 use crate::ptx;
-use crate::sddmm::precision::{F16, SddmmPrecision, Tf32, run};
+use crate::sddmm::precision::{SddmmPrecision, run};
 use crate::smem::SmemCarver;
 
 const W: u32 = 16; // rows per window = columns per block
 
+/// The loop shared by both precisions (`abi::sddmm` lists the instances).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tc16_sddmm<P: SddmmPrecision>(
-    n_blocks: u32,
-    n_rows: u32,
-    ld: u32,
-    blk_win: *const u32,
-    win_ptr: *const u32,
-    blk_ptr: *const u32,
-    win_cols: *const u32,
-    blk_edge_ptr: *const u32,
-    blk_edge_pos: *const u8,
-    blk_edge_val: *const f32,
-    blk_edge_csr: *const u32,
-    a: *const u32,
-    b: *const u32,
-    out: *mut f32,
-) {
+pub unsafe fn tc16_sddmm<P: SddmmPrecision>(args: Tc16SddmmArgs) {
+    let Tc16SddmmArgs { n_blocks, n_rows, ld, blk_win, win_ptr, blk_ptr, win_cols, blk_edge_ptr, blk_edge_pos, blk_edge_val, blk_edge_csr, a, b, out } =
+        args;
     let warp = ptx::warp_id();
     let blk = ptx::ctaid_x() * WARPS + warp;
     let tile = SmemCarver::new().take(4 * W * W * WARPS) + 4 * W * W * warp;
@@ -81,36 +69,3 @@ unsafe fn tc16_sddmm<P: SddmmPrecision>(
         e += 32;
     }
 }
-
-macro_rules! tc16_sddmm_kernel {
-    ($name:ident, $prec:ty) => {
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            n_blocks: u32,
-            n_rows: u32,
-            ld: u32,
-            blk_win: *const u32,
-            win_ptr: *const u32,
-            blk_ptr: *const u32,
-            win_cols: *const u32,
-            blk_edge_ptr: *const u32,
-            blk_edge_pos: *const u8,
-            blk_edge_val: *const f32,
-            blk_edge_csr: *const u32,
-            a: *const u32,
-            b: *const u32,
-            out: *mut f32,
-        ) {
-            unsafe {
-                tc16_sddmm::<$prec>(
-                    n_blocks, n_rows, ld, blk_win, win_ptr, blk_ptr, win_cols, blk_edge_ptr, blk_edge_pos, blk_edge_val,
-                    blk_edge_csr, a, b, out,
-                )
-            }
-        }
-    };
-}
-
-tc16_sddmm_kernel!(sddmm_tc16_f16, F16);
-tc16_sddmm_kernel!(sddmm_tc16_tf32, Tf32);

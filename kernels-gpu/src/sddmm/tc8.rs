@@ -9,9 +9,10 @@
 //! loads one run of consecutive dims of each row it needs with a single vector load, and the
 //! fragment slots take the run's words in order.
 
+use crate::abi::sddmm::Tc8SddmmArgs;
 use crate::config::TC8_BLOCK_VECTORS as KV;
 use crate::ptx;
-use crate::sddmm::precision::{F16, SddmmPrecision, Tf32, run};
+use crate::sddmm::precision::{SddmmPrecision, run};
 
 /// The ME-BCRS slot of (window row i, window vector jw) for a window of `nvec` vectors at `vw0`.
 #[inline(always)]
@@ -21,22 +22,10 @@ fn slot(vw0: u32, nvec: u32, i: u32, jw: u32) -> u32 {
     8 * (vw0 + blk * KV) + i * kb + jw % KV
 }
 
+/// The loop shared by both precisions (`abi::sddmm` lists the instances).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tc8_sddmm<P: SddmmPrecision>(
-    n_items: u32,
-    n_rows: u32,
-    ld: u32,
-    win_ptr: *const u32,
-    vec_col: *const u32,
-    values: *const f32,
-    slot_to_csr: *const u32,
-    item_win: *const u32,
-    item_v0: *const u32,
-    a: *const u32,
-    b: *const u32,
-    out: *mut f32,
-) {
+pub unsafe fn tc8_sddmm<P: SddmmPrecision>(args: Tc8SddmmArgs) {
+    let Tc8SddmmArgs { n_items, n_rows, ld, win_ptr, vec_col, values, slot_to_csr, item_win, item_v0, a, b, out } = args;
     let item = ptx::ctaid_x() * (ptx::ntid_x() / 32) + ptx::warp_id();
     if item >= n_items {
         return;
@@ -83,29 +72,3 @@ unsafe fn tc8_sddmm<P: SddmmPrecision>(
         q += 1;
     }
 }
-
-macro_rules! tc8_sddmm_kernel {
-    ($name:ident, $prec:ty) => {
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            n_items: u32,
-            n_rows: u32,
-            ld: u32,
-            win_ptr: *const u32,
-            vec_col: *const u32,
-            values: *const f32,
-            slot_to_csr: *const u32,
-            item_win: *const u32,
-            item_v0: *const u32,
-            a: *const u32,
-            b: *const u32,
-            out: *mut f32,
-        ) {
-            unsafe { tc8_sddmm::<$prec>(n_items, n_rows, ld, win_ptr, vec_col, values, slot_to_csr, item_win, item_v0, a, b, out) }
-        }
-    };
-}
-
-tc8_sddmm_kernel!(sddmm_tc8_f16, F16);
-tc8_sddmm_kernel!(sddmm_tc8_tf32, Tf32);

@@ -1,20 +1,14 @@
 //! CSR SpMM, f32 on CUDA cores: a warp per row, lanes over K in 4-float vectors.
 //! The simple baseline every tensor-core kernel is compared with.
 
+use crate::abi::spmm::CsrSpmmArgs;
 use crate::config::CSR_SPMM_WARPS;
 use crate::ptx;
 
-/// `k` must be a multiple of 4 (the host pads K to a multiple of 8) and X, Y 16-byte aligned.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn spmm_csr_f32(
-    n_rows: u32,
-    k: u32,
-    row_ptr: *const u32,
-    col_idx: *const u32,
-    values: *const f32,
-    x: *const f32,
-    y: *mut f32,
-) {
+/// `ld` must be a multiple of 4 (the host pads K to a multiple of 8) and X, Y 16-byte aligned.
+#[inline(always)]
+pub unsafe fn csr_spmm(args: CsrSpmmArgs) {
+    let CsrSpmmArgs { n_rows, ld: k, row_ptr, col_idx, values, x, y } = args;
     let row = ptx::ctaid_x() * CSR_SPMM_WARPS + ptx::warp_id();
     if row >= n_rows {
         return;

@@ -4,6 +4,7 @@
 //! adds rows it shares with a neighbouring warp atomically (Y cleared before the launch).
 //! grid.y splits K into chunks of 128 columns (one float4 per lane).
 
+use crate::abi::spmm::HpSpmmArgs;
 use crate::config::HP_SPMM_WARPS;
 use crate::ptx;
 
@@ -21,19 +22,10 @@ unsafe fn flush_row(y: *mut f32, k: u32, col4: u32, row: u32, acc: [f32; 4], own
     }
 }
 
-/// `k` a multiple of 4, X/Y 16-byte aligned, Y zeroed before the launch.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn spmm_hp_f32(
-    nnz: u32,
-    k: u32,
-    nnz_per_warp: u32,
-    row_ptr: *const u32,
-    row_of: *const u32,
-    col_idx: *const u32,
-    values: *const f32,
-    x: *const f32,
-    y: *mut f32,
-) {
+/// `ld` a multiple of 4, X/Y 16-byte aligned, Y zeroed before the launch.
+#[inline(always)]
+pub unsafe fn hp_spmm(args: HpSpmmArgs) {
+    let HpSpmmArgs { nnz, ld: k, nnz_per_warp, row_ptr, row_of, col_idx, values, x, y } = args;
     let warp = ptx::ctaid_x() * HP_SPMM_WARPS + ptx::warp_id();
     let lane = ptx::lane_id();
     let start = warp * nnz_per_warp;

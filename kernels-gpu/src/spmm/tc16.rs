@@ -1,23 +1,20 @@
 //! TC16 SpMM (TC-GNN, Alg. 2) on SGT: windows of 16 rows, TC blocks of 8 unique columns; the
 //! block is the A operand of m16n8k8 (M = window rows, K = block columns), X gathered at the
-//! block's columns is B, and D is a 16 x 8 tile of Y. Two ways to get A into registers:
+//! block's columns is B, and D is a 16 x 8 tile of Y. A thread block runs one work item (a
+//! window, or a run of blocks of a long window) and its warps split K; per step it stages
+//! `TC16_GROUP` blocks as dense 16 x 8 f32 tiles in shared memory (zero, scatter the SGT edges
+//! with shared atomics, which also sums duplicates) and each warp reads its A fragments from
+//! there (TC-GNN's way; a bitmap variant that read A straight into registers measured 1.5-3x
+//! slower and was removed).
 //!
-//! - bitmap (`spmm_tc16_*`, the default): the host packs each SGT block as a 128-bit mask plus
-//!   its values in position order; a warp runs one work item (a window, or a run of blocks of
-//!   a long window) for one 8*NT-dim slice of K (grid.y), each lane loading the values of its
-//!   four A positions by their rank in the mask. No shared memory, no barriers.
-//! - staged (`spmm_tc16s_*`, TC-GNN's way): a thread block runs one item and its warps split K;
-//!   per step it stages `TC16_GROUP` blocks as dense 16 x 8 f32 tiles in shared memory (zero,
-//!   scatter the SGT edges with shared atomics, which also sums duplicates) and each warp reads
-//!   its A fragments from there.
-//!
-//! Both gather the group's X rows before the MMAs (lane i holds the group's unique column i).
+//! The group's X rows are gathered before the MMAs (lane i holds the group's unique column i).
 //! N remap (`layout::tc16_dim`): column n of tile q is dim n*NT + q, so lane (g, t) reads NT
 //! consecutive dims of each X row it supplies, and writes 2*NT consecutive dims of rows g and
 //! g + 8. Items covering part of a window add into Y atomically (after `tc16_zero_windows`).
 
-use crate::config::{TC16_BLOCK_W as BW, TC16_GROUP, TC16_WARPS, TC16_WINDOW};
-use crate::layout::{frag_a_f16, frag_a_tf32, tc16_bitmap_rank, tc16_dim};
+use crate::abi::spmm::{Tc16SpmmArgs, ZeroWindowsArgs};
+use crate::config::{TC16_BLOCK_W as BW, TC16_GROUP, TC16_WINDOW};
+use crate::layout::{frag_a_f16, frag_a_tf32, tc16_dim};
 use crate::ptx;
 use crate::smem::SmemCarver;
 
@@ -46,30 +43,12 @@ pub struct Tf32;
 
 /// This lane's A fragment of the staged dense tile at shared address `tile`.
 #[inline(always)]
-unsafe fn load_a_staged<P: Tc16Precision>(tile: u32, lane: u32) -> P::A {
+unsafe fn load_a<P: Tc16Precision>(tile: u32, lane: u32) -> P::A {
     let mut v = [0.0f32; 4];
     let mut i = 0;
     while i < 4 {
         let (r, c) = P::a_pos(lane, i as u32);
         v[i] = unsafe { ptx::ld_shared_f32(tile + 4 * (r * BW + c)) };
-        i += 1;
-    }
-    P::pack_a(v)
-}
-
-/// This lane's A fragment of bitmap block `b`: its four positions' ranks in the block's mask
-/// index the block's values (stored in position order from `val_ptr[b]`); absent ones are 0.
-#[inline(always)]
-unsafe fn load_a_bitmap<P: Tc16Precision>(blk_mask: *const u32, blk_val_ptr: *const u32, values: *const f32, b: u32, lane: u32) -> P::A {
-    let (mask, v0) = unsafe { (ptx::ld_nc_v4_u32(blk_mask.add(4 * b as usize)), ptx::ld_nc_u32(blk_val_ptr.add(b as usize))) };
-    let mut v = [0.0f32; 4];
-    let mut i = 0;
-    while i < 4 {
-        let (r, c) = P::a_pos(lane, i as u32);
-        let (present, rank) = tc16_bitmap_rank(mask, r * BW + c);
-        if present {
-            v[i] = unsafe { ptx::ld_nc_f32(values.add((v0 + rank) as usize)) };
-        }
         i += 1;
     }
     P::pack_a(v)
@@ -276,23 +255,10 @@ unsafe fn write_tile<const NT: usize>(y: *mut f32, ld: u32, n_rows: u32, row0: u
     }
 }
 
-/// The main loop shared by every instance.
+/// The main loop shared by every instance (`abi::spmm` lists them).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tc16_spmm<P: Tc16Precision, const NT: usize>(
-    n_rows: u32,
-    ld: u32,
-    win_ptr: *const u32,
-    win_cols: *const u32,
-    blk_ptr: *const u32,
-    blk_edge_ptr: *const u32,
-    blk_edge_pos: *const u8,
-    blk_edge_val: *const f32,
-    item_win: *const u32,
-    item_blocks: *const u32, // (first block, end block) per item, relative to the window
-    x: *const u32,
-    y: *mut f32,
-) {
+pub unsafe fn tc16_spmm<P: Tc16Precision, const NT: usize>(args: Tc16SpmmArgs) {
+    let Tc16SpmmArgs { n_rows, ld, win_ptr, win_cols, blk_ptr, blk_edge_ptr, blk_edge_pos, blk_edge_val, item_win, item_blocks, x, y } = args;
     let item = ptx::ctaid_x();
     let lane = ptx::lane_id();
     let warps = ptx::ntid_x() / 32;
@@ -328,7 +294,7 @@ unsafe fn tc16_spmm<P: Tc16Precision, const NT: usize>(
             if (i as u32) < nb {
                 let ok = (dim_ok && first + k0 < c_end, dim_ok && first + k1 < c_end);
                 bf[i] = unsafe { P::load_b::<NT>(x, ld, (r0, r1), ok, dim) };
-                a[i] = unsafe { load_a_staged::<P>(tiles + 4 * TILE * i as u32, lane) };
+                a[i] = unsafe { load_a::<P>(tiles + 4 * TILE * i as u32, lane) };
             }
         });
         crate::unroll4!(i => {
@@ -344,144 +310,17 @@ unsafe fn tc16_spmm<P: Tc16Precision, const NT: usize>(
     }
 }
 
-macro_rules! tc16_kernel {
-    ($name:ident, $prec:ty, $nt:literal) => {
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            n_rows: u32,
-            ld: u32,
-            win_ptr: *const u32,
-            win_cols: *const u32,
-            blk_ptr: *const u32,
-            blk_edge_ptr: *const u32,
-            blk_edge_pos: *const u8,
-            blk_edge_val: *const f32,
-            item_win: *const u32,
-            item_blocks: *const u32,
-            x: *const u32,
-            y: *mut f32,
-        ) {
-            unsafe {
-                tc16_spmm::<$prec, $nt>(
-                    n_rows, ld, win_ptr, win_cols, blk_ptr, blk_edge_ptr, blk_edge_pos, blk_edge_val, item_win, item_blocks, x, y,
-                )
-            }
-        }
-    };
-}
-
-tc16_kernel!(spmm_tc16s_f16_nt4, F16, 4);
-tc16_kernel!(spmm_tc16s_f16_nt8, F16, 8);
-tc16_kernel!(spmm_tc16s_tf32_nt2, Tf32, 2);
-tc16_kernel!(spmm_tc16s_tf32_nt4, Tf32, 4);
-
-/// The bitmap variant: a warp per (work item, 8*NT-dim slice of K), no shared memory and no
-/// barriers. Each block of the group brings its mask (one 16-byte load) and value offset, and
-/// each lane loads the (at most four) values its A fragment holds.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn tc16b_spmm<P: Tc16Precision, const NT: usize>(
-    n_items: u32,
-    n_rows: u32,
-    ld: u32,
-    win_ptr: *const u32,
-    win_cols: *const u32,
-    blk_ptr: *const u32,
-    blk_mask: *const u32,
-    blk_val_ptr: *const u32,
-    values: *const f32,
-    item_win: *const u32,
-    item_blocks: *const u32,
-    x: *const u32,
-    y: *mut f32,
-) {
-    let item = ptx::ctaid_x() * TC16_WARPS + ptx::warp_id();
-    if item >= n_items {
-        return;
-    }
-    let lane = ptx::lane_id();
-    let w = unsafe { ptx::ld_nc_u32(item_win.add(item as usize)) };
-    let blocks = unsafe { ptx::ld_nc_v2_u32(item_blocks.add(2 * item as usize)) };
-    let (c_begin, c_end) = unsafe { (ptx::ld_nc_u32(win_ptr.add(w as usize)), ptx::ld_nc_u32(win_ptr.add(w as usize + 1))) };
-    let (bw_begin, bw_end) = unsafe { (ptx::ld_nc_u32(blk_ptr.add(w as usize)), ptx::ld_nc_u32(blk_ptr.add(w as usize + 1))) };
-    let whole_window = blocks[0] == 0 && bw_begin + blocks[1] >= bw_end;
-    let slice = ptx::ctaid_y() * 8 * NT as u32;
-    let dim = slice + tc16_dim(lane / 4, 0, NT as u32);
-    let dim_ok = dim < ld;
-    let (k0, k1) = P::slots(lane);
-
-    let mut acc = [[0.0f32; 4]; NT];
-    let mut b = blocks[0];
-    while b < blocks[1] {
-        let nb = if blocks[1] - b < TC16_GROUP { blocks[1] - b } else { TC16_GROUP };
-        let c = c_begin + b * BW + lane;
-        let my_col = if c < c_end { unsafe { ptx::ld_nc_u32(win_cols.add(c as usize)) } } else { 0 };
-        let mut a = [P::A::default(); GROUP];
-        let mut bf = [P::B::default(); GROUP];
-        crate::unroll4!(i => {
-            let first = c_begin + (b + i as u32) * BW;
-            let r0 = ptx::shfl_idx_u32(my_col, BW * i as u32 + k0);
-            let r1 = ptx::shfl_idx_u32(my_col, BW * i as u32 + k1);
-            if (i as u32) < nb {
-                let ok = (dim_ok && first + k0 < c_end, dim_ok && first + k1 < c_end);
-                bf[i] = unsafe { P::load_b::<NT>(x, ld, (r0, r1), ok, dim) };
-                a[i] = unsafe { load_a_bitmap::<P>(blk_mask, blk_val_ptr, values, bw_begin + b + i as u32, lane) };
-            }
-        });
-        crate::unroll4!(i => {
-            if (i as u32) < nb {
-                P::mma::<NT>(&mut acc, &a[i], &bf[i]);
-            }
-        });
-        b += TC16_GROUP;
-    }
-    unsafe { write_tile::<NT>(y, ld, n_rows, TC16_WINDOW * w, slice, &acc, !whole_window) };
-}
-
-macro_rules! tc16b_kernel {
-    ($name:ident, $prec:ty, $nt:literal) => {
-        #[unsafe(no_mangle)]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            n_items: u32,
-            n_rows: u32,
-            ld: u32,
-            win_ptr: *const u32,
-            win_cols: *const u32,
-            blk_ptr: *const u32,
-            blk_mask: *const u32,
-            blk_val_ptr: *const u32,
-            values: *const f32,
-            item_win: *const u32,
-            item_blocks: *const u32,
-            x: *const u32,
-            y: *mut f32,
-        ) {
-            unsafe {
-                tc16b_spmm::<$prec, $nt>(
-                    n_items, n_rows, ld, win_ptr, win_cols, blk_ptr, blk_mask, blk_val_ptr, values, item_win, item_blocks, x, y,
-                )
-            }
-        }
-    };
-}
-
-tc16b_kernel!(spmm_tc16_f16_nt4, F16, 4);
-tc16b_kernel!(spmm_tc16_f16_nt8, F16, 8);
-tc16b_kernel!(spmm_tc16_tf32_nt2, Tf32, 2);
-tc16b_kernel!(spmm_tc16_tf32_nt4, Tf32, 4);
-
 /// Clear the 16 rows of each listed window (those whose items add atomically). One block per
-/// window, threads over the 16 * ld floats.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn tc16_zero_windows(windows: *const u32, n_rows: u32, ld: u32, y: *mut f32) {
+/// window, threads over the rows' 32-bit words.
+#[inline(always)]
+pub unsafe fn zero_windows(args: ZeroWindowsArgs) {
+    let ZeroWindowsArgs { windows, n_rows, row_words, y } = args;
     let w = unsafe { ptx::ld_nc_u32(windows.add(ptx::ctaid_x() as usize)) };
     let row0 = TC16_WINDOW * w;
     let rows = if n_rows - row0 < TC16_WINDOW { n_rows - row0 } else { TC16_WINDOW };
     let mut i = ptx::tid_x();
-    while i < rows * ld {
-        unsafe { *y.add(row0 as usize * ld as usize + i as usize) = 0.0 };
+    while i < rows * row_words {
+        unsafe { *y.add(row0 as usize * row_words as usize + i as usize) = 0 };
         i += ptx::ntid_x();
     }
 }

@@ -9,7 +9,8 @@ use crate::format::gpu::scan::window_scan;
 use crate::format::gpu::window_cols::{LargeWindows, window_cols};
 use crate::format::gpu::{download_n, read_at};
 use crate::format::{MEBCRS_WINDOW, MeBcrs};
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::format::{MebcrsScatterArgs, mebcrs_scatter};
+use crate::gpu::launch::Shape;
 use crate::gpu::shared::translate::{WINDOW_THREADS, window_smem_bytes};
 use crate::gpu::{DeviceVec, Gpu};
 use crate::graph::Csr;
@@ -50,25 +51,25 @@ pub fn mebcrs_on_device(gpu: &Arc<Gpu>, csr: &Csr, d: &DeviceCsr, k: usize) -> R
         csr_to_slot: DeviceVec::zeros(gpu, nnz)?,
     };
     let dup = wc.dup.as_ref().expect("asked for duplicate chains");
-    let args = [
-        Arg::U32(n_rows as u32),
-        Arg::U32(k as u32),
-        Arg::Ptr(d.row_ptr.ptr(gpu)),
-        Arg::Ptr(d.values.ptr(gpu)),
-        Arg::Ptr(wc.loc.ptr(gpu)),
-        Arg::Ptr(wc.ucol.ptr(gpu)),
-        Arg::Ptr(dup.ptr(gpu)),
-        Arg::Ptr(out.win_ptr.ptr(gpu)),
-        Arg::Ptr(out.vec_col.ptr_mut(gpu)),
-        Arg::Ptr(out.values.ptr_mut(gpu)),
-        Arg::Ptr(out.csr_to_slot.ptr_mut(gpu)),
-    ];
-    // SAFETY: matches `mebcrs_scatter`; one block per window of 8 rows; row_ptr (n_rows + 1),
+    let args = MebcrsScatterArgs {
+        n_rows: n_rows as u32,
+        k: k as u32,
+        row_ptr: d.row_ptr.arg(gpu),
+        values: d.values.arg(gpu),
+        loc: wc.loc.arg(gpu),
+        ucol: wc.ucol.arg(gpu),
+        dup: dup.arg(gpu),
+        win_ptr: out.win_ptr.arg(gpu),
+        vec_col: out.vec_col.arg_mut(gpu),
+        values_out: out.values.arg_mut(gpu),
+        csr_to_slot: out.csr_to_slot.arg_mut(gpu),
+    };
+    // SAFETY: one block per window of 8 rows; row_ptr (n_rows + 1),
     // values/loc/ucol/dup/csr_to_slot (nnz) and win_ptr (n_windows + 1) as step 1 and 2 wrote
     // them: every window's vectors lie in win_ptr[w]..win_ptr[w+1] <= n_vectors (vec_col) and its
     // slots below 8 * n_vectors (values, zeroed above); dup chains stay inside the window.
     let shape = Shape::linear(plan.n_windows as u32, WINDOW_THREADS, window_smem_bytes(0));
-    unsafe { launch(gpu, "mebcrs_scatter", shape, &args)? };
+    unsafe { mebcrs_scatter.launch(gpu, shape, &args)? };
     Ok(out)
 }
 

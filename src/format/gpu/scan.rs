@@ -2,7 +2,8 @@
 //! pointers) from per-window counts.
 
 use crate::error::Result;
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::format::{self as kernels, WindowScanArgs};
+use crate::gpu::launch::{PtrMut, Shape};
 use crate::gpu::shared::translate::SCAN_THREADS;
 use crate::gpu::{DeviceVec, Gpu};
 
@@ -13,17 +14,16 @@ pub fn window_scan(gpu: &Gpu, n_windows: usize, counts: &DeviceVec<u32>, block_w
         Some(_) => Some(DeviceVec::<u32>::zeros(gpu, n_windows + 1)?),
         None => None,
     };
-    let blk = blk_ptr.as_mut().map_or(0, |b| b.ptr_mut(gpu));
-    let args = [
-        Arg::U32(n_windows as u32),
-        Arg::Ptr(counts.ptr(gpu)),
-        Arg::U32(block_w.unwrap_or(0)),
-        Arg::Ptr(win_ptr.ptr_mut(gpu)),
-        Arg::Ptr(blk),
-    ];
-    // SAFETY: matches `window_scan`; counts holds n_windows entries (or is the one-element
-    // buffer of zero windows, unread), win_ptr and blk_ptr n_windows + 1 (blk 0 = null: unused);
-    // one block of SCAN_THREADS as the kernel's run split assumes; 2 x 32 u32 of shared memory.
-    unsafe { launch(gpu, "window_scan", Shape::linear(1, SCAN_THREADS, 2 * 128 + 16), &args)? };
+    let args = WindowScanArgs {
+        n: n_windows as u32,
+        counts: counts.arg(gpu),
+        block_w: block_w.unwrap_or(0),
+        win_ptr: win_ptr.arg_mut(gpu),
+        blk_ptr: blk_ptr.as_mut().map_or(PtrMut::null(), |b| b.arg_mut(gpu)),
+    };
+    // SAFETY: counts holds n_windows entries (or is the one-element buffer of zero windows,
+    // unread), win_ptr and blk_ptr n_windows + 1 (blk_ptr null: unused); one block of
+    // SCAN_THREADS as the kernel's run split assumes; 2 x 32 u32 of shared memory.
+    unsafe { kernels::window_scan.launch(gpu, Shape::linear(1, SCAN_THREADS, 2 * 128 + 16), &args)? };
     Ok((win_ptr, blk_ptr))
 }

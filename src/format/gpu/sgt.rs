@@ -10,7 +10,8 @@ use crate::format::gpu::scan::window_scan;
 use crate::format::gpu::window_cols::{LargeWindows, window_cols};
 use crate::format::gpu::{download_n, read_at};
 use crate::format::{SGT_WINDOW, Sgt};
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::format::{SgtEdgesArgs, SgtEdgesLargeArgs, sgt_edges, sgt_edges_large};
+use crate::gpu::launch::Shape;
 use crate::gpu::shared::translate::{LARGE_THREADS, WINDOW_THREADS, window_smem_bytes};
 use crate::gpu::{DeviceVec, Gpu};
 use crate::graph::Csr;
@@ -62,35 +63,34 @@ pub fn sgt_on_device(gpu: &Arc<Gpu>, csr: &Csr, d: &DeviceCsr, block_w: usize) -
         blk_edge_val: DeviceVec::zeros(gpu, nnz)?,
         blk_edge_csr: DeviceVec::zeros(gpu, nnz)?,
     };
-    let args = vec![
-        Arg::U32(n_rows as u32),
-        Arg::U32(block_w as u32),
-        Arg::U32(nnz as u32),
-        Arg::U32(plan.n_windows as u32),
-        Arg::Ptr(d.row_ptr.ptr(gpu)),
-        Arg::Ptr(d.values.ptr(gpu)),
-        Arg::Ptr(out.edge_to_col.ptr(gpu)),
-        Arg::Ptr(wc.ucol.ptr(gpu)),
-        Arg::Ptr(out.win_ptr.ptr(gpu)),
-        Arg::Ptr(out.blk_ptr.ptr(gpu)),
-        Arg::Ptr(out.win_cols.ptr_mut(gpu)),
-        Arg::Ptr(out.blk_edge_ptr.ptr_mut(gpu)),
-        Arg::Ptr(out.blk_edge_pos.ptr_mut(gpu)),
-        Arg::Ptr(out.blk_edge_val.ptr_mut(gpu)),
-        Arg::Ptr(out.blk_edge_csr.ptr_mut(gpu)),
-    ];
-    // SAFETY: matches `sgt_edges`; one block per window of 16 rows; row_ptr (n_rows + 1),
+    let edges = SgtEdgesArgs {
+        n_rows: n_rows as u32,
+        block_w: block_w as u32,
+        nnz: nnz as u32,
+        n_windows: plan.n_windows as u32,
+        row_ptr: d.row_ptr.arg(gpu),
+        values: d.values.arg(gpu),
+        loc: out.edge_to_col.arg(gpu),
+        ucol: wc.ucol.arg(gpu),
+        win_ptr: out.win_ptr.arg(gpu),
+        blk_ptr: out.blk_ptr.arg(gpu),
+        win_cols: out.win_cols.arg_mut(gpu),
+        blk_edge_ptr: out.blk_edge_ptr.arg_mut(gpu),
+        blk_edge_pos: out.blk_edge_pos.arg_mut(gpu),
+        blk_edge_val: out.blk_edge_val.arg_mut(gpu),
+        blk_edge_csr: out.blk_edge_csr.arg_mut(gpu),
+    };
+    // SAFETY: one block per window of 16 rows; row_ptr (n_rows + 1),
     // values/edge_to_col/ucol and the three block-edge arrays (nnz) are indexed inside each
     // window's edge range; win_ptr/blk_ptr (n_windows + 1) as step 2 wrote them bound win_cols
     // (n_unique) and blk_edge_ptr (n_blocks + 1); shared memory covers the longest small window.
     let shape = Shape::linear(plan.n_windows as u32, WINDOW_THREADS, window_smem_bytes(plan.max_small_len));
-    unsafe { launch(gpu, "sgt_edges", shape, &args)? };
+    unsafe { sgt_edges.launch(gpu, shape, &edges)? };
     if large.count > 0 {
-        let mut args = args;
-        args.extend([Arg::Ptr(large.list.ptr(gpu)), Arg::Ptr(large.scratch_off.ptr(gpu)), Arg::Ptr(large.scratch.ptr_mut(gpu))]);
+        let args = SgtEdgesLargeArgs { edges, large: large.arg(gpu) };
         // SAFETY: as above, plus the large windows' list and scratch of step 1 (same windows).
         let shape = Shape::linear(large.count as u32, LARGE_THREADS, window_smem_bytes(u32::MAX));
-        unsafe { launch(gpu, "sgt_edges_large", shape, &args)? };
+        unsafe { sgt_edges_large.launch(gpu, shape, &args)? };
     }
     Ok(out)
 }

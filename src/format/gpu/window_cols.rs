@@ -3,7 +3,8 @@
 
 use crate::error::Result;
 use crate::format::gpu::plan::WindowPlan;
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::format::{self as kernels, LargeWindowList, WindowColsArgs, WindowColsLargeArgs};
+use crate::gpu::launch::{PtrMut, Shape};
 use crate::gpu::shared::translate::{LARGE_THREADS, WINDOW_THREADS, window_smem_bytes};
 use crate::gpu::{DeviceVec, Gpu};
 
@@ -23,6 +24,11 @@ impl LargeWindows {
             scratch_off: DeviceVec::upload(gpu, &plan.scratch_off)?,
             scratch: DeviceVec::zeros(gpu, plan.scratch_len)?,
         })
+    }
+
+    /// The list and scratch as the `*_large` kernels take them.
+    pub fn arg(&mut self, gpu: &Gpu) -> LargeWindowList {
+        LargeWindowList { large: self.list.arg(gpu), scratch_off: self.scratch_off.arg(gpu), scratch: self.scratch.arg_mut(gpu) }
     }
 }
 
@@ -56,32 +62,31 @@ pub fn window_cols(
         dup: if with_dup { Some(DeviceVec::zeros(gpu, nnz)?) } else { None },
     };
     let dup = match out.dup.as_mut() {
-        Some(d) => d.ptr_mut(gpu),
-        None => 0,
+        Some(d) => d.arg_mut(gpu),
+        None => PtrMut::null(),
     };
-    let common = [
-        Arg::U32(n_rows as u32),
-        Arg::U32(win as u32),
-        Arg::Ptr(row_ptr.ptr(gpu)),
-        Arg::Ptr(col_idx.ptr(gpu)),
-        Arg::Ptr(out.loc.ptr_mut(gpu)),
-        Arg::Ptr(out.ucol.ptr_mut(gpu)),
-        Arg::Ptr(out.counts.ptr_mut(gpu)),
-        Arg::Ptr(dup),
-    ];
-    // SAFETY: matches `window_cols`; row_ptr holds n_rows + 1 entries and col_idx nnz, every
+    let cols = WindowColsArgs {
+        n_rows: n_rows as u32,
+        win: win as u32,
+        row_ptr: row_ptr.arg(gpu),
+        col_idx: col_idx.arg(gpu),
+        loc: out.loc.arg_mut(gpu),
+        ucol: out.ucol.arg_mut(gpu),
+        counts: out.counts.arg_mut(gpu),
+        dup,
+    };
+    // SAFETY: row_ptr holds n_rows + 1 entries and col_idx nnz, every
     // window writes loc/dup/ucol inside its own CSR edge range (< nnz) and counts[w] for
     // w < n_windows; the shared memory covers the keys of the longest window sorted there
     // (longer ones return at once); win <= 16 rows as the row-pointer staging assumes.
     let smem = window_smem_bytes(plan.max_small_len);
-    unsafe { launch(gpu, "window_cols", Shape::linear(plan.n_windows as u32, WINDOW_THREADS, smem), &common)? };
+    unsafe { kernels::window_cols.launch(gpu, Shape::linear(plan.n_windows as u32, WINDOW_THREADS, smem), &cols)? };
     if large.count > 0 {
-        let mut args = common.to_vec();
-        args.extend([Arg::Ptr(large.list.ptr(gpu)), Arg::Ptr(large.scratch_off.ptr(gpu)), Arg::Ptr(large.scratch.ptr_mut(gpu))]);
+        let args = WindowColsLargeArgs { cols, large: large.arg(gpu) };
         // SAFETY: as above, plus: `list` holds `count` large windows and `scratch_off` their
         // first keys in `scratch`, which holds sort_len(len) keys for each (the plan's sums).
         let shape = Shape::linear(large.count as u32, LARGE_THREADS, window_smem_bytes(u32::MAX));
-        unsafe { launch(gpu, "window_cols_large", shape, &args)? };
+        unsafe { kernels::window_cols_large.launch(gpu, shape, &args)? };
     }
     Ok(out)
 }

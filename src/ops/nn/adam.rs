@@ -5,7 +5,8 @@ use rayon::prelude::*;
 
 use super::{MIN_PAR_LEN, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::nn::{self as kernels, AdamArgs, StepIncrementArgs};
+use crate::gpu::launch::Shape;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::util::Real;
 
@@ -72,21 +73,21 @@ pub fn adam(
     }
     let gpu = param.gpu().clone();
     let n4 = n4(param);
-    let args = [
-        Arg::U32(n4),
-        Arg::Ptr(param.ptr_mut()),
-        Arg::Ptr(grad.ptr()),
-        Arg::Ptr(m.ptr_mut()),
-        Arg::Ptr(v.ptr_mut()),
-        Arg::F32(hp.lr),
-        Arg::F32(hp.beta1),
-        Arg::F32(hp.beta2),
-        Arg::F32(hp.eps),
-        Arg::F32(hp.weight_decay),
-        Arg::Ptr(step.ptr(&gpu)),
-    ];
-    // SAFETY: matches `adam_f32`; the four buffers hold n4 float4s, step one u32.
-    unsafe { launch(&gpu, "adam_f32", elementwise_shape(&gpu, n4 as u64), &args) }
+    let args = AdamArgs {
+        n4,
+        param: param.arg_mut(),
+        grad: grad.arg(),
+        m: m.arg_mut(),
+        v: v.arg_mut(),
+        lr: hp.lr,
+        beta1: hp.beta1,
+        beta2: hp.beta2,
+        eps: hp.eps,
+        weight_decay: hp.weight_decay,
+        step: step.arg(&gpu),
+    };
+    // SAFETY: the four buffers hold n4 float4s, step one u32.
+    unsafe { kernels::adam_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
 }
 
 /// step[0] += 1 on the device (one thread), so a captured CUDA graph advances its counter on
@@ -95,7 +96,7 @@ pub fn step_increment(gpu: &Gpu, step: &mut DeviceVec<u32>) -> Result<()> {
     if step.is_empty() {
         return Err(Error::Shape("step_increment: empty step counter".into()));
     }
-    let args = [Arg::Ptr(step.ptr_mut(gpu))];
-    // SAFETY: matches `step_increment`; step holds at least one u32.
-    unsafe { launch(gpu, "step_increment", Shape::linear(1, 32, 0), &args) }
+    let args = StepIncrementArgs { step: step.arg_mut(gpu) };
+    // SAFETY: step holds at least one u32.
+    unsafe { kernels::step_increment.launch(gpu, Shape::linear(1, 32, 0), &args) }
 }

@@ -5,7 +5,7 @@ use rayon::prelude::*;
 use super::{MIN_PAR_LEN, check_same, elementwise_shape, n4};
 use crate::error::Result;
 use crate::gpu::DeviceMatrix;
-use crate::gpu::launch::{Arg, launch};
+use crate::gpu::abi::nn::{AddAssignArgs, add_assign_f32};
 use crate::util::Real;
 
 /// y += x elementwise.
@@ -19,7 +19,7 @@ pub fn add_assign(y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>) -> Result<()
     check_same(y, x, "add_assign")?;
     let gpu = y.gpu().clone();
     let n4 = n4(y);
-    let args = [Arg::U32(n4), Arg::Ptr(y.ptr_mut()), Arg::Ptr(x.ptr())];
-    // SAFETY: matches `add_assign_f32`; both buffers hold n4 float4s.
-    unsafe { launch(&gpu, "add_assign_f32", elementwise_shape(&gpu, n4 as u64), &args) }
+    let args = AddAssignArgs { n4, y: y.arg_mut(), x: x.arg() };
+    // SAFETY: both buffers hold n4 float4s.
+    unsafe { add_assign_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
 }

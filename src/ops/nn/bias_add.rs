@@ -5,7 +5,7 @@ use rayon::prelude::*;
 use super::{check_gpu, check_matrix, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::gpu::launch::{Arg, launch};
+use crate::gpu::abi::nn::{BiasAddArgs, bias_add_f32};
 use crate::util::Real;
 
 /// y[r][c] += b[c] for `y` rows x cols (unpadded) and `b` of `cols` values.
@@ -33,7 +33,7 @@ pub fn bias_add(y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> 
     check_gpu(y.gpu(), b.gpu(), "bias_add")?;
     let gpu = y.gpu().clone();
     let n4 = n4(y);
-    let args = [Arg::U32(n4), Arg::U32((y.ld / 4) as u32), Arg::Ptr(y.ptr_mut()), Arg::Ptr(b.ptr())];
-    // SAFETY: matches `bias_add_f32`; y holds n4 float4s of rows of ld floats, b one row of ld.
-    unsafe { launch(&gpu, "bias_add_f32", elementwise_shape(&gpu, n4 as u64), &args) }
+    let args = BiasAddArgs { n4, ld4: (y.ld / 4) as u32, y: y.arg_mut(), b: b.arg() };
+    // SAFETY: y holds n4 float4s of rows of ld floats, b one row of ld.
+    unsafe { bias_add_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
 }

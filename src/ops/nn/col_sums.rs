@@ -6,7 +6,8 @@ use rayon::prelude::*;
 use super::{ROW_BLOCK, check_gpu, check_matrix};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::nn::{ColSumsArgs, col_sums_f32};
+use crate::gpu::launch::Shape;
 use crate::gpu::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
 use crate::util::Real;
 
@@ -59,8 +60,8 @@ pub fn col_sums(x: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>) -> Result<()
     // Every block ends in one atomic per column on the same few addresses: give each block at
     // least 16 row steps (pubmed 19717 x 16 took 14.5 us with a block per row step).
     let blocks = (x.rows as u64).div_ceil(16 * rows_per_step as u64).min((gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
-    let args = [Arg::U32(x.rows as u32), Arg::U32(x.cols as u32), Arg::U32(ld4), Arg::Ptr(x.ptr()), Arg::Ptr(out.ptr_mut())];
-    // SAFETY: matches `col_sums_f32`; x holds rows x ld floats, out at least cols; the shared
-    // memory is the 4 * ld bytes the narrow path uses (the wide path uses none).
-    unsafe { launch(&gpu, "col_sums_f32", Shape::linear(blocks as u32, NN_BLOCK, smem), &args) }
+    let args = ColSumsArgs { rows: x.rows as u32, cols: x.cols as u32, ld4, x: x.arg(), out: out.arg_mut() };
+    // SAFETY: x holds rows x ld floats, out at least cols; the shared memory is the 4 * ld
+    // bytes the narrow path uses (the wide path uses none).
+    unsafe { col_sums_f32.launch(&gpu, Shape::linear(blocks as u32, NN_BLOCK, smem), &args) }
 }

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use super::{ROW_BLOCK, check_same, row_shape};
 use crate::error::{Error, Result};
-use crate::gpu::launch::{Arg, launch};
+use crate::gpu::abi::nn::{CrossEntropyArgs, cross_entropy_f32};
 use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::util::Real;
@@ -132,20 +132,20 @@ pub fn cross_entropy(
     let gpu = logits.gpu().clone();
     gpu.stream().memset_zeros(&mut stats.slice_mut().slice_mut(0..4)).map_err(|e| Error::cuda("memset of cross_entropy stats", e))?;
     let shift = nn_row_group_shift(logits.cols as u32);
-    let args = [
-        Arg::U32(rows as u32),
-        Arg::U32(logits.cols as u32),
-        Arg::U32(logits.ld as u32),
-        Arg::U32(shift),
-        Arg::Ptr(logits.ptr()),
-        Arg::Ptr(labels.ptr(&gpu)),
-        Arg::Ptr(mask_bits.ptr(&gpu)),
-        Arg::F32(inv_n_train),
-        Arg::Ptr(dlogits.ptr_mut()),
-        Arg::Ptr(stats.ptr_mut(&gpu)),
-    ];
-    // SAFETY: matches `cross_entropy_f32`; logits and dlogits hold rows x ld floats, labels and
+    let args = CrossEntropyArgs {
+        rows: rows as u32,
+        cols: logits.cols as u32,
+        ld: logits.ld as u32,
+        shift,
+        logits: logits.arg(),
+        labels: labels.arg(&gpu),
+        mask_bits: mask_bits.arg(&gpu),
+        inv_n_train,
+        dlogits: dlogits.arg_mut(),
+        stats: stats.arg_mut(&gpu),
+    };
+    // SAFETY: logits and dlogits hold rows x ld floats, labels and
     // mask_bits at least rows entries, stats 4 (zeroed above); 16 bytes of shared memory for
     // the block sums. Labels outside [0, cols) are never dereferenced.
-    unsafe { launch(&gpu, "cross_entropy_f32", row_shape(&gpu, rows as u64, 32 >> shift, 16), &args) }
+    unsafe { cross_entropy_f32.launch(&gpu, row_shape(&gpu, rows as u64, 32 >> shift, 16), &args) }
 }

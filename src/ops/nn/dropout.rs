@@ -22,7 +22,8 @@ use rayon::prelude::*;
 
 use super::{MIN_PAR_LEN, check_same, elementwise_shape};
 use crate::error::{Error, Result};
-use crate::gpu::launch::{Arg, launch};
+use crate::gpu::abi::nn::{DropoutArgs, DropoutBackwardArgs, dropout_backward_f32, dropout_f32};
+use crate::gpu::launch::{Ptr, PtrMut};
 use crate::gpu::memory::padded_ld;
 use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
@@ -168,7 +169,7 @@ pub fn dropout(
         )));
     }
     check_index_range(n)?;
-    let (xp, yp, mp, sp) = (x.ptr(gpu), y.ptr_mut(gpu), mask.ptr_mut(gpu), step.ptr(gpu));
+    let (xp, yp, mp, sp) = (x.arg(gpu), y.arg_mut(gpu), mask.arg_mut(gpu), step.arg(gpu));
     // SAFETY: x, y, mask hold at least n elements, step at least one.
     unsafe { launch_dropout(gpu, n, xp, yp, mp, p, seed, sp) }
 }
@@ -190,7 +191,7 @@ pub fn dropout_matrix(
         return Err(Error::Shape(format!("dropout_matrix of {} x {} (ld {}): mask {} bytes, step {} elements", x.rows, x.cols, x.ld, mask.len(), step.len())));
     }
     let gpu = x.gpu().clone();
-    let (xp, yp, mp, sp) = (x.ptr(), y.ptr_mut(), mask.ptr_mut(&gpu), step.ptr(&gpu));
+    let (xp, yp, mp, sp) = (x.arg(), y.arg_mut(), mask.arg_mut(&gpu), step.arg(&gpu));
     // SAFETY: x and y hold rows * ld = n floats, mask at least n bytes, step at least one u32.
     unsafe { launch_dropout(&gpu, n, xp, yp, mp, p, seed, sp) }
 }
@@ -198,20 +199,20 @@ pub fn dropout_matrix(
 /// # Safety
 /// `x`, `y` address `n` floats, `mask` `n` bytes and `step` one u32, all on `gpu`.
 #[allow(clippy::too_many_arguments)]
-unsafe fn launch_dropout(gpu: &Gpu, n: usize, x: u64, y: u64, mask: u64, p: f32, seed: u64, step: u64) -> Result<()> {
-    let args = [
-        Arg::U32(n as u32),
-        Arg::Ptr(x),
-        Arg::Ptr(y),
-        Arg::Ptr(mask),
-        Arg::U32(dropout_threshold(p)),
-        Arg::F32(scale_f32(p)),
-        Arg::U64(dropout_seed_key(seed)),
-        Arg::Ptr(step),
-    ];
-    // SAFETY: matches `dropout_f32`; sizes as the caller guarantees. The kernel covers the
-    // n / 4 groups grid-stride and the n % 4 tail with the first threads (grid >= 1 if n > 0).
-    unsafe { launch(gpu, "dropout_f32", elementwise_shape(gpu, (n as u64).div_ceil(4)), &args) }
+unsafe fn launch_dropout(gpu: &Gpu, n: usize, x: Ptr<f32>, y: PtrMut<f32>, mask: PtrMut<u8>, p: f32, seed: u64, step: Ptr<u32>) -> Result<()> {
+    let args = DropoutArgs {
+        n: n as u32,
+        x,
+        y,
+        mask,
+        threshold: dropout_threshold(p),
+        scale: scale_f32(p),
+        seed_key: dropout_seed_key(seed),
+        step,
+    };
+    // SAFETY: sizes as the caller guarantees. The kernel covers the n / 4 groups grid-stride
+    // and the n % 4 tail with the first threads (grid >= 1 if n > 0).
+    unsafe { dropout_f32.launch(gpu, elementwise_shape(gpu, (n as u64).div_ceil(4)), &args) }
 }
 
 /// dx = mask ? dy / (1 - p) : 0 over the first `n` elements of flat device buffers.
@@ -221,7 +222,7 @@ pub fn dropout_backward(gpu: &Gpu, dy: &DeviceVec<f32>, mask: &DeviceVec<u8>, n:
         return Err(Error::Shape(format!("dropout_backward of {n} elements: dy {}, mask {}, dx {} elements", dy.len(), mask.len(), dx.len())));
     }
     check_index_range(n)?;
-    let (dyp, mp, dxp) = (dy.ptr(gpu), mask.ptr(gpu), dx.ptr_mut(gpu));
+    let (dyp, mp, dxp) = (dy.arg(gpu), mask.arg(gpu), dx.arg_mut(gpu));
     // SAFETY: dy, dx hold at least n floats, mask n bytes.
     unsafe { launch_dropout_backward(gpu, n, dyp, mp, p, dxp) }
 }
@@ -236,15 +237,15 @@ pub fn dropout_backward_matrix(dy: &DeviceMatrix<f32>, mask: &DeviceVec<u8>, p: 
         return Err(Error::Shape(format!("dropout_backward_matrix of {} x {} (ld {}): mask {} bytes", dy.rows, dy.cols, dy.ld, mask.len())));
     }
     let gpu = dy.gpu().clone();
-    let (dyp, mp, dxp) = (dy.ptr(), mask.ptr(&gpu), dx.ptr_mut());
+    let (dyp, mp, dxp) = (dy.arg(), mask.arg(&gpu), dx.arg_mut());
     // SAFETY: dy and dx hold rows * ld = n floats, mask at least n bytes.
     unsafe { launch_dropout_backward(&gpu, n, dyp, mp, p, dxp) }
 }
 
 /// # Safety
 /// `dy`, `dx` address `n` floats and `mask` `n` bytes on `gpu`.
-unsafe fn launch_dropout_backward(gpu: &Gpu, n: usize, dy: u64, mask: u64, p: f32, dx: u64) -> Result<()> {
-    let args = [Arg::U32(n as u32), Arg::Ptr(dy), Arg::Ptr(mask), Arg::F32(scale_f32(p)), Arg::Ptr(dx)];
-    // SAFETY: matches `dropout_backward_f32`; sizes as the caller guarantees.
-    unsafe { launch(gpu, "dropout_backward_f32", elementwise_shape(gpu, (n as u64).div_ceil(4)), &args) }
+unsafe fn launch_dropout_backward(gpu: &Gpu, n: usize, dy: Ptr<f32>, mask: Ptr<u8>, p: f32, dx: PtrMut<f32>) -> Result<()> {
+    let args = DropoutBackwardArgs { n: n as u32, dy, mask, scale: scale_f32(p), dx };
+    // SAFETY: sizes as the caller guarantees.
+    unsafe { dropout_backward_f32.launch(gpu, elementwise_shape(gpu, (n as u64).div_ceil(4)), &args) }
 }

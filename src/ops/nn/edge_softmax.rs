@@ -7,7 +7,11 @@ use rayon::prelude::*;
 
 use super::{check_gpu, check_matrix, csr_nnz, row_runs, row_shape};
 use crate::error::{Error, Result};
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::nn::{
+    EdgeSoftmaxBackwardArgs, EdgeSoftmaxBackwardLongArgs, EdgeSoftmaxScaledArgs, EdgeSoftmaxScaledLongArgs, SoftmaxBackwardEdges,
+    SoftmaxScaledEdges, edge_softmax_backward_f32, edge_softmax_backward_long_f32, edge_softmax_scaled_f32, edge_softmax_scaled_long_f32,
+};
+use crate::gpu::launch::{Kernel, Ptr, Shape};
 use crate::gpu::shared::config::{NN_EDGE_GROUP, NN_LONG_ROW, NN_LONG_ROW_BLOCK};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::GraphHandle;
@@ -71,13 +75,13 @@ pub fn edge_softmax_backward_cpu<T: Real>(row_ptr: &[u32], beta: T, alpha: &[T],
 
 /// The device CSR row pointers and the slot map of `order` (null for CSR order), and the
 /// number of value slots `order` needs.
-fn edge_layout(g: &GraphHandle, order: ValueOrder) -> Result<(u64, u64, usize)> {
+fn edge_layout(g: &GraphHandle, order: ValueOrder) -> Result<(Ptr<u32>, Ptr<u32>, usize)> {
     let gpu = g.gpu()?;
     let csr = g.device_csr()?;
-    let row_ptr = csr.row_ptr.ptr(gpu);
+    let row_ptr = csr.row_ptr.arg(gpu);
     Ok(match order {
-        ValueOrder::Csr => (row_ptr, 0, g.csr().nnz()),
-        ValueOrder::MeBcrs => (row_ptr, g.device_csr_to_slot()?.0.ptr(gpu), g.mebcrs(8)?.values.len()),
+        ValueOrder::Csr => (row_ptr, Ptr::null(), g.csr().nnz()),
+        ValueOrder::MeBcrs => (row_ptr, g.device_csr_to_slot()?.0.arg(gpu), g.mebcrs(8)?.values.len()),
     })
 }
 
@@ -97,18 +101,21 @@ fn long_rows(g: &GraphHandle) -> Result<std::sync::Arc<LongRows>> {
     })
 }
 
-/// Launches the `_long` twin of an edge kernel over the long rows (nothing when there are none).
-/// `args` are the warp kernel's arguments after `n_rows, long_min`.
-fn launch_long(gpu: &Gpu, g: &GraphHandle, kernel: &'static str, args: &[Arg]) -> Result<()> {
+/// Launches the `_long` twin of an edge kernel over the long rows (nothing when there are none);
+/// `args` makes its arguments from the list of long rows.
+///
+/// # Safety
+/// `args` must give the `_long` kernel the edges and values the warp kernel gets (valid as its
+/// launch requires) with the list of long rows it is passed.
+unsafe fn launch_long<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, kernel: Kernel<A>, args: impl FnOnce(Ptr<u32>) -> A) -> Result<()> {
     let long = long_rows(g)?;
     if long.n == 0 {
         return Ok(());
     }
-    let mut all = vec![Arg::Ptr(long.rows.ptr(gpu))];
-    all.extend_from_slice(args);
-    // SAFETY: the `_long` kernels take the warp kernel's arguments with `long_rows` (n entries,
-    // rows of this graph) in place of `n_rows, long_min`; 32 floats of shared memory.
-    unsafe { launch(gpu, kernel, Shape::linear(long.n, NN_LONG_ROW_BLOCK, 128), &all) }
+    let args = args(long.rows.arg(gpu));
+    // SAFETY: `long_rows` holds n rows of this graph, one per block; the edges and values are
+    // valid as the caller guarantees; 32 floats of shared memory for the block reductions.
+    unsafe { kernel.launch(gpu, Shape::linear(long.n, NN_LONG_ROW_BLOCK, 128), &args) }
 }
 
 fn check_beta(gpu: &std::sync::Arc<Gpu>, beta: &DeviceMatrix<f32>, what: &str) -> Result<()> {
@@ -142,12 +149,14 @@ pub fn edge_softmax_scaled(g: &GraphHandle, order: ValueOrder, beta: &DeviceMatr
     let n = rows_u32(g, "edge_softmax_scaled")?;
     let (row_ptr, slot_of, slots) = edge_layout(g, order)?;
     check_values(slots, order, &[("cos", cos.len()), ("alpha", alpha.len())], "edge_softmax_scaled")?;
-    let args = [Arg::Ptr(row_ptr), Arg::Ptr(slot_of), Arg::Ptr(beta.ptr()), Arg::Ptr(cos.ptr(&gpu)), Arg::Ptr(alpha.ptr_mut(&gpu))];
-    launch_long(&gpu, g, "edge_softmax_scaled_long_f32", &args)?;
-    let args = [[Arg::U32(n), Arg::U32(NN_LONG_ROW)].as_slice(), &args].concat();
-    // SAFETY: matches `edge_softmax_scaled_f32`; row_ptr has n + 1 entries, every (mapped) edge
-    // index is below `slots`, which cos and alpha cover; beta has one value.
-    unsafe { launch(&gpu, "edge_softmax_scaled_f32", row_shape(&gpu, n as u64, 32 / NN_EDGE_GROUP, 0), &args) }
+    let edges = SoftmaxScaledEdges { row_ptr, slot_of, beta: beta.arg(), cos: cos.arg(&gpu), alpha: alpha.arg_mut(&gpu) };
+    // SAFETY: row_ptr has n + 1 entries, every (mapped) edge index is below `slots`, which cos
+    // and alpha cover; beta has one value.
+    unsafe {
+        launch_long(&gpu, g, edge_softmax_scaled_long_f32, |long_rows| EdgeSoftmaxScaledLongArgs { long_rows, edges })?;
+        let args = EdgeSoftmaxScaledArgs { n_rows: n, long_min: NN_LONG_ROW, edges };
+        edge_softmax_scaled_f32.launch(&gpu, row_shape(&gpu, n as u64, 32 / NN_EDGE_GROUP, 0), &args)
+    }
 }
 
 /// Backward of `edge_softmax_scaled` on the device: writes dcos (edge slots only) and
@@ -175,19 +184,21 @@ pub fn edge_softmax_backward(
         "edge_softmax_backward",
     )?;
     dbeta.zero()?;
-    let args = [
-        Arg::Ptr(row_ptr),
-        Arg::Ptr(slot_of),
-        Arg::Ptr(beta.ptr()),
-        Arg::Ptr(alpha.ptr(&gpu)),
-        Arg::Ptr(dalpha.ptr(&gpu)),
-        Arg::Ptr(cos.ptr(&gpu)),
-        Arg::Ptr(dcos.ptr_mut(&gpu)),
-        Arg::Ptr(dbeta.ptr_mut()),
-    ];
-    launch_long(&gpu, g, "edge_softmax_backward_long_f32", &args)?;
-    let args = [[Arg::U32(n), Arg::U32(NN_LONG_ROW)].as_slice(), &args].concat();
-    // SAFETY: matches `edge_softmax_backward_f32`; as in `edge_softmax_scaled`, plus dbeta (one
-    // value, zeroed above) and 4 bytes of shared memory for the block sum.
-    unsafe { launch(&gpu, "edge_softmax_backward_f32", row_shape(&gpu, n as u64, 32 / NN_EDGE_GROUP, 4), &args) }
+    let edges = SoftmaxBackwardEdges {
+        row_ptr,
+        slot_of,
+        beta: beta.arg(),
+        alpha: alpha.arg(&gpu),
+        dalpha: dalpha.arg(&gpu),
+        cos: cos.arg(&gpu),
+        dcos: dcos.arg_mut(&gpu),
+        dbeta: dbeta.arg_mut(),
+    };
+    // SAFETY: as in `edge_softmax_scaled`, plus dbeta (one value, zeroed above) and 4 bytes of
+    // shared memory for the warp kernel's block sum.
+    unsafe {
+        launch_long(&gpu, g, edge_softmax_backward_long_f32, |long_rows| EdgeSoftmaxBackwardLongArgs { long_rows, edges })?;
+        let args = EdgeSoftmaxBackwardArgs { n_rows: n, long_min: NN_LONG_ROW, edges };
+        edge_softmax_backward_f32.launch(&gpu, row_shape(&gpu, n as u64, 32 / NN_EDGE_GROUP, 4), &args)
+    }
 }

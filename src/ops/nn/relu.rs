@@ -5,7 +5,7 @@ use rayon::prelude::*;
 use super::{MIN_PAR_LEN, check_matrix, check_same, elementwise_shape, n4};
 use crate::error::Result;
 use crate::gpu::DeviceMatrix;
-use crate::gpu::launch::{Arg, launch};
+use crate::gpu::abi::nn::{ReluArgs, ReluBackwardArgs, relu_backward_f32, relu_f32};
 use crate::util::Real;
 
 /// x = max(x, 0) in place (NaN and -0 become 0, as on the GPU).
@@ -24,9 +24,9 @@ pub fn relu(x: &mut DeviceMatrix<f32>) -> Result<()> {
     check_matrix(x, "relu")?;
     let gpu = x.gpu().clone();
     let n4 = n4(x);
-    let args = [Arg::U32(n4), Arg::Ptr(x.ptr_mut())];
-    // SAFETY: matches `relu_f32`; x holds n4 float4s.
-    unsafe { launch(&gpu, "relu_f32", elementwise_shape(&gpu, n4 as u64), &args) }
+    let args = ReluArgs { n4, x: x.arg_mut() };
+    // SAFETY: x holds n4 float4s.
+    unsafe { relu_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
 }
 
 /// dy = y > 0 ? dy : 0 on the device; `y` is the ReLU's output (same shape as dy).
@@ -34,7 +34,7 @@ pub fn relu_backward(y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>) -> Resul
     check_same(y, dy, "relu_backward")?;
     let gpu = dy.gpu().clone();
     let n4 = n4(dy);
-    let args = [Arg::U32(n4), Arg::Ptr(y.ptr()), Arg::Ptr(dy.ptr_mut())];
-    // SAFETY: matches `relu_backward_f32`; both buffers hold n4 float4s.
-    unsafe { launch(&gpu, "relu_backward_f32", elementwise_shape(&gpu, n4 as u64), &args) }
+    let args = ReluBackwardArgs { n4, y: y.arg(), dy: dy.arg_mut() };
+    // SAFETY: both buffers hold n4 float4s.
+    unsafe { relu_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
 }

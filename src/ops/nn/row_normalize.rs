@@ -5,7 +5,7 @@ use rayon::prelude::*;
 
 use super::{check_same, row_shape};
 use crate::error::{Error, Result};
-use crate::gpu::launch::{Arg, launch};
+use crate::gpu::abi::nn::{RowNormalizeArgs, RowNormalizeBackwardArgs, row_normalize_backward_f32, row_normalize_f32};
 use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::util::Real;
@@ -60,16 +60,16 @@ pub fn row_normalize(h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, inv_norm:
     }
     let gpu = h.gpu().clone();
     let shift = nn_row_group_shift((h.ld / 4) as u32);
-    let args = [
-        Arg::U32(h.rows as u32),
-        Arg::U32((h.ld / 4) as u32),
-        Arg::U32(shift),
-        Arg::Ptr(h.ptr()),
-        Arg::Ptr(n.ptr_mut()),
-        Arg::Ptr(inv_norm.ptr_mut(&gpu)),
-    ];
-    // SAFETY: matches `row_normalize_f32`; h and n hold rows x ld floats, inv_norm >= rows.
-    unsafe { launch(&gpu, "row_normalize_f32", row_shape(&gpu, h.rows as u64, 32 >> shift, 0), &args) }
+    let args = RowNormalizeArgs {
+        rows: h.rows as u32,
+        ld4: (h.ld / 4) as u32,
+        shift,
+        h: h.arg(),
+        n: n.arg_mut(),
+        inv_norm: inv_norm.arg_mut(&gpu),
+    };
+    // SAFETY: h and n hold rows x ld floats, inv_norm >= rows.
+    unsafe { row_normalize_f32.launch(&gpu, row_shape(&gpu, h.rows as u64, 32 >> shift, 0), &args) }
 }
 
 /// dh += (dn - n (n . dn)) * inv_norm per row, on the device (n, dn, dh of one shape).
@@ -81,15 +81,15 @@ pub fn row_normalize_backward(n: &DeviceMatrix<f32>, inv_norm: &DeviceVec<f32>, 
     }
     let gpu = n.gpu().clone();
     let shift = nn_row_group_shift((n.ld / 4) as u32);
-    let args = [
-        Arg::U32(n.rows as u32),
-        Arg::U32((n.ld / 4) as u32),
-        Arg::U32(shift),
-        Arg::Ptr(n.ptr()),
-        Arg::Ptr(inv_norm.ptr(&gpu)),
-        Arg::Ptr(dn.ptr()),
-        Arg::Ptr(dh.ptr_mut()),
-    ];
-    // SAFETY: matches `row_normalize_backward_f32`; n, dn, dh hold rows x ld floats, inv_norm >= rows.
-    unsafe { launch(&gpu, "row_normalize_backward_f32", row_shape(&gpu, n.rows as u64, 32 >> shift, 0), &args) }
+    let args = RowNormalizeBackwardArgs {
+        rows: n.rows as u32,
+        ld4: (n.ld / 4) as u32,
+        shift,
+        n: n.arg(),
+        inv_norm: inv_norm.arg(&gpu),
+        dn: dn.arg(),
+        dh: dh.arg_mut(),
+    };
+    // SAFETY: n, dn, dh hold rows x ld floats, inv_norm >= rows.
+    unsafe { row_normalize_backward_f32.launch(&gpu, row_shape(&gpu, n.rows as u64, 32 >> shift, 0), &args) }
 }

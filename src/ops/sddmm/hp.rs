@@ -1,7 +1,8 @@
 //! Launcher of `kernels-gpu/src/sddmm/hp.rs`: nnz-balanced warps, lane groups sized to K.
 
 use crate::error::Result;
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::sddmm::{HpSddmmArgs, sddmm_hp_f32};
+use crate::gpu::launch::{Ptr, Shape};
 use crate::gpu::shared::partition::hp_nnz_per_warp;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::GraphHandle;
@@ -23,32 +24,32 @@ pub fn sddmm_hp(g: &GraphHandle, a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, o
     }
     let row_of = g.device_coo_rows()?;
     let slot_of = match order {
-        ValueOrder::Csr => 0,
+        ValueOrder::Csr => Ptr::null(),
         ValueOrder::MeBcrs => {
             let m = g.device_csr_to_slot()?;
             // Edges fill only their own slots; the zeros inside blocks must read as zero.
             gpu.stream().memset_zeros(out.slice_mut()).map_err(|e| crate::Error::cuda("memset", e))?;
-            m.0.ptr(gpu)
+            m.0.arg(gpu)
         }
     };
     let npw = hp_nnz_per_warp(nnz, gpu.info().sm_count, 64, 2, 1);
     let warps = nnz.div_ceil(npw);
-    let args = [
-        Arg::U32(nnz),
-        Arg::U32(a.ld as u32),
-        Arg::U32(npw),
-        Arg::U32(group_shift(a.ld)),
-        Arg::Ptr(row_of.0.ptr(gpu)),
-        Arg::Ptr(csr.col_idx.ptr(gpu)),
-        Arg::Ptr(csr.values.ptr(gpu)),
-        Arg::Ptr(slot_of),
-        Arg::Ptr(a.ptr()),
-        Arg::Ptr(b.ptr()),
-        Arg::Ptr(out.ptr_mut(gpu)),
-    ];
-    // SAFETY: matches `sddmm_hp_f32`; row_of/col_idx/values hold nnz entries, the slot map (or
-    // null) maps into an output the caller sized for `order`; A and B share the padded stride.
-    unsafe { launch(gpu, "sddmm_hp_f32", Shape::linear(warps.div_ceil(8), 256, 0), &args) }
+    let args = HpSddmmArgs {
+        nnz,
+        ld: a.ld as u32,
+        nnz_per_warp: npw,
+        group_shift: group_shift(a.ld),
+        row_of: row_of.0.arg(gpu),
+        col_idx: csr.col_idx.arg(gpu),
+        values: csr.values.arg(gpu),
+        slot_of,
+        a: a.arg(),
+        b: b.arg(),
+        out: out.arg_mut(gpu),
+    };
+    // SAFETY: row_of/col_idx/values hold nnz entries, the slot map (or null) maps into an
+    // output the caller sized for `order`; A and B share the padded stride.
+    unsafe { sddmm_hp_f32.launch(gpu, Shape::linear(warps.div_ceil(8), 256, 0), &args) }
 }
 
 #[cfg(test)]

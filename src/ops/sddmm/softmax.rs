@@ -2,7 +2,8 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceVec;
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::sddmm::{EdgeSoftmaxArgs, edge_softmax_f32};
+use crate::gpu::launch::{Ptr, Shape};
 use crate::ops::GraphHandle;
 use crate::ops::sddmm::ValueOrder;
 
@@ -19,15 +20,15 @@ pub fn edge_softmax_device(g: &GraphHandle, values: &mut DeviceVec<f32>, order: 
     let gpu = g.gpu()?;
     let csr = g.device_csr()?;
     let slot_of = match order {
-        ValueOrder::Csr => 0,
+        ValueOrder::Csr => Ptr::null(),
         ValueOrder::MeBcrs => {
             let m = g.device_csr_to_slot()?;
-            m.0.ptr(gpu)
+            m.0.arg(gpu)
         }
     };
     let n = g.csr().n_rows() as u32;
-    let args = [Arg::U32(n), Arg::Ptr(csr.row_ptr.ptr(gpu)), Arg::Ptr(slot_of), Arg::Ptr(values.ptr_mut(gpu))];
-    // SAFETY: matches `edge_softmax_f32`; row_ptr has n + 1 entries and every (mapped) index is
-    // inside `values`, which holds the graph's values in `order`.
-    unsafe { launch(gpu, "edge_softmax_f32", Shape::linear(n.div_ceil(8), 256, 0), &args) }
+    let args = EdgeSoftmaxArgs { n_rows: n, row_ptr: csr.row_ptr.arg(gpu), slot_of, vals: values.arg_mut(gpu) };
+    // SAFETY: row_ptr has n + 1 entries and every (mapped) index is inside `values`, which
+    // holds the graph's values in `order`.
+    unsafe { edge_softmax_f32.launch(gpu, Shape::linear(n.div_ceil(8), 256, 0), &args) }
 }

@@ -2,7 +2,8 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceVec;
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::sddmm::{Tc16SddmmArgs, sddmm_tc16_f16, sddmm_tc16_tf32};
+use crate::gpu::launch::{Ptr, Shape};
 use crate::gpu::shared::config::TC16_SDDMM_WARPS;
 use crate::ops::sddmm::ValueOrder;
 use crate::ops::{FeaturesRef, GraphHandle};
@@ -42,30 +43,31 @@ pub fn sddmm_tc16(g: &GraphHandle, a: FeaturesRef<'_>, b: FeaturesRef<'_>, out: 
             n_blocks: s.n_blocks() as u32,
         })
     })?;
-    let (kernel, a_ptr, b_ptr, ld) = match (a, b) {
-        (FeaturesRef::F16(a), FeaturesRef::F16(b)) => ("sddmm_tc16_f16", a.ptr(), b.ptr(), a.ld),
-        (FeaturesRef::F32(a), FeaturesRef::F32(b)) => ("sddmm_tc16_tf32", a.ptr(), b.ptr(), a.ld),
+    // A and B in the kernel's precision, read as 32-bit words.
+    let (kernel, a_words, b_words, ld): (_, Ptr<u32>, Ptr<u32>, _) = match (a, b) {
+        (FeaturesRef::F16(a), FeaturesRef::F16(b)) => (sddmm_tc16_f16, a.arg().cast(), b.arg().cast(), a.ld),
+        (FeaturesRef::F32(a), FeaturesRef::F32(b)) => (sddmm_tc16_tf32, a.arg().cast(), b.arg().cast(), a.ld),
         _ => return Err(Error::Unsupported("SDDMM: A and B must have the same storage type".into())),
     };
-    let args = [
-        Arg::U32(f.n_blocks),
-        Arg::U32(g.csr().n_rows() as u32),
-        Arg::U32(ld as u32),
-        Arg::Ptr(f.blk_win.ptr(gpu)),
-        Arg::Ptr(f.win_ptr.ptr(gpu)),
-        Arg::Ptr(f.blk_ptr.ptr(gpu)),
-        Arg::Ptr(f.win_cols.ptr(gpu)),
-        Arg::Ptr(f.blk_edge_ptr.ptr(gpu)),
-        Arg::Ptr(f.blk_edge_pos.ptr(gpu)),
-        Arg::Ptr(f.blk_edge_val.ptr(gpu)),
-        Arg::Ptr(f.blk_edge_csr.ptr(gpu)),
-        Arg::Ptr(a_ptr),
-        Arg::Ptr(b_ptr),
-        Arg::Ptr(out.ptr_mut(gpu)),
-    ];
+    let args = Tc16SddmmArgs {
+        n_blocks: f.n_blocks,
+        n_rows: g.csr().n_rows() as u32,
+        ld: ld as u32,
+        blk_win: f.blk_win.arg(gpu),
+        win_ptr: f.win_ptr.arg(gpu),
+        blk_ptr: f.blk_ptr.arg(gpu),
+        win_cols: f.win_cols.arg(gpu),
+        blk_edge_ptr: f.blk_edge_ptr.arg(gpu),
+        blk_edge_pos: f.blk_edge_pos.arg(gpu),
+        blk_edge_val: f.blk_edge_val.arg(gpu),
+        blk_edge_csr: f.blk_edge_csr.arg(gpu),
+        a: a_words,
+        b: b_words,
+        out: out.arg_mut(gpu),
+    };
     let smem = 4 * 16 * 16 * TC16_SDDMM_WARPS;
-    // SAFETY: matches `sddmm_tc16_*`; the SGT arrays (block width 16) come from this graph, every
+    // SAFETY: the SGT arrays (block width 16) come from this graph, every
     // blk_edge_csr < nnz <= out.len(), A and B share the padded stride ld (a multiple of 8), and
     // the dynamic shared memory holds one 16 x 16 f32 tile per warp.
-    unsafe { launch(gpu, kernel, Shape::linear(f.n_blocks.div_ceil(TC16_SDDMM_WARPS), 32 * TC16_SDDMM_WARPS, smem), &args) }
+    unsafe { kernel.launch(gpu, Shape::linear(f.n_blocks.div_ceil(TC16_SDDMM_WARPS), 32 * TC16_SDDMM_WARPS, smem), &args) }
 }

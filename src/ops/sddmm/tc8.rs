@@ -2,7 +2,8 @@
 
 use crate::error::Result;
 use crate::gpu::DeviceVec;
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::sddmm::{Tc8SddmmArgs, sddmm_tc8_f16, sddmm_tc8_tf32};
+use crate::gpu::launch::{Ptr, Shape};
 use crate::ops::sddmm::ValueOrder;
 use crate::ops::{FeaturesRef, GraphHandle};
 
@@ -68,9 +69,10 @@ pub fn sddmm_tc8(g: &GraphHandle, a: FeaturesRef<'_>, b: FeaturesRef<'_>, out: &
     let gpu = g.gpu()?;
     let f = format(g)?;
     let m = g.device_mebcrs()?;
-    let (kernel, a_ptr, b_ptr, ld) = match (a, b) {
-        (FeaturesRef::F16(a), FeaturesRef::F16(b)) => ("sddmm_tc8_f16", a.ptr(), b.ptr(), a.ld),
-        (FeaturesRef::F32(a), FeaturesRef::F32(b)) => ("sddmm_tc8_tf32", a.ptr(), b.ptr(), a.ld),
+    // A and B in the kernel's precision, read as 32-bit words.
+    let (kernel, a_words, b_words, ld): (_, Ptr<u32>, Ptr<u32>, _) = match (a, b) {
+        (FeaturesRef::F16(a), FeaturesRef::F16(b)) => (sddmm_tc8_f16, a.arg().cast(), b.arg().cast(), a.ld),
+        (FeaturesRef::F32(a), FeaturesRef::F32(b)) => (sddmm_tc8_tf32, a.arg().cast(), b.arg().cast(), a.ld),
         _ => return Err(crate::Error::Unsupported("SDDMM: A and B must have the same storage type".into())),
     };
     let need = match order {
@@ -85,28 +87,28 @@ pub fn sddmm_tc8(g: &GraphHandle, a: FeaturesRef<'_>, b: FeaturesRef<'_>, out: &
             "TC8 SDDMM into CSR order needs a CSR without repeated entries (canonicalise it, or use Tc16 / Hp)".into(),
         ));
     }
-    let map = match order {
-        ValueOrder::Csr => f.slot_to_csr.ptr(gpu),
-        ValueOrder::MeBcrs => 0,
+    let slot_to_csr = match order {
+        ValueOrder::Csr => f.slot_to_csr.arg(gpu),
+        ValueOrder::MeBcrs => Ptr::null(),
     };
-    let args = [
-        Arg::U32(f.n_items),
-        Arg::U32(g.csr().n_rows() as u32),
-        Arg::U32(ld as u32),
-        Arg::Ptr(m.win_ptr.ptr(gpu)),
-        Arg::Ptr(m.vec_col.ptr(gpu)),
-        Arg::Ptr(m.values.ptr(gpu)),
-        Arg::Ptr(map),
-        Arg::Ptr(f.item_win.ptr(gpu)),
-        Arg::Ptr(f.item_v0.ptr(gpu)),
-        Arg::Ptr(a_ptr),
-        Arg::Ptr(b_ptr),
-        Arg::Ptr(out.ptr_mut(gpu)),
-    ];
-    // SAFETY: matches `sddmm_tc8_*`; the ME-BCRS arrays and items come from this graph, A and B
-    // share the padded stride ld (multiple of 8: the 16-byte runs stay aligned and in bounds),
+    let args = Tc8SddmmArgs {
+        n_items: f.n_items,
+        n_rows: g.csr().n_rows() as u32,
+        ld: ld as u32,
+        win_ptr: m.win_ptr.arg(gpu),
+        vec_col: m.vec_col.arg(gpu),
+        values: m.values.arg(gpu),
+        slot_to_csr,
+        item_win: f.item_win.arg(gpu),
+        item_v0: f.item_v0.arg(gpu),
+        a: a_words,
+        b: b_words,
+        out: out.arg_mut(gpu),
+    };
+    // SAFETY: the ME-BCRS arrays and items come from this graph, A and B share the padded
+    // stride ld (multiple of 8: the 16-byte runs stay aligned and in bounds),
     // and `out` was checked to hold what `order` writes.
-    unsafe { launch(gpu, kernel, Shape::linear(f.n_items.div_ceil(WARPS), 32 * WARPS, 0), &args) }
+    unsafe { kernel.launch(gpu, Shape::linear(f.n_items.div_ceil(WARPS), 32 * WARPS, 0), &args) }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Launcher of `kernels-gpu/src/spmm/csr.rs`: a warp per row, f32.
 
 use crate::error::Result;
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::spmm::{CsrSpmmArgs, spmm_csr_f32};
+use crate::gpu::launch::Shape;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::values::check_len;
 use crate::ops::{GraphHandle, ValueOrder};
@@ -26,17 +27,17 @@ pub fn spmm_csr_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &Dev
     let n = g.csr().n_rows() as u32;
     debug_assert_eq!(x.ld, y.ld);
     let shape = Shape::linear(n.div_ceil(config::CSR_SPMM_WARPS), 32 * config::CSR_SPMM_WARPS, 0);
-    let args = [
-        Arg::U32(n),
-        Arg::U32(x.ld as u32),
-        Arg::Ptr(csr.row_ptr.ptr(gpu)),
-        Arg::Ptr(csr.col_idx.ptr(gpu)),
-        Arg::Ptr(values.ptr(gpu)),
-        Arg::Ptr(x.ptr()),
-        Arg::Ptr(y.ptr_mut()),
-    ];
-    // SAFETY: the argument list matches `spmm_csr_f32`; the CSR arrays, the nnz values and X, Y
-    // are live device buffers sized by the validated graph and the shape checks in `ops::spmm`, and X and Y
-    // share the padded stride `ld` (a multiple of 8, so the float4 accesses stay aligned).
-    unsafe { launch(gpu, "spmm_csr_f32", shape, &args) }
+    let args = CsrSpmmArgs {
+        n_rows: n,
+        ld: x.ld as u32,
+        row_ptr: csr.row_ptr.arg(gpu),
+        col_idx: csr.col_idx.arg(gpu),
+        values: values.arg(gpu),
+        x: x.arg(),
+        y: y.arg_mut(),
+    };
+    // SAFETY: the CSR arrays, the nnz values and X, Y are live device buffers sized by the
+    // validated graph and the shape checks in `ops::spmm`, and X and Y share the padded stride
+    // `ld` (a multiple of 8, so the float4 accesses stay aligned).
+    unsafe { spmm_csr_f32.launch(gpu, shape, &args) }
 }

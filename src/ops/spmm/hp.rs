@@ -1,7 +1,8 @@
 //! Launcher of `kernels-gpu/src/spmm/hp.rs`: nnz-balanced warps over the row-sorted COO, f32.
 
 use crate::error::Result;
-use crate::gpu::launch::{Arg, Shape, launch};
+use crate::gpu::abi::spmm::{HpSpmmArgs, spmm_hp_f32};
+use crate::gpu::launch::Shape;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::values::check_len;
 use crate::ops::{GraphHandle, ValueOrder};
@@ -38,20 +39,20 @@ pub fn spmm_hp_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &Devi
         block: (32 * config::HP_SPMM_WARPS, 1, 1),
         smem_bytes: 0,
     };
-    let args = [
-        Arg::U32(nnz),
-        Arg::U32(x.ld as u32),
-        Arg::U32(npw),
-        Arg::Ptr(csr.row_ptr.ptr(gpu)),
-        Arg::Ptr(row_of.0.ptr(gpu)),
-        Arg::Ptr(csr.col_idx.ptr(gpu)),
-        Arg::Ptr(values.ptr(gpu)),
-        Arg::Ptr(x.ptr()),
-        Arg::Ptr(y.ptr_mut()),
-    ];
-    // SAFETY: matches `spmm_hp_f32`; row_of, col_idx and values hold nnz entries, row_ptr
-    // n_rows + 1; X and Y share the padded stride ld (multiple of 8) and Y was just zeroed.
-    unsafe { launch(gpu, "spmm_hp_f32", shape, &args) }
+    let args = HpSpmmArgs {
+        nnz,
+        ld: x.ld as u32,
+        nnz_per_warp: npw,
+        row_ptr: csr.row_ptr.arg(gpu),
+        row_of: row_of.0.arg(gpu),
+        col_idx: csr.col_idx.arg(gpu),
+        values: values.arg(gpu),
+        x: x.arg(),
+        y: y.arg_mut(),
+    };
+    // SAFETY: row_of, col_idx and values hold nnz entries, row_ptr n_rows + 1; X and Y share
+    // the padded stride ld (multiple of 8) and Y was just zeroed.
+    unsafe { spmm_hp_f32.launch(gpu, shape, &args) }
 }
 
 #[cfg(test)]

@@ -1,83 +1,20 @@
 //! Launcher of `kernels-gpu/src/spmm/tc16.rs`: SGT (block width 8) translated and uploaded once
-//! per graph (as edges for the default staged kernel, or packed as bitmaps), a work
-//! list that splits long windows (shared with TC8), and the NT (8-dim tiles per warp) and warps
-//! per block chosen from K.
+//! per graph, a work list that splits long windows (shared with TC8), and the NT (8-dim tiles
+//! per warp) and warps per block chosen from K.
 
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::sgt::Sgt;
-use crate::gpu::launch::{Arg, Shape, launch};
-use crate::gpu::shared::config::{TC16_BLOCK_W, TC16_MAX_WARPS, TC16_SMEM_BYTES, TC16_WARPS, TC16_WINDOW};
+use crate::gpu::abi::spmm::{self as kernels, Tc16SpmmArgs, ZeroWindowsArgs};
+use crate::gpu::launch::{Kernel, Ptr, Shape};
+use crate::gpu::shared::config::{TC16_BLOCK_W, TC16_MAX_WARPS, TC16_SMEM_BYTES};
 use crate::gpu::shared::partition::tc8_max_blocks;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::spmm::tc8::work_list;
 use crate::ops::{FeaturesRef, GraphHandle};
 
-/// How the kernel gets the sparse blocks into A fragments.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tc16Variant {
-    /// 128-bit mask + values per block, read straight into registers.
-    Bitmap,
-    /// TC-GNN's dense tiles staged in shared memory from the SGT edges (default: measured
-    /// 1.5-3x faster than the bitmap variant on H100, K = 128, ogbl-ddi / tolokers / R-MAT).
-    Staged,
-}
-
-impl Tc16Variant {
-    /// `TCGNN_TC16=bitmap` selects the bitmap kernel (for comparisons); otherwise staged.
-    pub fn from_env() -> Self {
-        match std::env::var("TCGNN_TC16").ok().as_deref() {
-            Some("bitmap") => Tc16Variant::Bitmap,
-            _ => Tc16Variant::Staged,
-        }
-    }
-}
-
-/// SGT blocks packed for the bitmap kernel: block b's positions (row * 8 + col) as bits of
-/// `mask[4b..4b+4]` (bit p % 32 of word p / 32), its values in position order at
-/// `values[val_ptr[b]..val_ptr[b+1]]` (duplicate positions summed).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Tc16Bitmap {
-    pub mask: Vec<u32>,
-    pub val_ptr: Vec<u32>,
-    pub values: Vec<f32>,
-}
-
-pub fn pack_bitmap(s: &Sgt) -> Tc16Bitmap {
-    let n_blocks = s.n_blocks();
-    let mut out = Tc16Bitmap { mask: vec![0; 4 * n_blocks], val_ptr: Vec::with_capacity(n_blocks + 1), values: Vec::new() };
-    out.val_ptr.push(0);
-    let mut dense = [0f32; (TC16_WINDOW * TC16_BLOCK_W) as usize];
-    let mut present = [false; (TC16_WINDOW * TC16_BLOCK_W) as usize];
-    for b in 0..n_blocks {
-        let edges = s.blk_edge_ptr[b] as usize..s.blk_edge_ptr[b + 1] as usize;
-        for e in edges.clone() {
-            let p = s.blk_edge_pos[e] as usize;
-            dense[p] += s.blk_edge_val[e];
-            present[p] = true;
-        }
-        for p in 0..dense.len() {
-            if present[p] {
-                out.mask[4 * b + p / 32] |= 1 << (p % 32);
-                out.values.push(dense[p]);
-                dense[p] = 0.0;
-                present[p] = false;
-            }
-        }
-        out.val_ptr.push(out.values.len() as u32);
-    }
-    out
-}
-
-/// The bitmap format on the device.
-struct DeviceTc16Bitmap {
-    mask: DeviceVec<u32>,
-    val_ptr: DeviceVec<u32>,
-    values: DeviceVec<f32>,
-}
-
-/// The window/block index arrays on the device (both variants read them).
+/// The window/block index arrays on the device.
 struct DeviceTc16 {
     win_ptr: DeviceVec<u32>,
     win_cols: DeviceVec<u32>,
@@ -86,7 +23,7 @@ struct DeviceTc16 {
     blocks_per_window: Vec<u32>,
 }
 
-/// The SGT edges on the device (staged variant; values f32, rounded when A is built).
+/// The SGT edges on the device (values f32, rounded when A is built).
 struct DeviceTc16Edges {
     blk_edge_ptr: DeviceVec<u32>,
     blk_edge_pos: DeviceVec<u8>,
@@ -134,30 +71,25 @@ fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &DeviceTc16, warps_per_item: 
     })
 }
 
-/// 8-dim MMA tiles per warp (NT): `nt` if given, else `TCGNN_TC16_NT`, else 2 for tf32 and 4
-/// for f16. Wider NT means wider gathers (tf32 4: float4; f16 8: 16 bytes) but 110-120
-/// registers against 80-90, and TC8 measured the lost occupancy at 2x on H100 at K = 128.
+/// 8-dim MMA tiles per warp (NT): `nt` if given, else 2 for tf32 and 4 for f16. Wider NT means
+/// wider gathers (tf32 4: float4; f16 8: 16 bytes) but more registers (82-96 against 60-62), and
+/// TC8 measured the lost occupancy at 2x on H100 at K = 128.
 pub fn tiles_per_warp(f16: bool, nt: Option<u32>) -> Result<u32> {
     let built = |n: u32| if f16 { n == 4 || n == 8 } else { n == 2 || n == 4 };
-    let env = || std::env::var("TCGNN_TC16_NT").ok().and_then(|v| v.parse::<u32>().ok()).filter(|&n| built(n));
     match nt {
         Some(n) if built(n) => Ok(n),
         Some(n) => Err(Error::Unsupported(format!("TC16 with NT = {n} tiles per warp ({}); built: {}", if f16 { "f16" } else { "tf32" }, if f16 { "4, 8" } else { "2, 4" }))),
-        None => Ok(env().unwrap_or(if f16 { 4 } else { 2 })),
+        None => Ok(if f16 { 4 } else { 2 }),
     }
 }
 
-/// The kernel instance for (variant, precision, NT), NT as [`tiles_per_warp`] allows.
-fn kernel_name(variant: Tc16Variant, f16: bool, nt: u32) -> &'static str {
-    match (variant, f16, nt) {
-        (Tc16Variant::Bitmap, true, 8) => "spmm_tc16_f16_nt8",
-        (Tc16Variant::Bitmap, true, _) => "spmm_tc16_f16_nt4",
-        (Tc16Variant::Bitmap, false, 4) => "spmm_tc16_tf32_nt4",
-        (Tc16Variant::Bitmap, false, _) => "spmm_tc16_tf32_nt2",
-        (Tc16Variant::Staged, true, 8) => "spmm_tc16s_f16_nt8",
-        (Tc16Variant::Staged, true, _) => "spmm_tc16s_f16_nt4",
-        (Tc16Variant::Staged, false, 4) => "spmm_tc16s_tf32_nt4",
-        (Tc16Variant::Staged, false, _) => "spmm_tc16s_tf32_nt2",
+/// The kernel instance for (precision, NT), NT as [`tiles_per_warp`] allows.
+fn kernel(f16: bool, nt: u32) -> Kernel<Tc16SpmmArgs> {
+    match (f16, nt) {
+        (true, 8) => kernels::spmm_tc16s_f16_nt8,
+        (true, _) => kernels::spmm_tc16s_f16_nt4,
+        (false, 4) => kernels::spmm_tc16s_tf32_nt4,
+        (false, _) => kernels::spmm_tc16s_tf32_nt2,
     }
 }
 
@@ -170,59 +102,24 @@ pub fn staged_geometry(ld: u32, nt: u32) -> (u32, u32) {
 }
 
 /// Y = S X on tensor cores with TC-GNN's 16 x 8 blocks: tf32 for f32 features, f16 for f16.
-/// The staged kernel unless `TCGNN_TC16=bitmap`.
 pub fn spmm_tc16(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>) -> Result<()> {
-    spmm_tc16_variant(g, x, y, Tc16Variant::from_env(), None)
+    spmm_tc16_with(g, x, y, None)
 }
 
-/// [`spmm_tc16`] with an explicit variant and, optionally, NT (8-dim tiles per warp).
-pub fn spmm_tc16_variant(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, variant: Tc16Variant, nt: Option<u32>) -> Result<()> {
+/// [`spmm_tc16`] with, optionally, NT (8-dim tiles per warp; see [`tiles_per_warp`]).
+pub fn spmm_tc16_with(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, nt: Option<u32>) -> Result<()> {
     let gpu = g.gpu()?;
     let f = device_format(g, gpu)?;
     let ld = y.ld as u32;
     let n_rows = g.csr().n_rows() as u32;
     let f16 = matches!(x, FeaturesRef::F16(_));
     let nt = tiles_per_warp(f16, nt)?;
-    let kernel = kernel_name(variant, f16, nt);
-    let x_ptr = match x {
-        FeaturesRef::F32(m) => m.ptr(),
-        FeaturesRef::F16(m) => m.ptr(),
+    let kernel = kernel(f16, nt);
+    // X in the kernel's precision, read as 32-bit words.
+    let x_words: Ptr<u32> = match x {
+        FeaturesRef::F32(m) => m.arg().cast(),
+        FeaturesRef::F16(m) => m.arg().cast(),
     };
-    if variant == Tc16Variant::Bitmap {
-        let k_slices = ld.div_ceil(8 * nt);
-        let wl = device_work_list(g, gpu, &f, k_slices)?;
-        let bm = g.cached(TC16_BLOCK_W as u64, || {
-            let p = pack_bitmap(&*host_sgt(g)?);
-            Ok(DeviceTc16Bitmap {
-                mask: DeviceVec::upload(gpu, &p.mask)?,
-                val_ptr: DeviceVec::upload(gpu, &p.val_ptr)?,
-                values: DeviceVec::upload(gpu, &p.values)?,
-            })
-        })?;
-        zero_split_windows(gpu, &wl, n_rows, ld, y)?;
-        let shape = Shape { grid: (wl.n_items.div_ceil(TC16_WARPS), k_slices, 1), block: (32 * TC16_WARPS, 1, 1), smem_bytes: 0 };
-        let args = [
-            Arg::U32(wl.n_items),
-            Arg::U32(n_rows),
-            Arg::U32(ld),
-            Arg::Ptr(f.win_ptr.ptr(gpu)),
-            Arg::Ptr(f.win_cols.ptr(gpu)),
-            Arg::Ptr(f.blk_ptr.ptr(gpu)),
-            Arg::Ptr(bm.mask.ptr(gpu)),
-            Arg::Ptr(bm.val_ptr.ptr(gpu)),
-            Arg::Ptr(bm.values.ptr(gpu)),
-            Arg::Ptr(wl.item_win.ptr(gpu)),
-            Arg::Ptr(wl.item_blocks.ptr(gpu)),
-            Arg::Ptr(x_ptr),
-            Arg::Ptr(y.ptr_mut()),
-        ];
-        // SAFETY: matches the spmm_tc16_* (bitmap) signature; the SGT arrays, the packed masks
-        // (4 words per block, 16-byte aligned allocations), value offsets and the work list were
-        // built from this graph (every item's blocks lie inside its window, every column <
-        // n_cols); X has n_cols rows (checked by ops::spmm) and X, Y share the padded stride ld
-        // (a multiple of 8, so the vector loads and stores stay aligned).
-        return unsafe { launch(gpu, kernel, shape, &args) };
-    }
     let (warps, k_slices) = staged_geometry(ld, nt);
     let wl = device_work_list(g, gpu, &f, warps * k_slices)?;
     let e = g.cached(TC16_BLOCK_W as u64, || {
@@ -235,35 +132,33 @@ pub fn spmm_tc16_variant(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatr
     })?;
     zero_split_windows(gpu, &wl, n_rows, ld, y)?;
     let shape = Shape { grid: (wl.n_items, k_slices, 1), block: (32 * warps, 1, 1), smem_bytes: TC16_SMEM_BYTES };
-    let args = [
-        Arg::U32(n_rows),
-        Arg::U32(ld),
-        Arg::Ptr(f.win_ptr.ptr(gpu)),
-        Arg::Ptr(f.win_cols.ptr(gpu)),
-        Arg::Ptr(f.blk_ptr.ptr(gpu)),
-        Arg::Ptr(e.blk_edge_ptr.ptr(gpu)),
-        Arg::Ptr(e.blk_edge_pos.ptr(gpu)),
-        Arg::Ptr(e.blk_edge_val.ptr(gpu)),
-        Arg::Ptr(wl.item_win.ptr(gpu)),
-        Arg::Ptr(wl.item_blocks.ptr(gpu)),
-        Arg::Ptr(x_ptr),
-        Arg::Ptr(y.ptr_mut()),
-    ];
-    // SAFETY: matches the spmm_tc16s_* (staged) signature; the SGT arrays and the work list were
-    // built from this graph (every item's blocks lie inside its window, every column < n_cols);
+    let args = Tc16SpmmArgs {
+        n_rows,
+        ld,
+        win_ptr: f.win_ptr.arg(gpu),
+        win_cols: f.win_cols.arg(gpu),
+        blk_ptr: f.blk_ptr.arg(gpu),
+        blk_edge_ptr: e.blk_edge_ptr.arg(gpu),
+        blk_edge_pos: e.blk_edge_pos.arg(gpu),
+        blk_edge_val: e.blk_edge_val.arg(gpu),
+        item_win: wl.item_win.arg(gpu),
+        item_blocks: wl.item_blocks.arg(gpu),
+        x: x_words,
+        y: y.arg_mut(),
+    };
+    // SAFETY: the SGT arrays and the work list were built from this graph (every item's blocks lie inside its window, every column < n_cols);
     // X has n_cols rows (checked by ops::spmm) and X, Y share the padded stride ld (a multiple
     // of 8, so the vector loads and stores stay aligned); the dynamic shared memory is the
     // kernel's GROUP staged tiles (TC16_SMEM_BYTES), with one thread block per grid.x item.
-    unsafe { launch(gpu, kernel, shape, &args) }
+    unsafe { kernel.launch(gpu, shape, &args) }
 }
 
 /// Clear the rows of windows whose items add atomically.
 fn zero_split_windows(gpu: &Gpu, wl: &DeviceTc16WorkList, n_rows: u32, ld: u32, y: &mut DeviceMatrix<f32>) -> Result<()> {
     if wl.n_split > 0 {
-        let args = [Arg::Ptr(wl.split_windows.ptr(gpu)), Arg::U32(n_rows), Arg::U32(ld), Arg::Ptr(y.ptr_mut())];
-        // SAFETY: matches `tc16_zero_windows`; every listed window has rows below n_rows and Y
-        // holds n_rows * ld floats.
-        unsafe { launch(gpu, "tc16_zero_windows", Shape::linear(wl.n_split, 256, 0), &args)? };
+        let args = ZeroWindowsArgs { windows: wl.split_windows.arg(gpu), n_rows, row_words: ld, y: y.arg_mut().cast() };
+        // SAFETY: every listed window has rows below n_rows and Y holds n_rows * ld floats.
+        unsafe { kernels::tc16_zero_windows.launch(gpu, Shape::linear(wl.n_split, 256, 0), &args)? };
     }
     Ok(())
 }
@@ -296,19 +191,7 @@ mod tests {
         assert!(tiles_per_warp(false, Some(8)).is_err());
         for f16 in [false, true] {
             let nt = tiles_per_warp(f16, None).unwrap();
-            assert!(kernel_name(Tc16Variant::Bitmap, f16, nt).ends_with(&format!("nt{nt}")));
-            assert!(kernel_name(Tc16Variant::Staged, f16, nt).ends_with(&format!("nt{nt}")));
+            assert!(kernel(f16, nt).name().ends_with(&format!("nt{nt}")));
         }
-    }
-
-    #[test]
-    fn bitmap_packing_sums_duplicates_and_keeps_position_order() {
-        let csr = crate::graph::Csr::new(2, 20, vec![0, 3, 4], vec![5, 5, 1, 12], vec![1.0, 2.0, 4.0, 8.0]).unwrap();
-        let s = Sgt::from_csr(&csr, 8).unwrap();
-        // unique columns 1, 5, 12 -> positions: (0, 1) = 3.0, (0, 0) = 4.0, (1, 2) = 8.0.
-        let p = pack_bitmap(&s);
-        assert_eq!(p.mask, vec![0b100_0000_0011, 0, 0, 0]);
-        assert_eq!(p.val_ptr, vec![0, 3]);
-        assert_eq!(p.values, vec![4.0, 3.0, 8.0]);
     }
 }

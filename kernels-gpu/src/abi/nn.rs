@@ -1,0 +1,217 @@
+// Primitive ops of GNN training (`nn/`), f32 on CUDA cores: argument structs and instances.
+// Shared with the host (`include!`). Matrices are row-major with a padded stride; the
+// elementwise kernels run over whole padded buffers in float4s.
+use super::*;
+
+kernel_args! {
+    /// One Adam step over `n4` float4s of four buffers of one shape.
+    pub struct AdamArgs {
+        pub n4: u32,
+        pub param: PtrMut<f32>,
+        pub grad: Ptr<f32>,
+        /// First moment.
+        pub m: PtrMut<f32>,
+        /// Second moment.
+        pub v: PtrMut<f32>,
+        pub lr: f32,
+        pub beta1: f32,
+        pub beta2: f32,
+        pub eps: f32,
+        pub weight_decay: f32,
+        /// The step t (>= 1), read when the kernel runs.
+        pub step: Ptr<u32>,
+    }
+
+    /// step[0] += 1 (one thread).
+    pub struct StepIncrementArgs {
+        pub step: PtrMut<u32>,
+    }
+
+    /// y += x over `n4` float4s.
+    pub struct AddAssignArgs {
+        pub n4: u32,
+        pub y: PtrMut<f32>,
+        pub x: Ptr<f32>,
+    }
+
+    /// y[r][c] += b[c] over `n4` float4s of y.
+    pub struct BiasAddArgs {
+        pub n4: u32,
+        /// float4s per row of y (and of b).
+        pub ld4: u32,
+        pub y: PtrMut<f32>,
+        pub b: Ptr<f32>,
+    }
+
+    /// out[c] += sum_r x[r][c] (out zeroed by the launcher).
+    pub struct ColSumsArgs {
+        pub rows: u32,
+        pub cols: u32,
+        /// float4s per row of x.
+        pub ld4: u32,
+        pub x: Ptr<f32>,
+        pub out: PtrMut<f32>,
+    }
+
+    /// Cross-entropy over the train mask fused with its gradient and the accuracy counts.
+    pub struct CrossEntropyArgs {
+        pub rows: u32,
+        /// Classes.
+        pub cols: u32,
+        /// Padded row stride of logits and dlogits, in elements.
+        pub ld: u32,
+        /// log2 of the lanes per row (`partition::nn_row_group_shift`).
+        pub shift: u32,
+        pub logits: Ptr<f32>,
+        pub labels: Ptr<i32>,
+        /// Per row: bit 0 train, 1 val, 2 test.
+        pub mask_bits: Ptr<u8>,
+        /// The weight of a train row in the loss and gradient (1 / train rows).
+        pub inv_n_train: f32,
+        pub dlogits: PtrMut<f32>,
+        /// [loss, correct train, correct val, correct test], zeroed by the launcher.
+        pub stats: PtrMut<f32>,
+    }
+
+    /// Dropout of the first `n` elements with a counter-based mask.
+    pub struct DropoutArgs {
+        pub n: u32,
+        pub x: Ptr<f32>,
+        pub y: PtrMut<f32>,
+        /// One byte per element: 1 kept, 0 dropped.
+        pub mask: PtrMut<u8>,
+        /// Drop an element whose hash is below this (`rng::dropout_threshold(p)`).
+        pub threshold: u32,
+        /// 1 / (1 - p).
+        pub scale: f32,
+        /// The hashed seed (`rng::dropout_seed_key`).
+        pub seed_key: u64,
+        /// The step, read when the kernel runs (a fresh mask per step).
+        pub step: Ptr<u32>,
+    }
+
+    /// dx = mask ? dy * scale : 0 over the first `n` elements.
+    pub struct DropoutBackwardArgs {
+        pub n: u32,
+        pub dy: Ptr<f32>,
+        pub mask: Ptr<u8>,
+        /// 1 / (1 - p).
+        pub scale: f32,
+        pub dx: PtrMut<f32>,
+    }
+
+    /// The edges and values of AGNN's edge softmax alpha = softmax_row(beta * cos).
+    pub struct SoftmaxScaledEdges {
+        pub row_ptr: Ptr<u32>,
+        /// Slot of each CSR edge in the value vectors; null: CSR order.
+        pub slot_of: Ptr<u32>,
+        /// One value, read when the kernel runs.
+        pub beta: Ptr<f32>,
+        pub cos: Ptr<f32>,
+        pub alpha: PtrMut<f32>,
+    }
+
+    /// The edge softmax over rows shorter than `long_min` edges, a lane group per row.
+    pub struct EdgeSoftmaxScaledArgs {
+        pub n_rows: u32,
+        /// Rows of at least this many edges are left to the `_long` kernel.
+        pub long_min: u32,
+        pub edges: SoftmaxScaledEdges,
+    }
+
+    /// The edge softmax over the listed long rows, a thread block per row.
+    pub struct EdgeSoftmaxScaledLongArgs {
+        /// The rows, one per block.
+        pub long_rows: Ptr<u32>,
+        pub edges: SoftmaxScaledEdges,
+    }
+
+    /// The edges and values of the edge softmax's backward.
+    pub struct SoftmaxBackwardEdges {
+        pub row_ptr: Ptr<u32>,
+        /// Slot of each CSR edge in the value vectors; null: CSR order.
+        pub slot_of: Ptr<u32>,
+        /// One value, read when the kernel runs.
+        pub beta: Ptr<f32>,
+        pub alpha: Ptr<f32>,
+        pub dalpha: Ptr<f32>,
+        pub cos: Ptr<f32>,
+        pub dcos: PtrMut<f32>,
+        /// One value, zeroed by the launcher; each block adds its share.
+        pub dbeta: PtrMut<f32>,
+    }
+
+    /// The edge softmax's backward over rows shorter than `long_min` edges.
+    pub struct EdgeSoftmaxBackwardArgs {
+        pub n_rows: u32,
+        /// Rows of at least this many edges are left to the `_long` kernel.
+        pub long_min: u32,
+        pub edges: SoftmaxBackwardEdges,
+    }
+
+    /// The edge softmax's backward over the listed long rows, a thread block per row.
+    pub struct EdgeSoftmaxBackwardLongArgs {
+        /// The rows, one per block.
+        pub long_rows: Ptr<u32>,
+        pub edges: SoftmaxBackwardEdges,
+    }
+
+    /// x = max(x, 0) over `n4` float4s.
+    pub struct ReluArgs {
+        pub n4: u32,
+        pub x: PtrMut<f32>,
+    }
+
+    /// dy = y > 0 ? dy : 0 over `n4` float4s.
+    pub struct ReluBackwardArgs {
+        pub n4: u32,
+        /// The ReLU's output.
+        pub y: Ptr<f32>,
+        pub dy: PtrMut<f32>,
+    }
+
+    /// Row L2 normalisation n = h / max(||h||, 1e-12).
+    pub struct RowNormalizeArgs {
+        pub rows: u32,
+        /// float4s per row.
+        pub ld4: u32,
+        /// log2 of the lanes per row (`partition::nn_row_group_shift`).
+        pub shift: u32,
+        pub h: Ptr<f32>,
+        pub n: PtrMut<f32>,
+        /// 1 / max(||h_r||, 1e-12) per row.
+        pub inv_norm: PtrMut<f32>,
+    }
+
+    /// dh += (dn - n (n . dn)) * inv_norm per row.
+    pub struct RowNormalizeBackwardArgs {
+        pub rows: u32,
+        /// float4s per row.
+        pub ld4: u32,
+        /// log2 of the lanes per row (`partition::nn_row_group_shift`).
+        pub shift: u32,
+        pub n: Ptr<f32>,
+        pub inv_norm: Ptr<f32>,
+        pub dn: Ptr<f32>,
+        pub dh: PtrMut<f32>,
+    }
+}
+
+kernels! {
+    adam_f32(AdamArgs) = crate::nn::adam::adam;
+    step_increment(StepIncrementArgs) = crate::nn::adam::step_increment;
+    add_assign_f32(AddAssignArgs) = crate::nn::add_assign::add_assign;
+    bias_add_f32(BiasAddArgs) = crate::nn::bias_add::bias_add;
+    col_sums_f32(ColSumsArgs) = crate::nn::col_sums::col_sums;
+    cross_entropy_f32(CrossEntropyArgs) = crate::nn::cross_entropy::cross_entropy;
+    dropout_f32(DropoutArgs) = crate::nn::dropout::dropout;
+    dropout_backward_f32(DropoutBackwardArgs) = crate::nn::dropout::dropout_backward;
+    edge_softmax_scaled_f32(EdgeSoftmaxScaledArgs) = crate::nn::edge_softmax::scaled;
+    edge_softmax_scaled_long_f32(EdgeSoftmaxScaledLongArgs) = crate::nn::edge_softmax::scaled_long;
+    edge_softmax_backward_f32(EdgeSoftmaxBackwardArgs) = crate::nn::edge_softmax::backward;
+    edge_softmax_backward_long_f32(EdgeSoftmaxBackwardLongArgs) = crate::nn::edge_softmax::backward_long;
+    relu_f32(ReluArgs) = crate::nn::relu::relu;
+    relu_backward_f32(ReluBackwardArgs) = crate::nn::relu::relu_backward;
+    row_normalize_f32(RowNormalizeArgs) = crate::nn::row_normalize::row_normalize;
+    row_normalize_backward_f32(RowNormalizeBackwardArgs) = crate::nn::row_normalize::row_normalize_backward;
+}

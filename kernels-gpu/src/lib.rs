@@ -31,6 +31,7 @@ pub mod partition {
 }
 pub mod format;
 pub mod nn;
+pub mod perm;
 pub mod ptx;
 pub mod rng {
     include!("rng.rs");

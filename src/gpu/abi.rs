@@ -27,6 +27,10 @@ macro_rules! kernels {
     };
 }
 
+pub mod perm {
+    include!("../../kernels-gpu/src/abi/perm.rs");
+}
+
 pub mod spmm {
     include!("../../kernels-gpu/src/abi/spmm.rs");
 }

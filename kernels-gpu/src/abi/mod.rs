@@ -34,4 +34,5 @@ macro_rules! kernels {
     };
 }
 
+pub mod perm;
 pub mod spmm;

@@ -89,7 +89,8 @@ fn main() -> Result<()> {
     }
     let gpu: Arc<Gpu> = Gpu::probe()?;
     let model = DeviceModel::new(gpu.info().sm_count);
-    let k_slices = k.div_ceil(64) as u32;
+    // The shared pipeline's f16 K slice is 64 dims (NT = 4) of the padded width.
+    let k_slices = tcgnn::gpu::memory::padded_ld(k).div_ceil(64) as u32;
     println!("{}  K = {k}  k_slices = {k_slices}  (times in us; speedup = cuSPARSE f32 best / time)", gpu.info().name);
     println!("{:<14} {:<8} {:<10} {:>6} {:>6} {:>6} {:>9} {:>8} {:>8} {:>8}", "graph", "order", "list", "items", "split", "cap", "model", "us", "speedup", "err");
     for name in &args {

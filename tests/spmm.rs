@@ -105,12 +105,13 @@ fn host_api_runs_without_gpu() {
 
 #[test]
 fn gpu_tc8_spmm_matches_reference() {
+    use tcgnn::format::worklist::WorkListBuilder;
     use tcgnn::ops::spmm::tc8::{Tc8Config, Tc8Grid, Tc8Source, spmm_tc8_with};
     let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_matches_reference") else { return };
     for prec in [Precision::Tf32, Precision::F16] {
         for source in Tc8Source::all(&gpu) {
-            for grid in [Tc8Grid::PerItem, Tc8Grid::Persistent] {
-                let config = Tc8Config { source, grid };
+            for (grid, work_list) in [(Tc8Grid::PerItem, WorkListBuilder::Launcher), (Tc8Grid::Persistent, WorkListBuilder::Launcher), (Tc8Grid::PerItem, WorkListBuilder::Balanced)] {
+                let config = Tc8Config { source, grid, work_list };
                 let label = format!("Tc8 {config:?}");
                 let run = |g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>| spmm_tc8_with(g, x.into(), y, config);
                 for (name, s) in common::odd_shapes(13) {
@@ -139,6 +140,7 @@ fn gpu_tc8_spmm_matches_reference() {
 /// instance, against the f64 reference at the f16 tolerance, split windows included.
 #[test]
 fn gpu_tc8_spmm_f16_output_matches_reference() {
+    use tcgnn::format::worklist::WorkListBuilder;
     use tcgnn::ops::spmm::tc8::{Tc8Config, Tc8Grid, Tc8Source, spmm_tc8_with};
     let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_f16_output_matches_reference") else {
         return;
@@ -165,7 +167,7 @@ fn gpu_tc8_spmm_f16_output_matches_reference() {
                 let xd = DeviceFeatures::upload(&gpu, &x, prec).unwrap();
                 let mut y = DeviceMatrix::<half::f16>::zeros(&gpu, s.n_rows(), k).unwrap();
                 y.poison().unwrap();
-                spmm_tc8_with(&g, xd.view(), &mut y, Tc8Config { source, grid: if k == 24 { Tc8Grid::Persistent } else { Tc8Grid::PerItem } }).unwrap();
+                spmm_tc8_with(&g, xd.view(), &mut y, Tc8Config { source, grid: if k == 24 { Tc8Grid::Persistent } else { Tc8Grid::PerItem }, work_list: WorkListBuilder::Launcher }).unwrap();
                 let got = y.download().unwrap();
                 let err = rel_error(&got.data, &want);
                 println!("Tc8 {source:?} f16 out {name} K={k}: rel err {err:.2e}");

@@ -32,6 +32,7 @@ pub mod partition {
 pub mod format;
 pub mod mma;
 pub mod nn;
+pub mod perm;
 pub mod ptx;
 pub mod rng {
     include!("rng.rs");

@@ -188,6 +188,14 @@ pub unsafe fn st_v4_f32(p: *mut f32, v: [f32; 4]) {
     };
 }
 
+/// 4 x 32-bit store (e.g. 8 halves); `p` 16-byte aligned.
+#[inline(always)]
+pub unsafe fn st_v4_u32(p: *mut u32, v: [u32; 4]) {
+    unsafe {
+        asm!("st.global.v4.u32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack))
+    };
+}
+
 #[inline(always)]
 pub unsafe fn st_v2_f32(p: *mut f32, v: [f32; 2]) {
     unsafe { asm!("st.global.v2.f32 [{p}], {{{a}, {b}}};", p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1], options(nostack)) };
@@ -572,12 +580,6 @@ pub unsafe fn red_add_f16x2(p: *mut u32, v: u32) {
     unsafe { asm!("red.global.add.noftz.f16x2 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
 }
 
-#[inline(always)]
-pub unsafe fn st_v4_u32(p: *mut u32, v: [u32; 4]) {
-    unsafe {
-        asm!("st.global.v4.u32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack))
-    };
-}
 
 #[inline(always)]
 pub unsafe fn st_v2_u32(p: *mut u32, v: [u32; 2]) {

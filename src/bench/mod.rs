@@ -7,6 +7,7 @@ pub mod floor;
 pub mod report;
 pub mod sddmm;
 pub mod spmm;
+pub mod spmm_reorder;
 pub mod suite;
 pub mod train;
 
@@ -34,6 +35,10 @@ pub struct Record {
     pub rel_error: Option<f64>,
     /// Set when the variant could not run (unsupported, failed): the reason.
     pub error: Option<String>,
+    /// One-time host cost this variant's setup paid outside `ms` (reordered SpMM: computing
+    /// the permutation and P S Pᵀ), ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setup_ms: Option<f64>,
 }
 
 /// The problem a record measures: graph name and size, feature width, and the bytes the memory
@@ -67,6 +72,7 @@ impl Record {
             floor_fraction: ms.map(|t| floor::floor_ms(floor_bytes, p.copy_gbs) / t),
             rel_error,
             error,
+            setup_ms: None,
         }
     }
 

@@ -254,6 +254,7 @@ mod tests {
             floor_fraction: ms.map(|_| 0.5),
             rel_error: ms.map(|_| 1e-6),
             error: if ms.is_none() { Some("unsupported".into()) } else { None },
+            setup_ms: None,
         }
     }
 

@@ -176,15 +176,29 @@ fn bench_tc8_sources(
 ) -> Result<Vec<SourceRow>> {
     let mut rows = Vec::new();
     let mut push = |variant: String, outcome: Result<(f64, f64)>, fb| rows.push((variant, outcome.map_err(|e| e.to_string()), fb));
+    use crate::format::worklist::WorkListBuilder;
     use crate::ops::spmm::tc8::{Tc8Config, Tc8Grid, Tc8Source, spmm_tc8_with};
     let mut y16 = DeviceMatrix::<half::f16>::zeros(gpu, y.rows, y.cols)?;
     for prec in [Precision::Tf32, Precision::F16] {
         let f16 = prec == Precision::F16;
         let (x, reference, fb) = if f16 { (x16, reference_f16, (2, 2)) } else { (x32, reference, (4, 4)) };
+        let mut configs = Vec::new();
         for source in Tc8Source::all(gpu) {
             for grid in [Tc8Grid::PerItem, Tc8Grid::Persistent] {
-                let config = Tc8Config { source, grid };
-                let name = format!("{source:?}{}", if grid == Tc8Grid::Persistent { ", persistent" } else { "" });
+                configs.push(Tc8Config { source, grid, work_list: WorkListBuilder::Launcher });
+                if source == Tc8Source::CpAsync {
+                    configs.push(Tc8Config { source, grid, work_list: WorkListBuilder::Balanced });
+                }
+            }
+        }
+        for config in configs {
+            {
+                let Tc8Config { source, grid, work_list } = config;
+                let name = format!(
+                    "{source:?}{}{}",
+                    if grid == Tc8Grid::Persistent { ", persistent" } else { "" },
+                    if work_list == WorkListBuilder::Balanced { ", balanced" } else { "" }
+                );
                 let res = (|| -> Result<(f64, f64)> {
                     y.poison()?;
                     spmm_tc8_with(g, x.view(), &mut *y, config)?;

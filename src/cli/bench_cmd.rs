@@ -6,6 +6,8 @@ use tcgnn::bench::budget::{check_feature_width, check_sddmm_command, check_spmm_
 use tcgnn::bench::report::{Report, summarize, today, write};
 use tcgnn::bench::sddmm::bench_sddmm;
 use tcgnn::bench::spmm::{SpmmBenchOptions, bench_spmm};
+use tcgnn::bench::spmm_reorder::bench_spmm_reordered;
+use tcgnn::graph::reorder::Reorder;
 use tcgnn::bench::suite::{Values, run_suite, standard_graphs};
 use tcgnn::gpu::Gpu;
 
@@ -55,6 +57,13 @@ pub struct KernelBenchArgs {
     pub reps: usize,
     #[arg(long, default_value_t = 5)]
     pub warmup: usize,
+    /// SpMM: also run every implementation through a graph handle reordered by this method
+    /// (rcm, community, degree; none = off), end to end (X rows permuted in, SpMM, Y rows
+    /// permuted back: "<variant> <method> e2e") and the SpMM alone ("<variant> <method>
+    /// kernel"), against cuSPARSE on the original order; each row notes the reordering's
+    /// one-time host cost. Reports go to spmm_<method>.json/.md/.svg.
+    #[arg(long, default_value = "none")]
+    pub reorder: String,
     /// Folder for <op>.json/.md/.svg.
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
@@ -75,6 +84,10 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
 }
 
 fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
+    let how: Reorder = a.reorder.parse()?;
+    if matches!(op, BenchOp::Sddmm) && how != Reorder::Identity {
+        return Err(tcgnn::Error::Unsupported("--reorder applies to bench spmm only".into()));
+    }
     for &k in &a.k {
         check_feature_width(k)?;
     }
@@ -89,16 +102,21 @@ fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
     let copy_gbs = tcgnn::bench::copy_bandwidth_gbs(&gpu)?;
     eprintln!("{}: copy bandwidth {copy_gbs:.0} GB/s", gpu.info().name);
     let (name, ks) = match op {
-        BenchOp::Spmm => ("spmm", if a.k.is_empty() { vec![32, 128, 256] } else { a.k.clone() }),
-        BenchOp::Sddmm => ("sddmm", if a.k.is_empty() { vec![32, 128] } else { a.k.clone() }),
+        BenchOp::Spmm => ("spmm".to_string(), if a.k.is_empty() { vec![32, 128, 256] } else { a.k.clone() }),
+        BenchOp::Sddmm => ("sddmm".to_string(), if a.k.is_empty() { vec![32, 128] } else { a.k.clone() }),
     };
+    // Reordered runs get their own report (spmm_rcm.*), not the suite's spmm.*.
+    let name = if how == Reorder::Identity { name } else { format!("{name}_{}", format!("{how:?}").to_lowercase()) };
     let only = if a.only.is_empty() { vec![] } else { [a.only.as_slice(), &[tcgnn::ops::Impl::Cusparse]].concat() };
     let records = match op {
         BenchOp::Spmm => {
             let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone(), tc8_sources: a.tc8_sources, hybrid_t: a.hybrid_t.iter().map(|&t| t as usize).collect() };
             run_suite(&gpu, &graphs, &ks, Values::Random, |name, g, k| {
                 check_spmm_command(g.csr(), k, Some(&gpu))?;
-                bench_spmm(&gpu, name, g, k, &opt)
+                match how {
+                    Reorder::Identity => bench_spmm(&gpu, name, g, k, &opt),
+                    how => bench_spmm_reordered(&gpu, name, g, k, &opt, how),
+                }
             })
         }
         BenchOp::Sddmm => {
@@ -112,7 +130,7 @@ fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
     };
     print_records(&records);
     let report = Report {
-        op: name.into(),
+        op: name,
         gpu: gpu.info().clone(),
         date: today(),
         commit: env!("TCGNN_GIT_COMMIT").into(),

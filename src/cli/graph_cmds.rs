@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use tcgnn::error::{Error, Result};
 use tcgnn::format::stats::{format_stats, render_table, render_vector_zeros, vector_zeros};
-use tcgnn::format::{hybrid, MeBcrs, Sgt};
+use tcgnn::format::{hybrid, worklist, MeBcrs, Sgt};
 use tcgnn::graph::edgelist::{read_edgelist, EdgeListOptions};
 use tcgnn::graph::generate::{complete, grid, path, sbm, star, SbmParams};
 use tcgnn::graph::mtx::{read_mtx, write_mtx};
@@ -80,6 +80,18 @@ pub struct InfoArgs {
     /// Reorder before computing the format statistics: none, rcm, community, degree.
     #[arg(long, default_value = "none")]
     pub reorder: String,
+    /// Randomly relabel the nodes (seeded) before any reordering: the original ids' locality gone.
+    #[arg(long)]
+    pub relabel: Option<u64>,
+    /// Also print the TC8 SpMM work list (windows, blocks per window, items, modelled schedule).
+    #[arg(long)]
+    pub worklist: bool,
+    /// SMs of the device the work list is built for.
+    #[arg(long, default_value_t = 132)]
+    pub sm_count: u32,
+    /// K slices of the TC8 launch (f16: ceil(K / 64); tf32: ceil(K / 32)).
+    #[arg(long, default_value_t = 2)]
+    pub k_slices: u32,
 }
 
 pub fn run_info(args: &InfoArgs) -> Result<()> {
@@ -87,6 +99,9 @@ pub fn run_info(args: &InfoArgs) -> Result<()> {
     let mut g = args.graph.load()?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let how: Reorder = args.reorder.parse()?;
+    if let Some(seed) = args.relabel {
+        g = tcgnn::graph::Permutation::random(g.n_rows(), seed).apply_to_csr(&g)?;
+    }
     if how != Reorder::Identity {
         g = reorder(&g, how)?.apply_to_csr(&g)?;
     }
@@ -97,6 +112,9 @@ pub fn run_info(args: &InfoArgs) -> Result<()> {
     println!("degree     min {dmin}  mean {dmean:.2}  max {dmax}");
     println!("memory     {} bytes (CSR, f32 values)", g.bytes());
     println!("load       {load_ms:.1} ms ({:.1} M nnz/s)", g.nnz() as f64 / load_ms / 1e3);
+    if let Some(seed) = args.relabel {
+        println!("relabelled randomly (seed {seed})");
+    }
     if how != Reorder::Identity {
         println!("reordered  {how:?}");
     }
@@ -117,6 +135,11 @@ pub fn run_info(args: &InfoArgs) -> Result<()> {
         );
     }
     println!();
+    if args.worklist {
+        let model = worklist::DeviceModel::new(args.sm_count);
+        print!("{}", worklist::render_worklist(&MeBcrs::from_csr(&g, 8)?, args.k_slices, &model));
+        return Ok(());
+    }
     print!("{}", render_table(&format_stats(&g)?));
     print!("{}", render_vector_zeros(&vector_zeros(&g)?));
     let models = [hybrid::CostModel::TF32_K128, hybrid::CostModel::F16_K128];
@@ -339,7 +362,7 @@ mod tests {
         run_gen(&gen_args).unwrap();
         assert!(dir.join("g.npz").exists());
         let input = GraphInput { input: out.clone(), input_format: InputFormat::Auto, nodes: None, header: false };
-        run_info(&InfoArgs { graph: input.clone(), npz: Some(dir.join("g.npz")), reorder: "rcm".into() }).unwrap();
+        run_info(&InfoArgs { graph: input.clone(), npz: Some(dir.join("g.npz")), reorder: "rcm".into(), relabel: None, worklist: false, sm_count: 132, k_slices: 2 }).unwrap();
         let conv = dir.join("c.mtx");
         run_convert(&ConvertArgs { graph: input.clone(), output: conv.clone(), symmetrize: true, self_loops: true })
             .unwrap();

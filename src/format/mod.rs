@@ -7,6 +7,7 @@ pub mod gpu;
 pub mod mebcrs;
 pub mod sgt;
 pub mod stats;
+pub mod worklist;
 
 pub use coo::Coo;
 pub use mebcrs::{MeBcrs, MEBCRS_WINDOW};

@@ -47,6 +47,10 @@ pub mod sddmm {
 pub mod selftest {
     include!("../../kernels-gpu/src/abi/selftest.rs");
 }
+pub mod perm {
+    include!("../../kernels-gpu/src/abi/perm.rs");
+}
+
 pub mod spmm {
     include!("../../kernels-gpu/src/abi/spmm.rs");
 }
@@ -78,7 +82,7 @@ mod tests {
     /// every launch's symbol and argument bytes, checked without a GPU.
     #[test]
     fn listings_match_the_ptx_entry_points() {
-        let listed: Vec<(&str, usize, usize)> = [super::format::ALL, super::hybrid::ALL, super::nn::ALL, super::sddmm::ALL, super::selftest::ALL, super::spmm::ALL, super::values::ALL].concat();
+        let listed: Vec<(&str, usize, usize)> = [super::format::ALL, super::hybrid::ALL, super::nn::ALL, super::perm::ALL, super::sddmm::ALL, super::selftest::ALL, super::spmm::ALL, super::values::ALL].concat();
         let entries = ptx_entries();
         assert!(entries.len() >= listed.len(), "no entry points parsed from the PTX");
         for &(name, size, align) in &listed {

@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::gpu::{DeviceVec, Gpu};
 use crate::format::{MeBcrs, Sgt};
-use crate::graph::Csr;
+use crate::graph::reorder::{Reorder, reorder};
+use crate::graph::{Csr, Permutation};
 use crate::ops::ValueOrder;
+use crate::ops::permute::Reordering;
 
 type Cache = Mutex<HashMap<(TypeId, u64), Arc<dyn Any + Send + Sync>>>;
 
@@ -17,7 +19,12 @@ pub struct GraphHandle {
     csr: Arc<Csr>,
     gpu: Option<Arc<Gpu>>,
     cache: Cache,
+    /// Set for a reordered handle: `csr` is P S Pᵀ of the graph S it was made from.
+    reordering: Option<Arc<Reordering>>,
 }
+
+/// [`GraphHandle::reordered`] of one method.
+struct ReorderedHandle(Arc<GraphHandle>);
 
 /// The row of every nonzero (row-sorted COO) on the device: what the nnz-balanced HP kernels
 /// read to know which row a nonzero belongs to without searching `row_ptr`.
@@ -76,9 +83,73 @@ impl DeviceCsr {
 impl GraphHandle {
     /// A handle for `csr`; `gpu = None` restricts it to CPU implementations.
     pub fn new(csr: Csr, gpu: Option<Arc<Gpu>>) -> Self {
-        GraphHandle { csr: Arc::new(csr), gpu, cache: Mutex::new(HashMap::new()) }
+        GraphHandle { csr: Arc::new(csr), gpu, cache: Mutex::new(HashMap::new()), reordering: None }
     }
 
+    /// A handle for `csr` whose kernels run on it reordered by `how` (RCM, community, degree;
+    /// see `graph::reorder`): P is computed once here, the handle keeps S' = P S Pᵀ (every
+    /// format is translated from it) and P. `ops::spmm` / `spmm_device` take X and return Y in
+    /// `csr`'s own node order: they permute X's rows in (X' = P X) and Y's rows back
+    /// (Y = Pᵀ Y'); the device scratch for that is allocated once per feature width.
+    /// `Reorder::Identity` gives a plain handle. [`GraphHandle::csr`] is S'; the permutation
+    /// and its one-time cost are in [`GraphHandle::reordering`]. Other ops (SDDMM, per-call
+    /// edge values) refuse reordered handles.
+    pub fn with_reorder(csr: Csr, gpu: Option<Arc<Gpu>>, how: Reorder) -> Result<Self> {
+        if how == Reorder::Identity {
+            return Ok(GraphHandle::new(csr, gpu));
+        }
+        let t = std::time::Instant::now();
+        let perm = reorder(&csr, how)?;
+        let order_ms = t.elapsed().as_secs_f64() * 1e3;
+        Self::permuted(csr, gpu, perm, Some(how), order_ms)
+    }
+
+    /// [`GraphHandle::with_reorder`] with a given permutation (`perm.new_to_old()[i]` is the
+    /// node of `csr` placed at i).
+    pub fn with_permutation(csr: Csr, gpu: Option<Arc<Gpu>>, perm: Permutation) -> Result<Self> {
+        Self::permuted(csr, gpu, perm, None, 0.0)
+    }
+
+    fn permuted(csr: Csr, gpu: Option<Arc<Gpu>>, perm: Permutation, method: Option<Reorder>, order_ms: f64) -> Result<Self> {
+        let t = std::time::Instant::now();
+        let reordered = perm.apply_to_csr(&csr)?;
+        let apply_ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut h = GraphHandle::new(reordered, gpu);
+        h.reordering = Some(Arc::new(Reordering { method, perm, order_ms, apply_ms }));
+        Ok(h)
+    }
+
+    /// This (plain) handle's graph reordered by `how`, as a handle built once and kept here
+    /// ([`GraphHandle::with_reorder`] on a copy of the CSR, same GPU).
+    pub fn reordered(&self, how: Reorder) -> Result<Arc<GraphHandle>> {
+        if self.reordering.is_some() {
+            return Err(Error::Unsupported("reordering a handle that is already reordered".into()));
+        }
+        let key = match how {
+            Reorder::Identity => 0,
+            Reorder::Rcm => 1,
+            Reorder::Community => 2,
+            Reorder::Degree => 3,
+        };
+        Ok(self.cached(key, || Ok(ReorderedHandle(Arc::new(GraphHandle::with_reorder((*self.csr).clone(), self.gpu.clone(), how)?))))?.0.clone())
+    }
+
+    /// The permutation of a reordered handle (`None` for a plain one).
+    pub fn reordering(&self) -> Option<&Reordering> {
+        self.reordering.as_deref()
+    }
+
+    /// `Error::Unsupported` for a reordered handle: for ops that would see the reordered
+    /// graph's node and edge order instead of the caller's.
+    pub fn require_original_order(&self, op: &str) -> Result<()> {
+        match self.reordering {
+            Some(_) => Err(Error::Unsupported(format!("{op} on a reordered graph handle (only SpMM permutes its inputs and outputs)"))),
+            None => Ok(()),
+        }
+    }
+
+    /// The matrix the kernels run on: the graph given to [`GraphHandle::new`], or P S Pᵀ for a
+    /// reordered handle.
     pub fn csr(&self) -> &Csr {
         &self.csr
     }
@@ -167,7 +238,10 @@ impl GraphHandle {
     fn transposed(&self) -> Result<Arc<Transposed>> {
         self.cached(0, || {
             let (t, map) = crate::graph::ops::transpose_with_map(&self.csr);
-            Ok(Transposed { handle: Arc::new(GraphHandle::new(t, self.gpu.clone())), csr_map: Arc::new(map) })
+            // Sᵀ of a reordered handle is P Sᵀ Pᵀ: the same permutation applies.
+            let mut handle = GraphHandle::new(t, self.gpu.clone());
+            handle.reordering = self.reordering.clone();
+            Ok(Transposed { handle: Arc::new(handle), csr_map: Arc::new(map) })
         })
     }
 

@@ -3,6 +3,7 @@
 
 pub mod handle;
 pub mod nn;
+pub mod permute;
 pub mod sddmm;
 pub mod spmm;
 pub mod values;

@@ -51,3 +51,4 @@ pub mod nn;
 pub mod sddmm;
 pub mod selftest;
 pub mod values;
+pub mod perm;

@@ -89,6 +89,7 @@ pub fn sddmm_device<'a, 'b>(
 }
 
 fn check_shapes(g: &GraphHandle, a_rows: usize, a_cols: usize, b_rows: usize, b_cols: usize) -> Result<()> {
+    g.require_original_order("SDDMM")?;
     let (n, m) = (g.csr().n_rows(), g.csr().n_cols());
     if a_rows != n || b_rows != m || a_cols != b_cols {
         return Err(Error::Shape(format!("SDDMM: S is {n}x{m}, A {a_rows}x{a_cols}, B {b_rows}x{b_cols}")));

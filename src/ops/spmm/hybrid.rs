@@ -225,7 +225,7 @@ pub fn spmm_hybrid(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32
 /// Gathers in flight per lane of the remainder kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CcUnroll {
-    /// 4, or 8 with `TCGNN_HYBRID_CC_UNROLL=8`.
+    /// 4 (the measured default).
     Default,
     /// 4 (ptxas: 54 registers f32, 56 f16).
     U4,
@@ -262,9 +262,9 @@ pub fn spmm_hybrid_with(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatri
 }
 
 fn unroll_of(choice: CcUnroll) -> u32 {
-    match (choice, std::env::var("TCGNN_HYBRID_CC_UNROLL").ok().as_deref()) {
-        (CcUnroll::U8, _) | (CcUnroll::Default, Some("8")) => 8,
-        _ => 4,
+    match choice {
+        CcUnroll::U8 => 8,
+        CcUnroll::Default | CcUnroll::U4 => 4,
     }
 }
 

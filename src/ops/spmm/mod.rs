@@ -11,7 +11,7 @@ pub mod tc8;
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::ops::{DeviceFeatures, FeaturesRef, EdgeValues, GraphHandle, Impl, Precision, ValueOrder, values};
+use crate::ops::{DeviceFeatures, FeaturesRef, EdgeValues, GraphHandle, Impl, Precision, ValueOrder, permute, values};
 use crate::tensor::Matrix;
 
 /// Host-to-host SpMM: uploads X, runs `imp`, downloads Y. Convenient, not for hot loops
@@ -20,7 +20,10 @@ pub fn spmm(g: &GraphHandle, x: &Matrix, imp: Impl, prec: Precision) -> Result<M
     check_shapes(g, x.rows, x.cols)?;
     let imp = resolve(g, imp, prec);
     if imp == Impl::Cpu {
-        return Ok(cpu::spmm_cpu(g.csr(), x));
+        return match g.reordering() {
+            Some(r) => permute::host_permuted(r, x, |x| Ok(cpu::spmm_cpu(g.csr(), x))),
+            None => Ok(cpu::spmm_cpu(g.csr(), x)),
+        };
     }
     let gpu = g.gpu()?.clone();
     let xd = DeviceFeatures::upload(&gpu, x, prec)?;
@@ -33,8 +36,20 @@ pub fn spmm(g: &GraphHandle, x: &Matrix, imp: Impl, prec: Precision) -> Result<M
 /// storage and the implementation: f16 features run f16 tensor cores; f32 features run f32
 /// (Csr, Hp) or tf32 (Tc*). `Impl::Auto` times the candidates once per (graph, storage type, K)
 /// and keeps the fastest; with f32 features that includes the tf32 tensor-core kernels.
+/// On a reordered handle (`GraphHandle::with_reorder`) X and Y are in the original node order:
+/// X's rows are gathered into the reordered order, Y's gathered back (two extra launches).
 pub fn spmm_device<'a>(g: &GraphHandle, x: impl Into<FeaturesRef<'a>>, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
     spmm_with(g, None, x.into(), y, imp)
+}
+
+/// [`spmm_device`] in the handle's own node order: on a reordered handle X and Y are already
+/// permuted (X' = P X, Y' = P Y), so only the SpMM on P S Pᵀ runs (what a caller keeping its
+/// features in the reordered order for a whole training run would do); on a plain handle it is
+/// [`spmm_device`].
+pub fn spmm_device_permuted<'a>(g: &GraphHandle, x: impl Into<FeaturesRef<'a>>, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+    let x = x.into();
+    check_device_shapes(g, x, y)?;
+    spmm_in_order(g, None, x, y, imp)
 }
 
 /// The order in which `imp` reads per-call edge values ([`spmm_device_values`]): CSR for Csr,
@@ -74,10 +89,26 @@ pub fn spmm_device_values<'a>(g: &GraphHandle, values: EdgeValues, x: impl Into<
 
 /// The one device path: `values = None` reads the handle's values.
 fn spmm_with(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+    check_device_shapes(g, x, y)?;
+    if let Some(r) = g.reordering() {
+        if values.is_some() {
+            g.require_original_order("SpMM with per-call edge values")?;
+        }
+        return permute::spmm_permuted(g, r, x, y, |x, y| spmm_in_order(g, None, x, y, imp));
+    }
+    spmm_in_order(g, values, x, y, imp)
+}
+
+fn check_device_shapes(g: &GraphHandle, x: FeaturesRef<'_>, y: &DeviceMatrix<f32>) -> Result<()> {
     check_shapes(g, x.rows(), x.cols())?;
     if y.rows != g.csr().n_rows() || y.cols != x.cols() {
         return Err(Error::Shape(format!("Y is {}x{}, expected {}x{}", y.rows, y.cols, g.csr().n_rows(), x.cols())));
     }
+    Ok(())
+}
+
+/// SpMM on the handle's matrix as stored (X and Y in its node order).
+fn spmm_in_order(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
     let imp = match imp {
         Impl::Auto => auto::choose(g, x, y, values.map(|v| v.order()), |g, x, y, imp| run_kernel(g, values, x, y, imp))?,
         other => other,

@@ -3,12 +3,12 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::abi::spmm::{self as kernels, Tc8SpmmArgs, ZeroWindowsArgs};
+use crate::format::worklist::{WorkListBuilder, tc8_work_list};
 use crate::gpu::launch::{Kernel, Ptr, PtrMut, Shape};
 use crate::gpu::module::KERNELS_ARCH;
 use crate::gpu::shared::config::{
     TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS, TC8_WARPS, tc8_async_stage_bytes, tc8_bulk_warp_bytes,
 };
-use crate::gpu::shared::partition::tc8_max_blocks;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::values::check_len;
 use crate::ops::{EdgeValues, FeaturesRef, GraphHandle, OutputMut, ValueOrder};
@@ -51,7 +51,6 @@ pub fn work_list(blocks_per_window: impl Iterator<Item = u32>, max_blocks: u32) 
 
 /// What the work lists need of the format (shared by both precisions and every K).
 struct Tc8Shape {
-    n_blocks: u32,
     /// Blocks of every window.
     blocks_per_window: Vec<u32>,
 }
@@ -69,26 +68,15 @@ fn shape(g: &GraphHandle) -> Result<std::sync::Arc<Tc8Shape>> {
     g.cached(TC8_BLOCK_VECTORS as u64, || {
         let m = g.mebcrs(TC8_BLOCK_VECTORS as usize)?;
         Ok(Tc8Shape {
-            n_blocks: m.n_blocks() as u32,
             blocks_per_window: (0..m.n_windows()).map(|w| m.blocks_of(w) as u32).collect(),
         })
     })
 }
 
-fn device_work_list(
-    g: &GraphHandle,
-    gpu: &Gpu,
-    f: &Tc8Shape,
-    k_slices: u32,
-) -> Result<std::sync::Arc<DeviceWorkList>> {
-    g.cached(k_slices as u64, || {
-        let max_blocks = tc8_max_blocks(
-            f.n_blocks,
-            f.blocks_per_window.len() as u32,
-            k_slices,
-            gpu.info().sm_count,
-        );
-        let wl = work_list(f.blocks_per_window.iter().copied(), max_blocks);
+fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &Tc8Shape, k_slices: u32, builder: WorkListBuilder) -> Result<std::sync::Arc<DeviceWorkList>> {
+    let key = k_slices as u64 | (matches!(builder, WorkListBuilder::Balanced) as u64) << 32;
+    g.cached(key, || {
+        let wl = tc8_work_list(&f.blocks_per_window, k_slices, gpu.info().sm_count, builder);
         Ok(DeviceWorkList {
             item_win: DeviceVec::upload(gpu, &wl.item_win)?,
             item_blocks: DeviceVec::upload(gpu, &wl.item_blocks)?,
@@ -157,6 +145,7 @@ impl Tc8Source {
 pub struct Tc8Config {
     pub source: Tc8Source,
     pub grid: Tc8Grid,
+    pub work_list: WorkListBuilder,
 }
 
 /// The grid of a TC8 product.
@@ -180,7 +169,7 @@ pub const PERSISTENT_WAVES: u32 = 8;
 
 impl From<Tc8Source> for Tc8Config {
     fn from(source: Tc8Source) -> Self {
-        Tc8Config { source, grid: Tc8Grid::Auto }
+        Tc8Config { source, grid: Tc8Grid::Auto, work_list: WorkListBuilder::Launcher }
     }
 }
 
@@ -240,7 +229,7 @@ pub fn spmm_tc8_values<'y>(
     config: impl Into<Tc8Config>,
 ) -> Result<()> {
     let mut y = y.into();
-    let Tc8Config { source, grid } = config.into();
+    let Tc8Config { source, grid, work_list } = config.into();
     let gpu = g.gpu()?;
     let f = shape(g)?;
     let m = g.device_mebcrs()?;
@@ -285,7 +274,7 @@ pub fn spmm_tc8_values<'y>(
     }
     let (kernel, smem_bytes) = kernel(source, f16, f16_out)?;
     let k_slices = ld.div_ceil(16 * source.tiles(f16));
-    let wl = device_work_list(g, gpu, &f, k_slices)?;
+    let wl = device_work_list(g, gpu, &f, k_slices, work_list)?;
     let x_ptr = match x {
         FeaturesRef::F32(xm) => xm.ptr(),
         FeaturesRef::F16(xm) => xm.ptr(),
@@ -338,6 +327,7 @@ pub fn spmm_tc8_values<'y>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gpu::shared::partition::tc8_max_blocks;
 
     #[test]
     fn long_windows_are_split_and_empty_windows_kept() {

@@ -104,7 +104,8 @@ const GPU_VARIANTS: [(Impl, Precision); 8] = [
     (Impl::Tc8, Precision::F16),
     (Impl::Tc16, Precision::F16),
     (Impl::Auto, Precision::F16),
-    (Impl::Auto, Precision::F32),
+    // Auto may pick tf32 tensor cores for f32 features: the tf32 tolerance applies.
+    (Impl::Auto, Precision::Tf32),
 ];
 
 #[test]

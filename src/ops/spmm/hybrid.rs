@@ -133,7 +133,8 @@ impl HybridHost {
     /// `item_nnz` nonzeros.
     pub fn build(csr: &Csr, split: HybridSplit, item_nnz: u32) -> Result<Self> {
         let p = hybrid_parts(csr, split.t)?;
-        let tc = (p.tc.nnz() > 0).then_some(p.tc);
+        // An empty S_cc runs as TC8 on the graph itself: no copy of it as S_tc.
+        let tc = (p.tc.nnz() > 0 && p.cc.nnz() > 0).then_some(p.tc);
         let (cc, items) = if p.cc.nnz() > 0 {
             let items = cc_items(p.cc.row_ptr(), item_nnz, tc.is_none())?;
             (Some(p.cc), Some(items))

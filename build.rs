@@ -31,9 +31,9 @@ fn main() {
         .arg("--")
         .arg(format!("--emit=asm={}", ptx.display()))
         .args(["-C", &format!("target-cpu={arch}")])
-        // PTX ISA 8.0 (CUDA 12.0 drivers and newer): sm_90's bulk copies and mbarrier
-        // transaction counts need it; rustc's default for these targets is 7.8.
-        .args(["-C", "target-feature=+ptx80"]);
+        // PTX ISA 8.1 (CUDA 12.1 drivers and newer): sm_90's bulk copies, mbarrier transaction
+        // counts and vector reductions need it; rustc's default for these targets is 7.8.
+        .args(["-C", "target-feature=+ptx81"]);
     // The outer build's wrappers and flags are for the host (clippy-driver, -D warnings, ...).
     for var in [
         "RUSTC_WRAPPER",

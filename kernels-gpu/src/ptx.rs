@@ -574,6 +574,20 @@ pub unsafe fn cp_async_bulk_g2s(dst: u32, src: *const u32, bytes: u32, bar: u32)
     );
 }
 
+/// Atomic accumulate of 4 consecutive floats (`p` 16-byte aligned): one `red.global.v4.f32.add`
+/// on sm_90 (PTX 8.1), four scalar reductions elsewhere.
+#[inline(always)]
+pub unsafe fn red_add_v4_f32(p: *mut f32, v: [f32; 4]) {
+    #[cfg(target_feature = "sm_90")]
+    unsafe {
+        asm!("red.global.v4.f32.add [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg64) p, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack))
+    };
+    #[cfg(not(target_feature = "sm_90"))]
+    for (i, e) in v.iter().enumerate() {
+        unsafe { red_add_f32(p.add(i), *e) };
+    }
+}
+
 /// `red.global.add.noftz.f16x2`: atomic accumulate of two packed halves.
 #[inline(always)]
 pub unsafe fn red_add_f16x2(p: *mut u32, v: u32) {

@@ -29,9 +29,7 @@ impl Tc8Output for F32Out {
                     let v = [acc[q][half as usize], acc[q][2 + half as usize], acc[q + 1][half as usize], acc[q + 1][2 + half as usize]];
                     unsafe {
                         if atomic {
-                            for (i, e) in v.iter().enumerate() {
-                                ptx::red_add_f32(p.add(2 * q + i), *e);
-                            }
+                            ptx::red_add_v4_f32(p.add(2 * q), v);
                         } else {
                             ptx::st_v4_f32(p.add(2 * q), v);
                         }

@@ -154,6 +154,19 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
         let res = measure(&|y: &mut DeviceMatrix<f32>| spmm_device(g, x, y, imp));
         out.push(record(label(imp, prec), res.map_err(|e| e.to_string()), fb));
     }
+    // TC8 f16 writing f16 Y (for a next layer that reads f16). cuSPARSE's f16 row above writes
+    // f32 Y, so this row's ratio to it includes the smaller output.
+    if (opt.only.is_empty() || opt.only.contains(&Impl::Tc8)) && n > 0 {
+        let res = (|| -> Result<(f64, f64)> {
+            let mut y16 = DeviceMatrix::<half::f16>::zeros(gpu, n, k)?;
+            y16.poison()?;
+            crate::ops::spmm::tc8::spmm_tc8_with(g, x16.view(), &mut y16, crate::ops::spmm::tc8::Tc8Source::Auto)?;
+            let err = rel_error(&y16.download()?.data, &reference_f16);
+            let t = time_gpu(gpu, opt.warmup, opt.reps, || crate::ops::spmm::tc8::spmm_tc8_with(g, x16.view(), &mut y16, crate::ops::spmm::tc8::Tc8Source::Auto))?;
+            Ok((t.median_ms, err))
+        })();
+        out.push(record("tc8 f16 f16-out".into(), res.map_err(|e| e.to_string()), (2, 2)));
+    }
     if opt.tc8_sources {
         for (variant, outcome, fb) in bench_tc8_sources(gpu, g, (&x32, &x16), (&reference, &reference_f16), &mut y, opt)? {
             out.push(record(variant, outcome, fb));

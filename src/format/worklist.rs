@@ -325,9 +325,10 @@ pub fn balanced_work_list(blocks_per_window: &[u32], k_slices: u32, m: &DeviceMo
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum WorkListBuilder {
     /// Windows cut at `tc8_max_blocks`, in window order ([`launcher_work_list`]).
-    #[default]
     Launcher,
     /// Equal cuts, heavy items first, the cap chosen by the schedule model ([`balanced_work_list`]).
+    /// The default: H100, K = 128, 7 graphs, f16 1.15x -> 1.36x cuSPARSE f32 (bench/NOTES.md).
+    #[default]
     Balanced,
 }
 

@@ -169,7 +169,7 @@ pub const PERSISTENT_WAVES: u32 = 8;
 
 impl From<Tc8Source> for Tc8Config {
     fn from(source: Tc8Source) -> Self {
-        Tc8Config { source, grid: Tc8Grid::Auto, work_list: WorkListBuilder::Launcher }
+        Tc8Config { source, grid: Tc8Grid::Auto, work_list: WorkListBuilder::Balanced }
     }
 }
 

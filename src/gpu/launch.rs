@@ -90,9 +90,11 @@ impl<A: DeviceRepr> Kernel<A> {
     /// How many blocks of `block_threads` threads and `smem_bytes` dynamic shared memory fit on
     /// one SM at once (the driver's occupancy calculator), for persistent grids.
     pub fn max_active_blocks_per_sm(self, gpu: &Gpu, block_threads: u32, smem_bytes: u32) -> Result<u32> {
-        let Some(func) = self.function(gpu, Shape::linear(1, block_threads, smem_bytes))? else { return Ok(1) };
-        func.occupancy_max_active_blocks_per_multiprocessor(block_threads, smem_bytes as usize, None)
-            .map_err(|e| Error::cuda(format!("occupancy of {}", self.name), e))
+        gpu.kernels.occupancy((self.name, block_threads, smem_bytes), || {
+            let Some(func) = self.function(gpu, Shape::linear(1, block_threads, smem_bytes))? else { return Ok(1) };
+            func.occupancy_max_active_blocks_per_multiprocessor(block_threads, smem_bytes as usize, None)
+                .map_err(|e| Error::cuda(format!("occupancy of {}", self.name), e))
+        })
     }
 
     /// Launch on the GPU's stream with `args`.

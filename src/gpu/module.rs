@@ -17,6 +17,9 @@ pub const KERNELS_ARCH: &str = env!("TCGNN_PTX_ARCH");
 pub struct KernelModule {
     module: Arc<CudaModule>,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    /// Resident blocks per SM by (kernel, threads per block, dynamic shared memory): the
+    /// occupancy query costs tens of microseconds, paid once, not per launch.
+    occupancy: Mutex<HashMap<(&'static str, u32, u32), u32>>,
 }
 
 impl KernelModule {
@@ -24,7 +27,7 @@ impl KernelModule {
         let module = ctx
             .load_module(Ptx::from_src(KERNELS_PTX))
             .map_err(|e| Error::cuda(format!("loading the kernels' PTX (built for {KERNELS_ARCH})"), e))?;
-        Ok(KernelModule { module, functions: Mutex::new(HashMap::new()) })
+        Ok(KernelModule { module, functions: Mutex::new(HashMap::new()), occupancy: Mutex::new(HashMap::new()) })
     }
 
     /// The kernel `name`, with its dynamic shared memory limit raised to `smem_bytes` if above 48 KB.
@@ -36,5 +39,15 @@ impl KernelModule {
         let f = self.module.load_function(name).map_err(|e| Error::cuda(format!("kernel {name} not in PTX"), e))?;
         map.insert(name, f.clone());
         Ok(f)
+    }
+
+    /// The cached occupancy of (`name`, `threads`, `smem_bytes`), or `query`'s answer stored.
+    pub fn occupancy(&self, key: (&'static str, u32, u32), query: impl FnOnce() -> Result<u32>) -> Result<u32> {
+        if let Some(&n) = self.occupancy.lock().expect("occupancy cache poisoned").get(&key) {
+            return Ok(n);
+        }
+        let n = query()?;
+        self.occupancy.lock().expect("occupancy cache poisoned").insert(key, n);
+        Ok(n)
     }
 }

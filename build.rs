@@ -31,9 +31,9 @@ fn main() {
         .arg("--")
         .arg(format!("--emit=asm={}", ptx.display()))
         .args(["-C", &format!("target-cpu={arch}")])
-        // PTX ISA 8.1 (CUDA 12.1 drivers and newer): sm_90's bulk copies, mbarrier transaction
+        // PTX ISA 8.4 (CUDA 12.4 drivers and newer): sm_90's bulk copies, mbarrier transaction
         // counts and vector reductions need it; rustc's default for these targets is 7.8.
-        .args(["-C", "target-feature=+ptx81"]);
+        .args(["-C", "target-feature=+ptx84"]);
     // The outer build's wrappers and flags are for the host (clippy-driver, -D warnings, ...).
     for var in [
         "RUSTC_WRAPPER",

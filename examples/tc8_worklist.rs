@@ -54,7 +54,7 @@ fn launch(g: &GraphHandle, gpu: &Gpu, x: &DeviceMatrix<half::f16>, y: &mut Devic
     let shape = Shape {
         grid: (wl.n_items.div_ceil(TC8_WARPS), k_slices, 1),
         block: (32 * TC8_WARPS, 1, 1),
-        smem_bytes: TC8_WARPS * TC8_ASYNC_STAGES * tc8_async_stage_bytes(2),
+        smem_bytes: TC8_WARPS * TC8_ASYNC_STAGES * tc8_async_stage_bytes(2, false),
     };
     let args = Tc8SpmmArgs {
         n_items: wl.n_items,
@@ -67,6 +67,10 @@ fn launch(g: &GraphHandle, gpu: &Gpu, x: &DeviceMatrix<half::f16>, y: &mut Devic
         item_blocks: wl.item_blocks.arg(gpu),
         x: Ptr::new(x.ptr()),
         y: y.arg_mut(),
+        x_ld: ld,
+        value_max: 0.0,
+        x_scales: Ptr::null(),
+        scale_max: Ptr::null(),
     };
     // SAFETY: as in ops/spmm/tc8.rs: ME-BCRS arrays and the list come from this graph, X has
     // n_cols rows and Y n_rows, both with stride ld.

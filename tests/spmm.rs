@@ -187,6 +187,53 @@ fn gpu_tc8_spmm_f16_output_matches_reference() {
     assert!(e.to_string().contains("f16 output"), "{e}");
 }
 
+/// FP8: X quantised to e4m3 with a row scale, values rounded to e4m3 in the kernel. Its error
+/// against the f64 reference is reported next to f16's and must stay within e4m3's precision
+/// (3 mantissa bits: 6.25% per element, averaging down over a row's sum).
+#[test]
+fn gpu_tc8_e4m3_spmm_error_next_to_f16() {
+    use tcgnn::ops::spmm::tc8::{E4m3Features, Tc8Source, spmm_tc8_e4m3, spmm_tc8_with};
+    let Some(gpu) = common::gpu_or_skip("gpu_tc8_e4m3_spmm_error_next_to_f16") else { return };
+    let (major, minor) = gpu.info().compute_capability;
+    if (major, minor) < (8, 9) {
+        println!("skipping: e4m3 MMAs need sm_89+");
+        return;
+    }
+    let mut shapes = common::odd_shapes(16);
+    shapes.push(("n=60000 one huge row".into(), common::one_huge_row(60_000, 24, 5)));
+    shapes.push(("n=40000 avg degree 2".into(), common::random_graph(40_000, 2, 300, 17)));
+    for (name, s) in &shapes {
+        for k in [8, 24, 128, 13] {
+            let (x, want) = common::spmm_problem(s, k, Precision::Tf32);
+            let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
+            let x32 = DeviceMatrix::<f32>::upload(&gpu, &x).unwrap();
+            let mut x8 = E4m3Features::zeros(&gpu, x.rows, x.cols).unwrap();
+            x8.quantize(&x32).unwrap();
+            // The quantised features themselves: every element within e4m3's rounding of its row.
+            let back = x8.dequantize(&gpu).unwrap();
+            let qerr = rel_error(&back.data, &x.data.iter().map(|&v| v as f64).collect::<Vec<_>>());
+            assert!(qerr < 0.07, "e4m3 quantisation of X on {name}, K={k}: relative error {qerr}");
+            let mut y = DeviceMatrix::<f32>::zeros(&gpu, s.n_rows(), k).unwrap();
+            y.poison().unwrap();
+            spmm_tc8_e4m3(&g, &x8, &mut y, Tc8Source::Auto).unwrap();
+            let err8 = rel_error(&y.download().unwrap().data, &want);
+            let x16 = DeviceFeatures::upload(&gpu, &x, Precision::F16).unwrap();
+            y.poison().unwrap();
+            spmm_tc8_with(&g, x16.view(), &mut y, Tc8Source::CpAsync).unwrap();
+            let err16 = rel_error(&y.download().unwrap().data, &want);
+            println!("Tc8 e4m3 {name} K={k}: rel err {err8:.2e} (f16 {err16:.2e}, X quantisation {qerr:.2e})");
+            assert!(err8 < 0.1, "Tc8 e4m3 on {name}, K={k}: relative error {err8}");
+        }
+    }
+    // Only the shared-memory source multiplies whole groups.
+    let s = common::random_graph(64, 4, 0, 3);
+    let g = GraphHandle::new(s, Some(gpu.clone()));
+    let x8 = E4m3Features::zeros(&gpu, 64, 16).unwrap();
+    let mut y = DeviceMatrix::<f32>::zeros(&gpu, 64, 16).unwrap();
+    let e = spmm_tc8_e4m3(&g, &x8, &mut y, Tc8Source::Registers { tiles: 2 }).unwrap_err();
+    assert!(e.to_string().contains("CpAsync"), "{e}");
+}
+
 #[test]
 fn gpu_cusparse_through_spmm_device_matches_reference() {
     let Some(gpu) = common::gpu_or_skip("gpu_cusparse_through_spmm_device_matches_reference") else { return };

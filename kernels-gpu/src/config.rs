@@ -15,9 +15,9 @@ pub const TC8_WARPS: u32 = 4;
 /// shared memory then holds fewer warps per SM).
 pub const TC8_ASYNC_STAGES: u32 = 2;
 /// Bytes of one stage of the pipelined TC8 SpMM: 32 vectors x 128 bytes of X, then the 8
-/// values of each vector (`value_bytes` each).
-pub const fn tc8_async_stage_bytes(value_bytes: u32) -> u32 {
-    32 * 128 + 32 * TC8_BLOCK_VECTORS * value_bytes
+/// values of each vector (`value_bytes` each), then (`scaled`, e4m3) each vector's X row scale.
+pub const fn tc8_async_stage_bytes(value_bytes: u32, scaled: bool) -> u32 {
+    32 * 128 + 32 * TC8_BLOCK_VECTORS * value_bytes + if scaled { 32 * 4 } else { 0 }
 }
 
 /// Bulk-copy TC8 SpMM (sm_90): shared-memory stride of one gathered 128-byte X slice. Padded by

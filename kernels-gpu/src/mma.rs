@@ -21,6 +21,8 @@ pub trait MmaAtom {
 pub struct F16K8;
 /// f16 m16n8k16.
 pub struct F16K16;
+/// e4m3 m16n8k32 (sm_89+): A four registers of 4 e4m3, B two.
+pub struct E4m3K32;
 /// tf32 m16n8k4.
 pub struct Tf32K4;
 /// tf32 m16n8k8: A four tf32 registers, B two.
@@ -63,5 +65,15 @@ impl MmaAtom for Tf32K8 {
     #[inline(always)]
     fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
         ptx::mma_m16n8k8_tf32(a, b, c)
+    }
+}
+
+impl MmaAtom for E4m3K32 {
+    const K: u32 = 32;
+    type A = [u32; 4];
+    type B = [u32; 2];
+    #[inline(always)]
+    fn mma(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+        ptx::mma_m16n8k32_e4m3(a, b, c)
     }
 }

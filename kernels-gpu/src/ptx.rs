@@ -588,6 +588,67 @@ pub unsafe fn red_add_v4_f32(p: *mut f32, v: [f32; 4]) {
     }
 }
 
+/// `mma.sync.aligned.m16n8k32` with e4m3 A and B, f32 accumulators (sm_89+; traps below).
+#[inline(always)]
+#[cfg_attr(not(target_feature = "sm_89"), allow(unused_variables))]
+pub fn mma_m16n8k32_e4m3(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
+    #[cfg(target_feature = "sm_89")]
+    {
+        let (d0, d1, d2, d3): (f32, f32, f32, f32);
+        unsafe {
+            asm!(
+                "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{c0}, {c1}, {c2}, {c3}}};",
+                d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+                a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                b0 = in(reg32) b[0], b1 = in(reg32) b[1],
+                c0 = in(reg32) c[0], c1 = in(reg32) c[1], c2 = in(reg32) c[2], c3 = in(reg32) c[3],
+                options(pure, nomem, nostack)
+            )
+        };
+        [d0, d1, d2, d3]
+    }
+    #[cfg(not(target_feature = "sm_89"))]
+    unsafe {
+        core::arch::nvptx::trap()
+    }
+}
+
+/// Four f32 rounded to e4m3 (saturating) in one word: byte 0 = `v[0]` ... byte 3 = `v[3]`
+/// (sm_89+; traps below).
+#[inline(always)]
+#[cfg_attr(not(target_feature = "sm_89"), allow(unused_variables))]
+pub fn pack_e4m3x4(v: [f32; 4]) -> u32 {
+    #[cfg(target_feature = "sm_89")]
+    {
+        let r: u32;
+        // cvt ... e4m3x2 d, a, b puts a in the upper byte of d.
+        unsafe {
+            asm!(
+                "{{ .reg .b16 lo, hi; cvt.rn.satfinite.e4m3x2.f32 lo, {b}, {a}; cvt.rn.satfinite.e4m3x2.f32 hi, {d}, {c}; mov.b32 {r}, {{lo, hi}}; }}",
+                a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], r = out(reg32) r,
+                options(pure, nomem, nostack)
+            )
+        };
+        r
+    }
+    #[cfg(not(target_feature = "sm_89"))]
+    unsafe {
+        core::arch::nvptx::trap()
+    }
+}
+
+/// `red.global.max.u32` (a non-negative f32's bits order like the float).
+#[inline(always)]
+pub unsafe fn red_max_u32(p: *mut u32, v: u32) {
+    unsafe { asm!("red.global.max.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
+}
+
+/// `cp.async.ca` of 4 bytes (`src_bytes` = 0 writes zeros instead).
+#[inline(always)]
+pub unsafe fn cp_async_4(dst: u32, src: *const u32, src_bytes: u32) {
+    unsafe { asm!("cp.async.ca.shared.global [{d}], [{s}], 4, {n};", d = in(reg32) dst, s = in(reg64) src, n = in(reg32) src_bytes, options(nostack)) };
+}
+
 /// `red.global.add.noftz.f16x2`: atomic accumulate of two packed halves.
 #[inline(always)]
 pub unsafe fn red_add_f16x2(p: *mut u32, v: u32) {

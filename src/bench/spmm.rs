@@ -167,6 +167,21 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
         })();
         out.push(record("tc8 f16 f16-out".into(), res.map_err(|e| e.to_string()), (2, 2)));
     }
+    // TC8 with X in e4m3 (row-scaled) on sm_89+: its error is against the f32 problem.
+    if (opt.only.is_empty() || opt.only.contains(&Impl::Tc8)) && n > 0 && gpu.info().compute_capability >= (8, 9) {
+        use crate::ops::spmm::tc8::{E4m3Features, Tc8Source, spmm_tc8_e4m3};
+        let res = (|| -> Result<(f64, f64)> {
+            let xf = DeviceMatrix::<f32>::upload(gpu, &x)?;
+            let mut x8 = E4m3Features::zeros(gpu, x.rows, x.cols)?;
+            x8.quantize(&xf)?;
+            y.poison()?;
+            spmm_tc8_e4m3(g, &x8, &mut y, Tc8Source::Auto)?;
+            let err = rel_error(&y.download()?.data, &reference);
+            let t = time_gpu(gpu, opt.warmup, opt.reps, || spmm_tc8_e4m3(g, &x8, &mut y, Tc8Source::Auto))?;
+            Ok((t.median_ms, err))
+        })();
+        out.push(record("tc8 e4m3".into(), res.map_err(|e| e.to_string()), (2, 1)));
+    }
     if opt.tc8_sources {
         for (variant, outcome, fb) in bench_tc8_sources(gpu, g, (&x32, &x16), (&reference, &reference_f16), &mut y, opt)? {
             out.push(record(variant, outcome, fb));

@@ -42,7 +42,7 @@ macro_rules! kernels {
 // instance listings use imported here.
 pub mod spmm {
     #[allow(unused_imports)]
-    use crate::spmm::tc8::{Bulk, CpAsync, F16, F16Out, F32Out, Registers, Tf32};
+    use crate::spmm::tc8::{Bulk, CpAsync, E4m3, F16, F16Out, F32Out, Registers, Tf32};
     include!("spmm.rs");
 }
 pub mod hybrid;

@@ -26,6 +26,25 @@ kernel_args! {
         pub x: Ptr<u32>,
         /// Y (n_rows x ld) in the instance's output type (f32, or f16 for the `_h` instances).
         pub y: PtrMut<f32>,
+        /// Row stride of X in elements (= ld, except e4m3 X: a multiple of 16).
+        pub x_ld: u32,
+        /// e4m3 only (else 0 / null): max |value| of the graph's (f16-rounded) values, the scale
+        /// of each X row and the largest of them (f32 bits, written by `quantize_rows_e4m3`).
+        pub value_max: f32,
+        pub x_scales: Ptr<f32>,
+        pub scale_max: Ptr<u32>,
+    }
+
+    /// X (f32, n_rows x ld_in) to e4m3 (n_rows x ld_out bytes, zero past ld_in) with one scale per
+    /// row (max |x| / 448), the largest scale reduced into `scale_max` (cleared before).
+    pub struct QuantizeE4m3Args {
+        pub n_rows: u32,
+        pub ld_in: u32,
+        pub ld_out: u32,
+        pub x: Ptr<f32>,
+        pub out: PtrMut<u32>,
+        pub scales: PtrMut<f32>,
+        pub scale_max: PtrMut<u32>,
     }
 
     /// Clear the rows of each listed window (those whose items add atomically): 8 rows per
@@ -113,6 +132,8 @@ kernels! {
     spmm_tc8_f16_nt4_h(Tc8SpmmArgs) = crate::spmm::tc8::tc8_spmm::<F16, Registers, F16Out, 4>;
     spmm_tc8a_f16_h(Tc8SpmmArgs) = crate::spmm::tc8::tc8_spmm::<F16, CpAsync<2>, F16Out, 4>;
     spmm_tc8b_f16_h(Tc8SpmmArgs) = crate::spmm::tc8::tc8_spmm::<F16, Bulk<2>, F16Out, 4>;
+    spmm_tc8a_e4m3(Tc8SpmmArgs) = crate::spmm::tc8::tc8_spmm::<E4m3, CpAsync<2>, F32Out, 8>;
+    quantize_rows_e4m3(QuantizeE4m3Args) = crate::spmm::tc8::quantize::quantize_rows_e4m3;
     tc8_zero_windows(ZeroWindowsArgs) = crate::spmm::tc8::zero_windows;
     spmm_csr_f32(CsrSpmmArgs) = crate::spmm::csr::csr_spmm;
     spmm_hp_f32(HpSpmmArgs) = crate::spmm::hp::hp_spmm;

@@ -22,11 +22,12 @@
 
 pub mod output;
 pub mod precision;
+pub mod quantize;
 pub mod source;
 pub mod work;
 
 pub use output::{F16Out, F32Out, Tc8Output};
-pub use precision::{F16, Tc8Precision, Tf32};
+pub use precision::{E4m3, F16, Tc8Precision, Tf32};
 pub use source::{Bulk, CpAsync, GatherSource, Registers};
 pub use work::{Cursor, Items, WorkItem, zero_windows};
 
@@ -42,7 +43,13 @@ pub const GROUP_VECTORS: u32 = GROUP * KV;
 /// What stays fixed for a warp: the dense operands and its place in K.
 pub struct Operands {
     pub x: *const u32,
+    /// Row stride of Y (and of X but for e4m3), in elements.
     pub ld: u32,
+    /// Row stride of X in elements.
+    pub x_ld: u32,
+    /// e4m3: each X row's scale, and 1 / the global scale that B values are divided by.
+    pub x_scales: *const f32,
+    pub inv_scale: f32,
     pub vec_col: *const u32,
     pub values: *const u32,
     pub lane: u32,
@@ -55,7 +62,7 @@ pub struct Operands {
 /// The main loop of every TC8 SpMM instance (`abi::spmm` lists them).
 #[inline(always)]
 pub unsafe fn tc8_spmm<P: Tc8Precision, S: GatherSource<P, NT>, O: Tc8Output, const NT: usize>(args: Tc8SpmmArgs) {
-    let Tc8SpmmArgs { n_items, n_rows, ld, win_ptr, vec_col, values, item_win, item_blocks, x, y } = args;
+    let Tc8SpmmArgs { n_items, n_rows, ld, win_ptr, vec_col, values, item_win, item_blocks, x, y, x_ld, value_max, x_scales, scale_max } = args;
     let warp = ptx::ctaid_x() * TC8_WARPS + ptx::warp_id();
     if warp >= n_items {
         return;
@@ -63,7 +70,10 @@ pub unsafe fn tc8_spmm<P: Tc8Precision, S: GatherSource<P, NT>, O: Tc8Output, co
     let items = Items { n_items, win_ptr, item_win, item_blocks, stride: ptx::nctaid_x() * TC8_WARPS };
     let lane = ptx::lane_id();
     let slice = ptx::ctaid_y() * 16 * NT as u32;
-    let ops = Operands { x, ld, vec_col, values, lane, slice, dim: slice + 2 * NT as u32 * (lane / 4) };
+    // e4m3: B values v * s[col] / scale stay within e4m3's 448; Y is scaled back at the end.
+    let scale = if P::SCALED { value_max * f32::from_bits(unsafe { ptx::ld_nc_u32(scale_max) }) / 448.0 } else { 1.0 };
+    let inv_scale = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+    let ops = Operands { x, ld, x_ld, x_scales, inv_scale, vec_col, values, lane, slice, dim: slice + 2 * NT as u32 * (lane / 4) };
 
     let mut source = unsafe { S::new(&ops) };
     // The producer walks the same (item, group) stream DEPTH groups ahead of the MMAs.
@@ -84,16 +94,17 @@ pub unsafe fn tc8_spmm<P: Tc8Precision, S: GatherSource<P, NT>, O: Tc8Output, co
         while gi < n_groups {
             unsafe { source.issue_next(&ops, &items, &mut producer) };
             let stage = unsafe { source.acquire(&ops, &item, gi, seq) };
-            crate::unroll4!(i => {
-                let kb = item.block_vectors(gi, i as u32);
-                if kb > 0 {
-                    let (xa, xb, b) = unsafe { source.block(&ops, &item, &stage, i as u32, kb) };
-                    P::mma::<NT>(&mut acc, &xa, &xb, b);
-                }
-            });
+            unsafe { P::group_mma::<S, NT>(&mut acc, &source, &ops, &item, &stage, gi) };
             source.release();
             seq += 1;
             gi += 1;
+        }
+        if P::SCALED {
+            let mut q = 0;
+            while q < NT {
+                acc[q] = [acc[q][0] * scale, acc[q][1] * scale, acc[q][2] * scale, acc[q][3] * scale];
+                q += 1;
+            }
         }
         if ops.dim < ld {
             unsafe { O::write::<NT>(y, ld, n_rows, 8 * item.win, ops.dim, &acc, !item.whole_window) };

@@ -25,7 +25,7 @@ impl Tc8Output for F32Out {
             if row < n_rows {
                 let p = unsafe { y.add(row as usize * ld as usize + dim as usize) };
                 let mut q = 0;
-                while q < NT {
+                while q < NT && (dim + (2 * q) as u32) < ld {
                     let v = [acc[q][half as usize], acc[q][2 + half as usize], acc[q + 1][half as usize], acc[q + 1][2 + half as usize]];
                     unsafe {
                         if atomic {

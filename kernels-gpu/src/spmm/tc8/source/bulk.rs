@@ -45,15 +45,15 @@ impl<const STAGES: u32> Bulk<STAGES> {
         let bar = self.bar(seq);
         let vg = item.group_start(gi);
         let n_valid = item.group_vectors(gi);
-        let left = (ops.ld - ops.slice) * P::BYTES;
+        let left = (ops.ld - ops.slice) * P::X_BYTES;
         let row_bytes = if left < SLICE_BYTES { left } else { SLICE_BYTES };
-        let value_bytes = KV * n_valid * P::BYTES;
+        let value_bytes = KV * n_valid * P::VALUE_BYTES;
         if ops.lane == 0 {
             unsafe { ptx::mbarrier_arrive_expect_tx(bar, n_valid * row_bytes + value_bytes) };
         }
         let row = stage + ops.lane * self.row_stride;
         if ops.lane < n_valid {
-            let word = (my_col as usize * ops.ld as usize + ops.slice as usize) * P::BYTES as usize / 4;
+            let word = (my_col as usize * ops.x_ld as usize + ops.slice as usize) * P::X_BYTES as usize / 4;
             unsafe { ptx::cp_async_bulk_g2s(row, ops.x.add(word), row_bytes, bar) };
         } else {
             let mut c = 0;
@@ -63,7 +63,7 @@ impl<const STAGES: u32> Bulk<STAGES> {
             }
         }
         if ops.lane == 0 {
-            let src = unsafe { ops.values.add((KV * vg * P::BYTES / 4) as usize) };
+            let src = unsafe { ops.values.add((KV * vg * P::VALUE_BYTES / 4) as usize) };
             unsafe { ptx::cp_async_bulk_g2s(stage + GROUP_VECTORS * self.row_stride, src, value_bytes, bar) };
         }
     }
@@ -75,12 +75,12 @@ impl<P: Tc8Precision, const NT: usize, const STAGES: u32> GatherSource<P, NT> fo
 
     #[inline(always)]
     unsafe fn new(ops: &Operands) -> Self {
-        let warp_smem = ptx::dyn_smem_base() + ptx::warp_id() * tc8_bulk_warp_bytes(P::BYTES, STAGES);
+        let warp_smem = ptx::dyn_smem_base() + ptx::warp_id() * tc8_bulk_warp_bytes(P::VALUE_BYTES, STAGES);
         let s = Bulk {
             bars: warp_smem,
             stages: warp_smem + 16 * STAGES.div_ceil(2),
-            stage_bytes: tc8_bulk_stage_bytes(P::BYTES),
-            row_stride: tc8_bulk_row_stride(P::BYTES),
+            stage_bytes: tc8_bulk_stage_bytes(P::VALUE_BYTES),
+            row_stride: tc8_bulk_row_stride(P::VALUE_BYTES),
             issued: 0,
         };
         if ops.lane == 0 {

@@ -34,32 +34,39 @@ impl<const STAGES: u32> CpAsync<STAGES> {
     /// stale memory.
     #[inline(always)]
     unsafe fn issue<P: Tc8Precision>(&self, ops: &Operands, item: &WorkItem, gi: u32, my_col: u32, stage: u32) {
-        let tf32 = P::BYTES == 4;
+        let tf32 = P::X_BYTES == 4;
         let vg = item.group_start(gi);
         let c = ops.lane % 8;
         // A 16-byte chunk is 16 / BYTES dims.
-        let copy_dim = ops.slice + (16 / P::BYTES) * c;
+        let copy_dim = ops.slice + (16 / P::X_BYTES) * c;
         let copy_ok = copy_dim < ops.ld;
         let mut j = 0;
         while j < GROUP_VECTORS / 4 {
             let v = 4 * j + ops.lane / 8;
             let col = ptx::shfl_idx_u32(my_col, v);
             let ok = vg + v < item.v_end && copy_ok;
-            let word = (col as usize * ops.ld as usize + copy_dim as usize) * P::BYTES as usize / 4;
+            let word = (col as usize * ops.x_ld as usize + copy_dim as usize) * P::X_BYTES as usize / 4;
             let src = if ok { unsafe { ops.x.add(word) } } else { ops.x };
             unsafe { ptx::cp_async_16(stage + v * ROW_BYTES + 16 * tc8_smem_chunk(v, c, tf32), src, if ok { 16 } else { 0 }) };
             j += 1;
         }
-        let per_piece = 16 / P::BYTES;
+        let per_piece = 16 / P::VALUE_BYTES;
         let pieces = GROUP_VECTORS * KV / per_piece;
         let vals = stage + X_STAGE_BYTES;
         let mut p = ops.lane;
         while p < pieces {
             let elem = 8 * vg + p * per_piece;
             let ok = elem < 8 * item.v_end;
-            let src = if ok { unsafe { ops.values.add(elem as usize * P::BYTES as usize / 4) } } else { ops.values };
+            let src = if ok { unsafe { ops.values.add(elem as usize * P::VALUE_BYTES as usize / 4) } } else { ops.values };
             unsafe { ptx::cp_async_16(vals + 16 * p, src, if ok { 16 } else { 0 }) };
             p += 32;
+        }
+        if P::SCALED {
+            // The row scale of this lane's vector, after the values.
+            let ok = vg + ops.lane < item.v_end;
+            let src = if ok { unsafe { ops.x_scales.add(my_col as usize) } } else { ops.x_scales };
+            let dst = vals + GROUP_VECTORS * KV * P::VALUE_BYTES + 4 * ops.lane;
+            unsafe { ptx::cp_async_4(dst, src as *const u32, if ok { 4 } else { 0 }) };
         }
     }
 
@@ -75,7 +82,7 @@ impl<P: Tc8Precision, const NT: usize, const STAGES: u32> GatherSource<P, NT> fo
 
     #[inline(always)]
     unsafe fn new(_ops: &Operands) -> Self {
-        let stage_bytes = tc8_async_stage_bytes(P::BYTES);
+        let stage_bytes = tc8_async_stage_bytes(P::VALUE_BYTES, P::SCALED);
         CpAsync { warp_smem: ptx::dyn_smem_base() + ptx::warp_id() * STAGES * stage_bytes, stage_bytes, issued: 0 }
     }
 
@@ -104,7 +111,7 @@ impl<P: Tc8Precision, const NT: usize, const STAGES: u32> GatherSource<P, NT> fo
 
     #[inline(always)]
     unsafe fn block(&self, ops: &Operands, _item: &WorkItem, stage: &u32, i: u32, kb: u32) -> ([u32; 8], [u32; 8], P::B) {
-        let tf32 = P::BYTES == 4;
+        let tf32 = P::X_BYTES == 4;
         let g = ops.lane / 4;
         let (j0, j1) = P::slots(ops.lane);
         let row = |v: u32| stage + v * ROW_BYTES + 16 * tc8_smem_chunk(v, g, tf32);
@@ -118,5 +125,20 @@ impl<P: Tc8Precision, const NT: usize, const STAGES: u32> GatherSource<P, NT> fo
     fn release(&mut self) {
         // Every lane has read the stage before any lane refills it.
         ptx::sync_warp();
+    }
+
+    #[inline(always)]
+    unsafe fn stage_chunk(&self, stage: &u32, v: u32, c: u32) -> [u32; 4] {
+        unsafe { ptx::ld_shared_v4_u32(stage + v * ROW_BYTES + 16 * tc8_smem_chunk(v, c, P::X_BYTES == 4)) }
+    }
+
+    #[inline(always)]
+    unsafe fn stage_values(&self, stage: &u32) -> u32 {
+        stage + X_STAGE_BYTES
+    }
+
+    #[inline(always)]
+    unsafe fn stage_scales(&self, stage: &u32) -> u32 {
+        stage + X_STAGE_BYTES + GROUP_VECTORS * KV * P::VALUE_BYTES
     }
 }

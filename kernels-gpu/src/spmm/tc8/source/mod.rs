@@ -37,6 +37,19 @@ pub trait GatherSource<P: Tc8Precision, const NT: usize>: Sized {
     /// This lane's X words of its two slots and the B fragment, for block `i` (`kb` vectors).
     unsafe fn block(&self, ops: &Operands, item: &WorkItem, stage: &Self::Stage, i: u32, kb: u32) -> ([u32; 8], [u32; 8], P::B);
     fn release(&mut self);
+
+    /// Whole-stage access for precisions that multiply a group at once (e4m3): the 16-byte X
+    /// chunk `c` of group vector `v`, and the shared addresses of the group's values and X row
+    /// scales. Only the shared-memory sources hold a whole group; the others trap.
+    unsafe fn stage_chunk(&self, _stage: &Self::Stage, _v: u32, _c: u32) -> [u32; 4] {
+        unsafe { core::arch::nvptx::trap() }
+    }
+    unsafe fn stage_values(&self, _stage: &Self::Stage) -> u32 {
+        unsafe { core::arch::nvptx::trap() }
+    }
+    unsafe fn stage_scales(&self, _stage: &Self::Stage) -> u32 {
+        unsafe { core::arch::nvptx::trap() }
+    }
 }
 
 /// `n` consecutive 32-bit words of a row (n in 2, 4, 8; a constant after inlining), with the

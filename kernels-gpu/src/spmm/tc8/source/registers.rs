@@ -27,7 +27,7 @@ impl<P: Tc8Precision, const NT: usize> GatherSource<P, NT> for Registers {
     #[inline(always)]
     unsafe fn acquire(&mut self, ops: &Operands, item: &WorkItem, gi: u32, _seq: u32) -> Self::Stage {
         // Words per lane and row: 2*NT dims.
-        let words = NT * P::BYTES as usize / 2;
+        let words = NT * P::X_BYTES as usize / 2;
         let my_col = unsafe { item.lane_col(ops, gi) };
         let (j0, j1) = P::slots(ops.lane);
         let g = ops.lane / 4;
@@ -39,7 +39,7 @@ impl<P: Tc8Precision, const NT: usize> GatherSource<P, NT> for Registers {
             let kb = item.block_vectors(gi, i as u32);
             let c0 = ptx::shfl_idx_u32(my_col, KV * i as u32 + j0);
             let c1 = ptx::shfl_idx_u32(my_col, KV * i as u32 + j1);
-            let at = |c: u32| unsafe { ops.x.add((c as usize * ops.ld as usize + ops.dim as usize) * P::BYTES as usize / 4) };
+            let at = |c: u32| unsafe { ops.x.add((c as usize * ops.x_ld as usize + ops.dim as usize) * P::X_BYTES as usize / 4) };
             let xa = if j0 < kb && dim_ok { unsafe { load_words(at(c0), words) } } else { zero };
             let xb = if j1 < kb && dim_ok { unsafe { load_words(at(c1), words) } } else { zero };
             let v0 = vg + KV * i as u32;

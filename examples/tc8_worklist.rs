@@ -9,73 +9,16 @@ use std::sync::Arc;
 
 use tcgnn::bench::spmm::{SpmmBenchOptions, bench_spmm};
 use tcgnn::error::Result;
-use tcgnn::format::worklist::{DeviceModel, ItemOrder, balanced_work_list, cut_work_list, launcher_work_list, modelled_time};
-use tcgnn::gpu::abi::spmm::{self as kernels, Tc8SpmmArgs, ZeroWindowsArgs};
-use tcgnn::gpu::launch::{Ptr, Shape};
-use tcgnn::gpu::shared::config::{TC8_ASYNC_STAGES, TC8_WARPS, tc8_async_stage_bytes};
+use tcgnn::format::worklist::{DeviceModel, ItemOrder, WorkListBuilder, balanced_work_list, launcher_work_list, modelled_time, tc8_work_list};
 use tcgnn::gpu::timing::time_gpu;
-use tcgnn::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use tcgnn::gpu::{DeviceMatrix, Gpu};
 use tcgnn::graph::reorder::{Reorder, reorder};
 use tcgnn::graph::{Permutation, source};
 use tcgnn::ops::spmm::cpu::spmm_reference_f64;
 use tcgnn::ops::spmm::spmm_device;
-use tcgnn::ops::spmm::tc8::WorkList;
+use tcgnn::ops::spmm::tc8::{Tc8Config, Tc8Grid, Tc8Source, spmm_tc8_with};
 use tcgnn::ops::{FeaturesRef, GraphHandle, Impl};
 use tcgnn::tensor::{Matrix, rel_error};
-
-struct DeviceList {
-    item_win: DeviceVec<u32>,
-    item_blocks: DeviceVec<u32>,
-    split: DeviceVec<u32>,
-    n_items: u32,
-    n_split: u32,
-}
-
-fn upload(gpu: &Gpu, wl: &WorkList) -> Result<DeviceList> {
-    Ok(DeviceList {
-        item_win: DeviceVec::upload(gpu, &wl.item_win)?,
-        item_blocks: DeviceVec::upload(gpu, &wl.item_blocks)?,
-        split: DeviceVec::upload(gpu, &wl.split_windows)?,
-        n_items: wl.item_win.len() as u32,
-        n_split: wl.split_windows.len() as u32,
-    })
-}
-
-/// The launcher's f16 shared-pipeline launch (`ops/spmm/tc8.rs`) with a given work list.
-fn launch(g: &GraphHandle, gpu: &Gpu, x: &DeviceMatrix<half::f16>, y: &mut DeviceMatrix<f32>, wl: &DeviceList, k_slices: u32) -> Result<()> {
-    let m = g.device_mebcrs()?;
-    let v16 = g.device_mebcrs_f16()?;
-    let (n_rows, ld) = (g.csr().n_rows() as u32, y.ld as u32);
-    if wl.n_split > 0 {
-        let args = ZeroWindowsArgs { windows: wl.split.arg(gpu), n_rows, row_words: ld, y: y.arg_mut().cast() };
-        // SAFETY: listed windows are windows of this graph; Y holds n_rows * ld floats.
-        unsafe { kernels::tc8_zero_windows.launch(gpu, Shape::linear(wl.n_split, 256, 0), &args)? };
-    }
-    let shape = Shape {
-        grid: (wl.n_items.div_ceil(TC8_WARPS), k_slices, 1),
-        block: (32 * TC8_WARPS, 1, 1),
-        smem_bytes: TC8_WARPS * TC8_ASYNC_STAGES * tc8_async_stage_bytes(2, false),
-    };
-    let args = Tc8SpmmArgs {
-        n_items: wl.n_items,
-        n_rows,
-        ld,
-        win_ptr: m.win_ptr.arg(gpu),
-        vec_col: m.vec_col.arg(gpu),
-        values: Ptr::new(v16.0.ptr(gpu)),
-        item_win: wl.item_win.arg(gpu),
-        item_blocks: wl.item_blocks.arg(gpu),
-        x: Ptr::new(x.ptr()),
-        y: y.arg_mut(),
-        x_ld: ld,
-        value_max: 0.0,
-        x_scales: Ptr::null(),
-        scale_max: Ptr::null(),
-    };
-    // SAFETY: as in ops/spmm/tc8.rs: ME-BCRS arrays and the list come from this graph, X has
-    // n_cols rows and Y n_rows, both with stride ld.
-    unsafe { kernels::spmm_tc8a_f16.launch(gpu, shape, &args) }
-}
 
 fn main() -> Result<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -128,21 +71,24 @@ fn main() -> Result<()> {
             let err = rel_error(&y.download()?.data, &reference);
             let t = time_gpu(&gpu, 5, reps, || spmm_device(&g, FeaturesRef::F16(&x), &mut y, Impl::Tc8))?.median_ms;
             row("ops::spmm", 0, 0, 0, f64::NAN, t, err);
-            let (launcher, cap) = launcher_work_list(&bpw, k_slices, model.sm_count);
-            let (bal, bcap) = balanced_work_list(&bpw, k_slices, &model);
+            let cap = launcher_work_list(&bpw, k_slices, model.sm_count).1;
+            let bcap = balanced_work_list(&bpw, k_slices, &model).1;
+            let cut = |cap, order| WorkListBuilder::Cut { cap, order };
             let lists = [
-                ("launcher", launcher, cap),
-                ("heavy1st", cut_work_list(&bpw, cap, ItemOrder::HeavyFirst), cap),
-                ("nosplit", cut_work_list(&bpw, u32::MAX, ItemOrder::Window), u32::MAX),
-                ("nosplit-h1", cut_work_list(&bpw, u32::MAX, ItemOrder::HeavyFirst), u32::MAX),
-                ("balanced", bal, bcap),
+                ("launcher", WorkListBuilder::Launcher, cap),
+                ("heavy1st", cut(cap, ItemOrder::HeavyFirst), cap),
+                ("nosplit", cut(u32::MAX, ItemOrder::Window), u32::MAX),
+                ("nosplit-h1", cut(u32::MAX, ItemOrder::HeavyFirst), u32::MAX),
+                ("balanced", WorkListBuilder::Balanced, bcap),
             ];
-            for (list, wl, cap) in lists {
-                let dl = upload(&gpu, &wl)?;
+            for (list, work_list, cap) in lists {
+                // The library's launch with this list (cp.async source, a warp per item).
+                let config = Tc8Config { source: Tc8Source::CpAsync, grid: Tc8Grid::PerItem, work_list };
+                let wl = tc8_work_list(&bpw, k_slices, model.sm_count, work_list);
                 y.poison()?;
-                launch(&g, &gpu, &x, &mut y, &dl, k_slices)?;
+                spmm_tc8_with(&g, FeaturesRef::F16(&x), &mut y, config)?;
                 let err = rel_error(&y.download()?.data, &reference);
-                let t = time_gpu(&gpu, 5, reps, || launch(&g, &gpu, &x, &mut y, &dl, k_slices))?.median_ms;
+                let t = time_gpu(&gpu, 5, reps, || spmm_tc8_with(&g, FeaturesRef::F16(&x), &mut y, config))?.median_ms;
                 row(list, wl.item_win.len(), wl.split_windows.len(), cap, modelled_time(&wl, k_slices, &model), t, err);
             }
         }

@@ -182,7 +182,7 @@ fn gpu_hybrid_refuses_per_call_values() {
     let e = spmm_device_values(&g, EdgeValues::Csr(&v), &x, &mut y, Impl::Hybrid).unwrap_err();
     assert!(matches!(e, tcgnn::Error::Unsupported(_)), "{e}");
     // t = 0 is refused, not clamped.
-    assert!(spmm_hybrid_with(&g, x.view(), &mut y, Some(0), CcUnroll::Default).is_err());
+    assert!(spmm_hybrid_with(&g, x.view(), &mut y, Some(0), CcUnroll::U4).is_err());
 }
 
 // ---------------------------------------------------------------- CPU: host side

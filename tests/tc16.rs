@@ -10,7 +10,7 @@ use tcgnn::gpu::{DeviceMatrix, Gpu};
 use tcgnn::gpu::shared::config::{TC16_BLOCK_W, TC16_GROUP, TC16_WINDOW};
 use tcgnn::graph::Csr;
 use tcgnn::ops::spmm::cpu::spmm_reference_f64;
-use tcgnn::ops::spmm::tc8::work_list;
+use tcgnn::format::worklist::work_list;
 use tcgnn::ops::spmm::tc16::spmm_tc16_with;
 use tcgnn::ops::spmm::spmm_device;
 use tcgnn::ops::{DeviceFeatures, GraphHandle, Impl, Precision};

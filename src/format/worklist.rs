@@ -16,7 +16,42 @@ use std::cmp::Reverse;
 use crate::format::MeBcrs;
 use crate::gpu::shared::config::TC8_WARPS;
 use crate::gpu::shared::partition::tc8_max_blocks;
-pub use crate::ops::spmm::tc8::{WorkList, work_list};
+
+/// Work items: (window, first block, end block); windows cut into several items.
+#[derive(Debug, PartialEq, Eq)]
+pub struct WorkList {
+    pub item_win: Vec<u32>,
+    /// (first block, end block) per item, interleaved.
+    pub item_blocks: Vec<u32>,
+    /// Windows covered by more than one item: their rows are cleared, items add atomically.
+    pub split_windows: Vec<u32>,
+}
+
+/// Cut every window into runs of at most `max_blocks` blocks; an empty window is one empty item
+/// (it still writes its zero rows).
+pub fn work_list(blocks_per_window: impl Iterator<Item = u32>, max_blocks: u32) -> WorkList {
+    let mut wl = WorkList {
+        item_win: Vec::new(),
+        item_blocks: Vec::new(),
+        split_windows: Vec::new(),
+    };
+    for (w, nb) in blocks_per_window.enumerate() {
+        if nb > max_blocks {
+            wl.split_windows.push(w as u32);
+        }
+        let mut b = 0;
+        loop {
+            let e = (b + max_blocks).min(nb);
+            wl.item_win.push(w as u32);
+            wl.item_blocks.extend([b, e]);
+            b = e;
+            if b >= nb {
+                break;
+            }
+        }
+    }
+    wl
+}
 
 /// What the cost model knows of the device and the kernel. Costs are in units of one 8x8
 /// block of one K slice on one warp (a block's gathers and MMAs).
@@ -238,7 +273,7 @@ pub fn hub_spread(m: &MeBcrs, top: usize, concurrent: usize) -> Vec<HubSpread> {
 }
 
 /// In which order the items of a list are dispatched.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ItemOrder {
     /// Window order (the launcher's): neighbouring windows run together, which keeps their
     /// shared X rows in L2 on reordered graphs, but heavy windows run whenever their turn comes.
@@ -322,7 +357,7 @@ pub fn balanced_work_list(blocks_per_window: &[u32], k_slices: u32, m: &DeviceMo
 }
 
 /// How the TC8 work list is built (a tuning value of `ops::spmm::tc8::Tc8Config`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum WorkListBuilder {
     /// Windows cut at `tc8_max_blocks`, in window order ([`launcher_work_list`]).
     Launcher,
@@ -330,6 +365,9 @@ pub enum WorkListBuilder {
     /// The default: H100, K = 128, 7 graphs, f16 1.15x -> 1.36x cuSPARSE f32 (bench/NOTES.md).
     #[default]
     Balanced,
+    /// Windows cut into equal runs of at most `cap` blocks, in `order` ([`cut_work_list`]; for
+    /// experiments such as `examples/tc8_worklist.rs`).
+    Cut { cap: u32, order: ItemOrder },
 }
 
 /// The TC8 work list from `builder`.
@@ -337,6 +375,7 @@ pub fn tc8_work_list(blocks_per_window: &[u32], k_slices: u32, sm_count: u32, bu
     match builder {
         WorkListBuilder::Launcher => launcher_work_list(blocks_per_window, k_slices, sm_count).0,
         WorkListBuilder::Balanced => balanced_work_list(blocks_per_window, k_slices, &DeviceModel::new(sm_count)).0,
+        WorkListBuilder::Cut { cap, order } => cut_work_list(blocks_per_window, cap, order),
     }
 }
 
@@ -568,5 +607,24 @@ mod tests {
         assert_eq!(h[0], HubSpread { column: 0, windows: 4, span: 4, max_concurrent: 2 });
         assert_eq!(h[1], HubSpread { column: 5, windows: 2, span: 2, max_concurrent: 2 });
         assert!(render_worklist(&m, 2, &DeviceModel::H100).contains("launcher"));
+    }
+
+    #[test]
+    fn long_windows_are_split_and_empty_windows_kept() {
+        let wl = work_list([0u32, 3, 10, 4].into_iter(), 4);
+        assert_eq!(wl.item_win, vec![0, 1, 2, 2, 2, 3]);
+        assert_eq!(wl.item_blocks, vec![0, 0, 0, 3, 0, 4, 4, 8, 8, 10, 0, 4]);
+        assert_eq!(wl.split_windows, vec![2]);
+    }
+
+    #[test]
+    fn split_size_keeps_ordinary_windows_whole_and_fills_the_device() {
+        // Few, dense windows (ogbl-ddi-like): cut so that 132 SMs get >= 16 warps each.
+        let mb = tc8_max_blocks(167_000, 534, 2, 132);
+        assert!(167_000u32.div_ceil(mb) * 2 >= 132 * 16);
+        // Many long windows already fill the device: kept whole (tolokers-like, 75 per window).
+        assert!(tc8_max_blocks(110_000, 1470, 2, 132) > 75);
+        // Skewed graphs: heavy windows cut near 4x the mean, never below 32.
+        assert_eq!(tc8_max_blocks(130_000, 32_768, 2, 132), 32);
     }
 }

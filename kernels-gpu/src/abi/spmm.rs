@@ -134,12 +134,12 @@ kernels! {
     spmm_tc8b_f16_h(Tc8SpmmArgs) = crate::spmm::tc8::tc8_spmm::<F16, Bulk<2>, F16Out, 4>;
     spmm_tc8a_e4m3(Tc8SpmmArgs) = crate::spmm::tc8::tc8_spmm::<E4m3, CpAsync<2>, F32Out, 8>;
     quantize_rows_e4m3(QuantizeE4m3Args) = crate::spmm::tc8::quantize::quantize_rows_e4m3;
-    tc8_zero_windows(ZeroWindowsArgs) = crate::spmm::tc8::zero_windows;
+    tc8_zero_windows(ZeroWindowsArgs) = crate::spmm::windows::zero_windows::<{ crate::config::TC8_BLOCK_VECTORS }>;
     spmm_csr_f32(CsrSpmmArgs) = crate::spmm::csr::csr_spmm;
     spmm_hp_f32(HpSpmmArgs) = crate::spmm::hp::hp_spmm;
     spmm_tc16s_f16_nt4(Tc16SpmmArgs) = crate::spmm::tc16::tc16_spmm::<crate::spmm::tc16::F16, 4>;
     spmm_tc16s_f16_nt8(Tc16SpmmArgs) = crate::spmm::tc16::tc16_spmm::<crate::spmm::tc16::F16, 8>;
     spmm_tc16s_tf32_nt2(Tc16SpmmArgs) = crate::spmm::tc16::tc16_spmm::<crate::spmm::tc16::Tf32, 2>;
     spmm_tc16s_tf32_nt4(Tc16SpmmArgs) = crate::spmm::tc16::tc16_spmm::<crate::spmm::tc16::Tf32, 4>;
-    tc16_zero_windows(ZeroWindowsArgs) = crate::spmm::tc16::zero_windows;
+    tc16_zero_windows(ZeroWindowsArgs) = crate::spmm::windows::zero_windows::<{ crate::config::TC16_WINDOW }>;
 }

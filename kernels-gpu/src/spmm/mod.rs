@@ -5,3 +5,4 @@ pub mod hp;
 pub mod remainder;
 pub mod tc16;
 pub mod tc8;
+pub mod windows;

@@ -12,7 +12,7 @@
 //! consecutive dims of each X row it supplies, and writes 2*NT consecutive dims of rows g and
 //! g + 8. Items covering part of a window add into Y atomically (after `tc16_zero_windows`).
 
-use crate::abi::spmm::{Tc16SpmmArgs, ZeroWindowsArgs};
+use crate::abi::spmm::Tc16SpmmArgs;
 use crate::config::{TC16_BLOCK_W as BW, TC16_GROUP, TC16_WINDOW};
 use crate::layout::{frag_a_f16, frag_a_tf32, tc16_dim};
 use crate::ptx;
@@ -310,17 +310,3 @@ pub unsafe fn tc16_spmm<P: Tc16Precision, const NT: usize>(args: Tc16SpmmArgs) {
     }
 }
 
-/// Clear the 16 rows of each listed window (those whose items add atomically). One block per
-/// window, threads over the rows' 32-bit words.
-#[inline(always)]
-pub unsafe fn zero_windows(args: ZeroWindowsArgs) {
-    let ZeroWindowsArgs { windows, n_rows, row_words, y } = args;
-    let w = unsafe { ptx::ld_nc_u32(windows.add(ptx::ctaid_x() as usize)) };
-    let row0 = TC16_WINDOW * w;
-    let rows = if n_rows - row0 < TC16_WINDOW { n_rows - row0 } else { TC16_WINDOW };
-    let mut i = ptx::tid_x();
-    while i < rows * row_words {
-        unsafe { *y.add(row0 as usize * row_words as usize + i as usize) = 0 };
-        i += ptx::ntid_x();
-    }
-}

@@ -220,14 +220,12 @@ pub fn hybrid_handle(g: &GraphHandle, t: usize) -> Result<Arc<HybridHandle>> {
 /// and f32 with f32 features, f16 (f32 accumulation) with f16 features. `t = None`: the cost
 /// model's choice ([`threshold`]). Returns the split it ran.
 pub fn spmm_hybrid(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, t: Option<usize>) -> Result<HybridSplit> {
-    spmm_hybrid_with(g, x, y, t, CcUnroll::Default)
+    spmm_hybrid_with(g, x, y, t, CcUnroll::U4)
 }
 
 /// Gathers in flight per lane of the remainder kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CcUnroll {
-    /// 4 (the measured default).
-    Default,
     /// 4 (ptxas: 54 registers f32, 56 f16).
     U4,
     /// 8 (80 / 92 registers: fewer warps, twice the gathers per warp).
@@ -265,7 +263,7 @@ pub fn spmm_hybrid_with(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatri
 fn unroll_of(choice: CcUnroll) -> u32 {
     match choice {
         CcUnroll::U8 => 8,
-        CcUnroll::Default | CcUnroll::U4 => 4,
+        CcUnroll::U4 => 4,
     }
 }
 

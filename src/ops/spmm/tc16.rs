@@ -11,7 +11,7 @@ use crate::gpu::launch::{Kernel, Ptr, Shape};
 use crate::gpu::shared::config::{TC16_BLOCK_W, TC16_MAX_WARPS, TC16_SMEM_BYTES};
 use crate::gpu::shared::partition::tc8_max_blocks;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
-use crate::ops::spmm::tc8::work_list;
+use crate::format::worklist::work_list;
 use crate::ops::{FeaturesRef, GraphHandle};
 
 /// The window/block index arrays on the device.

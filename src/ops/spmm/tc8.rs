@@ -13,41 +13,6 @@ use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::values::check_len;
 use crate::ops::{EdgeValues, FeaturesRef, GraphHandle, OutputMut, ValueOrder};
 
-/// Work items: (window, first block, end block); windows cut into several items.
-#[derive(Debug, PartialEq, Eq)]
-pub struct WorkList {
-    pub item_win: Vec<u32>,
-    /// (first block, end block) per item, interleaved.
-    pub item_blocks: Vec<u32>,
-    /// Windows covered by more than one item: their rows are cleared, items add atomically.
-    pub split_windows: Vec<u32>,
-}
-
-/// Cut every window into runs of at most `max_blocks` blocks; an empty window is one empty item
-/// (it still writes its zero rows).
-pub fn work_list(blocks_per_window: impl Iterator<Item = u32>, max_blocks: u32) -> WorkList {
-    let mut wl = WorkList {
-        item_win: Vec::new(),
-        item_blocks: Vec::new(),
-        split_windows: Vec::new(),
-    };
-    for (w, nb) in blocks_per_window.enumerate() {
-        if nb > max_blocks {
-            wl.split_windows.push(w as u32);
-        }
-        let mut b = 0;
-        loop {
-            let e = (b + max_blocks).min(nb);
-            wl.item_win.push(w as u32);
-            wl.item_blocks.extend([b, e]);
-            b = e;
-            if b >= nb {
-                break;
-            }
-        }
-    }
-    wl
-}
 
 /// What the work lists need of the format (shared by both precisions and every K).
 struct Tc8Shape {
@@ -74,7 +39,12 @@ fn shape(g: &GraphHandle) -> Result<std::sync::Arc<Tc8Shape>> {
 }
 
 fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &Tc8Shape, k_slices: u32, builder: WorkListBuilder) -> Result<std::sync::Arc<DeviceWorkList>> {
-    let key = k_slices as u64 | (matches!(builder, WorkListBuilder::Balanced) as u64) << 32;
+    let key = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (k_slices, builder).hash(&mut h);
+        h.finish()
+    };
     g.cached(key, || {
         let wl = tc8_work_list(&f.blocks_per_window, k_slices, gpu.info().sm_count, builder);
         Ok(DeviceWorkList {
@@ -462,29 +432,4 @@ fn launch_tc8(g: &GraphHandle, values_ptr: u64, x: XIn, mut y: OutputMut<'_>, co
     // aligned; shapes checked by the callers), Y's element type is the kernel's output type,
     // and the e4m3 scales hold one float per X row.
     unsafe { kernel.launch(gpu, shape, &args) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::gpu::shared::partition::tc8_max_blocks;
-
-    #[test]
-    fn long_windows_are_split_and_empty_windows_kept() {
-        let wl = work_list([0u32, 3, 10, 4].into_iter(), 4);
-        assert_eq!(wl.item_win, vec![0, 1, 2, 2, 2, 3]);
-        assert_eq!(wl.item_blocks, vec![0, 0, 0, 3, 0, 4, 4, 8, 8, 10, 0, 4]);
-        assert_eq!(wl.split_windows, vec![2]);
-    }
-
-    #[test]
-    fn split_size_keeps_ordinary_windows_whole_and_fills_the_device() {
-        // Few, dense windows (ogbl-ddi-like): cut so that 132 SMs get >= 16 warps each.
-        let mb = tc8_max_blocks(167_000, 534, 2, 132);
-        assert!(167_000u32.div_ceil(mb) * 2 >= 132 * 16);
-        // Many long windows already fill the device: kept whole (tolokers-like, 75 per window).
-        assert!(tc8_max_blocks(110_000, 1470, 2, 132) > 75);
-        // Skewed graphs: heavy windows cut near 4x the mean, never below 32.
-        assert_eq!(tc8_max_blocks(130_000, 32_768, 2, 132), 32);
-    }
 }

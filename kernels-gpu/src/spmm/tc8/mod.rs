@@ -13,7 +13,7 @@
 //! rows 2t and 2t+1.
 //!
 //! Work: items are windows, or runs of at most `max_blocks` blocks of a long window (those add
-//! into Y atomically; their windows' rows are cleared first by `zero_windows`). Warp w of the
+//! into Y atomically; their windows' rows are cleared first by `spmm::windows::zero_windows`). Warp w of the
 //! grid takes items w, w + W, w + 2W, ... (W = warps in the grid: one item per warp when the grid
 //! covers the list, several when the host launches a persistent grid), one 16*NT-wide K slice per
 //! grid.y, in groups of 4 blocks (32 vectors: one column per lane). The gather source runs
@@ -29,7 +29,7 @@ pub mod work;
 pub use output::{F16Out, F32Out, Tc8Output};
 pub use precision::{E4m3, F16, Tc8Precision, Tf32};
 pub use source::{Bulk, CpAsync, GatherSource, Registers};
-pub use work::{Cursor, Items, WorkItem, zero_windows};
+pub use work::{Cursor, Items, WorkItem};
 
 use crate::abi::spmm::Tc8SpmmArgs;
 use crate::config::{TC8_BLOCK_VECTORS as KV, TC8_WARPS};

@@ -51,7 +51,8 @@ pub trait Tc8Precision: Sized {
     /// X rows come quantised with a per-row scale (`Operands::x_scales`) that the B fragments
     /// fold in, and the output is multiplied back by the global scale.
     const SCALED: bool = false;
-    /// The MMA atom (m16n8k8: k = the block's 8 vectors).
+    /// The MMA atom every product of this precision goes through (m16n8k8: k = a block's 8
+    /// vectors; e4m3 m16n8k32: k = a group's 32).
     type Atom: MmaAtom<B = Self::B>;
     type B: Copy + Default;
     /// The two vector slots (0..8) whose X rows this lane supplies (A's k columns).
@@ -120,7 +121,7 @@ impl Tc8Precision for F16 {
         while q < NT {
             // Row m = g is dim 2q of the lane's run, m = g + 8 dim 2q + 1; k = vectors 2t, 2t+1.
             let a = [ptx::lo_halves(xa[q], xb[q]), ptx::hi_halves(xa[q], xb[q])];
-            acc[q] = F16K8::mma(a, b, acc[q]);
+            acc[q] = Self::Atom::mma(a, b, acc[q]);
             q += 1;
         }
     }
@@ -152,7 +153,7 @@ impl Tc8Precision for Tf32 {
         let mut q = 0;
         while q < NT {
             let a = [cv(xa[2 * q]), cv(xa[2 * q + 1]), cv(xb[2 * q]), cv(xb[2 * q + 1])];
-            acc[q] = Tf32K8::mma(a, b, acc[q]);
+            acc[q] = Self::Atom::mma(a, b, acc[q]);
             q += 1;
         }
     }
@@ -220,7 +221,7 @@ impl Tc8Precision for E4m3 {
                 let (lo0, hi0) = quad(0);
                 let (lo1, hi1) = quad(1);
                 if q < NT {
-                    acc[q] = E4m3K32::mma([lo0, hi0, lo1, hi1], b, acc[q]);
+                    acc[q] = Self::Atom::mma([lo0, hi0, lo1, hi1], b, acc[q]);
                 }
                 half += 1;
             }

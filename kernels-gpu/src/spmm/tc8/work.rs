@@ -1,7 +1,6 @@
-//! Work items, a warp's walk over them, and the clearing of windows whose items add atomically.
+//! Work items and a warp's walk over them.
 
 use super::{GROUP_VECTORS, Operands};
-use crate::abi::spmm::ZeroWindowsArgs;
 use crate::config::TC8_BLOCK_VECTORS as KV;
 use crate::ptx;
 
@@ -115,20 +114,5 @@ impl Cursor {
             }
             self.item_index += items.stride;
         }
-    }
-}
-
-/// Clear the 8 rows of each listed window (those whose items add atomically). One block per
-/// window, threads over the rows' 32-bit words (f32 or f16 pairs).
-#[inline(always)]
-pub unsafe fn zero_windows(args: ZeroWindowsArgs) {
-    let ZeroWindowsArgs { windows, n_rows, row_words, y } = args;
-    let w = unsafe { ptx::ld_nc_u32(windows.add(ptx::ctaid_x() as usize)) };
-    let row0 = 8 * w;
-    let rows = if n_rows - row0 < 8 { n_rows - row0 } else { 8 };
-    let mut i = ptx::tid_x();
-    while i < rows * row_words {
-        unsafe { *y.add(row0 as usize * row_words as usize + i as usize) = 0 };
-        i += ptx::ntid_x();
     }
 }

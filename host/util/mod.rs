@@ -1,5 +1,6 @@
 //! Small helpers shared by every layer.
 
+pub mod atomic;
 pub mod real;
 pub mod rng;
 pub mod split;

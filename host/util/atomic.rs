@@ -1,0 +1,117 @@
+//! Atomic file output: every file the program writes goes to a temporary name in the same folder
+//! and is renamed over the final name only once complete, so an error or Ctrl-C part-way leaves
+//! the old file (or nothing), never a truncated one under the final name.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// A file being written under a temporary name beside `path`; [`AtomicFile::commit`] renames it
+/// into place. Dropped without a commit (an error, a panic unwinding), the temporary is removed.
+pub struct AtomicFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    writer: Option<BufWriter<File>>,
+}
+
+impl AtomicFile {
+    /// Opens `.NAME.tmp-PID` beside `path`. Fails (naming `path`) when the folder is missing or
+    /// `path` is a directory, before anything is written.
+    pub fn create(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        check_output_path(&path)?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+        let file = File::create(&tmp).map_err(|e| Error::Io { path: tmp.clone(), source: e })?;
+        Ok(AtomicFile { path, tmp, writer: Some(BufWriter::new(file)) })
+    }
+
+    /// The final path (for messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The temporary file's writer.
+    pub fn writer(&mut self) -> &mut BufWriter<File> {
+        self.writer.as_mut().expect("writer taken only by commit")
+    }
+
+    /// Flushes, syncs and renames the temporary over the final name.
+    pub fn commit(mut self) -> Result<()> {
+        let io = |p: &Path, e| Error::Io { path: p.to_path_buf(), source: e };
+        let writer = self.writer.take().expect("commit once");
+        let file = writer.into_inner().map_err(|e| io(&self.tmp, e.into_error()))?;
+        file.sync_all().map_err(|e| io(&self.tmp, e))?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| io(&self.path, e))
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.writer().write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.writer().flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if self.writer.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Writes `bytes` to `path` atomically.
+pub fn write_atomic(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
+    let mut f = AtomicFile::create(path)?;
+    let tmp = f.tmp.clone();
+    f.writer().write_all(bytes).map_err(|e| Error::Io { path: tmp, source: e })?;
+    f.commit()
+}
+
+/// An output path a command can write: its folder exists and it is not a directory. Checked
+/// before the work starts, so a long run does not fail at its very end.
+pub fn check_output_path(path: &Path) -> Result<()> {
+    let bad = |msg: &str| Error::Io { path: path.to_path_buf(), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, msg.to_string()) };
+    if path.as_os_str().is_empty() || path.file_name().is_none() {
+        return Err(bad("not a file name"));
+    }
+    if path.is_dir() {
+        return Err(bad("is a directory; give a file name"));
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(bad(&format!("folder {} does not exist; create it first", parent.display())));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_replaces_and_drop_keeps_old() {
+        let dir = std::env::temp_dir().join(format!("tcgnn-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("out.txt");
+        write_atomic(&p, b"old").unwrap();
+        {
+            let mut f = AtomicFile::create(&p).unwrap();
+            f.write_all(b"partial new").unwrap();
+            // dropped without commit: an error part-way
+        }
+        assert_eq!(std::fs::read(&p).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "temporary removed");
+        write_atomic(&p, b"new").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        assert!(check_output_path(&dir).is_err());
+        assert!(check_output_path(&dir.join("missing/x.txt")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

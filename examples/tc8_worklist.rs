@@ -1,6 +1,6 @@
 //! TC8 f16 SpMM (shared-memory pipeline, the default at K = 128) timed with different work
 //! lists on the same graph, in a random relabelling and after a reordering, against cuSPARSE
-//! f32 in the same process: what `src/format/worklist.rs` models, measured.
+//! f32 in the same process: what `host/format/worklist.rs` models, measured.
 //!
 //! `cargo run --release --example tc8_worklist -- [--k 128] [--reorder rcm] GRAPH...`
 //! (datasets from $TCGNN_DATASETS). Needs a GPU.

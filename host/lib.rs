@@ -3,7 +3,7 @@
 //! Layers, each a folder: [`graph`] (CSR, readers, generators), [`format`] (tensor-core tile
 //! formats translated from CSR), [`gpu`] (device, module, memory, timing, cuSPARSE), [`ops`]
 //! (one entry per op, CPU and CUDA behind it), [`bench`] (the GPU benchmark harness);
-//! the `tcgnn` binary's commands live in `src/cli/`.
+//! the `tcgnn` binary's commands live in `host/cli/`.
 
 pub mod error;
 pub mod format;

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use tcgnn::graph::Csr;
 use tcgnn::graph::ops::pattern;
-use tcgnn::nn::backend::{Backend, TEST_BIT, TRAIN_BIT, VAL_BIT};
+use tcgnn::nn::backend::{TEST_BIT, TRAIN_BIT, VAL_BIT};
 use tcgnn::nn::input::{HostFeatures, InputFeatures};
-use tcgnn::nn::{CpuBackend, CudaBackend, ModelConfig, ModelKind, Net};
+use tcgnn::nn::models::{self, MODELS, default_config};
+use tcgnn::nn::{CpuBackend, CudaBackend, ModelConfig, Ops};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::tensor::{Matrix, rel_error};
 use tcgnn::util::rng::SplitMix64;
@@ -52,8 +53,8 @@ fn problem(graph: Csr, f: usize, classes: usize, sparse: bool, seed: u64) -> Pro
 }
 
 /// Runs forward + loss + backward + one Adam step; returns (logits, grads, params after Adam).
-fn run<B: Backend>(b: &B, p: &Problem, cfg: &ModelConfig) -> (Matrix, Vec<Matrix>, Vec<Matrix>) {
-    let mut net = Net::new(b, &p.graph, &p.features, p.classes, cfg).unwrap();
+fn run<B: Ops + 'static>(b: &B, p: &Problem, cfg: &ModelConfig) -> (Matrix, Vec<Matrix>, Vec<Matrix>) {
+    let mut net = models::build(b, &p.graph, p.features.cols(), p.classes, cfg).unwrap();
     let mut input = InputFeatures::new(b, &p.features).unwrap();
     let labels = b.labels(&p.labels, &p.bits).unwrap();
     let n_train = p.bits.iter().filter(|&&m| m & TRAIN_BIT != 0).count();
@@ -65,12 +66,12 @@ fn run<B: Backend>(b: &B, p: &Problem, cfg: &ModelConfig) -> (Matrix, Vec<Matrix
     let mut s = b.stats().unwrap();
     b.cross_entropy(logits, &labels, 1.0 / n_train as f32, &mut d, &mut s).unwrap();
     net.backward(b, &input, &d).unwrap();
-    let grads = net.params().iter().map(|q| b.download(&q.grad).unwrap()).collect();
+    let grads = net.params().iter().map(|(_, q)| b.download(&q.grad).unwrap()).collect();
     let hyper = tcgnn::nn::backend::AdamHyper { lr: 0.01, weight_decay: 5e-4, ..Default::default() };
-    for q in net.params() {
+    for (_, q) in net.params() {
         q.adam(b, &hyper).unwrap();
     }
-    let params = net.params().iter().map(|q| b.download(&q.value).unwrap()).collect();
+    let params = net.params().iter().map(|(_, q)| b.download(&q.value).unwrap()).collect();
     (logits_host, grads, params)
 }
 
@@ -78,8 +79,16 @@ fn to_f64(m: &Matrix) -> Vec<f64> {
     m.data.iter().map(|&v| v as f64).collect()
 }
 
-fn compare(gpu: &Arc<tcgnn::gpu::Gpu>, name: &str, p: &Problem, kind: ModelKind, dropout: f32) {
-    let cfg = ModelConfig { kind, layers: 2, hidden: 16, dropout, seed: 5 };
+/// Every registered model against the f64 CPU backend.
+fn compare_all(gpu: &Arc<tcgnn::gpu::Gpu>, name: &str, p: &Problem, dropout: f32) {
+    for m in MODELS {
+        compare(gpu, name, p, m.name, dropout);
+    }
+}
+
+fn compare(gpu: &Arc<tcgnn::gpu::Gpu>, name: &str, p: &Problem, kind: &str, dropout: f32) {
+    let d = default_config(kind).unwrap();
+    let cfg = ModelConfig { layers: 2, hidden: 16, heads: d.heads.min(2), dropout, seed: 5, ..d };
     let (want_logits, want_grads, want_params) = run(&CpuBackend::<f64>::new(), p, &cfg);
     use tcgnn::nn::EdgeLayout;
     let variants = [
@@ -95,16 +104,16 @@ fn compare(gpu: &Arc<tcgnn::gpu::Gpu>, name: &str, p: &Problem, kind: ModelKind,
         // The whole model compounds the kernels' rounding: a few times each kernel's tolerance.
         let tol = 4.0 * prec.tolerance();
         let e = rel_error(&logits.data, &to_f64(&want_logits));
-        assert!(e < tol, "{name} {kind:?} {prec:?} {layout:?}: logits rel. error {e:.2e}");
+        assert!(e < tol, "{name} {kind} {prec:?} {layout:?}: logits rel. error {e:.2e}");
         for (i, (g, w)) in grads.iter().zip(&want_grads).enumerate() {
             let e = rel_error(&g.data, &to_f64(w));
-            assert!(e < tol, "{name} {kind:?} {prec:?} {layout:?}: gradient of parameter {i} rel. error {e:.2e}");
+            assert!(e < tol, "{name} {kind} {prec:?} {layout:?}: gradient of parameter {i} rel. error {e:.2e}");
         }
         for (i, (g, w)) in params.iter().zip(&want_params).enumerate() {
             let e = rel_error(&g.data, &to_f64(w));
-            assert!(e < tol, "{name} {kind:?} {prec:?} {layout:?}: parameter {i} after Adam rel. error {e:.2e}");
+            assert!(e < tol, "{name} {kind} {prec:?} {layout:?}: parameter {i} after Adam rel. error {e:.2e}");
         }
-        println!("{name} {kind:?} {prec:?} {layout:?} edges, dropout {dropout}: logits {:.1e}, gradients and Adam within {tol:.0e}", rel_error(&logits.data, &to_f64(&want_logits)));
+        println!("{name} {kind} {prec:?} {layout:?} edges, dropout {dropout}: logits {:.1e}, gradients and Adam within {tol:.0e}", rel_error(&logits.data, &to_f64(&want_logits)));
     }
 }
 
@@ -117,12 +126,10 @@ fn gpu_layers_match_cpu_in_every_precision() {
             continue; // no edges: nothing to propagate (the one-node case is below)
         }
         let p = problem(g, 12, 5, false, 1);
-        compare(&gpu, &name, &p, ModelKind::Gcn, 0.5);
-        compare(&gpu, &name, &p, ModelKind::Agnn, 0.5);
+        compare_all(&gpu, &name, &p, 0.5);
     }
     let one = problem(Csr::from_triplets(1, 1, &[]).unwrap(), 3, 2, false, 2);
-    compare(&gpu, "one node", &one, ModelKind::Gcn, 0.0);
-    compare(&gpu, "one node", &one, ModelKind::Agnn, 0.0);
+    compare_all(&gpu, "one node", &one, 0.0);
 }
 
 #[test]
@@ -131,8 +138,7 @@ fn gpu_sparse_features_match_cpu() {
     let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let p = problem(common::random_graph(300, 6, 5, 4), 40, 4, true, 3);
     // Dropout 0: edge masks are drawn per edge slot, whose order differs between backends.
-    compare(&gpu, "sparse features", &p, ModelKind::Gcn, 0.0);
-    compare(&gpu, "sparse features", &p, ModelKind::Agnn, 0.0);
+    compare_all(&gpu, "sparse features", &p, 0.0);
 }
 
 #[test]
@@ -142,8 +148,8 @@ fn captured_step_matches_eager_steps() {
     use tcgnn::nn::data::{Dataset, SyntheticNodeData};
     use tcgnn::nn::{TrainConfig, Trainer};
     let data = Dataset::load("sbm:3000:4:8", None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap();
-    for kind in [ModelKind::Gcn, ModelKind::Agnn] {
-        let cfg = ModelConfig::default_for(kind);
+    for m in MODELS {
+        let (kind, cfg) = (m.name, m.defaults);
         let tcfg = TrainConfig { epochs: 30, ..TrainConfig::default() };
         let mut curves = Vec::new();
         for graph in [false, true] {
@@ -159,8 +165,8 @@ fn captured_step_matches_eager_steps() {
             curves.push(h.epochs.iter().map(|e| e.loss).collect::<Vec<_>>());
         }
         let worst = curves[0].iter().zip(&curves[1]).map(|(a, b)| ((a - b) / a).abs()).fold(0.0, f64::max);
-        println!("{kind:?}: captured vs eager loss curves differ by at most {worst:.1e} (30 epochs)");
-        assert!(worst < 1e-3, "{kind:?}: captured and eager training diverge ({worst:.2e})");
+        println!("{kind}: captured vs eager loss curves differ by at most {worst:.1e} (30 epochs)");
+        assert!(worst < 1e-3, "{kind}: captured and eager training diverge ({worst:.2e})");
     }
 }
 
@@ -176,7 +182,7 @@ fn one_backend_trains_several_graphs() {
         let b = Arc::new(CudaBackend::new(gpu.clone(), prec, Impl::Auto).unwrap().with_edge_layout(EdgeLayout::Csr));
         for (i, n) in [1500usize, 2600, 900].into_iter().enumerate() {
             let data = Dataset::load(&format!("sbm:{n}:4:6"), None, &SyntheticNodeData { features: 8, classes: 4, seed: i as u64 }).unwrap();
-            let cfg = ModelConfig::default_for(ModelKind::Agnn);
+            let cfg = default_config("agnn").unwrap();
             let mut t = Trainer::new(b.clone(), &data, &cfg, &TrainConfig::default()).unwrap();
             let h = t.fit(5, |_| {}).unwrap();
             assert!(h.epochs.iter().all(|e| e.loss.is_finite()), "{prec:?} graph {i}");

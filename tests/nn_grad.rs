@@ -9,8 +9,10 @@ use std::sync::Arc;
 use tcgnn::graph::Csr;
 use tcgnn::graph::ops::pattern;
 use tcgnn::nn::backend::{Backend, TEST_BIT, TRAIN_BIT, VAL_BIT};
+use tcgnn::nn::models::{self, Model, default_config};
+use tcgnn::ops::nn::cross_entropy::CrossEntropyOp;
 use tcgnn::nn::input::{HostFeatures, InputFeatures};
-use tcgnn::nn::{CpuBackend, ModelConfig, ModelKind, Net};
+use tcgnn::nn::{CpuBackend, ModelConfig};
 use tcgnn::tensor::Matrix;
 use tcgnn::util::rng::SplitMix64;
 
@@ -61,7 +63,7 @@ fn problem(n: usize, f: usize, classes: usize, sparse: bool, seed: u64) -> Probl
 }
 
 /// The training loss with the current parameters (dropout masks fixed by the step counter).
-fn loss(b: &B, net: &mut Net<B>, input: &mut InputFeatures<B>, p: &Problem, labels: &<B as Backend>::Labels) -> f64 {
+fn loss(b: &B, net: &mut dyn Model<B>, input: &mut InputFeatures<B>, p: &Problem, labels: &<B as Backend>::Labels) -> f64 {
     let n_train = p.bits.iter().filter(|&&m| m & TRAIN_BIT != 0).count();
     let logits = net.forward(b, input, true).unwrap();
     let (r, c) = B::shape(logits);
@@ -71,18 +73,24 @@ fn loss(b: &B, net: &mut Net<B>, input: &mut InputFeatures<B>, p: &Problem, labe
     b.read_stats(&s).unwrap().loss
 }
 
-fn check_model(kind: ModelKind, sparse: bool, dropout: f32) {
+/// A small config of model `name`: 2 layers of width 5 (2 heads where it has heads).
+pub fn small(name: &str, dropout: f32) -> ModelConfig {
+    let d = default_config(name).unwrap();
+    ModelConfig { layers: 2, hidden: 5, heads: d.heads.min(2), dropout, seed: 3, ..d }
+}
+
+fn check_model(cfg: ModelConfig, sparse: bool) {
     let p = problem(23, 6, 3, sparse, 11);
     let b = Arc::new(B::new());
-    let cfg = ModelConfig { kind, layers: 2, hidden: 5, dropout, seed: 3 };
-    let mut net = Net::new(&*b, &p.graph, &p.features, p.classes, &cfg).unwrap();
+    let (kind, dropout) = (cfg.model, cfg.dropout);
+    let mut net = models::build(&*b, &p.graph, p.features.cols(), p.classes, &cfg).unwrap();
     let mut input = InputFeatures::new(&*b, &p.features).unwrap();
     let labels = b.labels(&p.labels, &p.bits).unwrap();
     b.begin_step().unwrap(); // fixes the dropout masks for every evaluation below
     // Zero biases put a ReLU exactly at its kink wherever a row's input is all zero (an isolated
     // node whose features were all dropped): a finite difference there measures half a slope.
     let mut rng = SplitMix64::new(77);
-    for q in net.params() {
+    for (_, q) in net.params() {
         q.value.data.iter_mut().for_each(|v| *v += rng.uniform(-0.1, 0.1) as f64);
     }
     // Analytic gradients.
@@ -95,58 +103,58 @@ fn check_model(kind: ModelKind, sparse: bool, dropout: f32) {
         b.cross_entropy(logits, &labels, 1.0 / n_train as f32, &mut d, &mut s).unwrap();
         net.backward(&*b, &input, &d).unwrap();
     }
-    let grads: Vec<Vec<f64>> = net.params().iter().map(|q| q.grad.data.clone()).collect();
+    let grads: Vec<Vec<f64>> = net.params().iter().map(|(_, q)| q.grad.data.clone()).collect();
     let h = 1e-6;
     let mut worst = 0.0f64;
     for (pi, g) in grads.iter().enumerate() {
         for (i, &gi) in g.iter().enumerate() {
-            let set = |net: &mut Net<B>, v: f64| net.params()[pi].value.data[i] = v;
-            let orig = net.params()[pi].value.data[i];
-            set(&mut net, orig + h);
-            let up = loss(&b, &mut net, &mut input, &p, &labels);
-            set(&mut net, orig - h);
-            let down = loss(&b, &mut net, &mut input, &p, &labels);
-            set(&mut net, orig);
+            let set = |net: &mut dyn Model<B>, v: f64| net.params()[pi].1.value.data[i] = v;
+            let orig = net.params()[pi].1.value.data[i];
+            set(&mut *net, orig + h);
+            let up = loss(&b, &mut *net, &mut input, &p, &labels);
+            set(&mut *net, orig - h);
+            let down = loss(&b, &mut *net, &mut input, &p, &labels);
+            set(&mut *net, orig);
             let fd = (up - down) / (2.0 * h);
             let err = (fd - gi).abs() / (1e-6 + fd.abs().max(gi.abs()));
-            assert!(err < 1e-4 || (fd - gi).abs() < 1e-8, "{kind:?} sparse={sparse} param {pi} [{i}]: analytic {gi} vs finite difference {fd}");
+            assert!(err < 1e-4 || (fd - gi).abs() < 1e-8, "{kind} sparse={sparse} param {} [{i}]: analytic {gi} vs finite difference {fd}", net.params()[pi].0);
             worst = worst.max(err);
         }
     }
     assert!(grads.iter().flatten().any(|&v| v.abs() > 1e-6), "all gradients vanish: the check proves nothing");
-    println!("{kind:?} sparse={sparse} dropout={dropout}: {} gradients, worst relative error {worst:.1e}", grads.iter().map(Vec::len).sum::<usize>());
+    println!("{kind} sparse={sparse} dropout={dropout}: {} gradients, worst relative error {worst:.1e}", grads.iter().map(Vec::len).sum::<usize>());
 }
 
 #[test]
 fn gcn_gradients_dense_features() {
-    check_model(ModelKind::Gcn, false, 0.0);
+    check_model(small("gcn", 0.0), false);
 }
 
 #[test]
 fn gcn_gradients_sparse_features_with_dropout() {
-    check_model(ModelKind::Gcn, true, 0.4);
+    check_model(small("gcn", 0.4), true);
 }
 
 #[test]
 fn agnn_gradients_dense_features() {
-    check_model(ModelKind::Agnn, false, 0.0);
+    check_model(small("agnn", 0.0), false);
 }
 
 #[test]
 fn agnn_gradients_sparse_features_with_dropout() {
-    check_model(ModelKind::Agnn, true, 0.3);
+    check_model(small("agnn", 0.3), true);
 }
 
 #[test]
 fn three_layer_gcn_gradients() {
     let p = problem(17, 4, 2, false, 5);
     let b = B::new();
-    let cfg = ModelConfig { kind: ModelKind::Gcn, layers: 3, hidden: 3, dropout: 0.2, seed: 9 };
-    let mut net = Net::new(&b, &p.graph, &p.features, p.classes, &cfg).unwrap();
+    let cfg = ModelConfig { layers: 3, hidden: 3, dropout: 0.2, seed: 9, ..default_config("gcn").unwrap() };
+    let mut net = models::build(&b, &p.graph, p.features.cols(), p.classes, &cfg).unwrap();
     let mut input = InputFeatures::new(&b, &p.features).unwrap();
     let labels = b.labels(&p.labels, &p.bits).unwrap();
     b.begin_step().unwrap();
-    let base = loss(&b, &mut net, &mut input, &p, &labels);
+    let base = loss(&b, &mut *net, &mut input, &p, &labels);
     assert!(base.is_finite());
 }
 

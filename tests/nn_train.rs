@@ -5,15 +5,16 @@
 use std::sync::Arc;
 
 use tcgnn::nn::data::{Dataset, SyntheticNodeData};
-use tcgnn::nn::{CpuBackend, ModelConfig, ModelKind, TrainConfig, Trainer};
+use tcgnn::nn::models::default_config;
+use tcgnn::nn::{CpuBackend, ModelConfig, TrainConfig, Trainer};
 
 fn sbm() -> Dataset {
     Dataset::load("sbm:2000:4:8", None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap()
 }
 
-fn train(kind: ModelKind, seed: u64, epochs: usize) -> tcgnn::nn::History {
+fn train(kind: &str, seed: u64, epochs: usize) -> tcgnn::nn::History {
     let data = sbm();
-    let cfg = ModelConfig { seed, ..ModelConfig::default_for(kind) };
+    let cfg = ModelConfig { seed, ..default_config(kind).unwrap() };
     let tcfg = TrainConfig { epochs, ..TrainConfig::default() };
     let mut t = Trainer::new(Arc::new(CpuBackend::<f32>::new()), &data, &cfg, &tcfg).unwrap();
     t.fit(epochs, |_| {}).unwrap()
@@ -21,7 +22,7 @@ fn train(kind: ModelKind, seed: u64, epochs: usize) -> tcgnn::nn::History {
 
 #[test]
 fn gcn_learns_a_block_model() {
-    let h = train(ModelKind::Gcn, 0, 100);
+    let h = train("gcn", 0, 100);
     println!("GCN on SBM: test accuracy {:.3} at epoch {}", h.test_acc, h.best_epoch);
     assert!(h.test_acc > 0.9, "test accuracy {}", h.test_acc);
     assert!(h.epochs.last().unwrap().loss < h.epochs[0].loss * 0.5);
@@ -29,16 +30,16 @@ fn gcn_learns_a_block_model() {
 
 #[test]
 fn agnn_learns_a_block_model() {
-    let h = train(ModelKind::Agnn, 0, 100);
+    let h = train("agnn", 0, 100);
     println!("AGNN on SBM: test accuracy {:.3} at epoch {}", h.test_acc, h.best_epoch);
     assert!(h.test_acc > 0.9, "test accuracy {}", h.test_acc);
 }
 
 #[test]
 fn same_seed_same_loss_curve() {
-    let a = train(ModelKind::Gcn, 7, 15);
-    let b = train(ModelKind::Gcn, 7, 15);
-    let c = train(ModelKind::Gcn, 8, 15);
+    let a = train("gcn", 7, 15);
+    let b = train("gcn", 7, 15);
+    let c = train("gcn", 8, 15);
     let losses = |h: &tcgnn::nn::History| h.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
     assert_eq!(losses(&a), losses(&b));
     assert_ne!(losses(&a), losses(&c));
@@ -49,9 +50,9 @@ fn bad_inputs_are_refused() {
     let data = sbm();
     let b = Arc::new(CpuBackend::<f32>::new());
     let tcfg = TrainConfig::default();
-    let bad_dropout = ModelConfig { dropout: 1.0, ..ModelConfig::default_for(ModelKind::Gcn) };
+    let bad_dropout = ModelConfig { dropout: 1.0, ..default_config("gcn").unwrap() };
     assert!(Trainer::new(b.clone(), &data, &bad_dropout, &tcfg).is_err());
-    let zero_hidden = ModelConfig { hidden: 0, ..ModelConfig::default_for(ModelKind::Gcn) };
+    let zero_hidden = ModelConfig { hidden: 0, ..default_config("gcn").unwrap() };
     assert!(Trainer::new(b.clone(), &data, &zero_hidden, &tcfg).is_err());
     let e = Dataset::load("sbm:2000:4:8", None, &SyntheticNodeData { features: 0, classes: 4, seed: 1 });
     assert!(e.is_err());

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use serde::Serialize;
 use tcgnn::bench::train::{mean_std, write_json, write_text};
 use tcgnn::gpu::Gpu;
-use tcgnn::nn::{CudaBackend, ModelConfig, ModelKind, TrainConfig, Trainer};
+use tcgnn::nn::models::model_info;
+use tcgnn::nn::{CudaBackend, ModelConfig, TrainConfig, Trainer};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::{Error, Result};
 
@@ -19,7 +20,8 @@ use super::train_cmd::{TrainArgs, check_fits, load_dataset};
 pub struct BenchTrainArgs {
     /// Graphs (default: cora, citeseer, pubmed, rmat:18:16, sbm:1000000).
     pub graphs: Vec<String>,
-    /// Models as KIND:LAYERSxHIDDEN (default gcn:2x16, gcn:2x128, agnn:4x32).
+    /// Models as NAME or NAME:LAYERSxHIDDEN, the rest at the model's defaults (default gcn:2x16,
+    /// gcn:2x128, agnn:4x32, gat, sage, gin).
     #[arg(long, value_delimiter = ',')]
     pub models: Vec<String>,
     #[arg(long, value_enum, value_delimiter = ',', default_value = "f32,tf32,f16")]
@@ -82,24 +84,30 @@ struct Report {
     rows: Vec<Row>,
 }
 
-fn parse_model(s: &str) -> Result<(ModelKind, usize, usize)> {
-    let bad = || Error::Unsupported(format!("model '{s}': use KIND:LAYERSxHIDDEN, e.g. gcn:2x16"));
-    let (kind, shape) = s.split_once(':').ok_or_else(bad)?;
+/// `NAME` or `NAME:LAYERSxHIDDEN` into the model's default config with that shape.
+fn parse_model(s: &str) -> Result<ModelConfig> {
+    let bad = || Error::Unsupported(format!("model '{s}': use NAME or NAME:LAYERSxHIDDEN, e.g. gcn:2x16"));
+    let (name, shape) = s.split_once(':').map_or((s, None), |(n, sh)| (n, Some(sh)));
+    let d = model_info(name)?.defaults;
+    let Some(shape) = shape else { return Ok(d) };
     let (l, h) = shape.split_once('x').ok_or_else(bad)?;
-    let kind = match kind {
-        "gcn" => ModelKind::Gcn,
-        "agnn" => ModelKind::Agnn,
-        _ => return Err(bad()),
-    };
-    Ok((kind, l.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?))
+    Ok(ModelConfig { layers: l.parse().map_err(|_| bad())?, hidden: h.parse().map_err(|_| bad())?, ..d })
+}
+
+/// The name reports use for a model config: "gcn 2x16", "gat 2x8x8" (layers x heads x hidden).
+fn model_label(cfg: &ModelConfig) -> String {
+    match cfg.heads {
+        1 => format!("{} {}x{}", cfg.model, cfg.layers, cfg.hidden),
+        h => format!("{} {}x{}x{}", cfg.model, cfg.layers, h, cfg.hidden),
+    }
 }
 
 /// PyG's median step and mean test accuracy (percent) for (graph, model, layers, hidden), as
 /// `bench/pyg/train.py` writes them (`records[].config.{model,layers,hidden}`, `step_ms.median`,
 /// `test_acc_mean` as a fraction). Graph names are file stems on both sides.
-fn pyg_lookup(pyg: &Option<serde_json::Value>, graph: &str, kind: ModelKind, layers: usize, hidden: usize) -> (Option<f64>, Option<f64>) {
+fn pyg_lookup(pyg: &Option<serde_json::Value>, graph: &str, model: &str, layers: usize, hidden: usize) -> (Option<f64>, Option<f64>) {
     let Some(v) = pyg else { return (None, None) };
-    let want_kind = format!("{kind:?}").to_lowercase();
+    let want_kind = model.to_lowercase();
     let records = v.get("records").and_then(|r| r.as_array()).into_iter().flatten();
     let (mut step, mut acc) = (None, None);
     for r in records {
@@ -124,7 +132,11 @@ pub fn run(a: &BenchTrainArgs) -> Result<()> {
     } else {
         a.graphs.clone()
     };
-    let models = if a.models.is_empty() { vec!["gcn:2x16".into(), "gcn:2x128".into(), "agnn:4x32".into()] } else { a.models.clone() };
+    let models = if a.models.is_empty() {
+        ["gcn:2x16", "gcn:2x128", "agnn:4x32", "gat", "sage", "gin"].iter().filter(|m| model_info(m.split(':').next().unwrap_or("")).is_ok()).map(|m| m.to_string()).collect()
+    } else {
+        a.models.clone()
+    };
     let models = models.iter().map(|m| parse_model(m)).collect::<Result<Vec<_>>>()?;
     let mut pyg_records = Vec::new();
     for p in &a.pyg {
@@ -143,12 +155,12 @@ pub fn run(a: &BenchTrainArgs) -> Result<()> {
                 continue;
             }
         };
-        for &(kind, layers, hidden) in &models {
+        for cfg in &models {
             for &prec in &a.precisions {
-                let row = bench_one(&gpu, a, &data, kind, layers, hidden, prec, &pyg);
+                let row = bench_one(&gpu, a, &data, cfg, prec, &pyg);
                 let row = row.unwrap_or_else(|e| Row {
                     graph: graph.clone(),
-                    model: format!("{kind:?} {layers}x{hidden}").to_lowercase(),
+                    model: model_label(cfg),
                     precision: format!("{prec:?}").to_lowercase(),
                     error: Some(e.to_string()),
                     ..empty_row()
@@ -215,16 +227,15 @@ fn bench_one(
     gpu: &Arc<Gpu>,
     a: &BenchTrainArgs,
     data: &tcgnn::nn::Dataset,
-    kind: ModelKind,
-    layers: usize,
-    hidden: usize,
+    cfg: &ModelConfig,
     prec: Precision,
     pyg: &Option<serde_json::Value>,
 ) -> Result<Row> {
-    let cfg = ModelConfig { kind, layers, hidden, dropout: 0.5, seed: 0 };
+    let cfg = *cfg;
     check_fits(gpu, data, &cfg)?;
-    let tcfg = TrainConfig::default();
-    let layout = super::train_cmd::edge_layout(kind, None);
+    let info = model_info(cfg.model)?;
+    let tcfg = TrainConfig { lr: info.lr, weight_decay: info.weight_decay, ..TrainConfig::default() };
+    let layout = super::train_cmd::edge_layout(cfg.model, None)?;
     let backend = Arc::new(CudaBackend::new(gpu.clone(), prec, Impl::Auto)?.with_edge_layout(layout));
     let mut trainer = Trainer::new(backend.clone(), data, &cfg, &tcfg)?;
     let setup_ms = trainer.setup_seconds * 1e3;
@@ -239,14 +250,14 @@ fn bench_one(
             accuracies.push(t.fit(tcfg.epochs, |_| {})?.test_acc * 100.0);
         }
     }
-    let (pyg_step_ms, pyg_accuracy) = pyg_lookup(pyg, &data.name, kind, layers, hidden);
+    let (pyg_step_ms, pyg_accuracy) = pyg_lookup(pyg, &data.name, cfg.model, cfg.layers, cfg.hidden);
     let step = phases.step_ms();
     Ok(Row {
         graph: data.name.clone(),
         n: data.n(),
         nnz: data.graph.nnz(),
         features: data.features.cols(),
-        model: format!("{kind:?} {layers}x{hidden}").to_lowercase(),
+        model: model_label(&cfg),
         precision: format!("{prec:?}").to_lowercase(),
         backend: tcgnn::nn::Backend::describe(&*backend),
         setup_ms,

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use indicatif::{ProgressBar, ProgressStyle};
 use tcgnn::bench::train::{TrainRun, curve_svg, mean_std, write_json, write_text};
 use tcgnn::gpu::Gpu;
-use tcgnn::nn::model::estimate_bytes;
-use tcgnn::nn::{Backend, CpuBackend, CudaBackend, Dataset, FeatureStorage, ModelConfig, ModelKind, SyntheticNodeData, TrainConfig, Trainer};
+use tcgnn::nn::models::{estimate_bytes, model_info, parse_model_name};
+use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, FeatureStorage, ModelConfig, Ops, SyntheticNodeData, TrainConfig, Trainer};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::{Error, Result};
 
@@ -25,22 +25,38 @@ pub struct TrainArgs {
     /// A dataset name (with NAME.npz node data if present), a .mtx/.mtx.gz path,
     /// rmat:SCALE:EF[:SEED] or sbm:N[:CLASSES[:DEGREE]] (generated with label-correlated features).
     pub graph: String,
-    #[arg(long, value_enum, default_value = "gcn")]
-    pub model: ModelKind,
-    /// Graph convolution layers (default: GCN 2, AGNN 4).
+    /// The model: gcn, agnn, gat, sage, gin (`tcgnn models` lists them with their defaults).
+    #[arg(long, default_value = "gcn", value_parser = parse_model_name)]
+    pub model: &'static str,
+    /// Graph layers (default per model: GCN 2, AGNN 4, GAT 2, SAGE 2, GIN 2).
     #[arg(long)]
     pub layers: Option<usize>,
-    /// Hidden width (default: GCN 16, AGNN 32).
+    /// Hidden width, per head for GAT (default per model: GCN 16, AGNN 32, GAT 8, SAGE 64, GIN 64).
     #[arg(long)]
     pub hidden: Option<usize>,
+    /// Attention heads of the hidden layers (GAT; default 8).
+    #[arg(long)]
+    pub heads: Option<usize>,
+    /// BatchNorm1d after every hidden layer (GCN, SAGE, GIN, GAT).
+    #[arg(long)]
+    pub batch_norm: bool,
+    /// Residual connections around hidden layers of equal width (GCN, SAGE, GIN, GAT).
+    #[arg(long)]
+    pub residual: bool,
+    /// GIN: learn eps (default: fixed 0). SAGE: L2-normalise each layer's output.
+    #[arg(long)]
+    pub variant: bool,
     #[arg(long, default_value_t = 200)]
     pub epochs: usize,
-    #[arg(long, default_value_t = 0.01)]
-    pub lr: f32,
-    #[arg(long, default_value_t = 5e-4)]
-    pub weight_decay: f32,
-    #[arg(long, default_value_t = 0.5)]
-    pub dropout: f32,
+    /// Learning rate (default per model: 0.01, GAT 0.005).
+    #[arg(long)]
+    pub lr: Option<f32>,
+    /// L2 weight decay (default 5e-4).
+    #[arg(long)]
+    pub weight_decay: Option<f32>,
+    /// Dropout probability (default per model: 0.5, GAT 0.6 on features and attention).
+    #[arg(long)]
+    pub dropout: Option<f32>,
     /// Sparse kernels' arithmetic: f32 (CUDA cores), tf32 or f16 (tensor cores). CPU: f32.
     #[arg(long, value_enum, default_value = "f32")]
     pub precision: Precision,
@@ -123,7 +139,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     let mut runs = Vec::new();
     for &seed in &a.seeds {
         let run = match &gpu {
-            Some(gpu) => train_one(a, seed, || Ok(CudaBackend::new(gpu.clone(), a.precision, a.imp)?.with_edge_layout(edge_layout(a.model, a.edge_layout))), Some(gpu.clone()))?,
+            Some(gpu) => train_one(a, seed, || Ok(CudaBackend::new(gpu.clone(), a.precision, a.imp)?.with_edge_layout(edge_layout(a.model, a.edge_layout)?)), Some(gpu.clone()))?,
             None if a.f64 => train_one(a, seed, || Ok(CpuBackend::<f64>::new()), None)?,
             None => train_one(a, seed, || Ok(CpuBackend::<f32>::new()), None)?,
         };
@@ -133,9 +149,9 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     let (mean, std) = mean_std(&accs);
     let r0 = &runs[0];
     println!(
-        "{} {:?} {}x{} on {} ({}): test accuracy at best validation epoch {mean:.2} ± {std:.2}% over {} seed(s){}",
+        "{} {} {}x{} on {} ({}): test accuracy at best validation epoch {mean:.2} ± {std:.2}% over {} seed(s){}",
         r0.graph,
-        r0.model.kind,
+        r0.model.model,
         r0.model.layers,
         r0.model.hidden,
         r0.backend,
@@ -157,7 +173,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     }
     if let Some(dir) = &a.out {
         let json = write_json(&dir.join("train.json"), &runs)?;
-        let title = format!("{} {:?} {}x{} ({}), seed {}", r0.graph, r0.model.kind, r0.model.layers, r0.model.hidden, r0.precision, r0.seed);
+        let title = format!("{} {} {}x{} ({}), seed {}", r0.graph, r0.model.model, r0.model.layers, r0.model.hidden, r0.precision, r0.seed);
         let svg = write_text(&dir.join("train.svg"), &curve_svg(&title, &r0.history.epochs))?;
         eprintln!("wrote {} and {}", json.display(), svg.display());
     }
@@ -176,27 +192,48 @@ pub fn load_dataset(a: &TrainArgs, seed: u64) -> Result<Dataset> {
 }
 
 /// The edge layout asked for, else the one that suits the model (see `--edge-layout`).
-pub fn edge_layout(kind: ModelKind, asked: Option<tcgnn::nn::EdgeLayout>) -> tcgnn::nn::EdgeLayout {
-    asked.unwrap_or(match kind {
-        ModelKind::Agnn => tcgnn::nn::EdgeLayout::Csr,
-        ModelKind::Gcn => tcgnn::nn::EdgeLayout::Kernel,
+pub fn edge_layout(model: &str, asked: Option<tcgnn::nn::EdgeLayout>) -> Result<tcgnn::nn::EdgeLayout> {
+    Ok(asked.unwrap_or(model_info(model)?.edge_layout))
+}
+
+/// The model's defaults from the registry with the options given on the command line.
+pub fn model_config(a: &TrainArgs, seed: u64) -> Result<ModelConfig> {
+    let d = model_info(a.model)?.defaults;
+    Ok(ModelConfig {
+        layers: a.layers.unwrap_or(d.layers),
+        hidden: a.hidden.unwrap_or(d.hidden),
+        heads: a.heads.unwrap_or(d.heads),
+        dropout: a.dropout.unwrap_or(d.dropout),
+        batch_norm: a.batch_norm || d.batch_norm,
+        residual: a.residual || d.residual,
+        variant: a.variant || d.variant,
+        seed,
+        ..d
     })
 }
 
-pub fn model_config(a: &TrainArgs, seed: u64) -> ModelConfig {
-    let d = ModelConfig::default_for(a.model);
-    ModelConfig { layers: a.layers.unwrap_or(d.layers), hidden: a.hidden.unwrap_or(d.hidden), dropout: a.dropout, seed, ..d }
+/// The optimiser's settings: the model's defaults unless given.
+pub fn train_config(a: &TrainArgs) -> Result<TrainConfig> {
+    let info = model_info(a.model)?;
+    let (lr, weight_decay) = (a.lr.unwrap_or(info.lr), a.weight_decay.unwrap_or(info.weight_decay));
+    if !(lr.is_finite() && lr > 0.0) {
+        return Err(Error::Unsupported(format!("--lr must be a positive number, got {lr}")));
+    }
+    if !(weight_decay.is_finite() && weight_decay >= 0.0) {
+        return Err(Error::Unsupported(format!("--weight-decay must be a non-negative number, got {weight_decay}")));
+    }
+    Ok(TrainConfig { epochs: a.epochs, lr, weight_decay })
 }
 
 /// Refuses a model that does not fit in the GPU's free memory.
 pub fn check_fits(gpu: &Gpu, data: &Dataset, cfg: &ModelConfig) -> Result<()> {
-    let need = estimate_bytes(cfg, data.n(), data.graph.nnz(), data.features.cols(), data.classes);
+    let need = estimate_bytes(cfg, data.n(), data.graph.nnz(), data.features.cols(), data.classes)?;
     let free = tcgnn::bench::budget::gpu_free_bytes(gpu)?;
     if need > free {
         return Err(Error::Unsupported(format!(
-            "{} {:?} {}x{} needs about {:.1} GiB of GPU memory, {:.1} GiB are free; use a smaller --hidden or graph",
+            "{} {} {}x{} needs about {:.1} GiB of GPU memory, {:.1} GiB are free; use a smaller --hidden or graph",
             data.name,
-            cfg.kind,
+            cfg.model,
             cfg.layers,
             cfg.hidden,
             need as f64 / (1u64 << 30) as f64,
@@ -206,14 +243,14 @@ pub fn check_fits(gpu: &Gpu, data: &Dataset, cfg: &ModelConfig) -> Result<()> {
     Ok(())
 }
 
-fn train_one<B: Backend>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> Result<B>, gpu: Option<Arc<Gpu>>) -> Result<TrainRun> {
+fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> Result<B>, gpu: Option<Arc<Gpu>>) -> Result<TrainRun> {
     let data = load_dataset(a, seed)?;
-    let cfg = model_config(a, seed);
-    cfg.check()?;
+    let cfg = model_config(a, seed)?;
+    tcgnn::nn::models::check(&cfg)?;
     if let Some(gpu) = &gpu {
         check_fits(gpu, &data, &cfg)?;
     }
-    let tcfg = TrainConfig { epochs: a.epochs, lr: a.lr, weight_decay: a.weight_decay };
+    let tcfg = train_config(a)?;
     let backend = Arc::new(make()?);
     let mut trainer = Trainer::new(backend.clone(), &data, &cfg, &tcfg)?;
     if gpu.is_some()
@@ -228,7 +265,7 @@ fn train_one<B: Backend>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> Result
             .expect("static template")
             .progress_chars("=> "),
     );
-    bar.set_prefix(format!("{} {:?} seed {seed}", data.name, cfg.kind));
+    bar.set_prefix(format!("{} {} seed {seed}", data.name, cfg.model));
     let history = trainer.fit(a.epochs, |e| {
         bar.set_message(format!("loss {:.4} val {:.1}% test {:.1}%", e.loss, e.val_acc * 100.0, e.test_acc * 100.0));
         bar.inc(1);

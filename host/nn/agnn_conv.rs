@@ -9,16 +9,16 @@
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::nn::backend::{Backend, Side};
+use crate::ops::backend::{Ops, Side};
 use crate::nn::param::Param;
 use crate::tensor::Matrix;
 
 /// The pattern of A + I, shared by every `AgnnConv` of a model.
-pub struct AgnnGraph<B: Backend> {
+pub struct AgnnGraph<B: Ops> {
     pub graph: B::Graph,
 }
 
-impl<B: Backend> AgnnGraph<B> {
+impl<B: Ops> AgnnGraph<B> {
     pub fn new(b: &B, a: &Csr) -> Result<Self> {
         // SDDMM multiplies by the graph's values: unit values make it the plain pattern.
         let with_loops = crate::graph::ops::add_self_loops(&crate::graph::ops::pattern(a), 1.0)?;
@@ -26,7 +26,7 @@ impl<B: Backend> AgnnGraph<B> {
     }
 }
 
-pub struct AgnnConv<B: Backend> {
+pub struct AgnnConv<B: Ops> {
     pub beta: Param<B>,
     n: B::Mat,
     inv_norm: B::Mat,
@@ -42,7 +42,7 @@ pub struct AgnnConv<B: Backend> {
     dn_t: B::Mat,
 }
 
-impl<B: Backend> AgnnConv<B> {
+impl<B: Ops> AgnnConv<B> {
     /// A layer over `rows` nodes of width `dim`, β initialised to 1 (as PyG).
     pub fn new(b: &B, g: &AgnnGraph<B>, rows: usize, dim: usize) -> Result<Self> {
         let fwd = || b.edges(&g.graph, Side::Forward);
@@ -92,7 +92,7 @@ impl<B: Backend> AgnnConv<B> {
         b.row_normalize_backward(&self.n, &self.inv_norm, &self.dn, dh)
     }
 
-    pub fn params(&mut self) -> [&mut Param<B>; 1] {
-        [&mut self.beta]
+    pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
+        vec![("beta", &mut self.beta)]
     }
 }

@@ -2,16 +2,16 @@
 //! drawn on the device from (seed, step counter), so a replayed CUDA graph draws a fresh one.
 
 use crate::error::Result;
-use crate::nn::backend::Backend;
+use crate::ops::backend::Ops;
 
-pub struct Dropout<B: Backend> {
+pub struct Dropout<B: Ops> {
     p: f32,
     seed: u64,
     out: B::Mat,
     mask: B::Mask,
 }
 
-impl<B: Backend> Dropout<B> {
+impl<B: Ops> Dropout<B> {
     pub fn new(b: &B, rows: usize, cols: usize, p: f32, seed: u64) -> Result<Self> {
         Ok(Dropout { p, seed, out: b.matrix(rows, cols)?, mask: b.mask(rows, cols)? })
     }

@@ -5,11 +5,11 @@
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::nn::backend::{Backend, Side};
+use crate::ops::backend::{Ops, Side};
 use crate::nn::operand::Operand;
 use crate::tensor::Matrix;
 
-pub enum InputFeatures<B: Backend> {
+pub enum InputFeatures<B: Ops> {
     Dense { x: B::Mat, dropped: B::Mat, mask: B::Mask },
     Sparse { x: B::Graph, values: B::Edges, values_t: B::Edges, dropped: B::Edges, dropped_t: B::Edges, mask: B::Mask },
 }
@@ -69,7 +69,7 @@ impl HostFeatures {
     }
 }
 
-impl<B: Backend> InputFeatures<B> {
+impl<B: Ops> InputFeatures<B> {
     pub fn new(b: &B, host: &HostFeatures) -> Result<Self> {
         Ok(match host {
             HostFeatures::Dense(m) => InputFeatures::Dense {

@@ -1,31 +1,39 @@
-//! `Linear`: Y = X W + b (PyG's `Linear` / torch's `nn.Linear` with weight stored `in x out`).
+//! `Linear`: Y = X W (+ b) (PyG's `Linear` / torch's `nn.Linear` with weight stored `in x out`).
 
 use crate::error::Result;
-use crate::nn::backend::Backend;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, glorot};
+use crate::ops::backend::Ops;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
-pub struct Linear<B: Backend> {
+pub struct Linear<B: Ops> {
     pub weight: Param<B>,
-    pub bias: Param<B>,
+    /// None for a layer whose owner adds its bias later (GcnConv adds it after aggregating).
+    pub bias: Option<Param<B>>,
     out: B::Mat,
 }
 
-impl<B: Backend> Linear<B> {
+impl<B: Ops> Linear<B> {
     /// A layer for `rows` nodes, `fan_in -> fan_out`, Glorot weights and zero bias.
     pub fn new(b: &B, rows: usize, fan_in: usize, fan_out: usize, rng: &mut SplitMix64) -> Result<Self> {
+        Self::with_bias(b, rows, fan_in, fan_out, true, rng)
+    }
+
+    /// The same with or without a bias.
+    pub fn with_bias(b: &B, rows: usize, fan_in: usize, fan_out: usize, bias: bool, rng: &mut SplitMix64) -> Result<Self> {
         Ok(Linear {
             weight: Param::new(b, &glorot(fan_in, fan_out, rng))?,
-            bias: Param::new(b, &Matrix::zeros(1, fan_out))?,
+            bias: if bias { Some(Param::new(b, &Matrix::zeros(1, fan_out))?) } else { None },
             out: b.matrix(rows, fan_out)?,
         })
     }
 
     pub fn forward(&mut self, b: &B, x: &Operand<B>) -> Result<&B::Mat> {
         x.times(b, &self.weight.value, &mut self.out)?;
-        b.bias_add(&mut self.out, &self.bias.value)?;
+        if let Some(bias) = &self.bias {
+            b.bias_add(&mut self.out, &bias.value)?;
+        }
         Ok(&self.out)
     }
 
@@ -39,7 +47,9 @@ impl<B: Backend> Linear<B> {
     /// Gradients of weight and bias from `dy`, and dX = dY Wᵀ into `dx` when asked (the node
     /// features need none).
     pub fn backward(&mut self, b: &B, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
-        b.col_sums(dy, &mut self.bias.grad)?;
+        if let Some(bias) = &mut self.bias {
+            b.col_sums(dy, &mut bias.grad)?;
+        }
         x.transposed_times(b, dy, &mut self.weight.grad)?;
         match dx {
             Some(dx) => b.gemm(dy, false, &self.weight.value, true, 0.0, dx),
@@ -47,7 +57,11 @@ impl<B: Backend> Linear<B> {
         }
     }
 
-    pub fn params(&mut self) -> [&mut Param<B>; 2] {
-        [&mut self.weight, &mut self.bias]
+    pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
+        let mut p = vec![("weight", &mut self.weight)];
+        if let Some(bias) = &mut self.bias {
+            p.push(("bias", bias));
+        }
+        p
     }
 }

@@ -5,22 +5,21 @@
 //! [`cuda::CudaBackend`] (cuBLAS + our sparse kernels, f32 / tf32 / f16).
 
 pub mod agnn_conv;
-pub mod backend;
-pub mod cpu;
-pub mod cuda;
 pub mod data;
 pub mod dropout;
 pub mod gcn_conv;
 pub mod input;
 pub mod linear;
-pub mod model;
+pub mod models;
 pub mod operand;
 pub mod param;
 pub mod train;
 
-pub use backend::{Backend, Side, Stats};
+// The backends live with the ops (each op implements its trait for both); re-exported here
+// because a model is built on one.
+pub use crate::ops::backend::{self as backend, Backend, Ops, Side, Stats, cpu, cuda};
 pub use cpu::CpuBackend;
 pub use cuda::{CudaBackend, EdgeLayout};
 pub use data::{Dataset, FeatureStorage, SyntheticNodeData};
-pub use model::{ModelConfig, ModelKind, Net};
+pub use models::{MODELS, Model, ModelConfig, ModelInfo, model_info};
 pub use train::{History, TrainConfig, Trainer};

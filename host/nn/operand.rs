@@ -3,15 +3,15 @@
 //! matrix as the sparse side. The layer's backward needs `Xᵀ G` for its weight gradient.
 
 use crate::error::Result;
-use crate::nn::backend::{Backend, Side};
+use crate::ops::backend::{Ops, Side};
 
-pub enum Operand<'a, B: Backend> {
+pub enum Operand<'a, B: Ops> {
     Dense(&'a B::Mat),
     /// `X` as a pattern with values in forward order and the same values laid out for `Xᵀ`.
     Sparse { x: &'a B::Graph, values: &'a B::Edges, values_t: &'a B::Edges },
 }
 
-impl<B: Backend> Operand<'_, B> {
+impl<B: Ops> Operand<'_, B> {
     /// `out = X w`.
     pub fn times(&self, b: &B, w: &B::Mat, out: &mut B::Mat) -> Result<()> {
         match self {

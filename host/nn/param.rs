@@ -1,18 +1,18 @@
 //! A trainable tensor: its value, its gradient and Adam's two moments, all allocated once.
 
 use crate::error::Result;
-use crate::nn::backend::{AdamHyper, Backend};
+use crate::ops::backend::{AdamHyper, Ops};
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
-pub struct Param<B: Backend> {
+pub struct Param<B: Ops> {
     pub value: B::Mat,
     pub grad: B::Mat,
     m: B::Mat,
     v: B::Mat,
 }
 
-impl<B: Backend> Param<B> {
+impl<B: Ops> Param<B> {
     pub fn new(b: &B, init: &Matrix) -> Result<Self> {
         Ok(Param {
             value: b.upload(init)?,

@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::gpu::timing::Timing;
-use crate::nn::backend::{AdamHyper, Backend, Stats, TEST_BIT, TRAIN_BIT, VAL_BIT};
+use crate::ops::backend::{AdamHyper, Ops, Stats, TEST_BIT, TRAIN_BIT, VAL_BIT};
 use crate::nn::data::Dataset;
 use crate::nn::input::InputFeatures;
-use crate::nn::model::{ModelConfig, Net};
+use crate::nn::models::{self, Model, ModelConfig};
 
 /// Optimiser settings of a run (the model's own are in [`ModelConfig`]).
 #[derive(Clone, Copy, Debug, serde::Serialize)]
@@ -45,9 +45,9 @@ pub struct MaskSizes {
     pub test: usize,
 }
 
-pub struct Trainer<B: Backend> {
+pub struct Trainer<B: Ops + 'static> {
     backend: Arc<B>,
-    net: Net<B>,
+    net: Box<dyn Model<B>>,
     input: InputFeatures<B>,
     labels: B::Labels,
     dlogits: B::Mat,
@@ -64,7 +64,7 @@ pub struct Trainer<B: Backend> {
     pub setup_seconds: f64,
 }
 
-impl<B: Backend> Trainer<B> {
+impl<B: Ops + 'static> Trainer<B> {
     pub fn new(backend: Arc<B>, data: &Dataset, model: &ModelConfig, train: &TrainConfig) -> Result<Self> {
         let t0 = Instant::now();
         let b = &*backend;
@@ -74,7 +74,7 @@ impl<B: Backend> Trainer<B> {
             return Err(Error::Unsupported(format!("{}: the train mask is empty", data.name)));
         }
         let n = data.graph.n_rows();
-        let net = Net::new(b, &data.graph, &data.features, data.classes, model)?;
+        let net = models::build(b, &data.graph, data.features.cols(), data.classes, model)?;
         let input = InputFeatures::new(b, &data.features)?;
         let labels = b.labels(&data.labels, &data.mask_bits)?;
         let hyper = AdamHyper { lr: train.lr, weight_decay: train.weight_decay, ..AdamHyper::default() };
@@ -119,7 +119,7 @@ impl<B: Backend> Trainer<B> {
 
     pub fn optimize(&mut self) -> Result<()> {
         let b = &*self.backend;
-        for p in self.net.params() {
+        for (_, p) in self.net.params() {
             p.adam(b, &self.hyper)?;
         }
         Ok(())
@@ -228,7 +228,7 @@ impl<B: Backend> Trainer<B> {
     }
 }
 
-impl<B: Backend> Trainer<B> {
+impl<B: Ops + 'static> Trainer<B> {
     /// Per-op time of `steps` eager training steps (ms per step, calls per step), slowest first.
     pub fn op_profile(&mut self, steps: usize) -> Result<Vec<(String, f64, f64)>> {
         let b = self.backend.clone();

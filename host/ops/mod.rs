@@ -1,6 +1,7 @@
 //! Operations, one entry per op; each dispatches to a CPU implementation (rayon, also the
 //! reference) or a CUDA kernel, chosen by [`Impl`].
 
+pub mod backend;
 pub mod handle;
 pub mod nn;
 pub mod permute;

@@ -9,6 +9,9 @@ use crate::gpu::abi::nn::{self as kernels, AdamArgs, StepIncrementArgs};
 use crate::gpu::launch::Shape;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::util::Real;
+use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
+use crate::ops::backend::cuda::CudaBackend;
+use crate::ops::backend::Backend;
 
 /// Adam's hyperparameters; `Default` is torch's (lr 1e-3, betas (0.9, 0.999), eps 1e-8,
 /// weight_decay 0).
@@ -99,4 +102,25 @@ pub fn step_increment(gpu: &Gpu, step: &mut DeviceVec<u32>) -> Result<()> {
     let args = StepIncrementArgs { step: step.arg_mut(gpu) };
     // SAFETY: step holds at least one u32.
     unsafe { kernels::step_increment.launch(gpu, Shape::linear(1, 32, 0), &args) }
+}
+
+// -- the op on each backend --
+
+pub trait AdamOp: Backend {
+    /// One Adam update of `param` from `grad` (moments `m`, `v`), at the current step count.
+    fn adam(&self, param: &mut Self::Mat, grad: &Self::Mat, m: &mut Self::Mat, v: &mut Self::Mat, hyper: &AdamHyper) -> Result<()>;
+}
+
+impl<T: Real> AdamOp for CpuBackend<T> {
+    fn adam(&self, param: &mut HostMat<T>, grad: &HostMat<T>, m: &mut HostMat<T>, v: &mut HostMat<T>, hyper: &AdamHyper) -> Result<()> {
+        same_shape("adam", param, grad)?;
+        adam_cpu(&mut param.data, &grad.data, &mut m.data, &mut v.data, hyper, self.step().max(1));
+        Ok(())
+    }
+}
+
+impl AdamOp for CudaBackend {
+    fn adam(&self, param: &mut DeviceMatrix<f32>, grad: &DeviceMatrix<f32>, m: &mut DeviceMatrix<f32>, v: &mut DeviceMatrix<f32>, hyper: &AdamHyper) -> Result<()> {
+        self.timed("adam", || adam(param, grad, m, v, hyper, &self.step_ptr()))
+    }
 }

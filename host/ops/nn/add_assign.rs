@@ -7,6 +7,9 @@ use crate::error::Result;
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{AddAssignArgs, add_assign_f32};
 use crate::util::Real;
+use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
+use crate::ops::backend::cuda::CudaBackend;
+use crate::ops::backend::Backend;
 
 /// y += x elementwise.
 pub fn add_assign_cpu<T: Real>(y: &mut [T], x: &[T]) {
@@ -22,4 +25,25 @@ pub fn add_assign(y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>) -> Result<()
     let args = AddAssignArgs { n4, y: y.arg_mut(), x: x.arg() };
     // SAFETY: both buffers hold n4 float4s.
     unsafe { add_assign_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
+}
+
+// -- the op on each backend --
+
+pub trait AddAssignOp: Backend {
+    /// `y += x`.
+    fn add_assign(&self, y: &mut Self::Mat, x: &Self::Mat) -> Result<()>;
+}
+
+impl<T: Real> AddAssignOp for CpuBackend<T> {
+    fn add_assign(&self, y: &mut HostMat<T>, x: &HostMat<T>) -> Result<()> {
+        same_shape("add_assign", y, x)?;
+        add_assign_cpu(&mut y.data, &x.data);
+        Ok(())
+    }
+}
+
+impl AddAssignOp for CudaBackend {
+    fn add_assign(&self, y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>) -> Result<()> {
+        self.timed("add assign", || add_assign(y, x))
+    }
 }

@@ -7,6 +7,9 @@ use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{BiasAddArgs, bias_add_f32};
 use crate::util::Real;
+use crate::ops::backend::cpu::{CpuBackend, HostMat};
+use crate::ops::backend::cuda::CudaBackend;
+use crate::ops::backend::Backend;
 
 /// y[r][c] += b[c] for `y` rows x cols (unpadded) and `b` of `cols` values.
 pub fn bias_add_cpu<T: Real>(y: &mut [T], rows: usize, cols: usize, b: &[T]) {
@@ -36,4 +39,27 @@ pub fn bias_add(y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> 
     let args = BiasAddArgs { n4, ld4: (y.ld / 4) as u32, y: y.arg_mut(), b: b.arg() };
     // SAFETY: y holds n4 float4s of rows of ld floats, b one row of ld.
     unsafe { bias_add_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
+}
+
+// -- the op on each backend --
+
+pub trait BiasAddOp: Backend {
+    /// `y[r] += b` for every row (`b` is `1 x cols`).
+    fn bias_add(&self, y: &mut Self::Mat, b: &Self::Mat) -> Result<()>;
+}
+
+impl<T: Real> BiasAddOp for CpuBackend<T> {
+    fn bias_add(&self, y: &mut HostMat<T>, b: &HostMat<T>) -> Result<()> {
+        if b.rows != 1 || b.cols != y.cols {
+            return Err(Error::Shape(format!("bias_add: bias {}x{} for {} columns", b.rows, b.cols, y.cols)));
+        }
+        bias_add_cpu(&mut y.data, y.rows, y.cols, &b.data);
+        Ok(())
+    }
+}
+
+impl BiasAddOp for CudaBackend {
+    fn bias_add(&self, y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
+        self.timed("bias add", || bias_add(y, b))
+    }
 }

@@ -10,6 +10,9 @@ use crate::gpu::abi::nn::{ColSumsArgs, col_sums_f32};
 use crate::gpu::launch::Shape;
 use crate::gpu::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
 use crate::util::Real;
+use crate::ops::backend::cpu::{CpuBackend, HostMat};
+use crate::ops::backend::cuda::CudaBackend;
+use crate::ops::backend::Backend;
 
 /// out[c] = sum_r x[r][c] (overwrites `out`). Deterministic: rows are summed in order within
 /// fixed blocks of `ROW_BLOCK` rows, and the blocks' sums in order.
@@ -64,4 +67,27 @@ pub fn col_sums(x: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>) -> Result<()
     // SAFETY: x holds rows x ld floats, out at least cols; the shared memory is the 4 * ld
     // bytes the narrow path uses (the wide path uses none).
     unsafe { col_sums_f32.launch(&gpu, Shape::linear(blocks as u32, NN_BLOCK, smem), &args) }
+}
+
+// -- the op on each backend --
+
+pub trait ColSumsOp: Backend {
+    /// `out = 1ᵀ x` (`out` is `1 x cols`): a bias gradient.
+    fn col_sums(&self, x: &Self::Mat, out: &mut Self::Mat) -> Result<()>;
+}
+
+impl<T: Real> ColSumsOp for CpuBackend<T> {
+    fn col_sums(&self, x: &HostMat<T>, out: &mut HostMat<T>) -> Result<()> {
+        if out.rows != 1 || out.cols != x.cols {
+            return Err(Error::Shape(format!("col_sums: out {}x{} for {} columns", out.rows, out.cols, x.cols)));
+        }
+        col_sums_cpu(&x.data, x.rows, x.cols, &mut out.data);
+        Ok(())
+    }
+}
+
+impl ColSumsOp for CudaBackend {
+    fn col_sums(&self, x: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.timed("col sums", || col_sums(x, out))
+    }
 }

@@ -28,6 +28,9 @@ use crate::gpu::memory::padded_ld;
 use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::util::Real;
+use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
+use crate::ops::backend::cuda::CudaBackend;
+use crate::ops::backend::Backend;
 
 fn check_p(p: f32) -> Result<()> {
     if !(0.0..1.0).contains(&p) {
@@ -248,4 +251,48 @@ unsafe fn launch_dropout_backward(gpu: &Gpu, n: usize, dy: Ptr<f32>, mask: Ptr<u
     let args = DropoutBackwardArgs { n: n as u32, dy, mask, scale: scale_f32(p), dx };
     // SAFETY: sizes as the caller guarantees.
     unsafe { dropout_backward_f32.launch(gpu, elementwise_shape(gpu, (n as u64).div_ceil(4)), &args) }
+}
+
+// -- the op on each backend --
+
+pub trait DropoutOp: Backend {
+    /// Inverted dropout with probability `p`; the mask is drawn from (`seed`, step counter).
+    fn dropout(&self, x: &Self::Mat, y: &mut Self::Mat, mask: &mut Self::Mask, p: f32, seed: u64) -> Result<()>;
+    fn dropout_backward(&self, dy: &Self::Mat, mask: &Self::Mask, p: f32, dx: &mut Self::Mat) -> Result<()>;
+    /// Dropout over edge values (the nonzeros of sparse input features, attention weights).
+    fn dropout_edges(&self, x: &Self::Edges, y: &mut Self::Edges, mask: &mut Self::Mask, p: f32, seed: u64) -> Result<()>;
+    /// The backward of [`DropoutOp::dropout_edges`].
+    fn dropout_edges_backward(&self, dy: &Self::Edges, mask: &Self::Mask, p: f32, dx: &mut Self::Edges) -> Result<()>;
+}
+
+impl<T: Real> DropoutOp for CpuBackend<T> {
+    fn dropout(&self, x: &HostMat<T>, y: &mut HostMat<T>, mask: &mut Vec<u8>, p: f32, seed: u64) -> Result<()> {
+        same_shape("dropout", y, x)?;
+        dropout_matrix_cpu(&x.data, x.rows, x.cols, &mut y.data, mask, p, seed, self.step())
+    }
+    fn dropout_backward(&self, dy: &HostMat<T>, mask: &Vec<u8>, p: f32, dx: &mut HostMat<T>) -> Result<()> {
+        same_shape("dropout_backward", dx, dy)?;
+        dropout_backward_matrix_cpu(&dy.data, mask, dy.rows, dy.cols, p, &mut dx.data)
+    }
+    fn dropout_edges(&self, x: &Vec<T>, y: &mut Vec<T>, mask: &mut Vec<u8>, p: f32, seed: u64) -> Result<()> {
+        dropout_cpu(x, y, mask, p, seed, self.step())
+    }
+    fn dropout_edges_backward(&self, dy: &Vec<T>, mask: &Vec<u8>, p: f32, dx: &mut Vec<T>) -> Result<()> {
+        dropout_backward_cpu(dy, mask, p, dx)
+    }
+}
+
+impl DropoutOp for CudaBackend {
+    fn dropout(&self, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64) -> Result<()> {
+        self.timed("dropout", || dropout_matrix(x, y, mask, p, seed, &self.step_ptr()))
+    }
+    fn dropout_backward(&self, dy: &DeviceMatrix<f32>, mask: &DeviceVec<u8>, p: f32, dx: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.timed("dropout backward", || dropout_backward_matrix(dy, mask, p, dx))
+    }
+    fn dropout_edges(&self, x: &DeviceVec<f32>, y: &mut DeviceVec<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64) -> Result<()> {
+        self.timed("dropout edges", || dropout(&self.gpu, x, y, mask, x.len(), p, seed, &self.step_ptr()))
+    }
+    fn dropout_edges_backward(&self, dy: &DeviceVec<f32>, mask: &DeviceVec<u8>, p: f32, dx: &mut DeviceVec<f32>) -> Result<()> {
+        self.timed("dropout edges backward", || dropout_backward(&self.gpu, dy, mask, dy.len(), p, dx))
+    }
 }

@@ -17,6 +17,9 @@ use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::GraphHandle;
 use crate::ops::sddmm::ValueOrder;
 use crate::util::Real;
+use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
+use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
+use crate::ops::backend::Backend;
 
 /// alpha_e = exp(s_e - max_row s) / sum_row exp(s - max_row s) with s_e = beta * cos_e, values
 /// in CSR order (one per edge). Rows without edges write nothing.
@@ -200,5 +203,62 @@ pub fn edge_softmax_backward(
         launch_long(&gpu, g, edge_softmax_backward_long_f32, |long_rows| EdgeSoftmaxBackwardLongArgs { long_rows, edges })?;
         let args = EdgeSoftmaxBackwardArgs { n_rows: n, long_min: NN_LONG_ROW, edges };
         edge_softmax_backward_f32.launch(&gpu, row_shape(&gpu, n as u64, 32 / NN_EDGE_GROUP, 4), &args)
+    }
+}
+
+// -- the op on each backend --
+
+pub trait EdgeSoftmaxOp: Backend {
+    /// `alpha = softmax over each row of beta * cos` (`beta` a `1 x 1` matrix).
+    fn edge_softmax(&self, g: &Self::Graph, beta: &Self::Mat, cos: &Self::Edges, alpha: &mut Self::Edges) -> Result<()>;
+    /// The backward of [`EdgeSoftmaxOp::edge_softmax`]: `dcos`, and `dbeta` (overwritten).
+    #[allow(clippy::too_many_arguments)]
+    fn edge_softmax_backward(
+        &self,
+        g: &Self::Graph,
+        beta: &Self::Mat,
+        alpha: &Self::Edges,
+        dalpha: &Self::Edges,
+        cos: &Self::Edges,
+        dcos: &mut Self::Edges,
+        dbeta: &mut Self::Mat,
+    ) -> Result<()>;
+}
+
+impl<T: Real> EdgeSoftmaxOp for CpuBackend<T> {
+    fn edge_softmax(&self, g: &HostGraph<T>, beta: &HostMat<T>, cos: &Vec<T>, alpha: &mut Vec<T>) -> Result<()> {
+        edge_softmax_scaled_cpu(g.s.row_ptr(), beta.data[0], cos, alpha);
+        Ok(())
+    }
+    fn edge_softmax_backward(
+        &self,
+        g: &HostGraph<T>,
+        beta: &HostMat<T>,
+        alpha: &Vec<T>,
+        dalpha: &Vec<T>,
+        cos: &Vec<T>,
+        dcos: &mut Vec<T>,
+        dbeta: &mut HostMat<T>,
+    ) -> Result<()> {
+        dbeta.data[0] = edge_softmax_backward_cpu(g.s.row_ptr(), beta.data[0], alpha, dalpha, cos, dcos);
+        Ok(())
+    }
+}
+
+impl EdgeSoftmaxOp for CudaBackend {
+    fn edge_softmax(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, cos: &DeviceVec<f32>, alpha: &mut DeviceVec<f32>) -> Result<()> {
+        self.timed("edge softmax", || edge_softmax_scaled(&g.handle, self.order, beta, cos, alpha))
+    }
+    fn edge_softmax_backward(
+        &self,
+        g: &GpuGraph,
+        beta: &DeviceMatrix<f32>,
+        alpha: &DeviceVec<f32>,
+        dalpha: &DeviceVec<f32>,
+        cos: &DeviceVec<f32>,
+        dcos: &mut DeviceVec<f32>,
+        dbeta: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
+        self.timed("edge softmax backward", || edge_softmax_backward(&g.handle, self.order, beta, alpha, dalpha, cos, dcos, dbeta))
     }
 }

@@ -1,6 +1,8 @@
 //! Primitive ops of GNN training, one file per op: a CPU version (generic over [`Real`](crate::util::Real), rayon
-//! over independent rows; also the f64 reference) and the launcher of the f32 CUDA kernel of
-//! the same name in `kernels-gpu/src/nn/`.
+//! over independent rows; also the f64 reference), the launcher of the f32 CUDA kernel of the
+//! same name in `kernels-gpu/src/nn/`, and the op's small trait (`ReluOp`, `SpmmOp`, ...)
+//! implemented for both backends ([`crate::ops::backend`]); [`crate::ops::backend::Ops`] names
+//! them all for the layers.
 //!
 //! Conventions:
 //! - CPU functions take plain row-major slices with explicit `(rows, cols)` and no padding
@@ -22,11 +24,16 @@ pub mod adam;
 pub mod add_assign;
 pub mod bias_add;
 pub mod col_sums;
+pub mod copy;
 pub mod cross_entropy;
 pub mod dropout;
 pub mod edge_softmax;
+pub mod gemm;
 pub mod relu;
 pub mod row_normalize;
+pub mod sddmm;
+pub mod spmm;
+pub mod transpose_edges;
 
 pub use adam::{AdamHyper, adam, adam_cpu, step_increment};
 pub use add_assign::{add_assign, add_assign_cpu};

@@ -7,6 +7,9 @@ use crate::error::Result;
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{ReluArgs, ReluBackwardArgs, relu_backward_f32, relu_f32};
 use crate::util::Real;
+use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
+use crate::ops::backend::cuda::CudaBackend;
+use crate::ops::backend::Backend;
 
 /// x = max(x, 0) in place (NaN and -0 become 0, as on the GPU).
 pub fn relu_cpu<T: Real>(x: &mut [T]) {
@@ -37,4 +40,34 @@ pub fn relu_backward(y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>) -> Resul
     let args = ReluBackwardArgs { n4, y: y.arg(), dy: dy.arg_mut() };
     // SAFETY: both buffers hold n4 float4s.
     unsafe { relu_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
+}
+
+// -- the op on each backend --
+
+/// ReLU in place and its backward, for a layer's hidden activations.
+pub trait ReluOp: Backend {
+    fn relu(&self, x: &mut Self::Mat) -> Result<()>;
+    /// `dy *= (y > 0)` with `y` the ReLU's output.
+    fn relu_backward(&self, y: &Self::Mat, dy: &mut Self::Mat) -> Result<()>;
+}
+
+impl<T: Real> ReluOp for CpuBackend<T> {
+    fn relu(&self, x: &mut HostMat<T>) -> Result<()> {
+        relu_cpu(&mut x.data);
+        Ok(())
+    }
+    fn relu_backward(&self, y: &HostMat<T>, dy: &mut HostMat<T>) -> Result<()> {
+        same_shape("relu_backward", dy, y)?;
+        relu_backward_cpu(&y.data, &mut dy.data);
+        Ok(())
+    }
+}
+
+impl ReluOp for CudaBackend {
+    fn relu(&self, x: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.timed("relu", || relu(x))
+    }
+    fn relu_backward(&self, y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.timed("relu backward", || relu_backward(y, dy))
+    }
 }

@@ -9,6 +9,9 @@ use crate::gpu::abi::nn::{RowNormalizeArgs, RowNormalizeBackwardArgs, row_normal
 use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::util::Real;
+use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
+use crate::ops::backend::cuda::CudaBackend;
+use crate::ops::backend::Backend;
 
 /// Norms below this are clamped (as F.normalize's eps).
 pub const NORM_EPS: f64 = 1e-12;
@@ -92,4 +95,35 @@ pub fn row_normalize_backward(n: &DeviceMatrix<f32>, inv_norm: &DeviceVec<f32>, 
     };
     // SAFETY: n, dn, dh hold rows x ld floats, inv_norm >= rows.
     unsafe { row_normalize_backward_f32.launch(&gpu, row_shape(&gpu, n.rows as u64, 32 >> shift, 0), &args) }
+}
+
+// -- the op on each backend --
+
+pub trait RowNormalizeOp: Backend {
+    /// `n = h / max(||h||, eps)` per row, keeping `1 / max(||h||, eps)` (`rows x 1`).
+    fn row_normalize(&self, h: &Self::Mat, n: &mut Self::Mat, inv_norm: &mut Self::Mat) -> Result<()>;
+    /// `dh += (dn - n (n . dn)) * inv_norm` per row.
+    fn row_normalize_backward(&self, n: &Self::Mat, inv_norm: &Self::Mat, dn: &Self::Mat, dh: &mut Self::Mat) -> Result<()>;
+}
+
+impl<T: Real> RowNormalizeOp for CpuBackend<T> {
+    fn row_normalize(&self, h: &HostMat<T>, n: &mut HostMat<T>, inv_norm: &mut HostMat<T>) -> Result<()> {
+        same_shape("row_normalize", n, h)?;
+        row_normalize_cpu(&h.data, h.rows, h.cols, &mut n.data, &mut inv_norm.data);
+        Ok(())
+    }
+    fn row_normalize_backward(&self, n: &HostMat<T>, inv_norm: &HostMat<T>, dn: &HostMat<T>, dh: &mut HostMat<T>) -> Result<()> {
+        same_shape("row_normalize_backward", dh, dn)?;
+        row_normalize_backward_cpu(&n.data, &inv_norm.data, &dn.data, n.rows, n.cols, &mut dh.data);
+        Ok(())
+    }
+}
+
+impl RowNormalizeOp for CudaBackend {
+    fn row_normalize(&self, h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, inv_norm: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.timed("row normalize", || row_normalize(h, n, &mut inv_norm.buf))
+    }
+    fn row_normalize_backward(&self, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, dn: &DeviceMatrix<f32>, dh: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.timed("row normalize backward", || row_normalize_backward(n, &inv_norm.buf, dn, dh))
+    }
 }

@@ -1,79 +1,61 @@
-//! CPU SDDMM and edge softmax (rayon over rows): the fallback and the f64 reference.
+//! CPU SDDMM (rayon over rows) and the edge-softmax entry points of the SDDMM API: the fallback
+//! and the f64 reference.
 
 use rayon::prelude::*;
 
 use crate::graph::Csr;
+use crate::ops::nn::edge_softmax::edge_softmax_scaled_cpu;
 use crate::tensor::Matrix;
+use crate::util::Real;
+use crate::util::split::split_lengths;
+
+/// The one CPU SDDMM (rayon over rows), generic over f32 / f64: `out[e] = v[e] * a_row(e) ·
+/// b_col(e)` in CSR order, `v` the edge values or 1 (`None`: the pattern only); `a`, `b`
+/// row-major with `k` columns.
+pub fn sddmm_rows<T: Real>(row_ptr: &[u32], col_idx: &[u32], values: Option<&[T]>, a: &[T], b: &[T], k: usize, out: &mut [T]) {
+    let lens = (0..row_ptr.len().saturating_sub(1)).map(|r| (row_ptr[r + 1] - row_ptr[r]) as usize);
+    split_lengths(out, lens).into_par_iter().enumerate().for_each(|(r, o)| {
+        let ar = &a[r * k..(r + 1) * k];
+        for (slot, e) in o.iter_mut().zip(row_ptr[r] as usize..) {
+            let c = col_idx[e] as usize;
+            let dot = ar.iter().zip(&b[c * k..(c + 1) * k]).fold(T::zero(), |acc, (&x, &y)| acc + x * y);
+            *slot = values.map_or(dot, |v| v[e] * dot);
+        }
+    });
+}
 
 /// O[e] = S[e] * dot(A[row(e)], B[col(e)]), CSR order, f32.
 pub fn sddmm_cpu(s: &Csr, a: &Matrix, b: &Matrix) -> Vec<f32> {
+    assert!(a.rows == s.n_rows() && b.rows == s.n_cols() && a.cols == b.cols, "sddmm_cpu: shapes");
     let mut out = vec![0f32; s.nnz()];
-    let rp = s.row_ptr();
-    // Rows own disjoint output ranges: split the output by row.
-    let mut chunks: Vec<(usize, &mut [f32])> = Vec::with_capacity(s.n_rows());
-    let mut rest = out.as_mut_slice();
-    for r in 0..s.n_rows() {
-        let (head, tail) = rest.split_at_mut((rp[r + 1] - rp[r]) as usize);
-        chunks.push((r, head));
-        rest = tail;
-    }
-    chunks.into_par_iter().for_each(|(r, o)| {
-        for ((c, v), out) in s.row(r).zip(o.iter_mut()) {
-            let dot: f32 = a.row(r).iter().zip(b.row(c as usize)).map(|(x, y)| x * y).sum();
-            *out = v * dot;
-        }
-    });
+    sddmm_rows(s.row_ptr(), s.col_idx(), Some(s.values()), &a.data, &b.data, a.cols, &mut out);
     out
 }
 
 /// The same accumulated in f64: the reference kernels are checked against.
 pub fn sddmm_reference_f64(s: &Csr, a: &Matrix, b: &Matrix) -> Vec<f64> {
-    (0..s.n_rows())
-        .into_par_iter()
-        .flat_map_iter(|r| {
-            s.row(r).map(move |(c, v)| {
-                let dot: f64 = a.row(r).iter().zip(b.row(c as usize)).map(|(&x, &y)| x as f64 * y as f64).sum();
-                v as f64 * dot
-            })
-        })
-        .collect()
-}
-
-/// Row-wise softmax of CSR-ordered values, max-subtracted; empty rows produce nothing.
-pub fn edge_softmax_cpu(s: &Csr, values: &[f32]) -> Vec<f32> {
-    assert_eq!(values.len(), s.nnz(), "one value per nonzero");
-    let mut out = values.to_vec();
-    let rp = s.row_ptr();
-    let mut rows: Vec<&mut [f32]> = Vec::with_capacity(s.n_rows());
-    let mut rest = out.as_mut_slice();
-    for r in 0..s.n_rows() {
-        let (head, tail) = rest.split_at_mut((rp[r + 1] - rp[r]) as usize);
-        rows.push(head);
-        rest = tail;
-    }
-    rows.into_par_iter().for_each(|row| {
-        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0f64;
-        for v in row.iter_mut() {
-            *v = (*v - max).exp();
-            sum += *v as f64;
-        }
-        for v in row.iter_mut() {
-            *v = (*v as f64 / sum) as f32;
-        }
-    });
+    assert!(a.rows == s.n_rows() && b.rows == s.n_cols() && a.cols == b.cols, "sddmm_reference_f64: shapes");
+    let f64s = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+    let mut out = vec![0f64; s.nnz()];
+    sddmm_rows(s.row_ptr(), s.col_idx(), Some(&f64s(s.values())), &f64s(&a.data), &f64s(&b.data), a.cols, &mut out);
     out
 }
 
-/// f64 softmax reference.
+/// Row-wise softmax of CSR-ordered values, max-subtracted; empty rows produce nothing (the
+/// one CPU edge softmax, [`edge_softmax_scaled_cpu`], with β = 1).
+pub fn edge_softmax_cpu(s: &Csr, values: &[f32]) -> Vec<f32> {
+    assert_eq!(values.len(), s.nnz(), "one value per nonzero");
+    let mut out = vec![0f32; values.len()];
+    edge_softmax_scaled_cpu(s.row_ptr(), 1.0, values, &mut out);
+    out
+}
+
+/// The same in f64.
 pub fn edge_softmax_reference_f64(s: &Csr, values: &[f32]) -> Vec<f64> {
-    let mut out = Vec::with_capacity(values.len());
-    for r in 0..s.n_rows() {
-        let row = &values[s.row_range(r)];
-        let max = row.iter().map(|&v| v as f64).fold(f64::NEG_INFINITY, f64::max);
-        let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
-        out.extend(row.iter().map(|&v| (v as f64 - max).exp() / sum));
-    }
+    assert_eq!(values.len(), s.nnz(), "one value per nonzero");
+    let v64: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+    let mut out = vec![0f64; values.len()];
+    edge_softmax_scaled_cpu(s.row_ptr(), 1.0, &v64, &mut out);
     out
 }
 

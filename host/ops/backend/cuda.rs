@@ -1,6 +1,8 @@
-//! The GPU backend: dense products through cuBLAS, sparse products on our SpMM / SDDMM kernels
-//! with per-call edge values, and the training kernels of `ops::nn`, all enqueued on the GPU's
-//! one explicit stream, so [`Backend::record`] can capture a whole step as a CUDA graph.
+//! The GPU backend: device matrices and graphs, cuBLAS, and the choices every op reads
+//! (precision, sparse kernels, edge-value order). The ops themselves (dense products through
+//! cuBLAS, sparse products on our SpMM / SDDMM kernels with per-call edge values, the training
+//! kernels) are in `ops/nn/`, one file each; all enqueue on the GPU's one explicit stream, so
+//! [`Backend::record`] can capture a whole step as a CUDA graph.
 //!
 //! Precision: f32 runs the CUDA-core sparse kernels on edge values in CSR order; tf32 and f16
 //! run the TC8 tensor-core kernels on values in ME-BCRS order, f16 reading f16 copies of the
@@ -19,12 +21,11 @@ use crate::gpu::graph::CapturedGraph;
 use crate::gpu::timing::{Timing, time_gpu};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::graph::Csr;
-use crate::nn::backend::{AdamHyper, Backend, Side, Stats};
+use crate::ops::backend::{Backend, Side, Stats};
 use crate::ops::nn as k;
 use crate::ops::ValueOrder;
-use crate::ops::sddmm::sddmm_device;
 use crate::ops::spmm::{spmm_device_values, value_order};
-use crate::ops::values::{cast_matrix_to_f16, cast_to_f16, scatter_to_mebcrs, transpose_values};
+use crate::ops::values::{cast_matrix_to_f16, scatter_to_mebcrs};
 use crate::ops::{EdgeValues, FeaturesRef, GraphHandle, Impl, Precision};
 use crate::tensor::Matrix;
 
@@ -54,7 +55,7 @@ pub struct GpuGraph {
 }
 
 impl GpuGraph {
-    fn side(&self, side: Side) -> Result<Arc<GraphHandle>> {
+    pub(crate) fn side(&self, side: Side) -> Result<Arc<GraphHandle>> {
         match side {
             Side::Forward => Ok(self.handle.clone()),
             Side::Transposed => self.handle.transpose(),
@@ -65,24 +66,24 @@ impl GpuGraph {
 /// f16 copies of features and edge values, one per shape and use, reused across calls: the
 /// stream orders every cast after the product that last read the buffer.
 #[derive(Default)]
-struct HalfScratch {
+pub(crate) struct HalfScratch {
     mats: HashMap<(usize, usize, u8), DeviceMatrix<f16>>,
-    vecs: HashMap<usize, DeviceVec<f16>>,
+    pub(crate) vecs: HashMap<usize, DeviceVec<f16>>,
 }
 
 pub struct CudaBackend {
-    gpu: Arc<Gpu>,
-    blas: Blas,
-    precision: Precision,
+    pub(crate) gpu: Arc<Gpu>,
+    pub(crate) blas: Blas,
+    pub(crate) precision: Precision,
     /// The SpMM implementation (`Auto` measures the ones that read `order` once per K).
-    spmm_impl: Impl,
-    sddmm_impl: Impl,
-    order: ValueOrder,
-    math: GemmMath,
+    pub(crate) spmm_impl: Impl,
+    pub(crate) sddmm_impl: Impl,
+    pub(crate) order: ValueOrder,
+    pub(crate) math: GemmMath,
     /// Training steps begun: seeds dropout, drives Adam's bias correction; lives on the device
     /// so a replayed graph advances it.
     step: Mutex<DeviceVec<u32>>,
-    half: Mutex<HalfScratch>,
+    pub(crate) half: Mutex<HalfScratch>,
     /// Per-op event pairs while op timing is on (see [`CudaBackend::time_ops`]).
     op_events: Mutex<Option<Vec<OpEvents>>>,
 }
@@ -152,7 +153,7 @@ impl CudaBackend {
     }
 
     /// TC8 SpMM on CSR-ordered values: scattered into this side's ME-BCRS slots first.
-    fn spmm_tc8_from_csr(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    pub(crate) fn spmm_tc8_from_csr(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
         let h = g.side(side)?;
         let len = h.value_len(ValueOrder::MeBcrs)?;
         if self.precision == Precision::F16 {
@@ -170,7 +171,7 @@ impl CudaBackend {
 
     /// Runs `f` on an f16 copy of `x`, cast on the device into a scratch matrix reused per shape
     /// and `slot` (the lock is not held while `f` runs, so calls nest with distinct slots).
-    fn with_half<R>(&self, x: &DeviceMatrix<f32>, slot: u8, f: impl FnOnce(&DeviceMatrix<f16>) -> Result<R>) -> Result<R> {
+    pub(crate) fn with_half<R>(&self, x: &DeviceMatrix<f32>, slot: u8, f: impl FnOnce(&DeviceMatrix<f16>) -> Result<R>) -> Result<R> {
         let mut xh = self.half.lock().expect("f16 scratch poisoned").mat(&self.gpu, x.rows, x.cols, slot)?;
         cast_matrix_to_f16(x, &mut xh)?;
         let r = f(&xh);
@@ -179,7 +180,7 @@ impl CudaBackend {
     }
 
     /// Runs `f`, bracketed by events when op timing is on.
-    fn timed(&self, name: &'static str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    pub(crate) fn timed(&self, name: &'static str, f: impl FnOnce() -> Result<()>) -> Result<()> {
         let mut guard = self.op_events.lock().expect("op timer poisoned");
         let Some(events) = guard.as_mut() else {
             drop(guard);
@@ -218,7 +219,7 @@ impl CudaBackend {
         Ok(totals)
     }
 
-    fn step_ptr(&self) -> std::sync::MutexGuard<'_, DeviceVec<u32>> {
+    pub(crate) fn step_ptr(&self) -> std::sync::MutexGuard<'_, DeviceVec<u32>> {
         self.step.lock().expect("step counter poisoned")
     }
 }
@@ -324,150 +325,6 @@ impl Backend for CudaBackend {
     fn begin_step(&self) -> Result<()> {
         self.timed("begin step", || {
             k::step_increment(&self.gpu, &mut self.step_ptr())
-        })
-    }
-
-    fn gemm(&self, a: &DeviceMatrix<f32>, ta: bool, b: &DeviceMatrix<f32>, tb: bool, beta: f32, c: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed("gemm", || {
-            self.blas.gemm(self.math, 1.0, a, ta, b, tb, beta, c)
-        })
-    }
-    fn bias_add(&self, y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
-        self.timed("bias add", || {
-            k::bias_add(y, b)
-        })
-    }
-    fn col_sums(&self, x: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed("col sums", || {
-            k::col_sums(x, out)
-        })
-    }
-    fn add_assign(&self, y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>) -> Result<()> {
-        self.timed("add assign", || {
-            k::add_assign(y, x)
-        })
-    }
-    fn copy(&self, src: &DeviceMatrix<f32>, dst: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed("copy", || {
-            if (src.rows, src.cols) != (dst.rows, dst.cols) {
-                return Err(Error::Shape(format!("copy: {}x{} into {}x{}", src.rows, src.cols, dst.rows, dst.cols)));
-            }
-            self.gpu.stream().memcpy_dtod(src.slice(), dst.slice_mut()).map_err(|e| Error::cuda("copy", e))
-        })
-    }
-    fn relu(&self, x: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed("relu", || {
-            k::relu(x)
-        })
-    }
-    fn relu_backward(&self, y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed("relu backward", || {
-            k::relu_backward(y, dy)
-        })
-    }
-    fn dropout(&self, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64) -> Result<()> {
-        self.timed("dropout", || {
-            k::dropout_matrix(x, y, mask, p, seed, &self.step_ptr())
-        })
-    }
-    fn dropout_backward(&self, dy: &DeviceMatrix<f32>, mask: &DeviceVec<u8>, p: f32, dx: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed("dropout backward", || {
-            k::dropout_backward_matrix(dy, mask, p, dx)
-        })
-    }
-    fn dropout_edges(&self, x: &DeviceVec<f32>, y: &mut DeviceVec<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64) -> Result<()> {
-        self.timed("dropout edges", || {
-            k::dropout(&self.gpu, x, y, mask, x.len(), p, seed, &self.step_ptr())
-        })
-    }
-    fn row_normalize(&self, h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, inv_norm: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed("row normalize", || {
-            k::row_normalize(h, n, &mut inv_norm.buf)
-        })
-    }
-    fn row_normalize_backward(&self, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, dn: &DeviceMatrix<f32>, dh: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed("row normalize backward", || {
-            k::row_normalize_backward(n, &inv_norm.buf, dn, dh)
-        })
-    }
-
-    fn spmm(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
-        let name = match side {
-            Side::Forward => "spmm",
-            Side::Transposed => "spmm (transposed)",
-        };
-        self.timed(name, || {
-            let h = g.side(side)?;
-            if self.spmm_impl == Impl::Tc8 && self.order == ValueOrder::Csr {
-                return self.spmm_tc8_from_csr(g, side, values, x, y);
-            }
-            match (self.precision, self.order) {
-                (Precision::F16, ValueOrder::MeBcrs) => {
-                    let taken = self.half.lock().expect("f16 scratch poisoned").vecs.remove(&values.len());
-                    let mut vh = match taken {
-                        Some(v) => v,
-                        None => DeviceVec::zeros(&self.gpu, values.len())?,
-                    };
-                    cast_to_f16(&self.gpu, values, &mut vh)?;
-                    let r = self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::MeBcrsF16(&vh), FeaturesRef::F16(xh), y, self.spmm_impl));
-                    self.half.lock().expect("f16 scratch poisoned").vecs.insert(values.len(), vh);
-                    r
-                }
-                (Precision::F16, ValueOrder::Csr) => {
-                    self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F16(xh), y, self.spmm_impl))
-                }
-                (_, ValueOrder::Csr) => spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F32(x), y, self.spmm_impl),
-                (_, ValueOrder::MeBcrs) => spmm_device_values(&h, EdgeValues::MeBcrs(values), FeaturesRef::F32(x), y, self.spmm_impl),
-            }
-        })
-    }
-    fn sddmm(&self, g: &GpuGraph, a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, out: &mut DeviceVec<f32>) -> Result<()> {
-        self.timed("sddmm", || {
-            let h = &g.handle;
-            if self.precision != Precision::F16 {
-                return sddmm_device(h, FeaturesRef::F32(a), FeaturesRef::F32(b), out, self.sddmm_impl, self.order);
-            }
-            self.with_half(a, 1, |ah| {
-                if std::ptr::eq(a, b) {
-                    return sddmm_device(h, FeaturesRef::F16(ah), FeaturesRef::F16(ah), out, self.sddmm_impl, self.order);
-                }
-                self.with_half(b, 2, |bh| sddmm_device(h, FeaturesRef::F16(ah), FeaturesRef::F16(bh), out, self.sddmm_impl, self.order))
-            })
-        })
-    }
-    fn transpose_edges(&self, g: &GpuGraph, src: &DeviceVec<f32>, dst: &mut DeviceVec<f32>) -> Result<()> {
-        self.timed("transpose edges", || {
-            transpose_values(&g.handle, self.order, src, dst)
-        })
-    }
-    fn edge_softmax(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, cos: &DeviceVec<f32>, alpha: &mut DeviceVec<f32>) -> Result<()> {
-        self.timed("edge softmax", || {
-            k::edge_softmax_scaled(&g.handle, self.order, beta, cos, alpha)
-        })
-    }
-    fn edge_softmax_backward(
-        &self,
-        g: &GpuGraph,
-        beta: &DeviceMatrix<f32>,
-        alpha: &DeviceVec<f32>,
-        dalpha: &DeviceVec<f32>,
-        cos: &DeviceVec<f32>,
-        dcos: &mut DeviceVec<f32>,
-        dbeta: &mut DeviceMatrix<f32>,
-    ) -> Result<()> {
-        self.timed("edge softmax backward", || {
-            k::edge_softmax_backward(&g.handle, self.order, beta, alpha, dalpha, cos, dcos, dbeta)
-        })
-    }
-
-    fn cross_entropy(&self, logits: &DeviceMatrix<f32>, labels: &(DeviceVec<i32>, DeviceVec<u8>), inv_n_train: f32, dlogits: &mut DeviceMatrix<f32>, stats: &mut DeviceVec<f32>) -> Result<()> {
-        self.timed("cross entropy", || {
-            k::cross_entropy(logits, &labels.0, &labels.1, inv_n_train, dlogits, stats)
-        })
-    }
-    fn adam(&self, param: &mut DeviceMatrix<f32>, grad: &DeviceMatrix<f32>, m: &mut DeviceMatrix<f32>, v: &mut DeviceMatrix<f32>, hyper: &AdamHyper) -> Result<()> {
-        self.timed("adam", || {
-            k::adam(param, grad, m, v, hyper, &self.step_ptr())
         })
     }
 }

@@ -1,9 +1,16 @@
-//! What a layer asks of the hardware: the handful of dense, sparse and elementwise ops a GCN or
-//! an AGNN step is made of. Layers are written once against this trait; [`super::cpu`] runs
-//! them with rayon (in f32, or f64 for gradient checks) and [`super::cuda`] on the GPU.
+//! Where a layer's ops run: the infrastructure every op shares (memory, graphs, masks, labels,
+//! record / replay, timing, the step counter). [`cpu::CpuBackend`] runs on the host with rayon
+//! (f32, or f64 for gradient checks), [`cuda::CudaBackend`] on the GPU.
+//!
+//! The ops themselves are not here: each is one file in `ops/nn/` holding a small trait (e.g.
+//! [`crate::ops::nn::relu::ReluOp`]), its CPU reference and its GPU launcher, and implementing the
+//! trait for both backends. [`Ops`] names them all, so a layer asks for `B: Ops`.
 //!
 //! Every buffer a step touches is allocated when the model is built; the ops only enqueue work,
 //! so that the GPU backend can capture a whole step as a CUDA graph.
+
+pub mod cpu;
+pub mod cuda;
 
 use crate::error::Result;
 use crate::gpu::timing::Timing;
@@ -79,56 +86,6 @@ pub trait Backend {
     // -- the step counter that seeds dropout and drives Adam's bias correction --
     /// Starts a training step: the counter read by `dropout` and `adam` advances by one.
     fn begin_step(&self) -> Result<()>;
-
-    // -- dense --
-    /// `c = op(a) op(b) + beta c`, `op` transposing when asked.
-    fn gemm(&self, a: &Self::Mat, trans_a: bool, b: &Self::Mat, trans_b: bool, beta: f32, c: &mut Self::Mat) -> Result<()>;
-    /// `y[r] += b` for every row (`b` is `1 x cols`).
-    fn bias_add(&self, y: &mut Self::Mat, b: &Self::Mat) -> Result<()>;
-    /// `out = 1ᵀ x` (`out` is `1 x cols`).
-    fn col_sums(&self, x: &Self::Mat, out: &mut Self::Mat) -> Result<()>;
-    fn add_assign(&self, y: &mut Self::Mat, x: &Self::Mat) -> Result<()>;
-    fn copy(&self, src: &Self::Mat, dst: &mut Self::Mat) -> Result<()>;
-    fn relu(&self, x: &mut Self::Mat) -> Result<()>;
-    /// `dy *= (y > 0)` with `y` the ReLU's output.
-    fn relu_backward(&self, y: &Self::Mat, dy: &mut Self::Mat) -> Result<()>;
-    /// Inverted dropout with probability `p`; the mask is drawn from (`seed`, step counter).
-    fn dropout(&self, x: &Self::Mat, y: &mut Self::Mat, mask: &mut Self::Mask, p: f32, seed: u64) -> Result<()>;
-    fn dropout_backward(&self, dy: &Self::Mat, mask: &Self::Mask, p: f32, dx: &mut Self::Mat) -> Result<()>;
-    /// Dropout over edge values (the nonzeros of sparse input features).
-    fn dropout_edges(&self, x: &Self::Edges, y: &mut Self::Edges, mask: &mut Self::Mask, p: f32, seed: u64) -> Result<()>;
-    /// `n = h / max(||h||, eps)` per row, keeping `1 / max(||h||, eps)`.
-    fn row_normalize(&self, h: &Self::Mat, n: &mut Self::Mat, inv_norm: &mut Self::Mat) -> Result<()>;
-    /// `dh += (dn - n (n . dn)) * inv_norm` per row.
-    fn row_normalize_backward(&self, n: &Self::Mat, inv_norm: &Self::Mat, dn: &Self::Mat, dh: &mut Self::Mat) -> Result<()>;
-
-    // -- sparse --
-    /// `y = S x` (or `Sᵀ x`) with `values` laid out for that side.
-    fn spmm(&self, g: &Self::Graph, side: Side, values: &Self::Edges, x: &Self::Mat, y: &mut Self::Mat) -> Result<()>;
-    /// `out_e = a_row(e) . b_col(e)` on the edges of `S` (the pattern only).
-    fn sddmm(&self, g: &Self::Graph, a: &Self::Mat, b: &Self::Mat, out: &mut Self::Edges) -> Result<()>;
-    /// `S`'s edge values laid out for `Sᵀ`.
-    fn transpose_edges(&self, g: &Self::Graph, src: &Self::Edges, dst: &mut Self::Edges) -> Result<()>;
-    /// `alpha = softmax over each row of beta * cos` (`beta` a `1 x 1` matrix).
-    fn edge_softmax(&self, g: &Self::Graph, beta: &Self::Mat, cos: &Self::Edges, alpha: &mut Self::Edges) -> Result<()>;
-    /// The backward of [`Backend::edge_softmax`]: `dcos`, and `dbeta` (overwritten).
-    #[allow(clippy::too_many_arguments)]
-    fn edge_softmax_backward(
-        &self,
-        g: &Self::Graph,
-        beta: &Self::Mat,
-        alpha: &Self::Edges,
-        dalpha: &Self::Edges,
-        cos: &Self::Edges,
-        dcos: &mut Self::Edges,
-        dbeta: &mut Self::Mat,
-    ) -> Result<()>;
-
-    // -- loss and optimiser --
-    /// Log-softmax + NLL over the train nodes (mean), its gradient, and correct counts per mask.
-    fn cross_entropy(&self, logits: &Self::Mat, labels: &Self::Labels, inv_n_train: f32, dlogits: &mut Self::Mat, stats: &mut Self::Stats) -> Result<()>;
-    /// One Adam update of `param` from `grad` (moments `m`, `v`), at the current step count.
-    fn adam(&self, param: &mut Self::Mat, grad: &Self::Mat, m: &mut Self::Mat, v: &mut Self::Mat, hyper: &AdamHyper) -> Result<()>;
 }
 
 /// What `cross_entropy` counts: the mean train loss and the correctly classified nodes of each mask.
@@ -144,3 +101,49 @@ pub const VAL_BIT: u8 = 2;
 pub const TEST_BIT: u8 = 4;
 
 pub use crate::ops::nn::adam::AdamHyper;
+
+use crate::ops::nn::{
+    adam::AdamOp, add_assign::AddAssignOp, bias_add::BiasAddOp, col_sums::ColSumsOp, copy::CopyOp, cross_entropy::CrossEntropyOp,
+    dropout::DropoutOp, edge_softmax::EdgeSoftmaxOp, gemm::GemmOp, relu::ReluOp, row_normalize::RowNormalizeOp, sddmm::SddmmOp,
+    spmm::SpmmOp, transpose_edges::TransposeEdgesOp,
+};
+
+/// Every op a layer may use, on one backend: what a model asks for (`B: Ops`). A new op is its
+/// file in `ops/nn/` and one bound here.
+pub trait Ops:
+    Backend
+    + GemmOp
+    + BiasAddOp
+    + ColSumsOp
+    + AddAssignOp
+    + CopyOp
+    + ReluOp
+    + DropoutOp
+    + RowNormalizeOp
+    + SpmmOp
+    + SddmmOp
+    + TransposeEdgesOp
+    + EdgeSoftmaxOp
+    + CrossEntropyOp
+    + AdamOp
+{
+}
+
+impl<B> Ops for B where
+    B: Backend
+        + GemmOp
+        + BiasAddOp
+        + ColSumsOp
+        + AddAssignOp
+        + CopyOp
+        + ReluOp
+        + DropoutOp
+        + RowNormalizeOp
+        + SpmmOp
+        + SddmmOp
+        + TransposeEdgesOp
+        + EdgeSoftmaxOp
+        + CrossEntropyOp
+        + AdamOp
+{
+}

@@ -1,0 +1,141 @@
+//! AGNN as PyG's example (`agnn.py`, TC-GNN's 4 x 32): dropout → Linear → ReLU → L × AgnnConv
+//! → dropout → Linear.
+
+use crate::error::Result;
+use crate::graph::Csr;
+use crate::nn::agnn_conv::{AgnnConv, AgnnGraph};
+use crate::nn::dropout::Dropout;
+use crate::nn::input::InputFeatures;
+use crate::nn::linear::Linear;
+use crate::nn::models::{Model, ModelConfig, ModelInfo, dropout_seed, edge_bytes, mat_bytes, param_bytes};
+use crate::nn::operand::Operand;
+use crate::nn::param::Param;
+use crate::ops::backend::Ops;
+use crate::ops::backend::cuda::EdgeLayout;
+use crate::util::rng::SplitMix64;
+
+pub const INFO: ModelInfo = ModelInfo {
+    name: "agnn",
+    about: "AGNN (Thekumparampil et al.): Linear, L attention layers softmax(β cos) H, Linear; default 4 x 32",
+    defaults: ModelConfig {
+        model: "agnn",
+        layers: 4,
+        hidden: 32,
+        heads: 1,
+        dropout: 0.5,
+        batch_norm: false,
+        residual: false,
+        variant: false,
+        seed: 0,
+    },
+    lr: 0.01,
+    weight_decay: 5e-4,
+    // Attention values change every step: compact CSR order for every edge op.
+    edge_layout: EdgeLayout::Csr,
+    estimate_bytes,
+};
+
+pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Agnn<B>> {
+    Agnn::new(b, graph, features, classes, cfg)
+}
+
+fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {
+    let (n, nnz, f, c, h) = (n as u64, nnz as u64, features as u64, classes as u64, cfg.hidden as u64);
+    let per_conv = 4 * mat_bytes(n, h) + mat_bytes(n, 1) + 7 * edge_bytes(n, nnz);
+    param_bytes(f, h) + param_bytes(h, c) + 6 * mat_bytes(n, h) + 2 * mat_bytes(n, c) + cfg.layers as u64 * per_conv
+}
+
+pub struct Agnn<B: Ops> {
+    graph: AgnnGraph<B>,
+    lin_in: Linear<B>,
+    convs: Vec<AgnnConv<B>>,
+    drop_out: Dropout<B>,
+    lin_out: Linear<B>,
+    /// dL/d(input of lin_out), then dL/d(output of the last conv).
+    d_top: B::Mat,
+    /// dL/d(conv outputs), ping-ponged through the conv stack.
+    d_a: B::Mat,
+    d_b: B::Mat,
+    p: f32,
+    input_seed: u64,
+}
+
+impl<B: Ops> Agnn<B> {
+    pub fn new(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Self> {
+        let n = graph.n_rows();
+        let mut rng = SplitMix64::new(cfg.seed);
+        let g = AgnnGraph::new(b, graph)?;
+        let convs = (0..cfg.layers).map(|_| AgnnConv::new(b, &g, n, cfg.hidden)).collect::<Result<Vec<_>>>()?;
+        Ok(Agnn {
+            lin_in: Linear::new(b, n, features, cfg.hidden, &mut rng)?,
+            lin_out: Linear::new(b, n, cfg.hidden, classes, &mut rng)?,
+            drop_out: Dropout::new(b, n, cfg.hidden, cfg.dropout, dropout_seed(cfg.seed, 1))?,
+            graph: g,
+            convs,
+            d_top: b.matrix(n, cfg.hidden)?,
+            d_a: b.matrix(n, cfg.hidden)?,
+            d_b: b.matrix(n, cfg.hidden)?,
+            p: cfg.dropout,
+            input_seed: dropout_seed(cfg.seed, 0),
+        })
+    }
+
+    /// The input of conv `l`: ReLU(lin_in) for the first, the previous conv's output after.
+    fn conv_input<'a>(lin_in: &'a Linear<B>, convs: &'a [AgnnConv<B>], l: usize) -> &'a B::Mat {
+        if l == 0 { lin_in.out() } else { convs[l - 1].out() }
+    }
+
+}
+
+impl<B: Ops> Model<B> for Agnn<B> {
+    fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat> {
+        {
+            let x0 = input.forward(b, train, self.p, self.input_seed)?;
+            self.lin_in.forward(b, &x0)?;
+        }
+        b.relu(self.lin_in.out_mut())?;
+        for l in 0..self.convs.len() {
+            let (done, rest) = self.convs.split_at_mut(l);
+            let h = Self::conv_input(&self.lin_in, done, l);
+            rest[0].forward(b, &self.graph, h)?;
+        }
+        let top = self.convs.last().expect("at least one layer").out();
+        self.drop_out.forward(b, top, train)?;
+        let h = self.drop_out.output(top, train);
+        self.lin_out.forward(b, &Operand::Dense(h))
+    }
+
+    fn backward(&mut self, b: &B, input: &InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
+        let top = self.convs.last().expect("at least one layer").out();
+        let h = self.drop_out.output(top, true);
+        self.lin_out.backward(b, &Operand::Dense(h), dlogits, Some(&mut self.d_top))?;
+        self.drop_out.backward(b, &self.d_top, &mut self.d_a)?;
+        for l in (0..self.convs.len()).rev() {
+            let (done, rest) = self.convs.split_at_mut(l);
+            let h = Self::conv_input(&self.lin_in, done, l);
+            rest[0].backward(b, &self.graph, h, &self.d_a, &mut self.d_b)?;
+            std::mem::swap(&mut self.d_a, &mut self.d_b);
+        }
+        b.relu_backward(self.lin_in.out(), &mut self.d_a)?;
+        let x0 = input.operand(true, self.p);
+        self.lin_in.backward(b, &x0, &self.d_a, None)
+    }
+
+    fn params(&mut self) -> Vec<(String, &mut Param<B>)> {
+        let mut out: Vec<(String, &mut Param<B>)> = self.lin_in.params().into_iter().map(|(n, p)| (format!("lin_in.{n}"), p)).collect();
+        for (l, c) in self.convs.iter_mut().enumerate() {
+            out.extend(c.params().into_iter().map(|(n, p)| (format!("convs.{l}.{n}"), p)));
+        }
+        out.extend(self.lin_out.params().into_iter().map(|(n, p)| (format!("lin_out.{n}"), p)));
+        out
+    }
+
+    fn embedding(&self, layer: usize) -> Option<&B::Mat> {
+        // lin_in's ReLU output, then each conv's output.
+        match layer {
+            0 => Some(self.lin_in.out()),
+            l => self.convs.get(l - 1).map(|c| c.out()),
+        }
+    }
+}
+

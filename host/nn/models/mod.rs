@@ -1,0 +1,172 @@
+//! The models, one file each, behind one [`Model`] trait, and the registry that maps a name to
+//! its defaults and constructor. `tcgnn train --model`, `bench train --models` and `predict` all
+//! parse from [`MODELS`]; adding a model is its file plus one line in `registry!` below.
+//!
+//! A model owns every buffer of its forward and backward passes, allocated once when built, so
+//! a training step allocates nothing (and the GPU backend can capture it as a CUDA graph).
+
+pub mod agnn;
+pub mod gcn;
+
+use crate::error::{Error, Result};
+use crate::graph::Csr;
+use crate::nn::input::InputFeatures;
+use crate::nn::param::Param;
+use crate::ops::backend::Ops;
+use crate::ops::backend::cuda::EdgeLayout;
+use crate::util::rng::SplitMix64;
+
+/// A whole model: logits from node features, gradients of every parameter from dL/dlogits.
+pub trait Model<B: Ops> {
+    /// The logits of every node (train: dropout active, buffers kept for the backward).
+    fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat>;
+    /// Every parameter's gradient from dL/dlogits, after a training `forward`.
+    fn backward(&mut self, b: &B, input: &InputFeatures<B>, dlogits: &B::Mat) -> Result<()>;
+    /// Every trainable tensor under a stable name (the keys of a saved model), in a fixed order.
+    fn params(&mut self) -> Vec<(String, &mut Param<B>)>;
+    /// The node representations after hidden layer `layer` (0-based) of the last `forward`, for
+    /// `predict --embeddings`; `None` past the last hidden layer.
+    fn embedding(&self, layer: usize) -> Option<&B::Mat>;
+}
+
+/// Shape, regularisation and options of a model. Every model reads the fields it has and
+/// ignores the others (GCN has no heads); [`ModelInfo::defaults`] fills them per model.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ModelConfig {
+    /// The registry name ("gcn", "gat", ...).
+    #[serde(serialize_with = "ser_name", deserialize_with = "de_name")]
+    pub model: &'static str,
+    /// Graph layers (the hidden ones plus the output one, as PyG's `num_layers`).
+    pub layers: usize,
+    /// Hidden width (per head for GAT).
+    pub hidden: usize,
+    /// Attention heads of the hidden layers (GAT).
+    pub heads: usize,
+    /// Dropout on features (and attention, for GAT).
+    pub dropout: f32,
+    /// BatchNorm1d after every hidden layer.
+    pub batch_norm: bool,
+    /// Residual connections around hidden layers of equal width.
+    pub residual: bool,
+    /// GIN: eps learnable (else fixed 0); SAGE: L2-normalise the outputs.
+    pub variant: bool,
+    /// Seeds the weights and the dropout masks.
+    pub seed: u64,
+}
+
+fn ser_name<S: serde::Serializer>(name: &&'static str, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(name)
+}
+fn de_name<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<&'static str, D::Error> {
+    let s: String = serde::Deserialize::deserialize(d)?;
+    model_info(&s).map(|i| i.name).map_err(serde::de::Error::custom)
+}
+
+/// What the registry knows of a model before building it.
+pub struct ModelInfo {
+    pub name: &'static str,
+    /// One line for `--help`.
+    pub about: &'static str,
+    /// PyG's example settings for it, with the optimiser's.
+    pub defaults: ModelConfig,
+    pub lr: f32,
+    pub weight_decay: f32,
+    /// Where the GPU backend keeps its edge values (fixed values: the kernel's layout; values
+    /// that change every step: CSR order).
+    pub edge_layout: EdgeLayout,
+    /// Device bytes of its buffers for `n` nodes, `nnz` edges, `features` in, `classes` out: to
+    /// refuse a model that cannot fit before allocating it. An upper estimate.
+    pub estimate_bytes: fn(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64,
+}
+
+impl ModelInfo {
+    /// The config of this model with its defaults.
+    pub fn config(&self) -> ModelConfig {
+        self.defaults
+    }
+}
+
+/// The registry: each model module exposes `INFO` and `build`.
+macro_rules! registry {
+    ($($m:ident),* $(,)?) => {
+        /// Every model, in the order `--help` lists them.
+        pub const MODELS: &[&ModelInfo] = &[$(&$m::INFO),*];
+
+        /// Builds the model `cfg.model` for `graph` (the raw adjacency; each model adds its own
+        /// self-loops and normalisation) with `features` inputs and `classes` outputs.
+        pub fn build<B: Ops + 'static>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Box<dyn Model<B>>> {
+            check(cfg)?;
+            $(if cfg.model == $m::INFO.name {
+                return Ok(Box::new($m::build(b, graph, features, classes, cfg)?));
+            })*
+            Err(unknown(cfg.model))
+        }
+    };
+}
+
+registry!(gcn, agnn);
+
+fn unknown(name: &str) -> Error {
+    let names: Vec<&str> = MODELS.iter().map(|m| m.name).collect();
+    Error::Unsupported(format!("unknown model '{name}'; models: {}", names.join(", ")))
+}
+
+/// The registry entry named `name` (case-insensitive).
+pub fn model_info(name: &str) -> Result<&'static ModelInfo> {
+    MODELS.iter().copied().find(|m| m.name.eq_ignore_ascii_case(name)).ok_or_else(|| unknown(name))
+}
+
+/// `--model NAME` for clap: the registry's name.
+pub fn parse_model_name(s: &str) -> std::result::Result<&'static str, String> {
+    model_info(s).map(|m| m.name).map_err(|e| e.to_string())
+}
+
+/// The config of model `name` with its defaults.
+pub fn default_config(name: &str) -> Result<ModelConfig> {
+    Ok(model_info(name)?.config())
+}
+
+/// Sizes a model can be built with.
+pub fn check(cfg: &ModelConfig) -> Result<()> {
+    model_info(cfg.model)?;
+    if cfg.layers == 0 || cfg.hidden == 0 || cfg.heads == 0 {
+        return Err(Error::Unsupported(format!(
+            "a model needs >= 1 layer, hidden width >= 1 and >= 1 head (got {} x {} x {})",
+            cfg.layers, cfg.hidden, cfg.heads
+        )));
+    }
+    if !(0.0..1.0).contains(&cfg.dropout) {
+        return Err(Error::Unsupported(format!("dropout must be in [0, 1), got {}", cfg.dropout)));
+    }
+    Ok(())
+}
+
+/// Device bytes model `cfg` takes (see [`ModelInfo::estimate_bytes`]).
+pub fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> Result<u64> {
+    Ok((model_info(cfg.model)?.estimate_bytes)(cfg, n, nnz, features, classes))
+}
+
+/// Seeds of the dropout layers: distinct per layer, all derived from the model seed.
+pub fn dropout_seed(model_seed: u64, layer: u64) -> u64 {
+    SplitMix64::new(model_seed ^ 0xD80F_0000 ^ (layer << 32)).next_u64()
+}
+
+/// The widths of a stack of `layers` layers from `features` to `classes` through `hidden`.
+pub fn widths(features: usize, hidden: usize, layers: usize, classes: usize) -> Vec<usize> {
+    std::iter::once(features).chain(std::iter::repeat_n(hidden, layers - 1)).chain([classes]).collect()
+}
+
+/// Bytes of an `n x cols` f32 device matrix (rows padded to 8 columns).
+pub fn mat_bytes(n: u64, cols: u64) -> u64 {
+    n * cols.div_ceil(8) * 8 * 4
+}
+
+/// Bytes of a `fan_in x fan_out` parameter with its gradient and Adam moments.
+pub fn param_bytes(fan_in: u64, fan_out: u64) -> u64 {
+    4 * fan_in * fan_out * 4
+}
+
+/// Bytes of one edge-value buffer (ME-BCRS pads vectors: counted at twice the edges).
+pub fn edge_bytes(n: u64, nnz: u64) -> u64 {
+    2 * (nnz + n) * 4
+}

@@ -15,6 +15,11 @@ pub enum Error {
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },
 
+    /// A file whose content is not what it should be (a corrupt model file, a model that does
+    /// not fit the graph): names the file and the problem.
+    #[error("{}: {msg}", path.display())]
+    BadFile { path: PathBuf, msg: String },
+
     /// A structurally invalid sparse matrix (built in code rather than read from a file).
     #[error("invalid sparse matrix: {0}")]
     InvalidGraph(String),

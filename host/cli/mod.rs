@@ -4,6 +4,7 @@ pub mod bench_cmd;
 pub mod bench_train;
 pub mod demo;
 pub mod graph_cmds;
+pub mod predict_cmd;
 pub mod spmm_cmd;
 pub mod table;
 pub mod train_cmd;
@@ -14,8 +15,8 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "tcgnn",
     version,
-    about = "GNN training (GCN, AGNN) on sparse tensor-core kernels (SpMM, SDDMM), in Rust",
-    long_about = "GNN training (GCN, AGNN) on sparse tensor-core kernels (SpMM, SDDMM), in Rust.\n\n\
+    about = "GNN training (GCN, AGNN, GAT, GraphSAGE, GIN) on sparse tensor-core kernels (SpMM, SDDMM), in Rust",
+    long_about = "GNN training (GCN, AGNN, GAT, GraphSAGE, GIN) on sparse tensor-core kernels (SpMM, SDDMM), in Rust.\n\n\
         With no command, trains a GCN on a generated stochastic block model (GPU if present, \
         CPU otherwise), then runs SpMM on a generated R-MAT graph: the CPU implementation \
         always, the GPU kernels and cuSPARSE when a GPU is present.\n\n\
@@ -44,9 +45,14 @@ pub enum Command {
     Spmm(spmm_cmd::SpmmArgs),
     /// Benchmark suites (GPU): every implementation against cuSPARSE, reports in bench/results/.
     Bench(bench_cmd::BenchArgs),
-    /// Train a GCN or an AGNN (GPU if present, CPU otherwise): progress, test accuracy at the
-    /// best validation epoch, time per phase, JSON report and curve.
+    /// Train a model (GPU if present, CPU otherwise): progress, test accuracy at the best
+    /// validation epoch, time per phase, JSON report and curve; save, checkpoint and resume.
     Train(train_cmd::TrainArgs),
+    /// Predict every node's class with a model saved by `train --save` (CSV or .npy; with
+    /// probabilities or embeddings on request; accuracy per mask where there are labels).
+    Predict(predict_cmd::PredictArgs),
+    /// List the models with their defaults (what `train --model` takes).
+    Models,
     /// The default demo (what `tcgnn` with no command runs).
     Demo(demo::DemoArgs),
     /// Print the embedded PTX (for ptxas checks).
@@ -63,6 +69,24 @@ pub fn run(cli: Cli) -> tcgnn::Result<()> {
         Some(Command::Reorder(a)) => graph_cmds::run_reorder(&a),
         Some(Command::Spmm(a)) => spmm_cmd::run(&a),
         Some(Command::Train(a)) => train_cmd::run(&a),
+        Some(Command::Predict(a)) => predict_cmd::run(&a),
+        Some(Command::Models) => {
+            for m in tcgnn::nn::MODELS {
+                let d = &m.defaults;
+                println!(
+                    "{:<6} {}\n       defaults: {} layers x {} hidden{}, dropout {}, lr {}, weight decay {}",
+                    m.name,
+                    m.about,
+                    d.layers,
+                    d.hidden,
+                    if d.heads > 1 { format!(" x {} heads", d.heads) } else { String::new() },
+                    d.dropout,
+                    m.lr,
+                    m.weight_decay
+                );
+            }
+            Ok(())
+        }
         Some(Command::Bench(a)) => bench_cmd::run(&a),
         Some(Command::Ptx) => {
             print!("{}", tcgnn::gpu::module::KERNELS_PTX);

@@ -3,12 +3,17 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tcgnn::bench::train::{TrainRun, curve_svg, mean_std, write_json, write_text};
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::models::{estimate_bytes, model_info, parse_model_name};
+use tcgnn::nn::checkpoint::Checkpoint;
+use tcgnn::nn::saved::{ModelMeta, SavedModel, check_names};
+use tcgnn::nn::train::{EpochRecord, Flow};
 use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, FeatureStorage, ModelConfig, Ops, SyntheticNodeData, TrainConfig, Trainer};
+use tcgnn::tensor::Matrix;
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::{Error, Result};
 
@@ -103,7 +108,27 @@ pub struct TrainArgs {
     /// No progress bar (logs, CI).
     #[arg(long)]
     pub quiet: bool,
+    /// Save the weights of the best-validation epoch to this .safetensors file (with the model
+    /// config and the data's shape), for `tcgnn predict`.
+    #[arg(long)]
+    pub save: Option<PathBuf>,
+    /// Write a checkpoint (weights, Adam moments, step counter, loss curve) into this folder
+    /// every --checkpoint-every epochs and at the end; Ctrl-C writes one and stops.
+    #[arg(long)]
+    pub checkpoint: Option<PathBuf>,
+    #[arg(long, default_value_t = 10)]
+    pub checkpoint_every: usize,
+    /// Continue the run checkpointed in this folder (its model and optimiser settings) up to
+    /// --epochs epochs in all.
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
 }
+
+/// Where Ctrl-C leaves its checkpoint when no --checkpoint folder was given.
+const INTERRUPT_DIR: &str = "tcgnn-checkpoint";
+
+/// Set by the Ctrl-C handler; the training loop finishes its epoch, checkpoints and stops.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 impl TrainArgs {
     /// The arguments of `tcgnn train GRAPH` with every option at its command-line default (one
@@ -125,6 +150,22 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     if a.seeds.is_empty() {
         return Err(Error::Unsupported("--seeds needs at least one seed".into()));
     }
+    if a.seeds.len() > 1 && (a.save.is_some() || a.checkpoint.is_some() || a.resume.is_some()) {
+        return Err(Error::Unsupported("--save, --checkpoint and --resume follow one run: give one seed".into()));
+    }
+    if a.checkpoint_every == 0 {
+        return Err(Error::Unsupported("--checkpoint-every must be at least 1".into()));
+    }
+    if let Some(p) = &a.save {
+        tcgnn::util::atomic::check_output_path(p)?;
+    }
+    // Ctrl-C: finish the epoch, checkpoint, stop (a second Ctrl-C kills as usual).
+    let _ = ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\nCtrl-C: finishing this epoch and writing a checkpoint (Ctrl-C again to kill)");
+    });
     let gpu = match a.device {
         Device::Cpu => None,
         Device::Gpu => Some(Gpu::probe()?),
@@ -244,15 +285,48 @@ pub fn check_fits(gpu: &Gpu, data: &Dataset, cfg: &ModelConfig) -> Result<()> {
 }
 
 fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> Result<B>, gpu: Option<Arc<Gpu>>) -> Result<TrainRun> {
+    let resumed = a.resume.as_deref().map(Checkpoint::read).transpose()?;
     let data = load_dataset(a, seed)?;
-    let cfg = model_config(a, seed)?;
+    let (cfg, tcfg) = match &resumed {
+        Some(c) => {
+            eprintln!("resuming {} after epoch {} of {} (its model and optimiser settings)", c.meta.model.model, c.meta.epoch, c.meta.graph);
+            (c.meta.model, TrainConfig { epochs: a.epochs, ..c.train })
+        }
+        None => (model_config(a, seed)?, train_config(a)?),
+    };
     tcgnn::nn::models::check(&cfg)?;
     if let Some(gpu) = &gpu {
         check_fits(gpu, &data, &cfg)?;
     }
-    let tcfg = train_config(a)?;
+    let precision = if gpu.is_some() { format!("{:?}", a.precision).to_lowercase() } else if a.f64 { "f64".into() } else { "f32".into() };
+    let meta = |epoch: usize, rec: Option<&EpochRecord>| ModelMeta {
+        model: cfg,
+        features: data.features.cols(),
+        classes: data.classes,
+        raw_features: a.raw_features,
+        graph: data.name.clone(),
+        epoch,
+        val_acc: rec.map_or(0.0, |r| r.val_acc),
+        test_acc: rec.map_or(0.0, |r| r.test_acc),
+        precision: precision.clone(),
+    };
     let backend = Arc::new(make()?);
     let mut trainer = Trainer::new(backend.clone(), &data, &cfg, &tcfg)?;
+    let mut done = Vec::new();
+    let mut best: Option<(EpochRecord, Vec<(String, Matrix)>)> = None;
+    if let (Some(c), Some(dir)) = (&resumed, &a.resume) {
+        let want: Vec<_> = trainer.param_shapes().into_iter().flat_map(|(n, s)| ["param", "m", "v"].map(|k| (format!("{k}.{n}"), s))).collect();
+        check_names(&Checkpoint::path(dir), &want, &c.state)?;
+        if data.features.cols() != c.meta.features || data.classes != c.meta.classes {
+            return Err(Error::BadFile {
+                path: Checkpoint::path(dir),
+                msg: format!("checkpoint of {} features and {} classes; this graph has {} and {}", c.meta.features, c.meta.classes, data.features.cols(), data.classes),
+            });
+        }
+        trainer.load_optimizer_state(&c.state, c.steps)?;
+        done = c.history.clone();
+        best = c.best.clone();
+    }
     if gpu.is_some()
         && !a.no_cuda_graph
         && let tcgnn::nn::train::Recorded::Failed(why) = trainer.record()?
@@ -266,10 +340,50 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
             .progress_chars("=> "),
     );
     bar.set_prefix(format!("{} {} seed {seed}", data.name, cfg.model));
-    let history = trainer.fit(a.epochs, |e| {
+    bar.set_position(done.len() as u64);
+    let keep_best = a.save.is_some() || a.checkpoint.is_some();
+    let mut curve = done.clone();
+    let mut interrupted_at = None;
+    let history = trainer.fit_from(done, a.epochs, |t, e| {
         bar.set_message(format!("loss {:.4} val {:.1}% test {:.1}%", e.loss, e.val_acc * 100.0, e.test_acc * 100.0));
         bar.inc(1);
+        curve.push(*e);
+        // The first epoch of the highest validation accuracy, as the report picks it.
+        if keep_best && best.as_ref().is_none_or(|(b, _)| e.val_acc > b.val_acc) {
+            best = Some((*e, t.weights()?));
+        }
+        let stop = INTERRUPTED.load(Ordering::SeqCst);
+        let dir = match (&a.checkpoint, stop) {
+            (Some(d), _) => Some(d.clone()),
+            (None, true) => Some(PathBuf::from(INTERRUPT_DIR)),
+            (None, false) => None,
+        };
+        if let Some(dir) = dir
+            && (stop || e.epoch % a.checkpoint_every == 0 || e.epoch == a.epochs)
+        {
+            let (state, steps) = t.optimizer_state()?;
+            let ckpt = Checkpoint { meta: meta(e.epoch, Some(e)), train: tcfg, steps, history: curve.clone(), state, best: best.clone() };
+            ckpt.write(&dir)?;
+        }
+        if stop {
+            interrupted_at = Some(e.epoch);
+            return Ok(Flow::Stop);
+        }
+        Ok(Flow::Continue)
     })?;
+    if let Some(epoch) = interrupted_at {
+        bar.finish_and_clear();
+        let dir = a.checkpoint.clone().unwrap_or_else(|| PathBuf::from(INTERRUPT_DIR));
+        return Err(Error::Unsupported(format!(
+            "interrupted after epoch {epoch}; checkpoint written to {}. Resume with the same command plus --resume {}",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    if let (Some(path), Some((rec, weights))) = (&a.save, &best) {
+        SavedModel { meta: meta(rec.epoch, Some(rec)), weights: weights.clone() }.write(path)?;
+        eprintln!("saved the weights of epoch {} (validation {:.2}%, test {:.2}%) to {}", rec.epoch, rec.val_acc * 100.0, rec.test_acc * 100.0, path.display());
+    }
     bar.finish_and_clear();
     if a.profile_ops {
         let ops = trainer.op_profile(5)?;
@@ -291,7 +405,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         model: cfg,
         train: tcfg,
         backend: backend.describe(),
-        precision: if gpu.is_some() { format!("{:?}", a.precision).to_lowercase() } else if a.f64 { "f64".into() } else { "f32".into() },
+        precision,
         seed,
         setup_ms: trainer.setup_seconds * 1e3,
         history,

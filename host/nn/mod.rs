@@ -5,6 +5,7 @@
 //! [`cuda::CudaBackend`] (cuBLAS + our sparse kernels, f32 / tf32 / f16).
 
 pub mod agnn_conv;
+pub mod checkpoint;
 pub mod data;
 pub mod dropout;
 pub mod gcn_conv;
@@ -13,6 +14,8 @@ pub mod linear;
 pub mod models;
 pub mod operand;
 pub mod param;
+pub mod predict;
+pub mod saved;
 pub mod train;
 
 // The backends live with the ops (each op implements its trait for both); re-exported here

@@ -22,6 +22,11 @@ impl<B: Ops> Param<B> {
         })
     }
 
+    /// Adam's first and second moments (saved in a checkpoint).
+    pub fn moments(&mut self) -> [&mut B::Mat; 2] {
+        [&mut self.m, &mut self.v]
+    }
+
     /// One Adam update from the gradient the last backward pass left.
     pub fn adam(&mut self, b: &B, hyper: &AdamHyper) -> Result<()> {
         b.adam(&mut self.value, &self.grad, &mut self.m, &mut self.v, hyper)

@@ -11,9 +11,10 @@ use crate::ops::backend::{AdamHyper, Ops, Stats, TEST_BIT, TRAIN_BIT, VAL_BIT};
 use crate::nn::data::Dataset;
 use crate::nn::input::InputFeatures;
 use crate::nn::models::{self, Model, ModelConfig};
+use crate::tensor::Matrix;
 
 /// Optimiser settings of a run (the model's own are in [`ModelConfig`]).
-#[derive(Clone, Copy, Debug, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TrainConfig {
     pub epochs: usize,
     pub lr: f32,
@@ -28,7 +29,7 @@ impl Default for TrainConfig {
 }
 
 /// One epoch of a run.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EpochRecord {
     pub epoch: usize,
     pub loss: f64,
@@ -194,21 +195,88 @@ impl<B: Ops + 'static> Trainer<B> {
         })
     }
 
-    /// Trains for `cfg.epochs` epochs (step + evaluation each), calling `on_epoch` after each.
+    /// Trains for `epochs` epochs (step + evaluation each), calling `on_epoch` after each.
     pub fn fit(&mut self, epochs: usize, mut on_epoch: impl FnMut(&EpochRecord)) -> Result<History> {
+        self.fit_from(Vec::new(), epochs, |_, e| {
+            on_epoch(e);
+            Ok(Flow::Continue)
+        })
+    }
+
+    /// Continues a run whose first epochs are `done` (a resumed checkpoint; empty for a new
+    /// run) up to `epochs` in all. `on_epoch` sees the trainer after each epoch (to keep the
+    /// best weights, write a checkpoint) and may stop the run early.
+    pub fn fit_from(
+        &mut self,
+        done: Vec<EpochRecord>,
+        epochs: usize,
+        mut on_epoch: impl FnMut(&mut Self, &EpochRecord) -> Result<Flow>,
+    ) -> Result<History> {
         let t0 = Instant::now();
-        let mut epochs_run = Vec::with_capacity(epochs);
-        for e in 0..epochs {
+        let mut epochs_run = done;
+        for e in epochs_run.len()..epochs {
             self.step()?;
             self.evaluate()?;
             let rec = self.read(e + 1)?;
             if !rec.loss.is_finite() {
                 return Err(Error::Unsupported(format!("the loss became {} at epoch {}; try a smaller --lr", rec.loss, e + 1)));
             }
-            on_epoch(&rec);
             epochs_run.push(rec);
+            if on_epoch(self, &rec)? == Flow::Stop {
+                break;
+            }
         }
         Ok(History::new(epochs_run, t0.elapsed().as_secs_f64()))
+    }
+
+    /// The parameters' current values by name (downloaded).
+    pub fn weights(&mut self) -> Result<Vec<(String, Matrix)>> {
+        let b = self.backend.clone();
+        self.net.params().into_iter().map(|(name, p)| Ok((name, b.download(&p.value)?))).collect()
+    }
+
+    /// Parameters, Adam moments (`m.NAME`, `v.NAME`) and the step counter: what a checkpoint
+    /// needs to continue the run exactly.
+    pub fn optimizer_state(&mut self) -> Result<(Vec<(String, Matrix)>, u32)> {
+        let b = self.backend.clone();
+        let mut out = Vec::new();
+        for (name, p) in self.net.params() {
+            out.push((format!("param.{name}"), b.download(&p.value)?));
+            let [m, v] = p.moments();
+            out.push((format!("m.{name}"), b.download(m)?));
+            out.push((format!("v.{name}"), b.download(v)?));
+        }
+        Ok((out, b.steps()?))
+    }
+
+    /// The names and shapes of the parameters.
+    pub fn param_shapes(&mut self) -> Vec<(String, (usize, usize))> {
+        self.net.params().into_iter().map(|(name, p)| (name, B::shape(&p.value))).collect()
+    }
+
+    /// Sets every parameter from `weights` (by name; shapes checked by the caller against
+    /// [`Trainer::param_shapes`]). Before [`Trainer::record`]: a recording keeps addresses.
+    pub fn load_weights(&mut self, weights: &[(String, Matrix)]) -> Result<()> {
+        let b = self.backend.clone();
+        for (name, p) in self.net.params() {
+            let w = find(weights, &name)?;
+            p.value = b.upload(w)?;
+        }
+        Ok(())
+    }
+
+    /// Restores [`Trainer::optimizer_state`]'s parameters, moments and step counter.
+    pub fn load_optimizer_state(&mut self, state: &[(String, Matrix)], steps: u32) -> Result<()> {
+        let b = self.backend.clone();
+        for (name, p) in self.net.params() {
+            p.value = b.upload(find(state, &format!("param.{name}"))?)?;
+            let m = b.upload(find(state, &format!("m.{name}"))?)?;
+            let v = b.upload(find(state, &format!("v.{name}"))?)?;
+            let [pm, pv] = p.moments();
+            *pm = m;
+            *pv = v;
+        }
+        b.set_steps(steps)
     }
 
     /// Medians of each phase over `reps` runs after `warmup`: forward + loss, backward,
@@ -241,6 +309,17 @@ impl<B: Ops + 'static> Trainer<B> {
         let n = steps.max(1) as f64;
         Ok(totals.into_iter().map(|(name, ms, calls)| (name, ms / n, calls as f64 / n)).collect())
     }
+}
+
+/// Whether [`Trainer::fit_from`] goes on after an epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Stop,
+}
+
+fn find<'a>(tensors: &'a [(String, Matrix)], name: &str) -> Result<&'a Matrix> {
+    tensors.iter().find(|(n, _)| n == name).map(|(_, m)| m).ok_or_else(|| Error::Unsupported(format!("no tensor '{name}' to load")))
 }
 
 /// What [`Trainer::record`] achieved.
@@ -284,7 +363,7 @@ pub struct History {
 }
 
 impl History {
-    fn new(epochs: Vec<EpochRecord>, seconds: f64) -> Self {
+    pub fn new(epochs: Vec<EpochRecord>, seconds: f64) -> Self {
         let best = epochs.iter().fold(None::<&EpochRecord>, |best, e| match best {
             Some(b) if b.val_acc >= e.val_acc => Some(b),
             _ => Some(e),

@@ -31,10 +31,9 @@ pub trait Model<B: Ops> {
 
 /// Shape, regularisation and options of a model. Every model reads the fields it has and
 /// ignores the others (GCN has no heads); [`ModelInfo::defaults`] fills them per model.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct ModelConfig {
     /// The registry name ("gcn", "gat", ...).
-    #[serde(serialize_with = "ser_name", deserialize_with = "de_name")]
     pub model: &'static str,
     /// Graph layers (the hidden ones plus the output one, as PyG's `num_layers`).
     pub layers: usize,
@@ -54,12 +53,28 @@ pub struct ModelConfig {
     pub seed: u64,
 }
 
-fn ser_name<S: serde::Serializer>(name: &&'static str, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_str(name)
+/// [`ModelConfig`] as read from a file: the name owned, then looked up in the registry.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelConfigOwned {
+    model: String,
+    layers: usize,
+    hidden: usize,
+    heads: usize,
+    dropout: f32,
+    batch_norm: bool,
+    residual: bool,
+    variant: bool,
+    seed: u64,
 }
-fn de_name<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<&'static str, D::Error> {
-    let s: String = serde::Deserialize::deserialize(d)?;
-    model_info(&s).map(|i| i.name).map_err(serde::de::Error::custom)
+
+impl<'de> serde::Deserialize<'de> for ModelConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let c = <ModelConfigOwned as serde::Deserialize>::deserialize(d)?;
+        let model = model_info(&c.model).map_err(serde::de::Error::custom)?.name;
+        let ModelConfigOwned { layers, hidden, heads, dropout, batch_norm, residual, variant, seed, .. } = c;
+        Ok(ModelConfig { model, layers, hidden, heads, dropout, batch_norm, residual, variant, seed })
+    }
 }
 
 /// What the registry knows of a model before building it.

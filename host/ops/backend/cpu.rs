@@ -157,4 +157,11 @@ impl<T: Real> Backend for CpuBackend<T> {
         self.step.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+    fn steps(&self) -> Result<u32> {
+        Ok(self.step())
+    }
+    fn set_steps(&self, steps: u32) -> Result<()> {
+        self.step.store(steps, Ordering::Relaxed);
+        Ok(())
+    }
 }

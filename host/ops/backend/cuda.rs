@@ -327,4 +327,13 @@ impl Backend for CudaBackend {
             k::step_increment(&self.gpu, &mut self.step_ptr())
         })
     }
+    fn steps(&self) -> Result<u32> {
+        Ok(self.step_ptr().download(&self.gpu)?[0])
+    }
+    fn set_steps(&self, steps: u32) -> Result<()> {
+        // Written in place: a recorded step keeps the counter's address.
+        let mut step = self.step_ptr();
+        self.gpu.stream().memcpy_htod(&[steps], step.slice_mut()).map_err(|e| Error::cuda("set_steps", e))?;
+        self.gpu.synchronize()
+    }
 }

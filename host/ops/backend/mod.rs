@@ -86,6 +86,11 @@ pub trait Backend {
     // -- the step counter that seeds dropout and drives Adam's bias correction --
     /// Starts a training step: the counter read by `dropout` and `adam` advances by one.
     fn begin_step(&self) -> Result<()>;
+    /// The steps begun so far (waits for queued work), for a checkpoint.
+    fn steps(&self) -> Result<u32>;
+    /// Sets the step counter (resuming from a checkpoint: dropout masks and Adam's bias
+    /// correction continue where they stopped).
+    fn set_steps(&self, steps: u32) -> Result<()>;
 }
 
 /// What `cross_entropy` counts: the mean train loss and the correctly classified nodes of each mask.

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use tcgnn::gpu::shared::partition::{
-    DTP_CANDIDATES, dtp_active_blocks_per_sm, dtp_nnz_per_warp, hp_nnz_per_warp, hvma_sparse_vector_width,
+    DTP_CANDIDATES, dtp_active_blocks_per_sm, dtp_full_wave_size, dtp_nnz_per_warp, hp_nnz_per_warp, hvma_sparse_vector_width,
 };
 use tcgnn::graph::Csr;
 use tcgnn::sample::alias::AliasTable;
@@ -72,7 +72,7 @@ fn streams_are_pure_functions_of_seed_epoch_batch_counter() {
     let a = Stream::new(7, 3, 11);
     assert_eq!(a, Stream::new(7, 3, 11));
     assert_eq!(a.bits(5), Stream::new(7, 3, 11).bits(5));
-    let others = [Stream::new(8, 3, 11), Stream::new(7, 4, 11), Stream::new(7, 3, 12), Stream::new(7, 11, 3), a.sub(0)];
+    let others = [Stream::new(8, 3, 11), Stream::new(7, 4, 11), Stream::new(7, 3, 12), Stream::new(7, 11, 3), a.substream(0)];
     for o in others {
         assert_ne!(a, o);
         assert_ne!(a.bits(0), o.bits(0));
@@ -146,8 +146,8 @@ fn node_sampler_draws_nodes_in_proportion_to_degree() {
         }
     }
     let draws = (rounds * 50) as f64;
-    for v in 0..g.n_rows() {
-        assert_count(&format!("node {v}"), count[v] as f64, draws * g.row_len(v) as f64 / g.nnz() as f64);
+    for (v, &c) in count.iter().enumerate() {
+        assert_count(&format!("node {v}"), c as f64, draws * g.row_len(v) as f64 / g.nnz() as f64);
     }
     assert_eq!(count[7], 0, "a node without edges is never drawn");
 }
@@ -161,8 +161,8 @@ fn edge_sampler_draws_edges_in_proportion_to_inverse_degrees() {
     let w: Vec<f64> = (0..g.nnz()).map(|e| 1.0 / deg(rows[e]) + 1.0 / deg(g.col_idx()[e])).collect();
     let total: f64 = w.iter().sum();
     let draws = s.edge_draws().unwrap();
-    for e in 0..g.nnz() {
-        assert!((draws.probability(e) - w[e] / total).abs() < 1e-12, "edge {e}");
+    for (e, &we) in w.iter().enumerate() {
+        assert!((draws.probability(e) - we / total).abs() < 1e-12, "edge {e}");
     }
     let mut count = vec![0u32; g.nnz()];
     let rounds = 3000u32;
@@ -218,8 +218,8 @@ fn random_walks_have_their_length_follow_edges_and_start_uniformly() {
         }
     }
     let from_hub: u32 = next.iter().sum();
-    for v in 1..=6 {
-        assert_count(&format!("hub -> {v}"), next[v] as f64, from_hub as f64 / 6.0);
+    for (v, &c) in next.iter().enumerate().skip(1).take(6) {
+        assert_count(&format!("hub -> {v}"), c as f64, from_hub as f64 / 6.0);
     }
 }
 
@@ -399,8 +399,8 @@ fn neighbor_sampling_is_uniform_without_replacement() {
             hist[b.input_nodes[c as usize] as usize] += 1;
         }
     }
-    for v in 1..=10 {
-        assert_count(&format!("neighbour {v}"), hist[v] as f64, rounds as f64 * 0.3);
+    for (v, &h) in hist.iter().enumerate().skip(1) {
+        assert_count(&format!("neighbour {v}"), h as f64, rounds as f64 * 0.3);
     }
 }
 
@@ -513,6 +513,8 @@ fn prefetch_delivers_in_order_stops_when_dropped_and_reraises_panics() {
 /// 8 warps (`config::HP_SPMM_WARPS`), no shared memory.
 const H100_SMS: u32 = 132;
 const HP_WARPS_PER_BLOCK: u32 = tcgnn::gpu::shared::config::HP_SPMM_WARPS;
+/// Eq. 4 with 8 resident HP blocks per SM (64 warps / 8, registers permitting).
+const H100_WAVE: u32 = dtp_full_wave_size(H100_SMS, 8);
 
 fn h100_hp_active_blocks(registers_per_thread: u32) -> u32 {
     dtp_active_blocks_per_sm(64, HP_WARPS_PER_BLOCK, 65536, registers_per_thread * 32 * HP_WARPS_PER_BLOCK, 233_472, 0)
@@ -528,7 +530,7 @@ fn dtp_active_blocks_follow_eq_3() {
 
 #[test]
 fn dtp_takes_the_largest_candidate_satisfying_ineq_5() {
-    let full_wave = |blocks: u32| H100_SMS * blocks;
+    let full_wave = |blocks: u32| dtp_full_wave_size(H100_SMS, blocks);
     // InEq. 5 with alpha = a/b, multiplied out: a * FullWave * NPW * WPB * 32 * VW <= b * NNZ * K.
     let holds = |nnz: u64, k: u64, blocks: u32, npw: u64, a: u64, b: u64| {
         a * full_wave(blocks) as u64 * npw * HP_WARPS_PER_BLOCK as u64 * 32 * 4 <= b * nnz * k
@@ -539,7 +541,7 @@ fn dtp_takes_the_largest_candidate_satisfying_ineq_5() {
     for nnz in [1_000u32, 60_000, 300_000, 1_000_000, 4_000_000, 20_000_000, 100_000_000] {
         for k in [32u32, 64, 128, 256] {
             for (a, b) in [(1u32, 1u32), (2, 1), (1, 2)] {
-                let npw = dtp_nnz_per_warp(nnz, k, H100_SMS, blocks, HP_WARPS_PER_BLOCK, 4, a, b);
+                let npw = dtp_nnz_per_warp(nnz, k, full_wave(blocks), HP_WARPS_PER_BLOCK, 4, a, b);
                 assert!(DTP_CANDIDATES.contains(&npw));
                 let i = DTP_CANDIDATES.iter().position(|&c| c == npw).unwrap();
                 let ok = holds(nnz as u64, k as u64, blocks, npw as u64, a as u64, b as u64);
@@ -556,11 +558,11 @@ fn dtp_takes_the_largest_candidate_satisfying_ineq_5() {
     }
     // Worked values (alpha = 1, K = 128, VW = 4 → one warp per nonzero range, 1056 blocks a wave):
     // 60 k nonzeros is below one wave even at 8 per warp; 20 M gives 20e6 / (8 * 1056) = 2367 ≥ 512.
-    assert_eq!(dtp_nnz_per_warp(60_000, 128, H100_SMS, 8, 8, 4, 1, 1), 8);
-    assert_eq!(dtp_nnz_per_warp(1_000_000, 128, H100_SMS, 8, 8, 4, 1, 1), 64); // 118 per warp allowed
-    assert_eq!(dtp_nnz_per_warp(20_000_000, 128, H100_SMS, 8, 8, 4, 1, 1), 512);
+    assert_eq!(dtp_nnz_per_warp(60_000, 128, H100_WAVE, 8, 4, 1, 1), 8);
+    assert_eq!(dtp_nnz_per_warp(1_000_000, 128, H100_WAVE, 8, 4, 1, 1), 64); // 118 per warp allowed
+    assert_eq!(dtp_nnz_per_warp(20_000_000, 128, H100_WAVE, 8, 4, 1, 1), 512);
     // Wider K exposes more warps per nonzero range, so larger tasks still fill the waves.
-    assert_eq!(dtp_nnz_per_warp(1_000_000, 512, H100_SMS, 8, 8, 4, 1, 1), 256);
+    assert_eq!(dtp_nnz_per_warp(1_000_000, 512, H100_WAVE, 8, 4, 1, 1), 256);
     // HVMA: 64 → int2/float2, 128 and above → int4/float4.
     assert_eq!(DTP_CANDIDATES.map(hvma_sparse_vector_width), [1, 1, 2, 4, 4, 4]);
 }
@@ -572,9 +574,9 @@ fn the_launchers_nnz_per_warp_differs_from_the_papers_on_sampled_batches() {
     // graphs it keeps 32 nonzeros per warp where the paper drops to 8 for more warps:
     let (nnz, k_chunks) = (60_000, 1);
     assert_eq!(hp_nnz_per_warp(nnz, H100_SMS, 64, 2, k_chunks), 32);
-    assert_eq!(dtp_nnz_per_warp(nnz, 128, H100_SMS, 8, 8, 4, 1, 1), 8);
+    assert_eq!(dtp_nnz_per_warp(nnz, 128, H100_WAVE, 8, 4, 1, 1), 8);
     // ... and on full graphs it takes values outside the candidate set.
     let launcher = hp_nnz_per_warp(20_000_000, H100_SMS, 64, 2, 1);
     assert!(!DTP_CANDIDATES.contains(&launcher), "{launcher}");
-    assert_eq!(dtp_nnz_per_warp(20_000_000, 128, H100_SMS, 8, 8, 4, 1, 1), 512);
+    assert_eq!(dtp_nnz_per_warp(20_000_000, 128, H100_WAVE, 8, 4, 1, 1), 512);
 }

@@ -142,7 +142,7 @@ impl NeighborSampler {
             let mut layers = Vec::with_capacity(self.config.fanouts.len());
             let mut chosen: Vec<u32> = Vec::new();
             for (h, &fanout) in self.config.fanouts.iter().enumerate() {
-                let hop = s.sub(h as u32);
+                let hop = s.substream(h as u32);
                 let n_dst = nodes.len();
                 let mut b_ptr = Vec::with_capacity(n_dst + 1);
                 b_ptr.push(0u32);

@@ -46,8 +46,8 @@ impl SaintNorm {
         }
         let n = g.n_rows() as f64;
         let mut edge_norm = vec![0f32; g.nnz()];
-        for v in 0..g.n_rows() {
-            let cv = node_count[v] as f64;
+        for (v, &cv) in node_count.iter().enumerate() {
+            let cv = cv as f64;
             for e in g.row_range(v) {
                 let t = cv / edge_count[e] as f64; // inf when only the node was seen, NaN when neither
                 edge_norm[e] = if t.is_nan() { 0.1 } else { t.clamp(0.0, 1e4) as f32 };

@@ -7,7 +7,7 @@
 
 use crate::gpu::shared::rng::{sample_below, sample_draw, sample_stream_key, sample_substream, sample_unit};
 
-/// The stream of one batch (or of one purpose inside it, see [`Stream::sub`]).
+/// The stream of one batch (or of one purpose inside it, see [`Stream::substream`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stream {
     key: u64,
@@ -20,7 +20,7 @@ impl Stream {
     }
 
     /// An independent stream for one part of the batch (a hop, a phase).
-    pub fn sub(self, lane: u32) -> Self {
+    pub fn substream(self, lane: u32) -> Self {
         Stream { key: sample_substream(self.key, lane) }
     }
 

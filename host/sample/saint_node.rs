@@ -1,8 +1,9 @@
 //! GraphSAINT's node sampler: nodes drawn with probability proportional to their degree.
 //!
-//! The paper (§3.4) draws node v with P(v) ∝ ||Ã_{:,v}||²; with the unweighted adjacency its
-//! authors' code and PyG's `GraphSAINTNodeSampler` use, that is v's degree. PyG draws it as the
-//! row of a uniformly drawn edge; so do we: `budget` draws with replacement (PyG's
+//! The paper (§3.4) draws node v with P(v) ∝ ||Ã_{:,v}||²; with the unweighted 0/1 adjacency
+//! its authors' code and PyG's `GraphSAINTNodeSampler` use, that is v's degree (not its square:
+//! the squared entries are 1). PyG draws it as the row of a uniformly drawn edge, i.e. ∝ row
+//! length (= degree on undirected graphs); so do we: `budget` draws with replacement (PyG's
 //! `batch_size`), duplicates merged by the caller, nodes without edges never drawn.
 
 use super::stream::Stream;

@@ -2,7 +2,8 @@
 //!
 //! Layers, each a folder: [`graph`] (CSR, readers, generators), [`format`] (tensor-core tile
 //! formats translated from CSR), [`gpu`] (device, module, memory, timing, cuSPARSE), [`ops`]
-//! (one entry per op, CPU and CUDA behind it), [`bench`] (the GPU benchmark harness);
+//! (one entry per op, CPU and CUDA behind it), [`sample`] (mini-batch graph samplers),
+//! [`bench`] (the GPU benchmark harness);
 //! the `tcgnn` binary's commands live in `host/cli/`.
 
 pub mod error;
@@ -12,6 +13,7 @@ pub mod gpu;
 pub mod graph;
 pub mod nn;
 pub mod ops;
+pub mod sample;
 pub mod tensor;
 pub mod util;
 

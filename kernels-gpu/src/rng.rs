@@ -56,3 +56,44 @@ pub fn dropout_threshold(p: f32) -> u32 {
         t as u32
     }
 }
+
+// Counter-based streams for the graph samplers (`tcgnn::sample`). Batch `batch` of `epoch` under
+// `seed` owns the stream `sample_stream_key(seed, epoch, batch)`; its draws are
+// `sample_draw(key, counter)` for counters the sampler assigns by position (root r, walk step
+// s, ...), so any draw can be computed alone: a CPU thread or a GPU thread reproduces it
+// without running the others first.
+
+/// Separates sampler streams from dropout masks drawn with the same user seed.
+const SAMPLE_DOMAIN: u64 = 0x5A4D_504C_4552_5331;
+
+/// Key of batch `batch` of `epoch`: distinct (epoch, batch) pairs under one seed give distinct
+/// keys, because the 64-bit word (epoch << 32 | batch) goes through the bijection `mix64`.
+#[inline(always)]
+pub const fn sample_stream_key(seed: u64, epoch: u32, batch: u32) -> u64 {
+    mix64(dropout_seed_key(seed ^ SAMPLE_DOMAIN) ^ (((epoch as u64) << 32) | batch as u64))
+}
+
+/// Independent sub-stream `lane` of `key` (e.g. one per hop of a neighbour sampler).
+#[inline(always)]
+pub const fn sample_substream(key: u64, lane: u32) -> u64 {
+    mix64(key ^ (lane as u64 + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93))
+}
+
+/// Draw `counter` of stream `key`: the (counter + 1)-th output of a SplitMix64 started at state
+/// `key` (a Weyl sequence through `mix64`), so distinct counters give distinct draws.
+#[inline(always)]
+pub const fn sample_draw(key: u64, counter: u64) -> u64 {
+    mix64(key.wrapping_add(counter.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+}
+
+/// Uniform integer in [0, n) from one draw (Lemire's multiply-high; bias below n / 2^64).
+#[inline(always)]
+pub const fn sample_below(draw: u64, n: u64) -> u64 {
+    ((draw as u128 * n as u128) >> 64) as u64
+}
+
+/// Uniform in [0, 1) from one draw (its top 53 bits).
+#[inline(always)]
+pub fn sample_unit(draw: u64) -> f64 {
+    (draw >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
+}

@@ -108,3 +108,26 @@ fn cora_matches_the_cpu() {
     let csr = tcgnn::graph::mtx::read_mtx(&p).unwrap();
     check_both(&gpu, "cora", &csr);
 }
+
+#[test]
+fn graph_handle_translates_on_the_gpu_like_the_cpu() {
+    // The product path: a handle with a GPU translates there; its host copies and every TC8
+    // product equal a CPU-translating handle's, bit for bit.
+    let Some(gpu) = gpu_or_skip("graph_handle_translates_on_the_gpu_like_the_cpu") else { return };
+    use tcgnn::ops::handle::Translate;
+    use tcgnn::ops::{GraphHandle, Impl, Precision};
+    for (name, csr) in odd_shapes(11).into_iter().chain([("random 5000".to_string(), random_graph(5000, 9, 7, 3))]) {
+        let on_gpu = GraphHandle::new(csr.clone(), Some(gpu.clone()));
+        let on_cpu = GraphHandle::new(csr.clone(), Some(gpu.clone())).with_translation(Translate::Cpu);
+        let (a, b) = (on_gpu.mebcrs(8).unwrap(), on_cpu.mebcrs(8).unwrap());
+        assert_eq!((&a.win_ptr, &a.vec_col, &a.csr_to_slot), (&b.win_ptr, &b.vec_col, &b.csr_to_slot), "{name}");
+        assert_eq!(bits(&a.values), bits(&b.values), "{name}: values");
+        let (x, _) = common::spmm_problem(&csr, 24, Precision::Tf32);
+        let ya = tcgnn::ops::spmm::spmm(&on_gpu, &x, Impl::Tc8, Precision::Tf32).unwrap();
+        let yb = tcgnn::ops::spmm::spmm(&on_cpu, &x, Impl::Tc8, Precision::Tf32).unwrap();
+        // Split windows add with atomics: equal up to the order of those additions.
+        let diff = ya.data.iter().zip(&yb.data).map(|(p, q)| (p - q).abs() as f64).fold(0.0, f64::max);
+        let scale = yb.data.iter().map(|v| v.abs() as f64).fold(1e-30, f64::max);
+        assert!(diff / scale < 1e-6, "{name}: TC8 product through the GPU translation differs by {diff:e}");
+    }
+}

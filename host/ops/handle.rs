@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::gpu::{DeviceVec, Gpu};
+use crate::format::gpu::{DeviceMeBcrsParts, mebcrs_on_device, sgt_on_gpu};
 use crate::format::{MeBcrs, Sgt};
 use crate::graph::reorder::{Reorder, reorder};
 use crate::graph::{Csr, Permutation};
@@ -18,6 +19,7 @@ type Cache = Mutex<HashMap<(TypeId, u64), Arc<dyn Any + Send + Sync>>>;
 pub struct GraphHandle {
     csr: Arc<Csr>,
     gpu: Option<Arc<Gpu>>,
+    translate: Translate,
     cache: Cache,
     /// Set for a reordered handle: `csr` is P S Pᵀ of the graph S it was made from.
     reordering: Option<Arc<Reordering>>,
@@ -31,11 +33,18 @@ struct ReorderedHandle(Arc<GraphHandle>);
 pub struct DeviceCooRows(pub DeviceVec<u32>);
 
 /// ME-BCRS (k = 8) on the device, shared by TC8 SpMM and TC8 SDDMM: window pointers, vector
-/// columns and f32 values (f16 values are uploaded on first f16 use, see `device_mebcrs_f16`).
-pub struct DeviceMeBcrs {
-    pub win_ptr: DeviceVec<u32>,
-    pub vec_col: DeviceVec<u32>,
-    pub values: DeviceVec<f32>,
+/// columns, f32 values and the slot of every CSR edge (f16 values are made on first f16 use,
+/// see `device_mebcrs_f16`).
+pub type DeviceMeBcrs = DeviceMeBcrsParts;
+
+/// Where a handle with a GPU translates its formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Translate {
+    /// On the GPU (the product path: ME-BCRS in milliseconds where the CPU takes seconds on
+    /// large graphs); the host copy, where one is needed, is downloaded from it.
+    Gpu,
+    /// On the CPU with rayon (no GPU, and the reference the GPU translation is tested against).
+    Cpu,
 }
 
 /// ME-BCRS (k = 8) values in f16, for the f16 tensor-core kernels.
@@ -83,7 +92,18 @@ impl DeviceCsr {
 impl GraphHandle {
     /// A handle for `csr`; `gpu = None` restricts it to CPU implementations.
     pub fn new(csr: Csr, gpu: Option<Arc<Gpu>>) -> Self {
-        GraphHandle { csr: Arc::new(csr), gpu, cache: Mutex::new(HashMap::new()), reordering: None }
+        GraphHandle { csr: Arc::new(csr), gpu, translate: Translate::Gpu, cache: Mutex::new(HashMap::new()), reordering: None }
+    }
+
+    /// Translate formats on the CPU even when the handle has a GPU (tests, comparisons).
+    pub fn with_translation(mut self, how: Translate) -> Self {
+        self.translate = how;
+        self
+    }
+
+    /// The GPU formats are translated on, if any.
+    fn translating_gpu(&self) -> Option<&Arc<Gpu>> {
+        self.gpu.as_ref().filter(|_| self.translate == Translate::Gpu)
     }
 
     /// A handle for `csr` whose kernels run on it reordered by `how` (RCM, community, degree;
@@ -176,26 +196,33 @@ impl GraphHandle {
         Ok(value)
     }
 
-    /// ME-BCRS with `k` vectors per block, translated once per graph.
+    /// ME-BCRS with `k` vectors per block, translated once per graph: on the GPU when the
+    /// handle has one (downloaded from [`GraphHandle::device_mebcrs`]'s arrays for k = 8), else
+    /// on the CPU.
     pub fn mebcrs(&self, k: usize) -> Result<Arc<MeBcrs>> {
-        self.cached(k as u64, || MeBcrs::from_csr(&self.csr, k))
+        self.cached(k as u64, || match self.translating_gpu() {
+            Some(gpu) if k == 8 => self.device_mebcrs()?.download(gpu, &self.csr),
+            Some(gpu) => mebcrs_on_device(gpu, &self.csr, &*self.device_csr()?, k)?.download(gpu, &self.csr),
+            None => MeBcrs::from_csr(&self.csr, k),
+        })
     }
 
-    /// SGT with block width `block_w` (8 SpMM, 16 SDDMM), translated once per graph.
+    /// SGT with block width `block_w` (8 SpMM, 16 SDDMM), translated once per graph (on the
+    /// GPU when the handle has one).
     pub fn sgt(&self, block_w: usize) -> Result<Arc<Sgt>> {
-        self.cached(block_w as u64, || Sgt::from_csr(&self.csr, block_w))
+        self.cached(block_w as u64, || match self.translating_gpu() {
+            Some(gpu) => sgt_on_gpu(gpu, &self.csr, block_w),
+            None => Sgt::from_csr(&self.csr, block_w),
+        })
     }
 
-    /// ME-BCRS (k = 8) uploaded once for every TC8 kernel.
+    /// ME-BCRS (k = 8) on the device for every TC8 kernel: translated there from the uploaded
+    /// CSR (or uploaded from the CPU translation), once.
     pub fn device_mebcrs(&self) -> Result<Arc<DeviceMeBcrs>> {
         let gpu = self.gpu()?.clone();
-        self.cached(8, || {
-            let m = self.mebcrs(8)?;
-            Ok(DeviceMeBcrs {
-                win_ptr: DeviceVec::upload(&gpu, &m.win_ptr)?,
-                vec_col: DeviceVec::upload(&gpu, &m.vec_col)?,
-                values: DeviceVec::upload(&gpu, &m.values)?,
-            })
+        self.cached(8, || match self.translate {
+            Translate::Gpu => mebcrs_on_device(&gpu, &self.csr, &*self.device_csr()?, 8),
+            Translate::Cpu => DeviceMeBcrsParts::upload(&gpu, &*self.mebcrs(8)?),
         })
     }
 
@@ -211,7 +238,12 @@ impl GraphHandle {
     /// CSR nonzero -> ME-BCRS (k = 8) slot, on the device.
     pub fn device_csr_to_slot(&self) -> Result<Arc<DeviceCsrToSlot>> {
         let gpu = self.gpu()?.clone();
-        self.cached(8, || Ok(DeviceCsrToSlot(DeviceVec::upload(&gpu, &self.mebcrs(8)?.csr_to_slot)?)))
+        self.cached(8, || {
+            let m = self.device_mebcrs()?;
+            let mut copy = DeviceVec::zeros(&gpu, m.csr_to_slot.len())?;
+            gpu.stream().memcpy_dtod(m.csr_to_slot.slice(), copy.slice_mut()).map_err(|e| Error::cuda("csr_to_slot copy", e))?;
+            Ok(DeviceCsrToSlot(copy))
+        })
     }
 
     /// The COO row array uploaded to the device (shared by HP-SpMM and HP-SDDMM).
@@ -239,7 +271,7 @@ impl GraphHandle {
         self.cached(0, || {
             let (t, map) = crate::graph::ops::transpose_with_map(&self.csr);
             // Sᵀ of a reordered handle is P Sᵀ Pᵀ: the same permutation applies.
-            let mut handle = GraphHandle::new(t, self.gpu.clone());
+            let mut handle = GraphHandle::new(t, self.gpu.clone()).with_translation(self.translate);
             handle.reordering = self.reordering.clone();
             Ok(Transposed { handle: Arc::new(handle), csr_map: Arc::new(map) })
         })

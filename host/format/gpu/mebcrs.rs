@@ -73,17 +73,35 @@ pub fn mebcrs_on_device(gpu: &Arc<Gpu>, csr: &Csr, d: &DeviceCsr, k: usize) -> R
     Ok(out)
 }
 
+impl DeviceMeBcrsParts {
+    /// The host [`MeBcrs`] of these arrays (`csr` is the matrix they were translated from).
+    pub fn download(&self, gpu: &Gpu, csr: &Csr) -> Result<MeBcrs> {
+        Ok(MeBcrs {
+            n_rows: csr.n_rows(),
+            n_cols: csr.n_cols(),
+            k: self.k,
+            win_ptr: download_n(gpu, &self.win_ptr, csr.n_rows().div_ceil(MEBCRS_WINDOW) + 1)?,
+            vec_col: download_n(gpu, &self.vec_col, self.n_vectors)?,
+            values: download_n(gpu, &self.values, 8 * self.n_vectors)?,
+            csr_to_slot: download_n(gpu, &self.csr_to_slot, csr.nnz())?,
+        })
+    }
+
+    /// Uploads a host translation (the CPU path's result) into the same device form.
+    pub fn upload(gpu: &Gpu, m: &MeBcrs) -> Result<Self> {
+        Ok(DeviceMeBcrsParts {
+            k: m.k,
+            n_vectors: m.vec_col.len(),
+            win_ptr: DeviceVec::upload(gpu, &m.win_ptr)?,
+            vec_col: DeviceVec::upload(gpu, &m.vec_col)?,
+            values: DeviceVec::upload(gpu, &m.values)?,
+            csr_to_slot: DeviceVec::upload(gpu, &m.csr_to_slot)?,
+        })
+    }
+}
+
 /// [`MeBcrs::from_csr`] with k = 8 on the GPU: upload the CSR, translate, download.
 pub fn mebcrs_on_gpu(gpu: &Arc<Gpu>, csr: &Csr) -> Result<MeBcrs> {
     let d = DeviceCsr::upload(gpu, csr)?;
-    let m = mebcrs_on_device(gpu, csr, &d, 8)?;
-    Ok(MeBcrs {
-        n_rows: csr.n_rows(),
-        n_cols: csr.n_cols(),
-        k: m.k,
-        win_ptr: download_n(gpu, &m.win_ptr, csr.n_rows().div_ceil(MEBCRS_WINDOW) + 1)?,
-        vec_col: download_n(gpu, &m.vec_col, m.n_vectors)?,
-        values: download_n(gpu, &m.values, 8 * m.n_vectors)?,
-        csr_to_slot: download_n(gpu, &m.csr_to_slot, csr.nnz())?,
-    })
+    mebcrs_on_device(gpu, csr, &d, 8)?.download(gpu, csr)
 }

@@ -109,6 +109,13 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     if a.seeds.is_empty() {
         return Err(Error::Unsupported("--seeds needs at least one seed".into()));
     }
+    check_hyperparameters(a)?;
+    if let Some(dir) = &a.out {
+        // Checked now, not after training (a missing folder is created when writing).
+        if dir.exists() && !dir.is_dir() {
+            return Err(Error::Io { path: dir.clone(), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder") });
+        }
+    }
     let gpu = match a.device {
         Device::Cpu => None,
         Device::Gpu => Some(Gpu::probe()?),
@@ -120,6 +127,14 @@ pub fn run(a: &TrainArgs) -> Result<()> {
             }
         },
     };
+    if gpu.is_none() && (a.precision != Precision::F32 || a.imp != Impl::Auto) {
+        // The CPU backend has one arithmetic (f32, or f64 with --f64) and one SpMM.
+        let asked = format!("--precision {:?} --impl {:?}", a.precision, a.imp).to_lowercase();
+        if a.device == Device::Cpu {
+            return Err(Error::Unsupported(format!("{asked} needs the GPU; --device cpu trains in f32 with the CPU SpMM")));
+        }
+        eprintln!("warning: {asked} applies to the GPU only; training on the CPU in {}", if a.f64 { "f64" } else { "f32" });
+    }
     let mut runs = Vec::new();
     for &seed in &a.seeds {
         let run = match &gpu {
@@ -160,6 +175,27 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         let title = format!("{} {:?} {}x{} ({}), seed {}", r0.graph, r0.model.kind, r0.model.layers, r0.model.hidden, r0.precision, r0.seed);
         let svg = write_text(&dir.join("train.svg"), &curve_svg(&title, &r0.history.epochs))?;
         eprintln!("wrote {} and {}", json.display(), svg.display());
+    }
+    Ok(())
+}
+
+/// Learning rate, weight decay and sizes a careful user would not mean: refused up front rather
+/// than trained into NaN or aborted on an allocation.
+fn check_hyperparameters(a: &TrainArgs) -> Result<()> {
+    if !(a.lr.is_finite() && a.lr > 0.0) {
+        return Err(Error::Unsupported(format!("--lr {} must be a finite number > 0", a.lr)));
+    }
+    if !(a.weight_decay.is_finite() && a.weight_decay >= 0.0) {
+        return Err(Error::Unsupported(format!("--weight-decay {} must be a finite number >= 0", a.weight_decay)));
+    }
+    // Beyond these no model fits any machine, and the size arithmetic below stays in u64.
+    const MAX_WIDTH: usize = 1 << 24;
+    for (what, v) in [("--hidden", a.hidden), ("--layers", a.layers), ("--features", Some(a.features)), ("--classes", Some(a.classes))] {
+        if let Some(v) = v
+            && v > MAX_WIDTH
+        {
+            return Err(Error::Unsupported(format!("{what} {v} is larger than {MAX_WIDTH}")));
+        }
     }
     Ok(())
 }
@@ -210,8 +246,14 @@ fn train_one<B: Backend>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> Result
     let data = load_dataset(a, seed)?;
     let cfg = model_config(a, seed);
     cfg.check()?;
-    if let Some(gpu) = &gpu {
-        check_fits(gpu, &data, &cfg)?;
+    match &gpu {
+        Some(gpu) => check_fits(gpu, &data, &cfg)?,
+        // The CPU backend holds about what the GPU one would (weights, activations, gradients).
+        None => {
+            let need = estimate_bytes(&cfg, data.n(), data.graph.nnz(), data.features.cols(), data.classes);
+            let what = format!("{} {:?} {}x{}", data.name, cfg.kind, cfg.layers, cfg.hidden);
+            tcgnn::util::memory::check_host_alloc(need, &what)?;
+        }
     }
     let tcfg = TrainConfig { epochs: a.epochs, lr: a.lr, weight_decay: a.weight_decay };
     let backend = Arc::new(make()?);

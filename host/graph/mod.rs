@@ -11,6 +11,8 @@ pub mod perm;
 pub mod reorder;
 pub mod rmat;
 pub mod source;
+pub mod spec;
+pub mod tcg;
 pub mod text;
 
 pub use csr::Csr;

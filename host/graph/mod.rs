@@ -1,5 +1,6 @@
 //! Graphs on the host: the CSR hub, file readers, generators, operations and reorderings.
 
+pub mod blocks;
 pub mod csr;
 pub mod edgelist;
 pub mod generate;

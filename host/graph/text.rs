@@ -28,6 +28,12 @@ impl<R: Read> Lines<R> {
         Lines { reader, path: path.to_path_buf(), buf: vec![0; 1 << 20], start: 0, end: 0, eof: false, line: 0 }
     }
 
+    /// The bytes read but not yet returned as lines, and the reader: for a caller that goes on
+    /// with the rest of the input in another way (parallel blocks, [`crate::graph::blocks`]).
+    pub fn into_rest(self) -> (Vec<u8>, R) {
+        (self.buf[self.start..self.end].to_vec(), self.reader)
+    }
+
     /// 1-based number of the line last returned (0 before the first).
     pub fn line_no(&self) -> usize {
         self.line

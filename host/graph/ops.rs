@@ -181,7 +181,7 @@ pub fn degree_summary(a: &Csr) -> (u32, f64, u32) {
 /// Negative edge weights are refused: a row sum can then be zero or negative, and D^-1/2 would
 /// be silently replaced by 0 or become NaN.
 pub fn gcn_normalize(a: &Csr) -> Result<Csr> {
-    if let Some(e) = a.values().iter().position(|&v| !(v >= 0.0)) {
+    if let Some(e) = a.values().iter().position(|&v| v.is_nan() || v < 0.0) {
         let r = a.row_ptr().partition_point(|&p| p as usize <= e) - 1;
         return Err(Error::InvalidGraph(format!(
             "GCN normalisation needs non-negative edge weights; edge ({r}, {}) has {}",

@@ -203,7 +203,7 @@ mod tests {
 
         let bytes = std::fs::read(&p).unwrap();
         let q = dir.join("bad.tcg");
-        let mut check = |data: &[u8], why: &str| {
+        let check = |data: &[u8], why: &str| {
             std::fs::write(&q, data).unwrap();
             let e = read_tcg(&q).unwrap_err().to_string();
             assert!(e.contains("bad.tcg") && e.contains(why), "{why}: {e}");

@@ -47,3 +47,23 @@ fn npz_regressions() {
         let _ = tcgnn::graph::npz::parse_npz(std::io::Cursor::new(data), &p);
     }
 }
+
+#[test]
+fn spec_regressions() {
+    use tcgnn::graph::spec::{parse_rmat, parse_sbm, MAX_NNZ, MAX_NODES};
+    let all = inputs("spec");
+    assert!(!all.is_empty());
+    for (p, data) in all {
+        // Same checks as fuzz/fuzz_targets/spec.rs; every stored input is one the CLI must refuse.
+        let spec = String::from_utf8_lossy(&data).into_owned();
+        let refused = if let Some(rest) = spec.strip_prefix("rmat:") {
+            parse_rmat(&spec, rest).map(|r| assert!((1u64 << r.scale) * r.edge_factor as u64 <= MAX_NNZ)).is_err()
+        } else if let Some(rest) = spec.strip_prefix("sbm:") {
+            parse_sbm(&spec, rest).map(|s| assert!(s.n as u64 <= MAX_NODES && s.avg_degree.is_finite())).is_err()
+        } else {
+            true
+        };
+        let accepted_ok = spec == "rmat:20:1000"; // valid spec, refused later for host memory
+        assert!(refused || accepted_ok, "{}: '{spec}' was accepted", p.display());
+    }
+}

@@ -77,10 +77,7 @@ pub fn sddmm_footprint(n_rows: usize, n_cols: usize, nnz: usize, k: usize) -> Fo
 /// Memory the host can give without swapping: `MemAvailable` of `/proc/meminfo`, or `None`
 /// where that file does not exist.
 pub fn host_available_bytes() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+    crate::util::memory::available_host_bytes().map(|(bytes, _)| bytes)
 }
 
 /// Free memory on the GPU right now.

@@ -85,7 +85,7 @@ pub fn write(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
         (base.with_extension("svg"), svg_speedups(report)),
     ];
     for (path, text) in &files {
-        std::fs::write(path, text).map_err(|e| Error::Io { path: path.clone(), source: e })?;
+        crate::util::atomic::write_atomic(path, text.as_bytes())?;
     }
     Ok(files.into_iter().map(|(p, _)| p).collect())
 }

@@ -73,7 +73,7 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<PathBuf> {
         std::fs::create_dir_all(dir).map_err(|e| Error::Io { path: dir.into(), source: e })?;
     }
     let text = serde_json::to_string_pretty(value).map_err(|e| Error::Unsupported(format!("JSON: {e}")))?;
-    std::fs::write(path, text).map_err(|e| Error::Io { path: path.into(), source: e })?;
+    crate::util::atomic::write_atomic(path, text.as_bytes())?;
     Ok(path.to_path_buf())
 }
 
@@ -81,7 +81,7 @@ pub fn write_text(path: &Path, text: &str) -> Result<PathBuf> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::Io { path: dir.into(), source: e })?;
     }
-    std::fs::write(path, text).map_err(|e| Error::Io { path: path.into(), source: e })?;
+    crate::util::atomic::write_atomic(path, text.as_bytes())?;
     Ok(path.to_path_buf())
 }
 

@@ -14,15 +14,29 @@ use tcgnn::graph::npz::{read_npz, write_npz, Features};
 use tcgnn::graph::ops::{add_self_loops, degree_summary, symmetrize};
 use tcgnn::graph::reorder::{reorder, Reorder};
 use tcgnn::graph::rmat::{rmat, RmatParams};
-use tcgnn::graph::Csr;
+use tcgnn::graph::{tcg, Csr};
+use tcgnn::util::atomic::{check_outputs, write_atomic};
 
 /// Input file kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum InputFormat {
-    /// From the file name: `.mtx[.gz]` is Matrix Market, anything else an edge list.
+    /// From the file name: `.mtx[.gz]` is Matrix Market, `.tcg` the binary CSR, anything else
+    /// an edge list.
     Auto,
     Mtx,
     Edgelist,
+    Tcg,
+}
+
+/// Output file kinds of `convert`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// From the file name: `.tcg` is the binary CSR, anything else Matrix Market.
+    Auto,
+    /// Matrix Market text (`.mtx`, gzip-compressed as `.mtx.gz`).
+    Mtx,
+    /// Binary CSR with a checksum: loads at disk speed (a cache for large graphs).
+    Tcg,
 }
 
 /// Where a graph comes from.
@@ -54,12 +68,19 @@ impl GraphInput {
 /// Read a graph, choosing the reader from `format` or the file name.
 pub fn load_graph(path: &Path, format: InputFormat, edge_opts: EdgeListOptions) -> Result<Csr> {
     let name = path.to_string_lossy();
-    let is_mtx = match format {
-        InputFormat::Auto => name.ends_with(".mtx") || name.ends_with(".mtx.gz"),
-        InputFormat::Mtx => true,
-        InputFormat::Edgelist => false,
+    let format = match format {
+        InputFormat::Auto if tcg::is_tcg(path) => InputFormat::Tcg,
+        InputFormat::Auto if name.ends_with(".mtx") || name.ends_with(".mtx.gz") => InputFormat::Mtx,
+        InputFormat::Auto => InputFormat::Edgelist,
+        f => f,
     };
-    if is_mtx {
+    if format != InputFormat::Edgelist && (edge_opts.n_nodes.is_some() || edge_opts.skip_first_line) {
+        return Err(Error::Unsupported("--nodes and --header apply to edge lists only".into()));
+    }
+    if format == InputFormat::Tcg {
+        return tcg::read_tcg(path);
+    }
+    if format == InputFormat::Mtx {
         if edge_opts.n_nodes.is_some() || edge_opts.skip_first_line {
             return Err(Error::Unsupported("--nodes and --header apply to edge lists only".into()));
         }
@@ -87,10 +108,10 @@ pub struct InfoArgs {
     #[arg(long)]
     pub worklist: bool,
     /// SMs of the device the work list is built for.
-    #[arg(long, default_value_t = 132)]
+    #[arg(long, default_value_t = 132, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub sm_count: u32,
     /// K slices of the TC8 launch (f16: ceil(K / 64); tf32: ceil(K / 32)).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub k_slices: u32,
 }
 
@@ -153,15 +174,18 @@ pub fn run_info(args: &InfoArgs) -> Result<()> {
     Ok(())
 }
 
-/// Convert a graph file to Matrix Market (`.mtx` or `.mtx.gz`), optionally symmetrized and
-/// with self-loops.
+/// Convert a graph file to Matrix Market (`.mtx` or `.mtx.gz`) or the binary `.tcg`,
+/// optionally symmetrized and with self-loops.
 #[derive(Clone, Debug, clap::Args)]
 pub struct ConvertArgs {
     #[command(flatten)]
     pub graph: GraphInput,
-    /// Output file (.mtx or .mtx.gz).
+    /// Output file (.mtx, .mtx.gz or .tcg).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Output format (default: from the output name).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub to: OutputFormat,
     /// Store every edge in both directions.
     #[arg(long)]
     pub symmetrize: bool,
@@ -171,6 +195,7 @@ pub struct ConvertArgs {
 }
 
 pub fn run_convert(args: &ConvertArgs) -> Result<()> {
+    check_outputs(&[&args.graph.input], &[&args.output])?;
     let mut g = args.graph.load()?;
     if args.symmetrize {
         g = symmetrize(&g)?;
@@ -178,8 +203,14 @@ pub fn run_convert(args: &ConvertArgs) -> Result<()> {
     if args.self_loops {
         g = add_self_loops(&g, 1.0)?;
     }
-    write_mtx(&args.output, &g)?;
-    println!("wrote {} ({} nodes, {} nnz)", args.output.display(), g.n_rows(), g.nnz());
+    let t = Instant::now();
+    match args.to {
+        OutputFormat::Tcg => tcg::write_tcg(&args.output, &g)?,
+        OutputFormat::Auto if tcg::is_tcg(&args.output) => tcg::write_tcg(&args.output, &g)?,
+        _ => write_mtx(&args.output, &g)?,
+    }
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    println!("wrote {} ({} nodes, {} nnz, {ms:.0} ms)", args.output.display(), g.n_rows(), g.nnz());
     Ok(())
 }
 
@@ -240,15 +271,41 @@ pub struct GenArgs {
     pub npz: Option<PathBuf>,
 }
 
+/// Node and stored-edge counts of the small shapes, checked before generating: 32-bit ids and
+/// nonzero counts, and the host memory the edge list and CSR take (~32 bytes an edge).
+fn check_shape_size(args: &GenArgs) -> Result<()> {
+    let n = args.n as u64;
+    let (nodes, edges) = match args.kind {
+        GenKind::Path | GenKind::Star => (n, 2 * n),
+        GenKind::Complete => (n, n.saturating_mul(n)),
+        GenKind::Grid => (n.saturating_mul(args.cols as u64), n.saturating_mul(args.cols as u64).saturating_mul(4)),
+        GenKind::Rmat | GenKind::Sbm => return Ok(()), // checked by their generators
+    };
+    if nodes > tcgnn::graph::spec::MAX_NODES || edges > tcgnn::graph::spec::MAX_NNZ {
+        return Err(Error::Unsupported(format!("{:?} of {nodes} nodes and {edges} edges: over 2^31 - 2 nodes or 2^31 - 1 edges", args.kind)));
+    }
+    tcgnn::util::memory::check_host_alloc(edges * 32, &format!("{:?} graph of {nodes} nodes", args.kind))
+}
+
+/// Where `gen sbm` writes its node data: `--npz`, else the output name with `.npz`.
+fn gen_npz_path(args: &GenArgs) -> PathBuf {
+    args.npz.clone().unwrap_or_else(|| {
+        let s = args.output.to_string_lossy();
+        PathBuf::from(format!("{}.npz", s.trim_end_matches(".gz").trim_end_matches(".mtx")))
+    })
+}
+
 pub fn run_gen(args: &GenArgs) -> Result<()> {
+    let npz = gen_npz_path(args);
+    let outputs: Vec<&Path> = if args.kind == GenKind::Sbm { vec![&args.output, &npz] } else { vec![&args.output] };
+    check_outputs(&[], &outputs)?;
+    check_shape_size(args)?;
     let t = Instant::now();
     let g = match args.kind {
         GenKind::Rmat => {
-            let (a, b, c) = (args.a, args.b, args.c);
-            if a < 0.0 || b < 0.0 || c < 0.0 || a + b + c > 1.0 || args.scale > 30 {
-                return Err(Error::Unsupported(format!("R-MAT a={a} b={b} c={c} scale={}", args.scale)));
-            }
-            rmat(RmatParams { scale: args.scale, edge_factor: args.edge_factor, a, b, c, seed: args.seed })
+            let p = RmatParams { scale: args.scale, edge_factor: args.edge_factor, a: args.a, b: args.b, c: args.c, seed: args.seed };
+            p.check()?;
+            rmat(p)
         }
         GenKind::Sbm => {
             let mut p = SbmParams::new(args.n, args.classes, args.seed);
@@ -256,10 +313,6 @@ pub fn run_gen(args: &GenArgs) -> Result<()> {
             p.p_in = args.p_in;
             p.features = args.features;
             let (g, d) = sbm(p)?;
-            let npz = args.npz.clone().unwrap_or_else(|| {
-                let s = args.output.to_string_lossy();
-                PathBuf::from(format!("{}.npz", s.trim_end_matches(".gz").trim_end_matches(".mtx")))
-            });
             write_npz(&npz, &d)?;
             println!("wrote {}", npz.display());
             g
@@ -303,6 +356,8 @@ fn block_counts(g: &Csr) -> Result<(usize, usize, usize)> {
 }
 
 pub fn run_reorder(args: &ReorderArgs) -> Result<()> {
+    let outputs: Vec<&Path> = args.output.iter().chain(&args.perm_out).map(PathBuf::as_path).collect();
+    check_outputs(&[&args.graph.input], &outputs)?;
     let g = args.graph.load()?;
     let how: Reorder = args.method.parse()?;
     let t = Instant::now();
@@ -327,7 +382,7 @@ pub fn run_reorder(args: &ReorderArgs) -> Result<()> {
     }
     if let Some(out) = &args.perm_out {
         let text: String = p.new_to_old().iter().map(|v| format!("{v}\n")).collect();
-        std::fs::write(out, text).map_err(|e| Error::Io { path: out.clone(), source: e })?;
+        write_atomic(out, text.as_bytes())?;
         println!("wrote {}", out.display());
     }
     Ok(())
@@ -364,7 +419,7 @@ mod tests {
         let input = GraphInput { input: out.clone(), input_format: InputFormat::Auto, nodes: None, header: false };
         run_info(&InfoArgs { graph: input.clone(), npz: Some(dir.join("g.npz")), reorder: "rcm".into(), relabel: None, worklist: false, sm_count: 132, k_slices: 2 }).unwrap();
         let conv = dir.join("c.mtx");
-        run_convert(&ConvertArgs { graph: input.clone(), output: conv.clone(), symmetrize: true, self_loops: true })
+        run_convert(&ConvertArgs { graph: input.clone(), output: conv.clone(), to: OutputFormat::Auto, symmetrize: true, self_loops: true })
             .unwrap();
         assert_eq!(read_mtx(&conv).unwrap().nnz(), read_mtx(&out).unwrap().nnz() + 500);
         run_reorder(&ReorderArgs {

@@ -20,8 +20,10 @@ use clap::{Parser, Subcommand};
         With no command, trains a GCN on a generated stochastic block model (GPU if present, \
         CPU otherwise), then runs SpMM on a generated R-MAT graph: the CPU implementation \
         always, the GPU kernels and cuSPARSE when a GPU is present.\n\n\
-        GRAPH arguments accept a .mtx/.mtx.gz path, a dataset name from $TCGNN_DATASETS \
-        (default ../shared/datasets, e.g. 'pubmed'), or a generator spec 'rmat:SCALE:EDGE_FACTOR[:SEED][:relabel]' \
+        GRAPH arguments accept a .mtx/.mtx.gz path, a .tcg binary cache (written by \
+        `tcgnn convert GRAPH --to tcg -o FILE.tcg`; loads at disk speed), a dataset name from \
+        $TCGNN_DATASETS (default ../shared/datasets, e.g. 'pubmed'; NAME.tcg there is preferred \
+        to NAME.mtx.gz), or a generator spec 'rmat:SCALE:EDGE_FACTOR[:SEED][:relabel]' \
         (':relabel' renames the nodes by a random permutation seeded from SEED, so hubs are not \
         the first ids; e.g. rmat:19:16:1:relabel)."
 )]
@@ -35,7 +37,8 @@ pub enum Command {
     /// Print a graph's size, degrees, memory and the statistics of every tile format
     /// (blocks, MMAs at K = 16, zeros inside blocks, bytes, translation time).
     Info(graph_cmds::InfoArgs),
-    /// Convert a graph file to Matrix Market (.mtx / .mtx.gz), optionally symmetrized.
+    /// Convert a graph file to Matrix Market (.mtx / .mtx.gz) or the binary .tcg cache,
+    /// optionally symmetrized.
     Convert(graph_cmds::ConvertArgs),
     /// Generate a graph (R-MAT, stochastic block model with node data, small test graphs).
     Gen(graph_cmds::GenArgs),

@@ -166,6 +166,13 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         }
         eprintln!("\nCtrl-C: finishing this epoch and writing a checkpoint (Ctrl-C again to kill)");
     });
+    check_hyperparameters(a)?;
+    if let Some(dir) = &a.out {
+        // Checked now, not after training (a missing folder is created when writing).
+        if dir.exists() && !dir.is_dir() {
+            return Err(Error::Io { path: dir.clone(), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder") });
+        }
+    }
     let gpu = match a.device {
         Device::Cpu => None,
         Device::Gpu => Some(Gpu::probe()?),
@@ -177,6 +184,14 @@ pub fn run(a: &TrainArgs) -> Result<()> {
             }
         },
     };
+    if gpu.is_none() && (a.precision != Precision::F32 || a.imp != Impl::Auto) {
+        // The CPU backend has one arithmetic (f32, or f64 with --f64) and one SpMM.
+        let asked = format!("--precision {:?} --impl {:?}", a.precision, a.imp).to_lowercase();
+        if a.device == Device::Cpu {
+            return Err(Error::Unsupported(format!("{asked} needs the GPU; --device cpu trains in f32 with the CPU SpMM")));
+        }
+        eprintln!("warning: {asked} applies to the GPU only; training on the CPU in {}", if a.f64 { "f64" } else { "f32" });
+    }
     let mut runs = Vec::new();
     for &seed in &a.seeds {
         let run = match &gpu {
@@ -221,6 +236,22 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     Ok(())
 }
 
+/// Learning rate, weight decay and sizes a careful user would not mean: refused up front rather
+/// than trained into NaN or aborted on an allocation.
+fn check_hyperparameters(a: &TrainArgs) -> Result<()> {
+    train_config(a)?;
+    // Beyond these no model fits any machine, and the size arithmetic below stays in u64.
+    const MAX_WIDTH: usize = 1 << 24;
+    for (what, v) in [("--hidden", a.hidden), ("--layers", a.layers), ("--features", Some(a.features)), ("--classes", Some(a.classes))] {
+        if let Some(v) = v
+            && v > MAX_WIDTH
+        {
+            return Err(Error::Unsupported(format!("{what} {v} is larger than {MAX_WIDTH}")));
+        }
+    }
+    Ok(())
+}
+
 /// Loads the data the way the CLI describes and checks it against the model before allocating.
 pub fn load_dataset(a: &TrainArgs, seed: u64) -> Result<Dataset> {
     let synth = SyntheticNodeData { features: a.features, classes: a.classes, seed };
@@ -258,10 +289,10 @@ pub fn train_config(a: &TrainArgs) -> Result<TrainConfig> {
     let info = model_info(a.model)?;
     let (lr, weight_decay) = (a.lr.unwrap_or(info.lr), a.weight_decay.unwrap_or(info.weight_decay));
     if !(lr.is_finite() && lr > 0.0) {
-        return Err(Error::Unsupported(format!("--lr must be a positive number, got {lr}")));
+        return Err(Error::Unsupported(format!("--lr {lr} must be a finite number > 0")));
     }
     if !(weight_decay.is_finite() && weight_decay >= 0.0) {
-        return Err(Error::Unsupported(format!("--weight-decay must be a non-negative number, got {weight_decay}")));
+        return Err(Error::Unsupported(format!("--weight-decay {weight_decay} must be a finite number >= 0")));
     }
     Ok(TrainConfig { epochs: a.epochs, lr, weight_decay })
 }
@@ -295,8 +326,14 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         None => (model_config(a, seed)?, train_config(a)?),
     };
     tcgnn::nn::models::check(&cfg)?;
-    if let Some(gpu) = &gpu {
-        check_fits(gpu, &data, &cfg)?;
+    match &gpu {
+        Some(gpu) => check_fits(gpu, &data, &cfg)?,
+        // The CPU backend holds about what the GPU one would (weights, activations, gradients).
+        None => {
+            let need = estimate_bytes(&cfg, data.n(), data.graph.nnz(), data.features.cols(), data.classes)?;
+            let what = format!("{} {} {}x{}", data.name, cfg.model, cfg.layers, cfg.hidden);
+            tcgnn::util::memory::check_host_alloc(need, &what)?;
+        }
     }
     let precision = if gpu.is_some() { format!("{:?}", a.precision).to_lowercase() } else if a.f64 { "f64".into() } else { "f32".into() };
     let meta = |epoch: usize, rec: Option<&EpochRecord>| ModelMeta {

@@ -95,6 +95,10 @@ impl Csr {
                 rows[i], cols[i]
             )));
         }
+        // Row pointers and fill cursors (8 bytes a row), columns and values (8 a nonzero): a
+        // few header bytes can declare 2^31 rows, so ask before the allocator would abort.
+        let need = 8 * (n_rows as u64 + 1) + 8 * rows.len() as u64;
+        crate::util::memory::check_host_alloc(need, &format!("a {n_rows} x {n_cols} CSR of {} entries", rows.len()))?;
         let mut row_ptr = vec![0u32; n_rows + 1];
         for &r in rows {
             row_ptr[r as usize + 1] += 1;
@@ -123,7 +127,16 @@ impl Csr {
                 }
             }
         }
-        Ok(Csr { n_rows, n_cols, row_ptr, col_idx, values: vals }.into_canonical())
+        let m = Csr { n_rows, n_cols, row_ptr, col_idx, values: vals }.into_canonical();
+        // Finite inputs can still sum past f32::MAX where duplicates merge.
+        if let Some(e) = m.values.par_iter().position_first(|v| !v.is_finite()) {
+            let r = m.row_ptr.partition_point(|&p| p as usize <= e) - 1;
+            return Err(Error::InvalidGraph(format!(
+                "entry ({r}, {}) is {} (duplicate entries summed past the f32 range?)",
+                m.col_idx[e], m.values[e]
+            )));
+        }
+        Ok(m)
     }
 
     /// Sorted columns, duplicates summed.

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::graph::mtx::open_maybe_gz;
 use crate::graph::text::{implausible_dimension, is_blank, parse_f64, parse_u64, show, Lines, Tokens};
 use crate::graph::Csr;
+use crate::util::memory::host_alloc_problem;
 
 /// How to read an edge list.
 #[derive(Clone, Copy, Debug, Default)]
@@ -40,12 +41,18 @@ pub fn parse_edgelist(reader: impl Read, path: &Path, opts: EdgeListOptions) -> 
     // Columns per edge line, fixed by the first edge line (2: pattern, 3: weighted).
     let mut columns: Option<usize> = None;
     let mut header_allowed = true;
+    // The line taken as a header, for the error when nothing else follows.
+    let mut header_line: Option<(usize, String)> = None;
     let mut max_id: u64 = 0;
     let limit = opts.n_nodes.map(|n| n as u64);
+    let mut next_check: u64 = 1 << 22;
     if let Some(n) = opts.n_nodes
         && n as u64 > MAX_ID + 1
     {
         return Err(Error::InvalidGraph(format!("{n} nodes exceed 32-bit node ids")));
+    }
+    if let Some(n) = opts.n_nodes {
+        crate::util::memory::check_host_alloc(8 * (n as u64 + 1), &format!("{n} nodes (--nodes)"))?;
     }
     while let Some(line_at) = lines.next_line()? {
         let line = line_at.text;
@@ -56,9 +63,14 @@ pub fn parse_edgelist(reader: impl Read, path: &Path, opts: EdgeListOptions) -> 
         if toks.is_empty() {
             continue; // only separators (an empty CSV row)
         }
+        // In CSV an empty field is missing data: `0,,1` is not the edge 0 -> 1.
+        if line.contains(&b',') && line.split(|&b| b == b',').any(is_blank) {
+            return Err(line_at.error(format!("empty field in '{}'", show(line))));
+        }
         // A first non-comment line whose first field is not a number is a column header.
         if header_allowed && (opts.skip_first_line || (parse_u64(toks[0]).is_none() && parse_f64(toks[0]).is_none())) {
             header_allowed = false;
+            header_line = Some((line_at.no, show(line)));
             continue;
         }
         header_allowed = false;
@@ -81,7 +93,17 @@ pub fn parse_edgelist(reader: impl Read, path: &Path, opts: EdgeListOptions) -> 
             } else if v > MAX_ID {
                 return Err(line_at.error(format!("{what} id {v} exceeds 32-bit node ids")));
             }
-            max_id = max_id.max(v);
+            if v > max_id {
+                max_id = v;
+                // The CSR needs row pointers up to the largest id (8 bytes a node): ask as the
+                // ids grow (doubling), so a huge id on line 1 fails there, not 34M lines later.
+                if max_id >= next_check {
+                    if let Some(msg) = host_alloc_problem(8 * (max_id + 2), &format!("node id {max_id}")) {
+                        return Err(line_at.error(msg));
+                    }
+                    next_check = max_id.saturating_mul(2);
+                }
+            }
             Ok(v as u32)
         };
         let s = id(toks[0], "source")?;
@@ -89,10 +111,19 @@ pub fn parse_edgelist(reader: impl Read, path: &Path, opts: EdgeListOptions) -> 
         if n_cols == 3 {
             let w = parse_f64(toks[2])
                 .ok_or_else(|| line_at.error(format!("weight '{}' is not a finite number", show(toks[2]))))?;
+            if !(w as f32).is_finite() {
+                return Err(line_at.error(format!("weight '{}' overflows f32 (largest {:e})", show(toks[2]), f32::MAX)));
+            }
             weights.push(w as f32);
         }
         src.push(s);
         dst.push(d);
+    }
+    if src.is_empty()
+        && let Some((no, text)) = header_line
+    {
+        // A file of one non-numeric line is far more likely a wrong file than an empty graph.
+        return Err(Error::parse(path, no, format!("no edges: the only line, '{text}', is not 'src dst [weight]'")));
     }
     let n = match opts.n_nodes {
         Some(n) => n,
@@ -160,6 +191,10 @@ mod tests {
             ("a,b\nc,d\n", "e.csv:2:", "source id 'c'"),
             ("0 99999999999\n", "e.csv:1:", "32-bit"),
             ("0 2000000000\n", "e.csv:1:", "refusing"),
+            ("0,,1\n", "e.csv:1:", "empty field"),
+            ("0,1,\n", "e.csv:1:", "empty field"),
+            ("hello world\n", "e.csv:1:", "no edges"),
+            ("0 1 1e39\n", "e.csv:1:", "overflows f32"),
         ];
         for (text, loc, cause) in cases {
             let n = text.contains("9\n").then_some(5).filter(|_| !text.contains("999"));

@@ -99,10 +99,29 @@ impl SbmParams {
 /// plus uniform noise in [-noise, noise], so both structure and features predict the label.
 /// O(n * avg_degree) time and memory, so it works at any size.
 pub fn sbm(p: SbmParams) -> Result<(Csr, NodeData)> {
-    if p.classes == 0 || p.n < p.classes || !(0.0..=1.0).contains(&p.p_in) || p.avg_degree < 0.0 {
-        return Err(Error::Unsupported(format!("SBM parameters {p:?}")));
+    if p.classes == 0 || p.n < p.classes || !(0.0..=1.0).contains(&p.p_in) || !(p.avg_degree.is_finite() && p.avg_degree >= 0.0) {
+        return Err(Error::Unsupported(format!(
+            "SBM parameters {p:?}: need 1 <= classes <= n, 0 <= p_in <= 1 and a finite mean degree >= 0"
+        )));
     }
-    if p.train_frac < 0.0 || p.val_frac < 0.0 || p.train_frac + p.val_frac > 1.0 {
+    let stored_edges = p.n as f64 * p.avg_degree;
+    if p.n as u64 > crate::graph::spec::MAX_NODES || stored_edges > crate::graph::spec::MAX_NNZ as f64 {
+        return Err(Error::Unsupported(format!(
+            "SBM of {} nodes and mean degree {}: over 2^31 - 2 nodes or 2^31 - 1 stored edges",
+            p.n, p.avg_degree
+        )));
+    }
+    if p.features == 0 {
+        return Err(Error::Unsupported("SBM with 0 features: node classification needs at least one".into()));
+    }
+    if !(p.noise.is_finite() && p.noise >= 0.0) {
+        return Err(Error::Unsupported(format!("SBM feature noise {}: need a finite value >= 0", p.noise)));
+    }
+    // Edge pairs, their split into two arrays and the CSR (~40 bytes a stored edge), the
+    // features, labels and masks.
+    let need = 40 * stored_edges as u64 + crate::util::memory::bytes_of(p.n as u64, 4 * p.features as u64 + 16);
+    crate::util::memory::check_host_alloc(need, &format!("an SBM of {} nodes x {} features", p.n, p.features))?;
+    if !(p.train_frac >= 0.0 && p.val_frac >= 0.0 && p.train_frac + p.val_frac <= 1.0) {
         return Err(Error::Unsupported(format!("train/val fractions {} + {}", p.train_frac, p.val_frac)));
     }
     let n = p.n;

@@ -1,5 +1,6 @@
 //! Graphs on the host: the CSR hub, file readers, generators, operations and reorderings.
 
+pub mod blocks;
 pub mod csr;
 pub mod edgelist;
 pub mod generate;
@@ -11,6 +12,8 @@ pub mod perm;
 pub mod reorder;
 pub mod rmat;
 pub mod source;
+pub mod spec;
+pub mod tcg;
 pub mod text;
 
 pub use csr::Csr;

@@ -109,7 +109,18 @@ pub fn parse_npz(reader: impl Read + Seek, path: &Path) -> Result<NodeData> {
         return Err(npz.err("y", format!("negative label {} at node {i}", y[i])));
     }
     let n = y.len();
+    // Labels number classes 0..C-1 and C sizes the model's output layer: a label of 10^9 is a
+    // corrupt file (or ids, not classes), not a billion-way classifier.
+    let max_classes = n.max(1 << 16);
+    if let Some(i) = y.iter().position(|&c| c as u64 >= max_classes as u64) {
+        return Err(npz.err("y", format!("label {} at node {i}: classes must be numbered 0..C-1 with C at most max(nodes, 65536) = {max_classes}", y[i])));
+    }
     let x = npz.features(n)?;
+    if let Features::Dense { f, data, .. } = &x
+        && let Some(i) = data.iter().position(|v| !v.is_finite())
+    {
+        return Err(npz.err("x", format!("feature {} of node {} is {}", i % (*f).max(1), i / (*f).max(1), data[i])));
+    }
     let split = match (npz.get("train_mask")?, npz.get("val_mask")?, npz.get("test_mask")?) {
         (Some(tr), Some(va), Some(te)) => Some(Split {
             train: npz.mask("train_mask", &tr, n)?,
@@ -232,8 +243,9 @@ pub fn write_npz(path: impl AsRef<Path>, d: &NodeData) -> Result<()> {
     let path = path.as_ref();
     let io = |e: std::io::Error| Error::Io { path: path.into(), source: e };
     let zerr = |e: zip::result::ZipError| Error::Io { path: path.into(), source: std::io::Error::other(e) };
-    let file = std::fs::File::create(path).map_err(io)?;
-    let mut z = zip::ZipWriter::new(std::io::BufWriter::new(file));
+    // Written under a temporary name and renamed when complete (see `util::atomic`).
+    let mut file = crate::util::atomic::AtomicFile::create(path)?;
+    let mut z = zip::ZipWriter::new(file.writer());
     let opts = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
         .large_file(true);
@@ -272,6 +284,7 @@ pub fn write_npz(path: impl AsRef<Path>, d: &NodeData) -> Result<()> {
         z.write_all(&write_npy(&a)).map_err(io)?;
     }
     z.finish().map_err(zerr)?.flush().map_err(io)?;
+    file.commit()?;
     Ok(())
 }
 

@@ -177,7 +177,18 @@ pub fn degree_summary(a: &Csr) -> (u32, f64, u32) {
 
 /// Kipf & Welling's propagation matrix D^-1/2 (A + I) D^-1/2, with D the row sums of A + I.
 /// Self-loops are added where missing (existing ones keep their weight, as PyG's `gcn_norm`).
+///
+/// Negative edge weights are refused: a row sum can then be zero or negative, and D^-1/2 would
+/// be silently replaced by 0 or become NaN.
 pub fn gcn_normalize(a: &Csr) -> Result<Csr> {
+    if let Some(e) = a.values().iter().position(|&v| v.is_nan() || v < 0.0) {
+        let r = a.row_ptr().partition_point(|&p| p as usize <= e) - 1;
+        return Err(Error::InvalidGraph(format!(
+            "GCN normalisation needs non-negative edge weights; edge ({r}, {}) has {}",
+            a.col_idx()[e],
+            a.values()[e]
+        )));
+    }
     let ai = add_self_loops(a, 1.0)?;
     let inv_sqrt: Vec<f64> =
         row_sums(&ai).into_iter().map(|d| if d > 0.0 { 1.0 / d.sqrt() } else { 0.0 }).collect();

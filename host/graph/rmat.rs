@@ -1,5 +1,6 @@
 //! R-MAT (recursive matrix) power-law graph generator.
 
+use crate::error::{Error, Result};
 use crate::graph::Csr;
 use crate::util::rng::SplitMix64;
 
@@ -19,6 +20,24 @@ impl RmatParams {
     /// Graph500's probabilities (0.57, 0.19, 0.19).
     pub fn new(scale: u32, edge_factor: u32, seed: u64) -> Self {
         RmatParams { scale, edge_factor, a: 0.57, b: 0.19, c: 0.19, seed }
+    }
+}
+
+impl RmatParams {
+    /// Probabilities in range, 2^scale nodes and the sampled edges within 32-bit ids and
+    /// nonzero counts, and the host memory generation takes (the edge triplets, then the CSR
+    /// built from them: about 32 bytes per edge) available. Call before [`rmat`].
+    pub fn check(&self) -> Result<()> {
+        let (a, b, c) = (self.a, self.b, self.c);
+        let probs_ok = [a, b, c].iter().all(|p| p.is_finite() && *p >= 0.0) && a + b + c <= 1.0;
+        let edges = (1u64 << self.scale.min(40)) * self.edge_factor as u64;
+        if !probs_ok || self.scale == 0 || self.scale > 30 || edges > crate::graph::spec::MAX_NNZ {
+            return Err(Error::Unsupported(format!(
+                "R-MAT a={a} b={b} c={c}, 2^{} nodes x {} edges each: need probabilities >= 0 with a + b + c <= 1, scale 1..=30 and at most 2^31 - 1 edges",
+                self.scale, self.edge_factor
+            )));
+        }
+        crate::util::memory::check_host_alloc(edges * 32, &format!("R-MAT 2^{} x {} ({edges} edges)", self.scale, self.edge_factor))
     }
 }
 

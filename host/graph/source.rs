@@ -10,8 +10,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::graph::{Csr, Permutation};
+use crate::graph::{Csr, Permutation, tcg};
 use crate::graph::rmat::{RmatParams, rmat};
+use crate::graph::spec::parse_rmat;
 use crate::util::rng::SplitMix64;
 
 /// The datasets folder: `$TCGNN_DATASETS`, else `../shared/datasets` next to the crate.
@@ -36,7 +37,7 @@ pub fn list_datasets() -> Vec<PathBuf> {
 /// A short display name: file stem without `.mtx[.gz]`, or the generator spec.
 pub fn display_name(spec: &str) -> String {
     let base = Path::new(spec).file_name().map_or(spec.to_string(), |f| f.to_string_lossy().into_owned());
-    base.trim_end_matches(".gz").trim_end_matches(".mtx").to_string()
+    base.trim_end_matches(".tcg").trim_end_matches(".gz").trim_end_matches(".mtx").to_string()
 }
 
 /// Load `spec` (see module docs).
@@ -45,13 +46,15 @@ pub fn load(spec: &str) -> Result<Csr> {
         return load_rmat(spec, rest);
     }
     let path = PathBuf::from(spec);
+    let read = |p: &Path| if tcg::is_tcg(p) { tcg::read_tcg(p) } else { crate::graph::mtx::read_mtx(p) };
     if path.exists() {
-        return crate::graph::mtx::read_mtx(&path);
+        return read(&path);
     }
-    for ext in [".mtx.gz", ".mtx"] {
+    // A binary cache beside the dataset loads at disk speed, so it is preferred.
+    for ext in [".tcg", ".mtx.gz", ".mtx"] {
         let p = datasets_dir().join(format!("{spec}{ext}"));
         if p.exists() {
-            return crate::graph::mtx::read_mtx(&p);
+            return read(&p);
         }
     }
     Err(Error::Io {
@@ -66,9 +69,6 @@ pub fn load(spec: &str) -> Result<Csr> {
     })
 }
 
-/// The usage line every R-MAT spec error repeats.
-const RMAT_USAGE: &str = "use rmat:SCALE:EDGE_FACTOR[:SEED][:relabel], e.g. rmat:18:16 or rmat:19:16:1:relabel";
-
 /// Seed of the relabelling permutation, derived from the graph's seed (a different stream).
 fn relabel_seed(seed: u64) -> u64 {
     SplitMix64::new(seed ^ 0x7e1a_be11_ed00_0000).next_u64()
@@ -76,27 +76,14 @@ fn relabel_seed(seed: u64) -> u64 {
 
 /// `rmat:` specs: SCALE:EDGE_FACTOR, an optional SEED (default 1), an optional `relabel`.
 fn load_rmat(spec: &str, rest: &str) -> Result<Csr> {
-    let mut parts: Vec<&str> = rest.split(':').collect();
-    let relabel = parts.last() == Some(&"relabel");
-    if relabel {
-        parts.pop();
-    }
-    let num = |s: &str, what: &str| -> Result<u32> {
-        s.parse().map_err(|_| Error::Unsupported(format!("'{spec}': {what} '{s}' is not a number ({RMAT_USAGE})")))
-    };
-    if parts.len() < 2 || parts.len() > 3 {
-        return Err(Error::Unsupported(format!("'{spec}': {RMAT_USAGE}")));
-    }
-    let scale = num(parts[0], "scale")?;
-    if !(1..=26).contains(&scale) {
-        return Err(Error::Unsupported(format!("'{spec}': R-MAT scale must be in 1..=26")));
-    }
-    let seed = if parts.len() == 3 { num(parts[2], "seed")? as u64 } else { 1 };
-    let g = rmat(RmatParams::new(scale, num(parts[1], "edge factor")?, seed));
-    if !relabel {
+    let s = parse_rmat(spec, rest)?;
+    let p = RmatParams::new(s.scale, s.edge_factor, s.seed);
+    p.check()?;
+    let g = rmat(p);
+    if !s.relabel {
         return Ok(g);
     }
-    Permutation::random(g.n_rows(), relabel_seed(seed)).apply_to_csr(&g)
+    Permutation::random(g.n_rows(), relabel_seed(s.seed)).apply_to_csr(&g)
 }
 
 /// Same pattern, values uniform in [-1, 1) (benchmarks and tests must not run on all-ones).

@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+/// Longest line accepted (bytes).
+pub const MAX_LINE: usize = 16 << 20;
+
 /// Lines of a reader as byte slices (without `\n` / `\r\n`), counting line numbers for errors.
 pub struct Lines<R> {
     reader: R,
@@ -23,6 +26,12 @@ pub struct Lines<R> {
 impl<R: Read> Lines<R> {
     pub fn new(reader: R, path: &Path) -> Self {
         Lines { reader, path: path.to_path_buf(), buf: vec![0; 1 << 20], start: 0, end: 0, eof: false, line: 0 }
+    }
+
+    /// The bytes read but not yet returned as lines, and the reader: for a caller that goes on
+    /// with the rest of the input in another way (parallel blocks, [`crate::graph::blocks`]).
+    pub fn into_rest(self) -> (Vec<u8>, R) {
+        (self.buf[self.start..self.end].to_vec(), self.reader)
     }
 
     /// 1-based number of the line last returned (0 before the first).
@@ -65,7 +74,15 @@ impl<R: Read> Lines<R> {
                 self.start = 0;
             }
             if self.end == self.buf.len() {
-                // A line longer than the buffer: grow (only as far as real data goes).
+                // No text format we read has lines anywhere near this long: a longer one is a
+                // binary or hostile file (one 5 GiB line, /dev/zero), refused before it is held.
+                if self.buf.len() >= MAX_LINE {
+                    return Err(Error::parse(
+                        &self.path,
+                        self.line + 1,
+                        format!("line longer than {} MiB: not a text graph file", MAX_LINE >> 20),
+                    ));
+                }
                 self.buf.resize(self.buf.len() * 2, 0);
             }
             match self.reader.read(&mut self.buf[self.end..]) {
@@ -168,9 +185,15 @@ pub fn implausible_dimension(dim: usize, entries: usize) -> Option<String> {
     })
 }
 
-/// A token for an error message: lossy UTF-8, shortened.
+/// A token for an error message: lossy UTF-8, shortened, control characters escaped (`\u{1b}`),
+/// so a hostile file cannot drive the user's terminal through our messages.
 pub fn show(tok: &[u8]) -> String {
-    let s = String::from_utf8_lossy(&tok[..tok.len().min(40)]).into_owned();
+    let s: String = String::from_utf8_lossy(&tok[..tok.len().min(40)])
+        .chars()
+        .flat_map(|c| -> Box<dyn Iterator<Item = char>> {
+            if c.is_control() { Box::new(c.escape_default()) } else { Box::new(std::iter::once(c)) }
+        })
+        .collect();
     if tok.len() > 40 { format!("{s}...") } else { s }
 }
 
@@ -187,6 +210,13 @@ mod tests {
         let last = l.next_line().unwrap().unwrap();
         assert_eq!((last.text, last.no), (&b"last"[..], 3));
         assert!(l.next_line().unwrap().is_none());
+    }
+
+    #[test]
+    fn endless_lines_are_refused() {
+        let e = Lines::new(std::io::repeat(0), Path::new("z")).next_line().err().unwrap().to_string();
+        assert!(e.starts_with("z:1:") && e.contains("longer than"), "{e}");
+        assert_eq!(show(b"a\x1b[31mb\n"), "a\\u{1b}[31mb\\n");
     }
 
     #[test]

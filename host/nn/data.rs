@@ -74,16 +74,10 @@ impl Dataset {
     }
 
     fn sbm(spec: &str, rest: &str, s: &SyntheticNodeData) -> Result<Self> {
-        let parts: Vec<&str> = rest.split(':').collect();
-        let num = |i: usize, default: f64| -> Result<f64> {
-            match parts.get(i) {
-                None => Ok(default),
-                Some(p) => p.parse().map_err(|_| Error::Unsupported(format!("'{spec}': '{p}' is not a number (use sbm:N[:CLASSES[:DEGREE]])"))),
-            }
-        };
-        let n = num(0, 0.0)? as usize;
-        let mut p = SbmParams::new(n, num(1, 8.0)? as usize, s.seed);
-        p.avg_degree = num(2, 10.0)?;
+        let spec_ = crate::graph::spec::parse_sbm(spec, rest)?;
+        let n = spec_.n;
+        let mut p = SbmParams::new(n, spec_.classes, s.seed);
+        p.avg_degree = spec_.avg_degree;
         p.features = s.features;
         let (graph, data) = sbm(p)?;
         Self::from_node_data(format!("sbm{n}"), graph, data, Path::new(spec), s.seed)
@@ -134,6 +128,14 @@ impl Dataset {
                     if m.len() != n {
                         return Err(err(what, format!("{} entries for {n} nodes", m.len())));
                     }
+                    // An empty mask makes its accuracy 0/0 and the best-validation epoch arbitrary.
+                    if !m.iter().any(|&b| b) {
+                        return Err(err(what, "selects no node".into()));
+                    }
+                }
+                let overlap = (0..n).find(|&i| u8::from(s.train[i]) + u8::from(s.val[i]) + u8::from(s.test[i]) > 1);
+                if let Some(i) = overlap {
+                    return Err(err("val_mask", format!("node {i} is in more than one of train/val/test: the masks must not overlap")));
                 }
                 (0..n)
                     .map(|i| (u8::from(s.train[i]) * TRAIN_BIT) | (u8::from(s.val[i]) * VAL_BIT) | (u8::from(s.test[i]) * TEST_BIT))
@@ -202,7 +204,7 @@ impl Dataset {
 fn find_npz(spec: &str) -> Option<PathBuf> {
     let p = Path::new(spec);
     if p.exists() {
-        let s = spec.trim_end_matches(".gz").trim_end_matches(".mtx");
+        let s = spec.trim_end_matches(".tcg").trim_end_matches(".gz").trim_end_matches(".mtx");
         let cand = PathBuf::from(format!("{s}.npz"));
         return cand.exists().then_some(cand);
     }
@@ -226,6 +228,7 @@ fn random_split(n: usize, seed: u64) -> Vec<u8> {
 fn check_dense_size(name: &str, n: usize, f: usize) -> Result<()> {
     const LIMIT: usize = 16 << 30;
     let bytes = n.checked_mul(f).and_then(|x| x.checked_mul(4)).unwrap_or(usize::MAX);
+    crate::util::memory::check_host_alloc(bytes as u64, &format!("{name}: dense features {n} x {f}"))?;
     if bytes > LIMIT {
         return Err(Error::Unsupported(format!(
             "{name}: dense features {n} x {f} need {:.1} GiB (limit {} GiB); use fewer --features",

@@ -91,6 +91,46 @@ pub fn check_output_path(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Checks every output with [`check_output_path`], and that no two outputs, and no output and
+/// input, are the same file (writing over the graph being read, or `--perm-out` over `-o`).
+pub fn check_outputs(inputs: &[&Path], outputs: &[&Path]) -> Result<()> {
+    for (i, out) in outputs.iter().enumerate() {
+        check_output_path(out)?;
+        let clash = |other: &Path, role: &str| -> Result<()> {
+            if same_file(out, other) {
+                return Err(Error::Io {
+                    path: out.to_path_buf(),
+                    source: std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("is also {role}; give a different output name")),
+                });
+            }
+            Ok(())
+        };
+        for inp in inputs {
+            clash(inp, "an input")?;
+        }
+        for other in &outputs[..i] {
+            clash(other, "another output")?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether two paths name the same file: compared after resolving the folder (the files
+/// themselves may not exist yet).
+fn same_file(a: &Path, b: &Path) -> bool {
+    let resolve = |p: &Path| -> Option<PathBuf> {
+        if let Ok(c) = p.canonicalize() {
+            return Some(c);
+        }
+        let parent = p.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Some(parent.canonicalize().ok()?.join(p.file_name()?))
+    };
+    match (resolve(a), resolve(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +152,10 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
         assert!(check_output_path(&dir).is_err());
         assert!(check_output_path(&dir.join("missing/x.txt")).is_err());
+        let q = dir.join("q.txt");
+        assert!(check_outputs(&[&p], &[&dir.join(".").join("out.txt")]).is_err(), "output = input");
+        assert!(check_outputs(&[], &[&q, &dir.join("./q.txt")]).is_err(), "two outputs alike");
+        check_outputs(&[&p], &[&q]).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

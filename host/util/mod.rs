@@ -1,6 +1,7 @@
 //! Small helpers shared by every layer.
 
 pub mod atomic;
+pub mod memory;
 pub mod real;
 pub mod rng;
 pub mod split;

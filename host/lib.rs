@@ -2,12 +2,14 @@
 //!
 //! Layers, each a folder: [`graph`] (CSR, readers, generators), [`format`] (tensor-core tile
 //! formats translated from CSR), [`gpu`] (device, module, memory, timing, cuSPARSE), [`ops`]
-//! (one entry per op, CPU and CUDA behind it), [`bench`] (the GPU benchmark harness);
+//! (one entry per op, CPU and CUDA behind it), [`dist`] (partitions and communication for
+//! training across GPUs), [`bench`] (the GPU benchmark harness);
 //! the `tcgnn` binary's commands live in `src/cli/`.
 
 pub mod error;
 pub mod format;
 pub mod bench;
+pub mod dist;
 pub mod gpu;
 pub mod graph;
 pub mod nn;

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+mod common;
+
 use tcgnn::dist::{Communicator, ExchangeMethod, Halo, InProcess, Partition, PartitionMethod};
 use tcgnn::graph::Csr;
 use tcgnn::util::Real;
@@ -47,33 +49,34 @@ fn hub_graph(n: usize, seed: u64) -> Csr {
     Csr::from_triplets(n, n, &t).unwrap()
 }
 
-/// Runs the distributed forward and backward on `p` and compares with the whole-graph products.
-fn check<T: Real>(g: &Csr, p: &Partition, method: ExchangeMethod, k: usize, tol: f64) {
+/// One rank's forward and backward: (its rows of Y, its rows of dX).
+fn rank_step<T: Real, C: Communicator>(c: &C, p: &Partition, method: ExchangeMethod, x: &[T], dy: &[T], k: usize) -> tcgnn::Result<(Vec<T>, Vec<T>)> {
+    let b = &p.blocks[c.rank()];
+    let rows = b.first_row * k..(b.first_row + b.rows) * k;
+    let halo = Halo::from_partition(p, c.rank(), method)?;
+    // forward
+    let mut y = spmm(&b.local, &x[rows.clone()], k);
+    let mut x_halo = vec![T::from_f64(f64::NAN); halo.halo_rows() * k]; // unwritten rows fail
+    halo.gather(c, &x[rows.clone()], k, &mut x_halo)?;
+    let remote = spmm(&b.remote, &x_halo, k);
+    y.iter_mut().zip(&remote).for_each(|(y, &r)| *y += r);
+    // backward
+    let mut dx = spmm(&b.local_t, &dy[rows.clone()], k);
+    let g_halo = spmm(&b.remote_t, &dy[rows], k);
+    halo.scatter_add(c, &g_halo, k, &mut dx)?;
+    Ok((y, dx))
+}
+
+/// Inputs in the partition's order: (X, dY) random, n x k each.
+fn inputs<T: Real>(p: &Partition, k: usize) -> (Vec<T>, Vec<T>) {
+    (random(p.nodes() * k, 11), random(p.nodes() * k, 12))
+}
+
+/// The ranks' rows, concatenated, against the whole-graph products.
+fn compare<T: Real>(g: &Csr, p: &Partition, x: &[T], dy: &[T], k: usize, out: Vec<(Vec<T>, Vec<T>)>, tol: f64, what: &str) {
     let a = p.perm.apply_to_csr(g).unwrap();
-    let n = a.n_rows();
-    let x: Vec<T> = random(n * k, 11);
-    let dy: Vec<T> = random(n * k, 12);
-    let y_ref = spmm(&a, &x, k);
-    let dx_ref = spmm(&transpose(&a), &dy, k);
-
-    let out = InProcess::run(p.parts(), Duration::from_secs(30), |c| {
-        let b = &p.blocks[c.rank()];
-        let rows = b.first_row * k..(b.first_row + b.rows) * k;
-        let halo = Halo::from_partition(p, c.rank(), method)?;
-        // forward
-        let mut y = spmm(&b.local, &x[rows.clone()], k);
-        let mut x_halo = vec![T::from_f64(f64::NAN); halo.halo_rows() * k]; // unwritten rows fail
-        halo.gather(&c, &x[rows.clone()], k, &mut x_halo)?;
-        let remote = spmm(&b.remote, &x_halo, k);
-        y.iter_mut().zip(&remote).for_each(|(y, &r)| *y += r);
-        // backward
-        let mut dx = spmm(&b.local_t, &dy[rows.clone()], k);
-        let g_halo = spmm(&b.remote_t, &dy[rows], k);
-        halo.scatter_add(&c, &g_halo, k, &mut dx)?;
-        Ok((y, dx))
-    })
-    .unwrap();
-
+    let y_ref = spmm(&a, x, k);
+    let dx_ref = spmm(&transpose(&a), dy, k);
     let (y, dx): (Vec<T>, Vec<T>) = out.into_iter().fold((Vec::new(), Vec::new()), |(mut y, mut dx), (py, pdx)| {
         y.extend(py);
         dx.extend(pdx);
@@ -83,8 +86,15 @@ fn check<T: Real>(g: &Csr, p: &Partition, method: ExchangeMethod, k: usize, tol:
         assert_eq!(got.len(), want.len());
         let err = got.iter().zip(want.iter()).map(|(a, b)| (a.to_f64() - b.to_f64()).abs()).fold(0.0, f64::max);
         let scale = want.iter().map(|v| v.to_f64().abs()).fold(1.0, f64::max);
-        assert!(err <= tol * scale, "{name}: max error {err:e} (P = {}, {method:?}, {:?})", p.parts(), p.method);
+        assert!(err <= tol * scale, "{name}: max error {err:e} (P = {}, {what}, {:?})", p.parts(), p.method);
     }
+}
+
+/// Runs the distributed forward and backward on `p` with in-process ranks and compares.
+fn check<T: Real>(g: &Csr, p: &Partition, method: ExchangeMethod, k: usize, tol: f64) {
+    let (x, dy) = inputs::<T>(p, k);
+    let out = InProcess::run(p.parts(), Duration::from_secs(30), |c| rank_step(&c, p, method, &x, &dy, k)).unwrap();
+    compare(g, p, &x, &dy, k, out, tol, &format!("{method:?}"));
 }
 
 const METHODS: [PartitionMethod; 3] = [PartitionMethod::Contiguous, PartitionMethod::Community, PartitionMethod::Metis];
@@ -171,4 +181,62 @@ fn halo_refuses_the_wrong_rank_and_sizes() {
     });
     assert!(e.unwrap_err().to_string().contains("own rows"));
     assert!(Halo::from_partition(&p, 2, ExchangeMethod::AllGather).is_err());
+}
+
+/// NCCL: a world of one per process on one GPU (plumbing: collectives and a self-exchange), and
+/// the partitioned SpMM over two GPUs when a second one is present.
+#[test]
+fn nccl_world_plumbing() {
+    use tcgnn::dist::NcclCommunicator;
+    use tcgnn::dist::nccl::{nccl_present, new_unique_id};
+    let Some(gpu) = common::gpu_or_skip("nccl_world_plumbing") else { return };
+    if let Err(e) = nccl_present() {
+        println!("nccl_world_plumbing: skipped: {e}");
+        return;
+    }
+    let id = new_unique_id().unwrap();
+    let c = NcclCommunicator::new(gpu.clone(), 0, 1, &id).unwrap();
+    assert_eq!(std::env::var("NCCL_NVLS_ENABLE").as_deref(), Ok("0"));
+    let mut buf = vec![1.5f32, -2.0, 3.25];
+    c.all_reduce_sum(&mut buf).unwrap();
+    assert_eq!(buf, vec![1.5, -2.0, 3.25]);
+    let mut all = vec![0f64; 2];
+    c.all_gather(&[0.1f64, 0.2], &mut all).unwrap();
+    assert_eq!(all, vec![0.1, 0.2]);
+    let mut mine = vec![0f32; 2];
+    c.reduce_scatter_sum(&[4.0f32, 5.0], &mut mine).unwrap();
+    assert_eq!(mine, vec![4.0, 5.0]);
+    let mut got = vec![0f64; 3];
+    c.exchange(&[(0, &[7.0f64, 8.0, 9.0][..])], &mut [(0, &mut got[..])]).unwrap();
+    assert_eq!(got, vec![7.0, 8.0, 9.0]);
+    assert!(c.all_gather(&[1.0f32], &mut [0.0; 3]).is_err());
+    drop(c);
+
+    // Two GPUs of one host: one thread (and communicator) per GPU, the partitioned SpMM exact.
+    let Ok(gpu1) = tcgnn::gpu::Gpu::new(1) else {
+        println!("nccl_world_plumbing: two-GPU part skipped: one GPU");
+        return;
+    };
+    let g = hub_graph(300, 4);
+    let p = Partition::new(&g, 2, PartitionMethod::Contiguous).unwrap();
+    let (x, dy) = inputs::<f64>(&p, 16);
+    for method in EXCHANGES {
+        let id = new_unique_id().unwrap(); // one id per world
+        let out = std::thread::scope(|s| {
+            let hs: Vec<_> = [gpu.clone(), gpu1.clone()]
+                .into_iter()
+                .enumerate()
+                .map(|(rank, gpu)| {
+                    let (p, x, dy) = (&p, &x, &dy);
+                    // Comm is not Send: created on the thread that uses it.
+                    s.spawn(move || -> tcgnn::Result<(Vec<f64>, Vec<f64>)> {
+                        let c = NcclCommunicator::new(gpu, rank, 2, &id)?;
+                        rank_step(&c, p, method, x, dy, 16)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap().unwrap()).collect::<Vec<_>>()
+        });
+        compare(&g, &p, &x, &dy, 16, out, 1e-12, "NCCL, 2 GPUs");
+    }
 }

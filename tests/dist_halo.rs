@@ -240,3 +240,15 @@ fn nccl_world_plumbing() {
         compare(&g, &p, &x, &dy, 16, out, 1e-12, "NCCL, 2 GPUs");
     }
 }
+
+/// Without libnccl (CI, this build machine) NCCL calls are a clear error, never a panic.
+#[test]
+fn no_nccl_is_an_error() {
+    use tcgnn::dist::nccl::{nccl_present, new_unique_id};
+    if nccl_present().is_ok() {
+        println!("no_nccl_is_an_error: skipped: libnccl is present");
+        return;
+    }
+    let e = new_unique_id().unwrap_err().to_string();
+    assert!(e.contains("no NCCL") && e.contains("libnccl"), "{e}");
+}

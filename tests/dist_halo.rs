@@ -73,7 +73,7 @@ fn inputs<T: Real>(p: &Partition, k: usize) -> (Vec<T>, Vec<T>) {
 }
 
 /// The ranks' rows, concatenated, against the whole-graph products.
-fn compare<T: Real>(g: &Csr, p: &Partition, x: &[T], dy: &[T], k: usize, out: Vec<(Vec<T>, Vec<T>)>, tol: f64, what: &str) {
+fn compare<T: Real>(g: &Csr, p: &Partition, (x, dy): (&[T], &[T]), k: usize, out: Vec<(Vec<T>, Vec<T>)>, tol: f64, what: &str) {
     let a = p.perm.apply_to_csr(g).unwrap();
     let y_ref = spmm(&a, x, k);
     let dx_ref = spmm(&transpose(&a), dy, k);
@@ -94,7 +94,7 @@ fn compare<T: Real>(g: &Csr, p: &Partition, x: &[T], dy: &[T], k: usize, out: Ve
 fn check<T: Real>(g: &Csr, p: &Partition, method: ExchangeMethod, k: usize, tol: f64) {
     let (x, dy) = inputs::<T>(p, k);
     let out = InProcess::run(p.parts(), Duration::from_secs(30), |c| rank_step(&c, p, method, &x, &dy, k)).unwrap();
-    compare(g, p, &x, &dy, k, out, tol, &format!("{method:?}"));
+    compare(g, p, (&x, &dy), k, out, tol, &format!("{method:?}"));
 }
 
 const METHODS: [PartitionMethod; 3] = [PartitionMethod::Contiguous, PartitionMethod::Community, PartitionMethod::Metis];
@@ -237,7 +237,7 @@ fn nccl_world_plumbing() {
                 .collect();
             hs.into_iter().map(|h| h.join().unwrap().unwrap()).collect::<Vec<_>>()
         });
-        compare(&g, &p, &x, &dy, 16, out, 1e-12, "NCCL, 2 GPUs");
+        compare(&g, &p, (&x, &dy), 16, out, 1e-12, "NCCL, 2 GPUs");
     }
 }
 

@@ -227,7 +227,7 @@ mod tests {
 
         // Wrong length, a peer outside the world, different operations: errors, no hang.
         let e = InProcess::run(2, T, |c| {
-            let mut got = vec![0f32; 3];
+            let mut got = [0f32; 3];
             c.exchange(&[(1 - c.rank(), &[1.0f32, 2.0][..])], &mut [(1 - c.rank(), &mut got[..])])
         });
         assert!(e.unwrap_err().to_string().contains("expects 3 elements"));

@@ -36,6 +36,11 @@ pub enum Error {
     #[error("no GPU: {0}")]
     NoGpu(String),
 
+    /// A collective, a point-to-point transfer or the rendezvous between ranks failed (a peer
+    /// gone, a timeout, mismatched sizes, NCCL missing or reporting an error).
+    #[error("communication error in {context}: {msg}")]
+    Comm { context: String, msg: String },
+
     /// A CUDA driver / cuSPARSE / cuBLAS call failed.
     #[error("CUDA error in {context}: {msg}")]
     Cuda { context: String, msg: String },
@@ -44,6 +49,9 @@ pub enum Error {
 impl Error {
     pub fn parse(path: impl Into<PathBuf>, line: usize, msg: impl Into<String>) -> Self {
         Error::Parse { path: path.into(), line, msg: msg.into() }
+    }
+    pub fn comm(context: impl Into<String>, msg: impl std::fmt::Display) -> Self {
+        Error::Comm { context: context.into(), msg: msg.to_string() }
     }
     pub fn cuda(context: impl Into<String>, err: impl std::fmt::Display) -> Self {
         let msg = err.to_string();

@@ -4,6 +4,7 @@ pub mod bench_cmd;
 pub mod bench_train;
 pub mod demo;
 pub mod graph_cmds;
+pub mod partition_cmd;
 pub mod predict_cmd;
 pub mod spmm_cmd;
 pub mod table;
@@ -44,6 +45,9 @@ pub enum Command {
     Gen(graph_cmds::GenArgs),
     /// Reorder a graph (RCM, community, degree) and report the effect on block counts.
     Reorder(graph_cmds::ReorderArgs),
+    /// Partition a graph's nodes into P edge-balanced parts (for training across GPUs): per-part
+    /// nodes, edges, halo rows and halo / all-gather volume; `-o DIR` writes each part's blocks.
+    Partition(partition_cmd::PartitionArgs),
     /// Run one SpMM implementation on a graph; report time, GFLOPS, error and speedup over cuSPARSE.
     Spmm(spmm_cmd::SpmmArgs),
     /// Benchmark suites (GPU): every implementation against cuSPARSE, reports in bench/results/.
@@ -70,6 +74,7 @@ pub fn run(cli: Cli) -> tcgnn::Result<()> {
         Some(Command::Convert(a)) => graph_cmds::run_convert(&a),
         Some(Command::Gen(a)) => graph_cmds::run_gen(&a),
         Some(Command::Reorder(a)) => graph_cmds::run_reorder(&a),
+        Some(Command::Partition(a)) => partition_cmd::run(&a),
         Some(Command::Spmm(a)) => spmm_cmd::run(&a),
         Some(Command::Train(a)) => train_cmd::run(&a),
         Some(Command::Predict(a)) => predict_cmd::run(&a),

@@ -1,0 +1,18 @@
+//! Full-graph training across GPUs and hosts (DESIGN.md §9): nodes into parts that own
+//! contiguous ranges ([`partition`]), what ranks say to each other ([`comm`]: in-process threads
+//! for tests, NCCL for GPUs), how rank 0 hands out NCCL's id ([`rendezvous`]), and the per-layer
+//! halo exchange between a part's local and remote products ([`halo`]).
+
+pub mod comm;
+pub mod halo;
+pub mod inproc;
+pub mod nccl;
+pub mod partition;
+pub mod part_file;
+pub mod rendezvous;
+
+pub use comm::Communicator;
+pub use halo::{ALL_GATHER_THRESHOLD, ExchangeMethod, Halo, choose_exchange};
+pub use inproc::InProcess;
+pub use nccl::NcclCommunicator;
+pub use partition::{PartBlocks, Partition, PartitionMethod, PartitionStats};

@@ -126,9 +126,11 @@ class Saint:
     """GraphSAINT (Zeng et al. 2020) as PyG's GraphSAINT*Sampler: sample a node set, train on the
     subgraph it induces. Normalisation (coverage > 0) from pre-sampling as PyG computes it:
     C_v = subgraphs containing node v, C_e = subgraphs containing edge e, M = subgraphs drawn;
-    node_norm[v] = M / (C_v n) (C_v = 0 -> 0.1), edge_norm[e] = C_target(e) / C_e clamped to
-    [0, 1e4] (0/0 -> 0.1). The loss is sum over batch train nodes of node_norm * NLL; layers
-    aggregate with the full graph's coefficients times edge_norm."""
+    node_norm[v] = M / (C_v n_train) (C_v = 0 -> 0.1), edge_norm[e] = C_target(e) / C_e clamped to
+    [0, 1e4] (0/0 -> 0.1). The loss is sum over batch train nodes of node_norm * NLL, an unbiased
+    estimate of the mean train NLL (PyG divides by n instead of n_train: its loss is n_train / n
+    times smaller, and weight decay then dominates where few nodes are labelled, e.g. cora's 5%);
+    layers aggregate with the full graph's coefficients times edge_norm."""
 
     def __init__(self, graph, kind, model, batch_size, walk_length, gen):
         self.g, self.kind, self.model = graph, kind, model
@@ -178,9 +180,9 @@ class Saint:
         self.local[nodes] = -1
         return seg[keep], src_local[keep], eid[keep]
 
-    def presample(self, coverage, steps):
+    def presample(self, coverage, steps, n_loss):
         """PyG's __compute_norm__: whole passes of `steps` subgraphs until coverage * n nodes
-        have been drawn."""
+        have been drawn. n_loss: the nodes the loss averages over (the train nodes)."""
         g = self.g
         node_count = torch.zeros(g.n, device=g.device)
         edge_count = torch.zeros(g.e, device=g.device)
@@ -196,7 +198,7 @@ class Saint:
         edge_norm = (node_count[g.dst] / edge_count).clamp_(0, 1e4)
         edge_norm[torch.isnan(edge_norm)] = 0.1
         node_count[node_count == 0] = 0.1
-        self.node_norm = m / node_count / g.n
+        self.node_norm = m / node_count / max(n_loss, 1)
         self.edge_norm = edge_norm
         # GCN's self-loop (v, v) is in a subgraph exactly when v is: C_loop / C_v = 1.
         return {"subgraphs": m, "nodes_drawn": drawn}
@@ -363,7 +365,7 @@ class Run:
                 probe = statistics.fmean(self.sampler.sample_nodes().numel() for _ in range(5))
                 self.steps = max(1, math.ceil(graph.n / max(probe, 1.0)))
             if cfg["coverage"] > 0:
-                self.presample, ms = base.wall(lambda: self.sampler.presample(cfg["coverage"], self.steps), device)
+                self.presample, ms = base.wall(lambda: self.sampler.presample(cfg["coverage"], self.steps, self.train_idx.numel()), device)
                 self.presample["ms"] = ms
         self.perm, self.pos = None, 0
 
@@ -442,7 +444,7 @@ def accuracy_run(g, graph, cfg, device, seed):
         "train_acc": best["train_acc"],
         "val_acc": best["val_acc"],
         "test_acc": best["test_acc"],
-        "final_epoch": {"loss": None if loss is None else float(loss), "train_acc": tr, "val_acc": va, "test_acc": te},
+        "final_epoch": {"loss": None if loss is None else loss.item(), "train_acc": tr, "val_acc": va, "test_acc": te},
         "steps_per_epoch": run.steps,
         "wall_s": time.perf_counter() - t0,
     }
@@ -602,7 +604,7 @@ def self_check(device):
             raise AssertionError(f"neighbor ({model}): a full-fanout block differs from the full graph by {err}")
     # GraphSAINT normalisation against the definition.
     s = Saint(graph, "saint-node", "gcn", 5, 0, torch.Generator(device=device).manual_seed(1))
-    info = s.presample(2, 3)
+    info = s.presample(2, 3, n)
     s2 = Saint(graph, "saint-node", "gcn", 5, 0, torch.Generator(device=device).manual_seed(1))
     cv, ce, m, drawn = np.zeros(n), np.zeros(graph.e), 0, 0
     while drawn < 2 * n:

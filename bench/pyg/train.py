@@ -974,7 +974,14 @@ def main(argv=None):
             tag = f"{g['name']} {cfg['model']} {cfg['layers']}x{cfg['hidden']} p={cfg['dropout']}"
             t = None
             if not args.no_timing:
-                t = timing_run(cfg, g, d, device, args)
+                try:
+                    t = timing_run(cfg, g, d, device, args)
+                except Exception as e:  # torch.compile may fail to build: record it, go on
+                    if not cfg["compile"]:
+                        raise
+                    rec["timing_error"] = f"{type(e).__name__}: {str(e).strip()[:300]}"
+                    print(f"  {tag}: torch.compile failed: {rec['timing_error']}", flush=True)
+            if t is not None:
                 rec["one_time_ms"].update(t["one_time_ms"])
                 rec.update({k: v for k, v in t.items() if k != "one_time_ms"})
                 print(

@@ -63,8 +63,10 @@ for stage in "${stages[@]}"; do
       py bench/pyg/train.py $large --model agnn gat sage gin "${timing[@]}" --out "$out/pyg-large.json" ;;
     pyg-sample)
       py bench/pyg/sample.py --self-check
-      py bench/pyg/sample.py cora citeseer --model gcn sage --sampler saint-rw saint-node saint-edge neighbor \
-        --seeds 0,1,2,3,4 --out "$out/pyg-sample.json" ;;
+      for gr in cora citeseer; do
+        py bench/pyg/sample.py $gr --model gcn sage --sampler saint-rw saint-node saint-edge neighbor \
+          --seeds 0,1,2,3,4 --out "$out/pyg-sample-$gr.json"
+      done ;;
     tcgnn)
       [ $quick = 1 ] || gen_graphs
       pyg=()

@@ -589,27 +589,24 @@ def run_variants(cfg, g, data_for, device, args, base_t=None):
     """Time cfg once per --variants entry (fresh model each; TF32 switched for it and restored).
     A variant equal to the configuration already timed (base_t) reuses that timing. A variant
     that fails (torch.compile without a working backend, an unsupported layout) is recorded
-    with its error and skipped. Returns (per-variant records, the fastest one)."""
+    with its error and skipped; a failing "best" layout is retried on the next-fastest one.
+    Returns (per-variant records, the fastest one)."""
     out, seen = [], {}
     saved = torch.backends.cuda.matmul.allow_tf32
     base_key = (cfg["adj"], bool(saved) and device.type == "cuda", bool(cfg.get("compile")))
-    for v in args.variant_list:
-        tf32 = v["tf32"] and device.type == "cuda"
-        adj = v["adj"]
-        if adj == "best":  # the layout of the fastest variant timed so far
-            timed = [r for r in out if "step_ms" in r]
-            adj = min(timed, key=lambda r: r["step_ms"]["median"])["adj"] if timed else "edge_index"
+
+    def attempt(v, adj, tf32):
         rec = {"name": v["name"], "adj": adj, "tf32": tf32, "compile": v["compile"]}
         key = (adj, tf32, v["compile"])
         if key in seen:  # on the CPU tf32 changes nothing; "best" may name one already timed
-            out.append(dict(rec, skipped=f"same as {seen[key]} here (tf32 affects CUDA matmuls only)"))
-            continue
+            rec["skipped"] = f"same as {seen[key]} here (tf32 affects CUDA matmuls only)"
+            print(f"    variant {rec['name']}: skipped, {rec['skipped']}", flush=True)
+            return rec
         seen[key] = v["name"]
         if base_t is not None and key == base_key:
             rec.update({k: base_t[k] for k in TIMING_KEYS if k in base_t}, reused="the record's own timing")
-            out.append(rec)
             print(f"    variant {rec['name']}: step {rec['step_ms']['median']:.3f} ms (the record's own timing)", flush=True)
-            continue
+            return rec
         try:
             torch.backends.cuda.matmul.allow_tf32 = tf32
             if v["compile"]:
@@ -630,9 +627,23 @@ def run_variants(cfg, g, data_for, device, args, base_t=None):
             torch.backends.cuda.matmul.allow_tf32 = saved
             if v["compile"]:
                 torch._dynamo.reset()
-        out.append(rec)
         shown = f"step {rec['step_ms']['median']:.3f} ms" if "step_ms" in rec else rec["error"]
-        print(f"    variant {rec['name']}: {shown}", flush=True)
+        print(f"    variant {rec['name']} ({adj}): {shown}", flush=True)
+        return rec
+
+    for v in args.variant_list:
+        tf32 = v["tf32"] and device.type == "cuda"
+        if v["adj"] != "best":
+            out.append(attempt(v, v["adj"], tf32))
+            continue
+        # "best": the layouts timed so far, fastest first; the next one if it fails.
+        ranked = sorted((r for r in out if "step_ms" in r), key=lambda r: r["step_ms"]["median"])
+        layouts = list(dict.fromkeys(r["adj"] for r in ranked)) or ["edge_index"]
+        for adj in layouts:
+            rec = attempt(v, adj, tf32)
+            out.append(rec)
+            if "error" not in rec:
+                break
     timed = [r for r in out if "step_ms" in r]
     fastest = min(timed, key=lambda r: r["step_ms"]["median"]) if timed else None
     return out, fastest

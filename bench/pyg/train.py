@@ -578,7 +578,7 @@ def dynamo_counts():
     return {
         "graph_breaks": int(sum(counters["graph_break"].values())),
         "unique_graphs": int(counters["stats"]["unique_graphs"]),
-        "break_reasons": sorted(counters["graph_break"])[:5],
+        "break_reasons": sorted({str(r).strip().splitlines()[0][:160] for r in counters["graph_break"]})[:5],
     }
 
 

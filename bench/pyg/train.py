@@ -8,6 +8,7 @@ See bench/pyg/README.md for the conventions (edge direction, features, splits, t
 """
 
 import argparse
+import copy
 import datetime
 import gzip
 import itertools
@@ -25,15 +26,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import torch_geometric
-from torch_geometric.nn import AGNNConv, GCNConv
+# PyG 2.8 scripts some helpers with torch.jit, which newer torch calls deprecated (set before import).
+warnings.filterwarnings("ignore", message=".*torch.jit.script.* is deprecated")
+import torch_geometric  # noqa: E402
+from torch_geometric.nn import AGNNConv, GATConv, GCNConv, GINConv, SAGEConv
 
 # torch's notices about its sparse CSR support (beta, invariant checks) on every run of --adj csr.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_SHAPE = {"gcn": (2, 16), "agnn": (4, 32)}  # (layers, hidden)
+# Every model's defaults in one table, mirrored by the Rust trainer's model registry
+# (`--print-defaults` prints it as JSON). hidden is per head for GAT; heads is GAT's hidden-layer
+# head count (its output layer has out_heads = 1 head, averaged, as PyG's examples/gat.py).
+DEFAULTS = {
+    "gcn": dict(layers=2, hidden=16, heads=None, dropout=0.5, lr=0.01, wd=5e-4),
+    "agnn": dict(layers=4, hidden=32, heads=None, dropout=0.5, lr=0.01, wd=5e-4),
+    "gat": dict(layers=2, hidden=8, heads=8, dropout=0.6, lr=0.005, wd=5e-4),
+    "sage": dict(layers=2, hidden=64, heads=None, dropout=0.5, lr=0.01, wd=5e-4),
+    "gin": dict(layers=2, hidden=64, heads=None, dropout=0.5, lr=0.01, wd=5e-4),
+}
 SPLIT = (0.6, 0.2)  # train, val fractions of a random split; the rest is test
 
 
@@ -269,12 +281,87 @@ class AGNN(nn.Module):
         return F.log_softmax(x, dim=1)
 
 
+class GAT(nn.Module):
+    """PyG's examples/gat.py generalised to L layers: dropout(x); hidden layers
+    GATConv(in, H, heads=K, dropout=p) concatenating to K*H, each followed by ELU + dropout;
+    output layer GATConv(K*H, classes, heads=out_heads, concat=False, dropout=p) (the mean of
+    its heads; one head by default, as the example); log_softmax."""
+
+    def __init__(self, f_in, hidden, classes, layers, heads, out_heads, dropout):
+        super().__init__()
+        convs = []
+        d = f_in
+        for _ in range(layers - 1):
+            convs.append(GATConv(d, hidden, heads=heads, concat=True, dropout=dropout))
+            d = hidden * heads
+        convs.append(GATConv(d, classes, heads=out_heads, concat=False, dropout=dropout))
+        self.convs = nn.ModuleList(convs)
+        self.dropout = dropout
+
+    def forward(self, x, adj):
+        x = F.dropout(x, self.dropout, self.training)
+        for i, conv in enumerate(self.convs):
+            x = conv(x, adj)
+            if i + 1 < len(self.convs):
+                x = F.elu(x)
+                x = F.dropout(x, self.dropout, self.training)
+        return F.log_softmax(x, dim=1)
+
+
+class SAGE(nn.Module):
+    """dropout(x); L SAGEConv(aggr='mean', root_weight=True) in -> H -> ... -> classes with
+    relu + dropout between them; log_softmax (the GCN model's structure with SAGEConv)."""
+
+    def __init__(self, f_in, hidden, classes, layers, dropout):
+        super().__init__()
+        dims = [f_in] + [hidden] * (layers - 1) + [classes]
+        self.convs = nn.ModuleList(SAGEConv(a, b, aggr="mean") for a, b in zip(dims[:-1], dims[1:]))
+        self.dropout = dropout
+
+    forward = GCN.forward
+
+
+def gin_mlp(a, hidden, b):
+    """A GINConv's MLP: Linear(a, H) - ReLU - Linear(H, b) (H inside every layer's MLP, so
+    the output layer's is not squeezed through the class count)."""
+    return nn.Sequential(nn.Linear(a, hidden), nn.ReLU(), nn.Linear(hidden, b))
+
+
+class GIN(nn.Module):
+    """dropout(x); L GINConv(MLP, eps=0, train_eps=--gin-train-eps) in -> H -> ... -> classes
+    with relu + dropout between them; log_softmax."""
+
+    def __init__(self, f_in, hidden, classes, layers, dropout, train_eps):
+        super().__init__()
+        dims = [f_in] + [hidden] * (layers - 1) + [classes]
+        self.convs = nn.ModuleList(
+            GINConv(gin_mlp(a, hidden, b), eps=0.0, train_eps=train_eps) for a, b in zip(dims[:-1], dims[1:])
+        )
+        self.dropout = dropout
+
+    forward = GCN.forward
+
+
 def build_model(cfg, g, device):
-    if cfg["model"] == "gcn":
-        m = GCN(g["x"].shape[1], cfg["hidden"], g["classes"], cfg["layers"], cfg["dropout"], cfg["gcn_cached"])
+    f_in, classes, m = g["x"].shape[1], g["classes"], cfg["model"]
+    if m == "gcn":
+        model = GCN(f_in, cfg["hidden"], classes, cfg["layers"], cfg["dropout"], cfg["gcn_cached"])
+    elif m == "agnn":
+        model = AGNN(f_in, cfg["hidden"], classes, cfg["layers"], cfg["dropout"], cfg["agnn_dropout"] == "each")
+    elif m == "gat":
+        model = GAT(f_in, cfg["hidden"], classes, cfg["layers"], cfg["heads"], cfg["out_heads"], cfg["dropout"])
+    elif m == "sage":
+        model = SAGE(f_in, cfg["hidden"], classes, cfg["layers"], cfg["dropout"])
+    elif m == "gin":
+        model = GIN(f_in, cfg["hidden"], classes, cfg["layers"], cfg["dropout"], cfg["gin_train_eps"])
     else:
-        m = AGNN(g["x"].shape[1], cfg["hidden"], g["classes"], cfg["layers"], cfg["dropout"], cfg["agnn_dropout"] == "each")
-    return m.to(device)
+        raise ValueError(f"unknown model {m!r}")
+    model = model.to(device)
+    if cfg.get("compile"):
+        # Compilation happens on the first call (counted in one_time_ms.first_forward); a
+        # failure surfaces there and is recorded by the caller.
+        model = torch.compile(model)
+    return model
 
 
 # --------------------------------------------------------------------------- device data
@@ -300,6 +387,7 @@ class DeviceData:
     training step never waits on the host (a boolean gather syncs to learn its length)."""
 
     def __init__(self, g, device, adj_kind):
+        self.g, self.device, self.adj_kind = g, device, adj_kind
         self.adj = _adjacency(g, device=device, kind=adj_kind)
         self.x = torch.from_numpy(g["x"]).to(device)
         self.y = torch.from_numpy(g["y"]).to(device)
@@ -308,6 +396,14 @@ class DeviceData:
         self.train_idx = ms[0].nonzero().view(-1).to(device)
         self.counts = [int(m.sum()) for m in ms]
         self.count_t = self.masks.sum(1).clamp(min=1).to(torch.float32)
+
+    def with_adj(self, kind):
+        """The same node data with the graph in the other layout (features are not copied)."""
+        if kind == self.adj_kind:
+            return self
+        other = copy.copy(self)
+        other.adj_kind, other.adj = kind, _adjacency(self.g, device=self.device, kind=kind)
+        return other
 
 
 def train_step(model, opt, d):
@@ -456,12 +552,109 @@ def timing_run(cfg, g, d, device, args):
     return t
 
 
+# --------------------------------------------------------------------------- fastest configuration
+
+# What a careful PyG user would try for speed, in the order tried: PyG as it ships, TF32 matmuls,
+# the graph as a torch sparse CSR adj_t (cuSPARSE SpMM for GCN, SAGE and GIN), then torch.compile
+# of the model on the layout that was faster eagerly ("best": one compilation per model and graph,
+# as compiling costs tens of seconds each).
+FASTEST_VARIANTS = ["edge_index", "edge_index+tf32", "csr+tf32", "compile+best+tf32"]
+ADJ_TOKENS = ("edge_index", "csr", "best")
+
+
+def parse_variant(text):
+    parts = [t.strip() for t in text.split("+") if t.strip()]
+    adj = [t for t in parts if t in ADJ_TOKENS]
+    if not parts or len(adj) > 1 or any(t not in ADJ_TOKENS + ("tf32", "compile") for t in parts):
+        raise ValueError(f"--variants: '{text}' is not '+'-joined from edge_index|csr|best, tf32, compile")
+    v = {"adj": adj[0] if adj else "edge_index", "tf32": "tf32" in parts, "compile": "compile" in parts}
+    v["name"] = ("compile+" if v["compile"] else "") + v["adj"] + ("+tf32" if v["tf32"] else "")
+    return v
+
+
+def dynamo_counts():
+    from torch._dynamo.utils import counters
+
+    return {
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+        "unique_graphs": int(counters["stats"]["unique_graphs"]),
+        "break_reasons": sorted({str(r).strip().splitlines()[0][:160] for r in counters["graph_break"]})[:5],
+    }
+
+
+TIMING_KEYS = ("step_ms", "epoch_ms", "eval_ms", "step_back_to_back_ms", "one_time_ms", "peak_memory_mb")
+
+
+def run_variants(cfg, g, data_for, device, args, base_t=None):
+    """Time cfg once per --variants entry (fresh model each; TF32 switched for it and restored).
+    A variant equal to the configuration already timed (base_t) reuses that timing. A variant
+    that fails (torch.compile without a working backend, an unsupported layout) is recorded
+    with its error and skipped; a failing "best" layout is retried on the next-fastest one.
+    Returns (per-variant records, the fastest one)."""
+    out, seen = [], {}
+    saved = torch.backends.cuda.matmul.allow_tf32
+    base_key = (cfg["adj"], bool(saved) and device.type == "cuda", bool(cfg.get("compile")))
+
+    def attempt(v, adj, tf32):
+        rec = {"name": v["name"], "adj": adj, "tf32": tf32, "compile": v["compile"]}
+        key = (adj, tf32, v["compile"])
+        if key in seen:  # on the CPU tf32 changes nothing; "best" may name one already timed
+            rec["skipped"] = f"same as {seen[key]} here (tf32 affects CUDA matmuls only)"
+            print(f"    variant {rec['name']}: skipped, {rec['skipped']}", flush=True)
+            return rec
+        seen[key] = v["name"]
+        if base_t is not None and key == base_key:
+            rec.update({k: base_t[k] for k in TIMING_KEYS if k in base_t}, reused="the record's own timing")
+            print(f"    variant {rec['name']}: step {rec['step_ms']['median']:.3f} ms (the record's own timing)", flush=True)
+            return rec
+        try:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            if v["compile"]:
+                torch._dynamo.reset()
+                from torch._dynamo.utils import counters
+
+                counters.clear()
+            t = timing_run(dict(cfg, adj=adj, compile=v["compile"]), g, data_for(adj), device, args)
+            rec.update({k: t[k] for k in TIMING_KEYS if k in t})
+            if v["compile"]:
+                rec["dynamo"] = dynamo_counts()
+        except Exception as e:  # recorded, not fatal: the other variants still run
+            msg = str(e).strip().splitlines()
+            rec["error"] = f"{type(e).__name__}: {msg[0][:300] if msg else ''}"
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = saved
+            if v["compile"]:
+                torch._dynamo.reset()
+        shown = f"step {rec['step_ms']['median']:.3f} ms" if "step_ms" in rec else rec["error"]
+        print(f"    variant {rec['name']} ({adj}): {shown}", flush=True)
+        return rec
+
+    for v in args.variant_list:
+        tf32 = v["tf32"] and device.type == "cuda"
+        if v["adj"] != "best":
+            out.append(attempt(v, v["adj"], tf32))
+            continue
+        # "best": the layouts timed so far, fastest first; the next one if it fails.
+        ranked = sorted((r for r in out if "step_ms" in r), key=lambda r: r["step_ms"]["median"])
+        layouts = list(dict.fromkeys(r["adj"] for r in ranked)) or ["edge_index"]
+        for adj in layouts:
+            rec = attempt(v, adj, tf32)
+            out.append(rec)
+            if "error" not in rec:
+                break
+    timed = [r for r in out if "step_ms" in r]
+    fastest = min(timed, key=lambda r: r["step_ms"]["median"]) if timed else None
+    return out, fastest
+
+
 # --------------------------------------------------------------------------- accuracy
 
 
 def accuracy_run(cfg, g, d, device, seed, epochs):
     torch.manual_seed(seed)
-    model = build_model(cfg, g, device)
+    model = build_model(dict(cfg, compile=False), g, device)
     opt = make_opt(model, cfg)
     best = None
     t0 = time.perf_counter()
@@ -485,10 +678,25 @@ def accuracy_run(cfg, g, d, device, seed, epochs):
 # --------------------------------------------------------------------------- self-check
 
 
+def _np(t):
+    return t.detach().cpu().double().numpy()
+
+
+def _check(name, got, want, tol=1e-4):
+    err = float(np.abs(got - want).max())
+    if not err <= tol:
+        raise AssertionError(f"{name} differs from its dense reference by {err}")
+
+
 def self_check(device):
     """The edge convention and the layer maths against dense references on a small directed
-    graph: GCN = D^-1/2 (S + I) D^-1/2 (X W^T) with D the row sums of S + I; AGNN = row softmax of
-    beta cos(x_r, x_c) over the pattern of S + I, times X. Raises on a mismatch."""
+    graph, with the graph as an edge_index and as a sparse CSR adj_t:
+    GCN = D^-1/2 (S + I) D^-1/2 (X W^T) with D the row sums of S + I;
+    AGNN = row softmax of beta cos(x_r, x_c) over the pattern of S + I, times X;
+    GAT = per head, row softmax of LeakyReLU_0.2(a_dst . W x_r + a_src . W x_c) over the pattern
+    of S + I, times W X, heads concatenated or averaged, plus bias;
+    SAGE = W_l mean_{c: S[r][c] != 0} x_c + b + W_r x_r (rows without entries aggregate 0);
+    GIN = MLP((1 + eps) x_r + sum_c S[r][c] x_c). Raises on a mismatch."""
     gen = np.random.default_rng(7)
     n, f = 9, 5
     dense = (gen.random((n, n)) < 0.3) & ~np.eye(n, dtype=bool)
@@ -498,31 +706,60 @@ def self_check(device):
     rows, cols = np.nonzero(dense)
     g = {"n": n, "rows": rows.astype(np.int64), "cols": cols.astype(np.int64)}
     x = torch.from_numpy(gen.standard_normal((n, f)).astype(np.float32))
-    a = dense.astype(np.float64) + np.eye(n)
+    xd, xn = x.to(device), x.double().numpy()
+    s_mat = dense.astype(np.float64)
+    a = s_mat + np.eye(n)
     dinv = 1.0 / np.sqrt(a.sum(1))
     a_hat = dinv[:, None] * a * dinv[None, :]
+
+    def row_softmax(scores):  # [n, n] scores, -inf off the pattern
+        e = np.exp(scores - scores.max(1, keepdims=True))
+        return e / e.sum(1, keepdims=True)
+
+    torch.manual_seed(0)
     for kind in ("edge_index", "csr"):
         adj = _adjacency(g, kind, device)
-        conv = GCNConv(f, 3, bias=False).to(device)
         with torch.no_grad():
-            got = conv(x.to(device), adj).cpu().double().numpy()
-            want = a_hat @ (x.double().numpy() @ conv.lin.weight.cpu().double().numpy().T)
-        err = np.abs(got - want).max()
-        if err > 1e-4:
-            raise AssertionError(f"GCNConv ({kind}) differs from D^-1/2 (S+I) D^-1/2 X W^T by {err}")
-    conv = AGNNConv(requires_grad=True).to(device)
-    with torch.no_grad():
-        conv.beta.fill_(0.7)
-        got = conv(x.to(device), _adjacency(g, "edge_index", device)).cpu().double().numpy()
-    xn = x.double().numpy()
-    nrm = xn / np.linalg.norm(xn, axis=1, keepdims=True)
-    s = np.where(a > 0, 0.7 * nrm @ nrm.T, -np.inf)
-    alpha = np.exp(s - s.max(1, keepdims=True))
-    alpha /= alpha.sum(1, keepdims=True)
-    err = np.abs(got - alpha @ xn).max()
-    if err > 1e-4:
-        raise AssertionError(f"AGNNConv differs from the row softmax reference by {err}")
-    print(f"self-check passed on {device}: GCNConv (edge_index, csr) and AGNNConv match the dense references")
+            conv = GCNConv(f, 3, bias=False).to(device)
+            _check(f"GCNConv ({kind})", _np(conv(xd, adj)), a_hat @ (xn @ _np(conv.lin.weight).T))
+
+            conv = AGNNConv(requires_grad=True).to(device)
+            conv.beta.fill_(0.7)
+            nrm = xn / np.linalg.norm(xn, axis=1, keepdims=True)
+            alpha = row_softmax(np.where(a > 0, 0.7 * nrm @ nrm.T, -np.inf))
+            _check(f"AGNNConv ({kind})", _np(conv(xd, adj)), alpha @ xn)
+
+            for heads, concat in ((3, True), (2, False)):
+                conv = GATConv(f, 4, heads=heads, concat=concat, dropout=0.6).to(device).eval()
+                conv.bias.normal_()
+                h = (xn @ _np(conv.lin.weight).T).reshape(n, heads, 4)
+                s_src = (h * _np(conv.att_src)[0]).sum(-1)  # [n, heads]
+                s_dst = (h * _np(conv.att_dst)[0]).sum(-1)
+                outs = []
+                for k in range(heads):
+                    e = s_dst[:, k][:, None] + s_src[:, k][None, :]
+                    e = np.where(e > 0, e, 0.2 * e)
+                    outs.append(row_softmax(np.where(a > 0, e, -np.inf)) @ h[:, k, :])
+                want = np.concatenate(outs, 1) if concat else np.mean(outs, 0)
+                _check(f"GATConv heads={heads} concat={concat} ({kind})", _np(conv(xd, adj)), want + _np(conv.bias))
+
+            conv = SAGEConv(f, 3, aggr="mean").to(device)
+            deg = s_mat.sum(1, keepdims=True)
+            mean = (s_mat @ xn) / np.maximum(deg, 1)
+            want = mean @ _np(conv.lin_l.weight).T + _np(conv.lin_l.bias) + xn @ _np(conv.lin_r.weight).T
+            _check(f"SAGEConv ({kind})", _np(conv(xd, adj)), want)
+
+            for eps in (0.0, 0.3):
+                conv = GINConv(gin_mlp(f, 6, 3), eps=eps, train_eps=True).to(device)
+                mlp = conv.nn
+                z = (1 + eps) * xn + s_mat @ xn
+                z = np.maximum(z @ _np(mlp[0].weight).T + _np(mlp[0].bias), 0)
+                want = z @ _np(mlp[2].weight).T + _np(mlp[2].bias)
+                _check(f"GINConv eps={eps} ({kind})", _np(conv(xd, adj)), want)
+    print(
+        f"self-check passed on {device}: GCNConv, AGNNConv, GATConv (concat, mean), SAGEConv and GINConv "
+        "match the dense references with the graph as edge_index and as sparse CSR adj_t"
+    )
 
 
 # --------------------------------------------------------------------------- main
@@ -544,12 +781,15 @@ def device_name(device):
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("graphs", nargs="*", help="dataset names (in $TCGNN_DATASETS) or .mtx/.mtx.gz paths")
-    p.add_argument("--model", nargs="+", choices=["gcn", "agnn"], default=["gcn"])
-    p.add_argument("--layers", nargs="+", type=int, help="default: 2 for gcn, 4 for agnn")
-    p.add_argument("--hidden", nargs="+", type=int, help="default: 16 for gcn, 32 for agnn")
-    p.add_argument("--dropout", nargs="+", type=float, default=[0.5])
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--weight-decay", type=float, default=5e-4)
+    p.add_argument("--model", nargs="+", choices=list(DEFAULTS), default=["gcn"])
+    p.add_argument("--layers", nargs="+", type=int, help="default: the model's (--print-defaults)")
+    p.add_argument("--hidden", nargs="+", type=int, help="default: the model's (per head for gat)")
+    p.add_argument("--dropout", nargs="+", type=float, help="default: the model's")
+    p.add_argument("--heads", type=int, help="gat: heads of the hidden layers (default 8)")
+    p.add_argument("--gat-out-heads", type=int, default=1, help="gat: heads of the output layer, averaged (default 1)")
+    p.add_argument("--gin-train-eps", action="store_true", help="gin: learn eps (default: fixed at 0)")
+    p.add_argument("--lr", type=float, help="default: the model's")
+    p.add_argument("--weight-decay", type=float, help="default: the model's")
     p.add_argument("--epochs", type=int, default=200)
     p.add_argument("--seeds", default="0,1,2,3,4", help="comma separated model seeds")
     p.add_argument("--timing-steps", type=int, default=50)
@@ -570,8 +810,21 @@ def parse_args(argv):
         choices=["edge_index", "csr"],
         default="edge_index",
         help="graph as an edge_index tensor (PyG's gather/scatter path, default) or as a torch "
-        "sparse CSR adj_t (GCN only: torch.sparse.mm)",
+        "sparse CSR adj_t (GCN, SAGE, GIN: torch.sparse.mm; GAT, AGNN: PyG turns it back into edges)",
     )
+    p.add_argument("--compile", action="store_true", help="time torch.compile(model) (the accuracy runs stay eager)")
+    p.add_argument(
+        "--fastest",
+        action="store_true",
+        help="also time PyG's faster configurations (--variants) of every model and name the fastest",
+    )
+    p.add_argument(
+        "--variants",
+        default=",".join(FASTEST_VARIANTS),
+        help="the configurations --fastest times, comma separated, each '+'-joined from "
+        "edge_index|csr, tf32, compile (default: %(default)s)",
+    )
+    p.add_argument("--print-defaults", action="store_true", help="print the models' defaults (JSON) and exit")
     p.add_argument(
         "--agnn-dropout",
         choices=["once", "each"],
@@ -582,6 +835,8 @@ def parse_args(argv):
     p.add_argument("--self-check", action="store_true", help="check the edge convention and layer maths, then exit")
     p.add_argument("--out", help="write the records here (JSON), rewritten after every record")
     a = p.parse_args(argv)
+    if a.print_defaults:
+        return a
     if not a.graphs and not a.self_check:
         p.error("no graph given")
     a.seed_list = [int(s) for s in a.seeds.split(",") if s.strip()]
@@ -589,15 +844,20 @@ def parse_args(argv):
         p.error("--seeds is empty")
     if a.timing_steps < 1:
         p.error("--timing-steps must be >= 1")
-    if a.adj == "csr" and "agnn" in a.model:
-        p.error("--adj csr is for GCN only (AGNNConv needs per-edge attention on an edge_index)")
+    try:
+        a.variant_list = [parse_variant(v) for v in a.variants.split(",") if v.strip()]
+    except ValueError as e:
+        p.error(str(e))
+    if a.fastest and not a.variant_list:
+        p.error("--variants is empty")
     return a
 
 
 def configs(args):
     for model in args.model:
-        dl, dh = DEFAULT_SHAPE[model]
-        for layers, hidden, dropout in itertools.product(args.layers or [dl], args.hidden or [dh], args.dropout):
+        d = DEFAULTS[model]
+        grid = itertools.product(args.layers or [d["layers"]], args.hidden or [d["hidden"]], args.dropout or [d["dropout"]])
+        for layers, hidden, dropout in grid:
             if layers < 1:
                 raise SystemExit("--layers must be >= 1")
             yield {
@@ -605,24 +865,42 @@ def configs(args):
                 "layers": layers,
                 "hidden": hidden,
                 "dropout": dropout,
-                "lr": args.lr,
-                "weight_decay": args.weight_decay,
+                "lr": d["lr"] if args.lr is None else args.lr,
+                "weight_decay": d["wd"] if args.weight_decay is None else args.weight_decay,
                 "epochs": args.epochs,
+                "heads": (args.heads or d["heads"]) if model == "gat" else None,
+                "out_heads": args.gat_out_heads if model == "gat" else None,
+                "gin_train_eps": args.gin_train_eps if model == "gin" else None,
                 "gcn_cached": (not args.no_gcn_cache) if model == "gcn" else None,
                 "adj": args.adj,
                 "agnn_dropout": args.agnn_dropout if model == "agnn" else None,
+                "compile": args.compile,
+                # GCNConv, AGNNConv and GATConv add one self-loop per node; SAGEConv and GINConv
+                # aggregate the graph's own entries only.
+                "self_loops_added": model in ("gcn", "agnn", "gat"),
             }
 
 
 def describe(cfg):
-    if cfg["model"] == "gcn":
+    m, layers, hidden = cfg["model"], cfg["layers"], cfg["hidden"]
+    if m == "gcn":
+        return f"x = dropout(x); {layers} x GCNConv(cached={cfg['gcn_cached']}) with relu + dropout between them; log_softmax"
+    if m == "agnn":
+        props = f"{layers} x AGNNConv(requires_grad=True)"
+        props += " each followed by dropout" if cfg["agnn_dropout"] == "each" else "; dropout"
+        return f"x = dropout(x); relu(nn.Linear(F, {hidden})); {props}; nn.Linear({hidden}, classes); log_softmax"
+    if m == "gat":
         return (
-            f"x = dropout(x); {cfg['layers']} x GCNConv(cached={cfg['gcn_cached']}) with relu + dropout "
-            "between them; log_softmax"
+            f"x = dropout(x); {layers - 1} x GATConv(in, {hidden}, heads={cfg['heads']}, concat=True, "
+            f"dropout={cfg['dropout']}) each followed by elu + dropout; GATConv(in, classes, "
+            f"heads={cfg['out_heads']}, concat=False, dropout={cfg['dropout']}); log_softmax"
         )
-    props = f"{cfg['layers']} x AGNNConv(requires_grad=True)"
-    props += " each followed by dropout" if cfg["agnn_dropout"] == "each" else "; dropout"
-    return f"x = dropout(x); relu(nn.Linear(F, {cfg['hidden']})); {props}; nn.Linear({cfg['hidden']}, classes); log_softmax"
+    if m == "sage":
+        return f"x = dropout(x); {layers} x SAGEConv(aggr='mean', root_weight=True) with relu + dropout between them; log_softmax"
+    return (
+        f"x = dropout(x); {layers} x GINConv(Linear(in, {hidden}) - ReLU - Linear({hidden}, out), eps=0, "
+        f"train_eps={cfg['gin_train_eps']}) with relu + dropout between them; log_softmax"
+    )
 
 
 def mean_std(v):
@@ -633,6 +911,9 @@ def mean_std(v):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.print_defaults:
+        print(json.dumps(DEFAULTS, indent=1))
+        return DEFAULTS
     device = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -702,15 +983,31 @@ def main(argv=None):
             }
             rec["one_time_ms"] = {"load": load_ms, "to_device": to_dev_ms}
             tag = f"{g['name']} {cfg['model']} {cfg['layers']}x{cfg['hidden']} p={cfg['dropout']}"
+            t = None
             if not args.no_timing:
-                t = timing_run(cfg, g, d, device, args)
-                rec["one_time_ms"].update(t.pop("one_time_ms"))
-                rec.update(t)
+                try:
+                    t = timing_run(cfg, g, d, device, args)
+                except Exception as e:  # torch.compile may fail to build: record it, go on
+                    if not cfg["compile"]:
+                        raise
+                    rec["timing_error"] = f"{type(e).__name__}: {str(e).strip()[:300]}"
+                    print(f"  {tag}: torch.compile failed: {rec['timing_error']}", flush=True)
+            if t is not None:
+                rec["one_time_ms"].update(t["one_time_ms"])
+                rec.update({k: v for k, v in t.items() if k != "one_time_ms"})
                 print(
                     f"  {tag}: step {t['step_ms']['median']:.3f} ms (min {t['step_ms']['min']:.3f}, "
                     f"max {t['step_ms']['max']:.3f}), epoch {t['epoch_ms']['median']:.3f} ms",
                     flush=True,
                 )
+            if args.fastest and not args.no_timing:
+                variants, best = run_variants(cfg, g, d.with_adj, device, args, base_t=t)
+                rec["variants"] = variants
+                rec["fastest"] = (
+                    {k: best[k] for k in ("name", "adj", "tf32", "compile", "step_ms", "epoch_ms")} if best else None
+                )
+                if best:
+                    print(f"  {tag}: fastest {best['name']}, step {best['step_ms']['median']:.3f} ms", flush=True)
             if not args.timing_only:
                 runs = []
                 for seed in args.seed_list:
@@ -740,7 +1037,10 @@ def main(argv=None):
 
 def print_table(records):
     print()
-    hdr = f"{'graph':<18} {'model':<5} {'LxH':>6} {'n':>8} {'nnz':>10} {'test acc':>14} {'step ms':>9} {'epoch ms':>9}"
+    hdr = (
+        f"{'graph':<18} {'model':<5} {'LxH':>6} {'n':>8} {'nnz':>10} {'test acc':>14} {'step ms':>9} {'epoch ms':>9}"
+        f" {'fastest':>24} {'ms':>9}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in records:
@@ -753,8 +1053,13 @@ def print_table(records):
                 acc = "(random y)"
         step = f"{r['step_ms']['median']:.3f}" if "step_ms" in r else "-"
         ep = f"{r['epoch_ms']['median']:.3f}" if "epoch_ms" in r else "-"
-        lh = f"{c['layers']}x{c['hidden']}"
-        print(f"{r['graph']:<18} {c['model']:<5} {lh:>6} {r['n']:>8} {r['nnz']:>10} {acc:>14} {step:>9} {ep:>9}")
+        lh = f"{c['layers']}x{c['hidden']}" if not c.get("heads") else f"{c['layers']}x{c['heads']}x{c['hidden']}"
+        fast = r.get("fastest") or {}
+        fname, fms = fast.get("name", "-"), (f"{fast['step_ms']['median']:.3f}" if fast else "-")
+        print(
+            f"{r['graph']:<18} {c['model']:<5} {lh:>6} {r['n']:>8} {r['nnz']:>10} {acc:>14} {step:>9} {ep:>9}"
+            f" {fname:>24} {fms:>9}"
+        )
 
 
 if __name__ == "__main__":

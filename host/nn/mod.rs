@@ -7,6 +7,7 @@
 pub mod agnn_conv;
 pub mod data;
 pub mod dropout;
+pub mod gat_conv;
 pub mod gcn_conv;
 pub mod input;
 pub mod linear;

@@ -10,6 +10,9 @@ use crate::ptx;
 #[inline(always)]
 pub unsafe fn scores(args: GatScoresArgs) {
     let GatScoresArgs { rows, heads, head_dim, wh_ld, s_ld, wh, a, s } = args;
+    if s_ld == 0 {
+        return; // no columns; also lets `/ s_ld` compile without a panic path
+    }
     let n = rows * s_ld;
     let mut i = global_thread();
     while i < n {
@@ -32,6 +35,9 @@ pub unsafe fn scores(args: GatScoresArgs) {
 #[inline(always)]
 pub unsafe fn scores_backward(args: GatScoresBackwardArgs) {
     let GatScoresBackwardArgs { rows, heads, head_dim, wh_ld, s_ld, wh, a, ds, dwh, prod } = args;
+    if wh_ld == 0 || head_dim == 0 {
+        return; // no columns; also lets the divisions compile without a panic path
+    }
     let n = rows * wh_ld;
     let width = heads * head_dim;
     let mut i = global_thread();

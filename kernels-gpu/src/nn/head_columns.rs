@@ -11,6 +11,9 @@ use crate::ptx;
 #[inline(always)]
 pub unsafe fn take(args: HeadColumnsArgs) {
     let HeadColumnsArgs { rows, cols, src_ld, dst_ld, col0, alpha, src, dst, .. } = args;
+    if dst_ld == 0 {
+        return; // no columns; also lets `/ dst_ld` compile without a panic path
+    }
     let n = rows * dst_ld;
     let mut i = global_thread();
     while i < n {
@@ -25,6 +28,9 @@ pub unsafe fn take(args: HeadColumnsArgs) {
 #[inline(always)]
 pub unsafe fn put(args: HeadColumnsArgs) {
     let HeadColumnsArgs { rows, cols, src_ld, dst_ld, col0, alpha, accumulate, src, dst } = args;
+    if cols == 0 {
+        return; // no columns; also lets `/ cols` compile without a panic path
+    }
     let n = rows * cols;
     let mut i = global_thread();
     while i < n {

@@ -125,15 +125,25 @@ fn rows_u32(g: &GraphHandle, what: &str) -> Result<u32> {
     u32::try_from(g.csr().n_rows()).ok().filter(|&n| n <= u32::MAX / 2).ok_or_else(|| Error::Unsupported(format!("{what}: {} rows", g.csr().n_rows())))
 }
 
-/// The device CSR and slot map (null for CSR order) of `g`, with the value slots `order` needs.
-fn device_edges(g: &GraphHandle, order: ValueOrder) -> Result<(Ptr<u32>, Ptr<u32>, Ptr<u32>, usize)> {
+/// A pattern as the kernels read it.
+struct DeviceEdges {
+    row_ptr: Ptr<u32>,
+    col_idx: Ptr<u32>,
+    /// Null for CSR order.
+    slot_of: Ptr<u32>,
+    /// Value slots `order` needs.
+    slots: usize,
+}
+
+/// The device CSR and slot map of `g` in `order` (uploaded on first use, cached in the handle).
+fn device_edges(g: &GraphHandle, order: ValueOrder) -> Result<DeviceEdges> {
     let gpu = g.gpu()?;
     let csr = g.device_csr()?;
     let slot_of = match order {
         ValueOrder::Csr => Ptr::null(),
         ValueOrder::MeBcrs => g.device_csr_to_slot()?.0.arg(gpu),
     };
-    Ok((csr.row_ptr.arg(gpu), csr.col_idx.arg(gpu), slot_of, g.value_len(order)?))
+    Ok(DeviceEdges { row_ptr: csr.row_ptr.arg(gpu), col_idx: csr.col_idx.arg(gpu), slot_of, slots: g.value_len(order)? })
 }
 
 fn gat_edges(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, head: usize, slope: f32, what: &str) -> Result<(GatEdges, usize)> {
@@ -147,7 +157,7 @@ fn gat_edges(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<f32>, s_sr
         return Err(Error::Shape(format!("{what}: score strides {} and {}", s_dst.ld, s_src.ld)));
     }
     let n_rows = rows_u32(g, what)?;
-    let (row_ptr, col_idx, slot_of, slots) = device_edges(g, order)?;
+    let DeviceEdges { row_ptr, col_idx, slot_of, slots } = device_edges(g, order)?;
     let edges = GatEdges {
         n_rows,
         head: head as u32,
@@ -219,7 +229,7 @@ pub fn edge_row_sums(g: &GraphHandle, order: ValueOrder, values: &DeviceVec<f32>
         return Err(Error::Shape(format!("{what}: column {col} of a {}x{} matrix for {} rows", out.rows, out.cols, g.csr().n_rows())));
     }
     let n_rows = rows_u32(g, what)?;
-    let (row_ptr, _, slot_of, slots) = device_edges(g, order)?;
+    let DeviceEdges { row_ptr, slot_of, slots, .. } = device_edges(g, order)?;
     check_len(values.len(), slots, "values", what)?;
     if n_rows == 0 {
         return Ok(());

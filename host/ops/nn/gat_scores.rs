@@ -19,7 +19,7 @@ use crate::util::Real;
 /// (heads, head_dim) from the shapes: wh n x (H F), a 1 x (H F), s n x H.
 fn check_shapes(wh: (usize, usize), a: (usize, usize), s: (usize, usize), what: &str) -> Result<(usize, usize)> {
     let heads = s.1;
-    if heads == 0 || a != (1, wh.1) || s.0 != wh.0 || wh.1 % heads != 0 {
+    if heads == 0 || a != (1, wh.1) || s.0 != wh.0 || !wh.1.is_multiple_of(heads) {
         return Err(Error::Shape(format!(
             "{what}: wh {}x{}, a {}x{}, scores {}x{} (want wh n x H F, a 1 x H F, scores n x H)",
             wh.0, wh.1, a.0, a.1, s.0, s.1

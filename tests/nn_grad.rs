@@ -146,6 +146,54 @@ fn agnn_gradients_sparse_features_with_dropout() {
 }
 
 #[test]
+fn gat_gradients_dense_features() {
+    check_model(small("gat", 0.0), false);
+}
+
+#[test]
+fn gat_gradients_sparse_features_with_dropout() {
+    // Feature, hidden and attention dropout, masks fixed by the step counter.
+    check_model(small("gat", 0.3), true);
+}
+
+#[test]
+fn three_layer_gat_gradients_mean_heads() {
+    // Three layers (two hidden, ELU between) and an output layer averaging 3 heads: the mean
+    // path of GatConv, which the 1-head default output layer leaves untested.
+    use tcgnn::nn::gat_conv::{GatConv, GatGraph};
+    use tcgnn::nn::operand::Operand;
+    let cfg = ModelConfig { layers: 3, ..small("gat", 0.2) };
+    check_model(cfg, false);
+    // The mean of 3 heads on its own, against finite differences of sum(out ⊙ w).
+    let p = problem(19, 4, 3, false, 9);
+    let b = B::new();
+    let g = GatGraph::new(&b, &p.graph).unwrap();
+    let mut rng = SplitMix64::new(5);
+    let mut conv = GatConv::new(&b, &g, 19, 4, 3, 5, false, 0.0, 1, &mut rng).unwrap();
+    let x = b.upload(match &p.features { tcgnn::nn::input::HostFeatures::Dense(m) => m, _ => unreachable!() }).unwrap();
+    let w = b.upload(&Matrix::random(19, 5, 4)).unwrap();
+    let objective = |conv: &mut GatConv<B>| -> f64 {
+        let out = conv.forward(&b, &g, &Operand::Dense(&x), true).unwrap();
+        out.data.iter().zip(&w.data).map(|(a, c)| a * c).sum()
+    };
+    objective(&mut conv);
+    conv.backward(&b, &g, &Operand::Dense(&x), &w, None).unwrap();
+    let grads: Vec<Vec<f64>> = conv.params().iter().map(|(_, q)| q.grad.data.clone()).collect();
+    for (pi, gr) in grads.iter().enumerate() {
+        for (i, &gi) in gr.iter().enumerate() {
+            let orig = conv.params()[pi].1.value.data[i];
+            conv.params()[pi].1.value.data[i] = orig + 1e-6;
+            let up = objective(&mut conv);
+            conv.params()[pi].1.value.data[i] = orig - 1e-6;
+            let down = objective(&mut conv);
+            conv.params()[pi].1.value.data[i] = orig;
+            let fd = (up - down) / 2e-6;
+            assert!((fd - gi).abs() <= 1e-5 * (1.0 + fd.abs()), "mean-head GatConv param {pi} [{i}]: analytic {gi} vs finite difference {fd}");
+        }
+    }
+}
+
+#[test]
 fn three_layer_gcn_gradients() {
     let p = problem(17, 4, 2, false, 5);
     let b = B::new();

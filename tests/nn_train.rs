@@ -1,4 +1,4 @@
-//! Training end to end on the CPU (runs in CI): a GCN and an AGNN learn a stochastic block
+//! Training end to end on the CPU (runs in CI): a GCN, an AGNN and a GAT learn a stochastic block
 //! model to high test accuracy, the same seed gives the same loss curve, and bad inputs are
 //! refused with clear errors.
 
@@ -33,6 +33,15 @@ fn agnn_learns_a_block_model() {
     let h = train("agnn", 0, 100);
     println!("AGNN on SBM: test accuracy {:.3} at epoch {}", h.test_acc, h.best_epoch);
     assert!(h.test_acc > 0.9, "test accuracy {}", h.test_acc);
+}
+
+#[test]
+fn gat_learns_a_block_model() {
+    // PyG's example settings (8 heads x 8, dropout 0.6 on features and attention, lr 0.005).
+    let h = train("gat", 0, 100);
+    println!("GAT on SBM: test accuracy {:.3} at epoch {}", h.test_acc, h.best_epoch);
+    assert!(h.test_acc > 0.9, "test accuracy {}", h.test_acc);
+    assert!(h.epochs.last().unwrap().loss < h.epochs[0].loss * 0.7);
 }
 
 #[test]

@@ -8,6 +8,7 @@ pub mod agnn_conv;
 pub mod checkpoint;
 pub mod data;
 pub mod dropout;
+pub mod gat_conv;
 pub mod gcn_conv;
 pub mod input;
 pub mod linear;

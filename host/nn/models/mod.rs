@@ -6,6 +6,7 @@
 //! a training step allocates nothing (and the GPU backend can capture it as a CUDA graph).
 
 pub mod agnn;
+pub mod gat;
 pub mod gcn;
 
 use crate::error::{Error, Result};
@@ -119,7 +120,7 @@ macro_rules! registry {
     };
 }
 
-registry!(gcn, agnn);
+registry!(gcn, agnn, gat);
 
 fn unknown(name: &str) -> Error {
     let names: Vec<&str> = MODELS.iter().map(|m| m.name).collect();

@@ -129,6 +129,7 @@ pub trait Ops:
     + SddmmOp
     + TransposeEdgesOp
     + EdgeSoftmaxOp
+    + crate::ops::nn::elu::EluOp + crate::ops::nn::gat_scores::GatScoresOp + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp + crate::ops::nn::head_columns::HeadColumnsOp
     + CrossEntropyOp
     + AdamOp
 {
@@ -148,6 +149,7 @@ impl<B> Ops for B where
         + SddmmOp
         + TransposeEdgesOp
         + EdgeSoftmaxOp
+        + crate::ops::nn::elu::EluOp + crate::ops::nn::gat_scores::GatScoresOp + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp + crate::ops::nn::head_columns::HeadColumnsOp
         + CrossEntropyOp
         + AdamOp
 {

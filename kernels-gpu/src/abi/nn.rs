@@ -156,6 +156,104 @@ kernel_args! {
         pub edges: SoftmaxBackwardEdges,
     }
 
+    /// x = ELU(x) (alpha 1) in place over `n4` float4s.
+    pub struct EluArgs {
+        pub n4: u32,
+        pub x: PtrMut<f32>,
+    }
+
+    /// dy *= ELU'(x) over `n4` float4s, from the ELU's output y.
+    pub struct EluBackwardArgs {
+        pub n4: u32,
+        pub y: Ptr<f32>,
+        pub dy: PtrMut<f32>,
+    }
+
+    /// GAT's per-node scores s[i][h] = sum_f wh[i][h*head_dim + f] a[h*head_dim + f].
+    pub struct GatScoresArgs {
+        pub rows: u32,
+        pub heads: u32,
+        pub head_dim: u32,
+        pub wh_ld: u32,
+        pub s_ld: u32,
+        pub wh: Ptr<f32>,
+        /// 1 x (heads * head_dim).
+        pub a: Ptr<f32>,
+        pub s: PtrMut<f32>,
+    }
+
+    /// The scores' backward: dwh[i][c] += ds[i][c / head_dim] a[c] and
+    /// prod[i][c] = ds[i][c / head_dim] wh[i][c] (whose column sums are da).
+    pub struct GatScoresBackwardArgs {
+        pub rows: u32,
+        pub heads: u32,
+        pub head_dim: u32,
+        /// Stride of wh, dwh and prod.
+        pub wh_ld: u32,
+        pub s_ld: u32,
+        pub wh: Ptr<f32>,
+        pub a: Ptr<f32>,
+        pub ds: Ptr<f32>,
+        pub dwh: PtrMut<f32>,
+        pub prod: PtrMut<f32>,
+    }
+
+    /// The edges of one GAT head: logits e = LeakyReLU(s_dst[row][head] + s_src[col][head]).
+    pub struct GatEdges {
+        pub n_rows: u32,
+        pub head: u32,
+        /// Stride of the n x heads score matrices.
+        pub s_ld: u32,
+        pub slope: f32,
+        pub row_ptr: Ptr<u32>,
+        pub col_idx: Ptr<u32>,
+        /// Slot of each CSR edge in the value vectors; null: CSR order.
+        pub slot_of: Ptr<u32>,
+        pub s_dst: Ptr<f32>,
+        pub s_src: Ptr<f32>,
+    }
+
+    /// Forward: logits (written at every edge slot).
+    pub struct GatEdgeLogitsArgs {
+        pub edges: GatEdges,
+        pub logits: PtrMut<f32>,
+    }
+
+    /// Backward: dz = de * LeakyReLU'(z) per edge, ds_dst[row][head] = sum of the row's dz.
+    pub struct GatEdgeLogitsBackwardArgs {
+        pub edges: GatEdges,
+        pub de: Ptr<f32>,
+        pub dz: PtrMut<f32>,
+        pub ds_dst: PtrMut<f32>,
+    }
+
+    /// out[row][col] = sum of the row's edge values (every row written).
+    pub struct EdgeRowSumsArgs {
+        pub n_rows: u32,
+        pub col: u32,
+        pub ld: u32,
+        pub row_ptr: Ptr<u32>,
+        /// Slot of each CSR edge in `values`; null: CSR order.
+        pub slot_of: Ptr<u32>,
+        pub values: Ptr<f32>,
+        pub out: PtrMut<f32>,
+    }
+
+    /// Column blocks of a wide matrix (GAT's heads): take dst[r][c] = alpha src[r][col0 + c]
+    /// (dst's padding written 0), put dst[r][col0 + c] = (accumulate ? dst : 0) + alpha src[r][c].
+    pub struct HeadColumnsArgs {
+        pub rows: u32,
+        /// Columns of the narrow side.
+        pub cols: u32,
+        pub src_ld: u32,
+        pub dst_ld: u32,
+        pub col0: u32,
+        pub alpha: f32,
+        pub accumulate: u32,
+        pub src: Ptr<f32>,
+        pub dst: PtrMut<f32>,
+    }
+
     /// x = max(x, 0) over `n4` float4s.
     pub struct ReluArgs {
         pub n4: u32,
@@ -210,6 +308,15 @@ kernels! {
     edge_softmax_scaled_long_f32(EdgeSoftmaxScaledLongArgs) = crate::nn::edge_softmax::scaled_long;
     edge_softmax_backward_f32(EdgeSoftmaxBackwardArgs) = crate::nn::edge_softmax::backward;
     edge_softmax_backward_long_f32(EdgeSoftmaxBackwardLongArgs) = crate::nn::edge_softmax::backward_long;
+    elu_f32(EluArgs) = crate::nn::elu::elu;
+    elu_backward_f32(EluBackwardArgs) = crate::nn::elu::elu_backward;
+    gat_scores_f32(GatScoresArgs) = crate::nn::gat_scores::scores;
+    gat_scores_backward_f32(GatScoresBackwardArgs) = crate::nn::gat_scores::scores_backward;
+    gat_edge_logits_f32(GatEdgeLogitsArgs) = crate::nn::gat_edge_logits::edge_logits;
+    gat_edge_logits_backward_f32(GatEdgeLogitsBackwardArgs) = crate::nn::gat_edge_logits::edge_logits_backward;
+    edge_row_sums_f32(EdgeRowSumsArgs) = crate::nn::gat_edge_logits::edge_row_sums;
+    head_take_f32(HeadColumnsArgs) = crate::nn::head_columns::take;
+    head_put_f32(HeadColumnsArgs) = crate::nn::head_columns::put;
     relu_f32(ReluArgs) = crate::nn::relu::relu;
     relu_backward_f32(ReluBackwardArgs) = crate::nn::relu::relu_backward;
     row_normalize_f32(RowNormalizeArgs) = crate::nn::row_normalize::row_normalize;

@@ -10,6 +10,10 @@ pub mod col_sums;
 pub mod cross_entropy;
 pub mod dropout;
 pub mod edge_softmax;
+pub mod elu;
+pub mod gat_edge_logits;
+pub mod gat_scores;
+pub mod head_columns;
 pub mod relu;
 pub mod row_normalize;
 

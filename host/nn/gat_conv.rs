@@ -1,0 +1,235 @@
+//! `GatConv` as PyG's `GATConv` (self-loops added, LeakyReLU slope 0.2, attention dropout,
+//! heads concatenated or averaged, bias):
+//!
+//! forward: Wh = X W (a bias-free [`Linear`] to H F columns, one GEMM for all heads); per node
+//! and head s_src[j][h] = <Wh_j,h, a_src,h>, s_dst[i][h] = <Wh_i,h, a_dst,h> (`gat_scores`:
+//! per node, never per edge); per head e_ij = LeakyReLU(s_dst[i] + s_src[j]) on the edges of
+//! A + I (row i = target: softmax over each node's incoming edges), α = edge softmax of e,
+//! α' = dropout(α) in training, out_h = α' Wh_h (one SpMM per head on the one pattern, with
+//! that head's values and its n x F block of Wh); out = [out_1 | ... | out_H] (concat) or
+//! (1/H) Σ out_h (mean), + bias.
+//!
+//! backward, from dout: db = 1ᵀ dout; per head dout_h = dout's block (or dout / H);
+//! dWh_h = α'ᵀ dout_h (SpMM on Sᵀ with α' laid out for it); dα' = dout_h Wh_hᵀ on the edges
+//! (SDDMM); dα = dropout'(dα'); de = softmax backward (the edge softmax with β = 1);
+//! dz = de LeakyReLU'(z); ds_dst = row sums of dz, ds_src = column sums of dz (row sums on Sᵀ);
+//! then through the scores: dWh += ds ⊗ a per head, da = Σ_i ds_i ⊗ Wh_i; finally the Linear's
+//! backward of dWh (dW = Xᵀ dWh, dX = dWh Wᵀ).
+//!
+//! Each head keeps its own edge buffers (logits, α, α'): the pattern is shared, the values are
+//! H sets, and every product runs on the existing SpMM / SDDMM kernels.
+
+use crate::error::Result;
+use crate::graph::Csr;
+use crate::nn::linear::Linear;
+use crate::nn::operand::Operand;
+use crate::nn::param::{Param, glorot};
+use crate::ops::backend::{Ops, Side};
+use crate::ops::nn::gat_edge_logits::GAT_SLOPE;
+use crate::tensor::Matrix;
+use crate::util::rng::SplitMix64;
+
+/// The pattern of A + I (unit values), shared by every `GatConv` of a model.
+pub struct GatGraph<B: Ops> {
+    pub graph: B::Graph,
+}
+
+impl<B: Ops> GatGraph<B> {
+    /// From the raw adjacency: one self-loop per node (PyG removes existing ones and adds one
+    /// each; in a pattern that is the same as adding the missing ones).
+    pub fn new(b: &B, a: &Csr) -> Result<Self> {
+        let with_loops = crate::graph::ops::add_self_loops(&crate::graph::ops::pattern(a), 1.0)?;
+        Ok(GatGraph { graph: b.graph(crate::graph::ops::pattern(&with_loops))? })
+    }
+}
+
+/// Edge buffers of one head.
+struct Head<B: Ops> {
+    logits: B::Edges,
+    alpha: B::Edges,
+    /// α after attention dropout (what the SpMM read), and its mask.
+    alpha_drop: B::Edges,
+    mask: B::Mask,
+    /// Wh's block of this head (n x F).
+    wh: B::Mat,
+}
+
+pub struct GatConv<B: Ops> {
+    pub lin: Linear<B>,
+    pub att_src: Param<B>,
+    pub att_dst: Param<B>,
+    pub bias: Param<B>,
+    heads: usize,
+    dim: usize,
+    concat: bool,
+    /// Attention dropout probability and the seed its per-head masks derive from.
+    p: f32,
+    seed: u64,
+    /// Whether the last forward dropped attention (the backward reads the same α').
+    dropped: bool,
+    /// β = 1 for the edge softmax (a plain softmax of the logits) and its unused gradient.
+    one: B::Mat,
+    dbeta: B::Mat,
+    s_src: B::Mat,
+    s_dst: B::Mat,
+    ds_src: B::Mat,
+    ds_dst: B::Mat,
+    head: Vec<Head<B>>,
+    /// One head's output, dout block and dWh block (n x F).
+    agg: B::Mat,
+    dout_h: B::Mat,
+    dwh_h: B::Mat,
+    /// dL/dWh (n x H F) and the scores' backward products (n x H F).
+    dwh: B::Mat,
+    prod: B::Mat,
+    /// Per-head edge scratch of the backward: on S (dα', dα, de, dz) and on Sᵀ (α'ᵀ, dzᵀ).
+    dalpha_drop: B::Edges,
+    dalpha: B::Edges,
+    dlogits: B::Edges,
+    dz: B::Edges,
+    alpha_t: B::Edges,
+    dz_t: B::Edges,
+    out: B::Mat,
+}
+
+impl<B: Ops> GatConv<B> {
+    /// A layer over `rows` nodes, `fan_in -> heads x dim` (concatenated: `heads * dim` outputs;
+    /// averaged: `dim`), attention dropout `p` with masks derived from `seed`. Glorot weights and
+    /// attention vectors (PyG's `glorot` on `att` of shape (1, H, F): bound sqrt(6 / (H + F))),
+    /// zero bias.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(b: &B, g: &GatGraph<B>, rows: usize, fan_in: usize, heads: usize, dim: usize, concat: bool, p: f32, seed: u64, rng: &mut SplitMix64) -> Result<Self> {
+        let width = heads * dim;
+        let lin = Linear::with_bias(b, rows, fan_in, width, false, rng)?;
+        let att = |rng: &mut SplitMix64| -> Result<Param<B>> { Param::new(b, &Matrix::from_vec(1, width, glorot(heads, dim, rng).data)?) };
+        let att_src = att(rng)?;
+        let att_dst = att(rng)?;
+        let fwd = || b.edges(&g.graph, Side::Forward);
+        let bwd = || b.edges(&g.graph, Side::Transposed);
+        let head = (0..heads)
+            .map(|_| {
+                let alpha = fwd()?;
+                let mask = b.edge_mask(&alpha)?;
+                Ok(Head { logits: fwd()?, alpha_drop: fwd()?, alpha, mask, wh: b.matrix(rows, dim)? })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(GatConv {
+            lin,
+            att_src,
+            att_dst,
+            bias: Param::new(b, &Matrix::zeros(1, if concat { width } else { dim }))?,
+            heads,
+            dim,
+            concat,
+            p,
+            seed,
+            dropped: false,
+            one: b.upload(&Matrix::from_vec(1, 1, vec![1.0])?)?,
+            dbeta: b.matrix(1, 1)?,
+            s_src: b.matrix(rows, heads)?,
+            s_dst: b.matrix(rows, heads)?,
+            ds_src: b.matrix(rows, heads)?,
+            ds_dst: b.matrix(rows, heads)?,
+            head,
+            agg: b.matrix(rows, dim)?,
+            dout_h: b.matrix(rows, dim)?,
+            dwh_h: b.matrix(rows, dim)?,
+            dwh: b.matrix(rows, width)?,
+            prod: b.matrix(rows, width)?,
+            dalpha_drop: fwd()?,
+            dalpha: fwd()?,
+            dlogits: fwd()?,
+            dz: fwd()?,
+            alpha_t: bwd()?,
+            dz_t: bwd()?,
+            out: b.matrix(rows, if concat { width } else { dim })?,
+        })
+    }
+
+    /// Output columns: `heads * dim` concatenated, `dim` averaged.
+    pub fn out_width(&self) -> usize {
+        if self.concat { self.heads * self.dim } else { self.dim }
+    }
+
+    /// Where head `h`'s output goes in `out` and with what weight.
+    fn head_block(&self, h: usize) -> (usize, f32) {
+        if self.concat { (h * self.dim, 1.0) } else { (0, 1.0 / self.heads as f32) }
+    }
+
+    /// The seed of head `h`'s attention-dropout masks.
+    fn head_seed(&self, h: usize) -> u64 {
+        SplitMix64::new(self.seed ^ ((h as u64 + 1) << 48)).next_u64()
+    }
+
+    pub fn forward(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, train: bool) -> Result<&B::Mat> {
+        self.dropped = train && self.p > 0.0;
+        let wh = self.lin.forward(b, x)?;
+        b.gat_scores(wh, &self.att_src.value, &mut self.s_src)?;
+        b.gat_scores(wh, &self.att_dst.value, &mut self.s_dst)?;
+        for h in 0..self.heads {
+            let (col0, weight) = self.head_block(h);
+            let seed = self.head_seed(h);
+            let hd = &mut self.head[h];
+            b.head_take(self.lin.out(), h * self.dim, 1.0, &mut hd.wh)?;
+            b.gat_edge_logits(&g.graph, &self.s_dst, &self.s_src, h, GAT_SLOPE, &mut hd.logits)?;
+            b.edge_softmax(&g.graph, &self.one, &hd.logits, &mut hd.alpha)?;
+            let used = if self.dropped {
+                b.dropout_edges(&hd.alpha, &mut hd.alpha_drop, &mut hd.mask, self.p, seed)?;
+                &hd.alpha_drop
+            } else {
+                &hd.alpha
+            };
+            b.spmm(&g.graph, Side::Forward, used, &hd.wh, &mut self.agg)?;
+            b.head_put(&self.agg, col0, weight, !self.concat && h > 0, &mut self.out)?;
+        }
+        b.bias_add(&mut self.out, &self.bias.value)?;
+        Ok(&self.out)
+    }
+
+    pub fn out(&self) -> &B::Mat {
+        &self.out
+    }
+    pub fn out_mut(&mut self) -> &mut B::Mat {
+        &mut self.out
+    }
+
+    /// Fills every parameter's gradient from `dout` (after a training `forward` of `x`), and dX
+    /// into `dx` when asked.
+    pub fn backward(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, dout: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
+        b.col_sums(dout, &mut self.bias.grad)?;
+        for h in 0..self.heads {
+            let (col0, weight) = self.head_block(h);
+            let hd = &self.head[h];
+            let used = if self.dropped { &hd.alpha_drop } else { &hd.alpha };
+            b.head_take(dout, col0, weight, &mut self.dout_h)?;
+            // Through the aggregation out_h = α' Wh_h: dWh_h = α'ᵀ dout_h, dα' = dout_h Wh_hᵀ.
+            b.transpose_edges(&g.graph, used, &mut self.alpha_t)?;
+            b.spmm(&g.graph, Side::Transposed, &self.alpha_t, &self.dout_h, &mut self.dwh_h)?;
+            b.head_put(&self.dwh_h, h * self.dim, 1.0, false, &mut self.dwh)?;
+            let dalpha = if self.dropped {
+                b.sddmm(&g.graph, &self.dout_h, &hd.wh, &mut self.dalpha_drop)?;
+                b.dropout_edges_backward(&self.dalpha_drop, &hd.mask, self.p, &mut self.dalpha)?;
+                &self.dalpha
+            } else {
+                b.sddmm(&g.graph, &self.dout_h, &hd.wh, &mut self.dalpha)?;
+                &self.dalpha
+            };
+            // Through the softmax (β = 1) and the LeakyReLU, to both ends of every edge.
+            b.edge_softmax_backward(&g.graph, &self.one, &hd.alpha, dalpha, &hd.logits, &mut self.dlogits, &mut self.dbeta)?;
+            b.gat_edge_logits_backward(&g.graph, &self.s_dst, &self.s_src, h, GAT_SLOPE, &self.dlogits, &mut self.dz, &mut self.ds_dst)?;
+            b.transpose_edges(&g.graph, &self.dz, &mut self.dz_t)?;
+            b.edge_row_sums(&g.graph, Side::Transposed, &self.dz_t, h, &mut self.ds_src)?;
+        }
+        // Through the per-node scores, accumulated onto the aggregation's dWh.
+        let wh = self.lin.out();
+        b.gat_scores_backward(wh, &self.att_src.value, &self.ds_src, &mut self.dwh, &mut self.prod)?;
+        b.col_sums(&self.prod, &mut self.att_src.grad)?;
+        b.gat_scores_backward(wh, &self.att_dst.value, &self.ds_dst, &mut self.dwh, &mut self.prod)?;
+        b.col_sums(&self.prod, &mut self.att_dst.grad)?;
+        self.lin.backward(b, x, &self.dwh, dx)
+    }
+
+    pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
+        vec![("lin.weight", &mut self.lin.weight), ("att_src", &mut self.att_src), ("att_dst", &mut self.att_dst), ("bias", &mut self.bias)]
+    }
+}

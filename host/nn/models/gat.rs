@@ -1,0 +1,156 @@
+//! GAT as PyG's example (`examples/gat.py`): dropout → GatConv (8 heads x 8, concatenated) →
+//! ELU → dropout → GatConv (1 head, `concat=False`), dropout 0.6 on the features and on the
+//! attention of both convs, Adam lr 0.005, weight decay 5e-4. More layers repeat the hidden one
+//! (dropout → GatConv H x F concat → ELU); `heads` is the hidden layers' head count (the output
+//! layer has one head, as the example on cora and citeseer).
+
+use crate::error::Result;
+use crate::graph::Csr;
+use crate::nn::dropout::Dropout;
+use crate::nn::gat_conv::{GatConv, GatGraph};
+use crate::nn::input::InputFeatures;
+use crate::nn::models::{Model, ModelConfig, ModelInfo, dropout_seed, edge_bytes, mat_bytes, param_bytes};
+use crate::nn::operand::Operand;
+use crate::nn::param::Param;
+use crate::ops::backend::Ops;
+use crate::ops::backend::cuda::EdgeLayout;
+use crate::util::rng::SplitMix64;
+
+pub const INFO: ModelInfo = ModelInfo {
+    name: "gat",
+    about: "GAT (Veličković et al.) as PyG's GATConv: attention heads concatenated, ELU, 1-head mean output; default 2 x 8 heads x 8",
+    defaults: ModelConfig {
+        model: "gat",
+        layers: 2,
+        hidden: 8,
+        heads: 8,
+        dropout: 0.6,
+        batch_norm: false,
+        residual: false,
+        variant: false,
+        seed: 0,
+    },
+    lr: 0.005,
+    weight_decay: 5e-4,
+    // Attention values change every step: compact CSR order for every edge op.
+    edge_layout: EdgeLayout::Csr,
+    estimate_bytes,
+};
+
+pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Gat<B>> {
+    Gat::new(b, graph, features, classes, cfg)
+}
+
+/// Bytes of one GatConv over `n` nodes and `nnz` edges (self-loops included by `edge_bytes`'s
+/// `+ n`), `fan_in -> heads x dim`.
+fn conv_bytes(n: u64, nnz: u64, fan_in: u64, heads: u64, dim: u64) -> u64 {
+    let width = heads * dim;
+    let edges = edge_bytes(n, nnz);
+    let mask = nnz + n;
+    // Params: W, a_src, a_dst, bias. Matrices: Wh, dWh, prod, out (n x H F), the heads' Wh
+    // blocks (n x H F in all), agg / dout_h / dWh_h (n x F), 4 score matrices (n x H).
+    // Edges: 3 per head (logits, α, α') + 6 scratch, and one mask byte per edge and head.
+    param_bytes(fan_in, width) + 3 * param_bytes(1, width)
+        + 5 * mat_bytes(n, width)
+        + 3 * mat_bytes(n, dim)
+        + 4 * mat_bytes(n, heads)
+        + (3 * heads + 6) * edges
+        + heads * mask
+}
+
+fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {
+    let (n, nnz, f, c) = (n as u64, nnz as u64, features as u64, classes as u64);
+    let (h, heads) = (cfg.hidden as u64, cfg.heads as u64);
+    let hidden_width = h * heads;
+    let hidden_convs: u64 = (0..cfg.layers as u64 - 1).map(|l| conv_bytes(n, nnz, if l == 0 { f } else { hidden_width }, heads, h)).sum();
+    let in_last = if cfg.layers == 1 { f } else { hidden_width };
+    // Dropout outputs and their masks, two backward buffers.
+    hidden_convs + conv_bytes(n, nnz, in_last, 1, c) + (cfg.layers as u64) * 2 * mat_bytes(n, hidden_width) + 2 * mat_bytes(n, hidden_width)
+}
+
+pub struct Gat<B: Ops> {
+    graph: GatGraph<B>,
+    convs: Vec<GatConv<B>>,
+    /// Dropout before conv l + 1 (on conv l's ELU output).
+    drops: Vec<Dropout<B>>,
+    /// dL/d(input of a conv) and dL/d(output of the conv below), ping-ponged down the stack.
+    d_x: B::Mat,
+    d_h: B::Mat,
+    p: f32,
+    input_seed: u64,
+}
+
+impl<B: Ops> Gat<B> {
+    pub fn new(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Self> {
+        let n = graph.n_rows();
+        let mut rng = SplitMix64::new(cfg.seed);
+        let g = GatGraph::new(b, graph)?;
+        let hidden_width = cfg.hidden * cfg.heads;
+        let mut convs = Vec::with_capacity(cfg.layers);
+        for l in 0..cfg.layers {
+            let fan_in = if l == 0 { features } else { hidden_width };
+            let last = l + 1 == cfg.layers;
+            let (heads, dim, concat) = if last { (1, classes, false) } else { (cfg.heads, cfg.hidden, true) };
+            convs.push(GatConv::new(b, &g, n, fan_in, heads, dim, concat, cfg.dropout, dropout_seed(cfg.seed, 100 + l as u64), &mut rng)?);
+        }
+        let drops = (1..cfg.layers).map(|l| Dropout::new(b, n, hidden_width, cfg.dropout, dropout_seed(cfg.seed, l as u64))).collect::<Result<Vec<_>>>()?;
+        Ok(Gat {
+            graph: g,
+            convs,
+            drops,
+            d_x: b.matrix(n, hidden_width)?,
+            d_h: b.matrix(n, hidden_width)?,
+            p: cfg.dropout,
+            input_seed: dropout_seed(cfg.seed, 0),
+        })
+    }
+}
+
+impl<B: Ops> Model<B> for Gat<B> {
+    fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat> {
+        let last = self.convs.len() - 1;
+        {
+            let x0 = input.forward(b, train, self.p, self.input_seed)?;
+            self.convs[0].forward(b, &self.graph, &x0, train)?;
+        }
+        for l in 1..=last {
+            let (below, rest) = self.convs.split_at_mut(l);
+            let h = below[l - 1].out_mut();
+            b.elu(h)?;
+            self.drops[l - 1].forward(b, h, train)?;
+            let x = self.drops[l - 1].output(h, train);
+            rest[0].forward(b, &self.graph, &Operand::Dense(x), train)?;
+        }
+        Ok(self.convs[last].out())
+    }
+
+    fn backward(&mut self, b: &B, input: &InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
+        let last = self.convs.len() - 1;
+        for l in (1..=last).rev() {
+            let (below, rest) = self.convs.split_at_mut(l);
+            let h = below[l - 1].out();
+            let x = self.drops[l - 1].output(h, true);
+            let dout = if l == last { dlogits } else { &self.d_h };
+            rest[0].backward(b, &self.graph, &Operand::Dense(x), dout, Some(&mut self.d_x))?;
+            // Through the dropout and the ELU below (its output is conv l - 1's `out`).
+            self.drops[l - 1].backward(b, &self.d_x, &mut self.d_h)?;
+            b.elu_backward(h, &mut self.d_h)?;
+        }
+        let dout = if last == 0 { dlogits } else { &self.d_h };
+        let x0 = input.operand(true, self.p);
+        self.convs[0].backward(b, &self.graph, &x0, dout, None)
+    }
+
+    fn params(&mut self) -> Vec<(String, &mut Param<B>)> {
+        let mut out = Vec::new();
+        for (l, c) in self.convs.iter_mut().enumerate() {
+            out.extend(c.params().into_iter().map(|(n, p)| (format!("convs.{l}.{n}"), p)));
+        }
+        out
+    }
+
+    fn embedding(&self, layer: usize) -> Option<&B::Mat> {
+        // Each hidden conv's output after its ELU.
+        if layer + 1 < self.convs.len() { Some(self.convs[layer].out()) } else { None }
+    }
+}

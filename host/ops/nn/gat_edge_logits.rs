@@ -1,0 +1,312 @@
+//! GAT's edge logits of one head, e_ij = LeakyReLU(s_dst[i][h] + s_src[j][h]) on the edges of
+//! S (row i = target, column j = source), from the per-node scores of `gat_scores`; the
+//! backward dz_ij = de_ij LeakyReLU'(z_ij) with its row sums ds_dst[i][h]; and plain row sums of
+//! edge values into one column of a matrix (ds_src: the row sums of dz laid out for Sᵀ, i.e.
+//! S's column sums, without atomics). CPU (CSR order) and the launchers of
+//! `kernels-gpu/src/nn/gat_edge_logits.rs` (values in either [`ValueOrder`]).
+
+use rayon::prelude::*;
+
+use super::{check_gpu, check_matrix, row_runs, row_shape};
+use crate::error::{Error, Result};
+use crate::gpu::abi::nn::{
+    EdgeRowSumsArgs, GatEdgeLogitsArgs, GatEdgeLogitsBackwardArgs, GatEdges, edge_row_sums_f32, gat_edge_logits_backward_f32, gat_edge_logits_f32,
+};
+use crate::gpu::launch::Ptr;
+use crate::gpu::{DeviceMatrix, DeviceVec};
+use crate::graph::Csr;
+use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
+use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
+use crate::ops::backend::{Backend, Side};
+use crate::ops::{GraphHandle, ValueOrder};
+use crate::util::Real;
+
+/// PyG's GATConv `negative_slope`.
+pub const GAT_SLOPE: f32 = 0.2;
+
+fn check_scores(s: &Csr, s_dst: (usize, usize), s_src: (usize, usize), head: usize, what: &str) -> Result<()> {
+    if s_dst.0 != s.n_rows() || s_src.0 != s.n_cols() || s_dst.1 != s_src.1 || head >= s_dst.1 {
+        return Err(Error::Shape(format!(
+            "{what}: S {}x{}, s_dst {}x{}, s_src {}x{}, head {head}",
+            s.n_rows(),
+            s.n_cols(),
+            s_dst.0,
+            s_dst.1,
+            s_src.0,
+            s_src.1
+        )));
+    }
+    Ok(())
+}
+
+fn check_len(len: usize, want: usize, name: &str, what: &str) -> Result<()> {
+    if len < want {
+        return Err(Error::Shape(format!("{what}: {name} has {len} values for {want} edge slots")));
+    }
+    Ok(())
+}
+
+/// logits_e = LeakyReLU(s_dst[row(e)][head] + s_src[col(e)][head], slope), CSR order.
+pub fn gat_edge_logits_cpu<T: Real>(s: &Csr, s_dst: &HostMat<T>, s_src: &HostMat<T>, head: usize, slope: T, logits: &mut [T]) -> Result<()> {
+    check_scores(s, (s_dst.rows, s_dst.cols), (s_src.rows, s_src.cols), head, "gat_edge_logits")?;
+    check_len(logits.len(), s.nnz(), "logits", "gat_edge_logits")?;
+    let (rp, ci, h) = (s.row_ptr(), s.col_idx(), s_dst.cols);
+    row_runs(rp, &mut logits[..s.nnz()]).into_par_iter().for_each(|(r0, nr, out)| {
+        let off = rp[r0] as usize;
+        for r in r0..r0 + nr {
+            for e in rp[r] as usize..rp[r + 1] as usize {
+                let z = s_dst.data[r * h + head] + s_src.data[ci[e] as usize * h + head];
+                out[e - off] = if z > T::zero() { z } else { slope * z };
+            }
+        }
+    });
+    Ok(())
+}
+
+/// dz_e = de_e (z_e > 0 ? 1 : slope) and ds_dst[r][head] = sum of row r's dz (every row
+/// written, 0 for an empty one); CSR order.
+#[allow(clippy::too_many_arguments)]
+pub fn gat_edge_logits_backward_cpu<T: Real>(
+    s: &Csr,
+    s_dst: &HostMat<T>,
+    s_src: &HostMat<T>,
+    head: usize,
+    slope: T,
+    de: &[T],
+    dz: &mut [T],
+    ds_dst: &mut HostMat<T>,
+) -> Result<()> {
+    check_scores(s, (s_dst.rows, s_dst.cols), (s_src.rows, s_src.cols), head, "gat_edge_logits_backward")?;
+    check_len(de.len(), s.nnz(), "de", "gat_edge_logits_backward")?;
+    check_len(dz.len(), s.nnz(), "dz", "gat_edge_logits_backward")?;
+    if (ds_dst.rows, ds_dst.cols) != (s_dst.rows, s_dst.cols) {
+        return Err(Error::Shape(format!("gat_edge_logits_backward: ds_dst {}x{} for scores {}x{}", ds_dst.rows, ds_dst.cols, s_dst.rows, s_dst.cols)));
+    }
+    let (rp, ci, h) = (s.row_ptr(), s.col_idx(), s_dst.cols);
+    let sums: Vec<(usize, Vec<T>)> = row_runs(rp, &mut dz[..s.nnz()])
+        .into_par_iter()
+        .map(|(r0, nr, out)| {
+            let off = rp[r0] as usize;
+            let mut sums = vec![T::zero(); nr];
+            for r in r0..r0 + nr {
+                for e in rp[r] as usize..rp[r + 1] as usize {
+                    let z = s_dst.data[r * h + head] + s_src.data[ci[e] as usize * h + head];
+                    let d = if z > T::zero() { de[e] } else { slope * de[e] };
+                    out[e - off] = d;
+                    sums[r - r0] += d;
+                }
+            }
+            (r0, sums)
+        })
+        .collect();
+    for (r0, run) in sums {
+        for (k, v) in run.into_iter().enumerate() {
+            ds_dst.data[(r0 + k) * h + head] = v;
+        }
+    }
+    Ok(())
+}
+
+/// out[r][col] = sum of row r's values (CSR order of `s`; every row written).
+pub fn edge_row_sums_cpu<T: Real>(s: &Csr, values: &[T], col: usize, out: &mut HostMat<T>) -> Result<()> {
+    check_len(values.len(), s.nnz(), "values", "edge_row_sums")?;
+    if out.rows != s.n_rows() || col >= out.cols {
+        return Err(Error::Shape(format!("edge_row_sums: column {col} of a {}x{} matrix for {} rows", out.rows, out.cols, s.n_rows())));
+    }
+    let (rp, w) = (s.row_ptr(), out.cols);
+    for r in 0..s.n_rows() {
+        out.data[r * w + col] = values[rp[r] as usize..rp[r + 1] as usize].iter().fold(T::zero(), |a, &v| a + v);
+    }
+    Ok(())
+}
+
+/// Rows of `g` as the kernels index them.
+fn rows_u32(g: &GraphHandle, what: &str) -> Result<u32> {
+    u32::try_from(g.csr().n_rows()).ok().filter(|&n| n <= u32::MAX / 2).ok_or_else(|| Error::Unsupported(format!("{what}: {} rows", g.csr().n_rows())))
+}
+
+/// A pattern as the kernels read it.
+struct DeviceEdges {
+    row_ptr: Ptr<u32>,
+    col_idx: Ptr<u32>,
+    /// Null for CSR order.
+    slot_of: Ptr<u32>,
+    /// Value slots `order` needs.
+    slots: usize,
+}
+
+/// The device CSR and slot map of `g` in `order` (uploaded on first use, cached in the handle).
+fn device_edges(g: &GraphHandle, order: ValueOrder) -> Result<DeviceEdges> {
+    let gpu = g.gpu()?;
+    let csr = g.device_csr()?;
+    let slot_of = match order {
+        ValueOrder::Csr => Ptr::null(),
+        ValueOrder::MeBcrs => g.device_csr_to_slot()?.0.arg(gpu),
+    };
+    Ok(DeviceEdges { row_ptr: csr.row_ptr.arg(gpu), col_idx: csr.col_idx.arg(gpu), slot_of, slots: g.value_len(order)? })
+}
+
+fn gat_edges(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, head: usize, slope: f32, what: &str) -> Result<(GatEdges, usize)> {
+    let gpu = g.gpu()?;
+    check_matrix(s_dst, what)?;
+    check_matrix(s_src, what)?;
+    check_gpu(gpu, s_dst.gpu(), what)?;
+    check_gpu(gpu, s_src.gpu(), what)?;
+    check_scores(g.csr(), (s_dst.rows, s_dst.cols), (s_src.rows, s_src.cols), head, what)?;
+    if s_dst.ld != s_src.ld {
+        return Err(Error::Shape(format!("{what}: score strides {} and {}", s_dst.ld, s_src.ld)));
+    }
+    let n_rows = rows_u32(g, what)?;
+    let DeviceEdges { row_ptr, col_idx, slot_of, slots } = device_edges(g, order)?;
+    let edges = GatEdges {
+        n_rows,
+        head: head as u32,
+        s_ld: s_dst.ld as u32,
+        slope,
+        row_ptr,
+        col_idx,
+        slot_of,
+        s_dst: s_dst.arg(),
+        s_src: s_src.arg(),
+    };
+    Ok((edges, slots))
+}
+
+/// [`gat_edge_logits_cpu`] on the device, values in `order` (non-edge slots untouched). The
+/// first call on a graph uploads its CSR (and slot map): warm up before capturing.
+pub fn gat_edge_logits(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, head: usize, slope: f32, logits: &mut DeviceVec<f32>) -> Result<()> {
+    let (edges, slots) = gat_edges(g, order, s_dst, s_src, head, slope, "gat_edge_logits")?;
+    check_len(logits.len(), slots, "logits", "gat_edge_logits")?;
+    let gpu = g.gpu()?.clone();
+    if edges.n_rows == 0 {
+        return Ok(());
+    }
+    let args = GatEdgeLogitsArgs { edges, logits: logits.arg_mut(&gpu) };
+    // SAFETY: row_ptr has n_rows + 1 entries and col_idx nnz, every column is a row of s_src and
+    // every row of s_dst (shapes checked), head < the score columns, and every (mapped) edge
+    // index is below `slots`, which logits covers.
+    unsafe { gat_edge_logits_f32.launch(&gpu, row_shape(&gpu, edges.n_rows as u64, 1, 0), &args) }
+}
+
+/// [`gat_edge_logits_backward_cpu`] on the device.
+#[allow(clippy::too_many_arguments)]
+pub fn gat_edge_logits_backward(
+    g: &GraphHandle,
+    order: ValueOrder,
+    s_dst: &DeviceMatrix<f32>,
+    s_src: &DeviceMatrix<f32>,
+    head: usize,
+    slope: f32,
+    de: &DeviceVec<f32>,
+    dz: &mut DeviceVec<f32>,
+    ds_dst: &mut DeviceMatrix<f32>,
+) -> Result<()> {
+    let what = "gat_edge_logits_backward";
+    let (edges, slots) = gat_edges(g, order, s_dst, s_src, head, slope, what)?;
+    check_len(de.len(), slots, "de", what)?;
+    check_len(dz.len(), slots, "dz", what)?;
+    check_matrix(ds_dst, what)?;
+    if (ds_dst.rows, ds_dst.cols, ds_dst.ld) != (s_dst.rows, s_dst.cols, s_dst.ld) {
+        return Err(Error::Shape(format!("{what}: ds_dst {}x{} for scores {}x{}", ds_dst.rows, ds_dst.cols, s_dst.rows, s_dst.cols)));
+    }
+    let gpu = g.gpu()?.clone();
+    check_gpu(&gpu, ds_dst.gpu(), what)?;
+    if edges.n_rows == 0 {
+        return Ok(());
+    }
+    let args = GatEdgeLogitsBackwardArgs { edges, de: de.arg(&gpu), dz: dz.arg_mut(&gpu), ds_dst: ds_dst.arg_mut() };
+    // SAFETY: as in `gat_edge_logits`; ds_dst has the shape and stride of s_dst.
+    unsafe { gat_edge_logits_backward_f32.launch(&gpu, row_shape(&gpu, edges.n_rows as u64, 1, 0), &args) }
+}
+
+/// [`edge_row_sums_cpu`] on the device, values in `order` for the pattern of `g`.
+pub fn edge_row_sums(g: &GraphHandle, order: ValueOrder, values: &DeviceVec<f32>, col: usize, out: &mut DeviceMatrix<f32>) -> Result<()> {
+    let what = "edge_row_sums";
+    let gpu = g.gpu()?.clone();
+    check_matrix(out, what)?;
+    check_gpu(&gpu, out.gpu(), what)?;
+    if out.rows != g.csr().n_rows() || col >= out.cols {
+        return Err(Error::Shape(format!("{what}: column {col} of a {}x{} matrix for {} rows", out.rows, out.cols, g.csr().n_rows())));
+    }
+    let n_rows = rows_u32(g, what)?;
+    let DeviceEdges { row_ptr, slot_of, slots, .. } = device_edges(g, order)?;
+    check_len(values.len(), slots, "values", what)?;
+    if n_rows == 0 {
+        return Ok(());
+    }
+    let args = EdgeRowSumsArgs { n_rows, col: col as u32, ld: out.ld as u32, row_ptr, slot_of, values: values.arg(&gpu), out: out.arg_mut() };
+    // SAFETY: row_ptr has n_rows + 1 entries, every (mapped) edge index is below `slots` (which
+    // values covers), and out has n_rows rows with col < its columns.
+    unsafe { edge_row_sums_f32.launch(&gpu, row_shape(&gpu, n_rows as u64, 1, 0), &args) }
+}
+
+// -- the op on each backend --
+
+/// GAT's edge logits of one head from the per-node scores, their backward, and edge row sums.
+pub trait GatEdgeLogitsOp: Backend {
+    /// `logits_ij = LeakyReLU(s_dst[i][head] + s_src[j][head], slope)` on the edges of S.
+    #[allow(clippy::too_many_arguments)]
+    fn gat_edge_logits(&self, g: &Self::Graph, s_dst: &Self::Mat, s_src: &Self::Mat, head: usize, slope: f32, logits: &mut Self::Edges) -> Result<()>;
+    /// `dz = de ⊙ LeakyReLU'(z)`, and `ds_dst[:, head]` = its row sums.
+    #[allow(clippy::too_many_arguments)]
+    fn gat_edge_logits_backward(
+        &self,
+        g: &Self::Graph,
+        s_dst: &Self::Mat,
+        s_src: &Self::Mat,
+        head: usize,
+        slope: f32,
+        de: &Self::Edges,
+        dz: &mut Self::Edges,
+        ds_dst: &mut Self::Mat,
+    ) -> Result<()>;
+    /// `out[:, col]` = the row sums of `values` on `side` of the pattern.
+    fn edge_row_sums(&self, g: &Self::Graph, side: Side, values: &Self::Edges, col: usize, out: &mut Self::Mat) -> Result<()>;
+}
+
+impl<T: Real> GatEdgeLogitsOp for CpuBackend<T> {
+    fn gat_edge_logits(&self, g: &HostGraph<T>, s_dst: &HostMat<T>, s_src: &HostMat<T>, head: usize, slope: f32, logits: &mut Vec<T>) -> Result<()> {
+        gat_edge_logits_cpu(&g.s, s_dst, s_src, head, T::from_f64(slope as f64), logits)
+    }
+    fn gat_edge_logits_backward(
+        &self,
+        g: &HostGraph<T>,
+        s_dst: &HostMat<T>,
+        s_src: &HostMat<T>,
+        head: usize,
+        slope: f32,
+        de: &Vec<T>,
+        dz: &mut Vec<T>,
+        ds_dst: &mut HostMat<T>,
+    ) -> Result<()> {
+        gat_edge_logits_backward_cpu(&g.s, s_dst, s_src, head, T::from_f64(slope as f64), de, dz, ds_dst)
+    }
+    fn edge_row_sums(&self, g: &HostGraph<T>, side: Side, values: &Vec<T>, col: usize, out: &mut HostMat<T>) -> Result<()> {
+        edge_row_sums_cpu(self.side(g, side), values, col, out)
+    }
+}
+
+impl GatEdgeLogitsOp for CudaBackend {
+    fn gat_edge_logits(&self, g: &GpuGraph, s_dst: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, head: usize, slope: f32, logits: &mut DeviceVec<f32>) -> Result<()> {
+        self.timed("gat edge logits", || gat_edge_logits(&g.handle, self.order, s_dst, s_src, head, slope, logits))
+    }
+    fn gat_edge_logits_backward(
+        &self,
+        g: &GpuGraph,
+        s_dst: &DeviceMatrix<f32>,
+        s_src: &DeviceMatrix<f32>,
+        head: usize,
+        slope: f32,
+        de: &DeviceVec<f32>,
+        dz: &mut DeviceVec<f32>,
+        ds_dst: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
+        self.timed("gat edge logits backward", || gat_edge_logits_backward(&g.handle, self.order, s_dst, s_src, head, slope, de, dz, ds_dst))
+    }
+    fn edge_row_sums(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, col: usize, out: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.timed("edge row sums", || {
+            let h = g.side(side)?;
+            edge_row_sums(&h, self.order, values, col, out)
+        })
+    }
+}

@@ -102,6 +102,9 @@ pub const TEST_BIT: u8 = 4;
 
 pub use crate::ops::nn::adam::AdamHyper;
 
+use crate::ops::nn::batch_norm::BatchNormOp;
+use crate::ops::nn::dot::DotOp;
+use crate::ops::nn::scaled_add::ScaledAddOp;
 use crate::ops::nn::{
     adam::AdamOp, add_assign::AddAssignOp, bias_add::BiasAddOp, col_sums::ColSumsOp, copy::CopyOp, cross_entropy::CrossEntropyOp,
     dropout::DropoutOp, edge_softmax::EdgeSoftmaxOp, gemm::GemmOp, relu::ReluOp, row_normalize::RowNormalizeOp, sddmm::SddmmOp,
@@ -126,6 +129,9 @@ pub trait Ops:
     + EdgeSoftmaxOp
     + CrossEntropyOp
     + AdamOp
+    + ScaledAddOp
+    + DotOp
+    + BatchNormOp
 {
 }
 
@@ -145,5 +151,8 @@ impl<B> Ops for B where
         + EdgeSoftmaxOp
         + CrossEntropyOp
         + AdamOp
+        + ScaledAddOp
+        + DotOp
+        + BatchNormOp
 {
 }

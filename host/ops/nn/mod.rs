@@ -22,15 +22,18 @@
 
 pub mod adam;
 pub mod add_assign;
+pub mod batch_norm;
 pub mod bias_add;
 pub mod col_sums;
 pub mod copy;
 pub mod cross_entropy;
+pub mod dot;
 pub mod dropout;
 pub mod edge_softmax;
 pub mod gemm;
 pub mod relu;
 pub mod row_normalize;
+pub mod scaled_add;
 pub mod sddmm;
 pub mod spmm;
 pub mod transpose_edges;

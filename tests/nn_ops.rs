@@ -911,10 +911,12 @@ fn cpu_batch_norm_matches_torch_definition() {
     let (want, bm, bv) = bn_reference(&x, rows, cols, &gamma, &beta);
     assert!(rel64(&y, &want) < 1e-12, "train forward");
     for c in 0..cols {
-        // torch: running = 0.9 running + 0.1 batch, with the unbiased variance.
-        assert!((rm[c] - (0.9 * 0.5 + 0.1 * bm[c])).abs() < 1e-12, "running mean {c}");
+        // torch: running = (1 - 0.1) running + 0.1 batch, with the unbiased variance (0.1 as
+        // the f32 the hyper-parameter is).
+        let mo = BN_MOMENTUM as f64;
+        assert!((rm[c] - ((1.0 - mo) * 0.5 + mo * bm[c])).abs() < 1e-12, "running mean {c}");
         let unbiased = bv[c] * rows as f64 / (rows - 1) as f64;
-        assert!((rv[c] - (0.9 * 2.0 + 0.1 * unbiased)).abs() < 1e-12, "running var {c}");
+        assert!((rv[c] - ((1.0 - mo) * 2.0 + mo * unbiased)).abs() < 1e-12, "running var {c}");
     }
     // Evaluation: the running statistics normalise, and stay as they are.
     let (rm0, rv0) = (rm.clone(), rv.clone());

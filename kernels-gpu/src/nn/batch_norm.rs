@@ -146,6 +146,9 @@ pub unsafe fn batch_norm_finish(args: BatchNormFinishArgs) {
 #[inline(always)]
 pub unsafe fn batch_norm_apply(args: BatchNormApplyArgs) {
     let BatchNormApplyArgs { n4, ld4, x, y, mean, inv_std, gamma, beta } = args;
+    if ld4 == 0 {
+        return; // no columns; also lets `% ld4` compile without a panic path
+    }
     let mut i = global_thread();
     while i < n4 {
         let c4 = i % ld4;
@@ -179,6 +182,9 @@ pub unsafe fn batch_norm_backward_sums(args: BatchNormBackwardSumsArgs) {
 #[inline(always)]
 pub unsafe fn batch_norm_backward(args: BatchNormBackwardArgs) {
     let BatchNormBackwardArgs { n4, ld4, rows, x, dy, mean, inv_std, gamma, dgamma, dbeta, dx } = args;
+    if ld4 == 0 {
+        return; // no columns; also lets `% ld4` compile without a panic path
+    }
     let n = rows as f32;
     let inv_n = 1.0 / rows.max(1) as f32;
     let mut i = global_thread();

@@ -56,7 +56,7 @@ pub fn batch_norm_cpu<T: Real>(
     y: &mut [T],
     saved: (&mut [T], &mut [T]),
 ) {
-    let rows = if cols == 0 { 0 } else { x.len() / cols };
+    let rows = x.len().checked_div(cols).unwrap_or(0);
     assert_eq!(x.len(), rows * cols, "batch_norm_cpu: x is not a multiple of {cols} columns");
     assert_eq!(y.len(), x.len(), "batch_norm_cpu: y has {} values for {}", y.len(), x.len());
     let (gamma, beta) = affine;
@@ -72,7 +72,7 @@ pub fn batch_norm_cpu<T: Real>(
     if hyper.train {
         let n = T::from_f64(rows.max(1) as f64);
         col_sums_cpu(x, rows, cols, mean);
-        mean.iter_mut().for_each(|m| *m = *m / n);
+        mean.iter_mut().for_each(|m| *m /= n);
         // Centred sum of squares (two passes: no cancellation of E[x^2] - E[x]^2).
         let mut sq = vec![T::zero(); cols];
         for row in x.chunks(cols) {
@@ -112,7 +112,7 @@ pub fn batch_norm_backward_cpu<T: Real>(
     dx: &mut [T],
     grads: (&mut [T], &mut [T]),
 ) {
-    let rows = if cols == 0 { 0 } else { x.len() / cols };
+    let rows = x.len().checked_div(cols).unwrap_or(0);
     assert_eq!(x.len(), rows * cols, "batch_norm_backward_cpu: x is not a multiple of {cols} columns");
     assert_eq!(dy.len(), x.len(), "batch_norm_backward_cpu: dy has {} values for {}", dy.len(), x.len());
     assert_eq!(dx.len(), x.len(), "batch_norm_backward_cpu: dx has {} values for {}", dx.len(), x.len());

@@ -89,6 +89,13 @@ fn compare_all(gpu: &Arc<tcgnn::gpu::Gpu>, name: &str, p: &Problem, dropout: f32
 fn compare(gpu: &Arc<tcgnn::gpu::Gpu>, name: &str, p: &Problem, kind: &str, dropout: f32) {
     let d = default_config(kind).unwrap();
     let cfg = ModelConfig { layers: 2, hidden: 16, heads: d.heads.min(2), dropout, seed: 5, ..d };
+    compare_cfg(gpu, name, p, &cfg);
+}
+
+/// Model `cfg` on the GPU in every precision and edge layout against the f64 CPU backend.
+fn compare_cfg(gpu: &Arc<tcgnn::gpu::Gpu>, name: &str, p: &Problem, cfg: &ModelConfig) {
+    let (kind, dropout) = (cfg.model, cfg.dropout);
+    let cfg = *cfg;
     let reference = run(&CpuBackend::<f64>::new(), p, &cfg);
     // Attention dropout (GAT) draws its masks per edge-value slot: in ME-BCRS order (tensor-core
     // precisions with the kernel's layout) the slots are not the CPU's CSR order, so the CPU
@@ -151,6 +158,25 @@ fn gpu_sparse_features_match_cpu() {
     compare_all(&gpu, "sparse features", &p, 0.0);
 }
 
+/// BatchNorm (batch statistics, running statistics in the next evaluation), residual stacks,
+/// GIN's learnable eps and SAGE's normalisation on the GPU against the CPU.
+#[test]
+fn gpu_deep_options_match_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_deep_options_match_cpu") else { return };
+    let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let p = problem(common::random_graph(300, 6, 5, 4), 24, 4, false, 3);
+    for kind in ["gcn", "sage", "gin"] {
+        let d = default_config(kind).unwrap();
+        for (batch_norm, residual, variant) in [(true, true, false), (true, false, true), (false, true, true)] {
+            if kind == "gcn" && variant {
+                continue;
+            }
+            let cfg = ModelConfig { layers: 3, hidden: 16, dropout: 0.5, seed: 5, batch_norm, residual, variant, ..d };
+            compare_cfg(&gpu, &format!("bn={batch_norm} residual={residual} variant={variant}"), &p, &cfg);
+        }
+    }
+}
+
 #[test]
 fn captured_step_matches_eager_steps() {
     let Some(gpu) = common::gpu_or_skip("captured_step_matches_eager_steps") else { return };
@@ -158,8 +184,11 @@ fn captured_step_matches_eager_steps() {
     use tcgnn::nn::data::{Dataset, SyntheticNodeData};
     use tcgnn::nn::{TrainConfig, Trainer};
     let data = Dataset::load("sbm:3000:4:8", None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap();
-    for m in MODELS {
-        let (kind, cfg) = (m.name, m.defaults);
+    // Every model as registered, and the stack's options (BatchNorm's running statistics and
+    // GIN's eps change between replays).
+    let options = ["gcn", "sage", "gin"].map(|k| ModelConfig { layers: 3, batch_norm: true, residual: true, variant: k != "gcn", ..default_config(k).unwrap() });
+    for cfg in MODELS.iter().map(|m| m.defaults).chain(options) {
+        let kind = format!("{} bn={} residual={} variant={}", cfg.model, cfg.batch_norm, cfg.residual, cfg.variant);
         let tcfg = TrainConfig { epochs: 30, ..TrainConfig::default() };
         let mut curves = Vec::new();
         for graph in [false, true] {

@@ -206,3 +206,80 @@ fn three_layer_gcn_gradients() {
     assert!(base.is_finite());
 }
 
+
+#[test]
+fn sage_gradients_dense_features() {
+    check_model(small("sage", 0.0), false);
+}
+
+#[test]
+fn sage_gradients_sparse_features_with_dropout() {
+    check_model(small("sage", 0.4), true);
+}
+
+#[test]
+fn sage_normalized_gradients() {
+    check_model(ModelConfig { variant: true, ..small("sage", 0.2) }, false);
+}
+
+#[test]
+fn gin_gradients_fixed_eps() {
+    check_model(small("gin", 0.0), false);
+}
+
+#[test]
+fn gin_gradients_learnable_eps() {
+    check_model(ModelConfig { variant: true, ..small("gin", 0.0) }, false);
+}
+
+#[test]
+fn gin_gradients_sparse_features_with_dropout() {
+    check_model(ModelConfig { variant: true, ..small("gin", 0.3) }, true);
+}
+
+/// Three layers, so the middle one is hidden -> hidden and takes the residual.
+fn deep(name: &str, batch_norm: bool, residual: bool) -> ModelConfig {
+    ModelConfig { layers: 3, batch_norm, residual, ..small(name, 0.2) }
+}
+
+#[test]
+fn gcn_gradients_batch_norm_and_residual() {
+    check_model(deep("gcn", true, true), false);
+    check_model(deep("gcn", true, false), true);
+    check_model(deep("gcn", false, true), false);
+}
+
+#[test]
+fn sage_gradients_batch_norm_and_residual() {
+    check_model(deep("sage", true, true), false);
+    check_model(ModelConfig { variant: true, ..deep("sage", false, true) }, true);
+}
+
+#[test]
+fn gin_gradients_batch_norm_and_residual() {
+    check_model(ModelConfig { variant: true, ..deep("gin", true, true) }, false);
+    check_model(deep("gin", true, false), true);
+}
+
+#[test]
+fn eight_layer_residual_gcn_gradients() {
+    check_model(ModelConfig { layers: 8, hidden: 4, ..deep("gcn", true, true) }, false);
+}
+
+#[test]
+fn unsupported_options_are_refused() {
+    let p = problem(17, 4, 2, false, 5);
+    let b = B::new();
+    let refused = |cfg: ModelConfig| match models::build(&b, &p.graph, p.features.cols(), p.classes, &cfg) {
+        Ok(_) => panic!("{cfg:?} was accepted"),
+        Err(e) => e.to_string(),
+    };
+    let e = refused(ModelConfig { residual: true, ..small("gcn", 0.0) });
+    assert!(e.contains("--residual") && e.contains("3 layers"), "{e}");
+    let e = refused(ModelConfig { layers: 1, batch_norm: true, ..small("sage", 0.0) });
+    assert!(e.contains("--batch-norm"), "{e}");
+    let e = refused(ModelConfig { variant: true, ..small("gcn", 0.0) });
+    assert!(e.contains("--variant"), "{e}");
+    let e = refused(ModelConfig { batch_norm: true, ..small("agnn", 0.0) });
+    assert!(e.contains("agnn") && e.contains("--batch-norm"), "{e}");
+}

@@ -866,3 +866,152 @@ fn gpu_adam_and_step_increment() {
         }
     }
 }
+
+// ------------------------------------------------------------------ GIN's scalar ops, BatchNorm
+
+#[test]
+fn cpu_scaled_add_and_dot() {
+    let (x, y0) = (rand(5000, 70), rand(5000, 71));
+    let mut y = y0.clone();
+    scaled_add_cpu(&mut y, &x, 1.25);
+    for i in 0..x.len() {
+        assert_eq!(y[i], y0[i] + 1.25 * x[i], "scaled_add at {i}");
+    }
+    let d = dot_cpu(&x, &y0);
+    let want: f64 = x.iter().zip(&y0).map(|(a, b)| a * b).sum();
+    assert!((d - want).abs() < 1e-10, "dot {d} vs {want}");
+    assert_eq!(dot_cpu::<f64>(&[], &[]), 0.0);
+}
+
+/// Plain loops of BatchNorm1d in training mode: (y, batch mean, biased var).
+fn bn_reference(x: &[f64], rows: usize, cols: usize, gamma: &[f64], beta: &[f64]) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let mut mean = vec![0.0; cols];
+    let mut var = vec![0.0; cols];
+    for c in 0..cols {
+        mean[c] = (0..rows).map(|r| x[r * cols + c]).sum::<f64>() / rows as f64;
+        var[c] = (0..rows).map(|r| (x[r * cols + c] - mean[c]).powi(2)).sum::<f64>() / rows as f64;
+    }
+    let y = (0..rows * cols)
+        .map(|i| {
+            let c = i % cols;
+            (x[i] - mean[c]) / (var[c] + BN_EPS as f64).sqrt() * gamma[c] + beta[c]
+        })
+        .collect();
+    (y, mean, var)
+}
+
+#[test]
+fn cpu_batch_norm_matches_torch_definition() {
+    let (rows, cols) = (37, 6);
+    let x: Vec<f64> = rand(rows * cols, 80).iter().map(|v| 3.0 * v + 1.0).collect();
+    let (gamma, beta) = (rand(cols, 81), rand(cols, 82));
+    let (mut rm, mut rv) = (vec![0.5; cols], vec![2.0; cols]);
+    let (mut mean, mut inv_std, mut y) = (vec![0.0; cols], vec![0.0; cols], vec![0.0; rows * cols]);
+    batch_norm_cpu(&x, cols, (&gamma, &beta), (&mut rm, &mut rv), BatchNormHyper::torch(true), &mut y, (&mut mean, &mut inv_std));
+    let (want, bm, bv) = bn_reference(&x, rows, cols, &gamma, &beta);
+    assert!(rel64(&y, &want) < 1e-12, "train forward");
+    for c in 0..cols {
+        // torch: running = (1 - 0.1) running + 0.1 batch, with the unbiased variance (0.1 as
+        // the f32 the hyper-parameter is).
+        let mo = BN_MOMENTUM as f64;
+        assert!((rm[c] - ((1.0 - mo) * 0.5 + mo * bm[c])).abs() < 1e-12, "running mean {c}");
+        let unbiased = bv[c] * rows as f64 / (rows - 1) as f64;
+        assert!((rv[c] - ((1.0 - mo) * 2.0 + mo * unbiased)).abs() < 1e-12, "running var {c}");
+    }
+    // Evaluation: the running statistics normalise, and stay as they are.
+    let (rm0, rv0) = (rm.clone(), rv.clone());
+    batch_norm_cpu(&x, cols, (&gamma, &beta), (&mut rm, &mut rv), BatchNormHyper::torch(false), &mut y, (&mut mean, &mut inv_std));
+    assert_eq!((&rm, &rv), (&rm0, &rv0));
+    for i in 0..rows * cols {
+        let c = i % cols;
+        let want = (x[i] - rm[c]) / (rv[c] + BN_EPS as f64).sqrt() * gamma[c] + beta[c];
+        assert!((y[i] - want).abs() < 1e-12, "eval at {i}");
+    }
+}
+
+#[test]
+fn cpu_batch_norm_backward_against_finite_differences() {
+    let (rows, cols) = (23, 5);
+    let x = rand(rows * cols, 90);
+    let (gamma, beta) = (rand(cols, 91), rand(cols, 92));
+    let dy = rand(rows * cols, 93);
+    // J(x, gamma, beta) = sum dy . BN(x) in training mode (the batch statistics depend on x).
+    let j = |x: &[f64], gamma: &[f64], beta: &[f64]| -> f64 {
+        let (mut rm, mut rv) = (vec![0.0; cols], vec![1.0; cols]);
+        let (mut m, mut s, mut y) = (vec![0.0; cols], vec![0.0; cols], vec![0.0; rows * cols]);
+        batch_norm_cpu(x, cols, (gamma, beta), (&mut rm, &mut rv), BatchNormHyper::torch(true), &mut y, (&mut m, &mut s));
+        y.iter().zip(&dy).map(|(a, b)| a * b).sum()
+    };
+    let (mut rm, mut rv) = (vec![0.0; cols], vec![1.0; cols]);
+    let (mut m, mut s, mut y) = (vec![0.0; cols], vec![0.0; cols], vec![0.0; rows * cols]);
+    batch_norm_cpu(&x, cols, (&gamma, &beta), (&mut rm, &mut rv), BatchNormHyper::torch(true), &mut y, (&mut m, &mut s));
+    let (mut dx, mut dgamma, mut dbeta) = (vec![f64::NAN; rows * cols], vec![f64::NAN; cols], vec![f64::NAN; cols]);
+    batch_norm_backward_cpu(&x, &dy, cols, &gamma, (&m, &s), &mut dx, (&mut dgamma, &mut dbeta));
+    assert_grad("batch_norm dx", &dx, &fd_grad(&x, |x| j(x, &gamma, &beta)));
+    assert_grad("batch_norm dgamma", &dgamma, &fd_grad(&gamma, |g| j(&x, g, &beta)));
+    assert_grad("batch_norm dbeta", &dbeta, &fd_grad(&beta, |b| j(&x, &gamma, b)));
+}
+
+#[test]
+fn gpu_scaled_add_dot_batch_norm() {
+    let Some(gpu) = common::gpu_or_skip("gpu_scaled_add_dot_batch_norm") else { return };
+    for rows in ROWS {
+        for cols in COLS {
+            let what = format!("{rows} x {cols}");
+            let seed = (rows * 1000 + cols) as u64 + 500;
+            let x = rand(rows * cols, seed);
+            let z = rand(rows * cols, seed + 1);
+
+            // scaled_add: y += (1 + alpha) x with alpha read from the device.
+            let mut yd = dev(&gpu, rows, cols, &z);
+            scaled_add(&mut yd, &dev(&gpu, rows, cols, &x), &dev(&gpu, 1, 1, &[0.375]), 1.0).unwrap();
+            let mut want = z.clone();
+            scaled_add_cpu(&mut want, &x, 1.375);
+            assert_close(&format!("scaled_add {what}"), &host(&yd), &want);
+            assert_padding_zero(&yd, "scaled_add");
+
+            // dot into a poisoned 1 x 1.
+            let mut out = poisoned(&gpu, 1, 1);
+            dot(&dev(&gpu, rows, cols, &x), &dev(&gpu, rows, cols, &z), &mut out).unwrap();
+            let want = dot_cpu(&x, &z);
+            let got = host(&out)[0] as f64;
+            assert!((got - want).abs() <= 1e-5 * (1.0 + x.iter().zip(&z).map(|(a, b)| (a * b).abs()).sum::<f64>()), "dot {what}: {got} vs {want}");
+
+            // batch_norm forward (train, then eval) and backward.
+            let (gamma, beta) = (rand(cols, seed + 2), rand(cols, seed + 3));
+            let (mut rm, mut rv) = (vec![0.25; cols], vec![1.5; cols]);
+            let (mut m, mut s, mut y) = (vec![0.0; cols], vec![0.0; cols], vec![0.0; rows * cols]);
+            let (gd, bd) = (dev(&gpu, 1, cols, &gamma), dev(&gpu, 1, cols, &beta));
+            let (mut rmd, mut rvd) = (dev(&gpu, 1, cols, &rm), dev(&gpu, 1, cols, &rv));
+            let (mut md, mut sd, mut yd) = (poisoned(&gpu, 1, cols), poisoned(&gpu, 1, cols), poisoned(&gpu, rows, cols));
+            let xd = dev(&gpu, rows, cols, &x);
+            for train in [true, false] {
+                let hyper = BatchNormHyper::torch(train);
+                batch_norm_cpu(&x, cols, (&gamma, &beta), (&mut rm, &mut rv), hyper, &mut y, (&mut m, &mut s));
+                batch_norm(&xd, (&gd, &bd), (&mut rmd, &mut rvd), hyper, &mut yd, (&mut md, &mut sd)).unwrap();
+                let w = format!("batch_norm train={train} {what}");
+                assert_close(&w, &host(&yd), &y);
+                assert_close(&format!("{w} running mean"), &host(&rmd), &rm);
+                assert_close(&format!("{w} running var"), &host(&rvd), &rv);
+                assert_padding_zero(&yd, &w);
+            }
+            batch_norm_cpu(&x, cols, (&gamma, &beta), (&mut rm, &mut rv), BatchNormHyper::torch(true), &mut y, (&mut m, &mut s));
+            batch_norm(&xd, (&gd, &bd), (&mut rmd, &mut rvd), BatchNormHyper::torch(true), &mut yd, (&mut md, &mut sd)).unwrap();
+            let (mut dx, mut dg, mut db) = (vec![0.0; rows * cols], vec![0.0; cols], vec![0.0; cols]);
+            batch_norm_backward_cpu(&x, &z, cols, &gamma, (&m, &s), &mut dx, (&mut dg, &mut db));
+            let (mut dxd, mut dgd, mut dbd) = (poisoned(&gpu, rows, cols), poisoned(&gpu, 1, cols), poisoned(&gpu, 1, cols));
+            batch_norm_backward(&xd, &dev(&gpu, rows, cols, &z), &gd, (&md, &sd), &mut dxd, (&mut dgd, &mut dbd)).unwrap();
+            // dx subtracts nearly equal terms: compare against the size of its parts.
+            let scale = 1.0 + dx.iter().map(|v| v.abs()).fold(0.0, f64::max);
+            let err = host(&dxd).iter().zip(&dx).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max) / scale;
+            assert!(err < 1e-3, "batch_norm_backward dx {what}: max err {err}");
+            assert_close(&format!("batch_norm dgamma {what}"), &host(&dgd), &dg);
+            assert_close(&format!("batch_norm dbeta {what}"), &host(&dbd), &db);
+            assert_padding_zero(&dxd, "batch_norm_backward");
+        }
+    }
+    let mut y = DeviceMatrix::<f32>::zeros(&gpu, 3, 5).unwrap();
+    let x = DeviceMatrix::<f32>::zeros(&gpu, 3, 5).unwrap();
+    assert!(matches!(scaled_add(&mut y, &x, &DeviceMatrix::zeros(&gpu, 1, 2).unwrap(), 1.0), Err(tcgnn::Error::Shape(_))));
+    assert!(matches!(dot(&x, &y, &mut DeviceMatrix::zeros(&gpu, 2, 1).unwrap()), Err(tcgnn::Error::Shape(_))));
+}

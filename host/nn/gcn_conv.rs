@@ -90,3 +90,22 @@ impl<B: Ops> GcnConv<B> {
         vec![("weight", &mut self.lin.weight), ("bias", &mut self.bias)]
     }
 }
+
+impl<B: Ops> crate::nn::stack::Conv<B> for GcnConv<B> {
+    type Adj = GcnAdjacency<B>;
+    fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
+        GcnConv::forward(self, b, adj, x).map(|_| ())
+    }
+    fn out(&self) -> &B::Mat {
+        &self.out
+    }
+    fn out_mut(&mut self) -> &mut B::Mat {
+        &mut self.out
+    }
+    fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
+        GcnConv::backward(self, b, adj, x, dy, dx)
+    }
+    fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
+        GcnConv::params(self)
+    }
+}

@@ -5,18 +5,22 @@
 //! [`cuda::CudaBackend`] (cuBLAS + our sparse kernels, f32 / tf32 / f16).
 
 pub mod agnn_conv;
+pub mod batch_norm;
 pub mod checkpoint;
 pub mod data;
 pub mod dropout;
 pub mod gat_conv;
 pub mod gcn_conv;
+pub mod gin_conv;
 pub mod input;
 pub mod linear;
 pub mod models;
 pub mod operand;
 pub mod param;
 pub mod predict;
+pub mod sage_conv;
 pub mod saved;
+pub mod stack;
 pub mod train;
 
 // The backends live with the ops (each op implements its trait for both); re-exported here

@@ -36,6 +36,7 @@ pub const INFO: ModelInfo = ModelInfo {
 };
 
 pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Agnn<B>> {
+    super::refuse_options(cfg, false, false)?;
     Agnn::new(b, graph, features, classes, cfg)
 }
 

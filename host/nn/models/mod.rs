@@ -8,6 +8,8 @@
 pub mod agnn;
 pub mod gat;
 pub mod gcn;
+pub mod gin;
+pub mod sage;
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
@@ -28,6 +30,11 @@ pub trait Model<B: Ops> {
     /// The node representations after hidden layer `layer` (0-based) of the last `forward`, for
     /// `predict --embeddings`; `None` past the last hidden layer.
     fn embedding(&self, layer: usize) -> Option<&B::Mat>;
+    /// State that is saved with the model but not trained (BatchNorm's running statistics),
+    /// under stable names, in a fixed order.
+    fn buffers(&mut self) -> Vec<(String, &mut B::Mat)> {
+        Vec::new()
+    }
 }
 
 /// Shape, regularisation and options of a model. Every model reads the fields it has and
@@ -120,7 +127,7 @@ macro_rules! registry {
     };
 }
 
-registry!(gcn, agnn, gat);
+registry!(gcn, agnn, gat, sage, gin);
 
 fn unknown(name: &str) -> Error {
     let names: Vec<&str> = MODELS.iter().map(|m| m.name).collect();
@@ -185,4 +192,23 @@ pub fn param_bytes(fan_in: u64, fan_out: u64) -> u64 {
 /// Bytes of one edge-value buffer (ME-BCRS pads vectors: counted at twice the edges).
 pub fn edge_bytes(n: u64, nnz: u64) -> u64 {
     2 * (nnz + n) * 4
+}
+
+/// Bytes the [`crate::nn::stack::Stack`] adds around the hidden layers of `widths` for `n`
+/// nodes: BatchNorm's output and input gradient, the residual sum and its gradient copy.
+pub fn hidden_bytes(cfg: &ModelConfig, n: u64, widths: &[usize]) -> u64 {
+    let hidden = &widths[1..widths.len() - 1];
+    let per_layer = 2 * cfg.batch_norm as u64 + 2 * cfg.residual as u64;
+    hidden.iter().map(|&w| per_layer * mat_bytes(n, w as u64) + if cfg.batch_norm { 8 * param_bytes(1, w as u64) } else { 0 }).sum()
+}
+
+/// Refuses the options `cfg` sets that its model does not have: `stack` for `--batch-norm` and
+/// `--residual`, `variant` for `--variant`.
+pub fn refuse_options(cfg: &ModelConfig, stack: bool, variant: bool) -> Result<()> {
+    let set = [("--batch-norm", cfg.batch_norm && !stack), ("--residual", cfg.residual && !stack), ("--variant", cfg.variant && !variant)];
+    let bad: Vec<&str> = set.iter().filter(|s| s.1).map(|s| s.0).collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Unsupported(format!("model {} does not support {}", cfg.model, bad.join(", "))))
 }

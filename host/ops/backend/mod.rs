@@ -107,6 +107,9 @@ pub const TEST_BIT: u8 = 4;
 
 pub use crate::ops::nn::adam::AdamHyper;
 
+use crate::ops::nn::batch_norm::BatchNormOp;
+use crate::ops::nn::dot::DotOp;
+use crate::ops::nn::scaled_add::ScaledAddOp;
 use crate::ops::nn::{
     adam::AdamOp, add_assign::AddAssignOp, bias_add::BiasAddOp, col_sums::ColSumsOp, copy::CopyOp, cross_entropy::CrossEntropyOp,
     dropout::DropoutOp, edge_softmax::EdgeSoftmaxOp, gemm::GemmOp, relu::ReluOp, row_normalize::RowNormalizeOp, sddmm::SddmmOp,
@@ -132,6 +135,9 @@ pub trait Ops:
     + crate::ops::nn::elu::EluOp + crate::ops::nn::gat_scores::GatScoresOp + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp + crate::ops::nn::head_columns::HeadColumnsOp
     + CrossEntropyOp
     + AdamOp
+    + ScaledAddOp
+    + DotOp
+    + BatchNormOp
 {
 }
 
@@ -152,5 +158,8 @@ impl<B> Ops for B where
         + crate::ops::nn::elu::EluOp + crate::ops::nn::gat_scores::GatScoresOp + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp + crate::ops::nn::head_columns::HeadColumnsOp
         + CrossEntropyOp
         + AdamOp
+        + ScaledAddOp
+        + DotOp
+        + BatchNormOp
 {
 }

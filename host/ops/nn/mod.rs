@@ -22,10 +22,12 @@
 
 pub mod adam;
 pub mod add_assign;
+pub mod batch_norm;
 pub mod bias_add;
 pub mod col_sums;
 pub mod copy;
 pub mod cross_entropy;
+pub mod dot;
 pub mod dropout;
 pub mod edge_softmax;
 pub mod elu;
@@ -35,14 +37,17 @@ pub mod gemm;
 pub mod head_columns;
 pub mod relu;
 pub mod row_normalize;
+pub mod scaled_add;
 pub mod sddmm;
 pub mod spmm;
 pub mod transpose_edges;
 
 pub use adam::{AdamHyper, adam, adam_cpu, step_increment};
 pub use add_assign::{add_assign, add_assign_cpu};
+pub use batch_norm::{BN_EPS, BN_MOMENTUM, BatchNormHyper, batch_norm, batch_norm_backward, batch_norm_backward_cpu, batch_norm_cpu};
 pub use bias_add::{bias_add, bias_add_cpu};
 pub use col_sums::{col_sums, col_sums_cpu};
+pub use dot::{dot, dot_cpu};
 pub use cross_entropy::{MASK_TEST, MASK_TRAIN, MASK_VAL, cross_entropy, cross_entropy_cpu};
 pub use dropout::{
     dropout, dropout_backward, dropout_backward_cpu, dropout_backward_matrix, dropout_backward_matrix_cpu, dropout_cpu,
@@ -51,6 +56,7 @@ pub use dropout::{
 pub use edge_softmax::{edge_softmax_backward, edge_softmax_backward_cpu, edge_softmax_scaled, edge_softmax_scaled_cpu};
 pub use relu::{relu, relu_backward, relu_backward_cpu, relu_cpu};
 pub use row_normalize::{row_normalize, row_normalize_backward, row_normalize_backward_cpu, row_normalize_cpu};
+pub use scaled_add::{scaled_add, scaled_add_cpu};
 
 use std::sync::Arc;
 

@@ -293,6 +293,93 @@ kernel_args! {
         pub dn: Ptr<f32>,
         pub dh: PtrMut<f32>,
     }
+    /// y += (shift + alpha[0]) * x over `n4` float4s (alpha read when the kernel runs).
+    pub struct ScaledAddArgs {
+        pub n4: u32,
+        pub y: PtrMut<f32>,
+        pub x: Ptr<f32>,
+        pub alpha: Ptr<f32>,
+        pub shift: f32,
+    }
+
+    /// out[0] += sum a * b over `n4` float4s (out zeroed by the launcher).
+    pub struct DotArgs {
+        pub n4: u32,
+        pub a: Ptr<f32>,
+        pub b: Ptr<f32>,
+        pub out: PtrMut<f32>,
+    }
+
+    /// sq[c] += sum_r (x[r][c] - sum[c] / rows)^2 (sq zeroed by the launcher).
+    pub struct BatchNormSqArgs {
+        pub rows: u32,
+        pub cols: u32,
+        /// float4s per row of x.
+        pub ld4: u32,
+        pub x: Ptr<f32>,
+        /// Column sums of x.
+        pub sum: Ptr<f32>,
+        pub sq: PtrMut<f32>,
+    }
+
+    /// Per column: mean and 1 / sqrt(var + eps) from the batch (train != 0, running statistics
+    /// updated with `momentum`) or from the running statistics.
+    pub struct BatchNormFinishArgs {
+        pub rows: u32,
+        pub cols: u32,
+        pub train: u32,
+        pub eps: f32,
+        pub momentum: f32,
+        pub sum: Ptr<f32>,
+        pub sq: Ptr<f32>,
+        pub running_mean: PtrMut<f32>,
+        pub running_var: PtrMut<f32>,
+        pub mean: PtrMut<f32>,
+        pub inv_std: PtrMut<f32>,
+    }
+
+    /// y = (x - mean) * inv_std * gamma + beta over `n4` float4s.
+    pub struct BatchNormApplyArgs {
+        pub n4: u32,
+        /// float4s per row.
+        pub ld4: u32,
+        pub x: Ptr<f32>,
+        pub y: PtrMut<f32>,
+        pub mean: Ptr<f32>,
+        pub inv_std: Ptr<f32>,
+        pub gamma: Ptr<f32>,
+        pub beta: Ptr<f32>,
+    }
+
+    /// dgamma[c] += sum_r dy * xhat, dbeta[c] += sum_r dy (both zeroed by the launcher).
+    pub struct BatchNormBackwardSumsArgs {
+        pub rows: u32,
+        pub cols: u32,
+        /// float4s per row.
+        pub ld4: u32,
+        pub x: Ptr<f32>,
+        pub dy: Ptr<f32>,
+        pub mean: Ptr<f32>,
+        pub inv_std: Ptr<f32>,
+        pub dgamma: PtrMut<f32>,
+        pub dbeta: PtrMut<f32>,
+    }
+
+    /// dx = gamma * inv_std / rows * (rows dy - dbeta - xhat dgamma) over `n4` float4s.
+    pub struct BatchNormBackwardArgs {
+        pub n4: u32,
+        /// float4s per row.
+        pub ld4: u32,
+        pub rows: u32,
+        pub x: Ptr<f32>,
+        pub dy: Ptr<f32>,
+        pub mean: Ptr<f32>,
+        pub inv_std: Ptr<f32>,
+        pub gamma: Ptr<f32>,
+        pub dgamma: Ptr<f32>,
+        pub dbeta: Ptr<f32>,
+        pub dx: PtrMut<f32>,
+    }
 }
 
 kernels! {
@@ -321,4 +408,11 @@ kernels! {
     relu_backward_f32(ReluBackwardArgs) = crate::nn::relu::relu_backward;
     row_normalize_f32(RowNormalizeArgs) = crate::nn::row_normalize::row_normalize;
     row_normalize_backward_f32(RowNormalizeBackwardArgs) = crate::nn::row_normalize::row_normalize_backward;
+    scaled_add_f32(ScaledAddArgs) = crate::nn::scaled_add::scaled_add;
+    dot_f32(DotArgs) = crate::nn::dot::dot;
+    batch_norm_sq_f32(BatchNormSqArgs) = crate::nn::batch_norm::batch_norm_sq;
+    batch_norm_finish_f32(BatchNormFinishArgs) = crate::nn::batch_norm::batch_norm_finish;
+    batch_norm_apply_f32(BatchNormApplyArgs) = crate::nn::batch_norm::batch_norm_apply;
+    batch_norm_backward_sums_f32(BatchNormBackwardSumsArgs) = crate::nn::batch_norm::batch_norm_backward_sums;
+    batch_norm_backward_f32(BatchNormBackwardArgs) = crate::nn::batch_norm::batch_norm_backward;
 }

@@ -4,10 +4,12 @@
 //! partials, one warp reduction, one shared-memory add per warp and one global atomic per block.
 
 pub mod adam;
+pub mod batch_norm;
 pub mod add_assign;
 pub mod bias_add;
 pub mod col_sums;
 pub mod cross_entropy;
+pub mod dot;
 pub mod dropout;
 pub mod edge_softmax;
 pub mod elu;
@@ -16,6 +18,7 @@ pub mod gat_scores;
 pub mod head_columns;
 pub mod relu;
 pub mod row_normalize;
+pub mod scaled_add;
 
 use crate::ptx;
 

@@ -1,0 +1,75 @@
+//! `BatchNorm` as torch's `BatchNorm1d` over the nodes: a learnable scale (init 1) and shift
+//! (init 0) per column, batch statistics in training (the running mean and variance follow with
+//! momentum 0.1), the running statistics in evaluation. The running statistics are buffers, not
+//! parameters: Adam never sees them, a saved model does ([`BatchNorm::buffers`]).
+
+use crate::error::Result;
+use crate::nn::param::Param;
+use crate::ops::backend::Ops;
+use crate::ops::nn::batch_norm::BatchNormHyper;
+use crate::tensor::Matrix;
+
+pub struct BatchNorm<B: Ops> {
+    pub weight: Param<B>,
+    pub bias: Param<B>,
+    pub running_mean: B::Mat,
+    pub running_var: B::Mat,
+    /// Mean and 1 / sqrt(var + eps) of the last forward, for the backward.
+    mean: B::Mat,
+    inv_std: B::Mat,
+    out: B::Mat,
+    dx: B::Mat,
+}
+
+impl<B: Ops> BatchNorm<B> {
+    pub fn new(b: &B, rows: usize, cols: usize) -> Result<Self> {
+        let ones = Matrix { rows: 1, cols, data: vec![1.0; cols] };
+        Ok(BatchNorm {
+            weight: Param::new(b, &ones)?,
+            bias: Param::new(b, &Matrix::zeros(1, cols))?,
+            running_mean: b.matrix(1, cols)?,
+            running_var: b.upload(&ones)?,
+            mean: b.matrix(1, cols)?,
+            inv_std: b.matrix(1, cols)?,
+            out: b.matrix(rows, cols)?,
+            dx: b.matrix(rows, cols)?,
+        })
+    }
+
+    /// `BN(x)` into [`BatchNorm::out`]; training also moves the running statistics.
+    pub fn forward(&mut self, b: &B, x: &B::Mat, train: bool) -> Result<()> {
+        b.batch_norm(
+            x,
+            (&self.weight.value, &self.bias.value),
+            (&mut self.running_mean, &mut self.running_var),
+            BatchNormHyper::torch(train),
+            &mut self.out,
+            (&mut self.mean, &mut self.inv_std),
+        )
+    }
+
+    pub fn out(&self) -> &B::Mat {
+        &self.out
+    }
+    pub fn out_mut(&mut self) -> &mut B::Mat {
+        &mut self.out
+    }
+
+    /// The weight and bias gradients and dL/dx (in [`BatchNorm::dx`]) after a training forward
+    /// of `x`.
+    pub fn backward(&mut self, b: &B, x: &B::Mat, dy: &B::Mat) -> Result<()> {
+        b.batch_norm_backward(x, dy, &self.weight.value, (&self.mean, &self.inv_std), &mut self.dx, (&mut self.weight.grad, &mut self.bias.grad))
+    }
+
+    pub fn dx(&self) -> &B::Mat {
+        &self.dx
+    }
+
+    pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
+        vec![("weight", &mut self.weight), ("bias", &mut self.bias)]
+    }
+
+    pub fn buffers(&mut self) -> Vec<(&'static str, &mut B::Mat)> {
+        vec![("running_mean", &mut self.running_mean), ("running_var", &mut self.running_var)]
+    }
+}

@@ -1,0 +1,113 @@
+//! `GinConv` as PyG's `GINConv` with a two-layer MLP (Linear → ReLU → Linear, as PyG's `MLP`
+//! with `plain_last`): Y = MLP((1 + eps) x_i + Σ_{j -> i} x_j), the sum over row i of the
+//! adjacency (unit values, no self-loops added), eps fixed at 0 or learnable (a 1 x 1
+//! parameter, initialised to 0 as PyG's).
+//!
+//! Order of the products: the MLP's first Linear is linear, so
+//! ((1 + eps) X + A X) W_1 = (1 + eps) P + A P with P = X W_1: this layer transforms first and
+//! aggregates the narrower `fan_out`-wide P (cheaper when fan_out <= fan_in, and the only order
+//! for sparse node features); b_1 is added after the sum.
+//!
+//! Backward, with H = relu(Z), Z = A P + (1 + eps) P + b_1, out = H W_2 + b_2:
+//! dW_2 = Hᵀ dY, db_2 = 1ᵀ dY, dH = dY W_2ᵀ; dZ = dH ⊙ (H > 0); db_1 = 1ᵀ dZ;
+//! d eps = Σ dZ ⊙ P; dP = Aᵀ dZ + (1 + eps) dZ; dW_1 = Xᵀ dP, dX = dP W_1ᵀ.
+
+use crate::error::Result;
+use crate::graph::Csr;
+use crate::graph::ops::pattern;
+use crate::nn::gcn_conv::GcnAdjacency;
+use crate::nn::linear::Linear;
+use crate::nn::operand::Operand;
+use crate::nn::param::Param;
+use crate::nn::stack::Conv;
+use crate::ops::backend::Ops;
+use crate::tensor::Matrix;
+use crate::util::rng::SplitMix64;
+
+/// The sum-aggregation pattern of adjacency `a`: its entries with value 1.
+pub fn sum_adjacency<B: Ops>(b: &B, a: &Csr) -> Result<GcnAdjacency<B>> {
+    GcnAdjacency::from_normalized(b, pattern(a))
+}
+
+pub struct GinConv<B: Ops> {
+    /// The MLP's first Linear, applied before the sum; its bias is added after it.
+    pub lin1: Linear<B>,
+    pub bias1: Param<B>,
+    pub lin2: Linear<B>,
+    /// Learnable eps (`None`: fixed 0).
+    pub eps: Option<Param<B>>,
+    /// Z, then relu(Z) in place (the second Linear's input).
+    h: B::Mat,
+    /// dH, then dZ in place.
+    dh: B::Mat,
+    /// dP.
+    dp: B::Mat,
+}
+
+impl<B: Ops> GinConv<B> {
+    pub fn new(b: &B, rows: usize, fan_in: usize, fan_out: usize, train_eps: bool, rng: &mut SplitMix64) -> Result<Self> {
+        Ok(GinConv {
+            lin1: Linear::with_bias(b, rows, fan_in, fan_out, false, rng)?,
+            bias1: Param::new(b, &Matrix::zeros(1, fan_out))?,
+            lin2: Linear::new(b, rows, fan_out, fan_out, rng)?,
+            eps: if train_eps { Some(Param::new(b, &Matrix::zeros(1, 1))?) } else { None },
+            h: b.matrix(rows, fan_out)?,
+            dh: b.matrix(rows, fan_out)?,
+            dp: b.matrix(rows, fan_out)?,
+        })
+    }
+}
+
+impl<B: Ops> Conv<B> for GinConv<B> {
+    type Adj = GcnAdjacency<B>;
+
+    fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
+        let p = self.lin1.forward(b, x)?;
+        adj.forward(b, p, &mut self.h)?;
+        match &self.eps {
+            Some(eps) => b.scaled_add(&mut self.h, p, &eps.value, 1.0)?,
+            None => b.add_assign(&mut self.h, p)?,
+        }
+        b.bias_add(&mut self.h, &self.bias1.value)?;
+        b.relu(&mut self.h)?;
+        self.lin2.forward(b, &Operand::Dense(&self.h))?;
+        Ok(())
+    }
+
+    fn out(&self) -> &B::Mat {
+        self.lin2.out()
+    }
+    fn out_mut(&mut self) -> &mut B::Mat {
+        self.lin2.out_mut()
+    }
+
+    fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
+        self.lin2.backward(b, &Operand::Dense(&self.h), dy, Some(&mut self.dh))?;
+        b.relu_backward(&self.h, &mut self.dh)?;
+        b.col_sums(&self.dh, &mut self.bias1.grad)?;
+        adj.transposed(b, &self.dh, &mut self.dp)?;
+        match &mut self.eps {
+            Some(eps) => {
+                b.dot(&self.dh, self.lin1.out(), &mut eps.grad)?;
+                b.scaled_add(&mut self.dp, &self.dh, &eps.value, 1.0)?;
+            }
+            None => b.add_assign(&mut self.dp, &self.dh)?,
+        }
+        self.lin1.backward(b, x, &self.dp, dx)
+    }
+
+    fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
+        let mut p = vec![
+            ("nn.lins.0.weight", &mut self.lin1.weight),
+            ("nn.lins.0.bias", &mut self.bias1),
+            ("nn.lins.1.weight", &mut self.lin2.weight),
+        ];
+        if let Some(bias) = &mut self.lin2.bias {
+            p.push(("nn.lins.1.bias", bias));
+        }
+        if let Some(eps) = &mut self.eps {
+            p.push(("eps", eps));
+        }
+        p
+    }
+}

@@ -1,0 +1,138 @@
+//! `SageConv` as PyG's `SAGEConv` (mean aggregation, root weight):
+//! Y = mean_{j -> i}(x_j) W_l + b + x_i W_r, optionally L2-normalised per row (`normalize`).
+//! The mean is a fixed pattern: row i of the adjacency (the nodes i aggregates, as for GCN) with
+//! values 1 / deg(i), no self-loops added; a row with no entries aggregates to 0 (PyG's mean of
+//! nothing).
+//!
+//! Order of the products: PyG aggregates, then applies lin_l. The mean is linear, so
+//! mean(X) W_l = mean(X W_l); this layer transforms first and aggregates the `fan_out`-wide
+//! result. That is the cheaper order whenever fan_out <= fan_in (every default stack: features →
+//! 64 → 64 → classes) and the only one for sparse node features (no SpMM with a sparse right side).
+//!
+//! Backward, with D = dL/d(pre-normalisation output) (the normalisation's backward when on):
+//! db = 1ᵀ D; G = Mᵀ D (the transposed pattern with M's values laid out for it);
+//! dW_l = Xᵀ G; dW_r = Xᵀ D; dX = G W_lᵀ + D W_rᵀ.
+
+use crate::error::Result;
+use crate::graph::Csr;
+use crate::graph::ops::pattern;
+use crate::nn::gcn_conv::GcnAdjacency;
+use crate::nn::linear::Linear;
+use crate::nn::operand::Operand;
+use crate::nn::param::Param;
+use crate::nn::stack::Conv;
+use crate::ops::backend::Ops;
+use crate::tensor::Matrix;
+use crate::util::rng::SplitMix64;
+
+/// The mean-aggregation pattern of adjacency `a`: its entries with values 1 / (entries in the row).
+pub fn mean_adjacency<B: Ops>(b: &B, a: &Csr) -> Result<GcnAdjacency<B>> {
+    let p = pattern(a);
+    let mut vals = p.values().to_vec();
+    for r in 0..p.n_rows() {
+        let range = p.row_range(r);
+        let inv = 1.0 / range.len().max(1) as f32;
+        vals[range].iter_mut().for_each(|v| *v = inv);
+    }
+    GcnAdjacency::from_normalized(b, p.with_values(vals)?)
+}
+
+pub struct SageConv<B: Ops> {
+    /// W_l (applied before the mean, see the module note); its bias is added after aggregating.
+    pub lin_l: Linear<B>,
+    pub bias: Param<B>,
+    /// W_r, without bias (as PyG's `lin_r`).
+    pub lin_r: Linear<B>,
+    /// Mean(X W_l) + X W_r + b.
+    pre: B::Mat,
+    /// With `normalize`: the normalised rows, 1 / their norms, the layer's output (a copy of the
+    /// normalised rows the stack's ReLU may overwrite), dL/d(pre) and a zero matrix to reset it.
+    norm: Option<Normalize<B>>,
+    /// Mᵀ D in the backward pass.
+    g: B::Mat,
+}
+
+struct Normalize<B: Ops> {
+    n: B::Mat,
+    inv_norm: B::Mat,
+    out: B::Mat,
+    dpre: B::Mat,
+    zeros: B::Mat,
+}
+
+impl<B: Ops> SageConv<B> {
+    pub fn new(b: &B, rows: usize, fan_in: usize, fan_out: usize, normalize: bool, rng: &mut SplitMix64) -> Result<Self> {
+        let norm = if normalize {
+            Some(Normalize {
+                n: b.matrix(rows, fan_out)?,
+                inv_norm: b.matrix(rows, 1)?,
+                out: b.matrix(rows, fan_out)?,
+                dpre: b.matrix(rows, fan_out)?,
+                zeros: b.matrix(rows, fan_out)?,
+            })
+        } else {
+            None
+        };
+        Ok(SageConv {
+            lin_l: Linear::with_bias(b, rows, fan_in, fan_out, false, rng)?,
+            bias: Param::new(b, &Matrix::zeros(1, fan_out))?,
+            lin_r: Linear::with_bias(b, rows, fan_in, fan_out, false, rng)?,
+            pre: b.matrix(rows, fan_out)?,
+            norm,
+            g: b.matrix(rows, fan_out)?,
+        })
+    }
+}
+
+impl<B: Ops> Conv<B> for SageConv<B> {
+    type Adj = GcnAdjacency<B>;
+
+    fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
+        adj.forward(b, self.lin_l.forward(b, x)?, &mut self.pre)?;
+        b.add_assign(&mut self.pre, self.lin_r.forward(b, x)?)?;
+        b.bias_add(&mut self.pre, &self.bias.value)?;
+        if let Some(nm) = &mut self.norm {
+            b.row_normalize(&self.pre, &mut nm.n, &mut nm.inv_norm)?;
+            b.copy(&nm.n, &mut nm.out)?;
+        }
+        Ok(())
+    }
+
+    fn out(&self) -> &B::Mat {
+        self.norm.as_ref().map_or(&self.pre, |nm| &nm.out)
+    }
+    fn out_mut(&mut self) -> &mut B::Mat {
+        match &mut self.norm {
+            Some(nm) => &mut nm.out,
+            None => &mut self.pre,
+        }
+    }
+
+    fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
+        let d = match &mut self.norm {
+            Some(nm) => {
+                b.copy(&nm.zeros, &mut nm.dpre)?;
+                b.row_normalize_backward(&nm.n, &nm.inv_norm, dy, &mut nm.dpre)?;
+                &nm.dpre
+            }
+            None => dy,
+        };
+        b.col_sums(d, &mut self.bias.grad)?;
+        adj.transposed(b, d, &mut self.g)?;
+        match dx {
+            Some(dx) => {
+                self.lin_l.backward(b, x, &self.g, Some(&mut *dx))?;
+                self.lin_r.backward(b, x, d, None)?;
+                b.gemm(d, false, &self.lin_r.weight.value, true, 1.0, dx)
+            }
+            None => {
+                self.lin_l.backward(b, x, &self.g, None)?;
+                self.lin_r.backward(b, x, d, None)
+            }
+        }
+    }
+
+    fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
+        vec![("lin_l.weight", &mut self.lin_l.weight), ("lin_l.bias", &mut self.bias), ("lin_r.weight", &mut self.lin_r.weight)]
+    }
+}

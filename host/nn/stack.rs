@@ -1,0 +1,233 @@
+//! A stack of graph convolutions as PyG's `BasicGNN`: input dropout, then per layer
+//! conv → (BatchNorm) → ReLU → (residual) → dropout, the last conv giving the logits. GCN, SAGE
+//! and GIN are this stack over their own [`Conv`]; the model files only build the convs.
+//!
+//! Hidden layer l (every layer but the last) computes
+//!   a_l = relu(bn_l(conv_l(x_l)))   (bn_l only with `--batch-norm`, as BasicGNN's `norm`)
+//!   h_l = a_l + h_{l-1}             (with `--residual`, for hidden layers of equal width, l >= 1)
+//!         a_l                       (otherwise)
+//!   x_{l+1} = dropout(h_l)
+//! with x_0 the (dropped-out) node features. Backward, for hidden layer l with
+//! g_l = dL/dh_l = dropout'(dL/dx_{l+1}) + (g_{l+1} when layer l+1 is residual):
+//!   da = g_l (a copy when layer l is residual: g_l still flows on to layer l-1), da *= a_l > 0,
+//!   dz = bn_l'(da), then conv_l's backward of dz.
+
+use crate::error::{Error, Result};
+use crate::nn::batch_norm::BatchNorm;
+use crate::nn::dropout::Dropout;
+use crate::nn::input::InputFeatures;
+use crate::nn::models::{Model, ModelConfig, dropout_seed};
+use crate::nn::operand::Operand;
+use crate::nn::param::Param;
+use crate::ops::backend::Ops;
+
+/// A graph convolution the stack can drive: output buffer (the stack applies its activation in
+/// place, so a conv whose backward needs its output keeps its own copy), backward next to the
+/// forward, parameters. `Adj` is the fixed graph operand the convs of one model share.
+pub trait Conv<B: Ops> {
+    type Adj;
+    fn forward(&mut self, b: &B, adj: &Self::Adj, x: &Operand<B>) -> Result<()>;
+    fn out(&self) -> &B::Mat;
+    fn out_mut(&mut self) -> &mut B::Mat;
+    /// Every parameter's gradient from `dy` = dL/d(out), and dL/dx into `dx` when asked.
+    fn backward(&mut self, b: &B, adj: &Self::Adj, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()>;
+    fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)>;
+}
+
+/// What a hidden layer adds around its conv.
+struct Hidden<B: Ops> {
+    bn: Option<BatchNorm<B>>,
+    /// h_l = a_l + h_{l-1} for a residual layer.
+    res: Option<B::Mat>,
+    /// dL/da_l for a residual layer (g_l itself must survive for layer l-1).
+    da: Option<B::Mat>,
+    /// g_l = dL/dh_l.
+    g: B::Mat,
+    /// dL/dx_{l+1} (the next conv's input gradient).
+    din: B::Mat,
+    drop: Dropout<B>,
+}
+
+/// h_l: the residual sum, else a_l (BatchNorm's output or the conv's, after the ReLU).
+fn hidden_out<'a, B: Ops, C: Conv<B>>(conv: &'a C, bn: &'a Option<BatchNorm<B>>, res: &'a Option<B::Mat>) -> &'a B::Mat {
+    match (res, bn) {
+        (Some(r), _) => r,
+        (None, Some(bn)) => bn.out(),
+        (None, None) => conv.out(),
+    }
+}
+
+/// dL/dz_l, the gradient hidden conv l receives, once its layer's chain is done.
+fn dz<B: Ops>(h: &Hidden<B>) -> &B::Mat {
+    match (&h.bn, &h.da) {
+        (Some(bn), _) => bn.dx(),
+        (None, Some(da)) => da,
+        (None, None) => &h.g,
+    }
+}
+
+pub struct Stack<B: Ops, C: Conv<B>> {
+    adj: C::Adj,
+    convs: Vec<C>,
+    hidden: Vec<Hidden<B>>,
+    p: f32,
+    input_seed: u64,
+}
+
+/// Refuses options a stack of `widths` (features, hidden..., classes) cannot apply.
+pub fn check_options(cfg: &ModelConfig, widths: &[usize]) -> Result<()> {
+    let layers = widths.len() - 1;
+    if cfg.batch_norm && layers < 2 {
+        return Err(Error::Unsupported(format!("{}: --batch-norm normalises hidden layers; {layers} layer has none", cfg.model)));
+    }
+    if cfg.residual && !(1..layers.saturating_sub(1)).any(|l| widths[l] == widths[l + 1]) {
+        return Err(Error::Unsupported(format!(
+            "{}: --residual adds h_l + f(h_l) around hidden layers of equal width: needs >= 3 layers (got {layers})",
+            cfg.model
+        )));
+    }
+    Ok(())
+}
+
+impl<B: Ops, C: Conv<B>> Stack<B, C> {
+    /// The stack over `convs` (conv l maps widths[l] -> widths[l + 1]) for `n` nodes.
+    pub fn new(b: &B, n: usize, adj: C::Adj, convs: Vec<C>, widths: &[usize], cfg: &ModelConfig) -> Result<Self> {
+        check_options(cfg, widths)?;
+        let mut hidden = Vec::new();
+        for l in 0..convs.len().saturating_sub(1) {
+            let w = widths[l + 1];
+            let residual = cfg.residual && l >= 1 && widths[l] == w;
+            hidden.push(Hidden {
+                bn: if cfg.batch_norm { Some(BatchNorm::new(b, n, w)?) } else { None },
+                res: if residual { Some(b.matrix(n, w)?) } else { None },
+                da: if residual { Some(b.matrix(n, w)?) } else { None },
+                g: b.matrix(n, w)?,
+                din: b.matrix(n, w)?,
+                // Seeds as the two-layer GCN always had: layer l + 1's input dropout.
+                drop: Dropout::new(b, n, w, cfg.dropout, dropout_seed(cfg.seed, l as u64 + 1))?,
+            });
+        }
+        Ok(Stack { adj, convs, hidden, p: cfg.dropout, input_seed: dropout_seed(cfg.seed, 0) })
+    }
+
+    pub fn convs(&self) -> &[C] {
+        &self.convs
+    }
+
+    /// BatchNorm, ReLU, residual and dropout after hidden conv `l`.
+    fn hidden_forward(&mut self, b: &B, l: usize, train: bool) -> Result<()> {
+        let (c_lo, c_hi) = self.convs.split_at_mut(l);
+        let (h_lo, h_hi) = self.hidden.split_at_mut(l);
+        let conv = &mut c_hi[0];
+        let Hidden { bn, res, drop, .. } = &mut h_hi[0];
+        let act = match bn {
+            Some(bn) => {
+                bn.forward(b, conv.out(), train)?;
+                bn.out_mut()
+            }
+            None => conv.out_mut(),
+        };
+        b.relu(act)?;
+        if let Some(res) = res {
+            let prev = &h_lo[l - 1];
+            b.copy(match bn { Some(bn) => bn.out(), None => conv.out() }, res)?;
+            b.add_assign(res, hidden_out(&c_lo[l - 1], &prev.bn, &prev.res))?;
+        }
+        drop.forward(b, hidden_out(&*conv, bn, res), train)
+    }
+
+    /// Hidden layer l's chain from dL/dx_{l+1} (in `din`) to dL/dz_l.
+    fn hidden_backward(&mut self, b: &B, l: usize) -> Result<()> {
+        let (h_lo, h_hi) = self.hidden.split_at_mut(l + 1);
+        let Hidden { bn, da, g, din, drop, .. } = &mut h_lo[l];
+        drop.backward(b, din, g)?;
+        if let Some(next) = h_hi.first().filter(|n| n.res.is_some()) {
+            b.add_assign(g, &next.g)?;
+        }
+        let d = match da {
+            Some(da) => {
+                b.copy(g, da)?;
+                da
+            }
+            None => g,
+        };
+        let conv = &self.convs[l];
+        match bn {
+            Some(bn) => {
+                b.relu_backward(bn.out(), d)?;
+                bn.backward(b, conv.out(), d)
+            }
+            None => b.relu_backward(conv.out(), d),
+        }
+    }
+}
+
+impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
+    fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat> {
+        {
+            let x0 = input.forward(b, train, self.p, self.input_seed)?;
+            self.convs[0].forward(b, &self.adj, &x0)?;
+        }
+        for l in 0..self.convs.len() {
+            if l > 0 {
+                let (done, rest) = self.convs.split_at_mut(l);
+                let Hidden { bn, res, drop, .. } = &self.hidden[l - 1];
+                let x = drop.output(hidden_out(&done[l - 1], bn, res), train);
+                rest[0].forward(b, &self.adj, &Operand::Dense(x))?;
+            }
+            if l + 1 < self.convs.len() {
+                self.hidden_forward(b, l, train)?;
+            }
+        }
+        Ok(self.convs.last().expect("at least one layer").out())
+    }
+
+    fn backward(&mut self, b: &B, input: &InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
+        let last = self.convs.len() - 1;
+        for l in (0..=last).rev() {
+            if l < last {
+                self.hidden_backward(b, l)?;
+            }
+            let (done, rest) = self.convs.split_at_mut(l);
+            let (h_lo, h_hi) = self.hidden.split_at_mut(l);
+            let dy = if l == last { dlogits } else { dz(&h_hi[0]) };
+            if l == 0 {
+                rest[0].backward(b, &self.adj, &input.operand(true, self.p), dy, None)?;
+            } else {
+                let Hidden { bn, res, drop, din, .. } = &mut h_lo[l - 1];
+                let x = drop.output(hidden_out(&done[l - 1], bn, res), true);
+                rest[0].backward(b, &self.adj, &Operand::Dense(x), dy, Some(din))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn params(&mut self) -> Vec<(String, &mut Param<B>)> {
+        let mut out = Vec::new();
+        for (l, c) in self.convs.iter_mut().enumerate() {
+            out.extend(c.params().into_iter().map(|(name, p)| (format!("convs.{l}.{name}"), p)));
+        }
+        for (l, h) in self.hidden.iter_mut().enumerate() {
+            if let Some(bn) = &mut h.bn {
+                out.extend(bn.params().into_iter().map(|(name, p)| (format!("norms.{l}.{name}"), p)));
+            }
+        }
+        out
+    }
+
+    fn buffers(&mut self) -> Vec<(String, &mut B::Mat)> {
+        let mut out = Vec::new();
+        for (l, h) in self.hidden.iter_mut().enumerate() {
+            if let Some(bn) = &mut h.bn {
+                out.extend(bn.buffers().into_iter().map(|(name, m)| (format!("norms.{l}.{name}"), m)));
+            }
+        }
+        out
+    }
+
+    fn embedding(&self, layer: usize) -> Option<&B::Mat> {
+        // h_l: the hidden layer's output after ReLU (and the residual sum), before dropout.
+        let h = self.hidden.get(layer)?;
+        Some(hidden_out(&self.convs[layer], &h.bn, &h.res))
+    }
+}

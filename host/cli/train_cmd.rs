@@ -352,7 +352,8 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     let mut done = Vec::new();
     let mut best: Option<(EpochRecord, Vec<(String, Matrix)>)> = None;
     if let (Some(c), Some(dir)) = (&resumed, &a.resume) {
-        let want: Vec<_> = trainer.param_shapes().into_iter().flat_map(|(n, s)| ["param", "m", "v"].map(|k| (format!("{k}.{n}"), s))).collect();
+        let mut want: Vec<_> = trainer.param_shapes().into_iter().flat_map(|(n, s)| ["param", "m", "v"].map(|k| (format!("{k}.{n}"), s))).collect();
+        want.extend(trainer.buffer_shapes().into_iter().map(|(n, s)| (format!("buffer.{n}"), s)));
         check_names(&Checkpoint::path(dir), &want, &c.state)?;
         if data.features.cols() != c.meta.features || data.classes != c.meta.classes {
             return Err(Error::BadFile {

@@ -32,11 +32,15 @@ pub fn predict<B: Ops + 'static>(b: &Arc<B>, path: &Path, saved: &SavedModel, da
     saved.check_data(path, data.features.cols(), data.classes)?;
     let classes = saved.meta.classes;
     let mut net: Box<dyn Model<B>> = models::build(&**b, &data.graph, data.features.cols(), classes, &saved.meta.model)?;
-    let want: Vec<(String, (usize, usize))> = net.params().into_iter().map(|(n, p)| (n, B::shape(&p.value))).collect();
+    let mut want: Vec<(String, (usize, usize))> = net.params().into_iter().map(|(n, p)| (n, B::shape(&p.value))).collect();
+    want.extend(net.buffers().into_iter().map(|(n, m)| (n, B::shape(m))));
     check_names(path, &want, &saved.weights)?;
+    let saved_tensor = |name: &str| saved.weights.iter().find(|(n, _)| n == name).map(|(_, m)| m).expect("checked above");
     for (name, p) in net.params() {
-        let w = saved.weights.iter().find(|(n, _)| *n == name).map(|(_, m)| m).expect("checked above");
-        p.value = b.upload(w)?;
+        p.value = b.upload(saved_tensor(&name))?;
+    }
+    for (name, m) in net.buffers() {
+        *m = b.upload(saved_tensor(&name))?;
     }
     let mut input = InputFeatures::new(&**b, &data.features)?;
     let logits = net.forward(&**b, &mut input, false)?;

@@ -229,10 +229,15 @@ impl<B: Ops + 'static> Trainer<B> {
         Ok(History::new(epochs_run, t0.elapsed().as_secs_f64()))
     }
 
-    /// The parameters' current values by name (downloaded).
+    /// The parameters' current values and the model's buffers (BatchNorm's running
+    /// statistics) by name (downloaded): what a saved model holds.
     pub fn weights(&mut self) -> Result<Vec<(String, Matrix)>> {
         let b = self.backend.clone();
-        self.net.params().into_iter().map(|(name, p)| Ok((name, b.download(&p.value)?))).collect()
+        let mut out: Vec<(String, Matrix)> = self.net.params().into_iter().map(|(name, p)| Ok((name, b.download(&p.value)?))).collect::<Result<_>>()?;
+        for (name, m) in self.net.buffers() {
+            out.push((name, b.download(m)?));
+        }
+        Ok(out)
     }
 
     /// Parameters, Adam moments (`m.NAME`, `v.NAME`) and the step counter: what a checkpoint
@@ -246,12 +251,20 @@ impl<B: Ops + 'static> Trainer<B> {
             out.push((format!("m.{name}"), b.download(m)?));
             out.push((format!("v.{name}"), b.download(v)?));
         }
+        for (name, m) in self.net.buffers() {
+            out.push((format!("buffer.{name}"), b.download(m)?));
+        }
         Ok((out, b.steps()?))
     }
 
     /// The names and shapes of the parameters.
     pub fn param_shapes(&mut self) -> Vec<(String, (usize, usize))> {
         self.net.params().into_iter().map(|(name, p)| (name, B::shape(&p.value))).collect()
+    }
+
+    /// The names and shapes of the buffers.
+    pub fn buffer_shapes(&mut self) -> Vec<(String, (usize, usize))> {
+        self.net.buffers().into_iter().map(|(name, m)| (name, B::shape(m))).collect()
     }
 
     /// Sets every parameter from `weights` (by name; shapes checked by the caller against
@@ -261,6 +274,9 @@ impl<B: Ops + 'static> Trainer<B> {
         for (name, p) in self.net.params() {
             let w = find(weights, &name)?;
             p.value = b.upload(w)?;
+        }
+        for (name, m) in self.net.buffers() {
+            *m = b.upload(find(weights, &name)?)?;
         }
         Ok(())
     }
@@ -275,6 +291,9 @@ impl<B: Ops + 'static> Trainer<B> {
             let [pm, pv] = p.moments();
             *pm = m;
             *pv = v;
+        }
+        for (name, m) in self.net.buffers() {
+            *m = b.upload(find(state, &format!("buffer.{name}"))?)?;
         }
         b.set_steps(steps)
     }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
+# every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
+# with a world of one. Logs land in $OUT (or ./gpu-out).
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+[ -x .gpu/bin/tcgnn ] || bash .gpu/unpack
+export NCCL_NVLS_ENABLE=0 TCGNN_DATASETS="$PWD/.gpu/datasets" TCGNN_BIN="$PWD/.gpu/bin/tcgnn"
+lib=$(dirname "$(find / -name 'libcusparse.so.12*' -not -path '/proc/*' 2>/dev/null | head -1)" 2>/dev/null)
+[ -n "$lib" ] && export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
+what=" $* "
+T=.gpu/bin/tcgnn
+if [[ "$what" == *" tests "* ]]; then
+  bash .gpu/run-tests.sh --nocapture > "$out/tests.log" 2>&1
+  grep -E "^== |test result|FAILED|panicked" "$out/tests.log" | grep -v "test result: ok. 0 passed" | head -90
+fi
+if [[ "$what" == *" large "* ]]; then
+  # SBM 10M x 500 features, GCN in tf32: peak host memory and the setup split.
+  /usr/bin/time -v $T train sbm:10000000 --features 500 --model gcn --precision tf32 --epochs 3 --quiet > "$out/sbm10m.log" 2>&1
+  grep -E "accuracy|time:|setup|Maximum resident|Elapsed|error" "$out/sbm10m.log"
+  # Setup from a cached binary graph (SBM 10M x 64 features: 100M edges).
+  $T gen sbm --n 10000000 --avg-degree 10 --features 64 -o /tmp/s.mtx.gz > /dev/null 2>&1
+  /usr/bin/time -f "parse .mtx.gz: %e s, %M KB" $T info /tmp/s.mtx.gz > "$out/parse.log" 2>&1; tail -1 "$out/parse.log"
+  $T convert /tmp/s.mtx.gz --to tcg -o /tmp/s.tcg > /dev/null 2>&1
+  /usr/bin/time -f "load .tcg: %e s, %M KB" $T info /tmp/s.tcg > "$out/tcg.log" 2>&1; tail -1 "$out/tcg.log"
+  $T train /tmp/s.tcg --precision tf32 --epochs 3 --quiet 2>&1 | grep -E "accuracy|time:"
+fi
+if [[ "$what" == *" nccl "* ]]; then
+  ls /usr/lib/x86_64-linux-gnu/libnccl* 2>/dev/null | head -2
+  .gpu/bin/test-test-dist_halo --nocapture 2>&1 | grep -E "nccl|skipped|test result" | head
+fi
+exit 0

@@ -14,7 +14,11 @@ use std::time::{Duration, Instant};
 use tcgnn::graph::npz::{write_npz, Features, NodeData, Split};
 use tcgnn::graph::Csr;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tcgnn");
+/// The binary under test: cargo's, or `TCGNN_BIN` where the tests run away from the build
+/// (the staged GPU machine).
+fn bin() -> String {
+    std::env::var("TCGNN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tcgnn").to_string())
+}
 /// Address-space limit for the runs (KiB): far below what the hostile sizes ask for.
 const LIMIT_KB: u64 = 8 << 20;
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -38,7 +42,7 @@ fn run_in(dir: &Path, args: &[&str]) -> Outcome {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(format!("ulimit -v {LIMIT_KB} && exec \"$0\" \"$@\""))
-        .arg(BIN)
+        .arg(bin())
         .args(args)
         .current_dir(dir)
         .env("TCGNN_DATASETS", dir)
@@ -266,7 +270,7 @@ fn output_paths_are_checked_before_the_work() {
 /// Starts `tcgnn ARGS`, waits until its temporary output `.NAME.tmp-PID` appears (it is
 /// writing), SIGKILLs it, and returns the folder's entries.
 fn kill_while_writing(dir: &Path, args: &[&str], name: &str) -> Vec<String> {
-    let mut child = Command::new(BIN).args(args).current_dir(dir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = Command::new(bin()).args(args).current_dir(dir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let tmp = dir.join(format!(".{name}.tmp-{}", child.id()));
     let start = Instant::now();
     while !tmp.exists() {

@@ -119,14 +119,28 @@ fn compare_cfg(gpu: &Arc<tcgnn::gpu::Gpu>, name: &str, p: &Problem, cfg: &ModelC
         };
         let (logits, grads, params) = run(&b, p, &cfg);
         // The whole model compounds the kernels' rounding: a few times each kernel's tolerance.
-        let tol = 4.0 * prec.tolerance();
+        // tf32 and f16 both keep 10 mantissa bits: through a whole model both get f16's bound.
+        let tol = 4.0 * match prec {
+            Precision::F32 => prec.tolerance(),
+            _ => Precision::F16.tolerance(),
+        };
         let e = rel_error(&logits.data, &to_f64(want_logits));
         assert!(e < tol, "{name} {kind} {prec:?} {layout:?}: logits rel. error {e:.2e}");
+        // A parameter whose exact gradient vanishes (a bias right before BatchNorm, which removes
+        // every column's mean) is compared on the scale of the model's gradients, and its Adam
+        // step (the sign of rounding noise) is not compared.
+        let norm = |m: &Matrix| m.data.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt();
+        let scale = want_grads.iter().map(norm).fold(0.0, f64::max);
+        let vanishes = |w: &Matrix| norm(w) < 1e-6 * scale;
         for (i, (g, w)) in grads.iter().zip(want_grads).enumerate() {
-            let e = rel_error(&g.data, &to_f64(w));
+            let diff = g.data.iter().zip(&w.data).map(|(&a, &b)| (a as f64 - b as f64).powi(2)).sum::<f64>().sqrt();
+            let e = diff / norm(w).max(1e-3 * scale);
             assert!(e < tol, "{name} {kind} {prec:?} {layout:?}: gradient of parameter {i} rel. error {e:.2e}");
         }
-        for (i, (g, w)) in params.iter().zip(want_params).enumerate() {
+        for (i, ((g, w), wg)) in params.iter().zip(want_params).zip(want_grads).enumerate() {
+            if vanishes(wg) {
+                continue;
+            }
             let e = rel_error(&g.data, &to_f64(w));
             assert!(e < tol, "{name} {kind} {prec:?} {layout:?}: parameter {i} after Adam rel. error {e:.2e}");
         }

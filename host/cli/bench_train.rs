@@ -9,7 +9,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use tcgnn::bench::train::{mean_std, write_json, write_text};
 use tcgnn::gpu::Gpu;
+use tcgnn::bench::floor::{copy_bandwidth_gbs, l2_bandwidth_gbs, step_floor_ms};
 use tcgnn::nn::models::model_info;
+use tcgnn::nn::models::traffic::{StepShape, StepTraffic};
 use tcgnn::nn::{CudaBackend, ModelConfig, TrainConfig, Trainer};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::{Error, Result};
@@ -71,6 +73,11 @@ struct Row {
     pyg_step_ms: Option<f64>,
     pyg_accuracy: Option<f64>,
     speedup_vs_pyg: Option<f64>,
+    /// The fewest bytes a step moves ([`tcgnn::nn::models::traffic`]) and that over the
+    /// measured bandwidths; `floor_fraction` = floor / step (1 = at the floor).
+    traffic: Option<StepTraffic>,
+    floor_ms: Option<f64>,
+    floor_fraction: Option<f64>,
     error: Option<String>,
 }
 
@@ -81,6 +88,9 @@ struct Report {
     commit: String,
     reps: usize,
     warmup: usize,
+    /// Device copy (DRAM) and L2 read bandwidths the floors are computed with.
+    copy_bandwidth_gbs: f64,
+    l2_bandwidth_gbs: f64,
     rows: Vec<Row>,
 }
 
@@ -148,6 +158,8 @@ pub fn run(a: &BenchTrainArgs) -> Result<()> {
         pyg_records.extend(v.get("records").and_then(|r| r.as_array()).cloned().unwrap_or_default());
     }
     let pyg = (!pyg_records.is_empty()).then(|| serde_json::json!({ "records": pyg_records }));
+    let bandwidths = Bandwidths { copy_gbs: copy_bandwidth_gbs(&gpu)?, l2_gbs: l2_bandwidth_gbs(&gpu)? };
+    println!("floors at {:.0} GB/s (device copy) and {:.0} GB/s (L2 reads)", bandwidths.copy_gbs, bandwidths.l2_gbs);
     let mut rows = Vec::new();
     for graph in &graphs {
         // Loaded once per graph: the large generated graphs take seconds to parse.
@@ -160,7 +172,7 @@ pub fn run(a: &BenchTrainArgs) -> Result<()> {
         };
         for cfg in &models {
             for &prec in &a.precisions {
-                let row = bench_one(&gpu, a, &data, cfg, prec, &pyg);
+                let row = bench_one(&gpu, a, &data, cfg, prec, &pyg, &bandwidths);
                 let row = row.unwrap_or_else(|e| Row {
                     graph: graph.clone(),
                     model: model_label(cfg),
@@ -179,6 +191,8 @@ pub fn run(a: &BenchTrainArgs) -> Result<()> {
         commit: env!("TCGNN_GIT_COMMIT").into(),
         reps: a.reps,
         warmup: a.warmup,
+        copy_bandwidth_gbs: bandwidths.copy_gbs,
+        l2_bandwidth_gbs: bandwidths.l2_gbs,
         rows,
     };
     let json = write_json(&a.out.join("train.json"), &report)?;
@@ -210,8 +224,17 @@ fn empty_row() -> Row {
         pyg_step_ms: None,
         pyg_accuracy: None,
         speedup_vs_pyg: None,
+        traffic: None,
+        floor_ms: None,
+        floor_fraction: None,
         error: None,
     }
+}
+
+/// The measured bandwidths of the step floor.
+struct Bandwidths {
+    copy_gbs: f64,
+    l2_gbs: f64,
 }
 
 /// The `tcgnn train` arguments a benchmark row stands for (PyG's defaults).
@@ -233,6 +256,7 @@ fn bench_one(
     cfg: &ModelConfig,
     prec: Precision,
     pyg: &Option<serde_json::Value>,
+    bw: &Bandwidths,
 ) -> Result<Row> {
     let cfg = *cfg;
     check_fits(gpu, data, &cfg)?;
@@ -255,6 +279,15 @@ fn bench_one(
     }
     let (pyg_step_ms, pyg_accuracy) = pyg_lookup(pyg, &data.name, cfg.model, cfg.layers, cfg.hidden);
     let step = phases.step_ms();
+    let shape = StepShape {
+        n: data.n(),
+        nnz: data.graph.nnz(),
+        features: data.features.cols(),
+        classes: data.classes,
+        act_bytes: if matches!(prec, Precision::F16) { 2 } else { 4 },
+    };
+    let traffic = (info.step_traffic)(&cfg, &shape);
+    let floor_ms = step_floor_ms(&traffic, bw.copy_gbs, bw.l2_gbs);
     Ok(Row {
         graph: data.name.clone(),
         n: data.n(),
@@ -276,6 +309,9 @@ fn bench_one(
         speedup_vs_pyg: pyg_step_ms.map(|p| p / step),
         pyg_step_ms,
         pyg_accuracy,
+        traffic: Some(traffic),
+        floor_ms: Some(floor_ms),
+        floor_fraction: Some(floor_ms / step),
         error: None,
     })
 }
@@ -284,12 +320,13 @@ fn print_row(r: &Row) {
     match &r.error {
         Some(e) => println!("{:<14} {:<14} {:<5} error: {e}", r.graph, r.model, r.precision),
         None => println!(
-            "{:<14} {:<14} {:<5} step {:>8.3} ms (eager {:>8.3}) setup {:>8.1} ms acc {:>13} pyg {:>8} speedup {:>7}",
+            "{:<14} {:<14} {:<5} step {:>8.3} ms (eager {:>8.3}) floor {:>5} setup {:>8.1} ms acc {:>13} pyg {:>8} speedup {:>7}",
             r.graph,
             r.model,
             r.precision,
             r.step_graph_ms.unwrap_or(r.step_eager_ms),
             r.step_eager_ms,
+            r.floor_fraction.map_or("-".into(), |f| format!("{:.2}", f)),
             r.setup_ms,
             r.accuracy.map_or("-".into(), |(m, s)| format!("{m:.1} ± {s:.1}%")),
             r.pyg_step_ms.map_or("-".into(), |p| format!("{p:.3}")),
@@ -301,22 +338,24 @@ fn print_row(r: &Row) {
 fn markdown(r: &Report) -> String {
     let mut s = format!(
         "# Training step times ({}, {}, commit {})\n\nMedian of {} event-timed steps after {} warm-up steps; a step is forward + loss + backward + Adam. \
-         `graph` = the step replayed as a CUDA graph, `eager` = launched kernel by kernel. Accuracy: test accuracy at the best validation epoch, 200 epochs, mean ± std over seeds.\n\n\
-         | graph | model | precision | step (graph) ms | step (eager) ms | fwd | bwd | adam | setup ms | accuracy | PyG step ms | PyG acc | speedup vs PyG |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        r.gpu.name, r.date, r.commit, r.reps, r.warmup
+         `graph` = the step replayed as a CUDA graph, `eager` = launched kernel by kernel. \
+         `floor`: the step's fraction of its memory floor (the fewest bytes a step moves, `nn/models/traffic.rs`, over {:.0} GB/s device copy and {:.0} GB/s L2 reads, both measured; 1 = at the floor). Accuracy: test accuracy at the best validation epoch, 200 epochs, mean ± std over seeds.\n\n\
+         | graph | model | precision | step (graph) ms | step (eager) ms | floor | fwd | bwd | adam | setup ms | accuracy | PyG step ms | PyG acc | speedup vs PyG |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        r.gpu.name, r.date, r.commit, r.reps, r.warmup, r.copy_bandwidth_gbs, r.l2_bandwidth_gbs
     );
     for x in &r.rows {
         if let Some(e) = &x.error {
-            s += &format!("| {} | {} | {} | error: {e} |||||||||| \n", x.graph, x.model, x.precision);
+            s += &format!("| {} | {} | {} | error: {e} ||||||||||| \n", x.graph, x.model, x.precision);
             continue;
         }
         s += &format!(
-            "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {:.3} | {} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} | {} | {} |\n",
             x.graph,
             x.model,
             x.precision,
             x.step_graph_ms.map_or("-".into(), |v| format!("{v:.3}")),
             x.step_eager_ms,
+            x.floor_fraction.map_or("-".into(), |f| format!("{f:.2}")),
             x.forward_ms,
             x.backward_ms,
             x.optimizer_ms,

@@ -33,6 +33,7 @@ pub mod format;
 pub mod mma;
 pub mod nn;
 pub mod perm;
+pub mod probe;
 pub mod ptx;
 pub mod rng {
     include!("rng.rs");

@@ -7,6 +7,7 @@ use crate::nn::agnn_conv::{AgnnConv, AgnnGraph};
 use crate::nn::dropout::Dropout;
 use crate::nn::input::InputFeatures;
 use crate::nn::linear::Linear;
+use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{Model, ModelConfig, ModelInfo, dropout_seed, edge_bytes, mat_bytes, param_bytes};
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
@@ -33,6 +34,7 @@ pub const INFO: ModelInfo = ModelInfo {
     // Attention values change every step: compact CSR order for every edge op.
     edge_layout: EdgeLayout::Csr,
     estimate_bytes,
+    step_traffic,
 };
 
 pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Agnn<B>> {
@@ -44,6 +46,16 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
     let (n, nnz, f, c, h) = (n as u64, nnz as u64, features as u64, classes as u64, cfg.hidden as u64);
     let per_conv = 4 * mat_bytes(n, h) + mat_bytes(n, 1) + 7 * edge_bytes(n, nnz);
     param_bytes(f, h) + param_bytes(h, c) + 6 * mat_bytes(n, h) + 2 * mat_bytes(n, c) + cfg.layers as u64 * per_conv
+}
+
+/// The input Linear, `layers` attention propagations over hidden columns (no weights but β),
+/// the output Linear; self-loops added.
+fn step_traffic(cfg: &ModelConfig, s: &StepShape) -> StepTraffic {
+    let s = StepShape { nnz: s.nnz + s.n, ..*s };
+    let h = cfg.hidden;
+    let agg = Aggregation { width: h, value_bytes: 0, passes: (1, 2) };
+    let props: StepTraffic = (0..cfg.layers).map(|_| traffic::layer(&s, h, h, 1, agg, false)).sum();
+    traffic::dense(&s, s.features, h, true) + props + traffic::dense(&s, h, s.classes, false) + traffic::loss(&s)
 }
 
 pub struct Agnn<B: Ops> {

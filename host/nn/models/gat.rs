@@ -9,6 +9,7 @@ use crate::graph::Csr;
 use crate::nn::dropout::Dropout;
 use crate::nn::gat_conv::{GatConv, GatGraph};
 use crate::nn::input::InputFeatures;
+use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{Model, ModelConfig, ModelInfo, dropout_seed, edge_bytes, mat_bytes, param_bytes};
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
@@ -35,6 +36,7 @@ pub const INFO: ModelInfo = ModelInfo {
     // Attention values change every step: compact CSR order for every edge op.
     edge_layout: EdgeLayout::Csr,
     estimate_bytes,
+    step_traffic,
 };
 
 pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Gat<B>> {
@@ -66,6 +68,19 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
     let in_last = if cfg.layers == 1 { f } else { hidden_width };
     // Dropout outputs and their masks, two backward buffers.
     hidden_convs + conv_bytes(n, nnz, in_last, 1, c) + (cfg.layers as u64) * 2 * mat_bytes(n, hidden_width) + 2 * mat_bytes(n, hidden_width)
+}
+
+/// Per layer: W (in x heads·dim), attention over heads·dim gathered columns (the per-node
+/// scores are n x heads, negligible), self-loops added; the output layer has one head.
+fn step_traffic(cfg: &ModelConfig, s: &StepShape) -> StepTraffic {
+    let s = StepShape { nnz: s.nnz + s.n, ..*s };
+    let hidden = cfg.heads * cfg.hidden;
+    (0..cfg.layers).map(|l| {
+        let input = if l == 0 { s.features } else { hidden };
+        let output = if l + 1 == cfg.layers { s.classes } else { hidden };
+        let agg = Aggregation { width: output, value_bytes: 0, passes: (1, 2) };
+        traffic::layer(&s, input, output, input * output, agg, l == 0)
+    }).sum::<StepTraffic>() + traffic::loss(&s)
 }
 
 pub struct Gat<B: Ops> {

@@ -4,6 +4,7 @@
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::gcn_conv::{GcnAdjacency, GcnConv};
+use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{ModelConfig, ModelInfo, edge_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::stack::Stack;
 use crate::ops::backend::Ops;
@@ -29,6 +30,7 @@ pub const INFO: ModelInfo = ModelInfo {
     // Â is fixed: keep it in the kernel's layout, no conversion per product.
     edge_layout: EdgeLayout::Kernel,
     estimate_bytes,
+    step_traffic,
 };
 
 pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Gcn<B>> {
@@ -48,6 +50,17 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
         param_bytes(i, o) + 4 * mat_bytes(n, o) + 2 * mat_bytes(n, i) + n * i
     }).sum();
     per_layer + 2 * edge_bytes(n, nnz) + hidden_bytes(cfg, n, &w)
+}
+
+/// Per layer: X W (i x o weights) and Â over the narrower side, values stored; self-loops added.
+fn step_traffic(cfg: &ModelConfig, s: &StepShape) -> StepTraffic {
+    let s = StepShape { nnz: s.nnz + s.n, ..*s };
+    let w = widths(s.features, cfg.hidden, cfg.layers, s.classes);
+    let layers: StepTraffic = w.windows(2).enumerate().map(|(l, w)| {
+        let agg = Aggregation { width: w[0].min(w[1]), value_bytes: 4, passes: (1, 1) };
+        traffic::layer(&s, w[0], w[1], w[0] * w[1], agg, l == 0)
+    }).sum();
+    layers + traffic::loss(&s)
 }
 
 /// GCN: the [`Stack`] over [`GcnConv`]s sharing one Â.

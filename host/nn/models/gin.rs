@@ -8,6 +8,7 @@
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::gin_conv::{GinConv, sum_adjacency};
+use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{ModelConfig, ModelInfo, edge_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::stack::Stack;
 use crate::ops::backend::Ops;
@@ -33,6 +34,7 @@ pub const INFO: ModelInfo = ModelInfo {
     // Unit values, fixed: the kernel's layout.
     edge_layout: EdgeLayout::Kernel,
     estimate_bytes,
+    step_traffic,
 };
 
 pub type Gin<B> = Stack<B, GinConv<B>>;
@@ -56,4 +58,15 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
         })
         .sum();
     per_layer + 2 * edge_bytes(n, nnz) + hidden_bytes(cfg, n, &w)
+}
+
+/// Per layer: the sum over neighbours (unit values) of the narrower side with the MLP's first
+/// Linear, then its second Linear (out x out) as a dense layer.
+fn step_traffic(cfg: &ModelConfig, s: &StepShape) -> StepTraffic {
+    let w = widths(s.features, cfg.hidden, cfg.layers, s.classes);
+    let layers: StepTraffic = w.windows(2).enumerate().map(|(l, w)| {
+        let agg = Aggregation { width: w[0].min(w[1]), value_bytes: 0, passes: (1, 1) };
+        traffic::layer(s, w[0], w[1], w[0] * w[1], agg, l == 0) + traffic::dense(s, w[1], w[1], false)
+    }).sum();
+    layers + traffic::loss(s)
 }

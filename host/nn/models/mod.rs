@@ -10,6 +10,7 @@ pub mod gat;
 pub mod gcn;
 pub mod gin;
 pub mod sage;
+pub mod traffic;
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
@@ -100,6 +101,9 @@ pub struct ModelInfo {
     /// Device bytes of its buffers for `n` nodes, `nnz` edges, `features` in, `classes` out: to
     /// refuse a model that cannot fit before allocating it. An upper estimate.
     pub estimate_bytes: fn(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64,
+    /// The fewest bytes one training step moves on a graph of `shape` (raw edges, before the
+    /// model's self-loops): the step floor of `bench train` ([`traffic`]).
+    pub step_traffic: fn(cfg: &ModelConfig, shape: &traffic::StepShape) -> traffic::StepTraffic,
 }
 
 impl ModelInfo {

@@ -5,6 +5,7 @@
 
 use crate::error::Result;
 use crate::graph::Csr;
+use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{ModelConfig, ModelInfo, edge_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::sage_conv::{SageConv, mean_adjacency};
 use crate::nn::stack::Stack;
@@ -31,6 +32,7 @@ pub const INFO: ModelInfo = ModelInfo {
     // The mean's values are fixed: keep them in the kernel's layout.
     edge_layout: EdgeLayout::Kernel,
     estimate_bytes,
+    step_traffic,
 };
 
 pub type Sage<B> = Stack<B, SageConv<B>>;
@@ -55,4 +57,14 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
         })
         .sum();
     per_layer + 2 * edge_bytes(n, nnz) + hidden_bytes(cfg, n, &w)
+}
+
+/// Per layer: mean over neighbours (no stored values) of the narrower side, `lin_l` and `lin_r`.
+fn step_traffic(cfg: &ModelConfig, s: &StepShape) -> StepTraffic {
+    let w = widths(s.features, cfg.hidden, cfg.layers, s.classes);
+    let layers: StepTraffic = w.windows(2).enumerate().map(|(l, w)| {
+        let agg = Aggregation { width: w[0].min(w[1]), value_bytes: 0, passes: (1, 1) };
+        traffic::layer(s, w[0], w[1], 2 * w[0] * w[1], agg, l == 0)
+    }).sum();
+    layers + traffic::loss(s)
 }

@@ -52,3 +52,4 @@ pub mod sddmm;
 pub mod selftest;
 pub mod values;
 pub mod perm;
+pub mod probe;

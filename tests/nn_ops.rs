@@ -178,7 +178,7 @@ fn cpu_dropout_mask_statistics_and_reproducibility() {
         assert!(mask.iter().all(|&m| m <= 1));
         let thr = dropout_threshold(p);
         for i in 0..n {
-            let keep = dropout_keep(42, 7, i as u32, thr);
+            let keep = dropout_keep(42, 7, i as u64, thr);
             assert_eq!(mask[i], keep as u8);
             let want = if keep { x[i] / (1.0 - p as f64) } else { 0.0 };
             assert!((y[i] - want).abs() <= 1e-15, "element {i}");
@@ -197,9 +197,9 @@ fn cpu_dropout_mask_statistics_and_reproducibility() {
     }
     // Consecutive indices and steps are not correlated: the keep rate of pairs is (1-p)^2.
     let (p, thr) = (0.5f32, dropout_threshold(0.5));
-    let both = (0..100_000u32).filter(|&i| dropout_keep(1, 3, i, thr) && dropout_keep(1, 3, i + 1, thr)).count() as f64 / 1e5;
+    let both = (0..100_000u64).filter(|&i| dropout_keep(1, 3, i, thr) && dropout_keep(1, 3, i + 1, thr)).count() as f64 / 1e5;
     assert!((both - 0.25).abs() < 0.01, "adjacent indices: {both}");
-    let both = (0..100_000u32).filter(|&i| dropout_keep(1, 3, i, thr) && dropout_keep(1, 4, i, thr)).count() as f64 / 1e5;
+    let both = (0..100_000u64).filter(|&i| dropout_keep(1, 3, i, thr) && dropout_keep(1, 4, i, thr)).count() as f64 / 1e5;
     assert!((both - 0.25).abs() < 0.01, "adjacent steps: {both}, p {p}");
 }
 
@@ -247,7 +247,7 @@ fn cpu_dropout_matrix_uses_padded_index() {
         let thr = dropout_threshold(p);
         for r in 0..rows {
             for c in 0..ld {
-                let keep = dropout_keep(seed, step, (r * ld + c) as u32, thr);
+                let keep = dropout_keep(seed, step, (r * ld + c) as u64, thr);
                 assert_eq!(mask[r * ld + c], keep as u8, "({r}, {c})");
                 if c < cols {
                     let want = if keep { x[r * cols + c] / (1.0 - p as f64) } else { 0.0 };

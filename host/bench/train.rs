@@ -26,6 +26,45 @@ pub struct TrainRun {
     pub setup_ms: f64,
     pub history: History,
     pub phases: Option<PhaseTimes>,
+    /// Where the setup went and the memory the run held at its peak.
+    pub resources: Resources,
+}
+
+/// Setup split and peak memory of a training run (issue 15): `read_s` reads or generates the
+/// data; `translate_s` and `upload_s` are the GPU's setup clock (`gpu::setup_clock`: graph
+/// formats built, host data copied to the device); `other_s` the rest of building the model
+/// (normalisation, allocations). Peaks: the process's resident set (VmHWM, as getrusage's
+/// ru_maxrss) and the device memory in use, sampled after setup and after every epoch
+/// (`total - free`: other processes on the GPU count too). The data itself: `data_bytes`.
+#[derive(Serialize, Clone, Copy, Debug, Default)]
+pub struct Resources {
+    pub read_s: f64,
+    pub translate_s: f64,
+    pub upload_s: f64,
+    pub other_s: f64,
+    pub upload_bytes: u64,
+    /// Features, graph (CSR), labels and masks as held on the host.
+    pub data_bytes: u64,
+    pub peak_host_bytes: Option<u64>,
+    pub peak_device_bytes: Option<u64>,
+}
+
+impl Resources {
+    /// The summary line `tcgnn train` prints.
+    pub fn summary(&self) -> String {
+        let gb = |b: Option<u64>| b.map_or("n/a".to_string(), |b| format!("{:.2} GB", b as f64 / 1e9));
+        format!(
+            "setup: read {:.2} s, translate {:.2} s, upload {:.2} s ({:.2} GB), other {:.2} s; peak memory: host {} (data {}), GPU {}",
+            self.read_s,
+            self.translate_s,
+            self.upload_s,
+            self.upload_bytes as f64 / 1e9,
+            self.other_s,
+            gb(self.peak_host_bytes),
+            gb(Some(self.data_bytes)),
+            gb(self.peak_device_bytes)
+        )
+    }
 }
 
 /// A loss / accuracy curve per epoch: loss on the left axis, accuracies (0..1) on the right.

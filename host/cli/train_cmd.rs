@@ -227,6 +227,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
             p.evaluate.median_ms
         );
     }
+    println!("{}", r0.resources.summary());
     if let Some(dir) = &a.out {
         let json = write_json(&dir.join("train.json"), &runs)?;
         let title = format!("{} {} {}x{} ({}), seed {}", r0.graph, r0.model.model, r0.model.layers, r0.model.hidden, r0.precision, r0.seed);
@@ -317,7 +318,9 @@ pub fn check_fits(gpu: &Gpu, data: &Dataset, cfg: &ModelConfig) -> Result<()> {
 
 fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> Result<B>, gpu: Option<Arc<Gpu>>) -> Result<TrainRun> {
     let resumed = a.resume.as_deref().map(Checkpoint::read).transpose()?;
+    let t_read = std::time::Instant::now();
     let data = load_dataset(a, seed)?;
+    let read_s = t_read.elapsed().as_secs_f64();
     let (cfg, tcfg) = match &resumed {
         Some(c) => {
             eprintln!("resuming {} after epoch {} of {} (its model and optimiser settings)", c.meta.model.model, c.meta.epoch, c.meta.graph);
@@ -349,6 +352,8 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     };
     let backend = Arc::new(make()?);
     let mut trainer = Trainer::new(backend.clone(), &data, &cfg, &tcfg)?;
+    let sample_gpu = || gpu.as_ref().map(|g| g.sample_used_memory()).transpose();
+    sample_gpu()?;
     let mut done = Vec::new();
     let mut best: Option<(EpochRecord, Vec<(String, Matrix)>)> = None;
     if let (Some(c), Some(dir)) = (&resumed, &a.resume) {
@@ -386,6 +391,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         bar.set_message(format!("loss {:.4} val {:.1}% test {:.1}%", e.loss, e.val_acc * 100.0, e.test_acc * 100.0));
         bar.inc(1);
         curve.push(*e);
+        sample_gpu()?;
         // The first epoch of the highest validation accuracy, as the report picks it.
         if keep_best && best.as_ref().is_none_or(|(b, _)| e.val_acc > b.val_acc) {
             best = Some((*e, t.weights()?));
@@ -433,6 +439,8 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     }
     // Phase timing after training (the weights no longer matter): event-timed medians.
     let phases = if seed == a.seeds[0] { Some(trainer.profile(3, if gpu.is_some() { 20 } else { 3 })?) } else { None };
+    sample_gpu()?;
+    let resources = resources(read_s, trainer.setup_seconds, &data, gpu.as_deref());
     Ok(TrainRun {
         graph: data.name.clone(),
         n: data.n(),
@@ -448,5 +456,27 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         setup_ms: trainer.setup_seconds * 1e3,
         history,
         phases,
+        resources,
     })
+}
+
+/// The setup split and memory peaks of a run (`bench::train::Resources`). With a GPU, its clock
+/// holds the translations and uploads of every run on it in this process: the first run's
+/// figures are its own, a later seed's include the earlier ones.
+fn resources(read_s: f64, setup_s: f64, data: &Dataset, gpu: Option<&Gpu>) -> tcgnn::bench::train::Resources {
+    let clock = gpu.map(|g| g.clock().snapshot()).unwrap_or_default();
+    let features = match &data.features {
+        tcgnn::nn::input::HostFeatures::Dense(m) => 4 * m.data.len(),
+        tcgnn::nn::input::HostFeatures::Sparse(c) => c.bytes(),
+    };
+    tcgnn::bench::train::Resources {
+        read_s,
+        translate_s: clock.translate_s,
+        upload_s: clock.upload_s,
+        other_s: (setup_s - clock.translate_s - clock.upload_s).max(0.0),
+        upload_bytes: clock.upload_bytes,
+        data_bytes: (features + data.graph.bytes() + 5 * data.labels.len()) as u64,
+        peak_host_bytes: tcgnn::util::memory::peak_rss_bytes(),
+        peak_device_bytes: gpu.map(|_| clock.peak_device_used_bytes),
+    }
 }

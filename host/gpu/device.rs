@@ -6,6 +6,7 @@ use cudarc::driver::{CudaContext, CudaStream, sys::CUdevice_attribute};
 
 use crate::error::{Error, Result};
 use crate::gpu::module::KernelModule;
+use crate::gpu::setup_clock::SetupClock;
 
 /// What the CLI and benchmark reports print about the device.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -30,6 +31,7 @@ pub struct Gpu {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) kernels: KernelModule,
     info: GpuInfo,
+    clock: SetupClock,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -89,7 +91,7 @@ impl Gpu {
             )));
         }
         let kernels = KernelModule::load(&ctx)?;
-        Ok(Arc::new(Gpu { ctx, stream, kernels, info }))
+        Ok(Arc::new(Gpu { ctx, stream, kernels, info, clock: SetupClock::default() }))
     }
 
     /// The first device, or the reason there is none.
@@ -109,6 +111,26 @@ impl Gpu {
     /// stream is not.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// Free device memory in bytes right now (cuMemGetInfo: every process's allocations count).
+    pub fn free_memory(&self) -> Result<usize> {
+        let (free, _total) = self.ctx.mem_get_info().map_err(|e| Error::cuda("cuMemGetInfo", e))?;
+        Ok(free)
+    }
+
+    /// Device memory in use now (`total - free`), also kept as a sample of the peak in
+    /// [`Gpu::clock`].
+    pub fn sample_used_memory(&self) -> Result<u64> {
+        let (free, total) = self.ctx.mem_get_info().map_err(|e| Error::cuda("cuMemGetInfo", e))?;
+        let used = total.saturating_sub(free) as u64;
+        self.clock.sample_memory(used);
+        Ok(used)
+    }
+
+    /// Translation and upload time spent for this GPU, and the sampled peak of its memory.
+    pub fn clock(&self) -> &SetupClock {
+        &self.clock
     }
 
     /// Wait for all queued work; surfaces asynchronous kernel faults.

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
+use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
@@ -23,7 +24,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin> DeviceVec<T> {
         let data = if host.is_empty() {
             gpu.stream.alloc_zeros::<T>(1)
         } else {
-            gpu.stream.clone_htod(host)
+            gpu.clock().uploading(std::mem::size_of_val(host), || gpu.stream.clone_htod(host))
         }
         .map_err(|e| Error::cuda(format!("upload of {} elements", host.len()), e))?;
         Ok(DeviceVec { data })
@@ -63,6 +64,10 @@ impl<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin> DeviceVec<T> {
     }
 }
 
+/// Bytes of host staging [`DeviceMatrix::upload`] converts and pads at a time: large enough
+/// for full copy bandwidth, small beside any matrix worth chunking.
+pub const UPLOAD_STAGING_BYTES: usize = 64 << 20;
+
 /// Round `k` up to the padded row stride.
 pub fn padded_ld(k: usize) -> usize {
     k.div_ceil(8) * 8
@@ -96,16 +101,28 @@ impl Element for half::f16 {
 }
 
 impl<T: Element> DeviceMatrix<T> {
-    /// Upload (converting from f32) with zero padding columns.
+    /// Upload (converting from f32) with zero padding columns, through a staging buffer of
+    /// about [`UPLOAD_STAGING_BYTES`]: never a host copy of the whole padded matrix (10M x 500
+    /// features are 20 GB; a whole padded copy doubled the host memory of a training run).
     pub fn upload(gpu: &Arc<Gpu>, m: &Matrix) -> Result<Self> {
-        let ld = padded_ld(m.cols);
-        let mut host = vec![T::default(); m.rows * ld];
-        for r in 0..m.rows {
-            for c in 0..m.cols {
-                host[r * ld + c] = T::from_f32(m.data[r * m.cols + c]);
-            }
+        let mut d = DeviceMatrix::zeros(gpu, m.rows, m.cols)?;
+        let ld = d.ld;
+        if ld == 0 {
+            return Ok(d);
         }
-        Ok(DeviceMatrix { rows: m.rows, cols: m.cols, ld, buf: DeviceVec::upload(gpu, &host)?, gpu: gpu.clone() })
+        let chunk = (UPLOAD_STAGING_BYTES / (ld.max(1) * std::mem::size_of::<T>())).max(1);
+        let mut host = vec![T::default(); chunk.min(m.rows) * ld];
+        for r0 in (0..m.rows).step_by(chunk) {
+            let n = chunk.min(m.rows - r0);
+            let src = &m.data[r0 * m.cols..(r0 + n) * m.cols];
+            host[..n * ld].par_chunks_mut(ld).zip(src.par_chunks(m.cols)).for_each(|(dst, src)| {
+                for (d, &s) in dst.iter_mut().zip(src) {
+                    *d = T::from_f32(s);
+                }
+            });
+            d.upload_rows(r0, &host[..n * ld])?;
+        }
+        Ok(d)
     }
 
     pub fn zeros(gpu: &Arc<Gpu>, rows: usize, cols: usize) -> Result<Self> {
@@ -141,6 +158,33 @@ impl<T: Element> DeviceMatrix<T> {
         let mut host = self.buf.download(&self.gpu)?;
         host.truncate(self.rows * self.ld);
         Ok(host)
+    }
+
+    /// Write rows `row0 .. row0 + n` from `padded` (n whole padded rows, `n * ld` elements): a
+    /// matrix filled a block of rows at a time, with no host copy of the whole matrix.
+    pub fn upload_rows(&mut self, row0: usize, padded: &[T]) -> Result<()> {
+        let range = self.row_range(row0, padded.len() / self.ld.max(1), padded.len(), "upload_rows")?;
+        let mut view = self.buf.data.slice_mut(range);
+        let gpu = &self.gpu;
+        gpu.clock().uploading(std::mem::size_of_val(padded), || gpu.stream.memcpy_htod(padded, &mut view)).map_err(|e| Error::cuda("upload_rows", e))
+    }
+
+    /// Rows `row0 .. row0 + n`, padded (`n * ld` elements).
+    pub fn download_rows(&self, row0: usize, n: usize) -> Result<Vec<T>> {
+        let range = self.row_range(row0, n, n * self.ld, "download_rows")?;
+        let mut host = vec![T::default(); range.len()];
+        self.gpu.stream.memcpy_dtoh(&self.buf.data.slice(range), &mut host[..]).map_err(|e| Error::cuda("download_rows", e))?;
+        self.gpu.stream.synchronize().map_err(|e| Error::cuda("download_rows", e))?;
+        Ok(host)
+    }
+
+    /// The element range of rows `row0 .. row0 + n`, checked against the matrix (`len`: the
+    /// host side's length, which must be whole padded rows).
+    fn row_range(&self, row0: usize, n: usize, len: usize, what: &str) -> Result<std::ops::Range<usize>> {
+        if len != n * self.ld || row0.checked_add(n).is_none_or(|end| end > self.rows) {
+            return Err(Error::Shape(format!("{what}: rows {row0} + {n} ({len} elements) of a {} x {} matrix (ld {})", self.rows, self.cols, self.ld)));
+        }
+        Ok(row0 * self.ld..(row0 + n) * self.ld)
     }
 
     pub fn gpu(&self) -> &Arc<Gpu> {

@@ -16,6 +16,7 @@ pub mod launch;
 pub mod memory;
 pub mod module;
 pub mod selftest;
+pub mod setup_clock;
 pub mod shared;
 pub mod timing;
 

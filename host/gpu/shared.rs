@@ -10,6 +10,9 @@ pub mod partition {
 pub mod layout {
     include!("../../kernels-gpu/src/layout.rs");
 }
+pub mod index {
+    include!("../../kernels-gpu/src/index.rs");
+}
 pub mod rng {
     include!("../../kernels-gpu/src/rng.rs");
 }

@@ -101,6 +101,15 @@ impl GraphHandle {
         self
     }
 
+    /// Run a translation, timed on the handle's GPU's setup clock (nothing to time without one:
+    /// CPU training reads the CSR as it is).
+    fn timed<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.gpu {
+            Some(gpu) => gpu.clock().translating(f),
+            None => f(),
+        }
+    }
+
     /// The GPU formats are translated on, if any.
     fn translating_gpu(&self) -> Option<&Arc<Gpu>> {
         self.gpu.as_ref().filter(|_| self.translate == Translate::Gpu)
@@ -200,19 +209,23 @@ impl GraphHandle {
     /// handle has one (downloaded from [`GraphHandle::device_mebcrs`]'s arrays for k = 8), else
     /// on the CPU.
     pub fn mebcrs(&self, k: usize) -> Result<Arc<MeBcrs>> {
-        self.cached(k as u64, || match self.translating_gpu() {
-            Some(gpu) if k == 8 => self.device_mebcrs()?.download(gpu, &self.csr),
-            Some(gpu) => mebcrs_on_device(gpu, &self.csr, &*self.device_csr()?, k)?.download(gpu, &self.csr),
-            None => MeBcrs::from_csr(&self.csr, k),
+        self.cached(k as u64, || {
+            self.timed(|| match self.translating_gpu() {
+                Some(gpu) if k == 8 => self.device_mebcrs()?.download(gpu, &self.csr),
+                Some(gpu) => mebcrs_on_device(gpu, &self.csr, &*self.device_csr()?, k)?.download(gpu, &self.csr),
+                None => MeBcrs::from_csr(&self.csr, k),
+            })
         })
     }
 
     /// SGT with block width `block_w` (8 SpMM, 16 SDDMM), translated once per graph (on the
     /// GPU when the handle has one).
     pub fn sgt(&self, block_w: usize) -> Result<Arc<Sgt>> {
-        self.cached(block_w as u64, || match self.translating_gpu() {
-            Some(gpu) => sgt_on_gpu(gpu, &self.csr, block_w),
-            None => Sgt::from_csr(&self.csr, block_w),
+        self.cached(block_w as u64, || {
+            self.timed(|| match self.translating_gpu() {
+                Some(gpu) => sgt_on_gpu(gpu, &self.csr, block_w),
+                None => Sgt::from_csr(&self.csr, block_w),
+            })
         })
     }
 
@@ -220,9 +233,11 @@ impl GraphHandle {
     /// CSR (or uploaded from the CPU translation), once.
     pub fn device_mebcrs(&self) -> Result<Arc<DeviceMeBcrs>> {
         let gpu = self.gpu()?.clone();
-        self.cached(8, || match self.translate {
-            Translate::Gpu => mebcrs_on_device(&gpu, &self.csr, &*self.device_csr()?, 8),
-            Translate::Cpu => DeviceMeBcrsParts::upload(&gpu, &*self.mebcrs(8)?),
+        self.cached(8, || {
+            self.timed(|| match self.translate {
+                Translate::Gpu => mebcrs_on_device(&gpu, &self.csr, &*self.device_csr()?, 8),
+                Translate::Cpu => DeviceMeBcrsParts::upload(&gpu, &*self.mebcrs(8)?),
+            })
         })
     }
 
@@ -230,8 +245,10 @@ impl GraphHandle {
     pub fn device_mebcrs_f16(&self) -> Result<Arc<DeviceMeBcrsF16>> {
         let gpu = self.gpu()?.clone();
         self.cached(8, || {
-            let h: Vec<half::f16> = self.mebcrs(8)?.values.iter().map(|&v| half::f16::from_f32(v)).collect();
-            Ok(DeviceMeBcrsF16(DeviceVec::upload(&gpu, &h)?))
+            self.timed(|| {
+                let h: Vec<half::f16> = self.mebcrs(8)?.values.iter().map(|&v| half::f16::from_f32(v)).collect();
+                Ok(DeviceMeBcrsF16(DeviceVec::upload(&gpu, &h)?))
+            })
         })
     }
 
@@ -249,7 +266,7 @@ impl GraphHandle {
     /// The COO row array uploaded to the device (shared by HP-SpMM and HP-SDDMM).
     pub fn device_coo_rows(&self) -> Result<Arc<DeviceCooRows>> {
         let gpu = self.gpu()?.clone();
-        self.cached(0, || Ok(DeviceCooRows(DeviceVec::upload(&gpu, &crate::format::coo::Coo::from_csr(&self.csr).row)?)))
+        self.cached(0, || self.timed(|| Ok(DeviceCooRows(DeviceVec::upload(&gpu, &crate::format::coo::Coo::from_csr(&self.csr).row)?))))
     }
 
     /// The CSR uploaded to the device.
@@ -269,7 +286,7 @@ impl GraphHandle {
 
     fn transposed(&self) -> Result<Arc<Transposed>> {
         self.cached(0, || {
-            let (t, map) = crate::graph::ops::transpose_with_map(&self.csr);
+            let (t, map) = self.timed(|| crate::graph::ops::transpose_with_map(&self.csr));
             // Sᵀ of a reordered handle is P Sᵀ Pᵀ: the same permutation applies.
             let mut handle = GraphHandle::new(t, self.gpu.clone()).with_translation(self.translate);
             handle.reordering = self.reordering.clone();
@@ -294,12 +311,12 @@ impl GraphHandle {
                 ));
             }
             let t = self.transposed()?;
-            Ok(HostTransposeMap(match order {
+            self.timed(|| Ok(HostTransposeMap(match order {
                 ValueOrder::Csr => t.csr_map.clone(),
                 ValueOrder::MeBcrs => {
                     Arc::new(crate::ops::values::transpose_map_mebcrs(&*self.mebcrs(8)?, &*t.handle.mebcrs(8)?, &t.csr_map))
                 }
-            }))
+            })))
         })?;
         Ok(map.0.clone())
     }

@@ -88,6 +88,13 @@ fn address_space_room() -> Option<u64> {
     Some(soft.saturating_sub(vm_kb * 1024))
 }
 
+/// This process's peak resident memory so far: `VmHWM` of `/proc/self/status`, the kernel's
+/// high-water mark of the resident set (what getrusage reports as `ru_maxrss`); `None` off
+/// Linux.
+pub fn peak_rss_bytes() -> Option<u64> {
+    kib_field(&read("/proc/self/status")?, "VmHWM:").map(|kb| kb * 1024)
+}
+
 fn mem_available() -> Option<u64> {
     kib_field(&read("/proc/meminfo")?, "MemAvailable:").map(|kb| kb * 1024)
 }
@@ -111,5 +118,13 @@ mod tests {
         check_host_alloc(1 << 20, "a megabyte").unwrap();
         assert_eq!(human_bytes(1536), "1.5 KiB");
         assert_eq!(bytes_of(u64::MAX, 4), u64::MAX);
+    }
+
+    #[test]
+    fn peak_rss_follows_a_touched_allocation() {
+        let Some(before) = peak_rss_bytes() else { return }; // not Linux
+        let v = vec![1u8; 64 << 20]; // written, so resident
+        let after = peak_rss_bytes().unwrap();
+        assert!(after >= before && after >= v.len() as u64, "peak {before} -> {after} with 64 MiB resident");
     }
 }

@@ -30,6 +30,9 @@ pub mod partition {
     include!("partition.rs");
 }
 pub mod format;
+pub mod index {
+    include!("index.rs");
+}
 pub mod mma;
 pub mod nn;
 pub mod perm;

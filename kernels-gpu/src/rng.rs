@@ -6,6 +6,10 @@
 // The 64-bit key (step << 32 | index) is XORed with a mix of the seed and sent through
 // SplitMix64's finaliser (a bijection on u64 with full avalanche); the hash is its top 32 bits.
 // Distinct (step, index) pairs under one seed therefore never share the 64-bit value.
+// Indices past 2^32 (matrices of more than 2^32 elements) XOR `mix64(index >> 32)` into the key:
+// `mix64(0) = 0`, so indices below 2^32 draw exactly what they drew before 64-bit indices, and
+// the high word still changes every bit of the hash (a truncated index would repeat the mask
+// of the first 2^32 elements).
 
 /// SplitMix64's output function (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
 #[inline(always)]
@@ -24,21 +28,34 @@ pub const fn dropout_seed_key(seed: u64) -> u64 {
 
 /// 32 uniformly distributed bits for element `index` of draw `step`, given `dropout_seed_key(seed)`.
 #[inline(always)]
-pub const fn dropout_hash_keyed(seed_key: u64, step: u32, index: u32) -> u32 {
-    let key = ((step as u64) << 32) | index as u64;
-    (mix64(key ^ seed_key) >> 32) as u32
+pub const fn dropout_hash_keyed(seed_key: u64, step: u32, index: u64) -> u32 {
+    dropout_hash_low(dropout_high_key(seed_key, index), step, index as u32)
+}
+
+/// The key shared by the indices of `index`'s 2^32-element span (the kernels hoist it out of
+/// their per-element work: four consecutive elements from a multiple of 4 share it).
+#[inline(always)]
+pub const fn dropout_high_key(seed_key: u64, index: u64) -> u64 {
+    seed_key ^ mix64(index >> 32)
+}
+
+/// The hash of the index whose low 32 bits are `low`, given its `dropout_high_key`.
+#[inline(always)]
+pub const fn dropout_hash_low(high_key: u64, step: u32, low: u32) -> u32 {
+    let key = ((step as u64) << 32) | low as u64;
+    (mix64(key ^ high_key) >> 32) as u32
 }
 
 /// Whether element `index` is kept at draw `step`, from the precomputed seed key.
 #[inline(always)]
-pub const fn dropout_keep_keyed(seed_key: u64, step: u32, index: u32, threshold: u32) -> bool {
+pub const fn dropout_keep_keyed(seed_key: u64, step: u32, index: u64, threshold: u32) -> bool {
     dropout_hash_keyed(seed_key, step, index) >= threshold
 }
 
 /// Whether element `index` survives dropout at draw `step`: keep iff the hash's 32 bits are
 /// `>= threshold`, where `threshold = dropout_threshold(p)` (so P(keep) = 1 - p to within 2^-32).
 #[inline(always)]
-pub const fn dropout_keep(seed: u64, step: u32, index: u32, threshold: u32) -> bool {
+pub const fn dropout_keep(seed: u64, step: u32, index: u64, threshold: u32) -> bool {
     dropout_keep_keyed(dropout_seed_key(seed), step, index, threshold)
 }
 

@@ -11,7 +11,7 @@
 use rayon::prelude::*;
 
 use super::col_sums::{col_sums, col_sums_cpu};
-use super::{check_gpu, check_matrix, check_same, elementwise_shape, n4};
+use super::{check_gpu, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{
@@ -141,7 +141,7 @@ pub fn batch_norm_backward_cpu<T: Real>(
 
 /// A `1 x cols` vector on the device for a matrix of `cols` columns.
 fn check_vec(v: &DeviceMatrix<f32>, cols: usize, what: &str) -> Result<()> {
-    check_matrix(v, what)?;
+    check_matrix_64(v, what)?;
     if (v.rows, v.cols) != (1, cols) {
         return Err(Error::Shape(format!("{what}: {} x {} (want 1 x {cols})", v.rows, v.cols)));
     }

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::{check_gpu, check_matrix, elementwise_shape, n4};
+use super::{check_gpu, check_matrix_64, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{BiasAddArgs, bias_add_f32};
@@ -28,8 +28,8 @@ pub fn bias_add_cpu<T: Real>(y: &mut [T], rows: usize, cols: usize, b: &[T]) {
 /// y[r][c] += b[c] on the device; `b` is 1 x cols. Runs over the padded buffer (b's padding is
 /// zero, so y's stays zero).
 pub fn bias_add(y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
-    check_matrix(y, "bias_add y")?;
-    check_matrix(b, "bias_add b")?;
+    check_matrix_64(y, "bias_add y")?;
+    check_matrix_64(b, "bias_add b")?;
     if b.rows != 1 || b.cols != y.cols {
         return Err(Error::Shape(format!("bias_add: y is {} x {}, b is {} x {} (want 1 x {})", y.rows, y.cols, b.rows, b.cols, y.cols)));
     }

@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use super::{ROW_BLOCK, check_gpu, check_matrix};
+use super::{ROW_BLOCK, check_gpu, check_matrix_64};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{ColSumsArgs, col_sums_f32};
@@ -46,8 +46,8 @@ pub fn col_sums_cpu<T: Real>(x: &[T], rows: usize, cols: usize, out: &mut [T]) {
 /// then one atomic add per block and column; the order of those adds is not fixed, so the
 /// last bits may differ between runs).
 pub fn col_sums(x: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>) -> Result<()> {
-    check_matrix(x, "col_sums x")?;
-    check_matrix(out, "col_sums out")?;
+    check_matrix_64(x, "col_sums x")?;
+    check_matrix_64(out, "col_sums out")?;
     if out.rows != 1 || out.cols != x.cols {
         return Err(Error::Shape(format!("col_sums: x is {} x {}, out is {} x {} (want 1 x {})", x.rows, x.cols, out.rows, out.cols, x.cols)));
     }

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::{ROW_BLOCK, check_gpu, check_matrix, check_same, n4};
+use super::{ROW_BLOCK, check_gpu, check_matrix_64, check_same, n4};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{DotArgs, dot_f32};
@@ -27,7 +27,7 @@ pub fn dot_cpu<T: Real>(a: &[T], b: &[T]) -> T {
 /// per block: the last bits may differ between runs).
 pub fn dot(a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>) -> Result<()> {
     check_same(a, b, "dot")?;
-    check_matrix(out, "dot out")?;
+    check_matrix_64(out, "dot out")?;
     check_gpu(a.gpu(), out.gpu(), "dot")?;
     if (out.rows, out.cols) != (1, 1) {
         return Err(Error::Shape(format!("dot: out is {} x {} (want 1 x 1)", out.rows, out.cols)));

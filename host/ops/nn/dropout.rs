@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{DropoutArgs, DropoutBackwardArgs, dropout_backward_f32, dropout_f32};
 use crate::gpu::launch::{Ptr, PtrMut};
 use crate::gpu::memory::padded_ld;
+use crate::gpu::shared::index::elem_offset;
 use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::util::Real;
@@ -35,13 +36,6 @@ use crate::ops::backend::Backend;
 fn check_p(p: f32) -> Result<()> {
     if !(0.0..1.0).contains(&p) {
         return Err(Error::Unsupported(format!("dropout probability {p} is outside [0, 1)")));
-    }
-    Ok(())
-}
-
-fn check_index_range(n: usize) -> Result<()> {
-    if n > u32::MAX as usize {
-        return Err(Error::Unsupported(format!("dropout over {n} elements: the mask index is 32-bit")));
     }
     Ok(())
 }
@@ -57,11 +51,10 @@ pub fn dropout_cpu<T: Real>(x: &[T], y: &mut [T], mask: &mut [u8], p: f32, seed:
     if y.len() != x.len() || mask.len() != x.len() {
         return Err(Error::Shape(format!("dropout_cpu: x {}, y {}, mask {} elements", x.len(), y.len(), mask.len())));
     }
-    check_index_range(x.len())?;
     let (key, thr) = (dropout_seed_key(seed), dropout_threshold(p));
     let keep_frac = T::one() - T::from_f64(p as f64);
     y.par_iter_mut().zip(mask.par_iter_mut()).enumerate().with_min_len(MIN_PAR_LEN).for_each(|(i, (yv, m))| {
-        let keep = dropout_keep_keyed(key, step, i as u32, thr);
+        let keep = dropout_keep_keyed(key, step, i as u64, thr);
         *m = keep as u8;
         *yv = if keep { x[i] / keep_frac } else { T::zero() };
     });
@@ -82,6 +75,26 @@ pub fn dropout_matrix_cpu<T: Real>(
     seed: u64,
     step: u32,
 ) -> Result<()> {
+    dropout_matrix_rows_cpu(x, 0, rows, cols, y, mask, p, seed, step)
+}
+
+/// `dropout_matrix_cpu` of rows `row0 .. row0 + rows` of a larger matrix: `x`, `y` and `mask`
+/// hold only those rows, whose elements draw with their index in the whole matrix,
+/// `elem_offset(row0 + r, ld, c)` (64 bits, as the kernel's). The GPU tests check samples of rows
+/// of a matrix of more than 2^32 elements with it, and the CPU tests run the 64-bit index path
+/// with a small `rows` and a `row0` past 2^32 / ld.
+#[allow(clippy::too_many_arguments)]
+pub fn dropout_matrix_rows_cpu<T: Real>(
+    x: &[T],
+    row0: usize,
+    rows: usize,
+    cols: usize,
+    y: &mut [T],
+    mask: &mut [u8],
+    p: f32,
+    seed: u64,
+    step: u32,
+) -> Result<()> {
     check_p(p)?;
     let ld = padded_ld(cols);
     if x.len() != rows * cols || y.len() != rows * cols || mask.len() != rows * ld {
@@ -92,7 +105,9 @@ pub fn dropout_matrix_cpu<T: Real>(
             mask.len()
         )));
     }
-    check_index_range(rows * ld)?;
+    if row0 + rows > (u32::MAX / 2) as usize || ld > (u32::MAX / 2) as usize {
+        return Err(Error::Unsupported(format!("dropout_matrix_cpu: rows {row0} + {rows} or stride {ld} at or past 2^31")));
+    }
     if rows == 0 || cols == 0 {
         return Ok(()); // ld = 0 when cols = 0: no mask either
     }
@@ -100,7 +115,7 @@ pub fn dropout_matrix_cpu<T: Real>(
     let keep_frac = T::one() - T::from_f64(p as f64);
     y.par_chunks_mut(cols).zip(mask.par_chunks_mut(ld)).enumerate().with_min_len(64).for_each(|(r, (yr, mr))| {
         for (c, m) in mr.iter_mut().enumerate() {
-            let keep = dropout_keep_keyed(key, step, (r * ld + c) as u32, thr);
+            let keep = dropout_keep_keyed(key, step, elem_offset((row0 + r) as u32, ld as u32, c as u32), thr);
             *m = keep as u8;
             if c < cols {
                 yr[c] = if keep { x[r * cols + c] / keep_frac } else { T::zero() };
@@ -171,7 +186,6 @@ pub fn dropout(
             step.len()
         )));
     }
-    check_index_range(n)?;
     let (xp, yp, mp, sp) = (x.arg(gpu), y.arg_mut(gpu), mask.arg_mut(gpu), step.arg(gpu));
     // SAFETY: x, y, mask hold at least n elements, step at least one.
     unsafe { launch_dropout(gpu, n, xp, yp, mp, p, seed, sp) }
@@ -204,7 +218,7 @@ pub fn dropout_matrix(
 #[allow(clippy::too_many_arguments)]
 unsafe fn launch_dropout(gpu: &Gpu, n: usize, x: Ptr<f32>, y: PtrMut<f32>, mask: PtrMut<u8>, p: f32, seed: u64, step: Ptr<u32>) -> Result<()> {
     let args = DropoutArgs {
-        n: n as u32,
+        n: n as u64,
         x,
         y,
         mask,
@@ -224,7 +238,6 @@ pub fn dropout_backward(gpu: &Gpu, dy: &DeviceVec<f32>, mask: &DeviceVec<u8>, n:
     if dy.len() < n || mask.len() < n || dx.len() < n {
         return Err(Error::Shape(format!("dropout_backward of {n} elements: dy {}, mask {}, dx {} elements", dy.len(), mask.len(), dx.len())));
     }
-    check_index_range(n)?;
     let (dyp, mp, dxp) = (dy.arg(gpu), mask.arg(gpu), dx.arg_mut(gpu));
     // SAFETY: dy, dx hold at least n floats, mask n bytes.
     unsafe { launch_dropout_backward(gpu, n, dyp, mp, p, dxp) }
@@ -248,7 +261,7 @@ pub fn dropout_backward_matrix(dy: &DeviceMatrix<f32>, mask: &DeviceVec<u8>, p: 
 /// # Safety
 /// `dy`, `dx` address `n` floats and `mask` `n` bytes on `gpu`.
 unsafe fn launch_dropout_backward(gpu: &Gpu, n: usize, dy: Ptr<f32>, mask: Ptr<u8>, p: f32, dx: PtrMut<f32>) -> Result<()> {
-    let args = DropoutBackwardArgs { n: n as u32, dy, mask, scale: scale_f32(p), dx };
+    let args = DropoutBackwardArgs { n: n as u64, dy, mask, scale: scale_f32(p), dx };
     // SAFETY: sizes as the caller guarantees.
     unsafe { dropout_backward_f32.launch(gpu, elementwise_shape(gpu, (n as u64).div_ceil(4)), &args) }
 }

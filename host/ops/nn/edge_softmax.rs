@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use super::{check_gpu, check_matrix, csr_nnz, row_runs, row_shape};
+use super::{check_gpu, check_matrix_64, csr_nnz, row_runs, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{
     EdgeSoftmaxBackwardArgs, EdgeSoftmaxBackwardLongArgs, EdgeSoftmaxScaledArgs, EdgeSoftmaxScaledLongArgs, SoftmaxBackwardEdges,
@@ -122,7 +122,7 @@ unsafe fn launch_long<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle,
 }
 
 fn check_beta(gpu: &std::sync::Arc<Gpu>, beta: &DeviceMatrix<f32>, what: &str) -> Result<()> {
-    check_matrix(beta, what)?;
+    check_matrix_64(beta, what)?;
     if beta.rows != 1 || beta.cols != 1 {
         return Err(Error::Shape(format!("{what}: {} x {} (want 1 x 1)", beta.rows, beta.cols)));
     }

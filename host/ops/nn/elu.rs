@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use super::{MIN_PAR_LEN, check_matrix, check_same, elementwise_shape, n4};
+use super::{MIN_PAR_LEN, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::Result;
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{EluArgs, EluBackwardArgs, elu_backward_f32, elu_f32};
@@ -33,7 +33,7 @@ pub fn elu_backward_cpu<T: Real>(y: &[T], dy: &mut [T]) {
 
 /// ELU in place on the device (whole padded buffer; ELU(0) = 0 keeps the padding 0).
 pub fn elu(x: &mut DeviceMatrix<f32>) -> Result<()> {
-    check_matrix(x, "elu")?;
+    check_matrix_64(x, "elu")?;
     let gpu = x.gpu().clone();
     let n4 = n4(x);
     let args = EluArgs { n4, x: x.arg_mut() };

@@ -7,7 +7,7 @@
 
 use rayon::prelude::*;
 
-use super::{ROW_BLOCK, check_gpu, check_matrix, elementwise_shape};
+use super::{ROW_BLOCK, check_gpu, check_matrix_64, elementwise_shape};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{GatScoresArgs, GatScoresBackwardArgs, gat_scores_backward_f32, gat_scores_f32};
@@ -65,7 +65,7 @@ pub fn gat_scores_backward_cpu<T: Real>(wh: &HostMat<T>, a: &HostMat<T>, ds: &Ho
 
 fn check_device(mats: &[&DeviceMatrix<f32>], what: &str) -> Result<()> {
     for m in mats {
-        check_matrix(m, what)?;
+        check_matrix_64(m, what)?;
         check_gpu(mats[0].gpu(), m.gpu(), what)?;
     }
     Ok(())

@@ -4,7 +4,7 @@
 //! back side by side (concat) or summed with weight 1/H (mean). CPU and the launchers of
 //! `kernels-gpu/src/nn/head_columns.rs`.
 
-use super::{check_gpu, check_matrix, elementwise_shape};
+use super::{check_gpu, check_matrix_64, elementwise_shape};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{HeadColumnsArgs, head_put_f32, head_take_f32};
@@ -52,8 +52,8 @@ pub fn head_put_cpu<T: Real>(src: &HostMat<T>, col0: usize, alpha: T, accumulate
 }
 
 fn check_device(src: &DeviceMatrix<f32>, dst: &DeviceMatrix<f32>, what: &str) -> Result<()> {
-    check_matrix(src, what)?;
-    check_matrix(dst, what)?;
+    check_matrix_64(src, what)?;
+    check_matrix_64(dst, what)?;
     check_gpu(src.gpu(), dst.gpu(), what)
 }
 
@@ -77,7 +77,7 @@ pub fn head_take(src: &DeviceMatrix<f32>, col0: usize, alpha: f32, dst: &mut Dev
     if items == 0 {
         return Ok(());
     }
-    // SAFETY: both matrices are valid (stride, length, 32-bit indexable) and the block lies
+    // SAFETY: both matrices are valid (stride, length, u32 row and column ids) and the block lies
     // inside src (checked above); dst's padded rows are written, nothing past them.
     unsafe { head_take_f32.launch(&gpu, elementwise_shape(&gpu, items), &args) }
 }

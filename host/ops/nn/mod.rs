@@ -51,7 +51,7 @@ pub use dot::{dot, dot_cpu};
 pub use cross_entropy::{MASK_TEST, MASK_TRAIN, MASK_VAL, cross_entropy, cross_entropy_cpu};
 pub use dropout::{
     dropout, dropout_backward, dropout_backward_cpu, dropout_backward_matrix, dropout_backward_matrix_cpu, dropout_cpu,
-    dropout_matrix, dropout_matrix_cpu,
+    dropout_matrix, dropout_matrix_cpu, dropout_matrix_rows_cpu,
 };
 pub use edge_softmax::{edge_softmax_backward, edge_softmax_backward_cpu, edge_softmax_scaled, edge_softmax_scaled_cpu};
 pub use relu::{relu, relu_backward, relu_backward_cpu, relu_cpu};
@@ -73,9 +73,33 @@ pub(crate) const ROW_BLOCK: usize = 1024;
 /// Elements per rayon task in the elementwise CPU ops.
 pub(crate) const MIN_PAR_LEN: usize = 4096;
 
-/// A device matrix the kernels can index: stride `padded_ld(cols)`, buffer large enough, and
-/// `rows * ld` addressable with 32-bit indices.
+/// A device matrix the kernels can index: stride `padded_ld(cols)`, buffer large enough, fewer
+/// than 2^31 rows and a stride below 2^31. Row and column ids are u32 in the kernels (a row
+/// loop adds up to a grid's threads, < 2^31, to a row id below 2^31 without wrapping); element
+/// offsets and counts are u64 (`kernels-gpu/src/index.rs`), so `rows * ld` may pass 2^32 and is
+/// bounded only by the GPU's memory. Edge ops add their own limit: nnz < 2^31 (u32 edge ids
+/// and `row_ptr`, as cuSPARSE's 32-bit indices); more would need u64 `row_ptr` and edge ids.
+pub(crate) fn check_matrix_64(m: &DeviceMatrix<f32>, what: &str) -> Result<()> {
+    check_layout(m, what)?;
+    if m.rows > (u32::MAX / 2) as usize || m.ld > (u32::MAX / 2) as usize {
+        return Err(Error::Unsupported(format!("{what}: {} x {} has 2^31 or more rows or columns", m.rows, m.ld)));
+    }
+    Ok(())
+}
+
+/// `check_matrix_64` plus `rows * ld <= 2^32`: for the kernels that still compute element
+/// offsets in 32 bits (GAT's edge logits, whose rewrite is under way; its score matrices are
+/// n x heads, over 2^32 elements only past 2^29 nodes). Every other op uses `check_matrix_64`.
 pub(crate) fn check_matrix(m: &DeviceMatrix<f32>, what: &str) -> Result<()> {
+    check_matrix_64(m, what)?;
+    if m.rows * m.ld > u32::MAX as usize {
+        return Err(Error::Unsupported(format!("{what}: {} x {} is over 2^32 elements", m.rows, m.ld)));
+    }
+    Ok(())
+}
+
+/// Stride `padded_ld(cols)` and a buffer that holds `rows * ld` elements.
+fn check_layout(m: &DeviceMatrix<f32>, what: &str) -> Result<()> {
     if m.ld != padded_ld(m.cols) || m.buf.len() < m.rows * m.ld {
         return Err(Error::Shape(format!(
             "{what}: {} x {} matrix with stride {} over {} elements (want stride {})",
@@ -86,16 +110,13 @@ pub(crate) fn check_matrix(m: &DeviceMatrix<f32>, what: &str) -> Result<()> {
             padded_ld(m.cols)
         )));
     }
-    if m.rows * m.ld > u32::MAX as usize || m.rows > (u32::MAX / 2) as usize {
-        return Err(Error::Unsupported(format!("{what}: {} x {} is over 2^32 elements or 2^31 rows", m.rows, m.ld)));
-    }
     Ok(())
 }
 
 /// Both matrices valid, of one shape, on one GPU.
 pub(crate) fn check_same(a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, what: &str) -> Result<()> {
-    check_matrix(a, what)?;
-    check_matrix(b, what)?;
+    check_matrix_64(a, what)?;
+    check_matrix_64(b, what)?;
     if a.rows != b.rows || a.cols != b.cols {
         return Err(Error::Shape(format!("{what}: {} x {} and {} x {}", a.rows, a.cols, b.rows, b.cols)));
     }
@@ -109,9 +130,9 @@ pub(crate) fn check_gpu(a: &Arc<Gpu>, b: &Arc<Gpu>, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Float4s in a valid matrix's padded buffer (ld is a multiple of 8).
-pub(crate) fn n4(m: &DeviceMatrix<f32>) -> u32 {
-    (m.rows * m.ld / 4) as u32
+/// Float4s in a valid matrix's padded buffer (ld is a multiple of 8); u64, as the kernels'.
+pub(crate) fn n4(m: &DeviceMatrix<f32>) -> u64 {
+    (m.rows * m.ld / 4) as u64
 }
 
 /// Grid-stride launch over `items` (one per thread), at most `NN_BLOCKS_PER_SM` blocks per SM.

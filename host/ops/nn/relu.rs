@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::{MIN_PAR_LEN, check_matrix, check_same, elementwise_shape, n4};
+use super::{MIN_PAR_LEN, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::Result;
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{ReluArgs, ReluBackwardArgs, relu_backward_f32, relu_f32};
@@ -24,7 +24,7 @@ pub fn relu_backward_cpu<T: Real>(y: &[T], dy: &mut [T]) {
 
 /// x = max(x, 0) in place on the device (whole padded buffer; padding 0 stays 0).
 pub fn relu(x: &mut DeviceMatrix<f32>) -> Result<()> {
-    check_matrix(x, "relu")?;
+    check_matrix_64(x, "relu")?;
     let gpu = x.gpu().clone();
     let n4 = n4(x);
     let args = ReluArgs { n4, x: x.arg_mut() };

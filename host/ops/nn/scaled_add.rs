@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::{MIN_PAR_LEN, check_gpu, check_matrix, check_same, elementwise_shape, n4};
+use super::{MIN_PAR_LEN, check_gpu, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{ScaledAddArgs, scaled_add_f32};
@@ -22,7 +22,7 @@ pub fn scaled_add_cpu<T: Real>(y: &mut [T], x: &[T], s: T) {
 /// y += (shift + alpha[0]) x on the device (same shape), over the padded buffers.
 pub fn scaled_add(y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>, alpha: &DeviceMatrix<f32>, shift: f32) -> Result<()> {
     check_same(y, x, "scaled_add")?;
-    check_matrix(alpha, "scaled_add alpha")?;
+    check_matrix_64(alpha, "scaled_add alpha")?;
     check_gpu(y.gpu(), alpha.gpu(), "scaled_add")?;
     if (alpha.rows, alpha.cols) != (1, 1) {
         return Err(Error::Shape(format!("scaled_add: alpha is {} x {} (want 1 x 1)", alpha.rows, alpha.cols)));

@@ -6,7 +6,8 @@ use super::*;
 kernel_args! {
     /// One Adam step over `n4` float4s of four buffers of one shape.
     pub struct AdamArgs {
-        pub n4: u32,
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
         pub param: PtrMut<f32>,
         pub grad: Ptr<f32>,
         /// First moment.
@@ -29,14 +30,16 @@ kernel_args! {
 
     /// y += x over `n4` float4s.
     pub struct AddAssignArgs {
-        pub n4: u32,
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
         pub y: PtrMut<f32>,
         pub x: Ptr<f32>,
     }
 
     /// y[r][c] += b[c] over `n4` float4s of y.
     pub struct BiasAddArgs {
-        pub n4: u32,
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
         /// float4s per row of y (and of b).
         pub ld4: u32,
         pub y: PtrMut<f32>,
@@ -75,7 +78,8 @@ kernel_args! {
 
     /// Dropout of the first `n` elements with a counter-based mask.
     pub struct DropoutArgs {
-        pub n: u32,
+        /// Elements (u64: over 2^32 elements, `index.rs`); element i draws with index i.
+        pub n: u64,
         pub x: Ptr<f32>,
         pub y: PtrMut<f32>,
         /// One byte per element: 1 kept, 0 dropped.
@@ -92,7 +96,7 @@ kernel_args! {
 
     /// dx = mask ? dy * scale : 0 over the first `n` elements.
     pub struct DropoutBackwardArgs {
-        pub n: u32,
+        pub n: u64,
         pub dy: Ptr<f32>,
         pub mask: Ptr<u8>,
         /// 1 / (1 - p).
@@ -158,13 +162,15 @@ kernel_args! {
 
     /// x = ELU(x) (alpha 1) in place over `n4` float4s.
     pub struct EluArgs {
-        pub n4: u32,
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
         pub x: PtrMut<f32>,
     }
 
     /// dy *= ELU'(x) over `n4` float4s, from the ELU's output y.
     pub struct EluBackwardArgs {
-        pub n4: u32,
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
         pub y: Ptr<f32>,
         pub dy: PtrMut<f32>,
     }
@@ -256,13 +262,15 @@ kernel_args! {
 
     /// x = max(x, 0) over `n4` float4s.
     pub struct ReluArgs {
-        pub n4: u32,
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
         pub x: PtrMut<f32>,
     }
 
     /// dy = y > 0 ? dy : 0 over `n4` float4s.
     pub struct ReluBackwardArgs {
-        pub n4: u32,
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
         /// The ReLU's output.
         pub y: Ptr<f32>,
         pub dy: PtrMut<f32>,
@@ -295,7 +303,8 @@ kernel_args! {
     }
     /// y += (shift + alpha[0]) * x over `n4` float4s (alpha read when the kernel runs).
     pub struct ScaledAddArgs {
-        pub n4: u32,
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
         pub y: PtrMut<f32>,
         pub x: Ptr<f32>,
         pub alpha: Ptr<f32>,
@@ -304,7 +313,8 @@ kernel_args! {
 
     /// out[0] += sum a * b over `n4` float4s (out zeroed by the launcher).
     pub struct DotArgs {
-        pub n4: u32,
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
         pub a: Ptr<f32>,
         pub b: Ptr<f32>,
         pub out: PtrMut<f32>,
@@ -340,7 +350,8 @@ kernel_args! {
 
     /// y = (x - mean) * inv_std * gamma + beta over `n4` float4s.
     pub struct BatchNormApplyArgs {
-        pub n4: u32,
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
         /// float4s per row.
         pub ld4: u32,
         pub x: Ptr<f32>,
@@ -367,7 +378,8 @@ kernel_args! {
 
     /// dx = gamma * inv_std / rows * (rows dy - dbeta - xhat dgamma) over `n4` float4s.
     pub struct BatchNormBackwardArgs {
-        pub n4: u32,
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
         /// float4s per row.
         pub ld4: u32,
         pub rows: u32,

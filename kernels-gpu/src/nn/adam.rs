@@ -3,7 +3,7 @@
 //! The step t (>= 1) is read from device memory, so a replayed CUDA graph advances it through
 //! `step_increment`.
 
-use super::{global_thread, grid_threads};
+use super::{global_thread, grid_stride};
 use crate::abi::nn::{AdamArgs, StepIncrementArgs};
 use crate::ptx;
 
@@ -31,8 +31,7 @@ pub unsafe fn adam(args: AdamArgs) {
     let bc2 = 1.0 - powi(beta2 as f64, t);
     let step_size = (lr as f64 / bc1) as f32;
     let bc2_sqrt = ptx::sqrt(bc2 as f32);
-    let mut i = global_thread();
-    while i < n4 {
+    for i in grid_stride(n4) {
         let o = 4 * i as usize;
         let g = unsafe { ptx::ld_nc_v4_f32(grad.add(o)) };
         let (pp, mp, vp) = unsafe { (param.add(o), m.add(o), v.add(o)) };
@@ -48,7 +47,6 @@ pub unsafe fn adam(args: AdamArgs) {
             ptx::st_v4_f32(mp, mv);
             ptx::st_v4_f32(vp, vv);
         }
-        i += grid_threads();
     }
 }
 

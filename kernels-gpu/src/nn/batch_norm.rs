@@ -13,7 +13,8 @@
 //! 0, so the elementwise kernels run over whole padded rows and write padding 0 (gamma's padding
 //! is 0).
 
-use super::{global_thread, grid_threads};
+use super::{global_thread, grid_stride};
+use crate::index::split_offset;
 use crate::abi::nn::{BatchNormApplyArgs, BatchNormBackwardArgs, BatchNormBackwardSumsArgs, BatchNormFinishArgs, BatchNormSqArgs};
 use crate::ptx;
 
@@ -149,17 +150,15 @@ pub unsafe fn batch_norm_apply(args: BatchNormApplyArgs) {
     if ld4 == 0 {
         return; // no columns; also lets `% ld4` compile without a panic path
     }
-    let mut i = global_thread();
-    while i < n4 {
-        let c4 = i % ld4;
+    for i in grid_stride(n4) {
+        let c4 = split_offset(i, ld4).1;
         let o = 4 * i as usize;
-        let (v, m, s, g, be) = unsafe { (v4(x, i), v4(mean, c4), v4(inv_std, c4), v4(gamma, c4), v4(beta, c4)) };
+        let (v, m, s, g, be) = unsafe { (v4(x.add(o), 0), v4(mean, c4), v4(inv_std, c4), v4(gamma, c4), v4(beta, c4)) };
         let mut out = [0f32; 4];
         for j in 0..4 {
             out[j] = (v[j] - m[j]) * s[j] * g[j] + be[j];
         }
         unsafe { ptx::st_v4_f32(y.add(o), out) };
-        i += grid_threads();
     }
 }
 
@@ -187,17 +186,16 @@ pub unsafe fn batch_norm_backward(args: BatchNormBackwardArgs) {
     }
     let n = rows as f32;
     let inv_n = 1.0 / rows.max(1) as f32;
-    let mut i = global_thread();
-    while i < n4 {
-        let c4 = i % ld4;
-        let (v, d, m, s, g) = unsafe { (v4(x, i), v4(dy, i), v4(mean, c4), v4(inv_std, c4), v4(gamma, c4)) };
+    for i in grid_stride(n4) {
+        let c4 = split_offset(i, ld4).1;
+        let o = 4 * i as usize;
+        let (v, d, m, s, g) = unsafe { (v4(x.add(o), 0), v4(dy.add(o), 0), v4(mean, c4), v4(inv_std, c4), v4(gamma, c4)) };
         let (dg, db) = unsafe { (v4(dgamma, c4), v4(dbeta, c4)) };
         let mut out = [0f32; 4];
         for j in 0..4 {
             let xhat = (v[j] - m[j]) * s[j];
             out[j] = g[j] * s[j] * inv_n * (n * d[j] - db[j] - xhat * dg[j]);
         }
-        unsafe { ptx::st_v4_f32(dx.add(4 * i as usize), out) };
-        i += grid_threads();
+        unsafe { ptx::st_v4_f32(dx.add(o), out) };
     }
 }

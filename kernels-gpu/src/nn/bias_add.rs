@@ -2,7 +2,8 @@
 //! grid-stride over float4s; `ld4` = float4s per row (ld is a multiple of 8, so a float4 never
 //! straddles two rows).
 
-use super::{global_thread, grid_threads};
+use super::grid_stride;
+use crate::index::split_offset;
 use crate::abi::nn::BiasAddArgs;
 use crate::ptx;
 
@@ -12,12 +13,10 @@ pub unsafe fn bias_add(args: BiasAddArgs) {
     if ld4 == 0 {
         return; // no columns (n4 = 0 too); also lets `% ld4` compile without a panic path
     }
-    let mut i = global_thread();
-    while i < n4 {
-        let bias = unsafe { ptx::ld_nc_v4_f32(b.add(4 * (i % ld4) as usize)) };
+    for i in grid_stride(n4) {
+        let bias = unsafe { ptx::ld_nc_v4_f32(b.add(4 * split_offset(i, ld4).1 as usize)) };
         let p = unsafe { y.add(4 * i as usize) };
         let v = unsafe { ptx::ld_v4_f32(p) };
         unsafe { ptx::st_v4_f32(p, [v[0] + bias[0], v[1] + bias[1], v[2] + bias[2], v[3] + bias[3]]) };
-        i += grid_threads();
     }
 }

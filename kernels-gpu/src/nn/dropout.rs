@@ -4,10 +4,10 @@
 //! Grid-stride over groups of 4 elements (float4 values, one u32 of 4 mask bytes); the last
 //! `n % 4` elements go one per thread to the first threads of the grid.
 
-use super::{global_thread, grid_threads};
+use super::{global_thread, grid_stride};
 use crate::abi::nn::{DropoutArgs, DropoutBackwardArgs};
 use crate::ptx;
-use crate::rng::dropout_keep_keyed;
+use crate::rng::{dropout_hash_low, dropout_high_key, dropout_keep_keyed};
 
 /// y = keep ? x * scale : 0, mask = keep (one byte per element), over the first `n` elements.
 #[inline(always)]
@@ -15,25 +15,23 @@ pub unsafe fn dropout(args: DropoutArgs) {
     let DropoutArgs { n, x, y, mask, threshold, scale, seed_key, step } = args;
     let step = unsafe { ptx::ld_nc_u32(step) };
     let n4 = n / 4;
-    let mut i = global_thread();
-    while i < n4 {
+    for i in grid_stride(n4) {
         let o = 4 * i;
         let v = unsafe { ptx::ld_nc_v4_f32(x.add(o as usize)) };
         let mut out = [0f32; 4];
         let mut bits = 0u32;
+        let high_key = dropout_high_key(seed_key, o); // o % 4 = 0: o..o + 3 share the high word
         for k in 0..4 {
-            if dropout_keep_keyed(seed_key, step, o + k as u32, threshold) {
+            if dropout_hash_low(high_key, step, o as u32 + k as u32) >= threshold {
                 out[k] = v[k] * scale;
                 bits |= 1 << (8 * k);
             }
         }
         unsafe { ptx::st_v4_f32(y.add(o as usize), out) };
         unsafe { ptx::st_u32(mask.add(o as usize) as *mut u32, bits) };
-        i += grid_threads();
     }
-    let j = 4 * n4 as u64 + global_thread() as u64;
-    if j < n as u64 {
-        let j = j as u32;
+    let j = 4 * n4 + global_thread() as u64;
+    if j < n {
         let keep = dropout_keep_keyed(seed_key, step, j, threshold);
         let v = unsafe { ptx::ld_nc_f32(x.add(j as usize)) };
         unsafe { ptx::st_f32(y.add(j as usize), if keep { v * scale } else { 0.0 }) };
@@ -46,14 +44,12 @@ pub unsafe fn dropout(args: DropoutArgs) {
 pub unsafe fn dropout_backward(args: DropoutBackwardArgs) {
     let DropoutBackwardArgs { n, dy, mask, scale, dx } = args;
     let n4 = n / 4;
-    let mut i = global_thread();
-    while i < n4 {
+    for i in grid_stride(n4) {
         let o = 4 * i as usize;
         let d = unsafe { ptx::ld_nc_v4_f32(dy.add(o)) };
         let bits = unsafe { ptx::ld_nc_u32(mask.add(o) as *const u32) };
         let g = |k: usize| if (bits >> (8 * k)) & 0xff != 0 { d[k] * scale } else { 0.0 };
         unsafe { ptx::st_v4_f32(dx.add(o), [g(0), g(1), g(2), g(3)]) };
-        i += grid_threads();
     }
     let j = 4 * n4 as usize + global_thread() as usize;
     if j < n as usize {

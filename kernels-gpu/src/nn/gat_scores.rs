@@ -2,7 +2,8 @@
 //! node and head (never per edge), and the elementwise part of its backward (the gradient of a
 //! is the column sums of `prod`, taken by the host with `col_sums`).
 
-use super::{global_thread, grid_threads};
+use super::grid_stride;
+use crate::index::{elem_offset, split_offset};
 use crate::abi::nn::{GatScoresArgs, GatScoresBackwardArgs};
 use crate::ptx;
 
@@ -13,20 +14,18 @@ pub unsafe fn scores(args: GatScoresArgs) {
     if s_ld == 0 {
         return; // no columns; also lets `/ s_ld` compile without a panic path
     }
-    let n = rows * s_ld;
-    let mut i = global_thread();
-    while i < n {
-        let (r, h) = (i / s_ld, i % s_ld);
+    for i in grid_stride(rows as u64 * s_ld as u64) {
+        let (r, h) = split_offset(i, s_ld);
         let mut acc = 0f32;
         if h < heads {
             let base = h * head_dim;
+            let row = elem_offset(r, wh_ld, 0) as usize;
             for f in 0..head_dim {
                 let c = (base + f) as usize;
-                acc += unsafe { ptx::ld_nc_f32(wh.add((r * wh_ld) as usize + c)) * ptx::ld_nc_f32(a.add(c)) };
+                acc += unsafe { ptx::ld_nc_f32(wh.add(row + c)) * ptx::ld_nc_f32(a.add(c)) };
             }
         }
         unsafe { ptx::st_f32(s.add(i as usize), acc) };
-        i += grid_threads();
     }
 }
 
@@ -38,19 +37,16 @@ pub unsafe fn scores_backward(args: GatScoresBackwardArgs) {
     if wh_ld == 0 || head_dim == 0 {
         return; // no columns; also lets the divisions compile without a panic path
     }
-    let n = rows * wh_ld;
     let width = heads * head_dim;
-    let mut i = global_thread();
-    while i < n {
-        let (r, c) = (i / wh_ld, i % wh_ld);
+    for i in grid_stride(rows as u64 * wh_ld as u64) {
+        let (r, c) = split_offset(i, wh_ld);
         let mut p = 0f32;
         if c < width {
-            let d = unsafe { ptx::ld_nc_f32(ds.add((r * s_ld + c / head_dim) as usize)) };
+            let d = unsafe { ptx::ld_nc_f32(ds.add(elem_offset(r, s_ld, c / head_dim) as usize)) };
             let q = unsafe { dwh.add(i as usize) };
             unsafe { ptx::st_f32(q, ptx::ld_f32(q) + d * ptx::ld_nc_f32(a.add(c as usize))) };
             p = d * unsafe { ptx::ld_nc_f32(wh.add(i as usize)) };
         }
         unsafe { ptx::st_f32(prod.add(i as usize), p) };
-        i += grid_threads();
     }
 }

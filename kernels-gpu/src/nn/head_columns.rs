@@ -3,7 +3,8 @@
 //! put back side by side (concat) or summed with weight 1/H (mean). Grid-stride, a thread per
 //! element of the narrow side.
 
-use super::{global_thread, grid_threads};
+use super::grid_stride;
+use crate::index::{elem_offset, split_offset};
 use crate::abi::nn::HeadColumnsArgs;
 use crate::ptx;
 
@@ -14,13 +15,10 @@ pub unsafe fn take(args: HeadColumnsArgs) {
     if dst_ld == 0 {
         return; // no columns; also lets `/ dst_ld` compile without a panic path
     }
-    let n = rows * dst_ld;
-    let mut i = global_thread();
-    while i < n {
-        let (r, c) = (i / dst_ld, i % dst_ld);
-        let v = if c < cols { alpha * unsafe { ptx::ld_nc_f32(src.add((r * src_ld + col0 + c) as usize)) } } else { 0.0 };
+    for i in grid_stride(rows as u64 * dst_ld as u64) {
+        let (r, c) = split_offset(i, dst_ld);
+        let v = if c < cols { alpha * unsafe { ptx::ld_nc_f32(src.add(elem_offset(r, src_ld, col0 + c) as usize)) } } else { 0.0 };
         unsafe { ptx::st_f32(dst.add(i as usize), v) };
-        i += grid_threads();
     }
 }
 
@@ -31,13 +29,10 @@ pub unsafe fn put(args: HeadColumnsArgs) {
     if cols == 0 {
         return; // no columns; also lets `/ cols` compile without a panic path
     }
-    let n = rows * cols;
-    let mut i = global_thread();
-    while i < n {
-        let (r, c) = (i / cols, i % cols);
-        let p = unsafe { dst.add((r * dst_ld + col0 + c) as usize) };
+    for i in grid_stride(rows as u64 * cols as u64) {
+        let (r, c) = split_offset(i, cols);
+        let p = unsafe { dst.add(elem_offset(r, dst_ld, col0 + c) as usize) };
         let old = if accumulate != 0 { unsafe { ptx::ld_f32(p) } } else { 0.0 };
-        unsafe { ptx::st_f32(p, old + alpha * ptx::ld_nc_f32(src.add((r * src_ld + c) as usize))) };
-        i += grid_threads();
+        unsafe { ptx::st_f32(p, old + alpha * ptx::ld_nc_f32(src.add(elem_offset(r, src_ld, c) as usize))) };
     }
 }

@@ -20,7 +20,14 @@ pub mod relu;
 pub mod row_normalize;
 pub mod scaled_add;
 
+use crate::index::Strided;
 use crate::ptx;
+
+/// This thread's positions in a grid-stride loop over `n` items (u64: `index.rs`).
+#[inline(always)]
+pub fn grid_stride(n: u64) -> Strided {
+    Strided::new(global_thread() as u64, grid_threads() as u64, n)
+}
 
 /// This thread's index in the grid (x only).
 #[inline(always)]

@@ -1,5 +1,5 @@
 //! Dropout with a counter-based mask (`crate::rng`, the file the host also includes): element
-//! `i` is kept iff `dropout_keep_keyed(seed_key, step, i, threshold)`, where `step` is read from
+//! `i` is kept iff `dropout_keep_keyed(seed_key, step, offset + i, threshold)`, where `step` is read from
 //! device memory at run time (so a replayed CUDA graph draws a fresh mask per step).
 //! Grid-stride over groups of 4 elements (float4 values, one u32 of 4 mask bytes); the last
 //! `n % 4` elements go one per thread to the first threads of the grid.
@@ -12,7 +12,7 @@ use crate::rng::dropout_keep_keyed;
 /// y = keep ? x * scale : 0, mask = keep (one byte per element), over the first `n` elements.
 #[inline(always)]
 pub unsafe fn dropout(args: DropoutArgs) {
-    let DropoutArgs { n, x, y, mask, threshold, scale, seed_key, step } = args;
+    let DropoutArgs { n, x, y, mask, threshold, scale, seed_key, step, offset } = args;
     let step = unsafe { ptx::ld_nc_u32(step) };
     let n4 = n / 4;
     let mut i = global_thread();
@@ -22,7 +22,7 @@ pub unsafe fn dropout(args: DropoutArgs) {
         let mut out = [0f32; 4];
         let mut bits = 0u32;
         for k in 0..4 {
-            if dropout_keep_keyed(seed_key, step, o + k as u32, threshold) {
+            if dropout_keep_keyed(seed_key, step, offset.wrapping_add(o + k as u32), threshold) {
                 out[k] = v[k] * scale;
                 bits |= 1 << (8 * k);
             }
@@ -34,7 +34,7 @@ pub unsafe fn dropout(args: DropoutArgs) {
     let j = 4 * n4 as u64 + global_thread() as u64;
     if j < n as u64 {
         let j = j as u32;
-        let keep = dropout_keep_keyed(seed_key, step, j, threshold);
+        let keep = dropout_keep_keyed(seed_key, step, offset.wrapping_add(j), threshold);
         let v = unsafe { ptx::ld_nc_f32(x.add(j as usize)) };
         unsafe { ptx::st_f32(y.add(j as usize), if keep { v * scale } else { 0.0 }) };
         unsafe { ptx::st_u8(mask.add(j as usize), keep as u32) };

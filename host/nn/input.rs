@@ -17,6 +17,7 @@ pub enum InputFeatures<B: Ops> {
 }
 
 /// Node features on the host, before upload.
+#[derive(Clone)]
 pub enum HostFeatures {
     Dense(Matrix),
     /// An `n x f` CSR whose values are the feature values.

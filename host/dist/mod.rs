@@ -4,15 +4,20 @@
 //! halo exchange between a part's local and remote products ([`halo`]).
 
 pub mod comm;
+pub mod exchange;
 pub mod halo;
+pub mod host_rows;
 pub mod inproc;
 pub mod nccl;
+pub mod part_graph;
 pub mod partition;
 pub mod part_file;
 pub mod rendezvous;
+pub mod train;
 
 pub use comm::Communicator;
 pub use halo::{ALL_GATHER_THRESHOLD, ExchangeMethod, Halo, choose_exchange};
 pub use inproc::InProcess;
 pub use nccl::NcclCommunicator;
 pub use partition::{PartBlocks, Partition, PartitionMethod, PartitionStats};
+pub use train::{DistTrainer, StepTiming, train_in_process};

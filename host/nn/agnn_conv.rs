@@ -7,8 +7,11 @@
 //! dβ = Σ ds ⊙ cos; dcos = β ds (the softmax backward gives both); dn = dcos N + dcosᵀ N
 //! (SpMM on S and on Sᵀ); dH = αᵀ dout (SpMM on Sᵀ) + the normalisation's backward of dn.
 
+use std::sync::Arc;
+
 use crate::error::Result;
 use crate::graph::Csr;
+use crate::nn::halo_hook::HaloHook;
 use crate::ops::backend::{Ops, Side};
 use crate::nn::param::Param;
 use crate::tensor::Matrix;
@@ -16,13 +19,26 @@ use crate::tensor::Matrix;
 /// The pattern of A + I, shared by every `AgnnConv` of a model.
 pub struct AgnnGraph<B: Ops> {
     pub graph: B::Graph,
+    /// On one part of a partitioned graph: the halo exchange of every conv's input (see
+    /// [`crate::nn::halo_hook`]); `None` otherwise.
+    pub halo: Option<Arc<dyn HaloHook<B>>>,
+}
+
+/// The pattern of A + I with unit values (SDDMM multiplies by the graph's values: unit values
+/// make it the plain pattern).
+pub fn loops_pattern(a: &Csr) -> Result<Csr> {
+    let with_loops = crate::graph::ops::add_self_loops(&crate::graph::ops::pattern(a), 1.0)?;
+    Ok(crate::graph::ops::pattern(&with_loops))
 }
 
 impl<B: Ops> AgnnGraph<B> {
     pub fn new(b: &B, a: &Csr) -> Result<Self> {
-        // SDDMM multiplies by the graph's values: unit values make it the plain pattern.
-        let with_loops = crate::graph::ops::add_self_loops(&crate::graph::ops::pattern(a), 1.0)?;
-        Ok(AgnnGraph { graph: b.graph(crate::graph::ops::pattern(&with_loops))? })
+        Self::from_pattern(b, loops_pattern(a)?, None)
+    }
+
+    /// [`loops_pattern`]'s matrix as it is (whole, or one part's extended rows with its `halo`).
+    pub fn from_pattern(b: &B, s: Csr, halo: Option<Arc<dyn HaloHook<B>>>) -> Result<Self> {
+        Ok(AgnnGraph { graph: b.graph(s)?, halo })
     }
 }
 
@@ -73,6 +89,9 @@ impl<B: Ops> AgnnConv<B> {
 
     pub fn out(&self) -> &B::Mat {
         &self.out
+    }
+    pub fn out_mut(&mut self) -> &mut B::Mat {
+        &mut self.out
     }
 
     /// Fills β's gradient and writes dH into `dh` (`h` is the forward's input).

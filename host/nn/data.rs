@@ -13,6 +13,7 @@ use crate::nn::input::HostFeatures;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
+#[derive(Clone)]
 pub struct Dataset {
     pub name: String,
     pub graph: Csr,

@@ -2,18 +2,28 @@
 //! drawn on the device from (seed, step counter), so a replayed CUDA graph draws a fresh one.
 
 use crate::error::Result;
+use crate::gpu::memory::padded_ld;
 use crate::ops::backend::Ops;
 
 pub struct Dropout<B: Ops> {
     p: f32,
     seed: u64,
+    /// Added to every element's mask index: `first_row * ld` on a part of a partitioned graph.
+    offset: u64,
+    cols: usize,
     out: B::Mat,
     mask: B::Mask,
 }
 
 impl<B: Ops> Dropout<B> {
     pub fn new(b: &B, rows: usize, cols: usize, p: f32, seed: u64) -> Result<Self> {
-        Ok(Dropout { p, seed, out: b.matrix(rows, cols)?, mask: b.mask(rows, cols)? })
+        Ok(Dropout { p, seed, offset: 0, cols, out: b.matrix(rows, cols)?, mask: b.mask(rows, cols)? })
+    }
+
+    /// Draws row r's mask as global row `first_row + r` of the whole graph's (a part of a
+    /// partitioned graph whose rows start at `first_row`).
+    pub fn set_first_row(&mut self, first_row: usize) {
+        self.offset = (first_row * padded_ld(self.cols)) as u64;
     }
 
     fn active(&self, train: bool) -> bool {
@@ -22,7 +32,7 @@ impl<B: Ops> Dropout<B> {
 
     pub fn forward(&mut self, b: &B, x: &B::Mat, train: bool) -> Result<()> {
         if self.active(train) {
-            b.dropout(x, &mut self.out, &mut self.mask, self.p, self.seed)?;
+            b.dropout_at(x, &mut self.out, &mut self.mask, self.p, self.seed, self.offset)?;
         }
         Ok(())
     }

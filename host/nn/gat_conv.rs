@@ -19,8 +19,11 @@
 //! Each head keeps its own edge buffers (logits, α, α'): the pattern is shared, the values are
 //! H sets, and every product runs on the existing SpMM / SDDMM kernels.
 
+use std::sync::Arc;
+
 use crate::error::Result;
 use crate::graph::Csr;
+use crate::nn::halo_hook::{self, HaloHook, PartContext};
 use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, glorot};
@@ -32,14 +35,23 @@ use crate::util::rng::SplitMix64;
 /// The pattern of A + I (unit values), shared by every `GatConv` of a model.
 pub struct GatGraph<B: Ops> {
     pub graph: B::Graph,
+    /// On one part of a partitioned graph: the halo exchange of every conv's Wh (see
+    /// [`crate::nn::halo_hook`]) and the global index of the part's first edge (attention
+    /// dropout is keyed by global edge); `None` and 0 otherwise.
+    pub halo: Option<Arc<dyn HaloHook<B>>>,
+    pub first_edge: u64,
 }
 
 impl<B: Ops> GatGraph<B> {
     /// From the raw adjacency: one self-loop per node (PyG removes existing ones and adds one
     /// each; in a pattern that is the same as adding the missing ones).
     pub fn new(b: &B, a: &Csr) -> Result<Self> {
-        let with_loops = crate::graph::ops::add_self_loops(&crate::graph::ops::pattern(a), 1.0)?;
-        Ok(GatGraph { graph: b.graph(crate::graph::ops::pattern(&with_loops))? })
+        Self::from_pattern(b, crate::nn::agnn_conv::loops_pattern(a)?, None)
+    }
+
+    /// The pattern of A + I as it is (whole, or one part's extended rows with `part`).
+    pub fn from_pattern(b: &B, s: Csr, part: Option<&PartContext<B>>) -> Result<Self> {
+        Ok(GatGraph { graph: b.graph(s)?, halo: part.map(|p| p.hook.clone()), first_edge: part.map_or(0, |p| p.first_edge as u64) })
     }
 }
 
@@ -163,7 +175,10 @@ impl<B: Ops> GatConv<B> {
 
     pub fn forward(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, train: bool) -> Result<&B::Mat> {
         self.dropped = train && self.p > 0.0;
-        let wh = self.lin.forward(b, x)?;
+        self.lin.forward(b, x)?;
+        // The scores, logits and aggregation read neighbours' Wh rows: a part fills its halo.
+        halo_hook::fill(&g.halo, b, self.lin.out_mut())?;
+        let wh = self.lin.out();
         b.gat_scores(wh, &self.att_src.value, &mut self.s_src)?;
         b.gat_scores(wh, &self.att_dst.value, &mut self.s_dst)?;
         for h in 0..self.heads {
@@ -174,7 +189,7 @@ impl<B: Ops> GatConv<B> {
             b.gat_edge_logits(&g.graph, &self.s_dst, &self.s_src, h, GAT_SLOPE, &mut hd.logits)?;
             b.edge_softmax(&g.graph, &self.one, &hd.logits, &mut hd.alpha)?;
             let used = if self.dropped {
-                b.dropout_edges(&hd.alpha, &mut hd.alpha_drop, &mut hd.mask, self.p, seed)?;
+                b.dropout_edges_at(&hd.alpha, &mut hd.alpha_drop, &mut hd.mask, self.p, seed, g.first_edge)?;
                 &hd.alpha_drop
             } else {
                 &hd.alpha
@@ -226,6 +241,8 @@ impl<B: Ops> GatConv<B> {
         b.col_sums(&self.prod, &mut self.att_src.grad)?;
         b.gat_scores_backward(wh, &self.att_dst.value, &self.ds_dst, &mut self.dwh, &mut self.prod)?;
         b.col_sums(&self.prod, &mut self.att_dst.grad)?;
+        // The halo rows of dWh (from the edges and the source scores) belong to their owners.
+        halo_hook::give_back(&g.halo, b, &mut self.dwh)?;
         self.lin.backward(b, x, &self.dwh, dx)
     }
 

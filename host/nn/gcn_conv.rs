@@ -5,8 +5,11 @@
 //! a product with the transposed pattern and Â's values laid out for it, both built once: a
 //! directed graph has Âᵀ ≠ Â.
 
+use std::sync::Arc;
+
 use crate::error::Result;
 use crate::graph::Csr;
+use crate::nn::halo_hook::{self, HaloHook};
 use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
@@ -19,6 +22,9 @@ pub struct GcnAdjacency<B: Ops> {
     pub graph: B::Graph,
     values: B::Edges,
     values_t: B::Edges,
+    /// On one part of a partitioned graph: the halo exchange around every product (see
+    /// [`crate::nn::halo_hook`]); `None` otherwise.
+    pub halo: Option<Arc<dyn HaloHook<B>>>,
 }
 
 impl<B: Ops> GcnAdjacency<B> {
@@ -33,7 +39,24 @@ impl<B: Ops> GcnAdjacency<B> {
         let graph = b.graph(s)?;
         let values = b.graph_values(&graph, Side::Forward)?;
         let values_t = b.graph_values(&graph, Side::Transposed)?;
-        Ok(GcnAdjacency { graph, values, values_t })
+        Ok(GcnAdjacency { graph, values, values_t, halo: None })
+    }
+
+    /// The same adjacency on one part of a partitioned graph, exchanging halo rows through `hook`.
+    pub fn with_halo(self, hook: Option<Arc<dyn HaloHook<B>>>) -> Self {
+        GcnAdjacency { halo: hook, ..self }
+    }
+
+    /// Before a product reads `x`'s neighbour rows: its halo rows := their owners' (no-op
+    /// unpartitioned).
+    pub fn fill(&self, b: &B, x: &mut B::Mat) -> Result<()> {
+        halo_hook::fill(&self.halo, b, x)
+    }
+
+    /// After a transposed product wrote `g`: its halo rows go to their owners (no-op
+    /// unpartitioned).
+    pub fn give_back(&self, b: &B, g: &mut B::Mat) -> Result<()> {
+        halo_hook::give_back(&self.halo, b, g)
     }
 
     /// `y = Â x`.
@@ -66,8 +89,9 @@ impl<B: Ops> GcnConv<B> {
     }
 
     pub fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<&B::Mat> {
-        let xw = self.lin.forward(b, x)?;
-        adj.forward(b, xw, &mut self.out)?;
+        self.lin.forward(b, x)?;
+        adj.fill(b, self.lin.out_mut())?;
+        adj.forward(b, self.lin.out(), &mut self.out)?;
         b.bias_add(&mut self.out, &self.bias.value)?;
         Ok(&self.out)
     }
@@ -83,6 +107,7 @@ impl<B: Ops> GcnConv<B> {
     pub fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
         b.col_sums(dy, &mut self.bias.grad)?;
         adj.transposed(b, dy, &mut self.g)?;
+        adj.give_back(b, &mut self.g)?;
         self.lin.backward(b, x, &self.g, dx)
     }
 

@@ -62,7 +62,9 @@ impl<B: Ops> Conv<B> for GinConv<B> {
     type Adj = GcnAdjacency<B>;
 
     fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
-        let p = self.lin1.forward(b, x)?;
+        self.lin1.forward(b, x)?;
+        adj.fill(b, self.lin1.out_mut())?;
+        let p = self.lin1.out();
         adj.forward(b, p, &mut self.h)?;
         match &self.eps {
             Some(eps) => b.scaled_add(&mut self.h, p, &eps.value, 1.0)?,
@@ -86,6 +88,7 @@ impl<B: Ops> Conv<B> for GinConv<B> {
         b.relu_backward(&self.h, &mut self.dh)?;
         b.col_sums(&self.dh, &mut self.bias1.grad)?;
         adj.transposed(b, &self.dh, &mut self.dp)?;
+        adj.give_back(b, &mut self.dp)?;
         match &mut self.eps {
             Some(eps) => {
                 b.dot(&self.dh, self.lin1.out(), &mut eps.grad)?;

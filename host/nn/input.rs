@@ -9,12 +9,15 @@ use crate::ops::backend::{Ops, Side};
 use crate::nn::operand::Operand;
 use crate::tensor::Matrix;
 
+/// `offset` is added to the input dropout's mask indices (0 unless the features are one part's
+/// rows of a partitioned graph's: see [`InputFeatures::keyed_from`]).
 pub enum InputFeatures<B: Ops> {
-    Dense { x: B::Mat, dropped: B::Mat, mask: B::Mask },
-    Sparse { x: B::Graph, values: B::Edges, values_t: B::Edges, dropped: B::Edges, dropped_t: B::Edges, mask: B::Mask },
+    Dense { x: B::Mat, dropped: B::Mat, mask: B::Mask, offset: u64 },
+    Sparse { x: B::Graph, values: B::Edges, values_t: B::Edges, dropped: B::Edges, dropped_t: B::Edges, mask: B::Mask, offset: u64 },
 }
 
 /// Node features on the host, before upload.
+#[derive(Clone)]
 pub enum HostFeatures {
     Dense(Matrix),
     /// An `n x f` CSR whose values are the feature values.
@@ -76,6 +79,7 @@ impl<B: Ops> InputFeatures<B> {
                 x: b.upload(m)?,
                 dropped: b.matrix(m.rows, m.cols)?,
                 mask: b.mask(m.rows, m.cols)?,
+                offset: 0,
             },
             HostFeatures::Sparse(c) => {
                 let x = b.graph(c.clone())?;
@@ -84,9 +88,19 @@ impl<B: Ops> InputFeatures<B> {
                 let dropped = b.edges(&x, Side::Forward)?;
                 let dropped_t = b.edges(&x, Side::Transposed)?;
                 let mask = b.edge_mask(&dropped)?;
-                InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask }
+                InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask, offset: 0 }
             }
         })
+    }
+
+    /// The input dropout keyed from element `offset` of the whole graph's mask: a part whose
+    /// rows start at global row r0 passes `r0 * padded_ld(cols)` for dense features and the
+    /// whole feature matrix's `row_ptr[r0]` for sparse ones.
+    pub fn keyed_from(mut self, at: u64) -> Self {
+        match &mut self {
+            InputFeatures::Dense { offset, .. } | InputFeatures::Sparse { offset, .. } => *offset = at,
+        }
+        self
     }
 
     pub fn cols(&self) -> usize {
@@ -101,18 +115,18 @@ impl<B: Ops> InputFeatures<B> {
     pub fn forward(&mut self, b: &B, train: bool, p: f32, seed: u64) -> Result<Operand<'_, B>> {
         let drop = train && p > 0.0;
         Ok(match self {
-            InputFeatures::Dense { x, dropped, mask } => {
+            InputFeatures::Dense { x, dropped, mask, offset } => {
                 if !drop {
                     return Ok(Operand::Dense(x));
                 }
-                b.dropout(x, dropped, mask, p, seed)?;
+                b.dropout_at(x, dropped, mask, p, seed, *offset)?;
                 Operand::Dense(dropped)
             }
-            InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask } => {
+            InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask, offset } => {
                 if !drop {
                     return Ok(Operand::Sparse { x, values, values_t });
                 }
-                b.dropout_edges(values, dropped, mask, p, seed)?;
+                b.dropout_edges_at(values, dropped, mask, p, seed, *offset)?;
                 b.transpose_edges(x, dropped, dropped_t)?;
                 Operand::Sparse { x, values: dropped, values_t: dropped_t }
             }

@@ -12,6 +12,7 @@ pub mod dropout;
 pub mod gat_conv;
 pub mod gcn_conv;
 pub mod gin_conv;
+pub mod halo_hook;
 pub mod input;
 pub mod linear;
 pub mod models;

@@ -27,6 +27,11 @@ use crate::util::rng::SplitMix64;
 
 /// The mean-aggregation pattern of adjacency `a`: its entries with values 1 / (entries in the row).
 pub fn mean_adjacency<B: Ops>(b: &B, a: &Csr) -> Result<GcnAdjacency<B>> {
+    GcnAdjacency::from_normalized(b, mean_matrix(a)?)
+}
+
+/// [`mean_adjacency`]'s matrix, before upload.
+pub fn mean_matrix(a: &Csr) -> Result<Csr> {
     let p = pattern(a);
     let mut vals = p.values().to_vec();
     for r in 0..p.n_rows() {
@@ -34,7 +39,7 @@ pub fn mean_adjacency<B: Ops>(b: &B, a: &Csr) -> Result<GcnAdjacency<B>> {
         let inv = 1.0 / range.len().max(1) as f32;
         vals[range].iter_mut().for_each(|v| *v = inv);
     }
-    GcnAdjacency::from_normalized(b, p.with_values(vals)?)
+    p.with_values(vals)
 }
 
 pub struct SageConv<B: Ops> {
@@ -88,7 +93,9 @@ impl<B: Ops> Conv<B> for SageConv<B> {
     type Adj = GcnAdjacency<B>;
 
     fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
-        adj.forward(b, self.lin_l.forward(b, x)?, &mut self.pre)?;
+        self.lin_l.forward(b, x)?;
+        adj.fill(b, self.lin_l.out_mut())?;
+        adj.forward(b, self.lin_l.out(), &mut self.pre)?;
         b.add_assign(&mut self.pre, self.lin_r.forward(b, x)?)?;
         b.bias_add(&mut self.pre, &self.bias.value)?;
         if let Some(nm) = &mut self.norm {
@@ -119,6 +126,7 @@ impl<B: Ops> Conv<B> for SageConv<B> {
         };
         b.col_sums(d, &mut self.bias.grad)?;
         adj.transposed(b, d, &mut self.g)?;
+        adj.give_back(b, &mut self.g)?;
         match dx {
             Some(dx) => {
                 self.lin_l.backward(b, x, &self.g, Some(&mut *dx))?;

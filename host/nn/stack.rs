@@ -114,6 +114,12 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
         &self.convs
     }
 
+    /// Keys the hidden dropouts' masks by global row (a part of a partitioned graph whose rows
+    /// start at `first_row`).
+    pub fn set_first_row(&mut self, first_row: usize) {
+        self.hidden.iter_mut().for_each(|h| h.drop.set_first_row(first_row));
+    }
+
     /// BatchNorm, ReLU, residual and dropout after hidden conv `l`.
     fn hidden_forward(&mut self, b: &B, l: usize, train: bool) -> Result<()> {
         let (c_lo, c_hi) = self.convs.split_at_mut(l);

@@ -3,7 +3,8 @@
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::nn::agnn_conv::{AgnnConv, AgnnGraph};
+use crate::nn::agnn_conv::{AgnnConv, AgnnGraph, loops_pattern};
+use crate::nn::halo_hook::{self, PartContext};
 use crate::nn::dropout::Dropout;
 use crate::nn::input::InputFeatures;
 use crate::nn::linear::Linear;
@@ -38,8 +39,23 @@ pub const INFO: ModelInfo = ModelInfo {
 };
 
 pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Agnn<B>> {
+    build_on(b, model_graph(graph)?, features, classes, cfg, None)
+}
+
+/// The pattern the model's edge ops run on: A + I.
+pub fn model_graph(a: &Csr) -> Result<Csr> {
+    loops_pattern(a)
+}
+
+/// The model on [`model_graph`]'s matrix (whole, or one part's extended rows with `part`).
+pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &ModelConfig, part: Option<&PartContext<B>>) -> Result<Agnn<B>> {
     super::refuse_options(cfg, false, false)?;
-    Agnn::new(b, graph, features, classes, cfg)
+    let g = AgnnGraph::from_pattern(b, s, part.map(|p| p.hook.clone()))?;
+    let mut m = Agnn::new(b, g, features, classes, cfg)?;
+    if let Some(p) = part {
+        m.drop_out.set_first_row(p.first_row);
+    }
+    Ok(m)
 }
 
 fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {
@@ -74,10 +90,9 @@ pub struct Agnn<B: Ops> {
 }
 
 impl<B: Ops> Agnn<B> {
-    pub fn new(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Self> {
-        let n = graph.n_rows();
+    pub fn new(b: &B, g: AgnnGraph<B>, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Self> {
+        let n = B::graph_shape(&g.graph).0;
         let mut rng = SplitMix64::new(cfg.seed);
-        let g = AgnnGraph::new(b, graph)?;
         let convs = (0..cfg.layers).map(|_| AgnnConv::new(b, &g, n, cfg.hidden)).collect::<Result<Vec<_>>>()?;
         Ok(Agnn {
             lin_in: Linear::new(b, n, features, cfg.hidden, &mut rng)?,
@@ -107,10 +122,16 @@ impl<B: Ops> Model<B> for Agnn<B> {
             self.lin_in.forward(b, &x0)?;
         }
         b.relu(self.lin_in.out_mut())?;
-        for l in 0..self.convs.len() {
+        // Each conv reads its input's neighbour rows: on a part, its halo rows are filled first.
+        halo_hook::fill(&self.graph.halo, b, self.lin_in.out_mut())?;
+        let last = self.convs.len() - 1;
+        for l in 0..=last {
             let (done, rest) = self.convs.split_at_mut(l);
             let h = Self::conv_input(&self.lin_in, done, l);
             rest[0].forward(b, &self.graph, h)?;
+            if l < last {
+                halo_hook::fill(&self.graph.halo, b, rest[0].out_mut())?;
+            }
         }
         let top = self.convs.last().expect("at least one layer").out();
         self.drop_out.forward(b, top, train)?;
@@ -127,6 +148,7 @@ impl<B: Ops> Model<B> for Agnn<B> {
             let (done, rest) = self.convs.split_at_mut(l);
             let h = Self::conv_input(&self.lin_in, done, l);
             rest[0].backward(b, &self.graph, h, &self.d_a, &mut self.d_b)?;
+            halo_hook::give_back(&self.graph.halo, b, &mut self.d_b)?;
             std::mem::swap(&mut self.d_a, &mut self.d_b);
         }
         b.relu_backward(self.lin_in.out(), &mut self.d_a)?;

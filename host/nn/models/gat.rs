@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::dropout::Dropout;
 use crate::nn::gat_conv::{GatConv, GatGraph};
+use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{Model, ModelConfig, ModelInfo, dropout_seed, edge_bytes, mat_bytes, param_bytes};
@@ -40,7 +41,21 @@ pub const INFO: ModelInfo = ModelInfo {
 };
 
 pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Gat<B>> {
-    Gat::new(b, graph, features, classes, cfg)
+    build_on(b, model_graph(graph)?, features, classes, cfg, None)
+}
+
+/// The pattern the model's edge ops run on: A + I.
+pub fn model_graph(a: &Csr) -> Result<Csr> {
+    crate::nn::agnn_conv::loops_pattern(a)
+}
+
+/// The model on [`model_graph`]'s matrix (whole, or one part's extended rows with `part`).
+pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &ModelConfig, part: Option<&PartContext<B>>) -> Result<Gat<B>> {
+    let mut m = Gat::new(b, GatGraph::from_pattern(b, s, part)?, features, classes, cfg)?;
+    if let Some(p) = part {
+        m.drops.iter_mut().for_each(|d| d.set_first_row(p.first_row));
+    }
+    Ok(m)
 }
 
 /// Bytes of one GatConv over `n` nodes and `nnz` edges (self-loops included by `edge_bytes`'s
@@ -96,10 +111,9 @@ pub struct Gat<B: Ops> {
 }
 
 impl<B: Ops> Gat<B> {
-    pub fn new(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Self> {
-        let n = graph.n_rows();
+    pub fn new(b: &B, g: GatGraph<B>, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Self> {
+        let n = B::graph_shape(&g.graph).0;
         let mut rng = SplitMix64::new(cfg.seed);
-        let g = GatGraph::new(b, graph)?;
         let hidden_width = cfg.hidden * cfg.heads;
         let mut convs = Vec::with_capacity(cfg.layers);
         for l in 0..cfg.layers {

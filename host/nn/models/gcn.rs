@@ -4,6 +4,7 @@
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::gcn_conv::{GcnAdjacency, GcnConv};
+use crate::nn::halo_hook::PartContext;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{ModelConfig, ModelInfo, edge_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::stack::Stack;
@@ -34,12 +35,28 @@ pub const INFO: ModelInfo = ModelInfo {
 };
 
 pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Gcn<B>> {
+    build_on(b, model_graph(graph)?, features, classes, cfg, None)
+}
+
+/// The matrix the model multiplies: Â = D^-1/2 (A + I) D^-1/2 (a partitioned run normalises the
+/// whole graph, then cuts its rows: halo columns keep their global degrees).
+pub fn model_graph(a: &Csr) -> Result<Csr> {
+    crate::graph::ops::gcn_normalize(a)
+}
+
+/// The model on [`model_graph`]'s matrix (whole, or one part's extended rows with `part`).
+pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &ModelConfig, part: Option<&PartContext<B>>) -> Result<Gcn<B>> {
     super::refuse_options(cfg, true, false)?;
-    let n = graph.n_rows();
+    let n = s.n_rows();
     let mut rng = SplitMix64::new(cfg.seed);
     let widths = widths(features, cfg.hidden, cfg.layers, classes);
     let convs = widths.windows(2).map(|w| GcnConv::new(b, n, w[0], w[1], &mut rng)).collect::<Result<Vec<_>>>()?;
-    Stack::new(b, n, GcnAdjacency::new(b, graph)?, convs, &widths, cfg)
+    let adj = GcnAdjacency::from_normalized(b, s)?.with_halo(part.map(|p| p.hook.clone()));
+    let mut stack = Stack::new(b, n, adj, convs, &widths, cfg)?;
+    if let Some(p) = part {
+        stack.set_first_row(p.first_row);
+    }
+    Ok(stack)
 }
 
 fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {

@@ -7,7 +7,9 @@
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::nn::gin_conv::{GinConv, sum_adjacency};
+use crate::nn::gcn_conv::GcnAdjacency;
+use crate::nn::gin_conv::GinConv;
+use crate::nn::halo_hook::PartContext;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{ModelConfig, ModelInfo, edge_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::stack::Stack;
@@ -40,11 +42,27 @@ pub const INFO: ModelInfo = ModelInfo {
 pub type Gin<B> = Stack<B, GinConv<B>>;
 
 pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Gin<B>> {
-    let n = graph.n_rows();
+    build_on(b, model_graph(graph)?, features, classes, cfg, None)
+}
+
+/// The matrix the model multiplies (rows complete on every part, so a part's rows of it are the
+/// whole graph's).
+pub fn model_graph(a: &Csr) -> Result<Csr> {
+    Ok(crate::graph::ops::pattern(a))
+}
+
+/// The model on [`model_graph`]'s matrix (whole, or one part's extended rows with `part`).
+pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &ModelConfig, part: Option<&PartContext<B>>) -> Result<Gin<B>> {
+    let n = s.n_rows();
     let mut rng = SplitMix64::new(cfg.seed);
     let widths = widths(features, cfg.hidden, cfg.layers, classes);
     let convs = widths.windows(2).map(|w| GinConv::new(b, n, w[0], w[1], cfg.variant, &mut rng)).collect::<Result<Vec<_>>>()?;
-    Stack::new(b, n, sum_adjacency(b, graph)?, convs, &widths, cfg)
+    let adj = GcnAdjacency::from_normalized(b, s)?.with_halo(part.map(|p| p.hook.clone()));
+    let mut stack = Stack::new(b, n, adj, convs, &widths, cfg)?;
+    if let Some(p) = part {
+        stack.set_first_row(p.first_row);
+    }
+    Ok(stack)
 }
 
 fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {

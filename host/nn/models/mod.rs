@@ -14,6 +14,7 @@ pub mod traffic;
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
+use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
 use crate::nn::param::Param;
 use crate::ops::backend::Ops;
@@ -125,6 +126,40 @@ macro_rules! registry {
             check(cfg)?;
             $(if cfg.model == $m::INFO.name {
                 return Ok(Box::new($m::build(b, graph, features, classes, cfg)?));
+            })*
+            Err(unknown(cfg.model))
+        }
+
+        /// The matrix model `name` multiplies, from the raw adjacency (its self-loops and
+        /// normalisation applied): a partitioned run computes it on the whole graph and cuts
+        /// each part's rows from it ([`build_part`]).
+        pub fn model_graph(name: &str, graph: &Csr) -> Result<Csr> {
+            $(if name == $m::INFO.name {
+                return $m::model_graph(graph);
+            })*
+            Err(unknown(name))
+        }
+
+        /// Model `cfg.model` on one part of a partitioned graph: `part_graph` is the part's
+        /// extended rows of [`model_graph`]'s matrix (owned rows, then empty halo rows; see
+        /// [`crate::nn::halo_hook`]).
+        pub fn build_part<B: Ops + 'static>(
+            b: &B,
+            part_graph: Csr,
+            features: usize,
+            classes: usize,
+            cfg: &ModelConfig,
+            part: &PartContext<B>,
+        ) -> Result<Box<dyn Model<B>>> {
+            check(cfg)?;
+            if cfg.batch_norm {
+                return Err(Error::Unsupported(format!(
+                    "{}: --batch-norm is not supported with --partitions / --gpus yet (its batch statistics would need an all-reduce across the parts)",
+                    cfg.model
+                )));
+            }
+            $(if cfg.model == $m::INFO.name {
+                return Ok(Box::new($m::build_on(b, part_graph, features, classes, cfg, Some(part))?));
             })*
             Err(unknown(cfg.model))
         }

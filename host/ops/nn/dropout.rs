@@ -25,7 +25,6 @@ use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{DropoutArgs, DropoutBackwardArgs, dropout_backward_f32, dropout_f32};
 use crate::gpu::launch::{Ptr, PtrMut};
 use crate::gpu::memory::padded_ld;
-use crate::gpu::shared::index::elem_offset;
 use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::util::Real;
@@ -47,6 +46,12 @@ fn scale_f32(p: f32) -> f32 {
 
 /// y = keep ? x / (1 - p) : 0 and mask = keep, for flat index i.
 pub fn dropout_cpu<T: Real>(x: &[T], y: &mut [T], mask: &mut [u8], p: f32, seed: u64, step: u32) -> Result<()> {
+    dropout_cpu_at(x, y, mask, p, seed, step, 0)
+}
+
+/// [`dropout_cpu`] with element i keyed as `offset + i` (a part's slice of a whole mask).
+#[allow(clippy::too_many_arguments)]
+pub fn dropout_cpu_at<T: Real>(x: &[T], y: &mut [T], mask: &mut [u8], p: f32, seed: u64, step: u32, offset: u64) -> Result<()> {
     check_p(p)?;
     if y.len() != x.len() || mask.len() != x.len() {
         return Err(Error::Shape(format!("dropout_cpu: x {}, y {}, mask {} elements", x.len(), y.len(), mask.len())));
@@ -54,7 +59,7 @@ pub fn dropout_cpu<T: Real>(x: &[T], y: &mut [T], mask: &mut [u8], p: f32, seed:
     let (key, thr) = (dropout_seed_key(seed), dropout_threshold(p));
     let keep_frac = T::one() - T::from_f64(p as f64);
     y.par_iter_mut().zip(mask.par_iter_mut()).enumerate().with_min_len(MIN_PAR_LEN).for_each(|(i, (yv, m))| {
-        let keep = dropout_keep_keyed(key, step, i as u64, thr);
+        let keep = dropout_keep_keyed(key, step, offset + i as u64, thr);
         *m = keep as u8;
         *yv = if keep { x[i] / keep_frac } else { T::zero() };
     });
@@ -75,14 +80,14 @@ pub fn dropout_matrix_cpu<T: Real>(
     seed: u64,
     step: u32,
 ) -> Result<()> {
-    dropout_matrix_rows_cpu(x, 0, rows, cols, y, mask, p, seed, step)
+    dropout_matrix_cpu_at(x, rows, cols, y, mask, p, seed, step, 0)
 }
 
 /// `dropout_matrix_cpu` of rows `row0 .. row0 + rows` of a larger matrix: `x`, `y` and `mask`
 /// hold only those rows, whose elements draw with their index in the whole matrix,
-/// `elem_offset(row0 + r, ld, c)` (64 bits, as the kernel's). The GPU tests check samples of rows
-/// of a matrix of more than 2^32 elements with it, and the CPU tests run the 64-bit index path
-/// with a small `rows` and a `row0` past 2^32 / ld.
+/// `(row0 + r) * ld + c` (64 bits, as the kernel's). The GPU tests check samples of rows of a
+/// matrix of more than 2^32 elements with it, and the CPU tests run the 64-bit index path with a
+/// small `rows` and a `row0` past 2^32 / ld.
 #[allow(clippy::too_many_arguments)]
 pub fn dropout_matrix_rows_cpu<T: Real>(
     x: &[T],
@@ -95,6 +100,24 @@ pub fn dropout_matrix_rows_cpu<T: Real>(
     seed: u64,
     step: u32,
 ) -> Result<()> {
+    dropout_matrix_cpu_at(x, rows, cols, y, mask, p, seed, step, row0 as u64 * padded_ld(cols) as u64)
+}
+
+/// [`dropout_matrix_cpu`] with element (r, c) keyed as `offset + r * ld + c` (64 bits): a part
+/// owning rows r0.. of a matrix passes `offset = r0 * ld` to draw exactly those rows of the
+/// whole mask.
+#[allow(clippy::too_many_arguments)]
+pub fn dropout_matrix_cpu_at<T: Real>(
+    x: &[T],
+    rows: usize,
+    cols: usize,
+    y: &mut [T],
+    mask: &mut [u8],
+    p: f32,
+    seed: u64,
+    step: u32,
+    offset: u64,
+) -> Result<()> {
     check_p(p)?;
     let ld = padded_ld(cols);
     if x.len() != rows * cols || y.len() != rows * cols || mask.len() != rows * ld {
@@ -105,9 +128,6 @@ pub fn dropout_matrix_rows_cpu<T: Real>(
             mask.len()
         )));
     }
-    if row0 + rows > (u32::MAX / 2) as usize || ld > (u32::MAX / 2) as usize {
-        return Err(Error::Unsupported(format!("dropout_matrix_cpu: rows {row0} + {rows} or stride {ld} at or past 2^31")));
-    }
     if rows == 0 || cols == 0 {
         return Ok(()); // ld = 0 when cols = 0: no mask either
     }
@@ -115,7 +135,7 @@ pub fn dropout_matrix_rows_cpu<T: Real>(
     let keep_frac = T::one() - T::from_f64(p as f64);
     y.par_chunks_mut(cols).zip(mask.par_chunks_mut(ld)).enumerate().with_min_len(64).for_each(|(r, (yr, mr))| {
         for (c, m) in mr.iter_mut().enumerate() {
-            let keep = dropout_keep_keyed(key, step, elem_offset((row0 + r) as u32, ld as u32, c as u32), thr);
+            let keep = dropout_keep_keyed(key, step, offset + (r * ld + c) as u64, thr);
             *m = keep as u8;
             if c < cols {
                 yr[c] = if keep { x[r * cols + c] / keep_frac } else { T::zero() };
@@ -176,6 +196,22 @@ pub fn dropout(
     seed: u64,
     step: &DeviceVec<u32>,
 ) -> Result<()> {
+    dropout_at(gpu, x, y, mask, n, p, seed, step, 0)
+}
+
+/// [`dropout`] with element i keyed as `offset + i`.
+#[allow(clippy::too_many_arguments)]
+pub fn dropout_at(
+    gpu: &Gpu,
+    x: &DeviceVec<f32>,
+    y: &mut DeviceVec<f32>,
+    mask: &mut DeviceVec<u8>,
+    n: usize,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+) -> Result<()> {
     check_p(p)?;
     if x.len() < n || y.len() < n || mask.len() < n || step.is_empty() {
         return Err(Error::Shape(format!(
@@ -188,7 +224,7 @@ pub fn dropout(
     }
     let (xp, yp, mp, sp) = (x.arg(gpu), y.arg_mut(gpu), mask.arg_mut(gpu), step.arg(gpu));
     // SAFETY: x, y, mask hold at least n elements, step at least one.
-    unsafe { launch_dropout(gpu, n, xp, yp, mp, p, seed, sp) }
+    unsafe { launch_dropout(gpu, n, xp, yp, mp, p, seed, sp, offset) }
 }
 
 /// Dropout of a device matrix over its whole padded buffer with index `r * ld + c` (padding:
@@ -201,6 +237,19 @@ pub fn dropout_matrix(
     seed: u64,
     step: &DeviceVec<u32>,
 ) -> Result<()> {
+    dropout_matrix_at(x, y, mask, p, seed, step, 0)
+}
+
+/// [`dropout_matrix`] with element (r, c) keyed as `offset + r * ld + c`.
+pub fn dropout_matrix_at(
+    x: &DeviceMatrix<f32>,
+    y: &mut DeviceMatrix<f32>,
+    mask: &mut DeviceVec<u8>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+) -> Result<()> {
     check_p(p)?;
     check_same(x, y, "dropout_matrix")?;
     let n = x.rows * x.ld;
@@ -210,13 +259,13 @@ pub fn dropout_matrix(
     let gpu = x.gpu().clone();
     let (xp, yp, mp, sp) = (x.arg(), y.arg_mut(), mask.arg_mut(&gpu), step.arg(&gpu));
     // SAFETY: x and y hold rows * ld = n floats, mask at least n bytes, step at least one u32.
-    unsafe { launch_dropout(&gpu, n, xp, yp, mp, p, seed, sp) }
+    unsafe { launch_dropout(&gpu, n, xp, yp, mp, p, seed, sp, offset) }
 }
 
 /// # Safety
 /// `x`, `y` address `n` floats, `mask` `n` bytes and `step` one u32, all on `gpu`.
 #[allow(clippy::too_many_arguments)]
-unsafe fn launch_dropout(gpu: &Gpu, n: usize, x: Ptr<f32>, y: PtrMut<f32>, mask: PtrMut<u8>, p: f32, seed: u64, step: Ptr<u32>) -> Result<()> {
+unsafe fn launch_dropout(gpu: &Gpu, n: usize, x: Ptr<f32>, y: PtrMut<f32>, mask: PtrMut<u8>, p: f32, seed: u64, step: Ptr<u32>, offset: u64) -> Result<()> {
     let args = DropoutArgs {
         n: n as u64,
         x,
@@ -226,6 +275,7 @@ unsafe fn launch_dropout(gpu: &Gpu, n: usize, x: Ptr<f32>, y: PtrMut<f32>, mask:
         scale: scale_f32(p),
         seed_key: dropout_seed_key(seed),
         step,
+        offset,
     };
     // SAFETY: sizes as the caller guarantees. The kernel covers the n / 4 groups grid-stride
     // and the n % 4 tail with the first threads (grid >= 1 if n > 0).
@@ -270,25 +320,36 @@ unsafe fn launch_dropout_backward(gpu: &Gpu, n: usize, dy: Ptr<f32>, mask: Ptr<u
 
 pub trait DropoutOp: Backend {
     /// Inverted dropout with probability `p`; the mask is drawn from (`seed`, step counter).
-    fn dropout(&self, x: &Self::Mat, y: &mut Self::Mat, mask: &mut Self::Mask, p: f32, seed: u64) -> Result<()>;
+    fn dropout(&self, x: &Self::Mat, y: &mut Self::Mat, mask: &mut Self::Mask, p: f32, seed: u64) -> Result<()> {
+        self.dropout_at(x, y, mask, p, seed, 0)
+    }
+    /// [`DropoutOp::dropout`] keyed at element `offset + r * ld + c` (ld = `padded_ld(cols)`):
+    /// a part owning rows r0.. of a partitioned graph passes `r0 * ld` and draws its rows of the
+    /// whole graph's mask.
+    fn dropout_at(&self, x: &Self::Mat, y: &mut Self::Mat, mask: &mut Self::Mask, p: f32, seed: u64, offset: u64) -> Result<()>;
     fn dropout_backward(&self, dy: &Self::Mat, mask: &Self::Mask, p: f32, dx: &mut Self::Mat) -> Result<()>;
     /// Dropout over edge values (the nonzeros of sparse input features, attention weights).
-    fn dropout_edges(&self, x: &Self::Edges, y: &mut Self::Edges, mask: &mut Self::Mask, p: f32, seed: u64) -> Result<()>;
+    fn dropout_edges(&self, x: &Self::Edges, y: &mut Self::Edges, mask: &mut Self::Mask, p: f32, seed: u64) -> Result<()> {
+        self.dropout_edges_at(x, y, mask, p, seed, 0)
+    }
+    /// [`DropoutOp::dropout_edges`] with edge e keyed as `offset + e` (a part's rows are one
+    /// contiguous range of the whole graph's edges).
+    fn dropout_edges_at(&self, x: &Self::Edges, y: &mut Self::Edges, mask: &mut Self::Mask, p: f32, seed: u64, offset: u64) -> Result<()>;
     /// The backward of [`DropoutOp::dropout_edges`].
     fn dropout_edges_backward(&self, dy: &Self::Edges, mask: &Self::Mask, p: f32, dx: &mut Self::Edges) -> Result<()>;
 }
 
 impl<T: Real> DropoutOp for CpuBackend<T> {
-    fn dropout(&self, x: &HostMat<T>, y: &mut HostMat<T>, mask: &mut Vec<u8>, p: f32, seed: u64) -> Result<()> {
+    fn dropout_at(&self, x: &HostMat<T>, y: &mut HostMat<T>, mask: &mut Vec<u8>, p: f32, seed: u64, offset: u64) -> Result<()> {
         same_shape("dropout", y, x)?;
-        dropout_matrix_cpu(&x.data, x.rows, x.cols, &mut y.data, mask, p, seed, self.step())
+        dropout_matrix_cpu_at(&x.data, x.rows, x.cols, &mut y.data, mask, p, seed, self.step(), offset)
     }
     fn dropout_backward(&self, dy: &HostMat<T>, mask: &Vec<u8>, p: f32, dx: &mut HostMat<T>) -> Result<()> {
         same_shape("dropout_backward", dx, dy)?;
         dropout_backward_matrix_cpu(&dy.data, mask, dy.rows, dy.cols, p, &mut dx.data)
     }
-    fn dropout_edges(&self, x: &Vec<T>, y: &mut Vec<T>, mask: &mut Vec<u8>, p: f32, seed: u64) -> Result<()> {
-        dropout_cpu(x, y, mask, p, seed, self.step())
+    fn dropout_edges_at(&self, x: &Vec<T>, y: &mut Vec<T>, mask: &mut Vec<u8>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        dropout_cpu_at(x, y, mask, p, seed, self.step(), offset)
     }
     fn dropout_edges_backward(&self, dy: &Vec<T>, mask: &Vec<u8>, p: f32, dx: &mut Vec<T>) -> Result<()> {
         dropout_backward_cpu(dy, mask, p, dx)
@@ -296,14 +357,14 @@ impl<T: Real> DropoutOp for CpuBackend<T> {
 }
 
 impl DropoutOp for CudaBackend {
-    fn dropout(&self, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64) -> Result<()> {
-        self.timed("dropout", || dropout_matrix(x, y, mask, p, seed, &self.step_ptr()))
+    fn dropout_at(&self, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        self.timed("dropout", || dropout_matrix_at(x, y, mask, p, seed, &self.step_ptr(), offset))
     }
     fn dropout_backward(&self, dy: &DeviceMatrix<f32>, mask: &DeviceVec<u8>, p: f32, dx: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("dropout backward", || dropout_backward_matrix(dy, mask, p, dx))
     }
-    fn dropout_edges(&self, x: &DeviceVec<f32>, y: &mut DeviceVec<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64) -> Result<()> {
-        self.timed("dropout edges", || dropout(&self.gpu, x, y, mask, x.len(), p, seed, &self.step_ptr()))
+    fn dropout_edges_at(&self, x: &DeviceVec<f32>, y: &mut DeviceVec<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        self.timed("dropout edges", || dropout_at(&self.gpu, x, y, mask, x.len(), p, seed, &self.step_ptr(), offset))
     }
     fn dropout_edges_backward(&self, dy: &DeviceVec<f32>, mask: &DeviceVec<u8>, p: f32, dx: &mut DeviceVec<f32>) -> Result<()> {
         self.timed("dropout edges backward", || dropout_backward(&self.gpu, dy, mask, dy.len(), p, dx))

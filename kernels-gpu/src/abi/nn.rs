@@ -92,6 +92,9 @@ kernel_args! {
         pub seed_key: u64,
         /// The step, read when the kernel runs (a fresh mask per step).
         pub step: Ptr<u32>,
+        /// Added to every element's index before hashing (mask and values stay at `i`): a part
+        /// of a partitioned graph draws its rows' entries of the whole graph's mask.
+        pub offset: u64,
     }
 
     /// dx = mask ? dy * scale : 0 over the first `n` elements.

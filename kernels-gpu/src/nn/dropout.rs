@@ -1,5 +1,5 @@
 //! Dropout with a counter-based mask (`crate::rng`, the file the host also includes): element
-//! `i` is kept iff `dropout_keep_keyed(seed_key, step, i, threshold)`, where `step` is read from
+//! `i` is kept iff `dropout_keep_keyed(seed_key, step, offset + i, threshold)`, where `step` is read from
 //! device memory at run time (so a replayed CUDA graph draws a fresh mask per step).
 //! Grid-stride over groups of 4 elements (float4 values, one u32 of 4 mask bytes); the last
 //! `n % 4` elements go one per thread to the first threads of the grid.
@@ -12,7 +12,7 @@ use crate::rng::{dropout_hash_low, dropout_high_key, dropout_keep_keyed};
 /// y = keep ? x * scale : 0, mask = keep (one byte per element), over the first `n` elements.
 #[inline(always)]
 pub unsafe fn dropout(args: DropoutArgs) {
-    let DropoutArgs { n, x, y, mask, threshold, scale, seed_key, step } = args;
+    let DropoutArgs { n, x, y, mask, threshold, scale, seed_key, step, offset } = args;
     let step = unsafe { ptx::ld_nc_u32(step) };
     let n4 = n / 4;
     for i in grid_stride(n4) {
@@ -20,9 +20,17 @@ pub unsafe fn dropout(args: DropoutArgs) {
         let v = unsafe { ptx::ld_nc_v4_f32(x.add(o as usize)) };
         let mut out = [0f32; 4];
         let mut bits = 0u32;
-        let high_key = dropout_high_key(seed_key, o); // o % 4 = 0: o..o + 3 share the high word
+        let base = offset + o;
+        let high_key = dropout_high_key(seed_key, base);
         for k in 0..4 {
-            if dropout_hash_low(high_key, step, o as u32 + k as u32) >= threshold {
+            let index = base + k as u64;
+            // The four share `high_key` unless they straddle a 2^32 boundary (an odd offset).
+            let keep = if index >> 32 == base >> 32 {
+                dropout_hash_low(high_key, step, index as u32) >= threshold
+            } else {
+                dropout_keep_keyed(seed_key, step, index, threshold)
+            };
+            if keep {
                 out[k] = v[k] * scale;
                 bits |= 1 << (8 * k);
             }
@@ -32,7 +40,7 @@ pub unsafe fn dropout(args: DropoutArgs) {
     }
     let j = 4 * n4 + global_thread() as u64;
     if j < n {
-        let keep = dropout_keep_keyed(seed_key, step, j, threshold);
+        let keep = dropout_keep_keyed(seed_key, step, offset + j, threshold);
         let v = unsafe { ptx::ld_nc_f32(x.add(j as usize)) };
         unsafe { ptx::st_f32(y.add(j as usize), if keep { v * scale } else { 0.0 }) };
         unsafe { ptx::st_u8(mask.add(j as usize), keep as u32) };

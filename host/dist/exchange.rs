@@ -1,0 +1,83 @@
+//! [`HaloHook`] over a [`Halo`] and a [`Communicator`]: what a model built on one part calls at
+//! its fill / give-back points. The matrix's owned rows go to the host ([`HostRows`]), the halo
+//! rows come back from their owners (and the reverse for gradients); the time spent and the
+//! bytes received are counted for `bench dist`.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::dist::comm::Communicator;
+use crate::dist::halo::Halo;
+use crate::dist::host_rows::HostRows;
+use crate::error::Result;
+use crate::nn::halo_hook::HaloHook;
+use crate::util::Real;
+
+/// Exchange time and volume since the last [`HaloExchange::take_counters`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ExchangeCounters {
+    /// Wall seconds inside fill / give_back (host staging included).
+    pub seconds: f64,
+    /// Bytes of halo rows this part received (forward) plus sent back (backward).
+    pub bytes: u64,
+    pub calls: u64,
+}
+
+struct Buffers<T> {
+    local: Vec<T>,
+    halo: Vec<T>,
+    counters: ExchangeCounters,
+}
+
+pub struct HaloExchange<B: HostRows, C: Communicator> {
+    halo: Halo,
+    comm: Arc<C>,
+    owned: usize,
+    bufs: RefCell<Buffers<B::Elem>>,
+}
+
+impl<B: HostRows, C: Communicator> HaloExchange<B, C> {
+    /// For a part owning `owned` rows (its extended matrices have `owned + halo.halo_rows()`).
+    pub fn new(halo: Halo, comm: Arc<C>, owned: usize) -> Self {
+        HaloExchange { halo, comm, owned, bufs: RefCell::new(Buffers { local: Vec::new(), halo: Vec::new(), counters: ExchangeCounters::default() }) }
+    }
+
+    /// The counters so far, reset to zero.
+    pub fn take_counters(&self) -> ExchangeCounters {
+        std::mem::take(&mut self.bufs.borrow_mut().counters)
+    }
+
+    fn count(c: &mut ExchangeCounters, t0: Instant, elems: usize) {
+        c.seconds += t0.elapsed().as_secs_f64();
+        c.bytes += (elems * std::mem::size_of::<B::Elem>()) as u64;
+        c.calls += 1;
+    }
+}
+
+impl<B: HostRows, C: Communicator> HaloHook<B> for HaloExchange<B, C> {
+    fn fill(&self, b: &B, x: &mut B::Mat) -> Result<()> {
+        let t0 = Instant::now();
+        let bufs = &mut *self.bufs.borrow_mut();
+        let k = b.read_rows(x, 0..self.owned, &mut bufs.local)?;
+        bufs.halo.resize(self.halo.halo_rows() * k, <B::Elem as Real>::zero());
+        self.halo.gather(&*self.comm, &bufs.local, k, &mut bufs.halo)?;
+        b.write_rows(x, self.owned, &bufs.halo)?;
+        Self::count(&mut bufs.counters, t0, bufs.halo.len());
+        Ok(())
+    }
+
+    fn give_back(&self, b: &B, g: &mut B::Mat) -> Result<()> {
+        let t0 = Instant::now();
+        let bufs = &mut *self.bufs.borrow_mut();
+        let k = b.read_rows(g, 0..self.owned, &mut bufs.local)?;
+        b.read_rows(g, self.owned..self.owned + self.halo.halo_rows(), &mut bufs.halo)?;
+        self.halo.scatter_add(&*self.comm, &bufs.halo, k, &mut bufs.local)?;
+        b.write_rows(g, 0, &bufs.local)?;
+        // The rows now belong to their owners' sums: zero here, so nothing counts them twice.
+        bufs.halo.fill(<B::Elem as Real>::zero());
+        b.write_rows(g, self.owned, &bufs.halo)?;
+        Self::count(&mut bufs.counters, t0, bufs.halo.len());
+        Ok(())
+    }
+}

@@ -1,0 +1,268 @@
+//! The distributed training step: one part of a partitioned graph per rank, each with its own
+//! backend and model, the same loss curve as one device (issue 17).
+//!
+//! Rank p trains on its extended graph (owned rows, then empty halo rows; [`part_graph`]) with
+//! the model built through [`models::build_part`], whose layers call the [`HaloExchange`] at one
+//! point each (see [`crate::nn::halo_hook`]). Around the model:
+//! - the loss is the mean over the *global* train nodes (each part scales its rows by
+//!   1 / global count), its value and the correct counts are all-reduced;
+//! - the weight gradients (sums over rows) are all-reduced in one fused buffer, and every rank
+//!   takes the same Adam step, so the weights stay identical on every rank;
+//! - dropout masks are keyed by global row / global edge, so they are the whole graph's.
+//! BatchNorm's batch statistics would need an all-reduce too: refused for now.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::dist::comm::Communicator;
+use crate::dist::exchange::{ExchangeCounters, HaloExchange};
+use crate::dist::halo::{ExchangeMethod, Halo};
+use crate::dist::host_rows::HostRows;
+use crate::dist::part_graph::{extended_rows, feature_offset, halo_ids, part_data};
+use crate::dist::partition::Partition;
+use crate::error::{Error, Result};
+use crate::nn::data::Dataset;
+use crate::nn::halo_hook::PartContext;
+use crate::nn::input::InputFeatures;
+use crate::nn::models::{self, Model, ModelConfig};
+use crate::nn::train::{EpochRecord, History, MaskSizes, TrainConfig};
+use crate::ops::backend::{AdamHyper, TEST_BIT, TRAIN_BIT, VAL_BIT};
+use crate::util::Real;
+
+/// Where a rank's step time went since the last [`DistTrainer::take_timing`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct StepTiming {
+    pub steps: u64,
+    /// Wall seconds of whole steps (forward, loss, backward, all-reduce, Adam).
+    pub step_seconds: f64,
+    /// The halo exchanges inside them.
+    pub halo: ExchangeCounters,
+    /// The weight-gradient all-reduce.
+    pub all_reduce_seconds: f64,
+    pub all_reduce_bytes: u64,
+}
+
+pub struct DistTrainer<B: HostRows + 'static, C: Communicator + 'static> {
+    backend: Arc<B>,
+    comm: Arc<C>,
+    exchange: Arc<HaloExchange<B, C>>,
+    net: Box<dyn Model<B>>,
+    input: InputFeatures<B>,
+    labels: B::Labels,
+    dlogits: B::Mat,
+    eval_dlogits: B::Mat,
+    train_stats: B::Stats,
+    eval_stats: B::Stats,
+    inv_n_train: f32,
+    hyper: AdamHyper,
+    sizes: MaskSizes,
+    /// The fused gradient buffer and one parameter's rows (kept: a step allocates nothing once
+    /// they have grown).
+    fused: Vec<B::Elem>,
+    rows: Vec<B::Elem>,
+    timing: StepTiming,
+    /// Rows this rank owns and the halo rows it receives.
+    pub owned: usize,
+    pub halo_rows: usize,
+}
+
+impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
+    /// Rank `comm.rank()`'s trainer for part `comm.rank()` of `partition` of `data` (the whole
+    /// dataset, already relabelled by the partition: [`crate::dist::part_graph::relabel`]).
+    pub fn new(
+        backend: Arc<B>,
+        comm: Arc<C>,
+        data: &Dataset,
+        partition: &Partition,
+        method: ExchangeMethod,
+        model: &ModelConfig,
+        train: &TrainConfig,
+    ) -> Result<Self> {
+        let rank = comm.rank();
+        if comm.world_size() != partition.parts() || partition.nodes() != data.n() {
+            return Err(Error::Unsupported(format!(
+                "a partition into {} parts of {} nodes for a world of {} and a graph of {} nodes",
+                partition.parts(),
+                partition.nodes(),
+                comm.world_size(),
+                data.n()
+            )));
+        }
+        let b = &*backend;
+        let count = |bit: u8| data.mask_bits.iter().filter(|&&m| m & bit != 0).count();
+        let sizes = MaskSizes { train: count(TRAIN_BIT), val: count(VAL_BIT), test: count(TEST_BIT) };
+        if sizes.train == 0 {
+            return Err(Error::Unsupported(format!("{}: the train mask is empty", data.name)));
+        }
+        let blocks = &partition.blocks[rank];
+        let (first, owned) = (blocks.first_row, blocks.rows);
+        let halo = halo_ids(blocks, &partition.offsets);
+        // The model's matrix of the whole graph (GCN: normalised with global degrees), then this
+        // part's rows of it.
+        let s = models::model_graph(model.model, &data.graph)?;
+        let first_edge = s.row_ptr()[first] as usize;
+        let part_graph = extended_rows(&s, first, owned, &halo)?;
+        drop(s);
+        let local = part_data(data, first, owned, halo.len())?;
+        let exchange = Arc::new(HaloExchange::new(Halo::from_partition(partition, rank, method)?, comm.clone(), owned));
+        let ctx = PartContext { hook: exchange.clone(), first_row: first, first_edge };
+        let n = owned + halo.len();
+        let net = models::build_part(b, part_graph, data.features.cols(), data.classes, model, &ctx)?;
+        let input = InputFeatures::new(b, &local.features)?.keyed_from(feature_offset(&data.features, first));
+        let labels = b.labels(&local.labels, &local.mask_bits)?;
+        Ok(DistTrainer {
+            net,
+            input,
+            labels,
+            dlogits: b.matrix(n, data.classes)?,
+            eval_dlogits: b.matrix(n, data.classes)?,
+            train_stats: b.stats()?,
+            eval_stats: b.stats()?,
+            inv_n_train: 1.0 / sizes.train as f32,
+            hyper: AdamHyper { lr: train.lr, weight_decay: train.weight_decay, ..AdamHyper::default() },
+            sizes,
+            fused: Vec::new(),
+            rows: Vec::new(),
+            timing: StepTiming::default(),
+            owned,
+            halo_rows: halo.len(),
+            exchange,
+            comm,
+            backend,
+        })
+    }
+
+    pub fn backend(&self) -> &Arc<B> {
+        &self.backend
+    }
+    pub fn mask_sizes(&self) -> MaskSizes {
+        self.sizes
+    }
+
+    /// One training step: forward, loss, backward, the gradient all-reduce, Adam.
+    pub fn step(&mut self) -> Result<()> {
+        let t0 = Instant::now();
+        let backend = self.backend.clone();
+        let b = &*backend;
+        b.begin_step()?;
+        let logits = self.net.forward(b, &mut self.input, true)?;
+        b.cross_entropy(logits, &self.labels, self.inv_n_train, &mut self.dlogits, &mut self.train_stats)?;
+        self.net.backward(b, &self.input, &self.dlogits)?;
+        self.all_reduce_gradients()?;
+        for (_, p) in self.net.params() {
+            p.adam(b, &self.hyper)?;
+        }
+        b.synchronize()?;
+        self.timing.steps += 1;
+        self.timing.step_seconds += t0.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// Every parameter's gradient summed over the ranks, in one collective.
+    fn all_reduce_gradients(&mut self) -> Result<()> {
+        let t0 = Instant::now();
+        let b = self.backend.clone();
+        self.fused.clear();
+        for (_, p) in self.net.params() {
+            let rows = B::shape(&p.grad).0;
+            b.read_rows(&p.grad, 0..rows, &mut self.rows)?;
+            self.fused.extend_from_slice(&self.rows);
+        }
+        self.comm.all_reduce_sum(&mut self.fused)?;
+        let mut at = 0;
+        for (_, p) in self.net.params() {
+            let rows = B::shape(&p.grad).0;
+            let len = b.read_rows(&p.grad, 0..rows, &mut self.rows)? * rows;
+            b.write_rows(&mut p.grad, 0, &self.fused[at..at + len])?;
+            at += len;
+        }
+        self.timing.all_reduce_seconds += t0.elapsed().as_secs_f64();
+        self.timing.all_reduce_bytes += (self.fused.len() * std::mem::size_of::<B::Elem>()) as u64;
+        Ok(())
+    }
+
+    /// The evaluation forward (every mask's correct count).
+    pub fn evaluate(&mut self) -> Result<()> {
+        let b = &*self.backend;
+        let logits = self.net.forward(b, &mut self.input, false)?;
+        b.cross_entropy(logits, &self.labels, self.inv_n_train, &mut self.eval_dlogits, &mut self.eval_stats)
+    }
+
+    /// The global loss of the last step and the global accuracies of the last evaluation (an
+    /// all-reduce: every rank calls it).
+    pub fn read(&self, epoch: usize) -> Result<EpochRecord> {
+        let train = self.backend.read_stats(&self.train_stats)?;
+        let eval = self.backend.read_stats(&self.eval_stats)?;
+        let mut v = [train.loss, eval.correct[0], eval.correct[1], eval.correct[2]];
+        self.comm.all_reduce_sum(&mut v)?;
+        let acc = |c: f64, n: usize| if n == 0 { 0.0 } else { c / n as f64 };
+        Ok(EpochRecord {
+            epoch,
+            loss: v[0],
+            train_acc: acc(v[1], self.sizes.train),
+            val_acc: acc(v[2], self.sizes.val),
+            test_acc: acc(v[3], self.sizes.test),
+        })
+    }
+
+    /// `epochs` epochs of step + evaluation; `on_epoch` after each (on every rank).
+    pub fn fit(&mut self, epochs: usize, mut on_epoch: impl FnMut(&EpochRecord)) -> Result<History> {
+        let t0 = Instant::now();
+        let mut out = Vec::with_capacity(epochs);
+        for e in 0..epochs {
+            self.step()?;
+            self.evaluate()?;
+            let rec = self.read(e + 1)?;
+            if !rec.loss.is_finite() {
+                return Err(Error::Unsupported(format!("the loss became {} at epoch {}; try a smaller --lr", rec.loss, e + 1)));
+            }
+            on_epoch(&rec);
+            out.push(rec);
+        }
+        Ok(History::new(out, t0.elapsed().as_secs_f64()))
+    }
+
+    /// The step timing since the last call (halo counters included), reset to zero.
+    pub fn take_timing(&mut self) -> StepTiming {
+        let mut t = std::mem::take(&mut self.timing);
+        t.halo = self.exchange.take_counters();
+        t
+    }
+
+    /// The parameters by name, as f64 host values (the tests compare them across ranks).
+    pub fn weights(&mut self) -> Result<Vec<(String, Vec<f64>)>> {
+        let b = self.backend.clone();
+        let mut out = Vec::new();
+        for (name, p) in self.net.params() {
+            let rows = B::shape(&p.value).0;
+            b.read_rows(&p.value, 0..rows, &mut self.rows)?;
+            out.push((name, self.rows.iter().map(|v| v.to_f64()).collect()));
+        }
+        Ok(out)
+    }
+}
+
+/// Runs `parts` ranks as threads of this process ([`crate::dist::InProcess`]), each with the
+/// backend `make(rank)` returns, and returns rank 0's history (every rank's is the same: its
+/// records are all-reduced). `on_epoch` sees rank 0's records.
+#[allow(clippy::too_many_arguments)]
+pub fn train_in_process<B: HostRows + 'static>(
+    data: &Dataset,
+    partition: &Partition,
+    method: ExchangeMethod,
+    model: &ModelConfig,
+    train: &TrainConfig,
+    timeout: std::time::Duration,
+    make: impl Fn(usize) -> Result<B> + Sync,
+    on_epoch: impl Fn(&EpochRecord) + Sync,
+) -> Result<(History, Vec<StepTiming>)> {
+    let runs = crate::dist::InProcess::run(partition.parts(), timeout, |comm| {
+        let rank = comm.rank();
+        let mut t = DistTrainer::new(Arc::new(make(rank)?), Arc::new(comm), data, partition, method, model, train)?;
+        let h = t.fit(train.epochs, |e| if rank == 0 { on_epoch(e) })?;
+        Ok((h, t.take_timing()))
+    })?;
+    let timing = runs.iter().map(|r| r.1).collect();
+    let first = runs.into_iter().next().expect("a world has a rank 0").0;
+    Ok((first, timing))
+}

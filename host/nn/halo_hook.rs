@@ -1,0 +1,56 @@
+//! The one seam between a model and a partitioned graph (`dist` builds on it; nn never imports
+//! dist). A part trains on its *extended* graph: its owned rows first, with their whole neighbour
+//! lists (columns renumbered), then one EMPTY row per halo node (a node another part owns that an
+//! owned row reads). The model runs unchanged on it except at one point per layer, where
+//! neighbour rows are about to be read:
+//! - forward, [`HaloHook::fill`]: the halo rows of the matrix the aggregation reads (GCN: X W,
+//!   before Â (X W)) are overwritten with their owners' rows;
+//! - backward, at the same point, [`HaloHook::give_back`]: the gradient rows this part computed
+//!   for its halo are sent to their owners, summed into the owners' rows, and zeroed here.
+//!
+//! Why that is exact: between the fill point and the aggregation everything is row-wise or reads
+//! halo rows only through edges of owned rows, halo rows are never in the loss (their gradient is
+//! exactly zero before a `give_back`), and every weight gradient is a sum over rows that the
+//! caller all-reduces over the parts.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::ops::backend::Backend;
+
+/// The halo exchange a model calls, one `fill` / `give_back` pair per layer.
+pub trait HaloHook<B: Backend> {
+    /// Rows `owned..` of `x` := their owners' rows.
+    fn fill(&self, b: &B, x: &mut B::Mat) -> Result<()>;
+    /// Rows `owned..` of `g` are added into their owners' rows of the same matrix (on the owning
+    /// parts), then set to zero here.
+    fn give_back(&self, b: &B, g: &mut B::Mat) -> Result<()>;
+}
+
+/// What a model built on one part of a partitioned graph needs besides its extended graph.
+#[derive(Clone)]
+pub struct PartContext<B: Backend> {
+    pub hook: Arc<dyn HaloHook<B>>,
+    /// Global id of the part's first row: dropout masks are keyed by global row, so a part draws
+    /// exactly its rows of the whole graph's mask.
+    pub first_row: usize,
+    /// Global index of the part's first edge in the model's own graph (GAT: A + I), for the
+    /// attention dropout, keyed by global edge.
+    pub first_edge: usize,
+}
+
+/// `hook.fill(x)` when there is a hook (`None`: the unpartitioned model, nothing to do).
+pub fn fill<B: Backend>(hook: &Option<Arc<dyn HaloHook<B>>>, b: &B, x: &mut B::Mat) -> Result<()> {
+    match hook {
+        Some(h) => h.fill(b, x),
+        None => Ok(()),
+    }
+}
+
+/// `hook.give_back(g)` when there is a hook.
+pub fn give_back<B: Backend>(hook: &Option<Arc<dyn HaloHook<B>>>, b: &B, g: &mut B::Mat) -> Result<()> {
+    match hook {
+        Some(h) => h.give_back(b, g),
+        None => Ok(()),
+    }
+}

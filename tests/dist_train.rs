@@ -48,18 +48,27 @@ fn partitioned<T: Real>(data: &Dataset, p: &Partition, method: ExchangeMethod, c
 }
 
 fn assert_same(what: &str, got: &[EpochRecord], want: &[EpochRecord], tol: f64) {
+    assert_same_acc(what, got, want, tol, 1e-12)
+}
+
+/// As [`assert_same`], accuracies to `acc_tol` (a fraction of the nodes).
+fn assert_same_acc(what: &str, got: &[EpochRecord], want: &[EpochRecord], tol: f64, acc_tol: f64) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (g, w) in got.iter().zip(want) {
         let d = (g.loss - w.loss).abs();
         assert!(d <= tol * w.loss.abs().max(1.0), "{what}: epoch {} loss {} vs {} (diff {d:e})", w.epoch, g.loss, w.loss);
         for (a, b, m) in [(g.train_acc, w.train_acc, "train"), (g.val_acc, w.val_acc, "val"), (g.test_acc, w.test_acc, "test")] {
-            assert!((a - b).abs() < 1e-12, "{what}: epoch {} {m} accuracy {a} vs {b}", w.epoch);
+            assert!((a - b).abs() <= acc_tol, "{what}: epoch {} {m} accuracy {a} vs {b}", w.epoch);
         }
     }
 }
 
 /// Every model, P = 1..4, contiguous and METIS-like (random assignment) relabellings.
 fn check_models<T: Real>(tol: f64, models: &[&str], parts: &[usize]) {
+    check_models_acc::<T>(tol, 1e-12, models, parts)
+}
+
+fn check_models_acc<T: Real>(tol: f64, acc_tol: f64, models: &[&str], parts: &[usize]) {
     let data = sbm(240);
     for &model in models {
         let (cfg, tcfg) = config(model);
@@ -72,7 +81,7 @@ fn check_models<T: Real>(tol: f64, models: &[&str], parts: &[usize]) {
                 let want = reference::<T>(&d, &cfg, &tcfg);
                 let method = if parts == 3 { ExchangeMethod::AllGather } else { ExchangeMethod::PointToPoint };
                 let got = partitioned::<T>(&d, &p, method, &cfg, &tcfg);
-                assert_same(&format!("{model} P = {parts} {name} {method:?}"), &got, &want, tol);
+                assert_same_acc(&format!("{model} P = {parts} {name} {method:?}"), &got, &want, tol, acc_tol);
             }
         }
     }
@@ -109,7 +118,12 @@ fn f32_equals_unpartitioned_to_1e6() {
     // GIN's unnormalised sum aggregation amplifies the f32 rounding of the reordered sums (the
     // all-reduced weight gradients, the returned halo gradients): 1.5e-6 by epoch 5 (exact in
     // f64 to 1e-12 above).
-    check_models::<f32>(1e-5, &["gin"], &[2, 3]);
+    // Its accuracies are not compared in f32: after Adam's first step (±lr per weight) GIN's
+    // output MLP leaves many nodes on tied logits (dead ReLUs: the output is the bias), so the
+    // f32 rounding of the reordered sums picks the argmax among ties for all of them at once
+    // (seen: 0.15 vs 0.40 at epoch 1 with equal losses). The loss, which has no ties, is held
+    // to 1e-5, and f64 (accuracies included) is exact above.
+    check_models_acc::<f32>(1e-5, f64::INFINITY, &["gin"], &[2, 3]);
 }
 
 #[test]

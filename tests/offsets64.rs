@@ -5,6 +5,7 @@
 
 mod common;
 
+use rayon::prelude::*;
 use tcgnn::gpu::DeviceMatrix;
 use tcgnn::gpu::memory::padded_ld;
 use tcgnn::gpu::shared::index::{Strided, elem_offset, split_offset};
@@ -135,11 +136,11 @@ fn gpu_ops_over_2_32_elements() {
     for r0 in (0..rows).step_by(chunk) {
         let n = chunk.min(rows - r0);
         let mut host = vec![0f32; n * ld];
-        for r in 0..n {
-            for c in 0..cols {
-                host[r * ld + c] = value(r0 + r, c) as f32;
+        host.par_chunks_mut(ld).enumerate().for_each(|(r, row)| {
+            for (c, v) in row[..cols].iter_mut().enumerate() {
+                *v = value(r0 + r, c) as f32;
             }
-        }
+        });
         x.upload_rows(r0, &host).unwrap();
     }
     let row_of = |m: &DeviceMatrix<f32>, r: usize| -> Vec<f64> {

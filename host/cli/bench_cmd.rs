@@ -27,6 +27,9 @@ pub enum BenchCmd {
     Sddmm(KernelBenchArgs),
     /// GNN training steps (GCN, AGNN) in every precision, side by side with PyTorch Geometric.
     Train(super::bench_train::BenchTrainArgs),
+    /// Setup of a training run from a graph file (`.tcg`) or generator: read, node data,
+    /// translate, upload, peak memory.
+    Setup(super::bench_setup::BenchSetupArgs),
 }
 
 #[derive(clap::Args)]
@@ -80,6 +83,7 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
         BenchCmd::Spmm(k) => run_kernels(BenchOp::Spmm, k),
         BenchCmd::Sddmm(k) => run_kernels(BenchOp::Sddmm, k),
         BenchCmd::Train(t) => super::bench_train::run(t),
+        BenchCmd::Setup(s) => super::bench_setup::run(s),
     }
 }
 

@@ -319,7 +319,7 @@ pub fn check_fits(gpu: &Gpu, data: &Dataset, cfg: &ModelConfig) -> Result<()> {
 fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> Result<B>, gpu: Option<Arc<Gpu>>) -> Result<TrainRun> {
     let resumed = a.resume.as_deref().map(Checkpoint::read).transpose()?;
     let t_read = std::time::Instant::now();
-    let data = load_dataset(a, seed)?;
+    let mut data = load_dataset(a, seed)?;
     let read_s = t_read.elapsed().as_secs_f64();
     let (cfg, tcfg) = match &resumed {
         Some(c) => {
@@ -338,6 +338,11 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
             tcgnn::util::memory::check_host_alloc(need, &what)?;
         }
     }
+    let data_bytes = data_bytes(&data);
+    let backend = Arc::new(make()?);
+    // The features move into the backend: held once (freed on the host after a GPU upload).
+    let mut trainer = Trainer::new_taking_features(backend.clone(), &mut data, &cfg, &tcfg)?;
+    let data = data;
     let precision = if gpu.is_some() { format!("{:?}", a.precision).to_lowercase() } else if a.f64 { "f64".into() } else { "f32".into() };
     let meta = |epoch: usize, rec: Option<&EpochRecord>| ModelMeta {
         model: cfg,
@@ -350,8 +355,6 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         test_acc: rec.map_or(0.0, |r| r.test_acc),
         precision: precision.clone(),
     };
-    let backend = Arc::new(make()?);
-    let mut trainer = Trainer::new(backend.clone(), &data, &cfg, &tcfg)?;
     let sample_gpu = || gpu.as_ref().map(|g| g.sample_used_memory()).transpose();
     sample_gpu()?;
     let mut done = Vec::new();
@@ -440,7 +443,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     // Phase timing after training (the weights no longer matter): event-timed medians.
     let phases = if seed == a.seeds[0] { Some(trainer.profile(3, if gpu.is_some() { 20 } else { 3 })?) } else { None };
     sample_gpu()?;
-    let resources = resources(read_s, trainer.setup_seconds, &data, gpu.as_deref());
+    let resources = resources(read_s, trainer.setup_seconds, data_bytes, gpu.as_deref());
     Ok(TrainRun {
         graph: data.name.clone(),
         n: data.n(),
@@ -463,20 +466,25 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
 /// The setup split and memory peaks of a run (`bench::train::Resources`). With a GPU, its clock
 /// holds the translations and uploads of every run on it in this process: the first run's
 /// figures are its own, a later seed's include the earlier ones.
-fn resources(read_s: f64, setup_s: f64, data: &Dataset, gpu: Option<&Gpu>) -> tcgnn::bench::train::Resources {
+fn resources(read_s: f64, setup_s: f64, data_bytes: u64, gpu: Option<&Gpu>) -> tcgnn::bench::train::Resources {
     let clock = gpu.map(|g| g.clock().snapshot()).unwrap_or_default();
-    let features = match &data.features {
-        tcgnn::nn::input::HostFeatures::Dense(m) => 4 * m.data.len(),
-        tcgnn::nn::input::HostFeatures::Sparse(c) => c.bytes(),
-    };
     tcgnn::bench::train::Resources {
         read_s,
         translate_s: clock.translate_s,
         upload_s: clock.upload_s,
         other_s: (setup_s - clock.translate_s - clock.upload_s).max(0.0),
         upload_bytes: clock.upload_bytes,
-        data_bytes: (features + data.graph.bytes() + 5 * data.labels.len()) as u64,
+        data_bytes,
         peak_host_bytes: tcgnn::util::memory::peak_rss_bytes(),
         peak_device_bytes: gpu.map(|_| clock.peak_device_used_bytes),
     }
+}
+
+/// Bytes of the data a run holds on the host: features, graph (CSR), labels and masks.
+fn data_bytes(data: &Dataset) -> u64 {
+    let features = match &data.features {
+        tcgnn::nn::input::HostFeatures::Dense(m) => 4 * m.data.len(),
+        tcgnn::nn::input::HostFeatures::Sparse(c) => c.bytes(),
+    };
+    (features + data.graph.bytes() + 5 * data.labels.len()) as u64
 }

@@ -73,6 +73,20 @@ impl HostFeatures {
 }
 
 impl<B: Ops> InputFeatures<B> {
+    /// [`InputFeatures::new`] of features the caller gives up: dense ones through
+    /// [`Backend::upload_owned`](crate::ops::backend::Backend::upload_owned), so they are held
+    /// once (the host copy is freed after the upload, or becomes the CPU backend's).
+    pub fn from_owned(b: &B, host: HostFeatures) -> Result<Self> {
+        match host {
+            HostFeatures::Dense(m) => {
+                let (rows, cols) = (m.rows, m.cols);
+                let x = b.upload_owned(m)?;
+                Ok(InputFeatures::Dense { x, dropped: b.matrix(rows, cols)?, mask: b.mask(rows, cols)? })
+            }
+            sparse => Self::new(b, &sparse),
+        }
+    }
+
     pub fn new(b: &B, host: &HostFeatures) -> Result<Self> {
         Ok(match host {
             HostFeatures::Dense(m) => InputFeatures::Dense {

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::gpu::timing::Timing;
 use crate::ops::backend::{AdamHyper, Ops, Stats, TEST_BIT, TRAIN_BIT, VAL_BIT};
 use crate::nn::data::Dataset;
-use crate::nn::input::InputFeatures;
+use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models::{self, Model, ModelConfig};
 use crate::tensor::Matrix;
 
@@ -67,6 +67,19 @@ pub struct Trainer<B: Ops + 'static> {
 
 impl<B: Ops + 'static> Trainer<B> {
     pub fn new(backend: Arc<B>, data: &Dataset, model: &ModelConfig, train: &TrainConfig) -> Result<Self> {
+        Self::build(backend, data, model, train, |b| InputFeatures::new(b, &data.features))
+    }
+
+    /// [`Trainer::new`] moving the features out of `data` (left as an empty matrix of the same
+    /// width): they are held once, by the backend (a GPU run frees the host copy after the
+    /// upload; 10M x 500 features are 20 GB).
+    pub fn new_taking_features(backend: Arc<B>, data: &mut Dataset, model: &ModelConfig, train: &TrainConfig) -> Result<Self> {
+        let width = data.features.cols();
+        let features = std::mem::replace(&mut data.features, HostFeatures::Dense(Matrix::zeros(0, width)));
+        Self::build(backend, data, model, train, move |b| InputFeatures::from_owned(b, features))
+    }
+
+    fn build(backend: Arc<B>, data: &Dataset, model: &ModelConfig, train: &TrainConfig, input: impl FnOnce(&B) -> Result<InputFeatures<B>>) -> Result<Self> {
         let t0 = Instant::now();
         let b = &*backend;
         let count = |bit: u8| data.mask_bits.iter().filter(|&&m| m & bit != 0).count();
@@ -76,7 +89,7 @@ impl<B: Ops + 'static> Trainer<B> {
         }
         let n = data.graph.n_rows();
         let net = models::build(b, &data.graph, data.features.cols(), data.classes, model)?;
-        let input = InputFeatures::new(b, &data.features)?;
+        let input = input(b)?;
         let labels = b.labels(&data.labels, &data.mask_bits)?;
         let hyper = AdamHyper { lr: train.lr, weight_decay: train.weight_decay, ..AdamHyper::default() };
         let trainer = Trainer {

@@ -93,6 +93,17 @@ impl<T: Real> Backend for CpuBackend<T> {
     fn upload(&self, m: &Matrix) -> Result<HostMat<T>> {
         Ok(HostMat { rows: m.rows, cols: m.cols, data: m.data.iter().map(|&v| T::from_f64(v as f64)).collect() })
     }
+    fn upload_owned(&self, m: Matrix) -> Result<HostMat<T>> {
+        // In f32 the matrix's own vector becomes the backend's (no copy); f64 converts.
+        let (rows, cols) = (m.rows, m.cols);
+        match (Box::new(m.data) as Box<dyn std::any::Any>).downcast::<Vec<T>>() {
+            Ok(data) => Ok(HostMat { rows, cols, data: *data }),
+            Err(data) => {
+                let data = data.downcast::<Vec<f32>>().expect("Matrix holds f32");
+                Ok(HostMat { rows, cols, data: data.iter().map(|&v| T::from_f64(v as f64)).collect() })
+            }
+        }
+    }
     fn download(&self, m: &HostMat<T>) -> Result<Matrix> {
         Matrix::from_vec(m.rows, m.cols, m.data.iter().map(|v| v.to_f64() as f32).collect())
     }

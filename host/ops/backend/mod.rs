@@ -48,6 +48,11 @@ pub trait Backend {
     /// A zeroed `rows x cols` matrix.
     fn matrix(&self, rows: usize, cols: usize) -> Result<Self::Mat>;
     fn upload(&self, m: &Matrix) -> Result<Self::Mat>;
+    /// [`Backend::upload`] of a matrix the caller gives up: a backend that can keep its storage
+    /// (the CPU one in f32) does, so the data is held once; the others free it after the upload.
+    fn upload_owned(&self, m: Matrix) -> Result<Self::Mat> {
+        self.upload(&m)
+    }
     fn download(&self, m: &Self::Mat) -> Result<Matrix>;
     fn shape(m: &Self::Mat) -> (usize, usize);
     /// The pattern of `csr` with its transpose; `csr`'s values become [`Backend::graph_values`].

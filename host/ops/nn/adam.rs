@@ -90,7 +90,7 @@ pub fn adam(
         step: step.arg(&gpu),
     };
     // SAFETY: the four buffers hold n4 float4s, step one u32.
-    unsafe { kernels::adam_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
+    unsafe { kernels::adam_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 /// step[0] += 1 on the device (one thread), so a captured CUDA graph advances its counter on

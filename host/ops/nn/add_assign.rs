@@ -24,7 +24,7 @@ pub fn add_assign(y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>) -> Result<()
     let n4 = n4(y);
     let args = AddAssignArgs { n4, y: y.arg_mut(), x: x.arg() };
     // SAFETY: both buffers hold n4 float4s.
-    unsafe { add_assign_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
+    unsafe { add_assign_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 // -- the op on each backend --

@@ -218,7 +218,7 @@ pub fn batch_norm(
         beta: beta.arg(),
     };
     // SAFETY: x and y hold n4 float4s of rows of ld floats, the vectors one padded row each.
-    unsafe { batch_norm_apply_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &apply) }
+    unsafe { batch_norm_apply_f32.launch(&gpu, elementwise_shape(&gpu, n4), &apply) }
 }
 
 /// The backward pass on the device (see [`batch_norm_backward_cpu`]).
@@ -274,7 +274,7 @@ pub fn batch_norm_backward(
         dx: dx.arg_mut(),
     };
     // SAFETY: x, dy and dx hold n4 float4s of rows of ld floats, the vectors one padded row.
-    unsafe { batch_norm_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
+    unsafe { batch_norm_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 // -- the op on each backend --

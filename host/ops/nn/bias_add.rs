@@ -38,7 +38,7 @@ pub fn bias_add(y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> 
     let n4 = n4(y);
     let args = BiasAddArgs { n4, ld4: (y.ld / 4) as u32, y: y.arg_mut(), b: b.arg() };
     // SAFETY: y holds n4 float4s of rows of ld floats, b one row of ld.
-    unsafe { bias_add_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
+    unsafe { bias_add_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 // -- the op on each backend --

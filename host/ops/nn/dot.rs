@@ -35,7 +35,7 @@ pub fn dot(a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, out: &mut DeviceMatrix<
     let gpu = a.gpu().clone();
     out.zero()?;
     let n4 = n4(a);
-    let blocks = (n4 as u64).div_ceil(NN_BLOCK as u64).clamp(1, (gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
+    let blocks = n4.div_ceil(NN_BLOCK as u64).clamp(1, (gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
     let args = DotArgs { n4, a: a.arg(), b: b.arg(), out: out.arg_mut() };
     // SAFETY: a and b hold n4 float4s, out one float; 4 bytes of shared memory for BlockSums<1>.
     unsafe { dot_f32.launch(&gpu, Shape::linear(blocks as u32, NN_BLOCK, 4), &args) }

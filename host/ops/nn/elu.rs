@@ -38,7 +38,7 @@ pub fn elu(x: &mut DeviceMatrix<f32>) -> Result<()> {
     let n4 = n4(x);
     let args = EluArgs { n4, x: x.arg_mut() };
     // SAFETY: x holds n4 float4s.
-    unsafe { elu_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
+    unsafe { elu_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 /// dy *= ELU'(x) on the device; `y` is the ELU's output (same shape as dy).
@@ -48,7 +48,7 @@ pub fn elu_backward(y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>) -> Result
     let n4 = n4(dy);
     let args = EluBackwardArgs { n4, y: y.arg(), dy: dy.arg_mut() };
     // SAFETY: both buffers hold n4 float4s.
-    unsafe { elu_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
+    unsafe { elu_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 // -- the op on each backend --

@@ -29,7 +29,7 @@ pub fn relu(x: &mut DeviceMatrix<f32>) -> Result<()> {
     let n4 = n4(x);
     let args = ReluArgs { n4, x: x.arg_mut() };
     // SAFETY: x holds n4 float4s.
-    unsafe { relu_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
+    unsafe { relu_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 /// dy = y > 0 ? dy : 0 on the device; `y` is the ReLU's output (same shape as dy).
@@ -39,7 +39,7 @@ pub fn relu_backward(y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>) -> Resul
     let n4 = n4(dy);
     let args = ReluBackwardArgs { n4, y: y.arg(), dy: dy.arg_mut() };
     // SAFETY: both buffers hold n4 float4s.
-    unsafe { relu_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
+    unsafe { relu_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 // -- the op on each backend --

@@ -31,7 +31,7 @@ pub fn scaled_add(y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>, alpha: &Devi
     let n4 = n4(y);
     let args = ScaledAddArgs { n4, y: y.arg_mut(), x: x.arg(), alpha: alpha.arg(), shift };
     // SAFETY: y and x hold n4 float4s, alpha at least one float.
-    unsafe { scaled_add_f32.launch(&gpu, elementwise_shape(&gpu, n4 as u64), &args) }
+    unsafe { scaled_add_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 // -- the op on each backend --

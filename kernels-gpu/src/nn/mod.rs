@@ -2,6 +2,11 @@
 //! (grid-stride over float4s of whole padded buffers) and row kernels (a warp per row,
 //! grid-stride over rows). Sums over the whole launch go through `BlockSums`: per-thread
 //! partials, one warp reduction, one shared-memory add per warp and one global atomic per block.
+//!
+//! Sizes (`crate::index`): a matrix may hold more than 2^32 elements, so the elementwise kernels
+//! walk u64 positions (`grid_stride`) and split them with `split_offset`; the row kernels keep
+//! u32 row ids (fewer than 2^31 rows, checked by the host) and form offsets as
+//! `row as usize * ld`, in 64 bits; edge ids stay u32 (nnz < 2^31).
 
 pub mod adam;
 pub mod batch_norm;

@@ -4,7 +4,8 @@
 //! edge values into one column of a matrix (ds_src: the row sums of dz laid out for Sᵀ, i.e.
 //! S's column sums, without atomics). CPU (CSR order) and the launchers of
 //! `kernels-gpu/src/nn/gat_edge_logits.rs` (values in either [`ValueOrder`]): a thread per edge
-//! for the logits and dz, a lane group per short row and a block per long row for the sums.
+//! for the logits; a lane group per short row and a block per long row for dz with its sums
+//! and for the plain sums.
 
 use rayon::prelude::*;
 
@@ -12,8 +13,8 @@ use super::edge_softmax::launch_long;
 use super::{check_gpu, check_matrix, elementwise_shape, row_runs, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{
-    EdgeRowSumsArgs, EdgeRowSumsLongArgs, GatEdgeLogitsArgs, GatEdgeLogitsBackwardArgs, GatEdges, RowSumEdges, edge_row_sums_f32,
-    edge_row_sums_long_f32, gat_edge_logits_backward_f32, gat_edge_logits_f32,
+    EdgeRowSumsArgs, EdgeRowSumsLongArgs, GatEdgeLogitsArgs, GatEdgeLogitsBackwardArgs, GatEdgeLogitsBackwardLongArgs, GatEdges, RowSumEdges,
+    edge_row_sums_f32, edge_row_sums_long_f32, gat_edge_logits_backward_f32, gat_edge_logits_backward_long_f32, gat_edge_logits_f32,
 };
 use crate::gpu::shared::config::{NN_EDGE_GROUP, NN_LONG_ROW};
 use crate::gpu::launch::Ptr;
@@ -158,6 +159,7 @@ fn gat_edges(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<f32>, s_sr
         head: head as u32,
         s_ld: s_dst.ld as u32,
         slope,
+        row_ptr: g.device_csr()?.row_ptr.arg(gpu),
         row_of: g.device_coo_rows()?.0.arg(gpu),
         col_idx: g.device_csr()?.col_idx.arg(gpu),
         slot_of,
@@ -184,8 +186,8 @@ pub fn gat_edge_logits(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<
     unsafe { gat_edge_logits_f32.launch(&gpu, elementwise_shape(&gpu, edges.nnz as u64), &args) }
 }
 
-/// [`gat_edge_logits_backward_cpu`] on the device: dz a thread per edge, then its row sums
-/// into ds_dst's column `head` ([`edge_row_sums`]).
+/// [`gat_edge_logits_backward_cpu`] on the device: dz and its row sums in one pass, a lane
+/// group per short row and a thread block per long row (no atomics: the same bits every run).
 #[allow(clippy::too_many_arguments)]
 pub fn gat_edge_logits_backward(
     g: &GraphHandle,
@@ -208,12 +210,19 @@ pub fn gat_edge_logits_backward(
     }
     let gpu = g.gpu()?.clone();
     check_gpu(&gpu, ds_dst.gpu(), what)?;
-    if edges.nnz > 0 {
-        let args = GatEdgeLogitsBackwardArgs { edges, de: de.arg(&gpu), dz: dz.arg_mut(&gpu) };
-        // SAFETY: as in `gat_edge_logits`; de and dz cover `slots`.
-        unsafe { gat_edge_logits_backward_f32.launch(&gpu, elementwise_shape(&gpu, edges.nnz as u64), &args)? };
+    let n_rows = rows_u32(g, what)?;
+    if n_rows == 0 {
+        return Ok(());
     }
-    edge_row_sums(g, order, dz, head, ds_dst)
+    let (de, dz, ds_dst) = (de.arg(&gpu), dz.arg_mut(&gpu), ds_dst.arg_mut());
+    // SAFETY: as in `gat_edge_logits`, with row_ptr's n_rows + 1 entries; de and dz cover
+    // `slots`, ds_dst has the shape and stride of s_dst; the long kernel gets this graph's long
+    // rows and the short kernel skips exactly those.
+    unsafe {
+        launch_long(&gpu, g, gat_edge_logits_backward_long_f32, |long_rows| GatEdgeLogitsBackwardLongArgs { long_rows, edges, de, dz, ds_dst })?;
+        let args = GatEdgeLogitsBackwardArgs { n_rows, long_min: NN_LONG_ROW, edges, de, dz, ds_dst };
+        gat_edge_logits_backward_f32.launch(&gpu, row_shape(&gpu, n_rows as u64, 32 / NN_EDGE_GROUP, 0), &args)
+    }
 }
 
 /// [`edge_row_sums_cpu`] on the device, values in `order` for the pattern of `g`: rows shorter

@@ -34,8 +34,15 @@ fn mat(rows: usize, cols: usize, seed: u64) -> HostMat<f64> {
     HostMat { rows, cols, data: rand(rows * cols, seed) }
 }
 
+/// The odd shapes, plus hubs on both sides of the pattern: row r of the staircase holds
+/// columns 0..r, so rows and columns of every degree from 0 to 599 meet the kernels'
+/// long-row threshold (256 edges) from both sides, in the forward and the transposed pattern.
 fn graphs() -> Vec<(String, Csr)> {
-    common::odd_shapes(5)
+    let mut g = common::odd_shapes(5);
+    let n = 600u32;
+    let stairs: Vec<(u32, u32, f32)> = (0..n).flat_map(|r| (0..r).map(move |c| (r, c, 1.0))).collect();
+    g.push(("staircase n=600 (rows and columns of 0..599 edges)".into(), Csr::from_triplets(n as usize, n as usize, &stairs).unwrap()));
+    g
 }
 
 const HEADS: usize = 3;
@@ -281,6 +288,19 @@ fn gpu_gat_edge_logits_match_cpu() {
             // Every column written once all heads ran (the poison is gone).
             close(&format!("{what} ds_dst"), &down(&ds_dst_d), &ds_dst.data);
             close(&format!("{what} ds_src"), &down(&ds_src_d), &ds_src.data);
+            // No atomics in the sums: a second run gives the same bits.
+            let (mut again_dst, mut again_src) = (poisoned(&b, n, HEADS), poisoned(&b, n, HEADS));
+            for h in 0..HEADS {
+                let de_d = place(&b, &g, Side::Forward, order, &rand(s.nnz(), 40 + h as u64));
+                let mut dz_d = poisoned_edges(&b, &g, Side::Forward);
+                b.gat_edge_logits_backward(&g, &s_dst_d, &s_src_d, h, GAT_SLOPE, &de_d, &mut dz_d, &mut again_dst).unwrap();
+                let mut dz_t_d = poisoned_edges(&b, &g, Side::Transposed);
+                b.transpose_edges(&g, &dz_d, &mut dz_t_d).unwrap();
+                b.edge_row_sums(&g, Side::Transposed, &dz_t_d, h, &mut again_src).unwrap();
+            }
+            let bits = |m: &DeviceMatrix<f32>| down(m).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&again_dst), bits(&ds_dst_d), "{what}: ds_dst differs between two runs");
+            assert_eq!(bits(&again_src), bits(&ds_src_d), "{what}: ds_src differs between two runs");
         }
     }
 }

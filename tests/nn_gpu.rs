@@ -179,6 +179,21 @@ fn gpu_sparse_features_match_cpu() {
     compare_all(&gpu, "sparse features", &p, 0.0);
 }
 
+/// GAT with a head count that is not a power of two (concatenated width 15: padded columns)
+/// through graphs with a hub row and a hub column (a third of the edges each): the edge
+/// kernels' long-row paths, forward and transposed, inside a whole model.
+#[test]
+fn gpu_gat_odd_heads_and_hubs_match_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_gat_odd_heads_and_hubs_match_cpu") else { return };
+    let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = ModelConfig { layers: 3, hidden: 5, heads: 3, dropout: 0.5, seed: 5, ..default_config("gat").unwrap() };
+    let hub_row = common::one_huge_row(3001, 16, 7);
+    let hub_col = tcgnn::graph::ops::transpose(&hub_row);
+    for (name, g) in [("one huge row", hub_row), ("one huge column", hub_col)] {
+        compare_cfg(&gpu, name, &problem(g, 12, 5, false, 1), &cfg);
+    }
+}
+
 /// BatchNorm (batch statistics, running statistics in the next evaluation), residual stacks,
 /// GIN's learnable eps and SAGE's normalisation on the GPU against the CPU.
 #[test]

@@ -103,3 +103,38 @@ fn deep_batch_norm_residual_models_learn() {
         assert!(h.test_acc > 0.85, "{kind}: test accuracy {}", h.test_acc);
     }
 }
+
+/// GIN's MLPs as the PyG reference (`bench/pyg/train.py`'s `gin_mlp`): `in -> hidden -> out`
+/// in every conv (the last one not squeezed through the class count), each Linear initialised
+/// as torch's `nn.Linear`: weight and bias drawn from U(±1/sqrt(fan_in)), the bias not zero.
+#[test]
+fn gin_mlps_keep_the_hidden_width_with_torch_init() {
+    let b = CpuBackend::<f64>::new();
+    let g = tcgnn::graph::Csr::from_triplets(3, 3, &[(0, 1, 1.0), (1, 2, 1.0)]).unwrap();
+    let cfg = ModelConfig { layers: 2, hidden: 16, ..default_config("gin").unwrap() };
+    let mut m = tcgnn::nn::models::build(&b, &g, 10, 3, &cfg).unwrap();
+    let mut shapes = Vec::new();
+    for (name, p) in m.params() {
+        let (rows, cols, data) = (p.value.rows, p.value.cols, &p.value.data);
+        shapes.push((name.clone(), rows, cols));
+        let fan_in = match name.as_str() {
+            "convs.0.nn.lins.0.weight" | "convs.0.nn.lins.0.bias" => 10,
+            _ => 16,
+        };
+        let bound = 1.0 / (fan_in as f64).sqrt();
+        assert!(data.iter().all(|v| v.abs() <= bound), "{name}: a value outside ±1/sqrt({fan_in})");
+        assert!(data.iter().any(|v| v.abs() > bound / 10.0), "{name}: all (near) zero");
+    }
+    let want = [
+        ("convs.0.nn.lins.0.weight", 10, 16),
+        ("convs.0.nn.lins.0.bias", 1, 16),
+        ("convs.0.nn.lins.1.weight", 16, 16),
+        ("convs.0.nn.lins.1.bias", 1, 16),
+        ("convs.1.nn.lins.0.weight", 16, 16),
+        ("convs.1.nn.lins.0.bias", 1, 16),
+        ("convs.1.nn.lins.1.weight", 16, 3),
+        ("convs.1.nn.lins.1.bias", 1, 3),
+    ];
+    let want: Vec<(String, usize, usize)> = want.iter().map(|&(n, r, c)| (n.to_string(), r, c)).collect();
+    assert_eq!(shapes, want);
+}

@@ -1,7 +1,10 @@
-//! `GinConv` as PyG's `GINConv` with a two-layer MLP (Linear → ReLU → Linear, as PyG's `MLP`
-//! with `plain_last`): Y = MLP((1 + eps) x_i + Σ_{j -> i} x_j), the sum over row i of the
-//! adjacency (unit values, no self-loops added), eps fixed at 0 or learnable (a 1 x 1
-//! parameter, initialised to 0 as PyG's).
+//! `GinConv` as PyG's `GINConv` with a two-layer MLP `fan_in -> hidden -> fan_out` (Linear →
+//! ReLU → Linear, as `bench/pyg/train.py`'s `gin_mlp`): Y = MLP((1 + eps) x_i + Σ_{j -> i} x_j),
+//! the sum over row i of the adjacency (unit values, no self-loops added), eps fixed at 0 or
+//! learnable (a 1 x 1 parameter, initialised to 0 as PyG's). Both Linears are initialised as
+//! torch's `nn.Linear` (weight and bias U(±1/sqrt(fan_in))), which `GINConv.reset_parameters`
+//! keeps (the reference's init, not Glorot with zero bias; accuracy before/after in
+//! bench/NOTES.md).
 //!
 //! Order of the products: the MLP's first Linear is linear, so
 //! ((1 + eps) X + A X) W_1 = (1 + eps) P + A P with P = X W_1: this layer transforms first and
@@ -18,7 +21,7 @@ use crate::graph::ops::pattern;
 use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
-use crate::nn::param::Param;
+use crate::nn::param::{Param, torch_linear_uniform};
 use crate::nn::stack::Conv;
 use crate::ops::backend::Ops;
 use crate::tensor::Matrix;
@@ -45,15 +48,18 @@ pub struct GinConv<B: Ops> {
 }
 
 impl<B: Ops> GinConv<B> {
-    pub fn new(b: &B, rows: usize, fan_in: usize, fan_out: usize, train_eps: bool, rng: &mut SplitMix64) -> Result<Self> {
+    /// A layer over `rows` nodes, MLP `fan_in -> hidden -> fan_out`.
+    pub fn new(b: &B, rows: usize, fan_in: usize, hidden: usize, fan_out: usize, train_eps: bool, rng: &mut SplitMix64) -> Result<Self> {
+        let lin1 = Linear::torch_default(b, rows, fan_in, hidden, false, rng)?;
+        let bias1 = Param::new(b, &torch_linear_uniform(fan_in, 1, hidden, rng))?;
         Ok(GinConv {
-            lin1: Linear::with_bias(b, rows, fan_in, fan_out, false, rng)?,
-            bias1: Param::new(b, &Matrix::zeros(1, fan_out))?,
-            lin2: Linear::new(b, rows, fan_out, fan_out, rng)?,
+            lin1,
+            bias1,
+            lin2: Linear::torch_default(b, rows, hidden, fan_out, true, rng)?,
             eps: if train_eps { Some(Param::new(b, &Matrix::zeros(1, 1))?) } else { None },
-            h: b.matrix(rows, fan_out)?,
-            dh: b.matrix(rows, fan_out)?,
-            dp: b.matrix(rows, fan_out)?,
+            h: b.matrix(rows, hidden)?,
+            dh: b.matrix(rows, hidden)?,
+            dp: b.matrix(rows, hidden)?,
         })
     }
 }

@@ -81,7 +81,7 @@ impl<B: Ops> InputFeatures<B> {
             HostFeatures::Dense(m) => {
                 let (rows, cols) = (m.rows, m.cols);
                 let x = b.upload_owned(m)?;
-                Ok(InputFeatures::Dense { x, dropped: b.matrix(rows, cols)?, mask: b.mask(rows, cols)? })
+                Ok(InputFeatures::Dense { x, dropped: b.matrix(rows, cols)?, mask: b.mask(rows, cols)?, offset: 0 })
             }
             sparse => Self::new(b, &sparse),
         }

@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::nn::operand::Operand;
-use crate::nn::param::{Param, glorot};
+use crate::nn::param::{Param, glorot, torch_linear_uniform};
 use crate::ops::backend::Ops;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
@@ -27,6 +27,14 @@ impl<B: Ops> Linear<B> {
             bias: if bias { Some(Param::new(b, &Matrix::zeros(1, fan_out))?) } else { None },
             out: b.matrix(rows, fan_out)?,
         })
+    }
+
+    /// A layer initialised as torch's `nn.Linear` (weight and bias U(±1/sqrt(fan_in))), for
+    /// models whose PyG counterpart builds plain `nn.Linear`s (GIN's MLP).
+    pub fn torch_default(b: &B, rows: usize, fan_in: usize, fan_out: usize, bias: bool, rng: &mut SplitMix64) -> Result<Self> {
+        let weight = torch_linear_uniform(fan_in, fan_in, fan_out, rng);
+        let bias = if bias { Some(Param::new(b, &torch_linear_uniform(fan_in, 1, fan_out, rng))?) } else { None };
+        Ok(Linear { weight: Param::new(b, &weight)?, bias, out: b.matrix(rows, fan_out)? })
     }
 
     pub fn forward(&mut self, b: &B, x: &Operand<B>) -> Result<&B::Mat> {

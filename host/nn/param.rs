@@ -33,6 +33,14 @@ impl<B: Ops> Param<B> {
     }
 }
 
+/// torch's default for `nn.Linear` (kaiming-uniform with a = sqrt(5)), for its weight and its
+/// bias alike: U(-a, a) with a = 1 / sqrt(fan_in), a `rows x cols` matrix.
+pub fn torch_linear_uniform(fan_in: usize, rows: usize, cols: usize, rng: &mut SplitMix64) -> Matrix {
+    let a = (1.0 / (fan_in.max(1) as f64).sqrt()) as f32;
+    let data = (0..rows * cols).map(|_| rng.uniform(-a, a)).collect();
+    Matrix { rows, cols, data }
+}
+
 /// Glorot (Xavier) uniform: U(-a, a) with a = sqrt(6 / (fan_in + fan_out)), as PyG's `glorot`.
 pub fn glorot(fan_in: usize, fan_out: usize, rng: &mut SplitMix64) -> Matrix {
     let a = (6.0 / (fan_in + fan_out) as f64).sqrt() as f32;

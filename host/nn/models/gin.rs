@@ -1,7 +1,9 @@
 //! GIN as PyG's `GIN` (`BasicGNN` over `GINConv`, node classification): dropout → GinConv →
-//! ReLU → dropout → … → GinConv (logits). Each conv's MLP is `MLP([in, out, out])` as BasicGNN's
-//! `init_conv` builds it (Linear → ReLU → Linear), so the last conv maps hidden → classes →
-//! classes. BasicGNN passes its `norm` (None by default) into those MLPs too; here
+//! ReLU → dropout → … → GinConv (logits). Each conv's MLP is `in -> hidden -> out` (Linear →
+//! ReLU → Linear) as `bench/pyg/train.py`'s `gin_mlp` builds it, so the last conv maps
+//! hidden → hidden → classes. (BasicGNN's `init_conv` would build `MLP([in, out, out])`,
+//! squeezing the last conv through a classes-wide ReLU layer, where a seed-dependent share of
+//! the 7 units of cora die; the PyG reference we compare against has the hidden width there.)
 //! `--batch-norm` normalises after each hidden conv (BasicGNN's `norms`) and not inside the MLP.
 //! `--variant` makes eps learnable (`train_eps=True`). Default 2 x 64.
 
@@ -56,7 +58,7 @@ pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &Mo
     let n = s.n_rows();
     let mut rng = SplitMix64::new(cfg.seed);
     let widths = widths(features, cfg.hidden, cfg.layers, classes);
-    let convs = widths.windows(2).map(|w| GinConv::new(b, n, w[0], w[1], cfg.variant, &mut rng)).collect::<Result<Vec<_>>>()?;
+    let convs = widths.windows(2).map(|w| GinConv::new(b, n, w[0], cfg.hidden, w[1], cfg.variant, &mut rng)).collect::<Result<Vec<_>>>()?;
     let adj = GcnAdjacency::from_normalized(b, s)?.with_halo(part.map(|p| p.hook.clone()));
     let mut stack = Stack::new(b, n, adj, convs, &widths, cfg)?;
     if let Some(p) = part {
@@ -68,23 +70,25 @@ pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &Mo
 fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {
     let (n, nnz) = (n as u64, nnz as u64);
     let w = widths(features, cfg.hidden, cfg.layers, classes);
+    let hid = cfg.hidden as u64;
     let per_layer: u64 = w
         .windows(2)
         .map(|w| {
             let (i, o) = (w[0] as u64, w[1] as u64);
-            param_bytes(i, o) + param_bytes(o, o) + 7 * mat_bytes(n, o) + 2 * mat_bytes(n, i) + n * i
+            param_bytes(i, hid) + param_bytes(hid, o) + 4 * mat_bytes(n, hid) + 3 * mat_bytes(n, o) + 2 * mat_bytes(n, i) + n * i
         })
         .sum();
     per_layer + 2 * edge_bytes(n, nnz) + hidden_bytes(cfg, n, &w)
 }
 
 /// Per layer: the sum over neighbours (unit values) of the narrower side with the MLP's first
-/// Linear, then its second Linear (out x out) as a dense layer.
+/// Linear (in x hidden), then its second Linear (hidden x out) as a dense layer.
 fn step_traffic(cfg: &ModelConfig, s: &StepShape) -> StepTraffic {
     let w = widths(s.features, cfg.hidden, cfg.layers, s.classes);
+    let h = cfg.hidden;
     let layers: StepTraffic = w.windows(2).enumerate().map(|(l, w)| {
-        let agg = Aggregation { width: w[0].min(w[1]), value_bytes: 0, passes: (1, 1) };
-        traffic::layer(s, w[0], w[1], w[0] * w[1], agg, l == 0) + traffic::dense(s, w[1], w[1], false)
+        let agg = Aggregation { width: w[0].min(h), value_bytes: 0, passes: (1, 1) };
+        traffic::layer(s, w[0], h, w[0] * h, agg, l == 0) + traffic::dense(s, h, w[1], false)
     }).sum();
     layers + traffic::loss(s)
 }

@@ -110,7 +110,7 @@ fn long_rows(g: &GraphHandle) -> Result<std::sync::Arc<LongRows>> {
 /// # Safety
 /// `args` must give the `_long` kernel the edges and values the warp kernel gets (valid as its
 /// launch requires) with the list of long rows it is passed.
-unsafe fn launch_long<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, kernel: Kernel<A>, args: impl FnOnce(Ptr<u32>) -> A) -> Result<()> {
+pub(super) unsafe fn launch_long<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, kernel: Kernel<A>, args: impl FnOnce(Ptr<u32>) -> A) -> Result<()> {
     let long = long_rows(g)?;
     if long.n == 0 {
         return Ok(());

@@ -3,15 +3,20 @@
 //! backward dz_ij = de_ij LeakyReLU'(z_ij) with its row sums ds_dst[i][h]; and plain row sums of
 //! edge values into one column of a matrix (ds_src: the row sums of dz laid out for Sᵀ, i.e.
 //! S's column sums, without atomics). CPU (CSR order) and the launchers of
-//! `kernels-gpu/src/nn/gat_edge_logits.rs` (values in either [`ValueOrder`]).
+//! `kernels-gpu/src/nn/gat_edge_logits.rs` (values in either [`ValueOrder`]): a thread per edge
+//! for the logits; a lane group per short row and a block per long row for dz with its sums
+//! and for the plain sums.
 
 use rayon::prelude::*;
 
-use super::{check_gpu, check_matrix, row_runs, row_shape};
+use super::edge_softmax::launch_long;
+use super::{check_gpu, check_matrix, elementwise_shape, row_runs, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{
-    EdgeRowSumsArgs, GatEdgeLogitsArgs, GatEdgeLogitsBackwardArgs, GatEdges, edge_row_sums_f32, gat_edge_logits_backward_f32, gat_edge_logits_f32,
+    EdgeRowSumsArgs, EdgeRowSumsLongArgs, GatEdgeLogitsArgs, GatEdgeLogitsBackwardArgs, GatEdgeLogitsBackwardLongArgs, GatEdges, RowSumEdges,
+    edge_row_sums_f32, edge_row_sums_long_f32, gat_edge_logits_backward_f32, gat_edge_logits_backward_long_f32, gat_edge_logits_f32,
 };
+use crate::gpu::shared::config::{NN_EDGE_GROUP, NN_LONG_ROW};
 use crate::gpu::launch::Ptr;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::graph::Csr;
@@ -125,25 +130,14 @@ fn rows_u32(g: &GraphHandle, what: &str) -> Result<u32> {
     u32::try_from(g.csr().n_rows()).ok().filter(|&n| n <= u32::MAX / 2).ok_or_else(|| Error::Unsupported(format!("{what}: {} rows", g.csr().n_rows())))
 }
 
-/// A pattern as the kernels read it.
-struct DeviceEdges {
-    row_ptr: Ptr<u32>,
-    col_idx: Ptr<u32>,
-    /// Null for CSR order.
-    slot_of: Ptr<u32>,
-    /// Value slots `order` needs.
-    slots: usize,
-}
-
-/// The device CSR and slot map of `g` in `order` (uploaded on first use, cached in the handle).
-fn device_edges(g: &GraphHandle, order: ValueOrder) -> Result<DeviceEdges> {
+/// The slot map of `order` (null for CSR order) and the number of value slots it needs.
+fn device_slots(g: &GraphHandle, order: ValueOrder) -> Result<(Ptr<u32>, usize)> {
     let gpu = g.gpu()?;
-    let csr = g.device_csr()?;
     let slot_of = match order {
         ValueOrder::Csr => Ptr::null(),
         ValueOrder::MeBcrs => g.device_csr_to_slot()?.0.arg(gpu),
     };
-    Ok(DeviceEdges { row_ptr: csr.row_ptr.arg(gpu), col_idx: csr.col_idx.arg(gpu), slot_of, slots: g.value_len(order)? })
+    Ok((slot_of, g.value_len(order)?))
 }
 
 fn gat_edges(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, head: usize, slope: f32, what: &str) -> Result<(GatEdges, usize)> {
@@ -156,15 +150,18 @@ fn gat_edges(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<f32>, s_sr
     if s_dst.ld != s_src.ld {
         return Err(Error::Shape(format!("{what}: score strides {} and {}", s_dst.ld, s_src.ld)));
     }
-    let n_rows = rows_u32(g, what)?;
-    let DeviceEdges { row_ptr, col_idx, slot_of, slots } = device_edges(g, order)?;
+    rows_u32(g, what)?;
+    // row_ptr is u32, so nnz fits too.
+    let nnz = g.csr().nnz() as u32;
+    let (slot_of, slots) = device_slots(g, order)?;
     let edges = GatEdges {
-        n_rows,
+        nnz,
         head: head as u32,
         s_ld: s_dst.ld as u32,
         slope,
-        row_ptr,
-        col_idx,
+        row_ptr: g.device_csr()?.row_ptr.arg(gpu),
+        row_of: g.device_coo_rows()?.0.arg(gpu),
+        col_idx: g.device_csr()?.col_idx.arg(gpu),
         slot_of,
         s_dst: s_dst.arg(),
         s_src: s_src.arg(),
@@ -172,23 +169,25 @@ fn gat_edges(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<f32>, s_sr
     Ok((edges, slots))
 }
 
-/// [`gat_edge_logits_cpu`] on the device, values in `order` (non-edge slots untouched). The
-/// first call on a graph uploads its CSR (and slot map): warm up before capturing.
+/// [`gat_edge_logits_cpu`] on the device, a thread per edge, values in `order` (non-edge slots
+/// untouched). The first call on a graph uploads its COO rows, CSR (and slot map): warm up
+/// before capturing.
 pub fn gat_edge_logits(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, head: usize, slope: f32, logits: &mut DeviceVec<f32>) -> Result<()> {
     let (edges, slots) = gat_edges(g, order, s_dst, s_src, head, slope, "gat_edge_logits")?;
     check_len(logits.len(), slots, "logits", "gat_edge_logits")?;
     let gpu = g.gpu()?.clone();
-    if edges.n_rows == 0 {
+    if edges.nnz == 0 {
         return Ok(());
     }
     let args = GatEdgeLogitsArgs { edges, logits: logits.arg_mut(&gpu) };
-    // SAFETY: row_ptr has n_rows + 1 entries and col_idx nnz, every column is a row of s_src and
-    // every row of s_dst (shapes checked), head < the score columns, and every (mapped) edge
-    // index is below `slots`, which logits covers.
-    unsafe { gat_edge_logits_f32.launch(&gpu, row_shape(&gpu, edges.n_rows as u64, 1, 0), &args) }
+    // SAFETY: row_of and col_idx have nnz entries, every row is a row of s_dst and every column
+    // one of s_src (shapes checked), head < the score columns, and every (mapped) edge index is
+    // below `slots`, which logits covers.
+    unsafe { gat_edge_logits_f32.launch(&gpu, elementwise_shape(&gpu, edges.nnz as u64), &args) }
 }
 
-/// [`gat_edge_logits_backward_cpu`] on the device.
+/// [`gat_edge_logits_backward_cpu`] on the device: dz and its row sums in one pass, a lane
+/// group per short row and a thread block per long row (no atomics: the same bits every run).
 #[allow(clippy::too_many_arguments)]
 pub fn gat_edge_logits_backward(
     g: &GraphHandle,
@@ -211,15 +210,24 @@ pub fn gat_edge_logits_backward(
     }
     let gpu = g.gpu()?.clone();
     check_gpu(&gpu, ds_dst.gpu(), what)?;
-    if edges.n_rows == 0 {
+    let n_rows = rows_u32(g, what)?;
+    if n_rows == 0 {
         return Ok(());
     }
-    let args = GatEdgeLogitsBackwardArgs { edges, de: de.arg(&gpu), dz: dz.arg_mut(&gpu), ds_dst: ds_dst.arg_mut() };
-    // SAFETY: as in `gat_edge_logits`; ds_dst has the shape and stride of s_dst.
-    unsafe { gat_edge_logits_backward_f32.launch(&gpu, row_shape(&gpu, edges.n_rows as u64, 1, 0), &args) }
+    let (de, dz, ds_dst) = (de.arg(&gpu), dz.arg_mut(&gpu), ds_dst.arg_mut());
+    // SAFETY: as in `gat_edge_logits`, with row_ptr's n_rows + 1 entries; de and dz cover
+    // `slots`, ds_dst has the shape and stride of s_dst; the long kernel gets this graph's long
+    // rows and the short kernel skips exactly those.
+    unsafe {
+        launch_long(&gpu, g, gat_edge_logits_backward_long_f32, |long_rows| GatEdgeLogitsBackwardLongArgs { long_rows, edges, de, dz, ds_dst })?;
+        let args = GatEdgeLogitsBackwardArgs { n_rows, long_min: NN_LONG_ROW, edges, de, dz, ds_dst };
+        gat_edge_logits_backward_f32.launch(&gpu, row_shape(&gpu, n_rows as u64, 32 / NN_EDGE_GROUP, 0), &args)
+    }
 }
 
-/// [`edge_row_sums_cpu`] on the device, values in `order` for the pattern of `g`.
+/// [`edge_row_sums_cpu`] on the device, values in `order` for the pattern of `g`: rows shorter
+/// than `NN_LONG_ROW` edges a lane group each, longer ones a thread block each (the same bits
+/// on every run: no atomics).
 pub fn edge_row_sums(g: &GraphHandle, order: ValueOrder, values: &DeviceVec<f32>, col: usize, out: &mut DeviceMatrix<f32>) -> Result<()> {
     let what = "edge_row_sums";
     let gpu = g.gpu()?.clone();
@@ -229,15 +237,27 @@ pub fn edge_row_sums(g: &GraphHandle, order: ValueOrder, values: &DeviceVec<f32>
         return Err(Error::Shape(format!("{what}: column {col} of a {}x{} matrix for {} rows", out.rows, out.cols, g.csr().n_rows())));
     }
     let n_rows = rows_u32(g, what)?;
-    let DeviceEdges { row_ptr, slot_of, slots, .. } = device_edges(g, order)?;
+    let (slot_of, slots) = device_slots(g, order)?;
     check_len(values.len(), slots, "values", what)?;
     if n_rows == 0 {
         return Ok(());
     }
-    let args = EdgeRowSumsArgs { n_rows, col: col as u32, ld: out.ld as u32, row_ptr, slot_of, values: values.arg(&gpu), out: out.arg_mut() };
+    let sums = RowSumEdges {
+        col: col as u32,
+        ld: out.ld as u32,
+        row_ptr: g.device_csr()?.row_ptr.arg(&gpu),
+        slot_of,
+        values: values.arg(&gpu),
+        out: out.arg_mut(),
+    };
     // SAFETY: row_ptr has n_rows + 1 entries, every (mapped) edge index is below `slots` (which
-    // values covers), and out has n_rows rows with col < its columns.
-    unsafe { edge_row_sums_f32.launch(&gpu, row_shape(&gpu, n_rows as u64, 1, 0), &args) }
+    // values covers), out has n_rows rows with col < its columns; the long kernel gets this
+    // graph's long rows and the short kernel skips exactly those.
+    unsafe {
+        launch_long(&gpu, g, edge_row_sums_long_f32, |long_rows| EdgeRowSumsLongArgs { long_rows, sums })?;
+        let args = EdgeRowSumsArgs { n_rows, long_min: NN_LONG_ROW, sums };
+        edge_row_sums_f32.launch(&gpu, row_shape(&gpu, n_rows as u64, 32 / NN_EDGE_GROUP, 0), &args)
+    }
 }
 
 // -- the op on each backend --

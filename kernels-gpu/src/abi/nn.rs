@@ -209,12 +209,15 @@ kernel_args! {
 
     /// The edges of one GAT head: logits e = LeakyReLU(s_dst[row][head] + s_src[col][head]).
     pub struct GatEdges {
-        pub n_rows: u32,
+        /// Edges (CSR nonzeros), a thread each.
+        pub nnz: u32,
         pub head: u32,
         /// Stride of the n x heads score matrices.
         pub s_ld: u32,
         pub slope: f32,
         pub row_ptr: Ptr<u32>,
+        /// Row of each CSR edge (the COO rows).
+        pub row_of: Ptr<u32>,
         pub col_idx: Ptr<u32>,
         /// Slot of each CSR edge in the value vectors; null: CSR order.
         pub slot_of: Ptr<u32>,
@@ -228,17 +231,30 @@ kernel_args! {
         pub logits: PtrMut<f32>,
     }
 
-    /// Backward: dz = de * LeakyReLU'(z) per edge, ds_dst[row][head] = sum of the row's dz.
+    /// Backward over the rows shorter than `long_min` edges, a lane group per row: dz = de *
+    /// LeakyReLU'(z) per edge, ds_dst[row][head] = sum of the row's dz (empty rows written 0).
     pub struct GatEdgeLogitsBackwardArgs {
+        pub n_rows: u32,
+        /// Rows of at least this many edges are left to the `_long` kernel.
+        pub long_min: u32,
         pub edges: GatEdges,
         pub de: Ptr<f32>,
         pub dz: PtrMut<f32>,
         pub ds_dst: PtrMut<f32>,
     }
 
-    /// out[row][col] = sum of the row's edge values (every row written).
-    pub struct EdgeRowSumsArgs {
-        pub n_rows: u32,
+    /// The backward over the listed long rows, a thread block per row.
+    pub struct GatEdgeLogitsBackwardLongArgs {
+        /// The rows, one per block.
+        pub long_rows: Ptr<u32>,
+        pub edges: GatEdges,
+        pub de: Ptr<f32>,
+        pub dz: PtrMut<f32>,
+        pub ds_dst: PtrMut<f32>,
+    }
+
+    /// Edge values and where their row sums go: out[row][col] (row stride `ld`).
+    pub struct RowSumEdges {
         pub col: u32,
         pub ld: u32,
         pub row_ptr: Ptr<u32>,
@@ -246,6 +262,22 @@ kernel_args! {
         pub slot_of: Ptr<u32>,
         pub values: Ptr<f32>,
         pub out: PtrMut<f32>,
+    }
+
+    /// Row sums of the rows shorter than `long_min` edges, a lane group per row (empty rows
+    /// written 0).
+    pub struct EdgeRowSumsArgs {
+        pub n_rows: u32,
+        /// Rows of at least this many edges are left to the `_long` kernel.
+        pub long_min: u32,
+        pub sums: RowSumEdges,
+    }
+
+    /// Row sums of the listed long rows, a thread block per row.
+    pub struct EdgeRowSumsLongArgs {
+        /// The rows, one per block.
+        pub long_rows: Ptr<u32>,
+        pub sums: RowSumEdges,
     }
 
     /// Column blocks of a wide matrix (GAT's heads): take dst[r][c] = alpha src[r][col0 + c]
@@ -416,7 +448,9 @@ kernels! {
     gat_scores_backward_f32(GatScoresBackwardArgs) = crate::nn::gat_scores::scores_backward;
     gat_edge_logits_f32(GatEdgeLogitsArgs) = crate::nn::gat_edge_logits::edge_logits;
     gat_edge_logits_backward_f32(GatEdgeLogitsBackwardArgs) = crate::nn::gat_edge_logits::edge_logits_backward;
+    gat_edge_logits_backward_long_f32(GatEdgeLogitsBackwardLongArgs) = crate::nn::gat_edge_logits::edge_logits_backward_long;
     edge_row_sums_f32(EdgeRowSumsArgs) = crate::nn::gat_edge_logits::edge_row_sums;
+    edge_row_sums_long_f32(EdgeRowSumsLongArgs) = crate::nn::gat_edge_logits::edge_row_sums_long;
     head_take_f32(HeadColumnsArgs) = crate::nn::head_columns::take;
     head_put_f32(HeadColumnsArgs) = crate::nn::head_columns::put;
     relu_f32(ReluArgs) = crate::nn::relu::relu;

@@ -48,10 +48,18 @@ fn partitioned<T: Real>(data: &Dataset, p: &Partition, method: ExchangeMethod, c
 }
 
 fn assert_same(what: &str, got: &[EpochRecord], want: &[EpochRecord], tol: f64) {
+    assert_curves(what, got, want, tol, true)
+}
+
+/// Loss to `tol` (relative, absolute below 1) and, with `accuracy`, accuracies exactly.
+fn assert_curves(what: &str, got: &[EpochRecord], want: &[EpochRecord], tol: f64, accuracy: bool) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (g, w) in got.iter().zip(want) {
         let d = (g.loss - w.loss).abs();
         assert!(d <= tol * w.loss.abs().max(1.0), "{what}: epoch {} loss {} vs {} (diff {d:e})", w.epoch, g.loss, w.loss);
+        if !accuracy {
+            continue;
+        }
         for (a, b, m) in [(g.train_acc, w.train_acc, "train"), (g.val_acc, w.val_acc, "val"), (g.test_acc, w.test_acc, "test")] {
             assert!((a - b).abs() < 1e-12, "{what}: epoch {} {m} accuracy {a} vs {b}", w.epoch);
         }
@@ -60,6 +68,10 @@ fn assert_same(what: &str, got: &[EpochRecord], want: &[EpochRecord], tol: f64) 
 
 /// Every model, P = 1..4, contiguous and METIS-like (random assignment) relabellings.
 fn check_models<T: Real>(tol: f64, models: &[&str], parts: &[usize]) {
+    check_models_with::<T>(tol, true, models, parts)
+}
+
+fn check_models_with<T: Real>(tol: f64, accuracy: bool, models: &[&str], parts: &[usize]) {
     let data = sbm(240);
     for &model in models {
         let (cfg, tcfg) = config(model);
@@ -72,7 +84,7 @@ fn check_models<T: Real>(tol: f64, models: &[&str], parts: &[usize]) {
                 let want = reference::<T>(&d, &cfg, &tcfg);
                 let method = if parts == 3 { ExchangeMethod::AllGather } else { ExchangeMethod::PointToPoint };
                 let got = partitioned::<T>(&d, &p, method, &cfg, &tcfg);
-                assert_same(&format!("{model} P = {parts} {name} {method:?}"), &got, &want, tol);
+                assert_curves(&format!("{model} P = {parts} {name} {method:?}"), &got, &want, tol, accuracy);
             }
         }
     }
@@ -107,9 +119,10 @@ fn sage_and_gin_f64_equal_unpartitioned() {
 fn f32_equals_unpartitioned_to_1e6() {
     check_models::<f32>(1e-6, &["gcn", "agnn", "gat", "sage"], &[2, 3]);
     // GIN's unnormalised sum aggregation amplifies the f32 rounding of the reordered sums (the
-    // all-reduced weight gradients, the returned halo gradients): 1.5e-6 by epoch 5 (exact in
-    // f64 to 1e-12 above).
-    check_models::<f32>(1e-5, &["gin"], &[2, 3]);
+    // all-reduced weight gradients, the returned halo gradients): 1.5e-6 by epoch 5, and its
+    // 4-wide output starts with near-tied logits whose argmax the rounding flips, so its
+    // accuracies are not compared in f32 (exact in f64 to 1e-12 above, accuracies included).
+    check_models_with::<f32>(1e-5, false, &["gin"], &[2, 3]);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 pub mod bench_cmd;
 pub mod bench_train;
 pub mod demo;
+pub mod dist_train_cmd;
 pub mod graph_cmds;
 pub mod partition_cmd;
 pub mod predict_cmd;

@@ -122,6 +122,8 @@ pub struct TrainArgs {
     /// --epochs epochs in all.
     #[arg(long)]
     pub resume: Option<PathBuf>,
+    #[command(flatten)]
+    pub dist: crate::cli::dist_train_cmd::DistArgs,
 }
 
 /// Where Ctrl-C leaves its checkpoint when no --checkpoint folder was given.
@@ -144,6 +146,10 @@ impl TrainArgs {
 }
 
 pub fn run(a: &TrainArgs) -> Result<()> {
+    if a.dist.is_distributed() {
+        check_hyperparameters(a)?;
+        return crate::cli::dist_train_cmd::run(a);
+    }
     if a.epochs == 0 {
         return Err(Error::Unsupported("--epochs must be at least 1".into()));
     }

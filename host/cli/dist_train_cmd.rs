@@ -4,8 +4,9 @@
 //! - `--partitions P`: P ranks as threads of this process (the in-process communicator), each
 //!   with its own backend and model: on the CPU, or all on one GPU (each thread its own stream;
 //!   halo rows and gradients staged through the host): the checking mode.
-//! - `--gpus N`: one process per GPU of this host, spawned here with `CUDA_VISIBLE_DEVICES=r`
-//!   and `NCCL_NVLS_ENABLE=0`, rendezvous on a free local port, exchanges over NCCL.
+//! - `--gpus N`: one process per GPU of this host, spawned here with `CUDA_VISIBLE_DEVICES` = the
+//!   r-th visible device and `NCCL_NVLS_ENABLE=0`, rendezvous on a free local port, exchanges over
+//!   NCCL.
 //! - `--rank R --world-size W --master ADDR:PORT`: one rank of a multi-host run (rank 0 listens
 //!   on ADDR:PORT and hands out NCCL's id). Every rank loads the graph and partitions it the same
 //!   way (the partitioners are deterministic), then builds only its part's model.
@@ -289,12 +290,20 @@ fn spawn_gpus(n: usize) -> Result<()> {
         .map_err(|e| Error::comm("--gpus", format!("no free local port for the rendezvous: {e}")))?
         .port();
     let args = without_gpus(std::env::args().skip(1).collect());
+    // Child r gets the r-th device this process may use (all of them when unrestricted).
+    let devices: Vec<String> = match std::env::var("CUDA_VISIBLE_DEVICES") {
+        Ok(v) if !v.trim().is_empty() => v.split(',').map(|d| d.trim().to_string()).collect(),
+        _ => (0..n).map(|r| r.to_string()).collect(),
+    };
+    if devices.len() < n {
+        return Err(Error::Unsupported(format!("--gpus {n}, but CUDA_VISIBLE_DEVICES names {} device(s)", devices.len())));
+    }
     let mut children = Vec::with_capacity(n);
     for r in 0..n {
         let mut cmd = std::process::Command::new(&exe);
         cmd.args(&args)
             .args(["--rank", &r.to_string(), "--world-size", &n.to_string(), "--master", &format!("127.0.0.1:{port}")])
-            .env("CUDA_VISIBLE_DEVICES", r.to_string())
+            .env("CUDA_VISIBLE_DEVICES", &devices[r])
             .env("NCCL_NVLS_ENABLE", "0");
         if r > 0 {
             cmd.arg("--quiet");

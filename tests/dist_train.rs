@@ -225,3 +225,41 @@ fn batch_norm_is_refused_clearly() {
     let e = train_in_process(&data, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg, TIMEOUT, |_| Ok(CpuBackend::<f32>::new()), |_| {}).unwrap_err();
     assert!(e.to_string().contains("--batch-norm"), "{e}");
 }
+
+#[test]
+fn cli_partitions_and_bench_dist_run_on_the_cpu() {
+    let bin = std::env::var("TCGNN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tcgnn").to_string());
+    let dir = std::env::temp_dir().join(format!("tcgnn-dist-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&bin).args(args).output().unwrap();
+        let so = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{args:?}:\n{so}\n{}", String::from_utf8_lossy(&out.stderr));
+        so
+    };
+    let common = ["--device", "cpu", "--features", "8", "--epochs", "4", "--partition-method", "contiguous", "--quiet"];
+    let so = run(&[&["train", "sbm:300", "--partitions", "3"][..], &common].concat());
+    assert!(so.contains("on 3 parts") && so.contains("rank 2: step"), "{so}");
+    // The same loss curve as the unpartitioned CLI run (contiguous cuts keep the node order).
+    let curve = |sub: &str, extra: &[&str]| {
+        let out = dir.join(sub);
+        run(&[&["train", "sbm:300", "--f64", "--out", out.to_str().unwrap()][..], &common, extra].concat());
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("train.json")).unwrap()).unwrap();
+        let run0 = if v.is_array() { v[0].clone() } else { v["runs"][0].clone() };
+        run0["history"]["epochs"].as_array().unwrap().iter().map(|e| e["loss"].as_f64().unwrap()).collect::<Vec<f64>>()
+    };
+    let (whole, parts) = (curve("whole", &[]), curve("parts", &["--partitions", "2"]));
+    assert_eq!(whole.len(), 4);
+    for (a, b) in whole.iter().zip(&parts) {
+        assert!((a - b).abs() < 1e-12, "{whole:?} vs {parts:?}");
+    }
+    let bench = dir.join("bench");
+    run(&["bench", "dist", "sbm:300", "--device", "cpu", "--parts", "1,2", "--models", "gcn", "--partition-method", "contiguous", "--reps", "2", "--warmup", "1", "--features", "8", "--out", bench.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(bench.join("dist.json")).unwrap()).unwrap();
+    let recs = v["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[1]["parts"], 2);
+    assert!(recs[1]["halo_bytes"].as_u64().unwrap() > 0 && recs[0]["halo_bytes"].as_u64().unwrap() == 0);
+    assert_eq!(recs[1]["ranks"].as_array().unwrap().len(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -27,6 +27,8 @@ pub enum BenchCmd {
     Sddmm(KernelBenchArgs),
     /// GNN training steps (GCN, AGNN) in every precision, side by side with PyTorch Geometric.
     Train(super::bench_train::BenchTrainArgs),
+    /// The partitioned training step per part count: compute / halo exchange / all-reduce, halo bytes.
+    Dist(super::bench_dist::BenchDistArgs),
 }
 
 #[derive(clap::Args)]
@@ -80,6 +82,7 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
         BenchCmd::Spmm(k) => run_kernels(BenchOp::Spmm, k),
         BenchCmd::Sddmm(k) => run_kernels(BenchOp::Sddmm, k),
         BenchCmd::Train(t) => super::bench_train::run(t),
+        BenchCmd::Dist(d) => super::bench_dist::run(d),
     }
 }
 

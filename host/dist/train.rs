@@ -142,6 +142,8 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
     /// One training step: forward, loss, backward, the gradient all-reduce, Adam.
     pub fn step(&mut self) -> Result<()> {
         let t0 = Instant::now();
+        // Only the step's own exchanges count (not an evaluation's before it).
+        self.exchange.take_counters();
         let backend = self.backend.clone();
         let b = &*backend;
         b.begin_step()?;
@@ -153,6 +155,10 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
             p.adam(b, &self.hyper)?;
         }
         b.synchronize()?;
+        let halo = self.exchange.take_counters();
+        self.timing.halo.seconds += halo.seconds;
+        self.timing.halo.bytes += halo.bytes;
+        self.timing.halo.calls += halo.calls;
         self.timing.steps += 1;
         self.timing.step_seconds += t0.elapsed().as_secs_f64();
         Ok(())
@@ -222,11 +228,10 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
         Ok(History::new(out, t0.elapsed().as_secs_f64()))
     }
 
-    /// The step timing since the last call (halo counters included), reset to zero.
+    /// The training steps' timing since the last call (their halo exchanges included; an
+    /// evaluation's are not), reset to zero.
     pub fn take_timing(&mut self) -> StepTiming {
-        let mut t = std::mem::take(&mut self.timing);
-        t.halo = self.exchange.take_counters();
-        t
+        std::mem::take(&mut self.timing)
     }
 
     /// The parameters by name, as f64 host values (the tests compare them across ranks).

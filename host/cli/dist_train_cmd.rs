@@ -246,6 +246,7 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
     };
     let comm = Arc::new(NcclCommunicator::new(gpu.clone(), rank, world, &id)?);
     let s = setup(a, world)?;
+    same_partition_everywhere(&*comm, &s.partition)?;
     let backend = Arc::new(cuda_backend(a, gpu)?);
     let describe = format!("{} rank(s) over NCCL, {}", world, tcgnn::nn::Backend::describe(&*backend));
     let mut t = DistTrainer::new(backend, comm.clone(), &s.data, &s.partition, s.method, &s.cfg, &s.tcfg)?;
@@ -260,6 +261,23 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
         report(a, &s, &history, &timing, &describe)?;
     }
     Ok(())
+}
+
+/// Every rank partitioned the graph itself: check they agree (a different graph file or
+/// partitioner build on one host would otherwise exchange the wrong rows).
+fn same_partition_everywhere<C: Communicator>(comm: &C, p: &Partition) -> Result<()> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&p.offsets, p.perm.new_to_old()).hash(&mut h);
+    let f = h.finish();
+    // Two exact 32-bit halves: f64 carries them without rounding.
+    let mine = [(f >> 32) as f64, (f & 0xffff_ffff) as f64];
+    let mut all = vec![0.0f64; 2 * comm.world_size()];
+    comm.all_gather(&mine, &mut all)?;
+    match all.chunks(2).position(|c| *c != all[..2]) {
+        Some(r) => Err(Error::comm("partition", format!("rank {r} partitioned the graph differently from rank 0 (same graph, --partition-method and tcgnn build on every host?)"))),
+        None => Ok(()),
+    }
 }
 
 /// Every rank's timing on every rank (an all-gather of a few numbers).

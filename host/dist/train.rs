@@ -1,7 +1,7 @@
 //! The distributed training step: one part of a partitioned graph per rank, each with its own
 //! backend and model, the same loss curve as one device (issue 17).
 //!
-//! Rank p trains on its extended graph (owned rows, then empty halo rows; [`part_graph`]) with
+//! Rank p trains on its extended graph (its owned rows between empty halo rows; [`part_graph`]) with
 //! the model built through [`models::build_part`], whose layers call the [`HaloExchange`] at one
 //! point each (see [`crate::nn::halo_hook`]). Around the model:
 //! - the loss is the mean over the *global* train nodes (each part scales its rows by
@@ -18,7 +18,7 @@ use crate::dist::comm::Communicator;
 use crate::dist::exchange::{ExchangeCounters, HaloExchange};
 use crate::dist::halo::{ExchangeMethod, Halo};
 use crate::dist::host_rows::HostRows;
-use crate::dist::part_graph::{extended_rows, feature_offset, halo_ids, part_data};
+use crate::dist::part_graph::{ExtendedLayout, extended_rows, feature_offset, halo_ids, part_data};
 use crate::dist::partition::Partition;
 use crate::error::{Error, Result};
 use crate::nn::data::Dataset;
@@ -100,15 +100,20 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
         // The model's matrix of the whole graph (GCN: normalised with global degrees), then this
         // part's rows of it.
         let s = models::model_graph(model.model, &data.graph)?;
+        // The halo rows below the owned ones are empty: a part's first edge is the whole
+        // matrix's edge row_ptr[first].
         let first_edge = s.row_ptr()[first] as usize;
         let part_graph = extended_rows(&s, first, owned, &halo)?;
         drop(s);
-        let local = part_data(data, first, owned, halo.len())?;
-        let exchange = Arc::new(HaloExchange::new(Halo::from_partition(partition, rank, method)?, comm.clone(), owned));
-        let ctx = PartContext { hook: exchange.clone(), first_row: first, first_edge };
-        let n = owned + halo.len();
+        let layout = ExtendedLayout::new(first, owned, &halo);
+        let local = part_data(data, first, layout)?;
+        let exchange = Arc::new(HaloExchange::new(Halo::from_partition(partition, rank, method)?, comm.clone(), layout)?);
+        // Local row r is global row r + first - below (for the owned rows: the others' masks
+        // are never used).
+        let ctx = PartContext { hook: exchange.clone(), first_row: first - layout.below, first_edge };
+        let n = layout.rows();
         let net = models::build_part(b, part_graph, data.features.cols(), data.classes, model, &ctx)?;
-        let input = InputFeatures::new(b, &local.features)?.keyed_from(feature_offset(&data.features, first));
+        let input = InputFeatures::new(b, &local.features)?.keyed_from(feature_offset(&data.features, first, layout));
         let labels = b.labels(&local.labels, &local.mask_bits)?;
         Ok(DistTrainer {
             net,

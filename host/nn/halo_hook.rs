@@ -1,7 +1,7 @@
 //! The one seam between a model and a partitioned graph (`dist` builds on it; nn never imports
-//! dist). A part trains on its *extended* graph: its owned rows first, with their whole neighbour
-//! lists (columns renumbered), then one EMPTY row per halo node (a node another part owns that an
-//! owned row reads). The model runs unchanged on it except at one point per layer, where
+//! dist). A part trains on its *extended* graph: its owned rows, with their whole neighbour
+//! lists (columns renumbered), and one EMPTY row per halo node (a node another part owns that an
+//! owned row reads); the hook knows which rows are which. The model runs unchanged on it except at one point per layer, where
 //! neighbour rows are about to be read:
 //! - forward, [`HaloHook::fill`]: the halo rows of the matrix the aggregation reads (GCN: X W,
 //!   before Â (X W)) are overwritten with their owners' rows;
@@ -20,9 +20,9 @@ use crate::ops::backend::Backend;
 
 /// The halo exchange a model calls, one `fill` / `give_back` pair per layer.
 pub trait HaloHook<B: Backend> {
-    /// Rows `owned..` of `x` := their owners' rows.
+    /// The halo rows of `x` := their owners' rows.
     fn fill(&self, b: &B, x: &mut B::Mat) -> Result<()>;
-    /// Rows `owned..` of `g` are added into their owners' rows of the same matrix (on the owning
+    /// The halo rows of `g` are added into their owners' rows of the same matrix (on the owning
     /// parts), then set to zero here.
     fn give_back(&self, b: &B, g: &mut B::Mat) -> Result<()>;
 }
@@ -31,8 +31,9 @@ pub trait HaloHook<B: Backend> {
 #[derive(Clone)]
 pub struct PartContext<B: Backend> {
     pub hook: Arc<dyn HaloHook<B>>,
-    /// Global id of the part's first row: dropout masks are keyed by global row, so a part draws
-    /// exactly its rows of the whole graph's mask.
+    /// Global id of the part's local row 0 (for its owned rows: local row r is global row
+    /// `first_row + r`): dropout masks are keyed by global row, so a part draws exactly its rows
+    /// of the whole graph's mask.
     pub first_row: usize,
     /// Global index of the part's first edge in the model's own graph (GAT: A + I), for the
     /// attention dropout, keyed by global edge.

@@ -4,6 +4,7 @@
 //! and GAT's attention included). Odd partitions: an empty part, a part with no halo, a hub row,
 //! sparse input features. The weights stay identical on every rank.
 
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -205,7 +206,7 @@ fn weights_stay_identical_on_every_rank() {
     let weights = Mutex::new(Vec::new());
     InProcess::run(3, TIMEOUT, |comm| {
         let rank = tcgnn::dist::Communicator::rank(&comm);
-        let mut t = DistTrainer::new(Arc::new(CpuBackend::<f64>::new()), Arc::new(comm), &data, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg)?;
+        let mut t = DistTrainer::new(Arc::new(CpuBackend::<f64>::new()), Rc::new(comm), &data, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg)?;
         t.fit(3, |_| {})?;
         weights.lock().unwrap().push((rank, t.weights()?));
         Ok(())
@@ -281,7 +282,7 @@ fn extended_part_graphs_are_canonical_and_cover_every_edge() {
         assert!(e.is_canonical(), "part {}", b.part);
         assert_eq!(e.n_rows(), layout.rows());
         assert!((0..e.n_rows()).filter(|r| !layout.owned_rows().contains(r)).all(|r| e.row_len(r) == 0), "halo rows are empty");
-        assert_eq!(&e.values()[..], &s.values()[s.row_ptr()[b.first_row] as usize..s.row_ptr()[b.first_row + b.rows] as usize]);
+        assert_eq!(e.values(), &s.values()[s.row_ptr()[b.first_row] as usize..s.row_ptr()[b.first_row + b.rows] as usize]);
         edges += e.nnz();
     }
     assert_eq!(edges, s.nnz());

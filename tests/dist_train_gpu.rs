@@ -4,9 +4,11 @@
 //! - NCCL with a world of one against the unpartitioned run (the plumbing of `--gpus` /
 //!   `--rank`: NCCL refuses two ranks on one GPU, so more ranks need more GPUs);
 //! - `tcgnn train --gpus 1` end to end (spawned rank, rendezvous, NCCL).
+//!
 //! GPU sums use atomics (their order varies run to run), so curves are compared to 1e-4 over a
 //! few epochs; the exactness to 1e-12 is the CPU test's (tests/dist_train.rs).
 
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,7 +85,7 @@ fn nccl_world_of_one_matches_unpartitioned() {
     }
     let data = data();
     let p = Partition::new(&data.graph, 1, PartitionMethod::Contiguous).unwrap();
-    let comm = Arc::new(NcclCommunicator::new(gpu.clone(), 0, 1, &new_unique_id().unwrap()).unwrap());
+    let comm = Rc::new(NcclCommunicator::new(gpu.clone(), 0, 1, &new_unique_id().unwrap()).unwrap());
     for model in ["gcn", "gat"] {
         let (cfg, tcfg) = config(model);
         let want = reference(&gpu, &data, &cfg, &tcfg);

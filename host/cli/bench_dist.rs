@@ -8,6 +8,7 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use tcgnn::nn::models::parse_model_name;
 use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, ModelConfig, TrainConfig};
 use tcgnn::{Error, Result};
 
-use crate::cli::train_cmd::{Device, TrainArgs, load_dataset, model_config, train_config};
+use crate::cli::train_cmd::{Device, TrainArgs, edge_layout, load_dataset, model_config, train_config};
 
 #[derive(clap::Args)]
 pub struct BenchDistArgs {
@@ -131,7 +132,7 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                 };
                 let d = relabel(&data, &p.perm)?;
                 let timing = match &gpu {
-                    Some(_) => measure(&d, &p, method, &cfg, &tcfg, a, |_| Ok(CudaBackend::new(Gpu::probe()?, args.precision, args.imp)?))?,
+                    Some(_) => measure(&d, &p, method, &cfg, &tcfg, a, |_| Ok(CudaBackend::new(Gpu::probe()?, args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?)))?,
                     None => measure(&d, &p, method, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
                 };
                 let r = record(graph, &d, model, &p, method, &timing, a.reps);
@@ -179,7 +180,7 @@ fn measure<B: HostRows + 'static>(
 ) -> Result<Vec<StepTiming>> {
     InProcess::run(p.parts(), Duration::from_secs(600), |comm| {
         let rank = comm.rank();
-        let mut t = DistTrainer::new(Arc::new(make(rank)?), Arc::new(comm), d, p, method, cfg, tcfg)?;
+        let mut t = DistTrainer::new(Arc::new(make(rank)?), Rc::new(comm), d, p, method, cfg, tcfg)?;
         for _ in 0..a.warmup {
             t.step()?;
         }

@@ -12,6 +12,7 @@
 //!   way (the partitioners are deterministic), then builds only its part's model.
 
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -244,7 +245,7 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
     } else {
         join(master, rank, world, PEER_TIMEOUT)?
     };
-    let comm = Arc::new(NcclCommunicator::new(gpu.clone(), rank, world, &id)?);
+    let comm = Rc::new(NcclCommunicator::new(gpu.clone(), rank, world, &id)?);
     let s = setup(a, world)?;
     same_partition_everywhere(&*comm, &s.partition)?;
     let backend = Arc::new(cuda_backend(a, gpu)?);
@@ -317,11 +318,11 @@ fn spawn_gpus(n: usize) -> Result<()> {
         return Err(Error::Unsupported(format!("--gpus {n}, but CUDA_VISIBLE_DEVICES names {} device(s)", devices.len())));
     }
     let mut children = Vec::with_capacity(n);
-    for r in 0..n {
+    for (r, device) in devices.iter().take(n).enumerate() {
         let mut cmd = std::process::Command::new(&exe);
         cmd.args(&args)
             .args(["--rank", &r.to_string(), "--world-size", &n.to_string(), "--master", &format!("127.0.0.1:{port}")])
-            .env("CUDA_VISIBLE_DEVICES", &devices[r])
+            .env("CUDA_VISIBLE_DEVICES", device)
             .env("NCCL_NVLS_ENABLE", "0");
         if r > 0 {
             cmd.arg("--quiet");

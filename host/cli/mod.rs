@@ -56,7 +56,7 @@ pub enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Train a model (GPU if present, CPU otherwise): progress, test accuracy at the best
     /// validation epoch, time per phase, JSON report and curve; save, checkpoint and resume.
-    Train(train_cmd::TrainArgs),
+    Train(Box<train_cmd::TrainArgs>),
     /// Predict every node's class with a model saved by `train --save` (CSV or .npy; with
     /// probabilities or embeddings on request; accuracy per mask where there are labels).
     Predict(predict_cmd::PredictArgs),

@@ -4,7 +4,7 @@
 //! bytes received are counted for `bench dist`.
 
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::rc::Rc;
 use std::time::Instant;
 
 use crate::dist::comm::Communicator;
@@ -35,14 +35,14 @@ struct Buffers<T> {
 
 pub struct HaloExchange<B: HostRows, C: Communicator> {
     halo: Halo,
-    comm: Arc<C>,
+    comm: Rc<C>,
     layout: ExtendedLayout,
     bufs: RefCell<Buffers<B::Elem>>,
 }
 
 impl<B: HostRows, C: Communicator> HaloExchange<B, C> {
     /// For a part whose extended matrices have `layout`'s rows (halo below, owned, halo above).
-    pub fn new(halo: Halo, comm: Arc<C>, layout: ExtendedLayout) -> Result<Self> {
+    pub fn new(halo: Halo, comm: Rc<C>, layout: ExtendedLayout) -> Result<Self> {
         if halo.halo_rows() != layout.below + layout.above {
             return Err(Error::Shape(format!("{} halo rows for a layout of {} + {}", halo.halo_rows(), layout.below, layout.above)));
         }

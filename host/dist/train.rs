@@ -9,8 +9,10 @@
 //! - the weight gradients (sums over rows) are all-reduced in one fused buffer, and every rank
 //!   takes the same Adam step, so the weights stay identical on every rank;
 //! - dropout masks are keyed by global row / global edge, so they are the whole graph's.
+//!
 //! BatchNorm's batch statistics would need an all-reduce too: refused for now.
 
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -44,8 +46,8 @@ pub struct StepTiming {
 
 pub struct DistTrainer<B: HostRows + 'static, C: Communicator + 'static> {
     backend: Arc<B>,
-    comm: Arc<C>,
-    exchange: Arc<HaloExchange<B, C>>,
+    comm: Rc<C>,
+    exchange: Rc<HaloExchange<B, C>>,
     net: Box<dyn Model<B>>,
     input: InputFeatures<B>,
     labels: B::Labels,
@@ -71,7 +73,7 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
     /// dataset, already relabelled by the partition: [`crate::dist::part_graph::relabel`]).
     pub fn new(
         backend: Arc<B>,
-        comm: Arc<C>,
+        comm: Rc<C>,
         data: &Dataset,
         partition: &Partition,
         method: ExchangeMethod,
@@ -107,7 +109,7 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
         drop(s);
         let layout = ExtendedLayout::new(first, owned, &halo);
         let local = part_data(data, first, layout)?;
-        let exchange = Arc::new(HaloExchange::new(Halo::from_partition(partition, rank, method)?, comm.clone(), layout)?);
+        let exchange = Rc::new(HaloExchange::new(Halo::from_partition(partition, rank, method)?, comm.clone(), layout)?);
         // Local row r is global row r + first - below (for the owned rows: the others' masks
         // are never used).
         let ctx = PartContext { hook: exchange.clone(), first_row: first - layout.below, first_edge };
@@ -268,7 +270,7 @@ pub fn train_in_process<B: HostRows + 'static>(
 ) -> Result<(History, Vec<StepTiming>)> {
     let runs = crate::dist::InProcess::run(partition.parts(), timeout, |comm| {
         let rank = comm.rank();
-        let mut t = DistTrainer::new(Arc::new(make(rank)?), Arc::new(comm), data, partition, method, model, train)?;
+        let mut t = DistTrainer::new(Arc::new(make(rank)?), Rc::new(comm), data, partition, method, model, train)?;
         let h = t.fit(train.epochs, |e| if rank == 0 { on_epoch(e) })?;
         Ok((h, t.take_timing()))
     })?;

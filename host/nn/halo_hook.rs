@@ -13,7 +13,7 @@
 //! exactly zero before a `give_back`), and every weight gradient is a sum over rows that the
 //! caller all-reduces over the parts.
 
-use std::sync::Arc;
+use std::rc::Rc;
 
 use crate::error::Result;
 use crate::ops::backend::Backend;
@@ -30,7 +30,7 @@ pub trait HaloHook<B: Backend> {
 /// What a model built on one part of a partitioned graph needs besides its extended graph.
 #[derive(Clone)]
 pub struct PartContext<B: Backend> {
-    pub hook: Arc<dyn HaloHook<B>>,
+    pub hook: Rc<dyn HaloHook<B>>,
     /// Global id of the part's local row 0 (for its owned rows: local row r is global row
     /// `first_row + r`): dropout masks are keyed by global row, so a part draws exactly its rows
     /// of the whole graph's mask.
@@ -41,7 +41,7 @@ pub struct PartContext<B: Backend> {
 }
 
 /// `hook.fill(x)` when there is a hook (`None`: the unpartitioned model, nothing to do).
-pub fn fill<B: Backend>(hook: &Option<Arc<dyn HaloHook<B>>>, b: &B, x: &mut B::Mat) -> Result<()> {
+pub fn fill<B: Backend>(hook: &Option<Rc<dyn HaloHook<B>>>, b: &B, x: &mut B::Mat) -> Result<()> {
     match hook {
         Some(h) => h.fill(b, x),
         None => Ok(()),
@@ -49,7 +49,7 @@ pub fn fill<B: Backend>(hook: &Option<Arc<dyn HaloHook<B>>>, b: &B, x: &mut B::M
 }
 
 /// `hook.give_back(g)` when there is a hook.
-pub fn give_back<B: Backend>(hook: &Option<Arc<dyn HaloHook<B>>>, b: &B, g: &mut B::Mat) -> Result<()> {
+pub fn give_back<B: Backend>(hook: &Option<Rc<dyn HaloHook<B>>>, b: &B, g: &mut B::Mat) -> Result<()> {
     match hook {
         Some(h) => h.give_back(b, g),
         None => Ok(()),

@@ -88,6 +88,9 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     if a.epochs == 0 {
         return Err(Error::Unsupported("--epochs must be at least 1".into()));
     }
+    if (d.gpus.is_some() || d.rank.is_some()) && (a.device == Device::Cpu || a.f64) {
+        return Err(Error::Unsupported("--rank / --gpus train over NCCL on GPUs; on the CPU use --partitions P".into()));
+    }
     if let Some(n) = d.gpus {
         return spawn_gpus(n);
     }
@@ -226,9 +229,6 @@ fn report(a: &TrainArgs, s: &Setup, history: &History, timing: &[StepTiming], ba
 /// One rank of an NCCL world: rendezvous, this GPU's backend, its part, the same epochs as
 /// every other rank.
 fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()> {
-    if a.device == Device::Cpu || a.f64 {
-        return Err(Error::Unsupported("--rank / --gpus train over NCCL on GPUs; on the CPU use --partitions P".into()));
-    }
     if world == 0 || rank >= world {
         return Err(Error::Unsupported(format!("--rank {rank} of --world-size {world}")));
     }
@@ -324,7 +324,8 @@ fn spawn_gpus(n: usize) -> Result<()> {
             .args(["--rank", &r.to_string(), "--world-size", &n.to_string(), "--master", &format!("127.0.0.1:{port}")])
             .env("CUDA_VISIBLE_DEVICES", device)
             .env("NCCL_NVLS_ENABLE", "0");
-        if r > 0 {
+        // Only rank 0 shows progress (a flag given twice is a clap error: add it only if absent).
+        if r > 0 && !args.iter().any(|x| x == "--quiet") {
             cmd.arg("--quiet");
         }
         let child = cmd.spawn().map_err(|e| Error::Io { path: exe.clone(), source: e })?;

@@ -2,7 +2,7 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -33,5 +33,12 @@ fi
 if [[ "$what" == *" nccl "* ]]; then
   ls /usr/lib/x86_64-linux-gnu/libnccl* 2>/dev/null | head -2
   .gpu/bin/test-test-dist_halo --nocapture 2>&1 | grep -E "nccl|skipped|test result" | head
+fi
+if [[ "$what" == *" dist "* ]]; then
+  # The distributed step on one GPU: in-process parts, NCCL world of one, --gpus 1, bench dist.
+  .gpu/bin/test-test-dist_train_gpu --nocapture 2>&1 | grep -E "skipped|P = |test result|panicked" | head -30
+  $T train sbm:100000 --model gat --partitions 2 --epochs 5 --quiet 2>&1 | tail -4
+  $T train sbm:100000 --model gcn --gpus 1 --epochs 5 --quiet --verbose 2>&1 | tail -4
+  $T bench dist --parts 1,2,4 --models gcn,gat --out "$out" 2>&1 | tail -8
 fi
 exit 0

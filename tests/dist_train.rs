@@ -4,6 +4,7 @@
 //! and GAT's attention included). Odd partitions: an empty part, a part with no halo, a hub row,
 //! sparse input features. The weights stay identical on every rank.
 
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -48,27 +49,30 @@ fn partitioned<T: Real>(data: &Dataset, p: &Partition, method: ExchangeMethod, c
 }
 
 fn assert_same(what: &str, got: &[EpochRecord], want: &[EpochRecord], tol: f64) {
-    assert_same_acc(what, got, want, tol, 1e-12)
+    assert_curves(what, got, want, tol, true)
 }
 
-/// As [`assert_same`], accuracies to `acc_tol` (a fraction of the nodes).
-fn assert_same_acc(what: &str, got: &[EpochRecord], want: &[EpochRecord], tol: f64, acc_tol: f64) {
+/// Loss to `tol` (relative, absolute below 1) and, with `accuracy`, accuracies exactly.
+fn assert_curves(what: &str, got: &[EpochRecord], want: &[EpochRecord], tol: f64, accuracy: bool) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (g, w) in got.iter().zip(want) {
         let d = (g.loss - w.loss).abs();
         assert!(d <= tol * w.loss.abs().max(1.0), "{what}: epoch {} loss {} vs {} (diff {d:e})", w.epoch, g.loss, w.loss);
+        if !accuracy {
+            continue;
+        }
         for (a, b, m) in [(g.train_acc, w.train_acc, "train"), (g.val_acc, w.val_acc, "val"), (g.test_acc, w.test_acc, "test")] {
-            assert!((a - b).abs() <= acc_tol, "{what}: epoch {} {m} accuracy {a} vs {b}", w.epoch);
+            assert!((a - b).abs() < 1e-12, "{what}: epoch {} {m} accuracy {a} vs {b}", w.epoch);
         }
     }
 }
 
 /// Every model, P = 1..4, contiguous and METIS-like (random assignment) relabellings.
 fn check_models<T: Real>(tol: f64, models: &[&str], parts: &[usize]) {
-    check_models_acc::<T>(tol, 1e-12, models, parts)
+    check_models_with::<T>(tol, true, models, parts)
 }
 
-fn check_models_acc<T: Real>(tol: f64, acc_tol: f64, models: &[&str], parts: &[usize]) {
+fn check_models_with<T: Real>(tol: f64, accuracy: bool, models: &[&str], parts: &[usize]) {
     let data = sbm(240);
     for &model in models {
         let (cfg, tcfg) = config(model);
@@ -81,7 +85,7 @@ fn check_models_acc<T: Real>(tol: f64, acc_tol: f64, models: &[&str], parts: &[u
                 let want = reference::<T>(&d, &cfg, &tcfg);
                 let method = if parts == 3 { ExchangeMethod::AllGather } else { ExchangeMethod::PointToPoint };
                 let got = partitioned::<T>(&d, &p, method, &cfg, &tcfg);
-                assert_same_acc(&format!("{model} P = {parts} {name} {method:?}"), &got, &want, tol, acc_tol);
+                assert_curves(&format!("{model} P = {parts} {name} {method:?}"), &got, &want, tol, accuracy);
             }
         }
     }
@@ -116,14 +120,10 @@ fn sage_and_gin_f64_equal_unpartitioned() {
 fn f32_equals_unpartitioned_to_1e6() {
     check_models::<f32>(1e-6, &["gcn", "agnn", "gat", "sage"], &[2, 3]);
     // GIN's unnormalised sum aggregation amplifies the f32 rounding of the reordered sums (the
-    // all-reduced weight gradients, the returned halo gradients): 1.5e-6 by epoch 5 (exact in
-    // f64 to 1e-12 above).
-    // Its accuracies are not compared in f32: after Adam's first step (±lr per weight) GIN's
-    // output MLP leaves many nodes on tied logits (dead ReLUs: the output is the bias), so the
-    // f32 rounding of the reordered sums picks the argmax among ties for all of them at once
-    // (seen: 0.15 vs 0.40 at epoch 1 with equal losses). The loss, which has no ties, is held
-    // to 1e-5, and f64 (accuracies included) is exact above.
-    check_models_acc::<f32>(1e-5, f64::INFINITY, &["gin"], &[2, 3]);
+    // all-reduced weight gradients, the returned halo gradients): 1.5e-6 by epoch 5, and its
+    // 4-wide output starts with near-tied logits whose argmax the rounding flips, so its
+    // accuracies are not compared in f32 (exact in f64 to 1e-12 above, accuracies included).
+    check_models_with::<f32>(1e-5, false, &["gin"], &[2, 3]);
 }
 
 #[test]
@@ -206,7 +206,7 @@ fn weights_stay_identical_on_every_rank() {
     let weights = Mutex::new(Vec::new());
     InProcess::run(3, TIMEOUT, |comm| {
         let rank = tcgnn::dist::Communicator::rank(&comm);
-        let mut t = DistTrainer::new(Arc::new(CpuBackend::<f64>::new()), Arc::new(comm), &data, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg)?;
+        let mut t = DistTrainer::new(Arc::new(CpuBackend::<f64>::new()), Rc::new(comm), &data, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg)?;
         t.fit(3, |_| {})?;
         weights.lock().unwrap().push((rank, t.weights()?));
         Ok(())
@@ -225,4 +225,65 @@ fn batch_norm_is_refused_clearly() {
     cfg.batch_norm = true;
     let e = train_in_process(&data, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg, TIMEOUT, |_| Ok(CpuBackend::<f32>::new()), |_| {}).unwrap_err();
     assert!(e.to_string().contains("--batch-norm"), "{e}");
+}
+
+#[test]
+fn cli_partitions_and_bench_dist_run_on_the_cpu() {
+    let bin = std::env::var("TCGNN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tcgnn").to_string());
+    let dir = std::env::temp_dir().join(format!("tcgnn-dist-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&bin).args(args).output().unwrap();
+        let so = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "{args:?}:\n{so}\n{}", String::from_utf8_lossy(&out.stderr));
+        so
+    };
+    let common = ["--device", "cpu", "--features", "8", "--epochs", "4", "--partition-method", "contiguous", "--quiet"];
+    let so = run(&[&["train", "sbm:300", "--partitions", "3"][..], &common].concat());
+    assert!(so.contains("on 3 parts") && so.contains("rank 2: step"), "{so}");
+    // The same loss curve as the unpartitioned CLI run (contiguous cuts keep the node order).
+    let curve = |sub: &str, extra: &[&str]| {
+        let out = dir.join(sub);
+        run(&[&["train", "sbm:300", "--f64", "--out", out.to_str().unwrap()][..], &common, extra].concat());
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("train.json")).unwrap()).unwrap();
+        let run0 = if v.is_array() { v[0].clone() } else { v["runs"][0].clone() };
+        run0["history"]["epochs"].as_array().unwrap().iter().map(|e| e["loss"].as_f64().unwrap()).collect::<Vec<f64>>()
+    };
+    let (whole, parts) = (curve("whole", &[]), curve("parts", &["--partitions", "2"]));
+    assert_eq!(whole.len(), 4);
+    for (a, b) in whole.iter().zip(&parts) {
+        assert!((a - b).abs() < 1e-12, "{whole:?} vs {parts:?}");
+    }
+    let bench = dir.join("bench");
+    run(&["bench", "dist", "sbm:300", "--device", "cpu", "--parts", "1,2", "--models", "gcn", "--partition-method", "contiguous", "--reps", "2", "--warmup", "1", "--features", "8", "--out", bench.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(bench.join("dist.json")).unwrap()).unwrap();
+    let recs = v["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[1]["parts"], 2);
+    assert!(recs[1]["halo_bytes"].as_u64().unwrap() > 0 && recs[0]["halo_bytes"].as_u64().unwrap() == 0);
+    assert_eq!(recs[1]["ranks"].as_array().unwrap().len(), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn extended_part_graphs_are_canonical_and_cover_every_edge() {
+    // The GPU transposes edge values only on canonical rows; every edge of the whole matrix
+    // lands in exactly one part, in order.
+    use tcgnn::dist::part_graph::{ExtendedLayout, extended_rows, halo_ids};
+    let data = sbm(300);
+    let s = tcgnn::nn::models::model_graph("gat", &data.graph).unwrap();
+    let p = Partition::from_assignment(&data.graph, &random_assignment(data.n(), 4, 11), 4).unwrap();
+    let s = p.perm.apply_to_csr(&s).unwrap();
+    let mut edges = 0;
+    for b in &p.blocks {
+        let halo = halo_ids(b, &p.offsets);
+        let e = extended_rows(&s, b.first_row, b.rows, &halo).unwrap();
+        let layout = ExtendedLayout::new(b.first_row, b.rows, &halo);
+        assert!(e.is_canonical(), "part {}", b.part);
+        assert_eq!(e.n_rows(), layout.rows());
+        assert!((0..e.n_rows()).filter(|r| !layout.owned_rows().contains(r)).all(|r| e.row_len(r) == 0), "halo rows are empty");
+        assert_eq!(e.values(), &s.values()[s.row_ptr()[b.first_row] as usize..s.row_ptr()[b.first_row + b.rows] as usize]);
+        edges += e.nnz();
+    }
+    assert_eq!(edges, s.nnz());
 }

@@ -124,6 +124,10 @@ fn compare_cfg(gpu: &Arc<tcgnn::gpu::Gpu>, name: &str, p: &Problem, cfg: &ModelC
             Precision::F32 => prec.tolerance(),
             _ => Precision::F16.tolerance(),
         };
+        // BatchNorm divides each column by its batch deviation, computed from 10-bit-mantissa
+        // products: gradients through it carry twice the rounding (GIN with BatchNorm and
+        // residuals reached 4.3e-2 in tf32 on the H100; in f32 it holds 4e-5 like the rest).
+        let tol = if cfg.batch_norm && prec != Precision::F32 { 2.0 * tol } else { tol };
         let e = rel_error(&logits.data, &to_f64(want_logits));
         assert!(e < tol, "{name} {kind} {prec:?} {layout:?}: logits rel. error {e:.2e}");
         // A parameter whose exact gradient vanishes (a bias right before BatchNorm, which removes

@@ -30,6 +30,8 @@ pub enum BenchCmd {
     /// Setup of a training run from a graph file (`.tcg`) or generator: read, node data,
     /// translate, upload, peak memory.
     Setup(super::bench_setup::BenchSetupArgs),
+    /// The partitioned training step per part count: compute / halo exchange / all-reduce, halo bytes.
+    Dist(super::bench_dist::BenchDistArgs),
 }
 
 #[derive(clap::Args)]
@@ -84,6 +86,7 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
         BenchCmd::Sddmm(k) => run_kernels(BenchOp::Sddmm, k),
         BenchCmd::Train(t) => super::bench_train::run(t),
         BenchCmd::Setup(s) => super::bench_setup::run(s),
+        BenchCmd::Dist(d) => super::bench_dist::run(d),
     }
 }
 

@@ -2,8 +2,10 @@
 
 pub mod bench_cmd;
 pub mod bench_setup;
+pub mod bench_dist;
 pub mod bench_train;
 pub mod demo;
+pub mod dist_train_cmd;
 pub mod graph_cmds;
 pub mod partition_cmd;
 pub mod predict_cmd;
@@ -55,7 +57,7 @@ pub enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Train a model (GPU if present, CPU otherwise): progress, test accuracy at the best
     /// validation epoch, time per phase, JSON report and curve; save, checkpoint and resume.
-    Train(train_cmd::TrainArgs),
+    Train(Box<train_cmd::TrainArgs>),
     /// Predict every node's class with a model saved by `train --save` (CSV or .npy; with
     /// probabilities or embeddings on request; accuracy per mask where there are labels).
     Predict(predict_cmd::PredictArgs),

@@ -122,6 +122,8 @@ pub struct TrainArgs {
     /// --epochs epochs in all.
     #[arg(long)]
     pub resume: Option<PathBuf>,
+    #[command(flatten)]
+    pub dist: crate::cli::dist_train_cmd::DistArgs,
 }
 
 /// Where Ctrl-C leaves its checkpoint when no --checkpoint folder was given.
@@ -144,6 +146,10 @@ impl TrainArgs {
 }
 
 pub fn run(a: &TrainArgs) -> Result<()> {
+    if a.dist.is_distributed() {
+        check_hyperparameters(a)?;
+        return crate::cli::dist_train_cmd::run(a);
+    }
     if a.epochs == 0 {
         return Err(Error::Unsupported("--epochs must be at least 1".into()));
     }
@@ -466,7 +472,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
 /// The setup split and memory peaks of a run (`bench::train::Resources`). With a GPU, its clock
 /// holds the translations and uploads of every run on it in this process: the first run's
 /// figures are its own, a later seed's include the earlier ones.
-fn resources(read_s: f64, setup_s: f64, data_bytes: u64, gpu: Option<&Gpu>) -> tcgnn::bench::train::Resources {
+pub(super) fn resources(read_s: f64, setup_s: f64, data_bytes: u64, gpu: Option<&Gpu>) -> tcgnn::bench::train::Resources {
     let clock = gpu.map(|g| g.clock().snapshot()).unwrap_or_default();
     tcgnn::bench::train::Resources {
         read_s,
@@ -481,7 +487,7 @@ fn resources(read_s: f64, setup_s: f64, data_bytes: u64, gpu: Option<&Gpu>) -> t
 }
 
 /// Bytes of the data a run holds on the host: features, graph (CSR), labels and masks.
-fn data_bytes(data: &Dataset) -> u64 {
+pub(super) fn data_bytes(data: &Dataset) -> u64 {
     let features = match &data.features {
         tcgnn::nn::input::HostFeatures::Dense(m) => 4 * m.data.len(),
         tcgnn::nn::input::HostFeatures::Sparse(c) => c.bytes(),

@@ -4,13 +4,14 @@
 //! bytes received are counted for `bench dist`.
 
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::rc::Rc;
 use std::time::Instant;
 
 use crate::dist::comm::Communicator;
 use crate::dist::halo::Halo;
 use crate::dist::host_rows::HostRows;
-use crate::error::Result;
+use crate::dist::part_graph::ExtendedLayout;
+use crate::error::{Error, Result};
 use crate::nn::halo_hook::HaloHook;
 use crate::util::Real;
 
@@ -26,21 +27,27 @@ pub struct ExchangeCounters {
 
 struct Buffers<T> {
     local: Vec<T>,
+    /// The halo rows in halo order: those below the owned rows, then those above.
     halo: Vec<T>,
+    above: Vec<T>,
     counters: ExchangeCounters,
 }
 
 pub struct HaloExchange<B: HostRows, C: Communicator> {
     halo: Halo,
-    comm: Arc<C>,
-    owned: usize,
+    comm: Rc<C>,
+    layout: ExtendedLayout,
     bufs: RefCell<Buffers<B::Elem>>,
 }
 
 impl<B: HostRows, C: Communicator> HaloExchange<B, C> {
-    /// For a part owning `owned` rows (its extended matrices have `owned + halo.halo_rows()`).
-    pub fn new(halo: Halo, comm: Arc<C>, owned: usize) -> Self {
-        HaloExchange { halo, comm, owned, bufs: RefCell::new(Buffers { local: Vec::new(), halo: Vec::new(), counters: ExchangeCounters::default() }) }
+    /// For a part whose extended matrices have `layout`'s rows (halo below, owned, halo above).
+    pub fn new(halo: Halo, comm: Rc<C>, layout: ExtendedLayout) -> Result<Self> {
+        if halo.halo_rows() != layout.below + layout.above {
+            return Err(Error::Shape(format!("{} halo rows for a layout of {} + {}", halo.halo_rows(), layout.below, layout.above)));
+        }
+        let bufs = Buffers { local: Vec::new(), halo: Vec::new(), above: Vec::new(), counters: ExchangeCounters::default() };
+        Ok(HaloExchange { halo, comm, layout, bufs: RefCell::new(bufs) })
     }
 
     /// The counters so far, reset to zero.
@@ -58,25 +65,33 @@ impl<B: HostRows, C: Communicator> HaloExchange<B, C> {
 impl<B: HostRows, C: Communicator> HaloHook<B> for HaloExchange<B, C> {
     fn fill(&self, b: &B, x: &mut B::Mat) -> Result<()> {
         let t0 = Instant::now();
+        let ExtendedLayout { below, owned, .. } = self.layout;
         let bufs = &mut *self.bufs.borrow_mut();
-        let k = b.read_rows(x, 0..self.owned, &mut bufs.local)?;
+        let k = b.read_rows(x, self.layout.owned_rows(), &mut bufs.local)?;
         bufs.halo.resize(self.halo.halo_rows() * k, <B::Elem as Real>::zero());
         self.halo.gather(&*self.comm, &bufs.local, k, &mut bufs.halo)?;
-        b.write_rows(x, self.owned, &bufs.halo)?;
+        let (lo, hi) = bufs.halo.split_at(below * k);
+        b.write_rows(x, 0, lo)?;
+        b.write_rows(x, below + owned, hi)?;
         Self::count(&mut bufs.counters, t0, bufs.halo.len());
         Ok(())
     }
 
     fn give_back(&self, b: &B, g: &mut B::Mat) -> Result<()> {
         let t0 = Instant::now();
+        let ExtendedLayout { below, owned, above } = self.layout;
         let bufs = &mut *self.bufs.borrow_mut();
-        let k = b.read_rows(g, 0..self.owned, &mut bufs.local)?;
-        b.read_rows(g, self.owned..self.owned + self.halo.halo_rows(), &mut bufs.halo)?;
+        let k = b.read_rows(g, self.layout.owned_rows(), &mut bufs.local)?;
+        b.read_rows(g, 0..below, &mut bufs.halo)?;
+        b.read_rows(g, below + owned..below + owned + above, &mut bufs.above)?;
+        bufs.halo.extend_from_slice(&bufs.above);
         self.halo.scatter_add(&*self.comm, &bufs.halo, k, &mut bufs.local)?;
-        b.write_rows(g, 0, &bufs.local)?;
+        b.write_rows(g, below, &bufs.local)?;
         // The rows now belong to their owners' sums: zero here, so nothing counts them twice.
         bufs.halo.fill(<B::Elem as Real>::zero());
-        b.write_rows(g, self.owned, &bufs.halo)?;
+        let (lo, hi) = bufs.halo.split_at(below * k);
+        b.write_rows(g, 0, lo)?;
+        b.write_rows(g, below + owned, hi)?;
         Self::count(&mut bufs.counters, t0, bufs.halo.len());
         Ok(())
     }

@@ -37,7 +37,7 @@ impl<T: Real> HostRows for CpuBackend<T> {
     }
     fn write_rows(&self, m: &mut HostMat<T>, first: usize, data: &[T]) -> Result<()> {
         let end = first * m.cols + data.len();
-        if m.cols == 0 || data.len() % m.cols != 0 || end > m.data.len() {
+        if m.cols == 0 || !data.len().is_multiple_of(m.cols) || end > m.data.len() {
             return Err(Error::Shape(format!("write_rows: {} elements at row {first} of {} x {}", data.len(), m.rows, m.cols)));
         }
         m.data[first * m.cols..end].copy_from_slice(data);
@@ -61,7 +61,7 @@ impl HostRows for CudaBackend {
     }
     fn write_rows(&self, m: &mut DeviceMatrix<f32>, first: usize, data: &[f32]) -> Result<()> {
         let (ld, rows) = (m.ld, m.rows);
-        if ld == 0 || data.len() % ld != 0 || first * ld + data.len() > rows * ld {
+        if ld == 0 || !data.len().is_multiple_of(ld) || first * ld + data.len() > rows * ld {
             return Err(Error::Shape(format!("write_rows: {} elements at row {first} of {rows} rows of stride {ld}", data.len())));
         }
         if data.is_empty() {

@@ -1,10 +1,12 @@
-//! One part's view of a partitioned graph for training: its *extended* square graph (owned rows
-//! with their whole neighbour lists, then one empty row per halo node; see
+//! One part's view of a partitioned graph for training: its *extended* square graph (its owned
+//! rows with their whole neighbour lists, plus one empty row per halo node; see
 //! [`crate::nn::halo_hook`]), and its rows of the node data.
 //!
-//! Entries keep the whole matrix's order within each row (the renumbered columns are then not
-//! sorted; a CSR need not be): a part's edges are exactly edges `row_ptr[first]..row_ptr[end]`
-//! of the whole matrix, in that order, which is what keys the attention dropout by global edge.
+//! Local ids follow global ids: the halo nodes below the owned range, the owned rows, the halo
+//! nodes above it ([`ExtendedLayout`]). The renumbering is monotone, so every row keeps the whole
+//! matrix's entry order and stays sorted (the GPU's edge-value transposes need canonical rows),
+//! and a part's edges are exactly edges `row_ptr[first]..row_ptr[end]` of the whole matrix, in
+//! that order: what keys the attention dropout by global edge.
 
 use crate::dist::partition::PartBlocks;
 use crate::error::{Error, Result};
@@ -18,71 +20,105 @@ pub fn halo_ids(blocks: &PartBlocks, offsets: &[usize]) -> Vec<u32> {
     blocks.halo.iter().map(|&(q, r)| (offsets[q as usize] + r as usize) as u32).collect()
 }
 
-/// Rows `first..first + rows` of the square matrix `s` as an (rows + halo) square matrix: owned
-/// columns renumbered `c - first`, halo columns `rows + their index in halo` (`halo` sorted
-/// global ids), halo rows empty. A column neither owned nor in `halo` is an error.
+/// Where a part's rows sit in its extended matrices: `below` halo rows, then its `owned` rows,
+/// then `above` halo rows. Local row r < below + owned + above is global row `r + first - below`
+/// for the owned ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExtendedLayout {
+    pub below: usize,
+    pub owned: usize,
+    pub above: usize,
+}
+
+impl ExtendedLayout {
+    /// For a part owning `first..first + owned` with the sorted global `halo` ids.
+    pub fn new(first: usize, owned: usize, halo: &[u32]) -> Self {
+        let below = halo.partition_point(|&h| (h as usize) < first);
+        ExtendedLayout { below, owned, above: halo.len() - below }
+    }
+    pub fn rows(&self) -> usize {
+        self.below + self.owned + self.above
+    }
+    /// The owned rows' local range.
+    pub fn owned_rows(&self) -> std::ops::Range<usize> {
+        self.below..self.below + self.owned
+    }
+}
+
+/// Rows `first..first + rows` of the square matrix `s` as an extended square matrix
+/// ([`ExtendedLayout`]; `halo` the sorted global ids of the columns owned elsewhere), halo rows
+/// empty. A column neither owned nor in `halo` is an error.
 pub fn extended_rows(s: &Csr, first: usize, rows: usize, halo: &[u32]) -> Result<Csr> {
     let end = first + rows;
     if s.n_rows() != s.n_cols() || end > s.n_rows() {
         return Err(Error::Shape(format!("rows {first}..{end} of a {} x {} matrix", s.n_rows(), s.n_cols())));
     }
-    let n = rows + halo.len();
+    let layout = ExtendedLayout::new(first, rows, halo);
+    let n = layout.rows();
     let (lo, hi) = (s.row_ptr()[first] as usize, s.row_ptr()[end] as usize);
-    let mut row_ptr: Vec<u32> = s.row_ptr()[first..=end].iter().map(|&p| p - lo as u32).collect();
+    let mut row_ptr = vec![0u32; layout.below];
+    row_ptr.extend(s.row_ptr()[first..=end].iter().map(|&p| p - lo as u32));
     row_ptr.resize(n + 1, (hi - lo) as u32);
     let cols = s.col_idx()[lo..hi]
         .iter()
         .map(|&c| {
             let c = c as usize;
             if (first..end).contains(&c) {
-                return Ok((c - first) as u32);
+                return Ok((layout.below + c - first) as u32);
             }
-            halo.binary_search(&(c as u32)).map(|h| (rows + h) as u32).map_err(|_| {
+            let h = halo.binary_search(&(c as u32)).map_err(|_| {
                 Error::Shape(format!("column {c} of rows {first}..{end} is neither owned nor in the part's halo"))
-            })
+            })?;
+            Ok((if h < layout.below { h } else { rows + h }) as u32)
         })
         .collect::<Result<Vec<u32>>>()?;
     Csr::new(n, n, row_ptr, cols, s.values()[lo..hi].to_vec())
 }
 
-/// The part's rows of the node data (owned rows, then zero features, label 0 and no mask bit for
-/// each halo row: halo rows are never in the loss), named after the whole.
-pub fn part_data(data: &Dataset, first: usize, rows: usize, halo: usize) -> Result<Dataset> {
-    let end = first + rows;
+/// The part's rows of the node data in its [`ExtendedLayout`]: zero features, label 0 and no
+/// mask bit for each halo row (halo rows are never in the loss).
+pub fn part_data(data: &Dataset, first: usize, layout: ExtendedLayout) -> Result<Dataset> {
+    let end = first + layout.owned;
     if end > data.graph.n_rows() {
         return Err(Error::Shape(format!("rows {first}..{end} of a dataset of {} nodes", data.graph.n_rows())));
     }
+    let n = layout.rows();
     let features = match &data.features {
         HostFeatures::Dense(m) => {
-            let mut d = m.data[first * m.cols..end * m.cols].to_vec();
-            d.resize((rows + halo) * m.cols, 0.0);
-            HostFeatures::Dense(Matrix::from_vec(rows + halo, m.cols, d)?)
+            let mut d = vec![0.0; layout.below * m.cols];
+            d.extend_from_slice(&m.data[first * m.cols..end * m.cols]);
+            d.resize(n * m.cols, 0.0);
+            HostFeatures::Dense(Matrix::from_vec(n, m.cols, d)?)
         }
         HostFeatures::Sparse(c) => {
             let (lo, hi) = (c.row_ptr()[first] as usize, c.row_ptr()[end] as usize);
-            let mut row_ptr: Vec<u32> = c.row_ptr()[first..=end].iter().map(|&p| p - lo as u32).collect();
-            row_ptr.resize(rows + halo + 1, (hi - lo) as u32);
-            HostFeatures::Sparse(Csr::new(rows + halo, c.n_cols(), row_ptr, c.col_idx()[lo..hi].to_vec(), c.values()[lo..hi].to_vec())?)
+            let mut row_ptr = vec![0u32; layout.below];
+            row_ptr.extend(c.row_ptr()[first..=end].iter().map(|&p| p - lo as u32));
+            row_ptr.resize(n + 1, (hi - lo) as u32);
+            HostFeatures::Sparse(Csr::new(n, c.n_cols(), row_ptr, c.col_idx()[lo..hi].to_vec(), c.values()[lo..hi].to_vec())?)
         }
     };
-    let pad = |v: &[i32]| v[first..end].iter().copied().chain(std::iter::repeat_n(0, halo)).collect::<Vec<_>>();
+    fn spread<T: Copy + Default>(v: &[T], l: ExtendedLayout) -> Vec<T> {
+        std::iter::repeat_n(T::default(), l.below).chain(v.iter().copied()).chain(std::iter::repeat_n(T::default(), l.above)).collect()
+    }
     Ok(Dataset {
         name: data.name.clone(),
         // The model never reads this graph (it gets the extended one); kept for its size.
-        graph: Csr::new(rows + halo, rows + halo, vec![0; rows + halo + 1], Vec::new(), Vec::new())?,
+        graph: Csr::new(n, n, vec![0; n + 1], Vec::new(), Vec::new())?,
         features,
-        labels: pad(&data.labels),
-        mask_bits: data.mask_bits[first..end].iter().copied().chain(std::iter::repeat_n(0, halo)).collect(),
+        labels: spread(&data.labels[first..end], layout),
+        mask_bits: spread(&data.mask_bits[first..end], layout),
         classes: data.classes,
         synthetic: data.synthetic,
     })
 }
 
-/// Where the part's input dropout starts in the whole feature matrix's mask: `first * ld` for
-/// dense features, the first owned nonzero for sparse ones.
-pub fn feature_offset(features: &HostFeatures, first: usize) -> u64 {
+/// Where the part's input dropout starts in the whole feature matrix's mask: local row 0 is
+/// global row `first - below` for dense features (`(first - below) * ld`); sparse ones key
+/// nonzeros, and the halo rows below hold none (`row_ptr[first]`).
+pub fn feature_offset(features: &HostFeatures, first: usize, layout: ExtendedLayout) -> u64 {
     match features {
-        HostFeatures::Dense(m) => (first * crate::gpu::memory::padded_ld(m.cols)) as u64,
+        HostFeatures::Dense(m) => ((first - layout.below) * crate::gpu::memory::padded_ld(m.cols)) as u64,
         HostFeatures::Sparse(c) => c.row_ptr()[first] as u64,
     }
 }

@@ -1,7 +1,7 @@
 //! The distributed training step: one part of a partitioned graph per rank, each with its own
 //! backend and model, the same loss curve as one device (issue 17).
 //!
-//! Rank p trains on its extended graph (owned rows, then empty halo rows; [`part_graph`]) with
+//! Rank p trains on its extended graph (its owned rows between empty halo rows; [`part_graph`]) with
 //! the model built through [`models::build_part`], whose layers call the [`HaloExchange`] at one
 //! point each (see [`crate::nn::halo_hook`]). Around the model:
 //! - the loss is the mean over the *global* train nodes (each part scales its rows by
@@ -9,8 +9,10 @@
 //! - the weight gradients (sums over rows) are all-reduced in one fused buffer, and every rank
 //!   takes the same Adam step, so the weights stay identical on every rank;
 //! - dropout masks are keyed by global row / global edge, so they are the whole graph's.
+//!
 //! BatchNorm's batch statistics would need an all-reduce too: refused for now.
 
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,7 +20,7 @@ use crate::dist::comm::Communicator;
 use crate::dist::exchange::{ExchangeCounters, HaloExchange};
 use crate::dist::halo::{ExchangeMethod, Halo};
 use crate::dist::host_rows::HostRows;
-use crate::dist::part_graph::{extended_rows, feature_offset, halo_ids, part_data};
+use crate::dist::part_graph::{ExtendedLayout, extended_rows, feature_offset, halo_ids, part_data};
 use crate::dist::partition::Partition;
 use crate::error::{Error, Result};
 use crate::nn::data::Dataset;
@@ -44,8 +46,8 @@ pub struct StepTiming {
 
 pub struct DistTrainer<B: HostRows + 'static, C: Communicator + 'static> {
     backend: Arc<B>,
-    comm: Arc<C>,
-    exchange: Arc<HaloExchange<B, C>>,
+    comm: Rc<C>,
+    exchange: Rc<HaloExchange<B, C>>,
     net: Box<dyn Model<B>>,
     input: InputFeatures<B>,
     labels: B::Labels,
@@ -71,7 +73,7 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
     /// dataset, already relabelled by the partition: [`crate::dist::part_graph::relabel`]).
     pub fn new(
         backend: Arc<B>,
-        comm: Arc<C>,
+        comm: Rc<C>,
         data: &Dataset,
         partition: &Partition,
         method: ExchangeMethod,
@@ -100,15 +102,20 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
         // The model's matrix of the whole graph (GCN: normalised with global degrees), then this
         // part's rows of it.
         let s = models::model_graph(model.model, &data.graph)?;
+        // The halo rows below the owned ones are empty: a part's first edge is the whole
+        // matrix's edge row_ptr[first].
         let first_edge = s.row_ptr()[first] as usize;
         let part_graph = extended_rows(&s, first, owned, &halo)?;
         drop(s);
-        let local = part_data(data, first, owned, halo.len())?;
-        let exchange = Arc::new(HaloExchange::new(Halo::from_partition(partition, rank, method)?, comm.clone(), owned));
-        let ctx = PartContext { hook: exchange.clone(), first_row: first, first_edge };
-        let n = owned + halo.len();
+        let layout = ExtendedLayout::new(first, owned, &halo);
+        let local = part_data(data, first, layout)?;
+        let exchange = Rc::new(HaloExchange::new(Halo::from_partition(partition, rank, method)?, comm.clone(), layout)?);
+        // Local row r is global row r + first - below (for the owned rows: the others' masks
+        // are never used).
+        let ctx = PartContext { hook: exchange.clone(), first_row: first - layout.below, first_edge };
+        let n = layout.rows();
         let net = models::build_part(b, part_graph, data.features.cols(), data.classes, model, &ctx)?;
-        let input = InputFeatures::new(b, &local.features)?.keyed_from(feature_offset(&data.features, first));
+        let input = InputFeatures::new(b, &local.features)?.keyed_from(feature_offset(&data.features, first, layout));
         let labels = b.labels(&local.labels, &local.mask_bits)?;
         Ok(DistTrainer {
             net,
@@ -142,6 +149,8 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
     /// One training step: forward, loss, backward, the gradient all-reduce, Adam.
     pub fn step(&mut self) -> Result<()> {
         let t0 = Instant::now();
+        // Only the step's own exchanges count (not an evaluation's before it).
+        self.exchange.take_counters();
         let backend = self.backend.clone();
         let b = &*backend;
         b.begin_step()?;
@@ -153,6 +162,10 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
             p.adam(b, &self.hyper)?;
         }
         b.synchronize()?;
+        let halo = self.exchange.take_counters();
+        self.timing.halo.seconds += halo.seconds;
+        self.timing.halo.bytes += halo.bytes;
+        self.timing.halo.calls += halo.calls;
         self.timing.steps += 1;
         self.timing.step_seconds += t0.elapsed().as_secs_f64();
         Ok(())
@@ -222,11 +235,10 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
         Ok(History::new(out, t0.elapsed().as_secs_f64()))
     }
 
-    /// The step timing since the last call (halo counters included), reset to zero.
+    /// The training steps' timing since the last call (their halo exchanges included; an
+    /// evaluation's are not), reset to zero.
     pub fn take_timing(&mut self) -> StepTiming {
-        let mut t = std::mem::take(&mut self.timing);
-        t.halo = self.exchange.take_counters();
-        t
+        std::mem::take(&mut self.timing)
     }
 
     /// The parameters by name, as f64 host values (the tests compare them across ranks).
@@ -258,7 +270,7 @@ pub fn train_in_process<B: HostRows + 'static>(
 ) -> Result<(History, Vec<StepTiming>)> {
     let runs = crate::dist::InProcess::run(partition.parts(), timeout, |comm| {
         let rank = comm.rank();
-        let mut t = DistTrainer::new(Arc::new(make(rank)?), Arc::new(comm), data, partition, method, model, train)?;
+        let mut t = DistTrainer::new(Arc::new(make(rank)?), Rc::new(comm), data, partition, method, model, train)?;
         let h = t.fit(train.epochs, |e| if rank == 0 { on_epoch(e) })?;
         Ok((h, t.take_timing()))
     })?;

@@ -7,7 +7,7 @@
 //! dβ = Σ ds ⊙ cos; dcos = β ds (the softmax backward gives both); dn = dcos N + dcosᵀ N
 //! (SpMM on S and on Sᵀ); dH = αᵀ dout (SpMM on Sᵀ) + the normalisation's backward of dn.
 
-use std::sync::Arc;
+use std::rc::Rc;
 
 use crate::error::Result;
 use crate::graph::Csr;
@@ -21,7 +21,7 @@ pub struct AgnnGraph<B: Ops> {
     pub graph: B::Graph,
     /// On one part of a partitioned graph: the halo exchange of every conv's input (see
     /// [`crate::nn::halo_hook`]); `None` otherwise.
-    pub halo: Option<Arc<dyn HaloHook<B>>>,
+    pub halo: Option<Rc<dyn HaloHook<B>>>,
 }
 
 /// The pattern of A + I with unit values (SDDMM multiplies by the graph's values: unit values
@@ -37,7 +37,7 @@ impl<B: Ops> AgnnGraph<B> {
     }
 
     /// [`loops_pattern`]'s matrix as it is (whole, or one part's extended rows with its `halo`).
-    pub fn from_pattern(b: &B, s: Csr, halo: Option<Arc<dyn HaloHook<B>>>) -> Result<Self> {
+    pub fn from_pattern(b: &B, s: Csr, halo: Option<Rc<dyn HaloHook<B>>>) -> Result<Self> {
         Ok(AgnnGraph { graph: b.graph(s)?, halo })
     }
 }

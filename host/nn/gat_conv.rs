@@ -19,7 +19,7 @@
 //! Each head keeps its own edge buffers (logits, α, α'): the pattern is shared, the values are
 //! H sets, and every product runs on the existing SpMM / SDDMM kernels.
 
-use std::sync::Arc;
+use std::rc::Rc;
 
 use crate::error::Result;
 use crate::graph::Csr;
@@ -38,7 +38,7 @@ pub struct GatGraph<B: Ops> {
     /// On one part of a partitioned graph: the halo exchange of every conv's Wh (see
     /// [`crate::nn::halo_hook`]) and the global index of the part's first edge (attention
     /// dropout is keyed by global edge); `None` and 0 otherwise.
-    pub halo: Option<Arc<dyn HaloHook<B>>>,
+    pub halo: Option<Rc<dyn HaloHook<B>>>,
     pub first_edge: u64,
 }
 

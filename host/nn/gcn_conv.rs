@@ -5,7 +5,7 @@
 //! a product with the transposed pattern and Â's values laid out for it, both built once: a
 //! directed graph has Âᵀ ≠ Â.
 
-use std::sync::Arc;
+use std::rc::Rc;
 
 use crate::error::Result;
 use crate::graph::Csr;
@@ -24,7 +24,7 @@ pub struct GcnAdjacency<B: Ops> {
     values_t: B::Edges,
     /// On one part of a partitioned graph: the halo exchange around every product (see
     /// [`crate::nn::halo_hook`]); `None` otherwise.
-    pub halo: Option<Arc<dyn HaloHook<B>>>,
+    pub halo: Option<Rc<dyn HaloHook<B>>>,
 }
 
 impl<B: Ops> GcnAdjacency<B> {
@@ -43,7 +43,7 @@ impl<B: Ops> GcnAdjacency<B> {
     }
 
     /// The same adjacency on one part of a partitioned graph, exchanging halo rows through `hook`.
-    pub fn with_halo(self, hook: Option<Arc<dyn HaloHook<B>>>) -> Self {
+    pub fn with_halo(self, hook: Option<Rc<dyn HaloHook<B>>>) -> Self {
         GcnAdjacency { halo: hook, ..self }
     }
 

@@ -1,7 +1,7 @@
 //! The one seam between a model and a partitioned graph (`dist` builds on it; nn never imports
-//! dist). A part trains on its *extended* graph: its owned rows first, with their whole neighbour
-//! lists (columns renumbered), then one EMPTY row per halo node (a node another part owns that an
-//! owned row reads). The model runs unchanged on it except at one point per layer, where
+//! dist). A part trains on its *extended* graph: its owned rows, with their whole neighbour
+//! lists (columns renumbered), and one EMPTY row per halo node (a node another part owns that an
+//! owned row reads); the hook knows which rows are which. The model runs unchanged on it except at one point per layer, where
 //! neighbour rows are about to be read:
 //! - forward, [`HaloHook::fill`]: the halo rows of the matrix the aggregation reads (GCN: X W,
 //!   before Â (X W)) are overwritten with their owners' rows;
@@ -13,16 +13,16 @@
 //! exactly zero before a `give_back`), and every weight gradient is a sum over rows that the
 //! caller all-reduces over the parts.
 
-use std::sync::Arc;
+use std::rc::Rc;
 
 use crate::error::Result;
 use crate::ops::backend::Backend;
 
 /// The halo exchange a model calls, one `fill` / `give_back` pair per layer.
 pub trait HaloHook<B: Backend> {
-    /// Rows `owned..` of `x` := their owners' rows.
+    /// The halo rows of `x` := their owners' rows.
     fn fill(&self, b: &B, x: &mut B::Mat) -> Result<()>;
-    /// Rows `owned..` of `g` are added into their owners' rows of the same matrix (on the owning
+    /// The halo rows of `g` are added into their owners' rows of the same matrix (on the owning
     /// parts), then set to zero here.
     fn give_back(&self, b: &B, g: &mut B::Mat) -> Result<()>;
 }
@@ -30,9 +30,10 @@ pub trait HaloHook<B: Backend> {
 /// What a model built on one part of a partitioned graph needs besides its extended graph.
 #[derive(Clone)]
 pub struct PartContext<B: Backend> {
-    pub hook: Arc<dyn HaloHook<B>>,
-    /// Global id of the part's first row: dropout masks are keyed by global row, so a part draws
-    /// exactly its rows of the whole graph's mask.
+    pub hook: Rc<dyn HaloHook<B>>,
+    /// Global id of the part's local row 0 (for its owned rows: local row r is global row
+    /// `first_row + r`): dropout masks are keyed by global row, so a part draws exactly its rows
+    /// of the whole graph's mask.
     pub first_row: usize,
     /// Global index of the part's first edge in the model's own graph (GAT: A + I), for the
     /// attention dropout, keyed by global edge.
@@ -40,7 +41,7 @@ pub struct PartContext<B: Backend> {
 }
 
 /// `hook.fill(x)` when there is a hook (`None`: the unpartitioned model, nothing to do).
-pub fn fill<B: Backend>(hook: &Option<Arc<dyn HaloHook<B>>>, b: &B, x: &mut B::Mat) -> Result<()> {
+pub fn fill<B: Backend>(hook: &Option<Rc<dyn HaloHook<B>>>, b: &B, x: &mut B::Mat) -> Result<()> {
     match hook {
         Some(h) => h.fill(b, x),
         None => Ok(()),
@@ -48,7 +49,7 @@ pub fn fill<B: Backend>(hook: &Option<Arc<dyn HaloHook<B>>>, b: &B, x: &mut B::M
 }
 
 /// `hook.give_back(g)` when there is a hook.
-pub fn give_back<B: Backend>(hook: &Option<Arc<dyn HaloHook<B>>>, b: &B, g: &mut B::Mat) -> Result<()> {
+pub fn give_back<B: Backend>(hook: &Option<Rc<dyn HaloHook<B>>>, b: &B, g: &mut B::Mat) -> Result<()> {
     match hook {
         Some(h) => h.give_back(b, g),
         None => Ok(()),

@@ -141,7 +141,7 @@ macro_rules! registry {
         }
 
         /// Model `cfg.model` on one part of a partitioned graph: `part_graph` is the part's
-        /// extended rows of [`model_graph`]'s matrix (owned rows, then empty halo rows; see
+        /// extended rows of [`model_graph`]'s matrix (owned rows between empty halo rows; see
         /// [`crate::nn::halo_hook`]).
         pub fn build_part<B: Ops + 'static>(
             b: &B,

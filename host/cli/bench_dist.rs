@@ -1,0 +1,255 @@
+//! `tcgnn bench dist`: the partitioned training step per part count, its time split into compute,
+//! halo exchange and the gradient all-reduce, with the halo bytes; `bench/results/dist.{json,md}`.
+//!
+//! The ranks are threads of this process on one device (the in-process communicator; on a GPU
+//! each thread has its own stream and the exchanges are staged through the host), so the numbers
+//! say what partitioning costs and what an exchange moves, not how P GPUs scale: the multi-GPU
+//! runs are `tcgnn train GRAPH --gpus N --verbose` (per-rank step / exchange / all-reduce times).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tcgnn::bench::report::today;
+use tcgnn::dist::host_rows::HostRows;
+use tcgnn::dist::part_graph::relabel;
+use tcgnn::dist::{Communicator, DistTrainer, ExchangeMethod, InProcess, Partition, PartitionMethod, StepTiming};
+use tcgnn::gpu::Gpu;
+use tcgnn::nn::models::parse_model_name;
+use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, ModelConfig, TrainConfig};
+use tcgnn::{Error, Result};
+
+use crate::cli::train_cmd::{Device, TrainArgs, edge_layout, load_dataset, model_config, train_config};
+
+#[derive(clap::Args)]
+pub struct BenchDistArgs {
+    /// Graphs (default: rmat:18:16 and sbm:1000000 on a GPU, sbm:20000 on the CPU).
+    pub graphs: Vec<String>,
+    /// Part counts (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub parts: Vec<usize>,
+    /// Models (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "gcn,gat", value_parser = parse_model_name)]
+    pub models: Vec<&'static str>,
+    #[arg(long, default_value = "metis")]
+    pub partition_method: String,
+    /// auto (all-gather when a part's halo is over half of one), p2p, all-gather.
+    #[arg(long, default_value = "auto")]
+    pub exchange: String,
+    /// Width of the synthetic features.
+    #[arg(long, default_value_t = 64)]
+    pub features: usize,
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    #[arg(long, default_value_t = 10)]
+    pub reps: usize,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: Device,
+    /// Folder for dist.json and dist.md.
+    #[arg(long, default_value = "bench/results")]
+    pub out: PathBuf,
+}
+
+/// One rank's mean per step.
+#[derive(serde::Serialize)]
+struct RankRecord {
+    rank: usize,
+    step_ms: f64,
+    halo_exchange_ms: f64,
+    all_reduce_ms: f64,
+    halo_bytes: u64,
+    all_reduce_bytes: u64,
+}
+
+/// One (graph, model, parts) point: the slowest rank's step and its split, bytes summed over
+/// the ranks (all per step).
+#[derive(serde::Serialize)]
+struct DistRecord {
+    graph: String,
+    nodes: usize,
+    edges: usize,
+    model: String,
+    parts: usize,
+    partition_method: String,
+    exchange: String,
+    /// Mean over parts of halo rows / all-gather rows, and the largest part's edges / the mean.
+    halo_ratio: f64,
+    edge_balance: f64,
+    halo_rows: usize,
+    step_ms: f64,
+    compute_ms: f64,
+    halo_exchange_ms: f64,
+    all_reduce_ms: f64,
+    halo_bytes: u64,
+    all_reduce_bytes: u64,
+    ranks: Vec<RankRecord>,
+}
+
+#[derive(serde::Serialize)]
+struct DistReport {
+    op: &'static str,
+    date: String,
+    commit: String,
+    device: String,
+    mode: &'static str,
+    warmup: usize,
+    reps: usize,
+    records: Vec<DistRecord>,
+}
+
+pub fn run(a: &BenchDistArgs) -> Result<()> {
+    if a.parts.is_empty() || a.parts.contains(&0) || a.reps == 0 {
+        return Err(Error::Unsupported("--parts needs part counts >= 1 and --reps >= 1".into()));
+    }
+    let pm: PartitionMethod = a.partition_method.parse()?;
+    let gpu = match a.device {
+        Device::Cpu => None,
+        Device::Gpu => Some(Gpu::probe()?),
+        Device::Auto => Gpu::probe().ok(),
+    };
+    let graphs = match (&a.graphs[..], &gpu) {
+        ([], Some(_)) => vec!["rmat:18:16".to_string(), "sbm:1000000".to_string()],
+        ([], None) => vec!["sbm:20000".to_string()],
+        (g, _) => g.to_vec(),
+    };
+    let device = gpu.as_ref().map_or_else(|| "cpu (f32)".to_string(), |g| g.info().name.clone());
+    let mut records = Vec::new();
+    for graph in &graphs {
+        for &model in &a.models {
+            let mut args = TrainArgs::for_graph(graph);
+            (args.model, args.features, args.quiet) = (model, a.features, true);
+            let data = load_dataset(&args, 0)?;
+            let (cfg, tcfg) = (model_config(&args, 0)?, train_config(&args)?);
+            for &parts in &a.parts {
+                let p = Partition::new(&data.graph, parts, pm)?;
+                let method = match a.exchange.as_str() {
+                    "auto" => tcgnn::dist::choose_exchange(p.halo_ratio(), tcgnn::dist::ALL_GATHER_THRESHOLD),
+                    "p2p" => ExchangeMethod::PointToPoint,
+                    "all-gather" => ExchangeMethod::AllGather,
+                    o => return Err(Error::Unsupported(format!("--exchange {o}: auto, p2p or all-gather"))),
+                };
+                let d = relabel(&data, &p.perm)?;
+                let timing = match &gpu {
+                    Some(_) => measure(&d, &p, method, &cfg, &tcfg, a, |_| Ok(CudaBackend::new(Gpu::probe()?, args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?)))?,
+                    None => measure(&d, &p, method, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
+                };
+                let r = record(graph, &d, model, &p, method, &timing, a.reps);
+                eprintln!(
+                    "{graph} {model} P = {parts}: step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
+                    r.step_ms,
+                    r.compute_ms,
+                    r.halo_exchange_ms,
+                    r.all_reduce_ms,
+                    r.halo_bytes as f64 / 1024.0
+                );
+                records.push(r);
+            }
+        }
+    }
+    let report = DistReport {
+        op: "dist",
+        date: today(),
+        commit: env!("TCGNN_GIT_COMMIT").into(),
+        device,
+        mode: "in-process: the parts as threads on one device (halo rows staged through the host)",
+        warmup: a.warmup,
+        reps: a.reps,
+        records,
+    };
+    std::fs::create_dir_all(&a.out).map_err(|e| Error::Io { path: a.out.clone(), source: e })?;
+    let json = a.out.join("dist.json");
+    let text = serde_json::to_string_pretty(&report).map_err(|e| Error::Unsupported(format!("dist.json: {e}")))?;
+    tcgnn::util::atomic::write_atomic(&json, text.as_bytes())?;
+    let md = a.out.join("dist.md");
+    tcgnn::util::atomic::write_atomic(&md, markdown(&report).as_bytes())?;
+    eprintln!("wrote {} and {}", json.display(), md.display());
+    Ok(())
+}
+
+/// Every rank's step timing over `reps` steps after `warmup`.
+fn measure<B: HostRows + 'static>(
+    d: &Dataset,
+    p: &Partition,
+    method: ExchangeMethod,
+    cfg: &ModelConfig,
+    tcfg: &TrainConfig,
+    a: &BenchDistArgs,
+    make: impl Fn(usize) -> Result<B> + Sync,
+) -> Result<Vec<StepTiming>> {
+    InProcess::run(p.parts(), Duration::from_secs(600), |comm| {
+        let rank = comm.rank();
+        let mut t = DistTrainer::new(Arc::new(make(rank)?), Rc::new(comm), d, p, method, cfg, tcfg)?;
+        for _ in 0..a.warmup {
+            t.step()?;
+        }
+        t.take_timing();
+        for _ in 0..a.reps {
+            t.step()?;
+        }
+        Ok(t.take_timing())
+    })
+}
+
+fn record(graph: &str, d: &Dataset, model: &str, p: &Partition, method: ExchangeMethod, timing: &[StepTiming], reps: usize) -> DistRecord {
+    let per = |s: f64| 1e3 * s / reps as f64;
+    let ranks: Vec<RankRecord> = timing
+        .iter()
+        .enumerate()
+        .map(|(rank, t)| RankRecord {
+            rank,
+            step_ms: per(t.step_seconds),
+            halo_exchange_ms: per(t.halo.seconds),
+            all_reduce_ms: per(t.all_reduce_seconds),
+            halo_bytes: t.halo.bytes / reps as u64,
+            all_reduce_bytes: t.all_reduce_bytes / reps as u64,
+        })
+        .collect();
+    let slowest = ranks.iter().max_by(|a, b| a.step_ms.total_cmp(&b.step_ms)).expect("at least one rank");
+    DistRecord {
+        graph: graph.to_string(),
+        nodes: d.n(),
+        edges: d.graph.nnz(),
+        model: model.to_string(),
+        parts: p.parts(),
+        partition_method: p.method.to_string(),
+        exchange: format!("{method:?}"),
+        halo_ratio: p.halo_ratio(),
+        edge_balance: p.edge_balance(),
+        halo_rows: p.blocks.iter().map(|b| b.halo_rows()).sum(),
+        step_ms: slowest.step_ms,
+        compute_ms: slowest.step_ms - slowest.halo_exchange_ms - slowest.all_reduce_ms,
+        halo_exchange_ms: slowest.halo_exchange_ms,
+        all_reduce_ms: slowest.all_reduce_ms,
+        halo_bytes: ranks.iter().map(|r| r.halo_bytes).sum(),
+        all_reduce_bytes: ranks.iter().map(|r| r.all_reduce_bytes).sum(),
+        ranks,
+    }
+}
+
+fn markdown(r: &DistReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Partitioned training step ({}, {}, commit {})\n\n{}; mean of {} steps after {} warm-up, slowest rank.\n", r.device, r.date, r.commit, r.mode, r.reps, r.warmup);
+    let _ = writeln!(s, "| graph | model | parts | method | exchange | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step |");
+    let _ = writeln!(s, "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for x in &r.records {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {:.3} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} |",
+            x.graph,
+            x.model,
+            x.parts,
+            x.partition_method,
+            x.exchange,
+            x.halo_ratio,
+            x.edge_balance,
+            x.step_ms,
+            x.compute_ms,
+            x.halo_exchange_ms,
+            x.all_reduce_ms,
+            x.halo_bytes as f64 / 1024.0
+        );
+    }
+    s
+}

@@ -1,0 +1,386 @@
+//! `tcgnn train GRAPH --partitions P | --gpus N | --rank R --world-size W --master ADDR:PORT`:
+//! the partitioned training step (`tcgnn::dist::train`), the same loss curve as one device.
+//!
+//! - `--partitions P`: P ranks as threads of this process (the in-process communicator), each
+//!   with its own backend and model: on the CPU, or all on one GPU (each thread its own stream;
+//!   halo rows and gradients staged through the host): the checking mode.
+//! - `--gpus N`: one process per GPU of this host, spawned here with `CUDA_VISIBLE_DEVICES` = the
+//!   r-th visible device and `NCCL_NVLS_ENABLE=0`, rendezvous on a free local port, exchanges over
+//!   NCCL.
+//! - `--rank R --world-size W --master ADDR:PORT`: one rank of a multi-host run (rank 0 listens
+//!   on ADDR:PORT and hands out NCCL's id). Every rank loads the graph and partitions it the same
+//!   way (the partitioners are deterministic), then builds only its part's model.
+
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tcgnn::bench::train::{TrainRun, curve_svg, write_json, write_text};
+use tcgnn::dist::halo::{ALL_GATHER_THRESHOLD, ExchangeMethod, choose_exchange};
+use tcgnn::dist::nccl::{NcclCommunicator, new_unique_id};
+use tcgnn::dist::part_graph::relabel;
+use tcgnn::dist::rendezvous::{join, serve_at};
+use tcgnn::dist::{Communicator, DistTrainer, Partition, PartitionMethod, StepTiming, train_in_process};
+use tcgnn::gpu::Gpu;
+use tcgnn::nn::train::History;
+use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, ModelConfig, TrainConfig};
+use tcgnn::{Error, Result};
+
+use crate::cli::train_cmd::{Device, TrainArgs, edge_layout, load_dataset, model_config, train_config};
+
+/// How long a rank waits for its peers (rendezvous, in-process receives) before an error.
+const PEER_TIMEOUT: Duration = Duration::from_secs(600);
+
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct DistArgs {
+    /// Train on P parts of the graph in this process (P threads, each with its own backend and
+    /// model, halo rows exchanged in memory): the distributed step checked on one device.
+    #[arg(long)]
+    pub partitions: Option<usize>,
+    /// One process per GPU of this host (spawned, CUDA_VISIBLE_DEVICES per child), over NCCL.
+    #[arg(long)]
+    pub gpus: Option<usize>,
+    /// This process's rank in a multi-host run (with --world-size and --master).
+    #[arg(long, requires_all = ["world_size", "master"])]
+    pub rank: Option<usize>,
+    /// Ranks in all (one GPU each).
+    #[arg(long, requires_all = ["rank", "master"])]
+    pub world_size: Option<usize>,
+    /// ADDR:PORT where rank 0 listens and hands out NCCL's id.
+    #[arg(long, requires_all = ["rank", "world_size"])]
+    pub master: Option<String>,
+    /// How the graph is cut: metis, community (Louvain order cut into edge-balanced ranges),
+    /// contiguous (the graph's own order cut the same way).
+    #[arg(long, default_value = "metis")]
+    pub partition_method: String,
+    /// Halo exchange: auto (all-gather when a part's halo is over half of one), p2p, all-gather.
+    #[arg(long, default_value = "auto")]
+    pub exchange: String,
+    /// Print the NCCL_* environment and per-rank timing.
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+impl DistArgs {
+    pub fn is_distributed(&self) -> bool {
+        self.partitions.is_some() || self.gpus.is_some() || self.rank.is_some()
+    }
+}
+
+pub fn run(a: &TrainArgs) -> Result<()> {
+    let d = &a.dist;
+    let modes = [d.partitions.is_some(), d.gpus.is_some(), d.rank.is_some()].iter().filter(|&&m| m).count();
+    if modes > 1 {
+        return Err(Error::Unsupported("give one of --partitions, --gpus, --rank/--world-size/--master".into()));
+    }
+    let refused = [
+        ("--save", a.save.is_some()),
+        ("--checkpoint", a.checkpoint.is_some()),
+        ("--resume", a.resume.is_some()),
+        ("--profile-ops", a.profile_ops),
+        ("several --seeds", a.seeds.len() > 1),
+    ];
+    let bad: Vec<&str> = refused.iter().filter(|r| r.1).map(|r| r.0).collect();
+    if !bad.is_empty() {
+        return Err(Error::Unsupported(format!("{} not supported with distributed training yet", bad.join(", "))));
+    }
+    if a.epochs == 0 {
+        return Err(Error::Unsupported("--epochs must be at least 1".into()));
+    }
+    if (d.gpus.is_some() || d.rank.is_some()) && (a.device == Device::Cpu || a.f64) {
+        return Err(Error::Unsupported("--rank / --gpus train over NCCL on GPUs; on the CPU use --partitions P".into()));
+    }
+    if let Some(n) = d.gpus {
+        return spawn_gpus(n);
+    }
+    if let (Some(rank), Some(world), Some(master)) = (d.rank, d.world_size, &d.master) {
+        return run_rank(a, rank, world, master);
+    }
+    let parts = d.partitions.expect("one mode is set");
+    if parts == 0 {
+        return Err(Error::Unsupported("--partitions must be at least 1".into()));
+    }
+    run_in_process(a, parts)
+}
+
+fn exchange_method(asked: &str, p: &Partition) -> Result<ExchangeMethod> {
+    match asked {
+        "auto" => Ok(choose_exchange(p.halo_ratio(), ALL_GATHER_THRESHOLD)),
+        "p2p" => Ok(ExchangeMethod::PointToPoint),
+        "all-gather" => Ok(ExchangeMethod::AllGather),
+        o => Err(Error::Unsupported(format!("--exchange {o}: auto, p2p or all-gather"))),
+    }
+}
+
+/// The dataset, partitioned and relabelled, with the model and optimiser settings: what every
+/// rank computes the same way.
+struct Setup {
+    data: Dataset,
+    partition: Partition,
+    method: ExchangeMethod,
+    cfg: ModelConfig,
+    tcfg: TrainConfig,
+}
+
+fn setup(a: &TrainArgs, parts: usize) -> Result<Setup> {
+    let seed = a.seeds[0];
+    let data = load_dataset(a, seed)?;
+    let cfg = model_config(a, seed)?;
+    tcgnn::nn::models::check(&cfg)?;
+    let tcfg = train_config(a)?;
+    let pm: PartitionMethod = a.dist.partition_method.parse()?;
+    let partition = Partition::new(&data.graph, parts, pm)?;
+    let method = exchange_method(&a.dist.exchange, &partition)?;
+    let data = relabel(&data, &partition.perm)?;
+    Ok(Setup { data, partition, method, cfg, tcfg })
+}
+
+fn use_gpu(a: &TrainArgs) -> Result<bool> {
+    Ok(match a.dist.rank.is_some() || a.device == Device::Gpu {
+        true => true,
+        false if a.device == Device::Cpu => false,
+        false => match Gpu::probe() {
+            Ok(_) => true,
+            Err(e) => {
+                eprintln!("{e}: training on the CPU");
+                false
+            }
+        },
+    })
+}
+
+fn cuda_backend(a: &TrainArgs, gpu: Arc<Gpu>) -> Result<CudaBackend> {
+    Ok(CudaBackend::new(gpu, a.precision, a.imp)?.with_edge_layout(edge_layout(a.model, a.edge_layout)?))
+}
+
+fn run_in_process(a: &TrainArgs, parts: usize) -> Result<()> {
+    let s = setup(a, parts)?;
+    let gpu = use_gpu(a)?;
+    let show = |e: &tcgnn::nn::train::EpochRecord| {
+        if !a.quiet {
+            eprintln!("epoch {:>4} loss {:.6} train {:.2}% val {:.2}% test {:.2}%", e.epoch, e.loss, e.train_acc * 100.0, e.val_acc * 100.0, e.test_acc * 100.0);
+        }
+    };
+    let (history, timing, backend) = if gpu {
+        // Each thread opens the GPU itself: its own context handle, stream and kernels.
+        let (h, t) = train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| cuda_backend(a, Gpu::probe()?), show)?;
+        (h, t, format!("{} threads on one GPU ({:?}, halo staged through the host)", parts, a.precision).to_lowercase())
+    } else if a.f64 {
+        let (h, t) = train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| Ok(CpuBackend::<f64>::new()), show)?;
+        (h, t, format!("{parts} threads on the CPU (f64)"))
+    } else {
+        let (h, t) = train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| Ok(CpuBackend::<f32>::new()), show)?;
+        (h, t, format!("{parts} threads on the CPU (f32)"))
+    };
+    report(a, &s, &history, &timing, &backend)
+}
+
+fn report(a: &TrainArgs, s: &Setup, history: &History, timing: &[StepTiming], backend: &str) -> Result<()> {
+    println!(
+        "{} {} {}x{} on {} parts ({}, {:?} exchange, {backend}): test accuracy at best validation epoch {:.2}%{}",
+        s.data.name,
+        s.cfg.model,
+        s.cfg.layers,
+        s.cfg.hidden,
+        s.partition.parts(),
+        s.partition.method,
+        s.method,
+        history.test_acc * 100.0,
+        if s.data.synthetic { " (synthetic labels: accuracy is meaningless)" } else { "" }
+    );
+    for (r, t) in timing.iter().enumerate() {
+        let per = |x: f64| 1e3 * x / t.steps.max(1) as f64;
+        println!(
+            "rank {r}: step {:.3} ms (halo exchange {:.3} ms, {} KiB; gradient all-reduce {:.3} ms, {} KiB) over {} steps",
+            per(t.step_seconds),
+            per(t.halo.seconds),
+            t.halo.bytes / t.steps.max(1) / 1024,
+            per(t.all_reduce_seconds),
+            t.all_reduce_bytes / t.steps.max(1) / 1024,
+            t.steps
+        );
+    }
+    if let Some(dir) = &a.out {
+        let run = TrainRun {
+            graph: s.data.name.clone(),
+            n: s.data.n(),
+            nnz: s.data.graph.nnz(),
+            features: s.data.features.cols(),
+            classes: s.data.classes,
+            synthetic_labels: s.data.synthetic,
+            model: s.cfg,
+            train: s.tcfg,
+            backend: backend.to_string(),
+            precision: if a.f64 { "f64".into() } else { format!("{:?}", a.precision).to_lowercase() },
+            seed: a.seeds[0],
+            setup_ms: 0.0,
+            history: history.clone(),
+            phases: None,
+            // Host figures only: the ranks' GPUs keep their own clocks.
+            resources: super::train_cmd::resources(0.0, 0.0, super::train_cmd::data_bytes(&s.data), None),
+        };
+        let json = write_json(&dir.join("train.json"), &[run])?;
+        let title = format!("{} {} on {} parts", s.data.name, s.cfg.model, s.partition.parts());
+        let svg = write_text(&dir.join("train.svg"), &curve_svg(&title, &history.epochs))?;
+        eprintln!("wrote {} and {}", json.display(), svg.display());
+    }
+    Ok(())
+}
+
+/// One rank of an NCCL world: rendezvous, this GPU's backend, its part, the same epochs as
+/// every other rank.
+fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()> {
+    if world == 0 || rank >= world {
+        return Err(Error::Unsupported(format!("--rank {rank} of --world-size {world}")));
+    }
+    if a.dist.verbose {
+        let mut nccl: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("NCCL_")).collect();
+        nccl.sort();
+        eprintln!("rank {rank}/{world}: CUDA_VISIBLE_DEVICES={:?} {nccl:?}", std::env::var("CUDA_VISIBLE_DEVICES").ok());
+    }
+    let gpu = Gpu::probe()?;
+    let id = if rank == 0 {
+        let id = new_unique_id()?;
+        serve_at(master, world, &id, PEER_TIMEOUT)?;
+        id
+    } else {
+        join(master, rank, world, PEER_TIMEOUT)?
+    };
+    let comm = Rc::new(NcclCommunicator::new(gpu.clone(), rank, world, &id)?);
+    let s = setup(a, world)?;
+    same_partition_everywhere(&*comm, &s.partition)?;
+    let backend = Arc::new(cuda_backend(a, gpu)?);
+    let describe = format!("{} rank(s) over NCCL, {}", world, tcgnn::nn::Backend::describe(&*backend));
+    let mut t = DistTrainer::new(backend, comm.clone(), &s.data, &s.partition, s.method, &s.cfg, &s.tcfg)?;
+    let quiet = a.quiet || rank != 0;
+    let history = t.fit(s.tcfg.epochs, |e| {
+        if !quiet {
+            eprintln!("epoch {:>4} loss {:.6} train {:.2}% val {:.2}% test {:.2}%", e.epoch, e.loss, e.train_acc * 100.0, e.val_acc * 100.0, e.test_acc * 100.0);
+        }
+    })?;
+    let timing = gather_timing(&*comm, t.take_timing())?;
+    if rank == 0 {
+        report(a, &s, &history, &timing, &describe)?;
+    }
+    Ok(())
+}
+
+/// Every rank partitioned the graph itself: check they agree (a different graph file or
+/// partitioner build on one host would otherwise exchange the wrong rows).
+fn same_partition_everywhere<C: Communicator>(comm: &C, p: &Partition) -> Result<()> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&p.offsets, p.perm.new_to_old()).hash(&mut h);
+    let f = h.finish();
+    // Two exact 32-bit halves: f64 carries them without rounding.
+    let mine = [(f >> 32) as f64, (f & 0xffff_ffff) as f64];
+    let mut all = vec![0.0f64; 2 * comm.world_size()];
+    comm.all_gather(&mine, &mut all)?;
+    match all.chunks(2).position(|c| *c != all[..2]) {
+        Some(r) => Err(Error::comm("partition", format!("rank {r} partitioned the graph differently from rank 0 (same graph, --partition-method and tcgnn build on every host?)"))),
+        None => Ok(()),
+    }
+}
+
+/// Every rank's timing on every rank (an all-gather of a few numbers).
+fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<Vec<StepTiming>> {
+    let mine = [t.steps as f64, t.step_seconds, t.halo.seconds, t.halo.bytes as f64, t.halo.calls as f64, t.all_reduce_seconds, t.all_reduce_bytes as f64];
+    let mut all = vec![0.0f64; mine.len() * comm.world_size()];
+    comm.all_gather(&mine, &mut all)?;
+    Ok(all
+        .chunks(mine.len())
+        .map(|v| StepTiming {
+            steps: v[0] as u64,
+            step_seconds: v[1],
+            halo: tcgnn::dist::exchange::ExchangeCounters { seconds: v[2], bytes: v[3] as u64, calls: v[4] as u64 },
+            all_reduce_seconds: v[5],
+            all_reduce_bytes: v[6] as u64,
+        })
+        .collect())
+}
+
+/// `--gpus N`: this command again once per GPU, as ranks 0..N of a world on a free local port.
+fn spawn_gpus(n: usize) -> Result<()> {
+    if n == 0 {
+        return Err(Error::Unsupported("--gpus must be at least 1".into()));
+    }
+    let exe = std::env::current_exe().map_err(|e| Error::Io { path: PathBuf::from("tcgnn"), source: e })?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| Error::comm("--gpus", format!("no free local port for the rendezvous: {e}")))?
+        .port();
+    let args = without_gpus(std::env::args().skip(1).collect());
+    // Child r gets the r-th device this process may use (all of them when unrestricted).
+    let devices: Vec<String> = match std::env::var("CUDA_VISIBLE_DEVICES") {
+        Ok(v) if !v.trim().is_empty() => v.split(',').map(|d| d.trim().to_string()).collect(),
+        _ => (0..n).map(|r| r.to_string()).collect(),
+    };
+    if devices.len() < n {
+        return Err(Error::Unsupported(format!("--gpus {n}, but CUDA_VISIBLE_DEVICES names {} device(s)", devices.len())));
+    }
+    let mut children = Vec::with_capacity(n);
+    for (r, device) in devices.iter().take(n).enumerate() {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(&args)
+            .args(["--rank", &r.to_string(), "--world-size", &n.to_string(), "--master", &format!("127.0.0.1:{port}")])
+            .env("CUDA_VISIBLE_DEVICES", device)
+            .env("NCCL_NVLS_ENABLE", "0");
+        // Only rank 0 shows progress (a flag given twice is a clap error: add it only if absent).
+        if r > 0 && !args.iter().any(|x| x == "--quiet") {
+            cmd.arg("--quiet");
+        }
+        let child = cmd.spawn().map_err(|e| Error::Io { path: exe.clone(), source: e })?;
+        children.push(child);
+    }
+    // A rank that fails leaves its peers waiting on NCCL: stop them (only the children we
+    // started) and report the first failure.
+    let mut failed = None;
+    loop {
+        let mut running = 0;
+        for (r, c) in children.iter_mut().enumerate() {
+            match c.try_wait() {
+                Ok(Some(st)) if !st.success() && failed.is_none() => failed = Some((r, st)),
+                Ok(Some(_)) => {}
+                Ok(None) => running += 1,
+                Err(e) => return Err(Error::comm("--gpus", format!("rank {r}: {e}"))),
+            }
+        }
+        if running == 0 {
+            break;
+        }
+        if failed.is_some() {
+            for c in children.iter_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    match failed {
+        Some((r, st)) => Err(Error::comm("--gpus", format!("rank {r} failed ({st}); its peers were stopped"))),
+        None => Ok(()),
+    }
+}
+
+/// The arguments without `--gpus N` / `--gpus=N`.
+fn without_gpus(args: Vec<String>) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if a == "--gpus" {
+            skip = true;
+            continue;
+        }
+        if a.starts_with("--gpus=") {
+            continue;
+        }
+        out.push(a);
+    }
+    out
+}

@@ -6,6 +6,7 @@ pub mod demo;
 pub mod graph_cmds;
 pub mod partition_cmd;
 pub mod predict_cmd;
+pub mod sample_args;
 pub mod spmm_cmd;
 pub mod table;
 pub mod train_cmd;

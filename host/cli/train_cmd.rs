@@ -122,6 +122,8 @@ pub struct TrainArgs {
     /// --epochs epochs in all.
     #[arg(long)]
     pub resume: Option<PathBuf>,
+    #[command(flatten)]
+    pub sample: crate::cli::sample_args::SampleArgs,
 }
 
 /// Where Ctrl-C leaves its checkpoint when no --checkpoint folder was given.
@@ -365,7 +367,16 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         done = c.history.clone();
         best = c.best.clone();
     }
+    // Mini-batch training: the trainer's model keeps the parameters and evaluates on the full graph.
+    let sampled = match a.sample.training(&data, &cfg, seed)? {
+        Some(s) => {
+            trainer.set_epoch_steps(Box::new(s));
+            true
+        }
+        None => false,
+    };
     if gpu.is_some()
+        && !sampled
         && !a.no_cuda_graph
         && let tcgnn::nn::train::Recorded::Failed(why) = trainer.record()?
     {
@@ -432,7 +443,10 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         }
     }
     // Phase timing after training (the weights no longer matter): event-timed medians.
-    let phases = if seed == a.seeds[0] { Some(trainer.profile(3, if gpu.is_some() { 20 } else { 3 })?) } else { None };
+    if let Some(s) = trainer.epoch_steps() {
+        println!("{}", s.summary());
+    }
+    let phases = if seed == a.seeds[0] && !sampled { Some(trainer.profile(3, if gpu.is_some() { 20 } else { 3 })?) } else { None };
     Ok(TrainRun {
         graph: data.name.clone(),
         n: data.n(),

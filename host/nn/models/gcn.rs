@@ -33,11 +33,17 @@ pub const INFO: ModelInfo = ModelInfo {
 
 pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Gcn<B>> {
     super::refuse_options(cfg, true, false)?;
-    let n = graph.n_rows();
+    build_on(b, GcnAdjacency::new(b, graph)?, graph.n_rows(), features, classes, cfg)
+}
+
+/// The model over `n` nodes on an adjacency whose values are used as they are (a GraphSAINT
+/// batch: the full graph's Â times the aggregation weights, `crate::sample::aggregation`).
+pub fn build_on<B: Ops>(b: &B, adj: GcnAdjacency<B>, n: usize, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Gcn<B>> {
+    super::refuse_options(cfg, true, false)?;
     let mut rng = SplitMix64::new(cfg.seed);
     let widths = widths(features, cfg.hidden, cfg.layers, classes);
     let convs = widths.windows(2).map(|w| GcnConv::new(b, n, w[0], w[1], &mut rng)).collect::<Result<Vec<_>>>()?;
-    Stack::new(b, n, GcnAdjacency::new(b, graph)?, convs, &widths, cfg)
+    Stack::new(b, n, adj, convs, &widths, cfg)
 }
 
 fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {

@@ -6,6 +6,7 @@
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::models::{ModelConfig, ModelInfo, edge_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
+use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::sage_conv::{SageConv, mean_adjacency};
 use crate::nn::stack::Stack;
 use crate::ops::backend::Ops;
@@ -36,11 +37,16 @@ pub const INFO: ModelInfo = ModelInfo {
 pub type Sage<B> = Stack<B, SageConv<B>>;
 
 pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Sage<B>> {
-    let n = graph.n_rows();
+    build_on(b, mean_adjacency(b, graph)?, graph.n_rows(), features, classes, cfg)
+}
+
+/// The model over `n` nodes on an aggregation whose values are used as they are (a GraphSAINT
+/// batch: 1 / the full graph's degree times the aggregation weights, `crate::sample::aggregation`).
+pub fn build_on<B: Ops>(b: &B, adj: GcnAdjacency<B>, n: usize, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Sage<B>> {
     let mut rng = SplitMix64::new(cfg.seed);
     let widths = widths(features, cfg.hidden, cfg.layers, classes);
     let convs = widths.windows(2).map(|w| SageConv::new(b, n, w[0], w[1], cfg.variant, &mut rng)).collect::<Result<Vec<_>>>()?;
-    Stack::new(b, n, mean_adjacency(b, graph)?, convs, &widths, cfg)
+    Stack::new(b, n, adj, convs, &widths, cfg)
 }
 
 fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {

@@ -27,6 +27,9 @@ pub enum BenchCmd {
     Sddmm(KernelBenchArgs),
     /// GNN training steps (GCN, AGNN) in every precision, side by side with PyTorch Geometric.
     Train(super::bench_train::BenchTrainArgs),
+    /// Sampled (mini-batch) training against full-graph training: accuracy over seeds, epoch
+    /// time split (sampling, build + upload, step), sampled edges/s, idle share between steps.
+    Sample(super::bench_sample::BenchSampleArgs),
 }
 
 #[derive(clap::Args)]
@@ -80,6 +83,7 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
         BenchCmd::Spmm(k) => run_kernels(BenchOp::Spmm, k),
         BenchCmd::Sddmm(k) => run_kernels(BenchOp::Sddmm, k),
         BenchCmd::Train(t) => super::bench_train::run(t),
+        BenchCmd::Sample(s) => super::bench_sample::run(s),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The `tcgnn` command line: argument definitions and one file per command.
 
 pub mod bench_cmd;
+pub mod bench_sample;
 pub mod bench_train;
 pub mod demo;
 pub mod graph_cmds;

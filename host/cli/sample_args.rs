@@ -32,7 +32,7 @@ pub struct SampleArgs {
     #[arg(long, value_enum)]
     pub sampler: Option<SamplerKind>,
     /// Roots (saint-rw), node draws (saint-node), edge draws (saint-edge) or train nodes
-    /// (neighbor) per batch. Default: 1000, 2000, 1000, 64.
+    /// (neighbor) per batch. Default: 500, 1000, 500, 512 (as bench/pyg/sample.py).
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// Steps of each random walk (saint-rw).
@@ -42,14 +42,14 @@ pub struct SampleArgs {
     /// 15,10 for two layers, else 10 per layer).
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub fanout: Option<Vec<i32>>,
-    /// Batches per epoch. Default: GraphSAINT, enough to draw about N nodes
-    /// (N / nodes drawn per batch, at least 1); neighbor, every train node once.
+    /// Batches per epoch. Default: GraphSAINT, enough to draw about N nodes (N / the mean
+    /// distinct nodes of 5 probe batches, at least 1); neighbor, every train node once.
     #[arg(long)]
     pub steps_per_epoch: Option<usize>,
     /// GraphSAINT normalisation: pre-sample until every node was drawn C times on average
     /// (PyG's sample_coverage); 0 = none (mean loss over the batch, the model's own
     /// normalisation of the subgraph).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 50)]
     pub saint_coverage: u32,
     /// CPU threads making batches ahead of the step.
     #[arg(long, default_value_t = 2)]
@@ -81,27 +81,26 @@ impl SampleArgs {
                     None if cfg.layers == 2 => vec![15, 10],
                     None => vec![10; cfg.layers],
                 };
-                let config = NeighborConfig { fanouts, batch_size: self.batch_size.unwrap_or(64), shuffle: true, seed };
+                let config = NeighborConfig { fanouts, batch_size: self.batch_size.unwrap_or(512), shuffle: true, seed };
                 let s = NeighborSampler::new(graph, train, config)?;
                 let steps = self.steps_per_epoch.unwrap_or(s.batches_per_epoch()).min(s.batches_per_epoch());
                 (BatchSource::Neighbor(Arc::new(s)), steps)
             }
             _ => {
-                let (kind, drawn) = match kind {
-                    SamplerKind::SaintRw => {
-                        let roots = self.batch_size.unwrap_or(1000);
-                        (SaintKind::RandomWalk { roots, walk_length: self.walk_length }, roots * (self.walk_length + 1))
-                    }
-                    SamplerKind::SaintNode => {
-                        let budget = self.batch_size.unwrap_or(2000);
-                        (SaintKind::Node { budget }, budget)
-                    }
-                    _ => {
-                        let budget = self.batch_size.unwrap_or(1000);
-                        (SaintKind::Edge { budget }, 2 * budget)
+                let kind = match kind {
+                    SamplerKind::SaintRw => SaintKind::RandomWalk { roots: self.batch_size.unwrap_or(500), walk_length: self.walk_length },
+                    SamplerKind::SaintNode => SaintKind::Node { budget: self.batch_size.unwrap_or(1000) },
+                    _ => SaintKind::Edge { budget: self.batch_size.unwrap_or(500) },
+                };
+                let steps = match self.steps_per_epoch {
+                    Some(s) => s,
+                    None => {
+                        // Distinct nodes per batch, from a sampler without normalisation (no pre-sampling).
+                        let probe = SaintSampler::new(graph.clone(), SaintConfig { kind, steps_per_epoch: 1, coverage: 0, seed })?;
+                        let mean = (0..5).map(|i| probe.presample_batch(0, i).nodes.len()).sum::<usize>() as f64 / 5.0;
+                        ((n as f64 / mean.max(1.0)).ceil() as usize).max(1)
                     }
                 };
-                let steps = self.steps_per_epoch.unwrap_or(n.div_ceil(drawn).max(1));
                 let steps_u32 = u32::try_from(steps).map_err(|_| Error::Unsupported(format!("--steps-per-epoch {steps} is past 2^32")))?;
                 let sampler = SaintSampler::new(graph, SaintConfig { kind, steps_per_epoch: steps_u32, coverage: self.saint_coverage, seed })?;
                 let aggregation = if self.saint_coverage > 0 { Aggregation::for_model(cfg.model, &data.graph)? } else { None };

@@ -3,6 +3,8 @@
 //! batches by swapping), with and without the normalisation; the GraphSAINT aggregation of a
 //! batch against values computed by hand; neighbour batches as the union of their blocks.
 
+mod common;
+
 use std::sync::Arc;
 
 use tcgnn::graph::Csr;
@@ -10,7 +12,8 @@ use tcgnn::graph::generate::grid;
 use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::input::HostFeatures;
 use tcgnn::nn::models::default_config;
-use tcgnn::nn::{CpuBackend, MODELS, ModelConfig, TrainConfig, Trainer};
+use tcgnn::nn::{CpuBackend, CudaBackend, MODELS, ModelConfig, Ops, TrainConfig, Trainer};
+use tcgnn::ops::{Impl, Precision};
 use tcgnn::ops::backend::TRAIN_BIT;
 use tcgnn::sample::aggregation::Aggregation;
 use tcgnn::sample::batch::{BatchSource, NodeData, TrainBatch};
@@ -151,5 +154,53 @@ fn a_neighbour_batch_is_the_union_of_its_blocks() {
     for (l, &v) in batch.nodes.iter().enumerate() {
         assert_eq!(mine.row(l), all.row(v as usize));
         assert_eq!(batch.labels[l], data.labels[v as usize]);
+    }
+}
+
+/// The loss curve of `epochs` epochs on `b`, sampled from `source` when given.
+fn losses<B: Ops + 'static>(b: Arc<B>, d: &Dataset, cfg: &ModelConfig, source: Option<BatchSource>, epochs: usize) -> Vec<f64> {
+    let tcfg = TrainConfig { epochs, ..TrainConfig::default() };
+    let mut t = Trainer::new(b, d, cfg, &tcfg).unwrap();
+    if let Some(source) = source {
+        t.set_epoch_steps(Box::new(SampledTraining::new(source, node_data(d), d.n(), 1, PrefetchConfig::default(), *cfg, d.classes).unwrap()));
+    }
+    t.fit(epochs, |_| {}).unwrap().epochs.iter().map(|e| e.loss).collect()
+}
+
+#[test]
+fn gpu_whole_graph_batches_match_the_full_graph_step() {
+    let Some(gpu) = common::gpu_or_skip("gpu_whole_graph_batches_match_the_full_graph_step") else { return };
+    let d = grid_data();
+    let cuda = || Arc::new(CudaBackend::new(gpu.clone(), Precision::F32, Impl::Auto).unwrap());
+    for info in MODELS {
+        let cfg = ModelConfig { seed: 11, ..default_config(info.name).unwrap() };
+        // Losses, not weights: Adam moves a weight by about lr whatever the size of its gradient,
+        // so a gradient within atomic-order rounding of zero may step either way on the GPU.
+        let want = losses(cuda(), &d, &cfg, None, 3);
+        for coverage in [0, 5] {
+            let got = losses(cuda(), &d, &cfg, Some(whole_graph_source(&d, info.name, coverage)), 3);
+            for (e, (w, g)) in want.iter().zip(&got).enumerate() {
+                assert!((w - g).abs() <= 1e-3 * w.abs(), "{} coverage {coverage} epoch {}: loss {g} vs full-graph {w}", info.name, e + 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_sampled_training_learns() {
+    let Some(gpu) = common::gpu_or_skip("gpu_sampled_training_learns") else { return };
+    let data = Dataset::load("sbm:2000:4:8", None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap();
+    let g = Arc::new(data.graph.clone());
+    for model in ["gcn", "sage"] {
+        let cfg = default_config(model).unwrap();
+        let kind = SaintKind::RandomWalk { roots: 200, walk_length: 2 };
+        let sampler = SaintSampler::new(g.clone(), SaintConfig { kind, steps_per_epoch: 4, coverage: 20, seed: 0 }).unwrap();
+        let source = BatchSource::Saint { sampler: Arc::new(sampler), aggregation: Aggregation::for_model(model, &data.graph).unwrap() };
+        let sampled = SampledTraining::new(source, node_data(&data), data.n(), 4, PrefetchConfig::default(), cfg, data.classes).unwrap();
+        let b = Arc::new(CudaBackend::new(gpu.clone(), Precision::F32, Impl::Auto).unwrap());
+        let mut t = Trainer::new(b, &data, &cfg, &TrainConfig { epochs: 30, ..TrainConfig::default() }).unwrap();
+        t.set_epoch_steps(Box::new(sampled));
+        let h = t.fit(30, |_| {}).unwrap();
+        assert!(h.test_acc > 0.9, "{model} with GraphSAINT random walks on the GPU: test accuracy {}", h.test_acc);
     }
 }

@@ -65,7 +65,13 @@ pub struct SampledTraining {
     /// Wait for every step to finish before taking the next batch (for timing the split only).
     pub sync_each_step: bool,
     pub times: SampleTimes,
+    /// The batches of this and the following epochs, made ahead across epoch boundaries (the
+    /// first batch of an epoch is made while the last one of the previous epoch trains), with
+    /// the epoch the next batch belongs to.
+    stream: Option<(Batches, usize)>,
 }
+
+type Batches = Prefetch<(Result<TrainBatch>, f64)>;
 
 impl SampledTraining {
     /// `steps` batches per epoch from `source` over a graph of `n_all` nodes; models as `cfg`.
@@ -84,6 +90,7 @@ impl SampledTraining {
             classes,
             sync_each_step: false,
             times: SampleTimes::default(),
+            stream: None,
         })
     }
 
@@ -146,19 +153,28 @@ impl SampledTraining {
 impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
     fn train_epoch(&mut self, b: &Arc<B>, net: &mut dyn Model<B>, hyper: &AdamHyper, epoch: usize) -> Result<f64> {
         let t0 = Instant::now();
-        let (source, data, n_all) = (Arc::clone(&self.source), Arc::clone(&self.data), self.n_all);
-        let e = u32::try_from(epoch).map_err(|_| Error::Unsupported(format!("epoch {epoch} is past 2^32")))?;
-        let mut batches = Prefetch::new(self.steps, self.prefetch, move |i| {
-            let t = Instant::now();
-            let batch = source.make(&data, n_all, e, i as u32);
-            (batch, t.elapsed().as_secs_f64())
-        })?;
+        if self.stream.as_ref().is_none_or(|(_, next)| *next != epoch) {
+            // A new run (or one resumed elsewhere): batches from this epoch on, as far as u32 epochs go.
+            let (source, data, n_all, steps) = (Arc::clone(&self.source), Arc::clone(&self.data), self.n_all, self.steps);
+            let first = u32::try_from(epoch).map_err(|_| Error::Unsupported(format!("epoch {epoch} is past 2^32")))? as usize;
+            let total = (u32::MAX as usize - first).saturating_mul(steps);
+            let batches = Prefetch::new(total, self.prefetch, move |k| {
+                let t = Instant::now();
+                let batch = source.make(&data, n_all, (first + k / steps) as u32, (k % steps) as u32);
+                (batch, t.elapsed().as_secs_f64())
+            })?;
+            self.stream = Some((batches, epoch));
+        }
+        let (mut batches, _) = self.stream.take().expect("made above");
+        let waited_before = batches.waited();
         let mut stats = Vec::with_capacity(self.steps);
-        for (batch, seconds) in batches.by_ref() {
+        for _ in 0..self.steps {
+            let (batch, seconds) = batches.next().expect("batches for every epoch up to 2^32");
             self.times.sample_s += seconds;
             stats.push(self.step(&**b, net, hyper, &batch?)?);
         }
-        self.times.wait_s += batches.waited().as_secs_f64();
+        self.times.wait_s += (batches.waited() - waited_before).as_secs_f64();
+        self.stream = Some((batches, epoch + 1));
         self.times.wall_s += t0.elapsed().as_secs_f64();
         self.times.epochs += 1;
         let mut loss = 0.0;

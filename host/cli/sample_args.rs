@@ -32,7 +32,7 @@ pub struct SampleArgs {
     #[arg(long, value_enum)]
     pub sampler: Option<SamplerKind>,
     /// Roots (saint-rw), node draws (saint-node), edge draws (saint-edge) or train nodes
-    /// (neighbor) per batch. Default: 500, 1000, 500, 512 (as bench/pyg/sample.py).
+    /// (neighbor) per batch. Default: 500, 4000, 500, 512 (as bench/pyg/sample.py).
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// Steps of each random walk (saint-rw).
@@ -89,7 +89,7 @@ impl SampleArgs {
             _ => {
                 let kind = match kind {
                     SamplerKind::SaintRw => SaintKind::RandomWalk { roots: self.batch_size.unwrap_or(500), walk_length: self.walk_length },
-                    SamplerKind::SaintNode => SaintKind::Node { budget: self.batch_size.unwrap_or(1000) },
+                    SamplerKind::SaintNode => SaintKind::Node { budget: self.batch_size.unwrap_or(4000) },
                     _ => SaintKind::Edge { budget: self.batch_size.unwrap_or(500) },
                 };
                 let steps = match self.steps_per_epoch {

@@ -46,7 +46,7 @@ impl Aggregation {
         let n = g.n_rows();
         let mut entry = vec![0f32; g.nnz()];
         let mut self_loop = vec![0f32; n];
-        for v in 0..n {
+        for (v, own) in self_loop.iter_mut().enumerate() {
             let (cols, vals) = (&a_hat.col_idx()[a_hat.row_range(v)], &a_hat.values()[a_hat.row_range(v)]);
             let find = |u: u32| cols.binary_search(&u).map(|k| vals[k]).unwrap_or(0.0);
             let mut has_loop = false;
@@ -56,7 +56,7 @@ impl Aggregation {
                 entry[e] = find(u);
             }
             if !has_loop {
-                self_loop[v] = find(v as u32);
+                *own = find(v as u32);
             }
         }
         Ok(Aggregation { entry, self_loop })

@@ -6,9 +6,10 @@
 //! exactly, on the full graph, and is what `--save` and `--checkpoint` write). A batch's model
 //! is built on the batch's subgraph with its own activation buffers; its freshly initialised
 //! parameters and BatchNorm buffers are swapped with the persistent ones (`std::mem::swap` of
-//! the [`Param`]s, no copy) for the step and swapped back after it. Building costs the batch's
-//! allocations and uploads; on the CPU that is a few percent of the step (`bench/NOTES.md`,
-//! "Sampled training"), which is why rebinding a model to a new graph in place is not done.
+//! the [`Param`](crate::nn::param::Param)s, no copy) for the step and swapped back after it. Building costs the batch's
+//! allocations, its subgraph's and features' translation and the uploads: on the CPU 20-50% of
+//! a cora step (`bench/NOTES.md`, "Sampled training"), most of it the translation, which a
+//! model rebound in place to a new graph would redo too; so models are not rebound (yet).
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -57,6 +57,15 @@ pub struct SampleArgs {
 }
 
 impl SampleArgs {
+    /// Sampler options given without --sampler would be silently ignored: refuse them.
+    pub fn check_used(&self) -> Result<()> {
+        let given = [("--batch-size", self.batch_size.is_some()), ("--fanout", self.fanout.is_some()), ("--steps-per-epoch", self.steps_per_epoch.is_some())];
+        match given.iter().find(|g| g.1) {
+            Some((flag, _)) if self.sampler.is_none() => Err(Error::Unsupported(format!("{flag} applies to sampled training: add --sampler"))),
+            _ => Ok(()),
+        }
+    }
+
     /// The mini-batch trainer these options describe for `data` and model `cfg`, or `None`
     /// without --sampler. `seed` seeds the batches.
     pub fn training(&self, data: &Dataset, cfg: &tcgnn::nn::ModelConfig, seed: u64) -> Result<Option<SampledTraining>> {

@@ -169,6 +169,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         eprintln!("\nCtrl-C: finishing this epoch and writing a checkpoint (Ctrl-C again to kill)");
     });
     check_hyperparameters(a)?;
+    a.sample.check_used()?;
     if let Some(dir) = &a.out {
         // Checked now, not after training (a missing folder is created when writing).
         if dir.exists() && !dir.is_dir() {

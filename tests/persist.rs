@@ -146,3 +146,28 @@ fn bad_model_files_are_clear_errors() {
     assert!(!Path::new(&out_s).exists(), "no output left by failed predictions");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn sampled_runs_save_predict_and_resume() {
+    // Mini-batch training keeps the full-graph model's persistence: predict reproduces the test
+    // accuracy, and a resumed run draws the same batches (a function of seed, epoch, index).
+    let d = scratch("sampled");
+    let (full, part, ck) = (d.join("full"), d.join("part"), d.join("ck"));
+    let (full_s, part_s, ck_s) = (full.display().to_string(), part.display().to_string(), ck.display().to_string());
+    let model = d.join("m.safetensors").display().to_string();
+    for sampler in [&["--sampler", "saint-rw", "--batch-size", "200", "--model", "sage", "--batch-norm"][..], &["--sampler", "neighbor", "--batch-size", "128", "--fanout", "5,5"]] {
+        ok(&tcgnn(&train_args(&full_s, "12", &[sampler, &["--save", &model]].concat())));
+        let (a, acc_a) = curve(&full);
+        let text = ok(&tcgnn(&["predict", &model, GRAPH, "--device", "cpu", "--out", &d.join("p.csv").display().to_string()]));
+        let line = text.lines().find(|l| l.contains("test accuracy")).expect("test accuracy printed");
+        let pct: f64 = line.split_whitespace().nth(2).unwrap().trim_end_matches('%').parse().unwrap();
+        assert!((pct - acc_a * 100.0).abs() < 0.006, "{sampler:?}: predict {pct}% vs train {}%", acc_a * 100.0);
+        ok(&tcgnn(&train_args(&part_s, "5", &[sampler, &["--checkpoint", &ck_s, "--checkpoint-every", "5"]].concat())));
+        ok(&tcgnn(&train_args(&part_s, "12", &[sampler, &["--resume", &ck_s]].concat())));
+        let (b, acc_b) = curve(&part);
+        assert_eq!(a, b, "{sampler:?}: resumed loss curve differs");
+        assert_eq!(acc_a, acc_b);
+        assert!(acc_a > 0.8, "{sampler:?}: test accuracy {acc_a}");
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}

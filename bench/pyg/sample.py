@@ -41,7 +41,7 @@ SAMPLERS = ("saint-rw", "saint-node", "saint-edge", "neighbor")
 # Per sampler: what --batch-size counts, and its default. Mirrored by the Rust side.
 SAMPLER_DEFAULTS = {
     "saint-rw": dict(batch_size=500, unit="walk roots", walk_length=2, coverage=50),
-    "saint-node": dict(batch_size=1000, unit="node draws (with replacement, then unique)", coverage=50),
+    "saint-node": dict(batch_size=4000, unit="node draws (with replacement, then unique)", coverage=50),
     "saint-edge": dict(batch_size=500, unit="edges (without replacement)", coverage=50),
     "neighbor": dict(batch_size=512, unit="seed (train) nodes", fanout=[15, 10]),
 }

@@ -32,6 +32,9 @@ pub enum BenchCmd {
     Setup(super::bench_setup::BenchSetupArgs),
     /// The partitioned training step per part count: compute / halo exchange / all-reduce, halo bytes.
     Dist(super::bench_dist::BenchDistArgs),
+    /// Sampled (mini-batch) training against full-graph training: accuracy over seeds, epoch
+    /// time split (sampling, build + upload, step), sampled edges/s, idle share between steps.
+    Sample(super::bench_sample::BenchSampleArgs),
 }
 
 #[derive(clap::Args)]
@@ -87,6 +90,7 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
         BenchCmd::Train(t) => super::bench_train::run(t),
         BenchCmd::Setup(s) => super::bench_setup::run(s),
         BenchCmd::Dist(d) => super::bench_dist::run(d),
+        BenchCmd::Sample(s) => super::bench_sample::run(s),
     }
 }
 

@@ -3,12 +3,14 @@
 pub mod bench_cmd;
 pub mod bench_setup;
 pub mod bench_dist;
+pub mod bench_sample;
 pub mod bench_train;
 pub mod demo;
 pub mod dist_train_cmd;
 pub mod graph_cmds;
 pub mod partition_cmd;
 pub mod predict_cmd;
+pub mod sample_args;
 pub mod spmm_cmd;
 pub mod table;
 pub mod train_cmd;

@@ -124,6 +124,8 @@ pub struct TrainArgs {
     pub resume: Option<PathBuf>,
     #[command(flatten)]
     pub dist: crate::cli::dist_train_cmd::DistArgs,
+    #[command(flatten)]
+    pub sample: crate::cli::sample_args::SampleArgs,
 }
 
 /// Where Ctrl-C leaves its checkpoint when no --checkpoint folder was given.
@@ -147,6 +149,9 @@ impl TrainArgs {
 
 pub fn run(a: &TrainArgs) -> Result<()> {
     if a.dist.is_distributed() {
+        if a.sample.sampler.is_some() {
+            return Err(Error::Unsupported("--sampler trains on one device: leave out --partitions / --gpus / --world-size".into()));
+        }
         check_hyperparameters(a)?;
         return crate::cli::dist_train_cmd::run(a);
     }
@@ -173,6 +178,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         eprintln!("\nCtrl-C: finishing this epoch and writing a checkpoint (Ctrl-C again to kill)");
     });
     check_hyperparameters(a)?;
+    a.sample.check_used()?;
     if let Some(dir) = &a.out {
         // Checked now, not after training (a missing folder is created when writing).
         if dir.exists() && !dir.is_dir() {
@@ -379,7 +385,16 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         done = c.history.clone();
         best = c.best.clone();
     }
+    // Mini-batch training: the trainer's model keeps the parameters and evaluates on the full graph.
+    let sampled = match a.sample.training(&data, &cfg, seed)? {
+        Some(s) => {
+            trainer.set_epoch_steps(Box::new(s));
+            true
+        }
+        None => false,
+    };
     if gpu.is_some()
+        && !sampled
         && !a.no_cuda_graph
         && let tcgnn::nn::train::Recorded::Failed(why) = trainer.record()?
     {
@@ -447,7 +462,10 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         }
     }
     // Phase timing after training (the weights no longer matter): event-timed medians.
-    let phases = if seed == a.seeds[0] { Some(trainer.profile(3, if gpu.is_some() { 20 } else { 3 })?) } else { None };
+    if let Some(s) = trainer.epoch_steps() {
+        println!("{}", s.summary());
+    }
+    let phases = if seed == a.seeds[0] && !sampled { Some(trainer.profile(3, if gpu.is_some() { 20 } else { 3 })?) } else { None };
     sample_gpu()?;
     let resources = resources(read_s, trainer.setup_seconds, data_bytes, gpu.as_deref());
     Ok(TrainRun {

@@ -61,6 +61,8 @@ pub struct Trainer<B: Ops + 'static> {
     sizes: MaskSizes,
     step_graph: Option<B::Recording>,
     eval_graph: Option<B::Recording>,
+    /// Mini-batch training in place of the full-graph step (see [`EpochSteps`]).
+    epoch_steps: Option<Box<dyn EpochSteps<B>>>,
     /// Seconds spent building the model: translations, uploads, allocations.
     pub setup_seconds: f64,
 }
@@ -105,11 +107,24 @@ impl<B: Ops + 'static> Trainer<B> {
             sizes,
             step_graph: None,
             eval_graph: None,
+            epoch_steps: None,
             setup_seconds: 0.0,
             backend: backend.clone(),
         };
         backend.synchronize()?;
         Ok(Trainer { setup_seconds: t0.elapsed().as_secs_f64(), ..trainer })
+    }
+
+    /// Train every epoch with `steps` (mini-batches) instead of one full-graph step; evaluation,
+    /// saving and checkpoints stay the full-graph model's. Do not [`Trainer::record`] after this:
+    /// a recording runs a full-graph step.
+    pub fn set_epoch_steps(&mut self, steps: Box<dyn EpochSteps<B>>) {
+        self.epoch_steps = Some(steps);
+    }
+
+    /// The mini-batch trainer set by [`Trainer::set_epoch_steps`] (its timings).
+    pub fn epoch_steps(&self) -> Option<&dyn EpochSteps<B>> {
+        self.epoch_steps.as_deref()
     }
 
     pub fn backend(&self) -> &Arc<B> {
@@ -228,9 +243,18 @@ impl<B: Ops + 'static> Trainer<B> {
         let t0 = Instant::now();
         let mut epochs_run = done;
         for e in epochs_run.len()..epochs {
-            self.step()?;
+            let batch_loss = match &mut self.epoch_steps {
+                Some(steps) => Some(steps.train_epoch(&self.backend, self.net.as_mut(), &self.hyper, e)?),
+                None => {
+                    self.step()?;
+                    None
+                }
+            };
             self.evaluate()?;
-            let rec = self.read(e + 1)?;
+            let mut rec = self.read(e + 1)?;
+            if let Some(loss) = batch_loss {
+                rec.loss = loss;
+            }
             if !rec.loss.is_finite() {
                 return Err(Error::Unsupported(format!("the loss became {} at epoch {}; try a smaller --lr", rec.loss, e + 1)));
             }
@@ -341,6 +365,19 @@ impl<B: Ops + 'static> Trainer<B> {
         let n = steps.max(1) as f64;
         Ok(totals.into_iter().map(|(name, ms, calls)| (name, ms / n, calls as f64 / n)).collect())
     }
+}
+
+/// One epoch of mini-batch training on the parameters of the trainer's full-graph model `net`
+/// (`crate::sample::train`): each batch builds its own model, borrows `net`'s parameters (and
+/// buffers) for its step and hands them back.
+pub trait EpochSteps<B: Ops> {
+    /// Trains epoch `epoch` (0-based; the batches are a function of it); returns the mean
+    /// training loss over its batches.
+    fn train_epoch(&mut self, b: &Arc<B>, net: &mut dyn Model<B>, hyper: &AdamHyper, epoch: usize) -> Result<f64>;
+    /// A one-line account of where the epochs' time went (for the CLI's summary).
+    fn summary(&self) -> String;
+    /// The implementation, for reports that know its type (`bench sample`).
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// Whether [`Trainer::fit_from`] goes on after an epoch.

@@ -19,7 +19,9 @@
 //! # Ok::<(), tcgnn::Error>(())
 //! ```
 
+pub mod aggregation;
 pub mod alias;
+pub mod batch;
 pub mod induced;
 pub mod local_ids;
 pub mod neighbor;
@@ -31,9 +33,11 @@ pub mod saint_norm;
 pub mod saint_rw;
 pub mod shuffle;
 pub mod stream;
+pub mod train;
 
 pub use neighbor::{Block, Blocks, NeighborConfig, NeighborSampler};
 pub use prefetch::{Prefetch, PrefetchConfig};
 pub use saint::{Batch, SaintConfig, SaintKind, SaintSampler};
 pub use saint_norm::SaintNorm;
 pub use stream::Stream;
+pub use train::{SampleTimes, SampledTraining};

@@ -1,0 +1,136 @@
+//! `tcgnn train --sampler ...`: mini-batch training options, and the sampler they describe.
+//!
+//! Defaults are one setting per sampler for every graph, as a PyG user would write them
+//! (measured on cora and citeseer, `bench/NOTES.md` "Sampled training"); an epoch draws about
+//! as many nodes as the graph has (GraphSAINT) or visits every train node once (neighbour).
+
+use std::sync::Arc;
+
+use tcgnn::graph::Csr;
+use tcgnn::nn::Dataset;
+use tcgnn::nn::backend::TRAIN_BIT;
+use tcgnn::sample::aggregation::Aggregation;
+use tcgnn::sample::batch::{BatchSource, NodeData};
+use tcgnn::sample::{NeighborConfig, NeighborSampler, PrefetchConfig, SaintConfig, SaintKind, SaintSampler, SampledTraining};
+use tcgnn::{Error, Result};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+pub enum SamplerKind {
+    /// GraphSAINT random walks: --batch-size roots, --walk-length steps each.
+    SaintRw,
+    /// GraphSAINT nodes: --batch-size draws, P(v) ∝ degree.
+    SaintNode,
+    /// GraphSAINT edges: --batch-size draws, P(u, v) ∝ 1/deg u + 1/deg v.
+    SaintEdge,
+    /// Neighbour sampling (GraphSAGE, PyG's NeighborLoader): --batch-size train nodes, --fanout per hop.
+    Neighbor,
+}
+
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct SampleArgs {
+    /// Train on sampled subgraphs instead of the full graph (evaluation stays exact, on the full graph).
+    #[arg(long, value_enum)]
+    pub sampler: Option<SamplerKind>,
+    /// Roots (saint-rw), node draws (saint-node), edge draws (saint-edge) or train nodes
+    /// (neighbor) per batch. Default: 500, 4000, 500, 512 (as bench/pyg/sample.py).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Steps of each random walk (saint-rw).
+    #[arg(long, default_value_t = 2)]
+    pub walk_length: usize,
+    /// Neighbours per node per hop from the train nodes outwards, -1 = all (neighbor; default
+    /// 15,10 for two layers, else 10 per layer).
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    pub fanout: Option<Vec<i32>>,
+    /// Batches per epoch. Default: GraphSAINT, enough to draw about N nodes (N / the mean
+    /// distinct nodes of 5 probe batches, at least 1); neighbor, every train node once.
+    #[arg(long)]
+    pub steps_per_epoch: Option<usize>,
+    /// GraphSAINT normalisation: pre-sample until every node was drawn C times on average
+    /// (PyG's sample_coverage); 0 = none (mean loss over the batch, the model's own
+    /// normalisation of the subgraph).
+    #[arg(long, default_value_t = 50)]
+    pub saint_coverage: u32,
+    /// CPU threads making batches ahead of the step.
+    #[arg(long, default_value_t = 2)]
+    pub sample_workers: usize,
+}
+
+impl SampleArgs {
+    /// Sampler options given without --sampler would be silently ignored: refuse them.
+    pub fn check_used(&self) -> Result<()> {
+        let given = [("--batch-size", self.batch_size.is_some()), ("--fanout", self.fanout.is_some()), ("--steps-per-epoch", self.steps_per_epoch.is_some())];
+        match given.iter().find(|g| g.1) {
+            Some((flag, _)) if self.sampler.is_none() => Err(Error::Unsupported(format!("{flag} applies to sampled training: add --sampler"))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The mini-batch trainer these options describe for `data` and model `cfg`, or `None`
+    /// without --sampler. `seed` seeds the batches.
+    pub fn training(&self, data: &Dataset, cfg: &tcgnn::nn::ModelConfig, seed: u64) -> Result<Option<SampledTraining>> {
+        let Some(kind) = self.sampler else {
+            return Ok(None);
+        };
+        let n = data.n();
+        let graph = Arc::new(data.graph.clone());
+        let train: Vec<u32> = (0..n as u32).filter(|&v| data.mask_bits[v as usize] & TRAIN_BIT != 0).collect();
+        let bad = |m: String| Err(Error::Unsupported(m));
+        if self.batch_size == Some(0) {
+            return bad("--batch-size must be at least 1".into());
+        }
+        if self.steps_per_epoch == Some(0) {
+            return bad("--steps-per-epoch must be at least 1".into());
+        }
+        let (source, steps) = match kind {
+            SamplerKind::Neighbor => {
+                let fanouts = match &self.fanout {
+                    Some(f) if f.is_empty() => return bad("--fanout needs at least one hop".into()),
+                    Some(f) => f.clone(),
+                    None if cfg.layers == 2 => vec![15, 10],
+                    None => vec![10; cfg.layers],
+                };
+                let config = NeighborConfig { fanouts, batch_size: self.batch_size.unwrap_or(512), shuffle: true, seed };
+                let s = NeighborSampler::new(graph, train, config)?;
+                let steps = self.steps_per_epoch.unwrap_or(s.batches_per_epoch()).min(s.batches_per_epoch());
+                (BatchSource::Neighbor(Arc::new(s)), steps)
+            }
+            _ => {
+                let kind = match kind {
+                    SamplerKind::SaintRw => SaintKind::RandomWalk { roots: self.batch_size.unwrap_or(500), walk_length: self.walk_length },
+                    SamplerKind::SaintNode => SaintKind::Node { budget: self.batch_size.unwrap_or(4000) },
+                    _ => SaintKind::Edge { budget: self.batch_size.unwrap_or(500) },
+                };
+                let steps = match self.steps_per_epoch {
+                    Some(s) => s,
+                    None => {
+                        // Distinct nodes per batch, from a sampler without normalisation (no pre-sampling).
+                        let probe = SaintSampler::new(graph.clone(), SaintConfig { kind, steps_per_epoch: 1, coverage: 0, seed })?;
+                        let mean = (0..5).map(|i| probe.presample_batch(0, i).nodes.len()).sum::<usize>() as f64 / 5.0;
+                        ((n as f64 / mean.max(1.0)).ceil() as usize).max(1)
+                    }
+                };
+                let steps_u32 = u32::try_from(steps).map_err(|_| Error::Unsupported(format!("--steps-per-epoch {steps} is past 2^32")))?;
+                let sampler = SaintSampler::new(graph, SaintConfig { kind, steps_per_epoch: steps_u32, coverage: self.saint_coverage, seed })?;
+                let aggregation = if self.saint_coverage > 0 { Aggregation::for_model(cfg.model, &data.graph)? } else { None };
+                (BatchSource::Saint { sampler: Arc::new(sampler), aggregation }, steps)
+            }
+        };
+        let node_data = NodeData { features: clone_features(data), labels: data.labels.clone(), mask_bits: data.mask_bits.clone(), n_train: count_train(data) };
+        let prefetch = PrefetchConfig { workers: self.sample_workers.max(1), ahead: 1 };
+        Ok(Some(SampledTraining::new(source, node_data, n, steps, prefetch, *cfg, data.classes)?))
+    }
+}
+
+fn count_train(data: &Dataset) -> usize {
+    data.mask_bits.iter().filter(|&&m| m & TRAIN_BIT != 0).count()
+}
+
+/// The workers gather rows from their own copy (the trainer's full-graph model keeps the
+/// dataset's for evaluation).
+fn clone_features(data: &Dataset) -> tcgnn::nn::input::HostFeatures {
+    match &data.features {
+        tcgnn::nn::input::HostFeatures::Dense(m) => tcgnn::nn::input::HostFeatures::Dense(m.clone()),
+        tcgnn::nn::input::HostFeatures::Sparse(c) => tcgnn::nn::input::HostFeatures::Sparse(Csr::clone(c)),
+    }
+}

@@ -352,8 +352,13 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     }
     let data_bytes = data_bytes(&data);
     let backend = Arc::new(make()?);
-    // The features move into the backend: held once (freed on the host after a GPU upload).
-    let mut trainer = Trainer::new_taking_features(backend.clone(), &mut data, &cfg, &tcfg)?;
+    // The features move into the backend: held once (freed on the host after a GPU upload);
+    // sampled training keeps them on the host, where its workers gather each batch's rows.
+    let mut trainer = if a.sample.sampler.is_some() {
+        Trainer::new(backend.clone(), &data, &cfg, &tcfg)?
+    } else {
+        Trainer::new_taking_features(backend.clone(), &mut data, &cfg, &tcfg)?
+    };
     let data = data;
     let precision = if gpu.is_some() { format!("{:?}", a.precision).to_lowercase() } else if a.f64 { "f64".into() } else { "f32".into() };
     let meta = |epoch: usize, rec: Option<&EpochRecord>| ModelMeta {

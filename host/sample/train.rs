@@ -80,6 +80,13 @@ impl SampledTraining {
             return Err(Error::Unsupported("--steps-per-epoch must be at least 1".into()));
         }
         models::check(&cfg)?;
+        if data.features.rows() != n_all || data.labels.len() != n_all {
+            return Err(Error::Shape(format!(
+                "sampled training over {n_all} nodes was given {} feature rows and {} labels (the batches gather them on the host)",
+                data.features.rows(),
+                data.labels.len()
+            )));
+        }
         Ok(SampledTraining {
             source: Arc::new(source),
             data: Arc::new(data),

@@ -393,7 +393,7 @@ class Run:
             adj, out_pos, loss_w, edges = self.sampler.assemble(nodes, induced, self.train_mask)
             adjs = [(adj, nodes.numel())] * self.cfg["layers"]
             out_nodes = nodes[out_pos]
-        if self.x.device == self.device:
+        if self.x.device.type == self.device.type:  # cuda:0 vs cuda compare unequal
             xb = self.x.index_select(0, nodes)
         else:
             xb = self.x.index_select(0, nodes.cpu()).pin_memory().to(self.device, non_blocking=True)

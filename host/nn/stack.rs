@@ -16,10 +16,14 @@ use crate::error::{Error, Result};
 use crate::nn::batch_norm::BatchNorm;
 use crate::nn::dropout::Dropout;
 use crate::nn::input::InputFeatures;
-use crate::nn::models::{Model, ModelConfig, dropout_seed};
+use crate::graph::Csr;
+use crate::nn::gcn_conv::GcnAdjacency;
+use crate::nn::halo_hook::PartContext;
+use crate::nn::models::{Model, ModelConfig, dropout_seed, widths};
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
 use crate::ops::backend::Ops;
+use crate::util::rng::SplitMix64;
 
 /// A graph convolution the stack can drive: output buffer (the stack applies its activation in
 /// place, so a conv whose backward needs its output keeps its own copy), backward next to the
@@ -87,6 +91,32 @@ pub fn check_options(cfg: &ModelConfig, widths: &[usize]) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+impl<B: Ops, C: Conv<B, Adj = GcnAdjacency<B>>> Stack<B, C> {
+    /// The stack over the model's matrix `s` (values used as they are: Â, the mean or the sum,
+    /// or a sampled batch's weighted one), whole or one part's extended rows with `part`;
+    /// `conv(n, fan_in, fan_out, rng)` builds each layer, all from the seed `cfg.seed`.
+    pub fn on_matrix(
+        b: &B,
+        s: Csr,
+        features: usize,
+        classes: usize,
+        cfg: &ModelConfig,
+        part: Option<&PartContext<B>>,
+        mut conv: impl FnMut(usize, usize, usize, &mut SplitMix64) -> Result<C>,
+    ) -> Result<Self> {
+        let n = s.n_rows();
+        let mut rng = SplitMix64::new(cfg.seed);
+        let widths = widths(features, cfg.hidden, cfg.layers, classes);
+        let convs = widths.windows(2).map(|w| conv(n, w[0], w[1], &mut rng)).collect::<Result<Vec<_>>>()?;
+        let adj = GcnAdjacency::from_normalized(b, s)?.with_halo(part.map(|p| p.hook.clone()));
+        let mut stack = Stack::new(b, n, adj, convs, &widths, cfg)?;
+        if let Some(p) = part {
+            stack.set_first_row(p.first_row);
+        }
+        Ok(stack)
+    }
 }
 
 impl<B: Ops, C: Conv<B>> Stack<B, C> {

@@ -3,14 +3,13 @@
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::nn::gcn_conv::{GcnAdjacency, GcnConv};
+use crate::nn::gcn_conv::GcnConv;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{ModelConfig, ModelInfo, edge_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::stack::Stack;
 use crate::ops::backend::Ops;
 use crate::ops::backend::cuda::EdgeLayout;
-use crate::util::rng::SplitMix64;
 
 pub const INFO: ModelInfo = ModelInfo {
     name: "gcn",
@@ -47,16 +46,7 @@ pub fn model_graph(a: &Csr) -> Result<Csr> {
 /// The model on [`model_graph`]'s matrix (whole, or one part's extended rows with `part`).
 pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &ModelConfig, part: Option<&PartContext<B>>) -> Result<Gcn<B>> {
     super::refuse_options(cfg, true, false)?;
-    let n = s.n_rows();
-    let mut rng = SplitMix64::new(cfg.seed);
-    let widths = widths(features, cfg.hidden, cfg.layers, classes);
-    let convs = widths.windows(2).map(|w| GcnConv::new(b, n, w[0], w[1], &mut rng)).collect::<Result<Vec<_>>>()?;
-    let adj = GcnAdjacency::from_normalized(b, s)?.with_halo(part.map(|p| p.hook.clone()));
-    let mut stack = Stack::new(b, n, adj, convs, &widths, cfg)?;
-    if let Some(p) = part {
-        stack.set_first_row(p.first_row);
-    }
-    Ok(stack)
+    Stack::on_matrix(b, s, features, classes, cfg, part, |n, i, o, rng| GcnConv::new(b, n, i, o, rng))
 }
 
 fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {

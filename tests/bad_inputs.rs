@@ -224,6 +224,12 @@ fn silent_wrong_results_are_errors() {
         train(&["ring.mtx", flag, "--features", "4"], &[what]);
     }
     train(&["ring.mtx", "--precision", "f16", "--features", "4"], &["--precision f16", "GPU"]);
+    // Sampled and partitioned training: degenerate or conflicting options.
+    train(&["ring.mtx", "--features", "4", "--sampler", "neighbor", "--fanout", "0"], &["--fanout", ">= 1"]);
+    train(&["ring.mtx", "--features", "4", "--sampler", "saint-rw", "--batch-size", "0"], &["--batch-size"]);
+    train(&["ring.mtx", "--features", "4", "--batch-size", "8"], &["--batch-size", "--sampler"]);
+    train(&["ring.mtx", "--features", "4", "--partitions", "2", "--sampler", "saint-rw"], &["--sampler", "--partitions"]);
+    train(&["ring.mtx", "--features", "4", "--partitions", "0"], &["--partitions"]);
     let mut d = node_data(6);
     d.split.as_mut().unwrap().val = vec![false; 6];
     write_npz(dir.join("noval.npz"), &d).unwrap();

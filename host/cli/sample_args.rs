@@ -86,6 +86,10 @@ impl SampleArgs {
             SamplerKind::Neighbor => {
                 let fanouts = match &self.fanout {
                     Some(f) if f.is_empty() => return bad("--fanout needs at least one hop".into()),
+                    // 0 would train every seed on itself alone: a silent degenerate model.
+                    Some(f) if f.iter().any(|&k| k == 0 || k < -1) => {
+                        return bad(format!("--fanout {f:?}: each hop takes >= 1 neighbours, or -1 for all"));
+                    }
                     Some(f) => f.clone(),
                     None if cfg.layers == 2 => vec![15, 10],
                     None => vec![10; cfg.layers],

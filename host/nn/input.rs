@@ -1,7 +1,10 @@
 //! Node features as the first layer reads them, with the input dropout PyG's examples apply
 //! (`x = F.dropout(x, p, training)` before the first layer). Dense features are dropped out
 //! element by element; sparse (multi-hot) features keep their pattern and drop their nonzero
-//! values, which is the same thing without touching the zeros.
+//! values, which is the same thing without touching the zeros. Where the backend fuses the
+//! input dropout into the first product (`DropoutGemmOp::fuses_input_dropout`: the GPU), dense
+//! features are held as `DenseFused`: no dropped copy, no mask, the first layer's operand is
+//! `Operand::Dropped` and both of its products regenerate the mask.
 
 use crate::error::Result;
 use crate::graph::Csr;
@@ -13,6 +16,8 @@ use crate::tensor::Matrix;
 /// rows of a partitioned graph's: see [`InputFeatures::keyed_from`]).
 pub enum InputFeatures<B: Ops> {
     Dense { x: B::Mat, dropped: B::Mat, mask: B::Mask, offset: u64 },
+    /// `seed`: the input dropout's, remembered by `forward` for the backward's `operand`.
+    DenseFused { x: B::Mat, offset: u64, seed: u64 },
     Sparse { x: B::Graph, values: B::Edges, values_t: B::Edges, dropped: B::Edges, dropped_t: B::Edges, mask: B::Mask, offset: u64 },
 }
 
@@ -81,14 +86,25 @@ impl<B: Ops> InputFeatures<B> {
             HostFeatures::Dense(m) => {
                 let (rows, cols) = (m.rows, m.cols);
                 let x = b.upload_owned(m)?;
+                if b.fuses_input_dropout(rows, cols) {
+                    return Ok(InputFeatures::DenseFused { x, offset: 0, seed: 0 });
+                }
                 Ok(InputFeatures::Dense { x, dropped: b.matrix(rows, cols)?, mask: b.mask(rows, cols)?, offset: 0 })
             }
             sparse => Self::new(b, &sparse),
         }
     }
 
+    /// The features as the backend runs them best (fused input dropout where it offers it).
     pub fn new(b: &B, host: &HostFeatures) -> Result<Self> {
+        Self::with_fusion(b, host, b.fuses_input_dropout(host.rows(), host.cols()))
+    }
+
+    /// [`InputFeatures::new`] with the choice made by the caller: `fused` dense features keep no
+    /// dropped copy (sparse features ignore it). The CPU backend runs both, for the tests.
+    pub fn with_fusion(b: &B, host: &HostFeatures, fused: bool) -> Result<Self> {
         Ok(match host {
+            HostFeatures::Dense(m) if fused => InputFeatures::DenseFused { x: b.upload(m)?, offset: 0, seed: 0 },
             HostFeatures::Dense(m) => InputFeatures::Dense {
                 x: b.upload(m)?,
                 dropped: b.matrix(m.rows, m.cols)?,
@@ -112,14 +128,14 @@ impl<B: Ops> InputFeatures<B> {
     /// whole feature matrix's `row_ptr[r0]` for sparse ones.
     pub fn keyed_from(mut self, at: u64) -> Self {
         match &mut self {
-            InputFeatures::Dense { offset, .. } | InputFeatures::Sparse { offset, .. } => *offset = at,
+            InputFeatures::Dense { offset, .. } | InputFeatures::DenseFused { offset, .. } | InputFeatures::Sparse { offset, .. } => *offset = at,
         }
         self
     }
 
     pub fn cols(&self) -> usize {
         match self {
-            InputFeatures::Dense { x, .. } => B::shape(x).1,
+            InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. } => B::shape(x).1,
             InputFeatures::Sparse { x, .. } => B::graph_shape(x).1,
         }
     }
@@ -135,6 +151,13 @@ impl<B: Ops> InputFeatures<B> {
                 }
                 b.dropout_at(x, dropped, mask, p, seed, *offset)?;
                 Operand::Dense(dropped)
+            }
+            InputFeatures::DenseFused { x, offset, seed: kept } => {
+                if !drop {
+                    return Ok(Operand::Dense(x));
+                }
+                *kept = seed;
+                Operand::Dropped { x, p, seed, offset: *offset }
             }
             InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask, offset } => {
                 if !drop {
@@ -152,6 +175,13 @@ impl<B: Ops> InputFeatures<B> {
         let dropped = train && p > 0.0;
         match self {
             InputFeatures::Dense { x, dropped: d, .. } => Operand::Dense(if dropped { d } else { x }),
+            InputFeatures::DenseFused { x, offset, seed } => {
+                if dropped {
+                    Operand::Dropped { x, p, seed: *seed, offset: *offset }
+                } else {
+                    Operand::Dense(x)
+                }
+            }
             InputFeatures::Sparse { x, values, values_t, dropped: d, dropped_t: dt, .. } => {
                 if dropped {
                     Operand::Sparse { x, values: d, values_t: dt }

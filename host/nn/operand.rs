@@ -1,6 +1,8 @@
 //! The left operand of a feature transform `X W`: a dense matrix (hidden layers, dense node
 //! features) or sparse node features (multi-hot), whose product is an SpMM with the feature
 //! matrix as the sparse side. The layer's backward needs `Xᵀ G` for its weight gradient.
+//! Dense node features under input dropout may also be an operand that is never materialised:
+//! `dropout(X)` with its mask regenerated in each product (`ops::nn::dropout_gemm`).
 
 use crate::error::Result;
 use crate::ops::backend::{Ops, Side};
@@ -9,6 +11,11 @@ pub enum Operand<'a, B: Ops> {
     Dense(&'a B::Mat),
     /// `X` as a pattern with values in forward order and the same values laid out for `Xᵀ`.
     Sparse { x: &'a B::Graph, values: &'a B::Edges, values_t: &'a B::Edges },
+    /// `dropout(x)` with probability `p`, the mask of (`seed`, the step counter) keyed from
+    /// `offset`, as [`DropoutOp::dropout_at`](crate::ops::nn::dropout::DropoutOp::dropout_at)
+    /// would draw it; regenerated in both products, so forward and backward must run in one
+    /// step.
+    Dropped { x: &'a B::Mat, p: f32, seed: u64, offset: u64 },
 }
 
 impl<B: Ops> Operand<'_, B> {
@@ -17,6 +24,7 @@ impl<B: Ops> Operand<'_, B> {
         match self {
             Operand::Dense(x) => b.gemm(x, false, w, false, 0.0, out),
             Operand::Sparse { x, values, .. } => b.spmm(x, Side::Forward, values, w, out),
+            Operand::Dropped { x, p, seed, offset } => b.dropout_gemm(x, w, out, *p, *seed, *offset),
         }
     }
 
@@ -25,6 +33,7 @@ impl<B: Ops> Operand<'_, B> {
         match self {
             Operand::Dense(x) => b.gemm(x, true, g, false, 0.0, out),
             Operand::Sparse { x, values_t, .. } => b.spmm(x, Side::Transposed, values_t, g, out),
+            Operand::Dropped { x, p, seed, offset } => b.dropout_gemm_dw(x, g, out, *p, *seed, *offset),
         }
     }
 }

@@ -86,6 +86,11 @@ pub struct CudaBackend {
     pub(crate) half: Mutex<HalfScratch>,
     /// Per-op event pairs while op timing is on (see [`CudaBackend::time_ops`]).
     op_events: Mutex<Option<Vec<OpEvents>>>,
+    /// Whether the first layer multiplies dropped-out node features without storing them
+    /// (`ops::nn::dropout_gemm`); on unless turned off for a comparison.
+    pub(crate) fuse_input_dropout: bool,
+    /// The fused weight gradient's per-split partial sums, allocated on first use.
+    pub(crate) dropout_gemm_scratch: Mutex<Option<DeviceVec<f32>>>,
 }
 
 impl CudaBackend {
@@ -122,6 +127,8 @@ impl CudaBackend {
             step: Mutex::new(DeviceVec::zeros(&gpu, 1)?),
             half: Mutex::default(),
             op_events: Mutex::new(None),
+            fuse_input_dropout: true,
+            dropout_gemm_scratch: Mutex::new(None),
             gpu,
             precision,
             spmm_impl,
@@ -149,6 +156,13 @@ impl CudaBackend {
                 (ValueOrder::Csr, _) => Impl::Hp,
             };
         }
+        self
+    }
+
+    /// Multiply dropped-out node features without storing them (`true`, the default) or
+    /// through a dropped copy and cuBLAS (`false`: the unfused path, for comparisons).
+    pub fn with_fused_input_dropout(mut self, on: bool) -> Self {
+        self.fuse_input_dropout = on;
         self
     }
 

@@ -132,6 +132,7 @@ pub trait Ops:
     + CopyOp
     + ReluOp
     + DropoutOp
+    + crate::ops::nn::dropout_gemm::DropoutGemmOp
     + RowNormalizeOp
     + SpmmOp
     + SddmmOp
@@ -155,6 +156,7 @@ impl<B> Ops for B where
         + CopyOp
         + ReluOp
         + DropoutOp
+        + crate::ops::nn::dropout_gemm::DropoutGemmOp
         + RowNormalizeOp
         + SpmmOp
         + SddmmOp

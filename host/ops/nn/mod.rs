@@ -29,6 +29,7 @@ pub mod copy;
 pub mod cross_entropy;
 pub mod dot;
 pub mod dropout;
+pub mod dropout_gemm;
 pub mod edge_softmax;
 pub mod elu;
 pub mod gat_edge_logits;

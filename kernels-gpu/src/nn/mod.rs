@@ -16,6 +16,7 @@ pub mod col_sums;
 pub mod cross_entropy;
 pub mod dot;
 pub mod dropout;
+pub mod dropout_gemm;
 pub mod edge_softmax;
 pub mod elu;
 pub mod gat_edge_logits;

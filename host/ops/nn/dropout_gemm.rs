@@ -1,0 +1,340 @@
+//! Input dropout fused with the first feature transform: `y = dropout(x) w` and its weight
+//! gradient `dw = dropout(x)ᵀ dy`, the mask regenerated in both from the counter RNG (the draw
+//! of [`super::dropout`]: element (r, c) is keyed `offset + r * padded_ld(cols) + c`), never
+//! stored. CPU references (generic over f32 / f64) and the launchers of
+//! `kernels-gpu/src/nn/dropout_gemm.rs`.
+//!
+//! Why: the unfused first layer writes a dropped copy of the node features (and a byte mask)
+//! and reads it back in the product and again in the weight gradient; on a 500-wide input that
+//! was a quarter of a GCN step. Fused, x is read once per product and nothing of its size is
+//! written; the first layer needs no dX (the features are not trained), so these two products
+//! are all it uses.
+//!
+//! The GPU products run on tensor cores: tf32 for the tf32 and f16 precisions (as cuBLAS's
+//! `X W` there), 3xTF32 for f32 (near f32 accuracy). The weight gradient reduces over all rows
+//! in splits written to a scratch buffer and added in a fixed order: deterministic.
+
+use rayon::prelude::*;
+
+use super::{ROW_BLOCK, check_gpu, check_matrix_64, elementwise_shape};
+use crate::error::{Error, Result};
+use crate::gpu::abi::dropout_gemm::*;
+use crate::gpu::cublas::GemmMath;
+use crate::gpu::launch::{Kernel, Shape};
+use crate::gpu::memory::padded_ld;
+use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
+use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::ops::backend::Backend;
+use crate::ops::backend::cpu::{CpuBackend, HostMat};
+use crate::ops::backend::cuda::CudaBackend;
+use crate::util::Real;
+
+/// Blocks per SM the weight gradient's splits aim for (each holds 18 KB of shared memory).
+const DW_BLOCKS_PER_SM: usize = 8;
+
+fn check_p(p: f32) -> Result<()> {
+    if !(0.0..1.0).contains(&p) {
+        return Err(Error::Unsupported(format!("dropout probability {p} is outside [0, 1)")));
+    }
+    Ok(())
+}
+
+/// Row `r` of `x` (rows x k, unpadded) dropped out as `dropout_matrix_cpu_at` drops it.
+fn dropped_row<T: Real>(x: &[T], k: usize, r: usize, key: (u64, u32, u32, u64), keep_frac: T, out: &mut [T]) {
+    let (seed_key, step, thr, offset) = key;
+    let ld = padded_ld(k) as u64;
+    for (c, o) in out.iter_mut().enumerate() {
+        let keep = dropout_keep_keyed(seed_key, step, offset + r as u64 * ld + c as u64, thr);
+        *o = if keep { x[r * k + c] / keep_frac } else { T::zero() };
+    }
+}
+
+/// y = dropout(x) w on the host: `x` rows x k, `w` k x n, `y` rows x n (unpadded); the mask of
+/// (`seed`, `step`) keyed from `offset`. The same values, in the same order, as
+/// `dropout_matrix_cpu_at` followed by the host GEMM (bit for bit).
+#[allow(clippy::too_many_arguments)]
+pub fn dropout_gemm_cpu<T: Real>(x: &[T], rows: usize, k: usize, w: &[T], n: usize, y: &mut [T], p: f32, seed: u64, step: u32, offset: u64) -> Result<()> {
+    check_p(p)?;
+    if x.len() != rows * k || w.len() != k * n || y.len() != rows * n {
+        return Err(Error::Shape(format!("dropout_gemm_cpu: x {} (want {rows} x {k}), w {} (want {k} x {n}), y {}", x.len(), w.len(), y.len())));
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let key = (dropout_seed_key(seed), step, dropout_threshold(p), offset);
+    let keep_frac = T::one() - T::from_f64(p as f64);
+    y.par_chunks_mut(n).enumerate().for_each_init(
+        || vec![T::zero(); k],
+        |d, (r, out)| {
+            dropped_row(x, k, r, key, keep_frac, d);
+            out.iter_mut().for_each(|v| *v = T::zero());
+            for (kx, &av) in d.iter().enumerate() {
+                if av != T::zero() {
+                    for (o, &bv) in out.iter_mut().zip(&w[kx * n..(kx + 1) * n]) {
+                        *o += av * bv;
+                    }
+                }
+            }
+        },
+    );
+    Ok(())
+}
+
+/// dw = dropout(x)ᵀ dy on the host (`dy` rows x n, `dw` k x n), the mask of
+/// [`dropout_gemm_cpu`]. Partial sums over fixed runs of rows, added in order: deterministic.
+#[allow(clippy::too_many_arguments)]
+pub fn dropout_gemm_dw_cpu<T: Real>(x: &[T], rows: usize, k: usize, dy: &[T], n: usize, dw: &mut [T], p: f32, seed: u64, step: u32, offset: u64) -> Result<()> {
+    check_p(p)?;
+    if x.len() != rows * k || dy.len() != rows * n || dw.len() != k * n {
+        return Err(Error::Shape(format!("dropout_gemm_dw_cpu: x {} (want {rows} x {k}), dy {} (want {rows} x {n}), dw {}", x.len(), dy.len(), dw.len())));
+    }
+    let key = (dropout_seed_key(seed), step, dropout_threshold(p), offset);
+    let keep_frac = T::one() - T::from_f64(p as f64);
+    let partials: Vec<Vec<T>> = (0..rows.div_ceil(ROW_BLOCK))
+        .into_par_iter()
+        .map(|b| {
+            let mut acc = vec![T::zero(); k * n];
+            let mut d = vec![T::zero(); k];
+            for r in b * ROW_BLOCK..((b + 1) * ROW_BLOCK).min(rows) {
+                dropped_row(x, k, r, key, keep_frac, &mut d);
+                let g = &dy[r * n..(r + 1) * n];
+                for (c, &dv) in d.iter().enumerate() {
+                    if dv != T::zero() {
+                        for (o, &gv) in acc[c * n..(c + 1) * n].iter_mut().zip(g) {
+                            *o += dv * gv;
+                        }
+                    }
+                }
+            }
+            acc
+        })
+        .collect();
+    dw.iter_mut().for_each(|v| *v = T::zero());
+    for part in partials {
+        dw.iter_mut().zip(part).for_each(|(o, v)| *o += v);
+    }
+    Ok(())
+}
+
+/// n8 tiles per block for an output `ld` columns wide, and the column tiles that cover it.
+fn column_tiles(ld: usize) -> (usize, usize) {
+    let nt = match ld {
+        0..=16 => 2,
+        17..=32 => 4,
+        _ => 8,
+    };
+    (nt, ld.div_ceil(8 * nt).max(1))
+}
+
+/// The kernel instance for `nt` n8 tiles in tf32 or 3xTF32.
+fn instance<A>(nt: usize, split: bool, tf32: [Kernel<A>; 3], f32: [Kernel<A>; 3]) -> Kernel<A> {
+    let i = match nt {
+        2 => 0,
+        4 => 1,
+        _ => 2,
+    };
+    if split { f32[i] } else { tf32[i] }
+}
+
+/// Sizes the kernels index in u32: rows, columns and `rows * ld` elements of every operand.
+fn check_u32(what: &str, dims: &[(usize, usize)]) -> Result<()> {
+    for &(r, c) in dims {
+        if r >= u32::MAX as usize / 2 || c >= u32::MAX as usize / 2 {
+            return Err(Error::Unsupported(format!("{what}: {r} x {c} has 2^31 or more rows or columns")));
+        }
+    }
+    Ok(())
+}
+
+/// y = dropout(x) w on the device (`math` F32: 3xTF32; Tf32: tf32), the mask drawn with
+/// `step[0]` when the kernel runs, keyed from `offset`. Writes y's padding as zero.
+#[allow(clippy::too_many_arguments)]
+pub fn dropout_gemm(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+    check_p(p)?;
+    for (m, name) in [(x, "dropout_gemm x"), (w, "dropout_gemm w"), (&*y, "dropout_gemm y")] {
+        check_matrix_64(m, name)?;
+    }
+    if w.rows != x.cols || y.rows != x.rows || y.cols != w.cols {
+        return Err(Error::Shape(format!("dropout_gemm: x {} x {}, w {} x {}, y {} x {}", x.rows, x.cols, w.rows, w.cols, y.rows, y.cols)));
+    }
+    check_gpu(x.gpu(), w.gpu(), "dropout_gemm")?;
+    check_gpu(x.gpu(), y.gpu(), "dropout_gemm")?;
+    if step.is_empty() {
+        return Err(Error::Shape("dropout_gemm: empty step counter".into()));
+    }
+    check_u32("dropout_gemm", &[(x.rows, x.ld), (w.rows, w.ld)])?;
+    let gpu = x.gpu().clone();
+    let (nt, col_tiles) = column_tiles(y.ld);
+    let row_tiles = x.rows.div_ceil(DG_BLOCK_ROWS as usize);
+    let blocks = row_tiles * col_tiles;
+    if blocks > i32::MAX as usize {
+        return Err(Error::Unsupported(format!("dropout_gemm: {blocks} blocks")));
+    }
+    let args = DropoutGemmArgs {
+        rows: x.rows as u32,
+        k: x.cols as u32,
+        ldx: x.ld as u32,
+        ldw: y.ld as u32,
+        col_tiles: col_tiles as u32,
+        threshold: dropout_threshold(p),
+        x: x.arg(),
+        w: w.arg(),
+        y: y.arg_mut(),
+        scale: (1.0 / (1.0 - p as f64)) as f32,
+        seed_key: dropout_seed_key(seed),
+        step: step.arg(&gpu),
+        offset,
+    };
+    let kernel = instance(
+        nt,
+        math == GemmMath::F32,
+        [dropout_gemm_tf32_nt2, dropout_gemm_tf32_nt4, dropout_gemm_tf32_nt8],
+        [dropout_gemm_f32_nt2, dropout_gemm_f32_nt4, dropout_gemm_f32_nt8],
+    );
+    let smem = 4 * (DG_BLOCK_ROWS * 36 + 32 * (8 * nt as u32 + 8));
+    // SAFETY: shapes checked above; the kernel reads x rows x ldx, w k x ldw and writes y rows x
+    // ldw, guarding every row and column against the sizes it is given.
+    unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_THREADS, smem), &args) }
+}
+
+/// How the weight gradient splits its rows: (splits, rows per split, k tiles, column tiles,
+/// n8 tiles per block).
+fn dw_plan(sm_count: usize, rows: usize, k: usize, ldw: usize) -> (usize, usize, usize, usize, usize) {
+    let (nt, col_tiles) = column_tiles(ldw);
+    let k_tiles = k.div_ceil(DG_BLOCK_K as usize).max(1);
+    let step = DG_DW_STEP_ROWS as usize;
+    let max_splits = rows.div_ceil(step).max(1);
+    let want = (sm_count * DW_BLOCKS_PER_SM).div_ceil(k_tiles * col_tiles).clamp(1, max_splits);
+    let rows_per_split = rows.div_ceil(want).div_ceil(step).max(1) * step;
+    (rows.div_ceil(rows_per_split).max(1), rows_per_split, k_tiles, col_tiles, nt)
+}
+
+/// Floats of scratch [`dropout_gemm_dw`] needs for x with `rows` rows and `k` columns and a
+/// weight gradient `n` wide, on `gpu`.
+pub fn dropout_gemm_dw_scratch_len(gpu: &Gpu, rows: usize, k: usize, n: usize) -> usize {
+    let ldw = padded_ld(n);
+    dw_plan(gpu.info().sm_count as usize, rows, k, ldw).0 * k * ldw
+}
+
+/// dw = dropout(x)ᵀ dy on the device, the mask of [`dropout_gemm`]; `scratch` holds at least
+/// [`dropout_gemm_dw_scratch_len`] floats (per-split partial sums, added in a fixed order).
+#[allow(clippy::too_many_arguments)]
+pub fn dropout_gemm_dw(
+    x: &DeviceMatrix<f32>,
+    dy: &DeviceMatrix<f32>,
+    dw: &mut DeviceMatrix<f32>,
+    scratch: &mut DeviceVec<f32>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+    math: GemmMath,
+) -> Result<()> {
+    check_p(p)?;
+    for (m, name) in [(x, "dropout_gemm_dw x"), (dy, "dropout_gemm_dw dy"), (&*dw, "dropout_gemm_dw dw")] {
+        check_matrix_64(m, name)?;
+    }
+    if dy.rows != x.rows || dw.rows != x.cols || dw.cols != dy.cols {
+        return Err(Error::Shape(format!("dropout_gemm_dw: x {} x {}, dy {} x {}, dw {} x {}", x.rows, x.cols, dy.rows, dy.cols, dw.rows, dw.cols)));
+    }
+    check_gpu(x.gpu(), dy.gpu(), "dropout_gemm_dw")?;
+    check_gpu(x.gpu(), dw.gpu(), "dropout_gemm_dw")?;
+    check_u32("dropout_gemm_dw", &[(x.rows, x.ld), (dw.rows, dw.ld)])?;
+    if step.is_empty() {
+        return Err(Error::Shape("dropout_gemm_dw: empty step counter".into()));
+    }
+    let gpu = x.gpu().clone();
+    let (k, ldw) = (x.cols, dw.ld);
+    let (splits, rows_per_split, k_tiles, col_tiles, nt) = dw_plan(gpu.info().sm_count as usize, x.rows, k, ldw);
+    let need = splits * k * ldw;
+    if scratch.len() < need || k * ldw > u32::MAX as usize {
+        return Err(Error::Shape(format!("dropout_gemm_dw: scratch of {} floats for {splits} splits of {k} x {ldw} (want {need})", scratch.len())));
+    }
+    let blocks = splits * k_tiles * col_tiles;
+    if blocks > i32::MAX as usize {
+        return Err(Error::Unsupported(format!("dropout_gemm_dw: {blocks} blocks")));
+    }
+    let args = DropoutGemmDwArgs {
+        rows: x.rows as u32,
+        k: k as u32,
+        ldx: x.ld as u32,
+        ldw: ldw as u32,
+        k_tiles: k_tiles as u32,
+        col_tiles: col_tiles as u32,
+        rows_per_split: rows_per_split as u32,
+        threshold: dropout_threshold(p),
+        x: x.arg(),
+        dy: dy.arg(),
+        partial: scratch.arg_mut(&gpu),
+        scale: (1.0 / (1.0 - p as f64)) as f32,
+        seed_key: dropout_seed_key(seed),
+        step: step.arg(&gpu),
+        offset,
+    };
+    let kernel = instance(
+        nt,
+        math == GemmMath::F32,
+        [dropout_gemm_dw_tf32_nt2, dropout_gemm_dw_tf32_nt4, dropout_gemm_dw_tf32_nt8],
+        [dropout_gemm_dw_f32_nt2, dropout_gemm_dw_f32_nt4, dropout_gemm_dw_f32_nt8],
+    );
+    let smem = 4 * (DG_DW_STEP_ROWS * (DG_BLOCK_K + 8) + DG_DW_STEP_ROWS * (8 * nt as u32 + 8));
+    // SAFETY: shapes checked above; block b writes rows < k, columns < ldw of partial[split],
+    // split < splits, inside the `need` floats of scratch.
+    unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_THREADS, smem), &args)? };
+    let n = (k * ldw) as u64;
+    let sum = SplitSumArgs { n: n as u32, splits: splits as u32, partial: scratch.arg(&gpu), out: dw.arg_mut() };
+    // SAFETY: scratch holds splits * n floats, dw n (k rows of ldw).
+    unsafe { split_sum_f32.launch(&gpu, elementwise_shape(&gpu, n), &sum) }
+}
+
+// -- the op on each backend --
+
+pub trait DropoutGemmOp: Backend {
+    /// Whether the first layer should multiply `rows x cols` node features through this op
+    /// (dropout never stored) rather than drop them out into a copy first. The GPU does unless
+    /// told otherwise; the CPU keeps the unfused path as the reference (and can run this op).
+    fn fuses_input_dropout(&self, rows: usize, cols: usize) -> bool;
+    /// `y = dropout(x) w`, x's mask drawn as [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at)
+    /// draws it from (`seed`, the step counter, `offset`).
+    #[allow(clippy::too_many_arguments)]
+    fn dropout_gemm(&self, x: &Self::Mat, w: &Self::Mat, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    /// `dw = dropout(x)ᵀ dy` with the mask of [`DropoutGemmOp::dropout_gemm`] (same step).
+    fn dropout_gemm_dw(&self, x: &Self::Mat, dy: &Self::Mat, dw: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+}
+
+impl<T: Real> DropoutGemmOp for CpuBackend<T> {
+    fn fuses_input_dropout(&self, _rows: usize, _cols: usize) -> bool {
+        false
+    }
+    fn dropout_gemm(&self, x: &HostMat<T>, w: &HostMat<T>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        if w.rows != x.cols || y.rows != x.rows || y.cols != w.cols {
+            return Err(Error::Shape(format!("dropout_gemm: x {}x{}, w {}x{}, y {}x{}", x.rows, x.cols, w.rows, w.cols, y.rows, y.cols)));
+        }
+        dropout_gemm_cpu(&x.data, x.rows, x.cols, &w.data, w.cols, &mut y.data, p, seed, self.step(), offset)
+    }
+    fn dropout_gemm_dw(&self, x: &HostMat<T>, dy: &HostMat<T>, dw: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        if dy.rows != x.rows || dw.rows != x.cols || dw.cols != dy.cols {
+            return Err(Error::Shape(format!("dropout_gemm_dw: x {}x{}, dy {}x{}, dw {}x{}", x.rows, x.cols, dy.rows, dy.cols, dw.rows, dw.cols)));
+        }
+        dropout_gemm_dw_cpu(&x.data, x.rows, x.cols, &dy.data, dy.cols, &mut dw.data, p, seed, self.step(), offset)
+    }
+}
+
+impl DropoutGemmOp for CudaBackend {
+    fn fuses_input_dropout(&self, rows: usize, cols: usize) -> bool {
+        self.fuse_input_dropout && rows < u32::MAX as usize / 2 && padded_ld(cols) < u32::MAX as usize / 2
+    }
+    fn dropout_gemm(&self, x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        self.timed("dropout gemm", || dropout_gemm(x, w, y, p, seed, &self.step_ptr(), offset, self.math))
+    }
+    fn dropout_gemm_dw(&self, x: &DeviceMatrix<f32>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows, x.cols, dy.cols);
+        // Allocated on the first (eager) call and kept: a recorded step keeps its address.
+        let mut scratch = self.dropout_gemm_scratch.lock().expect("dropout gemm scratch poisoned");
+        if scratch.as_ref().is_none_or(|s| s.len() < need) {
+            *scratch = Some(DeviceVec::zeros(&self.gpu, need)?);
+        }
+        let s = scratch.as_mut().expect("allocated above");
+        self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math))
+    }
+}

@@ -1,0 +1,80 @@
+// Input dropout fused with the first feature transform (`nn/dropout_gemm.rs`): argument
+// structs, tile sizes and instances. Shared with the host (`include!`).
+use super::*;
+
+/// Rows of X per forward block (4 warps of 16 rows).
+pub const DG_BLOCK_ROWS: u32 = 64;
+/// Columns of dW (rows of W) per weight-gradient block (4 warps of 16).
+pub const DG_BLOCK_K: u32 = 64;
+/// Threads per block of both product kernels.
+pub const DG_THREADS: u32 = 128;
+/// X rows per step of the weight-gradient loop (and the multiple a split's rows are rounded to).
+pub const DG_DW_STEP_ROWS: u32 = 32;
+
+kernel_args! {
+    /// y = dropout(x) w for x rows x k (stride ldx), w k x n and y rows x n (stride ldw): block
+    /// b computes rows 64 (b / col_tiles).. and columns 8 NT (b % col_tiles)..; element (r, c) of
+    /// x is kept iff `dropout_keep_keyed(seed_key, step, offset + r * ldx + c, threshold)`.
+    pub struct DropoutGemmArgs {
+        pub rows: u32,
+        pub k: u32,
+        pub ldx: u32,
+        pub ldw: u32,
+        pub col_tiles: u32,
+        pub threshold: u32,
+        pub x: Ptr<f32>,
+        pub w: Ptr<f32>,
+        pub y: PtrMut<f32>,
+        /// 1 / (1 - p).
+        pub scale: f32,
+        pub seed_key: u64,
+        /// The step counter, read when the kernel runs (as the dropout kernel's).
+        pub step: Ptr<u32>,
+        pub offset: u64,
+    }
+
+    /// partial[s] = dropout(x[rows of split s])ᵀ dy[same rows] (k x ldw each, stride ldw):
+    /// block b is split b / (k_tiles col_tiles), dW rows 64 ((b / col_tiles) % k_tiles)..,
+    /// columns 8 NT (b % col_tiles)..; split s owns x rows s rows_per_split.. (a multiple of 32).
+    pub struct DropoutGemmDwArgs {
+        pub rows: u32,
+        pub k: u32,
+        pub ldx: u32,
+        pub ldw: u32,
+        pub k_tiles: u32,
+        pub col_tiles: u32,
+        pub rows_per_split: u32,
+        pub threshold: u32,
+        pub x: Ptr<f32>,
+        pub dy: Ptr<f32>,
+        pub partial: PtrMut<f32>,
+        pub scale: f32,
+        pub seed_key: u64,
+        pub step: Ptr<u32>,
+        pub offset: u64,
+    }
+
+    /// out[i] = sum over s < splits of partial[s n + i], s ascending (deterministic).
+    pub struct SplitSumArgs {
+        pub n: u32,
+        pub splits: u32,
+        pub partial: Ptr<f32>,
+        pub out: PtrMut<f32>,
+    }
+}
+
+kernels! {
+    dropout_gemm_tf32_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward::<2, false>;
+    dropout_gemm_tf32_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward::<4, false>;
+    dropout_gemm_tf32_nt8(DropoutGemmArgs) = crate::nn::dropout_gemm::forward::<8, false>;
+    dropout_gemm_f32_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward::<2, true>;
+    dropout_gemm_f32_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward::<4, true>;
+    dropout_gemm_f32_nt8(DropoutGemmArgs) = crate::nn::dropout_gemm::forward::<8, true>;
+    dropout_gemm_dw_tf32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<2, false>;
+    dropout_gemm_dw_tf32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<4, false>;
+    dropout_gemm_dw_tf32_nt8(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<8, false>;
+    dropout_gemm_dw_f32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<2, true>;
+    dropout_gemm_dw_f32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<4, true>;
+    dropout_gemm_dw_f32_nt8(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<8, true>;
+    split_sum_f32(SplitSumArgs) = crate::nn::dropout_gemm::split_sum;
+}

@@ -1,0 +1,322 @@
+//! Input dropout fused with the first product (`tcgnn::ops::nn::dropout_gemm`).
+//!
+//! CPU: the fused products equal dropout-then-product (forward bit for bit, the weight gradient
+//! to f64 rounding) with the dropout op's own mask, offsets past 2^32 included; the weight
+//! gradient against finite differences; every model's loss and gradients with fused input
+//! dropout equal the unfused ones over several steps, and a whole model's gradients with the
+//! fused input against finite differences in f64.
+//! GPU (skipped without one): both kernels against the f64 CPU reference, outputs poisoned
+//! first, on odd shapes (N = 1, N not a multiple of the 64-row tile, K not a multiple of 8,
+//! widths over one column tile), in tf32 (the tf32 and f16 precisions' math) and 3xTF32 (f32);
+//! the step counter read on the device; timing beside dropout + cuBLAS at R-MAT 2^18 x 500.
+
+mod common;
+
+
+use tcgnn::gpu::cublas::{Blas, GemmMath};
+use tcgnn::gpu::memory::padded_ld;
+use tcgnn::gpu::timing::time_gpu;
+use tcgnn::gpu::{DeviceMatrix, DeviceVec};
+use tcgnn::graph::Csr;
+use tcgnn::graph::ops::pattern;
+use tcgnn::nn::backend::{Backend, TEST_BIT, TRAIN_BIT, VAL_BIT};
+use tcgnn::nn::input::{HostFeatures, InputFeatures};
+use tcgnn::nn::models::{self, Model, default_config};
+use tcgnn::nn::{CpuBackend, ModelConfig};
+use tcgnn::ops::nn::cross_entropy::CrossEntropyOp;
+use tcgnn::ops::nn::dropout_gemm::*;
+use tcgnn::ops::nn::{dropout_matrix, dropout_matrix_cpu_at, step_increment};
+use tcgnn::tensor::{Matrix, rel_error};
+use tcgnn::util::rng::SplitMix64;
+
+/// Uniform in [-1, 1), exactly representable in f32 (the GPU sees the same inputs).
+fn rand(n: usize, seed: u64) -> Vec<f64> {
+    SplitMix64::new(seed).vec_f32(n).into_iter().map(|v| v as f64).collect()
+}
+
+/// dropout(x) w and dropout(x)ᵀ dy by the unfused route: the dropout op's mask, then plain
+/// f64 sums.
+#[allow(clippy::too_many_arguments)]
+fn unfused(x: &[f64], rows: usize, k: usize, w: &[f64], dy: &[f64], n: usize, p: f32, seed: u64, step: u32, offset: u64) -> (Vec<f64>, Vec<f64>) {
+    let mut xd = vec![0.0; rows * k];
+    let mut mask = vec![0u8; rows * padded_ld(k)];
+    dropout_matrix_cpu_at(x, rows, k, &mut xd, &mut mask, p, seed, step, offset).unwrap();
+    let mut y = vec![0.0; rows * n];
+    let mut dw = vec![0.0; k * n];
+    for r in 0..rows {
+        for c in 0..k {
+            for j in 0..n {
+                y[r * n + j] += xd[r * k + c] * w[c * n + j];
+                dw[c * n + j] += xd[r * k + c] * dy[r * n + j];
+            }
+        }
+    }
+    (y, dw)
+}
+
+fn rel64(a: &[f64], b: &[f64]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum();
+    let den: f64 = b.iter().map(|y| y * y).sum();
+    if den == 0.0 { num.sqrt() } else { (num / den).sqrt() }
+}
+
+// ------------------------------------------------------------------ CPU
+
+#[test]
+fn cpu_fused_products_equal_dropout_then_product() {
+    // (rows, k, n, offset): N = 1, K not a multiple of 8, an offset whose rows straddle 2^32.
+    for (rows, k, n, offset) in [(1, 1, 1, 0u64), (37, 7, 5, 0), (70, 33, 16, 3), (1100, 13, 9, (1u64 << 32) - 40)] {
+        let (p, seed, step) = (0.4f32, 0xABCD, 3);
+        let (x, w, dy) = (rand(rows * k, 1), rand(k * n, 2), rand(rows * n, 3));
+        let (want_y, want_dw) = unfused(&x, rows, k, &w, &dy, n, p, seed, step, offset);
+        let mut y = vec![f64::NAN; rows * n];
+        dropout_gemm_cpu(&x, rows, k, &w, n, &mut y, p, seed, step, offset).unwrap();
+        assert!(rel64(&y, &want_y) < 1e-14, "y {rows}x{k}x{n}: {}", rel64(&y, &want_y));
+        let mut dw = vec![f64::NAN; k * n];
+        dropout_gemm_dw_cpu(&x, rows, k, &dy, n, &mut dw, p, seed, step, offset).unwrap();
+        assert!(rel64(&dw, &want_dw) < 1e-13, "dw {rows}x{k}x{n}: {}", rel64(&dw, &want_dw));
+        // A different step draws a different mask (the products are not the undropped ones).
+        let mut y2 = vec![0.0; rows * n];
+        dropout_gemm_cpu(&x, rows, k, &w, n, &mut y2, p, seed, step + 1, offset).unwrap();
+        assert!(rows * k < 8 || y2 != y, "step {step} and {} drew the same mask", step + 1);
+    }
+    // p outside [0, 1) and wrong lengths are errors, not panics.
+    let mut y = vec![0.0; 4];
+    assert!(dropout_gemm_cpu(&[0.0; 4], 2, 2, &[0.0; 4], 2, &mut y, 1.0, 0, 0, 0).is_err());
+    assert!(dropout_gemm_cpu(&[0.0; 3], 2, 2, &[0.0; 4], 2, &mut y, 0.5, 0, 0, 0).is_err());
+}
+
+#[test]
+fn cpu_fused_weight_gradient_matches_finite_differences() {
+    // L(w) = Σ dy ⊙ (dropout(x) w): dL/dw = dropout(x)ᵀ dy.
+    let (rows, k, n, p, seed, step) = (29, 6, 3, 0.5f32, 7, 2);
+    let (x, mut w, dy) = (rand(rows * k, 4), rand(k * n, 5), rand(rows * n, 6));
+    let loss = |w: &[f64]| {
+        let mut y = vec![0.0; rows * n];
+        dropout_gemm_cpu(&x, rows, k, w, n, &mut y, p, seed, step, 0).unwrap();
+        y.iter().zip(&dy).map(|(a, b)| a * b).sum::<f64>()
+    };
+    let mut dw = vec![0.0; k * n];
+    dropout_gemm_dw_cpu(&x, rows, k, &dy, n, &mut dw, p, seed, step, 0).unwrap();
+    let h = 1e-6;
+    let fd: Vec<f64> = (0..k * n)
+        .map(|i| {
+            let w0 = w[i];
+            w[i] = w0 + h;
+            let up = loss(&w);
+            w[i] = w0 - h;
+            let down = loss(&w);
+            w[i] = w0;
+            (up - down) / (2.0 * h)
+        })
+        .collect();
+    assert!(dw.iter().any(|v| v.abs() > 1e-3), "vanishing gradient proves nothing");
+    assert!(rel64(&dw, &fd) < 1e-8, "dw vs finite differences: {}", rel64(&dw, &fd));
+}
+
+type B = CpuBackend<f64>;
+
+/// A directed graph with an isolated node and a hub row, dense features, labels, masks.
+struct Problem {
+    graph: Csr,
+    features: HostFeatures,
+    labels: Vec<i32>,
+    bits: Vec<u8>,
+    classes: usize,
+}
+
+fn problem(n: usize, f: usize, classes: usize, seed: u64) -> Problem {
+    let mut rng = SplitMix64::new(seed);
+    let mut t = Vec::new();
+    for r in 2..n as u32 {
+        for _ in 0..rng.below(4) {
+            t.push((r, 2 + rng.below(n as u64 - 2) as u32, 1.0));
+        }
+    }
+    for c in (2..n as u32).step_by(3) {
+        t.push((1, c, 1.0));
+    }
+    let graph = pattern(&Csr::from_triplets(n, n, &t).unwrap().canonical());
+    let labels = (0..n).map(|_| rng.below(classes as u64) as i32).collect();
+    let bits = (0..n).map(|i| [TRAIN_BIT, TRAIN_BIT, VAL_BIT, TEST_BIT][i % 4]).collect();
+    Problem { graph, features: HostFeatures::Dense(Matrix::random(n, f, seed + 2)), labels, bits, classes }
+}
+
+fn small(name: &str) -> ModelConfig {
+    let d = default_config(name).unwrap();
+    ModelConfig { layers: 2, hidden: 5, heads: d.heads.min(2), dropout: 0.4, seed: 3, ..d }
+}
+
+/// Forward in training mode, the loss, and (with `backward`) every parameter's gradient.
+fn step(b: &B, net: &mut dyn Model<B>, input: &mut InputFeatures<B>, p: &Problem, labels: &<B as Backend>::Labels, backward: bool) -> f64 {
+    let n_train = p.bits.iter().filter(|&&m| m & TRAIN_BIT != 0).count();
+    let logits = net.forward(b, input, true).unwrap();
+    let (r, c) = B::shape(logits);
+    let mut d = b.matrix(r, c).unwrap();
+    let mut s = b.stats().unwrap();
+    b.cross_entropy(logits, labels, 1.0 / n_train as f32, &mut d, &mut s).unwrap();
+    if backward {
+        net.backward(b, input, &d).unwrap();
+    }
+    b.read_stats(&s).unwrap().loss
+}
+
+#[test]
+fn cpu_models_train_alike_with_fused_and_unfused_input_dropout() {
+    let p = problem(41, 11, 3, 5);
+    for name in ["gcn", "sage", "gin", "agnn", "gat"] {
+        let cfg = small(name);
+        let run = |fused: bool| {
+            let b = B::new();
+            let mut net = models::build(&b, &p.graph, p.features.cols(), p.classes, &cfg).unwrap();
+            let mut input = InputFeatures::with_fusion(&b, &p.features, fused).unwrap();
+            assert_eq!(matches!(input, InputFeatures::DenseFused { .. }), fused);
+            let labels = b.labels(&p.labels, &p.bits).unwrap();
+            let mut out = Vec::new();
+            for _ in 0..4 {
+                b.begin_step().unwrap(); // a fresh input mask every step
+                let loss = step(&b, &mut *net, &mut input, &p, &labels, true);
+                let grads: Vec<f64> = net.params().iter().flat_map(|(_, q)| q.grad.data.clone()).collect();
+                for (_, q) in net.params() {
+                    let g = q.grad.data.clone();
+                    q.value.data.iter_mut().zip(g).for_each(|(v, g)| *v -= 0.5 * g);
+                }
+                out.push((loss, grads));
+            }
+            out
+        };
+        let (fused, plain) = (run(true), run(false));
+        // The forward products are the same sums in the same order: step 1's loss is bit-equal;
+        // the weight gradient sums rows in another order, so later steps agree to rounding.
+        assert_eq!(fused[0].0, plain[0].0, "{name}: first loss");
+        for (s, ((lf, gf), (lp, gp))) in fused.iter().zip(&plain).enumerate() {
+            assert!((lf - lp).abs() <= 1e-12 * lp.abs(), "{name} step {s}: loss {lf} fused vs {lp}");
+            assert!(rel64(gf, gp) < 1e-12, "{name} step {s}: gradients differ by {}", rel64(gf, gp));
+        }
+        assert!(fused[3].0 != fused[0].0, "{name}: the loss never moved");
+    }
+}
+
+#[test]
+fn cpu_models_with_fused_input_dropout_match_finite_differences() {
+    let p = problem(23, 6, 3, 11);
+    for name in ["gcn", "sage", "gin"] {
+        let b = B::new();
+        let mut net = models::build(&b, &p.graph, p.features.cols(), p.classes, &small(name)).unwrap();
+        let mut input = InputFeatures::with_fusion(&b, &p.features, true).unwrap();
+        let labels = b.labels(&p.labels, &p.bits).unwrap();
+        b.begin_step().unwrap();
+        // Off the ReLU kinks of all-dropped rows (see tests/nn_grad.rs).
+        let mut rng = SplitMix64::new(77);
+        for (_, q) in net.params() {
+            q.value.data.iter_mut().for_each(|v| *v += rng.uniform(-0.1, 0.1) as f64);
+        }
+        step(&b, &mut *net, &mut input, &p, &labels, true);
+        let grads: Vec<Vec<f64>> = net.params().iter().map(|(_, q)| q.grad.data.clone()).collect();
+        let h = 1e-6;
+        for (pi, g) in grads.iter().enumerate() {
+            for (i, &gi) in g.iter().enumerate() {
+                let orig = net.params()[pi].1.value.data[i];
+                net.params()[pi].1.value.data[i] = orig + h;
+                let up = step(&b, &mut *net, &mut input, &p, &labels, false);
+                net.params()[pi].1.value.data[i] = orig - h;
+                let down = step(&b, &mut *net, &mut input, &p, &labels, false);
+                net.params()[pi].1.value.data[i] = orig;
+                let fd = (up - down) / (2.0 * h);
+                let err = (fd - gi).abs() / (1e-6 + fd.abs().max(gi.abs()));
+                assert!(err < 1e-4 || (fd - gi).abs() < 1e-8, "{name} {} [{i}]: analytic {gi} vs finite difference {fd}", net.params()[pi].1.value.rows);
+            }
+        }
+        assert!(grads[0].iter().any(|v| v.abs() > 1e-6), "{name}: first weight's gradient vanishes");
+    }
+}
+
+// ------------------------------------------------------------------ GPU
+
+#[test]
+fn gpu_fused_products_match_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_fused_products_match_cpu") else { return };
+    // Rows: 1, not a multiple of 64 (forward tile) or 32 (gradient step); k: not a multiple of
+    // 8, one chunk, several; n: each kernel instance (2 / 4 / 8 n8 tiles) and several column
+    // tiles (100, 256).
+    let shapes = [(1, 1, 1), (1, 500, 16), (37, 7, 5), (65, 33, 16), (130, 130, 32), (2051, 500, 16), (2051, 63, 64), (4100, 500, 100), (1000, 72, 256), (70_001, 500, 16)];
+    let mut step = DeviceVec::upload(&gpu, &[4u32]).unwrap();
+    step_increment(&gpu, &mut step).unwrap(); // the kernels read 5 from the device
+    for (math, tol) in [(GemmMath::Tf32, 5e-3), (GemmMath::F32, 1e-5)] {
+        for &(rows, k, n) in &shapes {
+            for offset in [0u64, (1u64 << 32) - 4 * padded_ld(k) as u64 - 2] {
+                let (p, seed) = (0.5f32, 0x5EED + rows as u64);
+                let (x, w, dy) = (rand(rows * k, rows as u64), rand(k * n, 9), rand(rows * n, 10));
+                let (want_y, want_dw) = unfused(&x, rows, k, &w, &dy, n, p, seed, 5, offset);
+                let up = |r: usize, c: usize, v: &[f64]| DeviceMatrix::upload(&gpu, &Matrix::from_vec(r, c, v.iter().map(|&a| a as f32).collect()).unwrap()).unwrap();
+                let (xd, wd, dyd) = (up(rows, k, &x), up(k, n, &w), up(rows, n, &dy));
+                let mut yd = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
+                yd.poison().unwrap();
+                dropout_gemm(&xd, &wd, &mut yd, p, seed, &step, offset, math).unwrap();
+                let what = format!("{math:?} {rows} x {k} x {n} offset {offset}");
+                let y = yd.download_padded().unwrap();
+                let ld = padded_ld(n);
+                assert!(y.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what}: y's padding not zero");
+                let yv: Vec<f32> = (0..rows * n).map(|i| y[(i / n) * ld + i % n]).collect();
+                let e = rel_error(&yv, &want_y);
+                assert!(e < tol, "{what}: y rel error {e:.2e} (tolerance {tol:.0e})");
+
+                let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n)).unwrap();
+                let mut dwd = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
+                dwd.poison().unwrap();
+                dropout_gemm_dw(&xd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
+                let dw = dwd.download_padded().unwrap();
+                assert!(dw.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what}: dw's padding not zero");
+                let dwv: Vec<f32> = (0..k * n).map(|i| dw[(i / n) * ld + i % n]).collect();
+                let e = rel_error(&dwv, &want_dw);
+                assert!(e < tol, "{what}: dw rel error {e:.2e} (tolerance {tol:.0e})");
+                // Deterministic: a second run gives the same bits.
+                dropout_gemm_dw(&xd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
+                assert_eq!(dwd.download_padded().unwrap(), dw, "{what}: dw not deterministic");
+            }
+        }
+    }
+    // A scratch too small is an error, not an overrun.
+    let x = DeviceMatrix::<f32>::zeros(&gpu, 1000, 40).unwrap();
+    let dy = DeviceMatrix::<f32>::zeros(&gpu, 1000, 16).unwrap();
+    let mut dw = DeviceMatrix::<f32>::zeros(&gpu, 40, 16).unwrap();
+    let mut small = DeviceVec::<f32>::zeros(&gpu, 1).unwrap();
+    assert!(dropout_gemm_dw(&x, &dy, &mut dw, &mut small, 0.5, 0, &step, 0, GemmMath::Tf32).is_err());
+}
+
+/// The fused products against dropout + cuBLAS on GCN's first layer at R-MAT 2^18 x 500
+/// (the bench/NOTES.md shape); prints the times (run with --nocapture).
+#[test]
+fn gpu_fused_products_time() {
+    let Some(gpu) = common::gpu_or_skip("gpu_fused_products_time") else { return };
+    let (rows, k) = (1usize << 18, 500);
+    let blas = Blas::new(&gpu).unwrap();
+    let x = DeviceMatrix::upload(&gpu, &Matrix::random(rows, k, 1)).unwrap();
+    let mut xd = DeviceMatrix::<f32>::zeros(&gpu, rows, k).unwrap();
+    let mut mask = DeviceVec::<u8>::zeros(&gpu, rows * padded_ld(k)).unwrap();
+    let step = DeviceVec::upload(&gpu, &[1u32]).unwrap();
+    let bytes = (rows * padded_ld(k) * 4) as f64;
+    for n in [16usize, 64, 256] {
+        let w = DeviceMatrix::upload(&gpu, &Matrix::random(k, n, 2)).unwrap();
+        let dy = DeviceMatrix::upload(&gpu, &Matrix::random(rows, n, 3)).unwrap();
+        let mut y = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
+        let mut dw = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
+        let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n)).unwrap();
+        for math in [GemmMath::Tf32, GemmMath::F32] {
+            let fwd = time_gpu(&gpu, 3, 20, || dropout_gemm(&x, &w, &mut y, 0.5, 7, &step, 0, math)).unwrap().median_ms;
+            let bwd = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&x, &dy, &mut dw, &mut scratch, 0.5, 7, &step, 0, math)).unwrap().median_ms;
+            let unf = time_gpu(&gpu, 3, 20, || {
+                dropout_matrix(&x, &mut xd, &mut mask, 0.5, 7, &step)?;
+                blas.gemm(math, 1.0, &xd, false, &w, false, 0.0, &mut y)?;
+                blas.gemm(math, 1.0, &xd, true, &dy, false, 0.0, &mut dw)
+            })
+            .unwrap()
+            .median_ms;
+            println!(
+                "dropout_gemm {rows} x {k} -> {n} {math:?}: forward {fwd:.3} ms ({:.0} GB/s of x), dw {bwd:.3} ms, fused total {:.3} ms vs dropout + 2 cuBLAS {unf:.3} ms",
+                bytes / fwd / 1e6,
+                fwd + bwd
+            );
+        }
+    }
+}

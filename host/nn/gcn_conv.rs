@@ -89,10 +89,19 @@ impl<B: Ops> GcnConv<B> {
     }
 
     pub fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<&B::Mat> {
+        self.forward_act(b, adj, x, false)
+    }
+
+    /// `forward`, then a ReLU fused into the bias add when `relu`.
+    pub fn forward_act(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, relu: bool) -> Result<&B::Mat> {
         self.lin.forward(b, x)?;
         adj.fill(b, self.lin.out_mut())?;
         adj.forward(b, self.lin.out(), &mut self.out)?;
-        b.bias_add(&mut self.out, &self.bias.value)?;
+        if relu {
+            b.bias_relu(&mut self.out, &self.bias.value)?;
+        } else {
+            b.bias_add(&mut self.out, &self.bias.value)?;
+        }
         Ok(&self.out)
     }
 
@@ -120,6 +129,9 @@ impl<B: Ops> crate::nn::stack::Conv<B> for GcnConv<B> {
     type Adj = GcnAdjacency<B>;
     fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
         GcnConv::forward(self, b, adj, x).map(|_| ())
+    }
+    fn forward_relu(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<bool> {
+        self.forward_act(b, adj, x, true).map(|_| true)
     }
     fn out(&self) -> &B::Mat {
         &self.out

@@ -76,8 +76,7 @@ impl<B: Ops> Conv<B> for GinConv<B> {
             Some(eps) => b.scaled_add(&mut self.h, p, &eps.value, 1.0)?,
             None => b.add_assign(&mut self.h, p)?,
         }
-        b.bias_add(&mut self.h, &self.bias1.value)?;
-        b.relu(&mut self.h)?;
+        b.bias_relu(&mut self.h, &self.bias1.value)?;
         self.lin2.forward(b, &Operand::Dense(&self.h))?;
         Ok(())
     }

@@ -89,20 +89,39 @@ impl<B: Ops> SageConv<B> {
     }
 }
 
-impl<B: Ops> Conv<B> for SageConv<B> {
-    type Adj = GcnAdjacency<B>;
-
-    fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
+impl<B: Ops> SageConv<B> {
+    /// The layer's forward, with a ReLU fused into the bias add when `relu` (only without the
+    /// normalisation, which comes after the bias).
+    fn forward_act(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, relu: bool) -> Result<()> {
         self.lin_l.forward(b, x)?;
         adj.fill(b, self.lin_l.out_mut())?;
         adj.forward(b, self.lin_l.out(), &mut self.pre)?;
         b.add_assign(&mut self.pre, self.lin_r.forward(b, x)?)?;
-        b.bias_add(&mut self.pre, &self.bias.value)?;
+        if relu {
+            b.bias_relu(&mut self.pre, &self.bias.value)?;
+        } else {
+            b.bias_add(&mut self.pre, &self.bias.value)?;
+        }
         if let Some(nm) = &mut self.norm {
             b.row_normalize(&self.pre, &mut nm.n, &mut nm.inv_norm)?;
             b.copy(&nm.n, &mut nm.out)?;
         }
         Ok(())
+    }
+}
+
+impl<B: Ops> Conv<B> for SageConv<B> {
+    type Adj = GcnAdjacency<B>;
+
+    fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
+        self.forward_act(b, adj, x, false)
+    }
+
+    /// Without the normalisation the bias add is the last op: the ReLU fuses into it.
+    fn forward_relu(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<bool> {
+        let relu = self.norm.is_none();
+        self.forward_act(b, adj, x, relu)?;
+        Ok(relu)
     }
 
     fn out(&self) -> &B::Mat {

@@ -31,6 +31,12 @@ use crate::util::rng::SplitMix64;
 pub trait Conv<B: Ops> {
     type Adj;
     fn forward(&mut self, b: &B, adj: &Self::Adj, x: &Operand<B>) -> Result<()>;
+    /// `forward` followed by a ReLU of the output in place where the conv can fuse it into its
+    /// last op (a bias add); returns whether it did (if not, the caller applies the ReLU).
+    fn forward_relu(&mut self, b: &B, adj: &Self::Adj, x: &Operand<B>) -> Result<bool> {
+        self.forward(b, adj, x)?;
+        Ok(false)
+    }
     fn out(&self) -> &B::Mat;
     fn out_mut(&mut self) -> &mut B::Mat;
     /// Every parameter's gradient from `dy` = dL/d(out), and dL/dx into `dx` when asked.
@@ -150,8 +156,17 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
         self.hidden.iter_mut().for_each(|h| h.drop.set_first_row(first_row));
     }
 
-    /// BatchNorm, ReLU, residual and dropout after hidden conv `l`.
-    fn hidden_forward(&mut self, b: &B, l: usize, train: bool) -> Result<()> {
+    /// Conv `l`'s forward of `x`, with its hidden layer's ReLU when the conv fuses it (no
+    /// BatchNorm between them); returns whether the ReLU is done.
+    fn conv_forward(conv: &mut C, hidden: Option<&Hidden<B>>, b: &B, adj: &C::Adj, x: &Operand<B>) -> Result<bool> {
+        match hidden {
+            Some(h) if h.bn.is_none() => conv.forward_relu(b, adj, x),
+            _ => conv.forward(b, adj, x).map(|_| false),
+        }
+    }
+
+    /// BatchNorm, ReLU (unless `relu_done`), residual and dropout after hidden conv `l`.
+    fn hidden_forward(&mut self, b: &B, l: usize, train: bool, relu_done: bool) -> Result<()> {
         let (c_lo, c_hi) = self.convs.split_at_mut(l);
         let (h_lo, h_hi) = self.hidden.split_at_mut(l);
         let conv = &mut c_hi[0];
@@ -163,7 +178,9 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
             }
             None => conv.out_mut(),
         };
-        b.relu(act)?;
+        if !relu_done {
+            b.relu(act)?;
+        }
         if let Some(res) = res {
             let prev = &h_lo[l - 1];
             b.copy(match bn { Some(bn) => bn.out(), None => conv.out() }, res)?;
@@ -200,19 +217,19 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
 
 impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
     fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat> {
-        {
+        let mut relu_done = {
             let x0 = input.forward(b, train, self.p, self.input_seed)?;
-            self.convs[0].forward(b, &self.adj, &x0)?;
-        }
+            Self::conv_forward(&mut self.convs[0], self.hidden.first(), b, &self.adj, &x0)?
+        };
         for l in 0..self.convs.len() {
             if l > 0 {
                 let (done, rest) = self.convs.split_at_mut(l);
                 let Hidden { bn, res, drop, .. } = &self.hidden[l - 1];
                 let x = drop.output(hidden_out(&done[l - 1], bn, res), train);
-                rest[0].forward(b, &self.adj, &Operand::Dense(x))?;
+                relu_done = Self::conv_forward(&mut rest[0], self.hidden.get(l), b, &self.adj, &Operand::Dense(x))?;
             }
             if l + 1 < self.convs.len() {
-                self.hidden_forward(b, l, train)?;
+                self.hidden_forward(b, l, train, relu_done)?;
             }
         }
         Ok(self.convs.last().expect("at least one layer").out())

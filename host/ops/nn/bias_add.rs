@@ -1,11 +1,13 @@
-//! Bias add y[r][c] += b[c]: CPU and the launcher of `kernels-gpu/src/nn/bias_add.rs`.
+//! Bias add y[r][c] += b[c], and the same followed by a ReLU in one pass (`bias_relu`, where a
+//! hidden layer's bias meets its activation): CPU and the launchers of
+//! `kernels-gpu/src/nn/bias_add.rs`.
 
 use rayon::prelude::*;
 
 use super::{check_gpu, check_matrix_64, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::gpu::abi::nn::{BiasAddArgs, bias_add_f32};
+use crate::gpu::abi::nn::{BiasAddArgs, bias_add_f32, bias_relu_f32};
 use crate::util::Real;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
 use crate::ops::backend::cuda::CudaBackend;
@@ -28,6 +30,15 @@ pub fn bias_add_cpu<T: Real>(y: &mut [T], rows: usize, cols: usize, b: &[T]) {
 /// y[r][c] += b[c] on the device; `b` is 1 x cols. Runs over the padded buffer (b's padding is
 /// zero, so y's stays zero).
 pub fn bias_add(y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
+    bias_launch(y, b, false)
+}
+
+/// y = max(y + b, 0) on the device (one pass; the same values as `bias_add` then `relu`).
+pub fn bias_relu(y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
+    bias_launch(y, b, true)
+}
+
+fn bias_launch(y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>, relu: bool) -> Result<()> {
     check_matrix_64(y, "bias_add y")?;
     check_matrix_64(b, "bias_add b")?;
     if b.rows != 1 || b.cols != y.cols {
@@ -38,7 +49,8 @@ pub fn bias_add(y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> 
     let n4 = n4(y);
     let args = BiasAddArgs { n4, ld4: (y.ld / 4) as u32, y: y.arg_mut(), b: b.arg() };
     // SAFETY: y holds n4 float4s of rows of ld floats, b one row of ld.
-    unsafe { bias_add_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
+    let kernel = if relu { bias_relu_f32 } else { bias_add_f32 };
+    unsafe { kernel.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 // -- the op on each backend --
@@ -46,6 +58,15 @@ pub fn bias_add(y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> 
 pub trait BiasAddOp: Backend {
     /// `y[r] += b` for every row (`b` is `1 x cols`).
     fn bias_add(&self, y: &mut Self::Mat, b: &Self::Mat) -> Result<()>;
+    /// `y[r] = max(y[r] + b, 0)`: a hidden layer's bias and ReLU (one pass on the GPU; the
+    /// default runs the two ops, as the CPU reference does).
+    fn bias_relu(&self, y: &mut Self::Mat, b: &Self::Mat) -> Result<()>
+    where
+        Self: super::relu::ReluOp,
+    {
+        self.bias_add(y, b)?;
+        self.relu(y)
+    }
 }
 
 impl<T: Real> BiasAddOp for CpuBackend<T> {
@@ -61,5 +82,8 @@ impl<T: Real> BiasAddOp for CpuBackend<T> {
 impl BiasAddOp for CudaBackend {
     fn bias_add(&self, y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
         self.timed("bias add", || bias_add(y, b))
+    }
+    fn bias_relu(&self, y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
+        self.timed("bias relu", || bias_relu(y, b))
     }
 }

@@ -434,6 +434,7 @@ kernels! {
     step_increment(StepIncrementArgs) = crate::nn::adam::step_increment;
     add_assign_f32(AddAssignArgs) = crate::nn::add_assign::add_assign;
     bias_add_f32(BiasAddArgs) = crate::nn::bias_add::bias_add;
+    bias_relu_f32(BiasAddArgs) = crate::nn::bias_add::bias_relu;
     col_sums_f32(ColSumsArgs) = crate::nn::col_sums::col_sums;
     cross_entropy_f32(CrossEntropyArgs) = crate::nn::cross_entropy::cross_entropy;
     dropout_f32(DropoutArgs) = crate::nn::dropout::dropout;

@@ -1,4 +1,5 @@
-//! y[r][c] += b[c] over the whole padded buffer (b's padding is 0, so y's stays 0):
+//! y[r][c] += b[c] (and `bias_relu`: y = max(y + b, 0), the bias and the ReLU after it in one
+//! pass) over the whole padded buffer (b's padding is 0, so y's stays 0):
 //! grid-stride over float4s; `ld4` = float4s per row (ld is a multiple of 8, so a float4 never
 //! straddles two rows).
 
@@ -9,6 +10,17 @@ use crate::ptx;
 
 #[inline(always)]
 pub unsafe fn bias_add(args: BiasAddArgs) {
+    unsafe { bias_then::<false>(args) }
+}
+
+/// y = max(y + b, 0): a hidden layer's bias and ReLU in one read and one write of y.
+#[inline(always)]
+pub unsafe fn bias_relu(args: BiasAddArgs) {
+    unsafe { bias_then::<true>(args) }
+}
+
+#[inline(always)]
+unsafe fn bias_then<const RELU: bool>(args: BiasAddArgs) {
     let BiasAddArgs { n4, ld4, y, b } = args;
     if ld4 == 0 {
         return; // no columns (n4 = 0 too); also lets `% ld4` compile without a panic path
@@ -17,6 +29,11 @@ pub unsafe fn bias_add(args: BiasAddArgs) {
         let bias = unsafe { ptx::ld_nc_v4_f32(b.add(4 * split_offset(i, ld4).1 as usize)) };
         let p = unsafe { y.add(4 * i as usize) };
         let v = unsafe { ptx::ld_v4_f32(p) };
-        unsafe { ptx::st_v4_f32(p, [v[0] + bias[0], v[1] + bias[1], v[2] + bias[2], v[3] + bias[3]]) };
+        let mut o = [v[0] + bias[0], v[1] + bias[1], v[2] + bias[2], v[3] + bias[3]];
+        if RELU {
+            // As the ReLU kernel: NaN and -0 become 0.
+            o = o.map(|x| if x > 0.0 { x } else { 0.0 });
+        }
+        unsafe { ptx::st_v4_f32(p, o) };
     }
 }

@@ -39,7 +39,7 @@ fn main() -> tcgnn::Result<()> {
     drop(old);
 
     let old = time("transpose with map, serial (old)", || transpose::transpose_with_map_serial(&s));
-    let new = time("transpose with map, column blocks (new)", || transpose::transpose_with_map(&s));
+    let new = time("transpose with map, buckets (new)", || transpose::transpose_with_map(&s));
     assert!(old == new, "transposes differ");
     drop((old, new));
 

@@ -15,6 +15,8 @@ pub mod source;
 pub mod spec;
 pub mod tcg;
 pub mod text;
+pub mod transpose;
+pub mod gcn_norm;
 
 pub use csr::Csr;
 pub use perm::Permutation;

@@ -15,30 +15,9 @@ pub fn transpose(a: &Csr) -> Csr {
 }
 
 /// A^T as CSR, and for every nonzero of A^T the index of the nonzero of A it came from
-/// (so `values_t[i] = values[map[i]]`).
+/// (so `values_t[i] = values[map[i]]`). On all cores: see [`crate::graph::transpose`].
 pub fn transpose_with_map(a: &Csr) -> (Csr, Vec<u32>) {
-    let (n, m) = (a.n_rows(), a.n_cols());
-    let mut ptr = vec![0u32; m + 1];
-    for &c in a.col_idx() {
-        ptr[c as usize + 1] += 1;
-    }
-    for c in 0..m {
-        ptr[c + 1] += ptr[c];
-    }
-    let mut fill = ptr[..m].to_vec();
-    let mut rows = vec![0u32; a.nnz()];
-    let mut vals = vec![0f32; a.nnz()];
-    let mut from = vec![0u32; a.nnz()];
-    for r in 0..n {
-        for e in a.row_range(r) {
-            let p = &mut fill[a.col_idx()[e] as usize];
-            rows[*p as usize] = r as u32;
-            vals[*p as usize] = a.values()[e];
-            from[*p as usize] = e as u32;
-            *p += 1;
-        }
-    }
-    (Csr::new(m, n, ptr, rows, vals).expect("transpose of a valid CSR is valid"), from)
+    crate::graph::transpose::transpose_with_map(a)
 }
 
 /// Compressed sparse columns: column j's entries are `row_idx[col_ptr[j]..col_ptr[j+1]]`.
@@ -181,6 +160,12 @@ pub fn degree_summary(a: &Csr) -> (u32, f64, u32) {
 /// Negative edge weights are refused: a row sum can then be zero or negative, and D^-1/2 would
 /// be silently replaced by 0 or become NaN.
 pub fn gcn_normalize(a: &Csr) -> Result<Csr> {
+    crate::graph::gcn_norm::gcn_normalize(a)
+}
+
+/// [`gcn_normalize`] the plain way (self-loops merged in, row sums, one scaling pass): the
+/// reference the one-pass parallel version is tested against.
+pub fn gcn_normalize_serial(a: &Csr) -> Result<Csr> {
     if let Some(e) = a.values().iter().position(|&v| v.is_nan() || v < 0.0) {
         let r = a.row_ptr().partition_point(|&p| p as usize <= e) - 1;
         return Err(Error::InvalidGraph(format!(
@@ -202,7 +187,7 @@ pub fn gcn_normalize(a: &Csr) -> Result<Csr> {
     ai.with_values(vals)
 }
 
-fn square(a: &Csr, what: &str) -> Result<()> {
+pub(crate) fn square(a: &Csr, what: &str) -> Result<()> {
     if a.n_rows() != a.n_cols() {
         return Err(Error::Shape(format!("{what} needs a square matrix, got {} x {}", a.n_rows(), a.n_cols())));
     }

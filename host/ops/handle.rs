@@ -59,6 +59,9 @@ struct Transposed {
     csr_map: Arc<Vec<u32>>,
 }
 
+/// [`GraphHandle::mebcrs_win_ptr`].
+struct MeBcrsWinPtr(Arc<Vec<u32>>);
+
 /// [`GraphHandle::transpose_map_host`] of one order.
 struct HostTransposeMap(Arc<Vec<u32>>);
 
@@ -276,12 +279,36 @@ impl GraphHandle {
     }
 
     /// Number of edge values the graph has in `order`: nnz (CSR), or `8 * n_vectors` of the
-    /// ME-BCRS (k = 8) translation (made on first use, on the host).
+    /// ME-BCRS (k = 8) translation (made on first use: on the device when the handle translates
+    /// there, never downloaded for this).
     pub fn value_len(&self, order: ValueOrder) -> Result<usize> {
         Ok(match order {
             ValueOrder::Csr => self.csr.nnz(),
+            ValueOrder::MeBcrs if self.translating_gpu().is_some() => 8 * self.device_mebcrs()?.n_vectors,
             ValueOrder::MeBcrs => self.mebcrs(8)?.values.len(),
         })
+    }
+
+    /// A device copy of the ME-BCRS (k = 8) values, for a caller that owns and may change its
+    /// edge values (a model's Â): copied on the device, not downloaded and uploaded again.
+    pub fn device_mebcrs_values(&self) -> Result<DeviceVec<f32>> {
+        let gpu = self.gpu()?.clone();
+        let m = self.device_mebcrs()?;
+        let mut copy = DeviceVec::zeros(&gpu, m.values.len())?;
+        gpu.stream().memcpy_dtod(m.values.slice(), copy.slice_mut()).map_err(|e| Error::cuda("ME-BCRS values copy", e))?;
+        Ok(copy)
+    }
+
+    /// ME-BCRS (k = 8) window pointers on the host (what TC8 work lists are planned from):
+    /// on the GPU path only this array is downloaded, not the whole translation.
+    pub fn mebcrs_win_ptr(&self) -> Result<Arc<Vec<u32>>> {
+        let p = self.cached(8, || {
+            Ok(MeBcrsWinPtr(Arc::new(match self.translating_gpu() {
+                Some(gpu) => crate::format::gpu::download_n(gpu, &self.device_mebcrs()?.win_ptr, self.csr.n_rows().div_ceil(crate::format::MEBCRS_WINDOW) + 1)?,
+                None => self.mebcrs(8)?.win_ptr.clone(),
+            })))
+        })?;
+        Ok(p.0.clone())
     }
 
     fn transposed(&self) -> Result<Arc<Transposed>> {

@@ -302,7 +302,7 @@ impl Backend for CudaBackend {
         let h = g.side(side)?;
         match self.order {
             ValueOrder::Csr => DeviceVec::upload(&self.gpu, h.csr().values()),
-            ValueOrder::MeBcrs => DeviceVec::upload(&self.gpu, &h.mebcrs(8)?.values),
+            ValueOrder::MeBcrs => h.device_mebcrs_values(),
         }
     }
     fn mask(&self, rows: usize, cols: usize) -> Result<DeviceVec<u8>> {

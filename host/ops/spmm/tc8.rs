@@ -31,9 +31,10 @@ struct DeviceWorkList {
 
 fn shape(g: &GraphHandle) -> Result<std::sync::Arc<Tc8Shape>> {
     g.cached(TC8_BLOCK_VECTORS as u64, || {
-        let m = g.mebcrs(TC8_BLOCK_VECTORS as usize)?;
+        // Window pointers only: the whole ME-BCRS would be a download of gigabytes on large graphs.
+        let win_ptr = g.mebcrs_win_ptr()?;
         Ok(Tc8Shape {
-            blocks_per_window: (0..m.n_windows()).map(|w| m.blocks_of(w) as u32).collect(),
+            blocks_per_window: win_ptr.windows(2).map(|w| (w[1] - w[0]).div_ceil(TC8_BLOCK_VECTORS)).collect(),
         })
     })
 }

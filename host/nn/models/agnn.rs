@@ -9,7 +9,7 @@ use crate::nn::dropout::Dropout;
 use crate::nn::input::InputFeatures;
 use crate::nn::linear::Linear;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
-use crate::nn::models::{Model, ModelConfig, ModelInfo, dropout_seed, edge_bytes, mat_bytes, param_bytes};
+use crate::nn::models::{Model, ModelConfig, ModelInfo, dropout_seed, mat_bytes, param_bytes};
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
 use crate::ops::backend::Ops;
@@ -60,8 +60,11 @@ pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &Mo
 
 fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {
     let (n, nnz, f, c, h) = (n as u64, nnz as u64, features as u64, classes as u64, cfg.hidden as u64);
-    let per_conv = 4 * mat_bytes(n, h) + mat_bytes(n, 1) + 7 * edge_bytes(n, nnz);
-    param_bytes(f, h) + param_bytes(h, c) + 6 * mat_bytes(n, h) + 2 * mat_bytes(n, c) + cfg.layers as u64 * per_conv
+    // The fused attention (n, out, dn; inv_norm, D, softmax stats): nothing per edge.
+    let per_conv = 3 * mat_bytes(n, h) + 2 * mat_bytes(n, 1) + mat_bytes(n, 2);
+    // The column ids of A + I and of its transpose, which the backward walks.
+    let patterns = 2 * 4 * (nnz + n);
+    patterns + param_bytes(f, h) + param_bytes(h, c) + 6 * mat_bytes(n, h) + 2 * mat_bytes(n, c) + cfg.layers as u64 * per_conv
 }
 
 /// The input Linear, `layers` attention propagations over hidden columns (no weights but β),

@@ -31,6 +31,7 @@ pub mod dot;
 pub mod dropout;
 pub mod edge_softmax;
 pub mod elu;
+pub mod fused_attention;
 pub mod gat_edge_logits;
 pub mod gat_scores;
 pub mod gemm;

@@ -45,6 +45,7 @@ pub mod spmm {
     use crate::spmm::tc8::{Bulk, CpAsync, E4m3, F16, F16Out, F32Out, Registers, Tf32};
     include!("spmm.rs");
 }
+pub mod attention;
 pub mod hybrid;
 pub mod format;
 pub mod nn;

@@ -160,9 +160,11 @@ fn gpu_fused_attention_matches_cpu() {
                 let eo = rel_error(&b.download(&out).unwrap().data, &out_ref);
                 let eh = rel_error(&b.download(&dh).unwrap().data, &dh_ref);
                 let db = b.download(&dbeta).unwrap().data[0] as f64;
+                // f16: the neighbour rows are gathered from f16 copies.
+                let (tol, tol_beta) = if prec == Precision::F16 { (1e-2, 2e-2) } else { (1e-5, 1e-4) };
                 println!("{prec:?} {name} d={d}: out {eo:.1e}, dh {eh:.1e}, dbeta {db} against {db_ref}");
-                assert!(eo < 1e-5 && eh < 1e-5, "{prec:?} {name} d={d}: out {eo:.1e}, dh {eh:.1e}");
-                assert!((db - db_ref).abs() <= 1e-4 * db_ref.abs().max(1.0), "{prec:?} {name} d={d}: dbeta {db} against {db_ref}");
+                assert!(eo < tol && eh < tol, "{prec:?} {name} d={d}: out {eo:.1e}, dh {eh:.1e}");
+                assert!((db - db_ref).abs() <= tol_beta * db_ref.abs().max(1.0), "{prec:?} {name} d={d}: dbeta {db} against {db_ref}");
             }
         }
     }

@@ -2,7 +2,8 @@
 //! backward (dh and dbeta), without any per-edge array: the forward keeps per row the
 //! softmax's (max, sum), the backward recomputes alpha from them. CPU reference (generic over
 //! f32/f64, the same two passes as the GPU) and the launchers of
-//! `kernels-gpu/src/nn/fused_attention.rs` (f32 on CUDA cores, in every precision).
+//! `kernels-gpu/src/nn/fused_attention.rs` (CUDA cores, f32 arithmetic; in f16 precision the
+//! rows gathered per edge, n and dout, are read from f16 copies: half the bytes).
 //!
 //! Inputs are the layer's h, its row-normalised n and inv_norm (`row_normalize`); S must be
 //! square (n_i . n_j pairs a row with a column of the same matrix).
@@ -18,9 +19,12 @@ use rayon::prelude::*;
 
 use super::{check_gpu, check_matrix_64, check_same, row_shape};
 use crate::error::{Error, Result};
+use half::f16;
+
 use crate::gpu::abi::attention::{
-    AttentionColGradArgs, AttentionForwardArgs, AttentionRowGradArgs, AttnRows, attention_col_grad_c1, attention_col_grad_c4,
-    attention_forward_c1, attention_forward_c4, attention_row_grad_c1, attention_row_grad_c4,
+    AttentionColGradArgs, AttentionForwardArgs, AttentionRowGradArgs, AttnRows, attention_col_grad_c1_f16, attention_col_grad_c1_f32,
+    attention_col_grad_c4_f16, attention_col_grad_c4_f32, attention_forward_c1_f16, attention_forward_c1_f32, attention_forward_c4_f16,
+    attention_forward_c4_f32, attention_row_grad_c1_f16, attention_row_grad_c1_f32, attention_row_grad_c4_f16, attention_row_grad_c4_f32,
 };
 use crate::gpu::launch::{Kernel, Ptr, Shape};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
@@ -29,13 +33,15 @@ use crate::ops::GraphHandle;
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
+use crate::ops::Precision;
 use crate::util::Real;
 
 /// Rows with at least this many edges go to the block-per-row launch: a warp on a hub row
 /// would hold the whole launch (the edge softmax saw 0.6-0.9 ms from one R-MAT hub).
 pub const ATTN_LONG_ROW: u32 = 256;
-/// Threads of the block that takes one long row.
-pub const ATTN_LONG_BLOCK: u32 = 256;
+/// Threads of the block that takes one long row (512: the kernels use up to 120 registers, so
+/// 1024-thread blocks would not launch).
+pub const ATTN_LONG_BLOCK: u32 = 512;
 
 fn dot<T: Real>(a: &[T], b: &[T]) -> T {
     a.iter().zip(b).map(|(&x, &y)| x * y).sum()
@@ -269,13 +275,28 @@ unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(
     }
 }
 
+/// The address the kernels gather `m`'s rows from: `m`, or its f16 copy `half` (checked to
+/// have `m`'s shape and stride).
+fn gather_ptr(m: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, what: &str) -> Result<Ptr<f32>> {
+    match half {
+        None => Ok(m.arg()),
+        Some(h) if (h.rows, h.cols, h.ld) == (m.rows, m.cols, m.ld) && h.buf.len() >= m.rows * m.ld => {
+            check_gpu(m.gpu(), h.gpu(), what)?;
+            Ok(h.arg().cast())
+        }
+        Some(h) => Err(Error::Shape(format!("{what}: f16 copy {} x {} (stride {}) of a {} x {} matrix (stride {})", h.rows, h.cols, h.ld, m.rows, m.cols, m.ld))),
+    }
+}
+
 /// The fused forward on the device: `out` (same shape as `n`, padding written 0) and `stats`
-/// (2 values per row). `beta` (1 x 1) is read when the kernel runs. The first call on a graph
-/// uploads its CSR and long-row list: warm up before capturing a CUDA graph.
+/// (2 values per row). `beta` (1 x 1) is read when the kernel runs. With `n_half` (an f16 copy
+/// of `n`) the neighbour rows are read from it. The first call on a graph uploads its CSR and
+/// long-row list: warm up before capturing a CUDA graph.
 pub fn attention_forward(
     g: &GraphHandle,
     beta: &DeviceMatrix<f32>,
     n: &DeviceMatrix<f32>,
+    n_half: Option<&DeviceMatrix<f16>>,
     inv_norm: &DeviceVec<f32>,
     out: &mut DeviceMatrix<f32>,
     stats: &mut DeviceVec<f32>,
@@ -284,13 +305,17 @@ pub fn attention_forward(
     check_nodes(g, beta, n, &[("inv_norm", inv_norm.len(), 1), ("stats", stats.len(), 2)], what)?;
     check_same(n, out, what)?;
     let gpu = g.gpu()?.clone();
+    let n_gather = gather_ptr(n, n_half, what)?;
     let (beta, np, inv, outp, st) = (beta.arg(), n.arg(), inv_norm.arg(&gpu), out.arg_mut(), stats.arg_mut(&gpu));
-    // SAFETY: shapes checked above: n and out are rows x ld, inv_norm and stats cover the rows.
+    let kernels = if n_half.is_some() { [attention_forward_c1_f16, attention_forward_c4_f16] } else { [attention_forward_c1_f32, attention_forward_c4_f32] };
+    // SAFETY: shapes checked above: n (and its f16 copy) and out are rows x ld, inv_norm and
+    // stats cover the rows.
     unsafe {
-        launch_rows(&gpu, g, n.ld / 4, [attention_forward_c1, attention_forward_c4], 0, |rows| AttentionForwardArgs {
+        launch_rows(&gpu, g, n.ld / 4, kernels, 0, |rows| AttentionForwardArgs {
             rows,
             beta,
             n: np,
+            n_gather,
             inv_norm: inv,
             out: outp,
             stats: st,
@@ -300,12 +325,14 @@ pub fn attention_forward(
 
 /// The fused backward on the device: `dh` (overwritten, padding 0) and `dbeta` (1 x 1,
 /// zeroed here then added to atomically), through the scratch `dn` (shape of `n`) and `d_row`
-/// (a value per row). `out` and `stats` are the forward's. Uploads Sᵀ's CSR on first use.
+/// (a value per row). `out` and `stats` are the forward's. With `half` (f16 copies of `n` and
+/// `dout`) the neighbour rows are read from them. Uploads Sᵀ's CSR on first use.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_backward(
     g: &GraphHandle,
     beta: &DeviceMatrix<f32>,
     n: &DeviceMatrix<f32>,
+    half: Option<(&DeviceMatrix<f16>, &DeviceMatrix<f16>)>,
     inv_norm: &DeviceVec<f32>,
     stats: &DeviceVec<f32>,
     out: &DeviceMatrix<f32>,
@@ -325,6 +352,8 @@ pub fn attention_backward(
         return Err(Error::Shape(format!("{what}: dbeta is {} x {} (want 1 x 1)", dbeta.rows, dbeta.cols)));
     }
     let gpu = g.gpu()?.clone();
+    let n_gather = gather_ptr(n, half.map(|h| h.0), what)?;
+    let dout_gather = gather_ptr(dout, half.map(|h| h.1), what)?;
     let t = g.transpose()?;
     dbeta.zero()?;
     let (betap, np, inv, st, outp, doutp) = (beta.arg(), n.arg(), inv_norm.arg(&gpu), stats.arg(&gpu), out.arg(), dout.arg());
@@ -333,10 +362,12 @@ pub fn attention_backward(
     // SAFETY: shapes checked above; Sᵀ is square like S; the row pass's warp launch uses 4
     // bytes of shared memory (its block sum of dbeta).
     unsafe {
-        launch_rows(&gpu, g, ld4, [attention_row_grad_c1, attention_row_grad_c4], 4, |rows| AttentionRowGradArgs {
+        let kernels = if half.is_some() { [attention_row_grad_c1_f16, attention_row_grad_c4_f16] } else { [attention_row_grad_c1_f32, attention_row_grad_c4_f32] };
+        launch_rows(&gpu, g, ld4, kernels, 4, |rows| AttentionRowGradArgs {
             rows,
             beta: betap,
             n: np,
+            n_gather,
             inv_norm: inv,
             stats: st,
             out: outp,
@@ -346,13 +377,16 @@ pub fn attention_backward(
             dbeta: dbp,
         })?;
         let (dn_done, d_done, dhp) = (dn.arg(), d_row.arg(&gpu), dh.arg_mut());
-        launch_rows(&gpu, &t, ld4, [attention_col_grad_c1, attention_col_grad_c4], 0, |rows| AttentionColGradArgs {
+        let kernels = if half.is_some() { [attention_col_grad_c1_f16, attention_col_grad_c4_f16] } else { [attention_col_grad_c1_f32, attention_col_grad_c4_f32] };
+        launch_rows(&gpu, &t, ld4, kernels, 0, |rows| AttentionColGradArgs {
             rows,
             beta: betap,
             n: np,
+            n_gather,
             inv_norm: inv,
             stats: st,
             dout: doutp,
+            dout_gather,
             d_row: d_done,
             dn: dn_done,
             dh: dhp,
@@ -432,7 +466,14 @@ impl<T: Real> FusedAttentionOp for CpuBackend<T> {
 
 impl FusedAttentionOp for CudaBackend {
     fn attention_forward(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, _h: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed("fused attention", || attention_forward(&g.handle, beta, n, &inv_norm.buf, out, &mut stats.buf))
+        self.timed("fused attention", || {
+            if self.precision == Precision::F16 {
+                // f16 copy of n in scratch slot 1 (2 holds dout's in the backward).
+                self.with_half(n, 1, |nh| attention_forward(&g.handle, beta, n, Some(nh), &inv_norm.buf, out, &mut stats.buf))
+            } else {
+                attention_forward(&g.handle, beta, n, None, &inv_norm.buf, out, &mut stats.buf)
+            }
+        })
     }
     fn attention_backward(
         &self,
@@ -450,7 +491,13 @@ impl FusedAttentionOp for CudaBackend {
         dbeta: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
         self.timed("fused attention backward", || {
-            attention_backward(&g.handle, beta, n, &inv_norm.buf, &stats.buf, out, dout, dn, &mut d_row.buf, dh, dbeta)
+            if self.precision == Precision::F16 {
+                self.with_half(n, 1, |nh| {
+                    self.with_half(dout, 2, |gh| attention_backward(&g.handle, beta, n, Some((nh, gh)), &inv_norm.buf, &stats.buf, out, dout, dn, &mut d_row.buf, dh, dbeta))
+                })
+            } else {
+                attention_backward(&g.handle, beta, n, None, &inv_norm.buf, &stats.buf, out, dout, dn, &mut d_row.buf, dh, dbeta)
+            }
         })
     }
 }

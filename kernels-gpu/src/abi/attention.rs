@@ -28,6 +28,9 @@ kernel_args! {
         /// One value, read when the kernel runs.
         pub beta: Ptr<f32>,
         pub n: Ptr<f32>,
+        /// The rows gathered per edge: `n` itself (`_f32` instances) or its f16 copy (`_f16`:
+        /// an f16 matrix of the same stride, at this address).
+        pub n_gather: Ptr<f32>,
         pub inv_norm: Ptr<f32>,
         pub out: PtrMut<f32>,
         pub stats: PtrMut<f32>,
@@ -40,6 +43,9 @@ kernel_args! {
         pub rows: AttnRows,
         pub beta: Ptr<f32>,
         pub n: Ptr<f32>,
+        /// The rows gathered per edge: `n` itself (`_f32` instances) or its f16 copy (`_f16`:
+        /// an f16 matrix of the same stride, at this address).
+        pub n_gather: Ptr<f32>,
         pub inv_norm: Ptr<f32>,
         pub stats: Ptr<f32>,
         pub out: Ptr<f32>,
@@ -56,9 +62,14 @@ kernel_args! {
         pub rows: AttnRows,
         pub beta: Ptr<f32>,
         pub n: Ptr<f32>,
+        /// The rows gathered per edge: `n` itself (`_f32` instances) or its f16 copy (`_f16`:
+        /// an f16 matrix of the same stride, at this address).
+        pub n_gather: Ptr<f32>,
         pub inv_norm: Ptr<f32>,
         pub stats: Ptr<f32>,
         pub dout: Ptr<f32>,
+        /// `dout` or its f16 copy, as `n_gather`.
+        pub dout_gather: Ptr<f32>,
         pub d_row: Ptr<f32>,
         pub dn: Ptr<f32>,
         pub dh: PtrMut<f32>,
@@ -66,12 +77,19 @@ kernel_args! {
 }
 
 // `_c1`: rows of at most 32 float4s (d <= 128), one float4 per lane; `_c4`: up to 128 float4s
-// (d <= 512), four per lane.
+// (d <= 512), four per lane; four edges per lane group and step with one chunk, one with four
+// (registers). `_f32` / `_f16`: the type of the gathered rows.
 kernels! {
-    attention_forward_c1(AttentionForwardArgs) = crate::nn::fused_attention::forward::<1>;
-    attention_forward_c4(AttentionForwardArgs) = crate::nn::fused_attention::forward::<4>;
-    attention_row_grad_c1(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<1>;
-    attention_row_grad_c4(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<4>;
-    attention_col_grad_c1(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<1>;
-    attention_col_grad_c4(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<4>;
+    attention_forward_c1_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 4>;
+    attention_forward_c4_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 4, 1>;
+    attention_forward_c1_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 4>;
+    attention_forward_c4_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 4, 1>;
+    attention_row_grad_c1_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 4>;
+    attention_row_grad_c4_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 4, 1>;
+    attention_row_grad_c1_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 4>;
+    attention_row_grad_c4_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 4, 1>;
+    attention_col_grad_c1_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 1, 4>;
+    attention_col_grad_c4_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 4, 1>;
+    attention_col_grad_c1_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 4>;
+    attention_col_grad_c4_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 4, 1>;
 }

@@ -6,8 +6,8 @@
 //! Lanes: a warp takes one row (or, for rows of at least `long_min` edges, a block takes one
 //! listed row); the lanes split into groups of `L = 1 << shift` lanes that each hold one
 //! float4 of a feature row per chunk (chunk k at float4 `sub + k L`, `C` chunks), and the
-//! `32 / L` groups (times the warps of a block) take every `units`-th edge of the row, so all
-//! lanes are busy even at d = 32. Each group keeps its own partial state; the states meet at
+//! `32 / L` groups of a warp take the row's edges in turn (`EdgeSteps`: `U` edges per group
+//! and step, column ids fetched 32 at a time), so all lanes are busy even at d = 32. Each group keeps its own partial state; the states meet at
 //! the row's end through shuffles across groups, then (block) through shared memory.
 //! Loop bounds are uniform over the warp (block), so every lane reaches every shuffle.
 //!
@@ -78,6 +78,47 @@ unsafe fn store<const C: usize>(p: *mut f32, row: u32, ln: &Lanes, v: &Chunks<C>
     }
 }
 
+/// How a kernel reads the rows it gathers (one per edge): f32, or an f16 copy (half the bytes
+/// of the op's largest traffic; the row's own data and all sums stay f32).
+pub trait Gather {
+    /// Four consecutive values at element offset `at` of the gathered matrix.
+    unsafe fn load4(p: *const f32, at: usize) -> [f32; 4];
+}
+
+/// Gathered rows in f32.
+pub struct G32;
+/// Gathered rows in f16 (`p` is then the address of an f16 matrix of the same stride).
+pub struct G16;
+
+impl Gather for G32 {
+    #[inline(always)]
+    unsafe fn load4(p: *const f32, at: usize) -> [f32; 4] {
+        unsafe { ptx::ld_nc_v4_f32(p.add(at)) }
+    }
+}
+
+impl Gather for G16 {
+    #[inline(always)]
+    unsafe fn load4(p: *const f32, at: usize) -> [f32; 4] {
+        let [a, b] = unsafe { ptx::ld_nc_v2_u32((p as *const u16).add(at) as *const u32) };
+        let h = |w: u32, hi: bool| ptx::f16_to_f32(if hi { (w >> 16) as u16 } else { w as u16 });
+        [h(a, false), h(a, true), h(b, false), h(b, true)]
+    }
+}
+
+/// Chunks of row `row` of a gathered matrix (zeros past the row).
+#[inline(always)]
+unsafe fn gather<G: Gather, const C: usize>(p: *const f32, row: u32, ln: &Lanes) -> Chunks<C> {
+    let base = row as usize * 4 * ln.ld4 as usize;
+    let mut v = [[0f32; 4]; C];
+    for (k, vk) in v.iter_mut().enumerate() {
+        if let Some(c) = ln.c4(k) {
+            *vk = unsafe { G::load4(p, base + 4 * c) };
+        }
+    }
+    v
+}
+
 /// Dot product of two rows over the group (every lane of the group gets it).
 #[inline(always)]
 fn dot<const C: usize>(a: &Chunks<C>, b: &Chunks<C>, ln: &Lanes) -> f32 {
@@ -115,10 +156,69 @@ fn shfl_chunks<const C: usize>(v: &Chunks<C>, off: u32) -> Chunks<C> {
 /// Where a kernel is: a warp on one row at a time, or a block on one listed row.
 #[derive(Clone, Copy)]
 struct Unit {
-    /// This group's index among the groups sharing the row, and their number.
-    index: u32,
-    count: u32,
     block: bool,
+}
+
+/// The edges of one row that this lane group takes, `U` per step. The warp fetches the column
+/// ids of 32 consecutive edges at once (one per lane) and hands them out by shuffles, so no
+/// gather waits on an index load and the `U` gathers of a step are in flight together (one
+/// dependent load chain per edge made the first version latency-bound: 0.7 ms forward on
+/// R-MAT 2^18 x 16 at d = 32). In a block, warp w takes the batches w, w + warps, ...
+struct EdgeSteps {
+    col_idx: *const u32,
+    end: u32,
+    /// First edge of the current batch of 32, and the batch step (32 x warps on the row).
+    base: u32,
+    step: u32,
+    /// This lane's column id of the current batch.
+    ids: u32,
+    /// Next batch position of group 0.
+    t0: u32,
+    groups: u32,
+    grp: u32,
+    /// Read for edges past the row (a row in bounds; the result is dropped).
+    fallback: u32,
+}
+
+impl EdgeSteps {
+    #[inline(always)]
+    fn new(col_idx: *const u32, start: u32, end: u32, unit: Unit, ln: &Lanes, fallback: u32) -> Self {
+        let (w, warps) = if unit.block { (ptx::warp_id(), ptx::ntid_x() / 32) } else { (0, 1) };
+        let mut s = EdgeSteps { col_idx, end, base: start + 32 * w, step: 32 * warps, ids: fallback, t0: 0, groups: 32 / ln.l, grp: ln.grp, fallback };
+        s.fetch();
+        s
+    }
+
+    #[inline(always)]
+    fn fetch(&mut self) {
+        let e = self.base + ptx::lane_id();
+        self.ids = if e < self.end { unsafe { ptx::ld_nc_u32(self.col_idx.add(e as usize)) } } else { self.fallback };
+    }
+
+    /// This group's next `U` edges: (column, is an edge) each; None once the warp's share of
+    /// the row is done (warp-uniform: every lane reaches the same shuffles).
+    #[inline(always)]
+    fn next<const U: usize>(&mut self) -> Option<([u32; U], [bool; U])> {
+        if self.t0 >= 32 || self.base + self.t0 >= self.end {
+            self.base += self.step;
+            self.t0 = 0;
+            if self.base >= self.end {
+                return None;
+            }
+            self.fetch();
+        }
+        let (mut js, mut ok) = ([self.fallback; U], [false; U]);
+        for u in 0..U {
+            let t = self.t0 + u as u32 * self.groups + self.grp;
+            let j = ptx::shfl_idx_u32(self.ids, t & 31);
+            ok[u] = t < 32 && self.base + t < self.end;
+            if ok[u] {
+                js[u] = j;
+            }
+        }
+        self.t0 += U as u32 * self.groups;
+        Some((js, ok))
+    }
 }
 
 /// The rows this warp (block) takes, one at a time: `while let Some((row, start, end)) =
@@ -136,15 +236,14 @@ struct RowWalk {
 
 impl RowWalk {
     #[inline(always)]
-    fn new(rows: &AttnRows, ln: &Lanes) -> Self {
-        let groups = 32 / ln.l;
+    fn new(rows: &AttnRows, _ln: &Lanes) -> Self {
         if rows.long_rows.is_null() {
             let (w, n_warps) = global_warp();
-            let unit = Unit { index: ln.grp, count: groups, block: false };
+            let unit = Unit { block: false };
             RowWalk { row_ptr: rows.row_ptr, long_min: rows.long_min, n_rows: rows.n_rows, next: w, step: n_warps, unit }
         } else {
             let row = unsafe { ptx::ld_nc_u32(rows.long_rows.add(ptx::ctaid_x() as usize)) };
-            let unit = Unit { index: ptx::warp_id() * groups + ln.grp, count: groups * (ptx::ntid_x() / 32), block: true };
+            let unit = Unit { block: true };
             RowWalk { row_ptr: rows.row_ptr, long_min: u32::MAX, n_rows: rows.n_rows, next: row, step: rows.n_rows, unit }
         }
     }
@@ -257,8 +356,8 @@ fn writer(ln: &Lanes, unit: Unit) -> bool {
 
 /// The fused forward (see the module comment).
 #[inline(always)]
-pub unsafe fn forward<const C: usize>(args: AttentionForwardArgs) {
-    let AttentionForwardArgs { rows, beta, n, inv_norm, out, stats } = args;
+pub unsafe fn forward<G: Gather, const C: usize, const U: usize>(args: AttentionForwardArgs) {
+    let AttentionForwardArgs { rows, beta, n, n_gather, inv_norm, out, stats } = args;
     let beta = unsafe { ptx::ld_nc_f32(beta) };
     let ln = Lanes::new(&rows);
     let mut walk = RowWalk::new(&rows, &ln);
@@ -266,24 +365,27 @@ pub unsafe fn forward<const C: usize>(args: AttentionForwardArgs) {
     while let Some((row, start, end)) = walk.next() {
         let ni = unsafe { load::<C>(n, row, &ln) };
         let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [[0f32; 4]; C]);
-        let mut e0 = start;
-        while e0 < end {
-            let e = e0 + unit.index;
-            let valid = e < end;
-            // Past the row the group reads its own row (in bounds) and drops the result.
-            let j = if valid { unsafe { ptx::ld_nc_u32(rows.col_idx.add(e as usize)) } } else { row };
-            let nj = unsafe { load::<C>(n, j, &ln) };
-            let s = beta * dot(&ni, &nj, &ln);
-            if valid {
-                let m_new = m.max(s);
-                let scale = ptx::exp(m - m_new);
-                let p = ptx::exp(s - m_new);
-                l = l * scale + p;
-                // h_j = n_j * ||h_j||.
-                axpby(&mut acc, scale, p / unsafe { ptx::ld_nc_f32(inv_norm.add(j as usize)) }, &nj);
-                m = m_new;
-            }
-            e0 += unit.count;
+        let mut edges = EdgeSteps::new(rows.col_idx, start, end, unit, &ln, row);
+        while let Some((js, ok)) = edges.next::<U>() {
+            // All loads of the step first, then the arithmetic.
+            let nj: [Chunks<C>; U] = core::array::from_fn(|u| unsafe { gather::<G, C>(n_gather, js[u], &ln) });
+            let inv: [f32; U] = core::array::from_fn(|u| unsafe { ptx::ld_nc_f32(inv_norm.add(js[u] as usize)) });
+            // Unrolled by hand (U <= 4): a rolled loop indexes the register arrays at run time,
+            // which moves them to local memory.
+            crate::unroll4!(u => {
+                if u < U {
+                    let s = beta * dot(&ni, &nj[u], &ln);
+                    if ok[u] {
+                        let m_new = m.max(s);
+                        let scale = ptx::exp(m - m_new);
+                        let p = ptx::exp(s - m_new);
+                        l = l * scale + p;
+                        // h_j = n_j * ||h_j||.
+                        axpby(&mut acc, scale, p / inv[u], &nj[u]);
+                        m = m_new;
+                    }
+                }
+            });
         }
         let mut off = ln.l;
         while off < 32 {
@@ -316,17 +418,10 @@ pub unsafe fn forward<const C: usize>(args: AttentionForwardArgs) {
     }
 }
 
-/// alpha_ij from row i's statistics.
-#[inline(always)]
-unsafe fn alpha(stats: *const f32, i: u32, s: f32) -> f32 {
-    let (m, l) = unsafe { (ptx::ld_nc_f32(stats.add(2 * i as usize)), ptx::ld_nc_f32(stats.add(2 * i as usize + 1))) };
-    ptx::exp(s - m) / l
-}
-
 /// The backward's pass over the rows of S (see the module comment).
 #[inline(always)]
-pub unsafe fn row_grad<const C: usize>(args: AttentionRowGradArgs) {
-    let AttentionRowGradArgs { rows, beta, n, inv_norm, stats, out, dout, dn, d_row, dbeta } = args;
+pub unsafe fn row_grad<G: Gather, const C: usize, const U: usize>(args: AttentionRowGradArgs) {
+    let AttentionRowGradArgs { rows, beta, n, n_gather, inv_norm, stats, out, dout, dn, d_row, dbeta } = args;
     // Warp mode: dbeta through BlockSums (4 bytes at offset 0; every thread calls new/flush).
     let sums = if rows.long_rows.is_null() { Some(BlockSums::<1>::new()) } else { None };
     let beta = unsafe { ptx::ld_nc_f32(beta) };
@@ -340,23 +435,24 @@ pub unsafe fn row_grad<const C: usize>(args: AttentionRowGradArgs) {
         let gi = unsafe { load::<C>(dout, row, &ln) };
         let oi = unsafe { load::<C>(out, row, &ln) };
         let d = dot(&gi, &oi, &ln);
+        let (m, l) = unsafe { (ptx::ld_nc_f32(stats.add(2 * row as usize)), ptx::ld_nc_f32(stats.add(2 * row as usize + 1))) };
         let mut acc = [[0f32; 4]; C];
         let mut part = 0f32;
-        let mut e0 = start;
-        while e0 < end {
-            let e = e0 + unit.index;
-            let valid = e < end;
-            let j = if valid { unsafe { ptx::ld_nc_u32(rows.col_idx.add(e as usize)) } } else { row };
-            let nj = unsafe { load::<C>(n, j, &ln) };
-            let cos = dot(&ni, &nj, &ln);
-            let q = dot(&gi, &nj, &ln);
-            if valid {
-                let dalpha = q / unsafe { ptx::ld_nc_f32(inv_norm.add(j as usize)) };
-                let ds = unsafe { alpha(stats, row, beta * cos) } * (dalpha - d);
-                axpby(&mut acc, 1.0, ds, &nj);
-                part += ds * cos;
-            }
-            e0 += unit.count;
+        let mut edges = EdgeSteps::new(rows.col_idx, start, end, unit, &ln, row);
+        while let Some((js, ok)) = edges.next::<U>() {
+            let nj: [Chunks<C>; U] = core::array::from_fn(|u| unsafe { gather::<G, C>(n_gather, js[u], &ln) });
+            let inv: [f32; U] = core::array::from_fn(|u| unsafe { ptx::ld_nc_f32(inv_norm.add(js[u] as usize)) });
+            crate::unroll4!(u => {
+                if u < U {
+                    let cos = dot(&ni, &nj[u], &ln);
+                    let q = dot(&gi, &nj[u], &ln);
+                    if ok[u] {
+                        let ds = ptx::exp(beta * cos - m) / l * (q / inv[u] - d);
+                        axpby(&mut acc, 1.0, ds, &nj[u]);
+                        part += ds * cos;
+                    }
+                }
+            });
         }
         // `part` is group-uniform: one lane per group carries it.
         if ln.sub == 0 {
@@ -389,8 +485,8 @@ pub unsafe fn row_grad<const C: usize>(args: AttentionRowGradArgs) {
 /// The backward's pass over the rows of Sᵀ: row j here is node j, its edges its in-edges
 /// (i, j) (see the module comment).
 #[inline(always)]
-pub unsafe fn col_grad<const C: usize>(args: AttentionColGradArgs) {
-    let AttentionColGradArgs { rows, beta, n, inv_norm, stats, dout, d_row, dn, dh } = args;
+pub unsafe fn col_grad<G: Gather, const C: usize, const U: usize>(args: AttentionColGradArgs) {
+    let AttentionColGradArgs { rows, beta, n, n_gather, inv_norm, stats, dout: _, dout_gather, d_row, dn, dh } = args;
     let beta = unsafe { ptx::ld_nc_f32(beta) };
     let ln = Lanes::new(&rows);
     let mut walk = RowWalk::new(&rows, &ln);
@@ -399,22 +495,25 @@ pub unsafe fn col_grad<const C: usize>(args: AttentionColGradArgs) {
         let nj = unsafe { load::<C>(n, j, &ln) };
         let inv_j = unsafe { ptx::ld_nc_f32(inv_norm.add(j as usize)) };
         let (mut acc_dn, mut acc_dh) = ([[0f32; 4]; C], [[0f32; 4]; C]);
-        let mut e0 = start;
-        while e0 < end {
-            let e = e0 + unit.index;
-            let valid = e < end;
-            let i = if valid { unsafe { ptx::ld_nc_u32(rows.col_idx.add(e as usize)) } } else { j };
-            let ni = unsafe { load::<C>(n, i, &ln) };
-            let gi = unsafe { load::<C>(dout, i, &ln) };
-            let cos = dot(&ni, &nj, &ln);
-            let q = dot(&gi, &nj, &ln);
-            if valid {
-                let a = unsafe { alpha(stats, i, beta * cos) };
-                let ds = a * (q / inv_j - unsafe { ptx::ld_nc_f32(d_row.add(i as usize)) });
-                axpby(&mut acc_dn, 1.0, ds, &ni);
-                axpby(&mut acc_dh, 1.0, a, &gi);
-            }
-            e0 += unit.count;
+        let mut edges = EdgeSteps::new(rows.col_idx, start, end, unit, &ln, j);
+        while let Some((is, ok)) = edges.next::<U>() {
+            let ni: [Chunks<C>; U] = core::array::from_fn(|u| unsafe { gather::<G, C>(n_gather, is[u], &ln) });
+            let gi: [Chunks<C>; U] = core::array::from_fn(|u| unsafe { gather::<G, C>(dout_gather, is[u], &ln) });
+            // Row i's softmax max, sum and D.
+            let ml: [[f32; 2]; U] = core::array::from_fn(|u| unsafe { ptx::ld_nc_v2_f32(stats.add(2 * is[u] as usize)) });
+            let di: [f32; U] = core::array::from_fn(|u| unsafe { ptx::ld_nc_f32(d_row.add(is[u] as usize)) });
+            crate::unroll4!(u => {
+                if u < U {
+                    let cos = dot(&ni[u], &nj, &ln);
+                    let q = dot(&gi[u], &nj, &ln);
+                    if ok[u] {
+                        let a = ptx::exp(beta * cos - ml[u][0]) / ml[u][1];
+                        let ds = a * (q / inv_j - di[u]);
+                        axpby(&mut acc_dn, 1.0, ds, &ni[u]);
+                        axpby(&mut acc_dh, 1.0, a, &gi[u]);
+                    }
+                }
+            });
         }
         unsafe { sum_row(&mut acc_dn, &ln, unit) };
         unsafe { sum_row(&mut acc_dh, &ln, unit) };

@@ -33,7 +33,7 @@ fn shapes(seed: u64) -> Vec<(&'static str, Csr)> {
         ("n=37, every 3rd row empty", pattern(&random_graph(37, 5, 3, seed))),
         ("n=1000 random", pattern(&random_graph(1000, 12, 0, seed + 1))),
         ("a row with a third of the edges", pattern(&one_huge_row(1201, 12, seed + 2))),
-        ("star of 700", star(700)),
+        ("star of 4500", star(4500)),
     ]
 }
 

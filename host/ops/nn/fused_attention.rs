@@ -36,9 +36,12 @@ use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
 use crate::ops::Precision;
 use crate::util::Real;
 
-/// Rows with at least this many edges go to the block-per-row launch: a warp on a hub row
-/// would hold the whole launch (the edge softmax saw 0.6-0.9 ms from one R-MAT hub).
-pub const ATTN_LONG_ROW: u32 = 256;
+/// Rows with at least this many edges per lane group of a warp (256 x 32 / L: 1024 at d = 32,
+/// 256 at d = 128) go to the block-per-row launch: a warp on a hub row would hold the whole
+/// launch. Per group, not per warp: with 256 per warp, half of R-MAT 2^18 x 16's edges went to
+/// blocks of mostly idle warps (rows of 256-1000 edges over 16 warps), one block per SM
+/// resident, and the fused forward took 0.63 ms at d = 32.
+pub const ATTN_LONG_PER_GROUP: u32 = 256;
 /// Threads of the block that takes one long row (512: the kernels use up to 120 registers, so
 /// 1024-thread blocks would not launch).
 pub const ATTN_LONG_BLOCK: u32 = 512;
@@ -185,17 +188,17 @@ pub fn attention_backward_cpu<T: Real>(
 
 // -- the GPU launchers --
 
-/// The rows of at least `ATTN_LONG_ROW` edges of a pattern, on the device, built once per graph.
+/// The rows of at least `min` edges of a pattern, on the device, built once per graph and `min`.
 struct AttnLongRows {
     rows: DeviceVec<u32>,
     n: u32,
 }
 
-fn long_rows(g: &GraphHandle) -> Result<std::sync::Arc<AttnLongRows>> {
+fn long_rows(g: &GraphHandle, min: u32) -> Result<std::sync::Arc<AttnLongRows>> {
     let gpu = g.gpu()?.clone();
-    g.cached(ATTN_LONG_ROW as u64, || {
+    g.cached(min as u64, || {
         let rp = g.csr().row_ptr();
-        let rows: Vec<u32> = (0..g.csr().n_rows()).filter(|&r| rp[r + 1] - rp[r] >= ATTN_LONG_ROW).map(|r| r as u32).collect();
+        let rows: Vec<u32> = (0..g.csr().n_rows()).filter(|&r| rp[r + 1] - rp[r] >= min).map(|r| r as u32).collect();
         Ok(AttnLongRows { n: rows.len() as u32, rows: DeviceVec::upload(&gpu, &rows)? })
     })
 }
@@ -259,10 +262,10 @@ unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(
         n_rows,
         ld4: ld4 as u32,
         shift,
-        long_min: ATTN_LONG_ROW,
+        long_min: ATTN_LONG_PER_GROUP * (32 >> shift),
         long_rows: Ptr::null(),
     };
-    let long = long_rows(g)?;
+    let long = long_rows(g, rows.long_min)?;
     // SAFETY: row_ptr / col_idx are g's CSR (col ids < n_rows, checked square); the warp
     // launch walks rows < n_rows, the block launch one listed row per block; shared memory as
     // the kernels use it (`long_smem`, `warp_smem`).

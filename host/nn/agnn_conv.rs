@@ -7,8 +7,9 @@
 //! dβ = Σ ds ⊙ cos; dcos = β ds (the softmax backward gives both); dn = dcos N + dcosᵀ N
 //! (SpMM on S and on Sᵀ); dH = αᵀ dout (SpMM on Sᵀ) + the normalisation's backward of dn.
 //!
-//! By default the SDDMM, softmax and SpMMs run as one fused op each way
-//! ([`crate::ops::nn::fused_attention`]); [`AgnnConv::new_unfused`] keeps the separate ops.
+//! [`AgnnConv::new`] runs the SDDMM, softmax and SpMMs as one fused op each way
+//! ([`crate::ops::nn::fused_attention`]); [`AgnnConv::new_unfused`] keeps the separate ops (the
+//! AGNN model's default until the fused kernels are faster: `--variant` picks the fused one).
 
 use std::rc::Rc;
 

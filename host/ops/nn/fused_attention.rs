@@ -347,7 +347,7 @@ pub fn attention_backward(
 ) -> Result<()> {
     let what = "attention_backward";
     check_nodes(g, beta, n, &[("inv_norm", inv_norm.len(), 1), ("stats", stats.len(), 2), ("d_row", d_row.len(), 1)], what)?;
-    for m in [&*out, dout, &*dn, &*dh] {
+    for m in [out, dout, &*dn, &*dh] {
         check_same(n, m, what)?;
     }
     check_matrix_64(dbeta, what)?;

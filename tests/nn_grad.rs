@@ -146,6 +146,12 @@ fn agnn_gradients_sparse_features_with_dropout() {
 }
 
 #[test]
+fn agnn_fused_attention_gradients() {
+    // --variant: the fused attention op in place of SDDMM, softmax and SpMMs.
+    check_model(ModelConfig { variant: true, ..small("agnn", 0.3) }, true);
+}
+
+#[test]
 fn gat_gradients_dense_features() {
     check_model(small("gat", 0.0), false);
 }

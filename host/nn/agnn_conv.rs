@@ -6,6 +6,10 @@
 //! backward, from dout: dα_ij = dout_i · h_j (SDDMM); ds = α ⊙ (dα − rowsum(α ⊙ dα));
 //! dβ = Σ ds ⊙ cos; dcos = β ds (the softmax backward gives both); dn = dcos N + dcosᵀ N
 //! (SpMM on S and on Sᵀ); dH = αᵀ dout (SpMM on Sᵀ) + the normalisation's backward of dn.
+//!
+//! [`AgnnConv::new`] runs the SDDMM, softmax and SpMMs as one fused op each way
+//! ([`crate::ops::nn::fused_attention`]); [`AgnnConv::new_unfused`] keeps the separate ops (the
+//! AGNN model's default until the fused kernels are faster: `--variant` picks the fused one).
 
 use std::rc::Rc;
 
@@ -46,6 +50,25 @@ pub struct AgnnConv<B: Ops> {
     pub beta: Param<B>,
     n: B::Mat,
     inv_norm: B::Mat,
+    out: B::Mat,
+    path: Path<B>,
+}
+
+/// How the attention runs: fused (one op each way, per-row softmax statistics only; see
+/// [`crate::ops::nn::fused_attention`]) or as the separate SDDMM, edge softmax and SpMMs with
+/// their per-edge arrays (kept to check and time the fused op against).
+enum Path<B: Ops> {
+    Fused {
+        /// Softmax (max, sum) per row (rows x 2).
+        stats: B::Mat,
+        /// Backward scratch: dn's row part and D per row.
+        dn: B::Mat,
+        d_row: B::Mat,
+    },
+    Unfused(Box<Unfused<B>>),
+}
+
+struct Unfused<B: Ops> {
     cos: B::Edges,
     alpha: B::Edges,
     alpha_t: B::Edges,
@@ -53,37 +76,55 @@ pub struct AgnnConv<B: Ops> {
     dalpha: B::Edges,
     dcos: B::Edges,
     dcos_t: B::Edges,
-    out: B::Mat,
     dn: B::Mat,
     dn_t: B::Mat,
 }
 
 impl<B: Ops> AgnnConv<B> {
-    /// A layer over `rows` nodes of width `dim`, β initialised to 1 (as PyG).
-    pub fn new(b: &B, g: &AgnnGraph<B>, rows: usize, dim: usize) -> Result<Self> {
+    /// A layer over `rows` nodes of width `dim`, β initialised to 1 (as PyG), on the fused op.
+    /// (`_g`: the fused op allocates nothing per edge.)
+    pub fn new(b: &B, _g: &AgnnGraph<B>, rows: usize, dim: usize) -> Result<Self> {
+        let path = Path::Fused { stats: b.matrix(rows, 2)?, dn: b.matrix(rows, dim)?, d_row: b.matrix(rows, 1)? };
+        Self::with_path(b, rows, dim, path)
+    }
+
+    /// The same layer on the unfused ops (SDDMM, edge softmax, SpMM and their backward).
+    pub fn new_unfused(b: &B, g: &AgnnGraph<B>, rows: usize, dim: usize) -> Result<Self> {
         let fwd = || b.edges(&g.graph, Side::Forward);
         let bwd = || b.edges(&g.graph, Side::Transposed);
-        Ok(AgnnConv {
-            beta: Param::new(b, &Matrix::from_vec(1, 1, vec![1.0])?)?,
-            n: b.matrix(rows, dim)?,
-            inv_norm: b.matrix(rows, 1)?,
+        let path = Path::Unfused(Box::new(Unfused {
             cos: fwd()?,
             alpha: fwd()?,
             alpha_t: bwd()?,
             dalpha: fwd()?,
             dcos: fwd()?,
             dcos_t: bwd()?,
-            out: b.matrix(rows, dim)?,
             dn: b.matrix(rows, dim)?,
             dn_t: b.matrix(rows, dim)?,
+        }));
+        Self::with_path(b, rows, dim, path)
+    }
+
+    fn with_path(b: &B, rows: usize, dim: usize, path: Path<B>) -> Result<Self> {
+        Ok(AgnnConv {
+            beta: Param::new(b, &Matrix::from_vec(1, 1, vec![1.0])?)?,
+            n: b.matrix(rows, dim)?,
+            inv_norm: b.matrix(rows, 1)?,
+            out: b.matrix(rows, dim)?,
+            path,
         })
     }
 
     pub fn forward(&mut self, b: &B, g: &AgnnGraph<B>, h: &B::Mat) -> Result<&B::Mat> {
         b.row_normalize(h, &mut self.n, &mut self.inv_norm)?;
-        b.sddmm(&g.graph, &self.n, &self.n, &mut self.cos)?;
-        b.edge_softmax(&g.graph, &self.beta.value, &self.cos, &mut self.alpha)?;
-        b.spmm(&g.graph, Side::Forward, &self.alpha, h, &mut self.out)?;
+        match &mut self.path {
+            Path::Fused { stats, .. } => b.attention_forward(&g.graph, &self.beta.value, h, &self.n, &self.inv_norm, &mut self.out, stats)?,
+            Path::Unfused(u) => {
+                b.sddmm(&g.graph, &self.n, &self.n, &mut u.cos)?;
+                b.edge_softmax(&g.graph, &self.beta.value, &u.cos, &mut u.alpha)?;
+                b.spmm(&g.graph, Side::Forward, &u.alpha, h, &mut self.out)?;
+            }
+        }
         Ok(&self.out)
     }
 
@@ -96,19 +137,26 @@ impl<B: Ops> AgnnConv<B> {
 
     /// Fills β's gradient and writes dH into `dh` (`h` is the forward's input).
     pub fn backward(&mut self, b: &B, g: &AgnnGraph<B>, h: &B::Mat, dout: &B::Mat, dh: &mut B::Mat) -> Result<()> {
+        let u = match &mut self.path {
+            Path::Fused { stats, dn, d_row } => {
+                let (beta, n, inv) = (&self.beta.value, &self.n, &self.inv_norm);
+                return b.attention_backward(&g.graph, beta, h, n, inv, stats, &self.out, dout, dn, d_row, dh, &mut self.beta.grad);
+            }
+            Path::Unfused(u) => u,
+        };
         // Through the aggregation: dH = αᵀ dout, dα = dout Hᵀ on the edges.
-        b.transpose_edges(&g.graph, &self.alpha, &mut self.alpha_t)?;
-        b.spmm(&g.graph, Side::Transposed, &self.alpha_t, dout, dh)?;
-        b.sddmm(&g.graph, dout, h, &mut self.dalpha)?;
+        b.transpose_edges(&g.graph, &u.alpha, &mut u.alpha_t)?;
+        b.spmm(&g.graph, Side::Transposed, &u.alpha_t, dout, dh)?;
+        b.sddmm(&g.graph, dout, h, &mut u.dalpha)?;
         // Through the softmax and β.
-        b.edge_softmax_backward(&g.graph, &self.beta.value, &self.alpha, &self.dalpha, &self.cos, &mut self.dcos, &mut self.beta.grad)?;
+        b.edge_softmax_backward(&g.graph, &self.beta.value, &u.alpha, &u.dalpha, &u.cos, &mut u.dcos, &mut self.beta.grad)?;
         // Through cos_ij = n_i · n_j: both ends of every edge.
-        b.spmm(&g.graph, Side::Forward, &self.dcos, &self.n, &mut self.dn)?;
-        b.transpose_edges(&g.graph, &self.dcos, &mut self.dcos_t)?;
-        b.spmm(&g.graph, Side::Transposed, &self.dcos_t, &self.n, &mut self.dn_t)?;
-        b.add_assign(&mut self.dn, &self.dn_t)?;
+        b.spmm(&g.graph, Side::Forward, &u.dcos, &self.n, &mut u.dn)?;
+        b.transpose_edges(&g.graph, &u.dcos, &mut u.dcos_t)?;
+        b.spmm(&g.graph, Side::Transposed, &u.dcos_t, &self.n, &mut u.dn_t)?;
+        b.add_assign(&mut u.dn, &u.dn_t)?;
         // Through the normalisation, accumulated onto the aggregation's part.
-        b.row_normalize_backward(&self.n, &self.inv_norm, &self.dn, dh)
+        b.row_normalize_backward(&self.n, &self.inv_norm, &u.dn, dh)
     }
 
     pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {

@@ -138,6 +138,7 @@ pub trait Ops:
     + SddmmOp
     + TransposeEdgesOp
     + EdgeSoftmaxOp
+    + crate::ops::nn::fused_attention::FusedAttentionOp
     + crate::ops::nn::elu::EluOp + crate::ops::nn::gat_scores::GatScoresOp + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp + crate::ops::nn::head_columns::HeadColumnsOp
     + CrossEntropyOp
     + AdamOp
@@ -162,6 +163,7 @@ impl<B> Ops for B where
         + SddmmOp
         + TransposeEdgesOp
         + EdgeSoftmaxOp
+        + crate::ops::nn::fused_attention::FusedAttentionOp
         + crate::ops::nn::elu::EluOp + crate::ops::nn::gat_scores::GatScoresOp + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp + crate::ops::nn::head_columns::HeadColumnsOp
         + CrossEntropyOp
         + AdamOp

@@ -45,6 +45,11 @@ pub mod spmm {
     use crate::spmm::tc8::{Bulk, CpAsync, E4m3, F16, F16Out, F32Out, Registers, Tf32};
     include!("spmm.rs");
 }
+pub mod attention {
+    #[allow(unused_imports)]
+    use crate::nn::fused_attention::{G16, G32};
+    include!("attention.rs");
+}
 pub mod dropout_gemm;
 pub mod hybrid;
 pub mod format;

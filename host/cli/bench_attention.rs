@@ -1,0 +1,125 @@
+//! `tcgnn bench attention`: one AGNN attention layer, fused ([`tcgnn::ops::nn::fused_attention`])
+//! against the unfused ops (row-normalise, SDDMM, edge softmax, SpMM; the backward's SDDMM,
+//! softmax backward, transposes and three SpMMs), forward alone and forward + backward, on the
+//! GPU backend the AGNN model trains with (edge values in CSR order), in one process on the same
+//! inputs.
+
+use std::path::PathBuf;
+
+use tcgnn::bench::suite::standard_graphs;
+use tcgnn::bench::train::write_json;
+use tcgnn::gpu::Gpu;
+use tcgnn::graph::source;
+use tcgnn::nn::agnn_conv::{AgnnConv, AgnnGraph, loops_pattern};
+use tcgnn::nn::{Backend, CudaBackend, EdgeLayout};
+use tcgnn::ops::{Impl, Precision};
+use tcgnn::tensor::Matrix;
+
+#[derive(clap::Args)]
+pub struct BenchAttentionArgs {
+    /// Graphs (paths, dataset names, rmat:SCALE:EF[:SEED][:relabel]); with --suite, the
+    /// standard SpMM suite is added. Self-loops are added (AGNN's A + I).
+    pub graphs: Vec<String>,
+    #[arg(long)]
+    pub suite: bool,
+    /// Feature widths (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "32,64,128")]
+    pub k: Vec<usize>,
+    #[arg(long, value_enum, default_value = "f16")]
+    pub precision: Precision,
+    #[arg(long, default_value_t = 20)]
+    pub reps: usize,
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Folder for attention.json.
+    #[arg(long, default_value = "bench/results")]
+    pub out: PathBuf,
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    graph: String,
+    nodes: usize,
+    /// Edges of A + I.
+    edges: usize,
+    k: usize,
+    precision: String,
+    unfused_forward_ms: f64,
+    fused_forward_ms: f64,
+    unfused_step_ms: f64,
+    fused_step_ms: f64,
+}
+
+pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
+    let gpu = Gpu::probe()?;
+    let mut graphs = a.graphs.clone();
+    if a.suite {
+        graphs.extend(standard_graphs());
+    }
+    if graphs.is_empty() {
+        return Err(tcgnn::Error::Unsupported("no graphs: name some or pass --suite".into()));
+    }
+    let b = CudaBackend::new(gpu.clone(), a.precision, Impl::Auto)?.with_edge_layout(EdgeLayout::Csr);
+    println!("{:<28} {:>9} {:>10} {:>4} | {:>9} {:>9} {:>6} | {:>9} {:>9} {:>6}", "graph", "nodes", "edges", "K", "fwd", "fused", "x", "fwd+bwd", "fused", "x");
+    let mut rows = Vec::new();
+    for spec in &graphs {
+        let name = source::display_name(spec);
+        let s = match source::load(spec).and_then(|g| loops_pattern(&g)) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("skipping {name}: {e}");
+                continue;
+            }
+        };
+        let (n, nnz) = (s.n_rows(), s.nnz());
+        if s.n_rows() != s.n_cols() {
+            eprintln!("skipping {name}: {} x {} is not square", s.n_rows(), s.n_cols());
+            continue;
+        }
+        let g = AgnnGraph::from_pattern(&b, s, None)?;
+        for &k in &a.k {
+            let h = b.upload(&Matrix::random(n, k, 1))?;
+            let dout = b.upload(&Matrix::random(n, k, 2))?;
+            let mut dh = b.matrix(n, k)?;
+            let mut time = |fused: bool, backward: bool| -> tcgnn::Result<f64> {
+                let mut conv = if fused { AgnnConv::new(&b, &g, n, k)? } else { AgnnConv::new_unfused(&b, &g, n, k)? };
+                let t = b.time(a.warmup, a.reps, &mut || {
+                    conv.forward(&b, &g, &h)?;
+                    if backward {
+                        conv.backward(&b, &g, &h, &dout, &mut dh)?;
+                    }
+                    Ok(())
+                })?;
+                Ok(t.median_ms)
+            };
+            let r = Row {
+                graph: name.clone(),
+                nodes: n,
+                edges: nnz,
+                k,
+                precision: format!("{:?}", a.precision).to_lowercase(),
+                unfused_forward_ms: time(false, false)?,
+                fused_forward_ms: time(true, false)?,
+                unfused_step_ms: time(false, true)?,
+                fused_step_ms: time(true, true)?,
+            };
+            println!(
+                "{:<28} {:>9} {:>10} {:>4} | {:>9.4} {:>9.4} {:>6.2} | {:>9.4} {:>9.4} {:>6.2}",
+                r.graph,
+                n,
+                nnz,
+                k,
+                r.unfused_forward_ms,
+                r.fused_forward_ms,
+                r.unfused_forward_ms / r.fused_forward_ms,
+                r.unfused_step_ms,
+                r.fused_step_ms,
+                r.unfused_step_ms / r.fused_step_ms
+            );
+            rows.push(r);
+        }
+    }
+    let path = write_json(&a.out.join("attention.json"), &rows)?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}

@@ -1,0 +1,506 @@
+//! Fused AGNN attention: out = softmax_row(beta n nᵀ on the edges of S) h in one op, and its
+//! backward (dh and dbeta), without any per-edge array: the forward keeps per row the
+//! softmax's (max, sum), the backward recomputes alpha from them. CPU reference (generic over
+//! f32/f64, the same two passes as the GPU) and the launchers of
+//! `kernels-gpu/src/nn/fused_attention.rs` (CUDA cores, f32 arithmetic; in f16 precision the
+//! rows gathered per edge, n and dout, are read from f16 copies: half the bytes).
+//!
+//! Inputs are the layer's h, its row-normalised n and inv_norm (`row_normalize`); S must be
+//! square (n_i . n_j pairs a row with a column of the same matrix).
+//!
+//! The backward runs two passes, because of two dependencies: (1) dn_j collects terms from
+//! the edges leaving j (rows of S) and from the edges entering j (rows of Sᵀ), and dh_j needs
+//! all of dn_j for the normalisation's backward; (2) an edge (i, j) seen from j needs
+//! D_i = sum_k alpha_ik dalpha_ik, a reduction over the whole of row i. The row pass writes D
+//! and dn's row part; the column pass walks Sᵀ's CSR (the stored transpose pattern: no value
+//! transposes, no atomics) and finishes dh.
+
+use rayon::prelude::*;
+
+use super::{check_gpu, check_matrix_64, check_same, row_shape};
+use crate::error::{Error, Result};
+use half::f16;
+
+use crate::gpu::abi::attention::{
+    AttentionColGradArgs, AttentionForwardArgs, AttentionRowGradArgs, AttnRows, attention_col_grad_c1_f16, attention_col_grad_c1_f32,
+    attention_col_grad_c4_f16, attention_col_grad_c4_f32, attention_forward_c1_f16, attention_forward_c1_f32, attention_forward_c4_f16,
+    attention_forward_c4_f32, attention_row_grad_c1_f16, attention_row_grad_c1_f32, attention_row_grad_c4_f16, attention_row_grad_c4_f32,
+};
+use crate::gpu::launch::{Kernel, Ptr, Shape};
+use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::graph::Csr;
+use crate::ops::GraphHandle;
+use crate::ops::backend::Backend;
+use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
+use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
+use crate::ops::Precision;
+use crate::util::Real;
+
+/// Rows with at least this many edges per lane group of a warp (256 x 32 / L: 1024 at d = 32,
+/// 256 at d = 128) go to the block-per-row launch: a warp on a hub row would hold the whole
+/// launch. Per group, not per warp: with 256 per warp, half of R-MAT 2^18 x 16's edges went to
+/// blocks of mostly idle warps (rows of 256-1000 edges over 16 warps), one block per SM
+/// resident, and the fused forward took 0.63 ms at d = 32.
+pub const ATTN_LONG_PER_GROUP: u32 = 256;
+/// Threads of the block that takes one long row (512: the kernels use up to 120 registers, so
+/// 1024-thread blocks would not launch).
+pub const ATTN_LONG_BLOCK: u32 = 512;
+
+fn dot<T: Real>(a: &[T], b: &[T]) -> T {
+    a.iter().zip(b).map(|(&x, &y)| x * y).sum()
+}
+
+fn check_square(s: &Csr, rows: usize, what: &str) -> Result<()> {
+    if s.n_rows() != s.n_cols() || s.n_rows() != rows {
+        return Err(Error::Shape(format!("{what}: S is {} x {}, features have {rows} rows (want square, one row per node)", s.n_rows(), s.n_cols())));
+    }
+    Ok(())
+}
+
+/// The forward on the host: per row i with edges, s_ij = beta n_i . n_j, m_i = max_j s_ij,
+/// l_i = sum_j exp(s_ij - m_i), out_i = sum_j exp(s_ij - m_i) / l_i h_j, stats[2i..2i+2] =
+/// (m_i, l_i). Empty rows: out_i = 0 and stats (0, 0).
+pub fn attention_forward_cpu<T: Real>(s: &Csr, beta: T, h: &[T], n: &[T], cols: usize, out: &mut [T], stats: &mut [T]) {
+    let rows = s.n_rows();
+    for (name, len) in [("h", h.len()), ("n", n.len()), ("out", out.len())] {
+        assert_eq!(len, rows * cols, "attention_forward_cpu: {name} is not {rows} x {cols}");
+    }
+    assert_eq!(stats.len(), 2 * rows, "attention_forward_cpu: stats has {} values for {rows} rows", stats.len());
+    if cols == 0 {
+        stats.fill(T::zero());
+        return;
+    }
+    let (rp, ci) = (s.row_ptr(), s.col_idx());
+    out.par_chunks_mut(cols).zip(stats.par_chunks_mut(2)).enumerate().with_min_len(64).for_each(|(i, (o, st))| {
+        o.fill(T::zero());
+        let edges = &ci[rp[i] as usize..rp[i + 1] as usize];
+        if edges.is_empty() {
+            st.fill(T::zero());
+            return;
+        }
+        let ni = &n[i * cols..(i + 1) * cols];
+        let score = |j: u32| beta * dot(ni, &n[j as usize * cols..(j as usize + 1) * cols]);
+        let m = edges[1..].iter().fold(score(edges[0]), |m, &j| m.max(score(j)));
+        let mut l = T::zero();
+        for &j in edges {
+            let p = (score(j) - m).exp();
+            l += p;
+            for (x, &hv) in o.iter_mut().zip(&h[j as usize * cols..(j as usize + 1) * cols]) {
+                *x += p * hv;
+            }
+        }
+        for x in o.iter_mut() {
+            *x /= l;
+        }
+        st[0] = m;
+        st[1] = l;
+    });
+}
+
+/// The backward on the host, from the forward's `stats` and `dout`: writes `dh` (overwritten),
+/// the scratch `dn` (rows x cols: the row pass's part of dn) and `d_row` (D per row), and
+/// returns dbeta. `t` is Sᵀ. Per row sums run in a fixed order: deterministic.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_backward_cpu<T: Real>(
+    s: &Csr,
+    t: &Csr,
+    beta: T,
+    h: &[T],
+    n: &[T],
+    inv_norm: &[T],
+    stats: &[T],
+    dout: &[T],
+    cols: usize,
+    dn: &mut [T],
+    d_row: &mut [T],
+    dh: &mut [T],
+) -> T {
+    let rows = s.n_rows();
+    for (name, len) in [("h", h.len()), ("n", n.len()), ("dout", dout.len()), ("dn", dn.len()), ("dh", dh.len())] {
+        assert_eq!(len, rows * cols, "attention_backward_cpu: {name} is not {rows} x {cols}");
+    }
+    assert_eq!(stats.len(), 2 * rows, "attention_backward_cpu: stats has {} values for {rows} rows", stats.len());
+    assert_eq!(inv_norm.len(), rows, "attention_backward_cpu: inv_norm has {} values for {rows} rows", inv_norm.len());
+    assert_eq!(d_row.len(), rows, "attention_backward_cpu: d_row has {} values for {rows} rows", d_row.len());
+    assert!(t.n_rows() == rows && t.nnz() == s.nnz(), "attention_backward_cpu: t is not the transpose of s");
+    if cols == 0 {
+        dh.fill(T::zero());
+        d_row.fill(T::zero());
+        return T::zero();
+    }
+    let row = |m: &[T], i: usize| -> Vec<T> { m[i * cols..(i + 1) * cols].to_vec() };
+    // alpha_ij, cos_ij and dalpha_ij = dout_i . h_j of edge (i, j).
+    let edge = |i: usize, j: usize| {
+        let cos = dot(&n[i * cols..(i + 1) * cols], &n[j * cols..(j + 1) * cols]);
+        let alpha = (beta * cos - stats[2 * i]).exp() / stats[2 * i + 1];
+        (alpha, cos, dot(&dout[i * cols..(i + 1) * cols], &h[j * cols..(j + 1) * cols]))
+    };
+    let (rp, ci) = (s.row_ptr(), s.col_idx());
+    // Row pass: D_i, dn_i = beta sum_j ds_ij n_j, and each row's share of dbeta.
+    let dbeta_rows: Vec<T> = dn
+        .par_chunks_mut(cols)
+        .zip(d_row.par_iter_mut())
+        .enumerate()
+        .with_min_len(64)
+        .map(|(i, (dni, d))| {
+            dni.fill(T::zero());
+            let edges = &ci[rp[i] as usize..rp[i + 1] as usize];
+            *d = edges.iter().map(|&j| {
+                let (a, _, da) = edge(i, j as usize);
+                a * da
+            }).sum();
+            let mut dbeta = T::zero();
+            for &j in edges {
+                let (a, cos, da) = edge(i, j as usize);
+                let ds = a * (da - *d);
+                dbeta += ds * cos;
+                for (x, &nv) in dni.iter_mut().zip(&n[j as usize * cols..(j as usize + 1) * cols]) {
+                    *x += beta * ds * nv;
+                }
+            }
+            dbeta
+        })
+        .collect();
+    // Column pass over Sᵀ: the in-edges (i, j) of node j.
+    let (tp, ti) = (t.row_ptr(), t.col_idx());
+    let d_row: &[T] = d_row;
+    let dn: &[T] = dn;
+    dh.par_chunks_mut(cols).enumerate().with_min_len(64).for_each(|(j, dhj)| {
+        let mut dnj = row(dn, j);
+        dhj.fill(T::zero());
+        for &i in &ti[tp[j] as usize..tp[j + 1] as usize] {
+            let i = i as usize;
+            let (a, _, da) = edge(i, j);
+            let ds = a * (da - d_row[i]);
+            for c in 0..cols {
+                dnj[c] += beta * ds * n[i * cols + c];
+                dhj[c] += a * dout[i * cols + c];
+            }
+        }
+        let nj = &n[j * cols..(j + 1) * cols];
+        let nd = dot(nj, &dnj);
+        for c in 0..cols {
+            dhj[c] += (dnj[c] - nj[c] * nd) * inv_norm[j];
+        }
+    });
+    dbeta_rows.into_iter().fold(T::zero(), |a, b| a + b)
+}
+
+// -- the GPU launchers --
+
+/// The rows of at least `min` edges of a pattern, on the device, built once per graph and `min`.
+struct AttnLongRows {
+    rows: DeviceVec<u32>,
+    n: u32,
+}
+
+fn long_rows(g: &GraphHandle, min: u32) -> Result<std::sync::Arc<AttnLongRows>> {
+    let gpu = g.gpu()?.clone();
+    g.cached(min as u64, || {
+        let rp = g.csr().row_ptr();
+        let rows: Vec<u32> = (0..g.csr().n_rows()).filter(|&r| rp[r + 1] - rp[r] >= min).map(|r| r as u32).collect();
+        Ok(AttnLongRows { n: rows.len() as u32, rows: DeviceVec::upload(&gpu, &rows)? })
+    })
+}
+
+/// The lane split for rows of `ld4` float4s: (log2 lanes per edge, chunks per lane: 1 or 4).
+fn lane_split(ld4: usize, what: &str) -> Result<(u32, usize)> {
+    if ld4 <= 32 {
+        Ok((ld4.next_power_of_two().trailing_zeros(), 1))
+    } else if ld4 <= 128 {
+        Ok((5, 4))
+    } else {
+        Err(Error::Unsupported(format!("{what}: rows of {} floats (at most 512)", 4 * ld4)))
+    }
+}
+
+/// Shared memory of the block-per-row launch: the reduction words and one slot per warp.
+fn long_smem(shift: u32, chunks: usize) -> u32 {
+    128 + (ATTN_LONG_BLOCK / 32) * 4 * (4 * chunks as u32 * (1 << shift) + 4)
+}
+
+/// Checks common to the three kernels; returns the n x n graph's row count as u32.
+fn check_nodes(g: &GraphHandle, beta: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>, per_row: &[(&str, usize, usize)], what: &str) -> Result<u32> {
+    check_square(g.csr(), n.rows, what)?;
+    check_matrix_64(n, what)?;
+    check_matrix_64(beta, what)?;
+    if beta.rows != 1 || beta.cols != 1 {
+        return Err(Error::Shape(format!("{what}: beta is {} x {} (want 1 x 1)", beta.rows, beta.cols)));
+    }
+    check_gpu(g.gpu()?, n.gpu(), what)?;
+    check_gpu(g.gpu()?, beta.gpu(), what)?;
+    for &(name, len, per) in per_row {
+        if len < per * n.rows {
+            return Err(Error::Shape(format!("{what}: {name} has {len} values, {} rows need {}", n.rows, per * n.rows)));
+        }
+    }
+    if g.csr().nnz() >= (1 << 31) {
+        return Err(Error::Unsupported(format!("{what}: {} edges (at most 2^31 - 1)", g.csr().nnz())));
+    }
+    Ok(n.rows as u32)
+}
+
+/// Launches `kernel` twice over `g`'s rows: a warp per short row, a block per long row.
+///
+/// # Safety
+/// `args` must make arguments valid for `kernel` for the given rows of `g`.
+unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(
+    gpu: &Gpu,
+    g: &GraphHandle,
+    ld4: usize,
+    kernels: [Kernel<A>; 2],
+    warp_smem: u32,
+    args: impl Fn(AttnRows) -> A,
+) -> Result<()> {
+    let (shift, chunks) = lane_split(ld4, "fused attention")?;
+    let kernel = if chunks == 1 { kernels[0] } else { kernels[1] };
+    let csr = g.device_csr()?;
+    let n_rows = g.csr().n_rows() as u32;
+    let rows = AttnRows {
+        row_ptr: csr.row_ptr.arg(gpu),
+        col_idx: csr.col_idx.arg(gpu),
+        n_rows,
+        ld4: ld4 as u32,
+        shift,
+        long_min: ATTN_LONG_PER_GROUP * (32 >> shift),
+        long_rows: Ptr::null(),
+    };
+    let long = long_rows(g, rows.long_min)?;
+    // SAFETY: row_ptr / col_idx are g's CSR (col ids < n_rows, checked square); the warp
+    // launch walks rows < n_rows, the block launch one listed row per block; shared memory as
+    // the kernels use it (`long_smem`, `warp_smem`).
+    unsafe {
+        if long.n > 0 {
+            let a = args(AttnRows { long_rows: long.rows.arg(gpu), ..rows });
+            kernel.launch(gpu, Shape::linear(long.n, ATTN_LONG_BLOCK, long_smem(shift, chunks)), &a)?;
+        }
+        kernel.launch(gpu, row_shape(gpu, n_rows as u64, 1, warp_smem), &args(rows))
+    }
+}
+
+/// The address the kernels gather `m`'s rows from: `m`, or its f16 copy `half` (checked to
+/// have `m`'s shape and stride).
+fn gather_ptr(m: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, what: &str) -> Result<Ptr<f32>> {
+    match half {
+        None => Ok(m.arg()),
+        Some(h) if (h.rows, h.cols, h.ld) == (m.rows, m.cols, m.ld) && h.buf.len() >= m.rows * m.ld => {
+            check_gpu(m.gpu(), h.gpu(), what)?;
+            Ok(h.arg().cast())
+        }
+        Some(h) => Err(Error::Shape(format!("{what}: f16 copy {} x {} (stride {}) of a {} x {} matrix (stride {})", h.rows, h.cols, h.ld, m.rows, m.cols, m.ld))),
+    }
+}
+
+/// The fused forward on the device: `out` (same shape as `n`, padding written 0) and `stats`
+/// (2 values per row). `beta` (1 x 1) is read when the kernel runs. With `n_half` (an f16 copy
+/// of `n`) the neighbour rows are read from it. The first call on a graph uploads its CSR and
+/// long-row list: warm up before capturing a CUDA graph.
+pub fn attention_forward(
+    g: &GraphHandle,
+    beta: &DeviceMatrix<f32>,
+    n: &DeviceMatrix<f32>,
+    n_half: Option<&DeviceMatrix<f16>>,
+    inv_norm: &DeviceVec<f32>,
+    out: &mut DeviceMatrix<f32>,
+    stats: &mut DeviceVec<f32>,
+) -> Result<()> {
+    let what = "attention_forward";
+    check_nodes(g, beta, n, &[("inv_norm", inv_norm.len(), 1), ("stats", stats.len(), 2)], what)?;
+    check_same(n, out, what)?;
+    let gpu = g.gpu()?.clone();
+    let n_gather = gather_ptr(n, n_half, what)?;
+    let (beta, np, inv, outp, st) = (beta.arg(), n.arg(), inv_norm.arg(&gpu), out.arg_mut(), stats.arg_mut(&gpu));
+    let kernels = if n_half.is_some() { [attention_forward_c1_f16, attention_forward_c4_f16] } else { [attention_forward_c1_f32, attention_forward_c4_f32] };
+    // SAFETY: shapes checked above: n (and its f16 copy) and out are rows x ld, inv_norm and
+    // stats cover the rows.
+    unsafe {
+        launch_rows(&gpu, g, n.ld / 4, kernels, 0, |rows| AttentionForwardArgs {
+            rows,
+            beta,
+            n: np,
+            n_gather,
+            inv_norm: inv,
+            out: outp,
+            stats: st,
+        })
+    }
+}
+
+/// The fused backward on the device: `dh` (overwritten, padding 0) and `dbeta` (1 x 1,
+/// zeroed here then added to atomically), through the scratch `dn` (shape of `n`) and `d_row`
+/// (a value per row). `out` and `stats` are the forward's. With `half` (f16 copies of `n` and
+/// `dout`) the neighbour rows are read from them. Uploads Sᵀ's CSR on first use.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_backward(
+    g: &GraphHandle,
+    beta: &DeviceMatrix<f32>,
+    n: &DeviceMatrix<f32>,
+    half: Option<(&DeviceMatrix<f16>, &DeviceMatrix<f16>)>,
+    inv_norm: &DeviceVec<f32>,
+    stats: &DeviceVec<f32>,
+    out: &DeviceMatrix<f32>,
+    dout: &DeviceMatrix<f32>,
+    dn: &mut DeviceMatrix<f32>,
+    d_row: &mut DeviceVec<f32>,
+    dh: &mut DeviceMatrix<f32>,
+    dbeta: &mut DeviceMatrix<f32>,
+) -> Result<()> {
+    let what = "attention_backward";
+    check_nodes(g, beta, n, &[("inv_norm", inv_norm.len(), 1), ("stats", stats.len(), 2), ("d_row", d_row.len(), 1)], what)?;
+    for m in [out, dout, &*dn, &*dh] {
+        check_same(n, m, what)?;
+    }
+    check_matrix_64(dbeta, what)?;
+    if dbeta.rows != 1 || dbeta.cols != 1 {
+        return Err(Error::Shape(format!("{what}: dbeta is {} x {} (want 1 x 1)", dbeta.rows, dbeta.cols)));
+    }
+    let gpu = g.gpu()?.clone();
+    let n_gather = gather_ptr(n, half.map(|h| h.0), what)?;
+    let dout_gather = gather_ptr(dout, half.map(|h| h.1), what)?;
+    let t = g.transpose()?;
+    dbeta.zero()?;
+    let (betap, np, inv, st, outp, doutp) = (beta.arg(), n.arg(), inv_norm.arg(&gpu), stats.arg(&gpu), out.arg(), dout.arg());
+    let (dnp, dp, dbp) = (dn.arg_mut(), d_row.arg_mut(&gpu), dbeta.arg_mut());
+    let ld4 = n.ld / 4;
+    // SAFETY: shapes checked above; Sᵀ is square like S; the row pass's warp launch uses 4
+    // bytes of shared memory (its block sum of dbeta).
+    unsafe {
+        let kernels = if half.is_some() { [attention_row_grad_c1_f16, attention_row_grad_c4_f16] } else { [attention_row_grad_c1_f32, attention_row_grad_c4_f32] };
+        launch_rows(&gpu, g, ld4, kernels, 4, |rows| AttentionRowGradArgs {
+            rows,
+            beta: betap,
+            n: np,
+            n_gather,
+            inv_norm: inv,
+            stats: st,
+            out: outp,
+            dout: doutp,
+            dn: dnp,
+            d_row: dp,
+            dbeta: dbp,
+        })?;
+        let (dn_done, d_done, dhp) = (dn.arg(), d_row.arg(&gpu), dh.arg_mut());
+        let kernels = if half.is_some() { [attention_col_grad_c1_f16, attention_col_grad_c4_f16] } else { [attention_col_grad_c1_f32, attention_col_grad_c4_f32] };
+        launch_rows(&gpu, &t, ld4, kernels, 0, |rows| AttentionColGradArgs {
+            rows,
+            beta: betap,
+            n: np,
+            n_gather,
+            inv_norm: inv,
+            stats: st,
+            dout: doutp,
+            dout_gather,
+            d_row: d_done,
+            dn: dn_done,
+            dh: dhp,
+        })
+    }
+}
+
+// -- the op on each backend --
+
+/// The fused attention of an AGNN layer. Matrices: `h`, `n`, `out`, `dout`, `dh`, `dn` are
+/// rows x d; `inv_norm` and `d_row` rows x 1, `stats` rows x 2, `beta`, `dbeta` 1 x 1.
+pub trait FusedAttentionOp: Backend {
+    /// `out = softmax_row(beta cos) h` over the edges of `g`, with per-row `stats`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_forward(&self, g: &Self::Graph, beta: &Self::Mat, h: &Self::Mat, n: &Self::Mat, inv_norm: &Self::Mat, out: &mut Self::Mat, stats: &mut Self::Mat) -> Result<()>;
+    /// The backward of [`FusedAttentionOp::attention_forward`]: `dh` (overwritten) and
+    /// `dbeta`, through the scratch `dn` and `d_row`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_backward(
+        &self,
+        g: &Self::Graph,
+        beta: &Self::Mat,
+        h: &Self::Mat,
+        n: &Self::Mat,
+        inv_norm: &Self::Mat,
+        stats: &Self::Mat,
+        out: &Self::Mat,
+        dout: &Self::Mat,
+        dn: &mut Self::Mat,
+        d_row: &mut Self::Mat,
+        dh: &mut Self::Mat,
+        dbeta: &mut Self::Mat,
+    ) -> Result<()>;
+}
+
+fn check_host<T>(rows: usize, cols: usize, mats: &[(&str, &HostMat<T>, usize)], what: &str) -> Result<()> {
+    for &(name, m, c) in mats {
+        let want = if c == 0 { cols } else { c };
+        if m.rows != rows || m.cols != want {
+            return Err(Error::Shape(format!("{what}: {name} is {} x {} (want {rows} x {want})", m.rows, m.cols)));
+        }
+    }
+    Ok(())
+}
+
+impl<T: Real> FusedAttentionOp for CpuBackend<T> {
+    fn attention_forward(&self, g: &HostGraph<T>, beta: &HostMat<T>, h: &HostMat<T>, n: &HostMat<T>, inv_norm: &HostMat<T>, out: &mut HostMat<T>, stats: &mut HostMat<T>) -> Result<()> {
+        let what = "attention_forward";
+        check_square(&g.s, h.rows, what)?;
+        check_host(h.rows, h.cols, &[("n", n, 0), ("inv_norm", inv_norm, 1), ("out", out, 0), ("stats", stats, 2)], what)?;
+        attention_forward_cpu(&g.s, beta.data[0], &h.data, &n.data, h.cols, &mut out.data, &mut stats.data);
+        Ok(())
+    }
+    fn attention_backward(
+        &self,
+        g: &HostGraph<T>,
+        beta: &HostMat<T>,
+        h: &HostMat<T>,
+        n: &HostMat<T>,
+        inv_norm: &HostMat<T>,
+        stats: &HostMat<T>,
+        out: &HostMat<T>,
+        dout: &HostMat<T>,
+        dn: &mut HostMat<T>,
+        d_row: &mut HostMat<T>,
+        dh: &mut HostMat<T>,
+        dbeta: &mut HostMat<T>,
+    ) -> Result<()> {
+        let what = "attention_backward";
+        check_square(&g.s, h.rows, what)?;
+        let mats = [("n", n, 0), ("inv_norm", inv_norm, 1), ("stats", stats, 2), ("out", out, 0), ("dout", dout, 0), ("dn", &*dn, 0), ("d_row", &*d_row, 1), ("dh", &*dh, 0)];
+        check_host(h.rows, h.cols, &mats, what)?;
+        dbeta.data[0] = attention_backward_cpu(&g.s, &g.t, beta.data[0], &h.data, &n.data, &inv_norm.data, &stats.data, &dout.data, h.cols, &mut dn.data, &mut d_row.data, &mut dh.data);
+        Ok(())
+    }
+}
+
+impl FusedAttentionOp for CudaBackend {
+    fn attention_forward(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, _h: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.timed("fused attention", || {
+            if self.precision == Precision::F16 {
+                // f16 copy of n in scratch slot 1 (2 holds dout's in the backward).
+                self.with_half(n, 1, |nh| attention_forward(&g.handle, beta, n, Some(nh), &inv_norm.buf, out, &mut stats.buf))
+            } else {
+                attention_forward(&g.handle, beta, n, None, &inv_norm.buf, out, &mut stats.buf)
+            }
+        })
+    }
+    fn attention_backward(
+        &self,
+        g: &GpuGraph,
+        beta: &DeviceMatrix<f32>,
+        _h: &DeviceMatrix<f32>,
+        n: &DeviceMatrix<f32>,
+        inv_norm: &DeviceMatrix<f32>,
+        stats: &DeviceMatrix<f32>,
+        out: &DeviceMatrix<f32>,
+        dout: &DeviceMatrix<f32>,
+        dn: &mut DeviceMatrix<f32>,
+        d_row: &mut DeviceMatrix<f32>,
+        dh: &mut DeviceMatrix<f32>,
+        dbeta: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
+        self.timed("fused attention backward", || {
+            if self.precision == Precision::F16 {
+                self.with_half(n, 1, |nh| {
+                    self.with_half(dout, 2, |gh| attention_backward(&g.handle, beta, n, Some((nh, gh)), &inv_norm.buf, &stats.buf, out, dout, dn, &mut d_row.buf, dh, dbeta))
+                })
+            } else {
+                attention_backward(&g.handle, beta, n, None, &inv_norm.buf, &stats.buf, out, dout, dn, &mut d_row.buf, dh, dbeta)
+            }
+        })
+    }
+}

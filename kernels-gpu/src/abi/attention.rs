@@ -1,0 +1,95 @@
+// Fused AGNN attention (`nn/fused_attention.rs`): argument structs and instances. Shared with
+// the host (`include!`). Matrices are row-major f32 with a padded stride of `4 * ld4` floats
+// (padding zero); per-row vectors (inv_norm, the softmax statistics, D) live in the first
+// values of a matrix buffer, `inv_norm[r]`, `stats[2 r]`, `stats[2 r + 1]`, `d_row[r]`.
+use super::*;
+
+kernel_args! {
+    /// The rows a fused attention kernel walks and how its lanes split a row.
+    pub struct AttnRows {
+        /// The pattern the kernel walks: S (forward, row gradients) or Sᵀ (column gradients).
+        pub row_ptr: Ptr<u32>,
+        pub col_idx: Ptr<u32>,
+        pub n_rows: u32,
+        /// float4s per row of every matrix (all are n x d with the same stride).
+        pub ld4: u32,
+        /// log2 of the lanes that share one edge (one float4 per lane and chunk).
+        pub shift: u32,
+        /// Warp kernel: rows of at least this many edges are skipped (a block takes each).
+        pub long_min: u32,
+        /// Null: a warp per row over all rows shorter than `long_min`; else a block per listed row.
+        pub long_rows: Ptr<u32>,
+    }
+
+    /// out_i = sum_j alpha_ij h_j, alpha = softmax_j(beta n_i . n_j), h_j = n_j / inv_norm_j;
+    /// writes out (padding 0) and per row (max, sum) of the softmax ((0, 0) for empty rows).
+    pub struct AttentionForwardArgs {
+        pub rows: AttnRows,
+        /// One value, read when the kernel runs.
+        pub beta: Ptr<f32>,
+        pub n: Ptr<f32>,
+        /// The rows gathered per edge: `n` itself (`_f32` instances) or its f16 copy (`_f16`:
+        /// an f16 matrix of the same stride, at this address).
+        pub n_gather: Ptr<f32>,
+        pub inv_norm: Ptr<f32>,
+        pub out: PtrMut<f32>,
+        pub stats: PtrMut<f32>,
+    }
+
+    /// The backward's pass over the rows of S: D_i = dout_i . out_i, the row part of dn
+    /// (dn_i = beta sum_j ds_ij n_j) and dbeta (sum ds_ij cos_ij; zeroed by the launcher, one
+    /// atomic per block).
+    pub struct AttentionRowGradArgs {
+        pub rows: AttnRows,
+        pub beta: Ptr<f32>,
+        pub n: Ptr<f32>,
+        /// The rows gathered per edge: `n` itself (`_f32` instances) or its f16 copy (`_f16`:
+        /// an f16 matrix of the same stride, at this address).
+        pub n_gather: Ptr<f32>,
+        pub inv_norm: Ptr<f32>,
+        pub stats: Ptr<f32>,
+        pub out: Ptr<f32>,
+        pub dout: Ptr<f32>,
+        pub dn: PtrMut<f32>,
+        pub d_row: PtrMut<f32>,
+        pub dbeta: PtrMut<f32>,
+    }
+
+    /// The backward's pass over the rows of Sᵀ (the in-edges of each node j): adds
+    /// beta sum_i ds_ij n_i to the row part of dn_j and writes
+    /// dh_j = sum_i alpha_ij dout_i + the normalisation's backward of dn_j.
+    pub struct AttentionColGradArgs {
+        pub rows: AttnRows,
+        pub beta: Ptr<f32>,
+        pub n: Ptr<f32>,
+        /// The rows gathered per edge: `n` itself (`_f32` instances) or its f16 copy (`_f16`:
+        /// an f16 matrix of the same stride, at this address).
+        pub n_gather: Ptr<f32>,
+        pub inv_norm: Ptr<f32>,
+        pub stats: Ptr<f32>,
+        pub dout: Ptr<f32>,
+        /// `dout` or its f16 copy, as `n_gather`.
+        pub dout_gather: Ptr<f32>,
+        pub d_row: Ptr<f32>,
+        pub dn: Ptr<f32>,
+        pub dh: PtrMut<f32>,
+    }
+}
+
+// `_c1`: rows of at most 32 float4s (d <= 128), one float4 per lane; `_c4`: up to 128 float4s
+// (d <= 512), four per lane; four edges per lane group and step with one chunk, one with four
+// (registers). `_f32` / `_f16`: the type of the gathered rows.
+kernels! {
+    attention_forward_c1_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 4>;
+    attention_forward_c4_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 4, 1>;
+    attention_forward_c1_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 4>;
+    attention_forward_c4_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 4, 1>;
+    attention_row_grad_c1_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 4>;
+    attention_row_grad_c4_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 4, 1>;
+    attention_row_grad_c1_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 4>;
+    attention_row_grad_c4_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 4, 1>;
+    attention_col_grad_c1_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 1, 4>;
+    attention_col_grad_c4_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 4, 1>;
+    attention_col_grad_c1_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 4>;
+    attention_col_grad_c4_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 4, 1>;
+}

@@ -1,0 +1,200 @@
+//! The fused AGNN attention (`ops/nn/fused_attention.rs`): the CPU reference against the
+//! unfused path (SDDMM, edge softmax, SpMMs) and against finite differences in f64 on odd
+//! shapes; the GPU kernels against the CPU reference with every output poisoned (skipped
+//! without a GPU).
+
+mod common;
+
+use common::{gpu_or_skip, one_huge_row, random_graph};
+use tcgnn::graph::Csr;
+use tcgnn::graph::ops::pattern;
+use tcgnn::nn::agnn_conv::{AgnnConv, AgnnGraph};
+use tcgnn::nn::backend::cpu::HostMat;
+use tcgnn::nn::{Backend, CpuBackend, CudaBackend};
+use tcgnn::ops::nn::fused_attention::FusedAttentionOp;
+use tcgnn::ops::nn::row_normalize::RowNormalizeOp;
+use tcgnn::ops::{Impl, Precision};
+use tcgnn::tensor::{Matrix, rel_error};
+use tcgnn::util::rng::SplitMix64;
+
+/// Node 0 points to every node and every node to node 0, plus self-loops: a hub row in S and
+/// in Sᵀ (both take the block-per-row path).
+fn star(n: usize) -> Csr {
+    let mut t: Vec<(u32, u32, f32)> = (1..n as u32).flat_map(|i| [(0, i, 1.0), (i, 0, 1.0)]).collect();
+    t.extend((0..n as u32).map(|i| (i, i, 1.0)));
+    Csr::from_triplets(n, n, &t).unwrap()
+}
+
+/// Unit-valued patterns with the shapes every edge op must survive.
+fn shapes(seed: u64) -> Vec<(&'static str, Csr)> {
+    vec![
+        ("one node", Csr::from_triplets(1, 1, &[(0, 0, 1.0)]).unwrap()),
+        ("one node, no edge", Csr::from_triplets(1, 1, &[]).unwrap()),
+        ("n=37, every 3rd row empty", pattern(&random_graph(37, 5, 3, seed))),
+        ("n=1000 random", pattern(&random_graph(1000, 12, 0, seed + 1))),
+        ("a row with a third of the edges", pattern(&one_huge_row(1201, 12, seed + 2))),
+        ("star of 4500", star(4500)),
+    ]
+}
+
+fn random_host(rows: usize, cols: usize, seed: u64) -> HostMat<f64> {
+    let mut rng = SplitMix64::new(seed);
+    HostMat { rows, cols, data: (0..rows * cols).map(|_| rng.uniform(-1.0, 1.0) as f64).collect() }
+}
+
+fn rel64(a: &[f64], b: &[f64]) -> f64 {
+    let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum();
+    let den: f64 = b.iter().map(|y| y * y).sum();
+    if den == 0.0 { num.sqrt() } else { (num / den).sqrt() }
+}
+
+/// One conv's forward and backward on the CPU in f64: (out, dh, dbeta).
+fn conv_f64(s: &Csr, fused: bool, beta: f64, h: &HostMat<f64>, dout: &HostMat<f64>) -> (Vec<f64>, Vec<f64>, f64) {
+    let b = CpuBackend::<f64>::new();
+    let g = AgnnGraph::from_pattern(&b, s.clone(), None).unwrap();
+    let mut conv = if fused { AgnnConv::new(&b, &g, h.rows, h.cols) } else { AgnnConv::new_unfused(&b, &g, h.rows, h.cols) }.unwrap();
+    conv.beta.value.data[0] = beta;
+    let out = conv.forward(&b, &g, h).unwrap().data.clone();
+    let mut dh = HostMat::zeros(h.rows, h.cols);
+    conv.backward(&b, &g, h, dout, &mut dh).unwrap();
+    (out, dh.data, conv.beta.grad.data[0])
+}
+
+#[test]
+fn cpu_fused_matches_unfused_path_f64() {
+    for (name, s) in shapes(11) {
+        for d in [8, 24] {
+            let n = s.n_rows();
+            let (h, dout) = (random_host(n, d, 1), random_host(n, d, 2));
+            let (out_u, dh_u, db_u) = conv_f64(&s, false, 1.7, &h, &dout);
+            let (out_f, dh_f, db_f) = conv_f64(&s, true, 1.7, &h, &dout);
+            let (eo, eh) = (rel64(&out_f, &out_u), rel64(&dh_f, &dh_u));
+            assert!(eo < 1e-12 && eh < 1e-12, "{name} d={d}: out {eo:.1e}, dh {eh:.1e}");
+            assert!((db_f - db_u).abs() <= 1e-10 * db_u.abs().max(1.0), "{name} d={d}: dbeta {db_f} against {db_u}");
+        }
+    }
+}
+
+/// L = sum(out * w) through the fused conv.
+fn loss(s: &Csr, beta: f64, h: &HostMat<f64>, w: &HostMat<f64>) -> f64 {
+    let (out, _, _) = conv_f64(s, true, beta, h, w);
+    out.iter().zip(&w.data).map(|(a, b)| a * b).sum()
+}
+
+#[test]
+fn cpu_fused_gradients_match_finite_differences_f64() {
+    let eps = 1e-6;
+    for (name, s) in shapes(23) {
+        let n = s.n_rows();
+        let d = 5; // odd: no padding help
+        let (h, w) = (random_host(n, d, 3), random_host(n, d, 4));
+        let beta = 1.3;
+        let (_, dh, dbeta) = conv_f64(&s, true, beta, &h, &w);
+        let mut rng = SplitMix64::new(5);
+        // Entries to probe: the hub's row and random ones.
+        let hub = (0..n).max_by_key(|&r| s.row_ptr()[r + 1] - s.row_ptr()[r]).unwrap_or(0);
+        let mut probes: Vec<usize> = (0..d).map(|c| hub * d + c).collect();
+        probes.extend((0..20).map(|_| rng.below((n * d) as u64) as usize));
+        for k in probes {
+            let (mut hp, mut hm) = (h.clone(), h.clone());
+            hp.data[k] += eps;
+            hm.data[k] -= eps;
+            let fd = (loss(&s, beta, &hp, &w) - loss(&s, beta, &hm, &w)) / (2.0 * eps);
+            assert!((fd - dh[k]).abs() <= 1e-6 * fd.abs().max(1.0), "{name}: dh[{k}] = {} against finite difference {fd}", dh[k]);
+        }
+        let fd = (loss(&s, beta + eps, &h, &w) - loss(&s, beta - eps, &h, &w)) / (2.0 * eps);
+        assert!((fd - dbeta).abs() <= 1e-6 * fd.abs().max(1.0), "{name}: dbeta = {dbeta} against finite difference {fd}");
+    }
+}
+
+#[test]
+fn cpu_fused_refuses_bad_shapes() {
+    let b = CpuBackend::<f64>::new();
+    let g = b.graph(Csr::from_triplets(3, 4, &[(0, 1, 1.0)]).unwrap()).unwrap();
+    let m = |r, c| HostMat::<f64>::zeros(r, c);
+    let err = b.attention_forward(&g, &m(1, 1), &m(3, 4), &m(3, 4), &m(3, 1), &mut m(3, 4), &mut m(3, 2)).unwrap_err();
+    assert!(err.to_string().contains("square"), "{err}");
+    let g = b.graph(Csr::from_triplets(3, 3, &[(0, 1, 1.0)]).unwrap()).unwrap();
+    let err = b.attention_forward(&g, &m(1, 1), &m(3, 4), &m(3, 4), &m(3, 1), &mut m(3, 4), &mut m(2, 2)).unwrap_err();
+    assert!(err.to_string().contains("stats"), "{err}");
+}
+
+fn to_f32(m: &HostMat<f64>) -> Matrix {
+    Matrix::from_vec(m.rows, m.cols, m.data.iter().map(|&v| v as f32).collect()).unwrap()
+}
+
+fn round_f32(m: &HostMat<f64>) -> HostMat<f64> {
+    HostMat { rows: m.rows, cols: m.cols, data: m.data.iter().map(|&v| v as f32 as f64).collect() }
+}
+
+fn poison(rows: usize, cols: usize) -> Matrix {
+    Matrix::from_vec(rows, cols, vec![f32::NAN; rows * cols]).unwrap()
+}
+
+#[test]
+fn gpu_fused_attention_matches_cpu() {
+    let Some(gpu) = gpu_or_skip("gpu_fused_attention_matches_cpu") else { return };
+    for prec in [Precision::F32, Precision::F16] {
+        let b = CudaBackend::new(gpu.clone(), prec, Impl::Auto).unwrap();
+        for (name, s) in shapes(31) {
+            for d in [8, 32, 40, 64, 128, 264] {
+                let n = s.n_rows();
+                // The reference reads the f32 values the GPU reads.
+                let (h, dout) = (round_f32(&random_host(n, d, 6)), round_f32(&random_host(n, d, 7)));
+                let beta = 1.7f32;
+                let (out_ref, dh_ref, db_ref) = conv_f64(&s, true, beta as f64, &h, &dout);
+
+                let g = b.graph(s.clone()).unwrap();
+                let hd = b.upload(&to_f32(&h)).unwrap();
+                let dd = b.upload(&to_f32(&dout)).unwrap();
+                let bd = b.upload(&Matrix::from_vec(1, 1, vec![beta]).unwrap()).unwrap();
+                let (mut nd, mut inv) = (b.matrix(n, d).unwrap(), b.matrix(n, 1).unwrap());
+                b.row_normalize(&hd, &mut nd, &mut inv).unwrap();
+                let mut out = b.upload(&poison(n, d)).unwrap();
+                let mut stats = b.upload(&poison(n, 2)).unwrap();
+                b.attention_forward(&g, &bd, &hd, &nd, &inv, &mut out, &mut stats).unwrap();
+                let (mut dn, mut d_row, mut dh) = (b.upload(&poison(n, d)).unwrap(), b.upload(&poison(n, 1)).unwrap(), b.upload(&poison(n, d)).unwrap());
+                let mut dbeta = b.upload(&poison(1, 1)).unwrap();
+                b.attention_backward(&g, &bd, &hd, &nd, &inv, &stats, &out, &dd, &mut dn, &mut d_row, &mut dh, &mut dbeta).unwrap();
+
+                let eo = rel_error(&b.download(&out).unwrap().data, &out_ref);
+                let eh = rel_error(&b.download(&dh).unwrap().data, &dh_ref);
+                let db = b.download(&dbeta).unwrap().data[0] as f64;
+                // f16: the neighbour rows are gathered from f16 copies.
+                let (tol, tol_beta) = if prec == Precision::F16 { (1e-2, 2e-2) } else { (1e-5, 1e-4) };
+                println!("{prec:?} {name} d={d}: out {eo:.1e}, dh {eh:.1e}, dbeta {db} against {db_ref}");
+                assert!(eo < tol && eh < tol, "{prec:?} {name} d={d}: out {eo:.1e}, dh {eh:.1e}");
+                assert!((db - db_ref).abs() <= tol_beta * db_ref.abs().max(1.0), "{prec:?} {name} d={d}: dbeta {db} against {db_ref}");
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_fused_conv_matches_unfused_conv() {
+    let Some(gpu) = gpu_or_skip("gpu_fused_conv_matches_unfused_conv") else { return };
+    // The whole layer on the GPU both ways, in the precision the unfused products run in.
+    for prec in [Precision::F32, Precision::F16] {
+        let b = CudaBackend::new(gpu.clone(), prec, Impl::Auto).unwrap();
+        let s = pattern(&random_graph(3000, 16, 0, 41));
+        let n = s.n_rows();
+        let g = AgnnGraph::from_pattern(&b, s.clone(), None).unwrap();
+        let h = b.upload(&Matrix::random(n, 32, 8)).unwrap();
+        let dout = b.upload(&Matrix::random(n, 32, 9)).unwrap();
+        let run = |fused: bool| {
+            let mut conv = if fused { AgnnConv::new(&b, &g, n, 32) } else { AgnnConv::new_unfused(&b, &g, n, 32) }.unwrap();
+            let out = b.download(conv.forward(&b, &g, &h).unwrap()).unwrap();
+            let mut dh = b.matrix(n, 32).unwrap();
+            conv.backward(&b, &g, &h, &dout, &mut dh).unwrap();
+            (out, b.download(&dh).unwrap(), b.download(&conv.beta.grad).unwrap().data[0])
+        };
+        let (out_u, dh_u, db_u) = run(false);
+        let (out_f, dh_f, db_f) = run(true);
+        let f64s = |m: &Matrix| m.data.iter().map(|&v| v as f64).collect::<Vec<_>>();
+        let tol = if prec == Precision::F16 { 1e-2 } else { 1e-5 };
+        let (eo, eh) = (rel_error(&out_f.data, &f64s(&out_u)), rel_error(&dh_f.data, &f64s(&dh_u)));
+        println!("{prec:?}: fused against unfused: out {eo:.1e}, dh {eh:.1e}, dbeta {db_f} against {db_u}");
+        assert!(eo < tol && eh < tol, "{prec:?}: out {eo:.1e}, dh {eh:.1e}");
+        assert!(((db_f - db_u) as f64).abs() <= 10.0 * tol * (db_u as f64).abs().max(1.0), "{prec:?}: dbeta {db_f} against {db_u}");
+    }
+}

@@ -2,7 +2,8 @@
 //! halo exchange and the gradient all-reduce, with the halo bytes; `bench/results/dist.{json,md}`.
 //!
 //! The ranks are threads of this process on one device (the in-process communicator; on a GPU
-//! each thread has its own stream and the exchanges are staged through the host), so the numbers
+//! each thread has its own stream, and `--halo-path` says whether rows move device to device or
+//! through the host), so the numbers
 //! say what partitioning costs and what an exchange moves, not how P GPUs scale: the multi-GPU
 //! runs are `tcgnn train GRAPH --gpus N --verbose` (per-rank step / exchange / all-reduce times).
 
@@ -13,9 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tcgnn::bench::report::today;
-use tcgnn::dist::host_rows::HostRows;
 use tcgnn::dist::part_graph::relabel;
-use tcgnn::dist::{Communicator, DistTrainer, ExchangeMethod, InProcess, Partition, PartitionMethod, StepTiming};
+use tcgnn::dist::{Communicator, DistBackend, DistTrainer, HaloPath, ExchangeMethod, InProcess, Partition, PartitionMethod, StepTiming};
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::models::parse_model_name;
 use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, ModelConfig, TrainConfig};
@@ -47,6 +47,10 @@ pub struct BenchDistArgs {
     pub reps: usize,
     #[arg(long, value_enum, default_value = "auto")]
     pub device: Device,
+    /// Where the GPU ranks' halo rows and gradients travel (comma separated, each measured):
+    /// device (device-to-device copies), host (staged through host memory).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "device")]
+    pub halo_path: Vec<HaloPath>,
     /// Folder for dist.json and dist.md.
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
@@ -74,6 +78,8 @@ struct DistRecord {
     parts: usize,
     partition_method: String,
     exchange: String,
+    /// device or host ("host" on the CPU, whose memory is both).
+    halo_path: HaloPath,
     /// Mean over parts of halo rows / all-gather rows, and the largest part's edges / the mean.
     halo_ratio: f64,
     edge_balance: f64,
@@ -93,7 +99,7 @@ struct DistReport {
     date: String,
     commit: String,
     device: String,
-    mode: &'static str,
+    mode: String,
     warmup: usize,
     reps: usize,
     records: Vec<DistRecord>,
@@ -131,20 +137,28 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                     o => return Err(Error::Unsupported(format!("--exchange {o}: auto, p2p or all-gather"))),
                 };
                 let d = relabel(&data, &p.perm)?;
-                let timing = match &gpu {
-                    Some(_) => measure(&d, &p, method, &cfg, &tcfg, a, |_| Ok(CudaBackend::new(Gpu::probe()?, args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?)))?,
-                    None => measure(&d, &p, method, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
-                };
-                let r = record(graph, &d, model, &p, method, &timing, a.reps);
-                eprintln!(
-                    "{graph} {model} P = {parts}: step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
-                    r.step_ms,
-                    r.compute_ms,
-                    r.halo_exchange_ms,
-                    r.all_reduce_ms,
-                    r.halo_bytes as f64 / 1024.0
-                );
-                records.push(r);
+                // The CPU's memory is host and device at once: one path to measure there.
+                let paths = if gpu.is_some() { a.halo_path.clone() } else { vec![HaloPath::Host] };
+                for path in paths {
+                    let timing = match &gpu {
+                        Some(_) => measure(&d, &p, method, path, &cfg, &tcfg, a, |_| {
+                            Ok(CudaBackend::new(Gpu::probe()?, args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?))
+                        })?,
+                        None => measure(&d, &p, method, path, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
+                    };
+                    // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
+                    let shown = if path == HaloPath::Device && gpu.is_some() { ExchangeMethod::PointToPoint } else { method };
+                    let r = record(graph, &d, model, &p, shown, path, &timing, a.reps);
+                    eprintln!(
+                        "{graph} {model} P = {parts} ({path:?} path): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
+                        r.step_ms,
+                        r.compute_ms,
+                        r.halo_exchange_ms,
+                        r.all_reduce_ms,
+                        r.halo_bytes as f64 / 1024.0
+                    );
+                    records.push(r);
+                }
             }
         }
     }
@@ -153,7 +167,9 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
         date: today(),
         commit: env!("TCGNN_GIT_COMMIT").into(),
         device,
-        mode: "in-process: the parts as threads on one device (halo rows staged through the host)",
+        mode: "in-process: the parts as threads on one device, each with its own stream; halo rows and gradients \
+               device to device (path device) or staged through the host (path host)"
+            .into(),
         warmup: a.warmup,
         reps: a.reps,
         records,
@@ -169,10 +185,12 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
 }
 
 /// Every rank's step timing over `reps` steps after `warmup`.
-fn measure<B: HostRows + 'static>(
+#[allow(clippy::too_many_arguments)]
+fn measure<B: DistBackend<InProcess>>(
     d: &Dataset,
     p: &Partition,
     method: ExchangeMethod,
+    path: HaloPath,
     cfg: &ModelConfig,
     tcfg: &TrainConfig,
     a: &BenchDistArgs,
@@ -180,7 +198,7 @@ fn measure<B: HostRows + 'static>(
 ) -> Result<Vec<StepTiming>> {
     InProcess::run(p.parts(), Duration::from_secs(600), |comm| {
         let rank = comm.rank();
-        let mut t = DistTrainer::new(Arc::new(make(rank)?), Rc::new(comm), d, p, method, cfg, tcfg)?;
+        let mut t = DistTrainer::with_path(Arc::new(make(rank)?), Rc::new(comm), d, p, method, path, cfg, tcfg)?;
         for _ in 0..a.warmup {
             t.step()?;
         }
@@ -192,7 +210,8 @@ fn measure<B: HostRows + 'static>(
     })
 }
 
-fn record(graph: &str, d: &Dataset, model: &str, p: &Partition, method: ExchangeMethod, timing: &[StepTiming], reps: usize) -> DistRecord {
+#[allow(clippy::too_many_arguments)]
+fn record(graph: &str, d: &Dataset, model: &str, p: &Partition, method: ExchangeMethod, path: HaloPath, timing: &[StepTiming], reps: usize) -> DistRecord {
     let per = |s: f64| 1e3 * s / reps as f64;
     let ranks: Vec<RankRecord> = timing
         .iter()
@@ -215,6 +234,7 @@ fn record(graph: &str, d: &Dataset, model: &str, p: &Partition, method: Exchange
         parts: p.parts(),
         partition_method: p.method.to_string(),
         exchange: format!("{method:?}"),
+        halo_path: path,
         halo_ratio: p.halo_ratio(),
         edge_balance: p.edge_balance(),
         halo_rows: p.blocks.iter().map(|b| b.halo_rows()).sum(),
@@ -231,17 +251,18 @@ fn record(graph: &str, d: &Dataset, model: &str, p: &Partition, method: Exchange
 fn markdown(r: &DistReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Partitioned training step ({}, {}, commit {})\n\n{}; mean of {} steps after {} warm-up, slowest rank.\n", r.device, r.date, r.commit, r.mode, r.reps, r.warmup);
-    let _ = writeln!(s, "| graph | model | parts | method | exchange | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step |");
-    let _ = writeln!(s, "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| graph | model | parts | method | exchange | path | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step |");
+    let _ = writeln!(s, "|---|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for x in &r.records {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {:.3} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} |",
+            "| {} | {} | {} | {} | {} | {:?} | {:.3} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} |",
             x.graph,
             x.model,
             x.parts,
             x.partition_method,
             x.exchange,
+            x.halo_path,
             x.halo_ratio,
             x.edge_balance,
             x.step_ms,

@@ -21,7 +21,7 @@ use tcgnn::dist::halo::{ALL_GATHER_THRESHOLD, ExchangeMethod, choose_exchange};
 use tcgnn::dist::nccl::{NcclCommunicator, new_unique_id};
 use tcgnn::dist::part_graph::relabel;
 use tcgnn::dist::rendezvous::{join, serve_at};
-use tcgnn::dist::{Communicator, DistTrainer, Partition, PartitionMethod, StepTiming, train_in_process};
+use tcgnn::dist::{Communicator, DistTrainer, HaloPath, Partition, PartitionMethod, StepTiming, train_in_process, train_in_process_on};
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::train::History;
 use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, ModelConfig, TrainConfig};
@@ -60,6 +60,11 @@ pub struct DistArgs {
     /// Print the NCCL_* environment and per-rank timing.
     #[arg(long)]
     pub verbose: bool,
+    /// Where a GPU rank's halo rows and gradient all-reduce travel: device (device buffers:
+    /// NCCL, or device copies between in-process parts) or host (staged through host memory,
+    /// the reference path).
+    #[arg(long, value_enum, default_value = "device")]
+    pub halo_path: HaloPath,
 }
 
 impl DistArgs {
@@ -164,8 +169,9 @@ fn run_in_process(a: &TrainArgs, parts: usize) -> Result<()> {
     };
     let (history, timing, backend) = if gpu {
         // Each thread opens the GPU itself: its own context handle, stream and kernels.
-        let (h, t) = train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| cuda_backend(a, Gpu::probe()?), show)?;
-        (h, t, format!("{} threads on one GPU ({:?}, halo staged through the host)", parts, a.precision).to_lowercase())
+        let path = a.dist.halo_path;
+        let (h, t) = train_in_process_on(path, &s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| cuda_backend(a, Gpu::probe()?), show)?;
+        (h, t, format!("{} threads on one GPU ({:?}, halo path {path:?})", parts, a.precision).to_lowercase())
     } else if a.f64 {
         let (h, t) = train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| Ok(CpuBackend::<f64>::new()), show)?;
         (h, t, format!("{parts} threads on the CPU (f64)"))
@@ -251,8 +257,9 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
     let s = setup(a, world)?;
     same_partition_everywhere(&*comm, &s.partition)?;
     let backend = Arc::new(cuda_backend(a, gpu)?);
-    let describe = format!("{} rank(s) over NCCL, {}", world, tcgnn::nn::Backend::describe(&*backend));
-    let mut t = DistTrainer::new(backend, comm.clone(), &s.data, &s.partition, s.method, &s.cfg, &s.tcfg)?;
+    let path = a.dist.halo_path;
+    let describe = format!("{} rank(s) over NCCL, halo path {path:?}, {}", world, tcgnn::nn::Backend::describe(&*backend));
+    let mut t = DistTrainer::with_path(backend, comm.clone(), &s.data, &s.partition, s.method, path, &s.cfg, &s.tcfg)?;
     let quiet = a.quiet || rank != 0;
     let history = t.fit(s.tcfg.epochs, |e| {
         if !quiet {

@@ -44,7 +44,7 @@ fn disable_nvls() {
 
 /// Runs an NCCL call, turning both its error and a panic inside cudarc (a symbol missing from an
 /// old libnccl) into [`Error::Comm`].
-fn guarded<R>(what: &str, f: impl FnOnce() -> std::result::Result<R, cudarc::nccl::result::NcclError>) -> Result<R> {
+pub(crate) fn guarded<R>(what: &str, f: impl FnOnce() -> std::result::Result<R, cudarc::nccl::result::NcclError>) -> Result<R> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
         .map_err(|_| Error::comm(what, "NCCL call panicked (an incompatible libnccl?)"))?
         .map_err(|e| Error::comm(what, format!("{e:?}")))
@@ -84,6 +84,15 @@ impl NcclCommunicator {
     /// The cudarc communicator, for collectives on device buffers (the GPU step).
     pub fn comm(&self) -> &Comm {
         &self.comm
+    }
+
+    /// NCCL calls run on the communicator's stream: device buffers of the caller's stream may be
+    /// handed over without a wait only when the two are one stream.
+    pub(crate) fn check_stream(&self, gpu: &Gpu, what: &str) -> Result<()> {
+        if gpu.stream().cu_stream() != self.stream.cu_stream() {
+            return Err(Error::comm(what, "the buffers are on another GPU stream than the communicator's (build both from one Gpu)"));
+        }
+        Ok(())
     }
 
     fn sync(&self, what: &str) -> Result<()> {

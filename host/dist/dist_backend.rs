@@ -26,7 +26,7 @@ use crate::ops::backend::cuda::CudaBackend;
 use crate::util::Real;
 
 /// Where a GPU rank's exchanges run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum HaloPath {
     /// Rows staged through host memory (the checking path).

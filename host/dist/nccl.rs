@@ -2,9 +2,10 @@
 //! `nccl` feature, which loads `libnccl.so` at run time: the crate builds without CUDA, and a
 //! machine without NCCL gets a "no NCCL" error from [`NcclCommunicator::new`], never a panic.
 //!
-//! The [`Communicator`] methods take host slices (the CPU path, and the world-of-one plumbing
-//! check): each call stages through device buffers on the communicator's stream and waits.
-//! The GPU training step will call NCCL on its own device buffers through [`NcclCommunicator::comm`].
+//! The [`Communicator`] methods take host slices (the host-staged path, and small collectives
+//! such as the loss): each call stages through device buffers on the communicator's stream and
+//! waits. The GPU training step calls NCCL on its own device buffers through
+//! [`crate::dist::DeviceComm`].
 //!
 //! NVLink multicast (NVLS) stays off: `NCCL_NVLS_ENABLE=0` is set before NCCL first runs, as the
 //! shared GPU machines require.

@@ -77,15 +77,18 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
     let pm: PartitionMethod = a.partition_method.parse()?;
     let mut records = Vec::new();
     for graph in &graphs(a, true) {
+        // One graph, one partition for every model (METIS on 10M nodes takes minutes).
+        let mut args = TrainArgs::for_graph(graph);
+        (args.features, args.quiet) = (a.features, true);
+        let data = load_dataset(&args, 0)?;
+        let p = Partition::new(&data.graph, world, pm)?;
+        same_partition_everywhere(&*comm, &p)?;
+        let method = exchange_method(a, &p)?;
+        let d = relabel(&data, &p.perm)?;
+        drop(data);
         for &model in &a.models {
-            let mut args = TrainArgs::for_graph(graph);
-            (args.model, args.features, args.quiet) = (model, a.features, true);
-            let data = load_dataset(&args, 0)?;
+            args.model = model;
             let (cfg, tcfg) = (model_config(&args, 0)?, train_config(&args)?);
-            let p = Partition::new(&data.graph, world, pm)?;
-            same_partition_everywhere(&*comm, &p)?;
-            let method = exchange_method(a, &p)?;
-            let d = relabel(&data, &p.perm)?;
             for &path in &a.halo_path {
                 let backend = Arc::new(CudaBackend::new(gpu.clone(), args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?));
                 let mut t = DistTrainer::with_path(backend, comm.clone(), &d, &p, method, path, &cfg, &tcfg)?;

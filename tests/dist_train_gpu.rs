@@ -1,6 +1,6 @@
 //! The partitioned step on the GPU ("skipped: no GPU" without one):
-//! - in-process, P = 2 and 3 threads on one GPU (each its own stream; halo rows staged through
-//!   the host) against the unpartitioned GPU run, for every model;
+//! - in-process, P = 2 and 3 threads on one GPU (each its own stream; halo rows copied device
+//!   to device, the default path) against the unpartitioned GPU run, for every model;
 //! - NCCL with a world of one against the unpartitioned run (the plumbing of `--gpus` /
 //!   `--rank`: NCCL refuses two ranks on one GPU, so more ranks need more GPUs);
 //! - `tcgnn train --gpus 1` end to end (spawned rank, rendezvous, NCCL).

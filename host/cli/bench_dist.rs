@@ -2,7 +2,8 @@
 //! halo exchange and the gradient all-reduce, with the halo bytes; `bench/results/dist.{json,md}`.
 //!
 //! The ranks are threads of this process on one device (the in-process communicator; on a GPU
-//! each thread has its own stream and the exchanges are staged through the host), so the numbers
+//! each thread has its own stream, and `--halo-path` says whether rows move device to device or
+//! through the host), so the numbers
 //! say what partitioning costs and what an exchange moves, not how P GPUs scale: the multi-GPU
 //! runs are `tcgnn train GRAPH --gpus N --verbose` (per-rank step / exchange / all-reduce times).
 
@@ -13,9 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tcgnn::bench::report::today;
-use tcgnn::dist::host_rows::HostRows;
 use tcgnn::dist::part_graph::relabel;
-use tcgnn::dist::{Communicator, DistTrainer, ExchangeMethod, InProcess, Partition, PartitionMethod, StepTiming};
+use tcgnn::dist::{Communicator, DistBackend, DistTrainer, HaloPath, ExchangeMethod, InProcess, Partition, PartitionMethod, StepTiming};
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::models::parse_model_name;
 use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, ModelConfig, TrainConfig};
@@ -47,14 +47,30 @@ pub struct BenchDistArgs {
     pub reps: usize,
     #[arg(long, value_enum, default_value = "auto")]
     pub device: Device,
+    /// Where the GPU ranks' halo rows and gradients travel (comma separated, each measured):
+    /// device (device-to-device copies), host (staged through host memory).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "device")]
+    pub halo_path: Vec<HaloPath>,
     /// Folder for dist.json and dist.md.
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
+    /// GPU counts to measure over NCCL, one process per GPU of this host (comma separated;
+    /// each count is its own world with one part per GPU; replaces --parts). Speedup and
+    /// efficiency are against the 1-GPU point when it is in the list.
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Vec<usize>,
+    /// Set by --gpus for the processes it spawns: this one is rank R of a world.
+    #[arg(long, hide = true, requires_all = ["world_size", "master"])]
+    pub rank: Option<usize>,
+    #[arg(long, hide = true)]
+    pub world_size: Option<usize>,
+    #[arg(long, hide = true)]
+    pub master: Option<String>,
 }
 
 /// One rank's mean per step.
-#[derive(serde::Serialize)]
-struct RankRecord {
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct RankRecord {
     rank: usize,
     step_ms: f64,
     halo_exchange_ms: f64,
@@ -65,41 +81,52 @@ struct RankRecord {
 
 /// One (graph, model, parts) point: the slowest rank's step and its split, bytes summed over
 /// the ranks (all per step).
-#[derive(serde::Serialize)]
-struct DistRecord {
-    graph: String,
-    nodes: usize,
-    edges: usize,
-    model: String,
-    parts: usize,
-    partition_method: String,
-    exchange: String,
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct DistRecord {
+    pub(crate) graph: String,
+    pub(crate) nodes: usize,
+    pub(crate) edges: usize,
+    pub(crate) model: String,
+    pub(crate) parts: usize,
+    pub(crate) partition_method: String,
+    pub(crate) exchange: String,
+    /// device or host ("host" on the CPU, whose memory is both).
+    pub(crate) halo_path: HaloPath,
     /// Mean over parts of halo rows / all-gather rows, and the largest part's edges / the mean.
-    halo_ratio: f64,
-    edge_balance: f64,
-    halo_rows: usize,
-    step_ms: f64,
-    compute_ms: f64,
-    halo_exchange_ms: f64,
-    all_reduce_ms: f64,
-    halo_bytes: u64,
-    all_reduce_bytes: u64,
-    ranks: Vec<RankRecord>,
+    pub(crate) halo_ratio: f64,
+    pub(crate) edge_balance: f64,
+    pub(crate) halo_rows: usize,
+    pub(crate) step_ms: f64,
+    pub(crate) compute_ms: f64,
+    pub(crate) halo_exchange_ms: f64,
+    pub(crate) all_reduce_ms: f64,
+    pub(crate) halo_bytes: u64,
+    pub(crate) all_reduce_bytes: u64,
+    /// --gpus: the 1-GPU step / this step, and that over the GPU count.
+    pub(crate) speedup: Option<f64>,
+    pub(crate) efficiency: Option<f64>,
+    pub(crate) ranks: Vec<RankRecord>,
 }
 
-#[derive(serde::Serialize)]
-struct DistReport {
-    op: &'static str,
-    date: String,
-    commit: String,
-    device: String,
-    mode: &'static str,
-    warmup: usize,
-    reps: usize,
-    records: Vec<DistRecord>,
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct DistReport {
+    pub(crate) op: String,
+    pub(crate) date: String,
+    pub(crate) commit: String,
+    pub(crate) device: String,
+    pub(crate) mode: String,
+    pub(crate) warmup: usize,
+    pub(crate) reps: usize,
+    pub(crate) records: Vec<DistRecord>,
 }
 
 pub fn run(a: &BenchDistArgs) -> Result<()> {
+    if a.rank.is_some() {
+        return super::bench_dist_gpus::run_rank(a);
+    }
+    if !a.gpus.is_empty() {
+        return super::bench_dist_gpus::run_gpus(a);
+    }
     if a.parts.is_empty() || a.parts.contains(&0) || a.reps == 0 {
         return Err(Error::Unsupported("--parts needs part counts >= 1 and --reps >= 1".into()));
     }
@@ -109,11 +136,7 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
         Device::Gpu => Some(Gpu::probe()?),
         Device::Auto => Gpu::probe().ok(),
     };
-    let graphs = match (&a.graphs[..], &gpu) {
-        ([], Some(_)) => vec!["rmat:18:16".to_string(), "sbm:1000000".to_string()],
-        ([], None) => vec!["sbm:20000".to_string()],
-        (g, _) => g.to_vec(),
-    };
+    let graphs = graphs(a, gpu.is_some());
     let device = gpu.as_ref().map_or_else(|| "cpu (f32)".to_string(), |g| g.info().name.clone());
     let mut records = Vec::new();
     for graph in &graphs {
@@ -124,55 +147,86 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
             let (cfg, tcfg) = (model_config(&args, 0)?, train_config(&args)?);
             for &parts in &a.parts {
                 let p = Partition::new(&data.graph, parts, pm)?;
-                let method = match a.exchange.as_str() {
-                    "auto" => tcgnn::dist::choose_exchange(p.halo_ratio(), tcgnn::dist::ALL_GATHER_THRESHOLD),
-                    "p2p" => ExchangeMethod::PointToPoint,
-                    "all-gather" => ExchangeMethod::AllGather,
-                    o => return Err(Error::Unsupported(format!("--exchange {o}: auto, p2p or all-gather"))),
-                };
+                let method = exchange_method(a, &p)?;
                 let d = relabel(&data, &p.perm)?;
-                let timing = match &gpu {
-                    Some(_) => measure(&d, &p, method, &cfg, &tcfg, a, |_| Ok(CudaBackend::new(Gpu::probe()?, args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?)))?,
-                    None => measure(&d, &p, method, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
-                };
-                let r = record(graph, &d, model, &p, method, &timing, a.reps);
-                eprintln!(
-                    "{graph} {model} P = {parts}: step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
-                    r.step_ms,
-                    r.compute_ms,
-                    r.halo_exchange_ms,
-                    r.all_reduce_ms,
-                    r.halo_bytes as f64 / 1024.0
-                );
-                records.push(r);
+                // The CPU's memory is host and device at once: one path to measure there.
+                let paths = if gpu.is_some() { a.halo_path.clone() } else { vec![HaloPath::Host] };
+                for path in paths {
+                    let timing = match &gpu {
+                        Some(_) => measure(&d, &p, method, path, &cfg, &tcfg, a, |_| {
+                            Ok(CudaBackend::new(Gpu::probe()?, args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?))
+                        })?,
+                        None => measure(&d, &p, method, path, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
+                    };
+                    // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
+                    let shown = if path == HaloPath::Device && gpu.is_some() { ExchangeMethod::PointToPoint } else { method };
+                    let r = record(graph, &d, model, &p, shown, path, &timing, a.reps);
+                    eprintln!(
+                        "{graph} {model} P = {parts} ({path:?} path): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
+                        r.step_ms,
+                        r.compute_ms,
+                        r.halo_exchange_ms,
+                        r.all_reduce_ms,
+                        r.halo_bytes as f64 / 1024.0
+                    );
+                    records.push(r);
+                }
             }
         }
     }
     let report = DistReport {
-        op: "dist",
+        op: "dist".into(),
         date: today(),
         commit: env!("TCGNN_GIT_COMMIT").into(),
         device,
-        mode: "in-process: the parts as threads on one device (halo rows staged through the host)",
+        mode: "in-process: the parts as threads on one device, each with its own stream; halo rows and gradients \
+               device to device (path device) or staged through the host (path host)"
+            .into(),
         warmup: a.warmup,
         reps: a.reps,
         records,
     };
-    std::fs::create_dir_all(&a.out).map_err(|e| Error::Io { path: a.out.clone(), source: e })?;
-    let json = a.out.join("dist.json");
-    let text = serde_json::to_string_pretty(&report).map_err(|e| Error::Unsupported(format!("dist.json: {e}")))?;
+    write_report(&a.out, &report)
+}
+
+/// The --exchange choice for partition `p`.
+pub(crate) fn exchange_method(a: &BenchDistArgs, p: &Partition) -> Result<ExchangeMethod> {
+    Ok(match a.exchange.as_str() {
+        "auto" => tcgnn::dist::choose_exchange(p.halo_ratio(), tcgnn::dist::ALL_GATHER_THRESHOLD),
+        "p2p" => ExchangeMethod::PointToPoint,
+        "all-gather" => ExchangeMethod::AllGather,
+        o => return Err(Error::Unsupported(format!("--exchange {o}: auto, p2p or all-gather"))),
+    })
+}
+
+/// The graphs to measure (`gpu`: defaults for a GPU run).
+pub(crate) fn graphs(a: &BenchDistArgs, gpu: bool) -> Vec<String> {
+    match (&a.graphs[..], gpu) {
+        ([], true) => vec!["rmat:18:16".to_string(), "sbm:1000000".to_string()],
+        ([], false) => vec!["sbm:20000".to_string()],
+        (g, _) => g.to_vec(),
+    }
+}
+
+/// `dir/dist.json` and `dir/dist.md`.
+pub(crate) fn write_report(dir: &std::path::Path, report: &DistReport) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::Io { path: dir.to_path_buf(), source: e })?;
+    let json = dir.join("dist.json");
+    let text = serde_json::to_string_pretty(report).map_err(|e| Error::Unsupported(format!("dist.json: {e}")))?;
     tcgnn::util::atomic::write_atomic(&json, text.as_bytes())?;
-    let md = a.out.join("dist.md");
-    tcgnn::util::atomic::write_atomic(&md, markdown(&report).as_bytes())?;
+    let md = dir.join("dist.md");
+    tcgnn::util::atomic::write_atomic(&md, markdown(report).as_bytes())?;
     eprintln!("wrote {} and {}", json.display(), md.display());
     Ok(())
 }
 
 /// Every rank's step timing over `reps` steps after `warmup`.
-fn measure<B: HostRows + 'static>(
+#[allow(clippy::too_many_arguments)]
+fn measure<B: DistBackend<InProcess>>(
     d: &Dataset,
     p: &Partition,
     method: ExchangeMethod,
+    path: HaloPath,
     cfg: &ModelConfig,
     tcfg: &TrainConfig,
     a: &BenchDistArgs,
@@ -180,7 +234,7 @@ fn measure<B: HostRows + 'static>(
 ) -> Result<Vec<StepTiming>> {
     InProcess::run(p.parts(), Duration::from_secs(600), |comm| {
         let rank = comm.rank();
-        let mut t = DistTrainer::new(Arc::new(make(rank)?), Rc::new(comm), d, p, method, cfg, tcfg)?;
+        let mut t = DistTrainer::with_path(Arc::new(make(rank)?), Rc::new(comm), d, p, method, path, cfg, tcfg)?;
         for _ in 0..a.warmup {
             t.step()?;
         }
@@ -192,7 +246,8 @@ fn measure<B: HostRows + 'static>(
     })
 }
 
-fn record(graph: &str, d: &Dataset, model: &str, p: &Partition, method: ExchangeMethod, timing: &[StepTiming], reps: usize) -> DistRecord {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn record(graph: &str, d: &Dataset, model: &str, p: &Partition, method: ExchangeMethod, path: HaloPath, timing: &[StepTiming], reps: usize) -> DistRecord {
     let per = |s: f64| 1e3 * s / reps as f64;
     let ranks: Vec<RankRecord> = timing
         .iter()
@@ -215,6 +270,7 @@ fn record(graph: &str, d: &Dataset, model: &str, p: &Partition, method: Exchange
         parts: p.parts(),
         partition_method: p.method.to_string(),
         exchange: format!("{method:?}"),
+        halo_path: path,
         halo_ratio: p.halo_ratio(),
         edge_balance: p.edge_balance(),
         halo_rows: p.blocks.iter().map(|b| b.halo_rows()).sum(),
@@ -224,6 +280,8 @@ fn record(graph: &str, d: &Dataset, model: &str, p: &Partition, method: Exchange
         all_reduce_ms: slowest.all_reduce_ms,
         halo_bytes: ranks.iter().map(|r| r.halo_bytes).sum(),
         all_reduce_bytes: ranks.iter().map(|r| r.all_reduce_bytes).sum(),
+        speedup: None,
+        efficiency: None,
         ranks,
     }
 }
@@ -231,24 +289,27 @@ fn record(graph: &str, d: &Dataset, model: &str, p: &Partition, method: Exchange
 fn markdown(r: &DistReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# Partitioned training step ({}, {}, commit {})\n\n{}; mean of {} steps after {} warm-up, slowest rank.\n", r.device, r.date, r.commit, r.mode, r.reps, r.warmup);
-    let _ = writeln!(s, "| graph | model | parts | method | exchange | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step |");
-    let _ = writeln!(s, "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| graph | model | parts | method | exchange | path | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step | speedup | efficiency |");
+    let _ = writeln!(s, "|---|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for x in &r.records {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {:.3} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} |",
+            "| {} | {} | {} | {} | {} | {:?} | {:.3} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} |",
             x.graph,
             x.model,
             x.parts,
             x.partition_method,
             x.exchange,
+            x.halo_path,
             x.halo_ratio,
             x.edge_balance,
             x.step_ms,
             x.compute_ms,
             x.halo_exchange_ms,
             x.all_reduce_ms,
-            x.halo_bytes as f64 / 1024.0
+            x.halo_bytes as f64 / 1024.0,
+            x.speedup.map_or("".into(), |v| format!("{v:.2}x")),
+            x.efficiency.map_or("".into(), |v| format!("{:.0}%", 100.0 * v)),
         );
     }
     s

@@ -3,10 +3,11 @@
 //!
 //! - `--partitions P`: P ranks as threads of this process (the in-process communicator), each
 //!   with its own backend and model: on the CPU, or all on one GPU (each thread its own stream;
-//!   halo rows and gradients staged through the host): the checking mode.
+//!   halo rows and gradients copied device to device, or staged through the host with
+//!   `--halo-path host`): the checking mode.
 //! - `--gpus N`: one process per GPU of this host, spawned here with `CUDA_VISIBLE_DEVICES` = the
 //!   r-th visible device and `NCCL_NVLS_ENABLE=0`, rendezvous on a free local port, exchanges over
-//!   NCCL.
+//!   NCCL on device buffers.
 //! - `--rank R --world-size W --master ADDR:PORT`: one rank of a multi-host run (rank 0 listens
 //!   on ADDR:PORT and hands out NCCL's id). Every rank loads the graph and partitions it the same
 //!   way (the partitioners are deterministic), then builds only its part's model.
@@ -21,7 +22,7 @@ use tcgnn::dist::halo::{ALL_GATHER_THRESHOLD, ExchangeMethod, choose_exchange};
 use tcgnn::dist::nccl::{NcclCommunicator, new_unique_id};
 use tcgnn::dist::part_graph::relabel;
 use tcgnn::dist::rendezvous::{join, serve_at};
-use tcgnn::dist::{Communicator, DistTrainer, Partition, PartitionMethod, StepTiming, train_in_process};
+use tcgnn::dist::{Communicator, DistTrainer, HaloPath, Partition, PartitionMethod, StepTiming, train_in_process, train_in_process_on};
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::train::History;
 use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, ModelConfig, TrainConfig};
@@ -30,7 +31,7 @@ use tcgnn::{Error, Result};
 use crate::cli::train_cmd::{Device, TrainArgs, edge_layout, load_dataset, model_config, train_config};
 
 /// How long a rank waits for its peers (rendezvous, in-process receives) before an error.
-const PEER_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const PEER_TIMEOUT: Duration = Duration::from_secs(600);
 
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct DistArgs {
@@ -60,6 +61,11 @@ pub struct DistArgs {
     /// Print the NCCL_* environment and per-rank timing.
     #[arg(long)]
     pub verbose: bool,
+    /// Where a GPU rank's halo rows and gradient all-reduce travel: device (device buffers:
+    /// NCCL, or device copies between in-process parts) or host (staged through host memory,
+    /// the reference path).
+    #[arg(long, value_enum, default_value = "device")]
+    pub halo_path: HaloPath,
 }
 
 impl DistArgs {
@@ -164,8 +170,9 @@ fn run_in_process(a: &TrainArgs, parts: usize) -> Result<()> {
     };
     let (history, timing, backend) = if gpu {
         // Each thread opens the GPU itself: its own context handle, stream and kernels.
-        let (h, t) = train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| cuda_backend(a, Gpu::probe()?), show)?;
-        (h, t, format!("{} threads on one GPU ({:?}, halo staged through the host)", parts, a.precision).to_lowercase())
+        let path = a.dist.halo_path;
+        let (h, t) = train_in_process_on(path, &s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| cuda_backend(a, Gpu::probe()?), show)?;
+        (h, t, format!("{} threads on one GPU ({:?}, halo path {path:?})", parts, a.precision).to_lowercase())
     } else if a.f64 {
         let (h, t) = train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| Ok(CpuBackend::<f64>::new()), show)?;
         (h, t, format!("{parts} threads on the CPU (f64)"))
@@ -251,8 +258,9 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
     let s = setup(a, world)?;
     same_partition_everywhere(&*comm, &s.partition)?;
     let backend = Arc::new(cuda_backend(a, gpu)?);
-    let describe = format!("{} rank(s) over NCCL, {}", world, tcgnn::nn::Backend::describe(&*backend));
-    let mut t = DistTrainer::new(backend, comm.clone(), &s.data, &s.partition, s.method, &s.cfg, &s.tcfg)?;
+    let path = a.dist.halo_path;
+    let describe = format!("{} rank(s) over NCCL, halo path {path:?}, {}", world, tcgnn::nn::Backend::describe(&*backend));
+    let mut t = DistTrainer::with_path(backend, comm.clone(), &s.data, &s.partition, s.method, path, &s.cfg, &s.tcfg)?;
     let quiet = a.quiet || rank != 0;
     let history = t.fit(s.tcfg.epochs, |e| {
         if !quiet {
@@ -268,7 +276,7 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
 
 /// Every rank partitioned the graph itself: check they agree (a different graph file or
 /// partitioner build on one host would otherwise exchange the wrong rows).
-fn same_partition_everywhere<C: Communicator>(comm: &C, p: &Partition) -> Result<()> {
+pub(crate) fn same_partition_everywhere<C: Communicator>(comm: &C, p: &Partition) -> Result<()> {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (&p.offsets, p.perm.new_to_old()).hash(&mut h);
@@ -284,7 +292,7 @@ fn same_partition_everywhere<C: Communicator>(comm: &C, p: &Partition) -> Result
 }
 
 /// Every rank's timing on every rank (an all-gather of a few numbers).
-fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<Vec<StepTiming>> {
+pub(crate) fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<Vec<StepTiming>> {
     let mine = [t.steps as f64, t.step_seconds, t.halo.seconds, t.halo.bytes as f64, t.halo.calls as f64, t.all_reduce_seconds, t.all_reduce_bytes as f64];
     let mut all = vec![0.0f64; mine.len() * comm.world_size()];
     comm.all_gather(&mine, &mut all)?;
@@ -302,6 +310,12 @@ fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<Vec<StepTim
 
 /// `--gpus N`: this command again once per GPU, as ranks 0..N of a world on a free local port.
 fn spawn_gpus(n: usize) -> Result<()> {
+    spawn_ranks(n, without_flag(std::env::args().skip(1).collect(), "--gpus"), true)
+}
+
+/// `tcgnn ARGS --rank r --world-size n --master ...` once per GPU, r = 0..n; returns when all
+/// have exited (stopping the others when one fails). `quiet`: ranks above 0 get `--quiet`.
+pub(crate) fn spawn_ranks(n: usize, args: Vec<String>, quiet: bool) -> Result<()> {
     if n == 0 {
         return Err(Error::Unsupported("--gpus must be at least 1".into()));
     }
@@ -310,7 +324,6 @@ fn spawn_gpus(n: usize) -> Result<()> {
         .and_then(|l| l.local_addr())
         .map_err(|e| Error::comm("--gpus", format!("no free local port for the rendezvous: {e}")))?
         .port();
-    let args = without_gpus(std::env::args().skip(1).collect());
     // Child r gets the r-th device this process may use (all of them when unrestricted).
     let devices: Vec<String> = match std::env::var("CUDA_VISIBLE_DEVICES") {
         Ok(v) if !v.trim().is_empty() => v.split(',').map(|d| d.trim().to_string()).collect(),
@@ -327,7 +340,7 @@ fn spawn_gpus(n: usize) -> Result<()> {
             .env("CUDA_VISIBLE_DEVICES", device)
             .env("NCCL_NVLS_ENABLE", "0");
         // Only rank 0 shows progress (a flag given twice is a clap error: add it only if absent).
-        if r > 0 && !args.iter().any(|x| x == "--quiet") {
+        if quiet && r > 0 && !args.iter().any(|x| x == "--quiet") {
             cmd.arg("--quiet");
         }
         let child = cmd.spawn().map_err(|e| Error::Io { path: exe.clone(), source: e })?;
@@ -364,8 +377,8 @@ fn spawn_gpus(n: usize) -> Result<()> {
     }
 }
 
-/// The arguments without `--gpus N` / `--gpus=N`.
-fn without_gpus(args: Vec<String>) -> Vec<String> {
+/// The arguments without `FLAG VALUE` / `FLAG=VALUE`.
+pub(crate) fn without_flag(args: Vec<String>, flag: &str) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut skip = false;
     for a in args {
@@ -373,11 +386,11 @@ fn without_gpus(args: Vec<String>) -> Vec<String> {
             skip = false;
             continue;
         }
-        if a == "--gpus" {
+        if a == flag {
             skip = true;
             continue;
         }
-        if a.starts_with("--gpus=") {
+        if a.strip_prefix(flag).is_some_and(|v| v.starts_with('=')) {
             continue;
         }
         out.push(a);

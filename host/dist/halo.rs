@@ -95,6 +95,22 @@ impl Halo {
         self.halo.len()
     }
 
+    /// This part's index.
+    pub fn part(&self) -> usize {
+        self.part
+    }
+
+    /// `send_lists()[q]`: the rows of this part (0-based among its own) that part q receives,
+    /// in the order q lists them in its halo (empty for q = this part).
+    pub fn send_lists(&self) -> &[Vec<u32>] {
+        &self.send
+    }
+
+    /// What this part receives from q is halo rows `recv_ptr()[q]..recv_ptr()[q + 1]`.
+    pub fn recv_ptr(&self) -> &[usize] {
+        &self.recv_ptr
+    }
+
     /// Forward: `x_halo` (halo rows x k) = the owners' rows, from this part's `x_local` (rows x k)
     /// and the others'.
     pub fn gather<T: Real, C: Communicator>(&self, comm: &C, x_local: &[T], k: usize, x_halo: &mut [T]) -> Result<()> {

@@ -1,6 +1,7 @@
 //! A backend's matrices as host rows, for the exchanges of the partitioned step (halo rows,
 //! weight gradients): the CPU backend's are host memory already; the GPU's are staged through
-//! the host (the checking path; a device-side exchange is the next step). Both copy into and
+//! the host (the GPU's reference path, `HaloPath::Host`; its device path is
+//! [`crate::dist::device_exchange`]). Both copy into and
 //! out of caller-kept buffers, so a step allocates nothing once the buffers have grown.
 
 use crate::error::{Error, Result};

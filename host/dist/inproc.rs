@@ -79,13 +79,13 @@ impl InProcess {
         })
     }
 
-    fn post<T: Real>(&self, peer: usize, op: &'static str, data: Vec<T>) -> Result<()> {
+    pub(crate) fn post<T: Send + 'static>(&self, peer: usize, op: &'static str, data: Vec<T>) -> Result<()> {
         self.to[peer]
             .send(Msg { op, data: Box::new(data) })
             .map_err(|_| Error::comm(op, format!("rank {}: rank {peer} has exited", self.rank)))
     }
 
-    fn take<T: Real>(&self, peer: usize, op: &'static str, len: usize) -> Result<Vec<T>> {
+    pub(crate) fn take<T: Send + 'static>(&self, peer: usize, op: &'static str, len: usize) -> Result<Vec<T>> {
         let me = self.rank;
         let msg = self.from[peer].recv_timeout(self.timeout).map_err(|e| match e {
             RecvTimeoutError::Timeout => Error::comm(op, format!("rank {me}: nothing from rank {peer} within {:?}", self.timeout)),

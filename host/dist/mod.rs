@@ -4,6 +4,9 @@
 //! halo exchange between a part's local and remote products ([`halo`]).
 
 pub mod comm;
+pub mod device_comm;
+pub mod device_exchange;
+pub mod dist_backend;
 pub mod exchange;
 pub mod halo;
 pub mod host_rows;
@@ -16,8 +19,10 @@ pub mod rendezvous;
 pub mod train;
 
 pub use comm::Communicator;
+pub use device_comm::DeviceComm;
+pub use dist_backend::{DistBackend, HaloPath};
 pub use halo::{ALL_GATHER_THRESHOLD, ExchangeMethod, Halo, choose_exchange};
 pub use inproc::InProcess;
 pub use nccl::NcclCommunicator;
 pub use partition::{PartBlocks, Partition, PartitionMethod, PartitionStats};
-pub use train::{DistTrainer, StepTiming, train_in_process};
+pub use train::{DistTrainer, StepTiming, train_in_process, train_in_process_on};

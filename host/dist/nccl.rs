@@ -2,9 +2,10 @@
 //! `nccl` feature, which loads `libnccl.so` at run time: the crate builds without CUDA, and a
 //! machine without NCCL gets a "no NCCL" error from [`NcclCommunicator::new`], never a panic.
 //!
-//! The [`Communicator`] methods take host slices (the CPU path, and the world-of-one plumbing
-//! check): each call stages through device buffers on the communicator's stream and waits.
-//! The GPU training step will call NCCL on its own device buffers through [`NcclCommunicator::comm`].
+//! The [`Communicator`] methods take host slices (the host-staged path, and small collectives
+//! such as the loss): each call stages through device buffers on the communicator's stream and
+//! waits. The GPU training step calls NCCL on its own device buffers through
+//! [`crate::dist::DeviceComm`].
 //!
 //! NVLink multicast (NVLS) stays off: `NCCL_NVLS_ENABLE=0` is set before NCCL first runs, as the
 //! shared GPU machines require.
@@ -44,7 +45,7 @@ fn disable_nvls() {
 
 /// Runs an NCCL call, turning both its error and a panic inside cudarc (a symbol missing from an
 /// old libnccl) into [`Error::Comm`].
-fn guarded<R>(what: &str, f: impl FnOnce() -> std::result::Result<R, cudarc::nccl::result::NcclError>) -> Result<R> {
+pub(crate) fn guarded<R>(what: &str, f: impl FnOnce() -> std::result::Result<R, cudarc::nccl::result::NcclError>) -> Result<R> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
         .map_err(|_| Error::comm(what, "NCCL call panicked (an incompatible libnccl?)"))?
         .map_err(|e| Error::comm(what, format!("{e:?}")))
@@ -84,6 +85,15 @@ impl NcclCommunicator {
     /// The cudarc communicator, for collectives on device buffers (the GPU step).
     pub fn comm(&self) -> &Comm {
         &self.comm
+    }
+
+    /// NCCL calls run on the communicator's stream: device buffers of the caller's stream may be
+    /// handed over without a wait only when the two are one stream.
+    pub(crate) fn check_stream(&self, gpu: &Gpu, what: &str) -> Result<()> {
+        if gpu.stream().cu_stream() != self.stream.cu_stream() {
+            return Err(Error::comm(what, "the buffers are on another GPU stream than the communicator's (build both from one Gpu)"));
+        }
+        Ok(())
     }
 
     fn sync(&self, what: &str) -> Result<()> {

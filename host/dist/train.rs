@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::dist::comm::Communicator;
-use crate::dist::exchange::{ExchangeCounters, HaloExchange};
+use crate::dist::dist_backend::{CountedHook, DistBackend, HaloPath};
+use crate::dist::exchange::ExchangeCounters;
 use crate::dist::halo::{ExchangeMethod, Halo};
-use crate::dist::host_rows::HostRows;
 use crate::dist::part_graph::{ExtendedLayout, extended_rows, feature_offset, halo_ids, part_data};
 use crate::dist::partition::Partition;
 use crate::error::{Error, Result};
@@ -44,10 +44,11 @@ pub struct StepTiming {
     pub all_reduce_bytes: u64,
 }
 
-pub struct DistTrainer<B: HostRows + 'static, C: Communicator + 'static> {
+pub struct DistTrainer<B: DistBackend<C>, C: Communicator + 'static> {
     backend: Arc<B>,
     comm: Rc<C>,
-    exchange: Rc<HaloExchange<B, C>>,
+    path: HaloPath,
+    exchange: Rc<dyn CountedHook<B>>,
     net: Box<dyn Model<B>>,
     input: InputFeatures<B>,
     labels: B::Labels,
@@ -58,9 +59,9 @@ pub struct DistTrainer<B: HostRows + 'static, C: Communicator + 'static> {
     inv_n_train: f32,
     hyper: AdamHyper,
     sizes: MaskSizes,
-    /// The fused gradient buffer and one parameter's rows (kept: a step allocates nothing once
-    /// they have grown).
-    fused: Vec<B::Elem>,
+    /// The gradient all-reduce's buffers (kept: a step allocates nothing once they have grown).
+    fused: B::Fused,
+    /// One parameter's rows, for [`DistTrainer::weights`].
     rows: Vec<B::Elem>,
     timing: StepTiming,
     /// Rows this rank owns and the halo rows it receives.
@@ -68,15 +69,32 @@ pub struct DistTrainer<B: HostRows + 'static, C: Communicator + 'static> {
     pub halo_rows: usize,
 }
 
-impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
+impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
     /// Rank `comm.rank()`'s trainer for part `comm.rank()` of `partition` of `data` (the whole
-    /// dataset, already relabelled by the partition: [`crate::dist::part_graph::relabel`]).
+    /// dataset, already relabelled by the partition: [`crate::dist::part_graph::relabel`]), its
+    /// exchanges on the device where the backend has one ([`HaloPath::Device`]).
     pub fn new(
         backend: Arc<B>,
         comm: Rc<C>,
         data: &Dataset,
         partition: &Partition,
         method: ExchangeMethod,
+        model: &ModelConfig,
+        train: &TrainConfig,
+    ) -> Result<Self> {
+        Self::with_path(backend, comm, data, partition, method, HaloPath::Device, model, train)
+    }
+
+    /// [`DistTrainer::new`] with the exchanges on `path` (the GPU's host-staged path is the
+    /// reference the device path is tested against).
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_path(
+        backend: Arc<B>,
+        comm: Rc<C>,
+        data: &Dataset,
+        partition: &Partition,
+        method: ExchangeMethod,
+        path: HaloPath,
         model: &ModelConfig,
         train: &TrainConfig,
     ) -> Result<Self> {
@@ -109,10 +127,11 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
         drop(s);
         let layout = ExtendedLayout::new(first, owned, &halo);
         let local = part_data(data, first, layout)?;
-        let exchange = Rc::new(HaloExchange::new(Halo::from_partition(partition, rank, method)?, comm.clone(), layout)?);
+        let exchange = b.halo_hook(Halo::from_partition(partition, rank, method)?, comm.clone(), layout, path)?;
         // Local row r is global row r + first - below (for the owned rows: the others' masks
         // are never used).
-        let ctx = PartContext { hook: exchange.clone(), first_row: first - layout.below, first_edge };
+        let hook: Rc<dyn crate::nn::halo_hook::HaloHook<B>> = exchange.clone();
+        let ctx = PartContext { hook, first_row: first - layout.below, first_edge };
         let n = layout.rows();
         let net = models::build_part(b, part_graph, data.features.cols(), data.classes, model, &ctx)?;
         let input = InputFeatures::new(b, &local.features)?.keyed_from(feature_offset(&data.features, first, layout));
@@ -128,13 +147,14 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
             inv_n_train: 1.0 / sizes.train as f32,
             hyper: AdamHyper { lr: train.lr, weight_decay: train.weight_decay, ..AdamHyper::default() },
             sizes,
-            fused: Vec::new(),
+            fused: B::Fused::default(),
             rows: Vec::new(),
             timing: StepTiming::default(),
             owned,
             halo_rows: halo.len(),
             exchange,
             comm,
+            path,
             backend,
         })
     }
@@ -150,7 +170,7 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
     pub fn step(&mut self) -> Result<()> {
         let t0 = Instant::now();
         // Only the step's own exchanges count (not an evaluation's before it).
-        self.exchange.take_counters();
+        self.exchange.take_counters()?;
         let backend = self.backend.clone();
         let b = &*backend;
         b.begin_step()?;
@@ -162,7 +182,8 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
             p.adam(b, &self.hyper)?;
         }
         b.synchronize()?;
-        let halo = self.exchange.take_counters();
+        let halo = self.exchange.take_counters()?;
+        self.timing.all_reduce_seconds += B::take_all_reduce_seconds(&mut self.fused)?;
         self.timing.halo.seconds += halo.seconds;
         self.timing.halo.bytes += halo.bytes;
         self.timing.halo.calls += halo.calls;
@@ -173,24 +194,10 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
 
     /// Every parameter's gradient summed over the ranks, in one collective.
     fn all_reduce_gradients(&mut self) -> Result<()> {
-        let t0 = Instant::now();
         let b = self.backend.clone();
-        self.fused.clear();
-        for (_, p) in self.net.params() {
-            let rows = B::shape(&p.grad).0;
-            b.read_rows(&p.grad, 0..rows, &mut self.rows)?;
-            self.fused.extend_from_slice(&self.rows);
-        }
-        self.comm.all_reduce_sum(&mut self.fused)?;
-        let mut at = 0;
-        for (_, p) in self.net.params() {
-            let rows = B::shape(&p.grad).0;
-            let len = b.read_rows(&p.grad, 0..rows, &mut self.rows)? * rows;
-            b.write_rows(&mut p.grad, 0, &self.fused[at..at + len])?;
-            at += len;
-        }
-        self.timing.all_reduce_seconds += t0.elapsed().as_secs_f64();
-        self.timing.all_reduce_bytes += (self.fused.len() * std::mem::size_of::<B::Elem>()) as u64;
+        let mut params = self.net.params();
+        let mut grads: Vec<&mut B::Mat> = params.iter_mut().map(|(_, p)| &mut p.grad).collect();
+        self.timing.all_reduce_bytes += b.all_reduce_mats(&*self.comm, &mut grads, &mut self.fused, self.path)?;
         Ok(())
     }
 
@@ -256,9 +263,26 @@ impl<B: HostRows + 'static, C: Communicator + 'static> DistTrainer<B, C> {
 
 /// Runs `parts` ranks as threads of this process ([`crate::dist::InProcess`]), each with the
 /// backend `make(rank)` returns, and returns rank 0's history (every rank's is the same: its
-/// records are all-reduced). `on_epoch` sees rank 0's records.
+/// records are all-reduced). `on_epoch` sees rank 0's records. Exchanges on the device where
+/// the backend has one ([`train_in_process_on`] chooses).
 #[allow(clippy::too_many_arguments)]
-pub fn train_in_process<B: HostRows + 'static>(
+pub fn train_in_process<B: DistBackend<crate::dist::InProcess>>(
+    data: &Dataset,
+    partition: &Partition,
+    method: ExchangeMethod,
+    model: &ModelConfig,
+    train: &TrainConfig,
+    timeout: std::time::Duration,
+    make: impl Fn(usize) -> Result<B> + Sync,
+    on_epoch: impl Fn(&EpochRecord) + Sync,
+) -> Result<(History, Vec<StepTiming>)> {
+    train_in_process_on(HaloPath::Device, data, partition, method, model, train, timeout, make, on_epoch)
+}
+
+/// [`train_in_process`] with the exchanges on `path`.
+#[allow(clippy::too_many_arguments)]
+pub fn train_in_process_on<B: DistBackend<crate::dist::InProcess>>(
+    path: HaloPath,
     data: &Dataset,
     partition: &Partition,
     method: ExchangeMethod,
@@ -270,7 +294,7 @@ pub fn train_in_process<B: HostRows + 'static>(
 ) -> Result<(History, Vec<StepTiming>)> {
     let runs = crate::dist::InProcess::run(partition.parts(), timeout, |comm| {
         let rank = comm.rank();
-        let mut t = DistTrainer::new(Arc::new(make(rank)?), Rc::new(comm), data, partition, method, model, train)?;
+        let mut t = DistTrainer::with_path(Arc::new(make(rank)?), Rc::new(comm), data, partition, method, path, model, train)?;
         let h = t.fit(train.epochs, |e| if rank == 0 { on_epoch(e) })?;
         Ok((h, t.take_timing()))
     })?;

@@ -1,0 +1,134 @@
+//! `tcgnn bench dist --gpus 1,2,...`: the distributed step over NCCL, one process per GPU of this
+//! host (as `train --gpus`), one world per GPU count with one part per GPU. This process spawns
+//! the ranks of each world (`--rank/--world-size/--master`, hidden), rank 0 of each writes its
+//! points under `OUT/gpus-N/`, and this process merges them into `OUT/dist.{json,md}` with the
+//! speedup and parallel efficiency against the 1-GPU point.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use tcgnn::dist::nccl::{NcclCommunicator, new_unique_id};
+use tcgnn::dist::part_graph::relabel;
+use tcgnn::dist::rendezvous::{join, serve_at};
+use tcgnn::dist::{DistTrainer, ExchangeMethod, HaloPath, Partition, PartitionMethod};
+use tcgnn::gpu::Gpu;
+use tcgnn::nn::CudaBackend;
+use tcgnn::{Error, Result};
+
+use super::bench_dist::{BenchDistArgs, DistReport, exchange_method, graphs, record, write_report};
+use super::dist_train_cmd::{PEER_TIMEOUT, gather_timing, same_partition_everywhere, spawn_ranks, without_flag};
+use crate::cli::train_cmd::{TrainArgs, edge_layout, load_dataset, model_config, train_config};
+
+/// The parent: one world per GPU count, then the merged report.
+pub fn run_gpus(a: &BenchDistArgs) -> Result<()> {
+    if a.gpus.contains(&0) || a.reps == 0 {
+        return Err(Error::Unsupported("--gpus needs GPU counts >= 1 and --reps >= 1".into()));
+    }
+    let base = without_flag(without_flag(std::env::args().skip(1).collect(), "--gpus"), "--out");
+    let mut merged: Option<DistReport> = None;
+    for &n in &a.gpus {
+        let dir = a.out.join(format!("gpus-{n}"));
+        let mut args = base.clone();
+        args.extend(["--out".to_string(), dir.display().to_string()]);
+        spawn_ranks(n, args, false)?;
+        let path = dir.join("dist.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::Io { path: path.clone(), source: e })?;
+        let r: DistReport = serde_json::from_str(&text).map_err(|e| Error::Unsupported(format!("{}: {e}", path.display())))?;
+        match &mut merged {
+            None => merged = Some(r),
+            Some(m) => m.records.extend(r.records),
+        }
+    }
+    let mut report = merged.ok_or_else(|| Error::Unsupported("--gpus names no GPU count".into()))?;
+    report.mode = format!(
+        "NCCL, one process per GPU of one host ({:?} GPUs, one part per GPU); halo rows and gradients on device buffers \
+         (path device) or staged through the host (path host)",
+        a.gpus
+    );
+    let base: Vec<(String, String, HaloPath, f64)> =
+        report.records.iter().filter(|r| r.parts == 1).map(|r| (r.graph.clone(), r.model.clone(), r.halo_path, r.step_ms)).collect();
+    for r in &mut report.records {
+        if let Some((.., one)) = base.iter().find(|(g, m, p, _)| *g == r.graph && *m == r.model && *p == r.halo_path) {
+            r.speedup = Some(one / r.step_ms);
+            r.efficiency = Some(one / r.step_ms / r.parts as f64);
+        }
+    }
+    write_report(&a.out, &report)
+}
+
+/// One rank of one world: every (graph, model, path) point, timing gathered to rank 0, which
+/// writes `--out`.
+pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
+    let (Some(rank), Some(world), Some(master)) = (a.rank, a.world_size, a.master.as_deref()) else {
+        return Err(Error::Unsupported("--rank needs --world-size and --master".into()));
+    };
+    if world == 0 || rank >= world {
+        return Err(Error::Unsupported(format!("--rank {rank} of --world-size {world}")));
+    }
+    let gpu = Gpu::probe()?;
+    let id = if rank == 0 {
+        let id = new_unique_id()?;
+        serve_at(master, world, &id, PEER_TIMEOUT)?;
+        id
+    } else {
+        join(master, rank, world, PEER_TIMEOUT)?
+    };
+    let comm = Rc::new(NcclCommunicator::new(gpu.clone(), rank, world, &id)?);
+    let pm: PartitionMethod = a.partition_method.parse()?;
+    let mut records = Vec::new();
+    for graph in &graphs(a, true) {
+        // One graph, one partition for every model (METIS on 10M nodes takes minutes).
+        let mut args = TrainArgs::for_graph(graph);
+        (args.features, args.quiet) = (a.features, true);
+        let data = load_dataset(&args, 0)?;
+        let p = Partition::new(&data.graph, world, pm)?;
+        same_partition_everywhere(&*comm, &p)?;
+        let method = exchange_method(a, &p)?;
+        let d = relabel(&data, &p.perm)?;
+        drop(data);
+        for &model in &a.models {
+            args.model = model;
+            let (cfg, tcfg) = (model_config(&args, 0)?, train_config(&args)?);
+            for &path in &a.halo_path {
+                let backend = Arc::new(CudaBackend::new(gpu.clone(), args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?));
+                let mut t = DistTrainer::with_path(backend, comm.clone(), &d, &p, method, path, &cfg, &tcfg)?;
+                for _ in 0..a.warmup {
+                    t.step()?;
+                }
+                t.take_timing();
+                for _ in 0..a.reps {
+                    t.step()?;
+                }
+                let timing = gather_timing(&*comm, t.take_timing())?;
+                if rank == 0 {
+                    // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
+                    let shown = if path == HaloPath::Device { ExchangeMethod::PointToPoint } else { method };
+                    let r = record(graph, &d, model, &p, shown, path, &timing, a.reps);
+                    eprintln!(
+                        "{graph} {model} {world} GPU(s) ({path:?} path): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
+                        r.step_ms,
+                        r.compute_ms,
+                        r.halo_exchange_ms,
+                        r.all_reduce_ms,
+                        r.halo_bytes as f64 / 1024.0
+                    );
+                    records.push(r);
+                }
+            }
+        }
+    }
+    if rank == 0 {
+        let report = DistReport {
+            op: "dist".into(),
+            date: tcgnn::bench::report::today(),
+            commit: env!("TCGNN_GIT_COMMIT").into(),
+            device: gpu.info().name.clone(),
+            mode: format!("NCCL, {world} process(es), one GPU each"),
+            warmup: a.warmup,
+            reps: a.reps,
+            records,
+        };
+        write_report(&a.out, &report)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,182 @@
+//! What ranks say to each other over DEVICE buffers (the GPU step): the halo exchange and the
+//! gradient all-reduce without a trip through the host.
+//!
+//! Both operations are ordered on the caller's stream (the rank's [`crate::gpu::Gpu::stream`],
+//! where the backend queues everything): the buffers are read and written in that order, and work
+//! the caller queues afterwards sees the results.
+//! - NCCL ([`NcclCommunicator`]): grouped `ncclSend`/`ncclRecv` and `ncclAllReduce` on the device
+//!   pointers, enqueued on the stream; nothing waits on the host.
+//! - In-process ([`InProcess`], P ranks as threads on one GPU sharing its primary context): the
+//!   ranks hand each other device addresses over their channels and copy device to device. A rank
+//!   waits for its stream before it hands out an address (the data is there) and for its peers'
+//!   acknowledgements before it returns (they have copied it, so the caller may overwrite it).
+
+use cudarc::driver::{CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
+use cudarc::nccl::{ReduceOp, group_end, group_start};
+
+use crate::dist::comm::{Communicator, check_peer};
+use crate::dist::inproc::InProcess;
+use crate::dist::nccl::{NcclCommunicator, guarded};
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::gpu::abi::nn::{AddAssignArgs, add_assign_f32};
+use crate::gpu::launch::{Ptr, PtrMut};
+
+pub trait DeviceComm: Communicator {
+    /// Grouped point-to-point on `gpu`'s stream: every `(peer, view)` in `sends` goes to `peer`,
+    /// every `(peer, view)` in `recvs` is filled from `peer` (one message per peer and direction;
+    /// lengths must match the peer's send).
+    fn exchange_device(&self, gpu: &Gpu, sends: &[(usize, CudaView<'_, f32>)], recvs: &mut [(usize, CudaViewMut<'_, f32>)]) -> Result<()>;
+
+    /// Element-wise sum over the ranks, in place, identical on every rank. `buf.len()` is a
+    /// multiple of 4 (whole padded matrices).
+    fn all_reduce_device(&self, gpu: &Gpu, buf: &mut CudaViewMut<'_, f32>) -> Result<()>;
+}
+
+fn check_peers<C: Communicator>(c: &C, sends: &[(usize, CudaView<'_, f32>)], recvs: &[(usize, CudaViewMut<'_, f32>)], op: &str) -> Result<()> {
+    for p in sends.iter().map(|s| s.0).chain(recvs.iter().map(|r| r.0)) {
+        check_peer(c.rank(), c.world_size(), p, op)?;
+    }
+    Ok(())
+}
+
+impl DeviceComm for NcclCommunicator {
+    fn exchange_device(&self, gpu: &Gpu, sends: &[(usize, CudaView<'_, f32>)], recvs: &mut [(usize, CudaViewMut<'_, f32>)]) -> Result<()> {
+        const OP: &str = "ncclSend/ncclRecv (device)";
+        check_peers(self, sends, recvs, OP)?;
+        self.check_stream(gpu, OP)?;
+        guarded("ncclGroupStart", group_start)?;
+        // group_end runs even when a call inside the group failed, so NCCL is never left in a group.
+        let mut inner = || -> Result<()> {
+            for (p, v) in sends.iter().filter(|(_, v)| !v.is_empty()) {
+                guarded(OP, || self.comm().send(v, *p as i32))?;
+            }
+            for (p, v) in recvs.iter_mut().filter(|(_, v)| !v.is_empty()) {
+                guarded(OP, || self.comm().recv(v, *p as i32).map(|_| ()))?;
+            }
+            Ok(())
+        };
+        let posted = inner();
+        let ended = guarded("ncclGroupEnd", group_end);
+        posted?;
+        ended.map(|_| ())
+    }
+
+    fn all_reduce_device(&self, gpu: &Gpu, buf: &mut CudaViewMut<'_, f32>) -> Result<()> {
+        const OP: &str = "ncclAllReduce (device)";
+        self.check_stream(gpu, OP)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        guarded(OP, || self.comm().all_reduce_in_place(buf, &ReduceOp::Sum).map(|_| ()))
+    }
+}
+
+/// One device address and length as it travels between in-process ranks.
+fn address(ptr: u64, len: usize) -> Vec<u64> {
+    vec![ptr, len as u64]
+}
+
+impl InProcess {
+    fn sync(&self, gpu: &Gpu, op: &str) -> Result<()> {
+        gpu.stream().synchronize().map_err(|e| Error::cuda(op, e))
+    }
+
+    /// Posts an empty acknowledgement to every peer in `to`, then waits for one from every peer
+    /// in `from`.
+    fn acknowledge(&self, to: impl Iterator<Item = usize>, from: impl Iterator<Item = usize>, op: &'static str) -> Result<()> {
+        for q in to {
+            self.post::<u64>(q, op, Vec::new())?;
+        }
+        for q in from {
+            self.take::<u64>(q, op, 0)?;
+        }
+        Ok(())
+    }
+}
+
+impl DeviceComm for InProcess {
+    fn exchange_device(&self, gpu: &Gpu, sends: &[(usize, CudaView<'_, f32>)], recvs: &mut [(usize, CudaViewMut<'_, f32>)]) -> Result<()> {
+        const OP: &str = "device exchange";
+        const ACK: &str = "device exchange done";
+        check_peers(self, sends, recvs, OP)?;
+        if sends.is_empty() && recvs.is_empty() {
+            // No peer expects anything (a part with no halo, P = 1): no wait either.
+            return Ok(());
+        }
+        let stream = gpu.stream();
+        // The send buffers were written on this stream: complete before anyone reads them.
+        self.sync(gpu, OP)?;
+        for (p, v) in sends {
+            let (ptr, _sync) = v.device_ptr(stream);
+            self.post(*p, OP, address(ptr, v.len()))?;
+        }
+        for (p, v) in recvs.iter_mut() {
+            let a = self.take::<u64>(*p, OP, 2)?;
+            if a[1] as usize != v.len() {
+                return Err(Error::comm(OP, format!("rank {} expects {} elements from rank {p}, got {}", self.rank(), v.len(), a[1])));
+            }
+            if v.is_empty() {
+                continue;
+            }
+            let len = v.len();
+            let (dst, _sync) = v.device_ptr_mut(stream);
+            // SAFETY: the peer's buffer holds `len` f32 (sent with its address) in the same
+            // primary context, and stays untouched until this rank acknowledges below, after its
+            // stream has finished the copy; dst holds `len` f32.
+            unsafe { cudarc::driver::result::memcpy_dtod_async(dst, a[0], len * 4, stream.cu_stream()) }.map_err(|e| Error::cuda(OP, e))?;
+        }
+        self.sync(gpu, OP)?;
+        self.acknowledge(recvs.iter().map(|r| r.0), sends.iter().map(|s| s.0), ACK)
+    }
+
+    fn all_reduce_device(&self, gpu: &Gpu, buf: &mut CudaViewMut<'_, f32>) -> Result<()> {
+        const OP: &str = "device all_reduce";
+        const ACK: &str = "device all_reduce done";
+        let n = buf.len();
+        if !n.is_multiple_of(4) {
+            return Err(Error::Shape(format!("{OP}: {n} elements are not whole float4s")));
+        }
+        let stream: &std::sync::Arc<CudaStream> = gpu.stream();
+        let others = || (0..self.world_size()).filter(|&q| q != self.rank());
+        self.sync(gpu, OP)?;
+        let mine = buf.device_ptr_mut(stream).0;
+        for q in others() {
+            self.post(q, OP, address(mine, n))?;
+        }
+        let mut ptrs = Vec::with_capacity(self.world_size());
+        for q in 0..self.world_size() {
+            if q == self.rank() {
+                ptrs.push(mine);
+                continue;
+            }
+            let a = self.take::<u64>(q, OP, 2)?;
+            if a[1] as usize != n {
+                return Err(Error::comm(OP, format!("rank {} has {n} elements, rank {q} {}", self.rank(), a[1])));
+            }
+            ptrs.push(a[0]);
+        }
+        if n > 0 {
+            // Summed in rank order on every rank: identical bits everywhere.
+            let mut sum = stream.alloc_zeros::<f32>(n).map_err(|e| Error::cuda(OP, e))?;
+            let at = sum.device_ptr_mut(stream).0;
+            for (q, &p) in ptrs.iter().enumerate() {
+                if q == 0 {
+                    // SAFETY: rank 0's buffer holds n f32 until it has our acknowledgement.
+                    unsafe { cudarc::driver::result::memcpy_dtod_async(at, p, n * 4, stream.cu_stream()) }.map_err(|e| Error::cuda(OP, e))?;
+                } else {
+                    let n4 = (n / 4) as u64;
+                    let args = AddAssignArgs { n4, y: PtrMut::new(at), x: Ptr::new(p) };
+                    // SAFETY: both addresses hold n f32 (n4 float4s), 16-byte aligned allocations.
+                    unsafe { add_assign_f32.launch(gpu, crate::ops::nn::elementwise_shape(gpu, n4), &args) }?;
+                }
+            }
+            self.sync(gpu, OP)?;
+            self.acknowledge(others(), others(), ACK)?;
+            stream.memcpy_dtod(&sum, buf).map_err(|e| Error::cuda(OP, e))?;
+        } else {
+            self.acknowledge(others(), others(), ACK)?;
+        }
+        Ok(())
+    }
+}

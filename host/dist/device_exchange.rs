@@ -1,0 +1,263 @@
+//! The halo exchange of the GPU step, on device buffers ([`HaloHook`] for [`CudaBackend`]):
+//! nothing goes through the host. (The host-staged [`crate::dist::exchange::HaloExchange`] stays
+//! the CPU path and the GPU's reference.)
+//!
+//! Forward (`fill`): one `gather_rows` launch packs the rows every peer needs (this part's send
+//! lists, uploaded once as rows of the extended matrix) into one send buffer, peer after peer;
+//! [`DeviceComm::exchange_device`] moves each peer's slice; what arrives from each owner is
+//! copied into its halo rows of x (one contiguous block per owner: the owners below this part
+//! fill the top rows, those above the bottom ones).
+//!
+//! Backward (`give_back`): each owner's block of halo-row gradients goes back as it lies in g;
+//! what comes back from each peer is added into the rows it was sent (`scatter_add_rows`, one
+//! launch per peer in increasing peer order: a row sent to several peers gets their sums in the
+//! same order on every run, and no two threads of a launch add into one row); then the halo rows
+//! are zeroed.
+//!
+//! Rows travel with their padded stride, as on the host path. Every exchange is point-to-point:
+//! the all-gather variant of [`crate::dist::ExchangeMethod`] is the host path's (it moves more
+//! bytes and would only pay on NCCL rings for halos near an all-gather; not built on the
+//! device yet). Time is measured with CUDA events on the stream, from the gather to the last
+//! halo row in place, so it counts waiting for a peer but not the compute queued before.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaSlice, CudaView, CudaViewMut};
+
+use crate::dist::device_comm::DeviceComm;
+use crate::dist::exchange::ExchangeCounters;
+use crate::dist::halo::Halo;
+use crate::dist::part_graph::ExtendedLayout;
+use crate::error::{Error, Result};
+use crate::gpu::abi::perm::{GatherRowsArgs, ScatterAddRowsArgs, gather_rows, scatter_add_rows};
+use crate::gpu::launch::{Ptr, PtrMut};
+use crate::gpu::shared::partition::nn_row_group_shift;
+use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::nn::halo_hook::HaloHook;
+use crate::ops::backend::cuda::CudaBackend;
+
+/// A run of rows exchanged with one peer.
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    peer: usize,
+    /// First row in the concatenated send lists (sends) or in halo order (receives).
+    first: usize,
+    rows: usize,
+}
+
+struct State {
+    send: Option<CudaSlice<f32>>,
+    /// One buffer per peer: forward, what each owner sends; backward, what each peer returns.
+    recv: Vec<Option<CudaSlice<f32>>>,
+    back: Vec<Option<CudaSlice<f32>>>,
+    events: Vec<(CudaEvent, CudaEvent)>,
+    counters: ExchangeCounters,
+}
+
+pub struct DeviceHaloExchange<C: DeviceComm> {
+    comm: Rc<C>,
+    layout: ExtendedLayout,
+    halo_rows: usize,
+    sends: Vec<Block>,
+    recvs: Vec<Block>,
+    /// The send lists concatenated in peer order, as rows of the extended matrix.
+    send_idx: DeviceVec<u32>,
+    state: RefCell<State>,
+}
+
+/// A buffer of at least `n` f32 (grown, never shrunk: the widths of a model's layers differ).
+pub(crate) fn at_least<'a>(buf: &'a mut Option<CudaSlice<f32>>, gpu: &Gpu, n: usize) -> Result<&'a mut CudaSlice<f32>> {
+    if buf.as_ref().is_none_or(|b| b.len() < n) {
+        *buf = Some(gpu.stream().alloc_zeros::<f32>(n.max(1)).map_err(|e| Error::cuda("halo buffer", e))?);
+    }
+    Ok(buf.as_mut().expect("just allocated"))
+}
+
+/// float4s per row, and the lane-group shift of the row kernels.
+fn row_geometry(x: &DeviceMatrix<f32>) -> (u32, u32) {
+    let ld4 = (x.ld / 4) as u32;
+    (ld4, nn_row_group_shift(ld4))
+}
+
+impl<C: DeviceComm> DeviceHaloExchange<C> {
+    /// For a part whose extended matrices have `layout`'s rows (halo below, owned, halo above).
+    pub fn new(gpu: &Gpu, halo: &Halo, comm: Rc<C>, layout: ExtendedLayout) -> Result<Self> {
+        if halo.halo_rows() != layout.below + layout.above {
+            return Err(Error::Shape(format!("{} halo rows for a layout of {} + {}", halo.halo_rows(), layout.below, layout.above)));
+        }
+        let (mut sends, mut idx) = (Vec::new(), Vec::new());
+        for (q, list) in halo.send_lists().iter().enumerate().filter(|(q, l)| *q != halo.part() && !l.is_empty()) {
+            sends.push(Block { peer: q, first: idx.len(), rows: list.len() });
+            idx.extend(list.iter().map(|&r| r + layout.below as u32));
+        }
+        let ptr = halo.recv_ptr();
+        let recvs: Vec<Block> =
+            (0..ptr.len() - 1).filter(|&q| ptr[q + 1] > ptr[q]).map(|q| Block { peer: q, first: ptr[q], rows: ptr[q + 1] - ptr[q] }).collect();
+        // An owner's rows lie all below or all above the owned ones (parts own contiguous ranges).
+        if let Some(b) = recvs.iter().find(|b| b.first < layout.below && b.first + b.rows > layout.below) {
+            return Err(Error::Shape(format!("part {}: the halo rows from part {} straddle its owned rows", halo.part(), b.peer)));
+        }
+        let state = State {
+            send: None,
+            recv: recvs.iter().map(|_| None).collect(),
+            back: sends.iter().map(|_| None).collect(),
+            events: Vec::new(),
+            counters: ExchangeCounters::default(),
+        };
+        Ok(DeviceHaloExchange {
+            comm,
+            layout,
+            halo_rows: halo.halo_rows(),
+            sends,
+            recvs,
+            send_idx: DeviceVec::upload(gpu, &idx)?,
+            state: RefCell::new(state),
+        })
+    }
+
+    /// The counters since the last call, reset (waits for the exchanges' end events).
+    pub fn take_counters(&self) -> Result<ExchangeCounters> {
+        let s = &mut *self.state.borrow_mut();
+        for (start, end) in s.events.drain(..) {
+            end.synchronize().map_err(|e| Error::cuda("halo exchange timing", e))?;
+            s.counters.seconds += f64::from(start.elapsed_ms(&end).map_err(|e| Error::cuda("halo exchange timing", e))?) / 1e3;
+        }
+        Ok(std::mem::take(&mut s.counters))
+    }
+
+    /// Extended-matrix row of halo row `h`.
+    fn halo_row(&self, h: usize) -> usize {
+        if h < self.layout.below { h } else { h + self.layout.owned }
+    }
+
+    fn check(&self, x: &DeviceMatrix<f32>, what: &str) -> Result<()> {
+        if x.rows != self.layout.rows() || !x.ld.is_multiple_of(4) {
+            return Err(Error::Shape(format!("{what}: a matrix of {} rows (stride {}) for a part of {} rows", x.rows, x.ld, self.layout.rows())));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` between two events on the stream and counts `elems` f32 moved.
+    fn timed(&self, gpu: &Gpu, elems: usize, f: impl FnOnce(&mut State) -> Result<()>) -> Result<()> {
+        let ev = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| Error::cuda("cuEventCreate", e));
+        let (start, end) = (ev()?, ev()?);
+        start.record(gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
+        let s = &mut *self.state.borrow_mut();
+        f(s)?;
+        end.record(gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
+        s.events.push((start, end));
+        s.counters.bytes += (elems * 4) as u64;
+        s.counters.calls += 1;
+        Ok(())
+    }
+}
+
+impl<C: DeviceComm> HaloHook<CudaBackend> for DeviceHaloExchange<C> {
+    fn fill(&self, _b: &CudaBackend, x: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.check(x, "halo fill")?;
+        let gpu = x.gpu().clone();
+        let ld = x.ld;
+        let total: usize = self.sends.iter().map(|b| b.rows).sum();
+        self.timed(&gpu, self.halo_rows * ld, |s| {
+            let send = at_least(&mut s.send, &gpu, total * ld)?;
+            if total > 0 {
+                let (ld4, shift) = row_geometry(x);
+                let args = GatherRowsArgs {
+                    n_rows: total as u32,
+                    ld4,
+                    shift,
+                    idx: self.send_idx.arg(&gpu),
+                    src: Ptr::new(x.ptr()),
+                    dst: PtrMut::new(send.device_ptr_mut_raw(&gpu)),
+                };
+                let shape = crate::ops::nn::row_shape(&gpu, total as u64, 32 >> shift, 0);
+                // SAFETY: send_idx holds `total` rows of x (owned rows, checked when the halo was
+                // built); send holds total x ld f32; x and send share the stride ld (16-byte rows).
+                unsafe { gather_rows.launch(&gpu, shape, &args) }?;
+            }
+            let sends: Vec<(usize, CudaView<'_, f32>)> =
+                self.sends.iter().map(|b| (b.peer, send.slice(b.first * ld..(b.first + b.rows) * ld))).collect();
+            for (buf, b) in s.recv.iter_mut().zip(&self.recvs) {
+                at_least(buf, &gpu, b.rows * ld)?;
+            }
+            let mut recvs: Vec<(usize, CudaViewMut<'_, f32>)> =
+                s.recv.iter_mut().zip(&self.recvs).map(|(buf, b)| (b.peer, buf.as_mut().expect("grown above").slice_mut(0..b.rows * ld))).collect();
+            self.comm.exchange_device(&gpu, &sends, &mut recvs)?;
+            drop(recvs);
+            for (buf, b) in s.recv.iter().zip(&self.recvs) {
+                let at = self.halo_row(b.first) * ld;
+                let src = buf.as_ref().expect("grown above").slice(0..b.rows * ld);
+                gpu.stream().memcpy_dtod(&src, &mut x.slice_mut().slice_mut(at..at + b.rows * ld)).map_err(|e| Error::cuda("halo rows into place", e))?;
+            }
+            Ok(())
+        })
+    }
+
+    fn give_back(&self, _b: &CudaBackend, g: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.check(g, "halo give_back")?;
+        let gpu = g.gpu().clone();
+        let ld = g.ld;
+        let ExtendedLayout { below, owned, above } = self.layout;
+        self.timed(&gpu, self.halo_rows * ld, |s| {
+            for (buf, b) in s.back.iter_mut().zip(&self.sends) {
+                at_least(buf, &gpu, b.rows * ld)?;
+            }
+            {
+                let whole = g.slice();
+                let sends: Vec<(usize, CudaView<'_, f32>)> = self
+                    .recvs
+                    .iter()
+                    .map(|b| {
+                        let at = self.halo_row(b.first) * ld;
+                        (b.peer, whole.slice(at..at + b.rows * ld))
+                    })
+                    .collect();
+                let mut recvs: Vec<(usize, CudaViewMut<'_, f32>)> =
+                    s.back.iter_mut().zip(&self.sends).map(|(buf, b)| (b.peer, buf.as_mut().expect("grown above").slice_mut(0..b.rows * ld))).collect();
+                self.comm.exchange_device(&gpu, &sends, &mut recvs)?;
+            }
+            let (ld4, shift) = row_geometry(g);
+            // Increasing peer order (`sends` is sorted by peer): a fixed order of sums.
+            for (buf, b) in s.back.iter().zip(&self.sends) {
+                let args = ScatterAddRowsArgs {
+                    n_rows: b.rows as u32,
+                    ld4,
+                    shift,
+                    idx: Ptr::new(self.send_idx.ptr(&gpu) + (b.first * 4) as u64),
+                    src: Ptr::new(buf.as_ref().expect("grown above").device_ptr_raw(&gpu)),
+                    dst: PtrMut::new(g.ptr_mut()),
+                };
+                let shape = crate::ops::nn::row_shape(&gpu, b.rows as u64, 32 >> shift, 0);
+                // SAFETY: the peer's list holds b.rows distinct owned rows of g (one writer per
+                // row); buf holds b.rows x ld f32, g's stride is ld (16-byte rows).
+                unsafe { scatter_add_rows.launch(&gpu, shape, &args) }?;
+            }
+            // The rows now belong to their owners' sums: zero here, so nothing counts them twice.
+            let stream = gpu.stream().clone();
+            let whole = g.slice_mut();
+            for range in [0..below * ld, (below + owned) * ld..(below + owned + above) * ld] {
+                if !range.is_empty() {
+                    stream.memset_zeros(&mut whole.slice_mut(range)).map_err(|e| Error::cuda("zeroing the halo rows", e))?;
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Raw addresses of the exchange's own buffers, on the rank's stream.
+trait RawPtr {
+    fn device_ptr_raw(&self, gpu: &Gpu) -> u64;
+    fn device_ptr_mut_raw(&mut self, gpu: &Gpu) -> u64;
+}
+
+impl RawPtr for CudaSlice<f32> {
+    fn device_ptr_raw(&self, gpu: &Gpu) -> u64 {
+        cudarc::driver::DevicePtr::device_ptr(self, gpu.stream()).0
+    }
+    fn device_ptr_mut_raw(&mut self, gpu: &Gpu) -> u64 {
+        cudarc::driver::DevicePtrMut::device_ptr_mut(self, gpu.stream()).0
+    }
+}

@@ -161,3 +161,22 @@ fn a_batch_that_does_not_fit_is_refused_not_truncated() {
     let bn = ModelConfig { batch_norm: true, ..cfg };
     assert!(BoundModel::new(&b, small, d.features.cols(), false, d.classes, &bn).is_err());
 }
+
+#[test]
+fn seeded_sampled_runs_on_the_rebound_model_repeat_exactly() {
+    use tcgnn::nn::{TrainConfig, Trainer};
+    use tcgnn::sample::{PrefetchConfig, SampledTraining};
+    let d = data(true);
+    let cfg = ModelConfig { seed: 9, ..default_config("sage").unwrap() };
+    let run = || {
+        let (_, source) = sources(&d, "sage").swap_remove(0);
+        let sampled = SampledTraining::new(source, node_data(&d), d.n(), 3, PrefetchConfig { workers: 2, ahead: 1 }, cfg, d.classes).unwrap();
+        let mut t = Trainer::new(Arc::new(CpuBackend::<f32>::new()), &d, &cfg, &TrainConfig { epochs: 4, ..TrainConfig::default() }).unwrap();
+        t.set_epoch_steps(Box::new(sampled));
+        t.fit(4, |_| {}).unwrap();
+        let times = t.epoch_steps().unwrap().summary();
+        assert!(times.contains("12 of 12 batches on one rebound model"), "{times}");
+        t.weights().unwrap().into_iter().flat_map(|(_, m)| m.data).collect::<Vec<f32>>()
+    };
+    assert_eq!(run(), run());
+}

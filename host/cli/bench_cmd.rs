@@ -35,6 +35,8 @@ pub enum BenchCmd {
     /// Sampled (mini-batch) training against full-graph training: accuracy over seeds, epoch
     /// time split (sampling, build + upload, step), sampled edges/s, idle share between steps.
     Sample(super::bench_sample::BenchSampleArgs),
+    /// HP SpMM on sampled batches: Dynamic Task Partition against fixed nonzeros per warp.
+    Dtp(super::bench_dtp::BenchDtpArgs),
 }
 
 #[derive(clap::Args)]
@@ -91,6 +93,7 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
         BenchCmd::Setup(s) => super::bench_setup::run(s),
         BenchCmd::Dist(d) => super::bench_dist::run(d),
         BenchCmd::Sample(s) => super::bench_sample::run(s),
+        BenchCmd::Dtp(d) => super::bench_dtp::run(d),
     }
 }
 

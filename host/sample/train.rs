@@ -126,6 +126,17 @@ impl SampledTraining {
         })
     }
 
+    /// Batch `i` of `epoch`, made here (what the workers make: for benchmarks of the kernels on
+    /// sampled batches).
+    pub fn batch(&self, epoch: u32, i: u32) -> Result<TrainBatch> {
+        self.source.make(&self.data, self.n_all, epoch, i)
+    }
+
+    /// Batches per epoch.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
     /// One step on `batch` with `net`'s parameters, on a model built for it; returns the
     /// batch's statistics (read later, so the GPU is not waited for per batch).
     fn step<B: Ops + 'static>(&mut self, b: &B, net: &mut dyn Model<B>, hyper: &AdamHyper, batch: &TrainBatch) -> Result<B::Stats> {

@@ -165,6 +165,7 @@ fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static s
                 batch_nodes: times.batch_nodes + m.batch_nodes,
                 rebound_batches: times.rebound_batches + m.rebound_batches,
                 rebound_builds: times.rebound_builds + m.rebound_builds,
+                recorded_batches: times.recorded_batches + m.recorded_batches,
             };
         }
     }

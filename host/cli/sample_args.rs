@@ -58,6 +58,9 @@ pub struct SampleArgs {
     /// BatchNorm on the CPU or the GPU's CUDA-core kernels are rebound by default).
     #[arg(long)]
     pub build_per_batch: bool,
+    /// Run every step of the rebound model eagerly instead of replaying a recording of it (GPU).
+    #[arg(long)]
+    pub eager_steps: bool,
 }
 
 impl SampleArgs {
@@ -128,6 +131,7 @@ impl SampleArgs {
         let prefetch = PrefetchConfig { workers: self.sample_workers.max(1), ahead: 1 };
         let mut training = SampledTraining::new(source, node_data, n, steps, prefetch, *cfg, data.classes)?;
         training.rebind = !self.build_per_batch;
+        training.record = !self.eager_steps;
         Ok(Some(training))
     }
 }

@@ -11,12 +11,20 @@
 //! nonzero keeps its index, so dropout masks are the unpadded batch's. The loss of a rebound
 //! model is the freshly built one's (tested).
 //!
+//! Every batch runs the same work on the same buffers, so the step is recorded once (a CUDA
+//! graph on the GPU) and replayed per batch after its copies: the step costs one launch on the
+//! host instead of one per op. What differs between batches lives in device memory: the mean
+//! loss's 1/n is folded into the per-node loss weights (diag(w / n) times the gradient, always
+//! applied; the cross-entropy runs with weight 1 and its loss is the sum, divided by n when read),
+//! and the nonzero counts are the capacity's. The first step of a model runs eagerly (it warms
+//! every lazily built buffer); a recording that fails leaves the steps eager.
+//!
 //! A batch larger than the capacity rebuilds the model at the batch's size times `growth`
 //! (counted in [`BoundModel::rebuilds`]). Only models whose layers share one fixed matrix
 //! (GCN, SAGE, GIN: [`Stack`] over a [`GcnAdjacency`]) and have no BatchNorm (padded rows
 //! would enter its statistics) are rebound; the others keep a model per batch.
 
-use super::train::Step;
+use super::train::{Step, swap_state};
 use super::prepared::{PreparedBatch, PreparedFeatures, pad_with_transpose};
 use crate::error::{Error, Result};
 use crate::graph::Csr;
@@ -24,7 +32,7 @@ use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models::{self, Model, ModelConfig};
 use crate::nn::stack::{Conv, Stack};
-use crate::ops::backend::{Ops, Side};
+use crate::ops::backend::{AdamHyper, Ops, Side};
 use crate::tensor::Matrix;
 
 /// The most a batch may hold without a rebuild.
@@ -79,11 +87,19 @@ pub struct BoundModel<B: Ops> {
     pub input: InputFeatures<B>,
     pub labels: B::Labels,
     pub dlogits: B::Mat,
-    /// diag(w) over the rows, for GraphSAINT's weighted loss: its pattern is fixed, its values
-    /// are the batch's weights (0 on padded rows); with the weighted gradient it writes.
+    /// diag(w / n) over the rows: the loss weight of each node (GraphSAINT's, else 1) over the
+    /// batch's loss nodes n, 0 on padded rows; with the weighted gradient it writes.
     scale: (B::Graph, B::Edges, B::Mat),
+    /// Where the step writes its loss (a fixed buffer a recording can write).
+    stats: B::Stats,
     capacity: Capacity,
     pub rebuilds: usize,
+    /// Record the step at its second run and replay it after (`false`: always eager).
+    pub record: bool,
+    recorded: Option<B::Recording>,
+    /// Why recording failed, if it did (the steps then run eagerly).
+    pub record_error: Option<String>,
+    steps_run: usize,
 }
 
 /// A canonical `rows x cols` pattern of `nnz` nonzeros (row-major fill) to build buffers of
@@ -130,8 +146,13 @@ impl<B: Ops + 'static> BoundModel<B> {
             labels: b.labels(&vec![0; rows], &vec![0; rows])?,
             dlogits: b.matrix(rows, classes)?,
             scale: (diag, diag_values, b.matrix(rows, classes)?),
+            stats: b.stats()?,
             capacity,
             rebuilds: 0,
+            record: true,
+            recorded: None,
+            record_error: None,
+            steps_run: 0,
         })
     }
 
@@ -174,20 +195,63 @@ impl<B: Ops + 'static> BoundModel<B> {
         let mut mask = p.mask_bits.clone();
         mask.resize(rows, 0);
         b.bind_labels(&mut self.labels, &labels, &mask)?;
-        if let Some(w) = &p.loss_scale {
-            let mut w = w.clone();
-            w.resize(rows, 0.0);
-            b.bind_edges(&mut self.scale.1, &w)?;
+        // w_v / n in f64, rounded once (for w = 1: the same f32 as the 1 / n the cross-entropy
+        // would take, so an unweighted batch trains exactly as on a model built for it).
+        let n_loss = p.loss_nodes.max(1) as f64;
+        let mut w: Vec<f32> = match &p.loss_scale {
+            Some(w) => w.iter().map(|&x| (x as f64 / n_loss) as f32).collect(),
+            None => vec![(1.0 / n_loss) as f32; p.n],
+        };
+        w.resize(rows, 0.0);
+        b.bind_edges(&mut self.scale.1, &w)
+    }
+
+    /// Whether the step is recorded (replays follow).
+    pub fn is_recorded(&self) -> bool {
+        self.recorded.is_some()
+    }
+
+    /// One step on the batch just bound with `net`'s parameters swapped in (and back, even if
+    /// the step fails): replayed when recorded, recorded at the second step when `record`, else
+    /// eager. The sum of the loss nodes' losses goes to `out` (divide by the batch's loss nodes).
+    pub fn step(&mut self, b: &B, net: &mut dyn Model<B>, hyper: &AdamHyper, out: &mut B::Stats, sync: bool) -> Result<()> {
+        swap_state(net, self.model.model())?;
+        let stepped = self.run(b, hyper, out, sync);
+        swap_state(net, self.model.model())?;
+        self.steps_run += 1;
+        stepped
+    }
+
+    fn run(&mut self, b: &B, hyper: &AdamHyper, out: &mut B::Stats, sync: bool) -> Result<()> {
+        if self.recorded.is_none() && self.record && self.steps_run >= 1 {
+            // Captured work must not wait on earlier work (nor fail on an earlier error).
+            b.synchronize()?;
+            match b.record(&mut || self.enqueue(b, hyper)) {
+                Ok(Some(r)) => self.recorded = Some(r),
+                Ok(None) => self.record = false,
+                Err(e) => {
+                    b.synchronize()?;
+                    self.record = false;
+                    self.record_error = Some(e.to_string());
+                }
+            }
+        }
+        match &self.recorded {
+            Some(r) => b.replay(r)?,
+            None => self.enqueue(b, hyper)?,
+        }
+        b.copy_stats(&self.stats, out)?;
+        if sync {
+            b.synchronize()?;
         }
         Ok(())
     }
 
-    /// The model and the step's operands for the batch `p` just bound (and `stats`, which the
-    /// step's loss is written to).
-    pub fn parts<'a>(&'a mut self, p: &PreparedBatch, stats: &'a mut B::Stats) -> (&'a mut dyn Model<B>, Step<'a, B>) {
+    /// The step's work: forward, the loss with weight 1, diag(w / n) times its gradient,
+    /// backward, Adam.
+    fn enqueue(&mut self, b: &B, hyper: &AdamHyper) -> Result<()> {
         let (g, v, weighted) = &mut self.scale;
-        let scale = p.loss_scale.as_ref().map(|_| (&*g, &*v, weighted));
-        let step = Step { input: &mut self.input, labels: &self.labels, dlogits: &mut self.dlogits, scale, loss_nodes: p.loss_nodes, stats };
-        (self.model.model(), step)
+        let step = Step { input: &mut self.input, labels: &self.labels, dlogits: &mut self.dlogits, scale: Some((&*g, &*v, weighted)), loss_nodes: 1, stats: &mut self.stats };
+        super::train::enqueue_step(b, self.model.model(), hyper, step)
     }
 }

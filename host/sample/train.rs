@@ -51,6 +51,8 @@ pub struct SampleTimes {
     /// batch that outgrew its capacity).
     pub rebound_batches: usize,
     pub rebound_builds: usize,
+    /// Rebound batches whose step was a replay of the recorded step.
+    pub recorded_batches: usize,
 }
 
 impl SampleTimes {
@@ -77,6 +79,8 @@ pub struct SampledTraining {
     pub rebind: bool,
     /// Headroom of a rebound model's capacity over the batch that (re)builds it.
     pub growth: f64,
+    /// Record the rebound model's step once and replay it per batch (GPU; `false`: eager).
+    pub record: bool,
     /// The rebound model (a `BoundModel<B>` of the backend that trains).
     bound: Option<Box<dyn std::any::Any>>,
     pub times: SampleTimes,
@@ -120,6 +124,7 @@ impl SampledTraining {
             sync_each_step: false,
             rebind: true,
             growth: 1.25,
+            record: true,
             bound: None,
             times: SampleTimes::default(),
             stream: None,
@@ -184,8 +189,12 @@ impl SampledTraining {
         m.bind(b, p)?;
         let mut stats = b.stats()?;
         let t1 = Instant::now();
-        let (model, step) = m.parts(p, &mut stats);
-        train_step(b, net, model, hyper, step, self.sync_each_step)?;
+        m.record = self.record;
+        m.step(b, net, hyper, &mut stats, self.sync_each_step)?;
+        if let Some(e) = m.record_error.take() {
+            eprintln!("the sampled step could not be recorded ({e}); it runs eagerly");
+        }
+        self.times.recorded_batches += usize::from(m.is_recorded());
         self.count(t0, t1, p.sampled_edges, p.n);
         self.times.rebound_batches += 1;
         Ok(stats)
@@ -215,30 +224,30 @@ pub struct Step<'a, B: Ops> {
 /// even if the step fails: the trainer must not keep the batch model's).
 pub fn train_step<B: Ops>(b: &B, net: &mut dyn Model<B>, model: &mut dyn Model<B>, hyper: &AdamHyper, s: Step<'_, B>, sync: bool) -> Result<()> {
     swap_state(net, model)?;
-    let stepped = (|| {
-        b.begin_step()?;
-        let logits = model.forward(b, s.input, true)?;
-        let inv = 1.0 / s.loss_nodes.max(1) as f32;
-        b.cross_entropy(logits, s.labels, inv, s.dlogits, s.stats)?;
-        let d = match s.scale {
-            // Weighted loss: its gradient is diag(w) times the mean's (one SpMM, no new op).
-            Some((g, v, weighted)) => {
-                b.spmm(g, Side::Forward, v, s.dlogits, weighted)?;
-                &*weighted
-            }
-            None => &*s.dlogits,
-        };
-        model.backward(b, s.input, d)?;
-        for (_, p) in model.params() {
-            p.adam(b, hyper)?;
-        }
-        if sync {
-            b.synchronize()?;
-        }
-        Ok(())
-    })();
+    let stepped = enqueue_step(b, model, hyper, s).and_then(|()| if sync { b.synchronize() } else { Ok(()) });
     swap_state(net, model)?;
     stepped
+}
+
+/// The work of one step on `model`'s own parameters (queued only: recordable).
+pub fn enqueue_step<B: Ops>(b: &B, model: &mut dyn Model<B>, hyper: &AdamHyper, s: Step<'_, B>) -> Result<()> {
+    b.begin_step()?;
+    let logits = model.forward(b, s.input, true)?;
+    let inv = 1.0 / s.loss_nodes.max(1) as f32;
+    b.cross_entropy(logits, s.labels, inv, s.dlogits, s.stats)?;
+    let d = match s.scale {
+        // Weighted loss: its gradient is diag(w) times the mean's (one SpMM, no new op).
+        Some((g, v, weighted)) => {
+            b.spmm(g, Side::Forward, v, s.dlogits, weighted)?;
+            &*weighted
+        }
+        None => &*s.dlogits,
+    };
+    model.backward(b, s.input, d)?;
+    for (_, p) in model.params() {
+        p.adam(b, hyper)?;
+    }
+    Ok(())
 }
 
 impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
@@ -268,9 +277,10 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
         for _ in 0..self.steps {
             let (batch, seconds) = batches.next().expect("batches for every epoch up to 2^32");
             self.times.sample_s += seconds;
+            // With the divisor of the loss read back (the rebound step writes the sum).
             stats.push(match batch? {
-                Ready::Batch(batch) => self.step(&**b, net, hyper, &batch)?,
-                Ready::Prepared(p) => self.step_bound(&**b, net, hyper, &p)?,
+                Ready::Batch(batch) => (self.step(&**b, net, hyper, &batch)?, 1.0),
+                Ready::Prepared(p) => (self.step_bound(&**b, net, hyper, &p)?, p.loss_nodes.max(1) as f64),
             });
         }
         self.times.wait_s += (batches.waited() - waited_before).as_secs_f64();
@@ -278,8 +288,8 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
         self.times.wall_s += t0.elapsed().as_secs_f64();
         self.times.epochs += 1;
         let mut loss = 0.0;
-        for s in &stats {
-            loss += b.read_stats(s)?.loss;
+        for (s, n) in &stats {
+            loss += b.read_stats(s)?.loss / n;
         }
         Ok(loss / stats.len().max(1) as f64)
     }
@@ -304,7 +314,7 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
             t.sampled_edges as f64 / t.batches.max(1) as f64,
             t.sampled_edges as f64 / t.wall_s.max(1e-12) / 1e6,
         ) + &if t.rebound_batches > 0 {
-            format!("; {} of {} batches on one rebound model ({} builds)", t.rebound_batches, t.batches, t.rebound_builds)
+            format!("; {} of {} batches on one rebound model ({} builds, {} steps replayed)", t.rebound_batches, t.batches, t.rebound_builds, t.recorded_batches)
         } else {
             String::new()
         }

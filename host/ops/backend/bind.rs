@@ -36,6 +36,8 @@ pub trait BindOps: Backend {
     fn bind_rows(&self, m: &mut Self::Mat, rows: &Matrix) -> Result<()>;
     /// Rewrites labels and membership bits (as many as `l` was made with).
     fn bind_labels(&self, l: &mut Self::Labels, labels: &[i32], mask_bits: &[u8]) -> Result<()>;
+    /// `dst := src` (a recorded step's statistics kept per batch), queued.
+    fn copy_stats(&self, src: &Self::Stats, dst: &mut Self::Stats) -> Result<()>;
 }
 
 fn same_pattern(what: &str, built: (usize, usize, usize), s: &Csr, t: &Csr, t_of: &[u32]) -> Result<()> {
@@ -92,6 +94,10 @@ impl<T: Real> BindOps for CpuBackend<T> {
         same_len("bind_labels (membership)", l.1.len(), mask_bits.len())?;
         l.0.copy_from_slice(labels);
         l.1.copy_from_slice(mask_bits);
+        Ok(())
+    }
+    fn copy_stats(&self, src: &[T; 4], dst: &mut [T; 4]) -> Result<()> {
+        *dst = *src;
         Ok(())
     }
 }
@@ -166,5 +172,9 @@ impl BindOps for CudaBackend {
         same_len("bind_labels (membership)", l.1.len(), mask_bits.len().max(1))?;
         overwrite(&self.gpu, &l.0, labels, "bind_labels")?;
         overwrite(&self.gpu, &l.1, mask_bits, "bind_labels (membership)")
+    }
+    fn copy_stats(&self, src: &DeviceVec<f32>, dst: &mut DeviceVec<f32>) -> Result<()> {
+        same_len("copy_stats", dst.len(), src.len())?;
+        self.gpu.stream().memcpy_dtod(src.slice(), dst.slice_mut()).map_err(|e| Error::cuda("copy_stats", e))
     }
 }

@@ -110,7 +110,7 @@ fn rebound_trains_as_fresh<B: Ops + 'static>(make: impl Fn() -> B, tol: f64, rec
                 let mut steps_on_model = 0;
                 for i in 0..3 {
                     let batch = source.make(&nd, d.n(), 1, i).unwrap();
-                    let p = PreparedBatch::new(source.make(&nd, d.n(), 1, i).unwrap(), model).unwrap();
+                    let mut p = PreparedBatch::new(source.make(&nd, d.n(), 1, i).unwrap(), model).unwrap();
                     // Built for the first batch with room to spare: later batches are padded
                     // more, or outgrow it and rebuild.
                     if bound.as_ref().is_none_or(|m| !m.capacity().holds(&p)) {
@@ -120,6 +120,11 @@ fn rebound_trains_as_fresh<B: Ops + 'static>(make: impl Fn() -> B, tol: f64, rec
                     }
                     let m = bound.as_mut().unwrap();
                     assert!(m.rows() > p.n, "the sink row is beyond the batch");
+                    // Padded as a worker does, or by the model itself.
+                    if i % 2 == 1 {
+                        p.pad_for(m.capacity()).unwrap();
+                        assert!(p.padded.is_some());
+                    }
                     let lf = fresh_step(&bf, net_f.as_mut(), &batch, d.classes, &cfg, &hyper);
                     let lb = bound_step(&bb, net_b.as_mut(), m, &p, &hyper);
                     steps_on_model += 1;
@@ -185,6 +190,8 @@ fn seeded_sampled_runs_on_the_rebound_model_repeat_exactly() {
         t.fit(4, |_| {}).unwrap();
         let times = t.epoch_steps().unwrap().summary();
         assert!(times.contains("12 of 12 batches on one rebound model"), "{times}");
+        // The first batches were made before the model existed; the later ones were padded by the workers.
+        assert!(!times.contains(", 0 padded by the workers"), "{times}");
         t.weights().unwrap().into_iter().flat_map(|(_, m)| m.data).collect::<Vec<f32>>()
     };
     assert_eq!(run(), run());

@@ -133,11 +133,11 @@ pub fn run(a: &BenchDtpArgs) -> Result<()> {
 }
 
 fn markdown(rows: &[Row], fixed: &[u32], device: &str) -> String {
-    let mut s = format!("| graph | sampler | K | batches | nodes | nnz | DTP npw | DTP ms |{}| DTP speedup over best fixed |\n", fixed.iter().map(|f| format!(" fixed {f} ms |")).collect::<String>());
+    let mut s = format!("| graph | sampler | K | batches | nodes | nnz | DTP npw | DTP ms |{} DTP speedup over best fixed |\n", fixed.iter().map(|f| format!(" fixed {f} ms |")).collect::<String>());
     s += &format!("|---|---|---|---|---|---|---|---|{}---|\n", "---|".repeat(fixed.len()));
     for r in rows {
         s += &format!(
-            "| {} | {} | {} | {} | {:.0} | {:.0} | {}-{} | {:.4} |{}| {:.2}x |\n",
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {}-{} | {:.4} |{} {:.2}x |\n",
             r.graph,
             r.sampler,
             r.k,

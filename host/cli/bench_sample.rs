@@ -166,6 +166,7 @@ fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static s
                 rebound_batches: times.rebound_batches + m.rebound_batches,
                 rebound_builds: times.rebound_builds + m.rebound_builds,
                 recorded_batches: times.recorded_batches + m.recorded_batches,
+                padded_by_workers: times.padded_by_workers + m.padded_by_workers,
             };
         }
     }

@@ -25,7 +25,7 @@
 //! would enter its statistics) are rebound; the others keep a model per batch.
 
 use super::train::{Step, swap_state};
-use super::prepared::{PreparedBatch, PreparedFeatures, pad_with_transpose};
+use super::prepared::{PaddedBatch, PreparedBatch, PreparedFeatures};
 use crate::error::{Error, Result};
 use crate::graph::Csr;
 use crate::nn::gcn_conv::GcnAdjacency;
@@ -174,36 +174,33 @@ impl<B: Ops + 'static> BoundModel<B> {
         if !self.capacity.holds(p) {
             return Err(Error::Shape(format!("a batch of {} nodes and {} nonzeros does not fit {:?}", p.n, p.matrix.s.nnz(), self.capacity)));
         }
-        let rows = self.rows();
-        let (s, t, t_of) = pad_with_transpose(&p.matrix, rows, rows, self.capacity.edges)?;
+        // Padded on a worker thread already when the worker knew this capacity.
+        let made;
+        let padded = match &p.padded {
+            Some(x) if x.capacity == self.capacity => x,
+            _ => {
+                made = PaddedBatch::new(p, self.capacity)?;
+                &made
+            }
+        };
         let (graph, values, values_t) = self.model.adjacency().parts_mut();
-        b.bind_edges(values, s.values())?;
-        b.bind_edges(values_t, t.values())?;
-        b.bind_graph(graph, s, t, t_of)?;
-        match (&p.features, &mut self.input) {
-            (PreparedFeatures::Dense(m), InputFeatures::Dense { x, .. }) => b.bind_rows(x, m)?,
-            (PreparedFeatures::Sparse(w), InputFeatures::Sparse { x, values, values_t, .. }) => {
-                let (s, t, t_of) = pad_with_transpose(w, rows, w.s.n_cols(), self.capacity.feature_nnz)?;
-                b.bind_edges(values, s.values())?;
-                b.bind_edges(values_t, t.values())?;
-                b.bind_graph(x, s, t, t_of)?;
+        b.bind_edges(values, padded.matrix.s.values())?;
+        b.bind_edges(values_t, padded.matrix.t.values())?;
+        b.bind_graph(graph, &padded.matrix)?;
+        match (&padded.features, &mut self.input) {
+            (None, InputFeatures::Dense { x, .. }) => match &p.features {
+                PreparedFeatures::Dense(m) => b.bind_rows(x, m)?,
+                PreparedFeatures::Sparse(_) => return Err(Error::Unsupported("a batch's features changed between dense and sparse".into())),
+            },
+            (Some(f), InputFeatures::Sparse { x, values, values_t, .. }) => {
+                b.bind_edges(values, f.s.values())?;
+                b.bind_edges(values_t, f.t.values())?;
+                b.bind_graph(x, f)?;
             }
             _ => return Err(Error::Unsupported("a batch's features changed between dense and sparse".into())),
         }
-        let mut labels = p.labels.clone();
-        labels.resize(rows, 0);
-        let mut mask = p.mask_bits.clone();
-        mask.resize(rows, 0);
-        b.bind_labels(&mut self.labels, &labels, &mask)?;
-        // w_v / n in f64, rounded once (for w = 1: the same f32 as the 1 / n the cross-entropy
-        // would take, so an unweighted batch trains exactly as on a model built for it).
-        let n_loss = p.loss_nodes.max(1) as f64;
-        let mut w: Vec<f32> = match &p.loss_scale {
-            Some(w) => w.iter().map(|&x| (x as f64 / n_loss) as f32).collect(),
-            None => vec![(1.0 / n_loss) as f32; p.n],
-        };
-        w.resize(rows, 0.0);
-        b.bind_edges(&mut self.scale.1, &w)
+        b.bind_labels(&mut self.labels, &padded.labels, &padded.mask_bits)?;
+        b.bind_edges(&mut self.scale.1, &padded.weights)
     }
 
     /// Whether the step is recorded (replays follow).

@@ -5,6 +5,8 @@
 //! the step thread only pads and copies.
 
 use super::batch::TrainBatch;
+use super::bound::Capacity;
+use crate::ops::backend::bind::{PaddedPattern, coo_rows};
 use crate::error::{Error, Result};
 use crate::graph::Csr;
 use crate::graph::ops::transpose_with_map;
@@ -60,6 +62,62 @@ pub struct PreparedBatch {
     pub loss_scale: Option<Vec<f32>>,
     pub loss_nodes: usize,
     pub sampled_edges: usize,
+    /// The batch padded to a rebound model's capacity, where the worker knew it
+    /// ([`PreparedBatch::pad_for`]); the step thread pads it itself otherwise.
+    pub padded: Option<PaddedBatch>,
+}
+
+/// A batch padded to a capacity: exactly what a rebound model copies.
+pub struct PaddedBatch {
+    pub capacity: Capacity,
+    pub matrix: PaddedPattern,
+    /// Sparse features (`None`: dense ones, copied row by row as they are).
+    pub features: Option<PaddedPattern>,
+    pub labels: Vec<i32>,
+    pub mask_bits: Vec<u8>,
+    /// w_v / n per row: the loss weight (GraphSAINT's, else 1) over the loss nodes; 0 on padding.
+    pub weights: Vec<f32>,
+}
+
+impl PaddedBatch {
+    /// `p` padded to `capacity` (which must hold it).
+    pub fn new(p: &PreparedBatch, capacity: Capacity) -> Result<Self> {
+        let rows = capacity.nodes + 1;
+        let matrix = padded_pattern(&p.matrix, rows, rows, capacity.edges)?;
+        let features = match &p.features {
+            PreparedFeatures::Dense(_) => None,
+            PreparedFeatures::Sparse(w) => Some(padded_pattern(w, rows, w.s.n_cols(), capacity.feature_nnz)?),
+        };
+        let mut labels = p.labels.clone();
+        labels.resize(rows, 0);
+        let mut mask_bits = p.mask_bits.clone();
+        mask_bits.resize(rows, 0);
+        // w_v / n in f64, rounded once (for w = 1: the same f32 as the 1 / n the cross-entropy
+        // would take, so an unweighted batch trains exactly as on a model built for it).
+        let n_loss = p.loss_nodes.max(1) as f64;
+        let mut weights: Vec<f32> = match &p.loss_scale {
+            Some(w) => w.iter().map(|&x| (x as f64 / n_loss) as f32).collect(),
+            None => vec![(1.0 / n_loss) as f32; p.n],
+        };
+        weights.resize(rows, 0.0);
+        Ok(PaddedBatch { capacity, matrix, features, labels, mask_bits, weights })
+    }
+}
+
+impl PreparedBatch {
+    /// Pads the batch for a model of `capacity` now (on the worker thread), if it fits.
+    pub fn pad_for(&mut self, capacity: Capacity) -> Result<()> {
+        if capacity.holds(self) {
+            self.padded = Some(PaddedBatch::new(self, capacity)?);
+        }
+        Ok(())
+    }
+}
+
+fn padded_pattern(w: &WithTranspose, rows: usize, cols: usize, nnz: usize) -> Result<PaddedPattern> {
+    let (s, t, t_of) = pad_with_transpose(w, rows, cols, nnz)?;
+    let (s_rows, t_rows) = (coo_rows(&s), coo_rows(&t));
+    Ok(PaddedPattern { s, t, t_of, s_rows, t_rows })
 }
 
 impl PreparedBatch {
@@ -87,6 +145,7 @@ impl PreparedBatch {
             loss_scale: batch.loss_scale,
             loss_nodes,
             sampled_edges: batch.sampled_edges,
+            padded: None,
         })
     }
 }

@@ -12,7 +12,7 @@
 //! swapped with the persistent ones (`std::mem::swap` of the
 //! [`Param`](crate::nn::param::Param)s, no copy) for the step and swapped back after it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::batch::{BatchSource, NodeData, TrainBatch};
@@ -53,6 +53,8 @@ pub struct SampleTimes {
     pub rebound_builds: usize,
     /// Rebound batches whose step was a replay of the recorded step.
     pub recorded_batches: usize,
+    /// Rebound batches a worker had already padded to the model's capacity.
+    pub padded_by_workers: usize,
 }
 
 impl SampleTimes {
@@ -83,6 +85,8 @@ pub struct SampledTraining {
     pub record: bool,
     /// The rebound model (a `BoundModel<B>` of the backend that trains).
     bound: Option<Box<dyn std::any::Any>>,
+    /// Its capacity, for the workers to pad batches to (off the step's thread).
+    capacity: Arc<Mutex<Option<Capacity>>>,
     pub times: SampleTimes,
     /// The batches of this and the following epochs, made ahead across epoch boundaries (the
     /// first batch of an epoch is made while the last one of the previous epoch trains), with
@@ -126,6 +130,7 @@ impl SampledTraining {
             growth: 1.25,
             record: true,
             bound: None,
+            capacity: Arc::default(),
             times: SampleTimes::default(),
             stream: None,
         })
@@ -182,10 +187,12 @@ impl SampledTraining {
             let sparse = matches!(p.features, PreparedFeatures::Sparse(_));
             let mut m = BoundModel::<B>::new(b, old.grown_for(p, self.growth), p.features.cols(), sparse, self.classes, &self.cfg)?;
             m.rebuilds = rebuilds;
+            *self.capacity.lock().expect("capacity lock poisoned") = Some(m.capacity());
             self.bound = Some(Box::new(m));
             self.times.rebound_builds += 1;
         }
         let m = self.bound.as_mut().and_then(|m| m.downcast_mut::<BoundModel<B>>()).expect("built above");
+        self.times.padded_by_workers += usize::from(p.padded.as_ref().is_some_and(|x| x.capacity == m.capacity()));
         m.bind(b, p)?;
         let mut stats = b.stats()?;
         let t1 = Instant::now();
@@ -258,13 +265,21 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
             let (source, data, n_all, steps) = (Arc::clone(&self.source), Arc::clone(&self.data), self.n_all, self.steps);
             // The workers translate batches for the rebound model where it applies.
             let prepare = (self.rebind && can_rebind(&self.cfg) && b.can_bind()).then_some(self.cfg.model);
+            let capacity = Arc::clone(&self.capacity);
             let first = u32::try_from(epoch).map_err(|_| Error::Unsupported(format!("epoch {epoch} is past 2^32")))? as usize;
             let total = (u32::MAX as usize - first).saturating_mul(steps);
             let batches = Prefetch::new(total, self.prefetch, move |k| {
                 let t = Instant::now();
                 let batch = source.make(&data, n_all, (first + k / steps) as u32, (k % steps) as u32);
                 let ready = batch.and_then(|batch| match prepare {
-                    Some(model) => PreparedBatch::new(batch, model).map(Ready::Prepared),
+                    Some(model) => {
+                        let mut p = PreparedBatch::new(batch, model)?;
+                        let known = *capacity.lock().expect("capacity lock poisoned");
+                        if let Some(c) = known {
+                            p.pad_for(c)?;
+                        }
+                        Ok(Ready::Prepared(p))
+                    }
                     None => Ok(Ready::Batch(batch)),
                 });
                 (ready, t.elapsed().as_secs_f64())
@@ -314,7 +329,7 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
             t.sampled_edges as f64 / t.batches.max(1) as f64,
             t.sampled_edges as f64 / t.wall_s.max(1e-12) / 1e6,
         ) + &if t.rebound_batches > 0 {
-            format!("; {} of {} batches on one rebound model ({} builds, {} steps replayed)", t.rebound_batches, t.batches, t.rebound_builds, t.recorded_batches)
+            format!("; {} of {} batches on one rebound model ({} builds, {} steps replayed, {} padded by the workers)", t.rebound_batches, t.batches, t.rebound_builds, t.recorded_batches, t.padded_by_workers)
         } else {
             String::new()
         }

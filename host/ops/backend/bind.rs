@@ -22,14 +22,24 @@ use crate::ops::{Impl, ValueOrder};
 use crate::tensor::Matrix;
 use crate::util::Real;
 
+/// A pattern with its transpose, for every nonzero of the transpose the pattern's nonzero
+/// holding the same edge, and the row of every nonzero of both (what the HP kernels read
+/// beside the CSR): all made off the step's thread.
+pub struct PaddedPattern {
+    pub s: Csr,
+    pub t: Csr,
+    pub t_of: Vec<u32>,
+    pub s_rows: Vec<u32>,
+    pub t_rows: Vec<u32>,
+}
+
 pub trait BindOps: Backend {
     /// Whether this backend's sparse kernels can run on a rebound graph (else: build per batch).
     fn can_bind(&self) -> bool;
-    /// Rewrites `g` to the pattern `s` (the shape and nonzero count `g` was built with), with
-    /// `s`'s transpose `t` and, for every nonzero of `t`, the nonzero of `s` holding the same
-    /// edge. The values of `s` are not the product's (those are [`Backend::Edges`], passed per
-    /// call): only the pattern is rewritten.
-    fn bind_graph(&self, g: &mut Self::Graph, s: Csr, t: Csr, t_of: Vec<u32>) -> Result<()>;
+    /// Rewrites `g` to the pattern `p.s` (the shape and nonzero count `g` was built with) and
+    /// its transpose. The values of `p.s` are not the product's (those are [`Backend::Edges`],
+    /// passed per call): only the pattern is rewritten.
+    fn bind_graph(&self, g: &mut Self::Graph, p: &PaddedPattern) -> Result<()>;
     /// Rewrites `e` (of `values.len()` entries) with `values`.
     fn bind_edges(&self, e: &mut Self::Edges, values: &[f32]) -> Result<()>;
     /// Rewrites the first `rows.rows` rows of `m` (of `rows.cols` columns) with `rows`.
@@ -71,10 +81,10 @@ impl<T: Real> BindOps for CpuBackend<T> {
     fn can_bind(&self) -> bool {
         true
     }
-    fn bind_graph(&self, g: &mut HostGraph<T>, s: Csr, t: Csr, t_of: Vec<u32>) -> Result<()> {
-        same_pattern("bind_graph", (g.s.n_rows(), g.s.n_cols(), g.s.nnz()), &s, &t, &t_of)?;
-        let values = s.values().iter().map(|&v| T::from_f64(v as f64)).collect();
-        *g = HostGraph { s, t, t_of, values };
+    fn bind_graph(&self, g: &mut HostGraph<T>, p: &PaddedPattern) -> Result<()> {
+        same_pattern("bind_graph", (g.s.n_rows(), g.s.n_cols(), g.s.nnz()), &p.s, &p.t, &p.t_of)?;
+        let values = p.s.values().iter().map(|&v| T::from_f64(v as f64)).collect();
+        *g = HostGraph { s: p.s.clone(), t: p.t.clone(), t_of: p.t_of.clone(), values };
         Ok(())
     }
     fn bind_edges(&self, e: &mut Vec<T>, values: &[f32]) -> Result<()> {
@@ -133,22 +143,25 @@ impl BindOps for CudaBackend {
     fn can_bind(&self) -> bool {
         self.order == ValueOrder::Csr && matches!(self.spmm_impl, Impl::Hp | Impl::Csr)
     }
-    fn bind_graph(&self, g: &mut GpuGraph, s: Csr, t: Csr, t_of: Vec<u32>) -> Result<()> {
+    fn bind_graph(&self, g: &mut GpuGraph, p: &PaddedPattern) -> Result<()> {
         if !self.can_bind() {
             return Err(Error::Unsupported(format!("rebinding a graph for SpMM {:?} on {:?} values", self.spmm_impl, self.order)));
         }
         let h = &g.handle;
         let built = h.csr();
-        same_pattern("bind_graph", (built.n_rows(), built.n_cols(), built.nnz()), &s, &t, &t_of)?;
+        same_pattern("bind_graph", (built.n_rows(), built.n_cols(), built.nnz()), &p.s, &p.t, &p.t_of)?;
+        if p.s_rows.len() != p.s.nnz() || p.t_rows.len() != p.t.nnz() {
+            return Err(Error::Shape("bind_graph: COO rows of another length than the pattern's nonzeros".into()));
+        }
         let th = h.transpose()?;
-        for (handle, csr) in [(&**h, &s), (&*th, &t)] {
+        for (handle, csr, rows) in [(&**h, &p.s, &p.s_rows), (&*th, &p.t, &p.t_rows)] {
             let dev = handle.device_csr()?;
             overwrite(&self.gpu, &dev.row_ptr, csr.row_ptr(), "bind_graph: row_ptr")?;
             overwrite(&self.gpu, &dev.col_idx, csr.col_idx(), "bind_graph: col_idx")?;
-            overwrite(&self.gpu, &handle.device_coo_rows()?.0, &coo_rows(csr), "bind_graph: COO rows")?;
+            overwrite(&self.gpu, &handle.device_coo_rows()?.0, rows, "bind_graph: COO rows")?;
         }
         // Read by `transpose_edges` (sparse input dropout): Sᵀ's nonzero -> S's.
-        overwrite(&self.gpu, &*h.transpose_map(ValueOrder::Csr)?, &t_of, "bind_graph: transpose map")
+        overwrite(&self.gpu, &*h.transpose_map(ValueOrder::Csr)?, &p.t_of, "bind_graph: transpose map")
     }
     fn bind_edges(&self, e: &mut DeviceVec<f32>, values: &[f32]) -> Result<()> {
         same_len("bind_edges", e.len(), values.len().max(1))?;

@@ -97,8 +97,8 @@ pub struct SampledTraining {
 /// A batch as the workers hand it over: made for a model per batch, or translated for the
 /// rebound model.
 enum Ready {
-    Batch(TrainBatch),
-    Prepared(PreparedBatch),
+    Batch(Box<TrainBatch>),
+    Prepared(Box<PreparedBatch>),
 }
 
 type Batches = Prefetch<(Result<Ready>, f64)>;
@@ -278,9 +278,9 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
                         if let Some(c) = known {
                             p.pad_for(c)?;
                         }
-                        Ok(Ready::Prepared(p))
+                        Ok(Ready::Prepared(Box::new(p)))
                     }
-                    None => Ok(Ready::Batch(batch)),
+                    None => Ok(Ready::Batch(Box::new(batch))),
                 });
                 (ready, t.elapsed().as_secs_f64())
             })?;

@@ -37,6 +37,8 @@ pub enum BenchCmd {
     Sample(super::bench_sample::BenchSampleArgs),
     /// One AGNN attention layer, fused against the unfused ops (forward, forward + backward).
     Attention(super::bench_attention::BenchAttentionArgs),
+    /// HP SpMM on sampled batches: Dynamic Task Partition against fixed nonzeros per warp.
+    Dtp(super::bench_dtp::BenchDtpArgs),
 }
 
 #[derive(clap::Args)]
@@ -94,6 +96,7 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
         BenchCmd::Dist(d) => super::bench_dist::run(d),
         BenchCmd::Sample(s) => super::bench_sample::run(s),
         BenchCmd::Attention(t) => super::bench_attention::run(t),
+        BenchCmd::Dtp(d) => super::bench_dtp::run(d),
     }
 }
 

@@ -163,6 +163,10 @@ fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static s
                 wall_s: times.wall_s + m.wall_s,
                 sampled_edges: times.sampled_edges + m.sampled_edges,
                 batch_nodes: times.batch_nodes + m.batch_nodes,
+                rebound_batches: times.rebound_batches + m.rebound_batches,
+                rebound_builds: times.rebound_builds + m.rebound_builds,
+                recorded_batches: times.recorded_batches + m.recorded_batches,
+                padded_by_workers: times.padded_by_workers + m.padded_by_workers,
             };
         }
     }

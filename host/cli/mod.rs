@@ -5,6 +5,7 @@ pub mod bench_setup;
 pub mod bench_dist;
 pub mod bench_attention;
 pub mod bench_dist_gpus;
+pub mod bench_dtp;
 pub mod bench_sample;
 pub mod bench_train;
 pub mod demo;

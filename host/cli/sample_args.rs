@@ -54,6 +54,13 @@ pub struct SampleArgs {
     /// CPU threads making batches ahead of the step.
     #[arg(long, default_value_t = 2)]
     pub sample_workers: usize,
+    /// Build a model per batch instead of rebinding one model (GCN, SAGE, GIN without
+    /// BatchNorm on the CPU or the GPU's CUDA-core kernels are rebound by default).
+    #[arg(long)]
+    pub build_per_batch: bool,
+    /// Run every step of the rebound model eagerly instead of replaying a recording of it (GPU).
+    #[arg(long)]
+    pub eager_steps: bool,
 }
 
 impl SampleArgs {
@@ -122,7 +129,10 @@ impl SampleArgs {
         };
         let node_data = NodeData { features: clone_features(data), labels: data.labels.clone(), mask_bits: data.mask_bits.clone(), n_train: count_train(data) };
         let prefetch = PrefetchConfig { workers: self.sample_workers.max(1), ahead: 1 };
-        Ok(Some(SampledTraining::new(source, node_data, n, steps, prefetch, *cfg, data.classes)?))
+        let mut training = SampledTraining::new(source, node_data, n, steps, prefetch, *cfg, data.classes)?;
+        training.rebind = !self.build_per_batch;
+        training.record = !self.eager_steps;
+        Ok(Some(training))
     }
 }
 

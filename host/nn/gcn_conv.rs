@@ -59,6 +59,12 @@ impl<B: Ops> GcnAdjacency<B> {
         halo_hook::give_back(&self.halo, b, g)
     }
 
+    /// The pattern and both value layouts, to be rewritten in place by a model rebound per
+    /// sampled batch (same shape and nonzero count: see `sample::bound`).
+    pub fn parts_mut(&mut self) -> (&mut B::Graph, &mut B::Edges, &mut B::Edges) {
+        (&mut self.graph, &mut self.values, &mut self.values_t)
+    }
+
     /// `y = Â x`.
     pub fn forward(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
         b.spmm(&self.graph, Side::Forward, &self.values, x, y)

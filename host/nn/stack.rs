@@ -150,6 +150,12 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
         &self.convs
     }
 
+    /// The graph operand the convs share, for a model rebound to a new graph of the same shape
+    /// (`sample::bound`: one model per sampled run, its graph rewritten per batch).
+    pub fn adjacency_mut(&mut self) -> &mut C::Adj {
+        &mut self.adj
+    }
+
     /// Keys the hidden dropouts' masks by global row (a part of a partitioned graph whose rows
     /// start at `first_row`).
     pub fn set_first_row(&mut self, first_row: usize) {

@@ -22,10 +22,12 @@
 pub mod aggregation;
 pub mod alias;
 pub mod batch;
+pub mod bound;
 pub mod induced;
 pub mod local_ids;
 pub mod neighbor;
 pub mod prefetch;
+pub mod prepared;
 pub mod saint;
 pub mod saint_edge;
 pub mod saint_node;

@@ -1,21 +1,24 @@
 //! Mini-batch training: each epoch is `steps` batches made by a sampler on CPU worker threads
 //! ([`Prefetch`], ahead of the step, so the step never waits for a batch that could have been
-//! made already), each trained by a model built for that batch that borrows the parameters.
+//! made already), each trained with the trainer's parameters swapped into a batch model.
 //!
 //! Parameters and Adam's moments live in the trainer's full-graph model (which also evaluates,
-//! exactly, on the full graph, and is what `--save` and `--checkpoint` write). A batch's model
-//! is built on the batch's subgraph with its own activation buffers; its freshly initialised
-//! parameters and BatchNorm buffers are swapped with the persistent ones (`std::mem::swap` of
-//! the [`Param`](crate::nn::param::Param)s, no copy) for the step and swapped back after it. Building costs the batch's
-//! allocations, its subgraph's and features' translation and the uploads: on the CPU 20-50% of
-//! a cora step (`bench/NOTES.md`, "Sampled training"), most of it the translation, which a
-//! model rebound in place to a new graph would redo too; so models are not rebound (yet).
+//! exactly, on the full graph, and is what `--save` and `--checkpoint` write). The batch model
+//! is, for GCN, SAGE and GIN without BatchNorm, one model built at a capacity and rebound to
+//! every batch ([`BoundModel`]): the worker threads translate the batch (its matrix, the
+//! transposes; [`PreparedBatch`]) and the step thread only pads it and copies it into the
+//! model's buffers. Other models get a model built per batch, on the batch's subgraph with
+//! its own buffers. Either way the batch model's own parameters and BatchNorm buffers are
+//! swapped with the persistent ones (`std::mem::swap` of the
+//! [`Param`](crate::nn::param::Param)s, no copy) for the step and swapped back after it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::batch::{BatchSource, NodeData, TrainBatch};
+use super::bound::{BoundModel, Capacity, can_rebind};
 use super::prefetch::{Prefetch, PrefetchConfig};
+use super::prepared::{PreparedBatch, PreparedFeatures};
 use crate::error::{Error, Result};
 use crate::graph::Csr;
 use crate::nn::input::InputFeatures;
@@ -33,8 +36,9 @@ pub struct SampleTimes {
     pub sample_s: f64,
     /// Time the step loop waited for a batch the workers had not finished.
     pub wait_s: f64,
-    /// Building each batch's model: allocations, the subgraph's translation and the uploads of
-    /// its graph and node data (the host-to-device transfer on the GPU).
+    /// Building each batch's model (allocations, the subgraph's translation, the uploads of its
+    /// graph and node data), or with a rebound model padding the batch and copying it in (plus
+    /// the model's build when a batch outgrows it): the host-to-device transfer on the GPU.
     pub build_s: f64,
     /// Forward, loss, backward and Adam of every batch (on the GPU: enqueueing them, plus the
     /// wait for them when [`SampledTraining::sync_each_step`] is set).
@@ -43,6 +47,14 @@ pub struct SampleTimes {
     pub wall_s: f64,
     pub sampled_edges: u64,
     pub batch_nodes: u64,
+    /// Batches trained on a rebound model, and the builds of that model (the first and one per
+    /// batch that outgrew its capacity).
+    pub rebound_batches: usize,
+    pub rebound_builds: usize,
+    /// Rebound batches whose step was a replay of the recorded step.
+    pub recorded_batches: usize,
+    /// Rebound batches a worker had already padded to the model's capacity.
+    pub padded_by_workers: usize,
 }
 
 impl SampleTimes {
@@ -64,6 +76,17 @@ pub struct SampledTraining {
     classes: usize,
     /// Wait for every step to finish before taking the next batch (for timing the split only).
     pub sync_each_step: bool,
+    /// Train GCN, SAGE and GIN (without BatchNorm) on one model rebound per batch where the
+    /// backend's kernels allow it (`false`: a model built per batch, as before).
+    pub rebind: bool,
+    /// Headroom of a rebound model's capacity over the batch that (re)builds it.
+    pub growth: f64,
+    /// Record the rebound model's step once and replay it per batch (GPU; `false`: eager).
+    pub record: bool,
+    /// The rebound model (a `BoundModel<B>` of the backend that trains).
+    bound: Option<Box<dyn std::any::Any>>,
+    /// Its capacity, for the workers to pad batches to (off the step's thread).
+    capacity: Arc<Mutex<Option<Capacity>>>,
     pub times: SampleTimes,
     /// The batches of this and the following epochs, made ahead across epoch boundaries (the
     /// first batch of an epoch is made while the last one of the previous epoch trains), with
@@ -71,7 +94,14 @@ pub struct SampledTraining {
     stream: Option<(Batches, usize)>,
 }
 
-type Batches = Prefetch<(Result<TrainBatch>, f64)>;
+/// A batch as the workers hand it over: made for a model per batch, or translated for the
+/// rebound model.
+enum Ready {
+    Batch(Box<TrainBatch>),
+    Prepared(Box<PreparedBatch>),
+}
+
+type Batches = Prefetch<(Result<Ready>, f64)>;
 
 impl SampledTraining {
     /// `steps` batches per epoch from `source` over a graph of `n_all` nodes; models as `cfg`.
@@ -96,13 +126,29 @@ impl SampledTraining {
             cfg,
             classes,
             sync_each_step: false,
+            rebind: true,
+            growth: 1.25,
+            record: true,
+            bound: None,
+            capacity: Arc::default(),
             times: SampleTimes::default(),
             stream: None,
         })
     }
 
-    /// One step on `batch` with `net`'s parameters; returns the batch's statistics (read later,
-    /// so the GPU is not waited for per batch).
+    /// Batch `i` of `epoch`, made here (what the workers make: for benchmarks of the kernels on
+    /// sampled batches).
+    pub fn batch(&self, epoch: u32, i: u32) -> Result<TrainBatch> {
+        self.source.make(&self.data, self.n_all, epoch, i)
+    }
+
+    /// Batches per epoch.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// One step on `batch` with `net`'s parameters, on a model built for it; returns the
+    /// batch's statistics (read later, so the GPU is not waited for per batch).
     fn step<B: Ops + 'static>(&mut self, b: &B, net: &mut dyn Model<B>, hyper: &AdamHyper, batch: &TrainBatch) -> Result<B::Stats> {
         let t0 = Instant::now();
         let n = batch.nodes.len();
@@ -121,40 +167,94 @@ impl SampledTraining {
             None => None,
         };
         let t1 = Instant::now();
-        swap_state(net, model.as_mut())?;
-        let stepped = (|| {
-            b.begin_step()?;
-            let logits = model.forward(b, &mut input, true)?;
-            let inv = 1.0 / batch.loss_nodes().max(1) as f32;
-            b.cross_entropy(logits, &labels, inv, &mut dlogits, &mut stats)?;
-            let d = match &mut scale {
-                // Weighted loss: its gradient is diag(w) times the mean's (one SpMM, no new op).
-                Some((g, v, weighted)) => {
-                    b.spmm(g, Side::Forward, v, &dlogits, weighted)?;
-                    &*weighted
-                }
-                None => &dlogits,
-            };
-            model.backward(b, &input, d)?;
-            for (_, p) in model.params() {
-                p.adam(b, hyper)?;
-            }
-            if self.sync_each_step {
-                b.synchronize()?;
-            }
-            Ok(())
-        })();
-        // The parameters go back even if the step failed: the trainer must not keep the batch's.
-        swap_state(net, model.as_mut())?;
-        stepped?;
-        let t2 = Instant::now();
-        self.times.build_s += (t1 - t0).as_secs_f64();
-        self.times.step_s += (t2 - t1).as_secs_f64();
-        self.times.sampled_edges += batch.sampled_edges as u64;
-        self.times.batch_nodes += n as u64;
-        self.times.batches += 1;
+        let scale = scale.as_mut().map(|(g, v, m)| (&*g, &*v, m));
+        let step = Step { input: &mut input, labels: &labels, dlogits: &mut dlogits, scale, loss_nodes: batch.loss_nodes(), stats: &mut stats };
+        train_step(b, net, model.as_mut(), hyper, step, self.sync_each_step)?;
+        self.count(t0, t1, batch.sampled_edges, n);
         Ok(stats)
     }
+
+    /// [`SampledTraining::step`] on the rebound model: `p` is padded and copied into it (the
+    /// model is built, or rebuilt larger, when `p` does not fit).
+    fn step_bound<B: Ops + 'static>(&mut self, b: &B, net: &mut dyn Model<B>, hyper: &AdamHyper, p: &PreparedBatch) -> Result<B::Stats> {
+        let t0 = Instant::now();
+        let fits = self.bound.as_ref().and_then(|m| m.downcast_ref::<BoundModel<B>>()).is_some_and(|m| m.capacity().holds(p));
+        if !fits {
+            let (old, rebuilds) = match self.bound.take().and_then(|m| m.downcast::<BoundModel<B>>().ok()) {
+                Some(m) => (m.capacity(), m.rebuilds + 1),
+                None => (Capacity::default(), 0),
+            };
+            let sparse = matches!(p.features, PreparedFeatures::Sparse(_));
+            let mut m = BoundModel::<B>::new(b, old.grown_for(p, self.growth), p.features.cols(), sparse, self.classes, &self.cfg)?;
+            m.rebuilds = rebuilds;
+            *self.capacity.lock().expect("capacity lock poisoned") = Some(m.capacity());
+            self.bound = Some(Box::new(m));
+            self.times.rebound_builds += 1;
+        }
+        let m = self.bound.as_mut().and_then(|m| m.downcast_mut::<BoundModel<B>>()).expect("built above");
+        self.times.padded_by_workers += usize::from(p.padded.as_ref().is_some_and(|x| x.capacity == m.capacity()));
+        m.bind(b, p)?;
+        let mut stats = b.stats()?;
+        let t1 = Instant::now();
+        m.record = self.record;
+        m.step(b, net, hyper, &mut stats, self.sync_each_step)?;
+        if let Some(e) = m.record_error.take() {
+            eprintln!("the sampled step could not be recorded ({e}); it runs eagerly");
+        }
+        self.times.recorded_batches += usize::from(m.is_recorded());
+        self.count(t0, t1, p.sampled_edges, p.n);
+        self.times.rebound_batches += 1;
+        Ok(stats)
+    }
+
+    fn count(&mut self, t0: Instant, t1: Instant, sampled_edges: usize, nodes: usize) {
+        self.times.build_s += (t1 - t0).as_secs_f64();
+        self.times.step_s += t1.elapsed().as_secs_f64();
+        self.times.sampled_edges += sampled_edges as u64;
+        self.times.batch_nodes += nodes as u64;
+        self.times.batches += 1;
+    }
+}
+
+/// What one step reads and writes besides the model.
+pub struct Step<'a, B: Ops> {
+    pub input: &'a mut InputFeatures<B>,
+    pub labels: &'a B::Labels,
+    pub dlogits: &'a mut B::Mat,
+    /// GraphSAINT's weighted loss: diag(w) with its values, and the weighted gradient.
+    pub scale: Option<(&'a B::Graph, &'a B::Edges, &'a mut B::Mat)>,
+    pub loss_nodes: usize,
+    pub stats: &'a mut B::Stats,
+}
+
+/// Forward, loss, backward and Adam of `model` with `net`'s parameters swapped in (and back,
+/// even if the step fails: the trainer must not keep the batch model's).
+pub fn train_step<B: Ops>(b: &B, net: &mut dyn Model<B>, model: &mut dyn Model<B>, hyper: &AdamHyper, s: Step<'_, B>, sync: bool) -> Result<()> {
+    swap_state(net, model)?;
+    let stepped = enqueue_step(b, model, hyper, s).and_then(|()| if sync { b.synchronize() } else { Ok(()) });
+    swap_state(net, model)?;
+    stepped
+}
+
+/// The work of one step on `model`'s own parameters (queued only: recordable).
+pub fn enqueue_step<B: Ops>(b: &B, model: &mut dyn Model<B>, hyper: &AdamHyper, s: Step<'_, B>) -> Result<()> {
+    b.begin_step()?;
+    let logits = model.forward(b, s.input, true)?;
+    let inv = 1.0 / s.loss_nodes.max(1) as f32;
+    b.cross_entropy(logits, s.labels, inv, s.dlogits, s.stats)?;
+    let d = match s.scale {
+        // Weighted loss: its gradient is diag(w) times the mean's (one SpMM, no new op).
+        Some((g, v, weighted)) => {
+            b.spmm(g, Side::Forward, v, s.dlogits, weighted)?;
+            &*weighted
+        }
+        None => &*s.dlogits,
+    };
+    model.backward(b, s.input, d)?;
+    for (_, p) in model.params() {
+        p.adam(b, hyper)?;
+    }
+    Ok(())
 }
 
 impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
@@ -163,12 +263,26 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
         if self.stream.as_ref().is_none_or(|(_, next)| *next != epoch) {
             // A new run (or one resumed elsewhere): batches from this epoch on, as far as u32 epochs go.
             let (source, data, n_all, steps) = (Arc::clone(&self.source), Arc::clone(&self.data), self.n_all, self.steps);
+            // The workers translate batches for the rebound model where it applies.
+            let prepare = (self.rebind && can_rebind(&self.cfg) && b.can_bind()).then_some(self.cfg.model);
+            let capacity = Arc::clone(&self.capacity);
             let first = u32::try_from(epoch).map_err(|_| Error::Unsupported(format!("epoch {epoch} is past 2^32")))? as usize;
             let total = (u32::MAX as usize - first).saturating_mul(steps);
             let batches = Prefetch::new(total, self.prefetch, move |k| {
                 let t = Instant::now();
                 let batch = source.make(&data, n_all, (first + k / steps) as u32, (k % steps) as u32);
-                (batch, t.elapsed().as_secs_f64())
+                let ready = batch.and_then(|batch| match prepare {
+                    Some(model) => {
+                        let mut p = PreparedBatch::new(batch, model)?;
+                        let known = *capacity.lock().expect("capacity lock poisoned");
+                        if let Some(c) = known {
+                            p.pad_for(c)?;
+                        }
+                        Ok(Ready::Prepared(Box::new(p)))
+                    }
+                    None => Ok(Ready::Batch(Box::new(batch))),
+                });
+                (ready, t.elapsed().as_secs_f64())
             })?;
             self.stream = Some((batches, epoch));
         }
@@ -178,15 +292,19 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
         for _ in 0..self.steps {
             let (batch, seconds) = batches.next().expect("batches for every epoch up to 2^32");
             self.times.sample_s += seconds;
-            stats.push(self.step(&**b, net, hyper, &batch?)?);
+            // With the divisor of the loss read back (the rebound step writes the sum).
+            stats.push(match batch? {
+                Ready::Batch(batch) => (self.step(&**b, net, hyper, &batch)?, 1.0),
+                Ready::Prepared(p) => (self.step_bound(&**b, net, hyper, &p)?, p.loss_nodes.max(1) as f64),
+            });
         }
         self.times.wait_s += (batches.waited() - waited_before).as_secs_f64();
         self.stream = Some((batches, epoch + 1));
         self.times.wall_s += t0.elapsed().as_secs_f64();
         self.times.epochs += 1;
         let mut loss = 0.0;
-        for s in &stats {
-            loss += b.read_stats(s)?.loss;
+        for (s, n) in &stats {
+            loss += b.read_stats(s)?.loss / n;
         }
         Ok(loss / stats.len().max(1) as f64)
     }
@@ -210,7 +328,11 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
             t.batch_nodes as f64 / t.batches.max(1) as f64,
             t.sampled_edges as f64 / t.batches.max(1) as f64,
             t.sampled_edges as f64 / t.wall_s.max(1e-12) / 1e6,
-        )
+        ) + &if t.rebound_batches > 0 {
+            format!("; {} of {} batches on one rebound model ({} builds, {} steps replayed, {} padded by the workers)", t.rebound_batches, t.batches, t.rebound_builds, t.recorded_batches, t.padded_by_workers)
+        } else {
+            String::new()
+        }
     }
 }
 

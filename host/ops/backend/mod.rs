@@ -9,6 +9,7 @@
 //! Every buffer a step touches is allocated when the model is built; the ops only enqueue work,
 //! so that the GPU backend can capture a whole step as a CUDA graph.
 
+pub mod bind;
 pub mod cpu;
 pub mod cuda;
 
@@ -145,6 +146,7 @@ pub trait Ops:
     + ScaledAddOp
     + DotOp
     + BatchNormOp
+    + bind::BindOps
 {
 }
 
@@ -170,5 +172,6 @@ impl<B> Ops for B where
         + ScaledAddOp
         + DotOp
         + BatchNormOp
+        + bind::BindOps
 {
 }

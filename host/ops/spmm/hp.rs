@@ -16,6 +16,17 @@ pub fn spmm_hp(g: &GraphHandle, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>
 
 /// [`spmm_hp`] with per-call values in CSR order (`None`: the handle's).
 pub fn spmm_hp_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    spmm_hp_npw(g, values, x, y, None)
+}
+
+/// [`spmm_hp_values`] with `nnz_per_warp` fixed (a positive multiple of 32) instead of the DTP
+/// choice (`None`): what `bench dtp` compares DTP with.
+pub fn spmm_hp_npw(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, nnz_per_warp: Option<u32>) -> Result<()> {
+    if let Some(npw) = nnz_per_warp
+        && (npw == 0 || npw % 32 != 0)
+    {
+        return Err(crate::error::Error::Unsupported(format!("HP SpMM: {npw} nonzeros per warp is not a positive multiple of 32")));
+    }
     let gpu = g.gpu()?;
     let csr = g.device_csr()?;
     let values = match values {
@@ -32,7 +43,7 @@ pub fn spmm_hp_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &Devi
         return Ok(());
     }
     let k_chunks = (x.ld as u32 / 4).div_ceil(32);
-    let npw = hp_nnz_per_warp(nnz, gpu.info().sm_count, 64, 2, k_chunks);
+    let npw = nnz_per_warp.unwrap_or_else(|| hp_nnz_per_warp(nnz, gpu.info().sm_count, 64, 2, k_chunks));
     let warps = nnz.div_ceil(npw);
     let shape = Shape {
         grid: (warps.div_ceil(config::HP_SPMM_WARPS), k_chunks, 1),

@@ -1,0 +1,254 @@
+//! One model for a whole sampled run, built at a capacity and rebound to every batch.
+//!
+//! Building a model per batch pays, per batch, for the parameters' initialisation (thrown away:
+//! the trainer's are swapped in), every activation buffer, the graph's translation and the
+//! uploads, one allocation each. Here the model is built once with `capacity.nodes + 1` rows, a
+//! matrix of `capacity.edges` nonzeros and (sparse features) a feature matrix of
+//! `capacity.feature_nnz`; a batch is padded to exactly those sizes ([`pad`](super::prepared::pad): empty rows, and
+//! zero-valued nonzeros in the last row, a sink no batch node uses) and copied into the
+//! buffers ([`BindOps`](crate::ops::backend::bind::BindOps)). The padding changes nothing for the batch's nodes: the padded rows
+//! have no edges to them, carry no loss (membership 0) and so get zero gradients; every real
+//! nonzero keeps its index, so dropout masks are the unpadded batch's. The loss of a rebound
+//! model is the freshly built one's (tested).
+//!
+//! Every batch runs the same work on the same buffers, so the step is recorded once (a CUDA
+//! graph on the GPU) and replayed per batch after its copies: the step costs one launch on the
+//! host instead of one per op. What differs between batches lives in device memory: the mean
+//! loss's 1/n is folded into the per-node loss weights (diag(w / n) times the gradient, always
+//! applied; the cross-entropy runs with weight 1 and its loss is the sum, divided by n when read),
+//! and the nonzero counts are the capacity's. The first step of a model runs eagerly (it warms
+//! every lazily built buffer); a recording that fails leaves the steps eager.
+//!
+//! A batch larger than the capacity rebuilds the model at the batch's size times `growth`
+//! (counted in [`BoundModel::rebuilds`]). Only models whose layers share one fixed matrix
+//! (GCN, SAGE, GIN: [`Stack`] over a [`GcnAdjacency`]) and have no BatchNorm (padded rows
+//! would enter its statistics) are rebound; the others keep a model per batch.
+
+use super::train::{Step, swap_state};
+use super::prepared::{PaddedBatch, PreparedBatch, PreparedFeatures};
+use crate::error::{Error, Result};
+use crate::graph::Csr;
+use crate::nn::gcn_conv::GcnAdjacency;
+use crate::nn::input::{HostFeatures, InputFeatures};
+use crate::nn::models::{self, Model, ModelConfig};
+use crate::nn::stack::{Conv, Stack};
+use crate::ops::backend::{AdamHyper, Ops, Side};
+use crate::tensor::Matrix;
+
+/// The most a batch may hold without a rebuild.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Capacity {
+    pub nodes: usize,
+    /// Nonzeros of the model's matrix.
+    pub edges: usize,
+    /// Nonzeros of sparse features (0 for dense ones).
+    pub feature_nnz: usize,
+}
+
+impl Capacity {
+    /// Whether `p` fits.
+    pub fn holds(&self, p: &PreparedBatch) -> bool {
+        p.n <= self.nodes && p.matrix.s.nnz() <= self.edges && p.features.nnz() <= self.feature_nnz
+    }
+
+    /// The capacity for `p` with `growth` headroom, never below `self`.
+    pub fn grown_for(&self, p: &PreparedBatch, growth: f64) -> Capacity {
+        let up = |x: usize| ((x as f64 * growth.max(1.0)).ceil() as usize).max(x);
+        Capacity {
+            nodes: self.nodes.max(up(p.n)).max(1),
+            edges: self.edges.max(up(p.matrix.s.nnz())).max(1),
+            feature_nnz: self.feature_nnz.max(up(p.features.nnz())),
+        }
+    }
+}
+
+/// Whether `cfg`'s model can be rebound (else the caller builds one per batch).
+pub fn can_rebind(cfg: &ModelConfig) -> bool {
+    matches!(cfg.model, "gcn" | "sage" | "gin") && !cfg.batch_norm
+}
+
+/// A stack over a fixed matrix, seen as a model whose matrix can be reached.
+trait OnMatrix<B: Ops> {
+    fn model(&mut self) -> &mut dyn Model<B>;
+    fn adjacency(&mut self) -> &mut GcnAdjacency<B>;
+}
+
+impl<B: Ops + 'static, C: Conv<B, Adj = GcnAdjacency<B>> + 'static> OnMatrix<B> for Stack<B, C> {
+    fn model(&mut self) -> &mut dyn Model<B> {
+        self
+    }
+    fn adjacency(&mut self) -> &mut GcnAdjacency<B> {
+        self.adjacency_mut()
+    }
+}
+
+pub struct BoundModel<B: Ops> {
+    model: Box<dyn OnMatrix<B>>,
+    pub input: InputFeatures<B>,
+    pub labels: B::Labels,
+    pub dlogits: B::Mat,
+    /// diag(w / n) over the rows: the loss weight of each node (GraphSAINT's, else 1) over the
+    /// batch's loss nodes n, 0 on padded rows; with the weighted gradient it writes.
+    scale: (B::Graph, B::Edges, B::Mat),
+    /// Where the step writes its loss (a fixed buffer a recording can write).
+    stats: B::Stats,
+    capacity: Capacity,
+    pub rebuilds: usize,
+    /// Record the step at its second run and replay it after (`false`: always eager).
+    pub record: bool,
+    recorded: Option<B::Recording>,
+    /// Why recording failed, if it did (the steps then run eagerly).
+    pub record_error: Option<String>,
+    steps_run: usize,
+}
+
+/// A canonical `rows x cols` pattern of `nnz` nonzeros (row-major fill) to build buffers of
+/// that size on; every batch's pattern overwrites it.
+fn template(rows: usize, cols: usize, nnz: usize) -> Result<Csr> {
+    if nnz > rows * cols {
+        return Err(Error::Shape(format!("a {rows}x{cols} template cannot hold {nnz} nonzeros")));
+    }
+    let mut row_ptr: Vec<u32> = (0..=rows).map(|r| (r * cols).min(nnz) as u32).collect();
+    row_ptr[rows] = nnz as u32;
+    let col_idx = (0..nnz).map(|k| (k % cols) as u32).collect();
+    Csr::new(rows, cols, row_ptr, col_idx, vec![0.0; nnz])
+}
+
+impl<B: Ops + 'static> BoundModel<B> {
+    /// A model for batches up to `capacity` with `features` columns (sparse or dense as the
+    /// batches' are).
+    pub fn new(b: &B, capacity: Capacity, features: usize, sparse: bool, classes: usize, cfg: &ModelConfig) -> Result<Self> {
+        if !can_rebind(cfg) {
+            return Err(Error::Unsupported(format!("{}: a rebound model needs a fixed matrix and no BatchNorm", cfg.model)));
+        }
+        let rows = capacity.nodes + 1;
+        // The matrix may not be denser than rows x rows (nor the features than rows x features).
+        let capacity = Capacity {
+            edges: capacity.edges.min(rows * rows),
+            feature_nnz: if sparse { capacity.feature_nnz.clamp(1, rows * features) } else { 0 },
+            ..capacity
+        };
+        let s = template(rows, rows, capacity.edges)?;
+        let model: Box<dyn OnMatrix<B>> = match cfg.model {
+            "gcn" => Box::new(models::gcn::build_on(b, s, features, classes, cfg, None)?),
+            "sage" => Box::new(models::sage::build_on(b, s, features, classes, cfg, None)?),
+            "gin" => Box::new(models::gin::build_on(b, s, features, classes, cfg, None)?),
+            other => return Err(Error::Unsupported(format!("{other}: no fixed matrix to rebind"))),
+        };
+        let x = if sparse { HostFeatures::Sparse(template(rows, features, capacity.feature_nnz)?) } else { HostFeatures::Dense(Matrix::zeros(rows, features)) };
+        let input = InputFeatures::new(b, &x)?;
+        let diag = Csr::new(rows, rows, (0..=rows as u32).collect(), (0..rows as u32).collect(), vec![0.0; rows])?;
+        let diag = b.graph(diag)?;
+        let diag_values = b.graph_values(&diag, Side::Forward)?;
+        Ok(BoundModel {
+            model,
+            input,
+            labels: b.labels(&vec![0; rows], &vec![0; rows])?,
+            dlogits: b.matrix(rows, classes)?,
+            scale: (diag, diag_values, b.matrix(rows, classes)?),
+            stats: b.stats()?,
+            capacity,
+            rebuilds: 0,
+            record: true,
+            recorded: None,
+            record_error: None,
+            steps_run: 0,
+        })
+    }
+
+    pub fn capacity(&self) -> Capacity {
+        self.capacity
+    }
+
+    /// Rows of every buffer (the capacity's nodes and the sink row).
+    pub fn rows(&self) -> usize {
+        self.capacity.nodes + 1
+    }
+
+    pub fn model(&mut self) -> &mut dyn Model<B> {
+        self.model.model()
+    }
+
+    /// Copies `p` (which must fit: [`Capacity::holds`]) into the model's buffers.
+    pub fn bind(&mut self, b: &B, p: &PreparedBatch) -> Result<()> {
+        if !self.capacity.holds(p) {
+            return Err(Error::Shape(format!("a batch of {} nodes and {} nonzeros does not fit {:?}", p.n, p.matrix.s.nnz(), self.capacity)));
+        }
+        // Padded on a worker thread already when the worker knew this capacity.
+        let made;
+        let padded = match &p.padded {
+            Some(x) if x.capacity == self.capacity => x,
+            _ => {
+                made = PaddedBatch::new(p, self.capacity)?;
+                &made
+            }
+        };
+        let (graph, values, values_t) = self.model.adjacency().parts_mut();
+        b.bind_edges(values, padded.matrix.s.values())?;
+        b.bind_edges(values_t, padded.matrix.t.values())?;
+        b.bind_graph(graph, &padded.matrix)?;
+        match (&padded.features, &mut self.input) {
+            (None, InputFeatures::Dense { x, .. }) => match &p.features {
+                PreparedFeatures::Dense(m) => b.bind_rows(x, m)?,
+                PreparedFeatures::Sparse(_) => return Err(Error::Unsupported("a batch's features changed between dense and sparse".into())),
+            },
+            (Some(f), InputFeatures::Sparse { x, values, values_t, .. }) => {
+                b.bind_edges(values, f.s.values())?;
+                b.bind_edges(values_t, f.t.values())?;
+                b.bind_graph(x, f)?;
+            }
+            _ => return Err(Error::Unsupported("a batch's features changed between dense and sparse".into())),
+        }
+        b.bind_labels(&mut self.labels, &padded.labels, &padded.mask_bits)?;
+        b.bind_edges(&mut self.scale.1, &padded.weights)
+    }
+
+    /// Whether the step is recorded (replays follow).
+    pub fn is_recorded(&self) -> bool {
+        self.recorded.is_some()
+    }
+
+    /// One step on the batch just bound with `net`'s parameters swapped in (and back, even if
+    /// the step fails): replayed when recorded, recorded at the second step when `record`, else
+    /// eager. The sum of the loss nodes' losses goes to `out` (divide by the batch's loss nodes).
+    pub fn step(&mut self, b: &B, net: &mut dyn Model<B>, hyper: &AdamHyper, out: &mut B::Stats, sync: bool) -> Result<()> {
+        swap_state(net, self.model.model())?;
+        let stepped = self.run(b, hyper, out, sync);
+        swap_state(net, self.model.model())?;
+        self.steps_run += 1;
+        stepped
+    }
+
+    fn run(&mut self, b: &B, hyper: &AdamHyper, out: &mut B::Stats, sync: bool) -> Result<()> {
+        if self.recorded.is_none() && self.record && self.steps_run >= 1 {
+            // Captured work must not wait on earlier work (nor fail on an earlier error).
+            b.synchronize()?;
+            match b.record(&mut || self.enqueue(b, hyper)) {
+                Ok(Some(r)) => self.recorded = Some(r),
+                Ok(None) => self.record = false,
+                Err(e) => {
+                    b.synchronize()?;
+                    self.record = false;
+                    self.record_error = Some(e.to_string());
+                }
+            }
+        }
+        match &self.recorded {
+            Some(r) => b.replay(r)?,
+            None => self.enqueue(b, hyper)?,
+        }
+        b.copy_stats(&self.stats, out)?;
+        if sync {
+            b.synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// The step's work: forward, the loss with weight 1, diag(w / n) times its gradient,
+    /// backward, Adam.
+    fn enqueue(&mut self, b: &B, hyper: &AdamHyper) -> Result<()> {
+        let (g, v, weighted) = &mut self.scale;
+        let step = Step { input: &mut self.input, labels: &self.labels, dlogits: &mut self.dlogits, scale: Some((&*g, &*v, weighted)), loss_nodes: 1, stats: &mut self.stats };
+        super::train::enqueue_step(b, self.model.model(), hyper, step)
+    }
+}

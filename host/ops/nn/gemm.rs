@@ -61,9 +61,19 @@ pub fn gemm_host<T: Real>(a: &HostMat<T>, ta: bool, b: &HostMat<T>, tb: bool, be
             }
         }),
         (true, false) => {
-            // C = Aᵀ B: rows of A and B stream together; partial products per chunk of k.
-            let chunk = kk.div_ceil(rayon::current_num_threads().max(1) * 4).max(64);
-            let partial = (0..kk.div_ceil(chunk))
+            // C = Aᵀ B: rows of A and B stream together; a partial product per chunk of k, summed
+            // in chunk order. The chunk depends on k only coarsely (a fixed size, doubled while
+            // there would be more than MAX_PARTIALS), never on the thread count, and trailing zero
+            // rows add exact zeros: so the result is the same on every machine and for a batch
+            // padded with empty rows (the rebound sampled model pads each batch to a capacity
+            // that depends on the batches seen; a resumed run must reproduce the losses exactly).
+            const ROWS_PER_PARTIAL: usize = 256;
+            const MAX_PARTIALS: usize = 64;
+            let mut chunk = ROWS_PER_PARTIAL;
+            while kk.div_ceil(chunk) > MAX_PARTIALS {
+                chunk *= 2;
+            }
+            let partials: Vec<Vec<T>> = (0..kk.div_ceil(chunk))
                 .into_par_iter()
                 .map(|ci| {
                     let mut acc = vec![T::zero(); c.rows * n];
@@ -79,10 +89,11 @@ pub fn gemm_host<T: Real>(a: &HostMat<T>, ta: bool, b: &HostMat<T>, tb: bool, be
                     }
                     acc
                 })
-                .reduce(|| vec![T::zero(); c.rows * n], |mut x, y| {
-                    x.iter_mut().zip(&y).for_each(|(p, &q)| *p += q);
-                    x
-                });
+                .collect();
+            let mut partial = vec![T::zero(); c.rows * n];
+            for p in &partials {
+                partial.iter_mut().zip(p).for_each(|(x, &q)| *x += q);
+            }
             c.data.iter_mut().zip(partial).for_each(|(o, p)| *o = if beta == T::zero() { p } else { *o * beta + p });
         }
         (true, true) => c.data.par_chunks_mut(n).enumerate().for_each(|(r, out)| {

@@ -2,7 +2,10 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2]
+# evening: the step benches of the evening round (fused input dropout, fused attention, setup
+# from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
+# loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -40,5 +43,19 @@ if [[ "$what" == *" dist "* ]]; then
   $T train sbm:100000 --model gat --partitions 2 --epochs 5 --quiet 2>&1 | tail -4
   $T train sbm:100000 --model gcn --gpus 1 --epochs 5 --quiet --verbose 2>&1 | tail -4
   $T bench dist --parts 1,2,4 --models gcn,gat --out "$out" 2>&1 | tail -8
+fi
+if [[ "$what" == *" evening "* ]]; then
+  timeout 120 $T bench train rmat:18:16:1:relabel --models gcn:2x16,sage,gin,agnn --precisions tf32,f16 --seeds 0 --out "$out/bt" 2>&1 | tail -14
+  timeout 60 $T bench attention rmat:18:16:1:relabel pubmed --k 32,128 --out "$out/att" 2>&1 | tail -8
+  [ -f /tmp/s.tcg ] || timeout 60 $T gen sbm --n 10000000 --avg-degree 10 --features 1 -o /tmp/s.tcg > /dev/null 2>&1
+  timeout 60 $T bench setup /tmp/s.tcg --features 64 --precision tf32 --first-step --out "$out/setup" 2>&1 | tail -4
+  timeout 90 $T bench dist sbm:1000000 --parts 1,2 --models gcn,gat --halo-path device,host --out "$out/dist" 2>&1 | tail -8
+  timeout 120 $T bench sample cora citeseer --device gpu --no-full --epochs 200 --seeds 0,1,2 --out "$out/sample" 2>&1 | tail -20
+fi
+if [[ "$what" == *" gpus2 "* ]]; then
+  nvidia-smi -L
+  for m in gcn agnn gat sage; do for g in 1 2; do
+    timeout 60 $T train sbm:100000 --model $m --gpus $g --epochs 20 --quiet --out "$out/loss-$m-$g" > "$out/loss-$m-$g.log" 2>&1 || echo "$m --gpus $g failed"; done; done
+  timeout 200 $T bench dist sbm:2000000 --gpus 1,2 --models gcn,gat --out "$out/sbm2m" 2>&1 | tail -10
 fi
 exit 0

@@ -105,4 +105,27 @@ mod tests {
         let unlisted: Vec<&String> = entries.keys().filter(|e| !listed.iter().any(|l| l.0 == e.as_str())).collect();
         assert!(unlisted.is_empty(), "PTX entry points without a Kernel handle in gpu::abi: {unlisted:?}");
     }
+
+    /// The PTX declares no external function: a device `/` or `%` by a value the compiler cannot
+    /// prove non-zero, an index out of bounds or an `unwrap` links a call into core's panic code,
+    /// which no PTX module provides, and the driver then refuses the whole module (every GPU op
+    /// fails to load). Checked without a GPU, so CI catches it.
+    #[test]
+    fn ptx_links_no_external_function() {
+        let externs: Vec<&str> = KERNELS_PTX.lines().filter(|l| l.trim_start().starts_with(".extern .func")).collect();
+        let callers: Vec<String> = {
+            let mut entry = "";
+            let mut out = Vec::new();
+            for line in KERNELS_PTX.lines() {
+                if let Some(rest) = line.trim().strip_prefix(".visible .entry ") {
+                    entry = rest.trim_end_matches('(');
+                } else if line.contains("call") && externs.iter().any(|e| e.split_whitespace().last().is_some_and(|f| line.contains(f.trim_end_matches('(')))) {
+                    out.push(entry.to_string());
+                }
+            }
+            out.dedup();
+            out
+        };
+        assert!(externs.is_empty(), "the PTX declares external functions {externs:?}, called from {callers:?}: use translate::div_or_zero / rem_or_zero, get_unchecked or a guarded path in those kernels");
+    }
 }

@@ -23,6 +23,7 @@ use crate::abi::dropout_gemm::{DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_TH
 use crate::nn::grid_stride;
 use crate::ptx;
 use crate::rng::{dropout_hash_low, dropout_high_key, dropout_keep_keyed};
+use crate::translate::{div_or_zero, rem_or_zero};
 
 /// k per forward chunk, and the x tile's shared stride (36: the A fragment's 8 rows x 4
 /// columns fall in 32 distinct banks).
@@ -99,7 +100,7 @@ unsafe fn b_fragment<const SPLIT: bool>(tile: u32, stride: u32, k0: u32, col: u3
 unsafe fn load_tile(m: *const f32, ld: u32, r0: u32, row_end: u32, c0: u32, col_end: u32, rows: u32, per_row: u32, tile: u32, stride: u32) {
     let mut i = ptx::tid_x();
     while i < rows * per_row {
-        let (r, c) = (i / per_row, 4 * (i % per_row));
+        let (r, c) = (div_or_zero(i, per_row), 4 * rem_or_zero(i, per_row));
         let v = if r0 + r < row_end && c0 + c < col_end { unsafe { ptx::ld_nc_v4_f32(m.add((r0 + r) as usize * ld as usize + (c0 + c) as usize)) } } else { [0.0; 4] };
         unsafe { ptx::st_shared_v4_f32(tile + 4 * (r * stride + c), v) };
         i += DG_THREADS;
@@ -112,7 +113,7 @@ pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs)
     let DropoutGemmArgs { rows, k, ldx, ldw, col_tiles, threshold, x, w, y, scale, seed_key, step, offset } = args;
     let bn = 8 * NT as u32;
     let w_stride = bn + 8;
-    let (row0, col0) = ((ptx::ctaid_x() / col_tiles) * DG_BLOCK_ROWS, (ptx::ctaid_x() % col_tiles) * bn);
+    let (row0, col0) = (div_or_zero(ptx::ctaid_x(), col_tiles) * DG_BLOCK_ROWS, rem_or_zero(ptx::ctaid_x(), col_tiles) * bn);
     let tid = ptx::tid_x();
     let (warp, g, t) = (tid / 32, (tid % 32) / 4, tid % 4);
     let key = (seed_key, unsafe { ptx::ld_nc_u32(step) }, threshold, offset);
@@ -169,8 +170,10 @@ pub unsafe fn weight_grad<const NT: usize, const SPLIT: bool>(args: DropoutGemmD
     let bn = 8 * NT as u32;
     let d_stride = bn + 8;
     let b = ptx::ctaid_x();
-    let split = b / (k_tiles * col_tiles);
-    let (kc0, col0) = (((b / col_tiles) % k_tiles) * DG_BLOCK_K, (b % col_tiles) * bn);
+    // Runtime divisors through div_or_zero / rem_or_zero: a plain `/` links a panic path the
+    // device cannot resolve (the PTX would not load).
+    let split = div_or_zero(b, k_tiles * col_tiles);
+    let (kc0, col0) = (rem_or_zero(div_or_zero(b, col_tiles), k_tiles) * DG_BLOCK_K, rem_or_zero(b, col_tiles) * bn);
     let tid = ptx::tid_x();
     let (warp, g, t) = (tid / 32, (tid % 32) / 4, tid % 4);
     let key = (seed_key, unsafe { ptx::ld_nc_u32(step) }, threshold, offset);

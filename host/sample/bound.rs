@@ -188,7 +188,9 @@ impl<B: Ops + 'static> BoundModel<B> {
         b.bind_edges(values_t, padded.matrix.t.values())?;
         b.bind_graph(graph, &padded.matrix)?;
         match (&padded.features, &mut self.input) {
-            (None, InputFeatures::Dense { x, .. }) => match &p.features {
+            // Dense features on the GPU are held for the fused input dropout; either way x is the
+            // batch's dense rows.
+            (None, InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }) => match &p.features {
                 PreparedFeatures::Dense(m) => b.bind_rows(x, m)?,
                 PreparedFeatures::Sparse(_) => return Err(Error::Unsupported("a batch's features changed between dense and sparse".into())),
             },

@@ -81,12 +81,13 @@ impl<B: Ops> InputFeatures<B> {
     /// [`InputFeatures::new`] of features the caller gives up: dense ones through
     /// [`Backend::upload_owned`](crate::ops::backend::Backend::upload_owned), so they are held
     /// once (the host copy is freed after the upload, or becomes the CPU backend's).
-    pub fn from_owned(b: &B, host: HostFeatures) -> Result<Self> {
+    /// `fuse`: whether the caller wants the fused input dropout where the backend offers it.
+    pub fn from_owned(b: &B, host: HostFeatures, fuse: bool) -> Result<Self> {
         match host {
             HostFeatures::Dense(m) => {
                 let (rows, cols) = (m.rows, m.cols);
                 let x = b.upload_owned(m)?;
-                if b.fuses_input_dropout(rows, cols) {
+                if fuse && b.fuses_input_dropout(rows, cols) {
                     return Ok(InputFeatures::DenseFused { x, offset: 0, seed: 0 });
                 }
                 Ok(InputFeatures::Dense { x, dropped: b.matrix(rows, cols)?, mask: b.mask(rows, cols)?, offset: 0 })

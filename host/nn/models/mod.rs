@@ -63,6 +63,26 @@ pub struct ModelConfig {
     pub seed: u64,
 }
 
+impl ModelConfig {
+    /// Columns the first layer's products on the input features produce in all (SAGE has two:
+    /// the neighbours' and the root's; GAT one per head).
+    pub fn first_product_columns(&self) -> usize {
+        match self.model {
+            "gat" => self.hidden * self.heads.max(1),
+            "sage" => 2 * self.hidden,
+            _ => self.hidden,
+        }
+    }
+
+    /// Whether the fused input dropout (`ops::nn::dropout_gemm`) beats dropout + cuBLAS for this
+    /// model's first layer: on the H100 it wins for 16 output columns and loses from 64 on (its
+    /// block re-reads X per 64-column tile; figures in bench/NOTES.md, evening round). Either
+    /// way it saves the dropped copy and the mask; the CPU ignores it.
+    pub fn fused_input_dropout_pays(&self) -> bool {
+        self.first_product_columns() <= 32
+    }
+}
+
 /// [`ModelConfig`] as read from a file: the name owned, then looked up in the registry.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -4,19 +4,15 @@
 //! points under `OUT/gpus-N/`, and this process merges them into `OUT/dist.{json,md}` with the
 //! speedup and parallel efficiency against the 1-GPU point.
 
-use std::rc::Rc;
 use std::sync::Arc;
 
-use tcgnn::dist::nccl::{NcclCommunicator, new_unique_id};
 use tcgnn::dist::part_graph::relabel;
-use tcgnn::dist::rendezvous::{join, serve_at};
 use tcgnn::dist::{DistTrainer, ExchangeMethod, HaloPath, Partition, PartitionMethod};
-use tcgnn::gpu::Gpu;
 use tcgnn::nn::CudaBackend;
 use tcgnn::{Error, Result};
 
 use super::bench_dist::{BenchDistArgs, DistReport, exchange_method, graphs, record, write_report};
-use super::dist_train_cmd::{PEER_TIMEOUT, gather_timing, same_partition_everywhere, spawn_ranks, without_flag};
+use super::dist_train_cmd::{connect_nccl, gather_timing, same_partition_everywhere, spawn_ranks, without_flag};
 use crate::cli::train_cmd::{TrainArgs, edge_layout, load_dataset, model_config, train_config};
 
 /// The parent: one world per GPU count, then the merged report.
@@ -65,15 +61,7 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
     if world == 0 || rank >= world {
         return Err(Error::Unsupported(format!("--rank {rank} of --world-size {world}")));
     }
-    let gpu = Gpu::probe()?;
-    let id = if rank == 0 {
-        let id = new_unique_id()?;
-        serve_at(master, world, &id, PEER_TIMEOUT)?;
-        id
-    } else {
-        join(master, rank, world, PEER_TIMEOUT)?
-    };
-    let comm = Rc::new(NcclCommunicator::new(gpu.clone(), rank, world, &id)?);
+    let (gpu, comm) = connect_nccl(rank, world, master)?;
     let pm: PartitionMethod = a.partition_method.parse()?;
     let mut records = Vec::new();
     for graph in &graphs(a, true) {

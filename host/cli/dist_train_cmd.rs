@@ -33,6 +33,21 @@ use crate::cli::train_cmd::{Device, TrainArgs, edge_layout, load_dataset, model_
 /// How long a rank waits for its peers (rendezvous, in-process receives) before an error.
 pub(crate) const PEER_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// This rank's GPU and its NCCL communicator: rank 0 makes the unique id and serves it at
+/// `master`, the others fetch it from there (`train --rank` and `bench dist --rank` alike).
+pub(crate) fn connect_nccl(rank: usize, world: usize, master: &str) -> Result<(Arc<Gpu>, Rc<NcclCommunicator>)> {
+    let gpu = Gpu::probe()?;
+    let id = if rank == 0 {
+        let id = new_unique_id()?;
+        serve_at(master, world, &id, PEER_TIMEOUT)?;
+        id
+    } else {
+        join(master, rank, world, PEER_TIMEOUT)?
+    };
+    let comm = Rc::new(NcclCommunicator::new(gpu.clone(), rank, world, &id)?);
+    Ok((gpu, comm))
+}
+
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct DistArgs {
     /// Train on P parts of the graph in this process (P threads, each with its own backend and
@@ -246,15 +261,7 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
         nccl.sort();
         eprintln!("rank {rank}/{world}: CUDA_VISIBLE_DEVICES={:?} {nccl:?}", std::env::var("CUDA_VISIBLE_DEVICES").ok());
     }
-    let gpu = Gpu::probe()?;
-    let id = if rank == 0 {
-        let id = new_unique_id()?;
-        serve_at(master, world, &id, PEER_TIMEOUT)?;
-        id
-    } else {
-        join(master, rank, world, PEER_TIMEOUT)?
-    };
-    let comm = Rc::new(NcclCommunicator::new(gpu.clone(), rank, world, &id)?);
+    let (gpu, comm) = connect_nccl(rank, world, master)?;
     let s = setup(a, world)?;
     same_partition_everywhere(&*comm, &s.partition)?;
     let backend = Arc::new(cuda_backend(a, gpu)?);

@@ -134,7 +134,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         let ctx = PartContext { hook, first_row: first - layout.below, first_edge };
         let n = layout.rows();
         let net = models::build_part(b, part_graph, data.features.cols(), data.classes, model, &ctx)?;
-        let input = InputFeatures::new(b, &local.features)?.keyed_from(feature_offset(&data.features, first, layout));
+        let input = InputFeatures::for_model(b, &local.features, model)?.keyed_from(feature_offset(&data.features, first, layout));
         let labels = b.labels(&local.labels, &local.mask_bits)?;
         Ok(DistTrainer {
             net,

@@ -9,6 +9,7 @@
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::ops::backend::{Ops, Side};
+use crate::nn::models::ModelConfig;
 use crate::nn::operand::Operand;
 use crate::tensor::Matrix;
 
@@ -81,13 +82,13 @@ impl<B: Ops> InputFeatures<B> {
     /// [`InputFeatures::new`] of features the caller gives up: dense ones through
     /// [`Backend::upload_owned`](crate::ops::backend::Backend::upload_owned), so they are held
     /// once (the host copy is freed after the upload, or becomes the CPU backend's).
-    /// `fuse`: whether the caller wants the fused input dropout where the backend offers it.
-    pub fn from_owned(b: &B, host: HostFeatures, fuse: bool) -> Result<Self> {
+    /// Fused input dropout where the backend offers it and it pays for `model`'s first layer.
+    pub fn from_owned(b: &B, host: HostFeatures, model: &ModelConfig) -> Result<Self> {
         match host {
             HostFeatures::Dense(m) => {
                 let (rows, cols) = (m.rows, m.cols);
                 let x = b.upload_owned(m)?;
-                if fuse && b.fuses_input_dropout(rows, cols) {
+                if model.fused_input_dropout_pays() && b.fuses_input_dropout(rows, cols) {
                     return Ok(InputFeatures::DenseFused { x, offset: 0, seed: 0 });
                 }
                 Ok(InputFeatures::Dense { x, dropped: b.matrix(rows, cols)?, mask: b.mask(rows, cols)?, offset: 0 })
@@ -99,6 +100,12 @@ impl<B: Ops> InputFeatures<B> {
     /// The features as the backend runs them best (fused input dropout where it offers it).
     pub fn new(b: &B, host: &HostFeatures) -> Result<Self> {
         Self::with_fusion(b, host, b.fuses_input_dropout(host.rows(), host.cols()))
+    }
+
+    /// The features for `model`: fused input dropout where the backend offers it and it pays
+    /// for the model's first layer ([`ModelConfig::fused_input_dropout_pays`]).
+    pub fn for_model(b: &B, host: &HostFeatures, model: &ModelConfig) -> Result<Self> {
+        Self::with_fusion(b, host, model.fused_input_dropout_pays() && b.fuses_input_dropout(host.rows(), host.cols()))
     }
 
     /// [`InputFeatures::new`] with the choice made by the caller: `fused` dense features keep no

@@ -69,10 +69,7 @@ pub struct Trainer<B: Ops + 'static> {
 
 impl<B: Ops + 'static> Trainer<B> {
     pub fn new(backend: Arc<B>, data: &Dataset, model: &ModelConfig, train: &TrainConfig) -> Result<Self> {
-        let fuse = model.fused_input_dropout_pays();
-        Self::build(backend, data, model, train, |b| {
-            InputFeatures::with_fusion(b, &data.features, fuse && b.fuses_input_dropout(data.features.rows(), data.features.cols()))
-        })
+        Self::build(backend, data, model, train, |b| InputFeatures::for_model(b, &data.features, model))
     }
 
     /// [`Trainer::new`] moving the features out of `data` (left as an empty matrix of the same
@@ -81,8 +78,7 @@ impl<B: Ops + 'static> Trainer<B> {
     pub fn new_taking_features(backend: Arc<B>, data: &mut Dataset, model: &ModelConfig, train: &TrainConfig) -> Result<Self> {
         let width = data.features.cols();
         let features = std::mem::replace(&mut data.features, HostFeatures::Dense(Matrix::zeros(0, width)));
-        let fuse = model.fused_input_dropout_pays();
-        Self::build(backend, data, model, train, move |b| InputFeatures::from_owned(b, features, fuse))
+        Self::build(backend, data, model, train, move |b| InputFeatures::from_owned(b, features, model))
     }
 
     fn build(backend: Arc<B>, data: &Dataset, model: &ModelConfig, train: &TrainConfig, input: impl FnOnce(&B) -> Result<InputFeatures<B>>) -> Result<Self> {

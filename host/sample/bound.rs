@@ -136,7 +136,7 @@ impl<B: Ops + 'static> BoundModel<B> {
             other => return Err(Error::Unsupported(format!("{other}: no fixed matrix to rebind"))),
         };
         let x = if sparse { HostFeatures::Sparse(template(rows, features, capacity.feature_nnz)?) } else { HostFeatures::Dense(Matrix::zeros(rows, features)) };
-        let input = InputFeatures::new(b, &x)?;
+        let input = InputFeatures::for_model(b, &x, cfg)?;
         let diag = Csr::new(rows, rows, (0..=rows as u32).collect(), (0..rows as u32).collect(), vec![0.0; rows])?;
         let diag = b.graph(diag)?;
         let diag_values = b.graph_values(&diag, Side::Forward)?;

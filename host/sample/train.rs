@@ -153,7 +153,7 @@ impl SampledTraining {
         let t0 = Instant::now();
         let n = batch.nodes.len();
         let mut model = build_batch_model(b, batch, self.classes, &self.cfg)?;
-        let mut input = InputFeatures::new(b, &batch.features)?;
+        let mut input = InputFeatures::for_model(b, &batch.features, &self.cfg)?;
         let labels = b.labels(&batch.labels, &batch.mask_bits)?;
         let mut dlogits = b.matrix(n, self.classes)?;
         let mut stats = b.stats()?;

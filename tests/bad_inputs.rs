@@ -230,6 +230,11 @@ fn silent_wrong_results_are_errors() {
     train(&["ring.mtx", "--features", "4", "--batch-size", "8"], &["--batch-size", "--sampler"]);
     train(&["ring.mtx", "--features", "4", "--partitions", "2", "--sampler", "saint-rw"], &["--sampler", "--partitions"]);
     train(&["ring.mtx", "--features", "4", "--partitions", "0"], &["--partitions"]);
+    // Benchmarks of this round: degenerate widths and counts, refused before any GPU work.
+    refuses(&dir, &["bench", "attention", "ring.mtx", "--k", "0"], &["--k", "1..="]);
+    refuses(&dir, &["bench", "attention", "ring.mtx", "--k", "100000000"], &["--k"]);
+    refuses(&dir, &["bench", "dtp", "ring.mtx", "--fixed", "48"], &["--fixed", "multiples of 32"]);
+    refuses(&dir, &["bench", "dist", "ring.mtx", "--gpus", "0"], &["--gpus", ">= 1"]);
     let mut d = node_data(6);
     d.split.as_mut().unwrap().val = vec![false; 6];
     write_npz(dir.join("noval.npz"), &d).unwrap();

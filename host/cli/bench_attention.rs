@@ -50,7 +50,13 @@ struct Row {
     fused_step_ms: f64,
 }
 
+/// Widths above this are refused up front (the layer holds several N x K matrices).
+const MAX_K: usize = 4096;
+
 pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
+    if a.k.is_empty() || a.k.iter().any(|&k| k == 0 || k > MAX_K) || a.reps == 0 {
+        return Err(tcgnn::Error::Unsupported(format!("bench attention: --k needs widths in 1..={MAX_K} and --reps >= 1 (got --k {:?}, --reps {})", a.k, a.reps)));
+    }
     let gpu = Gpu::probe()?;
     let mut graphs = a.graphs.clone();
     if a.suite {

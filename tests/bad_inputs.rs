@@ -233,7 +233,7 @@ fn silent_wrong_results_are_errors() {
     // Benchmarks of this round: degenerate widths and counts, refused before any GPU work.
     refuses(&dir, &["bench", "attention", "ring.mtx", "--k", "0"], &["--k", "1..="]);
     refuses(&dir, &["bench", "attention", "ring.mtx", "--k", "100000000"], &["--k"]);
-    refuses(&dir, &["bench", "dtp", "ring.mtx", "--fixed", "48"], &["--fixed", "multiples of 32"]);
+    refuses(&dir, &["bench", "dtp", "ring.mtx", "--fixed", "0"], &["--fixed", "1..=1048576"]);
     refuses(&dir, &["bench", "dist", "ring.mtx", "--gpus", "0"], &["--gpus", ">= 1"]);
     let mut d = node_data(6);
     d.split.as_mut().unwrap().val = vec![false; 6];

@@ -568,10 +568,11 @@ fn dtp_takes_the_largest_candidate_satisfying_ineq_5() {
 }
 
 #[test]
-fn the_launchers_nnz_per_warp_differs_from_the_papers_on_sampled_batches() {
-    // `hp_nnz_per_warp` (what ops::spmm::hp launches today: 2 waves of 64 warps per SM as a cap,
-    // a floor of 32, any multiple of 32 up to 4096) is not the paper's DTP. On batch-sized
-    // graphs it keeps 32 nonzeros per warp where the paper drops to 8 for more warps:
+fn the_waves_rule_differs_from_the_papers_dtp_on_sampled_batches() {
+    // `hp_nnz_per_warp` (the launchers' earlier rule, kept for `bench dtp`: 2 waves of 64 warps
+    // per SM as a cap, a floor of 32, any multiple of 32 up to 4096) is not the paper's DTP,
+    // which the launchers now use. On batch-sized graphs it keeps 32 nonzeros per warp where
+    // the paper drops to 8 for more warps:
     let (nnz, k_chunks) = (60_000, 1);
     assert_eq!(hp_nnz_per_warp(nnz, H100_SMS, 64, 2, k_chunks), 32);
     assert_eq!(dtp_nnz_per_warp(nnz, 128, H100_WAVE, 8, 4, 1, 1), 8);

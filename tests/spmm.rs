@@ -81,6 +81,26 @@ fn gpu_hp_spmm_matches_reference() {
 }
 
 #[test]
+fn gpu_hp_spmm_any_nnz_per_warp() {
+    // DTP takes 8 nonzeros per warp on small graphs (HP-SpMM's candidate set), and the kernel
+    // must take any count: batches shorter than a warp, counts that are not multiples of 32.
+    let Some(gpu) = common::gpu_or_skip("gpu_hp_spmm_any_nnz_per_warp") else { return };
+    for (name, s) in common::odd_shapes(13) {
+        for npw in [1, 5, 8, 33, 512] {
+            check_gpu_with(&gpu, &name, &s, 24, Precision::F32, &format!("HP npw {npw}"), |g, x, y| match x {
+                DeviceFeatures::F32(x) => tcgnn::ops::spmm::hp::spmm_hp_npw(g, None, x, y, Some(npw)),
+                DeviceFeatures::F16(_) => unreachable!("f32 features"),
+            });
+        }
+    }
+    let big = common::one_huge_row(100_000, 16, 5);
+    check_gpu_with(&gpu, "one huge row", &big, 64, Precision::F32, "HP npw 8", |g, x, y| match x {
+        DeviceFeatures::F32(x) => tcgnn::ops::spmm::hp::spmm_hp_npw(g, None, x, y, Some(8)),
+        DeviceFeatures::F16(_) => unreachable!("f32 features"),
+    });
+}
+
+#[test]
 fn gpu_spmm_k_not_multiple_of_8_is_padded() {
     let Some(gpu) = common::gpu_or_skip("gpu_spmm_k_not_multiple_of_8_is_padded") else { return };
     let s = common::random_graph(300, 7, 5, 3);

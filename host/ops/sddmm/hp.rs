@@ -3,11 +3,13 @@
 use crate::error::Result;
 use crate::gpu::abi::sddmm::{HpSddmmArgs, sddmm_hp_f32};
 use crate::gpu::launch::{Ptr, Shape};
-use crate::gpu::shared::partition::hp_nnz_per_warp;
+use crate::gpu::shared::partition::{dtp_full_wave_size, dtp_nnz_per_warp};
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::GraphHandle;
 use crate::ops::sddmm::ValueOrder;
 
+/// Threads per block of the HP SDDMM (8 warps).
+const SDDMM_HP_THREADS: u32 = 256;
 
 /// Lanes per edge: float4s of K, rounded up to a power of two, at most 32; as a shift.
 pub fn group_shift(ld: usize) -> u32 {
@@ -32,7 +34,12 @@ pub fn sddmm_hp(g: &GraphHandle, a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, o
             m.0.arg(gpu)
         }
     };
-    let npw = hp_nnz_per_warp(nnz, gpu.info().sm_count, 64, 2, 1);
+    // DTP as for HP SpMM (InEq. 5), with K's term at 1: the SDDMM has no K split (a warp's lane
+    // groups cover K), so 128 = WarpSize x VectorWidth columns.
+    let active = sddmm_hp_f32.max_active_blocks_per_sm(gpu, SDDMM_HP_THREADS, 0)?;
+    let wave = dtp_full_wave_size(gpu.info().sm_count, active);
+    let (alpha_num, alpha_den) = crate::ops::spmm::hp::DTP_ALPHA;
+    let npw = dtp_nnz_per_warp(nnz, 128, wave, SDDMM_HP_THREADS / 32, 4, alpha_num, alpha_den);
     let warps = nnz.div_ceil(npw);
     let args = HpSddmmArgs {
         nnz,
@@ -49,7 +56,7 @@ pub fn sddmm_hp(g: &GraphHandle, a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, o
     };
     // SAFETY: row_of/col_idx/values hold nnz entries, the slot map (or null) maps into an
     // output the caller sized for `order`; A and B share the padded stride.
-    unsafe { sddmm_hp_f32.launch(gpu, Shape::linear(warps.div_ceil(8), 256, 0), &args) }
+    unsafe { sddmm_hp_f32.launch(gpu, Shape::linear(warps.div_ceil(SDDMM_HP_THREADS / 32), SDDMM_HP_THREADS, 0), &args) }
 }
 
 #[cfg(test)]

@@ -9,6 +9,25 @@ use crate::ops::{GraphHandle, ValueOrder};
 
 pub use crate::gpu::shared::partition::hp_nnz_per_warp;
 use crate::gpu::shared::config;
+use crate::gpu::shared::partition::{dtp_full_wave_size, dtp_nnz_per_warp};
+use crate::gpu::Gpu;
+
+/// α of HP-SpMM's InEq. 5 as (numerator, denominator): at least one full wave of blocks. The
+/// paper names α a scale factor without giving its value; `bench dtp` measures the choice.
+pub const DTP_ALPHA: (u32, u32) = (1, 1);
+
+/// Float4 columns per lane: the kernel's VectorWidth in InEq. 5 (each lane loads 4 of K).
+const HP_SPMM_VECTOR_WIDTH: u32 = 4;
+
+/// Dynamic Task Partition as HP-SpMM states it (Eq. 3-5, §III-C): Eq. 3 from the driver's
+/// occupancy calculator for this kernel (warps, registers and shared memory per SM), Eq. 4 the
+/// full wave, and the largest NnzPerWarp of the candidate set {8, ..., 512} for which the
+/// launch still has α full waves (`ld` columns: the grid's K split counts as more warps).
+pub fn dtp_spmm_nnz_per_warp(gpu: &Gpu, nnz: u32, ld: u32) -> Result<u32> {
+    let active = spmm_hp_f32.max_active_blocks_per_sm(gpu, 32 * config::HP_SPMM_WARPS, 0)?;
+    let wave = dtp_full_wave_size(gpu.info().sm_count, active);
+    Ok(dtp_nnz_per_warp(nnz, ld, wave, config::HP_SPMM_WARPS, HP_SPMM_VECTOR_WIDTH, DTP_ALPHA.0, DTP_ALPHA.1))
+}
 
 pub fn spmm_hp(g: &GraphHandle, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
     spmm_hp_values(g, None, x, y)
@@ -19,13 +38,14 @@ pub fn spmm_hp_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &Devi
     spmm_hp_npw(g, values, x, y, None)
 }
 
-/// [`spmm_hp_values`] with `nnz_per_warp` fixed (a positive multiple of 32) instead of the DTP
-/// choice (`None`): what `bench dtp` compares DTP with.
+/// [`spmm_hp_values`] with `nnz_per_warp` fixed (any positive count: a warp reads its nonzeros
+/// 32 at a time and takes a shorter last batch) instead of the DTP choice (`None`,
+/// [`dtp_spmm_nnz_per_warp`]): what `bench dtp` compares DTP with.
 pub fn spmm_hp_npw(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, nnz_per_warp: Option<u32>) -> Result<()> {
     if let Some(npw) = nnz_per_warp
-        && (npw == 0 || npw % 32 != 0)
+        && npw == 0
     {
-        return Err(crate::error::Error::Unsupported(format!("HP SpMM: {npw} nonzeros per warp is not a positive multiple of 32")));
+        return Err(crate::error::Error::Unsupported("HP SpMM: 0 nonzeros per warp".into()));
     }
     let gpu = g.gpu()?;
     let csr = g.device_csr()?;
@@ -43,7 +63,10 @@ pub fn spmm_hp_npw(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &DeviceM
         return Ok(());
     }
     let k_chunks = (x.ld as u32 / 4).div_ceil(32);
-    let npw = nnz_per_warp.unwrap_or_else(|| hp_nnz_per_warp(nnz, gpu.info().sm_count, 64, 2, k_chunks));
+    let npw = match nnz_per_warp {
+        Some(n) => n,
+        None => dtp_spmm_nnz_per_warp(gpu, nnz, x.ld as u32)?,
+    };
     let warps = nnz.div_ceil(npw);
     let shape = Shape {
         grid: (warps.div_ceil(config::HP_SPMM_WARPS), k_chunks, 1),

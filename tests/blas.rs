@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use tcgnn::Error;
 use tcgnn::gpu::cublas::{Blas, ColumnMajorGemm, GemmMath, RowMajor, column_major_args};
 use tcgnn::gpu::memory::padded_ld;
-use tcgnn::gpu::{DeviceMatrix, Gpu};
+use tcgnn::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use tcgnn::graph::Csr;
 use tcgnn::ops::spmm::spmm_device;
 use tcgnn::ops::{DeviceFeatures, GraphHandle, Impl};
@@ -470,6 +470,12 @@ fn capture_errors_end_the_capture() {
     let r = gpu.capture(|| gpu.synchronize());
     assert!(matches!(r, Err(Error::Cuda { .. })), "synchronize inside a capture: {r:?}");
     eager_gemm_works("after a synchronize inside the capture");
+
+    // An allocation inside the capture (cudarc's stream-ordered alloc would be recorded as a
+    // graph node whose buffer a second replay cannot allocate again) is refused by name.
+    let r = gpu.capture(|| DeviceVec::<f32>::zeros(&gpu, 1000).map(|_| ()));
+    assert!(matches!(&r, Err(Error::Unsupported(m)) if m.contains("allocating 1000 elements")), "allocation inside a capture: {r:?}");
+    eager_gemm_works("after an allocation inside the capture");
 
     // A panic inside the closure: the capture is ended as the panic unwinds.
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

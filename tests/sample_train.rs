@@ -169,7 +169,7 @@ fn losses<B: Ops + 'static>(b: Arc<B>, d: &Dataset, cfg: &ModelConfig, source: O
 
 #[test]
 fn gpu_whole_graph_batches_match_the_full_graph_step() {
-    let Some(gpu) = common::gpu_or_skip("gpu_whole_graph_batches_match_the_full_graph_step") else { return };
+    let Some((gpu, _serial)) = common::gpu_serial_or_skip("gpu_whole_graph_batches_match_the_full_graph_step") else { return };
     let d = grid_data();
     let cuda = || Arc::new(CudaBackend::new(gpu.clone(), Precision::F32, Impl::Auto).unwrap());
     for info in MODELS {
@@ -188,7 +188,7 @@ fn gpu_whole_graph_batches_match_the_full_graph_step() {
 
 #[test]
 fn gpu_sampled_training_learns() {
-    let Some(gpu) = common::gpu_or_skip("gpu_sampled_training_learns") else { return };
+    let Some((gpu, _serial)) = common::gpu_serial_or_skip("gpu_sampled_training_learns") else { return };
     let data = Dataset::load("sbm:2000:4:8", None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap();
     let g = Arc::new(data.graph.clone());
     for model in ["gcn", "sage"] {

@@ -76,6 +76,20 @@ impl Drop for CaptureGuard<'_> {
 }
 
 impl Gpu {
+    /// An error if this GPU's stream is being captured. cudarc allocates stream-ordered
+    /// (`cuMemAllocAsync`), which a capture records as an allocation node instead of refusing:
+    /// the graph then owns the buffer, and a second replay fails with CUDA_ERROR_INVALID_VALUE
+    /// because the first one's allocation was never freed. Lazily allocated buffers must be
+    /// made by an eager run before the capture; this names the one that was not.
+    pub fn refuse_in_capture(&self, what: impl FnOnce() -> String) -> Result<()> {
+        // SAFETY: the Gpu's own live stream.
+        let status = unsafe { result::stream::is_capturing(self.stream.cu_stream()) };
+        match status {
+            Ok(CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE) | Err(_) => Ok(()),
+            Ok(_) => Err(Error::Unsupported(format!("{} while the step is being recorded as a CUDA graph (run it once eagerly first)", what()))),
+        }
+    }
+
     /// Capture the GPU work `f` queues on this GPU's stream into a graph (nothing runs during the
     /// capture), then instantiate and upload it. If `f` fails, the capture is still ended (the
     /// stream works normally afterwards) and `f`'s error is returned. See the module

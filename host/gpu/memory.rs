@@ -30,6 +30,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin> DeviceVec<T> {
         Ok(DeviceVec { data })
     }
     pub fn zeros(gpu: &Gpu, len: usize) -> Result<Self> {
+        gpu.refuse_in_capture(|| format!("allocating {len} elements of {}", std::any::type_name::<T>()))?;
         let data = gpu.stream.alloc_zeros::<T>(len.max(1)).map_err(|e| Error::cuda(format!("alloc of {len} elements"), e))?;
         Ok(DeviceVec { data })
     }

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use tcgnn::gpu::Gpu;
 use tcgnn::graph::Csr;
@@ -19,6 +19,16 @@ pub fn gpu_or_skip(test: &str) -> Option<Arc<Gpu>> {
             None
         }
     }
+}
+
+/// [`gpu_or_skip`] for a test that records CUDA graphs: the binary's tests share one GPU
+/// stream, and a capture records whatever any thread queues on it, so such tests hold this
+/// lock while they run (the test harness runs tests on parallel threads).
+pub fn gpu_serial_or_skip(test: &str) -> Option<(Arc<Gpu>, MutexGuard<'static, ()>)> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    let gpu = gpu_or_skip(test)?;
+    // A test that panicked while holding the lock leaves it poisoned; the GPU is still usable.
+    Some((gpu, SERIAL.lock().unwrap_or_else(|e| e.into_inner())))
 }
 
 /// `$TCGNN_DATASETS` or `../shared/datasets` next to the repository.

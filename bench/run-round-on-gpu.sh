@@ -2,10 +2,11 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
-# loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2.
+# loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
+# small graphs beside PyG's fastest configuration measured in the same call (torch.compile on cora).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -57,5 +58,16 @@ if [[ "$what" == *" gpus2 "* ]]; then
   for m in gcn agnn gat sage; do for g in 1 2; do
     timeout 60 $T train sbm:100000 --model $m --gpus $g --epochs 20 --quiet --out "$out/loss-$m-$g" > "$out/loss-$m-$g.log" 2>&1 || echo "$m --gpus $g failed"; done; done
   timeout 200 $T bench dist sbm:2000000 --gpus 1,2 --models gcn,gat --out "$out/sbm2m" 2>&1 | tail -10
+fi
+if [[ "$what" == *" night "* ]]; then
+  # PyG first (its records feed bench train's speedup column): 500 random features as ours.
+  pt=(--timing-only --features 500 --no-feature-norm --fastest)
+  timeout 200 python3 bench/pyg/train.py cora citeseer pubmed --model gcn agnn gat sage gin "${pt[@]}" \
+    --variants edge_index,edge_index+tf32,csr+tf32 --out "$out/pyg-time-small.json" > "$out/pyg-small.log" 2>&1 || echo "pyg small failed ($?)"
+  timeout 200 python3 bench/pyg/train.py cora --model gcn agnn gat sage gin "${pt[@]}" \
+    --variants edge_index+tf32,compile+best+tf32 --out "$out/pyg-time-compile.json" > "$out/pyg-compile.log" 2>&1 || echo "pyg compile failed ($?)"
+  grep -hE "fastest|Error" "$out"/pyg-small.log "$out"/pyg-compile.log | tail -20
+  pyg=(); for f in "$out"/pyg-time-compile.json "$out"/pyg-time-small.json; do [ -f "$f" ] && pyg+=(--pyg "$f"); done
+  timeout 150 $T bench train cora citeseer pubmed --models gcn:2x16,agnn:4x32,gat,sage,gin --precisions tf32 --seeds 0 "${pyg[@]}" --out "$out/bt" 2>&1 | tail -18
 fi
 exit 0

@@ -32,6 +32,8 @@ pub struct Gpu {
     pub(crate) kernels: KernelModule,
     info: GpuInfo,
     clock: SetupClock,
+    /// Pinned staging buffers of large uploads ([`crate::gpu::pinned`]), made on first use.
+    pub(crate) staging: crate::gpu::pinned::Staging,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -91,7 +93,7 @@ impl Gpu {
             )));
         }
         let kernels = KernelModule::load(&ctx)?;
-        Ok(Arc::new(Gpu { ctx, stream, kernels, info, clock: SetupClock::default() }))
+        Ok(Arc::new(Gpu { ctx, stream, kernels, info, clock: SetupClock::default(), staging: Default::default() }))
     }
 
     /// The first device, or the reason there is none.

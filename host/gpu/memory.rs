@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::gpu::launch::{Ptr, PtrMut};
+use crate::gpu::pinned::{STAGED_MIN_BYTES, chunk_elems};
 use crate::tensor::Matrix;
 
 /// A device vector.
@@ -19,7 +20,24 @@ pub struct DeviceVec<T> {
 }
 
 impl<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin> DeviceVec<T> {
-    pub fn upload(gpu: &Gpu, host: &[T]) -> Result<Self> {
+    pub fn upload(gpu: &Gpu, host: &[T]) -> Result<Self>
+    where
+        T: Send + Sync,
+    {
+        let bytes = std::mem::size_of_val(host);
+        if bytes >= STAGED_MIN_BYTES {
+            // SAFETY: every element is written by the staged copies before anything reads it.
+            let mut data = unsafe { gpu.stream.alloc::<T>(host.len()) }.map_err(|e| Error::cuda(format!("alloc of {} elements", host.len()), e))?;
+            gpu.clock().uploading(bytes, || {
+                let (dst, _written) = data.device_ptr_mut(&gpu.stream);
+                gpu.upload_staged(dst, host.len(), chunk_elems::<T>(), |first, slot| {
+                    let src = &host[first..first + slot.len()];
+                    slot.par_chunks_mut(1 << 16).zip(src.par_chunks(1 << 16)).for_each(|(d, s)| d.clone_from_slice(s));
+                    Ok(())
+                })
+            })?;
+            return Ok(DeviceVec { data });
+        }
         // cuMemAlloc refuses 0 bytes in some drivers: keep one element for empty inputs.
         let data = if host.is_empty() {
             gpu.stream.alloc_zeros::<T>(1)
@@ -111,16 +129,36 @@ impl<T: Element> DeviceMatrix<T> {
         if ld == 0 {
             return Ok(d);
         }
+        let convert = |dst: &mut [T], src: &[f32]| {
+            dst.par_chunks_mut(ld).zip(src.par_chunks(m.cols)).for_each(|(dst, src)| {
+                for (d, &s) in dst.iter_mut().zip(src) {
+                    *d = T::from_f32(s);
+                }
+            })
+        };
+        let bytes = m.rows * ld * std::mem::size_of::<T>();
+        if bytes >= STAGED_MIN_BYTES && ld <= chunk_elems::<T>() {
+            // Rows converted straight into the pinned slots, whole rows per chunk.
+            let rows_per_chunk = chunk_elems::<T>() / ld;
+            {
+                let (dst, _written) = d.buf.data.device_ptr_mut(&gpu.stream);
+                gpu.clock().uploading(bytes, || {
+                    gpu.upload_staged(dst, m.rows * ld, rows_per_chunk * ld, |first, slot: &mut [T]| {
+                        let (r0, n) = (first / ld, slot.len() / ld);
+                        // Whole padded rows are copied: their padding columns must be zero.
+                        slot.par_chunks_mut(ld).for_each(|row| row[m.cols..].fill(T::default()));
+                        convert(slot, &m.data[r0 * m.cols..(r0 + n) * m.cols]);
+                        Ok(())
+                    })
+                })?;
+            }
+            return Ok(d);
+        }
         let chunk = (UPLOAD_STAGING_BYTES / (ld.max(1) * std::mem::size_of::<T>())).max(1);
         let mut host = vec![T::default(); chunk.min(m.rows) * ld];
         for r0 in (0..m.rows).step_by(chunk) {
             let n = chunk.min(m.rows - r0);
-            let src = &m.data[r0 * m.cols..(r0 + n) * m.cols];
-            host[..n * ld].par_chunks_mut(ld).zip(src.par_chunks(m.cols)).for_each(|(dst, src)| {
-                for (d, &s) in dst.iter_mut().zip(src) {
-                    *d = T::from_f32(s);
-                }
-            });
+            convert(&mut host[..n * ld], &m.data[r0 * m.cols..(r0 + n) * m.cols]);
             d.upload_rows(r0, &host[..n * ld])?;
         }
         Ok(d)

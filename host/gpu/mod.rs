@@ -2,7 +2,7 @@
 //!
 //! [`device`] finds a GPU without ever panicking, [`module`] holds the embedded PTX and the
 //! kernel functions, [`abi`] a typed handle and argument struct per kernel, [`memory`] the typed
-//! device buffers, [`timing`] event timing, [`launch`] the one thin unsafe launch wrapper,
+//! device buffers ([`pinned`]: large uploads through pinned staging), [`timing`] event timing, [`launch`] the one thin unsafe launch wrapper,
 //! [`cusparse`] the in-process baseline, [`cublas`] dense
 //! GEMM, [`graph`] CUDA graph capture and replay. All of it runs on the one stream the [`Gpu`]
 //! owns ([`Gpu::stream`]).
@@ -15,6 +15,7 @@ pub mod graph;
 pub mod launch;
 pub mod memory;
 pub mod module;
+pub mod pinned;
 pub mod selftest;
 pub mod setup_clock;
 pub mod shared;

@@ -45,3 +45,27 @@ fn gpu_staged_matrices_keep_values_and_zero_padding() {
     assert!(back.chunks(16).zip(m.data.chunks(13)).all(|(a, b)| a[..13].iter().zip(b).all(|(x, y)| *x == half::f16::from_f32(*y))), "f16 values");
     assert!(back.chunks(16).all(|row| row[13..].iter().all(|x| x.to_f32() == 0.0)), "f16 padding not zero");
 }
+
+#[test]
+fn gpu_arena_copies_land_in_order_across_slot_switches() {
+    let Some(gpu) = common::gpu_or_skip("gpu_arena_copies_land_in_order_across_slot_switches") else { return };
+    // 40 copies of 1 MiB plus odd sizes cycle the two 16 MiB arena slots several times; the
+    // sources are gone before the copies run (the arena copied them). One copy larger than a
+    // slot takes the staged path.
+    let slot = tcgnn::gpu::pinned::ARENA_SLOT_BYTES / 4;
+    let mut lens: Vec<usize> = (0..40).map(|i| (1 << 18) + i * 37).collect();
+    lens.extend([1, 3, slot - 1, slot + 5]);
+    let mut bufs = Vec::new();
+    for (i, &len) in lens.iter().enumerate() {
+        let d = DeviceVec::<u32>::zeros(&gpu, len).unwrap();
+        let src: Vec<u32> = (0..len as u32).map(|x| x.wrapping_mul(2654435761).wrapping_add(i as u32)).collect();
+        gpu.copy_htod_pinned(d.ptr(&gpu), len, |h: &mut [u32]| h.copy_from_slice(&src)).unwrap();
+        drop(src);
+        bufs.push(d);
+    }
+    for (i, (d, &len)) in bufs.iter().zip(&lens).enumerate() {
+        let got = d.download(&gpu).unwrap();
+        let want: Vec<u32> = (0..len as u32).map(|x| x.wrapping_mul(2654435761).wrapping_add(i as u32)).collect();
+        assert!(got[..len] == want[..], "copy {i} of {len} elements");
+    }
+}

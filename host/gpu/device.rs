@@ -34,6 +34,8 @@ pub struct Gpu {
     clock: SetupClock,
     /// Pinned staging buffers of large uploads ([`crate::gpu::pinned`]), made on first use.
     pub(crate) staging: crate::gpu::pinned::Staging,
+    /// Pinned slots of small asynchronous copies ([`Gpu::copy_htod_pinned`]), made on first use.
+    pub(crate) arena: crate::gpu::pinned::Arena,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -93,7 +95,7 @@ impl Gpu {
             )));
         }
         let kernels = KernelModule::load(&ctx)?;
-        Ok(Arc::new(Gpu { ctx, stream, kernels, info, clock: SetupClock::default(), staging: Default::default() }))
+        Ok(Arc::new(Gpu { ctx, stream, kernels, info, clock: SetupClock::default(), staging: Default::default(), arena: Default::default() }))
     }
 
     /// The first device, or the reason there is none.

@@ -9,10 +9,10 @@
 //! event per slot). Uploads under [`STAGED_MIN_BYTES`] keep the plain copy: pinning pays only
 //! when the transfer is long.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
-use cudarc::driver::{CudaEvent, DeviceRepr, PinnedHostSlice, result};
+use cudarc::driver::{CudaEvent, CudaStream, DeviceRepr, PinnedHostSlice, result};
 
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
@@ -97,6 +97,90 @@ impl Gpu {
         for (_, done) in &ring.slots {
             done.synchronize().map_err(|e| Error::cuda("waiting for the staged upload", e))?;
         }
+        Ok(())
+    }
+}
+
+/// Bytes of one slot of the small-copy arena: a whole sampled batch's largest array (dense
+/// features of a few thousand rows) fits one.
+pub const ARENA_SLOT_BYTES: usize = 16 << 20;
+
+/// Copies of a few bytes to a few MB (a sampled batch's arrays, rebound into a model between
+/// two replays of its step) queued from pinned memory, so the host returns at once instead of
+/// waiting for the driver to stage pageable memory: two pinned slots filled front to back; when
+/// one is full an event is recorded after its last copy and the other is taken, once the copies
+/// out of it (recorded the same way) have finished.
+pub struct CopyArena {
+    slots: Vec<(PinnedHostSlice<u8>, CudaEvent)>,
+    current: usize,
+    used: usize,
+    stream: Arc<CudaStream>,
+}
+
+impl Drop for CopyArena {
+    fn drop(&mut self) {
+        // Copies still reading the slots must finish before their memory is freed.
+        self.stream.synchronize().ok();
+    }
+}
+
+/// The arena a [`Gpu`] owns, made on first use.
+#[derive(Default)]
+pub struct Arena(Mutex<Option<CopyArena>>);
+
+impl Gpu {
+    /// Queue a copy of `len` elements to device address `dst` (which must hold them), written
+    /// by `fill` into pinned memory: returns without waiting for the copy. Larger than an arena
+    /// slot: the staged upload (which waits).
+    pub fn copy_htod_pinned<T: DeviceRepr>(&self, dst: CUdeviceptr, len: usize, fill: impl FnOnce(&mut [T])) -> Result<()> {
+        let bytes = len * std::mem::size_of::<T>();
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.refuse_in_capture(|| format!("a host-to-device copy of {bytes} bytes"))?;
+        if bytes > ARENA_SLOT_BYTES {
+            let mut fill = Some(fill);
+            let mut whole: Vec<T> = Vec::with_capacity(len);
+            // SAFETY: `fill` writes every element (the contract of this function) before the read.
+            #[allow(clippy::uninit_vec)]
+            unsafe {
+                whole.set_len(len)
+            };
+            (fill.take().expect("called once"))(&mut whole);
+            return self.upload_staged(dst, len, chunk_elems::<T>(), |first, slot: &mut [T]| {
+                // SAFETY: plain old data (DeviceRepr), copied element by element.
+                unsafe { std::ptr::copy_nonoverlapping(whole.as_ptr().add(first), slot.as_mut_ptr(), slot.len()) };
+                Ok(())
+            });
+        }
+        let mut arena = self.arena.0.lock().expect("copy arena poisoned");
+        if arena.is_none() {
+            let mut slots = Vec::with_capacity(SLOTS);
+            for _ in 0..SLOTS {
+                // SAFETY: bytes are written before any copy reads them.
+                let buf = unsafe { self.ctx.alloc_pinned::<u8>(ARENA_SLOT_BYTES) }.map_err(|e| Error::cuda(format!("pinning {ARENA_SLOT_BYTES} bytes of copy arena"), e))?;
+                let done = self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(|e| Error::cuda("arena event", e))?;
+                slots.push((buf, done));
+            }
+            *arena = Some(CopyArena { slots, current: 0, used: 0, stream: self.stream.clone() });
+        }
+        let a = arena.as_mut().expect("made above");
+        // 256-byte aligned pieces: aligned for any T, and whole DMA bursts.
+        let mut at = a.used.div_ceil(256) * 256;
+        if at + bytes > ARENA_SLOT_BYTES {
+            a.slots[a.current].1.record(&self.stream).map_err(|e| Error::cuda("arena event", e))?;
+            a.current = (a.current + 1) % SLOTS;
+            a.slots[a.current].1.synchronize().map_err(|e| Error::cuda("waiting for an arena slot", e))?;
+            at = 0;
+        }
+        let base = a.slots[a.current].0.as_mut_ptr().map_err(|e| Error::cuda("arena slot", e))?;
+        // SAFETY: [at, at + bytes) lies in the slot, is aligned for T, and no queued copy reads
+        // it (the slot's earlier copies read below `at`; older ones finished: waited above).
+        let host = unsafe { std::slice::from_raw_parts_mut(base.add(at) as *mut T, len) };
+        fill(host);
+        // SAFETY: `dst` holds `len` elements; `host` stays untouched until the slot's event.
+        unsafe { result::memcpy_htod_async(dst, &*host, self.stream.cu_stream()) }.map_err(|e| Error::cuda("pinned copy", e))?;
+        a.used = at + bytes;
         Ok(())
     }
 }

@@ -121,13 +121,12 @@ fn overwrite<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin>(gpu: &Gp
     if src.is_empty() {
         return Ok(());
     }
-    let stream = gpu.stream();
-    stream.context().bind_to_thread().map_err(|e| Error::cuda("bind context", e))?;
-    // SAFETY: dst holds at least src.len() elements of T and lives as long as its handle, which
-    // the caller holds; the copy is queued on the stream every kernel reading dst runs on, so it
-    // lands after those reads and before any later one. `src` is pageable host memory: the
-    // driver stages it before returning, so it may be freed right after.
-    unsafe { cudarc::driver::result::memcpy_htod_async(dst.ptr(gpu), src, stream.cu_stream()) }.map_err(|e| Error::cuda(what.to_string(), e))
+    // Through pinned memory: queued without waiting, so the host goes on to the next batch
+    // while the copies and the step run (`src` may be freed at once: it was copied).
+    gpu.copy_htod_pinned(dst.ptr(gpu), src.len(), |host: &mut [T]| host.clone_from_slice(src)).map_err(|e| match e {
+        Error::Cuda { context, msg } => Error::Cuda { context: format!("{what}: {context}"), msg },
+        e => e,
+    })
 }
 
 /// The row of every nonzero of `s` (what the HP kernels read beside the CSR).
@@ -171,14 +170,15 @@ impl BindOps for CudaBackend {
         if rows.cols != m.cols || rows.rows > m.rows {
             return Err(Error::Shape(format!("bind_rows: {}x{} rows into a {}x{} matrix", rows.rows, rows.cols, m.rows, m.cols)));
         }
-        if m.ld == m.cols {
-            return m.upload_rows(0, &rows.data);
-        }
-        let mut padded = vec![0f32; rows.rows * m.ld];
-        for (r, row) in rows.data.chunks(rows.cols.max(1)).enumerate() {
-            padded[r * m.ld..r * m.ld + rows.cols].copy_from_slice(row);
-        }
-        m.upload_rows(0, &padded)
+        let (ld, cols) = (m.ld, rows.cols);
+        let dst = m.ptr_mut();
+        // The batch's rows written padded straight into pinned memory (padding columns zero).
+        self.gpu.copy_htod_pinned(dst, rows.rows * ld, |host: &mut [f32]| {
+            for (r, row) in host.chunks_mut(ld.max(1)).enumerate() {
+                row[..cols].copy_from_slice(&rows.data[r * cols..(r + 1) * cols]);
+                row[cols..].fill(0.0);
+            }
+        })
     }
     fn bind_labels(&self, l: &mut (DeviceVec<i32>, DeviceVec<u8>), labels: &[i32], mask_bits: &[u8]) -> Result<()> {
         same_len("bind_labels", l.0.len(), labels.len().max(1))?;

@@ -2,11 +2,13 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
 # loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
-# small graphs beside PyG's fastest configuration measured in the same call (torch.compile on cora).
+# small graphs beside PyG's fastest configuration measured in the same call (torch.compile on cora);
+# setup3: setup of SBM 10M x 64 from .tcg, three runs; sample3: sampled training on cora and
+# citeseer beside the plain-PyTorch samplers (bench/pyg/sample.py), same call, 3 seeds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -69,5 +71,19 @@ if [[ "$what" == *" night "* ]]; then
   grep -hE "fastest|Error" "$out"/pyg-small.log "$out"/pyg-compile.log | tail -20
   pyg=(); for f in "$out"/pyg-time-compile.json "$out"/pyg-time-small.json; do [ -f "$f" ] && pyg+=(--pyg "$f"); done
   timeout 150 $T bench train cora citeseer pubmed --models gcn:2x16,agnn:4x32,gat,sage,gin --precisions tf32 --seeds 0 "${pyg[@]}" --out "$out/bt" 2>&1 | tail -18
+fi
+if [[ "$what" == *" setup3 "* ]]; then
+  [ -f /tmp/s.tcg ] || { /usr/bin/time -f "gen .tcg: %e s" timeout 120 $T gen sbm --n 10000000 --avg-degree 10 --features 1 -o /tmp/s.tcg > /dev/null; }
+  for i in 1 2 3; do
+    timeout 60 $T bench setup /tmp/s.tcg --features 64 --precision tf32 --out "$out/setup$i" 2>&1 | tail -3
+  done
+fi
+if [[ "$what" == *" sample3 "* ]]; then
+  timeout 150 $T bench sample cora citeseer --device gpu --no-full --epochs 200 --seeds 0,1,2 --out "$out/sample" 2>&1 | tail -20
+  for gr in cora citeseer; do
+    timeout 100 python3 bench/pyg/sample.py $gr --model gcn sage --sampler saint-rw saint-node saint-edge neighbor \
+      --seeds 0,1,2 --epochs 200 --out "$out/pyg-sample-$gr.json" > "$out/pyg-sample-$gr.log" 2>&1 || echo "pyg sample $gr failed ($?)"
+    grep -E "epoch|ms" "$out/pyg-sample-$gr.log" | tail -10
+  done
 fi
 exit 0

@@ -1015,3 +1015,43 @@ fn gpu_scaled_add_dot_batch_norm() {
     assert!(matches!(scaled_add(&mut y, &x, &DeviceMatrix::zeros(&gpu, 1, 2).unwrap(), 1.0), Err(tcgnn::Error::Shape(_))));
     assert!(matches!(dot(&x, &y, &mut DeviceMatrix::zeros(&gpu, 2, 1).unwrap()), Err(tcgnn::Error::Shape(_))));
 }
+
+#[test]
+fn gather_rows_cpu_picks_rows_and_zeros_the_rest() {
+    use tcgnn::ops::backend::cpu::HostMat;
+    use tcgnn::ops::nn::gather_rows::gather_rows_cpu;
+    let src = HostMat { rows: 3, cols: 2, data: vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0] };
+    let mut dst = HostMat { rows: 4, cols: 2, data: vec![9.0; 8] };
+    gather_rows_cpu(&src, &[2, 0, 2], &mut dst).unwrap();
+    assert_eq!(dst.data, [5.0, 6.0, 1.0, 2.0, 5.0, 6.0, 0.0, 0.0]);
+    // An id past the source's rows and more ids than rows are errors, not reads out of bounds.
+    assert!(gather_rows_cpu(&src, &[3], &mut dst).unwrap_err().to_string().contains("row id 3"));
+    assert!(gather_rows_cpu(&src, &[0; 5], &mut dst).is_err());
+}
+
+#[test]
+fn gpu_gather_rows_matches_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_gather_rows_matches_cpu") else { return };
+    use tcgnn::gpu::{DeviceMatrix, DeviceVec};
+    use tcgnn::ops::backend::cpu::HostMat;
+    use tcgnn::ops::nn::gather_rows::{gather_rows, gather_rows_cpu};
+    // 13 columns (padded to 16), ids with repeats, fewer ids than rows, an empty id list.
+    for (n, cols, ids) in [(50usize, 13usize, vec![49u32, 0, 7, 7, 31]), (5, 1, vec![]), (1, 24, vec![0, 0, 0])] {
+        let m = tcgnn::tensor::Matrix::random(n, cols, 9);
+        let src = DeviceMatrix::<f32>::upload(&gpu, &m).unwrap();
+        let rows = ids.len() + 2;
+        let mut dst = DeviceMatrix::<f32>::zeros(&gpu, rows, cols).unwrap();
+        dst.poison().unwrap();
+        let dev_ids = DeviceVec::upload(&gpu, &if ids.is_empty() { vec![0] } else { ids.clone() }).unwrap();
+        gather_rows(&src, &dev_ids, &ids, &mut dst).unwrap();
+        let got = dst.download_padded().unwrap();
+        let host = HostMat { rows: n, cols, data: m.data.clone() };
+        let mut want = HostMat { rows, cols, data: vec![0f32; rows * cols] };
+        gather_rows_cpu(&host, &ids, &mut want).unwrap();
+        for r in 0..rows {
+            let ld = dst.ld;
+            assert_eq!(&got[r * ld..r * ld + cols], &want.data[r * cols..(r + 1) * cols], "n={n} cols={cols} row {r}");
+            assert!(got[r * ld + cols..(r + 1) * ld].iter().all(|&x| x == 0.0), "padding of row {r}");
+        }
+    }
+}

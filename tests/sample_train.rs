@@ -204,3 +204,42 @@ fn gpu_sampled_training_learns() {
         assert!(h.test_acc > 0.9, "{model} with GraphSAINT random walks on the GPU: test accuracy {}", h.test_acc);
     }
 }
+
+/// Losses of random-walk batches (a new subset of the nodes each step) with the rebound model's
+/// feature rows gathered from the resident matrix (`resident`) or copied from the host.
+fn walk_losses<B: Ops + 'static>(b: Arc<B>, d: &Dataset, model: &str, resident: bool, epochs: usize) -> Vec<f64> {
+    let cfg = ModelConfig { seed: 4, ..default_config(model).unwrap() };
+    let g = Arc::new(d.graph.clone());
+    let kind = SaintKind::RandomWalk { roots: 20, walk_length: 2 };
+    let sampler = SaintSampler::new(g, SaintConfig { kind, steps_per_epoch: 3, coverage: 5, seed: 2 }).unwrap();
+    let source = BatchSource::Saint { sampler: Arc::new(sampler), aggregation: Aggregation::for_model(model, &d.graph).unwrap() };
+    let mut s = SampledTraining::new(source, node_data(d), d.n(), 3, PrefetchConfig::default(), cfg, d.classes).unwrap();
+    s.features_on_gpu = resident;
+    let mut t = Trainer::new(b, d, &cfg, &TrainConfig { epochs, ..TrainConfig::default() }).unwrap();
+    t.set_epoch_steps(Box::new(s));
+    t.fit(epochs, |_| {}).unwrap().epochs.iter().map(|e| e.loss).collect()
+}
+
+#[test]
+fn resident_features_train_as_copied_rows() {
+    let d = grid_data();
+    for model in ["gcn", "sage"] {
+        let copied = walk_losses(Arc::new(CpuBackend::<f64>::new()), &d, model, false, 4);
+        let gathered = walk_losses(Arc::new(CpuBackend::<f64>::new()), &d, model, true, 4);
+        assert_eq!(copied, gathered, "{model}: gathering resident rows changed the losses");
+    }
+}
+
+#[test]
+fn gpu_resident_features_train_as_copied_rows() {
+    let Some((gpu, _serial)) = common::gpu_serial_or_skip("gpu_resident_features_train_as_copied_rows") else { return };
+    let d = grid_data();
+    let cuda = || Arc::new(CudaBackend::new(gpu.clone(), Precision::F32, Impl::Auto).unwrap());
+    for model in ["gcn", "sage"] {
+        let copied = walk_losses(cuda(), &d, model, false, 4);
+        let gathered = walk_losses(cuda(), &d, model, true, 4);
+        for (e, (c, g)) in copied.iter().zip(&gathered).enumerate() {
+            assert!((c - g).abs() <= 1e-5 * c.abs().max(1e-3), "{model} epoch {}: gathered {g} vs copied {c}", e + 1);
+        }
+    }
+}

@@ -61,6 +61,11 @@ pub struct SampleArgs {
     /// Run every step of the rebound model eagerly instead of replaying a recording of it (GPU).
     #[arg(long)]
     pub eager_steps: bool,
+    /// Where the rebound model reads a batch's dense feature rows from: `gpu` keeps the whole
+    /// feature matrix on the GPU and gathers each batch's rows there by node id (a batch then
+    /// carries 4 bytes a node); `host` copies the rows the sample workers gathered.
+    #[arg(long, value_enum, default_value = "gpu")]
+    pub features_on: FeaturesOn,
 }
 
 impl SampleArgs {
@@ -132,6 +137,7 @@ impl SampleArgs {
         let mut training = SampledTraining::new(source, node_data, n, steps, prefetch, *cfg, data.classes)?;
         training.rebind = !self.build_per_batch;
         training.record = !self.eager_steps;
+        training.features_on_gpu = self.features_on == FeaturesOn::Gpu;
         Ok(Some(training))
     }
 }
@@ -147,4 +153,13 @@ fn clone_features(data: &Dataset) -> tcgnn::nn::input::HostFeatures {
         tcgnn::nn::input::HostFeatures::Dense(m) => tcgnn::nn::input::HostFeatures::Dense(m.clone()),
         tcgnn::nn::input::HostFeatures::Sparse(c) => tcgnn::nn::input::HostFeatures::Sparse(Csr::clone(c)),
     }
+}
+
+/// `--features-on`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum FeaturesOn {
+    Host,
+    /// The default (as the CLI's), also for `SampleArgs::default()`.
+    #[default]
+    Gpu,
 }

@@ -90,6 +90,9 @@ pub struct BoundModel<B: Ops> {
     /// diag(w / n) over the rows: the loss weight of each node (GraphSAINT's, else 1) over the
     /// batch's loss nodes n, 0 on padded rows; with the weighted gradient it writes.
     scale: (B::Graph, B::Edges, B::Mat),
+    /// The whole graph's dense features, resident: each batch's rows are gathered from it on
+    /// the device by node id (`None`: the batch's rows are copied from the host).
+    resident: Option<B::Mat>,
     /// Where the step writes its loss (a fixed buffer a recording can write).
     stats: B::Stats,
     capacity: Capacity,
@@ -118,6 +121,17 @@ impl<B: Ops + 'static> BoundModel<B> {
     /// A model for batches up to `capacity` with `features` columns (sparse or dense as the
     /// batches' are).
     pub fn new(b: &B, capacity: Capacity, features: usize, sparse: bool, classes: usize, cfg: &ModelConfig) -> Result<Self> {
+        Self::with_resident(b, capacity, features, sparse, None, classes, cfg)
+    }
+
+    /// [`BoundModel::new`] with the whole graph's dense features uploaded once (`resident`):
+    /// batches then bring node ids, not feature rows.
+    pub fn with_resident(b: &B, capacity: Capacity, features: usize, sparse: bool, resident: Option<&Matrix>, classes: usize, cfg: &ModelConfig) -> Result<Self> {
+        if let Some(m) = resident
+            && (sparse || m.cols != features)
+        {
+            return Err(Error::Shape(format!("resident features of {} columns for a batch of {features} {} columns", m.cols, if sparse { "sparse" } else { "dense" })));
+        }
         if !can_rebind(cfg) {
             return Err(Error::Unsupported(format!("{}: a rebound model needs a fixed matrix and no BatchNorm", cfg.model)));
         }
@@ -146,6 +160,7 @@ impl<B: Ops + 'static> BoundModel<B> {
             labels: b.labels(&vec![0; rows], &vec![0; rows])?,
             dlogits: b.matrix(rows, classes)?,
             scale: (diag, diag_values, b.matrix(rows, classes)?),
+            resident: resident.map(|m| b.upload(m)).transpose()?,
             stats: b.stats()?,
             capacity,
             rebuilds: 0,
@@ -191,7 +206,10 @@ impl<B: Ops + 'static> BoundModel<B> {
             // Dense features on the GPU are held for the fused input dropout; either way x is the
             // batch's dense rows.
             (None, InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }) => match &p.features {
-                PreparedFeatures::Dense(m) => b.bind_rows(x, m)?,
+                PreparedFeatures::Dense(m) => match &self.resident {
+                    Some(full) => b.bind_rows_gathered(x, full, &p.nodes)?,
+                    None => b.bind_rows(x, m)?,
+                },
                 PreparedFeatures::Sparse(_) => return Err(Error::Unsupported("a batch's features changed between dense and sparse".into())),
             },
             (Some(f), InputFeatures::Sparse { x, values, values_t, .. }) => {

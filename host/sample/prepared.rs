@@ -54,6 +54,9 @@ impl PreparedFeatures {
 pub struct PreparedBatch {
     /// Nodes of the batch (local ids 0..n).
     pub n: usize,
+    /// Their global ids (local id = position): what a rebound model gathers resident feature
+    /// rows by.
+    pub nodes: Vec<u32>,
     /// The matrix the model multiplies (n x n).
     pub matrix: WithTranspose,
     pub features: PreparedFeatures,
@@ -135,6 +138,7 @@ impl PreparedBatch {
         };
         Ok(PreparedBatch {
             n: batch.nodes.len(),
+            nodes: batch.nodes,
             matrix: WithTranspose::new(matrix),
             features: match batch.features {
                 HostFeatures::Dense(m) => PreparedFeatures::Dense(m),

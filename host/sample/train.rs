@@ -12,6 +12,7 @@
 //! swapped with the persistent ones (`std::mem::swap` of the
 //! [`Param`](crate::nn::param::Param)s, no copy) for the step and swapped back after it.
 
+use crate::nn::input::HostFeatures;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -83,6 +84,9 @@ pub struct SampledTraining {
     pub growth: f64,
     /// Record the rebound model's step once and replay it per batch (GPU; `false`: eager).
     pub record: bool,
+    /// Keep the whole dense feature matrix on the device and gather each batch's rows there
+    /// (`false`: copy the rows the workers gathered).
+    pub features_on_gpu: bool,
     /// The rebound model (a `BoundModel<B>` of the backend that trains).
     bound: Option<Box<dyn std::any::Any>>,
     /// Its capacity, for the workers to pad batches to (off the step's thread).
@@ -129,6 +133,7 @@ impl SampledTraining {
             rebind: true,
             growth: 1.25,
             record: true,
+            features_on_gpu: true,
             bound: None,
             capacity: Arc::default(),
             times: SampleTimes::default(),
@@ -185,7 +190,11 @@ impl SampledTraining {
                 None => (Capacity::default(), 0),
             };
             let sparse = matches!(p.features, PreparedFeatures::Sparse(_));
-            let mut m = BoundModel::<B>::new(b, old.grown_for(p, self.growth), p.features.cols(), sparse, self.classes, &self.cfg)?;
+            let resident = match (&self.data.features, self.features_on_gpu) {
+                (HostFeatures::Dense(m), true) => Some(m),
+                _ => None,
+            };
+            let mut m = BoundModel::<B>::with_resident(b, old.grown_for(p, self.growth), p.features.cols(), sparse, resident, self.classes, &self.cfg)?;
             m.rebuilds = rebuilds;
             *self.capacity.lock().expect("capacity lock poisoned") = Some(m.capacity());
             self.bound = Some(Box::new(m));

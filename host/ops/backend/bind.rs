@@ -44,6 +44,9 @@ pub trait BindOps: Backend {
     fn bind_edges(&self, e: &mut Self::Edges, values: &[f32]) -> Result<()>;
     /// Rewrites the first `rows.rows` rows of `m` (of `rows.cols` columns) with `rows`.
     fn bind_rows(&self, m: &mut Self::Mat, rows: &Matrix) -> Result<()>;
+    /// Rewrites `m` with rows `ids` of `full` (the whole graph's features, resident), the
+    /// rows past the ids zero: a batch's features without copying them from the host.
+    fn bind_rows_gathered(&self, m: &mut Self::Mat, full: &Self::Mat, ids: &[u32]) -> Result<()>;
     /// Rewrites labels and membership bits (as many as `l` was made with).
     fn bind_labels(&self, l: &mut Self::Labels, labels: &[i32], mask_bits: &[u8]) -> Result<()>;
     /// `dst := src` (a recorded step's statistics kept per batch), queued.
@@ -98,6 +101,9 @@ impl<T: Real> BindOps for CpuBackend<T> {
         }
         m.data[..rows.data.len()].iter_mut().zip(&rows.data).for_each(|(d, &v)| *d = T::from_f64(v as f64));
         Ok(())
+    }
+    fn bind_rows_gathered(&self, m: &mut HostMat<T>, full: &HostMat<T>, ids: &[u32]) -> Result<()> {
+        crate::ops::nn::gather_rows::gather_rows_cpu(full, ids, m)
     }
     fn bind_labels(&self, l: &mut (Vec<i32>, Vec<u8>), labels: &[i32], mask_bits: &[u8]) -> Result<()> {
         same_len("bind_labels", l.0.len(), labels.len())?;
@@ -179,6 +185,16 @@ impl BindOps for CudaBackend {
                 row[cols..].fill(0.0);
             }
         })
+    }
+    fn bind_rows_gathered(&self, m: &mut DeviceMatrix<f32>, full: &DeviceMatrix<f32>, ids: &[u32]) -> Result<()> {
+        // The ids go through the pinned arena into a buffer kept by the backend (grown once).
+        let mut buf = self.gather_ids.lock().expect("gather ids poisoned");
+        if buf.as_ref().is_none_or(|b| b.len() < ids.len()) {
+            *buf = Some(DeviceVec::zeros(&self.gpu, ids.len().max(1))?);
+        }
+        let buf = buf.as_mut().expect("made above");
+        self.gpu.copy_htod_pinned(buf.ptr(&self.gpu), ids.len(), |h: &mut [u32]| h.copy_from_slice(ids))?;
+        crate::ops::nn::gather_rows::gather_rows(full, buf, ids, m)
     }
     fn bind_labels(&self, l: &mut (DeviceVec<i32>, DeviceVec<u8>), labels: &[i32], mask_bits: &[u8]) -> Result<()> {
         same_len("bind_labels", l.0.len(), labels.len().max(1))?;

@@ -91,6 +91,8 @@ pub struct CudaBackend {
     pub(crate) fuse_input_dropout: bool,
     /// The fused weight gradient's per-split partial sums, allocated on first use.
     pub(crate) dropout_gemm_scratch: Mutex<Option<DeviceVec<f32>>>,
+    /// A rebound batch's node ids, for gathering its feature rows on the device.
+    pub(crate) gather_ids: Mutex<Option<DeviceVec<u32>>>,
 }
 
 impl CudaBackend {
@@ -129,6 +131,7 @@ impl CudaBackend {
             op_events: Mutex::new(None),
             fuse_input_dropout: true,
             dropout_gemm_scratch: Mutex::new(None),
+            gather_ids: Mutex::new(None),
             gpu,
             precision,
             spmm_impl,

@@ -35,6 +35,7 @@ pub mod elu;
 pub mod fused_attention;
 pub mod gat_edge_logits;
 pub mod gat_scores;
+pub mod gather_rows;
 pub mod gemm;
 pub mod head_columns;
 pub mod relu;

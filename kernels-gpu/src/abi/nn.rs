@@ -295,6 +295,20 @@ kernel_args! {
         pub dst: PtrMut<f32>,
     }
 
+    /// dst[r][c] = src[ids[r]][c] for r < n_ids, c < cols; the rest of dst's padded rows 0.
+    pub struct GatherRowsArgs {
+        /// Rows of dst (written whole).
+        pub rows: u32,
+        pub n_ids: u32,
+        pub cols: u32,
+        pub src_ld: u32,
+        pub dst_ld: u32,
+        /// Row ids into src, each < src's rows.
+        pub ids: Ptr<u32>,
+        pub src: Ptr<f32>,
+        pub dst: PtrMut<f32>,
+    }
+
     /// x = max(x, 0) over `n4` float4s.
     pub struct ReluArgs {
         /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
@@ -452,6 +466,7 @@ kernels! {
     gat_edge_logits_backward_long_f32(GatEdgeLogitsBackwardLongArgs) = crate::nn::gat_edge_logits::edge_logits_backward_long;
     edge_row_sums_f32(EdgeRowSumsArgs) = crate::nn::gat_edge_logits::edge_row_sums;
     edge_row_sums_long_f32(EdgeRowSumsLongArgs) = crate::nn::gat_edge_logits::edge_row_sums_long;
+    gather_rows_f32(GatherRowsArgs) = crate::nn::gather_rows::gather_rows;
     head_take_f32(HeadColumnsArgs) = crate::nn::head_columns::take;
     head_put_f32(HeadColumnsArgs) = crate::nn::head_columns::put;
     relu_f32(ReluArgs) = crate::nn::relu::relu;

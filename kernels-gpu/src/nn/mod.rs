@@ -22,6 +22,7 @@ pub mod elu;
 pub mod fused_attention;
 pub mod gat_edge_logits;
 pub mod gat_scores;
+pub mod gather_rows;
 pub mod head_columns;
 pub mod relu;
 pub mod row_normalize;

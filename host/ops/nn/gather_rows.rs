@@ -1,0 +1,63 @@
+//! Rows of a resident matrix picked by id (a sampled batch's feature rows gathered from the
+//! whole feature matrix on the device: the batch carries node ids, not rows). CPU reference and
+//! the launcher of `kernels-gpu/src/nn/gather_rows.rs`.
+
+use super::{check_gpu, check_matrix_64, elementwise_shape};
+use crate::error::{Error, Result};
+use crate::gpu::abi::nn::{GatherRowsArgs, gather_rows_f32};
+use crate::gpu::{DeviceMatrix, DeviceVec};
+use crate::ops::backend::cpu::HostMat;
+use crate::util::Real;
+
+fn check(src: (usize, usize), dst: (usize, usize), ids: &[u32]) -> Result<()> {
+    if src.1 != dst.1 || ids.len() > dst.0 {
+        return Err(Error::Shape(format!("gather_rows: {} ids of a {} x {} matrix into {} x {}", ids.len(), src.0, src.1, dst.0, dst.1)));
+    }
+    if let Some(&bad) = ids.iter().find(|&&v| v as usize >= src.0) {
+        return Err(Error::Shape(format!("gather_rows: row id {bad} of a matrix of {} rows", src.0)));
+    }
+    Ok(())
+}
+
+/// dst[r] = src[ids[r]] for r < ids.len(), the remaining rows of dst zero.
+pub fn gather_rows_cpu<T: Real>(src: &HostMat<T>, ids: &[u32], dst: &mut HostMat<T>) -> Result<()> {
+    check((src.rows, src.cols), (dst.rows, dst.cols), ids)?;
+    let w = dst.cols;
+    for (r, row) in dst.data.chunks_mut(w.max(1)).enumerate().take(dst.rows) {
+        match ids.get(r) {
+            Some(&v) => row.copy_from_slice(src.row(v as usize)),
+            None => row.fill(T::zero()),
+        }
+    }
+    Ok(())
+}
+
+/// [`gather_rows_cpu`] on the device; `ids` are already on it (`host_ids`, the same ids on the
+/// host, are what the bounds are checked on: an id past src's rows would read out of bounds).
+pub fn gather_rows(src: &DeviceMatrix<f32>, ids: &DeviceVec<u32>, host_ids: &[u32], dst: &mut DeviceMatrix<f32>) -> Result<()> {
+    check((src.rows, src.cols), (dst.rows, dst.cols), host_ids)?;
+    if ids.len() < host_ids.len() {
+        return Err(Error::Shape(format!("gather_rows: {} device ids for {} host ids", ids.len(), host_ids.len())));
+    }
+    check_matrix_64(src, "gather_rows src")?;
+    check_matrix_64(dst, "gather_rows dst")?;
+    check_gpu(src.gpu(), dst.gpu(), "gather_rows")?;
+    let gpu = dst.gpu().clone();
+    let items = (dst.rows * dst.ld) as u64;
+    if items == 0 {
+        return Ok(());
+    }
+    let args = GatherRowsArgs {
+        rows: dst.rows as u32,
+        n_ids: host_ids.len() as u32,
+        cols: dst.cols as u32,
+        src_ld: src.ld as u32,
+        dst_ld: dst.ld as u32,
+        ids: ids.arg(&gpu),
+        src: src.arg(),
+        dst: dst.arg_mut(),
+    };
+    // SAFETY: every id is below src's rows and there are at most dst.rows of them (checked
+    // above); both matrices are valid with u32 rows and strides; dst's padded rows are written.
+    unsafe { gather_rows_f32.launch(&gpu, elementwise_shape(&gpu, items), &args) }
+}

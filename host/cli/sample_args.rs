@@ -61,10 +61,11 @@ pub struct SampleArgs {
     /// Run every step of the rebound model eagerly instead of replaying a recording of it (GPU).
     #[arg(long)]
     pub eager_steps: bool,
-    /// Where the rebound model reads a batch's dense feature rows from: `gpu` keeps the whole
-    /// feature matrix on the GPU and gathers each batch's rows there by node id (a batch then
-    /// carries 4 bytes a node); `host` copies the rows the sample workers gathered.
-    #[arg(long, value_enum, default_value = "gpu")]
+    /// Where the rebound model reads a batch's dense feature rows from: `host` copies the rows
+    /// the sample workers gathered (default); `gpu` keeps the whole feature matrix on the GPU and
+    /// gathers each batch's rows there by node id (a batch then carries 4 bytes a node; on cora
+    /// and citeseer no faster, see bench/NOTES.md).
+    #[arg(long, value_enum, default_value = "host")]
     pub features_on: FeaturesOn,
 }
 
@@ -158,8 +159,8 @@ fn clone_features(data: &Dataset) -> tcgnn::nn::input::HostFeatures {
 /// `--features-on`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum FeaturesOn {
-    Host,
     /// The default (as the CLI's), also for `SampleArgs::default()`.
     #[default]
+    Host,
     Gpu,
 }

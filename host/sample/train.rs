@@ -85,7 +85,7 @@ pub struct SampledTraining {
     /// Record the rebound model's step once and replay it per batch (GPU; `false`: eager).
     pub record: bool,
     /// Keep the whole dense feature matrix on the device and gather each batch's rows there
-    /// (`false`: copy the rows the workers gathered).
+    /// (`false`, the default: copy the rows the workers gathered).
     pub features_on_gpu: bool,
     /// The rebound model (a `BoundModel<B>` of the backend that trains).
     bound: Option<Box<dyn std::any::Any>>,
@@ -133,7 +133,7 @@ impl SampledTraining {
             rebind: true,
             growth: 1.25,
             record: true,
-            features_on_gpu: true,
+            features_on_gpu: false,
             bound: None,
             capacity: Arc::default(),
             times: SampleTimes::default(),

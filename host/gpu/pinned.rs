@@ -60,8 +60,8 @@ pub fn chunks(len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> 
 impl Gpu {
     /// Copy `len` elements to device address `dst` (which must hold them) through the pinned
     /// ring, `chunk` elements at a time (at most [`chunk_elems`]): `fill(first, host)` writes
-    /// elements `first .. first + host.len()` into the slot. Asynchronous like any copy on the
-    /// stream; the slots are not reused before their copies finish.
+    /// elements `first .. first + host.len()` into the slot while the previous chunk is copied.
+    /// Returns when the last copy has finished (the setup clock times the transfer).
     pub(crate) fn upload_staged<T: DeviceRepr>(&self, dst: CUdeviceptr, len: usize, chunk: usize, mut fill: impl FnMut(usize, &mut [T]) -> Result<()>) -> Result<()> {
         self.refuse_in_capture(|| format!("a staged upload of {len} elements"))?;
         let chunk = chunk.clamp(1, chunk_elems::<T>().max(1));

@@ -67,12 +67,35 @@ pub struct SampleArgs {
     /// and citeseer no faster, see bench/NOTES.md).
     #[arg(long, value_enum, default_value = "host")]
     pub features_on: FeaturesOn,
+    /// How validation and test accuracy are computed: `full` runs the whole model on the whole
+    /// graph (fastest where it fits); `layerwise` runs one layer at a time over node batches
+    /// (PyG's `inference`: exact, and needs only one layer over the graph; GCN, SAGE and GIN
+    /// without --batch-norm, --precision f32). Default: full where the full-graph model fits
+    /// the device's memory, else layerwise.
+    #[arg(long, value_enum)]
+    pub inference: Option<Inference>,
+    /// Nonzeros of the model's matrix per layer-wise inference batch (its rows and the rows they
+    /// read make one batch).
+    #[arg(long, default_value_t = tcgnn::sample::layerwise::DEFAULT_BATCH_EDGES)]
+    pub inference_batch_edges: usize,
+}
+
+/// `--inference`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Inference {
+    Full,
+    Layerwise,
 }
 
 impl SampleArgs {
     /// Sampler options given without --sampler would be silently ignored: refuse them.
     pub fn check_used(&self) -> Result<()> {
-        let given = [("--batch-size", self.batch_size.is_some()), ("--fanout", self.fanout.is_some()), ("--steps-per-epoch", self.steps_per_epoch.is_some())];
+        let given = [
+            ("--batch-size", self.batch_size.is_some()),
+            ("--fanout", self.fanout.is_some()),
+            ("--steps-per-epoch", self.steps_per_epoch.is_some()),
+            ("--inference", self.inference.is_some()),
+        ];
         match given.iter().find(|g| g.1) {
             Some((flag, _)) if self.sampler.is_none() => Err(Error::Unsupported(format!("{flag} applies to sampled training: add --sampler"))),
             _ => Ok(()),

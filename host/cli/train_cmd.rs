@@ -14,7 +14,11 @@ use tcgnn::nn::saved::{ModelMeta, SavedModel, check_names};
 use tcgnn::nn::train::{EpochRecord, Flow};
 use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, FeatureStorage, ModelConfig, Ops, SyntheticNodeData, TrainConfig, Trainer};
 use tcgnn::tensor::Matrix;
+use tcgnn::nn::input::HostFeatures;
 use tcgnn::ops::{Impl, Precision};
+use tcgnn::sample::layerwise::{self, LayerwiseInference, Targets};
+
+use crate::cli::sample_args::Inference;
 use tcgnn::{Error, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -310,6 +314,53 @@ pub fn train_config(a: &TrainArgs) -> Result<TrainConfig> {
     Ok(TrainConfig { epochs: a.epochs, lr, weight_decay })
 }
 
+fn targets(data: &Dataset) -> Targets {
+    Targets { classes: data.classes, labels: data.labels.clone(), mask_bits: data.mask_bits.clone() }
+}
+
+/// Nonzeros per layer-wise inference batch (0, as `SampleArgs::default()` has it: the default).
+fn batch_edges(a: &TrainArgs) -> usize {
+    match a.sample.inference_batch_edges {
+        0 => layerwise::DEFAULT_BATCH_EDGES,
+        e => e,
+    }
+}
+
+/// Refuses a layer-wise inference that cannot run: sparse features, a model or backend it
+/// does not run, or (on the GPU) more memory than is free: the features and one layer's input
+/// over all nodes, and a one-layer model at a batch's size.
+fn check_layerwise<B: Ops>(b: &B, gpu: Option<&Gpu>, data: &Dataset, cfg: &ModelConfig, batch_edges: usize) -> Result<()> {
+    if !layerwise::supports(cfg) {
+        return Err(Error::Unsupported(format!("--inference layerwise runs GCN, SAGE and GIN without --batch-norm, not {}", cfg.model)));
+    }
+    if !b.can_bind() {
+        return Err(Error::Unsupported("--inference layerwise rebinds batches into one model: use --precision f32 (the HP kernels)".into()));
+    }
+    if matches!(data.features, HostFeatures::Sparse(_)) {
+        return Err(Error::Unsupported("--inference layerwise gathers dense feature rows; this graph's features are sparse: use --inference full".into()));
+    }
+    let Some(gpu) = gpu else { return Ok(()) };
+    let n = data.n() as u64;
+    let w = tcgnn::nn::models::widths(data.features.cols(), cfg.hidden, cfg.layers, data.classes);
+    let widest = *w.iter().max().expect("widths") as u64;
+    // A batch reads at most its nonzeros' columns plus its rows; its rows are at least one.
+    let rows = (2 * batch_edges as u64).min(n).max(1) as usize;
+    let one = ModelConfig { layers: 1, residual: false, batch_norm: false, ..*cfg };
+    let model = estimate_bytes(&one, rows, batch_edges.min(data.graph.nnz() + data.n()), widest as usize, widest as usize)?;
+    let need = tcgnn::nn::models::mat_bytes(n, data.features.cols() as u64) + tcgnn::nn::models::mat_bytes(n, widest) + model;
+    let free = tcgnn::bench::budget::gpu_free_bytes(gpu)?;
+    if need > free {
+        return Err(Error::Unsupported(format!(
+            "layer-wise inference of {} on {} needs about {:.1} GiB of GPU memory, {:.1} GiB are free; use a smaller --hidden or --inference-batch-edges",
+            cfg.model,
+            data.name,
+            need as f64 / (1u64 << 30) as f64,
+            free as f64 / (1u64 << 30) as f64
+        )));
+    }
+    Ok(())
+}
+
 /// Refuses a model that does not fit in the GPU's free memory.
 pub fn check_fits(gpu: &Gpu, data: &Dataset, cfg: &ModelConfig) -> Result<()> {
     let need = estimate_bytes(cfg, data.n(), data.graph.nnz(), data.features.cols(), data.classes)?;
@@ -341,20 +392,51 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         None => (model_config(a, seed)?, train_config(a)?),
     };
     tcgnn::nn::models::check(&cfg)?;
-    match &gpu {
-        Some(gpu) => check_fits(gpu, &data, &cfg)?,
+    let full_fits = match &gpu {
+        Some(gpu) => check_fits(gpu, &data, &cfg),
         // The CPU backend holds about what the GPU one would (weights, activations, gradients).
         None => {
             let need = estimate_bytes(&cfg, data.n(), data.graph.nnz(), data.features.cols(), data.classes)?;
             let what = format!("{} {} {}x{}", data.name, cfg.model, cfg.layers, cfg.hidden);
-            tcgnn::util::memory::check_host_alloc(need, &what)?;
+            tcgnn::util::memory::check_host_alloc(need, &what)
         }
+    };
+    let backend = Arc::new(make()?);
+    // Sampled training evaluates layer by layer where asked, or where the full-graph model
+    // does not fit and the layer-wise inference runs the model.
+    let layerwise = match (a.sample.sampler.is_some(), a.sample.inference) {
+        (true, Some(Inference::Layerwise)) => true,
+        (true, None) if let Err(why) = &full_fits && layerwise::supports(&cfg) && backend.can_bind() => {
+            eprintln!("the full-graph model does not fit ({why}): evaluating layer-wise in node batches");
+            true
+        }
+        _ => {
+            full_fits?;
+            false
+        }
+    };
+    if layerwise {
+        check_layerwise(&*backend, gpu.as_deref(), &data, &cfg, batch_edges(a))?;
     }
     let data_bytes = data_bytes(&data);
-    let backend = Arc::new(make()?);
     // The features move into the backend: held once (freed on the host after a GPU upload);
     // sampled training keeps them on the host, where its workers gather each batch's rows.
-    let mut trainer = if a.sample.sampler.is_some() {
+    let mut trainer = if layerwise {
+        let mut t = Trainer::params_only(backend.clone(), &data, &cfg, &tcfg)?;
+        let HostFeatures::Dense(x) = &data.features else { unreachable!("check_layerwise refuses sparse features") };
+        let t0 = std::time::Instant::now();
+        let e = LayerwiseInference::new(&*backend, &data.graph, x, targets(&data), &cfg, batch_edges(a))?;
+        let sizes = e.batch_sizes();
+        eprintln!(
+            "layer-wise inference: {} batches of up to {} output rows reading up to {} nodes (prepared in {:.1} s)",
+            sizes.len(),
+            sizes.iter().map(|s| s.0).max().unwrap_or(0),
+            sizes.iter().map(|s| s.1).max().unwrap_or(0),
+            t0.elapsed().as_secs_f64()
+        );
+        t.set_evaluator(Box::new(e));
+        t
+    } else if a.sample.sampler.is_some() {
         Trainer::new(backend.clone(), &data, &cfg, &tcfg)?
     } else {
         Trainer::new_taking_features(backend.clone(), &mut data, &cfg, &tcfg)?

@@ -63,6 +63,10 @@ pub struct Trainer<B: Ops + 'static> {
     eval_graph: Option<B::Recording>,
     /// Mini-batch training in place of the full-graph step (see [`EpochSteps`]).
     epoch_steps: Option<Box<dyn EpochSteps<B>>>,
+    /// Evaluation in place of the full-graph model's forward (see [`Evaluate`]), with the
+    /// correct counts of its last run.
+    evaluator: Option<Box<dyn Evaluate<B>>>,
+    evaluated: Option<[f64; 3]>,
     /// Seconds spent building the model: translations, uploads, allocations.
     pub setup_seconds: f64,
 }
@@ -81,7 +85,27 @@ impl<B: Ops + 'static> Trainer<B> {
         Self::build(backend, data, model, train, move |b| InputFeatures::from_owned(b, features, model))
     }
 
+    /// A trainer whose model holds only the parameters (and Adam's moments): built on a
+    /// one-node graph, it never runs on `data`'s graph. For mini-batch training with an
+    /// [`Evaluate`] set ([`Trainer::set_evaluator`]) where the full-graph model does not fit.
+    pub fn params_only(backend: Arc<B>, data: &Dataset, model: &ModelConfig, train: &TrainConfig) -> Result<Self> {
+        let one = crate::graph::Csr::new(1, 1, vec![0, 0], Vec::new(), Vec::new())?;
+        let cols = data.features.cols();
+        let x = match &data.features {
+            HostFeatures::Dense(_) => HostFeatures::Dense(Matrix::zeros(1, cols)),
+            HostFeatures::Sparse(_) => HostFeatures::Sparse(crate::graph::Csr::new(1, cols, vec![0, 0], Vec::new(), Vec::new())?),
+        };
+        let shape = Shape { graph: &one, features: cols, labels: &[0], mask_bits: &[0] };
+        Self::build_on(backend, data, shape, model, train, |b| InputFeatures::for_model(b, &x, model))
+    }
+
     fn build(backend: Arc<B>, data: &Dataset, model: &ModelConfig, train: &TrainConfig, input: impl FnOnce(&B) -> Result<InputFeatures<B>>) -> Result<Self> {
+        let shape = Shape { graph: &data.graph, features: data.features.cols(), labels: &data.labels, mask_bits: &data.mask_bits };
+        Self::build_on(backend, data, shape, model, train, input)
+    }
+
+    /// The trainer of `data`'s masks (their sizes) with its model built on `shape`.
+    fn build_on(backend: Arc<B>, data: &Dataset, shape: Shape<'_>, model: &ModelConfig, train: &TrainConfig, input: impl FnOnce(&B) -> Result<InputFeatures<B>>) -> Result<Self> {
         let t0 = Instant::now();
         let b = &*backend;
         let count = |bit: u8| data.mask_bits.iter().filter(|&&m| m & bit != 0).count();
@@ -89,10 +113,10 @@ impl<B: Ops + 'static> Trainer<B> {
         if sizes.train == 0 {
             return Err(Error::Unsupported(format!("{}: the train mask is empty", data.name)));
         }
-        let n = data.graph.n_rows();
-        let net = models::build(b, &data.graph, data.features.cols(), data.classes, model)?;
+        let n = shape.graph.n_rows();
+        let net = models::build(b, shape.graph, shape.features, data.classes, model)?;
         let input = input(b)?;
-        let labels = b.labels(&data.labels, &data.mask_bits)?;
+        let labels = b.labels(shape.labels, shape.mask_bits)?;
         let hyper = AdamHyper { lr: train.lr, weight_decay: train.weight_decay, ..AdamHyper::default() };
         let trainer = Trainer {
             net,
@@ -108,6 +132,8 @@ impl<B: Ops + 'static> Trainer<B> {
             step_graph: None,
             eval_graph: None,
             epoch_steps: None,
+            evaluator: None,
+            evaluated: None,
             setup_seconds: 0.0,
             backend: backend.clone(),
         };
@@ -120,6 +146,12 @@ impl<B: Ops + 'static> Trainer<B> {
     /// a recording runs a full-graph step.
     pub fn set_epoch_steps(&mut self, steps: Box<dyn EpochSteps<B>>) {
         self.epoch_steps = Some(steps);
+    }
+
+    /// Evaluate with `e` instead of the full-graph model's forward (the model may then hold
+    /// only the parameters: [`Trainer::params_only`]).
+    pub fn set_evaluator(&mut self, e: Box<dyn Evaluate<B>>) {
+        self.evaluator = Some(e);
     }
 
     /// The mini-batch trainer set by [`Trainer::set_epoch_steps`] (its timings).
@@ -175,8 +207,12 @@ impl<B: Ops + 'static> Trainer<B> {
         b.cross_entropy(logits, &self.labels, self.inv_n_train, &mut self.eval_dlogits, &mut self.eval_stats)
     }
 
-    /// Enqueues the evaluation forward.
+    /// Enqueues the evaluation forward (runs the [`Evaluate`] set, if any).
     pub fn evaluate(&mut self) -> Result<()> {
+        if let Some(e) = &mut self.evaluator {
+            self.evaluated = Some(e.correct(&self.backend, self.net.as_mut())?);
+            return Ok(());
+        }
         match &self.eval_graph {
             Some(g) => self.backend.replay(g),
             None => self.evaluate_eager(),
@@ -212,8 +248,11 @@ impl<B: Ops + 'static> Trainer<B> {
     /// The loss of the last step and the accuracies of the last evaluation (waits for both).
     pub fn read(&self, epoch: usize) -> Result<EpochRecord> {
         let train: Stats = self.backend.read_stats(&self.train_stats)?;
-        let eval: Stats = self.backend.read_stats(&self.eval_stats)?;
-        let acc = |i: usize, n: usize| if n == 0 { 0.0 } else { eval.correct[i] / n as f64 };
+        let correct = match self.evaluated {
+            Some(c) => c,
+            None => self.backend.read_stats(&self.eval_stats)?.correct,
+        };
+        let acc = |i: usize, n: usize| if n == 0 { 0.0 } else { correct[i] / n as f64 };
         Ok(EpochRecord {
             epoch,
             loss: train.loss,
@@ -378,6 +417,21 @@ pub trait EpochSteps<B: Ops> {
     fn summary(&self) -> String;
     /// The implementation, for reports that know its type (`bench sample`).
     fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// An evaluation of the trainer's parameters other than its model's full-graph forward
+/// (`crate::sample::layerwise`: layer by layer, in node batches).
+pub trait Evaluate<B: Ops> {
+    /// Correct predictions among the train, validation and test nodes with `net`'s parameters.
+    fn correct(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<[f64; 3]>;
+}
+
+/// What a trainer's model is built on: a graph, its feature width, labels and masks.
+struct Shape<'a> {
+    graph: &'a crate::graph::Csr,
+    features: usize,
+    labels: &'a [i32],
+    mask_bits: &'a [u8],
 }
 
 /// Whether [`Trainer::fit_from`] goes on after an epoch.

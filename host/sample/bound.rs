@@ -71,6 +71,8 @@ pub fn can_rebind(cfg: &ModelConfig) -> bool {
 trait OnMatrix<B: Ops> {
     fn model(&mut self) -> &mut dyn Model<B>;
     fn adjacency(&mut self) -> &mut GcnAdjacency<B>;
+    /// The last conv's output (the logits) of the last forward.
+    fn logits(&self) -> &B::Mat;
 }
 
 impl<B: Ops + 'static, C: Conv<B, Adj = GcnAdjacency<B>> + 'static> OnMatrix<B> for Stack<B, C> {
@@ -79,6 +81,9 @@ impl<B: Ops + 'static, C: Conv<B, Adj = GcnAdjacency<B>> + 'static> OnMatrix<B> 
     }
     fn adjacency(&mut self) -> &mut GcnAdjacency<B> {
         self.adjacency_mut()
+    }
+    fn logits(&self) -> &B::Mat {
+        self.convs().last().expect("at least one layer").out()
     }
 }
 
@@ -221,6 +226,22 @@ impl<B: Ops + 'static> BoundModel<B> {
         }
         b.bind_labels(&mut self.labels, &padded.labels, &padded.mask_bits)?;
         b.bind_edges(&mut self.scale.1, &padded.weights)
+    }
+
+    /// Replaces the resident dense features the batches' rows are gathered from (a layer-wise
+    /// inference gives each layer's model the previous layer's output); returns the old ones.
+    pub fn replace_resident(&mut self, resident: Option<B::Mat>) -> Option<B::Mat> {
+        std::mem::replace(&mut self.resident, resident)
+    }
+
+    /// The logits of the batch just bound, in evaluation mode (no dropout), with `net`'s
+    /// parameters (its layer `layer`'s, for a one-layer model) swapped in and back.
+    pub fn forward_eval(&mut self, b: &B, swap: &mut dyn FnMut(&mut dyn Model<B>) -> Result<()>) -> Result<&B::Mat> {
+        swap(self.model.model())?;
+        let out = self.model.model().forward(b, &mut self.input, false).map(|_| ());
+        swap(self.model.model())?;
+        out?;
+        Ok(self.model.logits())
     }
 
     /// Whether the step is recorded (replays follow).

@@ -24,6 +24,7 @@ pub mod alias;
 pub mod batch;
 pub mod bound;
 pub mod induced;
+pub mod layerwise;
 pub mod local_ids;
 pub mod neighbor;
 pub mod prefetch;

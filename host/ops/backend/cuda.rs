@@ -289,6 +289,11 @@ impl Backend for CudaBackend {
     fn download(&self, m: &DeviceMatrix<f32>) -> Result<Matrix> {
         m.download()
     }
+    fn download_head(&self, m: &DeviceMatrix<f32>, rows: usize) -> Result<Matrix> {
+        let padded = m.download_rows(0, rows)?;
+        let data = if m.ld == m.cols { padded } else { padded.chunks_exact(m.ld.max(1)).flat_map(|r| &r[..m.cols]).copied().collect() };
+        Matrix::from_vec(rows, m.cols, data)
+    }
     fn shape(m: &DeviceMatrix<f32>) -> (usize, usize) {
         (m.rows, m.cols)
     }

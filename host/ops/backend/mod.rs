@@ -55,6 +55,17 @@ pub trait Backend {
         self.upload(&m)
     }
     fn download(&self, m: &Self::Mat) -> Result<Matrix>;
+    /// The first `rows` rows of `m` (a layer-wise inference reads back only a batch's output
+    /// nodes, which lead its rows).
+    fn download_head(&self, m: &Self::Mat, rows: usize) -> Result<Matrix> {
+        let mut all = self.download(m)?;
+        if rows > all.rows {
+            return Err(crate::error::Error::Shape(format!("download_head: {rows} rows of a {} x {} matrix", all.rows, all.cols)));
+        }
+        all.data.truncate(rows * all.cols);
+        all.rows = rows;
+        Ok(all)
+    }
     fn shape(m: &Self::Mat) -> (usize, usize);
     /// The pattern of `csr` with its transpose; `csr`'s values become [`Backend::graph_values`].
     fn graph(&self, csr: Csr) -> Result<Self::Graph>;

@@ -17,6 +17,7 @@ use tcgnn::gpu::Gpu;
 use tcgnn::nn::{CpuBackend, CudaBackend, Ops, Trainer};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::sample::{SampleTimes, SampledTraining};
+use tcgnn::gpu::timing::StepSpans;
 use tcgnn::{Error, Result};
 
 use super::sample_args::{SampleArgs, SamplerKind};
@@ -42,6 +43,12 @@ pub struct BenchSampleArgs {
     pub epochs: usize,
     #[arg(long, value_enum, default_value = "auto")]
     pub device: Device,
+    /// Wait for every sampled step before the next batch, so the host's time splits into
+    /// sampling, build and step (the "idle" column is then the host-side share outside steps).
+    /// Default: steps run ahead as in `train`, and the GPU's idle time between steps is read
+    /// from events around each step.
+    #[arg(long)]
+    pub split: bool,
     /// Folder for sample.json and sample.md.
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
@@ -79,6 +86,11 @@ struct Row {
     sampled_edges_per_batch: Option<f64>,
     sampled_edges_per_s: Option<f64>,
     idle_fraction: Option<f64>,
+    /// The GPU's idle share of the epochs' spans, from events around every step (steps not
+    /// waited for; the batches' copies count as idle); `None` with --split or on the CPU.
+    gpu_idle_fraction: Option<f64>,
+    /// Device time of the steps per epoch (events), mean over seeds.
+    gpu_step_ms_per_epoch: Option<f64>,
 }
 
 pub fn run(a: &BenchSampleArgs) -> Result<()> {
@@ -107,7 +119,7 @@ pub fn run(a: &BenchSampleArgs) -> Result<()> {
                     row.test_acc_mean,
                     row.test_acc_std,
                     row.epoch_ms,
-                    row.idle_fraction.map_or(String::new(), |f| format!(", idle {:.1}%", 100.0 * f))
+                    row.idle_fraction.or(row.gpu_idle_fraction).map_or(String::new(), |f| format!(", idle {:.1}%", 100.0 * f))
                 );
                 rows.push(row);
             }
@@ -127,6 +139,8 @@ fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static s
     let (mut accs, mut epoch_ms) = (Vec::new(), 0.0);
     let mut times = SampleTimes::default();
     let (mut backend_name, mut nodes, mut edges) = (String::new(), 0, 0);
+    // Device milliseconds in steps and spanned by the epochs, over seeds.
+    let (mut busy_ms, mut span_ms) = (0.0, 0.0);
     for &seed in &a.seeds {
         let data = load_dataset(&t, seed)?;
         let (cfg, tcfg) = (model_config(&t, seed)?, train_config(&t)?);
@@ -139,7 +153,10 @@ fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static s
         let mut trainer = Trainer::new(backend, &data, &cfg, &tcfg)?;
         match t.sample.training(&data, &cfg, seed)? {
             Some(mut s) => {
-                s.sync_each_step = true;
+                s.sync_each_step = a.split;
+                if let (false, Some(g)) = (a.split, gpu) {
+                    s.spans = Some(Box::new(StepSpans::new(g.clone())));
+                }
                 trainer.set_epoch_steps(Box::new(s));
             }
             None => {
@@ -152,6 +169,11 @@ fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static s
         accs.push(100.0 * h.test_acc);
         epoch_ms += 1e3 * h.seconds / a.epochs as f64 / a.seeds.len() as f64;
         if let Some(s) = trainer.epoch_steps().and_then(|s| s.as_any().downcast_ref::<SampledTraining>()) {
+            if let Some(sp) = &s.spans {
+                let (busy, span) = sp.totals()?;
+                busy_ms += busy;
+                span_ms += span;
+            }
             let m = s.times;
             times = SampleTimes {
                 epochs: times.epochs + m.epochs,
@@ -196,20 +218,22 @@ fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static s
         nodes_per_batch: per_batch(times.batch_nodes as f64),
         sampled_edges_per_batch: per_batch(times.sampled_edges as f64),
         sampled_edges_per_s: sampled.then(|| times.sampled_edges as f64 / times.wall_s.max(1e-12)),
-        idle_fraction: sampled.then(|| times.idle_fraction()),
+        idle_fraction: (sampled && a.split).then(|| times.idle_fraction()),
+        gpu_idle_fraction: (span_ms > 0.0).then(|| (1.0 - busy_ms / span_ms).max(0.0)),
+        gpu_step_ms_per_epoch: (span_ms > 0.0).then(|| busy_ms / times.epochs.max(1) as f64),
         times: sampled.then_some(times),
     })
 }
 
 fn markdown(rows: &[Row]) -> String {
     let mut s = String::from(
-        "| graph | model | sampler | test acc (%) | epoch ms (train + eval) | train ms | sampling (workers) | wait | build + upload | step | batches | nodes / batch | M sampled edges/s | idle |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| graph | model | sampler | test acc (%) | epoch ms (train + eval) | train ms | sampling (workers) | wait | build + upload | step | batches | nodes / batch | M sampled edges/s | idle (host, --split) | GPU step ms (events) | GPU idle (events) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let f = |x: Option<f64>, p: usize| x.map_or("".to_string(), |v| format!("{v:.p$}"));
     for r in rows {
         s += &format!(
-            "| {} | {} | {} | {:.2} ± {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {:.2} ± {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.graph,
             r.model,
             r.sampler,
@@ -225,10 +249,16 @@ fn markdown(rows: &[Row]) -> String {
             f(r.nodes_per_batch, 0),
             f(r.sampled_edges_per_s.map(|x| x / 1e6), 2),
             r.idle_fraction.map_or(String::new(), |x| format!("{:.1}%", 100.0 * x)),
+            f(r.gpu_step_ms_per_epoch, 2),
+            r.gpu_idle_fraction.map_or(String::new(), |x| format!("{:.1}%", 100.0 * x)),
         );
     }
     if let Some(r) = rows.first() {
-        s += &format!("\n{} epochs, seeds {:?}, backend {}. Sampled steps are waited for one by one (see `host/cli/bench_sample.rs`).\n", r.epochs, r.seeds, r.backend);
+        s += &format!("\n{} epochs, seeds {:?}, backend {}. {}\n", r.epochs, r.seeds, r.backend, if r.idle_fraction.is_some() {
+            "Sampled steps are waited for one by one (--split): step = enqueue + wait, idle = host time outside steps."
+        } else {
+            "Sampled steps run ahead of the host as in `train` (step = host time to enqueue); GPU idle = 1 - (event time inside steps) / (event time spanned by each epoch's steps), batch copies counted as idle."
+        });
     }
     s
 }

@@ -474,7 +474,9 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     }
     // Mini-batch training: the trainer's model keeps the parameters and evaluates on the full graph.
     let sampled = match a.sample.training(&data, &cfg, seed)? {
-        Some(s) => {
+        Some(mut s) => {
+            // The GPU's idle time between steps, on its own clock (the summary reports it).
+            s.spans = gpu.as_ref().map(|g| Box::new(tcgnn::gpu::timing::StepSpans::new(g.clone())) as Box<dyn tcgnn::gpu::timing::Spans>);
             trainer.set_epoch_steps(Box::new(s));
             true
         }

@@ -12,6 +12,7 @@
 //! swapped with the persistent ones (`std::mem::swap` of the
 //! [`Param`](crate::nn::param::Param)s, no copy) for the step and swapped back after it.
 
+use crate::gpu::timing::Spans;
 use crate::nn::input::HostFeatures;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -87,6 +88,9 @@ pub struct SampledTraining {
     /// Keep the whole dense feature matrix on the device and gather each batch's rows there
     /// (`false`, the default: copy the rows the workers gathered).
     pub features_on_gpu: bool,
+    /// Brackets every step on the device's clock (the GPU's idle time between steps: see
+    /// [`Spans`]); `None`: not measured.
+    pub spans: Option<Box<dyn Spans>>,
     /// The rebound model (a `BoundModel<B>` of the backend that trains).
     bound: Option<Box<dyn std::any::Any>>,
     /// Its capacity, for the workers to pad batches to (off the step's thread).
@@ -134,6 +138,7 @@ impl SampledTraining {
             growth: 1.25,
             record: true,
             features_on_gpu: false,
+            spans: None,
             bound: None,
             capacity: Arc::default(),
             times: SampleTimes::default(),
@@ -174,7 +179,9 @@ impl SampledTraining {
         let t1 = Instant::now();
         let scale = scale.as_mut().map(|(g, v, m)| (&*g, &*v, m));
         let step = Step { input: &mut input, labels: &labels, dlogits: &mut dlogits, scale, loss_nodes: batch.loss_nodes(), stats: &mut stats };
+        self.span(|s| s.begin())?;
         train_step(b, net, model.as_mut(), hyper, step, self.sync_each_step)?;
+        self.span(|s| s.end())?;
         self.count(t0, t1, batch.sampled_edges, n);
         Ok(stats)
     }
@@ -206,7 +213,12 @@ impl SampledTraining {
         let mut stats = b.stats()?;
         let t1 = Instant::now();
         m.record = self.record;
+        // The bracket holds the step's kernels only: the batch's copies, queued above, count
+        // as idle (the stricter measure).
+        let spans = self.spans.as_deref();
+        spans.map_or(Ok(()), |s| s.begin())?;
         m.step(b, net, hyper, &mut stats, self.sync_each_step)?;
+        spans.map_or(Ok(()), |s| s.end())?;
         if let Some(e) = m.record_error.take() {
             eprintln!("the sampled step could not be recorded ({e}); it runs eagerly");
         }
@@ -214,6 +226,10 @@ impl SampledTraining {
         self.count(t0, t1, p.sampled_edges, p.n);
         self.times.rebound_batches += 1;
         Ok(stats)
+    }
+
+    fn span(&self, f: impl FnOnce(&dyn Spans) -> Result<()>) -> Result<()> {
+        self.spans.as_deref().map_or(Ok(()), f)
     }
 
     fn count(&mut self, t0: Instant, t1: Instant, sampled_edges: usize, nodes: usize) {
@@ -296,6 +312,7 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
             self.stream = Some((batches, epoch));
         }
         let (mut batches, _) = self.stream.take().expect("made above");
+        self.span(|s| s.new_epoch())?;
         let waited_before = batches.waited();
         let mut stats = Vec::with_capacity(self.steps);
         for _ in 0..self.steps {
@@ -337,7 +354,10 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
             t.batch_nodes as f64 / t.batches.max(1) as f64,
             t.sampled_edges as f64 / t.batches.max(1) as f64,
             t.sampled_edges as f64 / t.wall_s.max(1e-12) / 1e6,
-        ) + &if t.rebound_batches > 0 {
+        ) + &match self.spans.as_deref().map(|s| s.totals()) {
+            Some(Ok((busy, span))) if span > 0.0 => format!("; GPU idle between steps {:.1}% of the epochs (events)", 100.0 * (1.0 - busy / span).max(0.0)),
+            _ => String::new(),
+        } + &if t.rebound_batches > 0 {
             format!("; {} of {} batches on one rebound model ({} builds, {} steps replayed, {} padded by the workers)", t.rebound_batches, t.batches, t.rebound_builds, t.recorded_batches, t.padded_by_workers)
         } else {
             String::new()

@@ -2,13 +2,16 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
 # loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
 # small graphs beside PyG's fastest configuration measured in the same call (torch.compile on cora);
 # setup3: setup of SBM 10M x 64 from .tcg, three runs; sample3: sampled training on cora and
-# citeseer beside the plain-PyTorch samplers (bench/pyg/sample.py), same call, 3 seeds.
+# citeseer beside the plain-PyTorch samplers (bench/pyg/sample.py), same call, 3 seeds;
+# bigsample: SBM 8M x 128 GCN 3 x 256 sampled, evaluated layer-wise; idle: GPU idle between
+# sampled steps from events; sample5: 5-seed accuracy on cora, citeseer, tolokers, twitch_DE,
+# musae_facebook beside the plain-PyTorch samplers.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -83,6 +86,30 @@ if [[ "$what" == *" sample3 "* ]]; then
   for gr in cora citeseer; do
     timeout 100 python3 bench/pyg/sample.py $gr --model gcn sage --sampler saint-rw saint-node saint-edge neighbor \
       --seeds 0,1,2 --epochs 200 --out "$out/pyg-sample-$gr.json" > "$out/pyg-sample-$gr.log" 2>&1 || echo "pyg sample $gr failed ($?)"
+    grep -E "epoch|ms" "$out/pyg-sample-$gr.log" | tail -10
+  done
+fi
+if [[ "$what" == *" bigsample "* ]]; then
+  # Issue 16: an SBM whose full-graph GCN 3 x 256 does not fit the GPU trains in sampling mode,
+  # evaluated layer-wise (the run says why it did not train full-graph).
+  /usr/bin/time -v timeout 420 $T train sbm:8000000 --features 128 --model gcn --layers 3 --hidden 256 \
+    --sampler neighbor --fanout 15,10,5 --batch-size 1024 --steps-per-epoch 40 --sample-workers 12 --epochs 4 \
+    --out "$out/bigsample" > "$out/bigsample.log" 2>&1
+  grep -E "does not fit|layer-wise|sampled training|accuracy|setup|Maximum resident|Elapsed|rror" "$out/bigsample.log" | cut -c1-600
+  grep -E '"(val_acc|test_acc)"' "$out/bigsample/train.json" | head -8
+fi
+if [[ "$what" == *" idle "* ]]; then
+  # The GPU's idle time between sampled steps (events), steps running ahead as in train.
+  timeout 200 $T bench sample cora citeseer tolokers --device gpu --epochs 100 --seeds 0 --sample-workers 4 --out "$out/idle" 2>&1 | grep -E "idle|wrote" | tail -30
+fi
+if [[ "$what" == *" sample5 "* ]]; then
+  # Accuracy over 5 seeds against full-graph training, and the plain-PyTorch samplers, same call.
+  timeout 240 $T bench sample cora citeseer --device gpu --epochs 200 --seeds 0,1,2,3,4 --out "$out/sample5" 2>&1 | tail -22
+  timeout 200 $T bench sample tolokers twitch_DE musae_facebook --device gpu --epochs 50 --seeds 0,1,2,3,4 --sample-workers 4 --out "$out/sample5big" 2>&1 | tail -32
+  for gr in cora citeseer tolokers twitch_DE musae_facebook; do
+    ep=200; case $gr in cora|citeseer) ;; *) ep=50;; esac
+    timeout 120 python3 bench/pyg/sample.py $gr --model gcn sage --sampler saint-rw saint-node saint-edge neighbor \
+      --seeds 0,1 --epochs $ep --out "$out/pyg-sample-$gr.json" > "$out/pyg-sample-$gr.log" 2>&1 || echo "pyg sample $gr failed ($?)"
     grep -E "epoch|ms" "$out/pyg-sample-$gr.log" | tail -10
   done
 fi

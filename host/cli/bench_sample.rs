@@ -151,7 +151,7 @@ fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static s
         backend_name = backend.describe();
         (nodes, edges) = (data.n(), data.graph.nnz());
         let mut trainer = Trainer::new(backend, &data, &cfg, &tcfg)?;
-        match t.sample.training(&data, &cfg, seed)? {
+        match t.sample.training_on(&data, &cfg, seed, gpu.is_some())? {
             Some(mut s) => {
                 s.sync_each_step = a.split;
                 if let (false, Some(g)) = (a.split, gpu) {

@@ -51,9 +51,9 @@ pub struct SampleArgs {
     /// normalisation of the subgraph).
     #[arg(long, default_value_t = 50)]
     pub saint_coverage: u32,
-    /// CPU threads making batches ahead of the step.
-    #[arg(long, default_value_t = 2)]
-    pub sample_workers: usize,
+    /// CPU threads making batches ahead of the step (default: the cores less two, 2 to 12).
+    #[arg(long)]
+    pub sample_workers: Option<usize>,
     /// Build a model per batch instead of rebinding one model (GCN, SAGE, GIN without
     /// BatchNorm on the CPU or the GPU's CUDA-core kernels are rebound by default).
     #[arg(long)]
@@ -62,10 +62,10 @@ pub struct SampleArgs {
     #[arg(long)]
     pub eager_steps: bool,
     /// Where the rebound model reads a batch's dense feature rows from: `host` copies the rows
-    /// the sample workers gathered (default); `gpu` keeps the whole feature matrix on the GPU and
-    /// gathers each batch's rows there by node id (a batch then carries 4 bytes a node; on cora
-    /// and citeseer no faster, see bench/NOTES.md).
-    #[arg(long, value_enum, default_value = "host")]
+    /// the sample workers gathered; `gpu` keeps the whole feature matrix on the GPU and gathers
+    /// each batch's rows there by node id (a batch then carries 4 bytes a node, and the workers
+    /// gather nothing). Default: gpu when training on a GPU, else host.
+    #[arg(long, value_enum, default_value = "auto")]
     pub features_on: FeaturesOn,
     /// How validation and test accuracy are computed: `full` runs the whole model on the whole
     /// graph (fastest where it fits); `layerwise` runs one layer at a time over node batches
@@ -157,12 +157,34 @@ impl SampleArgs {
             }
         };
         let node_data = NodeData { features: clone_features(data), labels: data.labels.clone(), mask_bits: data.mask_bits.clone(), n_train: count_train(data) };
-        let prefetch = PrefetchConfig { workers: self.sample_workers.max(1), ahead: 1 };
+        let prefetch = PrefetchConfig { workers: self.workers(), ahead: 1 };
         let mut training = SampledTraining::new(source, node_data, n, steps, prefetch, *cfg, data.classes)?;
         training.rebind = !self.build_per_batch;
         training.record = !self.eager_steps;
         training.features_on_gpu = self.features_on == FeaturesOn::Gpu;
         Ok(Some(training))
+    }
+
+    /// [`SampleArgs::training`] for a run on the GPU (`gpu`) or the CPU: `--features-on auto`
+    /// resolved (the GPU gathers the rows where it trains).
+    pub fn training_on(&self, data: &Dataset, cfg: &tcgnn::nn::ModelConfig, seed: u64, gpu: bool) -> Result<Option<SampledTraining>> {
+        let mut t = self.training(data, cfg, seed)?;
+        if let Some(t) = &mut t {
+            t.features_on_gpu = match self.features_on {
+                FeaturesOn::Auto => gpu,
+                on => on == FeaturesOn::Gpu,
+            };
+        }
+        Ok(t)
+    }
+
+    /// `--sample-workers`, or the cores less two (the step's thread and one for the system),
+    /// at least 2 and at most 12.
+    pub fn workers(&self) -> usize {
+        match self.sample_workers {
+            Some(w) => w.max(1),
+            None => std::thread::available_parallelism().map_or(2, |n| n.get()).saturating_sub(2).clamp(2, 12),
+        }
     }
 }
 
@@ -182,8 +204,9 @@ fn clone_features(data: &Dataset) -> tcgnn::nn::input::HostFeatures {
 /// `--features-on`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum FeaturesOn {
-    /// The default (as the CLI's), also for `SampleArgs::default()`.
+    /// The default (as the CLI's), also for `SampleArgs::default()`: gpu on a GPU, else host.
     #[default]
+    Auto,
     Host,
     Gpu,
 }

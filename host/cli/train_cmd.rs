@@ -328,7 +328,7 @@ fn batch_edges(a: &TrainArgs) -> usize {
 
 /// Refuses a layer-wise inference that cannot run: sparse features, a model or backend it
 /// does not run, or (on the GPU) more memory than is free: the features and one layer's input
-/// over all nodes, and a one-layer model at a batch's size.
+/// and output over all nodes, and a one-layer model at a batch's size.
 fn check_layerwise<B: Ops>(b: &B, gpu: Option<&Gpu>, data: &Dataset, cfg: &ModelConfig, batch_edges: usize) -> Result<()> {
     if !layerwise::supports(cfg) {
         return Err(Error::Unsupported(format!("--inference layerwise runs GCN, SAGE and GIN without --batch-norm, not {}", cfg.model)));
@@ -347,7 +347,8 @@ fn check_layerwise<B: Ops>(b: &B, gpu: Option<&Gpu>, data: &Dataset, cfg: &Model
     let rows = (2 * batch_edges as u64).min(n).max(1) as usize;
     let one = ModelConfig { layers: 1, residual: false, batch_norm: false, ..*cfg };
     let model = estimate_bytes(&one, rows, batch_edges.min(data.graph.nnz() + data.n()), widest as usize, widest as usize)?;
-    let need = tcgnn::nn::models::mat_bytes(n, data.features.cols() as u64) + tcgnn::nn::models::mat_bytes(n, widest) + model;
+    // The features, a layer's input and output over all nodes, the one-layer model.
+    let need = tcgnn::nn::models::mat_bytes(n, data.features.cols() as u64) + 2 * tcgnn::nn::models::mat_bytes(n, widest) + model;
     let free = tcgnn::bench::budget::gpu_free_bytes(gpu)?;
     if need > free {
         return Err(Error::Unsupported(format!(
@@ -473,7 +474,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         best = c.best.clone();
     }
     // Mini-batch training: the trainer's model keeps the parameters and evaluates on the full graph.
-    let sampled = match a.sample.training(&data, &cfg, seed)? {
+    let sampled = match a.sample.training_on(&data, &cfg, seed, gpu.is_some())? {
         Some(mut s) => {
             // The GPU's idle time between steps, on its own clock (the summary reports it).
             s.spans = gpu.as_ref().map(|g| Box::new(tcgnn::gpu::timing::StepSpans::new(g.clone())) as Box<dyn tcgnn::gpu::timing::Spans>);

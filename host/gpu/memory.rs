@@ -208,6 +208,16 @@ impl<T: Element> DeviceMatrix<T> {
         gpu.clock().uploading(std::mem::size_of_val(padded), || gpu.stream.memcpy_htod(padded, &mut view)).map_err(|e| Error::cuda("upload_rows", e))
     }
 
+    /// Rows `row0 .. row0 + n` straight into `dst` (`n * ld` elements: whole padded rows).
+    pub fn download_rows_into(&self, row0: usize, n: usize, dst: &mut [T]) -> Result<()> {
+        let range = self.row_range(row0, n, dst.len(), "download_rows_into")?;
+        if range.is_empty() {
+            return Ok(());
+        }
+        self.gpu.stream.memcpy_dtoh(&self.buf.data.slice(range), dst).map_err(|e| Error::cuda("download_rows_into", e))?;
+        self.gpu.stream.synchronize().map_err(|e| Error::cuda("download_rows_into", e))
+    }
+
     /// Rows `row0 .. row0 + n`, padded (`n * ld` elements).
     pub fn download_rows(&self, row0: usize, n: usize) -> Result<Vec<T>> {
         let range = self.row_range(row0, n, n * self.ld, "download_rows")?;

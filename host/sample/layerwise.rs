@@ -8,13 +8,13 @@
 //! other node those rows read; its matrix holds the rows' edges and is empty below row k. The
 //! batches are made once and padded to one capacity: every layer and every evaluation binds
 //! the same ones into a one-layer [`BoundModel`] of that layer's widths, whose input rows are
-//! gathered on the device from the previous layer's output over all nodes (resident). Only
-//! the k output rows come back; ReLU and the residual sum of hidden layers are applied to them
-//! on the host, and the last layer's rows are scored against the labels.
+//! gathered on the device from the previous layer's output over all nodes (resident). A
+//! batch's k output rows are copied into the layer's output over all nodes, on the device;
+//! ReLU and the residual sum of hidden layers are applied to it whole; only the last layer's
+//! rows come back, to be scored against the labels.
 //!
-//! Memory: the device holds one layer's input over all nodes and the one-layer model at the
-//! batch capacity; the host one layer's output over all nodes (and its input, for residual
-//! layers).
+//! Memory: the device holds the features, one layer's input and output over all nodes, and
+//! the one-layer model at the batch capacity.
 
 use rayon::prelude::*;
 
@@ -105,48 +105,44 @@ impl<B: Ops + 'static> LayerwiseInference<B> {
     /// features may be gone with the failed layer's model: later calls refuse.
     pub fn logits(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<Matrix> {
         let layers = self.widths.len() - 1;
-        // The layer's input over all nodes: on the device (gathered per batch) and, past the
-        // first layer, on the host (for the residual sum).
-        let mut resident = self.features.take();
-        if resident.is_none() {
-            return Err(Error::Unsupported("layer-wise inference lost its features to an earlier error; rebuild it".into()));
-        }
-        let mut input: Option<Matrix> = None;
+        // The layer's input over all nodes, on the device: batches gather their rows from it.
+        let mut input = self.features.take().ok_or_else(|| Error::Unsupported("layer-wise inference lost its features to an earlier error; rebuild it".into()))?;
+        let mut logits = Matrix::zeros(self.n, *self.widths.last().expect("widths"));
         for l in 0..layers {
             let (w_in, w_out) = (self.widths[l], self.widths[l + 1]);
             let one = ModelConfig { layers: 1, residual: false, batch_norm: false, ..self.cfg };
             let mut model = BoundModel::<B>::new(b, self.capacity, w_in, false, w_out, &one)?;
-            model.replace_resident(resident.take());
+            model.replace_resident(Some(input));
             let hidden = l + 1 < layers;
-            // Stack::new's rule: a residual hidden layer past the first, of equal widths.
-            let residual = hidden && self.cfg.residual && l >= 1 && w_in == w_out;
-            let mut out = Matrix::zeros(self.n, w_out);
+            // A hidden layer's output over all nodes stays on the device; the last comes back.
+            let mut next = if hidden { Some(b.matrix(self.n, w_out)?) } else { None };
             let mut swap = |one: &mut dyn Model<B>| swap_layer(net, l, one);
             for r in &self.batches {
                 model.bind(b, &r.prepared)?;
                 let y = model.forward_eval(b, &mut swap)?;
-                let rows = b.download_head(y, r.k)?;
-                let dst = &mut out.data[r.first * w_out..(r.first + r.k) * w_out];
-                dst.copy_from_slice(&rows.data);
-                if hidden {
-                    dst.par_iter_mut().for_each(|v| *v = v.max(0.0));
-                }
-                if let (true, Some(x)) = (residual, &input) {
-                    let src = &x.data[r.first * w_in..(r.first + r.k) * w_in];
-                    dst.par_iter_mut().zip(src.par_iter()).for_each(|(y, x)| *y += x);
+                match &mut next {
+                    Some(next) => b.copy_rows(y, r.k, next, r.first)?,
+                    None => b.download_head_into(y, r.k, &mut logits.data[r.first * w_out..(r.first + r.k) * w_out])?,
                 }
             }
-            let used = model.replace_resident(None);
+            input = model.replace_resident(None).expect("set above");
+            if let Some(next) = &mut next {
+                b.relu(next)?;
+                // Stack::new's rule: a residual hidden layer past the first, of equal widths.
+                if self.cfg.residual && l >= 1 && w_in == w_out {
+                    b.add_assign(next, &input)?;
+                }
+            }
             if l == 0 {
                 // The features stay for the next evaluation.
-                self.features = used;
+                self.features = Some(input);
             }
-            if hidden {
-                resident = Some(b.upload(&out)?);
+            match next {
+                Some(next) => input = next,
+                None => break,
             }
-            input = Some(out);
         }
-        Ok(input.expect("at least one layer"))
+        Ok(logits)
     }
 }
 

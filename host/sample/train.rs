@@ -201,7 +201,9 @@ impl SampledTraining {
                 (HostFeatures::Dense(m), true) => Some(m),
                 _ => None,
             };
-            let mut m = BoundModel::<B>::with_resident(b, old.grown_for(p, self.growth), p.features.cols(), sparse, resident, self.classes, &self.cfg)?;
+            // With resident features the batch carries node ids only (no feature columns).
+            let cols = resident.map_or(p.features.cols(), |m| m.cols);
+            let mut m = BoundModel::<B>::with_resident(b, old.grown_for(p, self.growth), cols, sparse, resident, self.classes, &self.cfg)?;
             m.rebuilds = rebuilds;
             *self.capacity.lock().expect("capacity lock poisoned") = Some(m.capacity());
             self.bound = Some(Box::new(m));
@@ -287,9 +289,20 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
         let t0 = Instant::now();
         if self.stream.as_ref().is_none_or(|(_, next)| *next != epoch) {
             // A new run (or one resumed elsewhere): batches from this epoch on, as far as u32 epochs go.
-            let (source, data, n_all, steps) = (Arc::clone(&self.source), Arc::clone(&self.data), self.n_all, self.steps);
+            let (source, n_all, steps) = (Arc::clone(&self.source), self.n_all, self.steps);
             // The workers translate batches for the rebound model where it applies.
             let prepare = (self.rebind && can_rebind(&self.cfg) && b.can_bind()).then_some(self.cfg.model);
+            // A rebound model with the features resident gathers the rows itself: the workers
+            // hand over node ids only (their copy of the node data has no feature columns).
+            let data = match (&self.data.features, prepare.is_some() && self.features_on_gpu) {
+                (HostFeatures::Dense(_), true) => Arc::new(NodeData {
+                    features: HostFeatures::Dense(crate::tensor::Matrix::zeros(n_all, 0)),
+                    labels: self.data.labels.clone(),
+                    mask_bits: self.data.mask_bits.clone(),
+                    n_train: self.data.n_train,
+                }),
+                _ => Arc::clone(&self.data),
+            };
             let capacity = Arc::clone(&self.capacity);
             let first = u32::try_from(epoch).map_err(|_| Error::Unsupported(format!("epoch {epoch} is past 2^32")))? as usize;
             let total = (u32::MAX as usize - first).saturating_mul(steps);

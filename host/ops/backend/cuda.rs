@@ -289,10 +289,18 @@ impl Backend for CudaBackend {
     fn download(&self, m: &DeviceMatrix<f32>) -> Result<Matrix> {
         m.download()
     }
-    fn download_head(&self, m: &DeviceMatrix<f32>, rows: usize) -> Result<Matrix> {
+    fn download_head_into(&self, m: &DeviceMatrix<f32>, rows: usize, dst: &mut [f32]) -> Result<()> {
+        if dst.len() != rows * m.cols {
+            return Err(Error::Shape(format!("download_head_into: {rows} rows of {} columns into {} values", m.cols, dst.len())));
+        }
+        if m.ld == m.cols {
+            return m.download_rows_into(0, rows, dst);
+        }
         let padded = m.download_rows(0, rows)?;
-        let data = if m.ld == m.cols { padded } else { padded.chunks_exact(m.ld.max(1)).flat_map(|r| &r[..m.cols]).copied().collect() };
-        Matrix::from_vec(rows, m.cols, data)
+        for (d, s) in dst.chunks_exact_mut(m.cols.max(1)).zip(padded.chunks_exact(m.ld.max(1))) {
+            d.copy_from_slice(&s[..m.cols]);
+        }
+        Ok(())
     }
     fn shape(m: &DeviceMatrix<f32>) -> (usize, usize) {
         (m.rows, m.cols)

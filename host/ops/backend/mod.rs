@@ -55,16 +55,15 @@ pub trait Backend {
         self.upload(&m)
     }
     fn download(&self, m: &Self::Mat) -> Result<Matrix>;
-    /// The first `rows` rows of `m` (a layer-wise inference reads back only a batch's output
-    /// nodes, which lead its rows).
-    fn download_head(&self, m: &Self::Mat, rows: usize) -> Result<Matrix> {
-        let mut all = self.download(m)?;
-        if rows > all.rows {
-            return Err(crate::error::Error::Shape(format!("download_head: {rows} rows of a {} x {} matrix", all.rows, all.cols)));
+    /// The first `rows` rows of `m` into `dst` (`rows x cols` values): a layer-wise inference
+    /// reads back only a batch's output nodes, which lead its rows.
+    fn download_head_into(&self, m: &Self::Mat, rows: usize, dst: &mut [f32]) -> Result<()> {
+        let all = self.download(m)?;
+        if rows > all.rows || dst.len() != rows * all.cols {
+            return Err(crate::error::Error::Shape(format!("download_head_into: {rows} rows of a {} x {} matrix into {} values", all.rows, all.cols, dst.len())));
         }
-        all.data.truncate(rows * all.cols);
-        all.rows = rows;
-        Ok(all)
+        dst.copy_from_slice(&all.data[..rows * all.cols]);
+        Ok(())
     }
     fn shape(m: &Self::Mat) -> (usize, usize);
     /// The pattern of `csr` with its transpose; `csr`'s values become [`Backend::graph_values`].

@@ -2,7 +2,7 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
 # loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
@@ -11,7 +11,7 @@
 # citeseer beside the plain-PyTorch samplers (bench/pyg/sample.py), same call, 3 seeds;
 # bigsample: SBM 8M x 128 GCN 3 x 256 sampled, evaluated layer-wise; idle: GPU idle between
 # sampled steps from events; sample5: 5-seed accuracy on cora, citeseer, tolokers, twitch_DE,
-# musae_facebook beside the plain-PyTorch samplers.
+# musae_facebook; pygsample: the plain-PyTorch samplers on the same graphs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -100,15 +100,18 @@ if [[ "$what" == *" bigsample "* ]]; then
 fi
 if [[ "$what" == *" idle "* ]]; then
   # The GPU's idle time between sampled steps (events), steps running ahead as in train.
-  timeout 200 $T bench sample cora citeseer tolokers --device gpu --epochs 100 --seeds 0 --sample-workers 4 --out "$out/idle" 2>&1 | grep -E "idle|wrote" | tail -30
+  timeout 200 $T bench sample cora citeseer tolokers --device gpu --epochs 100 --seeds 0 --out "$out/idle" 2>&1 | grep -E "idle|wrote" | tail -30
 fi
 if [[ "$what" == *" sample5 "* ]]; then
-  # Accuracy over 5 seeds against full-graph training, and the plain-PyTorch samplers, same call.
+  # Accuracy over 5 seeds against full-graph training (and the split of the epoch), our side.
   timeout 240 $T bench sample cora citeseer --device gpu --epochs 200 --seeds 0,1,2,3,4 --out "$out/sample5" 2>&1 | tail -22
-  timeout 200 $T bench sample tolokers twitch_DE musae_facebook --device gpu --epochs 50 --seeds 0,1,2,3,4 --sample-workers 4 --out "$out/sample5big" 2>&1 | tail -32
+  timeout 240 $T bench sample tolokers twitch_DE musae_facebook --device gpu --epochs 50 --seeds 0,1,2,3,4 --out "$out/sample5big" 2>&1 | tail -32
+fi
+if [[ "$what" == *" pygsample "* ]]; then
+  # The plain-PyTorch samplers with PyG's convs on the same graphs and settings.
   for gr in cora citeseer tolokers twitch_DE musae_facebook; do
     ep=200; case $gr in cora|citeseer) ;; *) ep=50;; esac
-    timeout 120 python3 bench/pyg/sample.py $gr --model gcn sage --sampler saint-rw saint-node saint-edge neighbor \
+    timeout 150 python3 bench/pyg/sample.py $gr --model gcn sage --sampler saint-rw saint-node saint-edge neighbor \
       --seeds 0,1 --epochs $ep --out "$out/pyg-sample-$gr.json" > "$out/pyg-sample-$gr.log" 2>&1 || echo "pyg sample $gr failed ($?)"
     grep -E "epoch|ms" "$out/pyg-sample-$gr.log" | tail -10
   done

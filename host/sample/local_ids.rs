@@ -7,7 +7,8 @@
 
 use std::sync::Mutex;
 
-const ABSENT: u32 = u32::MAX;
+/// The local id of a node not in the batch.
+pub const ABSENT: u32 = u32::MAX;
 
 /// One dense global → local map; every entry `ABSENT` between uses.
 pub struct LocalIds {
@@ -25,6 +26,12 @@ impl LocalIds {
     pub fn get(&self, global: u32) -> Option<u32> {
         let l = self.map[global as usize];
         (l != ABSENT).then_some(l)
+    }
+
+    /// The local id of `global`, or [`ABSENT`] (for branch-free loops).
+    #[inline]
+    pub fn get_raw(&self, global: u32) -> u32 {
+        self.map[global as usize]
     }
 
     /// Give `global` the local id `local` (the caller keeps ids unique).

@@ -67,14 +67,7 @@ impl Gpu {
         let chunk = chunk.clamp(1, chunk_elems::<T>().max(1));
         let mut ring = self.staging.0.lock().expect("staging ring poisoned");
         if ring.is_none() {
-            let mut slots = Vec::with_capacity(SLOTS);
-            for _ in 0..SLOTS {
-                // SAFETY: the bytes are written by `fill` before any copy reads them.
-                let buf = unsafe { self.ctx.alloc_pinned::<u8>(STAGING_CHUNK_BYTES) }.map_err(|e| Error::cuda(format!("pinning {STAGING_CHUNK_BYTES} bytes of staging memory"), e))?;
-                let done = self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(|e| Error::cuda("staging event", e))?;
-                slots.push((buf, done));
-            }
-            *ring = Some(PinnedRing { slots });
+            *ring = Some(PinnedRing { slots: self.pinned_slots(STAGING_CHUNK_BYTES, "staging")? });
         }
         let ring = ring.as_mut().expect("made above");
         let size = std::mem::size_of::<T>();
@@ -98,6 +91,20 @@ impl Gpu {
             done.synchronize().map_err(|e| Error::cuda("waiting for the staged upload", e))?;
         }
         Ok(())
+    }
+
+    /// [`SLOTS`] pinned buffers of `bytes` each, with the event each records after its last
+    /// copy. The bytes are uninitialised: every user writes a region before queueing its copy.
+    fn pinned_slots(&self, bytes: usize, what: &str) -> Result<Vec<(PinnedHostSlice<u8>, CudaEvent)>> {
+        (0..SLOTS)
+            .map(|_| {
+                // SAFETY: a region of the buffer is written before any copy reads it (above and
+                // in `copy_htod_pinned`).
+                let buf = unsafe { self.ctx.alloc_pinned::<u8>(bytes) }.map_err(|e| Error::cuda(format!("pinning {bytes} bytes of {what} memory"), e))?;
+                let done = self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(|e| Error::cuda(format!("{what} event"), e))?;
+                Ok((buf, done))
+            })
+            .collect()
     }
 }
 
@@ -132,37 +139,24 @@ impl Gpu {
     /// Queue a copy of `len` elements to device address `dst` (which must hold them), written
     /// by `fill` into pinned memory: returns without waiting for the copy. Larger than an arena
     /// slot: the staged upload (which waits).
-    pub fn copy_htod_pinned<T: DeviceRepr>(&self, dst: CUdeviceptr, len: usize, fill: impl FnOnce(&mut [T])) -> Result<()> {
+    pub fn copy_htod_pinned<T: DeviceRepr + Default + Clone>(&self, dst: CUdeviceptr, len: usize, fill: impl FnOnce(&mut [T])) -> Result<()> {
         let bytes = len * std::mem::size_of::<T>();
         if bytes == 0 {
             return Ok(());
         }
         self.refuse_in_capture(|| format!("a host-to-device copy of {bytes} bytes"))?;
         if bytes > ARENA_SLOT_BYTES {
-            let mut fill = Some(fill);
-            let mut whole: Vec<T> = Vec::with_capacity(len);
-            // SAFETY: `fill` writes every element (the contract of this function) before the read.
-            #[allow(clippy::uninit_vec)]
-            unsafe {
-                whole.set_len(len)
-            };
-            (fill.take().expect("called once"))(&mut whole);
+            // Written whole on the host first (`fill` writes one slice), then staged.
+            let mut whole = vec![T::default(); len];
+            fill(&mut whole);
             return self.upload_staged(dst, len, chunk_elems::<T>(), |first, slot: &mut [T]| {
-                // SAFETY: plain old data (DeviceRepr), copied element by element.
-                unsafe { std::ptr::copy_nonoverlapping(whole.as_ptr().add(first), slot.as_mut_ptr(), slot.len()) };
+                slot.clone_from_slice(&whole[first..first + slot.len()]);
                 Ok(())
             });
         }
         let mut arena = self.arena.0.lock().expect("copy arena poisoned");
         if arena.is_none() {
-            let mut slots = Vec::with_capacity(SLOTS);
-            for _ in 0..SLOTS {
-                // SAFETY: bytes are written before any copy reads them.
-                let buf = unsafe { self.ctx.alloc_pinned::<u8>(ARENA_SLOT_BYTES) }.map_err(|e| Error::cuda(format!("pinning {ARENA_SLOT_BYTES} bytes of copy arena"), e))?;
-                let done = self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(|e| Error::cuda("arena event", e))?;
-                slots.push((buf, done));
-            }
-            *arena = Some(CopyArena { slots, current: 0, used: 0, stream: self.stream.clone() });
+            *arena = Some(CopyArena { slots: self.pinned_slots(ARENA_SLOT_BYTES, "copy arena")?, current: 0, used: 0, stream: self.stream.clone() });
         }
         let a = arena.as_mut().expect("made above");
         // 256-byte aligned pieces: aligned for any T, and whole DMA bursts.

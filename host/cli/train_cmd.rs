@@ -555,6 +555,9 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     if let Some(s) = trainer.epoch_steps() {
         println!("{}", s.summary());
     }
+    if let Some(e) = trainer.evaluator() {
+        println!("{}", e.summary());
+    }
     let phases = if seed == a.seeds[0] && !sampled { Some(trainer.profile(3, if gpu.is_some() { 20 } else { 3 })?) } else { None };
     sample_gpu()?;
     let resources = resources(read_s, trainer.setup_seconds, data_bytes, gpu.as_deref());

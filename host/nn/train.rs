@@ -154,6 +154,11 @@ impl<B: Ops + 'static> Trainer<B> {
         self.evaluator = Some(e);
     }
 
+    /// The evaluator set by [`Trainer::set_evaluator`] (its timings).
+    pub fn evaluator(&self) -> Option<&dyn Evaluate<B>> {
+        self.evaluator.as_deref()
+    }
+
     /// The mini-batch trainer set by [`Trainer::set_epoch_steps`] (its timings).
     pub fn epoch_steps(&self) -> Option<&dyn EpochSteps<B>> {
         self.epoch_steps.as_deref()
@@ -424,6 +429,8 @@ pub trait EpochSteps<B: Ops> {
 pub trait Evaluate<B: Ops> {
     /// Correct predictions among the train, validation and test nodes with `net`'s parameters.
     fn correct(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<[f64; 3]>;
+    /// A one-line account of the evaluations so far (for the CLI's summary).
+    fn summary(&self) -> String;
 }
 
 /// What a trainer's model is built on: a graph, its feature width, labels and masks.

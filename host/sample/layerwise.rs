@@ -57,6 +57,9 @@ pub struct LayerwiseInference<B: Ops> {
     labels: Vec<i32>,
     mask_bits: Vec<u8>,
     n: usize,
+    /// Evaluations run and their wall seconds (the GPU waited for: the logits come back).
+    passes: usize,
+    seconds: f64,
 }
 
 impl<B: Ops + 'static> LayerwiseInference<B> {
@@ -93,6 +96,8 @@ impl<B: Ops + 'static> LayerwiseInference<B> {
             labels,
             mask_bits,
             n,
+            passes: 0,
+            seconds: 0.0,
         })
     }
 
@@ -148,8 +153,21 @@ impl<B: Ops + 'static> LayerwiseInference<B> {
 
 impl<B: Ops + 'static> Evaluate<B> for LayerwiseInference<B> {
     fn correct(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<[f64; 3]> {
+        let t0 = std::time::Instant::now();
         let logits = self.logits(b, net)?;
+        self.passes += 1;
+        self.seconds += t0.elapsed().as_secs_f64();
         Ok(score(&logits, &self.labels, &self.mask_bits))
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "layer-wise evaluation: {} passes of {:.1} ms ({} batches of up to {} nodes a layer)",
+            self.passes,
+            1e3 * self.seconds / self.passes.max(1) as f64,
+            self.batches.len(),
+            self.capacity.nodes
+        )
     }
 }
 

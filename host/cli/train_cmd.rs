@@ -314,6 +314,17 @@ pub fn train_config(a: &TrainArgs) -> Result<TrainConfig> {
     Ok(TrainConfig { epochs: a.epochs, lr, weight_decay })
 }
 
+/// `c` as a dense matrix.
+fn densify(c: &tcgnn::graph::Csr) -> Result<Matrix> {
+    let mut m = Matrix::zeros(c.n_rows(), c.n_cols());
+    for r in 0..c.n_rows() {
+        for k in c.row_range(r) {
+            m.data[r * c.n_cols() + c.col_idx()[k] as usize] += c.values()[k];
+        }
+    }
+    Ok(m)
+}
+
 fn targets(data: &Dataset) -> Targets {
     Targets { classes: data.classes, labels: data.labels.clone(), mask_bits: data.mask_bits.clone() }
 }
@@ -326,8 +337,8 @@ fn batch_edges(a: &TrainArgs) -> usize {
     }
 }
 
-/// Refuses a layer-wise inference that cannot run: sparse features, a model or backend it
-/// does not run, or (on the GPU) more memory than is free: the features and one layer's input
+/// Refuses a layer-wise inference that cannot run: a model or backend it does not run, a
+/// dense copy of sparse features that the host cannot hold, or (on the GPU) more memory than is free: the features and one layer's input
 /// and output over all nodes, and a one-layer model at a batch's size.
 fn check_layerwise<B: Ops>(b: &B, gpu: Option<&Gpu>, data: &Dataset, cfg: &ModelConfig, batch_edges: usize) -> Result<()> {
     if !layerwise::supports(cfg) {
@@ -336,8 +347,9 @@ fn check_layerwise<B: Ops>(b: &B, gpu: Option<&Gpu>, data: &Dataset, cfg: &Model
     if !b.can_bind() {
         return Err(Error::Unsupported("--inference layerwise rebinds batches into one model: use --precision f32 (the HP kernels)".into()));
     }
-    if matches!(data.features, HostFeatures::Sparse(_)) {
-        return Err(Error::Unsupported("--inference layerwise gathers dense feature rows; this graph's features are sparse: use --inference full".into()));
+    if let HostFeatures::Sparse(c) = &data.features {
+        // Evaluated from a dense copy.
+        tcgnn::util::memory::check_host_alloc(4 * c.n_rows() as u64 * c.n_cols() as u64, "a dense copy of the sparse features for layer-wise inference")?;
     }
     let Some(gpu) = gpu else { return Ok(()) };
     let n = data.n() as u64;
@@ -424,7 +436,16 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     // sampled training keeps them on the host, where its workers gather each batch's rows.
     let mut trainer = if layerwise {
         let mut t = Trainer::params_only(backend.clone(), &data, &cfg, &tcfg)?;
-        let HostFeatures::Dense(x) = &data.features else { unreachable!("check_layerwise refuses sparse features") };
+        // Sparse features are evaluated from a dense copy (the layer's rows are gathered on the
+        // device by node id; check_layerwise counted its memory).
+        let dense;
+        let x = match &data.features {
+            HostFeatures::Dense(x) => x,
+            HostFeatures::Sparse(c) => {
+                dense = densify(c)?;
+                &dense
+            }
+        };
         let t0 = std::time::Instant::now();
         let e = LayerwiseInference::new(&*backend, &data.graph, x, targets(&data), &cfg, batch_edges(a))?;
         let sizes = e.batch_sizes();
@@ -604,4 +625,17 @@ pub(super) fn data_bytes(data: &Dataset) -> u64 {
         tcgnn::nn::input::HostFeatures::Sparse(c) => c.bytes(),
     };
     (features + data.graph.bytes() + 5 * data.labels.len()) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::densify;
+
+    #[test]
+    fn densify_places_every_entry_and_sums_duplicates() {
+        let c = tcgnn::graph::Csr::new(3, 4, vec![0, 2, 2, 4], vec![1, 3, 0, 0], vec![1.0, 2.0, 0.5, 0.25]).unwrap();
+        let m = densify(&c).unwrap();
+        assert_eq!((m.rows, m.cols), (3, 4));
+        assert_eq!(m.data, vec![0.0, 1.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.75, 0.0, 0.0, 0.0]);
+    }
 }

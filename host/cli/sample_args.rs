@@ -64,7 +64,8 @@ pub struct SampleArgs {
     /// Where the rebound model reads a batch's dense feature rows from: `host` copies the rows
     /// the sample workers gathered; `gpu` keeps the whole feature matrix on the GPU and gathers
     /// each batch's rows there by node id (a batch then carries 4 bytes a node, and the workers
-    /// gather nothing). Default: gpu when training on a GPU, else host.
+    /// gather nothing; sparse features up to 4 GiB dense go there dense, so their input dropout
+    /// draws differ from the sparse path's). Default: gpu when training on a GPU, else host.
     #[arg(long, value_enum, default_value = "auto")]
     pub features_on: FeaturesOn,
     /// How validation and test accuracy are computed: `full` runs the whole model on the whole

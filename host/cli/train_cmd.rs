@@ -314,17 +314,6 @@ pub fn train_config(a: &TrainArgs) -> Result<TrainConfig> {
     Ok(TrainConfig { epochs: a.epochs, lr, weight_decay })
 }
 
-/// `c` as a dense matrix.
-fn densify(c: &tcgnn::graph::Csr) -> Result<Matrix> {
-    let mut m = Matrix::zeros(c.n_rows(), c.n_cols());
-    for r in 0..c.n_rows() {
-        for k in c.row_range(r) {
-            m.data[r * c.n_cols() + c.col_idx()[k] as usize] += c.values()[k];
-        }
-    }
-    Ok(m)
-}
-
 fn targets(data: &Dataset) -> Targets {
     Targets { classes: data.classes, labels: data.labels.clone(), mask_bits: data.mask_bits.clone() }
 }
@@ -441,8 +430,8 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         let dense;
         let x = match &data.features {
             HostFeatures::Dense(x) => x,
-            HostFeatures::Sparse(c) => {
-                dense = densify(c)?;
+            sparse => {
+                dense = sparse.to_dense();
                 &dense
             }
         };
@@ -627,15 +616,3 @@ pub(super) fn data_bytes(data: &Dataset) -> u64 {
     (features + data.graph.bytes() + 5 * data.labels.len()) as u64
 }
 
-#[cfg(test)]
-mod tests {
-    use super::densify;
-
-    #[test]
-    fn densify_places_every_entry_and_sums_duplicates() {
-        let c = tcgnn::graph::Csr::new(3, 4, vec![0, 2, 2, 4], vec![1, 3, 0, 0], vec![1.0, 2.0, 0.5, 0.25]).unwrap();
-        let m = densify(&c).unwrap();
-        assert_eq!((m.rows, m.cols), (3, 4));
-        assert_eq!(m.data, vec![0.0, 1.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.75, 0.0, 0.0, 0.0]);
-    }
-}

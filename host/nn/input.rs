@@ -43,6 +43,22 @@ impl HostFeatures {
             HostFeatures::Sparse(c) => c.n_cols(),
         }
     }
+    /// The features as a dense matrix (a copy; sparse duplicates summed).
+    pub fn to_dense(&self) -> Matrix {
+        match self {
+            HostFeatures::Dense(m) => m.clone(),
+            HostFeatures::Sparse(c) => {
+                let mut m = Matrix::zeros(c.n_rows(), c.n_cols());
+                for r in 0..c.n_rows() {
+                    for k in c.row_range(r) {
+                        m.data[r * c.n_cols() + c.col_idx()[k] as usize] += c.values()[k];
+                    }
+                }
+                m
+            }
+        }
+    }
+
     /// No negative entry (bag-of-words or multi-hot features, which `normalize_rows` is for).
     pub fn is_nonnegative(&self) -> bool {
         match self {
@@ -198,5 +214,18 @@ impl<B: Ops> InputFeatures<B> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod dense_tests {
+    use super::*;
+
+    #[test]
+    fn to_dense_places_every_entry_and_sums_duplicates() {
+        let c = Csr::new(3, 4, vec![0, 2, 2, 4], vec![1, 3, 0, 0], vec![1.0, 2.0, 0.5, 0.25]).unwrap();
+        let m = HostFeatures::Sparse(c).to_dense();
+        assert_eq!((m.rows, m.cols), (3, 4));
+        assert_eq!(m.data, vec![0.0, 1.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.75, 0.0, 0.0, 0.0]);
     }
 }

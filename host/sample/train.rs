@@ -88,6 +88,9 @@ pub struct SampledTraining {
     /// Keep the whole dense feature matrix on the device and gather each batch's rows there
     /// (`false`, the default: copy the rows the workers gathered).
     pub features_on_gpu: bool,
+    /// Sparse features made dense once for the device (`features_on_gpu` with sparse features
+    /// of at most [`DENSE_RESIDENT_MAX`] bytes dense): the batches then gather dense rows there.
+    densified: Option<crate::tensor::Matrix>,
     /// Brackets every step on the device's clock (the GPU's idle time between steps: see
     /// [`Spans`]); `None`: not measured.
     pub spans: Option<Box<dyn Spans>>,
@@ -138,6 +141,7 @@ impl SampledTraining {
             growth: 1.25,
             record: true,
             features_on_gpu: false,
+            densified: None,
             spans: None,
             bound: None,
             capacity: Arc::default(),
@@ -196,11 +200,8 @@ impl SampledTraining {
                 Some(m) => (m.capacity(), m.rebuilds + 1),
                 None => (Capacity::default(), 0),
             };
-            let sparse = matches!(p.features, PreparedFeatures::Sparse(_));
-            let resident = match (&self.data.features, self.features_on_gpu) {
-                (HostFeatures::Dense(m), true) => Some(m),
-                _ => None,
-            };
+            let resident = self.resident();
+            let sparse = resident.is_none() && matches!(p.features, PreparedFeatures::Sparse(_));
             // With resident features the batch carries node ids only (no feature columns).
             let cols = resident.map_or(p.features.cols(), |m| m.cols);
             let mut m = BoundModel::<B>::with_resident(b, old.grown_for(p, self.growth), cols, sparse, resident, self.classes, &self.cfg)?;
@@ -230,6 +231,16 @@ impl SampledTraining {
         Ok(stats)
     }
 
+    /// The dense features a rebound model keeps on the device (`features_on_gpu`): the dataset's
+    /// own, or the sparse ones made dense; `None`: batches bring their rows.
+    fn resident(&self) -> Option<&crate::tensor::Matrix> {
+        match (&self.data.features, self.features_on_gpu) {
+            (HostFeatures::Dense(m), true) => Some(m),
+            (HostFeatures::Sparse(_), true) => self.densified.as_ref(),
+            _ => None,
+        }
+    }
+
     fn span(&self, f: impl FnOnce(&dyn Spans) -> Result<()>) -> Result<()> {
         self.spans.as_deref().map_or(Ok(()), f)
     }
@@ -242,6 +253,10 @@ impl SampledTraining {
         self.times.batches += 1;
     }
 }
+
+/// The largest sparse feature matrix made dense for the device (bytes dense): musae_facebook's
+/// 22 k x 4714 is 0.4 GB.
+pub const DENSE_RESIDENT_MAX: u64 = 4 << 30;
 
 /// What one step reads and writes besides the model.
 pub struct Step<'a, B: Ops> {
@@ -292,16 +307,24 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
             let (source, n_all, steps) = (Arc::clone(&self.source), self.n_all, self.steps);
             // The workers translate batches for the rebound model where it applies.
             let prepare = (self.rebind && can_rebind(&self.cfg) && b.can_bind()).then_some(self.cfg.model);
+            // Sparse features small enough go to the device dense (a batch's dense rows are
+            // gathered there; no sparse gather, transpose and copy of them per batch).
+            if let (HostFeatures::Sparse(_), true, None) = (&self.data.features, self.features_on_gpu && prepare.is_some(), &self.densified) {
+                let bytes = 4 * self.data.features.rows() as u64 * self.data.features.cols() as u64;
+                if bytes <= DENSE_RESIDENT_MAX {
+                    self.densified = Some(self.data.features.to_dense());
+                }
+            }
             // A rebound model with the features resident gathers the rows itself: the workers
             // hand over node ids only (their copy of the node data has no feature columns).
-            let data = match (&self.data.features, prepare.is_some() && self.features_on_gpu) {
-                (HostFeatures::Dense(_), true) => Arc::new(NodeData {
+            let data = match prepare.is_some() && self.resident().is_some() {
+                true => Arc::new(NodeData {
                     features: HostFeatures::Dense(crate::tensor::Matrix::zeros(n_all, 0)),
                     labels: self.data.labels.clone(),
                     mask_bits: self.data.mask_bits.clone(),
                     n_train: self.data.n_train,
                 }),
-                _ => Arc::clone(&self.data),
+                false => Arc::clone(&self.data),
             };
             let capacity = Arc::clone(&self.capacity);
             let first = u32::try_from(epoch).map_err(|_| Error::Unsupported(format!("epoch {epoch} is past 2^32")))? as usize;

@@ -208,7 +208,11 @@ fn gpu_sampled_training_learns() {
 /// Losses of random-walk batches (a new subset of the nodes each step) with the rebound model's
 /// feature rows gathered from the resident matrix (`resident`) or copied from the host.
 fn walk_losses<B: Ops + 'static>(b: Arc<B>, d: &Dataset, model: &str, resident: bool, epochs: usize) -> Vec<f64> {
-    let cfg = ModelConfig { seed: 4, ..default_config(model).unwrap() };
+    walk_losses_with(b, d, ModelConfig { seed: 4, ..default_config(model).unwrap() }, resident, epochs)
+}
+
+fn walk_losses_with<B: Ops + 'static>(b: Arc<B>, d: &Dataset, cfg: ModelConfig, resident: bool, epochs: usize) -> Vec<f64> {
+    let model = cfg.model;
     let g = Arc::new(d.graph.clone());
     let kind = SaintKind::RandomWalk { roots: 20, walk_length: 2 };
     let sampler = SaintSampler::new(g, SaintConfig { kind, steps_per_epoch: 3, coverage: 5, seed: 2 }).unwrap();
@@ -240,6 +244,54 @@ fn gpu_resident_features_train_as_copied_rows() {
         let gathered = walk_losses(cuda(), &d, model, true, 4);
         for (e, (c, g)) in copied.iter().zip(&gathered).enumerate() {
             assert!((c - g).abs() <= 1e-5 * c.abs().max(1e-3), "{model} epoch {}: gathered {g} vs copied {c}", e + 1);
+        }
+    }
+}
+
+/// The grid's features stored sparse (about half their entries zeroed first, so the sparse and
+/// dense forms differ in what they store).
+fn sparse_grid_data() -> Dataset {
+    let mut d = grid_data();
+    let HostFeatures::Dense(m) = &d.features else { panic!("dense synthetic features") };
+    let mut t = Vec::new();
+    for r in 0..m.rows {
+        for c in 0..m.cols {
+            if (r + c) % 2 == 0 {
+                t.push((r as u32, c as u32, m.data[r * m.cols + c]));
+            }
+        }
+    }
+    d.features = HostFeatures::Sparse(Csr::from_triplets(m.rows, m.cols, &t).unwrap());
+    d
+}
+
+/// Sparse features kept on the device dense (`features_on_gpu`) train as the sparse batches do.
+/// Without dropout: the dense and sparse input dropouts draw differently (by element, by stored
+/// entry), so only the products' summation order may differ.
+#[test]
+fn densified_resident_features_train_as_sparse_batches() {
+    let d = sparse_grid_data();
+    for model in ["gcn", "sage"] {
+        let cfg = ModelConfig { seed: 4, dropout: 0.0, ..default_config(model).unwrap() };
+        let sparse = walk_losses_with(Arc::new(CpuBackend::<f64>::new()), &d, cfg, false, 4);
+        let dense = walk_losses_with(Arc::new(CpuBackend::<f64>::new()), &d, cfg, true, 4);
+        for (e, (s, g)) in sparse.iter().zip(&dense).enumerate() {
+            assert!((s - g).abs() <= 1e-12 * s.abs().max(1e-3), "{model} epoch {}: dense resident {g} vs sparse batches {s}", e + 1);
+        }
+    }
+}
+
+#[test]
+fn gpu_densified_resident_features_train_as_sparse_batches() {
+    let Some((gpu, _serial)) = common::gpu_serial_or_skip("gpu_densified_resident_features_train_as_sparse_batches") else { return };
+    let d = sparse_grid_data();
+    let cuda = || Arc::new(CudaBackend::new(gpu.clone(), Precision::F32, Impl::Auto).unwrap());
+    for model in ["gcn", "sage"] {
+        let cfg = ModelConfig { seed: 4, dropout: 0.0, ..default_config(model).unwrap() };
+        let sparse = walk_losses_with(cuda(), &d, cfg, false, 4);
+        let dense = walk_losses_with(cuda(), &d, cfg, true, 4);
+        for (e, (s, g)) in sparse.iter().zip(&dense).enumerate() {
+            assert!((s - g).abs() <= 1e-5 * s.abs().max(1e-3), "{model} epoch {}: dense resident {g} vs sparse batches {s}", e + 1);
         }
     }
 }

@@ -65,7 +65,7 @@ pub struct SampleArgs {
     /// the sample workers gathered; `gpu` keeps the whole feature matrix on the GPU and gathers
     /// each batch's rows there by node id (a batch then carries 4 bytes a node, and the workers
     /// gather nothing; sparse features up to 4 GiB dense go there dense, so their input dropout
-    /// draws differ from the sparse path's). Default: gpu when training on a GPU, else host.
+    /// draws differ from the sparse path's). Default: gpu for dense features on a GPU, else host.
     #[arg(long, value_enum, default_value = "auto")]
     pub features_on: FeaturesOn,
     /// How validation and test accuracy are computed: `full` runs the whole model on the whole
@@ -167,12 +167,16 @@ impl SampleArgs {
     }
 
     /// [`SampleArgs::training`] for a run on the GPU (`gpu`) or the CPU: `--features-on auto`
-    /// resolved (the GPU gathers the rows where it trains).
+    /// resolved (the GPU gathers dense rows where it trains).
     pub fn training_on(&self, data: &Dataset, cfg: &tcgnn::nn::ModelConfig, seed: u64, gpu: bool) -> Result<Option<SampledTraining>> {
         let mut t = self.training(data, cfg, seed)?;
         if let Some(t) = &mut t {
+            // Sparse features made dense on the device took the CPU's work off the workers but
+            // gave the GPU more than it saved on GraphSAINT's small batches (musae_facebook
+            // saint-rw 4.6 -> 8.9 ms an epoch, neighbour 57 -> 33 ms; bench/NOTES.md): asked
+            // for only.
             t.features_on_gpu = match self.features_on {
-                FeaturesOn::Auto => gpu,
+                FeaturesOn::Auto => gpu && matches!(data.features, tcgnn::nn::input::HostFeatures::Dense(_)),
                 on => on == FeaturesOn::Gpu,
             };
         }

@@ -230,6 +230,11 @@ fn silent_wrong_results_are_errors() {
     train(&["ring.mtx", "--features", "4", "--batch-size", "8"], &["--batch-size", "--sampler"]);
     train(&["ring.mtx", "--features", "4", "--partitions", "2", "--sampler", "saint-rw"], &["--sampler", "--partitions"]);
     train(&["ring.mtx", "--features", "4", "--partitions", "0"], &["--partitions"]);
+    // Layer-wise inference: only with --sampler, a positive batch, a model it runs.
+    train(&["ring.mtx", "--features", "4", "--inference", "layerwise"], &["--inference", "--sampler"]);
+    train(&["ring.mtx", "--features", "4", "--sampler", "saint-rw", "--inference-batch-edges", "0"], &["--inference-batch-edges"]);
+    train(&["ring.mtx", "--features", "4", "--sampler", "saint-rw", "--inference", "sideways"], &["--inference", "layerwise"]);
+    train(&["ring.mtx", "--features", "4", "--model", "gat", "--sampler", "saint-rw", "--inference", "layerwise"], &["layerwise", "GCN, SAGE and GIN", "gat"]);
     // Benchmarks of this round: degenerate widths and counts, refused before any GPU work.
     refuses(&dir, &["bench", "attention", "ring.mtx", "--k", "0"], &["--k", "1..="]);
     refuses(&dir, &["bench", "attention", "ring.mtx", "--k", "100000000"], &["--k"]);

@@ -76,9 +76,9 @@ pub struct SampleArgs {
     #[arg(long, value_enum)]
     pub inference: Option<Inference>,
     /// Nonzeros of the model's matrix per layer-wise inference batch (its rows and the rows they
-    /// read make one batch).
-    #[arg(long, default_value_t = tcgnn::sample::layerwise::DEFAULT_BATCH_EDGES)]
-    pub inference_batch_edges: usize,
+    /// read make one batch; default 2^20).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
+    pub inference_batch_edges: Option<u64>,
 }
 
 /// `--inference`.
@@ -96,6 +96,7 @@ impl SampleArgs {
             ("--fanout", self.fanout.is_some()),
             ("--steps-per-epoch", self.steps_per_epoch.is_some()),
             ("--inference", self.inference.is_some()),
+            ("--inference-batch-edges", self.inference_batch_edges.is_some()),
         ];
         match given.iter().find(|g| g.1) {
             Some((flag, _)) if self.sampler.is_none() => Err(Error::Unsupported(format!("{flag} applies to sampled training: add --sampler"))),
@@ -183,6 +184,11 @@ impl SampleArgs {
         Ok(t)
     }
 
+    /// `--inference-batch-edges`, or the default.
+    pub fn inference_batch_edges(&self) -> usize {
+        self.inference_batch_edges.map_or(tcgnn::sample::layerwise::DEFAULT_BATCH_EDGES, |e| usize::try_from(e).unwrap_or(usize::MAX))
+    }
+
     /// `--sample-workers`, or the cores less two (the step's thread and one for the system),
     /// at least 2 and at most 12.
     pub fn workers(&self) -> usize {
@@ -209,7 +215,8 @@ fn clone_features(data: &Dataset) -> tcgnn::nn::input::HostFeatures {
 /// `--features-on`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum FeaturesOn {
-    /// The default (as the CLI's), also for `SampleArgs::default()`: gpu on a GPU, else host.
+    /// The default (as the CLI's), also for `SampleArgs::default()`: gpu for dense features on
+    /// a GPU, else host.
     #[default]
     Auto,
     Host,

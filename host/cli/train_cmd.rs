@@ -318,14 +318,6 @@ fn targets(data: &Dataset) -> Targets {
     Targets { classes: data.classes, labels: data.labels.clone(), mask_bits: data.mask_bits.clone() }
 }
 
-/// Nonzeros per layer-wise inference batch (0, as `SampleArgs::default()` has it: the default).
-fn batch_edges(a: &TrainArgs) -> usize {
-    match a.sample.inference_batch_edges {
-        0 => layerwise::DEFAULT_BATCH_EDGES,
-        e => e,
-    }
-}
-
 /// Refuses a layer-wise inference that cannot run: a model or backend it does not run, a
 /// dense copy of sparse features that the host cannot hold, or (on the GPU) more memory than is free: the features and one layer's input
 /// and output over all nodes, and a one-layer model at a batch's size.
@@ -418,7 +410,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         }
     };
     if layerwise {
-        check_layerwise(&*backend, gpu.as_deref(), &data, &cfg, batch_edges(a))?;
+        check_layerwise(&*backend, gpu.as_deref(), &data, &cfg, a.sample.inference_batch_edges())?;
     }
     let data_bytes = data_bytes(&data);
     // The features move into the backend: held once (freed on the host after a GPU upload);
@@ -436,7 +428,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
             }
         };
         let t0 = std::time::Instant::now();
-        let e = LayerwiseInference::new(&*backend, &data.graph, x, targets(&data), &cfg, batch_edges(a))?;
+        let e = LayerwiseInference::new(&*backend, &data.graph, x, targets(&data), &cfg, a.sample.inference_batch_edges())?;
         let sizes = e.batch_sizes();
         eprintln!(
             "layer-wise inference: {} batches of up to {} output rows reading up to {} nodes (prepared in {:.1} s)",

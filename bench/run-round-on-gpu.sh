@@ -2,7 +2,7 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
 # loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
@@ -11,7 +11,8 @@
 # citeseer beside the plain-PyTorch samplers (bench/pyg/sample.py), same call, 3 seeds;
 # bigsample: SBM 8M x 128 GCN 3 x 256 sampled, evaluated layer-wise; idle: GPU idle between
 # sampled steps from events; sample5: 5-seed accuracy on cora, citeseer, tolokers, twitch_DE,
-# musae_facebook; pygsample: the plain-PyTorch samplers on the same graphs.
+# musae_facebook; pygsample: the plain-PyTorch samplers on the same graphs; gpusample: GraphSAINT
+# batches made on the GPU against the CPU workers and the plain-PyTorch samplers, same call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -114,6 +115,22 @@ if [[ "$what" == *" pygsample "* ]]; then
     timeout 150 python3 bench/pyg/sample.py $gr --model gcn sage --sampler saint-rw saint-node saint-edge neighbor \
       --seeds 0,1 --epochs $ep --out "$out/pyg-sample-$gr.json" > "$out/pyg-sample-$gr.log" 2>&1 || echo "pyg sample $gr failed ($?)"
     grep -E "epoch|ms" "$out/pyg-sample-$gr.log" | tail -10
+  done
+fi
+if [[ "$what" == *" gpusample "* ]]; then
+  # Few files come back from $OUT: two bench JSONs and one JSON per graph of the baseline.
+  for t in sample_device sample_train sample_bound layerwise_inference; do
+    echo "== $t"; .gpu/bin/test-test-$t --nocapture 2>&1 | grep -E "test result|FAILED|panicked|skipped"
+  done
+  for on in ${GS_ON:-gpu cpu}; do
+    timeout 240 $T bench sample cora citeseer tolokers twitch_DE musae_facebook --device gpu --samplers saint-rw,saint-node,saint-edge \
+      --no-full --sample-on $on --epochs 60 --seeds 0 --out "/tmp/gs-$on" > /tmp/gs-$on.log 2>&1 || echo "bench sample --sample-on $on failed ($?)"
+    grep -E "rror" /tmp/gs-$on.log; cp /tmp/gs-$on/sample.json "$out/gs-$on.json"; cut -d'|' -f2-8,12-17 /tmp/gs-$on/sample.md
+  done
+  for gr in cora citeseer tolokers twitch_DE musae_facebook; do
+    timeout 100 python3 bench/pyg/sample.py $gr --model gcn sage --sampler saint-rw saint-node saint-edge \
+      --seeds 0 --epochs 20 --out "$out/pyg-gs-$gr.json" > /tmp/pyg-gs-$gr.log 2>&1 || echo "pyg sample $gr failed ($?)"
+    grep -E "epoch .* ms" /tmp/pyg-gs-$gr.log | sed 's/(.*//' | tail -6
   done
 fi
 exit 0

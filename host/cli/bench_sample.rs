@@ -43,6 +43,10 @@ pub struct BenchSampleArgs {
     pub epochs: usize,
     #[arg(long, value_enum, default_value = "auto")]
     pub device: Device,
+    /// Epochs left out of the sampled runs' split and GPU idle (the first builds the model,
+    /// chooses kernels and records the step; bench/pyg/sample.py leaves one out too).
+    #[arg(long, default_value_t = 1)]
+    pub warmup_epochs: usize,
     /// Wait for every sampled step before the next batch, so the host's time splits into
     /// sampling, build and step (the "idle" column is then the host-side share outside steps).
     /// Default: steps run ahead as in `train`, and the GPU's idle time between steps is read
@@ -65,6 +69,10 @@ struct Row {
     /// "full" or the sampler.
     sampler: String,
     backend: String,
+    /// Where the batches were made: "gpu", "cpu" (worker threads), or "" (full graph).
+    sample_on: String,
+    /// Epochs left out of the split and the idle share.
+    warmup_epochs: usize,
     nodes: usize,
     edges: usize,
     epochs: usize,
@@ -139,6 +147,7 @@ fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static s
     let (mut accs, mut epoch_ms) = (Vec::new(), 0.0);
     let mut times = SampleTimes::default();
     let (mut backend_name, mut nodes, mut edges) = (String::new(), 0, 0);
+    let mut sample_on = String::new();
     // Device milliseconds in steps and spanned by the epochs, over seeds.
     let (mut busy_ms, mut span_ms) = (0.0, 0.0);
     for &seed in &a.seeds {
@@ -154,6 +163,7 @@ fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static s
         match t.sample.training_on(&data, &cfg, seed, gpu.is_some())? {
             Some(mut s) => {
                 s.sync_each_step = a.split;
+                s.warmup_epochs = a.warmup_epochs.min(a.epochs.saturating_sub(1));
                 if let (false, Some(g)) = (a.split, gpu) {
                     s.spans = Some(Box::new(StepSpans::new(g.clone())));
                 }
@@ -169,6 +179,7 @@ fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static s
         accs.push(100.0 * h.test_acc);
         epoch_ms += 1e3 * h.seconds / a.epochs as f64 / a.seeds.len() as f64;
         if let Some(s) = trainer.epoch_steps().and_then(|s| s.as_any().downcast_ref::<SampledTraining>()) {
+            sample_on = if s.sample_on_gpu { "gpu" } else { "cpu" }.into();
             if let Some(sp) = &s.spans {
                 let (busy, span) = sp.totals()?;
                 busy_ms += busy;
@@ -201,6 +212,8 @@ fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static s
         model: model.to_string(),
         sampler: sampler.map_or("full".into(), |s| s.to_possible_value().expect("no skipped variants").get_name().to_string()),
         backend: backend_name,
+        sample_on,
+        warmup_epochs: if sampled { a.warmup_epochs.min(a.epochs.saturating_sub(1)) } else { 0 },
         nodes,
         edges,
         epochs: a.epochs,
@@ -236,7 +249,7 @@ fn markdown(rows: &[Row]) -> String {
             "| {} | {} | {} | {:.2} ± {:.2} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.graph,
             r.model,
-            r.sampler,
+            if r.sample_on == "gpu" { format!("{} (on GPU)", r.sampler) } else { r.sampler.clone() },
             r.test_acc_mean,
             r.test_acc_std,
             r.epoch_ms,
@@ -254,10 +267,10 @@ fn markdown(rows: &[Row]) -> String {
         );
     }
     if let Some(r) = rows.first() {
-        s += &format!("\n{} epochs, seeds {:?}, backend {}. {}\n", r.epochs, r.seeds, r.backend, if r.idle_fraction.is_some() {
+        s += &format!("\n{} epochs (the sampled runs' split and idle without the first {}), seeds {:?}, backend {}. {}\n", r.epochs, r.warmup_epochs, r.seeds, r.backend, if r.idle_fraction.is_some() {
             "Sampled steps are waited for one by one (--split): step = enqueue + wait, idle = host time outside steps."
         } else {
-            "Sampled steps run ahead of the host as in `train` (step = host time to enqueue); GPU idle = 1 - (event time inside steps) / (event time spanned by each epoch's steps), batch copies counted as idle."
+            "Sampled steps run ahead of the host as in `train` (step = host time to enqueue); GPU idle = 1 - (event time inside steps) / (event time spanned by each epoch's steps), batch copies counted as idle. Samplers marked (on GPU) make their batches on the GPU: their sampling kernels count as busy, and \"sampling\" is the host's time in them, waiting included."
         });
     }
     s

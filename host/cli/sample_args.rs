@@ -68,6 +68,13 @@ pub struct SampleArgs {
     /// draws differ from the sparse path's). Default: gpu for dense features on a GPU, else host.
     #[arg(long, value_enum, default_value = "auto")]
     pub features_on: FeaturesOn,
+    /// Where GraphSAINT batches are made: `gpu` draws, induces and lays out each batch on the
+    /// GPU from a resident copy of the graph (the same batches as the CPU's, bit for bit;
+    /// normalised GraphSAINT, GCN / SAGE / GIN without --batch-norm, a symmetric graph; dense
+    /// features stay on the GPU, sparse ones are sampled with the batch); `cpu` on worker
+    /// threads overlapped with the step. Default: gpu where it applies on a GPU, else cpu.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub sample_on: SampleOn,
     /// How validation and test accuracy are computed: `full` runs the whole model on the whole
     /// graph (fastest where it fits); `layerwise` runs one layer at a time over node batches
     /// (PyG's `inference`: exact, and needs only one layer over the graph; GCN, SAGE and GIN
@@ -97,6 +104,7 @@ impl SampleArgs {
             ("--steps-per-epoch", self.steps_per_epoch.is_some()),
             ("--inference", self.inference.is_some()),
             ("--inference-batch-edges", self.inference_batch_edges.is_some()),
+            ("--sample-on", self.sample_on != SampleOn::Auto),
         ];
         match given.iter().find(|g| g.1) {
             Some((flag, _)) if self.sampler.is_none() => Err(Error::Unsupported(format!("{flag} applies to sampled training: add --sampler"))),
@@ -180,6 +188,17 @@ impl SampleArgs {
                 FeaturesOn::Auto => gpu && matches!(data.features, tcgnn::nn::input::HostFeatures::Dense(_)),
                 on => on == FeaturesOn::Gpu,
             };
+            let why_not = t.gpu_sampling_unsupported();
+            t.sample_on_gpu = match (self.sample_on, why_not) {
+                (SampleOn::Cpu, _) => false,
+                (SampleOn::Auto, why) => gpu && why.is_none() && self.features_on != FeaturesOn::Host,
+                (SampleOn::Gpu, Some(why)) => return Err(Error::Unsupported(format!("--sample-on gpu: {why}; use --sample-on cpu"))),
+                (SampleOn::Gpu, None) if !gpu => return Err(Error::Unsupported("--sample-on gpu needs a GPU".into())),
+                (SampleOn::Gpu, None) => true,
+            };
+            if t.sample_on_gpu && self.features_on == FeaturesOn::Host {
+                return Err(Error::Unsupported("sampling on the GPU gathers the features there: --features-on host needs --sample-on cpu".into()));
+            }
         }
         Ok(t)
     }
@@ -210,6 +229,16 @@ fn clone_features(data: &Dataset) -> tcgnn::nn::input::HostFeatures {
         tcgnn::nn::input::HostFeatures::Dense(m) => tcgnn::nn::input::HostFeatures::Dense(m.clone()),
         tcgnn::nn::input::HostFeatures::Sparse(c) => tcgnn::nn::input::HostFeatures::Sparse(Csr::clone(c)),
     }
+}
+
+/// `--sample-on`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SampleOn {
+    /// gpu where it applies on a GPU, else cpu.
+    #[default]
+    Auto,
+    Cpu,
+    Gpu,
 }
 
 /// `--features-on`.

@@ -58,6 +58,10 @@ pub mod selftest {
 pub mod perm {
     include!("../../kernels-gpu/src/abi/perm.rs");
 }
+pub mod sample {
+    include!("../../kernels-gpu/src/abi/sample.rs");
+}
+
 pub mod probe {
     include!("../../kernels-gpu/src/abi/probe.rs");
 }
@@ -93,7 +97,7 @@ mod tests {
     /// every launch's symbol and argument bytes, checked without a GPU.
     #[test]
     fn listings_match_the_ptx_entry_points() {
-        let listed: Vec<(&str, usize, usize)> = [super::attention::ALL, super::dropout_gemm::ALL, super::format::ALL, super::hybrid::ALL, super::nn::ALL, super::perm::ALL, super::probe::ALL, super::sddmm::ALL, super::selftest::ALL, super::spmm::ALL, super::values::ALL].concat();
+        let listed: Vec<(&str, usize, usize)> = [super::attention::ALL, super::dropout_gemm::ALL, super::format::ALL, super::hybrid::ALL, super::nn::ALL, super::perm::ALL, super::probe::ALL, super::sample::ALL, super::sddmm::ALL, super::selftest::ALL, super::spmm::ALL, super::values::ALL].concat();
         let entries = ptx_entries();
         assert!(entries.len() >= listed.len(), "no entry points parsed from the PTX");
         for &(name, size, align) in &listed {

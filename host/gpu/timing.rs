@@ -54,6 +54,8 @@ pub trait Spans {
     /// Milliseconds the steps took and the epochs spanned, summed over epochs (waits for the
     /// GPU).
     fn totals(&self) -> Result<(f64, f64)>;
+    /// Forgets the brackets so far (warm-up epochs).
+    fn clear(&self) -> Result<()>;
 }
 
 type Bracket = (cudarc::driver::CudaEvent, cudarc::driver::CudaEvent);
@@ -94,6 +96,10 @@ impl Spans for StepSpans {
             g.0.push(Vec::new());
         }
         g.0.last_mut().expect("pushed above").push((start, e));
+        Ok(())
+    }
+    fn clear(&self) -> Result<()> {
+        self.epochs.lock().expect("spans poisoned").0.clear();
         Ok(())
     }
     fn totals(&self) -> Result<(f64, f64)> {

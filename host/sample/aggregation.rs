@@ -62,6 +62,12 @@ impl Aggregation {
         Ok(Aggregation { entry, self_loop })
     }
 
+    /// The value of every raw entry of the full graph, and the self-loop value of every node
+    /// (what a device sampler reads).
+    pub fn parts(&self) -> (&[f32], &[f32]) {
+        (&self.entry, &self.self_loop)
+    }
+
     /// The aggregation matrix of a batch: `sub` on local ids (values = the aggregation weights),
     /// `nodes` its global ids, `edge_ids` its entries' positions in the full graph.
     pub fn batch_adjacency(&self, sub: &Csr, nodes: &[u32], edge_ids: &[u32]) -> Result<Csr> {

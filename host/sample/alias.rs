@@ -52,6 +52,11 @@ impl AliasTable {
         self.prob.is_empty()
     }
 
+    /// (keep probability, alias) of every slot: the table as a device sampler reads it.
+    pub fn parts(&self) -> (&[f64], &[u32]) {
+        (&self.prob, &self.alias)
+    }
+
     /// The draw for slot `slot` (uniform in [0, len)) and `coin` (uniform in [0, 1)).
     #[inline]
     pub fn pick(&self, slot: usize, coin: f64) -> u32 {

@@ -48,16 +48,27 @@ pub struct Capacity {
 impl Capacity {
     /// Whether `p` fits.
     pub fn holds(&self, p: &PreparedBatch) -> bool {
-        p.n <= self.nodes && p.matrix.s.nnz() <= self.edges && p.features.nnz() <= self.feature_nnz
+        self.holds_sizes(p.n, p.matrix.s.nnz(), p.features.nnz())
+    }
+
+    /// Whether a batch of `nodes`, a matrix of `edges` nonzeros and sparse features of
+    /// `feature_nnz` fits.
+    pub fn holds_sizes(&self, nodes: usize, edges: usize, feature_nnz: usize) -> bool {
+        nodes <= self.nodes && edges <= self.edges && feature_nnz <= self.feature_nnz
     }
 
     /// The capacity for `p` with `growth` headroom, never below `self`.
     pub fn grown_for(&self, p: &PreparedBatch, growth: f64) -> Capacity {
+        self.grown_to(p.n, p.matrix.s.nnz(), p.features.nnz(), growth)
+    }
+
+    /// [`Capacity::grown_for`] a batch of these sizes.
+    pub fn grown_to(&self, nodes: usize, edges: usize, feature_nnz: usize, growth: f64) -> Capacity {
         let up = |x: usize| ((x as f64 * growth.max(1.0)).ceil() as usize).max(x);
         Capacity {
-            nodes: self.nodes.max(up(p.n)).max(1),
-            edges: self.edges.max(up(p.matrix.s.nnz())).max(1),
-            feature_nnz: self.feature_nnz.max(up(p.features.nnz())),
+            nodes: self.nodes.max(up(nodes)).max(1),
+            edges: self.edges.max(up(edges)).max(1),
+            feature_nnz: self.feature_nnz.max(up(feature_nnz)),
         }
     }
 }
@@ -85,6 +96,18 @@ impl<B: Ops + 'static, C: Conv<B, Adj = GcnAdjacency<B>> + 'static> OnMatrix<B> 
     fn logits(&self) -> &B::Mat {
         self.convs().last().expect("at least one layer").out()
     }
+}
+
+/// A rebound model's batch buffers (see [`BoundModel::bind`] for what each holds).
+pub(super) struct BoundParts<'a, B: Ops> {
+    pub graph: &'a mut B::Graph,
+    pub values: &'a mut B::Edges,
+    pub values_t: &'a mut B::Edges,
+    pub input: &'a mut InputFeatures<B>,
+    pub labels: &'a mut B::Labels,
+    /// w / n per row (the loss weights).
+    pub weights: &'a mut B::Edges,
+    pub resident: Option<&'a B::Mat>,
 }
 
 pub struct BoundModel<B: Ops> {
@@ -226,6 +249,13 @@ impl<B: Ops + 'static> BoundModel<B> {
         }
         b.bind_labels(&mut self.labels, &padded.labels, &padded.mask_bits)?;
         b.bind_edges(&mut self.scale.1, &padded.weights)
+    }
+
+    /// The buffers a batch is written into, for a sampler that writes them on the device
+    /// ([`super::device_saint`]).
+    pub(super) fn parts(&mut self) -> BoundParts<'_, B> {
+        let (graph, values, values_t) = self.model.adjacency().parts_mut();
+        BoundParts { graph, values, values_t, input: &mut self.input, labels: &mut self.labels, weights: &mut self.scale.1, resident: self.resident.as_ref() }
     }
 
     /// Replaces the resident dense features the batches' rows are gathered from (a layer-wise

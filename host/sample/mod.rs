@@ -23,6 +23,7 @@ pub mod aggregation;
 pub mod alias;
 pub mod batch;
 pub mod bound;
+pub mod device_saint;
 pub mod induced;
 pub mod layerwise;
 pub mod local_ids;

@@ -35,6 +35,11 @@ impl EdgeDraws {
         Ok(EdgeDraws { table: AliasTable::new(&w, "GraphSAINT edge sampler: the graph's edges")? })
     }
 
+    /// The alias table the draws pick from.
+    pub fn table(&self) -> &AliasTable {
+        &self.table
+    }
+
     /// The probability of drawing entry `e` of `g` in one draw.
     pub fn probability(&self, e: usize) -> f64 {
         self.table.probability(e)

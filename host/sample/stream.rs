@@ -19,6 +19,11 @@ impl Stream {
         Stream { key: sample_stream_key(seed, epoch, batch) }
     }
 
+    /// The stream's key (what a device sampler draws from: `sample_draw(key, counter)`).
+    pub fn key(self) -> u64 {
+        self.key
+    }
+
     /// An independent stream for one part of the batch (a hop, a phase).
     pub fn substream(self, lane: u32) -> Self {
         Stream { key: sample_substream(self.key, lane) }

@@ -19,6 +19,8 @@ use std::time::Instant;
 
 use super::batch::{BatchSource, NodeData, TrainBatch};
 use super::bound::{BoundModel, Capacity, can_rebind};
+use super::device_saint::DeviceSaint;
+use crate::ops::backend::cuda::CudaBackend;
 use super::prefetch::{Prefetch, PrefetchConfig};
 use super::prepared::{PreparedBatch, PreparedFeatures};
 use crate::error::{Error, Result};
@@ -88,6 +90,15 @@ pub struct SampledTraining {
     /// Keep the whole dense feature matrix on the device and gather each batch's rows there
     /// (`false`, the default: copy the rows the workers gathered).
     pub features_on_gpu: bool,
+    /// Epochs whose times (and GPU spans) are forgotten once they end: the first steps build
+    /// the model, choose kernels and record the step (benchmarks; 0 in training).
+    pub warmup_epochs: usize,
+    /// Make GraphSAINT batches on the GPU ([`DeviceSaint`]) instead of on CPU threads (the
+    /// CUDA backend, normalised GraphSAINT, GCN / SAGE / GIN on a rebound model; dense
+    /// features resident, sparse ones sampled with the batch, or made dense with
+    /// `features_on_gpu`; fails with the reason otherwise).
+    pub sample_on_gpu: bool,
+    device: Option<DeviceSaint>,
     /// Sparse features made dense once for the device (`features_on_gpu` with sparse features
     /// of at most [`DENSE_RESIDENT_MAX`] bytes dense): the batches then gather dense rows there.
     densified: Option<crate::tensor::Matrix>,
@@ -141,6 +152,9 @@ impl SampledTraining {
             growth: 1.25,
             record: true,
             features_on_gpu: false,
+            warmup_epochs: 0,
+            sample_on_gpu: false,
+            device: None,
             densified: None,
             spans: None,
             bound: None,
@@ -148,6 +162,18 @@ impl SampledTraining {
             times: SampleTimes::default(),
             stream: None,
         })
+    }
+
+    /// Why the batches cannot be made on the GPU ([`SampledTraining::sample_on_gpu`]), or
+    /// `None` if they can (the backend aside: the CUDA one is needed too).
+    pub fn gpu_sampling_unsupported(&self) -> Option<String> {
+        let BatchSource::Saint { sampler, aggregation } = &*self.source else {
+            return Some("neighbour sampling runs on the CPU".into());
+        };
+        if !(self.rebind && can_rebind(&self.cfg)) {
+            return Some(format!("{} with these options trains a model built per batch", self.cfg.model));
+        }
+        super::device_saint::unsupported(sampler, aggregation.as_ref())
     }
 
     /// Batch `i` of `epoch`, made here (what the workers make: for benchmarks of the kernels on
@@ -299,8 +325,137 @@ pub fn enqueue_step<B: Ops>(b: &B, model: &mut dyn Model<B>, hyper: &AdamHyper, 
     Ok(())
 }
 
+impl SampledTraining {
+    /// Sparse features made dense for the device, where they fit [`DENSE_RESIDENT_MAX`].
+    fn densify(&mut self) {
+        if let (HostFeatures::Sparse(_), None) = (&self.data.features, &self.densified) {
+            let bytes = 4 * self.data.features.rows() as u64 * self.data.features.cols() as u64;
+            if bytes <= DENSE_RESIDENT_MAX {
+                self.densified = Some(self.data.features.to_dense());
+            }
+        }
+    }
+
+    /// Queues device batch `i` of `epoch`, bracketed as GPU work.
+    fn enqueue_device(&mut self, epoch: u32, i: u32) -> Result<super::device_saint::Pending> {
+        let spans = self.spans.as_deref();
+        spans.map_or(Ok(()), |s| s.begin())?;
+        let p = self.device.as_mut().expect("made before").enqueue(epoch, i)?;
+        spans.map_or(Ok(()), |s| s.end())?;
+        Ok(p)
+    }
+
+    /// One epoch with the batches made on the GPU ([`DeviceSaint`]): sample, bind into the
+    /// rebound model, step; nothing of a batch crosses the bus but its four sizes, which the
+    /// host reads while the GPU makes the next batch.
+    fn train_epoch_device<B: Ops + 'static>(&mut self, b: &Arc<B>, net: &mut dyn Model<B>, hyper: &AdamHyper, epoch: usize) -> Result<f64> {
+        let t0 = Instant::now();
+        let cuda = (&**b as &dyn std::any::Any)
+            .downcast_ref::<CudaBackend>()
+            .ok_or_else(|| Error::Unsupported("sampling on the GPU needs the GPU backend (--sample-on cpu)".into()))?;
+        if !can_rebind(&self.cfg) {
+            return Err(Error::Unsupported(format!("sampling on the GPU trains a rebound model: {} with these options is built per batch (--sample-on cpu)", self.cfg.model)));
+        }
+        if self.device.is_none() {
+            let BatchSource::Saint { sampler, aggregation } = &*self.source else {
+                return Err(Error::Unsupported("sampling on the GPU makes GraphSAINT batches; neighbour sampling runs on the CPU (--sample-on cpu)".into()));
+            };
+            // Sparse features stay sparse (the device makes each batch's rows and transpose)
+            // unless they were asked for dense on the device.
+            let sparse = matches!(self.data.features, HostFeatures::Sparse(_)) && !self.features_on_gpu;
+            let device = DeviceSaint::new(cuda.gpu(), sampler, aggregation.as_ref(), &self.data, sparse)?;
+            if !sparse {
+                self.features_on_gpu = true;
+                self.densify();
+                if self.resident().is_none() {
+                    return Err(Error::Unsupported("sampling on the GPU: the sparse features are too large to keep dense on the device (--features-on host)".into()));
+                }
+            }
+            self.device = Some(device);
+        }
+        let epoch_u32 = u32::try_from(epoch).map_err(|_| Error::Unsupported(format!("epoch {epoch} is past 2^32")))?;
+        self.span(|s| s.new_epoch())?;
+        let mut stats = Vec::with_capacity(self.steps);
+        // Batch i + 1's kernels are queued before batch i is bound and stepped on, so the GPU
+        // has work while the host reads batch i + 1's sizes (the only wait of the loop).
+        let mut next = Some(self.enqueue_device(epoch_u32, 0)?);
+        for i in 0..self.steps {
+            let t = Instant::now();
+            let batch = self.device.as_mut().expect("made above").wait(next.take().expect("queued"))?;
+            if i + 1 < self.steps {
+                next = Some(self.enqueue_device(epoch_u32, i as u32 + 1)?);
+            }
+            self.times.sample_s += t.elapsed().as_secs_f64();
+            let t0 = Instant::now();
+            let fits = self.bound.as_ref().and_then(|m| m.downcast_ref::<BoundModel<B>>()).is_some_and(|m| m.capacity().holds_sizes(batch.n, batch.nnz, batch.feature_nnz));
+            if !fits {
+                let (old, rebuilds) = match self.bound.take().and_then(|m| m.downcast::<BoundModel<B>>().ok()) {
+                    Some(m) => (m.capacity(), m.rebuilds + 1),
+                    None => (Capacity::default(), 0),
+                };
+                let resident = self.resident();
+                let sparse = resident.is_none();
+                let cols = resident.map_or(self.data.features.cols(), |m| m.cols);
+                let capacity = old.grown_to(batch.n, batch.nnz, batch.feature_nnz, self.growth);
+                let mut m = BoundModel::<B>::with_resident(&**b, capacity, cols, sparse, resident, self.classes, &self.cfg)?;
+                m.rebuilds = rebuilds;
+                self.bound = Some(Box::new(m));
+                self.times.rebound_builds += 1;
+            }
+            let m = self.bound.as_mut().and_then(|m| m.downcast_mut::<BoundModel<B>>()).expect("built above");
+            let mut out = b.stats()?;
+            m.record = self.record;
+            let spans = self.spans.as_deref();
+            spans.map_or(Ok(()), |s| s.begin())?;
+            let on_cuda = (m as &mut dyn std::any::Any).downcast_mut::<BoundModel<CudaBackend>>().expect("the backend is CUDA (checked above)");
+            self.device.as_ref().expect("made above").bind(on_cuda, &batch)?;
+            let t1 = Instant::now();
+            m.step(&**b, net, hyper, &mut out, self.sync_each_step)?;
+            spans.map_or(Ok(()), |s| s.end())?;
+            if let Some(e) = m.record_error.take() {
+                eprintln!("the sampled step could not be recorded ({e}); it runs eagerly");
+            }
+            self.times.recorded_batches += usize::from(m.is_recorded());
+            self.times.rebound_batches += 1;
+            self.count(t0, t1, batch.sampled_edges, batch.n);
+            stats.push((out, batch.loss_nodes.max(1) as f64));
+        }
+        self.times.wall_s += t0.elapsed().as_secs_f64();
+        self.times.epochs += 1;
+        let mut loss = 0.0;
+        for (s, n) in &stats {
+            loss += b.read_stats(s)?.loss / n;
+        }
+        Ok(loss / stats.len().max(1) as f64)
+    }
+}
+
 impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
     fn train_epoch(&mut self, b: &Arc<B>, net: &mut dyn Model<B>, hyper: &AdamHyper, epoch: usize) -> Result<f64> {
+        let loss = match self.sample_on_gpu {
+            true => self.train_epoch_device(b, net, hyper, epoch)?,
+            false => self.train_epoch_host(b, net, hyper, epoch)?,
+        };
+        if self.warmup_epochs > 0 {
+            self.warmup_epochs -= 1;
+            self.times = SampleTimes::default();
+            self.span(|s| s.clear())?;
+        }
+        Ok(loss)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn summary(&self) -> String {
+        self.summary_text()
+    }
+}
+
+impl SampledTraining {
+    /// One epoch with the batches made by the CPU workers.
+    fn train_epoch_host<B: Ops + 'static>(&mut self, b: &Arc<B>, net: &mut dyn Model<B>, hyper: &AdamHyper, epoch: usize) -> Result<f64> {
         let t0 = Instant::now();
         if self.stream.as_ref().is_none_or(|(_, next)| *next != epoch) {
             // A new run (or one resumed elsewhere): batches from this epoch on, as far as u32 epochs go.
@@ -309,11 +464,8 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
             let prepare = (self.rebind && can_rebind(&self.cfg) && b.can_bind()).then_some(self.cfg.model);
             // Sparse features small enough go to the device dense (a batch's dense rows are
             // gathered there; no sparse gather, transpose and copy of them per batch).
-            if let (HostFeatures::Sparse(_), true, None) = (&self.data.features, self.features_on_gpu && prepare.is_some(), &self.densified) {
-                let bytes = 4 * self.data.features.rows() as u64 * self.data.features.cols() as u64;
-                if bytes <= DENSE_RESIDENT_MAX {
-                    self.densified = Some(self.data.features.to_dense());
-                }
+            if self.features_on_gpu && prepare.is_some() {
+                self.densify();
             }
             // A rebound model with the features resident gathers the rows itself: the workers
             // hand over node ids only (their copy of the node data has no feature columns).
@@ -371,22 +523,22 @@ impl<B: Ops + 'static> EpochSteps<B> for SampledTraining {
         Ok(loss / stats.len().max(1) as f64)
     }
 
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn summary(&self) -> String {
+    fn summary_text(&self) -> String {
         let t = &self.times;
         let per = |s: f64| 1e3 * s / t.epochs.max(1) as f64;
+        let sampling = match self.sample_on_gpu {
+            true => format!("sampling on the GPU {:.1} ms, the host waiting for each batch's sizes", per(t.sample_s)),
+            false => format!("sampling {:.1} ms of worker time, overlapped", per(t.sample_s)),
+        };
         format!(
-            "sampled training: per epoch {:.1} ms ({} batches: step {:.1} ms, model build + upload {:.1} ms, waiting for the sampler {:.1} ms; \
-             sampling {:.1} ms of worker time, overlapped); {:.0} nodes and {:.0} sampled edges per batch, {:.2} M sampled edges/s",
+            "sampled training: per epoch {:.1} ms ({} batches: step {:.1} ms, model build + {} {:.1} ms, waiting for the sampler {:.1} ms; \
+             {sampling}); {:.0} nodes and {:.0} sampled edges per batch, {:.2} M sampled edges/s",
             per(t.wall_s),
             t.batches / t.epochs.max(1),
             per(t.step_s),
+            if self.sample_on_gpu { "bind" } else { "upload" },
             per(t.build_s),
             per(t.wait_s),
-            per(t.sample_s),
             t.batch_nodes as f64 / t.batches.max(1) as f64,
             t.sampled_edges as f64 / t.batches.max(1) as f64,
             t.sampled_edges as f64 / t.wall_s.max(1e-12) / 1e6,

@@ -66,3 +66,9 @@ pub const NN_LONG_ROW_BLOCK: u32 = 1024;
 /// once): rows average 4-90 edges, so a warp per row left most lanes idle and the launch
 /// latency-bound (0.18 ms forward on R-MAT 2^18, 4.2 M edges).
 pub const NN_EDGE_GROUP: u32 = 8;
+
+/// Items per thread and threads per block of the tile scan of the device samplers
+/// (`sample/scan.rs`); a tile is one block's items.
+pub const SCAN_ITEMS: u32 = 4;
+pub const SCAN_BLOCK: u32 = 1024;
+pub const SCAN_TILE: u32 = SCAN_ITEMS * SCAN_BLOCK;

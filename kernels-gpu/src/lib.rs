@@ -41,6 +41,7 @@ pub mod ptx;
 pub mod rng {
     include!("rng.rs");
 }
+pub mod sample;
 pub mod sddmm;
 pub mod selftest;
 pub mod smem;

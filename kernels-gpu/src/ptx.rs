@@ -735,3 +735,21 @@ pub fn lg2(v: f32) -> f32 {
 pub fn ln(v: f32) -> f32 {
     lg2(v) * core::f32::consts::LN_2
 }
+
+// ---------------------------------------------------------------- warp votes and counters (samplers)
+
+/// `vote.sync.ballot.b32` over the full warp: bit i set iff lane i's `p` holds.
+#[inline(always)]
+pub fn ballot(p: bool) -> u32 {
+    let r: u32;
+    unsafe {
+        asm!("{{ .reg .pred q; setp.ne.u32 q, {v}, 0; vote.sync.ballot.b32 {r}, q, -1; }}", r = out(reg32) r, v = in(reg32) p as u32, options(nomem, nostack))
+    };
+    r
+}
+
+/// `red.global.add.u32`.
+#[inline(always)]
+pub unsafe fn red_add_u32(p: *mut u32, v: u32) {
+    unsafe { asm!("red.global.add.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
+}

@@ -59,3 +59,4 @@ pub mod selftest;
 pub mod values;
 pub mod perm;
 pub mod probe;
+pub mod sample;

@@ -1,0 +1,608 @@
+//! GraphSAINT batches made on the GPU (`kernels-gpu/src/sample/saint.rs`): the draws, the
+//! induced subgraph, the aggregation with its weights, the transpose and the padding into a
+//! rebound model's buffers, all from a resident copy of the graph, with no per-batch host work
+//! but reading four sizes back. The batch is the CPU sampler's bit for bit (same counter
+//! streams, same layout; tested), so `--sample-on gpu` and `cpu` train the same model.
+//!
+//! What it takes (else the CPU sampler runs): normalised GraphSAINT (pre-sampled weights) for a
+//! model with a fixed aggregation (GCN, SAGE, GIN), a graph whose pattern is symmetric with
+//! sorted rows (the transpose of a batch is then its own pattern), and dense features resident
+//! on the device.
+
+use std::sync::Arc;
+
+use super::aggregation::Aggregation;
+use super::batch::NodeData;
+use super::bound::BoundModel;
+use super::saint::{SaintKind, SaintSampler};
+use super::stream::Stream;
+use crate::error::{Error, Result};
+use crate::gpu::abi::format::{WindowScanArgs, window_scan};
+use crate::gpu::abi::sample::{self as kernels, SaintBindArgs, SaintDrawArgs, SaintFeaturesArgs, SaintFeaturesBindArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs, ScanApplyArgs, ScanSumsArgs};
+use crate::gpu::launch::{Ptr, PtrMut, Shape};
+use crate::gpu::shared::config::{SCAN_BLOCK, SCAN_TILE};
+use crate::gpu::shared::translate::SCAN_THREADS;
+use crate::gpu::{DeviceVec, Gpu};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, PinnedHostSlice};
+use crate::graph::Csr;
+use crate::nn::input::{HostFeatures, InputFeatures};
+use crate::ops::ValueOrder;
+use crate::ops::backend::TRAIN_BIT;
+use crate::ops::backend::cuda::CudaBackend;
+
+const KIND_NODE: u32 = 0;
+const KIND_EDGE: u32 = 1;
+const KIND_WALK: u32 = 2;
+const BLOCK: u32 = 256;
+
+/// The sizes of a batch made on the device (read back once per batch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceBatch {
+    /// Which of the sampler's two batch sets holds it.
+    set: usize,
+    /// Nodes.
+    pub n: usize,
+    /// Entries of the model's matrix (the induced edges and the added self-loops).
+    pub nnz: usize,
+    /// Induced edges (what the CPU sampler counts as sampled).
+    pub sampled_edges: usize,
+    /// Train nodes among the batch's (the loss nodes).
+    pub loss_nodes: usize,
+    /// Entries of the batch's sparse features (0 for dense ones).
+    pub feature_nnz: usize,
+}
+
+/// A batch downloaded (tests): what `PreparedBatch` holds for the same batch on the CPU.
+pub struct HostBatch {
+    pub nodes: Vec<u32>,
+    /// The model's matrix.
+    pub s: Csr,
+    /// Its transpose's values and map (the pattern is `s`'s).
+    pub t_values: Vec<f32>,
+    pub t_of: Vec<u32>,
+    /// Sparse features: the batch's rows, their transpose and its map.
+    pub features: Option<(Csr, Csr, Vec<u32>)>,
+}
+
+/// Sparse node features on the device: X and Xᵀ with, per entry of Xᵀ, its entry of X.
+struct DeviceFeatures {
+    n_features: usize,
+    /// The most entries a batch's rows can hold.
+    max_nnz: usize,
+    x_ptr: DeviceVec<u32>,
+    x_cols: DeviceVec<u32>,
+    x_values: DeviceVec<f32>,
+    xt_ptr: DeviceVec<u32>,
+    xt_nodes: DeviceVec<u32>,
+    xt_of: DeviceVec<u32>,
+}
+
+impl DeviceFeatures {
+    fn new(gpu: &Arc<Gpu>, x: &Csr, max_nodes: usize) -> Result<Self> {
+        let (xt, xt_of) = crate::graph::ops::transpose_with_map(x);
+        let mut lens: Vec<usize> = (0..x.n_rows()).map(|v| x.row_len(v)).collect();
+        lens.sort_unstable_by(|a, b| b.cmp(a));
+        let max_nnz = lens[..max_nodes.min(lens.len())].iter().sum::<usize>().max(1);
+        if max_nnz > i32::MAX as usize || x.n_cols() == 0 {
+            return Err(Error::Unsupported(format!("sampling on the GPU: sparse features of {} columns, batches of up to {max_nnz} entries", x.n_cols())));
+        }
+        let some = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
+        Ok(DeviceFeatures {
+            n_features: x.n_cols(),
+            max_nnz,
+            x_ptr: DeviceVec::upload(gpu, x.row_ptr())?,
+            x_cols: DeviceVec::upload(gpu, &some(x.col_idx()))?,
+            x_values: DeviceVec::upload(gpu, if x.nnz() == 0 { &[0.0] } else { x.values() })?,
+            xt_ptr: DeviceVec::upload(gpu, xt.row_ptr())?,
+            xt_nodes: DeviceVec::upload(gpu, &some(xt.col_idx()))?,
+            xt_of: DeviceVec::upload(gpu, &some(&xt_of))?,
+        })
+    }
+}
+
+/// One batch's sparse features as the kernels leave them.
+struct FeatureSet {
+    fx_ptr: DeviceVec<u32>,
+    fx_cols: DeviceVec<u32>,
+    fx_values: DeviceVec<f32>,
+    fx_rows: DeviceVec<u32>,
+    fxt_ptr: DeviceVec<u32>,
+    fxt_cols: DeviceVec<u32>,
+    fxt_values: DeviceVec<f32>,
+    fxt_of: DeviceVec<u32>,
+    fxt_rows: DeviceVec<u32>,
+}
+
+impl FeatureSet {
+    fn new(gpu: &Arc<Gpu>, f: &DeviceFeatures, max_nodes: usize) -> Result<Self> {
+        let e = f.max_nnz;
+        Ok(FeatureSet {
+            fx_ptr: DeviceVec::zeros(gpu, max_nodes + 1)?,
+            fx_cols: DeviceVec::zeros(gpu, e)?,
+            fx_values: DeviceVec::zeros(gpu, e)?,
+            fx_rows: DeviceVec::zeros(gpu, e)?,
+            fxt_ptr: DeviceVec::zeros(gpu, f.n_features + 1)?,
+            fxt_cols: DeviceVec::zeros(gpu, e)?,
+            fxt_values: DeviceVec::zeros(gpu, e)?,
+            fxt_of: DeviceVec::zeros(gpu, e)?,
+            fxt_rows: DeviceVec::zeros(gpu, e)?,
+        })
+    }
+}
+
+/// Why the device sampler cannot make `sampler`'s batches (`None`: it can).
+pub fn unsupported(sampler: &SaintSampler, aggregation: Option<&Aggregation>) -> Option<String> {
+    if sampler.norm().is_none() || aggregation.is_none() {
+        return Some("GraphSAINT without normalisation (--saint-coverage 0) normalises each batch as a graph of its own".into());
+    }
+    let g = sampler.graph();
+    if !g.is_canonical() || !pattern_symmetric(g) {
+        return Some("the graph's pattern is not symmetric with sorted, unique columns".into());
+    }
+    if g.nnz() > i32::MAX as usize || g.n_rows() > (i32::MAX as usize) / 2 {
+        return Some("the graph is past 2^31 entries".into());
+    }
+    None
+}
+
+/// Whether entry (r, c) exists exactly when (c, r) does (rows sorted).
+fn pattern_symmetric(g: &Csr) -> bool {
+    use rayon::prelude::*;
+    g.n_rows() == g.n_cols()
+        && (0..g.n_rows()).into_par_iter().all(|r| g.col_idx()[g.row_range(r)].iter().all(|&c| g.col_idx()[g.row_range(c as usize)].binary_search(&(r as u32)).is_ok()))
+}
+
+/// One GraphSAINT sampler's state on the device, and the scratch of the batch it makes.
+pub struct DeviceSaint {
+    gpu: Arc<Gpu>,
+    kind: u32,
+    draws: u32,
+    walk_length: u32,
+    seed: u64,
+    n_nodes: usize,
+    to_train: f64,
+    row_ptr: DeviceVec<u32>,
+    col_idx: DeviceVec<u32>,
+    alias: Option<(DeviceVec<f64>, DeviceVec<u32>)>,
+    /// The aggregation's value of every entry times its GraphSAINT weight (as the CPU multiplies
+    /// them), the self-loop of every node, the loss weight of every node.
+    entry_w: DeviceVec<f32>,
+    self_loop: DeviceVec<f32>,
+    node_norm: DeviceVec<f32>,
+    labels: DeviceVec<i32>,
+    mask_bits: DeviceVec<u8>,
+    /// Sparse node features (`None`: dense ones, gathered from the model's resident copy).
+    features: Option<DeviceFeatures>,
+    /// The most nodes and entries a batch can have.
+    max_nodes: usize,
+    max_entries: usize,
+    // Scratch of the sampling kernels (used in stream order, one batch at a time).
+    marks: DeviceVec<u32>,
+    local: DeviceVec<u32>,
+    counts: DeviceVec<u32>,
+    loops: DeviceVec<u32>,
+    /// Per-row counts of the features' scans (batch rows, then feature columns).
+    feature_counts: DeviceVec<u32>,
+    tile_sums: DeviceVec<u32>,
+    tile_offsets: DeviceVec<u32>,
+    /// Two batches' outputs: batch i + 1 is made into one while batch i, in the other, is bound
+    /// and trained on.
+    sets: [BatchSet; 2],
+    next_set: usize,
+}
+
+/// One batch as the sampling kernels leave it, and its sizes on their way to the host.
+struct BatchSet {
+    nodes: DeviceVec<u32>,
+    batch_ptr: DeviceVec<u32>,
+    cols: DeviceVec<u32>,
+    values: DeviceVec<f32>,
+    entry_rows: DeviceVec<u32>,
+    t_values: DeviceVec<f32>,
+    t_of: DeviceVec<u32>,
+    /// [kept entries, train nodes, nodes, entries, feature entries].
+    totals: DeviceVec<u32>,
+    features: Option<FeatureSet>,
+    totals_host: PinnedHostSlice<u32>,
+    /// Recorded after the sizes' copy (the context does not track events on its own).
+    copied: CudaEvent,
+}
+
+impl BatchSet {
+    fn new(gpu: &Arc<Gpu>, max_nodes: usize, max_entries: usize, features: Option<&DeviceFeatures>) -> Result<Self> {
+        Ok(BatchSet {
+            nodes: DeviceVec::zeros(gpu, max_nodes)?,
+            batch_ptr: DeviceVec::zeros(gpu, max_nodes + 1)?,
+            cols: DeviceVec::zeros(gpu, max_entries)?,
+            values: DeviceVec::zeros(gpu, max_entries)?,
+            entry_rows: DeviceVec::zeros(gpu, max_entries)?,
+            t_values: DeviceVec::zeros(gpu, max_entries)?,
+            t_of: DeviceVec::zeros(gpu, max_entries)?,
+            totals: DeviceVec::zeros(gpu, 5)?,
+            features: features.map(|f| FeatureSet::new(gpu, f, max_nodes)).transpose()?,
+            // SAFETY: written by the totals' copy before it is read (`wait` reads after it).
+            totals_host: unsafe { gpu.ctx.alloc_pinned::<u32>(5) }.map_err(|e| Error::cuda("pinning a batch's sizes", e))?,
+            copied: gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(|e| Error::cuda("a batch's event", e))?,
+        })
+    }
+}
+
+/// A batch whose kernels are queued: [`DeviceSaint::wait`] gives its sizes.
+#[must_use = "a queued batch is read with `wait`"]
+pub struct Pending {
+    set: usize,
+}
+
+impl DeviceSaint {
+    /// The device copy of `sampler` (normalised) with `aggregation` (the model's) and the node
+    /// data's labels and train bits; fails with the reason where [`unsupported`] says so.
+    /// With `sparse_features`, the node data's sparse features go along (each batch gets its rows
+    /// and their transpose); else the batches' dense rows are gathered from the model's
+    /// resident features.
+    pub fn new(gpu: &Arc<Gpu>, sampler: &SaintSampler, aggregation: Option<&Aggregation>, data: &NodeData, sparse_features: bool) -> Result<Self> {
+        if let Some(why) = unsupported(sampler, aggregation) {
+            return Err(Error::Unsupported(format!("sampling on the GPU: {why}; use --sample-on cpu")));
+        }
+        let (g, norm, agg) = (sampler.graph(), sampler.norm().expect("checked"), aggregation.expect("checked"));
+        let n = g.n_rows();
+        if data.labels.len() != n || data.mask_bits.len() != n {
+            return Err(Error::Shape(format!("sampling on the GPU: {} labels and {} masks for {n} nodes", data.labels.len(), data.mask_bits.len())));
+        }
+        let (kind, draws, walk_length, max_drawn) = match sampler.config().kind {
+            SaintKind::Node { budget } => (KIND_NODE, budget, 0, budget),
+            SaintKind::Edge { budget } => (KIND_EDGE, budget, 0, budget.saturating_mul(2)),
+            SaintKind::RandomWalk { roots, walk_length } => (KIND_WALK, roots, walk_length, roots.saturating_mul(walk_length + 1)),
+        };
+        let too_big = |what: &str, x: usize| Error::Unsupported(format!("sampling on the GPU: {what} {x} is past 2^31"));
+        let draws = u32::try_from(draws).ok().filter(|&d| d <= i32::MAX as u32).ok_or_else(|| too_big("batch size", draws))?;
+        let walk_length = u32::try_from(walk_length).map_err(|_| too_big("walk length", walk_length))?;
+        let max_nodes = max_drawn.min(n).max(1);
+        // A batch's entries: at most its rows' full lengths, plus a self-loop each.
+        let mut lens: Vec<usize> = (0..n).map(|v| g.row_len(v)).collect();
+        lens.sort_unstable_by(|a, b| b.cmp(a));
+        let max_entries = (lens[..max_nodes].iter().sum::<usize>() + max_nodes).max(1);
+        if max_entries > i32::MAX as usize {
+            return Err(too_big("the largest batch's entries", max_entries));
+        }
+        let (entry, self_loop) = agg.parts();
+        let entry_w: Vec<f32> = entry.iter().zip(&norm.edge_norm).map(|(&a, &w)| a * w).collect();
+        let alias = match sampler.edge_draws() {
+            Some(d) => {
+                let (prob, alias) = d.table().parts();
+                Some((DeviceVec::upload(gpu, prob)?, DeviceVec::upload(gpu, alias)?))
+            }
+            None => None,
+        };
+        let features = match (&data.features, sparse_features) {
+            (HostFeatures::Sparse(x), true) => Some(DeviceFeatures::new(gpu, x, max_nodes)?),
+            (HostFeatures::Dense(_), true) => return Err(Error::Unsupported("sampling on the GPU: sparse features asked for, the node data's are dense".into())),
+            (_, false) => None,
+        };
+        let n_features = features.as_ref().map_or(0, |f| f.n_features);
+        let tiles = [n, max_nodes, n_features].iter().map(|&k| (k + 1).div_ceil(SCAN_TILE as usize)).max().expect("three");
+        Ok(DeviceSaint {
+            gpu: gpu.clone(),
+            kind,
+            draws,
+            walk_length,
+            seed: sampler.config().seed,
+            n_nodes: n,
+            to_train: n as f64 / data.n_train.max(1) as f64,
+            row_ptr: DeviceVec::upload(gpu, g.row_ptr())?,
+            col_idx: DeviceVec::upload(gpu, if g.nnz() == 0 { &[0] } else { g.col_idx() })?,
+            alias,
+            entry_w: DeviceVec::upload(gpu, if entry_w.is_empty() { &[0.0] } else { &entry_w })?,
+            self_loop: DeviceVec::upload(gpu, self_loop)?,
+            node_norm: DeviceVec::upload(gpu, &norm.node_norm)?,
+            labels: DeviceVec::upload(gpu, &data.labels)?,
+            mask_bits: DeviceVec::upload(gpu, &data.mask_bits)?,
+            max_nodes,
+            max_entries,
+            marks: DeviceVec::zeros(gpu, n)?,
+            local: DeviceVec::zeros(gpu, n + 1)?,
+            counts: DeviceVec::zeros(gpu, max_nodes)?,
+            loops: DeviceVec::zeros(gpu, max_nodes)?,
+            feature_counts: DeviceVec::zeros(gpu, max_nodes.max(n_features))?,
+            tile_sums: DeviceVec::zeros(gpu, tiles)?,
+            tile_offsets: DeviceVec::zeros(gpu, tiles + 1)?,
+            sets: [BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?, BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?],
+            features,
+            next_set: 0,
+        })
+    }
+
+    /// The most nodes a batch can have.
+    pub fn max_nodes(&self) -> usize {
+        self.max_nodes
+    }
+
+    /// Makes batch `i` of `epoch` and returns its sizes (waits for it).
+    pub fn sample(&mut self, epoch: u32, i: u32) -> Result<DeviceBatch> {
+        let p = self.enqueue(epoch, i)?;
+        self.wait(p)
+    }
+
+    /// Queues the kernels of batch `i` of `epoch` and the copy of its sizes to the host, into
+    /// the batch set the batch before last used: that batch must have been bound (its reads
+    /// queued) already; at most two batches are in flight.
+    pub fn enqueue(&mut self, epoch: u32, i: u32) -> Result<Pending> {
+        let gpu = self.gpu.clone();
+        let g = &gpu;
+        let set = self.next_set;
+        self.next_set ^= 1;
+        let out = &mut self.sets[set];
+        g.stream().memset_zeros(out.totals.slice_mut()).map_err(|e| Error::cuda("memset", e))?;
+        let key = Stream::new(self.seed, epoch, i).key();
+        let draw = SaintDrawArgs {
+            kind: self.kind,
+            draws: self.draws,
+            walk_length: self.walk_length,
+            key,
+            n_nodes: self.n_nodes as u32,
+            row_ptr: self.row_ptr.arg(g),
+            col_idx: self.col_idx.arg(g),
+            alias_prob: self.alias.as_ref().map_or(Ptr::null(), |a| a.0.arg(g)),
+            alias: self.alias.as_ref().map_or(Ptr::null(), |a| a.1.arg(g)),
+            marks: self.marks.arg_mut(g),
+        };
+        // SAFETY: the graph's arrays as uploaded (n + 1 row pointers, nnz columns), the alias
+        // table of nnz slots for the edge kind, one mark per node; draws land on node ids.
+        unsafe { kernels::saint_draw.launch(g, linear(g, self.draws as usize), &draw)? };
+        scan(g, (&self.tile_sums, &self.tile_offsets), self.n_nodes, self.marks.ptr(g), self.local.ptr(g), out.nodes.ptr(g))?;
+        let n_batch = Ptr::new(self.local.ptr(g) + 4 * self.n_nodes as u64);
+        let rows = SaintRowsArgs {
+            rows: self.max_nodes as u32,
+            n_batch,
+            nodes: out.nodes.arg(g),
+            row_ptr: self.row_ptr.arg(g),
+            col_idx: self.col_idx.arg(g),
+            marks: self.marks.arg(g),
+            local: self.local.arg(g),
+            entry_w: self.entry_w.arg(g),
+            self_loop: self.self_loop.arg(g),
+            mask_bits: self.mask_bits.arg(g),
+            train_bit: TRAIN_BIT as u32,
+            counts: self.counts.arg_mut(g),
+            loops: self.loops.arg_mut(g),
+            totals: out.totals.arg_mut(g),
+            out_ptr: out.batch_ptr.arg(g),
+            out_cols: out.cols.arg_mut(g),
+            out_values: out.values.arg_mut(g),
+            out_rows: out.entry_rows.arg_mut(g),
+        };
+        let warps = Shape::linear((self.max_nodes as u32).div_ceil(BLOCK / 32).min(sm_blocks(g)), BLOCK, 0);
+        // SAFETY: the batch has at most max_nodes nodes (the draws' bound, clamped to N), each a
+        // marked node with its local id; counts and loops hold max_nodes entries.
+        unsafe { kernels::saint_rows_count.launch(g, warps, &rows)? };
+        scan(g, (&self.tile_sums, &self.tile_offsets), self.max_nodes, self.counts.ptr(g), out.batch_ptr.ptr(g), 0)?;
+        // SAFETY: the row pointers just scanned; a batch has at most max_entries entries (its
+        // rows' full lengths plus a loop each), the size of every entry buffer.
+        unsafe { kernels::saint_rows_fill.launch(g, warps, &rows)? };
+        let t = SaintTransposeArgs {
+            rows: self.max_nodes as u32,
+            row_ptr: out.batch_ptr.arg(g),
+            cols: out.cols.arg(g),
+            entry_rows: out.entry_rows.arg(g),
+            values: out.values.arg(g),
+            t_values: out.t_values.arg_mut(g),
+            t_of: out.t_of.arg_mut(g),
+        };
+        // SAFETY: as the fill; every entry's mirror exists (symmetric pattern, checked at setup).
+        unsafe { kernels::saint_transpose.launch(g, linear(g, self.max_entries), &t)? };
+        if let (Some(f), Some(fs)) = (&self.features, &mut out.features) {
+            let args = SaintFeaturesArgs {
+                rows: self.max_nodes as u32,
+                n_features: f.n_features as u32,
+                n_batch,
+                nodes: out.nodes.arg(g),
+                marks: self.marks.arg(g),
+                local: self.local.arg(g),
+                x_ptr: f.x_ptr.arg(g),
+                x_cols: f.x_cols.arg(g),
+                x_values: f.x_values.arg(g),
+                xt_ptr: f.xt_ptr.arg(g),
+                xt_nodes: f.xt_nodes.arg(g),
+                xt_of: f.xt_of.arg(g),
+                counts: self.feature_counts.arg_mut(g),
+                fx_ptr: fs.fx_ptr.arg(g),
+                fx_cols: fs.fx_cols.arg_mut(g),
+                fx_values: fs.fx_values.arg_mut(g),
+                fx_rows: fs.fx_rows.arg_mut(g),
+                fxt_ptr: fs.fxt_ptr.arg(g),
+                fxt_cols: fs.fxt_cols.arg_mut(g),
+                fxt_values: fs.fxt_values.arg_mut(g),
+                fxt_of: fs.fxt_of.arg_mut(g),
+                fxt_rows: fs.fxt_rows.arg_mut(g),
+            };
+            // SAFETY: the batch's nodes (at most max_nodes) and their rows of X, whose lengths
+            // sum to at most max_nnz (the size of every feature entry buffer); counts holds
+            // max(max_nodes, F); Xᵀ's rows hold nodes, marked or not.
+            unsafe { kernels::saint_features_count.launch(g, linear(g, self.max_nodes), &args)? };
+            scan(g, (&self.tile_sums, &self.tile_offsets), self.max_nodes, self.feature_counts.ptr(g), fs.fx_ptr.ptr(g), 0)?;
+            let warps_f = Shape::linear((f.n_features as u32).div_ceil(BLOCK / 32).min(sm_blocks(g)), BLOCK, 0);
+            unsafe { kernels::saint_features_fill.launch(g, warps, &args)? };
+            unsafe { kernels::saint_features_t_count.launch(g, warps_f, &args)? };
+            scan(g, (&self.tile_sums, &self.tile_offsets), f.n_features, self.feature_counts.ptr(g), fs.fxt_ptr.ptr(g), 0)?;
+            unsafe { kernels::saint_features_t_fill.launch(g, warps_f, &args)? };
+        }
+        let fx_ptr = out.features.as_ref().map_or(Ptr::null(), |f| f.fx_ptr.arg(g));
+        let finish = SaintFinishArgs { n_batch, nodes: out.nodes.arg(g), marks: self.marks.arg_mut(g), rows: self.max_nodes as u32, row_ptr: out.batch_ptr.arg(g), fx_ptr, totals: out.totals.arg_mut(g) };
+        // SAFETY: the batch's nodes are node ids; totals holds 4.
+        unsafe { kernels::saint_finish.launch(g, linear(g, self.max_nodes), &finish)? };
+        g.stream().memcpy_dtoh(out.totals.slice(), &mut out.totals_host).map_err(|e| Error::cuda("a batch's sizes to the host", e))?;
+        out.copied.record(g.stream()).map_err(|e| Error::cuda("a batch's event", e))?;
+        Ok(Pending { set })
+    }
+
+    /// The sizes of a queued batch (waits for its kernels).
+    pub fn wait(&mut self, p: Pending) -> Result<DeviceBatch> {
+        let set = &self.sets[p.set];
+        set.copied.synchronize().map_err(|e| Error::cuda("waiting for a batch's sizes", e))?;
+        let t = set.totals_host.as_slice().map_err(|e| Error::cuda("a batch's sizes", e))?;
+        let batch = DeviceBatch { set: p.set, sampled_edges: t[0] as usize, loss_nodes: t[1] as usize, n: t[2] as usize, nnz: t[3] as usize, feature_nnz: t[4] as usize };
+        if batch.n > self.max_nodes || batch.nnz > self.max_entries || batch.feature_nnz > self.features.as_ref().map_or(0, |f| f.max_nnz) {
+            return Err(Error::Unsupported(format!("a device GraphSAINT batch of {batch:?} passed its bounds ({} nodes, {} entries): a bug", self.max_nodes, self.max_entries)));
+        }
+        Ok(batch)
+    }
+
+    /// The last batch, downloaded (tests and inspection).
+    pub fn download(&self, b: &DeviceBatch) -> Result<HostBatch> {
+        let (g, set) = (&self.gpu, &self.sets[b.set]);
+        let take = |v: &DeviceVec<u32>, k: usize| -> Result<Vec<u32>> { Ok(v.download(g)?[..k].to_vec()) };
+        let nodes = take(&set.nodes, b.n)?;
+        let row_ptr = take(&set.batch_ptr, b.n + 1)?;
+        let cols = take(&set.cols, b.nnz)?;
+        let values = set.values.download(g)?[..b.nnz].to_vec();
+        let s = Csr::new(b.n, b.n, row_ptr, cols, values)?;
+        let features = match (&self.features, &set.features) {
+            (Some(f), Some(fs)) => {
+                let (k, nf) = (b.feature_nnz, f.n_features);
+                let x = Csr::new(b.n, nf, take(&fs.fx_ptr, b.n + 1)?, take(&fs.fx_cols, k)?, fs.fx_values.download(g)?[..k].to_vec())?;
+                let xt = Csr::new(nf, b.n, take(&fs.fxt_ptr, nf + 1)?, take(&fs.fxt_cols, k)?, fs.fxt_values.download(g)?[..k].to_vec())?;
+                Some((x, xt, take(&fs.fxt_of, k)?))
+            }
+            _ => None,
+        };
+        Ok(HostBatch { nodes, s, t_values: set.t_values.download(g)?[..b.nnz].to_vec(), t_of: take(&set.t_of, b.nnz)?, features })
+    }
+
+    /// Writes the last batch `b` into `m`'s buffers, padded to its capacity (which must hold
+    /// it), and gathers its feature rows from the resident features.
+    pub fn bind(&self, m: &mut BoundModel<CudaBackend>, b: &DeviceBatch) -> Result<()> {
+        let cap = m.capacity();
+        if !cap.holds_sizes(b.n, b.nnz, b.feature_nnz) {
+            return Err(Error::Shape(format!("a device batch of {} nodes and {} entries into a model of {cap:?}", b.n, b.nnz)));
+        }
+        let rows = m.rows();
+        let (g, set) = (&self.gpu, &self.sets[b.set]);
+        let parts = m.parts();
+        let h = &parts.graph.handle;
+        let (s, th) = (h.device_csr()?, h.transpose()?);
+        let t = th.device_csr()?;
+        let (s_rows, t_rows) = (h.device_coo_rows()?, th.device_coo_rows()?);
+        let t_of = h.transpose_map(ValueOrder::Csr)?;
+        let nnz_cap = h.csr().nnz();
+        let sized = [s.row_ptr.len() == rows + 1, t.row_ptr.len() == rows + 1, s.col_idx.len() == nnz_cap, t.col_idx.len() == nnz_cap, s_rows.0.len() == nnz_cap, t_rows.0.len() == nnz_cap, t_of.len() == nnz_cap];
+        if !sized.iter().all(|&x| x) || parts.values.len() != nnz_cap || parts.values_t.len() != nnz_cap || parts.labels.0.len() != rows || parts.labels.1.len() != rows || parts.weights.len() != rows {
+            return Err(Error::Shape(format!("a rebound model's buffers are not the sizes of its capacity {cap:?}")));
+        }
+        let args = SaintBindArgs {
+            n: b.n as u32,
+            nnz: b.nnz as u32,
+            n_loss: b.loss_nodes as u32,
+            rows: rows as u32,
+            cap: nnz_cap as u32,
+            train_bit: TRAIN_BIT as u32,
+            to_train: self.to_train,
+            row_ptr: set.batch_ptr.arg(g),
+            cols: set.cols.arg(g),
+            entry_rows: set.entry_rows.arg(g),
+            values: set.values.arg(g),
+            t_values: set.t_values.arg(g),
+            t_of: set.t_of.arg(g),
+            nodes: set.nodes.arg(g),
+            labels: self.labels.arg(g),
+            mask_bits: self.mask_bits.arg(g),
+            node_norm: self.node_norm.arg(g),
+            // The handles' arrays are shared (`Arc`s) and written in place, as `bind_graph`
+            // overwrites them: every kernel of the previous step ran before, on this stream.
+            s_row_ptr: PtrMut::new(s.row_ptr.ptr(g)),
+            s_cols: PtrMut::new(s.col_idx.ptr(g)),
+            s_rows: PtrMut::new(s_rows.0.ptr(g)),
+            t_row_ptr: PtrMut::new(t.row_ptr.ptr(g)),
+            t_cols: PtrMut::new(t.col_idx.ptr(g)),
+            t_rows: PtrMut::new(t_rows.0.ptr(g)),
+            s_values: parts.values.arg_mut(g),
+            t_values_out: parts.values_t.arg_mut(g),
+            t_of_out: PtrMut::new(t_of.ptr(g)),
+            labels_out: parts.labels.0.arg_mut(g),
+            mask_out: parts.labels.1.arg_mut(g),
+            weights_out: parts.weights.arg_mut(g),
+        };
+        // SAFETY: every output has the capacity's size (checked above); the batch (n <= rows - 1,
+        // nnz <= cap) was made by `sample` in the scratch buffers it reads.
+        unsafe { kernels::saint_bind.launch(g, linear(g, (rows + 1).max(nnz_cap)), &args)? };
+        match (parts.input, parts.resident, &self.features, &set.features) {
+            (InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }, Some(full), None, _) => {
+                crate::ops::nn::gather_rows::gather_rows_device_ids(full, &set.nodes, b.n, self.n_nodes, x)
+            }
+            (InputFeatures::Sparse { x, values, values_t, .. }, None, Some(f), Some(fs)) => bind_features(g, (x, values, values_t), rows, f, fs, b),
+            _ => Err(Error::Unsupported("a device batch's features and the model's input differ (dense resident or sparse)".into())),
+        }
+    }
+}
+
+/// The batch's sparse features padded into a model's sparse input (its pattern, transpose,
+/// map and both value arrays), as `PaddedBatch` pads them.
+fn bind_features(g: &Gpu, (x, values, values_t): (&mut crate::ops::backend::cuda::GpuGraph, &mut DeviceVec<f32>, &mut DeviceVec<f32>), rows: usize, f: &DeviceFeatures, fs: &FeatureSet, b: &DeviceBatch) -> Result<()> {
+    let h = &x.handle;
+    let (s, th) = (h.device_csr()?, h.transpose()?);
+    let t = th.device_csr()?;
+    let (s_rows, t_rows) = (h.device_coo_rows()?, th.device_coo_rows()?);
+    let t_of = h.transpose_map(ValueOrder::Csr)?;
+    let (cap, nf) = (h.csr().nnz(), f.n_features);
+    let sized = [h.csr().n_rows() == rows, h.csr().n_cols() == nf, s.row_ptr.len() == rows + 1, t.row_ptr.len() == nf + 1, s.col_idx.len() == cap, t.col_idx.len() == cap, s_rows.0.len() == cap, t_rows.0.len() == cap, t_of.len() == cap, values.len() == cap, values_t.len() == cap];
+    if !sized.iter().all(|&ok| ok) || b.feature_nnz > cap {
+        return Err(Error::Shape(format!("a rebound model's sparse input ({} x {}, {cap} entries) does not take a device batch of {} x {nf} with {}", h.csr().n_rows(), h.csr().n_cols(), b.n, b.feature_nnz)));
+    }
+    let args = SaintFeaturesBindArgs {
+        n: b.n as u32,
+        nnz: b.feature_nnz as u32,
+        rows: rows as u32,
+        cap: cap as u32,
+        n_features: nf as u32,
+        fx_ptr: fs.fx_ptr.arg(g),
+        fx_cols: fs.fx_cols.arg(g),
+        fx_values: fs.fx_values.arg(g),
+        fx_rows: fs.fx_rows.arg(g),
+        fxt_ptr: fs.fxt_ptr.arg(g),
+        fxt_cols: fs.fxt_cols.arg(g),
+        fxt_values: fs.fxt_values.arg(g),
+        fxt_of: fs.fxt_of.arg(g),
+        fxt_rows: fs.fxt_rows.arg(g),
+        // Shared arrays written in place, as `bind_graph` does (stream order).
+        s_row_ptr: PtrMut::new(s.row_ptr.ptr(g)),
+        s_cols: PtrMut::new(s.col_idx.ptr(g)),
+        s_rows: PtrMut::new(s_rows.0.ptr(g)),
+        s_values: values.arg_mut(g),
+        t_row_ptr: PtrMut::new(t.row_ptr.ptr(g)),
+        t_cols: PtrMut::new(t.col_idx.ptr(g)),
+        t_rows: PtrMut::new(t_rows.0.ptr(g)),
+        t_values: values_t.arg_mut(g),
+        t_of: PtrMut::new(t_of.ptr(g)),
+    };
+    // SAFETY: every output has the model's sizes (checked above); the batch (n < rows,
+    // feature_nnz <= cap) was made by `enqueue` in the set it reads.
+    unsafe { kernels::saint_features_bind.launch(g, linear(g, (rows + 1).max(cap).max(nf + 1)), &args) }
+}
+
+/// `out[i] = Σ input[..i]` for i <= n (device addresses), and `compact` (if not 0) lists the
+/// positions of the nonzero inputs.
+fn scan(g: &Gpu, (tile_sums, tile_offsets): (&DeviceVec<u32>, &DeviceVec<u32>), n: usize, input: u64, out: u64, compact: u64) -> Result<()> {
+    let tiles = (n + 1).div_ceil(SCAN_TILE as usize);
+    debug_assert!(tiles <= tile_sums.len());
+    let sums = ScanSumsArgs { n: n as u32, input: Ptr::new(input), sums: PtrMut::new(tile_sums.ptr(g)) };
+    let shape = Shape::linear(tiles as u32, SCAN_BLOCK, 4 * 32);
+    // SAFETY: input holds n u32s, out n + 1, compact as many as the nonzero inputs; one tile
+    // sum and offset per tile (sized for the largest of the scans).
+    unsafe { kernels::scan_tile_sums.launch(g, shape, &sums)? };
+    let offsets = WindowScanArgs { n: tiles as u32, counts: Ptr::new(tile_sums.ptr(g)), block_w: 0, win_ptr: PtrMut::new(tile_offsets.ptr(g)), blk_ptr: PtrMut::null() };
+    // SAFETY: tiles sums in, tiles + 1 offsets out; one block of SCAN_THREADS, as the kernel's
+    // run split assumes.
+    unsafe { window_scan.launch(g, Shape::linear(1, SCAN_THREADS, 2 * 128 + 16), &offsets)? };
+    let apply = ScanApplyArgs { n: n as u32, input: Ptr::new(input), tile_offsets: Ptr::new(tile_offsets.ptr(g)), out: PtrMut::new(out), compact: PtrMut::new(compact) };
+    // SAFETY: as the sums; the offsets scanned above.
+    unsafe { kernels::scan_tile_apply.launch(g, shape, &apply) }
+}
+
+/// Blocks of the GPU's SMs (grid-stride kernels need no more).
+fn sm_blocks(g: &Gpu) -> u32 {
+    g.info().sm_count * 8
+}
+
+/// A thread per item, grid-stride past the SMs' blocks.
+fn linear(g: &Gpu, items: usize) -> Shape {
+    Shape::linear((items.max(1) as u32).div_ceil(BLOCK).min(sm_blocks(g)), BLOCK, 0)
+}

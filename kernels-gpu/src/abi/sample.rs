@@ -1,0 +1,207 @@
+// Graph sampling on the device (`sample/`): the scan's and GraphSAINT's argument structs and
+// instances. Shared with the host (`include!`).
+use super::*;
+
+kernel_args! {
+    /// Per-tile sums of `n` u32s (tiles of `SCAN_TILE`).
+    pub struct ScanSumsArgs {
+        pub n: u32,
+        pub input: Ptr<u32>,
+        /// One per tile.
+        pub sums: PtrMut<u32>,
+    }
+
+    /// The exclusive scan of `n` u32s from the tile offsets (`n + 1` outputs), and optionally
+    /// the positions of the nonzero inputs in order.
+    pub struct ScanApplyArgs {
+        pub n: u32,
+        pub input: Ptr<u32>,
+        /// tiles + 1 entries (the window scan of the tile sums).
+        pub tile_offsets: Ptr<u32>,
+        pub out: PtrMut<u32>,
+        /// Null: not wanted.
+        pub compact: PtrMut<u32>,
+    }
+
+    /// GraphSAINT's draws of one batch, marking the sampled nodes.
+    pub struct SaintDrawArgs {
+        /// `KIND_NODE`, `KIND_EDGE` or `KIND_WALK`.
+        pub kind: u32,
+        /// Node draws, edge draws or walks.
+        pub draws: u32,
+        pub walk_length: u32,
+        /// The batch's stream key (`sample_stream_key`).
+        pub key: u64,
+        pub n_nodes: u32,
+        /// The graph (n_nodes + 1 row pointers).
+        pub row_ptr: Ptr<u32>,
+        pub col_idx: Ptr<u32>,
+        /// The edge sampler's alias table (null for the other kinds).
+        pub alias_prob: Ptr<f64>,
+        pub alias: Ptr<u32>,
+        /// One per node, 0 on entry except where this batch marks.
+        pub marks: PtrMut<u32>,
+    }
+
+    /// The batch's rows: counted (`counts`, `totals`) or filled (`out_*`).
+    pub struct SaintRowsArgs {
+        /// Rows to write counts for (the batch's node bound).
+        pub rows: u32,
+        /// The batch's nodes (device: the mark scan's total).
+        pub n_batch: Ptr<u32>,
+        pub nodes: Ptr<u32>,
+        pub row_ptr: Ptr<u32>,
+        pub col_idx: Ptr<u32>,
+        pub marks: Ptr<u32>,
+        /// Local id of every marked node.
+        pub local: Ptr<u32>,
+        /// Aggregation weight of every graph entry, and the self-loop weight of every node.
+        pub entry_w: Ptr<f32>,
+        pub self_loop: Ptr<f32>,
+        pub mask_bits: Ptr<u8>,
+        pub train_bit: u32,
+        pub counts: PtrMut<u32>,
+        /// Per row, (kept entries before the diagonal) << 1 | (a self-loop is inserted): written
+        /// by the count, read by the fill.
+        pub loops: PtrMut<u32>,
+        /// [kept graph entries, train nodes] (added to).
+        pub totals: PtrMut<u32>,
+        /// The batch's row pointers (fill).
+        pub out_ptr: Ptr<u32>,
+        pub out_cols: PtrMut<u32>,
+        pub out_values: PtrMut<f32>,
+        pub out_rows: PtrMut<u32>,
+    }
+
+    /// The transpose of a batch with a symmetric pattern.
+    pub struct SaintTransposeArgs {
+        /// Row pointers of `rows` rows (the last is the entry count).
+        pub rows: u32,
+        pub row_ptr: Ptr<u32>,
+        pub cols: Ptr<u32>,
+        pub entry_rows: Ptr<u32>,
+        pub values: Ptr<f32>,
+        pub t_values: PtrMut<f32>,
+        pub t_of: PtrMut<u32>,
+    }
+
+    /// Marks cleared, sizes written.
+    pub struct SaintFinishArgs {
+        pub n_batch: Ptr<u32>,
+        pub nodes: Ptr<u32>,
+        pub marks: PtrMut<u32>,
+        /// As `SaintTransposeArgs::rows`.
+        pub rows: u32,
+        pub row_ptr: Ptr<u32>,
+        /// The batch's feature row pointers (`rows + 1`; null: dense features).
+        pub fx_ptr: Ptr<u32>,
+        pub totals: PtrMut<u32>,
+    }
+
+    /// A batch of `n` nodes and `nnz` entries padded into a model of `rows` rows and `cap` entries.
+    pub struct SaintBindArgs {
+        pub n: u32,
+        pub nnz: u32,
+        pub n_loss: u32,
+        pub rows: u32,
+        pub cap: u32,
+        pub train_bit: u32,
+        /// n_all / n_train.
+        pub to_train: f64,
+        pub row_ptr: Ptr<u32>,
+        pub cols: Ptr<u32>,
+        pub entry_rows: Ptr<u32>,
+        pub values: Ptr<f32>,
+        pub t_values: Ptr<f32>,
+        pub t_of: Ptr<u32>,
+        pub nodes: Ptr<u32>,
+        pub labels: Ptr<i32>,
+        pub mask_bits: Ptr<u8>,
+        pub node_norm: Ptr<f32>,
+        pub s_row_ptr: PtrMut<u32>,
+        pub s_cols: PtrMut<u32>,
+        pub s_rows: PtrMut<u32>,
+        pub t_row_ptr: PtrMut<u32>,
+        pub t_cols: PtrMut<u32>,
+        pub t_rows: PtrMut<u32>,
+        pub s_values: PtrMut<f32>,
+        pub t_values_out: PtrMut<f32>,
+        pub t_of_out: PtrMut<u32>,
+        pub labels_out: PtrMut<i32>,
+        pub mask_out: PtrMut<u8>,
+        pub weights_out: PtrMut<f32>,
+    }
+
+    /// The batch's sparse features and their transpose, from the whole graph's X and Xᵀ.
+    pub struct SaintFeaturesArgs {
+        /// Rows to write counts for (the node bound), and feature columns.
+        pub rows: u32,
+        pub n_features: u32,
+        pub n_batch: Ptr<u32>,
+        pub nodes: Ptr<u32>,
+        pub marks: Ptr<u32>,
+        pub local: Ptr<u32>,
+        /// X (N x F, sorted rows) and Xᵀ (F x N) with, per entry of Xᵀ, its entry of X.
+        pub x_ptr: Ptr<u32>,
+        pub x_cols: Ptr<u32>,
+        pub x_values: Ptr<f32>,
+        pub xt_ptr: Ptr<u32>,
+        pub xt_nodes: Ptr<u32>,
+        pub xt_of: Ptr<u32>,
+        /// Per-row counts for a scan (rows, or F for the transpose).
+        pub counts: PtrMut<u32>,
+        pub fx_ptr: Ptr<u32>,
+        pub fx_cols: PtrMut<u32>,
+        pub fx_values: PtrMut<f32>,
+        pub fx_rows: PtrMut<u32>,
+        pub fxt_ptr: Ptr<u32>,
+        pub fxt_cols: PtrMut<u32>,
+        pub fxt_values: PtrMut<f32>,
+        pub fxt_of: PtrMut<u32>,
+        pub fxt_rows: PtrMut<u32>,
+    }
+
+    /// A batch's sparse features (n rows, nnz entries) padded into a model's input of `rows`
+    /// rows and `cap` entries.
+    pub struct SaintFeaturesBindArgs {
+        pub n: u32,
+        pub nnz: u32,
+        pub rows: u32,
+        pub cap: u32,
+        pub n_features: u32,
+        pub fx_ptr: Ptr<u32>,
+        pub fx_cols: Ptr<u32>,
+        pub fx_values: Ptr<f32>,
+        pub fx_rows: Ptr<u32>,
+        pub fxt_ptr: Ptr<u32>,
+        pub fxt_cols: Ptr<u32>,
+        pub fxt_values: Ptr<f32>,
+        pub fxt_of: Ptr<u32>,
+        pub fxt_rows: Ptr<u32>,
+        pub s_row_ptr: PtrMut<u32>,
+        pub s_cols: PtrMut<u32>,
+        pub s_rows: PtrMut<u32>,
+        pub s_values: PtrMut<f32>,
+        pub t_row_ptr: PtrMut<u32>,
+        pub t_cols: PtrMut<u32>,
+        pub t_rows: PtrMut<u32>,
+        pub t_values: PtrMut<f32>,
+        pub t_of: PtrMut<u32>,
+    }
+}
+
+kernels! {
+    scan_tile_sums(ScanSumsArgs) = crate::sample::scan::tile_sums;
+    scan_tile_apply(ScanApplyArgs) = crate::sample::scan::tile_apply;
+    saint_draw(SaintDrawArgs) = crate::sample::saint::draw;
+    saint_rows_count(SaintRowsArgs) = crate::sample::saint::rows_count;
+    saint_rows_fill(SaintRowsArgs) = crate::sample::saint::rows_fill;
+    saint_transpose(SaintTransposeArgs) = crate::sample::saint::transpose;
+    saint_finish(SaintFinishArgs) = crate::sample::saint::finish;
+    saint_bind(SaintBindArgs) = crate::sample::saint::bind;
+    saint_features_count(SaintFeaturesArgs) = crate::sample::saint::features_count;
+    saint_features_fill(SaintFeaturesArgs) = crate::sample::saint::features_fill;
+    saint_features_t_count(SaintFeaturesArgs) = crate::sample::saint::features_t_count;
+    saint_features_t_fill(SaintFeaturesArgs) = crate::sample::saint::features_t_fill;
+    saint_features_bind(SaintFeaturesBindArgs) = crate::sample::saint::features_bind;
+}

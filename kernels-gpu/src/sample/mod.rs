@@ -1,0 +1,6 @@
+//! Graph sampling on the device: GraphSAINT batches drawn, induced and laid out for a rebound
+//! model without the host (the host's `tcgnn::sample::device_saint` launches them). Every draw
+//! comes from the counter streams of `rng.rs`, so a batch equals the CPU sampler's bit for bit.
+
+pub mod saint;
+pub mod scan;

@@ -17,7 +17,13 @@ def main():
     p.add_argument("--pyg", nargs="+", required=True)
     p.add_argument("--out", default="bench/results")
     p.add_argument("--note", default="")
+    p.add_argument("--accuracy", help="an earlier sample.json whose accuracy columns (more seeds) replace these runs' "
+                   "(valid where the batches, and so the training, are the same)")
     a = p.parse_args()
+    earlier = {}
+    if a.accuracy:
+        for r in json.load(open(a.accuracy))["comparison"]:
+            earlier[(r["graph"], r["model"], r["sampler"])] = r
     ours = [r for f in a.ours for r in json.load(open(f))]
     by = {(r["graph"], r["model"], r["sampler"]): r for r in ours}
     pyg = {}
@@ -31,6 +37,7 @@ def main():
             continue
         full = by.get((key[0], key[1], "full"))
         q = pyg.get(key)
+        acc = earlier.get(key)
         rows.append({
             "graph": key[0], "model": key[1], "sampler": key[2],
             "ours_train_ms_per_epoch": r["train_ms_per_epoch"],
@@ -38,20 +45,23 @@ def main():
             "speedup": q["epoch_ms"]["median"] / r["train_ms_per_epoch"] if q else None,
             "gpu_idle_fraction": r.get("gpu_idle_fraction"),
             "gpu_step_ms_per_epoch": r.get("gpu_step_ms_per_epoch"),
-            "test_acc_mean": r["test_acc_mean"], "test_acc_std": r["test_acc_std"], "seeds": r["seeds"],
-            "full_graph_test_acc_mean": full["test_acc_mean"] if full else None,
+            "sample_on": r.get("sample_on", "cpu"),
+            "test_acc_mean": acc["test_acc_mean"] if acc else r["test_acc_mean"],
+            "test_acc_std": acc["test_acc_std"] if acc else r["test_acc_std"],
+            "seeds": acc["seeds"] if acc else r["seeds"],
+            "full_graph_test_acc_mean": acc["full_graph_test_acc_mean"] if acc else (full["test_acc_mean"] if full else None),
             "pyg_test_acc_mean": 100 * q["test_acc_mean"] if q else None,
             "pyg_seeds": len(q["per_seed"]) if q else None,
         })
     out = Path(a.out)
     json.dump({"ours": ours, "pyg": list(pyg.values()), "comparison": rows, "note": a.note}, open(out / "sample.json", "w"), indent=1)
-    md = ["| graph | model | sampler | ours ms/epoch | plain-PyTorch ms/epoch | speedup | GPU idle | test acc (ours) | full graph | gap | PyG-style acc |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"]
+    md = ["| graph | model | sampler | batches made on | ours ms/epoch | plain-PyTorch ms/epoch | speedup | GPU idle | test acc (ours) | full graph | gap | PyG-style acc |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         f = lambda x, p=2: "" if x is None else f"{x:.{p}f}"
         gap = None if r["full_graph_test_acc_mean"] is None else r["test_acc_mean"] - r["full_graph_test_acc_mean"]
         idle = "" if r["gpu_idle_fraction"] is None else f"{100 * r['gpu_idle_fraction']:.1f}%"
-        md.append(f"| {r['graph']} | {r['model']} | {r['sampler']} | {f(r['ours_train_ms_per_epoch'])} | {f(r['pyg_epoch_ms'])} | "
+        md.append(f"| {r['graph']} | {r['model']} | {r['sampler']} | {r['sample_on']} | {f(r['ours_train_ms_per_epoch'])} | {f(r['pyg_epoch_ms'])} | "
                   f"{f(r['speedup'], 1)}x | {idle} | {r['test_acc_mean']:.2f} ± {r['test_acc_std']:.2f} | {f(r['full_graph_test_acc_mean'])} | {f(gap)} | {f(r['pyg_test_acc_mean'])} |")
     fast = sum(1 for r in rows if r["speedup"] and r["speedup"] >= 5)
     md.append(f"\n{fast} of {sum(1 for r in rows if r['speedup'])} settings at >= 5x the plain-PyTorch samplers. {a.note}\n")

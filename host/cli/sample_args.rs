@@ -65,7 +65,8 @@ pub struct SampleArgs {
     /// the sample workers gathered; `gpu` keeps the whole feature matrix on the GPU and gathers
     /// each batch's rows there by node id (a batch then carries 4 bytes a node, and the workers
     /// gather nothing; sparse features up to 4 GiB dense go there dense, so their input dropout
-    /// draws differ from the sparse path's). Default: gpu for dense features on a GPU, else host.
+    /// draws differ from the sparse path's). Default on a GPU: gpu for dense features, and for
+    /// sparse ones (up to 4 GiB dense) with --sampler neighbor; else host.
     #[arg(long, value_enum, default_value = "auto")]
     pub features_on: FeaturesOn,
     /// Where GraphSAINT batches are made: `gpu` draws, induces and lays out each batch on the
@@ -179,13 +180,18 @@ impl SampleArgs {
     /// resolved (the GPU gathers dense rows where it trains).
     pub fn training_on(&self, data: &Dataset, cfg: &tcgnn::nn::ModelConfig, seed: u64, gpu: bool) -> Result<Option<SampledTraining>> {
         let mut t = self.training(data, cfg, seed)?;
+        let kind_is_neighbor = self.sampler == Some(SamplerKind::Neighbor);
         if let Some(t) = &mut t {
-            // Sparse features made dense on the device took the CPU's work off the workers but
-            // gave the GPU more than it saved on GraphSAINT's small batches (musae_facebook
-            // saint-rw 4.6 -> 8.9 ms an epoch, neighbour 57 -> 33 ms; bench/NOTES.md): asked
-            // for only.
+            // Sparse features go to the device dense for neighbour batches (about half the graph's
+            // nodes each: gathering and transposing their sparse rows on the CPU cost more than
+            // the dense gather on the GPU, musae_facebook 57 -> 33 ms an epoch, twitch_DE GCN
+            // 3.0x -> 6.7x the plain-PyTorch samplers); GraphSAINT batches keep them sparse (the
+            // GPU sampler makes each batch's sparse rows; dense 4714-deep products cost more on
+            // small batches, bench/NOTES.md).
+            let dense = matches!(data.features, tcgnn::nn::input::HostFeatures::Dense(_));
+            let fits_dense = 4 * data.n() as u64 * data.features.cols() as u64 <= tcgnn::sample::train::DENSE_RESIDENT_MAX;
             t.features_on_gpu = match self.features_on {
-                FeaturesOn::Auto => gpu && matches!(data.features, tcgnn::nn::input::HostFeatures::Dense(_)),
+                FeaturesOn::Auto => gpu && (dense || (kind_is_neighbor && fits_dense)),
                 on => on == FeaturesOn::Gpu,
             };
             let why_not = t.gpu_sampling_unsupported();
@@ -244,8 +250,8 @@ pub enum SampleOn {
 /// `--features-on`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum FeaturesOn {
-    /// The default (as the CLI's), also for `SampleArgs::default()`: gpu for dense features on
-    /// a GPU, else host.
+    /// The default (as the CLI's), also for `SampleArgs::default()`: on a GPU, gpu for dense
+    /// features and for sparse ones with neighbour sampling (up to 4 GiB dense), else host.
     #[default]
     Auto,
     Host,

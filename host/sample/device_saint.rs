@@ -73,10 +73,18 @@ struct DeviceFeatures {
     x_ptr: DeviceVec<u32>,
     x_cols: DeviceVec<u32>,
     x_values: DeviceVec<f32>,
-    xt_ptr: DeviceVec<u32>,
     xt_nodes: DeviceVec<u32>,
     xt_of: DeviceVec<u32>,
+    /// Xᵀ cut into segments of at most `SEGMENT` entries of one row (a warp each): their starts
+    /// (and the end), rows, and each row's first segment.
+    n_segments: usize,
+    seg_start: DeviceVec<u32>,
+    seg_row: DeviceVec<u32>,
+    first_seg: DeviceVec<u32>,
 }
+
+/// Entries of Xᵀ per segment: one step of a warp (four chunks of 32).
+const SEGMENT: usize = 128;
 
 impl DeviceFeatures {
     fn new(gpu: &Arc<Gpu>, x: &Csr, max_nodes: usize) -> Result<Self> {
@@ -88,15 +96,26 @@ impl DeviceFeatures {
             return Err(Error::Unsupported(format!("sampling on the GPU: sparse features of {} columns, batches of up to {max_nnz} entries", x.n_cols())));
         }
         let some = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
+        let (mut seg_start, mut seg_row, mut first_seg) = (Vec::new(), Vec::new(), Vec::with_capacity(xt.n_rows() + 1));
+        for f in 0..xt.n_rows() {
+            first_seg.push(seg_row.len() as u32);
+            seg_start.extend(xt.row_range(f).step_by(SEGMENT).map(|e| e as u32));
+            seg_row.resize(seg_start.len(), f as u32);
+        }
+        first_seg.push(seg_row.len() as u32);
+        seg_start.push(xt.nnz() as u32);
         Ok(DeviceFeatures {
             n_features: x.n_cols(),
             max_nnz,
             x_ptr: DeviceVec::upload(gpu, x.row_ptr())?,
             x_cols: DeviceVec::upload(gpu, &some(x.col_idx()))?,
             x_values: DeviceVec::upload(gpu, if x.nnz() == 0 { &[0.0] } else { x.values() })?,
-            xt_ptr: DeviceVec::upload(gpu, xt.row_ptr())?,
             xt_nodes: DeviceVec::upload(gpu, &some(xt.col_idx()))?,
             xt_of: DeviceVec::upload(gpu, &some(&xt_of))?,
+            n_segments: seg_row.len(),
+            seg_start: DeviceVec::upload(gpu, &seg_start)?,
+            seg_row: DeviceVec::upload(gpu, &some(&seg_row))?,
+            first_seg: DeviceVec::upload(gpu, &first_seg)?,
         })
     }
 }
@@ -182,8 +201,9 @@ pub struct DeviceSaint {
     local: DeviceVec<u32>,
     counts: DeviceVec<u32>,
     loops: DeviceVec<u32>,
-    /// Per-row counts of the features' scans (batch rows, then feature columns).
+    /// Counts of the features' scans (batch rows, then segments of Xᵀ), and the segments' offsets.
     feature_counts: DeviceVec<u32>,
+    feature_seg_off: DeviceVec<u32>,
     tile_sums: DeviceVec<u32>,
     tile_offsets: DeviceVec<u32>,
     /// Two batches' outputs: batch i + 1 is made into one while batch i, in the other, is bound
@@ -279,8 +299,8 @@ impl DeviceSaint {
             (HostFeatures::Dense(_), true) => return Err(Error::Unsupported("sampling on the GPU: sparse features asked for, the node data's are dense".into())),
             (_, false) => None,
         };
-        let n_features = features.as_ref().map_or(0, |f| f.n_features);
-        let tiles = [n, max_nodes, n_features].iter().map(|&k| (k + 1).div_ceil(SCAN_TILE as usize)).max().expect("three");
+        let n_segments = features.as_ref().map_or(0, |f| f.n_segments);
+        let tiles = [n, max_nodes, n_segments].iter().map(|&k| (k + 1).div_ceil(SCAN_TILE as usize)).max().expect("three");
         Ok(DeviceSaint {
             gpu: gpu.clone(),
             kind,
@@ -303,7 +323,8 @@ impl DeviceSaint {
             local: DeviceVec::zeros(gpu, n + 1)?,
             counts: DeviceVec::zeros(gpu, max_nodes)?,
             loops: DeviceVec::zeros(gpu, max_nodes)?,
-            feature_counts: DeviceVec::zeros(gpu, max_nodes.max(n_features))?,
+            feature_counts: DeviceVec::zeros(gpu, max_nodes.max(n_segments))?,
+            feature_seg_off: DeviceVec::zeros(gpu, n_segments + 1)?,
             tile_sums: DeviceVec::zeros(gpu, tiles)?,
             tile_offsets: DeviceVec::zeros(gpu, tiles + 1)?,
             sets: [BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?, BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?],
@@ -401,15 +422,19 @@ impl DeviceSaint {
                 x_ptr: f.x_ptr.arg(g),
                 x_cols: f.x_cols.arg(g),
                 x_values: f.x_values.arg(g),
-                xt_ptr: f.xt_ptr.arg(g),
                 xt_nodes: f.xt_nodes.arg(g),
                 xt_of: f.xt_of.arg(g),
+                n_segments: f.n_segments as u32,
+                seg_start: f.seg_start.arg(g),
+                seg_row: f.seg_row.arg(g),
+                first_seg: f.first_seg.arg(g),
                 counts: self.feature_counts.arg_mut(g),
                 fx_ptr: fs.fx_ptr.arg(g),
                 fx_cols: fs.fx_cols.arg_mut(g),
                 fx_values: fs.fx_values.arg_mut(g),
                 fx_rows: fs.fx_rows.arg_mut(g),
-                fxt_ptr: fs.fxt_ptr.arg(g),
+                fxt_seg_off: self.feature_seg_off.arg(g),
+                fxt_ptr: fs.fxt_ptr.arg_mut(g),
                 fxt_cols: fs.fxt_cols.arg_mut(g),
                 fxt_values: fs.fxt_values.arg_mut(g),
                 fxt_of: fs.fxt_of.arg_mut(g),
@@ -417,14 +442,14 @@ impl DeviceSaint {
             };
             // SAFETY: the batch's nodes (at most max_nodes) and their rows of X, whose lengths
             // sum to at most max_nnz (the size of every feature entry buffer); counts holds
-            // max(max_nodes, F); Xᵀ's rows hold nodes, marked or not.
+            // max(max_nodes, segments); Xᵀ's segments hold nodes, marked or not.
             unsafe { kernels::saint_features_count.launch(g, linear(g, self.max_nodes), &args)? };
             scan(g, (&self.tile_sums, &self.tile_offsets), self.max_nodes, self.feature_counts.ptr(g), fs.fx_ptr.ptr(g), 0)?;
-            let warps_f = Shape::linear((f.n_features as u32).div_ceil(BLOCK / 32).min(sm_blocks(g)), BLOCK, 0);
+            let warps_s = Shape::linear((f.n_segments.max(f.n_features + 1) as u32).div_ceil(BLOCK / 32).min(sm_blocks(g)), BLOCK, 0);
             unsafe { kernels::saint_features_fill.launch(g, warps, &args)? };
-            unsafe { kernels::saint_features_t_count.launch(g, warps_f, &args)? };
-            scan(g, (&self.tile_sums, &self.tile_offsets), f.n_features, self.feature_counts.ptr(g), fs.fxt_ptr.ptr(g), 0)?;
-            unsafe { kernels::saint_features_t_fill.launch(g, warps_f, &args)? };
+            unsafe { kernels::saint_features_t_count.launch(g, warps_s, &args)? };
+            scan(g, (&self.tile_sums, &self.tile_offsets), f.n_segments, self.feature_counts.ptr(g), self.feature_seg_off.ptr(g), 0)?;
+            unsafe { kernels::saint_features_t_fill.launch(g, warps_s, &args)? };
         }
         let fx_ptr = out.features.as_ref().map_or(Ptr::null(), |f| f.fx_ptr.arg(g));
         let finish = SaintFinishArgs { n_batch, nodes: out.nodes.arg(g), marks: self.marks.arg_mut(g), rows: self.max_nodes as u32, row_ptr: out.batch_ptr.arg(g), fx_ptr, totals: out.totals.arg_mut(g) };

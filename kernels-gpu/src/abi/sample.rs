@@ -145,16 +145,24 @@ kernel_args! {
         pub x_ptr: Ptr<u32>,
         pub x_cols: Ptr<u32>,
         pub x_values: Ptr<f32>,
-        pub xt_ptr: Ptr<u32>,
         pub xt_nodes: Ptr<u32>,
         pub xt_of: Ptr<u32>,
-        /// Per-row counts for a scan (rows, or F for the transpose).
+        /// Xᵀ cut into segments of at most 128 entries of one row: `n_segments + 1` starts, the
+        /// row of each, and per row (F + 1) its first segment (the next row's for an empty one).
+        pub n_segments: u32,
+        pub seg_start: Ptr<u32>,
+        pub seg_row: Ptr<u32>,
+        pub first_seg: Ptr<u32>,
+        /// Counts for a scan (per batch row, or per segment of Xᵀ).
         pub counts: PtrMut<u32>,
         pub fx_ptr: Ptr<u32>,
         pub fx_cols: PtrMut<u32>,
         pub fx_values: PtrMut<f32>,
         pub fx_rows: PtrMut<u32>,
-        pub fxt_ptr: Ptr<u32>,
+        /// The segments' scanned counts (n_segments + 1), and the transpose's row pointers made
+        /// from them.
+        pub fxt_seg_off: Ptr<u32>,
+        pub fxt_ptr: PtrMut<u32>,
         pub fxt_cols: PtrMut<u32>,
         pub fxt_values: PtrMut<f32>,
         pub fxt_of: PtrMut<u32>,

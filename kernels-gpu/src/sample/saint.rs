@@ -371,55 +371,60 @@ pub unsafe fn features_fill(a: SaintFeaturesArgs) {
 }
 
 /// The transpose of the batch's features: row f of Xᵀ keeps the entries of the batch's nodes,
-/// in node order (= local order, as a counting transpose of the batch would list them). Count
-/// (`fill` false) or fill: local row ids, values, the entry's place in the batch's features
-/// (its node's batch row start plus its rank in the node's full row), and the row of every
-/// entry.
+/// in node order (= local order, as a counting transpose of the batch would list them). Xᵀ is
+/// cut into segments of at most `CHUNK` entries of one row (a common feature's row holds most
+/// nodes): a warp per segment counts (`fill` false) or writes from the segment's scanned offset:
+/// local row ids, values, the entry's place in the batch's features (its node's batch row start
+/// plus its rank in the node's full row), and the row of every entry.
 #[inline(always)]
 unsafe fn features_transpose(a: &SaintFeaturesArgs, fill: bool) {
     let lane = ptx::lane_id();
     let lower = (1u32 << lane) - 1;
-    let (mut f, warps) = global_warp();
-    while f < a.n_features {
-        let (start, end) = unsafe { (*a.xt_ptr.add(f as usize), *a.xt_ptr.add(f as usize + 1)) };
-        let mut at = if fill { unsafe { *a.fxt_ptr.add(f as usize) } } else { 0 };
-        // Four warp-wide chunks per step (a common feature's row holds most nodes): their
-        // loads are in flight together.
-        let mut e0 = start;
-        while e0 < end {
-            let mut u = [u32::MAX; 4];
-            crate::unroll4!(k => {
-                let e = e0 + 32 * k as u32 + lane;
-                if e < end {
-                    u[k] = unsafe { *a.xt_nodes.add(e as usize) };
+    let (mut seg, warps) = global_warp();
+    while seg < a.n_segments {
+        let (start, end) = unsafe { (*a.seg_start.add(seg as usize), *a.seg_start.add(seg as usize + 1)) };
+        let f = unsafe { *a.seg_row.add(seg as usize) };
+        let mut at = if fill { unsafe { *a.fxt_seg_off.add(seg as usize) } } else { 0 };
+        let mut u = [u32::MAX; 4];
+        crate::unroll4!(k => {
+            let e = start + 32 * k as u32 + lane;
+            if e < end {
+                u[k] = unsafe { *a.xt_nodes.add(e as usize) };
+            }
+        });
+        let mut m = [false; 4];
+        crate::unroll4!(k => {
+            m[k] = u[k] != u32::MAX && unsafe { *a.marks.add(u[k] as usize) } != 0;
+        });
+        crate::unroll4!(k => {
+            let kept = ptx::ballot(m[k]);
+            if fill && m[k] {
+                let e = start + 32 * k as u32 + lane;
+                let q = (at + (kept & lower).count_ones()) as usize;
+                let l = unsafe { *a.local.add(u[k] as usize) };
+                let x = unsafe { *a.xt_of.add(e as usize) };
+                unsafe {
+                    *a.fxt_cols.add(q) = l;
+                    *a.fxt_values.add(q) = *a.x_values.add(x as usize);
+                    *a.fxt_of.add(q) = *a.fx_ptr.add(l as usize) + (x - *a.x_ptr.add(u[k] as usize));
+                    *a.fxt_rows.add(q) = f;
                 }
-            });
-            let mut m = [false; 4];
-            crate::unroll4!(k => {
-                m[k] = u[k] != u32::MAX && unsafe { *a.marks.add(u[k] as usize) } != 0;
-            });
-            crate::unroll4!(k => {
-                let kept = ptx::ballot(m[k]);
-                if fill && m[k] {
-                    let e = e0 + 32 * k as u32 + lane;
-                    let q = (at + (kept & lower).count_ones()) as usize;
-                    let l = unsafe { *a.local.add(u[k] as usize) };
-                    let x = unsafe { *a.xt_of.add(e as usize) };
-                    unsafe {
-                        *a.fxt_cols.add(q) = l;
-                        *a.fxt_values.add(q) = *a.x_values.add(x as usize);
-                        *a.fxt_of.add(q) = *a.fx_ptr.add(l as usize) + (x - *a.x_ptr.add(u[k] as usize));
-                        *a.fxt_rows.add(q) = f;
-                    }
-                }
-                at += kept.count_ones();
-            });
-            e0 += CHUNK;
-        }
+            }
+            at += kept.count_ones();
+        });
         if !fill && lane == 0 {
-            unsafe { *a.counts.add(f as usize) = at };
+            unsafe { *a.counts.add(seg as usize) = at };
         }
-        f += warps;
+        seg += warps;
+    }
+    // Row pointers of the transpose: each row starts where its first segment's entries go
+    // (an empty row where the next row's do).
+    if fill {
+        let mut f = global_thread();
+        while f <= a.n_features {
+            unsafe { *a.fxt_ptr.add(f as usize) = *a.fxt_seg_off.add(*a.first_seg.add(f as usize) as usize) };
+            f += grid_threads();
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
 # loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
@@ -132,6 +132,17 @@ if [[ "$what" == *" gpusample "* ]]; then
     timeout 100 python3 bench/pyg/sample.py $gr --model gcn sage --sampler saint-rw saint-node saint-edge neighbor \
       --seeds 0 --epochs 20 --out "$out/pyg-gs-$gr.json" > /tmp/pyg-gs-$gr.log 2>&1 || echo "pyg sample $gr failed ($?)"
     grep -E "epoch .* ms" /tmp/pyg-gs-$gr.log | sed 's/(.*//' | tail -8
+  done
+fi
+if [[ "$what" == *" neighbor "* ]]; then
+  # Neighbour sampling with the defaults (sparse features dense on the GPU) beside the baseline.
+  timeout 200 $T bench sample tolokers twitch_DE musae_facebook --device gpu --samplers neighbor --no-full --epochs 30 --seeds 0 \
+    --out /tmp/nb > /tmp/nb.log 2>&1 || echo "bench sample neighbor failed ($?)"
+  cp /tmp/nb/sample.json "$out/nb.json"; cut -d'|' -f2-7,14-17 /tmp/nb/sample.md
+  for gr in tolokers twitch_DE musae_facebook; do
+    timeout 100 python3 bench/pyg/sample.py $gr --model gcn sage --sampler neighbor --seeds 0 --epochs 10 \
+      --out "$out/pyg-nb-$gr.json" > /tmp/pyg-nb-$gr.log 2>&1 || echo "pyg sample $gr failed ($?)"
+    grep -E "epoch .* ms" /tmp/pyg-nb-$gr.log | sed 's/(.*//'
   done
 fi
 exit 0

@@ -17,12 +17,12 @@ def main():
     p.add_argument("--pyg", nargs="+", required=True)
     p.add_argument("--out", default="bench/results")
     p.add_argument("--note", default="")
-    p.add_argument("--accuracy", help="an earlier sample.json whose accuracy columns (more seeds) replace these runs' "
+    p.add_argument("--accuracy", nargs="+", default=[], help="an earlier sample.json whose accuracy columns (more seeds) replace these runs' "
                    "(valid where the batches, and so the training, are the same)")
     a = p.parse_args()
     earlier = {}
-    if a.accuracy:
-        for r in json.load(open(a.accuracy))["comparison"]:
+    for f in a.accuracy:  # later files win
+        for r in json.load(open(f))["comparison"]:
             earlier[(r["graph"], r["model"], r["sampler"])] = r
     ours = [r for f in a.ours for r in json.load(open(f))]
     by = {(r["graph"], r["model"], r["sampler"]): r for r in ours}

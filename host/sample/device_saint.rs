@@ -503,14 +503,9 @@ impl DeviceSaint {
         let rows = m.rows();
         let (g, set) = (&self.gpu, &self.sets[b.set]);
         let parts = m.parts();
-        let h = &parts.graph.handle;
-        let (s, th) = (h.device_csr()?, h.transpose()?);
-        let t = th.device_csr()?;
-        let (s_rows, t_rows) = (h.device_coo_rows()?, th.device_coo_rows()?);
-        let t_of = h.transpose_map(ValueOrder::Csr)?;
-        let nnz_cap = h.csr().nnz();
-        let sized = [s.row_ptr.len() == rows + 1, t.row_ptr.len() == rows + 1, s.col_idx.len() == nnz_cap, t.col_idx.len() == nnz_cap, s_rows.0.len() == nnz_cap, t_rows.0.len() == nnz_cap, t_of.len() == nnz_cap];
-        if !sized.iter().all(|&x| x) || parts.values.len() != nnz_cap || parts.values_t.len() != nnz_cap || parts.labels.0.len() != rows || parts.labels.1.len() != rows || parts.weights.len() != rows {
+        let p = PatternTargets::of(g, &parts.graph.handle)?;
+        let nnz_cap = p.cap;
+        if (p.rows, p.cols) != (rows, rows) || parts.values.len() != nnz_cap || parts.values_t.len() != nnz_cap || parts.labels.0.len() != rows || parts.labels.1.len() != rows || parts.weights.len() != rows {
             return Err(Error::Shape(format!("a rebound model's buffers are not the sizes of its capacity {cap:?}")));
         }
         let args = SaintBindArgs {
@@ -531,17 +526,15 @@ impl DeviceSaint {
             labels: self.labels.arg(g),
             mask_bits: self.mask_bits.arg(g),
             node_norm: self.node_norm.arg(g),
-            // The handles' arrays are shared (`Arc`s) and written in place, as `bind_graph`
-            // overwrites them: every kernel of the previous step ran before, on this stream.
-            s_row_ptr: PtrMut::new(s.row_ptr.ptr(g)),
-            s_cols: PtrMut::new(s.col_idx.ptr(g)),
-            s_rows: PtrMut::new(s_rows.0.ptr(g)),
-            t_row_ptr: PtrMut::new(t.row_ptr.ptr(g)),
-            t_cols: PtrMut::new(t.col_idx.ptr(g)),
-            t_rows: PtrMut::new(t_rows.0.ptr(g)),
+            s_row_ptr: p.s_row_ptr,
+            s_cols: p.s_cols,
+            s_rows: p.s_rows,
+            t_row_ptr: p.t_row_ptr,
+            t_cols: p.t_cols,
+            t_rows: p.t_rows,
             s_values: parts.values.arg_mut(g),
             t_values_out: parts.values_t.arg_mut(g),
-            t_of_out: PtrMut::new(t_of.ptr(g)),
+            t_of_out: p.t_of,
             labels_out: parts.labels.0.arg_mut(g),
             mask_out: parts.labels.1.arg_mut(g),
             weights_out: parts.weights.arg_mut(g),
@@ -562,15 +555,10 @@ impl DeviceSaint {
 /// The batch's sparse features padded into a model's sparse input (its pattern, transpose,
 /// map and both value arrays), as `PaddedBatch` pads them.
 fn bind_features(g: &Gpu, (x, values, values_t): (&mut crate::ops::backend::cuda::GpuGraph, &mut DeviceVec<f32>, &mut DeviceVec<f32>), rows: usize, f: &DeviceFeatures, fs: &FeatureSet, b: &DeviceBatch) -> Result<()> {
-    let h = &x.handle;
-    let (s, th) = (h.device_csr()?, h.transpose()?);
-    let t = th.device_csr()?;
-    let (s_rows, t_rows) = (h.device_coo_rows()?, th.device_coo_rows()?);
-    let t_of = h.transpose_map(ValueOrder::Csr)?;
-    let (cap, nf) = (h.csr().nnz(), f.n_features);
-    let sized = [h.csr().n_rows() == rows, h.csr().n_cols() == nf, s.row_ptr.len() == rows + 1, t.row_ptr.len() == nf + 1, s.col_idx.len() == cap, t.col_idx.len() == cap, s_rows.0.len() == cap, t_rows.0.len() == cap, t_of.len() == cap, values.len() == cap, values_t.len() == cap];
-    if !sized.iter().all(|&ok| ok) || b.feature_nnz > cap {
-        return Err(Error::Shape(format!("a rebound model's sparse input ({} x {}, {cap} entries) does not take a device batch of {} x {nf} with {}", h.csr().n_rows(), h.csr().n_cols(), b.n, b.feature_nnz)));
+    let p = PatternTargets::of(g, &x.handle)?;
+    let (cap, nf) = (p.cap, f.n_features);
+    if (p.rows, p.cols) != (rows, nf) || values.len() != cap || values_t.len() != cap || b.feature_nnz > cap {
+        return Err(Error::Shape(format!("a rebound model's sparse input ({} x {}, {cap} entries) does not take a device batch of {} x {nf} with {}", p.rows, p.cols, b.n, b.feature_nnz)));
     }
     let args = SaintFeaturesBindArgs {
         n: b.n as u32,
@@ -587,16 +575,15 @@ fn bind_features(g: &Gpu, (x, values, values_t): (&mut crate::ops::backend::cuda
         fxt_values: fs.fxt_values.arg(g),
         fxt_of: fs.fxt_of.arg(g),
         fxt_rows: fs.fxt_rows.arg(g),
-        // Shared arrays written in place, as `bind_graph` does (stream order).
-        s_row_ptr: PtrMut::new(s.row_ptr.ptr(g)),
-        s_cols: PtrMut::new(s.col_idx.ptr(g)),
-        s_rows: PtrMut::new(s_rows.0.ptr(g)),
+        s_row_ptr: p.s_row_ptr,
+        s_cols: p.s_cols,
+        s_rows: p.s_rows,
         s_values: values.arg_mut(g),
-        t_row_ptr: PtrMut::new(t.row_ptr.ptr(g)),
-        t_cols: PtrMut::new(t.col_idx.ptr(g)),
-        t_rows: PtrMut::new(t_rows.0.ptr(g)),
+        t_row_ptr: p.t_row_ptr,
+        t_cols: p.t_cols,
+        t_rows: p.t_rows,
         t_values: values_t.arg_mut(g),
-        t_of: PtrMut::new(t_of.ptr(g)),
+        t_of: p.t_of,
     };
     // SAFETY: every output has the model's sizes (checked above); the batch (n < rows,
     // feature_nnz <= cap) was made by `enqueue` in the set it reads.
@@ -620,6 +607,50 @@ fn scan(g: &Gpu, (tile_sums, tile_offsets): (&DeviceVec<u32>, &DeviceVec<u32>), 
     let apply = ScanApplyArgs { n: n as u32, input: Ptr::new(input), tile_offsets: Ptr::new(tile_offsets.ptr(g)), out: PtrMut::new(out), compact: PtrMut::new(compact) };
     // SAFETY: as the sums; the offsets scanned above.
     unsafe { kernels::scan_tile_apply.launch(g, shape, &apply) }
+}
+
+/// The device arrays of a rebound model's pattern and its transpose (its graph handle's shared
+/// arrays, written in place as `bind_graph` overwrites them: every kernel of the previous step
+/// ran before, on this stream), checked against the model's shape.
+struct PatternTargets {
+    /// Rows and columns of the pattern, and its (padded) entries.
+    rows: usize,
+    cols: usize,
+    cap: usize,
+    s_row_ptr: PtrMut<u32>,
+    s_cols: PtrMut<u32>,
+    s_rows: PtrMut<u32>,
+    t_row_ptr: PtrMut<u32>,
+    t_cols: PtrMut<u32>,
+    t_rows: PtrMut<u32>,
+    t_of: PtrMut<u32>,
+}
+
+impl PatternTargets {
+    fn of(g: &Gpu, h: &crate::ops::handle::GraphHandle) -> Result<Self> {
+        let (s, th) = (h.device_csr()?, h.transpose()?);
+        let t = th.device_csr()?;
+        let (s_rows, t_rows) = (h.device_coo_rows()?, th.device_coo_rows()?);
+        let t_of = h.transpose_map(ValueOrder::Csr)?;
+        let (rows, cols, cap) = (h.csr().n_rows(), h.csr().n_cols(), h.csr().nnz());
+        let sized = [s.row_ptr.len() == rows + 1, t.row_ptr.len() == cols + 1, s.col_idx.len() == cap, t.col_idx.len() == cap, s_rows.0.len() == cap, t_rows.0.len() == cap, t_of.len() == cap];
+        if !sized.iter().all(|&ok| ok) {
+            return Err(Error::Shape(format!("a rebound {rows} x {cols} pattern of {cap} entries has device arrays of other sizes")));
+        }
+        let at = |v: &DeviceVec<u32>| PtrMut::new(v.ptr(g));
+        Ok(PatternTargets {
+            rows,
+            cols,
+            cap,
+            s_row_ptr: at(&s.row_ptr),
+            s_cols: at(&s.col_idx),
+            s_rows: at(&s_rows.0),
+            t_row_ptr: at(&t.row_ptr),
+            t_cols: at(&t.col_idx),
+            t_rows: at(&t_rows.0),
+            t_of: at(&t_of),
+        })
+    }
 }
 
 /// Blocks of the GPU's SMs (grid-stride kernels need no more).

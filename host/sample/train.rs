@@ -420,13 +420,7 @@ impl SampledTraining {
             self.count(t0, t1, batch.sampled_edges, batch.n);
             stats.push((out, batch.loss_nodes.max(1) as f64));
         }
-        self.times.wall_s += t0.elapsed().as_secs_f64();
-        self.times.epochs += 1;
-        let mut loss = 0.0;
-        for (s, n) in &stats {
-            loss += b.read_stats(s)?.loss / n;
-        }
-        Ok(loss / stats.len().max(1) as f64)
+        self.end_epoch(&**b, t0, &stats)
     }
 }
 
@@ -514,10 +508,16 @@ impl SampledTraining {
         }
         self.times.wait_s += (batches.waited() - waited_before).as_secs_f64();
         self.stream = Some((batches, epoch + 1));
+        self.end_epoch(&**b, t0, &stats)
+    }
+
+    /// Counts the epoch begun at `t0` and returns its mean loss over the batches (each batch's
+    /// statistics with the divisor of its loss).
+    fn end_epoch<B: Ops>(&mut self, b: &B, t0: Instant, stats: &[(B::Stats, f64)]) -> Result<f64> {
         self.times.wall_s += t0.elapsed().as_secs_f64();
         self.times.epochs += 1;
         let mut loss = 0.0;
-        for (s, n) in &stats {
+        for (s, n) in stats {
             loss += b.read_stats(s)?.loss / n;
         }
         Ok(loss / stats.len().max(1) as f64)

@@ -39,43 +39,13 @@ pub fn gather_rows(src: &DeviceMatrix<f32>, ids: &DeviceVec<u32>, host_ids: &[u3
     if ids.len() < host_ids.len() {
         return Err(Error::Shape(format!("gather_rows: {} device ids for {} host ids", ids.len(), host_ids.len())));
     }
-    check_matrix_64(src, "gather_rows src")?;
-    check_matrix_64(dst, "gather_rows dst")?;
-    check_gpu(src.gpu(), dst.gpu(), "gather_rows")?;
-    let gpu = dst.gpu().clone();
-    let items = (dst.rows * dst.ld) as u64;
-    if items == 0 {
-        return Ok(());
-    }
-    let args = GatherRowsArgs {
-        rows: dst.rows as u32,
-        n_ids: host_ids.len() as u32,
-        cols: dst.cols as u32,
-        src_ld: src.ld as u32,
-        dst_ld: dst.ld as u32,
-        ids: ids.arg(&gpu),
-        src: src.arg(),
-        dst: dst.arg_mut(),
-    };
-    // SAFETY: every id is below src's rows and there are at most dst.rows of them (checked
-    // above); both matrices are valid with u32 rows and strides; dst's padded rows are written.
-    unsafe { gather_rows_f32.launch(&gpu, elementwise_shape(&gpu, items), &args) }
+    // Every id is below src's rows and there are at most dst.rows of them (checked above).
+    launch(src, ids, host_ids.len(), dst)
 }
 
-/// [`gather_rows`] with the ids only on the device: the first `n_ids` of `ids`, each below
-/// `src.rows` by the caller's construction (a device sampler's node ids of the graph whose
-/// features `src` holds; `ids_below` says how the caller knows).
-pub fn gather_rows_device_ids(src: &DeviceMatrix<f32>, ids: &DeviceVec<u32>, n_ids: usize, ids_below: usize, dst: &mut DeviceMatrix<f32>) -> Result<()> {
-    if src.cols != dst.cols || n_ids > dst.rows || n_ids > ids.len() || ids_below > src.rows {
-        return Err(Error::Shape(format!(
-            "gather_rows: {n_ids} device ids (of {}, each < {ids_below}) of a {} x {} matrix into {} x {}",
-            ids.len(),
-            src.rows,
-            src.cols,
-            dst.rows,
-            dst.cols
-        )));
-    }
+/// The launch of both: the first `n_ids` of `ids` are below `src.rows` and `n_ids <= dst.rows`
+/// (the callers' checks).
+fn launch(src: &DeviceMatrix<f32>, ids: &DeviceVec<u32>, n_ids: usize, dst: &mut DeviceMatrix<f32>) -> Result<()> {
     check_matrix_64(src, "gather_rows src")?;
     check_matrix_64(dst, "gather_rows dst")?;
     check_gpu(src.gpu(), dst.gpu(), "gather_rows")?;
@@ -94,7 +64,24 @@ pub fn gather_rows_device_ids(src: &DeviceMatrix<f32>, ids: &DeviceVec<u32>, n_i
         src: src.arg(),
         dst: dst.arg_mut(),
     };
-    // SAFETY: the first n_ids ids are below ids_below <= src.rows (the caller's contract,
-    // checked above as far as the host can), n_ids <= dst.rows; both matrices valid.
+    // SAFETY: the ids are in bounds (the callers' checks); both matrices are valid with u32
+    // rows and strides; dst's padded rows are written.
     unsafe { gather_rows_f32.launch(&gpu, elementwise_shape(&gpu, items), &args) }
+}
+
+/// [`gather_rows`] with the ids only on the device: the first `n_ids` of `ids`, each below
+/// `src.rows` by the caller's construction (a device sampler's node ids of the graph whose
+/// features `src` holds; `ids_below` says how the caller knows).
+pub fn gather_rows_device_ids(src: &DeviceMatrix<f32>, ids: &DeviceVec<u32>, n_ids: usize, ids_below: usize, dst: &mut DeviceMatrix<f32>) -> Result<()> {
+    if src.cols != dst.cols || n_ids > dst.rows || n_ids > ids.len() || ids_below > src.rows {
+        return Err(Error::Shape(format!(
+            "gather_rows: {n_ids} device ids (of {}, each < {ids_below}) of a {} x {} matrix into {} x {}",
+            ids.len(),
+            src.rows,
+            src.cols,
+            dst.rows,
+            dst.cols
+        )));
+    }
+    launch(src, ids, n_ids, dst)
 }

@@ -5,9 +5,10 @@
 //! streams, same layout; tested), so `--sample-on gpu` and `cpu` train the same model.
 //!
 //! What it takes (else the CPU sampler runs): normalised GraphSAINT (pre-sampled weights) for a
-//! model with a fixed aggregation (GCN, SAGE, GIN), a graph whose pattern is symmetric with
-//! sorted rows (the transpose of a batch is then its own pattern), and dense features resident
-//! on the device.
+//! model with a fixed aggregation (GCN, SAGE, GIN) and a graph whose pattern is symmetric with
+//! sorted rows (the transpose of a batch is then its own pattern). Dense features are gathered
+//! from the model's resident copy; sparse ones are kept here and each batch gets its rows and
+//! their transpose.
 
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use super::saint::{SaintKind, SaintSampler};
 use super::stream::Stream;
 use crate::error::{Error, Result};
 use crate::gpu::abi::format::{WindowScanArgs, window_scan};
-use crate::gpu::abi::sample::{self as kernels, SaintBindArgs, SaintDrawArgs, SaintFeaturesArgs, SaintFeaturesBindArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs, ScanApplyArgs, ScanSumsArgs};
+use crate::gpu::abi::sample::{self as kernels, SAINT_KIND_EDGE, SAINT_KIND_NODE, SAINT_KIND_WALK, SaintBindArgs, SaintDrawArgs, SaintFeaturesArgs, SaintFeaturesBindArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs, ScanApplyArgs, ScanSumsArgs};
 use crate::gpu::launch::{Ptr, PtrMut, Shape};
 use crate::gpu::shared::config::{SCAN_BLOCK, SCAN_TILE};
 use crate::gpu::shared::translate::SCAN_THREADS;
@@ -31,9 +32,6 @@ use crate::ops::ValueOrder;
 use crate::ops::backend::TRAIN_BIT;
 use crate::ops::backend::cuda::CudaBackend;
 
-const KIND_NODE: u32 = 0;
-const KIND_EDGE: u32 = 1;
-const KIND_WALK: u32 = 2;
 const BLOCK: u32 = 256;
 
 /// The sizes of a batch made on the device (read back once per batch).
@@ -89,9 +87,7 @@ const SEGMENT: usize = 128;
 impl DeviceFeatures {
     fn new(gpu: &Arc<Gpu>, x: &Csr, max_nodes: usize) -> Result<Self> {
         let (xt, xt_of) = crate::graph::ops::transpose_with_map(x);
-        let mut lens: Vec<usize> = (0..x.n_rows()).map(|v| x.row_len(v)).collect();
-        lens.sort_unstable_by(|a, b| b.cmp(a));
-        let max_nnz = lens[..max_nodes.min(lens.len())].iter().sum::<usize>().max(1);
+        let max_nnz = longest_rows(x, max_nodes).max(1);
         if max_nnz > i32::MAX as usize || x.n_cols() == 0 {
             return Err(Error::Unsupported(format!("sampling on the GPU: sparse features of {} columns, batches of up to {max_nnz} entries", x.n_cols())));
         }
@@ -270,18 +266,16 @@ impl DeviceSaint {
             return Err(Error::Shape(format!("sampling on the GPU: {} labels and {} masks for {n} nodes", data.labels.len(), data.mask_bits.len())));
         }
         let (kind, draws, walk_length, max_drawn) = match sampler.config().kind {
-            SaintKind::Node { budget } => (KIND_NODE, budget, 0, budget),
-            SaintKind::Edge { budget } => (KIND_EDGE, budget, 0, budget.saturating_mul(2)),
-            SaintKind::RandomWalk { roots, walk_length } => (KIND_WALK, roots, walk_length, roots.saturating_mul(walk_length + 1)),
+            SaintKind::Node { budget } => (SAINT_KIND_NODE, budget, 0, budget),
+            SaintKind::Edge { budget } => (SAINT_KIND_EDGE, budget, 0, budget.saturating_mul(2)),
+            SaintKind::RandomWalk { roots, walk_length } => (SAINT_KIND_WALK, roots, walk_length, roots.saturating_mul(walk_length + 1)),
         };
         let too_big = |what: &str, x: usize| Error::Unsupported(format!("sampling on the GPU: {what} {x} is past 2^31"));
         let draws = u32::try_from(draws).ok().filter(|&d| d <= i32::MAX as u32).ok_or_else(|| too_big("batch size", draws))?;
         let walk_length = u32::try_from(walk_length).map_err(|_| too_big("walk length", walk_length))?;
         let max_nodes = max_drawn.min(n).max(1);
         // A batch's entries: at most its rows' full lengths, plus a self-loop each.
-        let mut lens: Vec<usize> = (0..n).map(|v| g.row_len(v)).collect();
-        lens.sort_unstable_by(|a, b| b.cmp(a));
-        let max_entries = (lens[..max_nodes].iter().sum::<usize>() + max_nodes).max(1);
+        let max_entries = (longest_rows(g, max_nodes) + max_nodes).max(1);
         if max_entries > i32::MAX as usize {
             return Err(too_big("the largest batch's entries", max_entries));
         }
@@ -651,6 +645,17 @@ impl PatternTargets {
             t_of: at(&t_of),
         })
     }
+}
+
+/// Entries of the `k` longest rows of `a`: the most a batch of `k` of its rows can hold.
+fn longest_rows(a: &Csr, k: usize) -> usize {
+    let mut lens: Vec<usize> = (0..a.n_rows()).map(|v| a.row_len(v)).collect();
+    let k = k.min(lens.len());
+    if k == 0 {
+        return 0;
+    }
+    lens.select_nth_unstable_by(k - 1, |x, y| y.cmp(x));
+    lens[..k].iter().sum()
 }
 
 /// Blocks of the GPU's SMs (grid-stride kernels need no more).

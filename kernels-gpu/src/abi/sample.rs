@@ -2,6 +2,11 @@
 // instances. Shared with the host (`include!`).
 use super::*;
 
+/// `SaintDrawArgs::kind`: GraphSAINT's node, edge and random-walk samplers.
+pub const SAINT_KIND_NODE: u32 = 0;
+pub const SAINT_KIND_EDGE: u32 = 1;
+pub const SAINT_KIND_WALK: u32 = 2;
+
 kernel_args! {
     /// Per-tile sums of `n` u32s (tiles of `SCAN_TILE`).
     pub struct ScanSumsArgs {
@@ -25,7 +30,7 @@ kernel_args! {
 
     /// GraphSAINT's draws of one batch, marking the sampled nodes.
     pub struct SaintDrawArgs {
-        /// `KIND_NODE`, `KIND_EDGE` or `KIND_WALK`.
+        /// `SAINT_KIND_NODE`, `SAINT_KIND_EDGE` or `SAINT_KIND_WALK`.
         pub kind: u32,
         /// Node draws, edge draws or walks.
         pub draws: u32,

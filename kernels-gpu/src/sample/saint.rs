@@ -20,14 +20,11 @@
 //!
 //! A warp per row in 3 and 4 (rows of hubs are long); a thread per item elsewhere.
 
-use crate::abi::sample::{SaintBindArgs, SaintDrawArgs, SaintFeaturesArgs, SaintFeaturesBindArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs};
+use crate::abi::sample::{SAINT_KIND_EDGE, SAINT_KIND_NODE, SaintBindArgs, SaintDrawArgs, SaintFeaturesArgs, SaintFeaturesBindArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs};
 use crate::nn::{global_thread, global_warp, grid_stride, grid_threads};
 use crate::ptx;
 use crate::rng::{sample_below, sample_draw, sample_unit};
 
-pub const KIND_NODE: u32 = 0;
-pub const KIND_EDGE: u32 = 1;
-pub const KIND_WALK: u32 = 2;
 
 /// Entries a warp takes per step of a row (four chunks of 32).
 const CHUNK: u32 = 128;
@@ -61,10 +58,10 @@ pub unsafe fn draw(args: SaintDrawArgs) {
     let mut j = global_thread();
     while j < draws {
         let jj = j as u64;
-        if kind == KIND_NODE {
+        if kind == SAINT_KIND_NODE {
             let e = sample_below(sample_draw(key, jj), nnz) as u32;
             unsafe { mark(marks, row_of_entry(row_ptr, n_nodes, e)) };
-        } else if kind == KIND_EDGE {
+        } else if kind == SAINT_KIND_EDGE {
             let slot = sample_below(sample_draw(key, 2 * jj), nnz) as u32;
             let coin = sample_unit(sample_draw(key, 2 * jj + 1));
             let e = if coin < unsafe { *alias_prob.add(slot as usize) } { slot } else { unsafe { *alias.add(slot as usize) } };

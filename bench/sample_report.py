@@ -8,7 +8,15 @@ training. Standard library only (the build machine has no plotting package).
 """
 import argparse
 import json
+import os
 from pathlib import Path
+
+
+def write(path, text):
+    """`text` to a temporary name beside `path`, renamed when complete (no half-written report)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def main():
@@ -54,7 +62,7 @@ def main():
             "pyg_seeds": len(q["per_seed"]) if q else None,
         })
     out = Path(a.out)
-    json.dump({"ours": ours, "pyg": list(pyg.values()), "comparison": rows, "note": a.note}, open(out / "sample.json", "w"), indent=1)
+    write(out / "sample.json", json.dumps({"ours": ours, "pyg": list(pyg.values()), "comparison": rows, "note": a.note}, indent=1))
     md = ["| graph | model | sampler | batches made on | ours ms/epoch | plain-PyTorch ms/epoch | speedup | GPU idle | test acc (ours) | full graph | gap | PyG-style acc |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -65,7 +73,7 @@ def main():
                   f"{f(r['speedup'], 1)}x | {idle} | {r['test_acc_mean']:.2f} ± {r['test_acc_std']:.2f} | {f(r['full_graph_test_acc_mean'])} | {f(gap)} | {f(r['pyg_test_acc_mean'])} |")
     fast = sum(1 for r in rows if r["speedup"] and r["speedup"] >= 5)
     md.append(f"\n{fast} of {sum(1 for r in rows if r['speedup'])} settings at >= 5x the plain-PyTorch samplers. {a.note}\n")
-    (out / "sample.md").write_text("\n".join(md) + "\n")
+    write(out / "sample.md", "\n".join(md) + "\n")
     # Two bar rows per setting: speedup (log scale) and GPU idle.
     w, rh, left = 900, 16, 260
     h = 40 + rh * len(rows) + 30
@@ -88,7 +96,7 @@ def main():
     x5 = sx(5)
     s.append(f'<line x1="{x5:.1f}" y1="30" x2="{x5:.1f}" y2="{h - 28}" stroke="#444" stroke-dasharray="3,3"/>')
     s.append("</svg>")
-    (out / "sample.svg").write_text("\n".join(s) + "\n")
+    write(out / "sample.svg", "\n".join(s) + "\n")
 
 
 if __name__ == "__main__":

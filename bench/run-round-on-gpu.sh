@@ -2,7 +2,7 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
 # loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
@@ -12,7 +12,9 @@
 # bigsample: SBM 8M x 128 GCN 3 x 256 sampled, evaluated layer-wise; idle: GPU idle between
 # sampled steps from events; sample5: 5-seed accuracy on cora, citeseer, tolokers, twitch_DE,
 # musae_facebook; pygsample: the plain-PyTorch samplers on the same graphs; gpusample: GraphSAINT
-# batches made on the GPU against the CPU workers and the plain-PyTorch samplers, same call.
+# batches made on the GPU against the CPU workers and the plain-PyTorch samplers, same call;
+# gpuneighbor: the same for neighbour sampling (NB_ON=gpu to skip the CPU workers, NB_QUICK=1 for
+# the tests and one training run only).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -144,5 +146,25 @@ if [[ "$what" == *" neighbor "* ]]; then
       --out "$out/pyg-nb-$gr.json" > /tmp/pyg-nb-$gr.log 2>&1 || echo "pyg sample $gr failed ($?)"
     grep -E "epoch .* ms" /tmp/pyg-nb-$gr.log | sed 's/(.*//'
   done
+fi
+if [[ "$what" == *" gpuneighbor "* ]]; then
+  for t in sample_device_neighbor sample_device sample_train sample_bound; do
+    echo "== $t"; .gpu/bin/test-test-$t --nocapture 2>&1 | grep -E "test result|FAILED|panicked|skipped" | head -20
+  done
+  for on in gpu cpu; do
+    $T train tolokers --model gcn --sampler neighbor --sample-on $on --epochs 10 2>&1 | grep -E "rror|accuracy|idle|epoch 10|sampl" | tail -6
+  done
+  if [ -z "${NB_QUICK:-}" ]; then
+    for on in ${NB_ON:-gpu cpu}; do
+      timeout 200 $T bench sample cora citeseer tolokers twitch_DE musae_facebook --device gpu --samplers neighbor --no-full \
+        --sample-on $on --epochs 30 --seeds 0 --out "/tmp/nb-$on" > /tmp/nb-$on.log 2>&1 || echo "bench sample neighbor --sample-on $on failed ($?)"
+      grep -E "rror" /tmp/nb-$on.log; cp /tmp/nb-$on/sample.json "$out/nb-$on.json"; cut -d'|' -f2-8,12-17 /tmp/nb-$on/sample.md
+    done
+    for gr in cora citeseer tolokers twitch_DE musae_facebook; do
+      timeout 100 python3 bench/pyg/sample.py $gr --model gcn sage --sampler neighbor --seeds 0 --epochs 10 \
+        --out "$out/pyg-nb-$gr.json" > /tmp/pyg-nb-$gr.log 2>&1 || echo "pyg sample $gr failed ($?)"
+      grep -E "epoch .* ms" /tmp/pyg-nb-$gr.log | sed 's/(.*//'
+    done
+  fi
 fi
 exit 0

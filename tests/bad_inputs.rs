@@ -238,7 +238,7 @@ fn silent_wrong_results_are_errors() {
     // Sampling on the GPU: only with --sampler, only on a GPU, only where the batches can be made there.
     train(&["ring.mtx", "--features", "4", "--sample-on", "gpu"], &["--sample-on", "--sampler"]);
     train(&["ring.mtx", "--features", "4", "--sampler", "saint-rw", "--sample-on", "gpu"], &["--sample-on gpu", "GPU"]);
-    train(&["ring.mtx", "--features", "4", "--sampler", "neighbor", "--sample-on", "gpu"], &["--sample-on gpu", "neighbour", "--sample-on cpu"]);
+    train(&["ring.mtx", "--features", "4", "--model", "gat", "--sampler", "neighbor", "--sample-on", "gpu"], &["--sample-on gpu", "gat", "--sample-on cpu"]);
     train(&["ring.mtx", "--features", "4", "--sampler", "saint-rw", "--saint-coverage", "0", "--sample-on", "gpu"], &["--sample-on gpu", "normalisation"]);
     // Benchmarks of this round: degenerate widths and counts, refused before any GPU work.
     refuses(&dir, &["bench", "attention", "ring.mtx", "--k", "0"], &["--k", "1..="]);

@@ -69,11 +69,12 @@ pub struct SampleArgs {
     /// sparse ones (up to 4 GiB dense) with --sampler neighbor; else host.
     #[arg(long, value_enum, default_value = "auto")]
     pub features_on: FeaturesOn,
-    /// Where GraphSAINT batches are made: `gpu` draws, induces and lays out each batch on the
-    /// GPU from a resident copy of the graph (the same batches as the CPU's, bit for bit;
-    /// normalised GraphSAINT, GCN / SAGE / GIN without --batch-norm, a symmetric graph; dense
-    /// features stay on the GPU, sparse ones are sampled with the batch); `cpu` on worker
-    /// threads overlapped with the step. Default: gpu where it applies on a GPU, else cpu.
+    /// Where batches are made: `gpu` draws, induces and lays out each batch on the GPU from a
+    /// resident copy of the graph (the same batches as the CPU's, bit for bit; GCN / SAGE / GIN
+    /// without --batch-norm; GraphSAINT normalised on a symmetric graph, dense features on the
+    /// GPU and sparse ones sampled with the batch; neighbour sampling with the features dense on
+    /// the GPU); `cpu` on worker threads overlapped with the step. Default: gpu where it applies
+    /// on a GPU, else cpu.
     #[arg(long, value_enum, default_value = "auto")]
     pub sample_on: SampleOn,
     /// How validation and test accuracy are computed: `full` runs the whole model on the whole

@@ -15,41 +15,19 @@ use std::sync::Arc;
 use super::aggregation::Aggregation;
 use super::batch::NodeData;
 use super::bound::BoundModel;
+use super::device_batch::{BLOCK, BatchLoss, BatchMatrix, PatternTargets, Sizes, bind_matrix, linear, longest_rows, scan, sm_blocks};
+pub use super::device_batch::{DeviceBatch, Pending};
 use super::saint::{SaintKind, SaintSampler};
 use super::stream::Stream;
 use crate::error::{Error, Result};
-use crate::gpu::abi::format::{WindowScanArgs, window_scan};
-use crate::gpu::abi::sample::{self as kernels, SAINT_KIND_EDGE, SAINT_KIND_NODE, SAINT_KIND_WALK, SaintBindArgs, SaintDrawArgs, SaintFeaturesArgs, SaintFeaturesBindArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs, ScanApplyArgs, ScanSumsArgs};
-use crate::gpu::launch::{Ptr, PtrMut, Shape};
-use crate::gpu::shared::config::{SCAN_BLOCK, SCAN_TILE};
-use crate::gpu::shared::translate::SCAN_THREADS;
+use crate::gpu::abi::sample::{self as kernels, SAINT_KIND_EDGE, SAINT_KIND_NODE, SAINT_KIND_WALK, SaintDrawArgs, SaintFeaturesArgs, SaintFeaturesBindArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs};
+use crate::gpu::launch::{Ptr, Shape};
+use crate::gpu::shared::config::SCAN_TILE;
 use crate::gpu::{DeviceVec, Gpu};
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, PinnedHostSlice};
 use crate::graph::Csr;
 use crate::nn::input::{HostFeatures, InputFeatures};
-use crate::ops::ValueOrder;
 use crate::ops::backend::TRAIN_BIT;
 use crate::ops::backend::cuda::CudaBackend;
-
-const BLOCK: u32 = 256;
-
-/// The sizes of a batch made on the device (read back once per batch).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeviceBatch {
-    /// Which of the sampler's two batch sets holds it.
-    set: usize,
-    /// Nodes.
-    pub n: usize,
-    /// Entries of the model's matrix (the induced edges and the added self-loops).
-    pub nnz: usize,
-    /// Induced edges (what the CPU sampler counts as sampled).
-    pub sampled_edges: usize,
-    /// Train nodes among the batch's (the loss nodes).
-    pub loss_nodes: usize,
-    /// Entries of the batch's sparse features (0 for dense ones).
-    pub feature_nnz: usize,
-}
 
 /// A batch downloaded (tests): what `PreparedBatch` holds for the same batch on the CPU.
 pub struct HostBatch {
@@ -217,12 +195,8 @@ struct BatchSet {
     entry_rows: DeviceVec<u32>,
     t_values: DeviceVec<f32>,
     t_of: DeviceVec<u32>,
-    /// [kept entries, train nodes, nodes, entries, feature entries].
-    totals: DeviceVec<u32>,
     features: Option<FeatureSet>,
-    totals_host: PinnedHostSlice<u32>,
-    /// Recorded after the sizes' copy (the context does not track events on its own).
-    copied: CudaEvent,
+    sizes: Sizes,
 }
 
 impl BatchSet {
@@ -235,19 +209,10 @@ impl BatchSet {
             entry_rows: DeviceVec::zeros(gpu, max_entries)?,
             t_values: DeviceVec::zeros(gpu, max_entries)?,
             t_of: DeviceVec::zeros(gpu, max_entries)?,
-            totals: DeviceVec::zeros(gpu, 5)?,
             features: features.map(|f| FeatureSet::new(gpu, f, max_nodes)).transpose()?,
-            // SAFETY: written by the totals' copy before it is read (`wait` reads after it).
-            totals_host: unsafe { gpu.ctx.alloc_pinned::<u32>(5) }.map_err(|e| Error::cuda("pinning a batch's sizes", e))?,
-            copied: gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(|e| Error::cuda("a batch's event", e))?,
+            sizes: Sizes::new(gpu)?,
         })
     }
-}
-
-/// A batch whose kernels are queued: [`DeviceSaint::wait`] gives its sizes.
-#[must_use = "a queued batch is read with `wait`"]
-pub struct Pending {
-    set: usize,
 }
 
 impl DeviceSaint {
@@ -347,7 +312,7 @@ impl DeviceSaint {
         let set = self.next_set;
         self.next_set ^= 1;
         let out = &mut self.sets[set];
-        g.stream().memset_zeros(out.totals.slice_mut()).map_err(|e| Error::cuda("memset", e))?;
+        g.stream().memset_zeros(out.sizes.device.slice_mut()).map_err(|e| Error::cuda("memset", e))?;
         let key = Stream::new(self.seed, epoch, i).key();
         let draw = SaintDrawArgs {
             kind: self.kind,
@@ -380,7 +345,7 @@ impl DeviceSaint {
             train_bit: TRAIN_BIT as u32,
             counts: self.counts.arg_mut(g),
             loops: self.loops.arg_mut(g),
-            totals: out.totals.arg_mut(g),
+            totals: out.sizes.device.arg_mut(g),
             out_ptr: out.batch_ptr.arg(g),
             out_cols: out.cols.arg_mut(g),
             out_values: out.values.arg_mut(g),
@@ -446,20 +411,16 @@ impl DeviceSaint {
             unsafe { kernels::saint_features_t_fill.launch(g, warps_s, &args)? };
         }
         let fx_ptr = out.features.as_ref().map_or(Ptr::null(), |f| f.fx_ptr.arg(g));
-        let finish = SaintFinishArgs { n_batch, nodes: out.nodes.arg(g), marks: self.marks.arg_mut(g), rows: self.max_nodes as u32, row_ptr: out.batch_ptr.arg(g), fx_ptr, totals: out.totals.arg_mut(g) };
+        let finish = SaintFinishArgs { n_batch, nodes: out.nodes.arg(g), marks: self.marks.arg_mut(g), rows: self.max_nodes as u32, row_ptr: out.batch_ptr.arg(g), fx_ptr, totals: out.sizes.device.arg_mut(g) };
         // SAFETY: the batch's nodes are node ids; totals holds 4.
         unsafe { kernels::saint_finish.launch(g, linear(g, self.max_nodes), &finish)? };
-        g.stream().memcpy_dtoh(out.totals.slice(), &mut out.totals_host).map_err(|e| Error::cuda("a batch's sizes to the host", e))?;
-        out.copied.record(g.stream()).map_err(|e| Error::cuda("a batch's event", e))?;
+        out.sizes.send(g)?;
         Ok(Pending { set })
     }
 
     /// The sizes of a queued batch (waits for its kernels).
     pub fn wait(&mut self, p: Pending) -> Result<DeviceBatch> {
-        let set = &self.sets[p.set];
-        set.copied.synchronize().map_err(|e| Error::cuda("waiting for a batch's sizes", e))?;
-        let t = set.totals_host.as_slice().map_err(|e| Error::cuda("a batch's sizes", e))?;
-        let batch = DeviceBatch { set: p.set, sampled_edges: t[0] as usize, loss_nodes: t[1] as usize, n: t[2] as usize, nnz: t[3] as usize, feature_nnz: t[4] as usize };
+        let batch = self.sets[p.set].sizes.read(p.set)?;
         if batch.n > self.max_nodes || batch.nnz > self.max_entries || batch.feature_nnz > self.features.as_ref().map_or(0, |f| f.max_nnz) {
             return Err(Error::Unsupported(format!("a device GraphSAINT batch of {batch:?} passed its bounds ({} nodes, {} entries): a bug", self.max_nodes, self.max_entries)));
         }
@@ -496,46 +457,19 @@ impl DeviceSaint {
         }
         let rows = m.rows();
         let (g, set) = (&self.gpu, &self.sets[b.set]);
-        let parts = m.parts();
-        let p = PatternTargets::of(g, &parts.graph.handle)?;
-        let nnz_cap = p.cap;
-        if (p.rows, p.cols) != (rows, rows) || parts.values.len() != nnz_cap || parts.values_t.len() != nnz_cap || parts.labels.0.len() != rows || parts.labels.1.len() != rows || parts.weights.len() != rows {
-            return Err(Error::Shape(format!("a rebound model's buffers are not the sizes of its capacity {cap:?}")));
-        }
-        let args = SaintBindArgs {
-            n: b.n as u32,
-            nnz: b.nnz as u32,
-            n_loss: b.loss_nodes as u32,
-            rows: rows as u32,
-            cap: nnz_cap as u32,
-            train_bit: TRAIN_BIT as u32,
-            to_train: self.to_train,
-            row_ptr: set.batch_ptr.arg(g),
-            cols: set.cols.arg(g),
-            entry_rows: set.entry_rows.arg(g),
-            values: set.values.arg(g),
-            t_values: set.t_values.arg(g),
-            t_of: set.t_of.arg(g),
-            nodes: set.nodes.arg(g),
-            labels: self.labels.arg(g),
-            mask_bits: self.mask_bits.arg(g),
-            node_norm: self.node_norm.arg(g),
-            s_row_ptr: p.s_row_ptr,
-            s_cols: p.s_cols,
-            s_rows: p.s_rows,
-            t_row_ptr: p.t_row_ptr,
-            t_cols: p.t_cols,
-            t_rows: p.t_rows,
-            s_values: parts.values.arg_mut(g),
-            t_values_out: parts.values_t.arg_mut(g),
-            t_of_out: p.t_of,
-            labels_out: parts.labels.0.arg_mut(g),
-            mask_out: parts.labels.1.arg_mut(g),
-            weights_out: parts.weights.arg_mut(g),
+        let mut parts = m.parts();
+        let matrix = BatchMatrix {
+            row_ptr: &set.batch_ptr,
+            cols: &set.cols,
+            entry_rows: &set.entry_rows,
+            values: &set.values,
+            t_pattern: None,
+            t_values: &set.t_values,
+            t_of: &set.t_of,
+            nodes: &set.nodes,
         };
-        // SAFETY: every output has the capacity's size (checked above); the batch (n <= rows - 1,
-        // nnz <= cap) was made by `sample` in the scratch buffers it reads.
-        unsafe { kernels::saint_bind.launch(g, linear(g, (rows + 1).max(nnz_cap)), &args)? };
+        let loss = BatchLoss::Saint { mask_bits: &self.mask_bits, node_norm: &self.node_norm, to_train: self.to_train };
+        bind_matrix(g, &mut parts, rows, b, matrix, &self.labels, loss)?;
         match (parts.input, parts.resident, &self.features, &set.features) {
             (InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }, Some(full), None, _) => {
                 crate::ops::nn::gather_rows::gather_rows_device_ids(full, &set.nodes, b.n, self.n_nodes, x)
@@ -584,86 +518,3 @@ fn bind_features(g: &Gpu, (x, values, values_t): (&mut crate::ops::backend::cuda
     unsafe { kernels::saint_features_bind.launch(g, linear(g, (rows + 1).max(cap).max(nf + 1)), &args) }
 }
 
-/// `out[i] = Σ input[..i]` for i <= n (device addresses), and `compact` (if not 0) lists the
-/// positions of the nonzero inputs.
-fn scan(g: &Gpu, (tile_sums, tile_offsets): (&DeviceVec<u32>, &DeviceVec<u32>), n: usize, input: u64, out: u64, compact: u64) -> Result<()> {
-    let tiles = (n + 1).div_ceil(SCAN_TILE as usize);
-    debug_assert!(tiles <= tile_sums.len());
-    let sums = ScanSumsArgs { n: n as u32, input: Ptr::new(input), sums: PtrMut::new(tile_sums.ptr(g)) };
-    let shape = Shape::linear(tiles as u32, SCAN_BLOCK, 4 * 32);
-    // SAFETY: input holds n u32s, out n + 1, compact as many as the nonzero inputs; one tile
-    // sum and offset per tile (sized for the largest of the scans).
-    unsafe { kernels::scan_tile_sums.launch(g, shape, &sums)? };
-    let offsets = WindowScanArgs { n: tiles as u32, counts: Ptr::new(tile_sums.ptr(g)), block_w: 0, win_ptr: PtrMut::new(tile_offsets.ptr(g)), blk_ptr: PtrMut::null() };
-    // SAFETY: tiles sums in, tiles + 1 offsets out; one block of SCAN_THREADS, as the kernel's
-    // run split assumes.
-    unsafe { window_scan.launch(g, Shape::linear(1, SCAN_THREADS, 2 * 128 + 16), &offsets)? };
-    let apply = ScanApplyArgs { n: n as u32, input: Ptr::new(input), tile_offsets: Ptr::new(tile_offsets.ptr(g)), out: PtrMut::new(out), compact: PtrMut::new(compact) };
-    // SAFETY: as the sums; the offsets scanned above.
-    unsafe { kernels::scan_tile_apply.launch(g, shape, &apply) }
-}
-
-/// The device arrays of a rebound model's pattern and its transpose (its graph handle's shared
-/// arrays, written in place as `bind_graph` overwrites them: every kernel of the previous step
-/// ran before, on this stream), checked against the model's shape.
-struct PatternTargets {
-    /// Rows and columns of the pattern, and its (padded) entries.
-    rows: usize,
-    cols: usize,
-    cap: usize,
-    s_row_ptr: PtrMut<u32>,
-    s_cols: PtrMut<u32>,
-    s_rows: PtrMut<u32>,
-    t_row_ptr: PtrMut<u32>,
-    t_cols: PtrMut<u32>,
-    t_rows: PtrMut<u32>,
-    t_of: PtrMut<u32>,
-}
-
-impl PatternTargets {
-    fn of(g: &Gpu, h: &crate::ops::handle::GraphHandle) -> Result<Self> {
-        let (s, th) = (h.device_csr()?, h.transpose()?);
-        let t = th.device_csr()?;
-        let (s_rows, t_rows) = (h.device_coo_rows()?, th.device_coo_rows()?);
-        let t_of = h.transpose_map(ValueOrder::Csr)?;
-        let (rows, cols, cap) = (h.csr().n_rows(), h.csr().n_cols(), h.csr().nnz());
-        let sized = [s.row_ptr.len() == rows + 1, t.row_ptr.len() == cols + 1, s.col_idx.len() == cap, t.col_idx.len() == cap, s_rows.0.len() == cap, t_rows.0.len() == cap, t_of.len() == cap];
-        if !sized.iter().all(|&ok| ok) {
-            return Err(Error::Shape(format!("a rebound {rows} x {cols} pattern of {cap} entries has device arrays of other sizes")));
-        }
-        let at = |v: &DeviceVec<u32>| PtrMut::new(v.ptr(g));
-        Ok(PatternTargets {
-            rows,
-            cols,
-            cap,
-            s_row_ptr: at(&s.row_ptr),
-            s_cols: at(&s.col_idx),
-            s_rows: at(&s_rows.0),
-            t_row_ptr: at(&t.row_ptr),
-            t_cols: at(&t.col_idx),
-            t_rows: at(&t_rows.0),
-            t_of: at(&t_of),
-        })
-    }
-}
-
-/// Entries of the `k` longest rows of `a`: the most a batch of `k` of its rows can hold.
-fn longest_rows(a: &Csr, k: usize) -> usize {
-    let mut lens: Vec<usize> = (0..a.n_rows()).map(|v| a.row_len(v)).collect();
-    let k = k.min(lens.len());
-    if k == 0 {
-        return 0;
-    }
-    lens.select_nth_unstable_by(k - 1, |x, y| y.cmp(x));
-    lens[..k].iter().sum()
-}
-
-/// Blocks of the GPU's SMs (grid-stride kernels need no more).
-fn sm_blocks(g: &Gpu) -> u32 {
-    g.info().sm_count * 8
-}
-
-/// A thread per item, grid-stride past the SMs' blocks.
-fn linear(g: &Gpu, items: usize) -> Shape {
-    Shape::linear((items.max(1) as u32).div_ceil(BLOCK).min(sm_blocks(g)), BLOCK, 0)
-}

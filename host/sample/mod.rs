@@ -23,6 +23,8 @@ pub mod aggregation;
 pub mod alias;
 pub mod batch;
 pub mod bound;
+pub mod device_batch;
+pub mod device_neighbor;
 pub mod device_saint;
 pub mod induced;
 pub mod layerwise;

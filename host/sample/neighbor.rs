@@ -99,6 +99,15 @@ impl NeighborSampler {
         &self.config
     }
 
+    pub fn graph(&self) -> &Arc<Csr> {
+        &self.graph
+    }
+
+    /// The target nodes, in the order an unshuffled epoch visits them.
+    pub fn targets(&self) -> &[u32] {
+        &self.targets
+    }
+
     /// Batches in one epoch: ceil(targets / batch size).
     pub fn batches_per_epoch(&self) -> usize {
         self.targets.len().div_ceil(self.config.batch_size)

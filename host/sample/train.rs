@@ -19,6 +19,8 @@ use std::time::Instant;
 
 use super::batch::{BatchSource, NodeData, TrainBatch};
 use super::bound::{BoundModel, Capacity, can_rebind};
+use super::device_batch::{DeviceBatch, Pending};
+use super::device_neighbor::DeviceNeighbor;
 use super::device_saint::DeviceSaint;
 use crate::ops::backend::cuda::CudaBackend;
 use super::prefetch::{Prefetch, PrefetchConfig};
@@ -93,12 +95,13 @@ pub struct SampledTraining {
     /// Epochs whose times (and GPU spans) are forgotten once they end: the first steps build
     /// the model, choose kernels and record the step (benchmarks; 0 in training).
     pub warmup_epochs: usize,
-    /// Make GraphSAINT batches on the GPU ([`DeviceSaint`]) instead of on CPU threads (the
-    /// CUDA backend, normalised GraphSAINT, GCN / SAGE / GIN on a rebound model; dense
-    /// features resident, sparse ones sampled with the batch, or made dense with
-    /// `features_on_gpu`; fails with the reason otherwise).
+    /// Make the batches on the GPU ([`DeviceSaint`], [`DeviceNeighbor`]) instead of on CPU
+    /// threads (the CUDA backend, GCN / SAGE / GIN on a rebound model; GraphSAINT normalised,
+    /// its dense features resident, sparse ones sampled with the batch or made dense with
+    /// `features_on_gpu`; neighbour sampling with the features dense on the device; fails
+    /// with the reason otherwise).
     pub sample_on_gpu: bool,
-    device: Option<DeviceSaint>,
+    device: Option<DeviceSampler>,
     /// Sparse features made dense once for the device (`features_on_gpu` with sparse features
     /// of at most [`DENSE_RESIDENT_MAX`] bytes dense): the batches then gather dense rows there.
     densified: Option<crate::tensor::Matrix>,
@@ -167,13 +170,14 @@ impl SampledTraining {
     /// Why the batches cannot be made on the GPU ([`SampledTraining::sample_on_gpu`]), or
     /// `None` if they can (the backend aside: the CUDA one is needed too).
     pub fn gpu_sampling_unsupported(&self) -> Option<String> {
-        let BatchSource::Saint { sampler, aggregation } = &*self.source else {
-            return Some("neighbour sampling runs on the CPU".into());
-        };
         if !(self.rebind && can_rebind(&self.cfg)) {
             return Some(format!("{} with these options trains a model built per batch", self.cfg.model));
         }
-        super::device_saint::unsupported(sampler, aggregation.as_ref())
+        match &*self.source {
+            BatchSource::Saint { sampler, aggregation } => super::device_saint::unsupported(sampler, aggregation.as_ref()),
+            BatchSource::Neighbor(_) if !self.features_on_gpu => Some("neighbour batches made on the GPU gather dense features resident there (--features-on gpu)".into()),
+            BatchSource::Neighbor(sampler) => super::device_neighbor::unsupported(sampler, &self.cfg.model),
+        }
     }
 
     /// Batch `i` of `epoch`, made here (what the workers make: for benchmarks of the kernels on
@@ -337,7 +341,7 @@ impl SampledTraining {
     }
 
     /// Queues device batch `i` of `epoch`, bracketed as GPU work.
-    fn enqueue_device(&mut self, epoch: u32, i: u32) -> Result<super::device_saint::Pending> {
+    fn enqueue_device(&mut self, epoch: u32, i: u32) -> Result<Pending> {
         let spans = self.spans.as_deref();
         spans.map_or(Ok(()), |s| s.begin())?;
         let p = self.device.as_mut().expect("made before").enqueue(epoch, i)?;
@@ -345,7 +349,7 @@ impl SampledTraining {
         Ok(p)
     }
 
-    /// One epoch with the batches made on the GPU ([`DeviceSaint`]): sample, bind into the
+    /// One epoch with the batches made on the GPU ([`DeviceSampler`]): sample, bind into the
     /// rebound model, step; nothing of a batch crosses the bus but its four sizes, which the
     /// host reads while the GPU makes the next batch.
     fn train_epoch_device<B: Ops + 'static>(&mut self, b: &Arc<B>, net: &mut dyn Model<B>, hyper: &AdamHyper, epoch: usize) -> Result<f64> {
@@ -357,15 +361,21 @@ impl SampledTraining {
             return Err(Error::Unsupported(format!("sampling on the GPU trains a rebound model: {} with these options is built per batch (--sample-on cpu)", self.cfg.model)));
         }
         if self.device.is_none() {
-            let BatchSource::Saint { sampler, aggregation } = &*self.source else {
-                return Err(Error::Unsupported("sampling on the GPU makes GraphSAINT batches; neighbour sampling runs on the CPU (--sample-on cpu)".into()));
+            let device = match &*self.source {
+                BatchSource::Saint { sampler, aggregation } => {
+                    // Sparse features stay sparse (the device makes each batch's rows and
+                    // transpose) unless they were asked for dense on the device.
+                    let sparse = matches!(self.data.features, HostFeatures::Sparse(_)) && !self.features_on_gpu;
+                    let device = DeviceSaint::new(cuda.gpu(), sampler, aggregation.as_ref(), &self.data, sparse)?;
+                    self.features_on_gpu = !sparse;
+                    DeviceSampler::Saint(device)
+                }
+                BatchSource::Neighbor(sampler) => {
+                    self.features_on_gpu = true;
+                    DeviceSampler::Neighbor(DeviceNeighbor::new(cuda.gpu(), sampler, &self.cfg.model, &self.data.labels)?)
+                }
             };
-            // Sparse features stay sparse (the device makes each batch's rows and transpose)
-            // unless they were asked for dense on the device.
-            let sparse = matches!(self.data.features, HostFeatures::Sparse(_)) && !self.features_on_gpu;
-            let device = DeviceSaint::new(cuda.gpu(), sampler, aggregation.as_ref(), &self.data, sparse)?;
-            if !sparse {
-                self.features_on_gpu = true;
+            if self.features_on_gpu {
                 self.densify();
                 if self.resident().is_none() {
                     return Err(Error::Unsupported("sampling on the GPU: the sparse features are too large to keep dense on the device (--features-on host)".into()));
@@ -514,12 +524,14 @@ impl SampledTraining {
     /// Counts the epoch begun at `t0` and returns its mean loss over the batches (each batch's
     /// statistics with the divisor of its loss).
     fn end_epoch<B: Ops>(&mut self, b: &B, t0: Instant, stats: &[(B::Stats, f64)]) -> Result<f64> {
-        self.times.wall_s += t0.elapsed().as_secs_f64();
-        self.times.epochs += 1;
+        // The statistics are read before the clock stops: reading them waits for the epoch's
+        // last step, so an epoch whose GPU work runs behind the host is timed to its end.
         let mut loss = 0.0;
         for (s, n) in stats {
             loss += b.read_stats(s)?.loss / n;
         }
+        self.times.wall_s += t0.elapsed().as_secs_f64();
+        self.times.epochs += 1;
         Ok(loss / stats.len().max(1) as f64)
     }
 
@@ -589,4 +601,33 @@ pub fn swap_state<B: Ops>(a: &mut dyn Model<B>, b: &mut dyn Model<B>) -> Result<
         std::mem::swap(&mut **x, &mut **y);
     }
     Ok(())
+}
+
+/// The sampler that makes the batches on the device.
+enum DeviceSampler {
+    Saint(DeviceSaint),
+    Neighbor(DeviceNeighbor),
+}
+
+impl DeviceSampler {
+    fn enqueue(&mut self, epoch: u32, i: u32) -> Result<Pending> {
+        match self {
+            DeviceSampler::Saint(d) => d.enqueue(epoch, i),
+            DeviceSampler::Neighbor(d) => d.enqueue(epoch, i),
+        }
+    }
+
+    fn wait(&mut self, p: Pending) -> Result<DeviceBatch> {
+        match self {
+            DeviceSampler::Saint(d) => d.wait(p),
+            DeviceSampler::Neighbor(d) => d.wait(p),
+        }
+    }
+
+    fn bind(&self, m: &mut BoundModel<CudaBackend>, b: &DeviceBatch) -> Result<()> {
+        match self {
+            DeviceSampler::Saint(d) => d.bind(m, b),
+            DeviceSampler::Neighbor(d) => d.bind(m, b),
+        }
+    }
 }

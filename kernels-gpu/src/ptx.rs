@@ -753,3 +753,25 @@ pub fn ballot(p: bool) -> u32 {
 pub unsafe fn red_add_u32(p: *mut u32, v: u32) {
     unsafe { asm!("red.global.add.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
 }
+
+/// `red.global.min.u32`.
+#[inline(always)]
+pub unsafe fn red_min_u32(p: *mut u32, v: u32) {
+    unsafe { asm!("red.global.min.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
+}
+
+/// `atom.global.add.u32`: adds `v` and returns the value before.
+#[inline(always)]
+pub unsafe fn atom_add_u32(p: *mut u32, v: u32) -> u32 {
+    let r: u32;
+    unsafe { asm!("atom.global.add.u32 {r}, [{p}], {v};", r = out(reg32) r, p = in(reg64) p, v = in(reg32) v, options(nostack)) };
+    r
+}
+
+/// `sqrt.rn.f64`: IEEE square root (round to nearest), as the host's `f64::sqrt`.
+#[inline(always)]
+pub fn sqrt_f64(v: f64) -> f64 {
+    let r: f64;
+    unsafe { asm!("sqrt.rn.f64 {r}, {v};", r = out(reg64) r, v = in(reg64) v, options(pure, nomem, nostack)) };
+    r
+}

@@ -114,3 +114,29 @@ pub const fn sample_below(draw: u64, n: u64) -> u64 {
 pub fn sample_unit(draw: u64) -> f64 {
     (draw >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
 }
+
+/// Position `i` (< n) of a random permutation of 0..n keyed by `key`: an epoch's order of the
+/// targets, one position at a time (no O(n) shuffle). A 4-round Feistel network on the smallest
+/// even number of bits covering n is a bijection of [0, 2^bits); positions that land at or
+/// beyond n go through it again ("cycle walking") until they land inside, which keeps it a
+/// bijection of [0, n). 2^bits < 4n, so that takes fewer than 4 passes on average.
+#[inline(always)]
+pub fn sample_permuted_index(key: u64, n: u64, i: u64) -> u64 {
+    let bits = (64 - n.saturating_sub(1).leading_zeros()).max(2).next_multiple_of(2);
+    let half = bits / 2;
+    let mask = (1u64 << half) - 1;
+    let mut x = i;
+    loop {
+        let (mut l, mut r) = (x >> half, x & mask);
+        let mut round = 0u64;
+        while round < 4 {
+            let f = mix64(key ^ (round << 56) ^ r) & mask;
+            (l, r) = (r, l ^ f);
+            round += 1;
+        }
+        x = (l << half) | r;
+        if x < n {
+            return x;
+        }
+    }
+}

@@ -1,5 +1,5 @@
-// Graph sampling on the device (`sample/`): the scan's and GraphSAINT's argument structs and
-// instances. Shared with the host (`include!`).
+// Graph sampling on the device (`sample/`): the scan's, GraphSAINT's, neighbour sampling's and
+// the shared bind's argument structs and instances. Shared with the host (`include!`).
 use super::*;
 
 /// `SaintDrawArgs::kind`: GraphSAINT's node, edge and random-walk samplers.
@@ -103,20 +103,28 @@ kernel_args! {
         pub totals: PtrMut<u32>,
     }
 
-    /// A batch of `n` nodes and `nnz` entries padded into a model of `rows` rows and `cap` entries.
-    pub struct SaintBindArgs {
+    /// A batch of `n` nodes and `nnz` entries padded into a model of `rows` rows and `cap`
+    /// entries (GraphSAINT's or neighbour sampling's).
+    pub struct BatchBindArgs {
         pub n: u32,
         pub nnz: u32,
         pub n_loss: u32,
         pub rows: u32,
         pub cap: u32,
         pub train_bit: u32,
-        /// n_all / n_train.
+        /// Neighbour sampling: the targets (the first nodes; the loss is their plain mean).
+        /// 0: GraphSAINT (the loss on the batch's train nodes, weighted by `node_norm`).
+        pub targets: u32,
+        /// n_all / n_train (GraphSAINT).
         pub to_train: f64,
         pub row_ptr: Ptr<u32>,
         pub cols: Ptr<u32>,
         pub entry_rows: Ptr<u32>,
         pub values: Ptr<f32>,
+        /// The transpose's pattern (null: the pattern's own, a symmetric batch), values and map.
+        pub t_row_ptr_in: Ptr<u32>,
+        pub t_cols_in: Ptr<u32>,
+        pub t_rows_in: Ptr<u32>,
         pub t_values: Ptr<f32>,
         pub t_of: Ptr<u32>,
         pub nodes: Ptr<u32>,
@@ -203,6 +211,97 @@ kernel_args! {
     }
 }
 
+kernel_args! {
+    /// A neighbour-sampled batch's targets: positions `start..start + n_out` of the epoch's
+    /// order of the target list.
+    pub struct NeighborTargetsArgs {
+        pub n_out: u32,
+        pub start: u32,
+        pub n_targets: u32,
+        /// 1: the epoch's order is the permutation keyed by `key`; 0: the list's order.
+        pub shuffle: u32,
+        pub key: u64,
+        pub targets: Ptr<u32>,
+        pub nodes: PtrMut<u32>,
+        /// Per graph node: its local id, or u32::MAX.
+        pub local: PtrMut<u32>,
+        /// Nodes after each hop (`sizes[0]` = the targets).
+        pub sizes: PtrMut<u32>,
+    }
+
+    /// One hop of neighbour sampling: every node so far draws up to `fanout` neighbours.
+    pub struct NeighborHopArgs {
+        /// The hop (its rows are the `sizes[hop]` nodes so far).
+        pub hop: u32,
+        /// Bounds of the hop's rows and drawn entries (the grids' sizes, the scans' lengths).
+        pub rows: u32,
+        pub entries: u32,
+        /// Neighbours per row; -1: all of them.
+        pub fanout: i32,
+        /// The hop's stream key (the batch's sub-stream `hop`).
+        pub key: u64,
+        pub row_ptr: Ptr<u32>,
+        pub col_idx: Ptr<u32>,
+        pub nodes: PtrMut<u32>,
+        pub local: PtrMut<u32>,
+        /// Per graph node: the first drawn position that reaches it (u32::MAX between uses).
+        pub first: PtrMut<u32>,
+        pub sizes: PtrMut<u32>,
+        /// Per row: its draws (a scan makes `hop_ptr` of them).
+        pub counts: PtrMut<u32>,
+        pub hop_ptr: Ptr<u32>,
+        /// Per drawn entry: the neighbour's graph id.
+        pub nbrs: PtrMut<u32>,
+        /// Per drawn entry: 1 where it reaches a node first (a scan makes `new_pos` of them).
+        pub flags: PtrMut<u32>,
+        pub new_pos: Ptr<u32>,
+    }
+
+    /// A neighbour-sampled batch's matrix: the union of the hops' draws per row, normalised as
+    /// the model normalises a graph, and its transpose.
+    pub struct NeighborBatchArgs {
+        pub hops: u32,
+        /// Bounds of the batch's nodes and entries.
+        pub rows: u32,
+        pub entries: u32,
+        /// `NEIGHBOR_NORM_*`: the model's normalisation.
+        pub norm: u32,
+        pub sizes: Ptr<u32>,
+        /// Every hop's row pointers and neighbours, one buffer each, hop h at `ptr_at[h]` and
+        /// `nbr_at[h]`.
+        pub hop_ptr: Ptr<u32>,
+        pub hop_nbrs: Ptr<u32>,
+        pub ptr_at: Ptr<u32>,
+        pub nbr_at: Ptr<u32>,
+        pub nodes: Ptr<u32>,
+        pub local: PtrMut<u32>,
+        /// Per row: its union, sorted, from the sum of its hop rows' starts.
+        pub scratch: PtrMut<u32>,
+        /// Per row: entries (a scan makes `row_ptr`), and distinct neighbours.
+        pub counts: PtrMut<u32>,
+        pub unique: PtrMut<u32>,
+        pub row_ptr: Ptr<u32>,
+        pub cols: PtrMut<u32>,
+        pub values: PtrMut<f32>,
+        pub entry_rows: PtrMut<u32>,
+        /// Per column: entries (a scan makes `t_ptr`) and a fill cursor.
+        pub t_counts: PtrMut<u32>,
+        pub t_cursor: PtrMut<u32>,
+        pub t_ptr: Ptr<u32>,
+        pub t_cols: PtrMut<u32>,
+        pub t_rows: PtrMut<u32>,
+        pub t_values: PtrMut<f32>,
+        pub t_of: PtrMut<u32>,
+        /// [drawn entries, targets, nodes, entries, 0].
+        pub totals: PtrMut<u32>,
+    }
+}
+
+/// `NeighborBatchArgs::norm`: GCN's D^-1/2 (A + I) D^-1/2, SAGE's row mean, GIN's sum.
+pub const NEIGHBOR_NORM_GCN: u32 = 0;
+pub const NEIGHBOR_NORM_MEAN: u32 = 1;
+pub const NEIGHBOR_NORM_SUM: u32 = 2;
+
 kernels! {
     scan_tile_sums(ScanSumsArgs) = crate::sample::scan::tile_sums;
     scan_tile_apply(ScanApplyArgs) = crate::sample::scan::tile_apply;
@@ -211,7 +310,18 @@ kernels! {
     saint_rows_fill(SaintRowsArgs) = crate::sample::saint::rows_fill;
     saint_transpose(SaintTransposeArgs) = crate::sample::saint::transpose;
     saint_finish(SaintFinishArgs) = crate::sample::saint::finish;
-    saint_bind(SaintBindArgs) = crate::sample::saint::bind;
+    batch_bind(BatchBindArgs) = crate::sample::bind::bind;
+    neighbor_targets(NeighborTargetsArgs) = crate::sample::neighbor::targets;
+    neighbor_hop_count(NeighborHopArgs) = crate::sample::neighbor::hop_count;
+    neighbor_hop_draw(NeighborHopArgs) = crate::sample::neighbor::hop_draw;
+    neighbor_hop_first(NeighborHopArgs) = crate::sample::neighbor::hop_first;
+    neighbor_hop_flags(NeighborHopArgs) = crate::sample::neighbor::hop_flags;
+    neighbor_hop_assign(NeighborHopArgs) = crate::sample::neighbor::hop_assign;
+    neighbor_union_count(NeighborBatchArgs) = crate::sample::neighbor::union_count;
+    neighbor_union_fill(NeighborBatchArgs) = crate::sample::neighbor::union_fill;
+    neighbor_transpose_fill(NeighborBatchArgs) = crate::sample::neighbor::transpose_fill;
+    neighbor_transpose_sort(NeighborBatchArgs) = crate::sample::neighbor::transpose_sort;
+    neighbor_finish(NeighborBatchArgs) = crate::sample::neighbor::finish;
     saint_features_count(SaintFeaturesArgs) = crate::sample::saint::features_count;
     saint_features_fill(SaintFeaturesArgs) = crate::sample::saint::features_fill;
     saint_features_t_count(SaintFeaturesArgs) = crate::sample::saint::features_t_count;

@@ -15,12 +15,12 @@
 //! 5b. `features_*` (sparse node features): the batch's rows of X copied, and its transpose as
 //!    the marked entries of Xᵀ's rows (node order is local order, so no sort);
 //! 6. `finish`: clears the marks of the batch's nodes and writes the batch's sizes;
-//! 7. `bind` (after the host has read the sizes): the batch padded into a rebound model's
+//! 7. `bind.rs` (after the host has read the sizes): the batch padded into a rebound model's
 //!    buffers, as `PaddedBatch` pads it on the CPU.
 //!
 //! A warp per row in 3 and 4 (rows of hubs are long); a thread per item elsewhere.
 
-use crate::abi::sample::{SAINT_KIND_EDGE, SAINT_KIND_NODE, SaintBindArgs, SaintDrawArgs, SaintFeaturesArgs, SaintFeaturesBindArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs};
+use crate::abi::sample::{SAINT_KIND_EDGE, SAINT_KIND_NODE, SaintDrawArgs, SaintFeaturesArgs, SaintFeaturesBindArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs};
 use crate::nn::{global_thread, global_warp, grid_stride, grid_threads};
 use crate::ptx;
 use crate::rng::{sample_below, sample_draw, sample_unit};
@@ -267,62 +267,6 @@ pub unsafe fn finish(a: SaintFinishArgs) {
             *a.totals.add(3) = *a.row_ptr.add(a.rows as usize);
             *a.totals.add(4) = if a.fx_ptr.is_null() { 0 } else { *a.fx_ptr.add(a.rows as usize) };
         }
-    }
-}
-
-/// Step 7: the batch (n nodes, nnz entries, n_loss train nodes) padded to a model of `rows` rows
-/// and `cap` entries: empty rows after the batch's, the missing entries as zeros at
-/// (rows - 1, rows - 1) at the end; the transpose (the same pattern) likewise, its map
-/// extended by the identity; labels, train bits and loss weights, 0 on the padding.
-#[inline(always)]
-pub unsafe fn bind(a: SaintBindArgs) {
-    let SaintBindArgs { n, nnz, rows, cap, .. } = a;
-    let last = rows - 1;
-    let items = if cap > rows + 1 { cap } else { rows + 1 };
-    let mut i = global_thread();
-    while i < items {
-        let iu = i as usize;
-        if i <= rows {
-            let p = if i <= n { unsafe { *a.row_ptr.add(iu) } } else if i < rows { nnz } else { cap };
-            unsafe {
-                *a.s_row_ptr.add(iu) = p;
-                *a.t_row_ptr.add(iu) = p;
-            }
-        }
-        if i < cap {
-            let real = i < nnz;
-            let col = if real { unsafe { *a.cols.add(iu) } } else { last };
-            let row = if real { unsafe { *a.entry_rows.add(iu) } } else { last };
-            unsafe {
-                *a.s_cols.add(iu) = col;
-                *a.t_cols.add(iu) = col;
-                *a.s_rows.add(iu) = row;
-                *a.t_rows.add(iu) = row;
-                *a.s_values.add(iu) = if real { *a.values.add(iu) } else { 0.0 };
-                *a.t_values_out.add(iu) = if real { *a.t_values.add(iu) } else { 0.0 };
-                *a.t_of_out.add(iu) = if real { *a.t_of.add(iu) } else { i };
-            }
-        }
-        if i < rows {
-            let (label, bit, weight) = if i < n {
-                let v = unsafe { *a.nodes.add(iu) } as usize;
-                let bit = (unsafe { *a.mask_bits.add(v) } as u32 & a.train_bit) as u8;
-                // As `TrainBatch::from_saint` and `PaddedBatch::new` round it: the node's
-                // weight scaled to the train mean and the batch's loss nodes, then over them.
-                let n_loss = a.n_loss as f64;
-                let scaled = (unsafe { *a.node_norm.add(v) } as f64 * a.to_train * n_loss) as f32;
-                let div = if a.n_loss > 0 { n_loss } else { 1.0 };
-                (unsafe { *a.labels.add(v) }, bit, (scaled as f64 / div) as f32)
-            } else {
-                (0, 0, 0.0)
-            };
-            unsafe {
-                *a.labels_out.add(iu) = label;
-                *a.mask_out.add(iu) = bit;
-                *a.weights_out.add(iu) = weight;
-            }
-        }
-        i += grid_threads();
     }
 }
 

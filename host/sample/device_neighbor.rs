@@ -1,0 +1,395 @@
+//! Neighbour-sampled batches made on the GPU (`kernels-gpu/src/sample/neighbor.rs`): the
+//! targets, every hop's draws and newly reached nodes, the union of the hops' edges normalised
+//! as the model normalises a graph, its transpose and the padding into a rebound model's
+//! buffers, all from a resident copy of the graph, with no per-batch host work but reading
+//! five sizes back. The batch is the CPU sampler's bit for bit (same counter streams, same
+//! node order, same layout; tested), so `--sample-on gpu` and `cpu` train the same model.
+//!
+//! What it takes (else the CPU workers run): a model with a fixed aggregation (GCN, SAGE, GIN)
+//! on a rebound model, and dense features resident on the device (sparse ones are made dense).
+//! Any graph: unlike GraphSAINT's, the batch's transpose is built, not mirrored.
+
+use std::sync::Arc;
+
+use super::bound::BoundModel;
+use super::device_batch::{BatchLoss, BatchMatrix, Sizes, bind_matrix, linear, longest_rows, scan, warp_per_item};
+pub use super::device_batch::{DeviceBatch, Pending};
+use super::neighbor::NeighborSampler;
+use super::stream::Stream;
+use crate::error::{Error, Result};
+use crate::gpu::abi::sample::{self as kernels, NEIGHBOR_NORM_GCN, NEIGHBOR_NORM_MEAN, NEIGHBOR_NORM_SUM, NeighborBatchArgs, NeighborHopArgs, NeighborTargetsArgs};
+use crate::gpu::launch::{Ptr, PtrMut};
+use crate::gpu::shared::config::SCAN_TILE;
+use crate::gpu::{DeviceVec, Gpu};
+use crate::graph::Csr;
+use crate::nn::input::InputFeatures;
+use crate::ops::backend::cuda::CudaBackend;
+
+/// A batch downloaded (tests): what `PreparedBatch` holds for the same batch on the CPU.
+pub struct NeighborHostBatch {
+    pub nodes: Vec<u32>,
+    /// The model's matrix and its transpose, with the transpose's map.
+    pub s: Csr,
+    pub t: Csr,
+    pub t_of: Vec<u32>,
+}
+
+/// The model's normalisation of a batch, as the kernels take it (`None`: no fixed one).
+pub fn norm_of(model: &str) -> Option<u32> {
+    match model {
+        "gcn" => Some(NEIGHBOR_NORM_GCN),
+        "sage" => Some(NEIGHBOR_NORM_MEAN),
+        "gin" => Some(NEIGHBOR_NORM_SUM),
+        _ => None,
+    }
+}
+
+/// Why the device sampler cannot make `sampler`'s batches for `model` (`None`: it can).
+pub fn unsupported(sampler: &NeighborSampler, model: &str) -> Option<String> {
+    if norm_of(model).is_none() {
+        return Some(format!("{model} normalises each batch itself (GCN, SAGE and GIN have a fixed aggregation)"));
+    }
+    let g = sampler.graph();
+    if g.nnz() > i32::MAX as usize || g.n_rows() > (i32::MAX as usize) / 2 {
+        return Some("the graph is past 2^31 entries".into());
+    }
+    if sampler.config().fanouts.is_empty() {
+        return Some("no hops (--fanout is empty)".into());
+    }
+    None
+}
+
+/// Bounds of every hop: the most rows (nodes so far) and draws it can have.
+struct HopBounds {
+    rows: Vec<usize>,
+    entries: Vec<usize>,
+}
+
+impl HopBounds {
+    fn new(g: &Csr, targets: usize, fanouts: &[i32]) -> Self {
+        let (mut rows, mut entries) = (vec![targets], Vec::new());
+        for &f in fanouts {
+            let r = *rows.last().expect("one");
+            let whole = longest_rows(g, r);
+            let e = if f < 0 { whole } else { whole.min(r.saturating_mul(f as usize)) };
+            entries.push(e);
+            rows.push(g.n_rows().min(r + e));
+        }
+        HopBounds { rows, entries }
+    }
+}
+
+/// One neighbour sampler's state on the device, and the scratch of the batch it makes.
+pub struct DeviceNeighbor {
+    gpu: Arc<Gpu>,
+    seed: u64,
+    shuffle: bool,
+    batch_size: usize,
+    n_targets: usize,
+    n_nodes: usize,
+    fanouts: Vec<i32>,
+    norm: u32,
+    bounds: HopBounds,
+    /// The most nodes and entries a batch can have.
+    max_nodes: usize,
+    max_entries: usize,
+    row_ptr: DeviceVec<u32>,
+    col_idx: DeviceVec<u32>,
+    targets: DeviceVec<u32>,
+    labels: DeviceVec<i32>,
+    // Scratch of the sampling kernels (used in stream order, one batch at a time).
+    /// Per graph node: its local id in the batch being made, and the first draw reaching it.
+    local: DeviceVec<u32>,
+    first: DeviceVec<u32>,
+    /// Nodes after each hop.
+    hop_sizes: DeviceVec<u32>,
+    /// Every hop's row pointers and drawn neighbours, hop h at `ptr_at[h]` and `nbr_at[h]`.
+    hop_ptr: DeviceVec<u32>,
+    hop_nbrs: DeviceVec<u32>,
+    ptr_at: Vec<usize>,
+    nbr_at: Vec<usize>,
+    ptr_at_dev: DeviceVec<u32>,
+    nbr_at_dev: DeviceVec<u32>,
+    counts: DeviceVec<u32>,
+    flags: DeviceVec<u32>,
+    new_pos: DeviceVec<u32>,
+    scratch: DeviceVec<u32>,
+    unique: DeviceVec<u32>,
+    t_counts: DeviceVec<u32>,
+    t_cursor: DeviceVec<u32>,
+    tile_sums: DeviceVec<u32>,
+    tile_offsets: DeviceVec<u32>,
+    /// Two batches' outputs: batch i + 1 is made into one while batch i, in the other, is bound
+    /// and trained on.
+    sets: [BatchSet; 2],
+    next_set: usize,
+}
+
+/// One batch as the kernels leave it.
+struct BatchSet {
+    nodes: DeviceVec<u32>,
+    row_ptr: DeviceVec<u32>,
+    cols: DeviceVec<u32>,
+    values: DeviceVec<f32>,
+    entry_rows: DeviceVec<u32>,
+    t_ptr: DeviceVec<u32>,
+    t_cols: DeviceVec<u32>,
+    t_rows: DeviceVec<u32>,
+    t_values: DeviceVec<f32>,
+    t_of: DeviceVec<u32>,
+    sizes: Sizes,
+}
+
+impl BatchSet {
+    fn new(gpu: &Arc<Gpu>, max_nodes: usize, max_entries: usize) -> Result<Self> {
+        let (n, e) = (max_nodes, max_entries);
+        Ok(BatchSet {
+            nodes: DeviceVec::zeros(gpu, n)?,
+            row_ptr: DeviceVec::zeros(gpu, n + 1)?,
+            cols: DeviceVec::zeros(gpu, e)?,
+            values: DeviceVec::zeros(gpu, e)?,
+            entry_rows: DeviceVec::zeros(gpu, e)?,
+            t_ptr: DeviceVec::zeros(gpu, n + 1)?,
+            t_cols: DeviceVec::zeros(gpu, e)?,
+            t_rows: DeviceVec::zeros(gpu, e)?,
+            t_values: DeviceVec::zeros(gpu, e)?,
+            t_of: DeviceVec::zeros(gpu, e)?,
+            sizes: Sizes::new(gpu)?,
+        })
+    }
+}
+
+impl DeviceNeighbor {
+    /// The device copy of `sampler` for `model` (its normalisation) with the node labels;
+    /// fails with the reason where [`unsupported`] says so. Dense feature rows are gathered
+    /// from the rebound model's resident features.
+    pub fn new(gpu: &Arc<Gpu>, sampler: &NeighborSampler, model: &str, labels: &[i32]) -> Result<Self> {
+        if let Some(why) = unsupported(sampler, model) {
+            return Err(Error::Unsupported(format!("sampling on the GPU: {why}; use --sample-on cpu")));
+        }
+        let g = sampler.graph();
+        let n = g.n_rows();
+        if labels.len() != n {
+            return Err(Error::Shape(format!("sampling on the GPU: {} labels for {n} nodes", labels.len())));
+        }
+        let cfg = sampler.config();
+        let n_targets = sampler.targets().len();
+        let bounds = HopBounds::new(g, cfg.batch_size.min(n_targets), &cfg.fanouts);
+        let max_nodes = bounds.rows.last().copied().expect("one").max(1);
+        let drawn: usize = bounds.entries.iter().sum();
+        let max_entries = (drawn + max_nodes).max(1);
+        if max_entries > i32::MAX as usize {
+            return Err(Error::Unsupported(format!("sampling on the GPU: batches of up to {max_entries} entries are past 2^31")));
+        }
+        let (mut ptr_at, mut nbr_at) = (Vec::new(), Vec::new());
+        let (mut p, mut e) = (0, 0);
+        for h in 0..cfg.fanouts.len() {
+            ptr_at.push(p);
+            nbr_at.push(e);
+            p += bounds.rows[h] + 1;
+            e += bounds.entries[h];
+        }
+        let widest_hop = bounds.entries.iter().chain(&bounds.rows).copied().max().expect("one");
+        let tiles = (widest_hop.max(max_nodes) + 1).div_ceil(SCAN_TILE as usize);
+        let u32s = |v: &[usize]| v.iter().map(|&x| x as u32).collect::<Vec<u32>>();
+        let absent = vec![u32::MAX; n.max(1)];
+        Ok(DeviceNeighbor {
+            gpu: gpu.clone(),
+            seed: cfg.seed,
+            shuffle: cfg.shuffle,
+            batch_size: cfg.batch_size,
+            n_targets,
+            n_nodes: n,
+            fanouts: cfg.fanouts.clone(),
+            norm: norm_of(model).expect("checked"),
+            max_nodes,
+            max_entries,
+            row_ptr: DeviceVec::upload(gpu, g.row_ptr())?,
+            col_idx: DeviceVec::upload(gpu, if g.nnz() == 0 { &[0] } else { g.col_idx() })?,
+            targets: DeviceVec::upload(gpu, if n_targets == 0 { &[0] } else { sampler.targets() })?,
+            labels: DeviceVec::upload(gpu, labels)?,
+            local: DeviceVec::upload(gpu, &absent)?,
+            first: DeviceVec::upload(gpu, &absent)?,
+            hop_sizes: DeviceVec::zeros(gpu, cfg.fanouts.len() + 1)?,
+            hop_ptr: DeviceVec::zeros(gpu, p.max(1))?,
+            hop_nbrs: DeviceVec::zeros(gpu, e.max(1))?,
+            ptr_at_dev: DeviceVec::upload(gpu, &u32s(&ptr_at))?,
+            nbr_at_dev: DeviceVec::upload(gpu, &u32s(&nbr_at))?,
+            ptr_at,
+            nbr_at,
+            counts: DeviceVec::zeros(gpu, widest_hop.max(max_nodes).max(1))?,
+            flags: DeviceVec::zeros(gpu, widest_hop.max(1))?,
+            new_pos: DeviceVec::zeros(gpu, widest_hop + 1)?,
+            scratch: DeviceVec::zeros(gpu, drawn.max(1))?,
+            unique: DeviceVec::zeros(gpu, max_nodes)?,
+            t_counts: DeviceVec::zeros(gpu, max_nodes)?,
+            t_cursor: DeviceVec::zeros(gpu, max_nodes)?,
+            tile_sums: DeviceVec::zeros(gpu, tiles)?,
+            tile_offsets: DeviceVec::zeros(gpu, tiles + 1)?,
+            sets: [BatchSet::new(gpu, max_nodes, max_entries)?, BatchSet::new(gpu, max_nodes, max_entries)?],
+            next_set: 0,
+            bounds,
+        })
+    }
+
+    /// The most nodes a batch can have.
+    pub fn max_nodes(&self) -> usize {
+        self.max_nodes
+    }
+
+    /// Makes batch `i` of `epoch` and returns its sizes (waits for it).
+    pub fn sample(&mut self, epoch: u32, i: u32) -> Result<DeviceBatch> {
+        let p = self.enqueue(epoch, i)?;
+        self.wait(p)
+    }
+
+    /// Queues the kernels of batch `i` of `epoch` and the copy of its sizes to the host, into
+    /// the batch set the batch before last used: that batch must have been bound (its reads
+    /// queued) already; at most two batches are in flight.
+    pub fn enqueue(&mut self, epoch: u32, i: u32) -> Result<Pending> {
+        let gpu = self.gpu.clone();
+        let g = &gpu;
+        let set = self.next_set;
+        self.next_set ^= 1;
+        let start = (i as usize).saturating_mul(self.batch_size).min(self.n_targets);
+        let n_out = (start + self.batch_size).min(self.n_targets) - start;
+        let out = &mut self.sets[set];
+        let at = |v: &DeviceVec<u32>, k: usize| v.ptr(g) + 4 * k as u64;
+        let targets = NeighborTargetsArgs {
+            n_out: n_out as u32,
+            start: start as u32,
+            n_targets: self.n_targets as u32,
+            shuffle: self.shuffle as u32,
+            // The epoch's order has its own stream (batch index u32::MAX), as the CPU's.
+            key: Stream::new(self.seed, epoch, u32::MAX).bits(0),
+            targets: self.targets.arg(g),
+            nodes: out.nodes.arg_mut(g),
+            local: self.local.arg_mut(g),
+            sizes: self.hop_sizes.arg_mut(g),
+        };
+        // SAFETY: positions start..start + n_out of the targets (a permutation of their indices
+        // when shuffled); targets are distinct node ids, nodes holds max_nodes >= n_out.
+        unsafe { kernels::neighbor_targets.launch(g, linear(g, n_out), &targets)? };
+        let batch = Stream::new(self.seed, epoch, i);
+        for (h, &fanout) in self.fanouts.iter().enumerate() {
+            let (rows, entries) = (self.bounds.rows[h], self.bounds.entries[h]);
+            let hop_ptr = at(&self.hop_ptr, self.ptr_at[h]);
+            let args = NeighborHopArgs {
+                hop: h as u32,
+                rows: rows as u32,
+                entries: entries as u32,
+                fanout,
+                key: batch.substream(h as u32).key(),
+                row_ptr: self.row_ptr.arg(g),
+                col_idx: self.col_idx.arg(g),
+                nodes: out.nodes.arg_mut(g),
+                local: self.local.arg_mut(g),
+                first: self.first.arg_mut(g),
+                sizes: self.hop_sizes.arg_mut(g),
+                counts: self.counts.arg_mut(g),
+                hop_ptr: Ptr::new(hop_ptr),
+                nbrs: PtrMut::new(at(&self.hop_nbrs, self.nbr_at[h])),
+                flags: self.flags.arg_mut(g),
+                new_pos: self.new_pos.arg(g),
+            };
+            // SAFETY: the hop has at most `rows` rows (the nodes so far) and `entries` draws (its
+            // bounds, from the graph's longest rows); its row pointers (rows + 1) and neighbours
+            // are its slices of the hop buffers; local and first hold a value per node.
+            unsafe { kernels::neighbor_hop_count.launch(g, linear(g, rows), &args)? };
+            scan(g, (&self.tile_sums, &self.tile_offsets), rows, self.counts.ptr(g), hop_ptr, 0)?;
+            unsafe { kernels::neighbor_hop_draw.launch(g, warp_per_item(g, rows), &args)? };
+            unsafe { kernels::neighbor_hop_first.launch(g, linear(g, entries), &args)? };
+            unsafe { kernels::neighbor_hop_flags.launch(g, linear(g, entries), &args)? };
+            scan(g, (&self.tile_sums, &self.tile_offsets), entries, self.flags.ptr(g), self.new_pos.ptr(g), 0)?;
+            unsafe { kernels::neighbor_hop_assign.launch(g, linear(g, entries), &args)? };
+        }
+        let args = NeighborBatchArgs {
+            hops: self.fanouts.len() as u32,
+            rows: self.max_nodes as u32,
+            entries: self.max_entries as u32,
+            norm: self.norm,
+            sizes: self.hop_sizes.arg(g),
+            hop_ptr: self.hop_ptr.arg(g),
+            hop_nbrs: self.hop_nbrs.arg(g),
+            ptr_at: self.ptr_at_dev.arg(g),
+            nbr_at: self.nbr_at_dev.arg(g),
+            nodes: out.nodes.arg(g),
+            local: self.local.arg_mut(g),
+            scratch: self.scratch.arg_mut(g),
+            counts: self.counts.arg_mut(g),
+            unique: self.unique.arg_mut(g),
+            row_ptr: out.row_ptr.arg(g),
+            cols: out.cols.arg_mut(g),
+            values: out.values.arg_mut(g),
+            entry_rows: out.entry_rows.arg_mut(g),
+            t_counts: self.t_counts.arg_mut(g),
+            t_cursor: self.t_cursor.arg_mut(g),
+            t_ptr: out.t_ptr.arg(g),
+            t_cols: out.t_cols.arg_mut(g),
+            t_rows: out.t_rows.arg_mut(g),
+            t_values: out.t_values.arg_mut(g),
+            t_of: out.t_of.arg_mut(g),
+            totals: out.sizes.device.arg_mut(g),
+        };
+        let n = self.max_nodes;
+        // SAFETY: the batch has at most max_nodes nodes and max_entries entries (every hop's
+        // draws plus a self-loop per node), the sizes of every per-row and per-entry buffer;
+        // each row's union fits at the sum of its hop rows' starts in the scratch (the hops'
+        // draws in all).
+        unsafe { kernels::neighbor_union_count.launch(g, warp_per_item(g, n), &args)? };
+        scan(g, (&self.tile_sums, &self.tile_offsets), n, self.counts.ptr(g), out.row_ptr.ptr(g), 0)?;
+        unsafe { kernels::neighbor_union_fill.launch(g, warp_per_item(g, n), &args)? };
+        scan(g, (&self.tile_sums, &self.tile_offsets), n, self.t_counts.ptr(g), out.t_ptr.ptr(g), 0)?;
+        unsafe { kernels::neighbor_transpose_fill.launch(g, linear(g, self.max_entries), &args)? };
+        unsafe { kernels::neighbor_transpose_sort.launch(g, warp_per_item(g, n), &args)? };
+        unsafe { kernels::neighbor_finish.launch(g, linear(g, n), &args)? };
+        out.sizes.send(g)?;
+        Ok(Pending { set })
+    }
+
+    /// The sizes of a queued batch (waits for its kernels).
+    pub fn wait(&mut self, p: Pending) -> Result<DeviceBatch> {
+        let batch = self.sets[p.set].sizes.read(p.set)?;
+        if batch.n > self.max_nodes || batch.nnz > self.max_entries {
+            return Err(Error::Unsupported(format!("a device neighbour batch of {batch:?} passed its bounds ({} nodes, {} entries): a bug", self.max_nodes, self.max_entries)));
+        }
+        Ok(batch)
+    }
+
+    /// The last batch, downloaded (tests and inspection).
+    pub fn download(&self, b: &DeviceBatch) -> Result<NeighborHostBatch> {
+        let (g, set) = (&self.gpu, &self.sets[b.set]);
+        let take = |v: &DeviceVec<u32>, k: usize| -> Result<Vec<u32>> { Ok(v.download(g)?[..k].to_vec()) };
+        let takef = |v: &DeviceVec<f32>, k: usize| -> Result<Vec<f32>> { Ok(v.download(g)?[..k].to_vec()) };
+        let s = Csr::new(b.n, b.n, take(&set.row_ptr, b.n + 1)?, take(&set.cols, b.nnz)?, takef(&set.values, b.nnz)?)?;
+        let t = Csr::new(b.n, b.n, take(&set.t_ptr, b.n + 1)?, take(&set.t_cols, b.nnz)?, takef(&set.t_values, b.nnz)?)?;
+        Ok(NeighborHostBatch { nodes: take(&set.nodes, b.n)?, s, t, t_of: take(&set.t_of, b.nnz)? })
+    }
+
+    /// Writes the last batch `b` into `m`'s buffers, padded to its capacity (which must hold
+    /// it), and gathers its feature rows from the resident features.
+    pub fn bind(&self, m: &mut BoundModel<CudaBackend>, b: &DeviceBatch) -> Result<()> {
+        let cap = m.capacity();
+        if !cap.holds_sizes(b.n, b.nnz, 0) {
+            return Err(Error::Shape(format!("a device batch of {} nodes and {} entries into a model of {cap:?}", b.n, b.nnz)));
+        }
+        let rows = m.rows();
+        let (g, set) = (&self.gpu, &self.sets[b.set]);
+        let mut parts = m.parts();
+        let matrix = BatchMatrix {
+            row_ptr: &set.row_ptr,
+            cols: &set.cols,
+            entry_rows: &set.entry_rows,
+            values: &set.values,
+            t_pattern: Some((&set.t_ptr, &set.t_cols, &set.t_rows)),
+            t_values: &set.t_values,
+            t_of: &set.t_of,
+            nodes: &set.nodes,
+        };
+        bind_matrix(g, &mut parts, rows, b, matrix, &self.labels, BatchLoss::Targets)?;
+        match (parts.input, parts.resident) {
+            (InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }, Some(full)) => crate::ops::nn::gather_rows::gather_rows_device_ids(full, &set.nodes, b.n, self.n_nodes, x),
+            _ => Err(Error::Unsupported("neighbour batches made on the GPU gather dense features resident on the device (--features-on gpu)".into())),
+        }
+    }
+}

@@ -176,7 +176,7 @@ impl SampledTraining {
         match &*self.source {
             BatchSource::Saint { sampler, aggregation } => super::device_saint::unsupported(sampler, aggregation.as_ref()),
             BatchSource::Neighbor(_) if !self.features_on_gpu => Some("neighbour batches made on the GPU gather dense features resident there (--features-on gpu)".into()),
-            BatchSource::Neighbor(sampler) => super::device_neighbor::unsupported(sampler, &self.cfg.model),
+            BatchSource::Neighbor(sampler) => super::device_neighbor::unsupported(sampler, self.cfg.model),
         }
     }
 
@@ -368,11 +368,11 @@ impl SampledTraining {
                     let sparse = matches!(self.data.features, HostFeatures::Sparse(_)) && !self.features_on_gpu;
                     let device = DeviceSaint::new(cuda.gpu(), sampler, aggregation.as_ref(), &self.data, sparse)?;
                     self.features_on_gpu = !sparse;
-                    DeviceSampler::Saint(device)
+                    DeviceSampler::Saint(Box::new(device))
                 }
                 BatchSource::Neighbor(sampler) => {
                     self.features_on_gpu = true;
-                    DeviceSampler::Neighbor(DeviceNeighbor::new(cuda.gpu(), sampler, &self.cfg.model, &self.data.labels)?)
+                    DeviceSampler::Neighbor(Box::new(DeviceNeighbor::new(cuda.gpu(), sampler, self.cfg.model, &self.data.labels)?))
                 }
             };
             if self.features_on_gpu {
@@ -603,10 +603,10 @@ pub fn swap_state<B: Ops>(a: &mut dyn Model<B>, b: &mut dyn Model<B>) -> Result<
     Ok(())
 }
 
-/// The sampler that makes the batches on the device.
+/// The sampler that makes the batches on the device (boxed: kilobytes of device handles each).
 enum DeviceSampler {
-    Saint(DeviceSaint),
-    Neighbor(DeviceNeighbor),
+    Saint(Box<DeviceSaint>),
+    Neighbor(Box<DeviceNeighbor>),
 }
 
 impl DeviceSampler {

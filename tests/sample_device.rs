@@ -10,50 +10,24 @@ mod common;
 use std::sync::Arc;
 
 use tcgnn::graph::Csr;
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
+use tcgnn::nn::data::Dataset;
 use tcgnn::nn::input::HostFeatures;
 use tcgnn::nn::models::default_config;
 use tcgnn::nn::{CudaBackend, ModelConfig, TrainConfig, Trainer};
-use tcgnn::ops::backend::TRAIN_BIT;
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::sample::aggregation::Aggregation;
-use tcgnn::sample::batch::{NodeData, TrainBatch};
-use tcgnn::sample::device_saint::DeviceSaint;
+use tcgnn::sample::batch::TrainBatch;
+use tcgnn::sample::device_saint::{DeviceBatches, DeviceSaint};
 use tcgnn::sample::prepared::{PreparedBatch, PreparedFeatures};
 use tcgnn::sample::batch::BatchSource;
 use tcgnn::sample::{PrefetchConfig, SaintConfig, SaintKind, SaintSampler, SampledTraining};
 use tcgnn::util::rng::SplitMix64;
+use common::sample::{dataset, graph, node_data};
 
 /// A symmetric graph of `n` nodes: random pairs, every `loops_every`-th node with a self-loop,
 /// node 1 joined to every `hub_every`-th node, the last tenth of the nodes isolated.
 fn symmetric(n: usize, pairs: usize, loops_every: usize, hub_every: usize, seed: u64) -> Csr {
-    let mut rng = SplitMix64::new(seed);
-    let linked = (n - n / 10).max(1) as u64;
-    let mut t = Vec::new();
-    for _ in 0..pairs {
-        let (a, b) = (rng.below(linked) as u32, rng.below(linked) as u32);
-        t.push((a, b, 1.0));
-        t.push((b, a, 1.0));
-    }
-    for v in (0..linked as u32).step_by(loops_every) {
-        t.push((v, v, 1.0));
-    }
-    if n > 1 {
-        for v in (0..linked as u32).step_by(hub_every) {
-            t.push((1, v, 1.0));
-            t.push((v, 1, 1.0));
-        }
-    }
-    tcgnn::graph::ops::pattern(&Csr::from_triplets(n, n, &t).unwrap())
-}
-
-fn dataset(name: &str, g: Csr) -> Dataset {
-    Dataset::synthetic(name.into(), g, &SyntheticNodeData { features: 12, classes: 3, seed: 5 }).unwrap()
-}
-
-fn node_data(d: &Dataset) -> NodeData {
-    let n_train = d.mask_bits.iter().filter(|&&m| m & TRAIN_BIT != 0).count();
-    NodeData { features: d.features.clone(), labels: d.labels.clone(), mask_bits: d.mask_bits.clone(), n_train }
+    graph(n, pairs, loops_every, hub_every, true, seed)
 }
 
 /// `d` with its features stored sparse: a random third of the entries kept, some rows empty.

@@ -10,54 +10,17 @@ mod common;
 
 use std::sync::Arc;
 
-use tcgnn::graph::Csr;
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
+use tcgnn::nn::data::Dataset;
 use tcgnn::nn::models::default_config;
 use tcgnn::nn::{CudaBackend, ModelConfig, TrainConfig, Trainer};
 use tcgnn::ops::backend::TRAIN_BIT;
 use tcgnn::ops::{Impl, Precision};
-use tcgnn::sample::batch::{BatchSource, NodeData, TrainBatch};
-use tcgnn::sample::device_neighbor::{DeviceNeighbor, unsupported};
+use tcgnn::sample::batch::{BatchSource, TrainBatch};
+use tcgnn::sample::device_neighbor::{DeviceBatches, DeviceNeighbor, unsupported};
 use tcgnn::sample::prepared::PreparedBatch;
 use tcgnn::sample::{NeighborConfig, NeighborSampler, PrefetchConfig, SampledTraining};
-use tcgnn::util::rng::SplitMix64;
-
-/// `pairs` random edges among the first nine tenths of `n` nodes (both ways when `symmetric`),
-/// every `loops_every`-th node with a self-loop, node 1 joined to every `hub_every`-th node
-/// (only outwards when directed: one huge row).
-fn graph(n: usize, pairs: usize, loops_every: usize, hub_every: usize, symmetric: bool, seed: u64) -> Csr {
-    let mut rng = SplitMix64::new(seed);
-    let linked = (n - n / 10).max(1) as u64;
-    let mut t = Vec::new();
-    for _ in 0..pairs {
-        let (a, b) = (rng.below(linked) as u32, rng.below(linked) as u32);
-        t.push((a, b, 1.0));
-        if symmetric {
-            t.push((b, a, 1.0));
-        }
-    }
-    for v in (0..linked as u32).step_by(loops_every) {
-        t.push((v, v, 1.0));
-    }
-    if n > 1 {
-        for v in (0..linked as u32).step_by(hub_every) {
-            t.push((1, v, 1.0));
-            if symmetric {
-                t.push((v, 1, 1.0));
-            }
-        }
-    }
-    tcgnn::graph::ops::pattern(&Csr::from_triplets(n, n, &t).unwrap())
-}
-
-fn dataset(name: &str, g: Csr) -> Dataset {
-    Dataset::synthetic(name.into(), g, &SyntheticNodeData { features: 12, classes: 3, seed: 5 }).unwrap()
-}
-
-fn node_data(d: &Dataset) -> NodeData {
-    let n_train = d.mask_bits.iter().filter(|&&m| m & TRAIN_BIT != 0).count();
-    NodeData { features: d.features.clone(), labels: d.labels.clone(), mask_bits: d.mask_bits.clone(), n_train }
-}
+use common::sample::{dataset, graph, node_data};
+use tcgnn::graph::Csr;
 
 fn train_nodes(d: &Dataset) -> Vec<u32> {
     (0..d.n() as u32).filter(|&v| d.mask_bits[v as usize] & TRAIN_BIT != 0).collect()

@@ -38,6 +38,28 @@ pub struct DeviceBatch {
     pub feature_nnz: usize,
 }
 
+/// A sampler that makes batches on the device ([`super::device_saint::DeviceSaint`],
+/// [`super::device_neighbor::DeviceNeighbor`]): queue a batch, read its sizes, bind it.
+pub trait DeviceBatches {
+    /// Queues the kernels of batch `i` of `epoch` and the copy of its sizes to the host, into
+    /// the batch set the batch before last used: that batch must have been bound (its reads
+    /// queued) already; at most two batches are in flight.
+    fn enqueue(&mut self, epoch: u32, i: u32) -> Result<Pending>;
+
+    /// The sizes of a queued batch (waits for its kernels).
+    fn wait(&mut self, p: Pending) -> Result<DeviceBatch>;
+
+    /// Writes the last batch `b` into `m`'s buffers, padded to its capacity (which must hold
+    /// it), and gathers its feature rows.
+    fn bind(&self, m: &mut super::bound::BoundModel<CudaBackend>, b: &DeviceBatch) -> Result<()>;
+
+    /// Makes batch `i` of `epoch` and returns its sizes (waits for it).
+    fn sample(&mut self, epoch: u32, i: u32) -> Result<DeviceBatch> {
+        let p = self.enqueue(epoch, i)?;
+        self.wait(p)
+    }
+}
+
 /// A batch whose kernels are queued: the sampler's `wait` gives its sizes.
 #[must_use = "a queued batch is read with `wait`"]
 pub struct Pending {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::bound::BoundModel;
 use super::device_batch::{BatchLoss, BatchMatrix, Sizes, bind_matrix, linear, longest_rows, scan, warp_per_item};
-pub use super::device_batch::{DeviceBatch, Pending};
+pub use super::device_batch::{DeviceBatch, DeviceBatches, Pending};
 use super::neighbor::NeighborSampler;
 use super::stream::Stream;
 use crate::error::{Error, Result};
@@ -232,21 +232,19 @@ impl DeviceNeighbor {
         })
     }
 
-    /// The most nodes a batch can have.
-    pub fn max_nodes(&self) -> usize {
-        self.max_nodes
+    /// The last batch, downloaded (tests and inspection).
+    pub fn download(&self, b: &DeviceBatch) -> Result<NeighborHostBatch> {
+        let (g, set) = (&self.gpu, &self.sets[b.set]);
+        let take = |v: &DeviceVec<u32>, k: usize| -> Result<Vec<u32>> { Ok(v.download(g)?[..k].to_vec()) };
+        let takef = |v: &DeviceVec<f32>, k: usize| -> Result<Vec<f32>> { Ok(v.download(g)?[..k].to_vec()) };
+        let s = Csr::new(b.n, b.n, take(&set.row_ptr, b.n + 1)?, take(&set.cols, b.nnz)?, takef(&set.values, b.nnz)?)?;
+        let t = Csr::new(b.n, b.n, take(&set.t_ptr, b.n + 1)?, take(&set.t_cols, b.nnz)?, takef(&set.t_values, b.nnz)?)?;
+        Ok(NeighborHostBatch { nodes: take(&set.nodes, b.n)?, s, t, t_of: take(&set.t_of, b.nnz)? })
     }
+}
 
-    /// Makes batch `i` of `epoch` and returns its sizes (waits for it).
-    pub fn sample(&mut self, epoch: u32, i: u32) -> Result<DeviceBatch> {
-        let p = self.enqueue(epoch, i)?;
-        self.wait(p)
-    }
-
-    /// Queues the kernels of batch `i` of `epoch` and the copy of its sizes to the host, into
-    /// the batch set the batch before last used: that batch must have been bound (its reads
-    /// queued) already; at most two batches are in flight.
-    pub fn enqueue(&mut self, epoch: u32, i: u32) -> Result<Pending> {
+impl DeviceBatches for DeviceNeighbor {
+    fn enqueue(&mut self, epoch: u32, i: u32) -> Result<Pending> {
         let gpu = self.gpu.clone();
         let g = &gpu;
         let set = self.next_set;
@@ -347,8 +345,7 @@ impl DeviceNeighbor {
         Ok(Pending { set })
     }
 
-    /// The sizes of a queued batch (waits for its kernels).
-    pub fn wait(&mut self, p: Pending) -> Result<DeviceBatch> {
+    fn wait(&mut self, p: Pending) -> Result<DeviceBatch> {
         let batch = self.sets[p.set].sizes.read(p.set)?;
         if batch.n > self.max_nodes || batch.nnz > self.max_entries {
             return Err(Error::Unsupported(format!("a device neighbour batch of {batch:?} passed its bounds ({} nodes, {} entries): a bug", self.max_nodes, self.max_entries)));
@@ -356,19 +353,7 @@ impl DeviceNeighbor {
         Ok(batch)
     }
 
-    /// The last batch, downloaded (tests and inspection).
-    pub fn download(&self, b: &DeviceBatch) -> Result<NeighborHostBatch> {
-        let (g, set) = (&self.gpu, &self.sets[b.set]);
-        let take = |v: &DeviceVec<u32>, k: usize| -> Result<Vec<u32>> { Ok(v.download(g)?[..k].to_vec()) };
-        let takef = |v: &DeviceVec<f32>, k: usize| -> Result<Vec<f32>> { Ok(v.download(g)?[..k].to_vec()) };
-        let s = Csr::new(b.n, b.n, take(&set.row_ptr, b.n + 1)?, take(&set.cols, b.nnz)?, takef(&set.values, b.nnz)?)?;
-        let t = Csr::new(b.n, b.n, take(&set.t_ptr, b.n + 1)?, take(&set.t_cols, b.nnz)?, takef(&set.t_values, b.nnz)?)?;
-        Ok(NeighborHostBatch { nodes: take(&set.nodes, b.n)?, s, t, t_of: take(&set.t_of, b.nnz)? })
-    }
-
-    /// Writes the last batch `b` into `m`'s buffers, padded to its capacity (which must hold
-    /// it), and gathers its feature rows from the resident features.
-    pub fn bind(&self, m: &mut BoundModel<CudaBackend>, b: &DeviceBatch) -> Result<()> {
+    fn bind(&self, m: &mut BoundModel<CudaBackend>, b: &DeviceBatch) -> Result<()> {
         let cap = m.capacity();
         if !cap.holds_sizes(b.n, b.nnz, 0) {
             return Err(Error::Shape(format!("a device batch of {} nodes and {} entries into a model of {cap:?}", b.n, b.nnz)));

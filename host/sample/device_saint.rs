@@ -15,13 +15,13 @@ use std::sync::Arc;
 use super::aggregation::Aggregation;
 use super::batch::NodeData;
 use super::bound::BoundModel;
-use super::device_batch::{BLOCK, BatchLoss, BatchMatrix, PatternTargets, Sizes, bind_matrix, linear, longest_rows, scan, sm_blocks};
-pub use super::device_batch::{DeviceBatch, Pending};
+use super::device_batch::{BatchLoss, BatchMatrix, PatternTargets, Sizes, bind_matrix, linear, longest_rows, scan, warp_per_item};
+pub use super::device_batch::{DeviceBatch, DeviceBatches, Pending};
 use super::saint::{SaintKind, SaintSampler};
 use super::stream::Stream;
 use crate::error::{Error, Result};
 use crate::gpu::abi::sample::{self as kernels, SAINT_KIND_EDGE, SAINT_KIND_NODE, SAINT_KIND_WALK, SaintDrawArgs, SaintFeaturesArgs, SaintFeaturesBindArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs};
-use crate::gpu::launch::{Ptr, Shape};
+use crate::gpu::launch::Ptr;
 use crate::gpu::shared::config::SCAN_TILE;
 use crate::gpu::{DeviceVec, Gpu};
 use crate::graph::Csr;
@@ -292,21 +292,30 @@ impl DeviceSaint {
         })
     }
 
-    /// The most nodes a batch can have.
-    pub fn max_nodes(&self) -> usize {
-        self.max_nodes
+    /// The last batch, downloaded (tests and inspection).
+    pub fn download(&self, b: &DeviceBatch) -> Result<HostBatch> {
+        let (g, set) = (&self.gpu, &self.sets[b.set]);
+        let take = |v: &DeviceVec<u32>, k: usize| -> Result<Vec<u32>> { Ok(v.download(g)?[..k].to_vec()) };
+        let nodes = take(&set.nodes, b.n)?;
+        let row_ptr = take(&set.batch_ptr, b.n + 1)?;
+        let cols = take(&set.cols, b.nnz)?;
+        let values = set.values.download(g)?[..b.nnz].to_vec();
+        let s = Csr::new(b.n, b.n, row_ptr, cols, values)?;
+        let features = match (&self.features, &set.features) {
+            (Some(f), Some(fs)) => {
+                let (k, nf) = (b.feature_nnz, f.n_features);
+                let x = Csr::new(b.n, nf, take(&fs.fx_ptr, b.n + 1)?, take(&fs.fx_cols, k)?, fs.fx_values.download(g)?[..k].to_vec())?;
+                let xt = Csr::new(nf, b.n, take(&fs.fxt_ptr, nf + 1)?, take(&fs.fxt_cols, k)?, fs.fxt_values.download(g)?[..k].to_vec())?;
+                Some((x, xt, take(&fs.fxt_of, k)?))
+            }
+            _ => None,
+        };
+        Ok(HostBatch { nodes, s, t_values: set.t_values.download(g)?[..b.nnz].to_vec(), t_of: take(&set.t_of, b.nnz)?, features })
     }
+}
 
-    /// Makes batch `i` of `epoch` and returns its sizes (waits for it).
-    pub fn sample(&mut self, epoch: u32, i: u32) -> Result<DeviceBatch> {
-        let p = self.enqueue(epoch, i)?;
-        self.wait(p)
-    }
-
-    /// Queues the kernels of batch `i` of `epoch` and the copy of its sizes to the host, into
-    /// the batch set the batch before last used: that batch must have been bound (its reads
-    /// queued) already; at most two batches are in flight.
-    pub fn enqueue(&mut self, epoch: u32, i: u32) -> Result<Pending> {
+impl DeviceBatches for DeviceSaint {
+    fn enqueue(&mut self, epoch: u32, i: u32) -> Result<Pending> {
         let gpu = self.gpu.clone();
         let g = &gpu;
         let set = self.next_set;
@@ -351,7 +360,7 @@ impl DeviceSaint {
             out_values: out.values.arg_mut(g),
             out_rows: out.entry_rows.arg_mut(g),
         };
-        let warps = Shape::linear((self.max_nodes as u32).div_ceil(BLOCK / 32).min(sm_blocks(g)), BLOCK, 0);
+        let warps = warp_per_item(g, self.max_nodes);
         // SAFETY: the batch has at most max_nodes nodes (the draws' bound, clamped to N), each a
         // marked node with its local id; counts and loops hold max_nodes entries.
         unsafe { kernels::saint_rows_count.launch(g, warps, &rows)? };
@@ -404,7 +413,7 @@ impl DeviceSaint {
             // max(max_nodes, segments); Xᵀ's segments hold nodes, marked or not.
             unsafe { kernels::saint_features_count.launch(g, linear(g, self.max_nodes), &args)? };
             scan(g, (&self.tile_sums, &self.tile_offsets), self.max_nodes, self.feature_counts.ptr(g), fs.fx_ptr.ptr(g), 0)?;
-            let warps_s = Shape::linear((f.n_segments.max(f.n_features + 1) as u32).div_ceil(BLOCK / 32).min(sm_blocks(g)), BLOCK, 0);
+            let warps_s = warp_per_item(g, f.n_segments.max(f.n_features + 1));
             unsafe { kernels::saint_features_fill.launch(g, warps, &args)? };
             unsafe { kernels::saint_features_t_count.launch(g, warps_s, &args)? };
             scan(g, (&self.tile_sums, &self.tile_offsets), f.n_segments, self.feature_counts.ptr(g), self.feature_seg_off.ptr(g), 0)?;
@@ -418,8 +427,7 @@ impl DeviceSaint {
         Ok(Pending { set })
     }
 
-    /// The sizes of a queued batch (waits for its kernels).
-    pub fn wait(&mut self, p: Pending) -> Result<DeviceBatch> {
+    fn wait(&mut self, p: Pending) -> Result<DeviceBatch> {
         let batch = self.sets[p.set].sizes.read(p.set)?;
         if batch.n > self.max_nodes || batch.nnz > self.max_entries || batch.feature_nnz > self.features.as_ref().map_or(0, |f| f.max_nnz) {
             return Err(Error::Unsupported(format!("a device GraphSAINT batch of {batch:?} passed its bounds ({} nodes, {} entries): a bug", self.max_nodes, self.max_entries)));
@@ -427,30 +435,7 @@ impl DeviceSaint {
         Ok(batch)
     }
 
-    /// The last batch, downloaded (tests and inspection).
-    pub fn download(&self, b: &DeviceBatch) -> Result<HostBatch> {
-        let (g, set) = (&self.gpu, &self.sets[b.set]);
-        let take = |v: &DeviceVec<u32>, k: usize| -> Result<Vec<u32>> { Ok(v.download(g)?[..k].to_vec()) };
-        let nodes = take(&set.nodes, b.n)?;
-        let row_ptr = take(&set.batch_ptr, b.n + 1)?;
-        let cols = take(&set.cols, b.nnz)?;
-        let values = set.values.download(g)?[..b.nnz].to_vec();
-        let s = Csr::new(b.n, b.n, row_ptr, cols, values)?;
-        let features = match (&self.features, &set.features) {
-            (Some(f), Some(fs)) => {
-                let (k, nf) = (b.feature_nnz, f.n_features);
-                let x = Csr::new(b.n, nf, take(&fs.fx_ptr, b.n + 1)?, take(&fs.fx_cols, k)?, fs.fx_values.download(g)?[..k].to_vec())?;
-                let xt = Csr::new(nf, b.n, take(&fs.fxt_ptr, nf + 1)?, take(&fs.fxt_cols, k)?, fs.fxt_values.download(g)?[..k].to_vec())?;
-                Some((x, xt, take(&fs.fxt_of, k)?))
-            }
-            _ => None,
-        };
-        Ok(HostBatch { nodes, s, t_values: set.t_values.download(g)?[..b.nnz].to_vec(), t_of: take(&set.t_of, b.nnz)?, features })
-    }
-
-    /// Writes the last batch `b` into `m`'s buffers, padded to its capacity (which must hold
-    /// it), and gathers its feature rows from the resident features.
-    pub fn bind(&self, m: &mut BoundModel<CudaBackend>, b: &DeviceBatch) -> Result<()> {
+    fn bind(&self, m: &mut BoundModel<CudaBackend>, b: &DeviceBatch) -> Result<()> {
         let cap = m.capacity();
         if !cap.holds_sizes(b.n, b.nnz, b.feature_nnz) {
             return Err(Error::Shape(format!("a device batch of {} nodes and {} entries into a model of {cap:?}", b.n, b.nnz)));

@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use super::batch::{BatchSource, NodeData, TrainBatch};
 use super::bound::{BoundModel, Capacity, can_rebind};
-use super::device_batch::{DeviceBatch, Pending};
+use super::device_batch::{DeviceBatches, Pending};
 use super::device_neighbor::DeviceNeighbor;
 use super::device_saint::DeviceSaint;
 use crate::ops::backend::cuda::CudaBackend;
@@ -101,7 +101,7 @@ pub struct SampledTraining {
     /// `features_on_gpu`; neighbour sampling with the features dense on the device; fails
     /// with the reason otherwise).
     pub sample_on_gpu: bool,
-    device: Option<DeviceSampler>,
+    device: Option<Box<dyn DeviceBatches>>,
     /// Sparse features made dense once for the device (`features_on_gpu` with sparse features
     /// of at most [`DENSE_RESIDENT_MAX`] bytes dense): the batches then gather dense rows there.
     densified: Option<crate::tensor::Matrix>,
@@ -349,7 +349,7 @@ impl SampledTraining {
         Ok(p)
     }
 
-    /// One epoch with the batches made on the GPU ([`DeviceSampler`]): sample, bind into the
+    /// One epoch with the batches made on the GPU ([`DeviceBatches`]): sample, bind into the
     /// rebound model, step; nothing of a batch crosses the bus but its four sizes, which the
     /// host reads while the GPU makes the next batch.
     fn train_epoch_device<B: Ops + 'static>(&mut self, b: &Arc<B>, net: &mut dyn Model<B>, hyper: &AdamHyper, epoch: usize) -> Result<f64> {
@@ -368,11 +368,11 @@ impl SampledTraining {
                     let sparse = matches!(self.data.features, HostFeatures::Sparse(_)) && !self.features_on_gpu;
                     let device = DeviceSaint::new(cuda.gpu(), sampler, aggregation.as_ref(), &self.data, sparse)?;
                     self.features_on_gpu = !sparse;
-                    DeviceSampler::Saint(Box::new(device))
+                    Box::new(device) as Box<dyn DeviceBatches>
                 }
                 BatchSource::Neighbor(sampler) => {
                     self.features_on_gpu = true;
-                    DeviceSampler::Neighbor(Box::new(DeviceNeighbor::new(cuda.gpu(), sampler, self.cfg.model, &self.data.labels)?))
+                    Box::new(DeviceNeighbor::new(cuda.gpu(), sampler, self.cfg.model, &self.data.labels)?)
                 }
             };
             if self.features_on_gpu {
@@ -603,31 +603,3 @@ pub fn swap_state<B: Ops>(a: &mut dyn Model<B>, b: &mut dyn Model<B>) -> Result<
     Ok(())
 }
 
-/// The sampler that makes the batches on the device (boxed: kilobytes of device handles each).
-enum DeviceSampler {
-    Saint(Box<DeviceSaint>),
-    Neighbor(Box<DeviceNeighbor>),
-}
-
-impl DeviceSampler {
-    fn enqueue(&mut self, epoch: u32, i: u32) -> Result<Pending> {
-        match self {
-            DeviceSampler::Saint(d) => d.enqueue(epoch, i),
-            DeviceSampler::Neighbor(d) => d.enqueue(epoch, i),
-        }
-    }
-
-    fn wait(&mut self, p: Pending) -> Result<DeviceBatch> {
-        match self {
-            DeviceSampler::Saint(d) => d.wait(p),
-            DeviceSampler::Neighbor(d) => d.wait(p),
-        }
-    }
-
-    fn bind(&self, m: &mut BoundModel<CudaBackend>, b: &DeviceBatch) -> Result<()> {
-        match self {
-            DeviceSampler::Saint(d) => d.bind(m, b),
-            DeviceSampler::Neighbor(d) => d.bind(m, b),
-        }
-    }
-}

@@ -2,6 +2,8 @@
 //! lookup, random graphs with the odd shapes every kernel must survive.
 #![allow(dead_code)]
 
+pub mod sample;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 

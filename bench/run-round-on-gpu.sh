@@ -2,7 +2,7 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor] [sparseneighbor]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
 # loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
@@ -14,7 +14,9 @@
 # musae_facebook; pygsample: the plain-PyTorch samplers on the same graphs; gpusample: GraphSAINT
 # batches made on the GPU against the CPU workers and the plain-PyTorch samplers, same call;
 # gpuneighbor: the same for neighbour sampling (NB_ON=gpu to skip the CPU workers, NB_QUICK=1 for
-# the tests and one training run only).
+# the tests and one training run only); sparseneighbor: neighbour batches on the GPU with sparse
+# features cut per batch (the default) against them dense on the device, the plain-PyTorch
+# samplers in the same call, and GraphSAINT re-measured (SAINT=0 skips it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -166,5 +168,25 @@ if [[ "$what" == *" gpuneighbor "* ]]; then
       grep -E "epoch .* ms" /tmp/pyg-nb-$gr.log | sed 's/(.*//'
     done
   fi
+fi
+if [[ "$what" == *" sparseneighbor "* ]]; then
+  for t in sample_device_neighbor sample_device; do
+    echo "== $t"; .gpu/bin/test-test-$t --nocapture 2>&1 | grep -E "test result|FAILED|panicked|skipped" | head -20
+  done
+  for fo in auto gpu; do
+    timeout 150 $T bench sample twitch_DE musae_facebook --device gpu --samplers neighbor --no-full --features-on $fo \
+      --epochs 30 --seeds 0 --out "/tmp/snb-$fo" > /tmp/snb-$fo.log 2>&1 || echo "bench sample neighbor --features-on $fo failed ($?)"
+    grep -E "rror" /tmp/snb-$fo.log; cp /tmp/snb-$fo/sample.json "$out/snb-$fo.json"; cut -d'|' -f2-8,12-17 /tmp/snb-$fo/sample.md
+  done
+  if [ "${SAINT:-1}" = 1 ]; then
+    timeout 200 $T bench sample cora citeseer tolokers twitch_DE musae_facebook --device gpu --samplers saint-rw,saint-node,saint-edge --no-full \
+      --epochs 30 --seeds 0 --out /tmp/saint > /tmp/saint.log 2>&1 || echo "bench sample saint failed ($?)"
+    grep -E "rror" /tmp/saint.log; cp /tmp/saint/sample.json "$out/saint-gpu.json"; cut -d'|' -f2-8,12-17 /tmp/saint/sample.md
+  fi
+  for gr in twitch_DE musae_facebook; do
+    timeout 100 python3 bench/pyg/sample.py $gr --model gcn sage --sampler neighbor --seeds 0 --epochs 10 \
+      --out "$out/pyg-nb-$gr.json" > /tmp/pyg-nb-$gr.log 2>&1 || echo "pyg sample $gr failed ($?)"
+    grep -E "epoch .* ms" /tmp/pyg-nb-$gr.log | sed 's/(.*//'
+  done
 fi
 exit 0

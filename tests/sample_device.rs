@@ -21,29 +21,12 @@ use tcgnn::sample::device_saint::{DeviceBatches, DeviceSaint};
 use tcgnn::sample::prepared::{PreparedBatch, PreparedFeatures};
 use tcgnn::sample::batch::BatchSource;
 use tcgnn::sample::{PrefetchConfig, SaintConfig, SaintKind, SaintSampler, SampledTraining};
-use tcgnn::util::rng::SplitMix64;
-use common::sample::{dataset, graph, node_data};
+use common::sample::{dataset, graph, node_data, sparse_features};
 
 /// A symmetric graph of `n` nodes: random pairs, every `loops_every`-th node with a self-loop,
 /// node 1 joined to every `hub_every`-th node, the last tenth of the nodes isolated.
 fn symmetric(n: usize, pairs: usize, loops_every: usize, hub_every: usize, seed: u64) -> Csr {
     graph(n, pairs, loops_every, hub_every, true, seed)
-}
-
-/// `d` with its features stored sparse: a random third of the entries kept, some rows empty.
-fn sparse_features(mut d: Dataset) -> Dataset {
-    let HostFeatures::Dense(m) = &d.features else { panic!("dense synthetic features") };
-    let mut rng = SplitMix64::new(17);
-    let mut t = Vec::new();
-    for r in 0..m.rows {
-        for c in 0..m.cols {
-            if r % 5 != 3 && rng.below(3) == 0 {
-                t.push((r as u32, c as u32, m.data[r * m.cols + c]));
-            }
-        }
-    }
-    d.features = HostFeatures::Sparse(Csr::from_triplets(m.rows, m.cols, &t).unwrap());
-    d
 }
 
 fn graphs() -> Vec<(String, Csr)> {

@@ -65,15 +65,16 @@ pub struct SampleArgs {
     /// the sample workers gathered; `gpu` keeps the whole feature matrix on the GPU and gathers
     /// each batch's rows there by node id (a batch then carries 4 bytes a node, and the workers
     /// gather nothing; sparse features up to 4 GiB dense go there dense, so their input dropout
-    /// draws differ from the sparse path's). Default on a GPU: gpu for dense features, and for
-    /// sparse ones (up to 4 GiB dense) with --sampler neighbor; else host.
+    /// draws differ from the sparse path's). Default on a GPU: gpu for dense features; sparse
+    /// ones stay sparse where the GPU makes the batches and go dense (up to 4 GiB) for neighbour
+    /// batches made by the CPU workers; else host.
     #[arg(long, value_enum, default_value = "auto")]
     pub features_on: FeaturesOn,
     /// Where batches are made: `gpu` draws, induces and lays out each batch on the GPU from a
     /// resident copy of the graph (the same batches as the CPU's, bit for bit; GCN / SAGE / GIN
     /// without --batch-norm; GraphSAINT normalised on a symmetric graph, dense features on the
-    /// GPU and sparse ones sampled with the batch; neighbour sampling with the features dense on
-    /// the GPU); `cpu` on worker threads overlapped with the step. Default: gpu where it applies
+    /// GPU and sparse ones cut with the batch; neighbour sampling likewise); `cpu` on worker
+    /// threads overlapped with the step. Default: gpu where it applies
     /// on a GPU, else cpu.
     #[arg(long, value_enum, default_value = "auto")]
     pub sample_on: SampleOn,
@@ -183,16 +184,12 @@ impl SampleArgs {
         let mut t = self.training(data, cfg, seed)?;
         let kind_is_neighbor = self.sampler == Some(SamplerKind::Neighbor);
         if let Some(t) = &mut t {
-            // Sparse features go to the device dense for neighbour batches (about half the graph's
-            // nodes each: gathering and transposing their sparse rows on the CPU cost more than
-            // the dense gather on the GPU, musae_facebook 57 -> 33 ms an epoch, twitch_DE GCN
-            // 3.0x -> 6.7x the plain-PyTorch samplers); GraphSAINT batches keep them sparse (the
-            // GPU sampler makes each batch's sparse rows; dense 4714-deep products cost more on
-            // small batches, bench/NOTES.md).
             let dense = matches!(data.features, tcgnn::nn::input::HostFeatures::Dense(_));
             let fits_dense = 4 * data.n() as u64 * data.features.cols() as u64 <= tcgnn::sample::train::DENSE_RESIDENT_MAX;
+            // Sparse features stay sparse for the GPU samplers (they cut each batch's sparse rows
+            // and transpose; dense 4714-deep products cost more, bench/NOTES.md).
             t.features_on_gpu = match self.features_on {
-                FeaturesOn::Auto => gpu && (dense || (kind_is_neighbor && fits_dense)),
+                FeaturesOn::Auto => gpu && dense,
                 on => on == FeaturesOn::Gpu,
             };
             let why_not = t.gpu_sampling_unsupported();
@@ -203,6 +200,12 @@ impl SampleArgs {
                 (SampleOn::Gpu, None) if !gpu => return Err(Error::Unsupported("--sample-on gpu needs a GPU".into())),
                 (SampleOn::Gpu, None) => true,
             };
+            // Neighbour batches made by the CPU workers (about half the graph's nodes each):
+            // gathering and transposing their sparse rows on the CPU costs more than a dense
+            // gather on the GPU (musae_facebook 57 -> 33 ms an epoch, bench/NOTES.md).
+            if self.features_on == FeaturesOn::Auto && gpu && !t.sample_on_gpu && kind_is_neighbor && fits_dense {
+                t.features_on_gpu = true;
+            }
             if t.sample_on_gpu && self.features_on == FeaturesOn::Host {
                 return Err(Error::Unsupported("sampling on the GPU gathers the features there: --features-on host needs --sample-on cpu".into()));
             }
@@ -252,7 +255,8 @@ pub enum SampleOn {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum FeaturesOn {
     /// The default (as the CLI's), also for `SampleArgs::default()`: on a GPU, gpu for dense
-    /// features and for sparse ones with neighbour sampling (up to 4 GiB dense), else host.
+    /// features, and for sparse ones (up to 4 GiB dense) where the CPU workers make neighbour
+    /// batches; sparse features stay sparse for the GPU samplers; host without a GPU.
     #[default]
     Auto,
     Host,

@@ -6,13 +6,15 @@
 //! node order, same layout; tested), so `--sample-on gpu` and `cpu` train the same model.
 //!
 //! What it takes (else the CPU workers run): a model with a fixed aggregation (GCN, SAGE, GIN)
-//! on a rebound model, and dense features resident on the device (sparse ones are made dense).
-//! Any graph: unlike GraphSAINT's, the batch's transpose is built, not mirrored.
+//! on a rebound model. Dense features are gathered from the model's resident copy; sparse ones
+//! stay sparse (`device_features.rs` cuts each batch's rows and their transpose). Any graph:
+//! unlike GraphSAINT's, the batch's transpose is built, not mirrored.
 
 use std::sync::Arc;
 
 use super::bound::BoundModel;
 use super::device_batch::{BatchLoss, BatchMatrix, Sizes, bind_matrix, linear, longest_rows, scan, warp_per_item};
+use super::device_features::{BatchNodes, DeviceFeatures, FeatureSet};
 pub use super::device_batch::{DeviceBatch, DeviceBatches, Pending};
 use super::neighbor::NeighborSampler;
 use super::stream::Stream;
@@ -32,6 +34,9 @@ pub struct NeighborHostBatch {
     pub s: Csr,
     pub t: Csr,
     pub t_of: Vec<u32>,
+    /// Sparse features: the batch's rows, their transpose and its map (the transpose's rows
+    /// list the batch's nodes in node-id order, not local order).
+    pub features: Option<(Csr, Csr, Vec<u32>)>,
 }
 
 /// The model's normalisation of a batch, as the kernels take it (`None`: no fixed one).
@@ -97,6 +102,8 @@ pub struct DeviceNeighbor {
     col_idx: DeviceVec<u32>,
     targets: DeviceVec<u32>,
     labels: DeviceVec<i32>,
+    /// Sparse node features (`None`: dense ones, gathered from the model's resident copy).
+    features: Option<DeviceFeatures>,
     // Scratch of the sampling kernels (used in stream order, one batch at a time).
     /// Per graph node: its local id in the batch being made, and the first draw reaching it.
     local: DeviceVec<u32>,
@@ -137,11 +144,12 @@ struct BatchSet {
     t_rows: DeviceVec<u32>,
     t_values: DeviceVec<f32>,
     t_of: DeviceVec<u32>,
+    features: Option<FeatureSet>,
     sizes: Sizes,
 }
 
 impl BatchSet {
-    fn new(gpu: &Arc<Gpu>, max_nodes: usize, max_entries: usize) -> Result<Self> {
+    fn new(gpu: &Arc<Gpu>, max_nodes: usize, max_entries: usize, features: Option<&DeviceFeatures>) -> Result<Self> {
         let (n, e) = (max_nodes, max_entries);
         Ok(BatchSet {
             nodes: DeviceVec::zeros(gpu, n)?,
@@ -154,6 +162,7 @@ impl BatchSet {
             t_rows: DeviceVec::zeros(gpu, e)?,
             t_values: DeviceVec::zeros(gpu, e)?,
             t_of: DeviceVec::zeros(gpu, e)?,
+            features: features.map(|f| f.set(gpu)).transpose()?,
             sizes: Sizes::new(gpu)?,
         })
     }
@@ -161,9 +170,10 @@ impl BatchSet {
 
 impl DeviceNeighbor {
     /// The device copy of `sampler` for `model` (its normalisation) with the node labels;
-    /// fails with the reason where [`unsupported`] says so. Dense feature rows are gathered
-    /// from the rebound model's resident features.
-    pub fn new(gpu: &Arc<Gpu>, sampler: &NeighborSampler, model: &str, labels: &[i32]) -> Result<Self> {
+    /// fails with the reason where [`unsupported`] says so. With `sparse_features` (N x F),
+    /// each batch gets its rows of them and their transpose; else the batches' dense rows are
+    /// gathered from the rebound model's resident features.
+    pub fn new(gpu: &Arc<Gpu>, sampler: &NeighborSampler, model: &str, labels: &[i32], sparse_features: Option<&Csr>) -> Result<Self> {
         if let Some(why) = unsupported(sampler, model) {
             return Err(Error::Unsupported(format!("sampling on the GPU: {why}; use --sample-on cpu")));
         }
@@ -193,6 +203,11 @@ impl DeviceNeighbor {
         let tiles = (widest_hop.max(max_nodes) + 1).div_ceil(SCAN_TILE as usize);
         let u32s = |v: &[usize]| v.iter().map(|&x| x as u32).collect::<Vec<u32>>();
         let absent = vec![u32::MAX; n.max(1)];
+        let features = match sparse_features {
+            Some(x) if x.n_rows() != n => return Err(Error::Shape(format!("sampling on the GPU: {} feature rows for {n} nodes", x.n_rows()))),
+            Some(x) => Some(DeviceFeatures::new(gpu, x, max_nodes)?),
+            None => None,
+        };
         Ok(DeviceNeighbor {
             gpu: gpu.clone(),
             seed: cfg.seed,
@@ -226,7 +241,8 @@ impl DeviceNeighbor {
             t_cursor: DeviceVec::zeros(gpu, max_nodes)?,
             tile_sums: DeviceVec::zeros(gpu, tiles)?,
             tile_offsets: DeviceVec::zeros(gpu, tiles + 1)?,
-            sets: [BatchSet::new(gpu, max_nodes, max_entries)?, BatchSet::new(gpu, max_nodes, max_entries)?],
+            sets: [BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?, BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?],
+            features,
             next_set: 0,
             bounds,
         })
@@ -239,7 +255,11 @@ impl DeviceNeighbor {
         let takef = |v: &DeviceVec<f32>, k: usize| -> Result<Vec<f32>> { Ok(v.download(g)?[..k].to_vec()) };
         let s = Csr::new(b.n, b.n, take(&set.row_ptr, b.n + 1)?, take(&set.cols, b.nnz)?, takef(&set.values, b.nnz)?)?;
         let t = Csr::new(b.n, b.n, take(&set.t_ptr, b.n + 1)?, take(&set.t_cols, b.nnz)?, takef(&set.t_values, b.nnz)?)?;
-        Ok(NeighborHostBatch { nodes: take(&set.nodes, b.n)?, s, t, t_of: take(&set.t_of, b.nnz)? })
+        let features = match (&self.features, &set.features) {
+            (Some(f), Some(fs)) => Some(f.download(g, fs, b.n, b.feature_nnz)?),
+            _ => None,
+        };
+        Ok(NeighborHostBatch { nodes: take(&set.nodes, b.n)?, s, t, t_of: take(&set.t_of, b.nnz)?, features })
     }
 }
 
@@ -327,6 +347,7 @@ impl DeviceBatches for DeviceNeighbor {
             t_rows: out.t_rows.arg_mut(g),
             t_values: out.t_values.arg_mut(g),
             t_of: out.t_of.arg_mut(g),
+            fx_ptr: out.features.as_ref().map_or(Ptr::null(), |f| f.fx_ptr.arg(g)),
             totals: out.sizes.device.arg_mut(g),
         };
         let n = self.max_nodes;
@@ -340,6 +361,11 @@ impl DeviceBatches for DeviceNeighbor {
         scan(g, (&self.tile_sums, &self.tile_offsets), n, self.t_counts.ptr(g), out.t_ptr.ptr(g), 0)?;
         unsafe { kernels::neighbor_transpose_fill.launch(g, linear(g, self.max_entries), &args)? };
         unsafe { kernels::neighbor_transpose_sort.launch(g, warp_per_item(g, n), &args)? };
+        if let (Some(f), Some(fs)) = (&mut self.features, &mut out.features) {
+            // Before `finish` clears the local ids that say which nodes are in the batch.
+            let batch = BatchNodes { n_batch: Ptr::new(at(&self.hop_sizes, self.fanouts.len())), nodes: out.nodes.arg(g), marks: Ptr::null(), local: self.local.arg(g) };
+            f.enqueue(g, &batch, fs)?;
+        }
         unsafe { kernels::neighbor_finish.launch(g, linear(g, n), &args)? };
         out.sizes.send(g)?;
         Ok(Pending { set })
@@ -347,7 +373,7 @@ impl DeviceBatches for DeviceNeighbor {
 
     fn wait(&mut self, p: Pending) -> Result<DeviceBatch> {
         let batch = self.sets[p.set].sizes.read(p.set)?;
-        if batch.n > self.max_nodes || batch.nnz > self.max_entries {
+        if batch.n > self.max_nodes || batch.nnz > self.max_entries || batch.feature_nnz > self.features.as_ref().map_or(0, |f| f.max_nnz) {
             return Err(Error::Unsupported(format!("a device neighbour batch of {batch:?} passed its bounds ({} nodes, {} entries): a bug", self.max_nodes, self.max_entries)));
         }
         Ok(batch)
@@ -355,7 +381,7 @@ impl DeviceBatches for DeviceNeighbor {
 
     fn bind(&self, m: &mut BoundModel<CudaBackend>, b: &DeviceBatch) -> Result<()> {
         let cap = m.capacity();
-        if !cap.holds_sizes(b.n, b.nnz, 0) {
+        if !cap.holds_sizes(b.n, b.nnz, b.feature_nnz) {
             return Err(Error::Shape(format!("a device batch of {} nodes and {} entries into a model of {cap:?}", b.n, b.nnz)));
         }
         let rows = m.rows();
@@ -372,9 +398,12 @@ impl DeviceBatches for DeviceNeighbor {
             nodes: &set.nodes,
         };
         bind_matrix(g, &mut parts, rows, b, matrix, &self.labels, BatchLoss::Targets)?;
-        match (parts.input, parts.resident) {
-            (InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }, Some(full)) => crate::ops::nn::gather_rows::gather_rows_device_ids(full, &set.nodes, b.n, self.n_nodes, x),
-            _ => Err(Error::Unsupported("neighbour batches made on the GPU gather dense features resident on the device (--features-on gpu)".into())),
+        match (parts.input, parts.resident, &self.features, &set.features) {
+            (InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }, Some(full), None, _) => {
+                crate::ops::nn::gather_rows::gather_rows_device_ids(full, &set.nodes, b.n, self.n_nodes, x)
+            }
+            (InputFeatures::Sparse { x, values, values_t, .. }, None, Some(f), Some(fs)) => f.bind(g, (x, values, values_t), rows, fs, b),
+            _ => Err(Error::Unsupported("a device batch's features and the model's input differ (dense resident or sparse)".into())),
         }
     }
 }

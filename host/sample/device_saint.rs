@@ -15,12 +15,13 @@ use std::sync::Arc;
 use super::aggregation::Aggregation;
 use super::batch::NodeData;
 use super::bound::BoundModel;
-use super::device_batch::{BatchLoss, BatchMatrix, PatternTargets, Sizes, bind_matrix, linear, longest_rows, scan, warp_per_item};
+use super::device_batch::{BatchLoss, BatchMatrix, Sizes, bind_matrix, linear, longest_rows, scan, warp_per_item};
+use super::device_features::{BatchNodes, DeviceFeatures, FeatureSet};
 pub use super::device_batch::{DeviceBatch, DeviceBatches, Pending};
 use super::saint::{SaintKind, SaintSampler};
 use super::stream::Stream;
 use crate::error::{Error, Result};
-use crate::gpu::abi::sample::{self as kernels, SAINT_KIND_EDGE, SAINT_KIND_NODE, SAINT_KIND_WALK, SaintDrawArgs, SaintFeaturesArgs, SaintFeaturesBindArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs};
+use crate::gpu::abi::sample::{self as kernels, SAINT_KIND_EDGE, SAINT_KIND_NODE, SAINT_KIND_WALK, SaintDrawArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs};
 use crate::gpu::launch::Ptr;
 use crate::gpu::shared::config::SCAN_TILE;
 use crate::gpu::{DeviceVec, Gpu};
@@ -39,89 +40,6 @@ pub struct HostBatch {
     pub t_of: Vec<u32>,
     /// Sparse features: the batch's rows, their transpose and its map.
     pub features: Option<(Csr, Csr, Vec<u32>)>,
-}
-
-/// Sparse node features on the device: X and Xᵀ with, per entry of Xᵀ, its entry of X.
-struct DeviceFeatures {
-    n_features: usize,
-    /// The most entries a batch's rows can hold.
-    max_nnz: usize,
-    x_ptr: DeviceVec<u32>,
-    x_cols: DeviceVec<u32>,
-    x_values: DeviceVec<f32>,
-    xt_nodes: DeviceVec<u32>,
-    xt_of: DeviceVec<u32>,
-    /// Xᵀ cut into segments of at most `SEGMENT` entries of one row (a warp each): their starts
-    /// (and the end), rows, and each row's first segment.
-    n_segments: usize,
-    seg_start: DeviceVec<u32>,
-    seg_row: DeviceVec<u32>,
-    first_seg: DeviceVec<u32>,
-}
-
-/// Entries of Xᵀ per segment: one step of a warp (four chunks of 32).
-const SEGMENT: usize = 128;
-
-impl DeviceFeatures {
-    fn new(gpu: &Arc<Gpu>, x: &Csr, max_nodes: usize) -> Result<Self> {
-        let (xt, xt_of) = crate::graph::ops::transpose_with_map(x);
-        let max_nnz = longest_rows(x, max_nodes).max(1);
-        if max_nnz > i32::MAX as usize || x.n_cols() == 0 {
-            return Err(Error::Unsupported(format!("sampling on the GPU: sparse features of {} columns, batches of up to {max_nnz} entries", x.n_cols())));
-        }
-        let some = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
-        let (mut seg_start, mut seg_row, mut first_seg) = (Vec::new(), Vec::new(), Vec::with_capacity(xt.n_rows() + 1));
-        for f in 0..xt.n_rows() {
-            first_seg.push(seg_row.len() as u32);
-            seg_start.extend(xt.row_range(f).step_by(SEGMENT).map(|e| e as u32));
-            seg_row.resize(seg_start.len(), f as u32);
-        }
-        first_seg.push(seg_row.len() as u32);
-        seg_start.push(xt.nnz() as u32);
-        Ok(DeviceFeatures {
-            n_features: x.n_cols(),
-            max_nnz,
-            x_ptr: DeviceVec::upload(gpu, x.row_ptr())?,
-            x_cols: DeviceVec::upload(gpu, &some(x.col_idx()))?,
-            x_values: DeviceVec::upload(gpu, if x.nnz() == 0 { &[0.0] } else { x.values() })?,
-            xt_nodes: DeviceVec::upload(gpu, &some(xt.col_idx()))?,
-            xt_of: DeviceVec::upload(gpu, &some(&xt_of))?,
-            n_segments: seg_row.len(),
-            seg_start: DeviceVec::upload(gpu, &seg_start)?,
-            seg_row: DeviceVec::upload(gpu, &some(&seg_row))?,
-            first_seg: DeviceVec::upload(gpu, &first_seg)?,
-        })
-    }
-}
-
-/// One batch's sparse features as the kernels leave them.
-struct FeatureSet {
-    fx_ptr: DeviceVec<u32>,
-    fx_cols: DeviceVec<u32>,
-    fx_values: DeviceVec<f32>,
-    fx_rows: DeviceVec<u32>,
-    fxt_ptr: DeviceVec<u32>,
-    fxt_cols: DeviceVec<u32>,
-    fxt_values: DeviceVec<f32>,
-    fxt_of: DeviceVec<u32>,
-    fxt_rows: DeviceVec<u32>,
-}
-
-impl FeatureSet {
-    fn new(gpu: &Arc<Gpu>, f: &DeviceFeatures, max_nodes: usize) -> Result<Self> {
-        let e = f.max_nnz;
-        Ok(FeatureSet {
-            fx_ptr: DeviceVec::zeros(gpu, max_nodes + 1)?,
-            fx_cols: DeviceVec::zeros(gpu, e)?,
-            fx_values: DeviceVec::zeros(gpu, e)?,
-            fx_rows: DeviceVec::zeros(gpu, e)?,
-            fxt_ptr: DeviceVec::zeros(gpu, f.n_features + 1)?,
-            fxt_cols: DeviceVec::zeros(gpu, e)?,
-            fxt_values: DeviceVec::zeros(gpu, e)?,
-            fxt_of: DeviceVec::zeros(gpu, e)?,
-            fxt_rows: DeviceVec::zeros(gpu, e)?,
-        })
-    }
 }
 
 /// Why the device sampler cannot make `sampler`'s batches (`None`: it can).
@@ -175,9 +93,6 @@ pub struct DeviceSaint {
     local: DeviceVec<u32>,
     counts: DeviceVec<u32>,
     loops: DeviceVec<u32>,
-    /// Counts of the features' scans (batch rows, then segments of Xᵀ), and the segments' offsets.
-    feature_counts: DeviceVec<u32>,
-    feature_seg_off: DeviceVec<u32>,
     tile_sums: DeviceVec<u32>,
     tile_offsets: DeviceVec<u32>,
     /// Two batches' outputs: batch i + 1 is made into one while batch i, in the other, is bound
@@ -209,7 +124,7 @@ impl BatchSet {
             entry_rows: DeviceVec::zeros(gpu, max_entries)?,
             t_values: DeviceVec::zeros(gpu, max_entries)?,
             t_of: DeviceVec::zeros(gpu, max_entries)?,
-            features: features.map(|f| FeatureSet::new(gpu, f, max_nodes)).transpose()?,
+            features: features.map(|f| f.set(gpu)).transpose()?,
             sizes: Sizes::new(gpu)?,
         })
     }
@@ -258,8 +173,7 @@ impl DeviceSaint {
             (HostFeatures::Dense(_), true) => return Err(Error::Unsupported("sampling on the GPU: sparse features asked for, the node data's are dense".into())),
             (_, false) => None,
         };
-        let n_segments = features.as_ref().map_or(0, |f| f.n_segments);
-        let tiles = [n, max_nodes, n_segments].iter().map(|&k| (k + 1).div_ceil(SCAN_TILE as usize)).max().expect("three");
+        let tiles = (n.max(max_nodes) + 1).div_ceil(SCAN_TILE as usize);
         Ok(DeviceSaint {
             gpu: gpu.clone(),
             kind,
@@ -282,8 +196,6 @@ impl DeviceSaint {
             local: DeviceVec::zeros(gpu, n + 1)?,
             counts: DeviceVec::zeros(gpu, max_nodes)?,
             loops: DeviceVec::zeros(gpu, max_nodes)?,
-            feature_counts: DeviceVec::zeros(gpu, max_nodes.max(n_segments))?,
-            feature_seg_off: DeviceVec::zeros(gpu, n_segments + 1)?,
             tile_sums: DeviceVec::zeros(gpu, tiles)?,
             tile_offsets: DeviceVec::zeros(gpu, tiles + 1)?,
             sets: [BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?, BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?],
@@ -302,12 +214,7 @@ impl DeviceSaint {
         let values = set.values.download(g)?[..b.nnz].to_vec();
         let s = Csr::new(b.n, b.n, row_ptr, cols, values)?;
         let features = match (&self.features, &set.features) {
-            (Some(f), Some(fs)) => {
-                let (k, nf) = (b.feature_nnz, f.n_features);
-                let x = Csr::new(b.n, nf, take(&fs.fx_ptr, b.n + 1)?, take(&fs.fx_cols, k)?, fs.fx_values.download(g)?[..k].to_vec())?;
-                let xt = Csr::new(nf, b.n, take(&fs.fxt_ptr, nf + 1)?, take(&fs.fxt_cols, k)?, fs.fxt_values.download(g)?[..k].to_vec())?;
-                Some((x, xt, take(&fs.fxt_of, k)?))
-            }
+            (Some(f), Some(fs)) => Some(f.download(g, fs, b.n, b.feature_nnz)?),
             _ => None,
         };
         Ok(HostBatch { nodes, s, t_values: set.t_values.download(g)?[..b.nnz].to_vec(), t_of: take(&set.t_of, b.nnz)?, features })
@@ -379,45 +286,9 @@ impl DeviceBatches for DeviceSaint {
         };
         // SAFETY: as the fill; every entry's mirror exists (symmetric pattern, checked at setup).
         unsafe { kernels::saint_transpose.launch(g, linear(g, self.max_entries), &t)? };
-        if let (Some(f), Some(fs)) = (&self.features, &mut out.features) {
-            let args = SaintFeaturesArgs {
-                rows: self.max_nodes as u32,
-                n_features: f.n_features as u32,
-                n_batch,
-                nodes: out.nodes.arg(g),
-                marks: self.marks.arg(g),
-                local: self.local.arg(g),
-                x_ptr: f.x_ptr.arg(g),
-                x_cols: f.x_cols.arg(g),
-                x_values: f.x_values.arg(g),
-                xt_nodes: f.xt_nodes.arg(g),
-                xt_of: f.xt_of.arg(g),
-                n_segments: f.n_segments as u32,
-                seg_start: f.seg_start.arg(g),
-                seg_row: f.seg_row.arg(g),
-                first_seg: f.first_seg.arg(g),
-                counts: self.feature_counts.arg_mut(g),
-                fx_ptr: fs.fx_ptr.arg(g),
-                fx_cols: fs.fx_cols.arg_mut(g),
-                fx_values: fs.fx_values.arg_mut(g),
-                fx_rows: fs.fx_rows.arg_mut(g),
-                fxt_seg_off: self.feature_seg_off.arg(g),
-                fxt_ptr: fs.fxt_ptr.arg_mut(g),
-                fxt_cols: fs.fxt_cols.arg_mut(g),
-                fxt_values: fs.fxt_values.arg_mut(g),
-                fxt_of: fs.fxt_of.arg_mut(g),
-                fxt_rows: fs.fxt_rows.arg_mut(g),
-            };
-            // SAFETY: the batch's nodes (at most max_nodes) and their rows of X, whose lengths
-            // sum to at most max_nnz (the size of every feature entry buffer); counts holds
-            // max(max_nodes, segments); Xᵀ's segments hold nodes, marked or not.
-            unsafe { kernels::saint_features_count.launch(g, linear(g, self.max_nodes), &args)? };
-            scan(g, (&self.tile_sums, &self.tile_offsets), self.max_nodes, self.feature_counts.ptr(g), fs.fx_ptr.ptr(g), 0)?;
-            let warps_s = warp_per_item(g, f.n_segments.max(f.n_features + 1));
-            unsafe { kernels::saint_features_fill.launch(g, warps, &args)? };
-            unsafe { kernels::saint_features_t_count.launch(g, warps_s, &args)? };
-            scan(g, (&self.tile_sums, &self.tile_offsets), f.n_segments, self.feature_counts.ptr(g), self.feature_seg_off.ptr(g), 0)?;
-            unsafe { kernels::saint_features_t_fill.launch(g, warps_s, &args)? };
+        if let (Some(f), Some(fs)) = (&mut self.features, &mut out.features) {
+            let batch = BatchNodes { n_batch, nodes: out.nodes.arg(g), marks: self.marks.arg(g), local: self.local.arg(g) };
+            f.enqueue(g, &batch, fs)?;
         }
         let fx_ptr = out.features.as_ref().map_or(Ptr::null(), |f| f.fx_ptr.arg(g));
         let finish = SaintFinishArgs { n_batch, nodes: out.nodes.arg(g), marks: self.marks.arg_mut(g), rows: self.max_nodes as u32, row_ptr: out.batch_ptr.arg(g), fx_ptr, totals: out.sizes.device.arg_mut(g) };
@@ -459,47 +330,8 @@ impl DeviceBatches for DeviceSaint {
             (InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }, Some(full), None, _) => {
                 crate::ops::nn::gather_rows::gather_rows_device_ids(full, &set.nodes, b.n, self.n_nodes, x)
             }
-            (InputFeatures::Sparse { x, values, values_t, .. }, None, Some(f), Some(fs)) => bind_features(g, (x, values, values_t), rows, f, fs, b),
+            (InputFeatures::Sparse { x, values, values_t, .. }, None, Some(f), Some(fs)) => f.bind(g, (x, values, values_t), rows, fs, b),
             _ => Err(Error::Unsupported("a device batch's features and the model's input differ (dense resident or sparse)".into())),
         }
     }
 }
-
-/// The batch's sparse features padded into a model's sparse input (its pattern, transpose,
-/// map and both value arrays), as `PaddedBatch` pads them.
-fn bind_features(g: &Gpu, (x, values, values_t): (&mut crate::ops::backend::cuda::GpuGraph, &mut DeviceVec<f32>, &mut DeviceVec<f32>), rows: usize, f: &DeviceFeatures, fs: &FeatureSet, b: &DeviceBatch) -> Result<()> {
-    let p = PatternTargets::of(g, &x.handle)?;
-    let (cap, nf) = (p.cap, f.n_features);
-    if (p.rows, p.cols) != (rows, nf) || values.len() != cap || values_t.len() != cap || b.feature_nnz > cap {
-        return Err(Error::Shape(format!("a rebound model's sparse input ({} x {}, {cap} entries) does not take a device batch of {} x {nf} with {}", p.rows, p.cols, b.n, b.feature_nnz)));
-    }
-    let args = SaintFeaturesBindArgs {
-        n: b.n as u32,
-        nnz: b.feature_nnz as u32,
-        rows: rows as u32,
-        cap: cap as u32,
-        n_features: nf as u32,
-        fx_ptr: fs.fx_ptr.arg(g),
-        fx_cols: fs.fx_cols.arg(g),
-        fx_values: fs.fx_values.arg(g),
-        fx_rows: fs.fx_rows.arg(g),
-        fxt_ptr: fs.fxt_ptr.arg(g),
-        fxt_cols: fs.fxt_cols.arg(g),
-        fxt_values: fs.fxt_values.arg(g),
-        fxt_of: fs.fxt_of.arg(g),
-        fxt_rows: fs.fxt_rows.arg(g),
-        s_row_ptr: p.s_row_ptr,
-        s_cols: p.s_cols,
-        s_rows: p.s_rows,
-        s_values: values.arg_mut(g),
-        t_row_ptr: p.t_row_ptr,
-        t_cols: p.t_cols,
-        t_rows: p.t_rows,
-        t_values: values_t.arg_mut(g),
-        t_of: p.t_of,
-    };
-    // SAFETY: every output has the model's sizes (checked above); the batch (n < rows,
-    // feature_nnz <= cap) was made by `enqueue` in the set it reads.
-    unsafe { kernels::saint_features_bind.launch(g, linear(g, (rows + 1).max(cap).max(nf + 1)), &args) }
-}
-

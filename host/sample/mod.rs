@@ -24,6 +24,7 @@ pub mod alias;
 pub mod batch;
 pub mod bound;
 pub mod device_batch;
+pub mod device_features;
 pub mod device_neighbor;
 pub mod device_saint;
 pub mod induced;

@@ -96,10 +96,9 @@ pub struct SampledTraining {
     /// the model, choose kernels and record the step (benchmarks; 0 in training).
     pub warmup_epochs: usize,
     /// Make the batches on the GPU ([`DeviceSaint`], [`DeviceNeighbor`]) instead of on CPU
-    /// threads (the CUDA backend, GCN / SAGE / GIN on a rebound model; GraphSAINT normalised,
-    /// its dense features resident, sparse ones sampled with the batch or made dense with
-    /// `features_on_gpu`; neighbour sampling with the features dense on the device; fails
-    /// with the reason otherwise).
+    /// threads (the CUDA backend, GCN / SAGE / GIN on a rebound model, GraphSAINT normalised;
+    /// dense features resident, sparse ones cut with the batch or made dense with
+    /// `features_on_gpu`; fails with the reason otherwise).
     pub sample_on_gpu: bool,
     device: Option<Box<dyn DeviceBatches>>,
     /// Sparse features made dense once for the device (`features_on_gpu` with sparse features
@@ -175,7 +174,6 @@ impl SampledTraining {
         }
         match &*self.source {
             BatchSource::Saint { sampler, aggregation } => super::device_saint::unsupported(sampler, aggregation.as_ref()),
-            BatchSource::Neighbor(_) if !self.features_on_gpu => Some("neighbour batches made on the GPU gather dense features resident there (--features-on gpu)".into()),
             BatchSource::Neighbor(sampler) => super::device_neighbor::unsupported(sampler, self.cfg.model),
         }
     }
@@ -361,20 +359,17 @@ impl SampledTraining {
             return Err(Error::Unsupported(format!("sampling on the GPU trains a rebound model: {} with these options is built per batch (--sample-on cpu)", self.cfg.model)));
         }
         if self.device.is_none() {
-            let device = match &*self.source {
-                BatchSource::Saint { sampler, aggregation } => {
-                    // Sparse features stay sparse (the device makes each batch's rows and
-                    // transpose) unless they were asked for dense on the device.
-                    let sparse = matches!(self.data.features, HostFeatures::Sparse(_)) && !self.features_on_gpu;
-                    let device = DeviceSaint::new(cuda.gpu(), sampler, aggregation.as_ref(), &self.data, sparse)?;
-                    self.features_on_gpu = !sparse;
-                    Box::new(device) as Box<dyn DeviceBatches>
-                }
-                BatchSource::Neighbor(sampler) => {
-                    self.features_on_gpu = true;
-                    Box::new(DeviceNeighbor::new(cuda.gpu(), sampler, self.cfg.model, &self.data.labels)?)
-                }
+            // Sparse features stay sparse (the device cuts each batch's rows and transpose)
+            // unless they were asked for dense on the device.
+            let sparse = match (&self.data.features, self.features_on_gpu) {
+                (HostFeatures::Sparse(x), false) => Some(x),
+                _ => None,
             };
+            let device = match &*self.source {
+                BatchSource::Saint { sampler, aggregation } => Box::new(DeviceSaint::new(cuda.gpu(), sampler, aggregation.as_ref(), &self.data, sparse.is_some())?) as Box<dyn DeviceBatches>,
+                BatchSource::Neighbor(sampler) => Box::new(DeviceNeighbor::new(cuda.gpu(), sampler, self.cfg.model, &self.data.labels, sparse)?),
+            };
+            self.features_on_gpu = sparse.is_none();
             if self.features_on_gpu {
                 self.densify();
                 if self.resident().is_none() {

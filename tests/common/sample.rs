@@ -2,6 +2,7 @@
 
 use tcgnn::graph::Csr;
 use tcgnn::nn::data::{Dataset, SyntheticNodeData};
+use tcgnn::nn::input::HostFeatures;
 use tcgnn::ops::backend::TRAIN_BIT;
 use tcgnn::sample::batch::NodeData;
 use tcgnn::util::rng::SplitMix64;
@@ -43,3 +44,18 @@ pub fn node_data(d: &Dataset) -> NodeData {
     NodeData { features: d.features.clone(), labels: d.labels.clone(), mask_bits: d.mask_bits.clone(), n_train }
 }
 
+/// `d` with its features stored sparse: a random third of the entries kept, some rows empty.
+pub fn sparse_features(mut d: Dataset) -> Dataset {
+    let HostFeatures::Dense(m) = &d.features else { panic!("dense synthetic features") };
+    let mut rng = SplitMix64::new(17);
+    let mut t = Vec::new();
+    for r in 0..m.rows {
+        for c in 0..m.cols {
+            if r % 5 != 3 && rng.below(3) == 0 {
+                t.push((r as u32, c as u32, m.data[r * m.cols + c]));
+            }
+        }
+    }
+    d.features = HostFeatures::Sparse(Csr::from_triplets(m.rows, m.cols, &t).unwrap());
+    d
+}

@@ -146,12 +146,14 @@ kernel_args! {
     }
 
     /// The batch's sparse features and their transpose, from the whole graph's X and Xᵀ.
-    pub struct SaintFeaturesArgs {
+    pub struct BatchFeaturesArgs {
         /// Rows to write counts for (the node bound), and feature columns.
         pub rows: u32,
         pub n_features: u32,
         pub n_batch: Ptr<u32>,
         pub nodes: Ptr<u32>,
+        /// Per node: GraphSAINT's mark (non-zero: in the batch), or null, where a node is in
+        /// the batch when its local id is not u32::MAX (the neighbour sampler).
         pub marks: Ptr<u32>,
         pub local: Ptr<u32>,
         /// X (N x F, sorted rows) and Xᵀ (F x N) with, per entry of Xᵀ, its entry of X.
@@ -184,7 +186,7 @@ kernel_args! {
 
     /// A batch's sparse features (n rows, nnz entries) padded into a model's input of `rows`
     /// rows and `cap` entries.
-    pub struct SaintFeaturesBindArgs {
+    pub struct BatchFeaturesBindArgs {
         pub n: u32,
         pub nnz: u32,
         pub rows: u32,
@@ -292,7 +294,9 @@ kernel_args! {
         pub t_rows: PtrMut<u32>,
         pub t_values: PtrMut<f32>,
         pub t_of: PtrMut<u32>,
-        /// [drawn entries, targets, nodes, entries, 0].
+        /// The batch's sparse feature row pointers (`rows + 1`; null: dense features).
+        pub fx_ptr: Ptr<u32>,
+        /// [drawn entries, targets, nodes, entries, feature entries (0 for dense features)].
         pub totals: PtrMut<u32>,
     }
 }
@@ -322,9 +326,9 @@ kernels! {
     neighbor_transpose_fill(NeighborBatchArgs) = crate::sample::neighbor::transpose_fill;
     neighbor_transpose_sort(NeighborBatchArgs) = crate::sample::neighbor::transpose_sort;
     neighbor_finish(NeighborBatchArgs) = crate::sample::neighbor::finish;
-    saint_features_count(SaintFeaturesArgs) = crate::sample::saint::features_count;
-    saint_features_fill(SaintFeaturesArgs) = crate::sample::saint::features_fill;
-    saint_features_t_count(SaintFeaturesArgs) = crate::sample::saint::features_t_count;
-    saint_features_t_fill(SaintFeaturesArgs) = crate::sample::saint::features_t_fill;
-    saint_features_bind(SaintFeaturesBindArgs) = crate::sample::saint::features_bind;
+    batch_features_count(BatchFeaturesArgs) = crate::sample::features::features_count;
+    batch_features_fill(BatchFeaturesArgs) = crate::sample::features::features_fill;
+    batch_features_t_count(BatchFeaturesArgs) = crate::sample::features::features_t_count;
+    batch_features_t_fill(BatchFeaturesArgs) = crate::sample::features::features_t_fill;
+    batch_features_bind(BatchFeaturesBindArgs) = crate::sample::features::features_bind;
 }

@@ -4,6 +4,7 @@
 //! batch equals the CPU sampler's bit for bit.
 
 pub mod bind;
+pub mod features;
 pub mod neighbor;
 pub mod saint;
 pub mod scan;

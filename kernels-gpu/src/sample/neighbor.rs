@@ -517,7 +517,7 @@ pub unsafe fn finish(a: NeighborBatchArgs) {
             *a.totals.add(1) = *a.sizes;
             *a.totals.add(2) = n;
             *a.totals.add(3) = *a.row_ptr.add(n as usize);
-            *a.totals.add(4) = 0;
+            *a.totals.add(4) = if a.fx_ptr.is_null() { 0 } else { *a.fx_ptr.add(a.rows as usize) };
         }
     }
 }

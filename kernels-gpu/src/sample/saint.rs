@@ -12,15 +12,14 @@
 //! 5. `transpose`: the pattern of an induced subgraph of a symmetric graph is symmetric, so the
 //!    transpose has the same rows and columns; each entry finds its mirror by binary search in
 //!    the mirror's row (no atomics, the same order as a counting transpose);
-//! 5b. `features_*` (sparse node features): the batch's rows of X copied, and its transpose as
-//!    the marked entries of Xᵀ's rows (node order is local order, so no sort);
+//! 5b. sparse node features: `features.rs` (shared with the neighbour sampler);
 //! 6. `finish`: clears the marks of the batch's nodes and writes the batch's sizes;
 //! 7. `bind.rs` (after the host has read the sizes): the batch padded into a rebound model's
 //!    buffers, as `PaddedBatch` pads it on the CPU.
 //!
 //! A warp per row in 3 and 4 (rows of hubs are long); a thread per item elsewhere.
 
-use crate::abi::sample::{SAINT_KIND_EDGE, SAINT_KIND_NODE, SaintDrawArgs, SaintFeaturesArgs, SaintFeaturesBindArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs};
+use crate::abi::sample::{SAINT_KIND_EDGE, SAINT_KIND_NODE, SaintDrawArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs};
 use crate::nn::{global_thread, global_warp, grid_stride, grid_threads};
 use crate::ptx;
 use crate::rng::{sample_below, sample_draw, sample_unit};
@@ -267,150 +266,5 @@ pub unsafe fn finish(a: SaintFinishArgs) {
             *a.totals.add(3) = *a.row_ptr.add(a.rows as usize);
             *a.totals.add(4) = if a.fx_ptr.is_null() { 0 } else { *a.fx_ptr.add(a.rows as usize) };
         }
-    }
-}
-
-/// Sparse node features of the batch: row r is the full feature row of node `nodes[r]`, copied
-/// (`fx_ptr` from a scan of the rows' lengths, written by `features_count`).
-#[inline(always)]
-pub unsafe fn features_count(a: SaintFeaturesArgs) {
-    let n = unsafe { *a.n_batch };
-    let mut r = global_thread();
-    while r < a.rows {
-        let len = if r < n {
-            let v = unsafe { *a.nodes.add(r as usize) } as usize;
-            unsafe { *a.x_ptr.add(v + 1) - *a.x_ptr.add(v) }
-        } else {
-            0
-        };
-        unsafe { *a.counts.add(r as usize) = len };
-        r += grid_threads();
-    }
-}
-
-/// Copies the batch's feature rows (a warp per row) and writes the row of every entry.
-#[inline(always)]
-pub unsafe fn features_fill(a: SaintFeaturesArgs) {
-    let n = unsafe { *a.n_batch };
-    let (mut r, warps) = global_warp();
-    while r < n {
-        let v = unsafe { *a.nodes.add(r as usize) } as usize;
-        let (start, end) = unsafe { (*a.x_ptr.add(v), *a.x_ptr.add(v + 1)) };
-        let out0 = unsafe { *a.fx_ptr.add(r as usize) };
-        let mut e = start + ptx::lane_id();
-        while e < end {
-            let at = (out0 + e - start) as usize;
-            unsafe {
-                *a.fx_cols.add(at) = *a.x_cols.add(e as usize);
-                *a.fx_values.add(at) = *a.x_values.add(e as usize);
-                *a.fx_rows.add(at) = r;
-            }
-            e += 32;
-        }
-        r += warps;
-    }
-}
-
-/// The transpose of the batch's features: row f of Xᵀ keeps the entries of the batch's nodes,
-/// in node order (= local order, as a counting transpose of the batch would list them). Xᵀ is
-/// cut into segments of at most `CHUNK` entries of one row (a common feature's row holds most
-/// nodes): a warp per segment counts (`fill` false) or writes from the segment's scanned offset:
-/// local row ids, values, the entry's place in the batch's features (its node's batch row start
-/// plus its rank in the node's full row), and the row of every entry.
-#[inline(always)]
-unsafe fn features_transpose(a: &SaintFeaturesArgs, fill: bool) {
-    let lane = ptx::lane_id();
-    let lower = (1u32 << lane) - 1;
-    let (mut seg, warps) = global_warp();
-    while seg < a.n_segments {
-        let (start, end) = unsafe { (*a.seg_start.add(seg as usize), *a.seg_start.add(seg as usize + 1)) };
-        let f = unsafe { *a.seg_row.add(seg as usize) };
-        let mut at = if fill { unsafe { *a.fxt_seg_off.add(seg as usize) } } else { 0 };
-        let mut u = [u32::MAX; 4];
-        crate::unroll4!(k => {
-            let e = start + 32 * k as u32 + lane;
-            if e < end {
-                u[k] = unsafe { *a.xt_nodes.add(e as usize) };
-            }
-        });
-        let mut m = [false; 4];
-        crate::unroll4!(k => {
-            m[k] = u[k] != u32::MAX && unsafe { *a.marks.add(u[k] as usize) } != 0;
-        });
-        crate::unroll4!(k => {
-            let kept = ptx::ballot(m[k]);
-            if fill && m[k] {
-                let e = start + 32 * k as u32 + lane;
-                let q = (at + (kept & lower).count_ones()) as usize;
-                let l = unsafe { *a.local.add(u[k] as usize) };
-                let x = unsafe { *a.xt_of.add(e as usize) };
-                unsafe {
-                    *a.fxt_cols.add(q) = l;
-                    *a.fxt_values.add(q) = *a.x_values.add(x as usize);
-                    *a.fxt_of.add(q) = *a.fx_ptr.add(l as usize) + (x - *a.x_ptr.add(u[k] as usize));
-                    *a.fxt_rows.add(q) = f;
-                }
-            }
-            at += kept.count_ones();
-        });
-        if !fill && lane == 0 {
-            unsafe { *a.counts.add(seg as usize) = at };
-        }
-        seg += warps;
-    }
-    // Row pointers of the transpose: each row starts where its first segment's entries go
-    // (an empty row where the next row's do).
-    if fill {
-        let mut f = global_thread();
-        while f <= a.n_features {
-            unsafe { *a.fxt_ptr.add(f as usize) = *a.fxt_seg_off.add(*a.first_seg.add(f as usize) as usize) };
-            f += grid_threads();
-        }
-    }
-}
-
-#[inline(always)]
-pub unsafe fn features_t_count(a: SaintFeaturesArgs) {
-    unsafe { features_transpose(&a, false) }
-}
-
-#[inline(always)]
-pub unsafe fn features_t_fill(a: SaintFeaturesArgs) {
-    unsafe { features_transpose(&a, true) }
-}
-
-/// The batch's sparse features (n rows, nnz entries) padded into a model's input of `rows`
-/// rows and `cap` entries, as `pad_with_transpose` pads them: the missing entries as zeros at
-/// (rows - 1, F - 1) after the last row's, the transpose's at (F - 1, rows - 1) after its
-/// last row's, the map extended by the identity.
-#[inline(always)]
-pub unsafe fn features_bind(a: SaintFeaturesBindArgs) {
-    let SaintFeaturesBindArgs { n, nnz, rows, cap, n_features, .. } = a;
-    let items = if cap > rows + 1 { cap } else { rows + 1 };
-    let items = if items > n_features + 1 { items } else { n_features + 1 };
-    let mut i = global_thread();
-    while i < items {
-        let iu = i as usize;
-        if i <= rows {
-            let p = if i <= n { unsafe { *a.fx_ptr.add(iu) } } else if i < rows { nnz } else { cap };
-            unsafe { *a.s_row_ptr.add(iu) = p };
-        }
-        if i <= n_features {
-            let p = if i < n_features { unsafe { *a.fxt_ptr.add(iu) } } else { cap };
-            unsafe { *a.t_row_ptr.add(iu) = p };
-        }
-        if i < cap {
-            let real = i < nnz;
-            unsafe {
-                *a.s_cols.add(iu) = if real { *a.fx_cols.add(iu) } else { n_features - 1 };
-                *a.s_rows.add(iu) = if real { *a.fx_rows.add(iu) } else { rows - 1 };
-                *a.s_values.add(iu) = if real { *a.fx_values.add(iu) } else { 0.0 };
-                *a.t_cols.add(iu) = if real { *a.fxt_cols.add(iu) } else { rows - 1 };
-                *a.t_rows.add(iu) = if real { *a.fxt_rows.add(iu) } else { n_features - 1 };
-                *a.t_values.add(iu) = if real { *a.fxt_values.add(iu) } else { 0.0 };
-                *a.t_of.add(iu) = if real { *a.fxt_of.add(iu) } else { i };
-            }
-        }
-        i += grid_threads();
     }
 }

@@ -2,7 +2,7 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor] [sparseneighbor]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor] [sparseneighbor] [final16]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
 # loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
@@ -16,7 +16,8 @@
 # gpuneighbor: the same for neighbour sampling (NB_ON=gpu to skip the CPU workers, NB_QUICK=1 for
 # the tests and one training run only); sparseneighbor: neighbour batches on the GPU with sparse
 # features cut per batch (the default) against them dense on the device, the plain-PyTorch
-# samplers in the same call, and GraphSAINT re-measured (SAINT=0 skips it).
+# samplers in the same call, and GraphSAINT re-measured (SAINT=0 skips it); final16: every
+# sampler on the five graphs on the GPU and the plain-PyTorch samplers, same call, one seed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -187,6 +188,19 @@ if [[ "$what" == *" sparseneighbor "* ]]; then
     timeout 100 python3 bench/pyg/sample.py $gr --model gcn sage --sampler neighbor --seeds 0 --epochs 10 \
       --out "$out/pyg-nb-$gr.json" > /tmp/pyg-nb-$gr.log 2>&1 || echo "pyg sample $gr failed ($?)"
     grep -E "epoch .* ms" /tmp/pyg-nb-$gr.log | sed 's/(.*//'
+  done
+fi
+if [[ "$what" == *" final16 "* ]]; then
+  for t in sample_device_neighbor sample_device sample_train sample_bound spmm; do
+    echo "== $t"; .gpu/bin/test-test-$t --nocapture 2>&1 | grep -E "test result|FAILED|panicked|skipped" | head -20
+  done
+  timeout 240 $T bench sample cora citeseer tolokers twitch_DE musae_facebook --device gpu --no-full \
+    --epochs 30 --seeds 0 --out /tmp/f16 > /tmp/f16.log 2>&1 || echo "bench sample failed ($?)"
+  grep -E "rror" /tmp/f16.log; cp /tmp/f16/sample.json "$out/ours-gpu.json"; cut -d'|' -f2-8,12-17 /tmp/f16/sample.md
+  for gr in cora citeseer tolokers twitch_DE musae_facebook; do
+    timeout 100 python3 bench/pyg/sample.py $gr --model gcn sage --sampler saint-rw saint-node saint-edge neighbor --seeds 0 \
+      --epochs 10 --timing-only --out "$out/pyg-$gr.json" > /tmp/pyg-$gr.log 2>&1 || echo "pyg sample $gr failed ($?)"
+    grep -E "epoch .* ms" /tmp/pyg-$gr.log | sed 's/(.*//'
   done
 fi
 exit 0

@@ -9,13 +9,16 @@ use crate::config::HP_SPMM_WARPS;
 use crate::ptx;
 
 /// Write the accumulator of `row`: a plain store when this warp holds all of the row's edges,
-/// atomic adds when another warp holds some.
+/// atomic adds when another warp holds some, none of zeros (Y is cleared first: exact). A
+/// rebound batch's padding (thousands of zero entries in its last row) would otherwise have
+/// every warp over it add to that one row: 0.10-0.30 ms an SpMM on tolokers' SAGE batches
+/// against 0.04 unpadded.
 #[inline(always)]
 unsafe fn flush_row(y: *mut f32, k: u32, col4: u32, row: u32, acc: [f32; 4], owned: bool) {
     let p = unsafe { y.add(row as usize * k as usize + 4 * col4 as usize) };
     if owned {
         unsafe { ptx::st_v4_f32(p, acc) };
-    } else {
+    } else if acc != [0.0; 4] {
         for (q, v) in acc.iter().enumerate() {
             unsafe { ptx::red_add_f32(p.add(q), *v) };
         }

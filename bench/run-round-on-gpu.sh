@@ -2,7 +2,7 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor] [sparseneighbor] [final16]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor] [sparseneighbor] [final16] [gatfused]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
 # loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
@@ -17,7 +17,9 @@
 # the tests and one training run only); sparseneighbor: neighbour batches on the GPU with sparse
 # features cut per batch (the default) against them dense on the device, the plain-PyTorch
 # samplers in the same call, and GraphSAINT re-measured (SAINT=0 skips it); final16: every
-# sampler on the five graphs on the GPU and the plain-PyTorch samplers, same call, one seed.
+# sampler on the five graphs on the GPU and the plain-PyTorch samplers, same call, one seed;
+# gatfused: the fused GAT attention's tests, and GAT fused / unfused beside PyG's fastest GATConv
+# configuration on cora, citeseer, pubmed and R-MAT 2^18 x 16, same call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -202,5 +204,17 @@ if [[ "$what" == *" final16 "* ]]; then
       --epochs 10 --timing-only --out "$out/pyg-$gr.json" > /tmp/pyg-$gr.log 2>&1 || echo "pyg sample $gr failed ($?)"
     grep -E "epoch .* ms" /tmp/pyg-$gr.log | sed 's/(.*//'
   done
+fi
+if [[ "$what" == *" gatfused "* ]]; then
+  for t in nn_gat_attention nn_gat_ops nn_gpu sample_device_neighbor sample_device spmm; do
+    echo "== $t"; .gpu/bin/test-test-$t --nocapture 2>&1 | grep -E "test result|FAILED|panicked|skipped" | head -20
+  done
+  g=/tmp/tcgnn-graphs; mkdir -p $g
+  [ -f $g/rmat18.mtx.gz ] || $T gen rmat --scale 18 --edge-factor 16 -o $g/rmat18.mtx.gz > /dev/null
+  timeout 300 python3 bench/pyg/train.py cora citeseer pubmed $g/rmat18.mtx.gz --model gat --timing-only --features 500 --no-feature-norm \
+    --fastest --variants ${GAT_PYG_VARIANTS:-edge_index,edge_index+tf32} --out "$out/pyg-gat.json" > /tmp/pyg-gat.log 2>&1 || echo "pyg gat failed ($?)"
+  grep -hE "fastest|Error" /tmp/pyg-gat.log | tail -8
+  timeout 200 $T bench train cora citeseer pubmed $g/rmat18.mtx.gz --models gat,gat+variant --precisions ${GAT_PRECISIONS:-tf32} --seeds 0 \
+    --pyg "$out/pyg-gat.json" --out "$out/bt" 2>&1 | tail -14
 fi
 exit 0

@@ -94,11 +94,13 @@ struct Report {
     rows: Vec<Row>,
 }
 
-/// `NAME` or `NAME:LAYERSxHIDDEN` into the model's default config with that shape.
+/// `NAME` or `NAME:LAYERSxHIDDEN` into the model's default config with that shape; a `+variant`
+/// suffix sets `--variant` (GAT: the unfused ops; AGNN: the fused op).
 fn parse_model(s: &str) -> Result<ModelConfig> {
-    let bad = || Error::Unsupported(format!("model '{s}': use NAME or NAME:LAYERSxHIDDEN, e.g. gcn:2x16"));
+    let bad = || Error::Unsupported(format!("model '{s}': use NAME or NAME:LAYERSxHIDDEN, e.g. gcn:2x16, with +variant for --variant"));
+    let (s, variant) = s.strip_suffix("+variant").map_or((s, false), |m| (m, true));
     let (name, shape) = s.split_once(':').map_or((s, None), |(n, sh)| (n, Some(sh)));
-    let d = model_info(name)?.defaults;
+    let d = ModelConfig { variant, ..model_info(name)?.defaults };
     let Some(shape) = shape else { return Ok(d) };
     let (l, h) = shape.split_once('x').ok_or_else(bad)?;
     Ok(ModelConfig { layers: l.parse().map_err(|_| bad())?, hidden: h.parse().map_err(|_| bad())?, ..d })
@@ -106,9 +108,10 @@ fn parse_model(s: &str) -> Result<ModelConfig> {
 
 /// The name reports use for a model config: "gcn 2x16", "gat 2x8x8" (layers x heads x hidden).
 fn model_label(cfg: &ModelConfig) -> String {
+    let v = if cfg.variant { " variant" } else { "" };
     match cfg.heads {
-        1 => format!("{} {}x{}", cfg.model, cfg.layers, cfg.hidden),
-        h => format!("{} {}x{}x{}", cfg.model, cfg.layers, h, cfg.hidden),
+        1 => format!("{} {}x{}{v}", cfg.model, cfg.layers, cfg.hidden),
+        h => format!("{} {}x{}x{}{v}", cfg.model, cfg.layers, h, cfg.hidden),
     }
 }
 
@@ -417,7 +420,7 @@ fn speedup_svg(r: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::pyg_lookup;
+    use super::{model_label, parse_model, pyg_lookup};
 
     #[test]
     fn pyg_lookup_takes_the_fastest_over_every_record() {
@@ -432,5 +435,16 @@ mod tests {
         assert_eq!(pyg_lookup(&pyg, "cora", "gcn", 2, 16).0, Some(1.2));
         assert_eq!(pyg_lookup(&pyg, "cora", "gcn", 2, 64).0, None);
         assert_eq!(pyg_lookup(&None, "cora", "gcn", 2, 16).0, None);
+    }
+
+    #[test]
+    fn model_specs_take_a_shape_and_the_variant() {
+        let c = parse_model("gat+variant").unwrap();
+        assert!(c.variant && c.model == "gat");
+        assert_eq!(model_label(&c), "gat 2x8x8 variant");
+        let c = parse_model("agnn:3x16+variant").unwrap();
+        assert!(c.variant && (c.layers, c.hidden) == (3, 16));
+        assert!(!parse_model("gcn:2x16").unwrap().variant);
+        assert!(parse_model("gcn:2x16+other").is_err());
     }
 }

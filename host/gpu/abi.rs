@@ -35,6 +35,10 @@ pub mod attention {
     include!("../../kernels-gpu/src/abi/attention.rs");
 }
 
+pub mod gat_attention {
+    include!("../../kernels-gpu/src/abi/gat_attention.rs");
+}
+
 pub mod dropout_gemm {
     include!("../../kernels-gpu/src/abi/dropout_gemm.rs");
 }
@@ -97,7 +101,7 @@ mod tests {
     /// every launch's symbol and argument bytes, checked without a GPU.
     #[test]
     fn listings_match_the_ptx_entry_points() {
-        let listed: Vec<(&str, usize, usize)> = [super::attention::ALL, super::dropout_gemm::ALL, super::format::ALL, super::hybrid::ALL, super::nn::ALL, super::perm::ALL, super::probe::ALL, super::sample::ALL, super::sddmm::ALL, super::selftest::ALL, super::spmm::ALL, super::values::ALL].concat();
+        let listed: Vec<(&str, usize, usize)> = [super::attention::ALL, super::dropout_gemm::ALL, super::gat_attention::ALL, super::format::ALL, super::hybrid::ALL, super::nn::ALL, super::perm::ALL, super::probe::ALL, super::sample::ALL, super::sddmm::ALL, super::selftest::ALL, super::spmm::ALL, super::values::ALL].concat();
         let entries = ptx_entries();
         assert!(entries.len() >= listed.len(), "no entry points parsed from the PTX");
         for &(name, size, align) in &listed {

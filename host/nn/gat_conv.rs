@@ -16,8 +16,14 @@
 //! then through the scores: dWh += ds ⊗ a per head, da = Σ_i ds_i ⊗ Wh_i; finally the Linear's
 //! backward of dWh (dW = Xᵀ dWh, dX = dWh Wᵀ).
 //!
-//! Each head keeps its own edge buffers (logits, α, α'): the pattern is shared, the values are
-//! H sets, and every product runs on the existing SpMM / SDDMM kernels.
+//! Fused (the default where heads are at most 32 wide and concatenated, or one): the edge
+//! logits, softmax, dropout and every head's aggregation plus the bias are one op
+//! ([`crate::ops::nn::gat_attention`]), the backward two passes, with per node and head only the
+//! softmax's (max, sum): no per-edge array, a few launches a layer instead of ~20 per head.
+//! Unfused ([`GatConv::new_unfused`], and the mean of several heads): each head keeps its own edge
+//! buffers (logits, α, α'), the pattern is shared, and every product runs on the SpMM / SDDMM
+//! kernels as above. The two draw different dropout masks (the fused op keys them by edge and
+//! head); at p = 0 they agree.
 
 use std::rc::Rc;
 
@@ -28,6 +34,7 @@ use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, glorot};
 use crate::ops::backend::{Ops, Side};
+use crate::ops::nn::gat_attention::{GatAttention, GradInputs};
 use crate::ops::nn::gat_edge_logits::GAT_SLOPE;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
@@ -79,21 +86,35 @@ pub struct GatConv<B: Ops> {
     seed: u64,
     /// Whether the last forward dropped attention (the backward reads the same α').
     dropped: bool,
-    /// β = 1 for the edge softmax (a plain softmax of the logits) and its unused gradient.
-    one: B::Mat,
-    dbeta: B::Mat,
     s_src: B::Mat,
     s_dst: B::Mat,
     ds_src: B::Mat,
     ds_dst: B::Mat,
+    /// dL/dWh (n x H F) and the scores' backward products (n x H F).
+    dwh: B::Mat,
+    prod: B::Mat,
+    out: B::Mat,
+    path: Path<B>,
+}
+
+/// How the attention runs.
+enum Path<B: Ops> {
+    /// One op each way: per node and head the softmax's (max, sum) (n x 2H), and the
+    /// backward's D (n x H).
+    Fused { stats: B::Mat, d_row: B::Mat },
+    Unfused(Box<Unfused<B>>),
+}
+
+/// The buffers of the unfused path.
+struct Unfused<B: Ops> {
+    /// β = 1 for the edge softmax (a plain softmax of the logits) and its unused gradient.
+    one: B::Mat,
+    dbeta: B::Mat,
     head: Vec<Head<B>>,
     /// One head's output, dout block and dWh block (n x F).
     agg: B::Mat,
     dout_h: B::Mat,
     dwh_h: B::Mat,
-    /// dL/dWh (n x H F) and the scores' backward products (n x H F).
-    dwh: B::Mat,
-    prod: B::Mat,
     /// Per-head edge scratch of the backward: on S (dα', dα, de, dz) and on Sᵀ (α'ᵀ, dzᵀ).
     dalpha_drop: B::Edges,
     dalpha: B::Edges,
@@ -101,30 +122,42 @@ pub struct GatConv<B: Ops> {
     dz: B::Edges,
     alpha_t: B::Edges,
     dz_t: B::Edges,
-    out: B::Mat,
 }
 
 impl<B: Ops> GatConv<B> {
     /// A layer over `rows` nodes, `fan_in -> heads x dim` (concatenated: `heads * dim` outputs;
     /// averaged: `dim`), attention dropout `p` with masks derived from `seed`. Glorot weights and
     /// attention vectors (PyG's `glorot` on `att` of shape (1, H, F): bound sqrt(6 / (H + F))),
-    /// zero bias.
+    /// zero bias. Fused where [`GatConv::fuses`] says so.
     #[allow(clippy::too_many_arguments)]
     pub fn new(b: &B, g: &GatGraph<B>, rows: usize, fan_in: usize, heads: usize, dim: usize, concat: bool, p: f32, seed: u64, rng: &mut SplitMix64) -> Result<Self> {
+        Self::build(b, g, (rows, fan_in, heads, dim, concat), p, seed, rng, Self::fuses(heads, dim, concat))
+    }
+
+    /// [`GatConv::new`] on the unfused ops (the same parameters from the same `rng`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_unfused(b: &B, g: &GatGraph<B>, rows: usize, fan_in: usize, heads: usize, dim: usize, concat: bool, p: f32, seed: u64, rng: &mut SplitMix64) -> Result<Self> {
+        Self::build(b, g, (rows, fan_in, heads, dim, concat), p, seed, rng, false)
+    }
+
+    /// Whether a layer of `heads x dim` runs fused: heads of at most 32 columns (128 lanes of
+    /// heads in all), concatenated or one (the mean of several heads runs unfused).
+    pub fn fuses(heads: usize, dim: usize, concat: bool) -> bool {
+        GatAttention::fits(heads, dim) && (concat || heads == 1)
+    }
+
+    /// Whether this layer runs fused.
+    pub fn is_fused(&self) -> bool {
+        matches!(self.path, Path::Fused { .. })
+    }
+
+    fn build(b: &B, g: &GatGraph<B>, (rows, fan_in, heads, dim, concat): (usize, usize, usize, usize, bool), p: f32, seed: u64, rng: &mut SplitMix64, fused: bool) -> Result<Self> {
         let width = heads * dim;
         let lin = Linear::with_bias(b, rows, fan_in, width, false, rng)?;
         let att = |rng: &mut SplitMix64| -> Result<Param<B>> { Param::new(b, &Matrix::from_vec(1, width, glorot(heads, dim, rng).data)?) };
         let att_src = att(rng)?;
         let att_dst = att(rng)?;
-        let fwd = || b.edges(&g.graph, Side::Forward);
-        let bwd = || b.edges(&g.graph, Side::Transposed);
-        let head = (0..heads)
-            .map(|_| {
-                let alpha = fwd()?;
-                let mask = b.edge_mask(&alpha)?;
-                Ok(Head { logits: fwd()?, alpha_drop: fwd()?, alpha, mask, wh: b.matrix(rows, dim)? })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let path = if fused { Path::Fused { stats: b.matrix(rows, 2 * heads)?, d_row: b.matrix(rows, heads)? } } else { Path::Unfused(Box::new(Unfused::new(b, g, rows, heads, dim)?)) };
         Ok(GatConv {
             lin,
             att_src,
@@ -136,41 +169,25 @@ impl<B: Ops> GatConv<B> {
             p,
             seed,
             dropped: false,
-            one: b.upload(&Matrix::from_vec(1, 1, vec![1.0])?)?,
-            dbeta: b.matrix(1, 1)?,
             s_src: b.matrix(rows, heads)?,
             s_dst: b.matrix(rows, heads)?,
             ds_src: b.matrix(rows, heads)?,
             ds_dst: b.matrix(rows, heads)?,
-            head,
-            agg: b.matrix(rows, dim)?,
-            dout_h: b.matrix(rows, dim)?,
-            dwh_h: b.matrix(rows, dim)?,
             dwh: b.matrix(rows, width)?,
             prod: b.matrix(rows, width)?,
-            dalpha_drop: fwd()?,
-            dalpha: fwd()?,
-            dlogits: fwd()?,
-            dz: fwd()?,
-            alpha_t: bwd()?,
-            dz_t: bwd()?,
             out: b.matrix(rows, if concat { width } else { dim })?,
+            path,
         })
+    }
+
+    /// The fused op's view of this layer (attention dropout only in training).
+    fn attention(&self, g: &GatGraph<B>) -> GatAttention {
+        GatAttention { heads: self.heads, dim: self.dim, slope: GAT_SLOPE, p: if self.dropped { self.p } else { 0.0 }, seed: self.seed, first_edge: g.first_edge }
     }
 
     /// Output columns: `heads * dim` concatenated, `dim` averaged.
     pub fn out_width(&self) -> usize {
         if self.concat { self.heads * self.dim } else { self.dim }
-    }
-
-    /// Where head `h`'s output goes in `out` and with what weight.
-    fn head_block(&self, h: usize) -> (usize, f32) {
-        if self.concat { (h * self.dim, 1.0) } else { (0, 1.0 / self.heads as f32) }
-    }
-
-    /// The seed of head `h`'s attention-dropout masks.
-    fn head_seed(&self, h: usize) -> u64 {
-        SplitMix64::new(self.seed ^ ((h as u64 + 1) << 48)).next_u64()
     }
 
     pub fn forward(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, train: bool) -> Result<&B::Mat> {
@@ -181,21 +198,29 @@ impl<B: Ops> GatConv<B> {
         let wh = self.lin.out();
         b.gat_scores(wh, &self.att_src.value, &mut self.s_src)?;
         b.gat_scores(wh, &self.att_dst.value, &mut self.s_dst)?;
+        let a = self.attention(g);
+        let u = match &mut self.path {
+            Path::Fused { stats, .. } => {
+                b.gat_attention(&g.graph, &a, self.lin.out(), &self.s_src, &self.s_dst, &self.bias.value, &mut self.out, stats)?;
+                return Ok(&self.out);
+            }
+            Path::Unfused(u) => u,
+        };
         for h in 0..self.heads {
-            let (col0, weight) = self.head_block(h);
-            let seed = self.head_seed(h);
-            let hd = &mut self.head[h];
+            let (col0, weight) = if self.concat { (h * self.dim, 1.0) } else { (0, 1.0 / self.heads as f32) };
+            let seed = head_seed(self.seed, h);
+            let hd = &mut u.head[h];
             b.head_take(self.lin.out(), h * self.dim, 1.0, &mut hd.wh)?;
             b.gat_edge_logits(&g.graph, &self.s_dst, &self.s_src, h, GAT_SLOPE, &mut hd.logits)?;
-            b.edge_softmax(&g.graph, &self.one, &hd.logits, &mut hd.alpha)?;
+            b.edge_softmax(&g.graph, &u.one, &hd.logits, &mut hd.alpha)?;
             let used = if self.dropped {
                 b.dropout_edges_at(&hd.alpha, &mut hd.alpha_drop, &mut hd.mask, self.p, seed, g.first_edge)?;
                 &hd.alpha_drop
             } else {
                 &hd.alpha
             };
-            b.spmm(&g.graph, Side::Forward, used, &hd.wh, &mut self.agg)?;
-            b.head_put(&self.agg, col0, weight, !self.concat && h > 0, &mut self.out)?;
+            b.spmm(&g.graph, Side::Forward, used, &hd.wh, &mut u.agg)?;
+            b.head_put(&u.agg, col0, weight, !self.concat && h > 0, &mut self.out)?;
         }
         b.bias_add(&mut self.out, &self.bias.value)?;
         Ok(&self.out)
@@ -212,28 +237,16 @@ impl<B: Ops> GatConv<B> {
     /// into `dx` when asked.
     pub fn backward(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, dout: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
         b.col_sums(dout, &mut self.bias.grad)?;
-        for h in 0..self.heads {
-            let (col0, weight) = self.head_block(h);
-            let hd = &self.head[h];
-            let used = if self.dropped { &hd.alpha_drop } else { &hd.alpha };
-            b.head_take(dout, col0, weight, &mut self.dout_h)?;
-            // Through the aggregation out_h = α' Wh_h: dWh_h = α'ᵀ dout_h, dα' = dout_h Wh_hᵀ.
-            b.transpose_edges(&g.graph, used, &mut self.alpha_t)?;
-            b.spmm(&g.graph, Side::Transposed, &self.alpha_t, &self.dout_h, &mut self.dwh_h)?;
-            b.head_put(&self.dwh_h, h * self.dim, 1.0, false, &mut self.dwh)?;
-            let dalpha = if self.dropped {
-                b.sddmm(&g.graph, &self.dout_h, &hd.wh, &mut self.dalpha_drop)?;
-                b.dropout_edges_backward(&self.dalpha_drop, &hd.mask, self.p, &mut self.dalpha)?;
-                &self.dalpha
-            } else {
-                b.sddmm(&g.graph, &self.dout_h, &hd.wh, &mut self.dalpha)?;
-                &self.dalpha
-            };
-            // Through the softmax (β = 1) and the LeakyReLU, to both ends of every edge.
-            b.edge_softmax_backward(&g.graph, &self.one, &hd.alpha, dalpha, &hd.logits, &mut self.dlogits, &mut self.dbeta)?;
-            b.gat_edge_logits_backward(&g.graph, &self.s_dst, &self.s_src, h, GAT_SLOPE, &self.dlogits, &mut self.dz, &mut self.ds_dst)?;
-            b.transpose_edges(&g.graph, &self.dz, &mut self.dz_t)?;
-            b.edge_row_sums(&g.graph, Side::Transposed, &self.dz_t, h, &mut self.ds_src)?;
+        let a = self.attention(g);
+        match &mut self.path {
+            Path::Fused { stats, d_row } => {
+                let inputs = GradInputs { wh: self.lin.out(), s_src: &self.s_src, s_dst: &self.s_dst, stats: &*stats, dout };
+                b.gat_attention_backward(&g.graph, &a, inputs, d_row, &mut self.ds_dst, &mut self.ds_src, &mut self.dwh)?;
+            }
+            Path::Unfused(u) => {
+                let shape = (self.heads, self.dim, self.concat, self.dropped, self.p);
+                u.backward(b, g, shape, dout, (&self.s_dst, &self.s_src), (&mut self.ds_dst, &mut self.ds_src, &mut self.dwh))?
+            }
         }
         // Through the per-node scores, accumulated onto the aggregation's dWh.
         let wh = self.lin.out();
@@ -248,5 +261,67 @@ impl<B: Ops> GatConv<B> {
 
     pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
         vec![("lin.weight", &mut self.lin.weight), ("att_src", &mut self.att_src), ("att_dst", &mut self.att_dst), ("bias", &mut self.bias)]
+    }
+}
+
+/// The seed of head `h`'s attention-dropout masks (unfused path).
+fn head_seed(seed: u64, h: usize) -> u64 {
+    SplitMix64::new(seed ^ ((h as u64 + 1) << 48)).next_u64()
+}
+
+impl<B: Ops> Unfused<B> {
+    fn new(b: &B, g: &GatGraph<B>, rows: usize, heads: usize, dim: usize) -> Result<Self> {
+        let fwd = || b.edges(&g.graph, Side::Forward);
+        let bwd = || b.edges(&g.graph, Side::Transposed);
+        let head = (0..heads)
+            .map(|_| {
+                let alpha = fwd()?;
+                let mask = b.edge_mask(&alpha)?;
+                Ok(Head { logits: fwd()?, alpha_drop: fwd()?, alpha, mask, wh: b.matrix(rows, dim)? })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Unfused {
+            one: b.upload(&Matrix::from_vec(1, 1, vec![1.0])?)?,
+            dbeta: b.matrix(1, 1)?,
+            head,
+            agg: b.matrix(rows, dim)?,
+            dout_h: b.matrix(rows, dim)?,
+            dwh_h: b.matrix(rows, dim)?,
+            dalpha_drop: fwd()?,
+            dalpha: fwd()?,
+            dlogits: fwd()?,
+            dz: fwd()?,
+            alpha_t: bwd()?,
+            dz_t: bwd()?,
+        })
+    }
+
+    /// Per head, from dout: dWh's aggregation part and both score gradients.
+    #[allow(clippy::type_complexity)]
+    fn backward(&mut self, b: &B, g: &GatGraph<B>, (heads, dim, concat, dropped, p): (usize, usize, bool, bool, f32), dout: &B::Mat, (s_dst, s_src): (&B::Mat, &B::Mat), (ds_dst, ds_src, dwh): (&mut B::Mat, &mut B::Mat, &mut B::Mat)) -> Result<()> {
+        for h in 0..heads {
+            let (col0, weight) = if concat { (h * dim, 1.0) } else { (0, 1.0 / heads as f32) };
+            let hd = &self.head[h];
+            let used = if dropped { &hd.alpha_drop } else { &hd.alpha };
+            b.head_take(dout, col0, weight, &mut self.dout_h)?;
+            // Through the aggregation out_h = α' Wh_h: dWh_h = α'ᵀ dout_h, dα' = dout_h Wh_hᵀ.
+            b.transpose_edges(&g.graph, used, &mut self.alpha_t)?;
+            b.spmm(&g.graph, Side::Transposed, &self.alpha_t, &self.dout_h, &mut self.dwh_h)?;
+            b.head_put(&self.dwh_h, h * dim, 1.0, false, dwh)?;
+            let dalpha = if dropped {
+                b.sddmm(&g.graph, &self.dout_h, &hd.wh, &mut self.dalpha_drop)?;
+                b.dropout_edges_backward(&self.dalpha_drop, &hd.mask, p, &mut self.dalpha)?;
+                &self.dalpha
+            } else {
+                b.sddmm(&g.graph, &self.dout_h, &hd.wh, &mut self.dalpha)?;
+                &self.dalpha
+            };
+            // Through the softmax (β = 1) and the LeakyReLU, to both ends of every edge.
+            b.edge_softmax_backward(&g.graph, &self.one, &hd.alpha, dalpha, &hd.logits, &mut self.dlogits, &mut self.dbeta)?;
+            b.gat_edge_logits_backward(&g.graph, s_dst, s_src, h, GAT_SLOPE, &self.dlogits, &mut self.dz, ds_dst)?;
+            b.transpose_edges(&g.graph, &self.dz, &mut self.dz_t)?;
+            b.edge_row_sums(&g.graph, Side::Transposed, &self.dz_t, h, ds_src)?;
+        }
+        Ok(())
     }
 }

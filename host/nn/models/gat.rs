@@ -20,7 +20,7 @@ use crate::util::rng::SplitMix64;
 
 pub const INFO: ModelInfo = ModelInfo {
     name: "gat",
-    about: "GAT (Veličković et al.) as PyG's GATConv: attention heads concatenated, ELU, 1-head mean output; default 2 x 8 heads x 8",
+    about: "GAT (Veličković et al.) as PyG's GATConv: attention heads concatenated, ELU, 1-head mean output; fused attention (--variant: the per-head unfused ops); default 2 x 8 heads x 8",
     defaults: ModelConfig {
         model: "gat",
         layers: 2,
@@ -120,7 +120,10 @@ impl<B: Ops> Gat<B> {
             let fan_in = if l == 0 { features } else { hidden_width };
             let last = l + 1 == cfg.layers;
             let (heads, dim, concat) = if last { (1, classes, false) } else { (cfg.heads, cfg.hidden, true) };
-            convs.push(GatConv::new(b, &g, n, fan_in, heads, dim, concat, cfg.dropout, dropout_seed(cfg.seed, 100 + l as u64), &mut rng)?);
+            let seed = dropout_seed(cfg.seed, 100 + l as u64);
+            // --variant: the unfused per-head ops (kept to check and time the fused op against).
+            let conv = if cfg.variant { GatConv::new_unfused } else { GatConv::new };
+            convs.push(conv(b, &g, n, fan_in, heads, dim, concat, cfg.dropout, seed, &mut rng)?);
         }
         let drops = (1..cfg.layers).map(|l| Dropout::new(b, n, hidden_width, cfg.dropout, dropout_seed(cfg.seed, l as u64))).collect::<Result<Vec<_>>>()?;
         Ok(Gat {

@@ -150,7 +150,7 @@ pub trait Ops:
     + TransposeEdgesOp
     + EdgeSoftmaxOp
     + crate::ops::nn::fused_attention::FusedAttentionOp
-    + crate::ops::nn::elu::EluOp + crate::ops::nn::gat_scores::GatScoresOp + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp + crate::ops::nn::head_columns::HeadColumnsOp
+    + crate::ops::nn::elu::EluOp + crate::ops::nn::gat_attention::GatAttentionOp + crate::ops::nn::gat_scores::GatScoresOp + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp + crate::ops::nn::head_columns::HeadColumnsOp
     + CrossEntropyOp
     + AdamOp
     + ScaledAddOp
@@ -176,7 +176,7 @@ impl<B> Ops for B where
         + TransposeEdgesOp
         + EdgeSoftmaxOp
         + crate::ops::nn::fused_attention::FusedAttentionOp
-        + crate::ops::nn::elu::EluOp + crate::ops::nn::gat_scores::GatScoresOp + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp + crate::ops::nn::head_columns::HeadColumnsOp
+        + crate::ops::nn::elu::EluOp + crate::ops::nn::gat_attention::GatAttentionOp + crate::ops::nn::gat_scores::GatScoresOp + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp + crate::ops::nn::head_columns::HeadColumnsOp
         + CrossEntropyOp
         + AdamOp
         + ScaledAddOp

@@ -51,6 +51,7 @@ pub mod attention {
     include!("attention.rs");
 }
 pub mod dropout_gemm;
+pub mod gat_attention;
 pub mod hybrid;
 pub mod format;
 pub mod nn;

@@ -20,6 +20,7 @@ pub mod dropout_gemm;
 pub mod edge_softmax;
 pub mod elu;
 pub mod fused_attention;
+pub mod gat_attention;
 pub mod gat_edge_logits;
 pub mod gat_scores;
 pub mod gather_rows;

@@ -1,0 +1,422 @@
+//! Fused multi-head GAT attention: one op for a layer's edge logits, per-head edge softmax,
+//! attention dropout, aggregation of every head and bias (forward), and one for its backward
+//! (the gradients of Wh and of both per-node scores), with no per-edge array: the forward keeps
+//! per row and head the softmax's (max, sum), the backward recomputes alpha from them and
+//! regenerates the dropout mask from the counter RNG (`rng.rs`, shared with the CPU: both draw
+//! the same mask). The maths and the two passes of the backward are in
+//! `kernels-gpu/src/nn/gat_attention.rs`; this file holds the CPU reference (generic over
+//! f32 / f64, the same passes) and the launchers.
+//!
+//! The unfused path (per head: edge logits, edge softmax, dropout, SpMM, and their backward,
+//! `GatConv::new_unfused`) stays as the check: equal at p = 0.
+
+use rayon::prelude::*;
+
+use super::{check_gpu, check_matrix_64, row_shape};
+use crate::error::{Error, Result};
+use crate::gpu::DeviceMatrix;
+use crate::gpu::abi::gat_attention::{
+    GatAttentionArgs, gat_attention_col_grad_c1, gat_attention_col_grad_c2, gat_attention_col_grad_c4, gat_attention_forward_c1, gat_attention_forward_c2,
+    gat_attention_forward_c4, gat_attention_row_grad_c1, gat_attention_row_grad_c2, gat_attention_row_grad_c4,
+};
+use crate::gpu::launch::{Kernel, Ptr, PtrMut};
+use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
+use crate::graph::Csr;
+use crate::ops::ValueOrder;
+use crate::ops::backend::Backend;
+use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
+use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
+use crate::util::Real;
+
+/// One layer's attention as the fused op takes it.
+#[derive(Clone, Copy, Debug)]
+pub struct GatAttention {
+    pub heads: usize,
+    /// Columns per head.
+    pub dim: usize,
+    /// LeakyReLU's negative slope.
+    pub slope: f32,
+    /// Attention dropout (0: none, as in evaluation) and the seed of its masks.
+    pub p: f32,
+    pub seed: u64,
+    /// The global index of the graph's first edge (a part of a partitioned graph), so the
+    /// masks are keyed by global edge.
+    pub first_edge: u64,
+}
+
+/// Heads a warp's chunk of the kernels covers at most four times: `heads x next_pow2(dim) <= 128`.
+const MAX_CHUNKS: usize = 4;
+
+impl GatAttention {
+    /// Whether the fused kernels take heads of `dim` columns (at most 32 each, 128 lanes of
+    /// heads in all); else the layer runs unfused.
+    pub fn fits(heads: usize, dim: usize) -> bool {
+        heads > 0 && (1..=32).contains(&dim) && heads * dim.next_power_of_two() <= 32 * MAX_CHUNKS
+    }
+    fn chunks(&self) -> usize {
+        (self.heads * self.dim.next_power_of_two()).div_ceil(32)
+    }
+}
+
+/// What the backward reads: the forward's Wh, scores and softmax statistics, and dout.
+#[derive(Clone, Copy)]
+pub struct GradInputs<'a, M: ?Sized> {
+    pub wh: &'a M,
+    pub s_src: &'a M,
+    pub s_dst: &'a M,
+    pub stats: &'a M,
+    pub dout: &'a M,
+}
+
+fn leaky<T: Real>(z: T, slope: T) -> (T, T) {
+    if z > T::zero() { (z, T::one()) } else { (z * slope, slope) }
+}
+
+/// The dropout factor of edge `e`, head `h` (1 without dropout).
+fn keep<T: Real>(a: &GatAttention, step: u32, e: usize, h: usize) -> T {
+    if a.p <= 0.0 {
+        return T::one();
+    }
+    let index = (a.first_edge + e as u64) * a.heads as u64 + h as u64;
+    if dropout_keep_keyed(dropout_seed_key(a.seed), step, index, dropout_threshold(a.p)) { T::one() / (T::one() - T::from_f64(a.p as f64)) } else { T::zero() }
+}
+
+fn check(a: &GatAttention, s: &Csr, rows: usize, mats: &[(&str, (usize, usize), usize)], what: &str) -> Result<()> {
+    if !GatAttention::fits(a.heads, a.dim) {
+        return Err(Error::Unsupported(format!("{what}: {} heads of {} columns (the fused kernels take heads of at most 32 columns, 128 lanes in all)", a.heads, a.dim)));
+    }
+    if !(0.0..1.0).contains(&a.p) {
+        return Err(Error::Unsupported(format!("{what}: attention dropout {} (want 0 <= p < 1)", a.p)));
+    }
+    if s.n_rows() != s.n_cols() || s.n_rows() != rows {
+        return Err(Error::Shape(format!("{what}: S is {} x {}, Wh has {rows} rows (want square, one row per node)", s.n_rows(), s.n_cols())));
+    }
+    for &(name, shape, cols) in mats {
+        if shape != (rows, cols) {
+            return Err(Error::Shape(format!("{what}: {name} is {} x {} (want {rows} x {cols})", shape.0, shape.1)));
+        }
+    }
+    Ok(())
+}
+
+/// The forward on the host: `out` (n x H F) and `stats` (n x 2H, (max, sum) per head; (0, 0)
+/// for an empty row, whose output is the bias).
+#[allow(clippy::too_many_arguments)]
+pub fn gat_attention_cpu<T: Real>(s: &Csr, a: &GatAttention, step: u32, wh: &[T], s_src: &[T], s_dst: &[T], bias: &[T], out: &mut [T], stats: &mut [T]) {
+    let (hs, f) = (a.heads, a.dim);
+    let w = hs * f;
+    let slope = T::from_f64(a.slope as f64);
+    let (rp, ci) = (s.row_ptr(), s.col_idx());
+    out.par_chunks_mut(w).zip(stats.par_chunks_mut(2 * hs)).enumerate().with_min_len(64).for_each(|(i, (o, st))| {
+        let edges = rp[i] as usize..rp[i + 1] as usize;
+        for h in 0..hs {
+            let logit = |e: usize| leaky(s_dst[i * hs + h] + s_src[ci[e] as usize * hs + h], slope).0;
+            let o = &mut o[h * f..(h + 1) * f];
+            o.fill(T::zero());
+            if edges.is_empty() {
+                st[2 * h] = T::zero();
+                st[2 * h + 1] = T::zero();
+            } else {
+                let m = edges.clone().map(logit).fold(logit(edges.start), |m, x| m.max(x));
+                let mut l = T::zero();
+                for e in edges.clone() {
+                    let p = (logit(e) - m).exp();
+                    l += p;
+                    let kept = p * keep::<T>(a, step, e, h);
+                    let j = ci[e] as usize;
+                    for (x, &v) in o.iter_mut().zip(&wh[j * w + h * f..j * w + (h + 1) * f]) {
+                        *x += kept * v;
+                    }
+                }
+                for x in o.iter_mut() {
+                    *x /= l;
+                }
+                st[2 * h] = m;
+                st[2 * h + 1] = l;
+            }
+            for (x, &b) in o.iter_mut().zip(&bias[h * f..(h + 1) * f]) {
+                *x += b;
+            }
+        }
+    });
+}
+
+/// The backward on the host: the row pass writes `d_row` (D per row and head, n x H) and
+/// `ds_dst`; the column pass (over Sᵀ = `t`, `t_of` its entries' places in S) writes `ds_src`
+/// and `dwh` (both overwritten). Fixed summation order: deterministic.
+#[allow(clippy::too_many_arguments)]
+pub fn gat_attention_backward_cpu<T: Real>(
+    s: &Csr,
+    t: &Csr,
+    t_of: &[u32],
+    a: &GatAttention,
+    step: u32,
+    x: GradInputs<'_, [T]>,
+    d_row: &mut [T],
+    ds_dst: &mut [T],
+    ds_src: &mut [T],
+    dwh: &mut [T],
+) {
+    let GradInputs { wh, s_src, s_dst, stats, dout } = x;
+    let (hs, f) = (a.heads, a.dim);
+    let w = hs * f;
+    let slope = T::from_f64(a.slope as f64);
+    let dot = |x: &[T], y: &[T]| x.iter().zip(y).map(|(&p, &q)| p * q).fold(T::zero(), |acc, v| acc + v);
+    // alpha and LeakyReLU' of edge (i, j), head h.
+    let alpha = |i: usize, j: usize, h: usize| {
+        let (lg, d) = leaky(s_dst[i * hs + h] + s_src[j * hs + h], slope);
+        ((lg - stats[i * 2 * hs + 2 * h]).exp() / stats[i * 2 * hs + 2 * h + 1], d)
+    };
+    let head = |m: &[T], r: usize, h: usize| -> Vec<T> { m[r * w + h * f..r * w + (h + 1) * f].to_vec() };
+    let (rp, ci) = (s.row_ptr(), s.col_idx());
+    d_row.par_chunks_mut(hs).zip(ds_dst.par_chunks_mut(hs)).enumerate().with_min_len(64).for_each(|(i, (dr, dd))| {
+        for h in 0..hs {
+            let g = head(dout, i, h);
+            let (mut d, mut sa, mut sb) = (T::zero(), T::zero(), T::zero());
+            let edges = rp[i] as usize..rp[i + 1] as usize;
+            for (e, &j) in edges.clone().zip(&ci[edges]) {
+                let j = j as usize;
+                let (al, lk) = alpha(i, j, h);
+                let da = dot(&g, &wh[j * w + h * f..j * w + (h + 1) * f]) * keep::<T>(a, step, e, h);
+                d += al * da;
+                sa += al * da * lk;
+                sb += al * lk;
+            }
+            dr[h] = d;
+            dd[h] = sa - d * sb;
+        }
+    });
+    let d_row = &*d_row;
+    let (tp, tc) = (t.row_ptr(), t.col_idx());
+    dwh.par_chunks_mut(w).zip(ds_src.par_chunks_mut(hs)).enumerate().with_min_len(64).for_each(|(j, (dw, dsrc))| {
+        dw.fill(T::zero());
+        for h in 0..hs {
+            let x = head(wh, j, h);
+            let mut acc = T::zero();
+            for q in tp[j] as usize..tp[j + 1] as usize {
+                let (i, e) = (tc[q] as usize, t_of[q] as usize);
+                let (al, lk) = alpha(i, j, h);
+                let g = &dout[i * w + h * f..i * w + (h + 1) * f];
+                let mk = keep::<T>(a, step, e, h);
+                acc += al * (dot(g, &x) * mk - d_row[i * hs + h]) * lk;
+                for (o, &v) in dw[h * f..(h + 1) * f].iter_mut().zip(g) {
+                    *o += al * mk * v;
+                }
+            }
+            dsrc[h] = acc;
+        }
+    });
+}
+
+// -- the GPU launchers --
+
+/// The kernel instance for `chunks` chunks of heads.
+fn pick(kernels: [Kernel<GatAttentionArgs>; 3], chunks: usize) -> Kernel<GatAttentionArgs> {
+    match chunks {
+        0 | 1 => kernels[0],
+        2 => kernels[1],
+        _ => kernels[2],
+    }
+}
+
+/// The arguments shared by the three kernels (outputs null; each launcher sets its own).
+fn args(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst): (&DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>), what: &str) -> Result<GatAttentionArgs> {
+    let h = &g.handle;
+    let gpu = h.gpu()?.clone();
+    let w = a.heads * a.dim;
+    check(a, h.csr(), wh.rows, &[("Wh", (wh.rows, wh.cols), w), ("s_src", (s_src.rows, s_src.cols), a.heads), ("s_dst", (s_dst.rows, s_dst.cols), a.heads)], what)?;
+    for m in [wh, s_src, s_dst] {
+        check_matrix_64(m, what)?;
+        check_gpu(&gpu, m.gpu(), what)?;
+    }
+    if s_src.ld != s_dst.ld {
+        return Err(Error::Shape(format!("{what}: the scores' strides differ ({} and {})", s_src.ld, s_dst.ld)));
+    }
+    if h.csr().nnz() as u64 * a.heads as u64 >= 1 << 62 || h.csr().n_rows() > u32::MAX as usize / 2 {
+        return Err(Error::Unsupported(format!("{what}: {} edges x {} heads", h.csr().nnz(), a.heads)));
+    }
+    let (csr, t) = (h.device_csr()?, h.transpose()?);
+    let (tcsr, t_of) = (t.device_csr()?, h.transpose_map(ValueOrder::Csr)?);
+    Ok(GatAttentionArgs {
+        row_ptr: csr.row_ptr.arg(&gpu),
+        col_idx: csr.col_idx.arg(&gpu),
+        t_ptr: tcsr.row_ptr.arg(&gpu),
+        t_cols: tcsr.col_idx.arg(&gpu),
+        t_of: t_of.arg(&gpu),
+        n_rows: wh.rows as u32,
+        heads: a.heads as u32,
+        dim: a.dim as u32,
+        shift: a.dim.next_power_of_two().trailing_zeros(),
+        ld: wh.ld as u32,
+        hld: s_src.ld as u32,
+        sld: 0,
+        slope: a.slope,
+        threshold: if a.p > 0.0 { dropout_threshold(a.p).max(1) } else { 0 },
+        keep_scale: 1.0 / (1.0 - a.p),
+        seed_key: dropout_seed_key(a.seed),
+        first_edge: a.first_edge,
+        step,
+        wh: wh.arg(),
+        s_src: s_src.arg(),
+        s_dst: s_dst.arg(),
+        bias: Ptr::null(),
+        stats: PtrMut::null(),
+        out: PtrMut::null(),
+        dout: Ptr::null(),
+        d_row: PtrMut::null(),
+        ds_dst: PtrMut::null(),
+        ds_src: PtrMut::null(),
+        dwh: PtrMut::null(),
+    })
+}
+
+/// Checks an output or input of the launchers against Wh's rows, `cols` columns and the
+/// stride `ld` the kernels assume.
+fn check_out(m: &DeviceMatrix<f32>, rows: usize, cols: usize, ld: usize, name: &str, what: &str) -> Result<()> {
+    check_matrix_64(m, what)?;
+    if (m.rows, m.cols, m.ld) != (rows, cols, ld) {
+        return Err(Error::Shape(format!("{what}: {name} is {} x {} (stride {}), want {rows} x {cols} (stride {ld})", m.rows, m.cols, m.ld)));
+    }
+    Ok(())
+}
+
+/// The fused forward on the device (see [`gat_attention_cpu`]).
+#[allow(clippy::too_many_arguments)]
+pub fn gat_attention(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, s_dst: &DeviceMatrix<f32>, bias: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
+    let what = "gat_attention";
+    let mut x = args(g, a, step, (wh, s_src, s_dst), what)?;
+    let w = a.heads * a.dim;
+    check_out(out, wh.rows, w, wh.ld, "out", what)?;
+    check_matrix_64(stats, what)?;
+    if (stats.rows, stats.cols) != (wh.rows, 2 * a.heads) || bias.rows * bias.cols != w {
+        return Err(Error::Shape(format!("{what}: stats {} x {} (want {} x {}), bias {} x {} (want {w} values)", stats.rows, stats.cols, wh.rows, 2 * a.heads, bias.rows, bias.cols)));
+    }
+    let gpu = wh.gpu().clone();
+    (x.sld, x.bias, x.out, x.stats) = (stats.ld as u32, bias.arg(), out.arg_mut(), stats.arg_mut());
+    let kernel = pick([gat_attention_forward_c1, gat_attention_forward_c2, gat_attention_forward_c4], a.chunks());
+    // SAFETY: checked above: S square over Wh's rows (device CSR and transpose of the handle),
+    // Wh and out rows x (H F) with one stride, the scores rows x H with one stride, stats rows x
+    // 2H, bias H F values; lanes touch columns below H F only.
+    unsafe { kernel.launch(&gpu, row_shape(&gpu, wh.rows as u64, 1, 0), &x) }
+}
+
+/// The fused backward on the device (see [`gat_attention_backward_cpu`]): the row pass then
+/// the column pass.
+#[allow(clippy::too_many_arguments)]
+pub fn gat_attention_backward(
+    g: &GpuGraph,
+    a: &GatAttention,
+    step: Ptr<u32>,
+    inputs: GradInputs<'_, DeviceMatrix<f32>>,
+    d_row: &mut DeviceMatrix<f32>,
+    ds_dst: &mut DeviceMatrix<f32>,
+    ds_src: &mut DeviceMatrix<f32>,
+    dwh: &mut DeviceMatrix<f32>,
+) -> Result<()> {
+    let what = "gat_attention_backward";
+    let GradInputs { wh, s_src, s_dst, stats, dout } = inputs;
+    let mut x = args(g, a, step, (wh, s_src, s_dst), what)?;
+    let w = a.heads * a.dim;
+    check_out(dout, wh.rows, w, wh.ld, "dout", what)?;
+    check_out(dwh, wh.rows, w, wh.ld, "dWh", what)?;
+    for (m, name) in [(&*d_row, "D"), (&*ds_dst, "ds_dst"), (&*ds_src, "ds_src")] {
+        check_out(m, wh.rows, a.heads, s_src.ld, name, what)?;
+    }
+    check_matrix_64(stats, what)?;
+    if (stats.rows, stats.cols) != (wh.rows, 2 * a.heads) {
+        return Err(Error::Shape(format!("{what}: stats {} x {} (want {} x {})", stats.rows, stats.cols, wh.rows, 2 * a.heads)));
+    }
+    let gpu = wh.gpu().clone();
+    (x.sld, x.stats, x.dout) = (stats.ld as u32, PtrMut::new(stats.arg().addr()), dout.arg());
+    (x.d_row, x.ds_dst, x.ds_src, x.dwh) = (d_row.arg_mut(), ds_dst.arg_mut(), ds_src.arg_mut(), dwh.arg_mut());
+    let shape = row_shape(&gpu, wh.rows as u64, 1, 0);
+    let c = a.chunks();
+    // SAFETY: as the forward's, plus dout and dWh of Wh's shape, D and the score gradients of
+    // the scores' shape; the row pass writes D and ds_dst, which the column pass (queued after
+    // it) reads; stats is only read.
+    unsafe {
+        pick([gat_attention_row_grad_c1, gat_attention_row_grad_c2, gat_attention_row_grad_c4], c).launch(&gpu, shape, &x)?;
+        pick([gat_attention_col_grad_c1, gat_attention_col_grad_c2, gat_attention_col_grad_c4], c).launch(&gpu, shape, &x)
+    }
+}
+
+// -- the op on each backend --
+
+/// GAT's fused attention and its backward.
+pub trait GatAttentionOp: Backend {
+    /// `out = [alpha'_h Wh_h]_h + bias` and the softmax statistics (`stats`, n x 2H).
+    #[allow(clippy::too_many_arguments)]
+    fn gat_attention(&self, g: &Self::Graph, a: &GatAttention, wh: &Self::Mat, s_src: &Self::Mat, s_dst: &Self::Mat, bias: &Self::Mat, out: &mut Self::Mat, stats: &mut Self::Mat) -> Result<()>;
+    /// From `dout`: `dwh` (the aggregation's part, overwritten), `ds_dst`, `ds_src`, through
+    /// the scratch `d_row` (n x H).
+    #[allow(clippy::too_many_arguments)]
+    fn gat_attention_backward(
+        &self,
+        g: &Self::Graph,
+        a: &GatAttention,
+        inputs: GradInputs<'_, Self::Mat>,
+        d_row: &mut Self::Mat,
+        ds_dst: &mut Self::Mat,
+        ds_src: &mut Self::Mat,
+        dwh: &mut Self::Mat,
+    ) -> Result<()>;
+}
+
+impl<T: Real> GatAttentionOp for CpuBackend<T> {
+    fn gat_attention(&self, g: &HostGraph<T>, a: &GatAttention, wh: &HostMat<T>, s_src: &HostMat<T>, s_dst: &HostMat<T>, bias: &HostMat<T>, out: &mut HostMat<T>, stats: &mut HostMat<T>) -> Result<()> {
+        let (n, w, hs) = (wh.rows, a.heads * a.dim, a.heads);
+        let what = "gat_attention";
+        check(a, &g.s, n, &[("Wh", (wh.rows, wh.cols), w), ("s_src", (s_src.rows, s_src.cols), hs), ("s_dst", (s_dst.rows, s_dst.cols), hs), ("out", (out.rows, out.cols), w), ("stats", (stats.rows, stats.cols), 2 * hs)], what)?;
+        if bias.data.len() != w {
+            return Err(Error::Shape(format!("{what}: bias of {} values for {w} columns", bias.data.len())));
+        }
+        gat_attention_cpu(&g.s, a, self.step(), &wh.data, &s_src.data, &s_dst.data, &bias.data, &mut out.data, &mut stats.data);
+        Ok(())
+    }
+    fn gat_attention_backward(
+        &self,
+        g: &HostGraph<T>,
+        a: &GatAttention,
+        inputs: GradInputs<'_, HostMat<T>>,
+        d_row: &mut HostMat<T>,
+        ds_dst: &mut HostMat<T>,
+        ds_src: &mut HostMat<T>,
+        dwh: &mut HostMat<T>,
+    ) -> Result<()> {
+        let GradInputs { wh, s_src, s_dst, stats, dout } = inputs;
+        let (n, w, hs) = (wh.rows, a.heads * a.dim, a.heads);
+        let shapes = [
+            ("Wh", (wh.rows, wh.cols), w),
+            ("s_src", (s_src.rows, s_src.cols), hs),
+            ("s_dst", (s_dst.rows, s_dst.cols), hs),
+            ("stats", (stats.rows, stats.cols), 2 * hs),
+            ("dout", (dout.rows, dout.cols), w),
+            ("D", (d_row.rows, d_row.cols), hs),
+            ("ds_dst", (ds_dst.rows, ds_dst.cols), hs),
+            ("ds_src", (ds_src.rows, ds_src.cols), hs),
+            ("dWh", (dwh.rows, dwh.cols), w),
+        ];
+        check(a, &g.s, n, &shapes, "gat_attention_backward")?;
+        let inputs = GradInputs { wh: &wh.data[..], s_src: &s_src.data[..], s_dst: &s_dst.data[..], stats: &stats.data[..], dout: &dout.data[..] };
+        gat_attention_backward_cpu(&g.s, &g.t, &g.t_of, a, self.step(), inputs, &mut d_row.data, &mut ds_dst.data, &mut ds_src.data, &mut dwh.data);
+        Ok(())
+    }
+}
+
+impl GatAttentionOp for CudaBackend {
+    fn gat_attention(&self, g: &GpuGraph, a: &GatAttention, wh: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, s_dst: &DeviceMatrix<f32>, bias: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.timed("gat attention", || gat_attention(g, a, self.step_ptr().arg(&self.gpu), wh, s_src, s_dst, bias, out, stats))
+    }
+    fn gat_attention_backward(
+        &self,
+        g: &GpuGraph,
+        a: &GatAttention,
+        inputs: GradInputs<'_, DeviceMatrix<f32>>,
+        d_row: &mut DeviceMatrix<f32>,
+        ds_dst: &mut DeviceMatrix<f32>,
+        ds_src: &mut DeviceMatrix<f32>,
+        dwh: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
+        self.timed("gat attention backward", || gat_attention_backward(g, a, self.step_ptr().arg(&self.gpu), inputs, d_row, ds_dst, ds_src, dwh))
+    }
+}

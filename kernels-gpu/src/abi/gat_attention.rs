@@ -1,0 +1,62 @@
+// Fused multi-head GAT attention (`nn/gat_attention.rs`): the argument struct shared by its
+// three kernels and their instances. Shared with the host (`include!`). Matrices are row-major
+// f32 with a padded stride: Wh, out, dout and dWh are n x (heads * dim) with stride `ld`; the
+// per-node scores s_src, s_dst, their gradients and D are n x heads with stride `hld`; the
+// softmax statistics are n x (2 heads) with stride `sld`, (max, sum) per head.
+use super::*;
+
+kernel_args! {
+    /// One GAT layer's attention over the edges of S (row i = target, its edges the sources j):
+    /// e_ijh = LeakyReLU(s_dst[i][h] + s_src[j][h]), alpha = softmax over each row per head,
+    /// alpha' = alpha after attention dropout (kept with 1 - p, scaled 1 / (1 - p)),
+    /// out_i = [sum_j alpha'_ijh Wh_jh]_h + bias.
+    pub struct GatAttentionArgs {
+        /// S (forward and row pass), and Sᵀ with the S entry of each of its entries (column pass).
+        pub row_ptr: Ptr<u32>,
+        pub col_idx: Ptr<u32>,
+        pub t_ptr: Ptr<u32>,
+        pub t_cols: Ptr<u32>,
+        pub t_of: Ptr<u32>,
+        pub n_rows: u32,
+        pub heads: u32,
+        pub dim: u32,
+        /// log2 of the lanes per head (a power of two >= dim, at most 32).
+        pub shift: u32,
+        pub ld: u32,
+        pub hld: u32,
+        pub sld: u32,
+        pub slope: f32,
+        /// Attention dropout: keep edge e of head h iff its hash at index (first_edge + e) *
+        /// heads + h is >= threshold (0: no dropout); kept values times `keep_scale`. The step
+        /// is read when the kernel runs (a replayed graph draws new masks).
+        pub threshold: u32,
+        pub keep_scale: f32,
+        pub seed_key: u64,
+        pub first_edge: u64,
+        pub step: Ptr<u32>,
+        pub wh: Ptr<f32>,
+        pub s_src: Ptr<f32>,
+        pub s_dst: Ptr<f32>,
+        pub bias: Ptr<f32>,
+        pub stats: PtrMut<f32>,
+        pub out: PtrMut<f32>,
+        pub dout: Ptr<f32>,
+        pub d_row: PtrMut<f32>,
+        pub ds_dst: PtrMut<f32>,
+        pub ds_src: PtrMut<f32>,
+        pub dwh: PtrMut<f32>,
+    }
+}
+
+// `_cN`: N chunks of heads per warp (heads x lanes per head <= 32 N).
+kernels! {
+    gat_attention_forward_c1(GatAttentionArgs) = crate::nn::gat_attention::forward::<1>;
+    gat_attention_forward_c2(GatAttentionArgs) = crate::nn::gat_attention::forward::<2>;
+    gat_attention_forward_c4(GatAttentionArgs) = crate::nn::gat_attention::forward::<4>;
+    gat_attention_row_grad_c1(GatAttentionArgs) = crate::nn::gat_attention::row_grad::<1>;
+    gat_attention_row_grad_c2(GatAttentionArgs) = crate::nn::gat_attention::row_grad::<2>;
+    gat_attention_row_grad_c4(GatAttentionArgs) = crate::nn::gat_attention::row_grad::<4>;
+    gat_attention_col_grad_c1(GatAttentionArgs) = crate::nn::gat_attention::col_grad::<1>;
+    gat_attention_col_grad_c2(GatAttentionArgs) = crate::nn::gat_attention::col_grad::<2>;
+    gat_attention_col_grad_c4(GatAttentionArgs) = crate::nn::gat_attention::col_grad::<4>;
+}

@@ -163,6 +163,14 @@ fn gat_gradients_sparse_features_with_dropout() {
 }
 
 #[test]
+fn gat_fused_attention_gradients() {
+    // --variant: the fused attention op, with and without dropout (its masks regenerated from
+    // the step counter in the backward).
+    check_model(ModelConfig { variant: true, ..small("gat", 0.0) }, false);
+    check_model(ModelConfig { variant: true, ..small("gat", 0.3) }, true);
+}
+
+#[test]
 fn three_layer_gat_gradients_mean_heads() {
     // Three layers (two hidden, ELU between) and an output layer averaging 3 heads: the mean
     // path of GatConv, which the 1-head default output layer leaves untested.

@@ -189,12 +189,12 @@ pub fn attention_backward_cpu<T: Real>(
 // -- the GPU launchers --
 
 /// The rows of at least `min` edges of a pattern, on the device, built once per graph and `min`.
-struct AttnLongRows {
-    rows: DeviceVec<u32>,
-    n: u32,
+pub(crate) struct AttnLongRows {
+    pub rows: DeviceVec<u32>,
+    pub n: u32,
 }
 
-fn long_rows(g: &GraphHandle, min: u32) -> Result<std::sync::Arc<AttnLongRows>> {
+pub(crate) fn long_rows(g: &GraphHandle, min: u32) -> Result<std::sync::Arc<AttnLongRows>> {
     let gpu = g.gpu()?.clone();
     g.cached(min as u64, || {
         let rp = g.csr().row_ptr();

@@ -46,6 +46,10 @@ pub struct GatAttention {
 
 /// Heads a warp's chunk of the kernels covers at most four times: `heads x next_pow2(dim) <= 128`.
 const MAX_CHUNKS: usize = 4;
+/// Rows of at least this many entries go to the block launch (a warp would walk them alone).
+pub const GAT_LONG_MIN: u32 = 256;
+/// Threads of the block that takes one long row.
+pub const GAT_LONG_BLOCK: u32 = 256;
 
 impl GatAttention {
     /// Whether the fused kernels take heads of `dim` columns (at most 32 each, 128 lanes of
@@ -141,7 +145,7 @@ pub fn gat_attention_cpu<T: Real>(s: &Csr, a: &GatAttention, step: u32, wh: &[T]
     });
 }
 
-/// The backward on the host: the row pass writes `d_row` (D per row and head, n x H) and
+/// The backward on the host: the row pass writes `d_row` (D per row and head, n x H) and then
 /// `ds_dst`; the column pass (over Sᵀ = `t`, `t_of` its entries' places in S) writes `ds_src`
 /// and `dwh` (both overwritten). Fixed summation order: deterministic.
 #[allow(clippy::too_many_arguments)]
@@ -172,18 +176,21 @@ pub fn gat_attention_backward_cpu<T: Real>(
     d_row.par_chunks_mut(hs).zip(ds_dst.par_chunks_mut(hs)).enumerate().with_min_len(64).for_each(|(i, (dr, dd))| {
         for h in 0..hs {
             let g = head(dout, i, h);
-            let (mut d, mut sa, mut sb) = (T::zero(), T::zero(), T::zero());
             let edges = rp[i] as usize..rp[i + 1] as usize;
-            for (e, &j) in edges.clone().zip(&ci[edges]) {
-                let j = j as usize;
-                let (al, lk) = alpha(i, j, h);
-                let da = dot(&g, &wh[j * w + h * f..j * w + (h + 1) * f]) * keep::<T>(a, step, e, h);
-                d += al * da;
-                sa += al * da * lk;
-                sb += al * lk;
-            }
+            // alpha, LeakyReLU' and da of every edge; D first, then the sum with D subtracted per
+            // edge (as the kernel: no cancelling difference of two row sums).
+            let terms: Vec<(T, T, T)> = edges
+                .clone()
+                .zip(&ci[edges])
+                .map(|(e, &j)| {
+                    let j = j as usize;
+                    let (al, lk) = alpha(i, j, h);
+                    (al, lk, dot(&g, &wh[j * w + h * f..j * w + (h + 1) * f]) * keep::<T>(a, step, e, h))
+                })
+                .collect();
+            let d = terms.iter().fold(T::zero(), |acc, &(al, _, da)| acc + al * da);
+            dd[h] = terms.iter().fold(T::zero(), |acc, &(al, lk, da)| acc + al * (da - d) * lk);
             dr[h] = d;
-            dd[h] = sa - d * sb;
         }
     });
     let d_row = &*d_row;
@@ -244,6 +251,8 @@ fn args(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst): (&De
         t_cols: tcsr.col_idx.arg(&gpu),
         t_of: t_of.arg(&gpu),
         n_rows: wh.rows as u32,
+        long_min: GAT_LONG_MIN,
+        long_rows: Ptr::null(),
         heads: a.heads as u32,
         dim: a.dim as u32,
         shift: a.dim.next_power_of_two().trailing_zeros(),
@@ -297,7 +306,25 @@ pub fn gat_attention(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &Device
     // SAFETY: checked above: S square over Wh's rows (device CSR and transpose of the handle),
     // Wh and out rows x (H F) with one stride, the scores rows x H with one stride, stats rows x
     // 2H, bias H F values; lanes touch columns below H F only.
-    unsafe { kernel.launch(&gpu, row_shape(&gpu, wh.rows as u64, 1, 0), &x) }
+    unsafe { launch_rows(&gpu, &g.handle, kernel, &x, a.chunks()) }
+}
+
+/// Launches `kernel` over the rows of `h` (S, or Sᵀ for the column pass): a warp per short row,
+/// then a block per long row with its shared memory (three values per lane, chunk and warp).
+///
+/// # Safety
+/// `x` must be valid arguments of `kernel` for the rows of `h`.
+unsafe fn launch_rows(gpu: &crate::gpu::Gpu, h: &crate::ops::GraphHandle, kernel: Kernel<GatAttentionArgs>, x: &GatAttentionArgs, chunks: usize) -> Result<()> {
+    let long = super::fused_attention::long_rows(h, GAT_LONG_MIN)?;
+    unsafe {
+        kernel.launch(gpu, row_shape(gpu, x.n_rows as u64, 1, 0), x)?;
+        if long.n > 0 {
+            let smem = GAT_LONG_BLOCK * chunks.max(1) as u32 * 3 * 4;
+            let block = GatAttentionArgs { long_rows: long.rows.arg(gpu), ..*x };
+            kernel.launch(gpu, crate::gpu::launch::Shape::linear(long.n, GAT_LONG_BLOCK, smem), &block)?;
+        }
+    }
+    Ok(())
 }
 
 /// The fused backward on the device (see [`gat_attention_backward_cpu`]): the row pass then
@@ -329,14 +356,14 @@ pub fn gat_attention_backward(
     let gpu = wh.gpu().clone();
     (x.sld, x.stats, x.dout) = (stats.ld as u32, PtrMut::new(stats.arg().addr()), dout.arg());
     (x.d_row, x.ds_dst, x.ds_src, x.dwh) = (d_row.arg_mut(), ds_dst.arg_mut(), ds_src.arg_mut(), dwh.arg_mut());
-    let shape = row_shape(&gpu, wh.rows as u64, 1, 0);
     let c = a.chunks();
+    let t = g.handle.transpose()?;
     // SAFETY: as the forward's, plus dout and dWh of Wh's shape, D and the score gradients of
     // the scores' shape; the row pass writes D and ds_dst, which the column pass (queued after
-    // it) reads; stats is only read.
+    // it) reads; stats is only read. The column pass walks Sᵀ's rows (its long rows listed).
     unsafe {
-        pick([gat_attention_row_grad_c1, gat_attention_row_grad_c2, gat_attention_row_grad_c4], c).launch(&gpu, shape, &x)?;
-        pick([gat_attention_col_grad_c1, gat_attention_col_grad_c2, gat_attention_col_grad_c4], c).launch(&gpu, shape, &x)
+        launch_rows(&gpu, &g.handle, pick([gat_attention_row_grad_c1, gat_attention_row_grad_c2, gat_attention_row_grad_c4], c), &x, c)?;
+        launch_rows(&gpu, &t, pick([gat_attention_col_grad_c1, gat_attention_col_grad_c2, gat_attention_col_grad_c4], c), &x, c)
     }
 }
 

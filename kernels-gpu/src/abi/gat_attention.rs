@@ -18,6 +18,11 @@ kernel_args! {
         pub t_cols: Ptr<u32>,
         pub t_of: Ptr<u32>,
         pub n_rows: u32,
+        /// Warp launch (`long_rows` null): rows of at least `long_min` entries are skipped; block
+        /// launch: one listed row per block (S's for the forward and the row pass, Sᵀ's for
+        /// the column pass), its warps sharing the row's entries.
+        pub long_min: u32,
+        pub long_rows: Ptr<u32>,
         pub heads: u32,
         pub dim: u32,
         /// log2 of the lanes per head (a power of two >= dim, at most 32).

@@ -42,7 +42,7 @@ fn close(a: &[f64], b: &[f64], tol: f64, what: &str) {
 }
 
 /// Heads x columns per head, concatenated or not (the unfused path runs the mean of several).
-const SHAPES: [(usize, usize); 5] = [(8, 8), (1, 7), (3, 5), (4, 32), (2, 1)];
+const SHAPES: [(usize, usize); 7] = [(8, 8), (1, 7), (3, 5), (4, 32), (2, 1), (3, 12), (32, 2)];
 
 #[test]
 fn fused_gat_conv_equals_the_unfused_one_on_the_cpu() {
@@ -83,7 +83,7 @@ fn fusion_is_chosen_where_the_kernels_take_the_heads() {
     assert!(GatConv::<C>::fuses(1, 7, false));
     assert!(!GatConv::<C>::fuses(3, 5, false), "the mean of several heads runs unfused");
     assert!(!GatConv::<C>::fuses(2, 64, true), "heads wider than 32 run unfused");
-    assert!(GatConv::<C>::fuses(4, 32, true) && !GatConv::<C>::fuses(5, 32, true), "at most 128 lanes of heads");
+    assert!(GatConv::<C>::fuses(32, 32, true) && !GatConv::<C>::fuses(33, 4, true), "at most 32 heads");
 }
 
 /// The graphs of the GPU test: the odd shapes and a staircase (rows and columns of 0..599 edges).

@@ -18,7 +18,7 @@
 //!
 //! Unfused ([`GatConv::new`], the default): each head keeps its own edge buffers (logits, α,
 //! α'), the pattern is shared, and every product runs on the SpMM / SDDMM kernels as above.
-//! Fused ([`GatConv::new_fused`], `--variant`; heads at most 32 wide, concatenated or one): the
+//! Fused ([`GatConv::new_fused`], `--variant`; up to 32 heads of up to 32 columns, concatenated or one): the
 //! edge logits, softmax, dropout and every head's aggregation plus the bias are one op
 //! ([`crate::ops::nn::gat_attention`]), the backward two passes, with per node and head only the
 //! softmax's (max, sum): no per-edge array, three launches a layer instead of ~20 per head. Not
@@ -141,8 +141,8 @@ impl<B: Ops> GatConv<B> {
         Self::build(b, g, (rows, fan_in, heads, dim, concat), p, seed, rng, Self::fuses(heads, dim, concat))
     }
 
-    /// Whether a layer of `heads x dim` runs fused: heads of at most 32 columns (128 lanes of
-    /// heads in all), concatenated or one (the mean of several heads runs unfused).
+    /// Whether a layer of `heads x dim` runs fused: at most 32 heads of at most 32 columns,
+    /// concatenated or one (the mean of several heads runs unfused).
     pub fn fuses(heads: usize, dim: usize, concat: bool) -> bool {
         GatAttention::fits(heads, dim) && (concat || heads == 1)
     }

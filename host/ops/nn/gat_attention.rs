@@ -16,8 +16,8 @@ use super::{check_gpu, check_matrix_64, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::gat_attention::{
-    GatAttentionArgs, gat_attention_col_grad_c1, gat_attention_col_grad_c2, gat_attention_col_grad_c4, gat_attention_forward_c1, gat_attention_forward_c2,
-    gat_attention_forward_c4, gat_attention_row_grad_c1, gat_attention_row_grad_c2, gat_attention_row_grad_c4,
+    GatAttentionArgs, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8, gat_attention_forward_d16,
+    gat_attention_forward_d32, gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32,
 };
 use crate::gpu::launch::{Kernel, Ptr, PtrMut};
 use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
@@ -44,21 +44,16 @@ pub struct GatAttention {
     pub first_edge: u64,
 }
 
-/// Heads a warp's chunk of the kernels covers at most four times: `heads x next_pow2(dim) <= 128`.
-const MAX_CHUNKS: usize = 4;
 /// Rows of at least this many entries go to the block launch (a warp would walk them alone).
 pub const GAT_LONG_MIN: u32 = 256;
 /// Threads of the block that takes one long row.
 pub const GAT_LONG_BLOCK: u32 = 256;
 
 impl GatAttention {
-    /// Whether the fused kernels take heads of `dim` columns (at most 32 each, 128 lanes of
-    /// heads in all); else the layer runs unfused.
+    /// Whether the fused kernels take `heads` heads of `dim` columns (at most 32 of each: a
+    /// lane per head, the head's columns in its registers); else the layer runs unfused.
     pub fn fits(heads: usize, dim: usize) -> bool {
-        heads > 0 && (1..=32).contains(&dim) && heads * dim.next_power_of_two() <= 32 * MAX_CHUNKS
-    }
-    fn chunks(&self) -> usize {
-        (self.heads * self.dim.next_power_of_two()).div_ceil(32)
+        (1..=32).contains(&heads) && (1..=32).contains(&dim)
     }
 }
 
@@ -87,7 +82,7 @@ fn keep<T: Real>(a: &GatAttention, step: u32, e: usize, h: usize) -> T {
 
 fn check(a: &GatAttention, s: &Csr, rows: usize, mats: &[(&str, (usize, usize), usize)], what: &str) -> Result<()> {
     if !GatAttention::fits(a.heads, a.dim) {
-        return Err(Error::Unsupported(format!("{what}: {} heads of {} columns (the fused kernels take heads of at most 32 columns, 128 lanes in all)", a.heads, a.dim)));
+        return Err(Error::Unsupported(format!("{what}: {} heads of {} columns (the fused kernels take at most 32 heads of at most 32 columns)", a.heads, a.dim)));
     }
     if !(0.0..1.0).contains(&a.p) {
         return Err(Error::Unsupported(format!("{what}: attention dropout {} (want 0 <= p < 1)", a.p)));
@@ -217,11 +212,11 @@ pub fn gat_attention_backward_cpu<T: Real>(
 
 // -- the GPU launchers --
 
-/// The kernel instance for `chunks` chunks of heads.
-fn pick(kernels: [Kernel<GatAttentionArgs>; 3], chunks: usize) -> Kernel<GatAttentionArgs> {
-    match chunks {
-        0 | 1 => kernels[0],
-        2 => kernels[1],
+/// The kernel instance for heads of `dim` columns (8, 16 or 32 at most).
+fn pick(kernels: [Kernel<GatAttentionArgs>; 3], dim: usize) -> Kernel<GatAttentionArgs> {
+    match dim {
+        0..=8 => kernels[0],
+        9..=16 => kernels[1],
         _ => kernels[2],
     }
 }
@@ -255,7 +250,7 @@ fn args(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst): (&De
         long_rows: Ptr::null(),
         heads: a.heads as u32,
         dim: a.dim as u32,
-        shift: a.dim.next_power_of_two().trailing_zeros(),
+        shift: a.heads.next_power_of_two().trailing_zeros(),
         ld: wh.ld as u32,
         hld: s_src.ld as u32,
         sld: 0,
@@ -302,24 +297,24 @@ pub fn gat_attention(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &Device
     }
     let gpu = wh.gpu().clone();
     (x.sld, x.bias, x.out, x.stats) = (stats.ld as u32, bias.arg(), out.arg_mut(), stats.arg_mut());
-    let kernel = pick([gat_attention_forward_c1, gat_attention_forward_c2, gat_attention_forward_c4], a.chunks());
+    let kernel = pick([gat_attention_forward_d8, gat_attention_forward_d16, gat_attention_forward_d32], a.dim);
     // SAFETY: checked above: S square over Wh's rows (device CSR and transpose of the handle),
     // Wh and out rows x (H F) with one stride, the scores rows x H with one stride, stats rows x
     // 2H, bias H F values; lanes touch columns below H F only.
-    unsafe { launch_rows(&gpu, &g.handle, kernel, &x, a.chunks()) }
+    unsafe { launch_rows(&gpu, &g.handle, kernel, &x) }
 }
 
 /// Launches `kernel` over the rows of `h` (S, or Sᵀ for the column pass): a warp per short row,
-/// then a block per long row with its shared memory (three values per lane, chunk and warp).
+/// then a block per long row with its shared memory (34 words per head lane and warp).
 ///
 /// # Safety
 /// `x` must be valid arguments of `kernel` for the rows of `h`.
-unsafe fn launch_rows(gpu: &crate::gpu::Gpu, h: &crate::ops::GraphHandle, kernel: Kernel<GatAttentionArgs>, x: &GatAttentionArgs, chunks: usize) -> Result<()> {
+unsafe fn launch_rows(gpu: &crate::gpu::Gpu, h: &crate::ops::GraphHandle, kernel: Kernel<GatAttentionArgs>, x: &GatAttentionArgs) -> Result<()> {
     let long = super::fused_attention::long_rows(h, GAT_LONG_MIN)?;
     unsafe {
         kernel.launch(gpu, row_shape(gpu, x.n_rows as u64, 1, 0), x)?;
         if long.n > 0 {
-            let smem = GAT_LONG_BLOCK * chunks.max(1) as u32 * 3 * 4;
+            let smem = GAT_LONG_BLOCK * 34 * 4;
             let block = GatAttentionArgs { long_rows: long.rows.arg(gpu), ..*x };
             kernel.launch(gpu, crate::gpu::launch::Shape::linear(long.n, GAT_LONG_BLOCK, smem), &block)?;
         }
@@ -356,14 +351,14 @@ pub fn gat_attention_backward(
     let gpu = wh.gpu().clone();
     (x.sld, x.stats, x.dout) = (stats.ld as u32, PtrMut::new(stats.arg().addr()), dout.arg());
     (x.d_row, x.ds_dst, x.ds_src, x.dwh) = (d_row.arg_mut(), ds_dst.arg_mut(), ds_src.arg_mut(), dwh.arg_mut());
-    let c = a.chunks();
+    let d = a.dim;
     let t = g.handle.transpose()?;
     // SAFETY: as the forward's, plus dout and dWh of Wh's shape, D and the score gradients of
     // the scores' shape; the row pass writes D and ds_dst, which the column pass (queued after
     // it) reads; stats is only read. The column pass walks Sᵀ's rows (its long rows listed).
     unsafe {
-        launch_rows(&gpu, &g.handle, pick([gat_attention_row_grad_c1, gat_attention_row_grad_c2, gat_attention_row_grad_c4], c), &x, c)?;
-        launch_rows(&gpu, &t, pick([gat_attention_col_grad_c1, gat_attention_col_grad_c2, gat_attention_col_grad_c4], c), &x, c)
+        launch_rows(&gpu, &g.handle, pick([gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32], d), &x)?;
+        launch_rows(&gpu, &t, pick([gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32], d), &x)
     }
 }
 

@@ -25,7 +25,7 @@ kernel_args! {
         pub long_rows: Ptr<u32>,
         pub heads: u32,
         pub dim: u32,
-        /// log2 of the lanes per head (a power of two >= dim, at most 32).
+        /// log2 of the lanes of an edge slot (one per head: next_pow2(heads) <= 32).
         pub shift: u32,
         pub ld: u32,
         pub hld: u32,
@@ -53,15 +53,16 @@ kernel_args! {
     }
 }
 
-// `_cN`: N chunks of heads per warp (heads x lanes per head <= 32 N).
+// `_dN`: heads of at most N columns, gathered N at a time per lane; 4, 2 and 1 edges' gathers in
+// flight per slot (registers).
 kernels! {
-    gat_attention_forward_c1(GatAttentionArgs) = crate::nn::gat_attention::forward::<1>;
-    gat_attention_forward_c2(GatAttentionArgs) = crate::nn::gat_attention::forward::<2>;
-    gat_attention_forward_c4(GatAttentionArgs) = crate::nn::gat_attention::forward::<4>;
-    gat_attention_row_grad_c1(GatAttentionArgs) = crate::nn::gat_attention::row_grad::<1>;
-    gat_attention_row_grad_c2(GatAttentionArgs) = crate::nn::gat_attention::row_grad::<2>;
-    gat_attention_row_grad_c4(GatAttentionArgs) = crate::nn::gat_attention::row_grad::<4>;
-    gat_attention_col_grad_c1(GatAttentionArgs) = crate::nn::gat_attention::col_grad::<1>;
-    gat_attention_col_grad_c2(GatAttentionArgs) = crate::nn::gat_attention::col_grad::<2>;
-    gat_attention_col_grad_c4(GatAttentionArgs) = crate::nn::gat_attention::col_grad::<4>;
+    gat_attention_forward_d8(GatAttentionArgs) = crate::nn::gat_attention::forward::<8, 4>;
+    gat_attention_forward_d16(GatAttentionArgs) = crate::nn::gat_attention::forward::<16, 2>;
+    gat_attention_forward_d32(GatAttentionArgs) = crate::nn::gat_attention::forward::<32, 1>;
+    gat_attention_row_grad_d8(GatAttentionArgs) = crate::nn::gat_attention::row_grad::<8, 4>;
+    gat_attention_row_grad_d16(GatAttentionArgs) = crate::nn::gat_attention::row_grad::<16, 2>;
+    gat_attention_row_grad_d32(GatAttentionArgs) = crate::nn::gat_attention::row_grad::<32, 1>;
+    gat_attention_col_grad_d8(GatAttentionArgs) = crate::nn::gat_attention::col_grad::<8, 4>;
+    gat_attention_col_grad_d16(GatAttentionArgs) = crate::nn::gat_attention::col_grad::<16, 2>;
+    gat_attention_col_grad_d32(GatAttentionArgs) = crate::nn::gat_attention::col_grad::<32, 1>;
 }

@@ -4,21 +4,21 @@
 //! keeps per row and head the softmax's (max, sum); the backward recomputes alpha from them and
 //! regenerates the dropout mask from the counter RNG.
 //!
-//! Lanes: a warp takes one row; its lanes split into groups of `G = 1 << shift >= dim` lanes,
-//! one head per group (lane `sub` of a group holds column `sub` of its head's `dim`), and `C`
-//! chunks of `32 / G` heads each cover all heads. A row's column ids are read 32 at a time (one
-//! coalesced load, then broadcast), and the neighbour data of `U` edges is gathered before any
-//! of it is used, so `U` gathers are in flight (`walk`). Rows of at least `long_min` edges are
-//! skipped by the warp launch and taken by a second launch, a block per listed row: its warps
-//! split the row's edges into contiguous runs and meet in shared memory (a fixed order:
-//! deterministic). Loops are uniform over the warp (block), so every lane reaches every shuffle
-//! and barrier.
+//! Lanes: a lane takes one (edge, head) pair: the warp is `S = 32 / Hp` slots of `Hp =
+//! next_pow2(heads)` lanes (`shift` = log2 Hp), slot s walking edges s, s + S, ... of the row,
+//! lane h of a slot head h, holding that head's `dim <= NF` columns in registers. So every
+//! scalar of an (edge, head) (logit, exp, mask, the dot products of the backward) is computed
+//! once, a slot's lanes read a neighbour's row contiguously, and `S x U` edges are in flight
+//! (column ids read 32 at a time, `U` edges' gathers issued before any is used: `walk`). At a
+//! row's end the slots meet through shuffles (online-softmax states merged, sums added); rows
+//! of at least `long_min` edges go to a second launch, a block per listed row whose warps take
+//! contiguous runs and meet in shared memory in warp order (deterministic).
 //!
 //! Maths, per head h (dropping h): z_ij = s_dst_i + s_src_j, e = LeakyReLU(z), alpha =
 //! softmax_j(e), alpha' = alpha m_ij / (1 - p), out_i = sum_j alpha'_ij Wh_j + b. Backward with
 //! dout: da'_ij = dout_i . Wh_j, da = da' m / (1 - p), D_i = sum_j alpha_ij da_ij, dz_ij =
 //! alpha_ij (da_ij - D_i) lk'_ij (lk' = 1 for z > 0, else the slope). The row pass walks row i
-//! twice: D_i first, then ds_dst_i = sum_j dz_ij (subtracting D per edge, as the unfused path,
+//! twice: D_i first, then ds_dst_i = sum_j dz_ij (D subtracted per edge, as the unfused path,
 //! rather than sum alpha da lk' - D sum alpha lk', which cancels badly on hub rows in tf32). The
 //! column pass walks Sᵀ: ds_src_j = sum_i dz_ij and dWh_j = sum_i alpha'_ij dout_i, recomputing
 //! alpha, da and dz there from the source rows' statistics and D: D_i is a reduction over all of
@@ -29,60 +29,51 @@ use crate::abi::gat_attention::GatAttentionArgs;
 use crate::ptx;
 use crate::rng::dropout_keep_keyed;
 
-/// Edges whose neighbour data is gathered together.
-const U: usize = 4;
-
-/// This lane's place: its head in chunk k is `k * per_chunk + grp`, its column in that head `sub`.
+/// This lane's (slot, head).
 #[derive(Clone, Copy)]
-struct HeadLanes {
-    sub: u32,
-    grp: u32,
-    per_chunk: u32,
-    lanes: u32,
+struct Lane {
+    slot: u32,
+    slots: u32,
+    h: u32,
+    /// Whether `h` is a head (lanes past the last head idle).
+    on: bool,
 }
 
-impl HeadLanes {
+impl Lane {
     #[inline(always)]
     fn new(a: &GatAttentionArgs) -> Self {
         let lane = ptx::lane_id();
-        HeadLanes { sub: lane & ((1 << a.shift) - 1), grp: lane >> a.shift, per_chunk: 32 >> a.shift, lanes: 1 << a.shift }
-    }
-    /// Head of chunk k, if it exists.
-    #[inline(always)]
-    fn head(&self, a: &GatAttentionArgs, k: usize) -> Option<u32> {
-        let h = k as u32 * self.per_chunk + self.grp;
-        (h < a.heads).then_some(h)
-    }
-    /// Column of chunk k in an n x (heads dim) matrix, if this lane holds one.
-    #[inline(always)]
-    fn col(&self, a: &GatAttentionArgs, k: usize) -> Option<u32> {
-        self.head(a, k).filter(|_| self.sub < a.dim).map(|h| h * a.dim + self.sub)
+        let h = lane & ((1 << a.shift) - 1);
+        Lane { slot: lane >> a.shift, slots: 32 >> a.shift, h, on: h < a.heads }
     }
 }
 
-/// Sum over this lane's head group (every lane of the warp calls it).
+/// Head `h`'s `dim` columns of row `r` of an n x (heads dim) matrix (zeros past `dim`).
 #[inline(always)]
-fn head_sum(mut v: f32, lanes: u32) -> f32 {
-    let mut m = lanes >> 1;
-    while m > 0 {
-        v += ptx::shfl_xor_f32(v, m);
-        m >>= 1;
+unsafe fn head_row<const NF: usize>(a: &GatAttentionArgs, p: *const f32, r: u32, h: u32) -> [f32; NF] {
+    let base = unsafe { p.add(r as usize * a.ld as usize + (h * a.dim) as usize) };
+    let mut v = [0f32; NF];
+    if a.dim % 4 == 0 {
+        // 16-byte aligned: ld is a multiple of 8 and every head starts at a multiple of 4.
+        for q in 0..NF / 4 {
+            if (4 * q as u32) < a.dim {
+                let x = unsafe { ptx::ld_nc_v4_f32(base.add(4 * q)) };
+                v[4 * q..4 * q + 4].copy_from_slice(&x);
+            }
+        }
+    } else {
+        for (c, x) in v.iter_mut().enumerate() {
+            if (c as u32) < a.dim {
+                *x = unsafe { ptx::ld_nc_f32(base.add(c)) };
+            }
+        }
     }
     v
 }
 
 #[inline(always)]
-unsafe fn at(p: *const f32, row: u32, ld: u32, col: u32) -> f32 {
-    unsafe { ptx::ld_nc_f32(p.add(row as usize * ld as usize + col as usize)) }
-}
-
-/// Per chunk: `f(head, column)` where this lane holds them (0 elsewhere).
-#[inline(always)]
-fn per_chunk<const C: usize>(a: &GatAttentionArgs, ln: &HeadLanes, f: impl Fn(u32, Option<u32>) -> f32) -> [f32; C] {
-    core::array::from_fn(|k| match ln.head(a, k) {
-        Some(h) => f(h, ln.col(a, k)),
-        None => 0.0,
-    })
+unsafe fn score(p: *const f32, r: u32, hld: u32, h: u32) -> f32 {
+    unsafe { ptx::ld_nc_f32(p.add(r as usize * hld as usize + h as usize)) }
 }
 
 /// The dropout factor of edge `e`, head `h`: `keep_scale` if kept, else 0 (1 without dropout).
@@ -101,11 +92,20 @@ fn leaky(z: f32, slope: f32) -> (f32, f32) {
     if z > 0.0 { (z, 1.0) } else { (z * slope, slope) }
 }
 
-/// Entries [lo, hi) of a pattern row: `cols[q]` the neighbour, `ofs[q]` the edge's index in S
-/// (null: q itself). Column ids come 32 at a time; `load(neighbour)` runs for `U` entries before
-/// `use_(edge, neighbour, loaded)` runs for each in order. Uniform over the warp.
+fn dot<const NF: usize>(x: &[f32; NF], y: &[f32; NF]) -> f32 {
+    let mut s = 0.0;
+    for c in 0..NF {
+        s += x[c] * y[c];
+    }
+    s
+}
+
+/// Entries [lo, hi) of a pattern row, `cols[q]` the neighbour and `ofs[q]` the edge's index in
+/// S (null: q itself), spread over the slots: column ids come 32 at a time; `load(neighbour)`
+/// runs for this slot's next `U` entries before `use_(edge, loaded)` runs for each in order.
+/// Uniform over the warp.
 #[inline(always)]
-unsafe fn walk<L: Copy>(cols: *const u32, ofs: *const u32, lo: u32, hi: u32, mut load: impl FnMut(u32) -> L, mut use_: impl FnMut(u32, u32, L)) {
+unsafe fn walk<L: Copy, const U: usize>(ln: &Lane, cols: *const u32, ofs: *const u32, lo: u32, hi: u32, mut load: impl FnMut(u32) -> L, mut use_: impl FnMut(u32, L)) {
     let lane = ptx::lane_id();
     let mut base = lo;
     while base < hi {
@@ -118,32 +118,32 @@ unsafe fn walk<L: Copy>(cols: *const u32, ofs: *const u32, lo: u32, hi: u32, mut
         };
         let mut t = 0;
         while t < n {
-            let js: [u32; U] = core::array::from_fn(|u| ptx::shfl_idx_u32(my_j, (t + u as u32) & 31));
-            let es: [u32; U] = core::array::from_fn(|u| ptx::shfl_idx_u32(my_e, (t + u as u32) & 31));
+            let pos: [u32; U] = core::array::from_fn(|u| t + ln.slot + ln.slots * u as u32);
+            let js: [u32; U] = core::array::from_fn(|u| ptx::shfl_idx_u32(my_j, pos[u] & 31));
+            let es: [u32; U] = core::array::from_fn(|u| ptx::shfl_idx_u32(my_e, pos[u] & 31));
             let loaded: [L; U] = core::array::from_fn(|u| load(js[u]));
             for u in 0..U {
-                if t + (u as u32) < n {
-                    use_(es[u], js[u], loaded[u]);
+                if pos[u] < n {
+                    use_(es[u], loaded[u]);
                 }
             }
-            t += U as u32;
+            t += ln.slots * U as u32;
         }
         base += 32;
     }
 }
 
-/// The rows this launch takes and, per row, the run of its entries this warp walks: the warp
-/// launch takes rows shorter than `long_min` whole, a warp per row; the block launch a listed
-/// row per block, each warp a contiguous run. `f(row, lo, hi, warp)`; returns nothing: block
-/// kernels sync inside `f`.
+/// The rows this launch takes, and per row the run of entries this warp walks: the warp launch
+/// takes rows shorter than `long_min`, a warp each; the block launch a listed row per block, its
+/// warps contiguous runs. `f(row, lo, hi, block)`.
 #[inline(always)]
-unsafe fn rows(a: &GatAttentionArgs, row_ptr: *const u32, mut f: impl FnMut(u32, u32, u32, u32, bool)) {
+unsafe fn rows(a: &GatAttentionArgs, row_ptr: *const u32, mut f: impl FnMut(u32, u32, u32, bool)) {
     if a.long_rows.is_null() {
         let (mut i, warps) = global_warp();
         while i < a.n_rows {
             let (start, end) = unsafe { (*row_ptr.add(i as usize), *row_ptr.add(i as usize + 1)) };
             if end - start < a.long_min {
-                f(i, start, end, 0, false);
+                f(i, start, end, false);
             }
             i += warps;
         }
@@ -156,33 +156,57 @@ unsafe fn rows(a: &GatAttentionArgs, row_ptr: *const u32, mut f: impl FnMut(u32,
         let run = crate::translate::div_or_zero(end - start + warps - 1, warps);
         let lo = start + (w * run).min(end - start);
         let hi = start + ((w + 1) * run).min(end - start);
-        f(i, lo, hi, w, true);
+        f(i, lo, hi, true);
     }
 }
 
-/// Shared-memory slot of (warp, chunk, lane, field) for `fields` values per lane.
+/// Adds `v` over the slots (every lane gets its head's total).
 #[inline(always)]
-fn slot<const C: usize>(w: u32, k: usize, field: u32, fields: u32) -> u32 {
-    ptx::dyn_smem_base() + 4 * (((w * C as u32 + k as u32) * 32 + ptx::lane_id()) * fields + field)
+fn slot_sum(mut v: f32, ln: &Lane, shift: u32) -> f32 {
+    let mut m = ln.slots >> 1;
+    while m > 0 {
+        v += ptx::shfl_xor_f32(v, m << shift);
+        m >>= 1;
+    }
+    v
 }
 
-/// This warp's per-lane values into shared memory, a barrier, then the sum over the block's
-/// warps in warp order (every warp gets it).
+/// An online-softmax state (max, sum, weighted row) merged with another.
 #[inline(always)]
-unsafe fn block_sum<const C: usize, const F: usize>(v: [[f32; C]; F]) -> [[f32; C]; F] {
+fn merge<const NF: usize>(m: &mut f32, l: &mut f32, acc: &mut [f32; NF], m2: f32, l2: f32, acc2: &[f32; NF]) {
+    let new_m = if m2 > *m { m2 } else { *m };
+    if new_m == f32::NEG_INFINITY {
+        return;
+    }
+    let (s1, s2) = (ptx::exp(*m - new_m), ptx::exp(m2 - new_m));
+    *l = *l * s1 + l2 * s2;
+    for c in 0..NF {
+        acc[c] = acc[c] * s1 + acc2[c] * s2;
+    }
+    *m = new_m;
+}
+
+/// Shared-memory word `field` of (warp, head) for `fields` words per head.
+#[inline(always)]
+fn smem(w: u32, h: u32, field: usize, fields: usize) -> u32 {
+    ptx::dyn_smem_base() + 4 * ((w * 32 + h) * fields as u32 + field as u32)
+}
+
+/// Block launch: each warp's per-head sums (slot 0's lanes) into shared memory, then every warp
+/// gets their total, added in warp order.
+#[inline(always)]
+unsafe fn block_sums<const F: usize>(ln: &Lane, v: [f32; F]) -> [f32; F] {
     let w = ptx::warp_id();
-    for (f, vf) in v.iter().enumerate() {
-        for (k, x) in vf.iter().enumerate() {
-            unsafe { ptx::st_shared_f32(slot::<C>(w, k, f as u32, F as u32), *x) };
+    if ln.slot == 0 {
+        for (f, x) in v.iter().enumerate() {
+            unsafe { ptx::st_shared_f32(smem(w, ln.h, f, F), *x) };
         }
     }
     ptx::sync_threads();
-    let mut out = [[0f32; C]; F];
+    let mut out = [0f32; F];
     for src in 0..ptx::ntid_x() / 32 {
-        for (f, of) in out.iter_mut().enumerate() {
-            for (k, o) in of.iter_mut().enumerate() {
-                *o += unsafe { ptx::ld_shared_f32(slot::<C>(src, k, f as u32, F as u32)) };
-            }
+        for (f, o) in out.iter_mut().enumerate() {
+            *o += unsafe { ptx::ld_shared_f32(smem(src, ln.h, f, F)) };
         }
     }
     ptx::sync_threads();
@@ -191,143 +215,130 @@ unsafe fn block_sum<const C: usize, const F: usize>(v: [[f32; C]; F]) -> [[f32; 
 
 /// The forward: out (the heads' columns) and stats ((0, 0) and out = bias for an empty row).
 #[inline(always)]
-pub unsafe fn forward<const C: usize>(a: GatAttentionArgs) {
-    let ln = HeadLanes::new(&a);
+pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
+    let ln = Lane::new(&a);
+    let h = if ln.on { ln.h } else { 0 };
     let step = if a.threshold == 0 { 0 } else { unsafe { *a.step } };
     unsafe {
-        rows(&a, a.row_ptr, |i, lo, hi, w, block| {
-            let sd: [f32; C] = per_chunk(&a, &ln, |h, _| at(a.s_dst, i, a.hld, h));
-            let (mut m, mut l, mut acc) = ([f32::NEG_INFINITY; C], [0f32; C], [0f32; C]);
-            walk(
-                a.col_idx,
-                core::ptr::null(),
-                lo,
-                hi,
-                |j| -> ([f32; C], [f32; C]) {
-                    (per_chunk(&a, &ln, |h, _| at(a.s_src, j, a.hld, h)), per_chunk(&a, &ln, |_, c| c.map_or(0.0, |c| at(a.wh, j, a.ld, c))))
-                },
-                |e, _, (ss, x)| {
-                    for k in 0..C {
-                        if let Some(h) = ln.head(&a, k) {
-                            let (lg, _) = leaky(sd[k] + ss[k], a.slope);
-                            let new_m = if lg > m[k] { lg } else { m[k] };
-                            let scale = ptx::exp(m[k] - new_m);
-                            let p = ptx::exp(lg - new_m);
-                            l[k] = l[k] * scale + p;
-                            acc[k] = acc[k] * scale + p * keep(&a, step, e, h) * x[k];
-                            m[k] = new_m;
-                        }
-                    }
-                },
-            );
+        rows(&a, a.row_ptr, |i, lo, hi, block| {
+            let sd = score(a.s_dst, i, a.hld, h);
+            let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [0f32; NF]);
+            walk::<_, U>(&ln, a.col_idx, core::ptr::null(), lo, hi, |j| (score(a.s_src, j, a.hld, h), head_row::<NF>(&a, a.wh, j, h)), |e, (ss, x)| {
+                let (lg, _) = leaky(sd + ss, a.slope);
+                let new_m = if lg > m { lg } else { m };
+                let scale = ptx::exp(m - new_m);
+                let p = ptx::exp(lg - new_m);
+                l = l * scale + p;
+                let w = p * keep(&a, step, e, h);
+                for c in 0..NF {
+                    acc[c] = acc[c] * scale + w * x[c];
+                }
+                m = new_m;
+            });
+            // The slots' states merged (butterfly: every lane ends with its head's).
+            let mut d = ln.slots >> 1;
+            while d > 0 {
+                let (m2, l2) = (ptx::shfl_xor_f32(m, d << a.shift), ptx::shfl_xor_f32(l, d << a.shift));
+                let acc2: [f32; NF] = core::array::from_fn(|c| ptx::shfl_xor_f32(acc[c], d << a.shift));
+                merge(&mut m, &mut l, &mut acc, m2, l2, &acc2);
+                d >>= 1;
+            }
             if block {
-                // Each warp's state, then warp 0 merges them in warp order.
-                for k in 0..C {
-                    ptx::st_shared_f32(slot::<C>(w, k, 0, 3), m[k]);
-                    ptx::st_shared_f32(slot::<C>(w, k, 1, 3), l[k]);
-                    ptx::st_shared_f32(slot::<C>(w, k, 2, 3), acc[k]);
+                let w = ptx::warp_id();
+                if ln.slot == 0 {
+                    ptx::st_shared_f32(smem(w, ln.h, 0, NF + 2), m);
+                    ptx::st_shared_f32(smem(w, ln.h, 1, NF + 2), l);
+                    for c in 0..NF {
+                        ptx::st_shared_f32(smem(w, ln.h, c + 2, NF + 2), acc[c]);
+                    }
                 }
                 ptx::sync_threads();
                 if w == 0 {
                     for src in 1..ptx::ntid_x() / 32 {
-                        for k in 0..C {
-                            let (m2, l2, a2) = (ptx::ld_shared_f32(slot::<C>(src, k, 0, 3)), ptx::ld_shared_f32(slot::<C>(src, k, 1, 3)), ptx::ld_shared_f32(slot::<C>(src, k, 2, 3)));
-                            let new_m = if m2 > m[k] { m2 } else { m[k] };
-                            if new_m != f32::NEG_INFINITY {
-                                let (s1, s2) = (ptx::exp(m[k] - new_m), ptx::exp(m2 - new_m));
-                                l[k] = l[k] * s1 + l2 * s2;
-                                acc[k] = acc[k] * s1 + a2 * s2;
-                                m[k] = new_m;
-                            }
-                        }
+                        let (m2, l2) = (ptx::ld_shared_f32(smem(src, ln.h, 0, NF + 2)), ptx::ld_shared_f32(smem(src, ln.h, 1, NF + 2)));
+                        let acc2: [f32; NF] = core::array::from_fn(|c| ptx::ld_shared_f32(smem(src, ln.h, c + 2, NF + 2)));
+                        merge(&mut m, &mut l, &mut acc, m2, l2, &acc2);
                     }
                 }
                 if w != 0 {
                     return;
                 }
             }
+            if ln.slot != 0 || !ln.on {
+                return;
+            }
             let empty = !block && lo == hi;
-            for k in 0..C {
-                if let Some(c) = ln.col(&a, k) {
-                    let v = if l[k] > 0.0 { acc[k] / l[k] } else { 0.0 };
-                    ptx::st_f32(a.out.add(i as usize * a.ld as usize + c as usize), v + ptx::ld_nc_f32(a.bias.add(c as usize)));
-                }
-                if let Some(h) = ln.head(&a, k).filter(|_| ln.sub == 0) {
-                    let s = a.stats.add(i as usize * a.sld as usize + 2 * h as usize);
-                    ptx::st_f32(s, if empty { 0.0 } else { m[k] });
-                    ptx::st_f32(s.add(1), if empty { 0.0 } else { l[k] });
+            let out = a.out.add(i as usize * a.ld as usize + (h * a.dim) as usize);
+            let bias = a.bias.add((h * a.dim) as usize);
+            for c in 0..NF {
+                if (c as u32) < a.dim {
+                    let v = if l > 0.0 { acc[c] / l } else { 0.0 };
+                    ptx::st_f32(out.add(c), v + ptx::ld_nc_f32(bias.add(c)));
                 }
             }
+            let s = a.stats.add(i as usize * a.sld as usize + 2 * h as usize);
+            ptx::st_f32(s, if empty { 0.0 } else { m });
+            ptx::st_f32(s.add(1), if empty { 0.0 } else { l });
         })
     }
 }
 
-/// alpha_ijh of an edge from the source row's statistics (max, sum), and LeakyReLU' there.
-#[inline(always)]
-fn alpha(a: &GatAttentionArgs, stat: (f32, f32), z: f32) -> (f32, f32) {
-    let (lg, d) = leaky(z, a.slope);
-    (ptx::exp(lg - stat.0) / stat.1, d)
-}
-
+/// Row `i`'s softmax statistics (max, sum) of head `h`.
 #[inline(always)]
 unsafe fn stat(a: &GatAttentionArgs, i: u32, h: u32) -> (f32, f32) {
     let s = unsafe { (a.stats as *const f32).add(i as usize * a.sld as usize + 2 * h as usize) };
     unsafe { (ptx::ld_nc_f32(s), ptx::ld_nc_f32(s.add(1))) }
 }
 
+/// alpha of an edge from its source row's statistics, and LeakyReLU' there.
+#[inline(always)]
+fn alpha(a: &GatAttentionArgs, stat: (f32, f32), z: f32) -> (f32, f32) {
+    let (lg, d) = leaky(z, a.slope);
+    (ptx::exp(lg - stat.0) / stat.1, d)
+}
+
 /// The row pass: D_i, then ds_dst_i per head (two walks of the row).
 #[inline(always)]
-pub unsafe fn row_grad<const C: usize>(a: GatAttentionArgs) {
-    let ln = HeadLanes::new(&a);
+pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
+    let ln = Lane::new(&a);
+    let h = if ln.on { ln.h } else { 0 };
     let step = if a.threshold == 0 { 0 } else { unsafe { *a.step } };
     unsafe {
-        rows(&a, a.row_ptr, |i, lo, hi, w, block| {
-            let sd: [f32; C] = per_chunk(&a, &ln, |h, _| at(a.s_dst, i, a.hld, h));
-            let st: [(f32, f32); C] = core::array::from_fn(|k| ln.head(&a, k).map_or((0.0, 1.0), |h| stat(&a, i, h)));
-            let g: [f32; C] = per_chunk(&a, &ln, |_, c| c.map_or(0.0, |c| at(a.dout, i, a.ld, c)));
-            let load = |j: u32| -> ([f32; C], [f32; C]) {
-                (per_chunk(&a, &ln, |h, _| at(a.s_src, j, a.hld, h)), per_chunk(&a, &ln, |_, c| c.map_or(0.0, |c| at(a.wh, j, a.ld, c))))
+        rows(&a, a.row_ptr, |i, lo, hi, block| {
+            let sd = score(a.s_dst, i, a.hld, h);
+            let st = stat(&a, i, h);
+            let g = head_row::<NF>(&a, a.dout, i, h);
+            let load = |j: u32| (score(a.s_src, j, a.hld, h), head_row::<NF>(&a, a.wh, j, h));
+            // alpha, LeakyReLU' and da of an edge.
+            let edge = |e: u32, ss: f32, x: &[f32; NF]| {
+                let (al, lk) = alpha(&a, st, sd + ss);
+                (al, lk, dot(&g, x) * keep(&a, step, e, h))
             };
-            // alpha, LeakyReLU' and da of an edge, per chunk.
-            let edge = |e: u32, ss: [f32; C], x: [f32; C]| -> [(f32, f32, f32); C] {
-                core::array::from_fn(|k| {
-                    let da_p = head_sum(g[k] * x[k], ln.lanes);
-                    match ln.head(&a, k) {
-                        Some(h) => {
-                            let (al, lk) = alpha(&a, st[k], sd[k] + ss[k]);
-                            (al, lk, da_p * keep(&a, step, e, h))
-                        }
-                        None => (0.0, 0.0, 0.0),
-                    }
-                })
-            };
-            let mut d = [0f32; C];
-            walk(a.col_idx, core::ptr::null(), lo, hi, load, |e, _, (ss, x)| {
-                for (k, (al, _, da)) in edge(e, ss, x).into_iter().enumerate() {
-                    d[k] += al * da;
-                }
+            let mut d = 0f32;
+            walk::<_, U>(&ln, a.col_idx, core::ptr::null(), lo, hi, load, |e, (ss, x)| {
+                let (al, _, da) = edge(e, ss, &x);
+                d += al * da;
             });
+            d = slot_sum(d, &ln, a.shift);
             if block {
-                d = block_sum::<C, 1>([d])[0];
+                d = block_sums(&ln, [d])[0];
             }
-            let mut ds = [0f32; C];
-            walk(a.col_idx, core::ptr::null(), lo, hi, load, |e, _, (ss, x)| {
-                for (k, (al, lk, da)) in edge(e, ss, x).into_iter().enumerate() {
-                    ds[k] += al * (da - d[k]) * lk;
-                }
+            let mut ds = 0f32;
+            walk::<_, U>(&ln, a.col_idx, core::ptr::null(), lo, hi, load, |e, (ss, x)| {
+                let (al, lk, da) = edge(e, ss, &x);
+                ds += al * (da - d) * lk;
             });
+            ds = slot_sum(ds, &ln, a.shift);
             if block {
-                ds = block_sum::<C, 1>([ds])[0];
-                if w != 0 {
+                ds = block_sums(&ln, [ds])[0];
+                if ptx::warp_id() != 0 {
                     return;
                 }
             }
-            for k in 0..C {
-                if let Some(h) = ln.head(&a, k).filter(|_| ln.sub == 0) {
-                    let o = i as usize * a.hld as usize + h as usize;
-                    ptx::st_f32(a.d_row.add(o), d[k]);
-                    ptx::st_f32(a.ds_dst.add(o), ds[k]);
-                }
+            if ln.slot == 0 && ln.on {
+                let o = i as usize * a.hld as usize + h as usize;
+                ptx::st_f32(a.d_row.add(o), d);
+                ptx::st_f32(a.ds_dst.add(o), ds);
             }
         })
     }
@@ -335,51 +346,55 @@ pub unsafe fn row_grad<const C: usize>(a: GatAttentionArgs) {
 
 /// The column pass: per node j over its in-edges (rows of Sᵀ), ds_src_j and dWh_j.
 #[inline(always)]
-pub unsafe fn col_grad<const C: usize>(a: GatAttentionArgs) {
-    let ln = HeadLanes::new(&a);
+pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
+    let ln = Lane::new(&a);
+    let h = if ln.on { ln.h } else { 0 };
     let step = if a.threshold == 0 { 0 } else { unsafe { *a.step } };
     unsafe {
-        rows(&a, a.t_ptr, |j, lo, hi, w, block| {
-            let ss: [f32; C] = per_chunk(&a, &ln, |h, _| at(a.s_src, j, a.hld, h));
-            let x: [f32; C] = per_chunk(&a, &ln, |_, c| c.map_or(0.0, |c| at(a.wh, j, a.ld, c)));
-            let (mut dsrc, mut dw) = ([0f32; C], [0f32; C]);
-            walk(
+        rows(&a, a.t_ptr, |j, lo, hi, block| {
+            let ss = score(a.s_src, j, a.hld, h);
+            let x = head_row::<NF>(&a, a.wh, j, h);
+            let (mut dsrc, mut dw) = (0f32, [0f32; NF]);
+            walk::<_, U>(
+                &ln,
                 a.t_cols,
                 a.t_of,
                 lo,
                 hi,
-                |i| -> ([f32; C], [(f32, f32); C], [f32; C], [f32; C]) {
-                    let sd = per_chunk(&a, &ln, |h, _| at(a.s_dst, i, a.hld, h));
-                    let st = core::array::from_fn(|k| ln.head(&a, k).map_or((0.0, 1.0), |h| stat(&a, i, h)));
-                    let di = per_chunk(&a, &ln, |h, _| ptx::ld_nc_f32(a.d_row.add(i as usize * a.hld as usize + h as usize)));
-                    let g = per_chunk(&a, &ln, |_, c| c.map_or(0.0, |c| at(a.dout, i, a.ld, c)));
-                    (sd, st, di, g)
-                },
-                |e, _, (sd, st, di, g)| {
-                    for k in 0..C {
-                        let da_p = head_sum(g[k] * x[k], ln.lanes);
-                        if let Some(h) = ln.head(&a, k) {
-                            let (al, lk) = alpha(&a, st[k], sd[k] + ss[k]);
-                            let mk = keep(&a, step, e, h);
-                            dsrc[k] += al * (da_p * mk - di[k]) * lk;
-                            dw[k] += al * mk * g[k];
-                        }
+                |i| (score(a.s_dst, i, a.hld, h), stat(&a, i, h), ptx::ld_nc_f32(a.d_row.add(i as usize * a.hld as usize + h as usize)), head_row::<NF>(&a, a.dout, i, h)),
+                |e, (sd, st, di, g)| {
+                    let (al, lk) = alpha(&a, st, sd + ss);
+                    let mk = keep(&a, step, e, h);
+                    dsrc += al * (dot(&g, &x) * mk - di) * lk;
+                    let w = al * mk;
+                    for c in 0..NF {
+                        dw[c] += w * g[c];
                     }
                 },
             );
+            dsrc = slot_sum(dsrc, &ln, a.shift);
+            for v in dw.iter_mut() {
+                *v = slot_sum(*v, &ln, a.shift);
+            }
             if block {
-                [dsrc, dw] = block_sum::<C, 2>([dsrc, dw]);
-                if w != 0 {
+                let mut all = [0f32; 33];
+                all[0] = dsrc;
+                all[1..1 + NF].copy_from_slice(&dw);
+                let sums = block_sums::<33>(&ln, all);
+                dsrc = sums[0];
+                dw.copy_from_slice(&sums[1..1 + NF]);
+                if ptx::warp_id() != 0 {
                     return;
                 }
             }
-            for k in 0..C {
-                if let Some(c) = ln.col(&a, k) {
-                    ptx::st_f32(a.dwh.add(j as usize * a.ld as usize + c as usize), dw[k]);
+            if ln.slot == 0 && ln.on {
+                let out = a.dwh.add(j as usize * a.ld as usize + (h * a.dim) as usize);
+                for c in 0..NF {
+                    if (c as u32) < a.dim {
+                        ptx::st_f32(out.add(c), dw[c]);
+                    }
                 }
-                if let Some(h) = ln.head(&a, k).filter(|_| ln.sub == 0) {
-                    ptx::st_f32(a.ds_src.add(j as usize * a.hld as usize + h as usize), dsrc[k]);
-                }
+                ptx::st_f32(a.ds_src.add(j as usize * a.hld as usize + h as usize), dsrc);
             }
         })
     }

@@ -207,8 +207,13 @@ if [[ "$what" == *" final16 "* ]]; then
 fi
 if [[ "$what" == *" gatfused "* ]]; then
   for t in nn_gat_attention nn_gat_ops nn_gpu sample_device_neighbor sample_device spmm; do
-    echo "== $t"; .gpu/bin/test-test-$t --nocapture 2>&1 | grep -E "test result|FAILED|panicked|skipped" | head -20
+    echo "== $t"; .gpu/bin/test-test-$t --test-threads=1 2>&1 | grep -E "test result|panicked|rel. error" | head -8
   done
+  # Per-kernel time of the fused GAT step on cora (ncu-serialised).
+  if [ -x /usr/local/cuda/bin/ncu ]; then
+    /usr/local/cuda/bin/ncu --csv --metrics gpu__time_duration.sum --launch-skip 200 --launch-count 200 $T train cora --model gat --variant --epochs 8 > /tmp/ncu-gat.csv 2>/dev/null
+    python3 bench/ncu_kernels.py /tmp/ncu-gat.csv | head -10
+  fi
   g=/tmp/tcgnn-graphs; mkdir -p $g
   [ -f $g/rmat18.mtx.gz ] || $T gen rmat --scale 18 --edge-factor 16 -o $g/rmat18.mtx.gz > /dev/null
   timeout 300 python3 bench/pyg/train.py cora citeseer pubmed $g/rmat18.mtx.gz --model gat --timing-only --features 500 --no-feature-norm \

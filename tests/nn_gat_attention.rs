@@ -1,4 +1,4 @@
-//! Fused multi-head GAT attention (`ops::nn::gat_attention`, `GatConv::new_fused`, `--variant`).
+//! Fused multi-head GAT attention (`ops::nn::gat_attention`, `GatConv`'s default path).
 //!
 //! CPU (always): a fused `GatConv` against the unfused one (per head: edge logits, softmax,
 //! SpMM and their backward) in f64 without dropout: outputs and every parameter's gradient,
@@ -54,8 +54,8 @@ fn fused_gat_conv_equals_the_unfused_one_on_the_cpu() {
             let fan_in = 6;
             let x = b.upload(&Matrix::random(n, fan_in, 11)).unwrap();
             let w = b.upload(&Matrix::random(n, heads * dim, 12)).unwrap();
-            let mut fused = GatConv::new_fused(&b, &g, n, fan_in, heads, dim, true, 0.0, 7, &mut SplitMix64::new(1)).unwrap();
-            let mut plain = GatConv::new(&b, &g, n, fan_in, heads, dim, true, 0.0, 7, &mut SplitMix64::new(1)).unwrap();
+            let mut fused = GatConv::new(&b, &g, n, fan_in, heads, dim, true, 0.0, 7, &mut SplitMix64::new(1)).unwrap();
+            let mut plain = GatConv::new_unfused(&b, &g, n, fan_in, heads, dim, true, 0.0, 7, &mut SplitMix64::new(1)).unwrap();
             assert!(fused.is_fused() && !plain.is_fused());
             // A non-zero bias, so its place in the fused output is checked too.
             for conv in [&mut fused, &mut plain] {

@@ -163,9 +163,9 @@ fn gat_gradients_sparse_features_with_dropout() {
 }
 
 #[test]
-fn gat_fused_attention_gradients() {
-    // --variant: the fused attention op, with and without dropout (its masks regenerated from
-    // the step counter in the backward).
+fn gat_unfused_attention_gradients() {
+    // --variant: the unfused per-head ops (the default above is the fused op, its masks
+    // regenerated from the step counter in the backward).
     check_model(ModelConfig { variant: true, ..small("gat", 0.0) }, false);
     check_model(ModelConfig { variant: true, ..small("gat", 0.3) }, true);
 }

@@ -16,14 +16,14 @@
 //! then through the scores: dWh += ds ⊗ a per head, da = Σ_i ds_i ⊗ Wh_i; finally the Linear's
 //! backward of dWh (dW = Xᵀ dWh, dX = dWh Wᵀ).
 //!
-//! Unfused ([`GatConv::new`], the default): each head keeps its own edge buffers (logits, α,
-//! α'), the pattern is shared, and every product runs on the SpMM / SDDMM kernels as above.
-//! Fused ([`GatConv::new_fused`], `--variant`; up to 32 heads of up to 32 columns, concatenated or one): the
-//! edge logits, softmax, dropout and every head's aggregation plus the bias are one op
-//! ([`crate::ops::nn::gat_attention`]), the backward two passes, with per node and head only the
-//! softmax's (max, sum): no per-edge array, three launches a layer instead of ~20 per head. Not
-//! the default: slower so far (bench/NOTES.md). The two draw different dropout masks (the fused
-//! op keys them by edge and head); at p = 0 they agree.
+//! Fused ([`GatConv::new`], the default where up to 32 heads of up to 32 columns are
+//! concatenated, or one): the edge logits, softmax, dropout and every head's aggregation plus the
+//! bias are one op ([`crate::ops::nn::gat_attention`]), the backward two kernels, with per node
+//! and head only the softmax's (max, sum): no per-edge array, three launches a layer instead of
+//! ~20 per head. Unfused ([`GatConv::new_unfused`], `--variant`, and the mean of several heads):
+//! each head keeps its own edge buffers (logits, α, α'), the pattern is shared, and every product
+//! runs on the SpMM / SDDMM kernels as above. The two draw different dropout masks (the fused op
+//! keys them by edge and head); at p = 0 they agree.
 
 use std::rc::Rc;
 
@@ -128,17 +128,16 @@ impl<B: Ops> GatConv<B> {
     /// A layer over `rows` nodes, `fan_in -> heads x dim` (concatenated: `heads * dim` outputs;
     /// averaged: `dim`), attention dropout `p` with masks derived from `seed`. Glorot weights and
     /// attention vectors (PyG's `glorot` on `att` of shape (1, H, F): bound sqrt(6 / (H + F))),
-    /// zero bias. On the unfused ops.
+    /// zero bias. On the fused op where [`GatConv::fuses`] says it can, else unfused.
     #[allow(clippy::too_many_arguments)]
     pub fn new(b: &B, g: &GatGraph<B>, rows: usize, fan_in: usize, heads: usize, dim: usize, concat: bool, p: f32, seed: u64, rng: &mut SplitMix64) -> Result<Self> {
-        Self::build(b, g, (rows, fan_in, heads, dim, concat), p, seed, rng, false)
+        Self::build(b, g, (rows, fan_in, heads, dim, concat), p, seed, rng, Self::fuses(heads, dim, concat))
     }
 
-    /// [`GatConv::new`] on the fused op where [`GatConv::fuses`] says it can (else unfused), with
-    /// the same parameters from the same `rng`.
+    /// [`GatConv::new`] on the unfused per-head ops (the same parameters from the same `rng`).
     #[allow(clippy::too_many_arguments)]
-    pub fn new_fused(b: &B, g: &GatGraph<B>, rows: usize, fan_in: usize, heads: usize, dim: usize, concat: bool, p: f32, seed: u64, rng: &mut SplitMix64) -> Result<Self> {
-        Self::build(b, g, (rows, fan_in, heads, dim, concat), p, seed, rng, Self::fuses(heads, dim, concat))
+    pub fn new_unfused(b: &B, g: &GatGraph<B>, rows: usize, fan_in: usize, heads: usize, dim: usize, concat: bool, p: f32, seed: u64, rng: &mut SplitMix64) -> Result<Self> {
+        Self::build(b, g, (rows, fan_in, heads, dim, concat), p, seed, rng, false)
     }
 
     /// Whether a layer of `heads x dim` runs fused: at most 32 heads of at most 32 columns,

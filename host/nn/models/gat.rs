@@ -20,7 +20,7 @@ use crate::util::rng::SplitMix64;
 
 pub const INFO: ModelInfo = ModelInfo {
     name: "gat",
-    about: "GAT (Veličković et al.) as PyG's GATConv: attention heads concatenated, ELU, 1-head mean output; --variant: the fused attention op; default 2 x 8 heads x 8",
+    about: "GAT (Veličković et al.) as PyG's GATConv: attention heads concatenated, ELU, 1-head mean output; fused attention (--variant: the unfused per-head ops); default 2 x 8 heads x 8",
     defaults: ModelConfig {
         model: "gat",
         layers: 2,
@@ -121,8 +121,8 @@ impl<B: Ops> Gat<B> {
             let last = l + 1 == cfg.layers;
             let (heads, dim, concat) = if last { (1, classes, false) } else { (cfg.heads, cfg.hidden, true) };
             let seed = dropout_seed(cfg.seed, 100 + l as u64);
-            // --variant: the fused attention op (not the default: slower so far, bench/NOTES.md).
-            let conv = if cfg.variant { GatConv::new_fused } else { GatConv::new };
+            // --variant: the unfused per-head ops (kept to check and time the fused op against).
+            let conv = if cfg.variant { GatConv::new_unfused } else { GatConv::new };
             convs.push(conv(b, &g, n, fan_in, heads, dim, concat, cfg.dropout, seed, &mut rng)?);
         }
         let drops = (1..cfg.layers).map(|l| Dropout::new(b, n, hidden_width, cfg.dropout, dropout_seed(cfg.seed, l as u64))).collect::<Result<Vec<_>>>()?;

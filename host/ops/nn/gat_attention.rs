@@ -8,7 +8,7 @@
 //! f32 / f64, the same passes) and the launchers.
 //!
 //! The unfused path (per head: edge logits, edge softmax, dropout, SpMM, and their backward,
-//! `GatConv::new_unfused`) stays as the check: equal at p = 0.
+//! `GatConv::new_unfused`, `--variant`) stays as the check: equal at p = 0.
 
 use rayon::prelude::*;
 
@@ -45,7 +45,7 @@ pub struct GatAttention {
 }
 
 /// Rows of at least this many entries go to the block launch (a warp would walk them alone).
-pub const GAT_LONG_MIN: u32 = 256;
+pub const GAT_LONG_MIN: u32 = 64;
 /// Threads of the block that takes one long row.
 pub const GAT_LONG_BLOCK: u32 = 256;
 

@@ -209,10 +209,10 @@ if [[ "$what" == *" gatfused "* ]]; then
   for t in nn_gat_attention nn_gat_ops nn_gpu sample_device_neighbor sample_device spmm; do
     echo "== $t"; .gpu/bin/test-test-$t --test-threads=1 2>&1 | grep -E "test result|panicked|rel. error" | head -8
   done
-  # Per-kernel time of the fused GAT step on cora (ncu-serialised).
+  # Per-kernel time of the (fused) GAT step on pubmed (ncu-serialised).
   if [ -x /usr/local/cuda/bin/ncu ]; then
-    /usr/local/cuda/bin/ncu --csv --metrics gpu__time_duration.sum --launch-skip 200 --launch-count 200 $T train cora --model gat --variant --epochs 8 > /tmp/ncu-gat.csv 2>/dev/null
-    python3 bench/ncu_kernels.py /tmp/ncu-gat.csv | head -10
+    /usr/local/cuda/bin/ncu --csv --metrics gpu__time_duration.sum --launch-skip 200 --launch-count 200 $T train pubmed --model gat --epochs 8 > /tmp/ncu-gat.csv 2>/dev/null
+    python3 bench/ncu_kernels.py /tmp/ncu-gat.csv > /tmp/ncu-gat.txt; head -12 /tmp/ncu-gat.txt
   fi
   g=/tmp/tcgnn-graphs; mkdir -p $g
   [ -f $g/rmat18.mtx.gz ] || $T gen rmat --scale 18 --edge-factor 16 -o $g/rmat18.mtx.gz > /dev/null

@@ -45,7 +45,7 @@ pub struct GatAttention {
 }
 
 /// Rows of at least this many entries go to the block launch (a warp would walk them alone).
-pub const GAT_LONG_MIN: u32 = 64;
+pub const GAT_LONG_MIN: u32 = 256;
 /// Threads of the block that takes one long row.
 pub const GAT_LONG_BLOCK: u32 = 256;
 

@@ -13,15 +13,14 @@ use tcgnn::graph::Csr;
 use tcgnn::nn::data::Dataset;
 use tcgnn::nn::input::HostFeatures;
 use tcgnn::nn::models::default_config;
-use tcgnn::nn::{CudaBackend, ModelConfig, TrainConfig, Trainer};
-use tcgnn::ops::{Impl, Precision};
+use tcgnn::nn::ModelConfig;
 use tcgnn::sample::aggregation::Aggregation;
 use tcgnn::sample::batch::TrainBatch;
 use tcgnn::sample::device_saint::{DeviceBatches, DeviceSaint};
-use tcgnn::sample::prepared::{PreparedBatch, PreparedFeatures};
+use tcgnn::sample::prepared::PreparedBatch;
 use tcgnn::sample::batch::BatchSource;
-use tcgnn::sample::{PrefetchConfig, SaintConfig, SaintKind, SaintSampler, SampledTraining};
-use common::sample::{dataset, graph, node_data, sparse_features};
+use tcgnn::sample::{SaintConfig, SaintKind, SaintSampler};
+use common::sample::{assert_batch_features, dataset, graph, node_data, sampled_losses, sparse_features};
 
 /// A symmetric graph of `n` nodes: random pairs, every `loops_every`-th node with a self-loop,
 /// node 1 joined to every `hub_every`-th node, the last tenth of the nodes isolated.
@@ -69,18 +68,7 @@ fn gpu_saint_batches_equal_the_cpu_sampler() {
                     assert_eq!(want.matrix.t.col_idx(), want.matrix.s.col_idx(), "{what}: the CPU transpose has the batch's pattern");
                     assert_eq!(bits(&host.t_values), bits(want.matrix.t.values()), "{what}: transpose values");
                     assert_eq!(host.t_of, want.matrix.t_of, "{what}: transpose map");
-                    match (&host.features, &want.features) {
-                        (None, PreparedFeatures::Dense(_)) => assert!(!sparse),
-                        (Some((x, xt, xt_of)), PreparedFeatures::Sparse(w)) => {
-                            assert_eq!(got.feature_nnz, w.s.nnz(), "{what}: feature entries");
-                            assert_eq!((x.row_ptr(), x.col_idx()), (w.s.row_ptr(), w.s.col_idx()), "{what}: feature rows");
-                            assert_eq!(bits(x.values()), bits(w.s.values()), "{what}: feature values");
-                            assert_eq!((xt.row_ptr(), xt.col_idx()), (w.t.row_ptr(), w.t.col_idx()), "{what}: feature transpose");
-                            assert_eq!(bits(xt.values()), bits(w.t.values()), "{what}: feature transpose values");
-                            assert_eq!(xt_of, &w.t_of, "{what}: feature transpose map");
-                        }
-                        _ => panic!("{what}: sparse features on one side only"),
-                    }
+                    assert_batch_features(&host.features, &want.features, got.feature_nnz, sparse, true, &what);
                 }
             }
         }
@@ -91,15 +79,7 @@ fn gpu_saint_batches_equal_the_cpu_sampler() {
 fn losses(gpu: &Arc<tcgnn::gpu::Gpu>, d: &Dataset, cfg: ModelConfig, kind: SaintKind, on_gpu: bool, epochs: usize) -> Vec<f64> {
     let sampler = SaintSampler::new(Arc::new(d.graph.clone()), SaintConfig { kind, steps_per_epoch: 3, coverage: 5, seed: 2 }).unwrap();
     let source = BatchSource::Saint { sampler: Arc::new(sampler), aggregation: Aggregation::for_model(cfg.model, &d.graph).unwrap() };
-    let mut s = SampledTraining::new(source, node_data(d), d.n(), 3, PrefetchConfig::default(), cfg, d.classes).unwrap();
-    // Dense features resident on the device either way; sparse ones in the batches.
-    s.features_on_gpu = matches!(d.features, HostFeatures::Dense(_));
-    s.sample_on_gpu = on_gpu;
-    assert_eq!(s.gpu_sampling_unsupported(), None);
-    let b = Arc::new(CudaBackend::new(gpu.clone(), Precision::F32, Impl::Auto).unwrap());
-    let mut t = Trainer::new(b, d, &cfg, &TrainConfig { epochs, ..TrainConfig::default() }).unwrap();
-    t.set_epoch_steps(Box::new(s));
-    t.fit(epochs, |_| {}).unwrap().epochs.iter().map(|e| e.loss).collect()
+    sampled_losses(gpu, d, cfg, source, 3, on_gpu, epochs)
 }
 
 #[test]

@@ -13,16 +13,14 @@ use std::sync::Arc;
 
 use tcgnn::nn::data::Dataset;
 use tcgnn::nn::models::default_config;
-use tcgnn::nn::{CudaBackend, ModelConfig, TrainConfig, Trainer};
+use tcgnn::nn::ModelConfig;
 use tcgnn::ops::backend::TRAIN_BIT;
-use tcgnn::ops::{Impl, Precision};
 use tcgnn::sample::batch::{BatchSource, TrainBatch};
 use tcgnn::sample::device_neighbor::{DeviceBatches, DeviceNeighbor, unsupported};
 use tcgnn::sample::prepared::PreparedBatch;
-use tcgnn::sample::{NeighborConfig, NeighborSampler, PrefetchConfig, SampledTraining};
-use common::sample::{dataset, graph, node_data, sparse_features};
+use tcgnn::sample::{NeighborConfig, NeighborSampler};
+use common::sample::{assert_batch_features, dataset, graph, node_data, sampled_losses, sparse_features};
 use tcgnn::nn::input::HostFeatures;
-use tcgnn::sample::prepared::PreparedFeatures;
 use tcgnn::graph::Csr;
 
 fn train_nodes(d: &Dataset) -> Vec<u32> {
@@ -76,26 +74,7 @@ fn gpu_neighbor_batches_equal_the_cpu_sampler() {
                     assert_eq!((host.t.row_ptr(), host.t.col_idx()), (t.row_ptr(), t.col_idx()), "{what}: transpose");
                     assert_eq!(bits(host.t.values()), bits(t.values()), "{what}: transpose values");
                     assert_eq!(host.t_of, want.matrix.t_of, "{what}: transpose map");
-                    match (&host.features, &want.features) {
-                        (None, PreparedFeatures::Dense(_)) => assert!(!sparse),
-                        (Some((x, xt, xt_of)), PreparedFeatures::Sparse(w)) => {
-                            assert_eq!(got.feature_nnz, w.s.nnz(), "{what}: feature entries");
-                            assert_eq!((x.row_ptr(), x.col_idx()), (w.s.row_ptr(), w.s.col_idx()), "{what}: feature rows");
-                            assert_eq!(bits(x.values()), bits(w.s.values()), "{what}: feature values");
-                            assert_eq!(xt.row_ptr(), w.t.row_ptr(), "{what}: feature transpose rows");
-                            // Each row of the transpose lists the batch's nodes in node-id order,
-                            // the CPU's in local order: the same entries, each mapped to its own.
-                            let entries = |t: &Csr, of: &[u32], f: usize| {
-                                let mut e: Vec<_> = t.row_range(f).map(|i| (t.col_idx()[i], t.values()[i].to_bits(), of[i])).collect();
-                                e.sort_unstable();
-                                e
-                            };
-                            for f in 0..xt.n_rows() {
-                                assert_eq!(entries(xt, xt_of, f), entries(&w.t, &w.t_of, f), "{what}: feature transpose row {f}");
-                            }
-                        }
-                        _ => panic!("{what}: sparse features on one side only"),
-                    }
+                    assert_batch_features(&host.features, &want.features, got.feature_nnz, sparse, false, &what);
                 }
             }
         }
@@ -107,15 +86,7 @@ fn losses(gpu: &Arc<tcgnn::gpu::Gpu>, d: &Dataset, cfg: ModelConfig, on_gpu: boo
     let config = NeighborConfig { fanouts: vec![5, 3], batch_size: 300, shuffle: true, seed: 2 };
     let sampler = NeighborSampler::new(Arc::new(d.graph.clone()), train_nodes(d), config).unwrap();
     let steps = sampler.batches_per_epoch();
-    let mut s = SampledTraining::new(BatchSource::Neighbor(Arc::new(sampler)), node_data(d), d.n(), steps, PrefetchConfig::default(), cfg, d.classes).unwrap();
-    // Dense features resident on the device either way; sparse ones in the batches.
-    s.features_on_gpu = matches!(d.features, HostFeatures::Dense(_));
-    s.sample_on_gpu = on_gpu;
-    assert_eq!(s.gpu_sampling_unsupported(), None);
-    let b = Arc::new(CudaBackend::new(gpu.clone(), Precision::F32, Impl::Auto).unwrap());
-    let mut t = Trainer::new(b, d, &cfg, &TrainConfig { epochs, ..TrainConfig::default() }).unwrap();
-    t.set_epoch_steps(Box::new(s));
-    t.fit(epochs, |_| {}).unwrap().epochs.iter().map(|e| e.loss).collect()
+    sampled_losses(gpu, d, cfg, BatchSource::Neighbor(Arc::new(sampler)), steps, on_gpu, epochs)
 }
 
 #[test]

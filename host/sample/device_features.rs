@@ -11,9 +11,40 @@ use crate::error::{Error, Result};
 use crate::gpu::abi::sample::{self as kernels, BatchFeaturesArgs, BatchFeaturesBindArgs};
 use crate::gpu::launch::Ptr;
 use crate::gpu::shared::config::SCAN_TILE;
-use crate::gpu::{DeviceVec, Gpu};
+use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::graph::Csr;
-use crate::ops::backend::cuda::GpuGraph;
+use crate::nn::input::InputFeatures;
+use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
+
+/// A device batch's features into a rebound model's input, for either sampler: dense rows
+/// gathered by node id from the model's resident copy (`sparse` None), or the batch's sparse rows
+/// and transpose padded into its sparse input.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn bind_input(
+    g: &Gpu,
+    (input, resident): (&mut InputFeatures<CudaBackend>, Option<&DeviceMatrix<f32>>),
+    rows: usize,
+    b: &DeviceBatch,
+    nodes: &DeviceVec<u32>,
+    n_nodes: usize,
+    sparse: Option<(&DeviceFeatures, &FeatureSet)>,
+) -> Result<()> {
+    match (input, resident, sparse) {
+        (InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }, Some(full), None) => {
+            crate::ops::nn::gather_rows::gather_rows_device_ids(full, nodes, b.n, n_nodes, x)
+        }
+        (InputFeatures::Sparse { x, values, values_t, .. }, None, Some((f, fs))) => f.bind(g, (x, values, values_t), rows, fs, b),
+        _ => Err(Error::Unsupported("a device batch's features and the model's input differ (dense resident or sparse)".into())),
+    }
+}
+
+/// A batch's sizes against the bounds its buffers were made for (past them: a bug, said so).
+pub(super) fn check_bounds(batch: &DeviceBatch, (max_nodes, max_entries): (usize, usize), features: Option<&DeviceFeatures>, sampler: &str) -> Result<()> {
+    if batch.n > max_nodes || batch.nnz > max_entries || batch.feature_nnz > features.map_or(0, |f| f.max_nnz) {
+        return Err(Error::Unsupported(format!("a device {sampler} batch of {batch:?} passed its bounds ({max_nodes} nodes, {max_entries} entries): a bug")));
+    }
+    Ok(())
+}
 
 /// Entries of Xᵀ per segment: one step of a warp (four chunks of 32).
 const SEGMENT: usize = 128;

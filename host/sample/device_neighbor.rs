@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::bound::BoundModel;
 use super::device_batch::{BatchLoss, BatchMatrix, Sizes, bind_matrix, linear, longest_rows, scan, warp_per_item};
-use super::device_features::{BatchNodes, DeviceFeatures, FeatureSet};
+use super::device_features::{BatchNodes, DeviceFeatures, FeatureSet, bind_input, check_bounds};
 pub use super::device_batch::{DeviceBatch, DeviceBatches, Pending};
 use super::neighbor::NeighborSampler;
 use super::stream::Stream;
@@ -24,7 +24,6 @@ use crate::gpu::launch::{Ptr, PtrMut};
 use crate::gpu::shared::config::SCAN_TILE;
 use crate::gpu::{DeviceVec, Gpu};
 use crate::graph::Csr;
-use crate::nn::input::InputFeatures;
 use crate::ops::backend::cuda::CudaBackend;
 
 /// A batch downloaded (tests): what `PreparedBatch` holds for the same batch on the CPU.
@@ -373,9 +372,7 @@ impl DeviceBatches for DeviceNeighbor {
 
     fn wait(&mut self, p: Pending) -> Result<DeviceBatch> {
         let batch = self.sets[p.set].sizes.read(p.set)?;
-        if batch.n > self.max_nodes || batch.nnz > self.max_entries || batch.feature_nnz > self.features.as_ref().map_or(0, |f| f.max_nnz) {
-            return Err(Error::Unsupported(format!("a device neighbour batch of {batch:?} passed its bounds ({} nodes, {} entries): a bug", self.max_nodes, self.max_entries)));
-        }
+        check_bounds(&batch, (self.max_nodes, self.max_entries), self.features.as_ref(), "neighbour")?;
         Ok(batch)
     }
 
@@ -398,12 +395,7 @@ impl DeviceBatches for DeviceNeighbor {
             nodes: &set.nodes,
         };
         bind_matrix(g, &mut parts, rows, b, matrix, &self.labels, BatchLoss::Targets)?;
-        match (parts.input, parts.resident, &self.features, &set.features) {
-            (InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }, Some(full), None, _) => {
-                crate::ops::nn::gather_rows::gather_rows_device_ids(full, &set.nodes, b.n, self.n_nodes, x)
-            }
-            (InputFeatures::Sparse { x, values, values_t, .. }, None, Some(f), Some(fs)) => f.bind(g, (x, values, values_t), rows, fs, b),
-            _ => Err(Error::Unsupported("a device batch's features and the model's input differ (dense resident or sparse)".into())),
-        }
+        let sparse = self.features.as_ref().zip(set.features.as_ref());
+        bind_input(g, (parts.input, parts.resident), rows, b, &set.nodes, self.n_nodes, sparse)
     }
 }

@@ -15,6 +15,7 @@ use crate::nn::models::{Model, ModelConfig, ModelInfo, dropout_seed, edge_bytes,
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
 use crate::ops::backend::Ops;
+use crate::ops::nn::gat_attention::GatAttention;
 use crate::ops::backend::cuda::EdgeLayout;
 use crate::util::rng::SplitMix64;
 
@@ -59,30 +60,33 @@ pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &Mo
 }
 
 /// Bytes of one GatConv over `n` nodes and `nnz` edges (self-loops included by `edge_bytes`'s
-/// `+ n`), `fan_in -> heads x dim`.
-fn conv_bytes(n: u64, nnz: u64, fan_in: u64, heads: u64, dim: u64) -> u64 {
+/// `+ n`), `fan_in -> heads x dim`, fused (`GatConv::fuses`) or on the unfused per-head ops.
+fn conv_bytes(n: u64, nnz: u64, fan_in: u64, heads: u64, dim: u64, fused: bool) -> u64 {
     let width = heads * dim;
     let edges = edge_bytes(n, nnz);
-    let mask = nnz + n;
-    // Params: W, a_src, a_dst, bias. Matrices: Wh, dWh, prod, out (n x H F), the heads' Wh
-    // blocks (n x H F in all), agg / dout_h / dWh_h (n x F), 4 score matrices (n x H).
-    // Edges: 3 per head (logits, α, α') + 6 scratch, and one mask byte per edge and head.
-    param_bytes(fan_in, width) + 3 * param_bytes(1, width)
-        + 5 * mat_bytes(n, width)
-        + 3 * mat_bytes(n, dim)
-        + 4 * mat_bytes(n, heads)
-        + (3 * heads + 6) * edges
-        + heads * mask
+    // Params: W, a_src, a_dst, bias. Matrices: Wh, dWh, prod, out (n x H F), 4 score matrices
+    // (n x H).
+    let common = param_bytes(fan_in, width) + 3 * param_bytes(1, width) + 4 * mat_bytes(n, width) + 4 * mat_bytes(n, heads);
+    if fused {
+        // The softmax statistics (n x 2H) and D (n x H); Sᵀ's columns and its map to S (two
+        // u32 per edge) for the column pass.
+        common + mat_bytes(n, 2 * heads) + mat_bytes(n, heads) + 2 * edges
+    } else {
+        // The heads' Wh blocks (n x H F in all), agg / dout_h / dWh_h (n x F). Edges: 3 per head
+        // (logits, α, α') + 6 scratch, and one mask byte per edge and head.
+        common + mat_bytes(n, width) + 3 * mat_bytes(n, dim) + (3 * heads + 6) * edges + heads * (nnz + n)
+    }
 }
 
 fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {
     let (n, nnz, f, c) = (n as u64, nnz as u64, features as u64, classes as u64);
     let (h, heads) = (cfg.hidden as u64, cfg.heads as u64);
     let hidden_width = h * heads;
-    let hidden_convs: u64 = (0..cfg.layers as u64 - 1).map(|l| conv_bytes(n, nnz, if l == 0 { f } else { hidden_width }, heads, h)).sum();
+    let fused = |heads: u64, dim: u64, concat: bool| !cfg.variant && GatAttention::fits(heads as usize, dim as usize) && (concat || heads == 1);
+    let hidden_convs: u64 = (0..cfg.layers as u64 - 1).map(|l| conv_bytes(n, nnz, if l == 0 { f } else { hidden_width }, heads, h, fused(heads, h, true))).sum();
     let in_last = if cfg.layers == 1 { f } else { hidden_width };
     // Dropout outputs and their masks, two backward buffers.
-    hidden_convs + conv_bytes(n, nnz, in_last, 1, c) + (cfg.layers as u64) * 2 * mat_bytes(n, hidden_width) + 2 * mat_bytes(n, hidden_width)
+    hidden_convs + conv_bytes(n, nnz, in_last, 1, c, fused(1, c, false)) + (cfg.layers as u64) * 2 * mat_bytes(n, hidden_width) + 2 * mat_bytes(n, hidden_width)
 }
 
 /// Per layer: W (in x heads·dim), attention over heads·dim gathered columns (the per-node

@@ -48,6 +48,15 @@ impl Lane {
     }
 }
 
+/// Every kernel's start: this lane's place, its head (0 for idle lanes, which read valid rows and
+/// write nothing) and the dropout step (read when the kernel runs).
+#[inline(always)]
+unsafe fn start(a: &GatAttentionArgs) -> (Lane, u32, u32) {
+    let ln = Lane::new(a);
+    let step = if a.threshold == 0 { 0 } else { unsafe { *a.step } };
+    (ln, if ln.on { ln.h } else { 0 }, step)
+}
+
 /// Head `h`'s `dim` columns of row `r` of an n x (heads dim) matrix (zeros past `dim`).
 #[inline(always)]
 unsafe fn head_row<const NF: usize>(a: &GatAttentionArgs, p: *const f32, r: u32, h: u32) -> [f32; NF] {
@@ -216,9 +225,7 @@ unsafe fn block_sums<const F: usize>(ln: &Lane, v: [f32; F]) -> [f32; F] {
 /// The forward: out (the heads' columns) and stats ((0, 0) and out = bias for an empty row).
 #[inline(always)]
 pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
-    let ln = Lane::new(&a);
-    let h = if ln.on { ln.h } else { 0 };
-    let step = if a.threshold == 0 { 0 } else { unsafe { *a.step } };
+    let (ln, h, step) = unsafe { start(&a) };
     unsafe {
         rows(&a, a.row_ptr, |i, lo, hi, block| {
             let sd = score(a.s_dst, i, a.hld, h);
@@ -300,9 +307,7 @@ fn alpha(a: &GatAttentionArgs, stat: (f32, f32), z: f32) -> (f32, f32) {
 /// The row pass: D_i, then ds_dst_i per head (two walks of the row).
 #[inline(always)]
 pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
-    let ln = Lane::new(&a);
-    let h = if ln.on { ln.h } else { 0 };
-    let step = if a.threshold == 0 { 0 } else { unsafe { *a.step } };
+    let (ln, h, step) = unsafe { start(&a) };
     unsafe {
         rows(&a, a.row_ptr, |i, lo, hi, block| {
             let sd = score(a.s_dst, i, a.hld, h);
@@ -347,9 +352,7 @@ pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
 /// The column pass: per node j over its in-edges (rows of Sᵀ), ds_src_j and dWh_j.
 #[inline(always)]
 pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
-    let ln = Lane::new(&a);
-    let h = if ln.on { ln.h } else { 0 };
-    let step = if a.threshold == 0 { 0 } else { unsafe { *a.step } };
+    let (ln, h, step) = unsafe { start(&a) };
     unsafe {
         rows(&a, a.t_ptr, |j, lo, hi, block| {
             let ss = score(a.s_src, j, a.hld, h);

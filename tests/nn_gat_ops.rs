@@ -54,30 +54,39 @@ const DIM: usize = 5;
 fn cpu_gat_scores_and_backward() {
     let b = C::new();
     for n in [1, 37, 1000] {
-        let (wh, a, ds) = (mat(n, HEADS * DIM, 1), mat(1, HEADS * DIM, 2), mat(n, HEADS, 3));
-        let mut s = HostMat::zeros(n, HEADS);
-        b.gat_scores(&wh, &a, &mut s).unwrap();
+        let (wh, a_s, a_d) = (mat(n, HEADS * DIM, 1), mat(1, HEADS * DIM, 2), mat(1, HEADS * DIM, 5));
+        let (ds_s, ds_d) = (mat(n, HEADS, 3), mat(n, HEADS, 6));
+        let (mut s_s, mut s_d) = (HostMat::zeros(n, HEADS), HostMat::zeros(n, HEADS));
+        b.gat_scores(&wh, (&a_s, &a_d), (&mut s_s, &mut s_d)).unwrap();
         let mut dwh = mat(n, HEADS * DIM, 4);
         let dwh0 = dwh.clone();
-        let mut prod = HostMat::zeros(n, HEADS * DIM);
-        b.gat_scores_backward(&wh, &a, &ds, &mut dwh, &mut prod).unwrap();
+        // Poisoned: the gradients are overwritten.
+        let (mut da_s, mut da_d) = (mat(1, HEADS * DIM, 7), mat(1, HEADS * DIM, 8));
+        b.gat_scores_backward(&wh, (&a_s, &a_d), (&ds_s, &ds_d), &mut dwh, (&mut da_s, &mut da_d)).unwrap();
         for i in 0..n {
             for h in 0..HEADS {
-                let want: f64 = (0..DIM).map(|f| wh.data[i * HEADS * DIM + h * DIM + f] * a.data[h * DIM + f]).sum();
-                assert!((s.data[i * HEADS + h] - want).abs() < 1e-12, "n={n} s[{i}][{h}]");
+                for (a, s, what) in [(&a_s, &s_s, "s_src"), (&a_d, &s_d, "s_dst")] {
+                    let want: f64 = (0..DIM).map(|f| wh.data[i * HEADS * DIM + h * DIM + f] * a.data[h * DIM + f]).sum();
+                    assert!((s.data[i * HEADS + h] - want).abs() < 1e-12, "n={n} {what}[{i}][{h}]");
+                }
                 for f in 0..DIM {
                     let c = h * DIM + f;
                     let k = i * HEADS * DIM + c;
-                    let d = ds.data[i * HEADS + h];
-                    assert!((dwh.data[k] - (dwh0.data[k] + d * a.data[c])).abs() < 1e-12, "n={n} dwh[{i}][{c}]");
-                    assert!((prod.data[k] - d * wh.data[k]).abs() < 1e-12, "n={n} prod[{i}][{c}]");
+                    let (g_s, g_d) = (ds_s.data[i * HEADS + h], ds_d.data[i * HEADS + h]);
+                    assert!((dwh.data[k] - (dwh0.data[k] + g_s * a_s.data[c] + g_d * a_d.data[c])).abs() < 1e-12, "n={n} dwh[{i}][{c}]");
                 }
+            }
+        }
+        for (ds, da, what) in [(&ds_s, &da_s, "da_src"), (&ds_d, &da_d, "da_dst")] {
+            for c in 0..HEADS * DIM {
+                let want: f64 = (0..n).map(|i| ds.data[i * HEADS + c / DIM] * wh.data[i * HEADS * DIM + c]).sum();
+                assert!((da.data[c] - want).abs() < 1e-12 * (1.0 + want.abs()), "n={n} {what}[{c}]");
             }
         }
     }
     // Shapes that do not fit are errors, not panics.
-    let mut s = HostMat::zeros(4, 2);
-    assert!(b.gat_scores(&mat(4, 15, 1), &mat(1, 15, 2), &mut s).is_err(), "15 columns do not split into 2 heads");
+    let (mut s, mut s2) = (HostMat::zeros(4, 2), HostMat::zeros(4, 2));
+    assert!(b.gat_scores(&mat(4, 15, 1), (&mat(1, 15, 2), &mat(1, 15, 2)), (&mut s, &mut s2)).is_err(), "15 columns do not split into 2 heads");
 }
 
 #[test]
@@ -227,25 +236,33 @@ fn gpu_gat_scores_match_cpu() {
     let Some(gpu) = common::gpu_or_skip("gpu_gat_scores_match_cpu") else { return };
     let c = C::new();
     for (b, _) in backends(&gpu) {
-        for (n, heads, dim) in [(1, 1, 1), (37, 3, 5), (2051, 8, 8), (1000, 2, 33)] {
+        // The last two: a block of 256 threads holds fewer than one row of 300 / 2000 columns
+        // (its column loop), and 2000 x 2 x 4 bytes still fit the shared-memory sums.
+        for (n, heads, dim) in [(1, 1, 1), (37, 3, 5), (2051, 8, 8), (1000, 2, 33), (300, 3, 100), (50, 4, 500)] {
             let what = format!("{} n={n} {heads}x{dim}", b.describe());
-            let (wh, a, ds, dwh0) = (mat(n, heads * dim, 1), mat(1, heads * dim, 2), mat(n, heads, 3), mat(n, heads * dim, 4));
-            let mut s = HostMat::zeros(n, heads);
-            c.gat_scores(&wh, &a, &mut s).unwrap();
-            let (mut dwh, mut prod) = (dwh0.clone(), HostMat::zeros(n, heads * dim));
-            c.gat_scores_backward(&wh, &a, &ds, &mut dwh, &mut prod).unwrap();
+            let w = heads * dim;
+            let (wh, a_s, a_d, dwh0) = (mat(n, w, 1), mat(1, w, 2), mat(1, w, 5), mat(n, w, 4));
+            let (ds_s, ds_d) = (mat(n, heads, 3), mat(n, heads, 6));
+            let (mut s_s, mut s_t) = (HostMat::zeros(n, heads), HostMat::zeros(n, heads));
+            c.gat_scores(&wh, (&a_s, &a_d), (&mut s_s, &mut s_t)).unwrap();
+            let (mut dwh, mut da_s, mut da_d) = (dwh0.clone(), HostMat::zeros(1, w), HostMat::zeros(1, w));
+            c.gat_scores_backward(&wh, (&a_s, &a_d), (&ds_s, &ds_d), &mut dwh, (&mut da_s, &mut da_d)).unwrap();
 
-            let (wh_d, a_d, ds_d) = (dev(&b, &wh), dev(&b, &a), dev(&b, &ds));
-            let mut s_d = poisoned(&b, n, heads);
-            b.gat_scores(&wh_d, &a_d, &mut s_d).unwrap();
+            let (wh_d, a_s_d, a_d_d, ds_s_d, ds_d_d) = (dev(&b, &wh), dev(&b, &a_s), dev(&b, &a_d), dev(&b, &ds_s), dev(&b, &ds_d));
+            let (mut s_s_d, mut s_t_d) = (poisoned(&b, n, heads), poisoned(&b, n, heads));
+            b.gat_scores(&wh_d, (&a_s_d, &a_d_d), (&mut s_s_d, &mut s_t_d)).unwrap();
             let mut dwh_d = dev(&b, &dwh0);
-            let mut prod_d = poisoned(&b, n, heads * dim);
-            b.gat_scores_backward(&wh_d, &a_d, &ds_d, &mut dwh_d, &mut prod_d).unwrap();
-            close(&format!("{what} scores"), &down(&s_d), &s.data);
+            let (mut da_s_d, mut da_d_d) = (poisoned(&b, 1, w), poisoned(&b, 1, w));
+            b.gat_scores_backward(&wh_d, (&a_s_d, &a_d_d), (&ds_s_d, &ds_d_d), &mut dwh_d, (&mut da_s_d, &mut da_d_d)).unwrap();
+            close(&format!("{what} s_src"), &down(&s_s_d), &s_s.data);
+            close(&format!("{what} s_dst"), &down(&s_t_d), &s_t.data);
             close(&format!("{what} dwh"), &down(&dwh_d), &dwh.data);
-            close(&format!("{what} prod"), &down(&prod_d), &prod.data);
-            let padded = s_d.download_padded().unwrap();
-            assert!((0..n).all(|r| (heads..s_d.ld).all(|k| padded[r * s_d.ld + k] == 0.0)), "{what}: score padding not zero");
+            close(&format!("{what} da_src"), &down(&da_s_d), &da_s.data);
+            close(&format!("{what} da_dst"), &down(&da_d_d), &da_d.data);
+            for m in [&s_s_d, &s_t_d] {
+                let padded = m.download_padded().unwrap();
+                assert!((0..n).all(|r| (heads..m.ld).all(|k| padded[r * m.ld + k] == 0.0)), "{what}: score padding not zero");
+            }
         }
     }
 }

@@ -90,9 +90,8 @@ pub struct GatConv<B: Ops> {
     s_dst: B::Mat,
     ds_src: B::Mat,
     ds_dst: B::Mat,
-    /// dL/dWh (n x H F) and the scores' backward products (n x H F).
+    /// dL/dWh (n x H F).
     dwh: B::Mat,
-    prod: B::Mat,
     out: B::Mat,
     path: Path<B>,
 }
@@ -174,7 +173,6 @@ impl<B: Ops> GatConv<B> {
             ds_src: b.matrix(rows, heads)?,
             ds_dst: b.matrix(rows, heads)?,
             dwh: b.matrix(rows, width)?,
-            prod: b.matrix(rows, width)?,
             out: b.matrix(rows, if concat { width } else { dim })?,
             path,
         })
@@ -196,8 +194,7 @@ impl<B: Ops> GatConv<B> {
         // The scores, logits and aggregation read neighbours' Wh rows: a part fills its halo.
         halo_hook::fill(&g.halo, b, self.lin.out_mut())?;
         let wh = self.lin.out();
-        b.gat_scores(wh, &self.att_src.value, &mut self.s_src)?;
-        b.gat_scores(wh, &self.att_dst.value, &mut self.s_dst)?;
+        b.gat_scores(wh, (&self.att_src.value, &self.att_dst.value), (&mut self.s_src, &mut self.s_dst))?;
         let a = self.attention(g);
         let u = match &mut self.path {
             Path::Fused { stats, .. } => {
@@ -250,10 +247,8 @@ impl<B: Ops> GatConv<B> {
         }
         // Through the per-node scores, accumulated onto the aggregation's dWh.
         let wh = self.lin.out();
-        b.gat_scores_backward(wh, &self.att_src.value, &self.ds_src, &mut self.dwh, &mut self.prod)?;
-        b.col_sums(&self.prod, &mut self.att_src.grad)?;
-        b.gat_scores_backward(wh, &self.att_dst.value, &self.ds_dst, &mut self.dwh, &mut self.prod)?;
-        b.col_sums(&self.prod, &mut self.att_dst.grad)?;
+        let (att_src, att_dst) = (&mut self.att_src, &mut self.att_dst);
+        b.gat_scores_backward(wh, (&att_src.value, &att_dst.value), (&self.ds_src, &self.ds_dst), &mut self.dwh, (&mut att_src.grad, &mut att_dst.grad))?;
         // The halo rows of dWh (from the edges and the source scores) belong to their owners.
         halo_hook::give_back(&g.halo, b, &mut self.dwh)?;
         self.lin.backward(b, x, &self.dwh, dx)

@@ -64,9 +64,8 @@ pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &Mo
 fn conv_bytes(n: u64, nnz: u64, fan_in: u64, heads: u64, dim: u64, fused: bool) -> u64 {
     let width = heads * dim;
     let edges = edge_bytes(n, nnz);
-    // Params: W, a_src, a_dst, bias. Matrices: Wh, dWh, prod, out (n x H F), 4 score matrices
-    // (n x H).
-    let common = param_bytes(fan_in, width) + 3 * param_bytes(1, width) + 4 * mat_bytes(n, width) + 4 * mat_bytes(n, heads);
+    // Params: W, a_src, a_dst, bias. Matrices: Wh, dWh, out (n x H F), 4 score matrices (n x H).
+    let common = param_bytes(fan_in, width) + 3 * param_bytes(1, width) + 3 * mat_bytes(n, width) + 4 * mat_bytes(n, heads);
     if fused {
         // The softmax statistics (n x 2H) and D (n x H); Sᵀ's columns and its map to S (two
         // u32 per edge) for the column pass.

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{ColSumsArgs, col_sums_f32};
 use crate::gpu::launch::Shape;
-use crate::gpu::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
+use crate::gpu::shared::config::NN_BLOCK;
 use crate::util::Real;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
 use crate::ops::backend::cuda::CudaBackend;
@@ -60,9 +60,11 @@ pub fn col_sums(x: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>) -> Result<()
     }
     // Narrow rows: the block tiles NN_BLOCK / ld4 rows per step and combines in shared memory.
     let (rows_per_step, smem) = if ld4 <= NN_BLOCK { (NN_BLOCK / ld4, 4 * x.ld as u32) } else { (1, 0) };
-    // Every block ends in one atomic per column on the same few addresses: give each block at
-    // least 16 row steps (pubmed 19717 x 16 took 14.5 us with a block per row step).
-    let blocks = (x.rows as u64).div_ceil(16 * rows_per_step as u64).min((gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
+    // Every block ends in one atomic per column on the same few addresses, and each thread's
+    // row steps are a chain of dependent adds (two loads in flight): 4 row steps a block, at
+    // most 4 blocks per SM (pubmed 19717 x 16 took 14.5 us with a block per row step; 19717 x
+    // 64 took 17 us with 16 steps a block, 77 blocks: fewer blocks than SMs).
+    let blocks = (x.rows as u64).div_ceil(4 * rows_per_step as u64).min((gpu.info().sm_count * 4) as u64);
     let args = ColSumsArgs { rows: x.rows as u32, cols: x.cols as u32, ld4, x: x.arg(), out: out.arg_mut() };
     // SAFETY: x holds rows x ld floats, out at least cols; the shared memory is the 4 * ld
     // bytes the narrow path uses (the wide path uses none).

@@ -16,7 +16,7 @@ use super::{check_gpu, check_matrix_64, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::gat_attention::{
-    GatAttentionArgs, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8, gat_attention_forward_d16,
+    GAT_SPAN_BLOCK, GAT_SPAN_SLOT, GAT_SPAN_WARP, GatAttentionArgs, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8, gat_attention_forward_d16,
     gat_attention_forward_d32, gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32,
 };
 use crate::gpu::launch::{Kernel, Ptr, PtrMut};
@@ -246,8 +246,11 @@ fn args(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst): (&De
         t_cols: tcsr.col_idx.arg(&gpu),
         t_of: t_of.arg(&gpu),
         n_rows: wh.rows as u32,
+        span: GAT_SPAN_SLOT,
+        short_max: 0,
         long_min: GAT_LONG_MIN,
-        long_rows: Ptr::null(),
+        listed: Ptr::null(),
+        n_listed: 0,
         heads: a.heads as u32,
         dim: a.dim as u32,
         shift: a.heads.next_power_of_two().trailing_zeros(),
@@ -301,25 +304,46 @@ pub fn gat_attention(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &Device
     // SAFETY: checked above: S square over Wh's rows (device CSR and transpose of the handle),
     // Wh and out rows x (H F) with one stride, the scores rows x H with one stride, stats rows x
     // 2H, bias H F values; lanes touch columns below H F only.
-    unsafe { launch_rows(&gpu, &g.handle, kernel, &x) }
+    unsafe { launch_rows(&gpu, &g.handle, kernel, &x, a.dim) }
 }
 
-/// Launches `kernel` over the rows of `h` (S, or Sᵀ for the column pass): a warp per short row,
-/// then a block per long row with its shared memory (34 words per head lane and warp).
+/// Launches `kernel` over the rows of `h` (S, or Sᵀ for the column pass): a slot of lanes per
+/// row shorter than [`short_max`], a warp per row up to [`GAT_LONG_MIN`], then a block per
+/// longer row with its shared memory (34 words per head lane and warp). The second and third
+/// launches walk lists of their rows (made once per graph) and are skipped when empty.
 ///
 /// # Safety
 /// `x` must be valid arguments of `kernel` for the rows of `h`.
-unsafe fn launch_rows(gpu: &crate::gpu::Gpu, h: &crate::ops::GraphHandle, kernel: Kernel<GatAttentionArgs>, x: &GatAttentionArgs) -> Result<()> {
+unsafe fn launch_rows(gpu: &crate::gpu::Gpu, h: &crate::ops::GraphHandle, kernel: Kernel<GatAttentionArgs>, x: &GatAttentionArgs, dim: usize) -> Result<()> {
+    let short_max = short_max(dim);
+    let mid = super::fused_attention::long_rows(h, short_max)?;
     let long = super::fused_attention::long_rows(h, GAT_LONG_MIN)?;
+    let x = GatAttentionArgs { short_max, long_min: GAT_LONG_MIN, ..*x };
+    let slots = 32 >> x.shift;
     unsafe {
-        kernel.launch(gpu, row_shape(gpu, x.n_rows as u64, 1, 0), x)?;
+        kernel.launch(gpu, row_shape(gpu, x.n_rows as u64, slots, 0), &GatAttentionArgs { span: GAT_SPAN_SLOT, ..x })?;
+        if mid.n > long.n {
+            let warp = GatAttentionArgs { span: GAT_SPAN_WARP, listed: mid.rows.arg(gpu), n_listed: mid.n, ..x };
+            kernel.launch(gpu, row_shape(gpu, mid.n as u64, 1, 0), &warp)?;
+        }
         if long.n > 0 {
             let smem = GAT_LONG_BLOCK * 34 * 4;
-            let block = GatAttentionArgs { long_rows: long.rows.arg(gpu), ..*x };
+            let block = GatAttentionArgs { span: GAT_SPAN_BLOCK, listed: long.rows.arg(gpu), n_listed: long.n, ..x };
             kernel.launch(gpu, crate::gpu::launch::Shape::linear(long.n, GAT_LONG_BLOCK, smem), &block)?;
         }
     }
     Ok(())
+}
+
+/// Rows shorter than this are walked by one slot of lanes (no shuffles, no merge of slots): at
+/// most 4 steps of the kernel instance's edges in flight (4, 2, 1 for heads of 8, 16, 32
+/// columns).
+fn short_max(dim: usize) -> u32 {
+    match dim {
+        0..=8 => 16,
+        9..=16 => 8,
+        _ => 4,
+    }
 }
 
 /// The fused backward on the device (see [`gat_attention_backward_cpu`]): the row pass then
@@ -357,8 +381,8 @@ pub fn gat_attention_backward(
     // the scores' shape; the row pass writes D and ds_dst, which the column pass (queued after
     // it) reads; stats is only read. The column pass walks Sᵀ's rows (its long rows listed).
     unsafe {
-        launch_rows(&gpu, &g.handle, pick([gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32], d), &x)?;
-        launch_rows(&gpu, &t, pick([gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32], d), &x)
+        launch_rows(&gpu, &g.handle, pick([gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32], d), &x, d)?;
+        launch_rows(&gpu, &t, pick([gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32], d), &x, d)
     }
 }
 

@@ -186,25 +186,34 @@ kernel_args! {
         pub wh_ld: u32,
         pub s_ld: u32,
         pub wh: Ptr<f32>,
-        /// 1 x (heads * head_dim).
-        pub a: Ptr<f32>,
-        pub s: PtrMut<f32>,
+        /// 1 x (heads * head_dim) each: PyG's att_src and att_dst.
+        pub a_src: Ptr<f32>,
+        pub a_dst: Ptr<f32>,
+        pub s_src: PtrMut<f32>,
+        pub s_dst: PtrMut<f32>,
     }
 
-    /// The scores' backward: dwh[i][c] += ds[i][c / head_dim] a[c] and
-    /// prod[i][c] = ds[i][c / head_dim] wh[i][c] (whose column sums are da).
+    /// The scores' backward, both vectors at once: with h = c / head_dim,
+    /// dwh[i][c] += ds_src[i][h] a_src[c] + ds_dst[i][h] a_dst[c] and
+    /// da_src[c] += sum_i ds_src[i][h] wh[i][c], da_dst likewise (da zeroed by the launcher;
+    /// each block adds its column sums atomically, from shared memory when `smem` is set).
     pub struct GatScoresBackwardArgs {
         pub rows: u32,
         pub heads: u32,
         pub head_dim: u32,
-        /// Stride of wh, dwh and prod.
+        /// Stride of wh and dwh.
         pub wh_ld: u32,
         pub s_ld: u32,
+        /// Whether the block sums its columns in shared memory (2 wh_ld floats) first.
+        pub smem: u32,
         pub wh: Ptr<f32>,
-        pub a: Ptr<f32>,
-        pub ds: Ptr<f32>,
+        pub a_src: Ptr<f32>,
+        pub a_dst: Ptr<f32>,
+        pub ds_src: Ptr<f32>,
+        pub ds_dst: Ptr<f32>,
         pub dwh: PtrMut<f32>,
-        pub prod: PtrMut<f32>,
+        pub da_src: PtrMut<f32>,
+        pub da_dst: PtrMut<f32>,
     }
 
     /// The edges of one GAT head: logits e = LeakyReLU(s_dst[row][head] + s_src[col][head]).

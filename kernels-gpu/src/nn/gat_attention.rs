@@ -10,9 +10,12 @@
 //! scalar of an (edge, head) (logit, exp, mask, the dot products of the backward) is computed
 //! once, a slot's lanes read a neighbour's row contiguously, and `S x U` edges are in flight
 //! (column ids read 32 at a time, `U` edges' gathers issued before any is used: `walk`). At a
-//! row's end the slots meet through shuffles (online-softmax states merged, sums added); rows
-//! of at least `long_min` edges go to a second launch, a block per listed row whose warps take
-//! contiguous runs and meet in shared memory in warp order (deterministic).
+//! row's end the slots meet through shuffles (online-softmax states merged, sums added). Three
+//! launches share the rows (`rows`): rows shorter than `short_max` a slot each (the slot walks
+//! its row alone: most rows of sparse graphs are a few edges, and a warp per row left most of
+//! its slots idle while the row's chain of dependent loads ran); rows up to `long_min` a warp
+//! each; longer rows a block each, whose warps take contiguous runs and meet in shared memory
+//! in warp order (deterministic).
 //!
 //! Maths, per head h (dropping h): z_ij = s_dst_i + s_src_j, e = LeakyReLU(z), alpha =
 //! softmax_j(e), alpha' = alpha m_ij / (1 - p), out_i = sum_j alpha'_ij Wh_j + b. Backward with
@@ -25,7 +28,7 @@
 //! row i, hence two kernels.
 
 use super::global_warp;
-use crate::abi::gat_attention::GatAttentionArgs;
+use crate::abi::gat_attention::{GAT_SPAN_SLOT, GAT_SPAN_WARP, GatAttentionArgs};
 use crate::ptx;
 use crate::rng::dropout_keep_keyed;
 
@@ -65,9 +68,10 @@ unsafe fn head_row<const NF: usize>(a: &GatAttentionArgs, p: *const f32, r: u32,
     if a.dim % 4 == 0 {
         // 16-byte aligned: ld is a multiple of 8 and every head starts at a multiple of 4.
         for q in 0..NF / 4 {
-            if (4 * q as u32) < a.dim {
-                let x = unsafe { ptx::ld_nc_v4_f32(base.add(4 * q)) };
-                v[4 * q..4 * q + 4].copy_from_slice(&x);
+            // (Element by element: a slice copy here became a byte loop over a stack array.)
+            let x = if (4 * q as u32) < a.dim { unsafe { ptx::ld_nc_v4_f32(base.add(4 * q)) } } else { [0.0; 4] };
+            for k in 0..4 {
+                v[4 * q + k] = x[k];
             }
         }
     } else {
@@ -110,11 +114,48 @@ fn dot<const NF: usize>(x: &[f32; NF], y: &[f32; NF]) -> f32 {
 }
 
 /// Entries [lo, hi) of a pattern row, `cols[q]` the neighbour and `ofs[q]` the edge's index in
-/// S (null: q itself), spread over the slots: column ids come 32 at a time; `load(neighbour)`
-/// runs for this slot's next `U` entries before `use_(edge, loaded)` runs for each in order.
-/// Uniform over the warp.
+/// S (null: q itself): `load(neighbour)` runs for this slot's next `U` entries before
+/// `use_(edge, loaded)` runs for each in order. A row of a slot (`own`): the slot walks it
+/// alone, every lane reading the column ids itself (no shuffles: slots may diverge). Else the
+/// row is spread over the warp's slots, column ids read 32 at a time and shuffled out; uniform
+/// over the warp.
 #[inline(always)]
-unsafe fn walk<L: Copy, const U: usize>(ln: &Lane, cols: *const u32, ofs: *const u32, lo: u32, hi: u32, mut load: impl FnMut(u32) -> L, mut use_: impl FnMut(u32, L)) {
+unsafe fn walk<L: Copy, const U: usize>(ln: &Lane, own: bool, cols: *const u32, ofs: *const u32, lo: u32, hi: u32, mut load: impl FnMut(u32) -> L, mut use_: impl FnMut(u32, L)) {
+    // One step: the entries at `pos` (those below `end` used), their ids from `id(pos)`.
+    let mut step = |pos: [u32; U], end: u32, id: &dyn Fn(u32) -> (u32, u32)| {
+        let mut ids = [(0u32, 0u32); U];
+        crate::unroll4!(u => {
+            if u < U {
+                ids[u] = id(pos[u]);
+            }
+        });
+        // (Not `from_fn`: its guard kept large entries on the stack.)
+        let mut loaded = [load(ids[0].0); U];
+        crate::unroll4!(u => {
+            if 0 < u && u < U {
+                loaded[u] = load(ids[u].0);
+            }
+        });
+        // Unrolled by hand (U <= 4): a rolled loop indexes the register arrays at run time,
+        // which moves them to local memory.
+        crate::unroll4!(u => {
+            if u < U && pos[u] < end {
+                use_(ids[u].1, loaded[u]);
+            }
+        });
+    };
+    if own {
+        let id = |q: u32| {
+            let q = if q < hi { q } else { lo };
+            unsafe { (ptx::ld_nc_u32(cols.add(q as usize)), if ofs.is_null() { q } else { ptx::ld_nc_u32(ofs.add(q as usize)) }) }
+        };
+        let mut t = lo;
+        while t < hi {
+            step(core::array::from_fn(|u| t + u as u32), hi, &id);
+            t += U as u32;
+        }
+        return;
+    }
     let lane = ptx::lane_id();
     let mut base = lo;
     while base < hi {
@@ -125,54 +166,73 @@ unsafe fn walk<L: Copy, const U: usize>(ln: &Lane, cols: *const u32, ofs: *const
         } else {
             (0, 0)
         };
+        let id = |p: u32| (ptx::shfl_idx_u32(my_j, p & 31), ptx::shfl_idx_u32(my_e, p & 31));
         let mut t = 0;
         while t < n {
-            let pos: [u32; U] = core::array::from_fn(|u| t + ln.slot + ln.slots * u as u32);
-            let js: [u32; U] = core::array::from_fn(|u| ptx::shfl_idx_u32(my_j, pos[u] & 31));
-            let es: [u32; U] = core::array::from_fn(|u| ptx::shfl_idx_u32(my_e, pos[u] & 31));
-            let loaded: [L; U] = core::array::from_fn(|u| load(js[u]));
-            for u in 0..U {
-                if pos[u] < n {
-                    use_(es[u], loaded[u]);
-                }
-            }
+            step(core::array::from_fn(|u| t + ln.slot + ln.slots * u as u32), n, &id);
             t += ln.slots * U as u32;
         }
         base += 32;
     }
 }
 
-/// The rows this launch takes, and per row the run of entries this warp walks: the warp launch
-/// takes rows shorter than `long_min`, a warp each; the block launch a listed row per block, its
-/// warps contiguous runs. `f(row, lo, hi, block)`.
+/// How a row is spread: over one slot's lanes, a warp's slots, a block's warps.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Span {
+    Slot,
+    Warp,
+    Block,
+}
+
+/// The rows this launch takes (`GatAttentionArgs::span`), and per row the run of entries this
+/// slot, warp or block walks. `f(row, lo, hi, span)`, called from one place so that it is
+/// inlined (a closure called from two was compiled as a function, its captures on the stack).
 #[inline(always)]
-unsafe fn rows(a: &GatAttentionArgs, row_ptr: *const u32, mut f: impl FnMut(u32, u32, u32, bool)) {
-    if a.long_rows.is_null() {
-        let (mut i, warps) = global_warp();
-        while i < a.n_rows {
-            let (start, end) = unsafe { (*row_ptr.add(i as usize), *row_ptr.add(i as usize + 1)) };
-            if end - start < a.long_min {
-                f(i, start, end, false);
-            }
-            i += warps;
-        }
-    } else {
-        let i = unsafe { *a.long_rows.add(ptx::ctaid_x() as usize) };
+unsafe fn rows(a: &GatAttentionArgs, ln: &Lane, row_ptr: *const u32, mut f: impl FnMut(u32, u32, u32, Span)) {
+    let span = match a.span {
+        GAT_SPAN_SLOT => Span::Slot,
+        GAT_SPAN_WARP => Span::Warp,
+        _ => Span::Block,
+    };
+    let (w, warps) = global_warp();
+    // Position k in the launch's sequence (rows, or the list), and its stride.
+    let (mut k, stride, n) = match span {
+        Span::Slot => (w * ln.slots + ln.slot, warps * ln.slots, a.n_rows),
+        Span::Warp => (w, warps, a.n_listed),
+        Span::Block => (ptx::ctaid_x(), u32::MAX, a.n_listed),
+    };
+    while k < n {
+        let i = if span == Span::Slot { k } else { unsafe { *a.listed.add(k as usize) } };
         let (start, end) = unsafe { (*row_ptr.add(i as usize), *row_ptr.add(i as usize + 1)) };
-        let warps = ptx::ntid_x() / 32;
-        let w = ptx::warp_id();
-        // (`div_or_zero`: no panic path in the PTX; a block has at least one warp.)
-        let run = crate::translate::div_or_zero(end - start + warps - 1, warps);
-        let lo = start + (w * run).min(end - start);
-        let hi = start + ((w + 1) * run).min(end - start);
-        f(i, lo, hi, true);
+        let (lo, hi) = if span == Span::Block {
+            let warps = ptx::ntid_x() / 32;
+            let w = ptx::warp_id();
+            // (`div_or_zero`: no panic path in the PTX; a block has at least one warp.)
+            let run = crate::translate::div_or_zero(end - start + warps - 1, warps);
+            (start + (w * run).min(end - start), start + ((w + 1) * run).min(end - start))
+        } else {
+            (start, end)
+        };
+        let len = end - start;
+        let take = match span {
+            Span::Slot => len < a.short_max,
+            Span::Warp => len < a.long_min,
+            Span::Block => true,
+        };
+        if take {
+            f(i, lo, hi, span);
+        }
+        if span == Span::Block {
+            return;
+        }
+        k += stride;
     }
 }
 
-/// Adds `v` over the slots (every lane gets its head's total).
+/// Adds `v` over the slots (every lane gets its head's total); a slot's own row is its own.
 #[inline(always)]
-fn slot_sum(mut v: f32, ln: &Lane, shift: u32) -> f32 {
-    let mut m = ln.slots >> 1;
+fn slot_sum(mut v: f32, ln: &Lane, own: bool, shift: u32) -> f32 {
+    let mut m = if own { 0 } else { ln.slots >> 1 };
     while m > 0 {
         v += ptx::shfl_xor_f32(v, m << shift);
         m >>= 1;
@@ -227,10 +287,11 @@ unsafe fn block_sums<const F: usize>(ln: &Lane, v: [f32; F]) -> [f32; F] {
 pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
     let (ln, h, step) = unsafe { start(&a) };
     unsafe {
-        rows(&a, a.row_ptr, |i, lo, hi, block| {
+        rows(&a, &ln, a.row_ptr, |i, lo, hi, span| {
+            let (own, block) = (span == Span::Slot, span == Span::Block);
             let sd = score(a.s_dst, i, a.hld, h);
             let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [0f32; NF]);
-            walk::<_, U>(&ln, a.col_idx, core::ptr::null(), lo, hi, |j| (score(a.s_src, j, a.hld, h), head_row::<NF>(&a, a.wh, j, h)), |e, (ss, x)| {
+            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j| (score(a.s_src, j, a.hld, h), head_row::<NF>(&a, a.wh, j, h)), |e, (ss, x)| {
                 let (lg, _) = leaky(sd + ss, a.slope);
                 let new_m = if lg > m { lg } else { m };
                 let scale = ptx::exp(m - new_m);
@@ -243,10 +304,13 @@ pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                 m = new_m;
             });
             // The slots' states merged (butterfly: every lane ends with its head's).
-            let mut d = ln.slots >> 1;
+            let mut d = if own { 0 } else { ln.slots >> 1 };
             while d > 0 {
                 let (m2, l2) = (ptx::shfl_xor_f32(m, d << a.shift), ptx::shfl_xor_f32(l, d << a.shift));
-                let acc2: [f32; NF] = core::array::from_fn(|c| ptx::shfl_xor_f32(acc[c], d << a.shift));
+                let mut acc2 = [0f32; NF];
+                for c in 0..NF {
+                    acc2[c] = ptx::shfl_xor_f32(acc[c], d << a.shift);
+                }
                 merge(&mut m, &mut l, &mut acc, m2, l2, &acc2);
                 d >>= 1;
             }
@@ -263,7 +327,10 @@ pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                 if w == 0 {
                     for src in 1..ptx::ntid_x() / 32 {
                         let (m2, l2) = (ptx::ld_shared_f32(smem(src, ln.h, 0, NF + 2)), ptx::ld_shared_f32(smem(src, ln.h, 1, NF + 2)));
-                        let acc2: [f32; NF] = core::array::from_fn(|c| ptx::ld_shared_f32(smem(src, ln.h, c + 2, NF + 2)));
+                        let mut acc2 = [0f32; NF];
+                        for c in 0..NF {
+                            acc2[c] = ptx::ld_shared_f32(smem(src, ln.h, c + 2, NF + 2));
+                        }
                         merge(&mut m, &mut l, &mut acc, m2, l2, &acc2);
                     }
                 }
@@ -271,7 +338,7 @@ pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                     return;
                 }
             }
-            if ln.slot != 0 || !ln.on {
+            if !(own || ln.slot == 0) || !ln.on {
                 return;
             }
             let empty = !block && lo == hi;
@@ -309,7 +376,8 @@ fn alpha(a: &GatAttentionArgs, stat: (f32, f32), z: f32) -> (f32, f32) {
 pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
     let (ln, h, step) = unsafe { start(&a) };
     unsafe {
-        rows(&a, a.row_ptr, |i, lo, hi, block| {
+        rows(&a, &ln, a.row_ptr, |i, lo, hi, span| {
+            let (own, block) = (span == Span::Slot, span == Span::Block);
             let sd = score(a.s_dst, i, a.hld, h);
             let st = stat(&a, i, h);
             let g = head_row::<NF>(&a, a.dout, i, h);
@@ -320,27 +388,27 @@ pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                 (al, lk, dot(&g, x) * keep(&a, step, e, h))
             };
             let mut d = 0f32;
-            walk::<_, U>(&ln, a.col_idx, core::ptr::null(), lo, hi, load, |e, (ss, x)| {
+            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, load, |e, (ss, x)| {
                 let (al, _, da) = edge(e, ss, &x);
                 d += al * da;
             });
-            d = slot_sum(d, &ln, a.shift);
+            d = slot_sum(d, &ln, own, a.shift);
             if block {
                 d = block_sums(&ln, [d])[0];
             }
             let mut ds = 0f32;
-            walk::<_, U>(&ln, a.col_idx, core::ptr::null(), lo, hi, load, |e, (ss, x)| {
+            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, load, |e, (ss, x)| {
                 let (al, lk, da) = edge(e, ss, &x);
                 ds += al * (da - d) * lk;
             });
-            ds = slot_sum(ds, &ln, a.shift);
+            ds = slot_sum(ds, &ln, own, a.shift);
             if block {
                 ds = block_sums(&ln, [ds])[0];
                 if ptx::warp_id() != 0 {
                     return;
                 }
             }
-            if ln.slot == 0 && ln.on {
+            if (own || ln.slot == 0) && ln.on {
                 let o = i as usize * a.hld as usize + h as usize;
                 ptx::st_f32(a.d_row.add(o), d);
                 ptx::st_f32(a.ds_dst.add(o), ds);
@@ -354,12 +422,14 @@ pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
 pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
     let (ln, h, step) = unsafe { start(&a) };
     unsafe {
-        rows(&a, a.t_ptr, |j, lo, hi, block| {
+        rows(&a, &ln, a.t_ptr, |j, lo, hi, span| {
+            let (own, block) = (span == Span::Slot, span == Span::Block);
             let ss = score(a.s_src, j, a.hld, h);
             let x = head_row::<NF>(&a, a.wh, j, h);
             let (mut dsrc, mut dw) = (0f32, [0f32; NF]);
             walk::<_, U>(
                 &ln,
+                own,
                 a.t_cols,
                 a.t_of,
                 lo,
@@ -375,22 +445,18 @@ pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                     }
                 },
             );
-            dsrc = slot_sum(dsrc, &ln, a.shift);
+            dsrc = slot_sum(dsrc, &ln, own, a.shift);
             for v in dw.iter_mut() {
-                *v = slot_sum(*v, &ln, a.shift);
+                *v = slot_sum(*v, &ln, own, a.shift);
             }
             if block {
-                let mut all = [0f32; 33];
-                all[0] = dsrc;
-                all[1..1 + NF].copy_from_slice(&dw);
-                let sums = block_sums::<33>(&ln, all);
-                dsrc = sums[0];
-                dw.copy_from_slice(&sums[1..1 + NF]);
+                dsrc = block_sums(&ln, [dsrc])[0];
+                dw = block_sums(&ln, dw);
                 if ptx::warp_id() != 0 {
                     return;
                 }
             }
-            if ln.slot == 0 && ln.on {
+            if (own || ln.slot == 0) && ln.on {
                 let out = a.dwh.add(j as usize * a.ld as usize + (h * a.dim) as usize);
                 for c in 0..NF {
                     if (c as u32) < a.dim {

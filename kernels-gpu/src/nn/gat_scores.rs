@@ -1,52 +1,98 @@
 //! GAT's per-node attention scores: s[i][h] = <W h_i (head h), a_h>, one dot of length F per
-//! node and head (never per edge), and the elementwise part of its backward (the gradient of a
-//! is the column sums of `prod`, taken by the host with `col_sums`).
+//! node and head (never per edge), for both attention vectors at once (Wh read once); and
+//! their backward, which adds both vectors' parts to dWh and sums the vectors' gradients per
+//! column in the same pass (no n x (H F) product matrix, no separate column sums).
 
 use super::grid_stride;
-use crate::index::{elem_offset, split_offset};
 use crate::abi::nn::{GatScoresArgs, GatScoresBackwardArgs};
+use crate::index::{elem_offset, split_offset};
 use crate::ptx;
+use crate::translate::{div_or_zero, rem_or_zero};
 
-/// s[i][h] for every (i, h) of s's padded rows (padding columns written 0), a thread each.
+/// s_src[i][h] and s_dst[i][h] for every (i, h) of the scores' padded rows (padding columns
+/// written 0), a thread each.
 #[inline(always)]
 pub unsafe fn scores(args: GatScoresArgs) {
-    let GatScoresArgs { rows, heads, head_dim, wh_ld, s_ld, wh, a, s } = args;
+    let GatScoresArgs { rows, heads, head_dim, wh_ld, s_ld, wh, a_src, a_dst, s_src, s_dst } = args;
     if s_ld == 0 {
         return; // no columns; also lets `/ s_ld` compile without a panic path
     }
     for i in grid_stride(rows as u64 * s_ld as u64) {
         let (r, h) = split_offset(i, s_ld);
-        let mut acc = 0f32;
+        let (mut src, mut dst) = (0f32, 0f32);
         if h < heads {
             let base = h * head_dim;
             let row = elem_offset(r, wh_ld, 0) as usize;
             for f in 0..head_dim {
                 let c = (base + f) as usize;
-                acc += unsafe { ptx::ld_nc_f32(wh.add(row + c)) * ptx::ld_nc_f32(a.add(c)) };
+                let x = unsafe { ptx::ld_nc_f32(wh.add(row + c)) };
+                src += x * unsafe { ptx::ld_nc_f32(a_src.add(c)) };
+                dst += x * unsafe { ptx::ld_nc_f32(a_dst.add(c)) };
             }
         }
-        unsafe { ptx::st_f32(s.add(i as usize), acc) };
+        unsafe { ptx::st_f32(s_src.add(i as usize), src) };
+        unsafe { ptx::st_f32(s_dst.add(i as usize), dst) };
     }
 }
 
-/// For every element (i, c) of wh's padded rows, with d = ds[i][c / head_dim]:
-/// dwh[i][c] += d a[c] and prod[i][c] = d wh[i][c] (padding: dwh untouched, prod 0).
+/// The backward. A thread keeps one column c = t % cols of `cols = min(wh_ld, blockDim)` per
+/// pass (columns c, c + cols, ...) over the rows `ctaid * rpi + t / cols + k * gridDim * rpi`
+/// (`rpi = blockDim / cols` rows a block step), adding its part of dwh per element and summing
+/// both gradients of a[c] in registers; then per column into shared memory and one atomic per
+/// column and block (or straight to the atomics without `smem`).
 #[inline(always)]
 pub unsafe fn scores_backward(args: GatScoresBackwardArgs) {
-    let GatScoresBackwardArgs { rows, heads, head_dim, wh_ld, s_ld, wh, a, ds, dwh, prod } = args;
+    let GatScoresBackwardArgs { rows, heads, head_dim, wh_ld, s_ld, smem, wh, a_src, a_dst, ds_src, ds_dst, dwh, da_src, da_dst } = args;
+    let (t, nt) = (ptx::tid_x(), ptx::ntid_x());
+    let (b, nb) = (ptx::ctaid_x(), ptx::nctaid_x());
     if wh_ld == 0 || head_dim == 0 {
         return; // no columns; also lets the divisions compile without a panic path
     }
     let width = heads * head_dim;
-    for i in grid_stride(rows as u64 * wh_ld as u64) {
-        let (r, c) = split_offset(i, wh_ld);
-        let mut p = 0f32;
-        if c < width {
-            let d = unsafe { ptx::ld_nc_f32(ds.add(elem_offset(r, s_ld, c / head_dim) as usize)) };
-            let q = unsafe { dwh.add(i as usize) };
-            unsafe { ptx::st_f32(q, ptx::ld_f32(q) + d * ptx::ld_nc_f32(a.add(c as usize))) };
-            p = d * unsafe { ptx::ld_nc_f32(wh.add(i as usize)) };
+    let cols = if wh_ld < nt { wh_ld } else { nt };
+    let rpi = div_or_zero(nt, cols);
+    let base = ptx::dyn_smem_base();
+    if smem != 0 {
+        let mut c = t;
+        while c < 2 * wh_ld {
+            unsafe { ptx::st_shared_f32(base + 4 * c, 0.0) };
+            c += nt;
         }
-        unsafe { ptx::st_f32(prod.add(i as usize), p) };
+        ptx::sync_threads();
+    }
+    if t < rpi * cols {
+        let mut c = rem_or_zero(t, cols);
+        while c < width {
+            let (h, a_s, a_d) = unsafe { (c / head_dim, ptx::ld_nc_f32(a_src.add(c as usize)), ptx::ld_nc_f32(a_dst.add(c as usize))) };
+            let (mut g_s, mut g_d) = (0f32, 0f32);
+            let mut r = b * rpi + div_or_zero(t, cols);
+            while r < rows {
+                let (d_s, d_d) = unsafe { (ptx::ld_nc_f32(ds_src.add(elem_offset(r, s_ld, h) as usize)), ptx::ld_nc_f32(ds_dst.add(elem_offset(r, s_ld, h) as usize))) };
+                let k = elem_offset(r, wh_ld, c) as usize;
+                let x = unsafe { ptx::ld_nc_f32(wh.add(k)) };
+                let q = unsafe { dwh.add(k) };
+                unsafe { ptx::st_f32(q, ptx::ld_f32(q) + d_s * a_s + d_d * a_d) };
+                g_s += d_s * x;
+                g_d += d_d * x;
+                r += nb * rpi;
+            }
+            if smem != 0 {
+                unsafe { ptx::red_shared_add_f32(base + 4 * c, g_s) };
+                unsafe { ptx::red_shared_add_f32(base + 4 * (wh_ld + c), g_d) };
+            } else {
+                unsafe { ptx::red_add_f32(da_src.add(c as usize), g_s) };
+                unsafe { ptx::red_add_f32(da_dst.add(c as usize), g_d) };
+            }
+            c += cols;
+        }
+    }
+    if smem != 0 {
+        ptx::sync_threads();
+        let mut c = t;
+        while c < width {
+            unsafe { ptx::red_add_f32(da_src.add(c as usize), ptx::ld_shared_f32(base + 4 * c)) };
+            unsafe { ptx::red_add_f32(da_dst.add(c as usize), ptx::ld_shared_f32(base + 4 * (wh_ld + c))) };
+            c += nt;
+        }
     }
 }

@@ -212,8 +212,8 @@ if [[ "$what" == *" gatfused "* ]]; then
   done
   # Per-kernel time of the (fused) GAT step on pubmed (ncu-serialised).
   if [ -x /usr/local/cuda/bin/ncu ]; then
-    /usr/local/cuda/bin/ncu --csv --metrics gpu__time_duration.sum --launch-skip 200 --launch-count 200 $T train pubmed --model gat --epochs 8 > /tmp/ncu-gat.csv 2>/dev/null
-    python3 bench/ncu_kernels.py /tmp/ncu-gat.csv > /tmp/ncu-gat.txt; head -12 /tmp/ncu-gat.txt
+    /usr/local/cuda/bin/ncu --csv --metrics gpu__time_duration.sum --launch-skip 200 --launch-count 200 $T train pubmed --model gat --epochs 8 > "$out/ncu-gat.csv" 2>/dev/null
+    python3 bench/ncu_kernels.py "$out/ncu-gat.csv" > "$out/ncu-gat.txt"; head -16 "$out/ncu-gat.txt"
   fi
   g=/tmp/tcgnn-graphs; mkdir -p $g
   [ -f $g/rmat18.mtx.gz ] || $T gen rmat --scale 18 --edge-factor 16 -o $g/rmat18.mtx.gz > /dev/null

@@ -1,8 +1,10 @@
-//! `tcgnn bench attention`: one AGNN attention layer, fused ([`tcgnn::ops::nn::fused_attention`])
-//! against the unfused ops (row-normalise, SDDMM, edge softmax, SpMM; the backward's SDDMM,
-//! softmax backward, transposes and three SpMMs), forward alone and forward + backward, on the
-//! GPU backend the AGNN model trains with (edge values in CSR order), in one process on the same
-//! inputs.
+//! `tcgnn bench attention`: one attention layer, fused against the unfused ops, forward alone
+//! and forward + backward, in one process on the same inputs. AGNN ([`tcgnn::ops::nn::fused_attention`]
+//! against row-normalise, SDDMM, edge softmax, SpMM and the backward's SDDMM, softmax backward,
+//! transposes and three SpMMs) on the GPU backend the AGNN model trains with (edge values in CSR
+//! order); GAT (`--model gat`: [`tcgnn::ops::nn::gat_attention`] against the per-head logits,
+//! softmax and SpMM), a K -> heads x K/heads layer with its transform, training mode without
+//! attention dropout.
 
 use std::path::PathBuf;
 
@@ -11,6 +13,9 @@ use tcgnn::bench::train::write_json;
 use tcgnn::gpu::Gpu;
 use tcgnn::graph::source;
 use tcgnn::nn::agnn_conv::{AgnnConv, AgnnGraph, loops_pattern};
+use tcgnn::nn::gat_conv::{GatConv, GatGraph};
+use tcgnn::nn::operand::Operand;
+use tcgnn::util::rng::SplitMix64;
 use tcgnn::nn::{Backend, CudaBackend, EdgeLayout};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::tensor::Matrix;
@@ -27,6 +32,11 @@ pub struct BenchAttentionArgs {
     pub k: Vec<usize>,
     #[arg(long, value_enum, default_value = "f16")]
     pub precision: Precision,
+    /// The layer: agnn, or gat (`--heads` heads of K / heads columns, concatenated).
+    #[arg(long, value_enum, default_value = "agnn")]
+    pub model: AttentionModel,
+    #[arg(long, default_value_t = 8)]
+    pub heads: usize,
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
     #[arg(long, default_value_t = 5)]
@@ -36,8 +46,15 @@ pub struct BenchAttentionArgs {
     pub out: PathBuf,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttentionModel {
+    Agnn,
+    Gat,
+}
+
 #[derive(serde::Serialize)]
 struct Row {
+    model: String,
     graph: String,
     nodes: usize,
     /// Edges of A + I.
@@ -56,6 +73,12 @@ const MAX_K: usize = 4096;
 pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
     if a.k.is_empty() || a.k.iter().any(|&k| k == 0 || k > MAX_K) || a.reps == 0 {
         return Err(tcgnn::Error::Unsupported(format!("bench attention: --k needs widths in 1..={MAX_K} and --reps >= 1 (got --k {:?}, --reps {})", a.k, a.reps)));
+    }
+    if a.model == AttentionModel::Gat && (a.heads == 0 || a.k.iter().any(|&k| k % a.heads != 0 || !GatConv::<CudaBackend>::fuses(a.heads, k / a.heads, true))) {
+        return Err(tcgnn::Error::Unsupported(format!(
+            "bench attention --model gat: every --k must split into --heads {} heads the fused kernels take (at most 32 heads of at most 32 columns; got --k {:?})",
+            a.heads, a.k
+        )));
     }
     let gpu = Gpu::probe()?;
     let mut graphs = a.graphs.clone();
@@ -82,23 +105,41 @@ pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
             eprintln!("skipping {name}: {} x {} is not square", s.n_rows(), s.n_cols());
             continue;
         }
-        let g = AgnnGraph::from_pattern(&b, s, None)?;
+        let (agnn, gat) = match a.model {
+            AttentionModel::Agnn => (Some(AgnnGraph::from_pattern(&b, s, None)?), None),
+            AttentionModel::Gat => (None, Some(GatGraph::from_pattern(&b, s, None)?)),
+        };
         for &k in &a.k {
             let h = b.upload(&Matrix::random(n, k, 1))?;
             let dout = b.upload(&Matrix::random(n, k, 2))?;
             let mut dh = b.matrix(n, k)?;
             let mut time = |fused: bool, backward: bool| -> tcgnn::Result<f64> {
-                let mut conv = if fused { AgnnConv::new(&b, &g, n, k)? } else { AgnnConv::new_unfused(&b, &g, n, k)? };
-                let t = b.time(a.warmup, a.reps, &mut || {
-                    conv.forward(&b, &g, &h)?;
-                    if backward {
-                        conv.backward(&b, &g, &h, &dout, &mut dh)?;
-                    }
-                    Ok(())
-                })?;
+                let t = if let Some(g) = &agnn {
+                    let mut conv = if fused { AgnnConv::new(&b, g, n, k)? } else { AgnnConv::new_unfused(&b, g, n, k)? };
+                    b.time(a.warmup, a.reps, &mut || {
+                        conv.forward(&b, g, &h)?;
+                        if backward {
+                            conv.backward(&b, g, &h, &dout, &mut dh)?;
+                        }
+                        Ok(())
+                    })?
+                } else {
+                    let g = gat.as_ref().expect("one of the two graphs is built");
+                    let (heads, dim, mut rng) = (a.heads, k / a.heads, SplitMix64::new(3));
+                    let mut conv = if fused { GatConv::new(&b, g, n, k, heads, dim, true, 0.0, 4, &mut rng)? } else { GatConv::new_unfused(&b, g, n, k, heads, dim, true, 0.0, 4, &mut rng)? };
+                    let x = Operand::Dense(&h);
+                    b.time(a.warmup, a.reps, &mut || {
+                        conv.forward(&b, g, &x, true)?;
+                        if backward {
+                            conv.backward(&b, g, &x, &dout, Some(&mut dh))?;
+                        }
+                        Ok(())
+                    })?
+                };
                 Ok(t.median_ms)
             };
             let r = Row {
+                model: format!("{:?}", a.model).to_lowercase(),
                 graph: name.clone(),
                 nodes: n,
                 edges: nnz,
@@ -125,7 +166,11 @@ pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
             rows.push(r);
         }
     }
-    let path = write_json(&a.out.join("attention.json"), &rows)?;
+    let file = match a.model {
+        AttentionModel::Agnn => "attention.json",
+        AttentionModel::Gat => "attention_gat.json",
+    };
+    let path = write_json(&a.out.join(file), &rows)?;
     eprintln!("wrote {}", path.display());
     Ok(())
 }

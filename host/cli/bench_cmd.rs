@@ -35,7 +35,7 @@ pub enum BenchCmd {
     /// Sampled (mini-batch) training against full-graph training: accuracy over seeds, epoch
     /// time split (sampling, build + upload, step), sampled edges/s, idle share between steps.
     Sample(super::bench_sample::BenchSampleArgs),
-    /// One AGNN attention layer, fused against the unfused ops (forward, forward + backward).
+    /// One AGNN or GAT attention layer, fused against the unfused ops (forward, forward + backward).
     Attention(super::bench_attention::BenchAttentionArgs),
     /// HP SpMM on sampled batches: Dynamic Task Partition against fixed nonzeros per warp.
     Dtp(super::bench_dtp::BenchDtpArgs),

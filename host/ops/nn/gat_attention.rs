@@ -12,11 +12,11 @@
 
 use rayon::prelude::*;
 
-use super::{check_gpu, check_matrix_64, row_shape};
+use super::{NN_BLOCKS_PER_SM, check_gpu, check_matrix_64};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::gat_attention::{
-    GAT_SPAN_BLOCK, GAT_SPAN_SLOT, GAT_SPAN_WARP, GatAttentionArgs, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8, gat_attention_forward_d16,
+    GatAttentionArgs, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8, gat_attention_forward_d16,
     gat_attention_forward_d32, gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32,
 };
 use crate::gpu::launch::{Kernel, Ptr, PtrMut};
@@ -46,8 +46,8 @@ pub struct GatAttention {
 
 /// Rows of at least this many entries go to the block launch (a warp would walk them alone).
 pub const GAT_LONG_MIN: u32 = 256;
-/// Threads of the block that takes one long row.
-pub const GAT_LONG_BLOCK: u32 = 256;
+/// Threads of a block of the fused kernels (one long row, 8 warps' rows, or 8 warps' slots).
+pub const GAT_BLOCK: u32 = 256;
 
 impl GatAttention {
     /// Whether the fused kernels take `heads` heads of `dim` columns (at most 32 of each: a
@@ -246,11 +246,13 @@ fn args(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst): (&De
         t_cols: tcsr.col_idx.arg(&gpu),
         t_of: t_of.arg(&gpu),
         n_rows: wh.rows as u32,
-        span: GAT_SPAN_SLOT,
         short_max: 0,
         long_min: GAT_LONG_MIN,
-        listed: Ptr::null(),
-        n_listed: 0,
+        long: Ptr::null(),
+        n_long: 0,
+        mid: Ptr::null(),
+        n_mid: 0,
+        warp_blocks: 0,
         heads: a.heads as u32,
         dim: a.dim as u32,
         shift: a.heads.next_power_of_two().trailing_zeros(),
@@ -307,10 +309,10 @@ pub fn gat_attention(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &Device
     unsafe { launch_rows(&gpu, &g.handle, kernel, &x, a.dim) }
 }
 
-/// Launches `kernel` over the rows of `h` (S, or Sᵀ for the column pass): a slot of lanes per
-/// row shorter than [`short_max`], a warp per row up to [`GAT_LONG_MIN`], then a block per
-/// longer row with its shared memory (34 words per head lane and warp). The second and third
-/// launches walk lists of their rows (made once per graph) and are skipped when empty.
+/// Launches `kernel` over the rows of `h` (S, or Sᵀ for the column pass), one launch of three
+/// kinds of block: a block per row of at least [`GAT_LONG_MIN`] entries (with its shared
+/// memory: 34 words per head lane and warp), a warp per row of at least [`short_max`], a slot of
+/// lanes per shorter row. The lists of long and middle rows are made once per graph.
 ///
 /// # Safety
 /// `x` must be valid arguments of `kernel` for the rows of `h`.
@@ -318,21 +320,28 @@ unsafe fn launch_rows(gpu: &crate::gpu::Gpu, h: &crate::ops::GraphHandle, kernel
     let short_max = short_max(dim);
     let mid = super::fused_attention::long_rows(h, short_max)?;
     let long = super::fused_attention::long_rows(h, GAT_LONG_MIN)?;
-    let x = GatAttentionArgs { short_max, long_min: GAT_LONG_MIN, ..*x };
-    let slots = 32 >> x.shift;
-    unsafe {
-        kernel.launch(gpu, row_shape(gpu, x.n_rows as u64, slots, 0), &GatAttentionArgs { span: GAT_SPAN_SLOT, ..x })?;
-        if mid.n > long.n {
-            let warp = GatAttentionArgs { span: GAT_SPAN_WARP, listed: mid.rows.arg(gpu), n_listed: mid.n, ..x };
-            kernel.launch(gpu, row_shape(gpu, mid.n as u64, 1, 0), &warp)?;
-        }
-        if long.n > 0 {
-            let smem = GAT_LONG_BLOCK * 34 * 4;
-            let block = GatAttentionArgs { span: GAT_SPAN_BLOCK, listed: long.rows.arg(gpu), n_listed: long.n, ..x };
-            kernel.launch(gpu, crate::gpu::launch::Shape::linear(long.n, GAT_LONG_BLOCK, smem), &block)?;
-        }
+    let (warps, cap) = ((GAT_BLOCK / 32) as u64, (gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
+    let warp_blocks = if mid.n > long.n { (mid.n as u64).div_ceil(warps).min(cap) } else { 0 };
+    let slot_blocks = (x.n_rows as u64).div_ceil(warps * (32 >> x.shift) as u64).min(cap);
+    let blocks = long.n as u64 + warp_blocks + slot_blocks;
+    if blocks == 0 {
+        return Ok(());
     }
-    Ok(())
+    let x = GatAttentionArgs {
+        short_max,
+        long_min: GAT_LONG_MIN,
+        long: long.rows.arg(gpu),
+        n_long: long.n,
+        mid: mid.rows.arg(gpu),
+        n_mid: mid.n,
+        warp_blocks: warp_blocks as u32,
+        ..*x
+    };
+    let smem = if long.n > 0 { GAT_BLOCK * 34 * 4 } else { 0 };
+    let blocks = u32::try_from(blocks).map_err(|_| Error::Unsupported(format!("gat_attention: {blocks} blocks (rows of over 256 entries: {})", long.n)))?;
+    // SAFETY: as the caller guarantees; the lists are this graph's, `n_long + warp_blocks` of
+    // the blocks take listed rows.
+    unsafe { kernel.launch(gpu, crate::gpu::launch::Shape::linear(blocks, GAT_BLOCK, smem), &x) }
 }
 
 /// Rows shorter than this are walked by one slot of lanes (no shuffles, no merge of slots): at

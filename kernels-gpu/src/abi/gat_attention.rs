@@ -5,11 +5,6 @@
 // softmax statistics are n x (2 heads) with stride `sld`, (max, sum) per head.
 use super::*;
 
-/// `GatAttentionArgs::span`: a slot of lanes per row, a warp per row, a block per row.
-pub const GAT_SPAN_SLOT: u32 = 0;
-pub const GAT_SPAN_WARP: u32 = 1;
-pub const GAT_SPAN_BLOCK: u32 = 2;
-
 kernel_args! {
     /// One GAT layer's attention over the edges of S (row i = target, its edges the sources j):
     /// e_ijh = LeakyReLU(s_dst[i][h] + s_src[j][h]), alpha = softmax over each row per head,
@@ -23,17 +18,19 @@ kernel_args! {
         pub t_cols: Ptr<u32>,
         pub t_of: Ptr<u32>,
         pub n_rows: u32,
-        /// Which rows this launch takes and how (`GAT_SPAN_*`): a slot per row shorter than
-        /// `short_max` (every row looked at); a warp per listed row shorter than `long_min`
-        /// (`listed`: the rows of at least `short_max` entries, `n_listed` of them); a block
-        /// per listed row (`listed`: the rows of at least `long_min`, one per block), its warps
-        /// sharing the row's entries. S's rows for the forward and the row pass, Sᵀ's for the
-        /// column pass.
-        pub span: u32,
+        /// One launch, three kinds of block (`rows` in the kernel): blocks [0, n_long) a listed
+        /// long row each (`long`: the rows of at least `long_min` entries), its warps sharing
+        /// the row; the next `warp_blocks` blocks a warp per listed row (`mid`: the rows of at
+        /// least `short_max` entries; those of `long_min` or more skipped); the remaining blocks
+        /// a slot of lanes per row shorter than `short_max` (every row looked at). S's rows for
+        /// the forward and the row pass, Sᵀ's for the column pass.
         pub short_max: u32,
         pub long_min: u32,
-        pub listed: Ptr<u32>,
-        pub n_listed: u32,
+        pub long: Ptr<u32>,
+        pub n_long: u32,
+        pub mid: Ptr<u32>,
+        pub n_mid: u32,
+        pub warp_blocks: u32,
         pub heads: u32,
         pub dim: u32,
         /// log2 of the lanes of an edge slot (one per head: next_pow2(heads) <= 32).

@@ -11,7 +11,8 @@
 //! once, a slot's lanes read a neighbour's row contiguously, and `S x U` edges are in flight
 //! (column ids read 32 at a time, `U` edges' gathers issued before any is used: `walk`). At a
 //! row's end the slots meet through shuffles (online-softmax states merged, sums added). Three
-//! launches share the rows (`rows`): rows shorter than `short_max` a slot each (the slot walks
+//! kinds of block in one launch share the rows (`rows`): rows shorter than `short_max` a slot
+//! each (the slot walks
 //! its row alone: most rows of sparse graphs are a few edges, and a warp per row left most of
 //! its slots idle while the row's chain of dependent loads ran); rows up to `long_min` a warp
 //! each; longer rows a block each, whose warps take contiguous runs and meet in shared memory
@@ -28,7 +29,7 @@
 //! row i, hence two kernels.
 
 use super::global_warp;
-use crate::abi::gat_attention::{GAT_SPAN_SLOT, GAT_SPAN_WARP, GatAttentionArgs};
+use crate::abi::gat_attention::GatAttentionArgs;
 use crate::ptx;
 use crate::rng::dropout_keep_keyed;
 
@@ -184,31 +185,31 @@ enum Span {
     Block,
 }
 
-/// The rows this launch takes (`GatAttentionArgs::span`), and per row the run of entries this
-/// slot, warp or block walks. `f(row, lo, hi, span)`, called from one place so that it is
-/// inlined (a closure called from two was compiled as a function, its captures on the stack).
+/// The rows this block takes (`GatAttentionArgs`: long rows first, so the longest work starts
+/// first; then the warp blocks, then the slot blocks, all in one launch so that the kinds
+/// overlap), and per row the run of entries this slot, warp or block walks. `f(row, lo, hi,
+/// span)`, called from one place so that it is inlined (a closure called from two was compiled
+/// as a function, its captures on the stack).
 #[inline(always)]
 unsafe fn rows(a: &GatAttentionArgs, ln: &Lane, row_ptr: *const u32, mut f: impl FnMut(u32, u32, u32, Span)) {
-    let span = match a.span {
-        GAT_SPAN_SLOT => Span::Slot,
-        GAT_SPAN_WARP => Span::Warp,
-        _ => Span::Block,
+    let (c, wpb) = (ptx::ctaid_x(), ptx::ntid_x() / 32);
+    // Position k in the block kind's sequence (listed rows, or all rows), and its stride.
+    let (span, mut k, stride, n) = if c < a.n_long {
+        (Span::Block, c, 0, a.n_long)
+    } else if c - a.n_long < a.warp_blocks {
+        (Span::Warp, (c - a.n_long) * wpb + ptx::warp_id(), a.warp_blocks * wpb, a.n_mid)
+    } else {
+        let (first, blocks) = (a.n_long + a.warp_blocks, ptx::nctaid_x() - a.n_long - a.warp_blocks);
+        (Span::Slot, ((c - first) * wpb + ptx::warp_id()) * ln.slots + ln.slot, blocks * wpb * ln.slots, a.n_rows)
     };
-    let (w, warps) = global_warp();
-    // Position k in the launch's sequence (rows, or the list), and its stride.
-    let (mut k, stride, n) = match span {
-        Span::Slot => (w * ln.slots + ln.slot, warps * ln.slots, a.n_rows),
-        Span::Warp => (w, warps, a.n_listed),
-        Span::Block => (ptx::ctaid_x(), u32::MAX, a.n_listed),
-    };
+    let list = if span == Span::Block { a.long } else { a.mid };
     while k < n {
-        let i = if span == Span::Slot { k } else { unsafe { *a.listed.add(k as usize) } };
+        let i = if span == Span::Slot { k } else { unsafe { *list.add(k as usize) } };
         let (start, end) = unsafe { (*row_ptr.add(i as usize), *row_ptr.add(i as usize + 1)) };
         let (lo, hi) = if span == Span::Block {
-            let warps = ptx::ntid_x() / 32;
             let w = ptx::warp_id();
             // (`div_or_zero`: no panic path in the PTX; a block has at least one warp.)
-            let run = crate::translate::div_or_zero(end - start + warps - 1, warps);
+            let run = crate::translate::div_or_zero(end - start + wpb - 1, wpb);
             (start + (w * run).min(end - start), start + ((w + 1) * run).min(end - start))
         } else {
             (start, end)

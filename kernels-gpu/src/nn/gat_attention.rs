@@ -185,49 +185,65 @@ enum Span {
     Block,
 }
 
-/// The rows this block takes (`GatAttentionArgs`: long rows first, so the longest work starts
-/// first; then the warp blocks, then the slot blocks, all in one launch so that the kinds
-/// overlap), and per row the run of entries this slot, warp or block walks. `f(row, lo, hi,
-/// span)`, called from one place so that it is inlined (a closure called from two was compiled
-/// as a function, its captures on the stack).
+/// The rows this block takes (`GatAttentionArgs`: segments of long rows first, so the longest
+/// work starts first; then the warp blocks, then the slot blocks, all in one launch so that the
+/// kinds overlap), and per row the run of entries this slot, warp or block walks. `f(row, lo,
+/// hi, span, segment)` (the segment only for `Span::Block`), called from one place so that it
+/// is inlined (a closure called from two was compiled as a function, its captures on the
+/// stack).
 #[inline(always)]
-unsafe fn rows(a: &GatAttentionArgs, ln: &Lane, row_ptr: *const u32, mut f: impl FnMut(u32, u32, u32, Span)) {
+unsafe fn rows(a: &GatAttentionArgs, ln: &Lane, row_ptr: *const u32, mut f: impl FnMut(u32, u32, u32, Span, u32)) {
     let (c, wpb) = (ptx::ctaid_x(), ptx::ntid_x() / 32);
-    // Position k in the block kind's sequence (listed rows, or all rows), and its stride.
-    let (span, mut k, stride, n) = if c < a.n_long {
-        (Span::Block, c, 0, a.n_long)
-    } else if c - a.n_long < a.warp_blocks {
-        (Span::Warp, (c - a.n_long) * wpb + ptx::warp_id(), a.warp_blocks * wpb, a.n_mid)
+    // Position k in the block kind's sequence (segments, listed rows, or all rows), its stride.
+    let (span, mut k, stride, n) = if c < a.n_segs {
+        (Span::Block, c, 0, a.n_segs)
+    } else if c - a.n_segs < a.warp_blocks {
+        (Span::Warp, (c - a.n_segs) * wpb + ptx::warp_id(), a.warp_blocks * wpb, a.n_mid)
     } else {
-        let (first, blocks) = (a.n_long + a.warp_blocks, ptx::nctaid_x() - a.n_long - a.warp_blocks);
+        let (first, blocks) = (a.n_segs + a.warp_blocks, ptx::nctaid_x() - a.n_segs - a.warp_blocks);
         (Span::Slot, ((c - first) * wpb + ptx::warp_id()) * ln.slots + ln.slot, blocks * wpb * ln.slots, a.n_rows)
     };
-    let list = if span == Span::Block { a.long } else { a.mid };
     while k < n {
-        let i = if span == Span::Slot { k } else { unsafe { *list.add(k as usize) } };
-        let (start, end) = unsafe { (*row_ptr.add(i as usize), *row_ptr.add(i as usize + 1)) };
-        let (lo, hi) = if span == Span::Block {
+        let (i, lo, hi, take) = if span == Span::Block {
+            let seg = unsafe { a.segs.add(3 * k as usize) };
+            let (i, start, end) = unsafe { (*seg, *seg.add(1), *seg.add(2)) };
             let w = ptx::warp_id();
             // (`div_or_zero`: no panic path in the PTX; a block has at least one warp.)
             let run = crate::translate::div_or_zero(end - start + wpb - 1, wpb);
-            (start + (w * run).min(end - start), start + ((w + 1) * run).min(end - start))
+            (i, start + (w * run).min(end - start), start + ((w + 1) * run).min(end - start), true)
         } else {
-            (start, end)
-        };
-        let len = end - start;
-        let take = match span {
-            Span::Slot => len < a.short_max,
-            Span::Warp => len < a.long_min,
-            Span::Block => true,
+            let i = if span == Span::Slot { k } else { unsafe { *a.mid.add(k as usize) } };
+            let (start, end) = unsafe { (*row_ptr.add(i as usize), *row_ptr.add(i as usize + 1)) };
+            (i, start, end, end - start < if span == Span::Slot { a.short_max } else { a.long_min })
         };
         if take {
-            f(i, lo, hi, span);
+            f(i, lo, hi, span, k);
         }
         if span == Span::Block {
             return;
         }
         k += stride;
     }
+}
+
+/// The combine launch: a warp per long row, lane h its head h, `f(row, h, first segment, end)`.
+#[inline(always)]
+unsafe fn long_rows(a: &GatAttentionArgs, mut f: impl FnMut(u32, u32, u32, u32)) {
+    let (mut r, warps) = global_warp();
+    let h = ptx::lane_id();
+    while r < a.n_long {
+        let (i, s0, s1) = unsafe { (*a.long.add(r as usize), *a.seg_ptr.add(r as usize), *a.seg_ptr.add(r as usize + 1)) };
+        if h < a.heads {
+            f(i, h, s0, s1);
+        }
+        r += warps;
+    }
+}
+
+/// Segment `seg`'s partial state of head `h`: `fields` floats a head.
+#[inline(always)]
+fn partial(a: &GatAttentionArgs, seg: u32, h: u32, fields: u32) -> *mut f32 {
+    unsafe { a.partials.add(seg as usize * a.pstride as usize + (h * fields) as usize) }
 }
 
 /// Adds `v` over the slots (every lane gets its head's total); a slot's own row is its own.
@@ -284,11 +300,32 @@ unsafe fn block_sums<const F: usize>(ln: &Lane, v: [f32; F]) -> [f32; F] {
 }
 
 /// The forward: out (the heads' columns) and stats ((0, 0) and out = bias for an empty row).
+/// A long row's segment writes its (max, sum, weighted row) per head to `partials`, which the
+/// combine launch merges.
 #[inline(always)]
 pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
+    if a.combine != 0 {
+        unsafe {
+            long_rows(&a, |i, h, s0, s1| {
+                let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [0f32; NF]);
+                for seg in s0..s1 {
+                    let p = partial(&a, seg, h, 2 + a.dim);
+                    let mut acc2 = [0f32; NF];
+                    for c in 0..NF {
+                        if (c as u32) < a.dim {
+                            acc2[c] = ptx::ld_f32(p.add(2 + c));
+                        }
+                    }
+                    merge(&mut m, &mut l, &mut acc, ptx::ld_f32(p), ptx::ld_f32(p.add(1)), &acc2);
+                }
+                write_forward::<NF>(&a, i, h, m, l, &acc, false);
+            })
+        };
+        return;
+    }
     let (ln, h, step) = unsafe { start(&a) };
     unsafe {
-        rows(&a, &ln, a.row_ptr, |i, lo, hi, span| {
+        rows(&a, &ln, a.row_ptr, |i, lo, hi, span, seg| {
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let sd = score(a.s_dst, i, a.hld, h);
             let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [0f32; NF]);
@@ -325,7 +362,7 @@ pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                     }
                 }
                 ptx::sync_threads();
-                if w == 0 {
+                if w == 0 && ln.slot == 0 && ln.on {
                     for src in 1..ptx::ntid_x() / 32 {
                         let (m2, l2) = (ptx::ld_shared_f32(smem(src, ln.h, 0, NF + 2)), ptx::ld_shared_f32(smem(src, ln.h, 1, NF + 2)));
                         let mut acc2 = [0f32; NF];
@@ -334,27 +371,41 @@ pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                         }
                         merge(&mut m, &mut l, &mut acc, m2, l2, &acc2);
                     }
+                    // The segment's state, for the combine launch.
+                    let p = partial(&a, seg, h, 2 + a.dim);
+                    ptx::st_f32(p, m);
+                    ptx::st_f32(p.add(1), l);
+                    for c in 0..NF {
+                        if (c as u32) < a.dim {
+                            ptx::st_f32(p.add(2 + c), acc[c]);
+                        }
+                    }
                 }
-                if w != 0 {
-                    return;
-                }
-            }
-            if !(own || ln.slot == 0) || !ln.on {
                 return;
             }
-            let empty = !block && lo == hi;
-            let out = a.out.add(i as usize * a.ld as usize + (h * a.dim) as usize);
-            let bias = a.bias.add((h * a.dim) as usize);
-            for c in 0..NF {
-                if (c as u32) < a.dim {
-                    let v = if l > 0.0 { acc[c] / l } else { 0.0 };
-                    ptx::st_f32(out.add(c), v + ptx::ld_nc_f32(bias.add(c)));
-                }
+            if (own || ln.slot == 0) && ln.on {
+                write_forward::<NF>(&a, i, h, m, l, &acc, lo == hi);
             }
-            let s = a.stats.add(i as usize * a.sld as usize + 2 * h as usize);
-            ptx::st_f32(s, if empty { 0.0 } else { m });
-            ptx::st_f32(s.add(1), if empty { 0.0 } else { l });
         })
+    }
+}
+
+/// Row i's outputs of head h from its softmax state: out = acc / l + bias, stats (m, l) ((0, 0)
+/// for an empty row).
+#[inline(always)]
+unsafe fn write_forward<const NF: usize>(a: &GatAttentionArgs, i: u32, h: u32, m: f32, l: f32, acc: &[f32; NF], empty: bool) {
+    unsafe {
+        let out = a.out.add(i as usize * a.ld as usize + (h * a.dim) as usize);
+        let bias = a.bias.add((h * a.dim) as usize);
+        for c in 0..NF {
+            if (c as u32) < a.dim {
+                let v = if l > 0.0 { acc[c] / l } else { 0.0 };
+                ptx::st_f32(out.add(c), v + ptx::ld_nc_f32(bias.add(c)));
+            }
+        }
+        let s = a.stats.add(i as usize * a.sld as usize + 2 * h as usize);
+        ptx::st_f32(s, if empty { 0.0 } else { m });
+        ptx::st_f32(s.add(1), if empty { 0.0 } else { l });
     }
 }
 
@@ -372,58 +423,96 @@ fn alpha(a: &GatAttentionArgs, stat: (f32, f32), z: f32) -> (f32, f32) {
     (ptx::exp(lg - stat.0) / stat.1, d)
 }
 
-/// The row pass: D_i, then ds_dst_i per head (two walks of the row).
+/// The row pass, one walk of row i: D_i = sum alpha da, P = sum alpha da lk', Q = sum alpha
+/// lk', and ds_dst_i = P - D_i Q (= sum alpha (da - D_i) lk'). A long row's segment writes its
+/// (D, P, Q) per head to `partials`; the combine launch adds them in segment order.
 #[inline(always)]
 pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
+    if a.combine != 0 {
+        unsafe {
+            long_rows(&a, |i, h, s0, s1| {
+                let (mut d, mut p, mut q) = (0f32, 0f32, 0f32);
+                for seg in s0..s1 {
+                    let x = partial(&a, seg, h, 3);
+                    d += ptx::ld_f32(x);
+                    p += ptx::ld_f32(x.add(1));
+                    q += ptx::ld_f32(x.add(2));
+                }
+                write_row(&a, i, h, d, p - d * q);
+            })
+        };
+        return;
+    }
     let (ln, h, step) = unsafe { start(&a) };
     unsafe {
-        rows(&a, &ln, a.row_ptr, |i, lo, hi, span| {
+        rows(&a, &ln, a.row_ptr, |i, lo, hi, span, seg| {
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let sd = score(a.s_dst, i, a.hld, h);
             let st = stat(&a, i, h);
             let g = head_row::<NF>(&a, a.dout, i, h);
-            let load = |j: u32| (score(a.s_src, j, a.hld, h), head_row::<NF>(&a, a.wh, j, h));
-            // alpha, LeakyReLU' and da of an edge.
-            let edge = |e: u32, ss: f32, x: &[f32; NF]| {
+            let (mut d, mut p, mut q) = (0f32, 0f32, 0f32);
+            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j| (score(a.s_src, j, a.hld, h), head_row::<NF>(&a, a.wh, j, h)), |e, (ss, x)| {
                 let (al, lk) = alpha(&a, st, sd + ss);
-                (al, lk, dot(&g, x) * keep(&a, step, e, h))
-            };
-            let mut d = 0f32;
-            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, load, |e, (ss, x)| {
-                let (al, _, da) = edge(e, ss, &x);
+                let da = dot(&g, &x) * keep(&a, step, e, h);
                 d += al * da;
+                p += al * da * lk;
+                q += al * lk;
             });
             d = slot_sum(d, &ln, own, a.shift);
+            p = slot_sum(p, &ln, own, a.shift);
+            q = slot_sum(q, &ln, own, a.shift);
             if block {
-                d = block_sums(&ln, [d])[0];
-            }
-            let mut ds = 0f32;
-            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, load, |e, (ss, x)| {
-                let (al, lk, da) = edge(e, ss, &x);
-                ds += al * (da - d) * lk;
-            });
-            ds = slot_sum(ds, &ln, own, a.shift);
-            if block {
-                ds = block_sums(&ln, [ds])[0];
-                if ptx::warp_id() != 0 {
-                    return;
+                let [d, p, q] = block_sums(&ln, [d, p, q]);
+                if ptx::warp_id() == 0 && ln.slot == 0 && ln.on {
+                    let x = partial(&a, seg, h, 3);
+                    ptx::st_f32(x, d);
+                    ptx::st_f32(x.add(1), p);
+                    ptx::st_f32(x.add(2), q);
                 }
+                return;
             }
             if (own || ln.slot == 0) && ln.on {
-                let o = i as usize * a.hld as usize + h as usize;
-                ptx::st_f32(a.d_row.add(o), d);
-                ptx::st_f32(a.ds_dst.add(o), ds);
+                write_row(&a, i, h, d, p - d * q);
             }
         })
     }
 }
 
-/// The column pass: per node j over its in-edges (rows of Sᵀ), ds_src_j and dWh_j.
+#[inline(always)]
+unsafe fn write_row(a: &GatAttentionArgs, i: u32, h: u32, d: f32, ds: f32) {
+    let o = i as usize * a.hld as usize + h as usize;
+    unsafe {
+        ptx::st_f32(a.d_row.add(o), d);
+        ptx::st_f32(a.ds_dst.add(o), ds);
+    }
+}
+
+/// The column pass: per node j over its in-edges (rows of Sᵀ), ds_src_j and dWh_j. A long
+/// column's segment writes its sums per head to `partials`; the combine launch adds them in
+/// segment order.
 #[inline(always)]
 pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
+    if a.combine != 0 {
+        unsafe {
+            long_rows(&a, |j, h, s0, s1| {
+                let (mut dsrc, mut dw) = (0f32, [0f32; NF]);
+                for seg in s0..s1 {
+                    let x = partial(&a, seg, h, 1 + a.dim);
+                    dsrc += ptx::ld_f32(x);
+                    for c in 0..NF {
+                        if (c as u32) < a.dim {
+                            dw[c] += ptx::ld_f32(x.add(1 + c));
+                        }
+                    }
+                }
+                write_col::<NF>(&a, j, h, dsrc, &dw);
+            })
+        };
+        return;
+    }
     let (ln, h, step) = unsafe { start(&a) };
     unsafe {
-        rows(&a, &ln, a.t_ptr, |j, lo, hi, span| {
+        rows(&a, &ln, a.t_ptr, |j, lo, hi, span, seg| {
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let ss = score(a.s_src, j, a.hld, h);
             let x = head_row::<NF>(&a, a.wh, j, h);
@@ -453,19 +542,33 @@ pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
             if block {
                 dsrc = block_sums(&ln, [dsrc])[0];
                 dw = block_sums(&ln, dw);
-                if ptx::warp_id() != 0 {
-                    return;
-                }
-            }
-            if (own || ln.slot == 0) && ln.on {
-                let out = a.dwh.add(j as usize * a.ld as usize + (h * a.dim) as usize);
-                for c in 0..NF {
-                    if (c as u32) < a.dim {
-                        ptx::st_f32(out.add(c), dw[c]);
+                if ptx::warp_id() == 0 && ln.slot == 0 && ln.on {
+                    let x = partial(&a, seg, h, 1 + a.dim);
+                    ptx::st_f32(x, dsrc);
+                    for c in 0..NF {
+                        if (c as u32) < a.dim {
+                            ptx::st_f32(x.add(1 + c), dw[c]);
+                        }
                     }
                 }
-                ptx::st_f32(a.ds_src.add(j as usize * a.hld as usize + h as usize), dsrc);
+                return;
+            }
+            if (own || ln.slot == 0) && ln.on {
+                write_col::<NF>(&a, j, h, dsrc, &dw);
             }
         })
+    }
+}
+
+#[inline(always)]
+unsafe fn write_col<const NF: usize>(a: &GatAttentionArgs, j: u32, h: u32, dsrc: f32, dw: &[f32; NF]) {
+    unsafe {
+        let out = a.dwh.add(j as usize * a.ld as usize + (h * a.dim) as usize);
+        for c in 0..NF {
+            if (c as u32) < a.dim {
+                ptx::st_f32(out.add(c), dw[c]);
+            }
+        }
+        ptx::st_f32(a.ds_src.add(j as usize * a.hld as usize + h as usize), dsrc);
     }
 }

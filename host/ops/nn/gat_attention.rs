@@ -324,7 +324,7 @@ pub fn gat_attention(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &Device
 /// # Safety
 /// `x` must be valid arguments of `kernel` for the rows of `h`.
 unsafe fn launch_rows(gpu: &crate::gpu::Gpu, h: &crate::ops::GraphHandle, kernel: Kernel<GatAttentionArgs>, x: &GatAttentionArgs, dim: usize) -> Result<()> {
-    let short_max = short_max(dim, 32 >> x.shift);
+    let short_max = short_max(dim);
     let mid = super::fused_attention::long_rows(h, short_max)?;
     let long = segments(h)?;
     let (warps, cap) = ((GAT_BLOCK / 32) as u64, (gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
@@ -420,17 +420,14 @@ fn partials(h: &crate::ops::GraphHandle, len: usize) -> Result<std::sync::Arc<De
 const PARTIALS_KEY: u64 = 0x6a7_0000_0000_0000;
 
 /// Rows shorter than this are walked by one slot of lanes (no shuffles, no merge of slots): at
-/// least 4 steps of one slot's edges in flight (`U` = 4, 2, 1 for heads of 8, 16, 32 columns),
-/// and at least one step of a whole warp's (`slots` x `U`): a warp given a shorter row would
-/// leave lanes idle (with one head, 32 slots walk 128 edges a step: R-MAT's rows of 16-100
-/// entries filled a fraction of the warp).
-fn short_max(dim: usize, slots: u32) -> u32 {
-    let u = match dim {
-        0..=8 => 4,
-        9..=16 => 2,
-        _ => 1,
-    };
-    (4 * u).max(slots * u)
+/// most 4 steps of the kernel instance's edges in flight (4, 2, 1 for heads of 8, 16, 32
+/// columns).
+fn short_max(dim: usize) -> u32 {
+    match dim {
+        0..=8 => 16,
+        9..=16 => 8,
+        _ => 4,
+    }
 }
 
 /// The fused backward on the device (see [`gat_attention_backward_cpu`]): the row pass then

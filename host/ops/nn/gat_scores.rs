@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 
-use super::{NN_BLOCK, ROW_BLOCK, check_gpu, check_matrix_64, elementwise_shape};
+use super::{NN_BLOCK, NN_BLOCKS_PER_SM, ROW_BLOCK, check_gpu, check_matrix_64, elementwise_shape};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::launch::Shape;
@@ -141,10 +141,12 @@ pub fn gat_scores_backward(wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, 
     }
     let smem_bytes = 2 * 4 * wh.ld;
     let smem = smem_bytes <= BACKWARD_SMEM_MAX;
-    // Rows per block step at NN_BLOCK threads, and about 4 steps a block (enough blocks to keep
-    // the loads in flight, few enough that the atomics per column stay a few hundred).
+    // Rows per block step at NN_BLOCK threads, and about 4 steps a block, at most
+    // NN_BLOCKS_PER_SM blocks an SM: each thread's rows are a chain (its store to dwh keeps the
+    // next row's loads behind it), so the grid must be wide (R-MAT 2^18 x 64 took 153 us with 2
+    // blocks an SM: 248 rows a thread); the atomics per column stay about a thousand.
     let rpi = (NN_BLOCK as usize / wh.ld.min(NN_BLOCK as usize)).max(1);
-    let blocks = wh.rows.div_ceil(4 * rpi).min(2 * gpu.info().sm_count as usize).max(1);
+    let blocks = wh.rows.div_ceil(4 * rpi).min((NN_BLOCKS_PER_SM * gpu.info().sm_count) as usize).max(1);
     let args = GatScoresBackwardArgs {
         rows: wh.rows as u32,
         heads: heads as u32,

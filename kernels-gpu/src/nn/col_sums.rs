@@ -51,8 +51,24 @@ pub unsafe fn col_sums(args: ColSumsArgs) {
             if r < rows {
                 add4(&mut acc, at(r, c4));
             }
-            for k in 0..4 {
-                unsafe { ptx::red_shared_add_f32(base + 4 * (4 * c4 + k as u32), acc[k] + acc2[k]) };
+            add4(&mut acc, acc2);
+            // Narrow rows put many lanes of a warp on one column: with a power-of-two ld4
+            // (every thread active) the warp adds its lanes of a column first, so one lane per
+            // column adds to shared memory (a 3-wide bias: 32 adds per word -> 1).
+            let pow2 = ld4 & (ld4 - 1) == 0 && ld4 < 32;
+            if pow2 {
+                let mut off = ld4;
+                while off < 32 {
+                    for a in acc.iter_mut() {
+                        *a += ptx::shfl_xor_f32(*a, off);
+                    }
+                    off <<= 1;
+                }
+            }
+            if !pow2 || ptx::lane_id() < ld4 {
+                for k in 0..4 {
+                    unsafe { ptx::red_shared_add_f32(base + 4 * (4 * c4 + k as u32), acc[k]) };
+                }
             }
         }
         ptx::sync_threads();

@@ -115,13 +115,14 @@ fn dot<const NF: usize>(x: &[f32; NF], y: &[f32; NF]) -> f32 {
 }
 
 /// Entries [lo, hi) of a pattern row, `cols[q]` the neighbour and `ofs[q]` the edge's index in
-/// S (null: q itself): `load(neighbour)` runs for this slot's next `U` entries before
-/// `use_(edge, loaded)` runs for each in order. A row of a slot (`own`): the slot walks it
+/// S (null: q itself): `load(neighbour, edge)` runs for this slot's next `U` entries before
+/// `use_(loaded)` runs for each in order (work that needs no loaded value, such as the
+/// dropout hash, belongs in `load`: it then runs while the gathers are in flight). A row of a slot (`own`): the slot walks it
 /// alone, every lane reading the column ids itself (no shuffles: slots may diverge). Else the
 /// row is spread over the warp's slots, column ids read 32 at a time and shuffled out; uniform
 /// over the warp.
 #[inline(always)]
-unsafe fn walk<L: Copy, const U: usize>(ln: &Lane, own: bool, cols: *const u32, ofs: *const u32, lo: u32, hi: u32, mut load: impl FnMut(u32) -> L, mut use_: impl FnMut(u32, L)) {
+unsafe fn walk<L: Copy, const U: usize>(ln: &Lane, own: bool, cols: *const u32, ofs: *const u32, lo: u32, hi: u32, mut load: impl FnMut(u32, u32) -> L, mut use_: impl FnMut(L)) {
     // One step: the entries at `pos` (those below `end` used), their ids from `id(pos)`.
     let mut step = |pos: [u32; U], end: u32, id: &dyn Fn(u32) -> (u32, u32)| {
         let mut ids = [(0u32, 0u32); U];
@@ -131,17 +132,17 @@ unsafe fn walk<L: Copy, const U: usize>(ln: &Lane, own: bool, cols: *const u32, 
             }
         });
         // (Not `from_fn`: its guard kept large entries on the stack.)
-        let mut loaded = [load(ids[0].0); U];
+        let mut loaded = [load(ids[0].0, ids[0].1); U];
         crate::unroll4!(u => {
             if 0 < u && u < U {
-                loaded[u] = load(ids[u].0);
+                loaded[u] = load(ids[u].0, ids[u].1);
             }
         });
         // Unrolled by hand (U <= 4): a rolled loop indexes the register arrays at run time,
         // which moves them to local memory.
         crate::unroll4!(u => {
             if u < U && pos[u] < end {
-                use_(ids[u].1, loaded[u]);
+                use_(loaded[u]);
             }
         });
     };
@@ -329,13 +330,13 @@ pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let sd = score(a.s_dst, i, a.hld, h);
             let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [0f32; NF]);
-            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j| (score(a.s_src, j, a.hld, h), head_row::<NF>(&a, a.wh, j, h)), |e, (ss, x)| {
+            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j, e| (score(a.s_src, j, a.hld, h), head_row::<NF>(&a, a.wh, j, h), keep(&a, step, e, h)), |(ss, x, mk)| {
                 let (lg, _) = leaky(sd + ss, a.slope);
                 let new_m = if lg > m { lg } else { m };
                 let scale = ptx::exp(m - new_m);
                 let p = ptx::exp(lg - new_m);
                 l = l * scale + p;
-                let w = p * keep(&a, step, e, h);
+                let w = p * mk;
                 for c in 0..NF {
                     acc[c] = acc[c] * scale + w * x[c];
                 }
@@ -451,9 +452,9 @@ pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
             let st = stat(&a, i, h);
             let g = head_row::<NF>(&a, a.dout, i, h);
             let (mut d, mut p, mut q) = (0f32, 0f32, 0f32);
-            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j| (score(a.s_src, j, a.hld, h), head_row::<NF>(&a, a.wh, j, h)), |e, (ss, x)| {
+            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j, e| (score(a.s_src, j, a.hld, h), head_row::<NF>(&a, a.wh, j, h), keep(&a, step, e, h)), |(ss, x, mk)| {
                 let (al, lk) = alpha(&a, st, sd + ss);
-                let da = dot(&g, &x) * keep(&a, step, e, h);
+                let da = dot(&g, &x) * mk;
                 d += al * da;
                 p += al * da * lk;
                 q += al * lk;
@@ -524,10 +525,9 @@ pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                 a.t_of,
                 lo,
                 hi,
-                |i| (score(a.s_dst, i, a.hld, h), stat(&a, i, h), ptx::ld_nc_f32(a.d_row.add(i as usize * a.hld as usize + h as usize)), head_row::<NF>(&a, a.dout, i, h)),
-                |e, (sd, st, di, g)| {
+                |i, e| (score(a.s_dst, i, a.hld, h), stat(&a, i, h), ptx::ld_nc_f32(a.d_row.add(i as usize * a.hld as usize + h as usize)), head_row::<NF>(&a, a.dout, i, h), keep(&a, step, e, h)),
+                |(sd, st, di, g, mk)| {
                     let (al, lk) = alpha(&a, st, sd + ss);
-                    let mk = keep(&a, step, e, h);
                     dsrc += al * (dot(&g, &x) * mk - di) * lk;
                     let w = al * mk;
                     for c in 0..NF {

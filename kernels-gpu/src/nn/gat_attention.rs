@@ -12,21 +12,23 @@
 //! (column ids read 32 at a time, `U` edges' gathers issued before any is used: `walk`). At a
 //! row's end the slots meet through shuffles (online-softmax states merged, sums added). Three
 //! kinds of block in one launch share the rows (`rows`): rows shorter than `short_max` a slot
-//! each (the slot walks
-//! its row alone: most rows of sparse graphs are a few edges, and a warp per row left most of
-//! its slots idle while the row's chain of dependent loads ran); rows up to `long_min` a warp
-//! each; longer rows a block each, whose warps take contiguous runs and meet in shared memory
-//! in warp order (deterministic).
+//! each (the slot walks its row alone: most rows of sparse graphs are a few edges, and a warp
+//! per row left most of its slots idle while the row's chain of dependent loads ran); rows up
+//! to `long_min` a warp each; longer rows cut into segments of a few thousand entries, a block
+//! each, whose warps take contiguous runs and meet in shared memory in warp order. A segment
+//! writes its partial state (softmax state or sums) to scratch, and a second, small launch
+//! (`combine`) merges each long row's segments in order: deterministic, and a hub row of tens
+//! of thousands of entries is no longer one block's chain.
 //!
 //! Maths, per head h (dropping h): z_ij = s_dst_i + s_src_j, e = LeakyReLU(z), alpha =
 //! softmax_j(e), alpha' = alpha m_ij / (1 - p), out_i = sum_j alpha'_ij Wh_j + b. Backward with
 //! dout: da'_ij = dout_i . Wh_j, da = da' m / (1 - p), D_i = sum_j alpha_ij da_ij, dz_ij =
 //! alpha_ij (da_ij - D_i) lk'_ij (lk' = 1 for z > 0, else the slope). The row pass walks row i
-//! twice: D_i first, then ds_dst_i = sum_j dz_ij (D subtracted per edge, as the unfused path,
-//! rather than sum alpha da lk' - D sum alpha lk', which cancels badly on hub rows in tf32). The
-//! column pass walks Sᵀ: ds_src_j = sum_i dz_ij and dWh_j = sum_i alpha'_ij dout_i, recomputing
-//! alpha, da and dz there from the source rows' statistics and D: D_i is a reduction over all of
-//! row i, hence two kernels.
+//! once: D_i, P_i = sum alpha da lk' and Q_i = sum alpha lk', so ds_dst_i = sum_j dz_ij = P_i -
+//! D_i Q_i (subtracting D per edge needed a second walk; on the tf32 hub case both forms gave
+//! the same error, and the f32 tests hold). The column pass walks Sᵀ: ds_src_j = sum_i dz_ij
+//! and dWh_j = sum_i alpha'_ij dout_i, recomputing alpha, da and dz there from the source rows'
+//! statistics and D: D_i is a reduction over all of row i, hence two kernels.
 
 use super::global_warp;
 use crate::abi::gat_attention::GatAttentionArgs;
@@ -116,11 +118,11 @@ fn dot<const NF: usize>(x: &[f32; NF], y: &[f32; NF]) -> f32 {
 
 /// Entries [lo, hi) of a pattern row, `cols[q]` the neighbour and `ofs[q]` the edge's index in
 /// S (null: q itself): `load(neighbour, edge)` runs for this slot's next `U` entries before
-/// `use_(loaded)` runs for each in order (work that needs no loaded value, such as the
-/// dropout hash, belongs in `load`: it then runs while the gathers are in flight). A row of a slot (`own`): the slot walks it
-/// alone, every lane reading the column ids itself (no shuffles: slots may diverge). Else the
-/// row is spread over the warp's slots, column ids read 32 at a time and shuffled out; uniform
-/// over the warp.
+/// `use_(loaded)` runs for each in order (work that needs no loaded value, such as the dropout
+/// hash, belongs in `load`: it then runs while the gathers are in flight). A row of a slot
+/// (`own`): the slot walks it alone, every lane reading the column ids itself (no shuffles:
+/// slots may diverge). Else the row is spread over the warp's slots, column ids read 32 at a
+/// time and shuffled out; uniform over the warp.
 #[inline(always)]
 unsafe fn walk<L: Copy, const U: usize>(ln: &Lane, own: bool, cols: *const u32, ofs: *const u32, lo: u32, hi: u32, mut load: impl FnMut(u32, u32) -> L, mut use_: impl FnMut(L)) {
     // One step: the entries at `pos` (those below `end` used), their ids from `id(pos)`.

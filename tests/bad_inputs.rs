@@ -243,6 +243,10 @@ fn silent_wrong_results_are_errors() {
     // Benchmarks of this round: degenerate widths and counts, refused before any GPU work.
     refuses(&dir, &["bench", "attention", "ring.mtx", "--k", "0"], &["--k", "1..="]);
     refuses(&dir, &["bench", "attention", "ring.mtx", "--k", "100000000"], &["--k"]);
+    // GAT: K must split into --heads heads the fused kernels take (<= 32 heads of <= 32 columns).
+    refuses(&dir, &["bench", "attention", "ring.mtx", "--model", "gat", "--heads", "0"], &["--heads 0"]);
+    refuses(&dir, &["bench", "attention", "ring.mtx", "--model", "gat", "--heads", "3", "--k", "32"], &["--heads 3", "split"]);
+    refuses(&dir, &["bench", "attention", "ring.mtx", "--model", "gat", "--heads", "2", "--k", "128"], &["at most 32"]);
     refuses(&dir, &["bench", "dtp", "ring.mtx", "--fixed", "0"], &["--fixed", "1..=1048576"]);
     refuses(&dir, &["bench", "dist", "ring.mtx", "--gpus", "0"], &["--gpus", ">= 1"]);
     let mut d = node_data(6);

@@ -302,6 +302,13 @@ unsafe fn block_sums<const F: usize>(ln: &Lane, v: [f32; F]) -> [f32; F] {
     out
 }
 
+/// What the forward and the row pass gather per edge (source j, edge e) of head h: s_src[j],
+/// head h's row of Wh_j, and the edge's dropout factor (computed while the gathers fly).
+#[inline(always)]
+unsafe fn source<const NF: usize>(a: &GatAttentionArgs, j: u32, e: u32, h: u32, step: u32) -> (f32, [f32; NF], f32) {
+    unsafe { (score(a.s_src, j, a.hld, h), head_row::<NF>(a, a.wh, j, h), keep(a, step, e, h)) }
+}
+
 /// The forward: out (the heads' columns) and stats ((0, 0) and out = bias for an empty row).
 /// A long row's segment writes its (max, sum, weighted row) per head to `partials`, which the
 /// combine launch merges.
@@ -332,7 +339,7 @@ pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let sd = score(a.s_dst, i, a.hld, h);
             let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [0f32; NF]);
-            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j, e| (score(a.s_src, j, a.hld, h), head_row::<NF>(&a, a.wh, j, h), keep(&a, step, e, h)), |(ss, x, mk)| {
+            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j, e| source::<NF>(&a, j, e, h, step), |(ss, x, mk)| {
                 let (lg, _) = leaky(sd + ss, a.slope);
                 let new_m = if lg > m { lg } else { m };
                 let scale = ptx::exp(m - new_m);
@@ -454,7 +461,7 @@ pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
             let st = stat(&a, i, h);
             let g = head_row::<NF>(&a, a.dout, i, h);
             let (mut d, mut p, mut q) = (0f32, 0f32, 0f32);
-            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j, e| (score(a.s_src, j, a.hld, h), head_row::<NF>(&a, a.wh, j, h), keep(&a, step, e, h)), |(ss, x, mk)| {
+            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j, e| source::<NF>(&a, j, e, h, step), |(ss, x, mk)| {
                 let (al, lk) = alpha(&a, st, sd + ss);
                 let da = dot(&g, &x) * mk;
                 d += al * da;

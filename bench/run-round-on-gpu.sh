@@ -2,7 +2,7 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor] [sparseneighbor] [final16] [gatfused]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor] [sparseneighbor] [final16] [gatfused] [dense]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
 # loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
@@ -20,7 +20,10 @@
 # sampler on the five graphs on the GPU and the plain-PyTorch samplers, same call, one seed;
 # gatfused: the fused GAT attention's tests, and GAT fused / unfused beside PyG's fastest GATConv
 # configuration on cora, citeseer, pubmed and R-MAT 2^18 x 16, same call (GAT_SEEDS=0,1,2,3,4
-# for the 5-seed accuracy; GAT_TESTS to choose the tests).
+# for the 5-seed accuracy; GAT_TESTS to choose the tests); dense: the streaming dropout products'
+# tests and timing, then GCN / AGNN steps on an unseen R-MAT 2^18 x 16 (DENSE_SEED, default 7,
+# relabelled) and SBM 1M beside PyG's fastest GCN in the same call (DENSE_NCU=1 adds a per-kernel
+# ncu breakdown of a GCN step on each).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -222,5 +225,30 @@ if [[ "$what" == *" gatfused "* ]]; then
   grep -hE "fastest|Error" /tmp/pyg-gat.log | tail -8
   timeout 300 $T bench train cora citeseer pubmed $g/rmat18.mtx.gz --models gat,gat+variant --precisions ${GAT_PRECISIONS:-tf32} --seeds ${GAT_SEEDS:-0} \
     --pyg "$out/pyg-gat.json" --out "$out/bt" 2>&1 | tail -14
+fi
+if [[ "$what" == *" dense "* ]]; then
+  for t in ${DENSE_TESTS-nn_dropout_gemm nn_gpu}; do
+    echo "== $t"; .gpu/bin/test-test-$t --test-threads=1 --nocapture 2>&1 | grep -E "test result|panicked|rel error|dropout_gemm .* ms" | head -14
+  done
+  g=/tmp/g; mkdir -p $g; seed=${DENSE_SEED:-7}
+  if [ "${DENSE_BENCH:-1}" = 1 ]; then
+    [ -f $g/rmat18s$seed.mtx.gz ] || $T convert rmat:18:16:$seed:relabel -o $g/rmat18s$seed.mtx.gz > /dev/null
+    [ -f $g/sbm1m.mtx.gz ] || $T gen sbm --n 1000000 --classes 8 --features 64 -o $g/sbm1m.mtx.gz > /dev/null
+    if [ "${DENSE_NCU:-0}" = 1 ] && [ -x /usr/local/cuda/bin/ncu ]; then
+      for gr in ${DENSE_NCU_GRAPHS:-rmat18s$seed}; do for pr in ${DENSE_NCU_PREC:-tf32}; do
+        /usr/local/cuda/bin/ncu --csv --metrics gpu__time_duration.sum --launch-skip 300 --launch-count 120 $T train $g/$gr.mtx.gz --model gcn --precision $pr --epochs 12 > "$out/ncu-gcn-$gr-$pr.csv" 2>/dev/null
+        python3 bench/ncu_kernels.py "$out/ncu-gcn-$gr-$pr.csv" > "$out/ncu-gcn-$gr-$pr.txt"; echo "-- ncu gcn $gr $pr"; head -16 "$out/ncu-gcn-$gr-$pr.txt"
+      done; done
+    fi
+    if [ "${DENSE_PYG:-1}" = 1 ]; then
+      timeout 240 python3 bench/pyg/train.py $g/rmat18s$seed.mtx.gz $g/sbm1m.mtx.gz --model gcn --timing-only --features 500 --no-feature-norm \
+        --fastest --variants edge_index+tf32,csr+tf32 --out "$out/pyg-gcn.json" > /tmp/pyg-gcn.log 2>&1 || echo "pyg gcn failed ($?)"
+      grep -hE "fastest|Error" /tmp/pyg-gcn.log | tail -4
+    fi
+    pyg=(--pyg "$out/pyg-gcn.json")
+    [ -n "${DENSE_PYG_EXTRA:-}" ] && pyg+=(--pyg "$DENSE_PYG_EXTRA")
+    timeout 300 $T bench train $g/rmat18s$seed.mtx.gz $g/sbm1m.mtx.gz --models ${DENSE_MODELS:-gcn:2x16,agnn} --precisions tf32,f16 --seeds 0 \
+      "${pyg[@]}" --out "$out/bt" 2>&1 | tail -14
+  fi
 fi
 exit 0

@@ -238,12 +238,16 @@ fn gpu_fused_products_match_cpu() {
     let Some(gpu) = common::gpu_or_skip("gpu_fused_products_match_cpu") else { return };
     // Rows: 1, not a multiple of 64 (forward tile) or 32 (gradient step); k: not a multiple of
     // 8, one chunk, several; n: each kernel instance (2 / 4 / 8 n8 tiles) and several column
-    // tiles (100, 256).
-    let shapes = [(1, 1, 1), (1, 500, 16), (37, 7, 5), (65, 33, 16), (130, 130, 32), (2051, 500, 16), (2051, 63, 64), (4100, 500, 100), (1000, 72, 256), (70_001, 500, 16)];
+    // tiles (100, 256). n ≤ 32 runs the streaming kernels unless w's fragments are too large to
+    // stage (k = 3703: the tiled kernels again); 24 fills 3 of the 4 n8 tiles.
+    let shapes = [(1, 1, 1), (1, 500, 16), (37, 7, 5), (65, 33, 16), (130, 130, 32), (2051, 500, 16), (2051, 500, 24), (2051, 63, 64), (4100, 500, 100), (1000, 72, 256), (300, 3703, 16), (70_001, 500, 16)];
     let mut step = DeviceVec::upload(&gpu, &[4u32]).unwrap();
     step_increment(&gpu, &mut step).unwrap(); // the kernels read 5 from the device
-    for (math, tol) in [(GemmMath::Tf32, 5e-3), (GemmMath::F32, 1e-5)] {
+    for (math, tol_math) in [(GemmMath::Tf32, 5e-3), (GemmMath::F32, 1e-5)] {
         for &(rows, k, n) in &shapes {
+            // The tensor cores' f32 accumulation truncates: 3xTF32's error grows with k (k = 3703
+            // measured 2.6e-5 on the H100), so the f32 bound scales with k past 500.
+            let tol = if math == GemmMath::F32 { tol_math * (k as f64 / 500.0).max(1.0) } else { tol_math };
             for offset in [0u64, (1u64 << 32) - 4 * padded_ld(k) as u64 - 2] {
                 let (p, seed) = (0.5f32, 0x5EED + rows as u64);
                 let (x, w, dy) = (rand(rows * k, rows as u64), rand(k * n, 9), rand(rows * n, 10));
@@ -296,13 +300,16 @@ fn gpu_fused_products_time() {
     let mut mask = DeviceVec::<u8>::zeros(&gpu, rows * padded_ld(k)).unwrap();
     let step = DeviceVec::upload(&gpu, &[1u32]).unwrap();
     let bytes = (rows * padded_ld(k) * 4) as f64;
-    for n in [16usize, 64, 256] {
+    for n in [16usize, 32, 64, 256] {
         let w = DeviceMatrix::upload(&gpu, &Matrix::random(k, n, 2)).unwrap();
         let dy = DeviceMatrix::upload(&gpu, &Matrix::random(rows, n, 3)).unwrap();
         let mut y = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
         let mut dw = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
         let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n)).unwrap();
         for math in [GemmMath::Tf32, GemmMath::F32] {
+            // p = 0 skips the mask: the products' time without the hash.
+            let fwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm(&x, &w, &mut y, 0.0, 7, &step, 0, math)).unwrap().median_ms;
+            let bwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&x, &dy, &mut dw, &mut scratch, 0.0, 7, &step, 0, math)).unwrap().median_ms;
             let fwd = time_gpu(&gpu, 3, 20, || dropout_gemm(&x, &w, &mut y, 0.5, 7, &step, 0, math)).unwrap().median_ms;
             let bwd = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&x, &dy, &mut dw, &mut scratch, 0.5, 7, &step, 0, math)).unwrap().median_ms;
             let unf = time_gpu(&gpu, 3, 20, || {
@@ -313,7 +320,7 @@ fn gpu_fused_products_time() {
             .unwrap()
             .median_ms;
             println!(
-                "dropout_gemm {rows} x {k} -> {n} {math:?}: forward {fwd:.3} ms ({:.0} GB/s of x), dw {bwd:.3} ms, fused total {:.3} ms vs dropout + 2 cuBLAS {unf:.3} ms",
+                "dropout_gemm {rows} x {k} -> {n} {math:?}: forward {fwd:.3} ms ({:.0} GB/s of x), dw {bwd:.3} ms, fused total {:.3} ms vs dropout + 2 cuBLAS {unf:.3} ms; p = 0: forward {fwd0:.3}, dw {bwd0:.3}",
                 bytes / fwd / 1e6,
                 fwd + bwd
             );

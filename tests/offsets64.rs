@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use tcgnn::gpu::DeviceMatrix;
 use tcgnn::gpu::memory::padded_ld;
 use tcgnn::gpu::shared::index::{Strided, elem_offset, split_offset};
-use tcgnn::gpu::shared::rng::{dropout_keep, dropout_seed_key, dropout_threshold, mix64};
+use tcgnn::gpu::shared::rng::{DropoutStep, dropout_hash_span, dropout_keep, dropout_seed_key, dropout_span_key, dropout_threshold, mix64};
 use tcgnn::ops::nn::head_columns::head_take;
 use tcgnn::ops::nn::*;
 
@@ -49,14 +49,24 @@ fn grid_stride_positions_pass_2_32_and_end() {
 }
 
 #[test]
-fn dropout_hash_below_2_32_is_unchanged_and_past_it_is_fresh() {
+fn dropout_hash_spans_share_a_key_below_2_32_and_past_it_are_fresh() {
     let (seed, step, thr) = (0x5EED, 9, dropout_threshold(0.5));
     let key = dropout_seed_key(seed);
-    // The 32-bit formula every mask was drawn with before 64-bit indices.
-    let old = |i: u32| (mix64((((step as u64) << 32) | i as u64) ^ key) >> 32) as u32 >= thr;
+    // Every index below 2^32 is drawn from the first span's key (what kernels hoist), through
+    // `DropoutStep` too.
+    let draw = DropoutStep::new(key, step);
+    let span0 = dropout_span_key(key, step, 0);
     for i in (0..2_000_000u32).chain(u32::MAX - 1000..=u32::MAX) {
-        assert_eq!(dropout_keep(seed, step, i as u64, thr), old(i), "index {i}");
+        assert_eq!(dropout_keep(seed, step, i as u64, thr), dropout_hash_span(span0, i) >= thr, "index {i}");
+        assert_eq!(draw.keep(key, i as u64, thr), dropout_keep(seed, step, i as u64, thr), "index {i}");
     }
+    for i in [TWO32, TWO32 + 7, 5 * TWO32 + 3] {
+        assert_eq!(draw.keep(key, i, thr), dropout_keep(seed, step, i, thr), "index {i}");
+    }
+    // Within one span the hash is a bijection of the low word: no two of these collide.
+    let mut seen: Vec<u32> = (0..1_000_000u32).map(|i| dropout_hash_span(span0, i)).collect();
+    seen.sort_unstable();
+    assert!(seen.windows(2).all(|w| w[0] != w[1]), "two indices of one span share a hash");
     // Past 2^32 the mask is not the first span's again (a truncated index would repeat it),
     // and it keeps half.
     let n = 1_000_000u64;

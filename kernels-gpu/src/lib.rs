@@ -19,6 +19,15 @@ macro_rules! unroll4 {
     }};
 }
 
+/// The body twice, `$i` = 0 and 1 (see `unroll4!`).
+#[macro_export]
+macro_rules! unroll2 {
+    ($i:ident => $body:block) => {{
+        { let $i: usize = 0; $body }
+        { let $i: usize = 1; $body }
+    }};
+}
+
 pub mod abi;
 pub mod config {
     include!("config.rs");

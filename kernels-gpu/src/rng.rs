@@ -3,13 +3,15 @@
 // dropout with the same (seed, step) draw the same mask, bit for bit.
 //
 // A draw is a pure function of (seed, step, index): no state, any order, any thread layout.
-// The 64-bit key (step << 32 | index) is XORed with a mix of the seed and sent through
-// SplitMix64's finaliser (a bijection on u64 with full avalanche); the hash is its top 32 bits.
-// Distinct (step, index) pairs under one seed therefore never share the 64-bit value.
-// Indices past 2^32 (matrices of more than 2^32 elements) XOR `mix64(index >> 32)` into the key:
-// `mix64(0) = 0`, so indices below 2^32 draw exactly what they drew before 64-bit indices, and
-// the high word still changes every bit of the hash (a truncated index would repeat the mask
-// of the first 2^32 elements).
+// Indices are split into 2^32-element spans. Each (seed, step, span) has a 64-bit span key: the
+// word (step << 32 | span) through SplitMix64's finaliser `mix64` (a bijection on u64 with full
+// avalanche), XORed with the seed's key and mixed again, so distinct (step, span) pairs under one
+// seed get distinct keys. An element's 32 bits are then a keyed 32-bit hash of the index's low
+// word: XOR with the key's low half, multiply by its high half made odd, then Wellons'
+// `lowbias32` finaliser. All three are bijections of u32, so within one (seed, step, span) no two
+// elements share a hash, and the per-element work is a handful of 32-bit operations (a kernel
+// computes the span key once: `DropoutStep`). The two 64-bit mixes per element of the previous
+// draw made the dropout-fused products compute-bound (bench/NOTES.md, 2026-11-27 night).
 
 /// SplitMix64's output function (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
 #[inline(always)]
@@ -19,31 +21,67 @@ pub const fn mix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The per-seed key the kernels take as a parameter (computed once on the host, so a device
-/// draw costs one `mix64`).
+/// Wellons' `lowbias32` (hash prospector): a bijective 32-bit mixer with low bias.
+#[inline(always)]
+pub const fn lowbias32(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7FEB_352D);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846C_A68B);
+    x ^ (x >> 16)
+}
+
+/// The per-seed key the kernels take as a parameter (computed once on the host).
 #[inline(always)]
 pub const fn dropout_seed_key(seed: u64) -> u64 {
     mix64(seed.wrapping_add(0x9E37_79B9_7F4A_7C15))
 }
 
+/// The key of draw `step` over the 2^32-element span that holds `index`.
+#[inline(always)]
+pub const fn dropout_span_key(seed_key: u64, step: u32, index: u64) -> u64 {
+    mix64(seed_key ^ mix64(((step as u64) << 32) | (index >> 32)))
+}
+
+/// 32 uniformly distributed bits for the element whose low index word is `low`, given its
+/// span key.
+#[inline(always)]
+pub const fn dropout_hash_span(span_key: u64, low: u32) -> u32 {
+    lowbias32((low ^ span_key as u32).wrapping_mul((span_key >> 32) as u32 | 1))
+}
+
 /// 32 uniformly distributed bits for element `index` of draw `step`, given `dropout_seed_key(seed)`.
 #[inline(always)]
 pub const fn dropout_hash_keyed(seed_key: u64, step: u32, index: u64) -> u32 {
-    dropout_hash_low(dropout_high_key(seed_key, index), step, index as u32)
+    dropout_hash_span(dropout_span_key(seed_key, step, index), index as u32)
 }
 
-/// The key shared by the indices of `index`'s 2^32-element span (the kernels hoist it out of
-/// their per-element work: four consecutive elements from a multiple of 4 share it).
-#[inline(always)]
-pub const fn dropout_high_key(seed_key: u64, index: u64) -> u64 {
-    seed_key ^ mix64(index >> 32)
+/// One draw's step with the key of its first span (indices below 2^32) computed once: what a
+/// kernel carries through its loops, so that an element costs one `dropout_hash_span`.
+#[derive(Clone, Copy)]
+pub struct DropoutStep {
+    pub step: u32,
+    pub span0: u64,
 }
 
-/// The hash of the index whose low 32 bits are `low`, given its `dropout_high_key`.
-#[inline(always)]
-pub const fn dropout_hash_low(high_key: u64, step: u32, low: u32) -> u32 {
-    let key = ((step as u64) << 32) | low as u64;
-    (mix64(key ^ high_key) >> 32) as u32
+impl DropoutStep {
+    #[inline(always)]
+    pub const fn new(seed_key: u64, step: u32) -> Self {
+        DropoutStep { step, span0: dropout_span_key(seed_key, step, 0) }
+    }
+
+    /// `dropout_hash_keyed(seed_key, self.step, index)`.
+    #[inline(always)]
+    pub const fn hash(self, seed_key: u64, index: u64) -> u32 {
+        let key = if index >> 32 == 0 { self.span0 } else { dropout_span_key(seed_key, self.step, index) };
+        dropout_hash_span(key, index as u32)
+    }
+
+    /// `dropout_keep_keyed(seed_key, self.step, index, threshold)`.
+    #[inline(always)]
+    pub const fn keep(self, seed_key: u64, index: u64, threshold: u32) -> bool {
+        self.hash(seed_key, index) >= threshold
+    }
 }
 
 /// Whether element `index` is kept at draw `step`, from the precomputed seed key.

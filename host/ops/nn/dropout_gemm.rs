@@ -31,6 +31,19 @@ use crate::util::Real;
 
 /// Blocks per SM the weight gradient's splits aim for (each holds 18 KB of shared memory).
 const DW_BLOCKS_PER_SM: usize = 8;
+/// Blocks per SM the streaming weight gradient's splits aim for (128 threads of 122-158
+/// registers: 3-4 fit).
+const DW_STREAM_BLOCKS_PER_SM: usize = 4;
+/// The most shared memory the streaming forward stages w's fragments in (two blocks an SM).
+const STREAM_W_SMEM_MAX: usize = 96 * 1024;
+
+/// Bytes of w's fragments the streaming forward stages for x `ldx` columns wide and an output
+/// `ld` wide, or None where the streaming kernels do not apply (outputs past 32 columns, or
+/// w too large to stage): those products run on the tiled kernels.
+fn stream_smem(ldx: usize, ld: usize) -> Option<usize> {
+    let bytes = ldx.div_ceil(DG_STREAM_K_STEP as usize) * DG_STREAM_K_STEP as usize * column_tiles(ld).0 * 8 * 4;
+    (ld <= 32 && bytes <= STREAM_W_SMEM_MAX).then_some(bytes)
+}
 
 fn check_p(p: f32) -> Result<()> {
     if !(0.0..1.0).contains(&p) {
@@ -165,11 +178,7 @@ pub fn dropout_gemm(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut Device
     check_u32("dropout_gemm", &[(x.rows, x.ld), (w.rows, w.ld)])?;
     let gpu = x.gpu().clone();
     let (nt, col_tiles) = column_tiles(y.ld);
-    let row_tiles = x.rows.div_ceil(DG_BLOCK_ROWS as usize);
-    let blocks = row_tiles * col_tiles;
-    if blocks > i32::MAX as usize {
-        return Err(Error::Unsupported(format!("dropout_gemm: {blocks} blocks")));
-    }
+    let stream = stream_smem(x.ld, y.ld);
     let args = DropoutGemmArgs {
         rows: x.rows as u32,
         k: x.cols as u32,
@@ -185,9 +194,28 @@ pub fn dropout_gemm(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut Device
         step: step.arg(&gpu),
         offset,
     };
+    let split = math == GemmMath::F32;
+    if let Some(smem) = stream {
+        let kernel = instance(nt, split, [dropout_gemm_stream_tf32_nt2, dropout_gemm_stream_tf32_nt4, dropout_gemm_stream_tf32_nt4], [
+            dropout_gemm_stream_f32_nt2,
+            dropout_gemm_stream_f32_nt4,
+            dropout_gemm_stream_f32_nt4,
+        ]);
+        let warps = (DG_STREAM_THREADS / 32) as usize;
+        let per_sm = kernel.max_active_blocks_per_sm(&gpu, DG_STREAM_THREADS, smem as u32)?.max(1) as usize;
+        let blocks = x.rows.div_ceil(16).div_ceil(warps).clamp(1, gpu.info().sm_count as usize * per_sm);
+        // SAFETY: shapes checked above; the kernel reads x rows x ldx (ldx a multiple of 8, so
+        // whole float4s), w k x ldw, and writes y rows x ldw (ldw ≤ 32 = 8 NT).
+        return unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_STREAM_THREADS, smem as u32), &args) };
+    }
+    let row_tiles = x.rows.div_ceil(DG_BLOCK_ROWS as usize);
+    let blocks = row_tiles * col_tiles;
+    if blocks > i32::MAX as usize {
+        return Err(Error::Unsupported(format!("dropout_gemm: {blocks} blocks")));
+    }
     let kernel = instance(
         nt,
-        math == GemmMath::F32,
+        split,
         [dropout_gemm_tf32_nt2, dropout_gemm_tf32_nt4, dropout_gemm_tf32_nt8],
         [dropout_gemm_f32_nt2, dropout_gemm_f32_nt4, dropout_gemm_f32_nt8],
     );
@@ -198,13 +226,21 @@ pub fn dropout_gemm(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut Device
 }
 
 /// How the weight gradient splits its rows: (splits, rows per split, k tiles, column tiles,
-/// n8 tiles per block).
+/// n8 tiles per block). On the streaming kernels (`stream_smem` is Some: the forward's test,
+/// so both products of a layer take the same path) "k tiles" are groups of 4 32-column panels
+/// of x and there is one column tile.
 fn dw_plan(sm_count: usize, rows: usize, k: usize, ldw: usize) -> (usize, usize, usize, usize, usize) {
     let (nt, col_tiles) = column_tiles(ldw);
-    let k_tiles = k.div_ceil(DG_BLOCK_K as usize).max(1);
+    let stream = stream_smem(padded_ld(k), ldw).is_some();
+    let (k_tiles, col_tiles, per_sm) = if stream {
+        let panels = padded_ld(k).div_ceil(32);
+        (panels.div_ceil((DG_STREAM_DW_THREADS / 32) as usize).max(1), 1, DW_STREAM_BLOCKS_PER_SM)
+    } else {
+        (k.div_ceil(DG_BLOCK_K as usize).max(1), col_tiles, DW_BLOCKS_PER_SM)
+    };
     let step = DG_DW_STEP_ROWS as usize;
     let max_splits = rows.div_ceil(step).max(1);
-    let want = (sm_count * DW_BLOCKS_PER_SM).div_ceil(k_tiles * col_tiles).clamp(1, max_splits);
+    let want = (sm_count * per_sm).div_ceil(k_tiles * col_tiles).clamp(1, max_splits);
     let rows_per_split = rows.div_ceil(want).div_ceil(step).max(1) * step;
     (rows.div_ceil(rows_per_split).max(1), rows_per_split, k_tiles, col_tiles, nt)
 }
@@ -271,16 +307,27 @@ pub fn dropout_gemm_dw(
         step: step.arg(&gpu),
         offset,
     };
-    let kernel = instance(
-        nt,
-        math == GemmMath::F32,
-        [dropout_gemm_dw_tf32_nt2, dropout_gemm_dw_tf32_nt4, dropout_gemm_dw_tf32_nt8],
-        [dropout_gemm_dw_f32_nt2, dropout_gemm_dw_f32_nt4, dropout_gemm_dw_f32_nt8],
-    );
-    let smem = 4 * (DG_DW_STEP_ROWS * (DG_BLOCK_K + 8) + DG_DW_STEP_ROWS * (8 * nt as u32 + 8));
-    // SAFETY: shapes checked above; block b writes rows < k, columns < ldw of partial[split],
-    // split < splits, inside the `need` floats of scratch.
-    unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_THREADS, smem), &args)? };
+    let split = math == GemmMath::F32;
+    if stream_smem(x.ld, ldw).is_some() {
+        let kernel = instance(nt, split, [dropout_gemm_dw_stream_tf32_nt2, dropout_gemm_dw_stream_tf32_nt4, dropout_gemm_dw_stream_tf32_nt4], [
+            dropout_gemm_dw_stream_f32_nt2,
+            dropout_gemm_dw_stream_f32_nt4,
+            dropout_gemm_dw_stream_f32_nt4,
+        ]);
+        // SAFETY: as below; a warp writes rows < k (its panel's columns of x), columns < ldw.
+        unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_STREAM_DW_THREADS, 0), &args)? };
+    } else {
+        let kernel = instance(
+            nt,
+            split,
+            [dropout_gemm_dw_tf32_nt2, dropout_gemm_dw_tf32_nt4, dropout_gemm_dw_tf32_nt8],
+            [dropout_gemm_dw_f32_nt2, dropout_gemm_dw_f32_nt4, dropout_gemm_dw_f32_nt8],
+        );
+        let smem = 4 * (DG_DW_STEP_ROWS * (DG_BLOCK_K + 8) + DG_DW_STEP_ROWS * (8 * nt as u32 + 8));
+        // SAFETY: shapes checked above; block b writes rows < k, columns < ldw of partial[split],
+        // split < splits, inside the `need` floats of scratch.
+        unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_THREADS, smem), &args)? };
+    }
     let n = (k * ldw) as u64;
     let sum = SplitSumArgs { n: n as u32, splits: splits as u32, partial: scratch.arg(&gpu), out: dw.arg_mut() };
     // SAFETY: scratch holds splits * n floats, dw n (k rows of ldw).

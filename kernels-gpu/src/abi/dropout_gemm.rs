@@ -8,6 +8,14 @@ pub const DG_BLOCK_ROWS: u32 = 64;
 pub const DG_BLOCK_K: u32 = 64;
 /// Threads per block of both product kernels.
 pub const DG_THREADS: u32 = 128;
+/// Threads per block of the streaming forward (8 warps, each a 16-row tile at a time).
+pub const DG_STREAM_THREADS: u32 = 256;
+/// Threads per block of the streaming weight gradient (4 warps, each a 32-column panel of x).
+pub const DG_STREAM_DW_THREADS: u32 = 128;
+/// Columns of x per streaming forward iteration (its w fragments are staged for k rounded up
+/// to a multiple of this).
+pub const DG_STREAM_K_STEP: u32 = 64;
+
 /// X rows per step of the weight-gradient loop (and the multiple a split's rows are rounded to).
 pub const DG_DW_STEP_ROWS: u32 = 32;
 
@@ -36,6 +44,9 @@ kernel_args! {
     /// partial[s] = dropout(x[rows of split s])ᵀ dy[same rows] (k x ldw each, stride ldw):
     /// block b is split b / (k_tiles col_tiles), dW rows 64 ((b / col_tiles) % k_tiles)..,
     /// columns 8 NT (b % col_tiles)..; split s owns x rows s rows_per_split.. (a multiple of 32).
+    /// The streaming instances (`_stream_`) take `k_tiles` as the number of groups of 4
+    /// 32-column panels of x (block b: split b / k_tiles, panels 4 (b % k_tiles)..) and ignore
+    /// `col_tiles` (one block covers all of dw's ≤ 32 columns).
     pub struct DropoutGemmDwArgs {
         pub rows: u32,
         pub k: u32,
@@ -76,5 +87,13 @@ kernels! {
     dropout_gemm_dw_f32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<2, true>;
     dropout_gemm_dw_f32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<4, true>;
     dropout_gemm_dw_f32_nt8(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<8, true>;
+    dropout_gemm_stream_tf32_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, false>;
+    dropout_gemm_stream_tf32_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, false>;
+    dropout_gemm_stream_f32_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, true>;
+    dropout_gemm_stream_f32_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, true>;
+    dropout_gemm_dw_stream_tf32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<2, false>;
+    dropout_gemm_dw_stream_tf32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, false>;
+    dropout_gemm_dw_stream_f32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<2, true>;
+    dropout_gemm_dw_stream_f32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, true>;
     split_sum_f32(SplitSumArgs) = crate::nn::dropout_gemm::split_sum;
 }

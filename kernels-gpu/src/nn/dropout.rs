@@ -1,5 +1,5 @@
 //! Dropout with a counter-based mask (`crate::rng`, the file the host also includes): element
-//! `i` is kept iff `dropout_keep_keyed(seed_key, step, offset + i, threshold)`, where `step` is read from
+//! `i` is kept iff `dropout_keep_keyed(seed_key, step, offset + i, threshold)` (computed through `DropoutStep`), where `step` is read from
 //! device memory at run time (so a replayed CUDA graph draws a fresh mask per step).
 //! Grid-stride over groups of 4 elements (float4 values, one u32 of 4 mask bytes); the last
 //! `n % 4` elements go one per thread to the first threads of the grid.
@@ -7,13 +7,13 @@
 use super::{global_thread, grid_stride};
 use crate::abi::nn::{DropoutArgs, DropoutBackwardArgs};
 use crate::ptx;
-use crate::rng::{dropout_hash_low, dropout_high_key, dropout_keep_keyed};
+use crate::rng::DropoutStep;
 
 /// y = keep ? x * scale : 0, mask = keep (one byte per element), over the first `n` elements.
 #[inline(always)]
 pub unsafe fn dropout(args: DropoutArgs) {
     let DropoutArgs { n, x, y, mask, threshold, scale, seed_key, step, offset } = args;
-    let step = unsafe { ptx::ld_nc_u32(step) };
+    let draw = DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) });
     let n4 = n / 4;
     for i in grid_stride(n4) {
         let o = 4 * i;
@@ -21,16 +21,8 @@ pub unsafe fn dropout(args: DropoutArgs) {
         let mut out = [0f32; 4];
         let mut bits = 0u32;
         let base = offset + o;
-        let high_key = dropout_high_key(seed_key, base);
         for k in 0..4 {
-            let index = base + k as u64;
-            // The four share `high_key` unless they straddle a 2^32 boundary (an odd offset).
-            let keep = if index >> 32 == base >> 32 {
-                dropout_hash_low(high_key, step, index as u32) >= threshold
-            } else {
-                dropout_keep_keyed(seed_key, step, index, threshold)
-            };
-            if keep {
+            if draw.keep(seed_key, base + k as u64, threshold) {
                 out[k] = v[k] * scale;
                 bits |= 1 << (8 * k);
             }
@@ -40,7 +32,7 @@ pub unsafe fn dropout(args: DropoutArgs) {
     }
     let j = 4 * n4 + global_thread() as u64;
     if j < n {
-        let keep = dropout_keep_keyed(seed_key, step, offset + j, threshold);
+        let keep = draw.keep(seed_key, offset + j, threshold);
         let v = unsafe { ptx::ld_nc_f32(x.add(j as usize)) };
         unsafe { ptx::st_f32(y.add(j as usize), if keep { v * scale } else { 0.0 }) };
         unsafe { ptx::st_u8(mask.add(j as usize), keep as u32) };

@@ -19,10 +19,10 @@
 //! to `partial[split]`, and `split_sum` adds the splits in a fixed order (deterministic, no
 //! atomics).
 
-use crate::abi::dropout_gemm::{DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
+use crate::abi::dropout_gemm::{DG_BLOCK_K, DG_STREAM_K_STEP, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
 use crate::nn::grid_stride;
 use crate::ptx;
-use crate::rng::{dropout_hash_low, dropout_high_key, dropout_keep_keyed};
+use crate::rng::DropoutStep;
 use crate::translate::{div_or_zero, rem_or_zero};
 
 /// k per forward chunk, and the x tile's shared stride (36: the A fragment's 8 rows x 4
@@ -34,28 +34,14 @@ const X_STRIDE: u32 = BK + 4;
 const XT_STRIDE: u32 = DG_BLOCK_K + 8;
 
 /// Four consecutive elements of x from flat index `o` (a multiple of 4), dropped out and
-/// scaled: the dropout kernel's draw, element by element.
+/// scaled: the dropout kernel's draw, element by element (`drop4`).
 #[inline(always)]
-unsafe fn load_dropped(x: *const f32, o: u64, key: (u64, u32, u32, u64), scale: f32) -> [f32; 4] {
-    let (seed_key, step, threshold, offset) = key;
-    let v = unsafe { ptx::ld_nc_v4_f32(x.add(o as usize)) };
-    let base = offset + o;
-    let high_key = dropout_high_key(seed_key, base);
-    let mut out = [0f32; 4];
-    crate::unroll4!(e => {
-        let index = base + e as u64;
-        // The four share `high_key` unless they straddle a 2^32 boundary (an odd offset).
-        let keep = if index >> 32 == base >> 32 {
-            dropout_hash_low(high_key, step, index as u32) >= threshold
-        } else {
-            dropout_keep_keyed(seed_key, step, index, threshold)
-        };
-        if keep {
-            out[e] = v[e] * scale;
-        }
-    });
-    out
+unsafe fn load_dropped(x: *const f32, o: u64, key: DropKey, scale: f32) -> [f32; 4] {
+    drop4(unsafe { ptx::ld_nc_v4_f32(x.add(o as usize)) }, o, key, scale)
 }
+
+/// What a product needs to redraw x's mask: (seed key, the step's draw, threshold, offset).
+type DropKey = (u64, DropoutStep, u32, u64);
 
 /// The tf32 parts of `v`: (high, remainder); the remainder is 0 unless `SPLIT`.
 #[inline(always)]
@@ -116,7 +102,7 @@ pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs)
     let (row0, col0) = (div_or_zero(ptx::ctaid_x(), col_tiles) * DG_BLOCK_ROWS, rem_or_zero(ptx::ctaid_x(), col_tiles) * bn);
     let tid = ptx::tid_x();
     let (warp, g, t) = (tid / 32, (tid % 32) / 4, tid % 4);
-    let key = (seed_key, unsafe { ptx::ld_nc_u32(step) }, threshold, offset);
+    let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset);
     let xs = ptx::dyn_smem_base();
     let ws = xs + 4 * DG_BLOCK_ROWS * X_STRIDE;
     let mut acc = [[0f32; 4]; NT];
@@ -176,7 +162,7 @@ pub unsafe fn weight_grad<const NT: usize, const SPLIT: bool>(args: DropoutGemmD
     let (kc0, col0) = (rem_or_zero(div_or_zero(b, col_tiles), k_tiles) * DG_BLOCK_K, rem_or_zero(b, col_tiles) * bn);
     let tid = ptx::tid_x();
     let (warp, g, t) = (tid / 32, (tid % 32) / 4, tid % 4);
-    let key = (seed_key, unsafe { ptx::ld_nc_u32(step) }, threshold, offset);
+    let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset);
     let xs = ptx::dyn_smem_base();
     let ds = xs + 4 * DG_DW_STEP_ROWS * XT_STRIDE;
     let r_begin = split * rows_per_split;
@@ -238,5 +224,217 @@ pub unsafe fn split_sum(args: SplitSumArgs) {
             s += unsafe { ptx::ld_nc_f32(partial.add(sp as usize * n as usize + i as usize)) };
         }
         unsafe { ptx::st_f32(out.add(i as usize), s) };
+    }
+}
+
+// -- Streaming products for narrow outputs (≤ 32 columns: GCN's, AGNN's first layer) --
+//
+// The tiled kernels above stage x through shared memory between two barriers per chunk, with
+// one float4 in flight per thread: they read x at about half of copy bandwidth. These read x
+// straight into the tensor cores' A fragments, several float4s in flight per thread and no
+// barrier in the main loop. The reduction index of a GEMM may be taken in any order, so each
+// thread's fragment entries are chosen to be whole float4s of x (the B operand follows the same
+// order): a warp's loads cover whole 64-byte runs of a row.
+
+/// Chunks of 32 columns of x a forward iteration loads before it multiplies (8 float4s in
+/// flight per thread).
+const STREAM_CHUNKS: u32 = DG_STREAM_K_STEP / 32;
+
+/// Applies the dropout draw to four consecutive elements of x at flat index `o` (a multiple
+/// of 4), scaled (p = 0: scaled only, no hash). Apart from the load, so that the streaming
+/// kernels issue every load of an iteration before the first hash.
+#[inline(always)]
+fn drop4(v: [f32; 4], o: u64, key: DropKey, scale: f32) -> [f32; 4] {
+    let (seed_key, draw, threshold, offset) = key;
+    if threshold == 0 {
+        return [v[0] * scale, v[1] * scale, v[2] * scale, v[3] * scale];
+    }
+    let base = offset + o;
+    let mut out = [0f32; 4];
+    crate::unroll4!(e => {
+        if draw.keep(seed_key, base + e as u64, threshold) {
+            out[e] = v[e] * scale;
+        }
+    });
+    out
+}
+
+/// The float4 of x at (row, col), or zeros outside rows x ldx.
+#[inline(always)]
+unsafe fn x4(x: *const f32, rows: u32, ldx: u32, row: u32, col: u32) -> [f32; 4] {
+    if row < rows && col < ldx { unsafe { ptx::ld_nc_v4_f32(x.add(row as usize * ldx as usize + col as usize)) } } else { [0.0; 4] }
+}
+
+/// w in the forward's B-fragment order, in shared memory: fragment (chunk c, step s, n8 tile
+/// j) is 32 lanes' float2s, lane (g, t) holding w[32c + 4t + s][8j + g] and
+/// w[32c + 16 + 4t + s][8j + g] (zeros past k). `chunks` is even (rounded up).
+#[inline(always)]
+unsafe fn stage_w_fragments<const NT: usize>(w: *const f32, k: u32, ldw: u32, chunks: u32, ws: u32) {
+    let mut i = ptx::tid_x();
+    while i < chunks * 4 * NT as u32 * 32 {
+        let (lane, f) = (i % 32, i / 32);
+        let (j, cs) = (f % NT as u32, f / NT as u32);
+        let (s, c) = (cs % 4, cs / 4);
+        let (g, t) = (lane / 4, lane % 4);
+        let (r0, col) = (32 * c + 4 * t + s, 8 * j + g);
+        let at = |r: u32| if r < k && col < ldw { unsafe { ptx::ld_nc_f32(w.add(r as usize * ldw as usize + col as usize)) } } else { 0.0 };
+        let pair = (at(r0).to_bits() as u64) | ((at(r0 + 16).to_bits() as u64) << 32);
+        unsafe { ptx::st_shared_u64(ws + 8 * i, pair) };
+        i += ptx::ntid_x();
+    }
+}
+
+/// y = dropout(x) w for outputs of 8 NT ≤ 32 columns: a persistent grid; each warp takes 16-row
+/// tiles in turn and walks all of k; w waits in shared memory in fragment order.
+#[inline(always)]
+pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs) {
+    let DropoutGemmArgs { rows, k, ldx, ldw, col_tiles: _, threshold, x, w, y, scale, seed_key, step, offset } = args;
+    let chunks = ldx.div_ceil(32 * STREAM_CHUNKS) * STREAM_CHUNKS;
+    let ws = ptx::dyn_smem_base();
+    unsafe { stage_w_fragments::<NT>(w, k, ldw, chunks, ws) };
+    ptx::sync_threads();
+    let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset);
+    let lane = ptx::tid_x() % 32;
+    let (g, t) = (lane / 4, lane % 4);
+    let warps = ptx::ntid_x() / 32;
+    let tiles = rows.div_ceil(16);
+    let mut tile = ptx::ctaid_x() * warps + ptx::tid_x() / 32;
+    while tile < tiles {
+        let (ra, rb) = (16 * tile + g, 16 * tile + g + 8);
+        let mut acc = [[0f32; 4]; NT];
+        let mut c = 0;
+        while c < chunks {
+            // Rows ra / rb x columns 4t.. and 16 + 4t.. of two chunks: 8 float4s in flight.
+            let mut v = [[0f32; 4]; 8];
+            crate::unroll4!(q => {
+                let col = 32 * (c + (q / 2) as u32) + 16 * (q % 2) as u32 + 4 * t;
+                v[2 * q] = unsafe { x4(x, rows, ldx, ra, col) };
+                v[2 * q + 1] = unsafe { x4(x, rows, ldx, rb, col) };
+            });
+            crate::unroll4!(q => {
+                let col = 32 * (c + (q / 2) as u32) + 16 * (q % 2) as u32 + 4 * t;
+                v[2 * q] = drop4(v[2 * q], ra as u64 * ldx as u64 + col as u64, key, scale);
+                v[2 * q + 1] = drop4(v[2 * q + 1], rb as u64 * ldx as u64 + col as u64, key, scale);
+            });
+            crate::unroll2!(h => {
+                crate::unroll4!(s => {
+                    // k = t is column 4t + s, k = t + 4 is column 16 + 4t + s of the chunk.
+                    let (lo, hi) = (4 * h, 4 * h + 2);
+                    let p = [parts::<SPLIT>(v[lo][s]), parts::<SPLIT>(v[lo + 1][s]), parts::<SPLIT>(v[hi][s]), parts::<SPLIT>(v[hi + 1][s])];
+                    let a = ([p[0].0, p[1].0, p[2].0, p[3].0], [p[0].1, p[1].1, p[2].1, p[3].1]);
+                    let f = ((c + h as u32) * 4 + s as u32) * NT as u32;
+                    for (j, acc_j) in acc.iter_mut().enumerate() {
+                        let pair = unsafe { ptx::ld_shared_u64(ws + 8 * ((f + j as u32) * 32 + lane)) };
+                        let q = [parts::<SPLIT>(f32::from_bits(pair as u32)), parts::<SPLIT>(f32::from_bits((pair >> 32) as u32))];
+                        *acc_j = mma::<SPLIT>(a, ([q[0].0, q[1].0], [q[0].1, q[1].1]), *acc_j);
+                    }
+                });
+            });
+            c += STREAM_CHUNKS;
+        }
+        for (j, acc_j) in acc.iter().enumerate() {
+            let col = 8 * j as u32 + 2 * t;
+            if col < ldw {
+                if ra < rows {
+                    unsafe { ptx::st_v2_f32(y.add(ra as usize * ldw as usize + col as usize), [acc_j[0], acc_j[1]]) };
+                }
+                if rb < rows {
+                    unsafe { ptx::st_v2_f32(y.add(rb as usize * ldw as usize + col as usize), [acc_j[2], acc_j[3]]) };
+                }
+            }
+        }
+        tile += ptx::nctaid_x() * warps;
+    }
+}
+
+/// The NT values of dy's row `row` at columns NT g.. (zeros outside rows x ldw; ldw is a
+/// multiple of 8, so a run of NT ∈ {2, 4} is inside or outside whole).
+#[inline(always)]
+unsafe fn dy_run<const NT: usize>(dy: *const f32, rows: u32, ldw: u32, row: u32, g: u32) -> [f32; NT] {
+    let mut out = [0f32; NT];
+    let col = NT as u32 * g;
+    if row < rows && col < ldw {
+        let p = unsafe { dy.add(row as usize * ldw as usize + col as usize) };
+        if NT == 4 {
+            let v = unsafe { ptx::ld_nc_v4_f32(p) };
+            out.iter_mut().zip(v).for_each(|(o, a)| *o = a);
+        } else {
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = unsafe { ptx::ld_nc_f32(p.add(j)) };
+            }
+        }
+    }
+    out
+}
+
+/// partial[split] = dropout(x)ᵀ dy over the split's rows, for dy of 8 NT ≤ 32 columns: a warp
+/// owns a panel of 32 columns of x (32 rows of dw) and walks the split's rows 32 at a time,
+/// no shared memory. In the A fragment (m = a column of x, k = a row), lane (g, t) holds the
+/// float4 of columns 4g.. of rows t and t + 4: m tile i gets columns 4g + 2i (m = g) and
+/// 4g + 2i + 1 (m = g + 8). dw's column n of n8 tile j is NT n + j, so B's entries are one run
+/// of dy's row per lane.
+#[inline(always)]
+pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool>(args: DropoutGemmDwArgs) {
+    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: panel_groups, col_tiles: _, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset } = args;
+    let b = ptx::ctaid_x();
+    let (split, group) = (div_or_zero(b, panel_groups), rem_or_zero(b, panel_groups));
+    let warps = ptx::ntid_x() / 32;
+    let col0 = 32 * (group * warps + ptx::tid_x() / 32);
+    if col0 >= ldx {
+        return;
+    }
+    let lane = ptx::tid_x() % 32;
+    let (g, t) = (lane / 4, lane % 4);
+    let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset);
+    let r_begin = split * rows_per_split;
+    let r_end = rows.min(r_begin.saturating_add(rows_per_split));
+    let col = col0 + 4 * g;
+    let mut acc = [[[0f32; 4]; NT]; 2];
+    let mut r0 = r_begin;
+    while r0 < r_end {
+        // Four steps of 8 rows: rows r0 + 8q + t and + 4, 8 float4s of x in flight.
+        let mut v = [[0f32; 4]; 8];
+        let mut d = [[0f32; NT]; 8];
+        crate::unroll4!(q => {
+            let (ra, rb) = (r0 + 8 * q as u32 + t, r0 + 8 * q as u32 + t + 4);
+            v[2 * q] = unsafe { x4(x, r_end, ldx, ra, col) };
+            v[2 * q + 1] = unsafe { x4(x, r_end, ldx, rb, col) };
+            d[2 * q] = unsafe { dy_run::<NT>(dy, r_end, ldw, ra, g) };
+            d[2 * q + 1] = unsafe { dy_run::<NT>(dy, r_end, ldw, rb, g) };
+        });
+        crate::unroll4!(q => {
+            let (ra, rb) = (r0 + 8 * q as u32 + t, r0 + 8 * q as u32 + t + 4);
+            v[2 * q] = drop4(v[2 * q], ra as u64 * ldx as u64 + col as u64, key, scale);
+            v[2 * q + 1] = drop4(v[2 * q + 1], rb as u64 * ldx as u64 + col as u64, key, scale);
+        });
+        crate::unroll4!(q => {
+            let (va, vb) = (v[2 * q], v[2 * q + 1]);
+            for (i, acc_i) in acc.iter_mut().enumerate() {
+                let p = [parts::<SPLIT>(va[2 * i]), parts::<SPLIT>(va[2 * i + 1]), parts::<SPLIT>(vb[2 * i]), parts::<SPLIT>(vb[2 * i + 1])];
+                let a = ([p[0].0, p[1].0, p[2].0, p[3].0], [p[0].1, p[1].1, p[2].1, p[3].1]);
+                for (j, acc_ij) in acc_i.iter_mut().enumerate() {
+                    let bq = [parts::<SPLIT>(d[2 * q][j]), parts::<SPLIT>(d[2 * q + 1][j])];
+                    *acc_ij = mma::<SPLIT>(a, ([bq[0].0, bq[1].0], [bq[0].1, bq[1].1]), *acc_ij);
+                }
+            }
+        });
+        r0 += 32;
+    }
+    // D(m, n): m = g / g + 8 → dw row col + 2i / col + 2i + 1; n = 2t / 2t + 1 → NT n + j.
+    let out = unsafe { partial.add(split as usize * k as usize * ldw as usize) };
+    for (i, acc_i) in acc.iter().enumerate() {
+        for (j, d) in acc_i.iter().enumerate() {
+            let (ra, rb) = (col + 2 * i as u32, col + 2 * i as u32 + 1);
+            let (ca, cb) = (NT as u32 * 2 * t + j as u32, NT as u32 * (2 * t + 1) + j as u32);
+            let put = |r: u32, c: u32, val: f32| {
+                if r < k && c < ldw {
+                    unsafe { ptx::st_f32(out.add(r as usize * ldw as usize + c as usize), val) };
+                }
+            };
+            put(ra, ca, d[0]);
+            put(ra, cb, d[1]);
+            put(rb, ca, d[2]);
+            put(rb, cb, d[3]);
+        }
     }
 }

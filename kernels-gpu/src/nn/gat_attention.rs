@@ -33,7 +33,7 @@
 use super::global_warp;
 use crate::abi::gat_attention::GatAttentionArgs;
 use crate::ptx;
-use crate::rng::dropout_keep_keyed;
+use crate::rng::DropoutStep;
 
 /// This lane's (slot, head).
 #[derive(Clone, Copy)]
@@ -55,11 +55,11 @@ impl Lane {
 }
 
 /// Every kernel's start: this lane's place, its head (0 for idle lanes, which read valid rows and
-/// write nothing) and the dropout step (read when the kernel runs).
+/// write nothing) and the dropout step's draw (its step read when the kernel runs).
 #[inline(always)]
-unsafe fn start(a: &GatAttentionArgs) -> (Lane, u32, u32) {
+unsafe fn start(a: &GatAttentionArgs) -> (Lane, u32, DropoutStep) {
     let ln = Lane::new(a);
-    let step = if a.threshold == 0 { 0 } else { unsafe { *a.step } };
+    let step = if a.threshold == 0 { DropoutStep { step: 0, span0: 0 } } else { DropoutStep::new(a.seed_key, unsafe { *a.step }) };
     (ln, if ln.on { ln.h } else { 0 }, step)
 }
 
@@ -94,12 +94,12 @@ unsafe fn score(p: *const f32, r: u32, hld: u32, h: u32) -> f32 {
 
 /// The dropout factor of edge `e`, head `h`: `keep_scale` if kept, else 0 (1 without dropout).
 #[inline(always)]
-fn keep(a: &GatAttentionArgs, step: u32, e: u32, h: u32) -> f32 {
+fn keep(a: &GatAttentionArgs, step: DropoutStep, e: u32, h: u32) -> f32 {
     if a.threshold == 0 {
         return 1.0;
     }
     let index = (a.first_edge + e as u64) * a.heads as u64 + h as u64;
-    if dropout_keep_keyed(a.seed_key, step, index, a.threshold) { a.keep_scale } else { 0.0 }
+    if step.keep(a.seed_key, index, a.threshold) { a.keep_scale } else { 0.0 }
 }
 
 /// LeakyReLU and its derivative at z.
@@ -305,7 +305,7 @@ unsafe fn block_sums<const F: usize>(ln: &Lane, v: [f32; F]) -> [f32; F] {
 /// What the forward and the row pass gather per edge (source j, edge e) of head h: s_src[j],
 /// head h's row of Wh_j, and the edge's dropout factor (computed while the gathers fly).
 #[inline(always)]
-unsafe fn source<const NF: usize>(a: &GatAttentionArgs, j: u32, e: u32, h: u32, step: u32) -> (f32, [f32; NF], f32) {
+unsafe fn source<const NF: usize>(a: &GatAttentionArgs, j: u32, e: u32, h: u32, step: DropoutStep) -> (f32, [f32; NF], f32) {
     unsafe { (score(a.s_src, j, a.hld, h), head_row::<NF>(a, a.wh, j, h), keep(a, step, e, h)) }
 }
 

@@ -2,7 +2,7 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor] [sparseneighbor] [final16] [gatfused] [dense]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor] [sparseneighbor] [final16] [gatfused] [dense] [densesmall] [denselarge]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
 # loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
@@ -23,7 +23,8 @@
 # for the 5-seed accuracy; GAT_TESTS to choose the tests); dense: the streaming dropout products'
 # tests and timing, then GCN / AGNN steps on an unseen R-MAT 2^18 x 16 (DENSE_SEED, default 7,
 # relabelled) and SBM 1M beside PyG's fastest GCN in the same call (DENSE_NCU=1 adds a per-kernel
-# ncu breakdown of a GCN step on each).
+# ncu breakdown of a GCN step on each); densesmall / denselarge: every model on cora, citeseer,
+# pubmed / GCN, AGNN, GAT on those two large graphs, beside PyG's fastest in the same call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -250,5 +251,26 @@ if [[ "$what" == *" dense "* ]]; then
     timeout 300 $T bench train $g/rmat18s$seed.mtx.gz $g/sbm1m.mtx.gz --models ${DENSE_MODELS:-gcn:2x16,agnn} --precisions tf32,f16 --seeds 0 \
       "${pyg[@]}" --out "$out/bt" 2>&1 | tail -14
   fi
+fi
+if [[ "$what" == *" densesmall "* ]]; then
+  # Every model on cora, citeseer, pubmed beside PyG's fastest (no torch.compile: it was never
+  # fastest by much on these, NOTES 2026-11-23 night), same call.
+  timeout 300 python3 bench/pyg/train.py cora citeseer pubmed --model gcn agnn gat sage gin --timing-only --features 500 --no-feature-norm \
+    --fastest --variants edge_index,edge_index+tf32,csr+tf32 --out "$out/pyg-small.json" > /tmp/pyg-small.log 2>&1 || echo "pyg small failed ($?)"
+  grep -hE "fastest|Error" /tmp/pyg-small.log | tail -16
+  timeout 240 $T bench train cora citeseer pubmed --models gcn:2x16,agnn,gat,sage,gin --precisions tf32 --seeds 0 \
+    --pyg "$out/pyg-small.json" --out "$out/bts" 2>&1 | tail -18
+fi
+if [[ "$what" == *" denselarge "* ]]; then
+  g=/tmp/g; mkdir -p $g; seed=${DENSE_SEED:-7}
+  [ -f $g/rmat18s$seed.mtx.gz ] || $T convert rmat:18:16:$seed:relabel -o $g/rmat18s$seed.mtx.gz > /dev/null
+  [ -f $g/sbm1m.mtx.gz ] || $T gen sbm --n 1000000 --classes 8 --features 64 -o $g/sbm1m.mtx.gz > /dev/null
+  timeout 300 python3 bench/pyg/train.py $g/rmat18s$seed.mtx.gz --model gcn agnn gat --timing-only --features 500 --no-feature-norm \
+    --fastest --variants edge_index,edge_index+tf32,csr+tf32 --out "$out/pyg-rmat.json" > /tmp/pyg-rmat.log 2>&1 || echo "pyg rmat failed ($?)"
+  timeout 120 python3 bench/pyg/train.py $g/sbm1m.mtx.gz --model gcn --timing-only --features 500 --no-feature-norm \
+    --fastest --variants edge_index+tf32,csr+tf32 --out "$out/pyg-sbm.json" > /tmp/pyg-sbm.log 2>&1 || echo "pyg sbm failed ($?)"
+  grep -hE "fastest|Error" /tmp/pyg-rmat.log /tmp/pyg-sbm.log | tail -8
+  timeout 240 $T bench train $g/rmat18s$seed.mtx.gz $g/sbm1m.mtx.gz --models gcn:2x16,agnn,gat --precisions tf32,f16 --seeds 0 \
+    --pyg "$out/pyg-rmat.json" --pyg "$out/pyg-sbm.json" --out "$out/btl" 2>&1 | tail -14
 fi
 exit 0

@@ -371,3 +371,86 @@ fn gpu_models_fused_and_unfused_agree() {
         }
     }
 }
+
+/// The narrow GEMMs of the backend (`skinny_gemm`: the dropout products with p = 0) against
+/// the product in f64 on the host, all three forms (a w, a bᵀ, aᵀ b), odd shapes: one row, K
+/// not a multiple of 8, K past one 64-column step, outputs of 1 to 32 columns; outputs poisoned.
+#[test]
+fn gpu_skinny_gemm_matches_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_skinny_gemm_matches_cpu") else { return };
+    let step = DeviceVec::upload(&gpu, &[3u32]).unwrap();
+    let shapes = [(1, 1, 1), (1, 16, 8), (37, 7, 5), (130, 16, 8), (2051, 8, 16), (2051, 64, 7), (4100, 100, 24), (70_001, 16, 32), (3000, 500, 16)];
+    let up = |r: usize, c: usize, v: &[f64]| DeviceMatrix::upload(&gpu, &Matrix::from_vec(r, c, v.iter().map(|&a| a as f32).collect()).unwrap()).unwrap();
+    for (math, tol) in [(GemmMath::Tf32, 5e-3), (GemmMath::F32, 1e-5)] {
+        for &(rows, k, n) in &shapes {
+            let (a, w, dy) = (rand(rows * k, rows as u64 + 1), rand(k * n, 2), rand(rows * n, 3));
+            let wt: Vec<f64> = (0..n * k).map(|i| w[(i % k) * n + i / k]).collect(); // n x k
+            let mut y = vec![0.0; rows * n];
+            let mut dw = vec![0.0; k * n];
+            for r in 0..rows {
+                for c in 0..k {
+                    for j in 0..n {
+                        y[r * n + j] += a[r * k + c] * w[c * n + j];
+                        dw[c * n + j] += a[r * k + c] * dy[r * n + j];
+                    }
+                }
+            }
+            let (ad, wd, wtd, dyd) = (up(rows, k, &a), up(k, n, &w), up(n, k, &wt), up(rows, n, &dy));
+            let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n).max(1)).unwrap();
+            for (form, ta, b, tb, out_rows, want) in [("a w", false, &wd, false, rows, &y), ("a bT", false, &wtd, true, rows, &y), ("aT b", true, &dyd, false, k, &dw)] {
+                let what = format!("{math:?} {form} {rows} x {k} x {n}");
+                let mut c = DeviceMatrix::<f32>::zeros(&gpu, out_rows, n).unwrap();
+                c.poison().unwrap();
+                assert!(skinny_gemm_fits(&ad, ta, tb, &c), "{what}: not on the streaming kernels");
+                skinny_gemm(&ad, ta, b, tb, &mut c, &step, &mut scratch, math).unwrap();
+                let got = c.download_padded().unwrap();
+                let ld = padded_ld(n);
+                assert!(got.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what}: padding not zero");
+                let gv: Vec<f64> = (0..out_rows * n).map(|i| got[(i / n) * ld + i % n] as f64).collect();
+                let e = rel64(&gv, want);
+                assert!(e < tol, "{what}: rel error {e:.2e} (tolerance {tol:.0e})");
+            }
+        }
+    }
+    // Too wide for the streaming kernels: refused, not computed wrongly.
+    let a = DeviceMatrix::<f32>::zeros(&gpu, 100, 16).unwrap();
+    let b = DeviceMatrix::<f32>::zeros(&gpu, 16, 64).unwrap();
+    let mut c = DeviceMatrix::<f32>::zeros(&gpu, 100, 64).unwrap();
+    let mut scratch = DeviceVec::<f32>::zeros(&gpu, 1).unwrap();
+    assert!(!skinny_gemm_fits(&a, false, false, &c));
+    assert!(skinny_gemm(&a, false, &b, false, &mut c, &step, &mut scratch, GemmMath::Tf32).is_err());
+}
+
+/// The narrow GEMMs against cuBLAS at GCN's second layer on SBM 1M (1M x 16 -> 8, its weight
+/// gradient and input gradient); prints the times (run with --nocapture).
+#[test]
+fn gpu_skinny_gemm_time() {
+    let Some(gpu) = common::gpu_or_skip("gpu_skinny_gemm_time") else { return };
+    let blas = Blas::new(&gpu).unwrap();
+    let step = DeviceVec::upload(&gpu, &[1u32]).unwrap();
+    for (rows, k, n) in [(1usize << 20, 16usize, 8usize), (1 << 18, 16, 8), (1 << 20, 32, 8), (1 << 18, 32, 16)] {
+        let h = DeviceMatrix::upload(&gpu, &Matrix::random(rows, k, 1)).unwrap();
+        let w = DeviceMatrix::upload(&gpu, &Matrix::random(k, n, 2)).unwrap();
+        let dz = DeviceMatrix::upload(&gpu, &Matrix::random(rows, n, 3)).unwrap();
+        let mut z = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
+        let mut dh = DeviceMatrix::<f32>::zeros(&gpu, rows, k).unwrap();
+        let mut dw = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
+        let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n)).unwrap();
+        let m = GemmMath::Tf32;
+        let t = |f: &mut dyn FnMut() -> tcgnn::error::Result<()>| time_gpu(&gpu, 3, 20, f).unwrap().median_ms;
+        let ours = [
+            t(&mut || skinny_gemm(&h, false, &w, false, &mut z, &step, &mut scratch, m)),
+            t(&mut || skinny_gemm(&h, true, &dz, false, &mut dw, &step, &mut scratch, m)),
+            t(&mut || skinny_gemm(&dz, false, &w, true, &mut dh, &step, &mut scratch, m)),
+        ];
+        let cublas = [
+            t(&mut || blas.gemm(m, 1.0, &h, false, &w, false, 0.0, &mut z)),
+            t(&mut || blas.gemm(m, 1.0, &h, true, &dz, false, 0.0, &mut dw)),
+            t(&mut || blas.gemm(m, 1.0, &dz, false, &w, true, 0.0, &mut dh)),
+        ];
+        println!(
+            "skinny gemm {rows} x {k} -> {n} tf32: h w {:.3} ms (cuBLAS {:.3}), hT dz {:.3} ({:.3}), dz wT {:.3} ({:.3})",
+            ours[0], cublas[0], ours[1], cublas[1], ours[2], cublas[2]
+        );
+    }
+}

@@ -89,6 +89,9 @@ pub struct CudaBackend {
     /// Whether the first layer multiplies dropped-out node features without storing them
     /// (`ops::nn::dropout_gemm`); on unless turned off for a comparison.
     pub(crate) fuse_input_dropout: bool,
+    /// Whether tall products with at most 32 output columns run on the streaming kernels
+    /// (`ops::nn::dropout_gemm::skinny_gemm`) rather than cuBLAS; on unless turned off.
+    pub(crate) skinny_gemm: bool,
     /// The fused weight gradient's per-split partial sums, allocated on first use.
     pub(crate) dropout_gemm_scratch: Mutex<Option<DeviceVec<f32>>>,
     /// A rebound batch's node ids, for gathering its feature rows on the device.
@@ -130,6 +133,7 @@ impl CudaBackend {
             half: Mutex::default(),
             op_events: Mutex::new(None),
             fuse_input_dropout: true,
+            skinny_gemm: true,
             dropout_gemm_scratch: Mutex::new(None),
             gather_ids: Mutex::new(None),
             gpu,
@@ -166,6 +170,13 @@ impl CudaBackend {
     /// through a dropped copy and cuBLAS (`false`: the unfused path, for comparisons).
     pub fn with_fused_input_dropout(mut self, on: bool) -> Self {
         self.fuse_input_dropout = on;
+        self
+    }
+
+    /// Tall narrow products on the streaming kernels (`true`, the default) or all on cuBLAS
+    /// (`false`, for comparisons).
+    pub fn with_skinny_gemm(mut self, on: bool) -> Self {
+        self.skinny_gemm = on;
         self
     }
 

@@ -16,7 +16,8 @@
 
 use rayon::prelude::*;
 
-use super::{ROW_BLOCK, check_gpu, check_matrix_64, elementwise_shape};
+use super::{ROW_BLOCK, check_gpu, check_matrix_64};
+use crate::gpu::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
 use crate::error::{Error, Result};
 use crate::gpu::abi::dropout_gemm::*;
 use crate::gpu::cublas::GemmMath;
@@ -164,11 +165,18 @@ fn check_u32(what: &str, dims: &[(usize, usize)]) -> Result<()> {
 #[allow(clippy::too_many_arguments)]
 pub fn dropout_gemm(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
     check_p(p)?;
-    for (m, name) in [(x, "dropout_gemm x"), (w, "dropout_gemm w"), (&*y, "dropout_gemm y")] {
-        check_matrix_64(m, name)?;
-    }
     if w.rows != x.cols || y.rows != x.rows || y.cols != w.cols {
         return Err(Error::Shape(format!("dropout_gemm: x {} x {}, w {} x {}, y {} x {}", x.rows, x.cols, w.rows, w.cols, y.rows, y.cols)));
+    }
+    forward(x, w, false, y, p, seed, step, offset, math)
+}
+
+/// y = dropout(x) op(w), op(w) = wᵀ when `w_trans` (shapes checked by the callers; the
+/// transposed form only on the streaming kernels).
+#[allow(clippy::too_many_arguments)]
+fn forward(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+    for (m, name) in [(x, "dropout_gemm x"), (w, "dropout_gemm w"), (&*y, "dropout_gemm y")] {
+        check_matrix_64(m, name)?;
     }
     check_gpu(x.gpu(), w.gpu(), "dropout_gemm")?;
     check_gpu(x.gpu(), y.gpu(), "dropout_gemm")?;
@@ -184,6 +192,9 @@ pub fn dropout_gemm(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut Device
         k: x.cols as u32,
         ldx: x.ld as u32,
         ldw: y.ld as u32,
+        ldb: w.ld as u32,
+        n: y.cols as u32,
+        w_trans: w_trans as u32,
         col_tiles: col_tiles as u32,
         threshold: dropout_threshold(p),
         x: x.arg(),
@@ -207,6 +218,9 @@ pub fn dropout_gemm(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut Device
         // SAFETY: shapes checked above; the kernel reads x rows x ldx (ldx a multiple of 8, so
         // whole float4s), w k x ldw, and writes y rows x ldw (ldw ≤ 32 = 8 NT).
         return unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_STREAM_THREADS, smem as u32), &args) };
+    }
+    if w_trans {
+        return Err(Error::Unsupported(format!("dropout_gemm: a transposed w for an output {} wide", y.ld)));
     }
     let row_tiles = x.rows.div_ceil(DG_BLOCK_ROWS as usize);
     let blocks = row_tiles * col_tiles;
@@ -233,8 +247,9 @@ fn dw_plan(sm_count: usize, rows: usize, k: usize, ldw: usize) -> (usize, usize,
     let (nt, col_tiles) = column_tiles(ldw);
     let stream = stream_smem(padded_ld(k), ldw).is_some();
     let (k_tiles, col_tiles, per_sm) = if stream {
-        let panels = padded_ld(k).div_ceil(32);
-        (panels.div_ceil((DG_STREAM_DW_THREADS / 32) as usize).max(1), 1, DW_STREAM_BLOCKS_PER_SM)
+        // Narrow x (fewer than 4 panels) gets smaller blocks and proportionally more of them.
+        let warps = dw_stream_warps(k);
+        (padded_ld(k).div_ceil(32).div_ceil(warps).max(1), 1, DW_STREAM_BLOCKS_PER_SM * 4 / warps)
     } else {
         (k.div_ceil(DG_BLOCK_K as usize).max(1), col_tiles, DW_BLOCKS_PER_SM)
     };
@@ -243,6 +258,12 @@ fn dw_plan(sm_count: usize, rows: usize, k: usize, ldw: usize) -> (usize, usize,
     let want = (sm_count * per_sm).div_ceil(k_tiles * col_tiles).clamp(1, max_splits);
     let rows_per_split = rows.div_ceil(want).div_ceil(step).max(1) * step;
     (rows.div_ceil(rows_per_split).max(1), rows_per_split, k_tiles, col_tiles, nt)
+}
+
+/// Warps per block of the streaming weight gradient for x `k` columns wide: one per 32-column
+/// panel, at most 4.
+fn dw_stream_warps(k: usize) -> usize {
+    padded_ld(k).div_ceil(32).clamp(1, (DG_STREAM_DW_THREADS / 32) as usize)
 }
 
 /// Floats of scratch [`dropout_gemm_dw`] needs for x with `rows` rows and `k` columns and a
@@ -315,7 +336,7 @@ pub fn dropout_gemm_dw(
             dropout_gemm_dw_stream_f32_nt4,
         ]);
         // SAFETY: as below; a warp writes rows < k (its panel's columns of x), columns < ldw.
-        unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_STREAM_DW_THREADS, 0), &args)? };
+        unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, 32 * dw_stream_warps(k) as u32, 0), &args)? };
     } else {
         let kernel = instance(
             nt,
@@ -330,8 +351,41 @@ pub fn dropout_gemm_dw(
     }
     let n = (k * ldw) as u64;
     let sum = SplitSumArgs { n: n as u32, splits: splits as u32, partial: scratch.arg(&gpu), out: dw.arg_mut() };
+    let blocks = n.div_ceil(NN_BLOCK as u64 / 32).min((gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64) as u32;
     // SAFETY: scratch holds splits * n floats, dw n (k rows of ldw).
-    unsafe { split_sum_f32.launch(&gpu, elementwise_shape(&gpu, n), &sum) }
+    unsafe { split_sum_f32.launch(&gpu, Shape::linear(blocks, NN_BLOCK, 0), &sum) }
+}
+
+/// Whether [`skinny_gemm`] runs `c = op(a) op(b)` (beta 0) on the streaming kernels: outputs
+/// of at most 32 columns, `op(a)`'s reduction within what the forward stages (`stream_smem`),
+/// and no transposed b in the weight-gradient form. cuBLAS takes a 128-row tile per 8 output
+/// columns for these tall, narrow products (SBM 1M: ~155 µs each for 64 MB of input).
+pub fn skinny_gemm_fits(a: &DeviceMatrix<f32>, ta: bool, tb: bool, c: &DeviceMatrix<f32>) -> bool {
+    match (ta, tb) {
+        (false, _) => stream_smem(a.ld, c.ld).is_some(),
+        (true, false) => stream_smem(a.ld, c.ld).is_some(),
+        (true, true) => false,
+    }
+}
+
+/// c = op(a) op(b) for the shapes of [`skinny_gemm_fits`]: the dropout products with p = 0
+/// (no mask drawn). `step` is any live counter (not read for p = 0, but passed); `scratch`
+/// as [`dropout_gemm_dw`]'s when `ta`.
+#[allow(clippy::too_many_arguments)]
+pub fn skinny_gemm(a: &DeviceMatrix<f32>, ta: bool, b: &DeviceMatrix<f32>, tb: bool, c: &mut DeviceMatrix<f32>, step: &DeviceVec<u32>, scratch: &mut DeviceVec<f32>, math: GemmMath) -> Result<()> {
+    let (m, ka) = if ta { (a.cols, a.rows) } else { (a.rows, a.cols) };
+    let (kb, n) = if tb { (b.cols, b.rows) } else { (b.rows, b.cols) };
+    if ka != kb || c.rows != m || c.cols != n {
+        return Err(Error::Shape(format!("skinny_gemm: op(A) {m}x{ka}, op(B) {kb}x{n}, C {}x{}", c.rows, c.cols)));
+    }
+    if !skinny_gemm_fits(a, ta, tb, c) {
+        return Err(Error::Unsupported(format!("skinny_gemm: C {} x {} from a {} wide reduction", c.rows, c.cols, ka)));
+    }
+    if ta {
+        dropout_gemm_dw(a, b, c, scratch, 0.0, 0, step, 0, math)
+    } else {
+        forward(a, b, tb, c, 0.0, 0, step, 0, math)
+    }
 }
 
 // -- the op on each backend --

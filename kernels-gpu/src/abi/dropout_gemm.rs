@@ -23,11 +23,19 @@ kernel_args! {
     /// y = dropout(x) w for x rows x k (stride ldx), w k x n and y rows x n (stride ldw): block
     /// b computes rows 64 (b / col_tiles).. and columns 8 NT (b % col_tiles)..; element (r, c) of
     /// x is kept iff `dropout_keep_keyed(seed_key, step, offset + r * ldx + c, threshold)`.
+    /// The streaming instances also multiply by a transposed w (`w_trans` = 1: w is stored
+    /// n x k with stride `ldb`, as a plain GEMM's op(B) = Bᵀ; the tiled ones need 0) and guard
+    /// w's columns against `n`.
     pub struct DropoutGemmArgs {
         pub rows: u32,
         pub k: u32,
         pub ldx: u32,
         pub ldw: u32,
+        /// Stride of w as stored (= ldw unless transposed).
+        pub ldb: u32,
+        /// Columns of y (w's columns; rows of the stored w when transposed).
+        pub n: u32,
+        pub w_trans: u32,
         pub col_tiles: u32,
         pub threshold: u32,
         pub x: Ptr<f32>,
@@ -65,7 +73,7 @@ kernel_args! {
         pub offset: u64,
     }
 
-    /// out[i] = sum over s < splits of partial[s n + i], s ascending (deterministic).
+    /// out[i] = sum over s < splits of partial[s n + i] (a warp per i, fixed order: deterministic).
     pub struct SplitSumArgs {
         pub n: u32,
         pub splits: u32,

@@ -20,7 +20,6 @@
 //! atomics).
 
 use crate::abi::dropout_gemm::{DG_BLOCK_K, DG_STREAM_K_STEP, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
-use crate::nn::grid_stride;
 use crate::ptx;
 use crate::rng::DropoutStep;
 use crate::translate::{div_or_zero, rem_or_zero};
@@ -96,7 +95,7 @@ unsafe fn load_tile(m: *const f32, ld: u32, r0: u32, row_end: u32, c0: u32, col_
 /// y = dropout(x) w: block = 64 rows x 8 NT columns (see the module note).
 #[inline(always)]
 pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs) {
-    let DropoutGemmArgs { rows, k, ldx, ldw, col_tiles, threshold, x, w, y, scale, seed_key, step, offset } = args;
+    let DropoutGemmArgs { rows, k, ldx, ldw, ldb: _, n: _, w_trans: _, col_tiles, threshold, x, w, y, scale, seed_key, step, offset } = args;
     let bn = 8 * NT as u32;
     let w_stride = bn + 8;
     let (row0, col0) = (div_or_zero(ptx::ctaid_x(), col_tiles) * DG_BLOCK_ROWS, rem_or_zero(ptx::ctaid_x(), col_tiles) * bn);
@@ -214,16 +213,27 @@ pub unsafe fn weight_grad<const NT: usize, const SPLIT: bool>(args: DropoutGemmD
     }
 }
 
-/// out[i] = Σ_s partial[s n + i], s ascending.
+/// out[i] = Σ_s partial[s n + i]: a warp per output, lane l adding splits l, l + 32, ... in
+/// order, then a fixed shuffle tree (deterministic). A thread per output walked thousands of
+/// splits in one dependent chain when a narrow weight gradient has many splits.
 #[inline(always)]
 pub unsafe fn split_sum(args: SplitSumArgs) {
     let SplitSumArgs { n, splits, partial, out } = args;
-    for i in grid_stride(n as u64) {
+    let (w, warps) = crate::nn::global_warp();
+    let lane = ptx::lane_id();
+    let mut i = w;
+    while i < n {
         let mut s = 0f32;
-        for sp in 0..splits {
+        let mut sp = lane;
+        while sp < splits {
             s += unsafe { ptx::ld_nc_f32(partial.add(sp as usize * n as usize + i as usize)) };
+            sp += 32;
         }
-        unsafe { ptx::st_f32(out.add(i as usize), s) };
+        let s = ptx::warp_sum(s);
+        if lane == 0 {
+            unsafe { ptx::st_f32(out.add(i as usize), s) };
+        }
+        i += warps;
     }
 }
 
@@ -267,9 +277,10 @@ unsafe fn x4(x: *const f32, rows: u32, ldx: u32, row: u32, col: u32) -> [f32; 4]
 
 /// w in the forward's B-fragment order, in shared memory: fragment (chunk c, step s, n8 tile
 /// j) is 32 lanes' float2s, lane (g, t) holding w[32c + 4t + s][8j + g] and
-/// w[32c + 16 + 4t + s][8j + g] (zeros past k). `chunks` is even (rounded up).
+/// w[32c + 16 + 4t + s][8j + g] (zeros past k rows and n columns). `chunks` is even (rounded
+/// up). A transposed w (stored n x k, stride ldb) is read as wᵀ.
 #[inline(always)]
-unsafe fn stage_w_fragments<const NT: usize>(w: *const f32, k: u32, ldw: u32, chunks: u32, ws: u32) {
+unsafe fn stage_w_fragments<const NT: usize>(a: &DropoutGemmArgs, chunks: u32, ws: u32) {
     let mut i = ptx::tid_x();
     while i < chunks * 4 * NT as u32 * 32 {
         let (lane, f) = (i % 32, i / 32);
@@ -277,7 +288,15 @@ unsafe fn stage_w_fragments<const NT: usize>(w: *const f32, k: u32, ldw: u32, ch
         let (s, c) = (cs % 4, cs / 4);
         let (g, t) = (lane / 4, lane % 4);
         let (r0, col) = (32 * c + 4 * t + s, 8 * j + g);
-        let at = |r: u32| if r < k && col < ldw { unsafe { ptx::ld_nc_f32(w.add(r as usize * ldw as usize + col as usize)) } } else { 0.0 };
+        let at = |r: u32| {
+            if r >= a.k || col >= a.n {
+                0.0
+            } else if a.w_trans != 0 {
+                unsafe { ptx::ld_nc_f32(a.w.add(col as usize * a.ldb as usize + r as usize)) }
+            } else {
+                unsafe { ptx::ld_nc_f32(a.w.add(r as usize * a.ldb as usize + col as usize)) }
+            }
+        };
         let pair = (at(r0).to_bits() as u64) | ((at(r0 + 16).to_bits() as u64) << 32);
         unsafe { ptx::st_shared_u64(ws + 8 * i, pair) };
         i += ptx::ntid_x();
@@ -288,10 +307,10 @@ unsafe fn stage_w_fragments<const NT: usize>(w: *const f32, k: u32, ldw: u32, ch
 /// tiles in turn and walks all of k; w waits in shared memory in fragment order.
 #[inline(always)]
 pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs) {
-    let DropoutGemmArgs { rows, k, ldx, ldw, col_tiles: _, threshold, x, w, y, scale, seed_key, step, offset } = args;
-    let chunks = ldx.div_ceil(32 * STREAM_CHUNKS) * STREAM_CHUNKS;
+    let chunks = args.ldx.div_ceil(32 * STREAM_CHUNKS) * STREAM_CHUNKS;
     let ws = ptx::dyn_smem_base();
-    unsafe { stage_w_fragments::<NT>(w, k, ldw, chunks, ws) };
+    unsafe { stage_w_fragments::<NT>(&args, chunks, ws) };
+    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, scale, seed_key, step, offset, .. } = args;
     ptx::sync_threads();
     let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset);
     let lane = ptx::tid_x() % 32;

@@ -258,7 +258,7 @@ if [[ "$what" == *" densesmall "* ]]; then
   timeout 300 python3 bench/pyg/train.py cora citeseer pubmed --model gcn agnn gat sage gin --timing-only --features 500 --no-feature-norm \
     --fastest --variants edge_index,edge_index+tf32,csr+tf32 --out "$out/pyg-small.json" > /tmp/pyg-small.log 2>&1 || echo "pyg small failed ($?)"
   grep -hE "fastest|Error" /tmp/pyg-small.log | tail -16
-  timeout 240 $T bench train cora citeseer pubmed --models gcn:2x16,agnn,gat,sage,gin --precisions tf32 --seeds 0 \
+  timeout 240 $T bench train cora citeseer pubmed --models gcn:2x16,agnn,gat,sage,gin --precisions tf32 --seeds ${DENSE_SEEDS:-0} \
     --pyg "$out/pyg-small.json" --out "$out/bts" 2>&1 | tail -18
 fi
 if [[ "$what" == *" denselarge "* ]]; then

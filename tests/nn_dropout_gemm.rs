@@ -385,16 +385,8 @@ fn gpu_skinny_gemm_matches_cpu() {
         for &(rows, k, n) in &shapes {
             let (a, w, dy) = (rand(rows * k, rows as u64 + 1), rand(k * n, 2), rand(rows * n, 3));
             let wt: Vec<f64> = (0..n * k).map(|i| w[(i % k) * n + i / k]).collect(); // n x k
-            let mut y = vec![0.0; rows * n];
-            let mut dw = vec![0.0; k * n];
-            for r in 0..rows {
-                for c in 0..k {
-                    for j in 0..n {
-                        y[r * n + j] += a[r * k + c] * w[c * n + j];
-                        dw[c * n + j] += a[r * k + c] * dy[r * n + j];
-                    }
-                }
-            }
+            // p = 0: the plain products a w and aᵀ dy.
+            let (y, dw) = unfused(&a, rows, k, &w, &dy, n, 0.0, 0, 0, 0);
             let (ad, wd, wtd, dyd) = (up(rows, k, &a), up(k, n, &w), up(n, k, &wt), up(rows, n, &dy));
             let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n).max(1)).unwrap();
             for (form, ta, b, tb, out_rows, want) in [("a w", false, &wd, false, rows, &y), ("a bT", false, &wtd, true, rows, &y), ("aT b", true, &dyd, false, k, &dw)] {

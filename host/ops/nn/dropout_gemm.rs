@@ -10,6 +10,9 @@
 //! written; the first layer needs no dX (the features are not trained), so these two products
 //! are all it uses.
 //!
+//! The same kernels with p = 0 are the backend's narrow GEMMs ([`skinny_gemm`]: outputs of at
+//! most 32 columns, where cuBLAS takes a 128-row tile per 8 columns).
+//!
 //! The GPU products run on tensor cores: tf32 for the tf32 and f16 precisions (as cuBLAS's
 //! `X W` there), 3xTF32 for f32 (near f32 accuracy). The weight gradient reduces over all rows
 //! in splits written to a scratch buffer and added in a fixed order: deterministic.

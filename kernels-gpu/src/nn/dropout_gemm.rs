@@ -14,6 +14,10 @@
 //! tile for widths up to 64, so x is read from memory once; blocks of one row range are
 //! adjacent in the grid, so wider w re-reads x from L2.
 //!
+//! Outputs of at most 32 columns run on the streaming kernels below instead (x straight into
+//! the A fragments, no barrier in the main loop); with p = 0 they also serve the backend's
+//! narrow GEMMs (`ops::nn::gemm`).
+//!
 //! Weight gradient: dw (k x n) is a reduction over all rows. A block owns 64 rows of dw (64
 //! columns of x) x 8 NT columns and the x rows of one split; each split writes its partial dw
 //! to `partial[split]`, and `split_sum` adds the splits in a fixed order (deterministic, no

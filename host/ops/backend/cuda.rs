@@ -247,6 +247,16 @@ impl CudaBackend {
         Ok(totals)
     }
 
+    /// Runs `f` on the dropout products' split scratch, grown to at least `need` floats (and
+    /// one) first. Sized by the first (eager) step and kept: a recorded step keeps its address.
+    pub(crate) fn with_dropout_gemm_scratch<R>(&self, need: usize, f: impl FnOnce(&mut DeviceVec<f32>) -> Result<R>) -> Result<R> {
+        let mut scratch = self.dropout_gemm_scratch.lock().expect("dropout gemm scratch poisoned");
+        if scratch.as_ref().is_none_or(|s| s.len() < need.max(1)) {
+            *scratch = Some(DeviceVec::zeros(&self.gpu, need.max(1))?);
+        }
+        f(scratch.as_mut().expect("allocated above"))
+    }
+
     pub(crate) fn step_ptr(&self) -> std::sync::MutexGuard<'_, DeviceVec<u32>> {
         self.step.lock().expect("step counter poisoned")
     }

@@ -35,8 +35,8 @@ use crate::util::Real;
 
 /// Blocks per SM the weight gradient's splits aim for (each holds 18 KB of shared memory).
 const DW_BLOCKS_PER_SM: usize = 8;
-/// Blocks per SM the streaming weight gradient's splits aim for (128 threads of 122-158
-/// registers: 3-4 fit).
+/// Blocks per SM (of 4 warps; narrower blocks proportionally more) the streaming weight
+/// gradient's splits aim for: at 102-135 registers a thread, 3-4 such blocks fit.
 const DW_STREAM_BLOCKS_PER_SM: usize = 4;
 /// The most shared memory the streaming forward stages w's fragments in (two blocks an SM).
 const STREAM_W_SMEM_MAX: usize = 96 * 1024;
@@ -244,8 +244,8 @@ fn forward(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut 
 
 /// How the weight gradient splits its rows: (splits, rows per split, k tiles, column tiles,
 /// n8 tiles per block). On the streaming kernels (`stream_smem` is Some: the forward's test,
-/// so both products of a layer take the same path) "k tiles" are groups of 4 32-column panels
-/// of x and there is one column tile.
+/// so both products of a layer take the same path) "k tiles" are groups of `dw_stream_warps`
+/// 32-column panels of x (a warp each) and there is one column tile.
 fn dw_plan(sm_count: usize, rows: usize, k: usize, ldw: usize) -> (usize, usize, usize, usize, usize) {
     let (nt, col_tiles) = column_tiles(ldw);
     let stream = stream_smem(padded_ld(k), ldw).is_some();
@@ -364,11 +364,7 @@ pub fn dropout_gemm_dw(
 /// and no transposed b in the weight-gradient form. cuBLAS takes a 128-row tile per 8 output
 /// columns for these tall, narrow products (SBM 1M: ~155 µs each for 64 MB of input).
 pub fn skinny_gemm_fits(a: &DeviceMatrix<f32>, ta: bool, tb: bool, c: &DeviceMatrix<f32>) -> bool {
-    match (ta, tb) {
-        (false, _) => stream_smem(a.ld, c.ld).is_some(),
-        (true, false) => stream_smem(a.ld, c.ld).is_some(),
-        (true, true) => false,
-    }
+    !(ta && tb) && stream_smem(a.ld, c.ld).is_some()
 }
 
 /// c = op(a) op(b) for the shapes of [`skinny_gemm_fits`]: the dropout products with p = 0
@@ -433,12 +429,6 @@ impl DropoutGemmOp for CudaBackend {
     }
     fn dropout_gemm_dw(&self, x: &DeviceMatrix<f32>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows, x.cols, dy.cols);
-        // Allocated on the first (eager) call and kept: a recorded step keeps its address.
-        let mut scratch = self.dropout_gemm_scratch.lock().expect("dropout gemm scratch poisoned");
-        if scratch.as_ref().is_none_or(|s| s.len() < need) {
-            *scratch = Some(DeviceVec::zeros(&self.gpu, need)?);
-        }
-        let s = scratch.as_mut().expect("allocated above");
-        self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math))
+        self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math)))
     }
 }

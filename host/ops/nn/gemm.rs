@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::gpu::{DeviceMatrix, DeviceVec};
+use crate::gpu::DeviceMatrix;
 use crate::ops::nn::dropout_gemm::{dropout_gemm_dw_scratch_len, skinny_gemm, skinny_gemm_fits};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
@@ -35,14 +35,9 @@ impl GemmOp for CudaBackend {
     /// kernels of `dropout_gemm` with p = 0; the rest on cuBLAS.
     fn gemm(&self, a: &DeviceMatrix<f32>, ta: bool, b: &DeviceMatrix<f32>, tb: bool, beta: f32, c: &mut DeviceMatrix<f32>) -> Result<()> {
         if beta == 0.0 && self.skinny_gemm && skinny_gemm_fits(a, ta, tb, c) {
-            let (rows, k) = (a.rows, a.cols);
-            let need = if ta { dropout_gemm_dw_scratch_len(&self.gpu, rows, k, c.cols) } else { 0 };
-            let mut scratch = self.dropout_gemm_scratch.lock().expect("dropout gemm scratch poisoned");
-            if scratch.as_ref().is_none_or(|s| s.len() < need.max(1)) {
-                *scratch = Some(DeviceVec::zeros(&self.gpu, need.max(1))?);
-            }
-            let s = scratch.as_mut().expect("allocated above");
-            return self.timed("gemm (narrow)", || skinny_gemm(a, ta, b, tb, c, &self.step_ptr(), s, self.math));
+            // Only the weight-gradient form (aᵀ b) uses the split scratch.
+            let need = if ta { dropout_gemm_dw_scratch_len(&self.gpu, a.rows, a.cols, c.cols) } else { 0 };
+            return self.with_dropout_gemm_scratch(need, |s| self.timed("gemm (narrow)", || skinny_gemm(a, ta, b, tb, c, &self.step_ptr(), s, self.math)));
         }
         self.timed("gemm", || self.blas.gemm(self.math, 1.0, a, ta, b, tb, beta, c))
     }

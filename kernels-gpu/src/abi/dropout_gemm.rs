@@ -52,9 +52,9 @@ kernel_args! {
     /// partial[s] = dropout(x[rows of split s])ᵀ dy[same rows] (k x ldw each, stride ldw):
     /// block b is split b / (k_tiles col_tiles), dW rows 64 ((b / col_tiles) % k_tiles)..,
     /// columns 8 NT (b % col_tiles)..; split s owns x rows s rows_per_split.. (a multiple of 32).
-    /// The streaming instances (`_stream_`) take `k_tiles` as the number of groups of 4
-    /// 32-column panels of x (block b: split b / k_tiles, panels 4 (b % k_tiles)..) and ignore
-    /// `col_tiles` (one block covers all of dw's ≤ 32 columns).
+    /// The streaming instances (`_stream_`) take `k_tiles` as the number of groups of W
+    /// 32-column panels of x, W the block's warps (block b: split b / k_tiles, panels
+    /// W (b % k_tiles)..) and ignore `col_tiles` (one block covers all of dw's ≤ 32 columns).
     pub struct DropoutGemmDwArgs {
         pub rows: u32,
         pub k: u32,

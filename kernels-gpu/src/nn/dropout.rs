@@ -1,6 +1,7 @@
 //! Dropout with a counter-based mask (`crate::rng`, the file the host also includes): element
-//! `i` is kept iff `dropout_keep_keyed(seed_key, step, offset + i, threshold)` (computed through `DropoutStep`), where `step` is read from
-//! device memory at run time (so a replayed CUDA graph draws a fresh mask per step).
+//! `i` is kept iff `dropout_keep_keyed(seed_key, step, offset + i, threshold)` (through
+//! `DropoutStep`: the span key once per thread), where `step` is read from device memory at run
+//! time (so a replayed CUDA graph draws a fresh mask per step).
 //! Grid-stride over groups of 4 elements (float4 values, one u32 of 4 mask bytes); the last
 //! `n % 4` elements go one per thread to the first threads of the grid.
 

@@ -286,3 +286,53 @@ fn one_backend_trains_several_graphs() {
         }
     }
 }
+
+#[test]
+fn fixed_f16_adjacency_follows_rewritten_values() {
+    // The f16 backend casts a fixed adjacency's values once (`SpmmOp::fix`); rewriting them
+    // through `parts_mut` (a sampled batch) must drop that copy, not multiply by stale values.
+    let Some(gpu) = common::gpu_or_skip("fixed_f16_adjacency_follows_rewritten_values") else { return };
+    let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    use tcgnn::nn::Backend;
+    use tcgnn::nn::backend::bind::BindOps;
+    use tcgnn::nn::gcn_conv::GcnAdjacency;
+    let mut rng = SplitMix64::new(41);
+    let n = 300;
+    let edges: Vec<(u32, u32, f32)> = (0..3000).map(|_| ((rng.next_u64() % n) as u32, (rng.next_u64() % n) as u32, 1.0)).collect();
+    let a = Csr::from_triplets(n as usize, n as usize, &edges).unwrap();
+    let x = Matrix::from_vec(n as usize, 24, (0..n * 24).map(|_| rng.uniform(-1.0, 1.0)).collect()).unwrap();
+    for layout in [tcgnn::nn::EdgeLayout::Kernel, tcgnn::nn::EdgeLayout::Csr] {
+        let b = CudaBackend::new(gpu.clone(), Precision::F16, Impl::Auto).unwrap().with_edge_layout(layout);
+        let cpu = CpuBackend::<f64>::new();
+        let mut adj = GcnAdjacency::new(&b, &a).unwrap();
+        let cadj = GcnAdjacency::new(&cpu, &a).unwrap();
+        let (xd, xc) = (b.upload(&x).unwrap(), cpu.upload(&x).unwrap());
+        let (mut y, mut yc) = (b.matrix(n as usize, 24).unwrap(), cpu.matrix(n as usize, 24).unwrap());
+        for transposed in [false, true] {
+            let run = |adj: &GcnAdjacency<CudaBackend>, y: &mut _| if transposed { adj.transposed(&b, &xd, y) } else { adj.forward(&b, &xd, y) };
+            if transposed { cadj.transposed(&cpu, &xc, &mut yc).unwrap() } else { cadj.forward(&cpu, &xc, &mut yc).unwrap() }
+            let want = cpu.download(&yc).unwrap();
+            run(&adj, &mut y).unwrap();
+            let got = b.download(&y).unwrap();
+            let err = rel_error(&got.data, &to_f64(&want));
+            assert!(err < Precision::F16.tolerance(), "{layout:?} transposed {transposed}: fixed f16 values off by {err:.2e}");
+            // Double every value through the rebinding path: products must double exactly.
+            let (_, values, values_t) = adj.parts_mut();
+            for v in [values, values_t] {
+                let doubled: Vec<f32> = v.download(&gpu).unwrap().iter().map(|x| 2.0 * x).collect();
+                b.bind_edges(v, &doubled).unwrap();
+            }
+            run(&adj, &mut y).unwrap();
+            let again = b.download(&y).unwrap();
+            for (g2, g1) in again.data.iter().zip(&got.data) {
+                assert_eq!(*g2, 2.0 * g1, "{layout:?} transposed {transposed}: a product used values from before the rewrite");
+            }
+            // Back to Â for the next side.
+            let (_, values, values_t) = adj.parts_mut();
+            for v in [values, values_t] {
+                let halved: Vec<f32> = v.download(&gpu).unwrap().iter().map(|x| 0.5 * x).collect();
+                b.bind_edges(v, &halved).unwrap();
+            }
+        }
+    }
+}

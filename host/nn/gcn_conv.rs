@@ -22,6 +22,10 @@ pub struct GcnAdjacency<B: Ops> {
     pub graph: B::Graph,
     values: B::Edges,
     values_t: B::Edges,
+    /// Both sides' values prepared once for products that leave them unchanged (an f16 backend's
+    /// f16 copies); dropped for good once the values are handed out to be rewritten
+    /// ([`GcnAdjacency::parts_mut`]), after which each product prepares its own.
+    fixed: Option<[B::Fixed; 2]>,
     /// On one part of a partitioned graph: the halo exchange around every product (see
     /// [`crate::nn::halo_hook`]); `None` otherwise.
     pub halo: Option<Rc<dyn HaloHook<B>>>,
@@ -39,7 +43,8 @@ impl<B: Ops> GcnAdjacency<B> {
         let graph = b.graph(s)?;
         let values = b.graph_values(&graph, Side::Forward)?;
         let values_t = b.graph_values(&graph, Side::Transposed)?;
-        Ok(GcnAdjacency { graph, values, values_t, halo: None })
+        let fixed = Some([b.fix(&values)?, b.fix(&values_t)?]);
+        Ok(GcnAdjacency { graph, values, values_t, fixed, halo: None })
     }
 
     /// The same adjacency on one part of a partitioned graph, exchanging halo rows through `hook`.
@@ -60,19 +65,27 @@ impl<B: Ops> GcnAdjacency<B> {
     }
 
     /// The pattern and both value layouts, to be rewritten in place by a model rebound per
-    /// sampled batch (same shape and nonzero count: see `sample::bound`).
+    /// sampled batch (same shape and nonzero count: see `sample::bound`). The values prepared
+    /// once are dropped: from here on every product reads the values as they are then.
     pub fn parts_mut(&mut self) -> (&mut B::Graph, &mut B::Edges, &mut B::Edges) {
+        self.fixed = None;
         (&mut self.graph, &mut self.values, &mut self.values_t)
     }
 
     /// `y = Â x`.
     pub fn forward(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
-        b.spmm(&self.graph, Side::Forward, &self.values, x, y)
+        match &self.fixed {
+            Some([f, _]) => b.spmm_fixed(&self.graph, Side::Forward, &self.values, f, x, y),
+            None => b.spmm(&self.graph, Side::Forward, &self.values, x, y),
+        }
     }
 
     /// `y = Âᵀ x`.
     pub fn transposed(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
-        b.spmm(&self.graph, Side::Transposed, &self.values_t, x, y)
+        match &self.fixed {
+            Some([_, f]) => b.spmm_fixed(&self.graph, Side::Transposed, &self.values_t, f, x, y),
+            None => b.spmm(&self.graph, Side::Transposed, &self.values_t, x, y),
+        }
     }
 }
 

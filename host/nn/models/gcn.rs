@@ -6,7 +6,7 @@ use crate::graph::Csr;
 use crate::nn::gcn_conv::GcnConv;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
-use crate::nn::models::{ModelConfig, ModelInfo, edge_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
+use crate::nn::models::{ModelConfig, ModelInfo, adjacency_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::stack::Stack;
 use crate::ops::backend::Ops;
 use crate::ops::backend::cuda::EdgeLayout;
@@ -56,7 +56,7 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
         let (i, o) = (w[0] as u64, w[1] as u64);
         param_bytes(i, o) + 4 * mat_bytes(n, o) + 2 * mat_bytes(n, i) + n * i
     }).sum();
-    per_layer + 2 * edge_bytes(n, nnz) + hidden_bytes(cfg, n, &w)
+    per_layer + adjacency_bytes(n, nnz) + hidden_bytes(cfg, n, &w)
 }
 
 /// Per layer: X W (i x o weights) and Â over the narrower side, values stored; self-loops added.

@@ -12,7 +12,7 @@ use crate::graph::Csr;
 use crate::nn::gin_conv::GinConv;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
-use crate::nn::models::{ModelConfig, ModelInfo, edge_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
+use crate::nn::models::{ModelConfig, ModelInfo, adjacency_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::stack::Stack;
 use crate::ops::backend::Ops;
 use crate::ops::backend::cuda::EdgeLayout;
@@ -67,7 +67,7 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
             param_bytes(i, hid) + param_bytes(hid, o) + 4 * mat_bytes(n, hid) + 3 * mat_bytes(n, o) + 2 * mat_bytes(n, i) + n * i
         })
         .sum();
-    per_layer + 2 * edge_bytes(n, nnz) + hidden_bytes(cfg, n, &w)
+    per_layer + adjacency_bytes(n, nnz) + hidden_bytes(cfg, n, &w)
 }
 
 /// Per layer: the sum over neighbours (unit values) of the narrower side with the MLP's first

@@ -254,6 +254,12 @@ pub fn edge_bytes(n: u64, nnz: u64) -> u64 {
     2 * (nnz + n) * 4
 }
 
+/// Bytes of a fixed adjacency ([`crate::nn::gcn_conv::GcnAdjacency`]): both sides' values and,
+/// in f16, their f16 copies (counted in every precision: a small over-estimate in f32 / tf32).
+pub fn adjacency_bytes(n: u64, nnz: u64) -> u64 {
+    3 * edge_bytes(n, nnz)
+}
+
 /// Bytes the [`crate::nn::stack::Stack`] adds around the hidden layers of `widths` for `n`
 /// nodes: BatchNorm's output and input gradient, the residual sum and its gradient copy.
 pub fn hidden_bytes(cfg: &ModelConfig, n: u64, widths: &[usize]) -> u64 {

@@ -6,7 +6,7 @@
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
-use crate::nn::models::{ModelConfig, ModelInfo, edge_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
+use crate::nn::models::{ModelConfig, ModelInfo, adjacency_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::halo_hook::PartContext;
 use crate::nn::sage_conv::SageConv;
 use crate::nn::stack::Stack;
@@ -63,7 +63,7 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
             2 * param_bytes(i, o) + (6 + norm) * mat_bytes(n, o) + 2 * mat_bytes(n, i) + n * i
         })
         .sum();
-    per_layer + 2 * edge_bytes(n, nnz) + hidden_bytes(cfg, n, &w)
+    per_layer + adjacency_bytes(n, nnz) + hidden_bytes(cfg, n, &w)
 }
 
 /// Per layer: mean over neighbours (no stored values) of the narrower side, `lin_l` and `lin_r`.

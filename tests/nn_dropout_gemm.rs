@@ -26,6 +26,7 @@ use tcgnn::nn::{CpuBackend, ModelConfig};
 use tcgnn::ops::nn::cross_entropy::CrossEntropyOp;
 use tcgnn::ops::nn::dropout_gemm::*;
 use tcgnn::ops::nn::{dropout_matrix, dropout_matrix_cpu_at, step_increment};
+use tcgnn::ops::{DeviceFeatures, Precision};
 use tcgnn::tensor::{Matrix, rel_error};
 use tcgnn::util::rng::SplitMix64;
 
@@ -265,7 +266,7 @@ fn gpu_fused_products_match_cpu() {
                 let e = rel_error(&yv, &want_y);
                 assert!(e < tol, "{what}: y rel error {e:.2e} (tolerance {tol:.0e})");
 
-                let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n)).unwrap();
+                let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false)).unwrap();
                 let mut dwd = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
                 dwd.poison().unwrap();
                 dropout_gemm_dw(&xd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
@@ -277,6 +278,34 @@ fn gpu_fused_products_match_cpu() {
                 // Deterministic: a second run gives the same bits.
                 dropout_gemm_dw(&xd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
                 assert_eq!(dwd.download_padded().unwrap(), dw, "{what}: dw not deterministic");
+
+                // x stored in f16 (the f16 precision's features): the streaming kernels read it
+                // and multiply in tf32; the reference is the same products on x rounded to f16.
+                // Elsewhere (outputs past 32 columns, w too large to stage, 3xTF32) it is refused.
+                let xh: Vec<f64> = x.iter().map(|&v| half::f16::from_f64(v).to_f64()).collect();
+                let xhd = DeviceFeatures::upload(&gpu, &Matrix::from_vec(rows, k, x.iter().map(|&a| a as f32).collect()).unwrap(), Precision::F16).unwrap();
+                let DeviceFeatures::F16(xhd) = xhd else { panic!("f16 upload gave f32") };
+                let takes = takes_f16_features(k, n);
+                if !takes || math == GemmMath::F32 {
+                    assert!(dropout_gemm(&xhd, &wd, &mut yd, p, seed, &step, offset, math).is_err(), "{what}: f16 x accepted");
+                    continue;
+                }
+                let (want_y, want_dw) = unfused(&xh, rows, k, &w, &dy, n, p, seed, 5, offset);
+                yd.poison().unwrap();
+                dropout_gemm(&xhd, &wd, &mut yd, p, seed, &step, offset, math).unwrap();
+                let y = yd.download_padded().unwrap();
+                assert!(y.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what} f16 x: y's padding not zero");
+                let yv: Vec<f32> = (0..rows * n).map(|i| y[(i / n) * ld + i % n]).collect();
+                let e = rel_error(&yv, &want_y);
+                assert!(e < tol, "{what} f16 x: y rel error {e:.2e} (tolerance {tol:.0e})");
+                let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, true)).unwrap();
+                dwd.poison().unwrap();
+                dropout_gemm_dw(&xhd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
+                let dw = dwd.download_padded().unwrap();
+                assert!(dw.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what} f16 x: dw's padding not zero");
+                let dwv: Vec<f32> = (0..k * n).map(|i| dw[(i / n) * ld + i % n]).collect();
+                let e = rel_error(&dwv, &want_dw);
+                assert!(e < tol, "{what} f16 x: dw rel error {e:.2e} (tolerance {tol:.0e})");
             }
         }
     }
@@ -295,7 +324,9 @@ fn gpu_fused_products_time() {
     let Some(gpu) = common::gpu_or_skip("gpu_fused_products_time") else { return };
     let (rows, k) = (1usize << 18, 500);
     let blas = Blas::new(&gpu).unwrap();
-    let x = DeviceMatrix::upload(&gpu, &Matrix::random(rows, k, 1)).unwrap();
+    let xm = Matrix::random(rows, k, 1);
+    let x = DeviceMatrix::upload(&gpu, &xm).unwrap();
+    let DeviceFeatures::F16(xh) = DeviceFeatures::upload(&gpu, &xm, Precision::F16).unwrap() else { panic!("f16 upload gave f32") };
     let mut xd = DeviceMatrix::<f32>::zeros(&gpu, rows, k).unwrap();
     let mut mask = DeviceVec::<u8>::zeros(&gpu, rows * padded_ld(k)).unwrap();
     let step = DeviceVec::upload(&gpu, &[1u32]).unwrap();
@@ -305,7 +336,7 @@ fn gpu_fused_products_time() {
         let dy = DeviceMatrix::upload(&gpu, &Matrix::random(rows, n, 3)).unwrap();
         let mut y = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
         let mut dw = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
-        let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n)).unwrap();
+        let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false)).unwrap();
         for math in [GemmMath::Tf32, GemmMath::F32] {
             // p = 0 skips the mask: the products' time without the hash.
             let fwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm(&x, &w, &mut y, 0.0, 7, &step, 0, math)).unwrap().median_ms;
@@ -325,6 +356,20 @@ fn gpu_fused_products_time() {
                 fwd + bwd
             );
         }
+        if takes_f16_features(k, n) {
+            // x stored in f16: half the bytes.
+            let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, true)).unwrap();
+            let math = GemmMath::Tf32;
+            let fwd = time_gpu(&gpu, 3, 20, || dropout_gemm(&xh, &w, &mut y, 0.5, 7, &step, 0, math)).unwrap().median_ms;
+            let bwd = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&xh, &dy, &mut dw, &mut scratch, 0.5, 7, &step, 0, math)).unwrap().median_ms;
+            let fwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm(&xh, &w, &mut y, 0.0, 7, &step, 0, math)).unwrap().median_ms;
+            let bwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&xh, &dy, &mut dw, &mut scratch, 0.0, 7, &step, 0, math)).unwrap().median_ms;
+            println!(
+                "dropout_gemm {rows} x {k} -> {n} f16 x, tf32: forward {fwd:.3} ms ({:.0} GB/s of x), dw {bwd:.3} ms, fused total {:.3} ms; p = 0: forward {fwd0:.3}, dw {bwd0:.3}",
+                bytes / 2.0 / fwd / 1e6,
+                fwd + bwd
+            );
+        }
     }
 }
 
@@ -335,7 +380,7 @@ fn gpu_fused_products_time() {
 fn gpu_models_fused_and_unfused_agree() {
     let Some(gpu) = common::gpu_or_skip("gpu_models_fused_and_unfused_agree") else { return };
     use tcgnn::nn::CudaBackend;
-    use tcgnn::ops::{Impl, Precision};
+    use tcgnn::ops::Impl;
     let p = problem(700, 37, 4, 9);
     for prec in [Precision::F32, Precision::Tf32, Precision::F16] {
         for name in ["gcn", "sage", "gin"] {
@@ -388,7 +433,7 @@ fn gpu_skinny_gemm_matches_cpu() {
             // p = 0: the plain products a w and aᵀ dy.
             let (y, dw) = unfused(&a, rows, k, &w, &dy, n, 0.0, 0, 0, 0);
             let (ad, wd, wtd, dyd) = (up(rows, k, &a), up(k, n, &w), up(n, k, &wt), up(rows, n, &dy));
-            let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n).max(1)).unwrap();
+            let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false).max(1)).unwrap();
             for (form, ta, b, tb, out_rows, want) in [("a w", false, &wd, false, rows, &y), ("a bT", false, &wtd, true, rows, &y), ("aT b", true, &dyd, false, k, &dw)] {
                 let what = format!("{math:?} {form} {rows} x {k} x {n}");
                 let mut c = DeviceMatrix::<f32>::zeros(&gpu, out_rows, n).unwrap();
@@ -427,7 +472,7 @@ fn gpu_skinny_gemm_time() {
         let mut z = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
         let mut dh = DeviceMatrix::<f32>::zeros(&gpu, rows, k).unwrap();
         let mut dw = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
-        let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n)).unwrap();
+        let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false)).unwrap();
         let m = GemmMath::Tf32;
         let t = |f: &mut dyn FnMut() -> tcgnn::error::Result<()>| time_gpu(&gpu, 3, 20, f).unwrap().median_ms;
         let ours = [

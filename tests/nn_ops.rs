@@ -212,8 +212,9 @@ fn cpu_dropout_edges_and_backward() {
     assert_eq!(y, x);
     assert!(mask.iter().all(|&m| m == 1));
     assert_eq!(dropout_threshold(0.0), 0);
-    assert_eq!(dropout_threshold(0.5), 1 << 31);
-    assert_eq!(dropout_threshold(0.25), 1 << 30);
+    assert_eq!(dropout_threshold(0.5), 1 << 15);
+    assert_eq!(dropout_threshold(0.25), 1 << 14);
+    assert_eq!(dropout_threshold(0.99999), 65_535);
     // p outside [0, 1): Unsupported.
     for p in [-0.1f32, 1.0, 1.5, f32::NAN] {
         assert!(matches!(dropout_cpu(&x, &mut y, &mut mask, p, 1, 1), Err(tcgnn::Error::Unsupported(_))), "p = {p}");

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use tcgnn::gpu::DeviceMatrix;
 use tcgnn::gpu::memory::padded_ld;
 use tcgnn::gpu::shared::index::{Strided, elem_offset, split_offset};
-use tcgnn::gpu::shared::rng::{DropoutStep, dropout_hash_span, dropout_keep, dropout_seed_key, dropout_span_key, dropout_threshold, mix64};
+use tcgnn::gpu::shared::rng::{DropoutStep, dropout_bits_span, dropout_hash_span, dropout_keep, dropout_seed_key, dropout_span_key, dropout_threshold, mix64};
 use tcgnn::ops::nn::head_columns::head_take;
 use tcgnn::ops::nn::*;
 
@@ -57,16 +57,23 @@ fn dropout_hash_spans_share_a_key_below_2_32_and_past_it_are_fresh() {
     let draw = DropoutStep::new(key, step);
     let span0 = dropout_span_key(key, step, 0);
     for i in (0..2_000_000u32).chain(u32::MAX - 1000..=u32::MAX) {
-        assert_eq!(dropout_keep(seed, step, i as u64, thr), dropout_hash_span(span0, i) >= thr, "index {i}");
+        assert_eq!(dropout_keep(seed, step, i as u64, thr), dropout_bits_span(span0, i) >= thr, "index {i}");
         assert_eq!(draw.keep(key, i as u64, thr), dropout_keep(seed, step, i as u64, thr), "index {i}");
+        // An element's 16 bits are its half of its pair's hash.
+        assert_eq!(dropout_bits_span(span0, i), (dropout_hash_span(span0, i / 2) >> (16 * (i % 2))) & 0xFFFF, "index {i}");
     }
     for i in [TWO32, TWO32 + 7, 5 * TWO32 + 3] {
         assert_eq!(draw.keep(key, i, thr), dropout_keep(seed, step, i, thr), "index {i}");
     }
-    // Within one span the hash is a bijection of the low word: no two of these collide.
+    // Four at a time (what the kernels draw), even or odd first index, across 2^32 too.
+    for base in (0..100_000u64).chain(TWO32 - 9..TWO32 + 9).chain(3 * TWO32 - 5..3 * TWO32 + 5) {
+        let want = [0, 1, 2, 3].map(|e| dropout_keep(seed, step, base + e, thr));
+        assert_eq!(draw.keep4(key, base, thr), want, "four from {base}");
+    }
+    // Within one span the pair hash is a bijection of the pair's index: no two pairs collide.
     let mut seen: Vec<u32> = (0..1_000_000u32).map(|i| dropout_hash_span(span0, i)).collect();
     seen.sort_unstable();
-    assert!(seen.windows(2).all(|w| w[0] != w[1]), "two indices of one span share a hash");
+    assert!(seen.windows(2).all(|w| w[0] != w[1]), "two pairs of one span share a hash");
     // Past 2^32 the mask is not the first span's again (a truncated index would repeat it),
     // and it keeps half.
     let n = 1_000_000u64;

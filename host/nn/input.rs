@@ -18,7 +18,10 @@ use crate::tensor::Matrix;
 pub enum InputFeatures<B: Ops> {
     Dense { x: B::Mat, dropped: B::Mat, mask: B::Mask, offset: u64 },
     /// `seed`: the input dropout's, remembered by `forward` for the backward's `operand`.
-    DenseFused { x: B::Mat, offset: u64, seed: u64 },
+    /// `half`: x stored once more in f16, which the products read instead where the backend
+    /// does ([`InputFeatures::with_half_features`]); a snapshot of x, so features rewritten per
+    /// batch never have one.
+    DenseFused { x: B::Mat, half: Option<B::Half>, offset: u64, seed: u64 },
     Sparse { x: B::Graph, values: B::Edges, values_t: B::Edges, dropped: B::Edges, dropped_t: B::Edges, mask: B::Mask, offset: u64 },
 }
 
@@ -105,7 +108,7 @@ impl<B: Ops> InputFeatures<B> {
                 let (rows, cols) = (m.rows, m.cols);
                 let x = b.upload_owned(m)?;
                 if model.fused_input_dropout_pays() && b.fuses_input_dropout(rows, cols) {
-                    return Ok(InputFeatures::DenseFused { x, offset: 0, seed: 0 });
+                    return Ok(InputFeatures::DenseFused { x, half: None, offset: 0, seed: 0 });
                 }
                 Ok(InputFeatures::Dense { x, dropped: b.matrix(rows, cols)?, mask: b.mask(rows, cols)?, offset: 0 })
             }
@@ -128,7 +131,7 @@ impl<B: Ops> InputFeatures<B> {
     /// dropped copy (sparse features ignore it). The CPU backend runs both, for the tests.
     pub fn with_fusion(b: &B, host: &HostFeatures, fused: bool) -> Result<Self> {
         Ok(match host {
-            HostFeatures::Dense(m) if fused => InputFeatures::DenseFused { x: b.upload(m)?, offset: 0, seed: 0 },
+            HostFeatures::Dense(m) if fused => InputFeatures::DenseFused { x: b.upload(m)?, half: None, offset: 0, seed: 0 },
             HostFeatures::Dense(m) => InputFeatures::Dense {
                 x: b.upload(m)?,
                 dropped: b.matrix(m.rows, m.cols)?,
@@ -145,6 +148,17 @@ impl<B: Ops> InputFeatures<B> {
                 InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask, offset: 0 }
             }
         })
+    }
+
+    /// Fused dense features also stored in f16 where the backend's products read them so
+    /// (`DropoutGemmOp::half_features`: the GPU in f16 precision, first-layer outputs of at
+    /// most 32 columns): half the bytes in both products of every step. Only for features that
+    /// stay fixed for the whole run (not rebound per batch).
+    pub fn with_half_features(mut self, b: &B, model: &ModelConfig) -> Result<Self> {
+        if let InputFeatures::DenseFused { x, half, .. } = &mut self {
+            *half = b.half_features(x, model.first_product_columns())?;
+        }
+        Ok(self)
     }
 
     /// The input dropout keyed from element `offset` of the whole graph's mask: a part whose
@@ -176,12 +190,12 @@ impl<B: Ops> InputFeatures<B> {
                 b.dropout_at(x, dropped, mask, p, seed, *offset)?;
                 Operand::Dense(dropped)
             }
-            InputFeatures::DenseFused { x, offset, seed: kept } => {
+            InputFeatures::DenseFused { x, half, offset, seed: kept } => {
                 if !drop {
                     return Ok(Operand::Dense(x));
                 }
                 *kept = seed;
-                Operand::Dropped { x, p, seed, offset: *offset }
+                Operand::Dropped { x, half: half.as_ref(), p, seed, offset: *offset }
             }
             InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask, offset } => {
                 if !drop {
@@ -199,9 +213,9 @@ impl<B: Ops> InputFeatures<B> {
         let dropped = train && p > 0.0;
         match self {
             InputFeatures::Dense { x, dropped: d, .. } => Operand::Dense(if dropped { d } else { x }),
-            InputFeatures::DenseFused { x, offset, seed } => {
+            InputFeatures::DenseFused { x, half, offset, seed } => {
                 if dropped {
-                    Operand::Dropped { x, p, seed: *seed, offset: *offset }
+                    Operand::Dropped { x, half: half.as_ref(), p, seed: *seed, offset: *offset }
                 } else {
                     Operand::Dense(x)
                 }

@@ -14,8 +14,9 @@ pub enum Operand<'a, B: Ops> {
     /// `dropout(x)` with probability `p`, the mask of (`seed`, the step counter) keyed from
     /// `offset`, as [`DropoutOp::dropout_at`](crate::ops::nn::dropout::DropoutOp::dropout_at)
     /// would draw it; regenerated in both products, so forward and backward must run in one
-    /// step.
-    Dropped { x: &'a B::Mat, p: f32, seed: u64, offset: u64 },
+    /// step. `half`: x's f16 copy, read instead where the backend can
+    /// ([`DropoutGemmOp::half_features`](crate::ops::nn::dropout_gemm::DropoutGemmOp::half_features)).
+    Dropped { x: &'a B::Mat, half: Option<&'a B::Half>, p: f32, seed: u64, offset: u64 },
 }
 
 impl<B: Ops> Operand<'_, B> {
@@ -24,7 +25,7 @@ impl<B: Ops> Operand<'_, B> {
         match self {
             Operand::Dense(x) => b.gemm(x, false, w, false, 0.0, out),
             Operand::Sparse { x, values, .. } => b.spmm(x, Side::Forward, values, w, out),
-            Operand::Dropped { x, p, seed, offset } => b.dropout_gemm(x, w, out, *p, *seed, *offset),
+            Operand::Dropped { x, half, p, seed, offset } => b.dropout_gemm(x, *half, w, out, *p, *seed, *offset),
         }
     }
 
@@ -33,7 +34,7 @@ impl<B: Ops> Operand<'_, B> {
         match self {
             Operand::Dense(x) => b.gemm(x, true, g, false, 0.0, out),
             Operand::Sparse { x, values_t, .. } => b.spmm(x, Side::Transposed, values_t, g, out),
-            Operand::Dropped { x, p, seed, offset } => b.dropout_gemm_dw(x, g, out, *p, *seed, *offset),
+            Operand::Dropped { x, half, p, seed, offset } => b.dropout_gemm_dw(x, *half, g, out, *p, *seed, *offset),
         }
     }
 }

@@ -73,7 +73,7 @@ pub struct Trainer<B: Ops + 'static> {
 
 impl<B: Ops + 'static> Trainer<B> {
     pub fn new(backend: Arc<B>, data: &Dataset, model: &ModelConfig, train: &TrainConfig) -> Result<Self> {
-        Self::build(backend, data, model, train, |b| InputFeatures::for_model(b, &data.features, model))
+        Self::build(backend, data, model, train, |b| InputFeatures::for_model(b, &data.features, model)?.with_half_features(b, model))
     }
 
     /// [`Trainer::new`] moving the features out of `data` (left as an empty matrix of the same
@@ -82,7 +82,7 @@ impl<B: Ops + 'static> Trainer<B> {
     pub fn new_taking_features(backend: Arc<B>, data: &mut Dataset, model: &ModelConfig, train: &TrainConfig) -> Result<Self> {
         let width = data.features.cols();
         let features = std::mem::replace(&mut data.features, HostFeatures::Dense(Matrix::zeros(0, width)));
-        Self::build(backend, data, model, train, move |b| InputFeatures::from_owned(b, features, model))
+        Self::build(backend, data, model, train, move |b| InputFeatures::from_owned(b, features, model)?.with_half_features(b, model))
     }
 
     /// A trainer whose model holds only the parameters (and Adam's moments): built on a

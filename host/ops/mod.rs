@@ -70,6 +70,18 @@ pub enum FeaturesRef<'a> {
     F16(&'a DeviceMatrix<half::f16>),
 }
 
+impl<'a> From<&'a DeviceMatrix<f32>> for FeaturesRef<'a> {
+    fn from(x: &'a DeviceMatrix<f32>) -> Self {
+        FeaturesRef::F32(x)
+    }
+}
+
+impl<'a> From<&'a DeviceMatrix<half::f16>> for FeaturesRef<'a> {
+    fn from(x: &'a DeviceMatrix<half::f16>) -> Self {
+        FeaturesRef::F16(x)
+    }
+}
+
 impl<'a> From<&'a DeviceFeatures> for FeaturesRef<'a> {
     fn from(x: &'a DeviceFeatures) -> Self {
         match x {

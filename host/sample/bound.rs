@@ -231,6 +231,8 @@ impl<B: Ops + 'static> BoundModel<B> {
         b.bind_edges(values_t, padded.matrix.t.values())?;
         b.bind_graph(graph, &padded.matrix)?;
         match (&padded.features, &mut self.input) {
+            // Rebinding x would leave an f16 snapshot of it stale (only fixed features have one).
+            (_, InputFeatures::DenseFused { half: Some(_), .. }) => return Err(Error::Unsupported("a batch's features rebound into features stored in f16 as well".into())),
             // Dense features on the GPU are held for the fused input dropout; either way x is the
             // batch's dense rows.
             (None, InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }) => match &p.features {

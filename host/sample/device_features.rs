@@ -30,6 +30,8 @@ pub(super) fn bind_input(
     sparse: Option<(&DeviceFeatures, &FeatureSet)>,
 ) -> Result<()> {
     match (input, resident, sparse) {
+        // Rebinding x would leave an f16 snapshot of it stale (only fixed features have one).
+        (InputFeatures::DenseFused { half: Some(_), .. }, _, _) => Err(Error::Unsupported("a device batch's features rebound into features stored in f16 as well".into())),
         (InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }, Some(full), None) => {
             crate::ops::nn::gather_rows::gather_rows_device_ids(full, nodes, b.n, n_nodes, x)
         }

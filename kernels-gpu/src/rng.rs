@@ -6,12 +6,14 @@
 // Indices are split into 2^32-element spans. Each (seed, step, span) has a 64-bit span key: the
 // word (step << 32 | span) through SplitMix64's finaliser `mix64` (a bijection on u64 with full
 // avalanche), XORed with the seed's key and mixed again, so distinct (step, span) pairs under one
-// seed get distinct keys. An element's 32 bits are then a keyed 32-bit hash of the index's low
-// word: XOR with the key's low half, multiply by its high half made odd, then Wellons'
-// `lowbias32` finaliser. All three are bijections of u32, so within one (seed, step, span) no two
-// elements share a hash, and the per-element work is a handful of 32-bit operations (a kernel
-// computes the span key once: `DropoutStep`). The two 64-bit mixes per element of the previous
-// draw made the dropout-fused products compute-bound (bench/NOTES.md, 2026-11-27 night).
+// seed get distinct keys. Elements come in pairs (2i, 2i + 1) of one span: the pair's 32 bits are
+// a keyed 32-bit hash of i's low word (XOR with the key's low half, multiply by its high half
+// made odd, then Wellons' `lowbias32` finaliser: all bijections of u32, so no two pairs of a span
+// share a hash), and element 2i takes the low 16 bits, 2i + 1 the high 16. An element is kept
+// iff its 16 bits are at least `dropout_threshold(p)` = round(p 2^16): P(keep) = 1 - p to within
+// 2^-17. A kernel computes the span key once (`DropoutStep`) and a hash per two elements: the
+// hash was what bounded the dropout-fused products (bench/NOTES.md, 2026-11-27 night and
+// 2026-11-27 morning).
 
 /// SplitMix64's output function (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
 #[inline(always)]
@@ -43,21 +45,27 @@ pub const fn dropout_span_key(seed_key: u64, step: u32, index: u64) -> u64 {
     mix64(seed_key ^ mix64(((step as u64) << 32) | (index >> 32)))
 }
 
-/// 32 uniformly distributed bits for the element whose low index word is `low`, given its
-/// span key.
+/// 32 uniformly distributed bits for the pair of elements whose low index words are
+/// 2 `pair` and 2 `pair` + 1, given their span key.
 #[inline(always)]
-pub const fn dropout_hash_span(span_key: u64, low: u32) -> u32 {
-    lowbias32((low ^ span_key as u32).wrapping_mul((span_key >> 32) as u32 | 1))
+pub const fn dropout_hash_span(span_key: u64, pair: u32) -> u32 {
+    lowbias32((pair ^ span_key as u32).wrapping_mul((span_key >> 32) as u32 | 1))
 }
 
-/// 32 uniformly distributed bits for element `index` of draw `step`, given `dropout_seed_key(seed)`.
+/// The 16 bits of the element whose low index word is `low` (half `low & 1` of its pair's hash).
 #[inline(always)]
-pub const fn dropout_hash_keyed(seed_key: u64, step: u32, index: u64) -> u32 {
-    dropout_hash_span(dropout_span_key(seed_key, step, index), index as u32)
+pub const fn dropout_bits_span(span_key: u64, low: u32) -> u32 {
+    (dropout_hash_span(span_key, low >> 1) >> (16 * (low & 1))) & 0xFFFF
+}
+
+/// 16 uniformly distributed bits for element `index` of draw `step`, given `dropout_seed_key(seed)`.
+#[inline(always)]
+pub const fn dropout_bits_keyed(seed_key: u64, step: u32, index: u64) -> u32 {
+    dropout_bits_span(dropout_span_key(seed_key, step, index), index as u32)
 }
 
 /// One draw's step with the key of its first span (indices below 2^32) computed once: what a
-/// kernel carries through its loops, so that an element costs one `dropout_hash_span`.
+/// kernel carries through its loops, so that two elements cost one `dropout_hash_span`.
 #[derive(Clone, Copy)]
 pub struct DropoutStep {
     pub step: u32,
@@ -70,43 +78,67 @@ impl DropoutStep {
         DropoutStep { step, span0: dropout_span_key(seed_key, step, 0) }
     }
 
-    /// `dropout_hash_keyed(seed_key, self.step, index)`.
+    /// The key of the span holding `index`.
     #[inline(always)]
-    pub const fn hash(self, seed_key: u64, index: u64) -> u32 {
-        let key = if index >> 32 == 0 { self.span0 } else { dropout_span_key(seed_key, self.step, index) };
-        dropout_hash_span(key, index as u32)
+    const fn key(self, seed_key: u64, index: u64) -> u64 {
+        if index >> 32 == 0 { self.span0 } else { dropout_span_key(seed_key, self.step, index) }
+    }
+
+    /// `dropout_bits_keyed(seed_key, self.step, index)`.
+    #[inline(always)]
+    pub const fn bits(self, seed_key: u64, index: u64) -> u32 {
+        dropout_bits_span(self.key(seed_key, index), index as u32)
     }
 
     /// `dropout_keep_keyed(seed_key, self.step, index, threshold)`.
     #[inline(always)]
     pub const fn keep(self, seed_key: u64, index: u64, threshold: u32) -> bool {
-        self.hash(seed_key, index) >= threshold
+        self.bits(seed_key, index) >= threshold
+    }
+
+    /// `keep` of the four elements `base..base + 4`: one span key and two hashes where `base`
+    /// is even and the four share a span (always, for a multiple of 4); element by element
+    /// otherwise, in a rolled loop (one inlined copy of the slow path, not four).
+    #[inline(always)]
+    pub const fn keep4(self, seed_key: u64, base: u64, threshold: u32) -> [bool; 4] {
+        if base & 1 == 0 && base >> 32 == (base + 3) >> 32 {
+            let key = self.key(seed_key, base);
+            let (a, b) = (dropout_hash_span(key, (base as u32) >> 1), dropout_hash_span(key, ((base as u32) >> 1) + 1));
+            return [a & 0xFFFF >= threshold, a >> 16 >= threshold, b & 0xFFFF >= threshold, b >> 16 >= threshold];
+        }
+        let mut kept = 0u32;
+        let mut e = 0;
+        while e < 4 {
+            kept |= (self.keep(seed_key, base + e, threshold) as u32) << e;
+            e += 1;
+        }
+        [kept & 1 != 0, kept & 2 != 0, kept & 4 != 0, kept & 8 != 0]
     }
 }
 
 /// Whether element `index` is kept at draw `step`, from the precomputed seed key.
 #[inline(always)]
 pub const fn dropout_keep_keyed(seed_key: u64, step: u32, index: u64, threshold: u32) -> bool {
-    dropout_hash_keyed(seed_key, step, index) >= threshold
+    dropout_bits_keyed(seed_key, step, index) >= threshold
 }
 
-/// Whether element `index` survives dropout at draw `step`: keep iff the hash's 32 bits are
-/// `>= threshold`, where `threshold = dropout_threshold(p)` (so P(keep) = 1 - p to within 2^-32).
+/// Whether element `index` survives dropout at draw `step`: keep iff its 16 bits are
+/// `>= threshold`, where `threshold = dropout_threshold(p)` (so P(keep) = 1 - p to within 2^-17).
 #[inline(always)]
 pub const fn dropout_keep(seed: u64, step: u32, index: u64, threshold: u32) -> bool {
     dropout_keep_keyed(dropout_seed_key(seed), step, index, threshold)
 }
 
-/// round(p * 2^32), saturated to u32::MAX; p = 0 gives 0 (everything kept). Host-side only
+/// round(p * 2^16), saturated to 2^16 - 1; p = 0 gives 0 (everything kept). Host-side only
 /// (the kernels receive the threshold as a parameter); p must be in [0, 1).
 #[inline(always)]
 pub fn dropout_threshold(p: f32) -> u32 {
     // No `f64::round` in `core`: add a half and truncate (the value is >= 0 here).
-    let t = p as f64 * 4_294_967_296.0 + 0.5;
+    let t = p as f64 * 65_536.0 + 0.5;
     if t.is_nan() || t < 1.0 {
         0 // p <= 0 (or NaN: rejected by the callers anyway)
-    } else if t >= u32::MAX as f64 {
-        u32::MAX
+    } else if t >= 65_535.0 {
+        65_535
     } else {
         t as u32
     }

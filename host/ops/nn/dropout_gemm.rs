@@ -31,7 +31,11 @@ use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
 use crate::ops::backend::cuda::CudaBackend;
+use crate::ops::values::cast_matrix_to_f16;
+use crate::ops::{FeaturesRef, Precision};
+use half::f16;
 use crate::util::Real;
+use std::sync::Arc;
 
 /// Blocks per SM the weight gradient's splits aim for (each holds 18 KB of shared memory).
 const DW_BLOCKS_PER_SM: usize = 8;
@@ -41,12 +45,48 @@ const DW_STREAM_BLOCKS_PER_SM: usize = 4;
 /// The most shared memory the streaming forward stages w's fragments in (two blocks an SM).
 const STREAM_W_SMEM_MAX: usize = 96 * 1024;
 
-/// Bytes of w's fragments the streaming forward stages for x `ldx` columns wide and an output
-/// `ld` wide, or None where the streaming kernels do not apply (outputs past 32 columns, or
-/// w too large to stage): those products run on the tiled kernels.
-fn stream_smem(ldx: usize, ld: usize) -> Option<usize> {
-    let bytes = ldx.div_ceil(DG_STREAM_K_STEP as usize) * DG_STREAM_K_STEP as usize * column_tiles(ld).0 * 8 * 4;
-    (ld <= 32 && bytes <= STREAM_W_SMEM_MAX).then_some(bytes)
+/// Bytes of w's fragments the streaming forward stages for x `ldx` columns wide (f16 x when
+/// `half`) and an output `ld` wide, or None where the streaming kernels do not apply (outputs
+/// past 32 columns, or w too large to stage): those products run on the tiled kernels (f32 x
+/// only).
+fn stream_smem(ldx: usize, ld: usize, half: bool) -> Option<usize> {
+    let step = DG_STREAM_K_STEP as usize * if half { 2 } else { 1 };
+    let bytes = ldx.div_ceil(step) * step * column_tiles(ld).0 * 8 * 4;
+    // f16 x up to 16 output columns: the 32-column f16 forward held 130 registers and ran at
+    // half the f32 one's speed (bench/NOTES.md, 2026-11-27 morning).
+    let widest = if half { 16 } else { 32 };
+    (ld <= widest && bytes <= STREAM_W_SMEM_MAX).then_some(bytes)
+}
+
+/// Whether the fused products take `rows x cols` node features stored in f16 for an output
+/// `out_cols` wide (the streaming kernels up to 16 output columns; the tiled ones read f32).
+pub fn takes_f16_features(cols: usize, out_cols: usize) -> bool {
+    stream_smem(padded_ld(cols), padded_ld(out_cols), true).is_some()
+}
+
+/// x as the kernels take it: its elements (f32, or f16 read through the same pointer), shape,
+/// stride and GPU.
+struct XOperand {
+    ptr: crate::gpu::launch::Ptr<f32>,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    half: bool,
+    gpu: Arc<Gpu>,
+}
+
+/// x checked like any operand.
+fn x_operand(x: FeaturesRef<'_>, what: &str) -> Result<XOperand> {
+    Ok(match x {
+        FeaturesRef::F32(m) => {
+            check_matrix_64(m, what)?;
+            XOperand { ptr: m.arg(), rows: m.rows, cols: m.cols, ld: m.ld, half: false, gpu: m.gpu().clone() }
+        }
+        FeaturesRef::F16(m) => {
+            check_matrix_64(m, what)?;
+            XOperand { ptr: m.arg().cast(), rows: m.rows, cols: m.cols, ld: m.ld, half: true, gpu: m.gpu().clone() }
+        }
+    })
 }
 
 fn check_p(p: f32) -> Result<()> {
@@ -163,44 +203,56 @@ fn check_u32(what: &str, dims: &[(usize, usize)]) -> Result<()> {
     Ok(())
 }
 
+/// f16 x runs on the streaming kernels in tf32 only.
+fn check_half(half: bool, stream: bool, math: GemmMath, what: &str, out_cols: usize) -> Result<()> {
+    if half && (!stream || math == GemmMath::F32) {
+        return Err(Error::Unsupported(format!(
+            "{what}: f16 node features need tf32 math and an output of at most 16 columns (got {out_cols}, {math:?}); keep them in f32"
+        )));
+    }
+    Ok(())
+}
+
 /// y = dropout(x) w on the device (`math` F32: 3xTF32; Tf32: tf32), the mask drawn with
 /// `step[0]` when the kernel runs, keyed from `offset`. Writes y's padding as zero.
 #[allow(clippy::too_many_arguments)]
-pub fn dropout_gemm(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+pub fn dropout_gemm<'a>(x: impl Into<FeaturesRef<'a>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
     check_p(p)?;
-    if w.rows != x.cols || y.rows != x.rows || y.cols != w.cols {
-        return Err(Error::Shape(format!("dropout_gemm: x {} x {}, w {} x {}, y {} x {}", x.rows, x.cols, w.rows, w.cols, y.rows, y.cols)));
+    let x = x.into();
+    if w.rows != x.cols() || y.rows != x.rows() || y.cols != w.cols {
+        return Err(Error::Shape(format!("dropout_gemm: x {} x {}, w {} x {}, y {} x {}", x.rows(), x.cols(), w.rows, w.cols, y.rows, y.cols)));
     }
     forward(x, w, false, y, p, seed, step, offset, math)
 }
 
 /// y = dropout(x) op(w), op(w) = wᵀ when `w_trans` (shapes checked by the callers; the
-/// transposed form only on the streaming kernels).
+/// transposed form and f16 x only on the streaming kernels).
 #[allow(clippy::too_many_arguments)]
-fn forward(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
-    for (m, name) in [(x, "dropout_gemm x"), (w, "dropout_gemm w"), (&*y, "dropout_gemm y")] {
+fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+    let XOperand { ptr: x_ptr, rows: x_rows, cols: x_cols, ld: x_ld, half, gpu } = x_operand(x, "dropout_gemm x")?;
+    for (m, name) in [(w, "dropout_gemm w"), (&*y, "dropout_gemm y")] {
         check_matrix_64(m, name)?;
     }
-    check_gpu(x.gpu(), w.gpu(), "dropout_gemm")?;
-    check_gpu(x.gpu(), y.gpu(), "dropout_gemm")?;
+    check_gpu(&gpu, w.gpu(), "dropout_gemm")?;
+    check_gpu(&gpu, y.gpu(), "dropout_gemm")?;
     if step.is_empty() {
         return Err(Error::Shape("dropout_gemm: empty step counter".into()));
     }
-    check_u32("dropout_gemm", &[(x.rows, x.ld), (w.rows, w.ld)])?;
-    let gpu = x.gpu().clone();
+    check_u32("dropout_gemm", &[(x_rows, x_ld), (w.rows, w.ld)])?;
     let (nt, col_tiles) = column_tiles(y.ld);
-    let stream = stream_smem(x.ld, y.ld);
+    let stream = stream_smem(x_ld, y.ld, half);
+    check_half(half, stream.is_some(), math, "dropout_gemm", y.cols)?;
     let args = DropoutGemmArgs {
-        rows: x.rows as u32,
-        k: x.cols as u32,
-        ldx: x.ld as u32,
+        rows: x_rows as u32,
+        k: x_cols as u32,
+        ldx: x_ld as u32,
         ldw: y.ld as u32,
         ldb: w.ld as u32,
         n: y.cols as u32,
         w_trans: w_trans as u32,
         col_tiles: col_tiles as u32,
         threshold: dropout_threshold(p),
-        x: x.arg(),
+        x: x_ptr,
         w: w.arg(),
         y: y.arg_mut(),
         scale: (1.0 / (1.0 - p as f64)) as f32,
@@ -210,22 +262,27 @@ fn forward(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut 
     };
     let split = math == GemmMath::F32;
     if let Some(smem) = stream {
-        let kernel = instance(nt, split, [dropout_gemm_stream_tf32_nt2, dropout_gemm_stream_tf32_nt4, dropout_gemm_stream_tf32_nt4], [
-            dropout_gemm_stream_f32_nt2,
-            dropout_gemm_stream_f32_nt4,
-            dropout_gemm_stream_f32_nt4,
-        ]);
+        let kernel = if half {
+            dropout_gemm_stream_tf32_h16_nt2
+        } else {
+            instance(nt, split, [dropout_gemm_stream_tf32_nt2, dropout_gemm_stream_tf32_nt4, dropout_gemm_stream_tf32_nt4], [
+                dropout_gemm_stream_f32_nt2,
+                dropout_gemm_stream_f32_nt4,
+                dropout_gemm_stream_f32_nt4,
+            ])
+        };
         let warps = (DG_STREAM_THREADS / 32) as usize;
         let per_sm = kernel.max_active_blocks_per_sm(&gpu, DG_STREAM_THREADS, smem as u32)?.max(1) as usize;
-        let blocks = x.rows.div_ceil(16).div_ceil(warps).clamp(1, gpu.info().sm_count as usize * per_sm);
+        let blocks = x_rows.div_ceil(16).div_ceil(warps).clamp(1, gpu.info().sm_count as usize * per_sm);
         // SAFETY: shapes checked above; the kernel reads x rows x ldx (ldx a multiple of 8, so
-        // whole float4s), w k x ldw, and writes y rows x ldw (ldw ≤ 32 = 8 NT).
+        // whole 16-byte loads of f32 or f16, as the instance reads), w k x ldw, and writes y
+        // rows x ldw (ldw ≤ 32 = 8 NT).
         return unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_STREAM_THREADS, smem as u32), &args) };
     }
     if w_trans {
         return Err(Error::Unsupported(format!("dropout_gemm: a transposed w for an output {} wide", y.ld)));
     }
-    let row_tiles = x.rows.div_ceil(DG_BLOCK_ROWS as usize);
+    let row_tiles = x_rows.div_ceil(DG_BLOCK_ROWS as usize);
     let blocks = row_tiles * col_tiles;
     if blocks > i32::MAX as usize {
         return Err(Error::Unsupported(format!("dropout_gemm: {blocks} blocks")));
@@ -245,14 +302,14 @@ fn forward(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut 
 /// How the weight gradient splits its rows: (splits, rows per split, k tiles, column tiles,
 /// n8 tiles per block). On the streaming kernels (`stream_smem` is Some: the forward's test,
 /// so both products of a layer take the same path) "k tiles" are groups of `dw_stream_warps`
-/// 32-column panels of x (a warp each) and there is one column tile.
-fn dw_plan(sm_count: usize, rows: usize, k: usize, ldw: usize) -> (usize, usize, usize, usize, usize) {
+/// panels of x (32 columns, 64 for f16 x: a warp each) and there is one column tile.
+fn dw_plan(sm_count: usize, rows: usize, k: usize, ldw: usize, half: bool) -> (usize, usize, usize, usize, usize) {
     let (nt, col_tiles) = column_tiles(ldw);
-    let stream = stream_smem(padded_ld(k), ldw).is_some();
+    let stream = stream_smem(padded_ld(k), ldw, half).is_some();
     let (k_tiles, col_tiles, per_sm) = if stream {
         // Narrow x (fewer than 4 panels) gets smaller blocks and proportionally more of them.
-        let warps = dw_stream_warps(k);
-        (padded_ld(k).div_ceil(32).div_ceil(warps).max(1), 1, DW_STREAM_BLOCKS_PER_SM * 4 / warps)
+        let warps = dw_stream_warps(k, half);
+        (padded_ld(k).div_ceil(panel_cols(half)).div_ceil(warps).max(1), 1, DW_STREAM_BLOCKS_PER_SM * 4 / warps)
     } else {
         (k.div_ceil(DG_BLOCK_K as usize).max(1), col_tiles, DW_BLOCKS_PER_SM)
     };
@@ -263,24 +320,29 @@ fn dw_plan(sm_count: usize, rows: usize, k: usize, ldw: usize) -> (usize, usize,
     (rows.div_ceil(rows_per_split).max(1), rows_per_split, k_tiles, col_tiles, nt)
 }
 
-/// Warps per block of the streaming weight gradient for x `k` columns wide: one per 32-column
-/// panel, at most 4.
-fn dw_stream_warps(k: usize) -> usize {
-    padded_ld(k).div_ceil(32).clamp(1, (DG_STREAM_DW_THREADS / 32) as usize)
+/// Columns of x a streaming weight-gradient warp owns: 32 f32 or 64 f16 (16 bytes a lane).
+fn panel_cols(half: bool) -> usize {
+    if half { 64 } else { 32 }
 }
 
-/// Floats of scratch [`dropout_gemm_dw`] needs for x with `rows` rows and `k` columns and a
-/// weight gradient `n` wide, on `gpu`.
-pub fn dropout_gemm_dw_scratch_len(gpu: &Gpu, rows: usize, k: usize, n: usize) -> usize {
+/// Warps per block of the streaming weight gradient for x `k` columns wide: one per panel, at
+/// most 4.
+fn dw_stream_warps(k: usize, half: bool) -> usize {
+    padded_ld(k).div_ceil(panel_cols(half)).clamp(1, (DG_STREAM_DW_THREADS / 32) as usize)
+}
+
+/// Floats of scratch [`dropout_gemm_dw`] needs for x with `rows` rows and `k` columns (f16
+/// when `half`) and a weight gradient `n` wide, on `gpu`.
+pub fn dropout_gemm_dw_scratch_len(gpu: &Gpu, rows: usize, k: usize, n: usize, half: bool) -> usize {
     let ldw = padded_ld(n);
-    dw_plan(gpu.info().sm_count as usize, rows, k, ldw).0 * k * ldw
+    dw_plan(gpu.info().sm_count as usize, rows, k, ldw, half).0 * k * ldw
 }
 
 /// dw = dropout(x)ᵀ dy on the device, the mask of [`dropout_gemm`]; `scratch` holds at least
 /// [`dropout_gemm_dw_scratch_len`] floats (per-split partial sums, added in a fixed order).
 #[allow(clippy::too_many_arguments)]
-pub fn dropout_gemm_dw(
-    x: &DeviceMatrix<f32>,
+pub fn dropout_gemm_dw<'a>(
+    x: impl Into<FeaturesRef<'a>>,
     dy: &DeviceMatrix<f32>,
     dw: &mut DeviceMatrix<f32>,
     scratch: &mut DeviceVec<f32>,
@@ -291,21 +353,23 @@ pub fn dropout_gemm_dw(
     math: GemmMath,
 ) -> Result<()> {
     check_p(p)?;
-    for (m, name) in [(x, "dropout_gemm_dw x"), (dy, "dropout_gemm_dw dy"), (&*dw, "dropout_gemm_dw dw")] {
+    let XOperand { ptr: x_ptr, rows: x_rows, cols: x_cols, ld: x_ld, half, gpu } = x_operand(x.into(), "dropout_gemm_dw x")?;
+    for (m, name) in [(dy, "dropout_gemm_dw dy"), (&*dw, "dropout_gemm_dw dw")] {
         check_matrix_64(m, name)?;
     }
-    if dy.rows != x.rows || dw.rows != x.cols || dw.cols != dy.cols {
-        return Err(Error::Shape(format!("dropout_gemm_dw: x {} x {}, dy {} x {}, dw {} x {}", x.rows, x.cols, dy.rows, dy.cols, dw.rows, dw.cols)));
+    if dy.rows != x_rows || dw.rows != x_cols || dw.cols != dy.cols {
+        return Err(Error::Shape(format!("dropout_gemm_dw: x {x_rows} x {x_cols}, dy {} x {}, dw {} x {}", dy.rows, dy.cols, dw.rows, dw.cols)));
     }
-    check_gpu(x.gpu(), dy.gpu(), "dropout_gemm_dw")?;
-    check_gpu(x.gpu(), dw.gpu(), "dropout_gemm_dw")?;
-    check_u32("dropout_gemm_dw", &[(x.rows, x.ld), (dw.rows, dw.ld)])?;
+    check_gpu(&gpu, dy.gpu(), "dropout_gemm_dw")?;
+    check_gpu(&gpu, dw.gpu(), "dropout_gemm_dw")?;
+    check_u32("dropout_gemm_dw", &[(x_rows, x_ld), (dw.rows, dw.ld)])?;
     if step.is_empty() {
         return Err(Error::Shape("dropout_gemm_dw: empty step counter".into()));
     }
-    let gpu = x.gpu().clone();
-    let (k, ldw) = (x.cols, dw.ld);
-    let (splits, rows_per_split, k_tiles, col_tiles, nt) = dw_plan(gpu.info().sm_count as usize, x.rows, k, ldw);
+    let (k, ldw) = (x_cols, dw.ld);
+    let stream = stream_smem(x_ld, ldw, half).is_some();
+    check_half(half, stream, math, "dropout_gemm_dw", dw.cols)?;
+    let (splits, rows_per_split, k_tiles, col_tiles, nt) = dw_plan(gpu.info().sm_count as usize, x_rows, k, ldw, half);
     let need = splits * k * ldw;
     if scratch.len() < need || k * ldw > u32::MAX as usize {
         return Err(Error::Shape(format!("dropout_gemm_dw: scratch of {} floats for {splits} splits of {k} x {ldw} (want {need})", scratch.len())));
@@ -315,15 +379,15 @@ pub fn dropout_gemm_dw(
         return Err(Error::Unsupported(format!("dropout_gemm_dw: {blocks} blocks")));
     }
     let args = DropoutGemmDwArgs {
-        rows: x.rows as u32,
+        rows: x_rows as u32,
         k: k as u32,
-        ldx: x.ld as u32,
+        ldx: x_ld as u32,
         ldw: ldw as u32,
         k_tiles: k_tiles as u32,
         col_tiles: col_tiles as u32,
         rows_per_split: rows_per_split as u32,
         threshold: dropout_threshold(p),
-        x: x.arg(),
+        x: x_ptr,
         dy: dy.arg(),
         partial: scratch.arg_mut(&gpu),
         scale: (1.0 / (1.0 - p as f64)) as f32,
@@ -332,14 +396,19 @@ pub fn dropout_gemm_dw(
         offset,
     };
     let split = math == GemmMath::F32;
-    if stream_smem(x.ld, ldw).is_some() {
-        let kernel = instance(nt, split, [dropout_gemm_dw_stream_tf32_nt2, dropout_gemm_dw_stream_tf32_nt4, dropout_gemm_dw_stream_tf32_nt4], [
-            dropout_gemm_dw_stream_f32_nt2,
-            dropout_gemm_dw_stream_f32_nt4,
-            dropout_gemm_dw_stream_f32_nt4,
-        ]);
-        // SAFETY: as below; a warp writes rows < k (its panel's columns of x), columns < ldw.
-        unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, 32 * dw_stream_warps(k) as u32, 0), &args)? };
+    if stream {
+        let kernel = if half {
+            dropout_gemm_dw_stream_tf32_h16_nt2
+        } else {
+            instance(nt, split, [dropout_gemm_dw_stream_tf32_nt2, dropout_gemm_dw_stream_tf32_nt4, dropout_gemm_dw_stream_tf32_nt4], [
+                dropout_gemm_dw_stream_f32_nt2,
+                dropout_gemm_dw_stream_f32_nt4,
+                dropout_gemm_dw_stream_f32_nt4,
+            ])
+        };
+        // SAFETY: as below; a warp writes rows < k (its panel's columns of x), columns < ldw,
+        // and reads x as the instance's element type (f16 x only on the `_h16` instances).
+        unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, 32 * dw_stream_warps(k, half) as u32, 0), &args)? };
     } else {
         let kernel = instance(
             nt,
@@ -364,7 +433,7 @@ pub fn dropout_gemm_dw(
 /// and no transposed b in the weight-gradient form. cuBLAS takes a 128-row tile per 8 output
 /// columns for these tall, narrow products (SBM 1M: ~155 µs each for 64 MB of input).
 pub fn skinny_gemm_fits(a: &DeviceMatrix<f32>, ta: bool, tb: bool, c: &DeviceMatrix<f32>) -> bool {
-    !(ta && tb) && stream_smem(a.ld, c.ld).is_some()
+    !(ta && tb) && stream_smem(a.ld, c.ld, false).is_some()
 }
 
 /// c = op(a) op(b) for the shapes of [`skinny_gemm_fits`]: the dropout products with p = 0
@@ -383,36 +452,48 @@ pub fn skinny_gemm(a: &DeviceMatrix<f32>, ta: bool, b: &DeviceMatrix<f32>, tb: b
     if ta {
         dropout_gemm_dw(a, b, c, scratch, 0.0, 0, step, 0, math)
     } else {
-        forward(a, b, tb, c, 0.0, 0, step, 0, math)
+        forward(FeaturesRef::F32(a), b, tb, c, 0.0, 0, step, 0, math)
     }
 }
 
 // -- the op on each backend --
 
 pub trait DropoutGemmOp: Backend {
+    /// Node features stored in the f16 precision's storage type, for these products only.
+    type Half;
     /// Whether the first layer should multiply `rows x cols` node features through this op
     /// (dropout never stored) rather than drop them out into a copy first. The GPU does unless
     /// told otherwise; the CPU keeps the unfused path as the reference (and can run this op).
     fn fuses_input_dropout(&self, rows: usize, cols: usize) -> bool;
+    /// `x` stored once in f16 for products of at most `out_cols` columns, where this backend
+    /// reads its node features in f16 (the GPU in f16 precision, when the streaming kernels
+    /// apply); `None` elsewhere. A snapshot: whoever rewrites `x` must drop it.
+    fn half_features(&self, x: &Self::Mat, out_cols: usize) -> Result<Option<Self::Half>>;
     /// `y = dropout(x) w`, x's mask drawn as [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at)
-    /// draws it from (`seed`, the step counter, `offset`).
+    /// draws it from (`seed`, the step counter, `offset`); x read from `half` (its f16 copy)
+    /// where given and the shapes allow.
     #[allow(clippy::too_many_arguments)]
-    fn dropout_gemm(&self, x: &Self::Mat, w: &Self::Mat, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    fn dropout_gemm(&self, x: &Self::Mat, half: Option<&Self::Half>, w: &Self::Mat, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
     /// `dw = dropout(x)ᵀ dy` with the mask of [`DropoutGemmOp::dropout_gemm`] (same step).
-    fn dropout_gemm_dw(&self, x: &Self::Mat, dy: &Self::Mat, dw: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    #[allow(clippy::too_many_arguments)]
+    fn dropout_gemm_dw(&self, x: &Self::Mat, half: Option<&Self::Half>, dy: &Self::Mat, dw: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
 }
 
 impl<T: Real> DropoutGemmOp for CpuBackend<T> {
+    type Half = ();
     fn fuses_input_dropout(&self, _rows: usize, _cols: usize) -> bool {
         false
     }
-    fn dropout_gemm(&self, x: &HostMat<T>, w: &HostMat<T>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn half_features(&self, _: &HostMat<T>, _: usize) -> Result<Option<()>> {
+        Ok(None)
+    }
+    fn dropout_gemm(&self, x: &HostMat<T>, _: Option<&()>, w: &HostMat<T>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
         if w.rows != x.cols || y.rows != x.rows || y.cols != w.cols {
             return Err(Error::Shape(format!("dropout_gemm: x {}x{}, w {}x{}, y {}x{}", x.rows, x.cols, w.rows, w.cols, y.rows, y.cols)));
         }
         dropout_gemm_cpu(&x.data, x.rows, x.cols, &w.data, w.cols, &mut y.data, p, seed, self.step(), offset)
     }
-    fn dropout_gemm_dw(&self, x: &HostMat<T>, dy: &HostMat<T>, dw: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn dropout_gemm_dw(&self, x: &HostMat<T>, _: Option<&()>, dy: &HostMat<T>, dw: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
         if dy.rows != x.rows || dw.rows != x.cols || dw.cols != dy.cols {
             return Err(Error::Shape(format!("dropout_gemm_dw: x {}x{}, dy {}x{}, dw {}x{}", x.rows, x.cols, dy.rows, dy.cols, dw.rows, dw.cols)));
         }
@@ -420,15 +501,37 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
     }
 }
 
+impl CudaBackend {
+    /// x as the products read it: the f16 copy where given and the output fits the streaming
+    /// kernels in tf32, x itself otherwise.
+    fn product_x<'a>(&self, x: &'a DeviceMatrix<f32>, half: Option<&'a DeviceMatrix<f16>>, out_cols: usize) -> FeaturesRef<'a> {
+        match half {
+            Some(h) if self.math == GemmMath::Tf32 && takes_f16_features(x.cols, out_cols) && (h.rows, h.cols) == (x.rows, x.cols) => FeaturesRef::F16(h),
+            _ => FeaturesRef::F32(x),
+        }
+    }
+}
+
 impl DropoutGemmOp for CudaBackend {
+    type Half = DeviceMatrix<f16>;
     fn fuses_input_dropout(&self, rows: usize, cols: usize) -> bool {
         self.fuse_input_dropout && rows < u32::MAX as usize / 2 && padded_ld(cols) < u32::MAX as usize / 2
     }
-    fn dropout_gemm(&self, x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn half_features(&self, x: &DeviceMatrix<f32>, out_cols: usize) -> Result<Option<DeviceMatrix<f16>>> {
+        if self.precision != Precision::F16 || self.math != GemmMath::Tf32 || !takes_f16_features(x.cols, out_cols) {
+            return Ok(None);
+        }
+        let mut h = DeviceMatrix::zeros(&self.gpu, x.rows, x.cols)?;
+        cast_matrix_to_f16(x, &mut h)?;
+        Ok(Some(h))
+    }
+    fn dropout_gemm(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        let x = self.product_x(x, half, y.cols);
         self.timed("dropout gemm", || dropout_gemm(x, w, y, p, seed, &self.step_ptr(), offset, self.math))
     }
-    fn dropout_gemm_dw(&self, x: &DeviceMatrix<f32>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
-        let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows, x.cols, dy.cols);
+    fn dropout_gemm_dw(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        let x = self.product_x(x, half, dy.cols);
+        let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)));
         self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math)))
     }
 }

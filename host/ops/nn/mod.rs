@@ -70,6 +70,10 @@ use crate::gpu::memory::padded_ld;
 use crate::gpu::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
 use crate::gpu::{DeviceMatrix, Gpu};
 
+/// What a device matrix's elements may be (f32, f16).
+pub(crate) trait DeviceElem: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Clone + Default + Unpin {}
+impl<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Clone + Default + Unpin> DeviceElem for T {}
+
 /// Rows per rayon task in the CPU reductions: fixed, so their sums do not depend on the
 /// number of threads (deterministic results).
 pub(crate) const ROW_BLOCK: usize = 1024;
@@ -83,7 +87,7 @@ pub(crate) const MIN_PAR_LEN: usize = 4096;
 /// offsets and counts are u64 (`kernels-gpu/src/index.rs`), so `rows * ld` may pass 2^32 and is
 /// bounded only by the GPU's memory. Edge ops add their own limit: nnz < 2^31 (u32 edge ids
 /// and `row_ptr`, as cuSPARSE's 32-bit indices); more would need u64 `row_ptr` and edge ids.
-pub(crate) fn check_matrix_64(m: &DeviceMatrix<f32>, what: &str) -> Result<()> {
+pub(crate) fn check_matrix_64<T: DeviceElem>(m: &DeviceMatrix<T>, what: &str) -> Result<()> {
     check_layout(m, what)?;
     if m.rows > (u32::MAX / 2) as usize || m.ld > (u32::MAX / 2) as usize {
         return Err(Error::Unsupported(format!("{what}: {} x {} has 2^31 or more rows or columns", m.rows, m.ld)));
@@ -103,7 +107,7 @@ pub(crate) fn check_matrix(m: &DeviceMatrix<f32>, what: &str) -> Result<()> {
 }
 
 /// Stride `padded_ld(cols)` and a buffer that holds `rows * ld` elements.
-fn check_layout(m: &DeviceMatrix<f32>, what: &str) -> Result<()> {
+fn check_layout<T: DeviceElem>(m: &DeviceMatrix<T>, what: &str) -> Result<()> {
     if m.ld != padded_ld(m.cols) || m.buf.len() < m.rows * m.ld {
         return Err(Error::Shape(format!(
             "{what}: {} x {} matrix with stride {} over {} elements (want stride {})",

@@ -12,8 +12,8 @@ pub const DG_THREADS: u32 = 128;
 pub const DG_STREAM_THREADS: u32 = 256;
 /// Threads per block of the streaming weight gradient (4 warps, each a 32-column panel of x).
 pub const DG_STREAM_DW_THREADS: u32 = 128;
-/// Columns of x per streaming forward iteration (its w fragments are staged for k rounded up
-/// to a multiple of this).
+/// Columns of f32 x per streaming forward iteration (its w fragments are staged for k rounded
+/// up to a multiple of this; f16 x (`_h16` instances) takes twice as many).
 pub const DG_STREAM_K_STEP: u32 = 64;
 
 /// X rows per step of the weight-gradient loop (and the multiple a split's rows are rounded to).
@@ -38,6 +38,7 @@ kernel_args! {
         pub w_trans: u32,
         pub col_tiles: u32,
         pub threshold: u32,
+        /// f32 elements, or f16 ones in the `_h16` instances (same stride ldx in elements).
         pub x: Ptr<f32>,
         pub w: Ptr<f32>,
         pub y: PtrMut<f32>,
@@ -64,6 +65,7 @@ kernel_args! {
         pub col_tiles: u32,
         pub rows_per_split: u32,
         pub threshold: u32,
+        /// f32 elements, or f16 ones in the `_h16` instances.
         pub x: Ptr<f32>,
         pub dy: Ptr<f32>,
         pub partial: PtrMut<f32>,
@@ -95,13 +97,15 @@ kernels! {
     dropout_gemm_dw_f32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<2, true>;
     dropout_gemm_dw_f32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<4, true>;
     dropout_gemm_dw_f32_nt8(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<8, true>;
-    dropout_gemm_stream_tf32_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, false>;
-    dropout_gemm_stream_tf32_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, false>;
-    dropout_gemm_stream_f32_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, true>;
-    dropout_gemm_stream_f32_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, true>;
-    dropout_gemm_dw_stream_tf32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<2, false>;
-    dropout_gemm_dw_stream_tf32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, false>;
-    dropout_gemm_dw_stream_f32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<2, true>;
-    dropout_gemm_dw_stream_f32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, true>;
+    dropout_gemm_stream_tf32_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, false, 1>;
+    dropout_gemm_stream_tf32_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, false, 1>;
+    dropout_gemm_stream_f32_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, true, 1>;
+    dropout_gemm_stream_f32_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, true, 1>;
+    dropout_gemm_dw_stream_tf32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<2, false, 1>;
+    dropout_gemm_dw_stream_tf32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, false, 1>;
+    dropout_gemm_dw_stream_f32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<2, true, 1>;
+    dropout_gemm_dw_stream_f32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, true, 1>;
+    dropout_gemm_stream_tf32_h16_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, false, 2>;
+    dropout_gemm_dw_stream_tf32_h16_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<2, false, 2>;
     split_sum_f32(SplitSumArgs) = crate::nn::dropout_gemm::split_sum;
 }

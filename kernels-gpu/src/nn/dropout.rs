@@ -21,9 +21,9 @@ pub unsafe fn dropout(args: DropoutArgs) {
         let v = unsafe { ptx::ld_nc_v4_f32(x.add(o as usize)) };
         let mut out = [0f32; 4];
         let mut bits = 0u32;
-        let base = offset + o;
+        let keep = draw.keep4(seed_key, offset + o, threshold);
         for k in 0..4 {
-            if draw.keep(seed_key, base + k as u64, threshold) {
+            if keep[k] {
                 out[k] = v[k] * scale;
                 bits |= 1 << (8 * k);
             }

@@ -23,7 +23,7 @@
 //! to `partial[split]`, and `split_sum` adds the splits in a fixed order (deterministic, no
 //! atomics).
 
-use crate::abi::dropout_gemm::{DG_BLOCK_K, DG_STREAM_K_STEP, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
+use crate::abi::dropout_gemm::{DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
 use crate::ptx;
 use crate::rng::DropoutStep;
 use crate::translate::{div_or_zero, rem_or_zero};
@@ -245,14 +245,27 @@ pub unsafe fn split_sum(args: SplitSumArgs) {
 //
 // The tiled kernels above stage x through shared memory between two barriers per chunk, with
 // one float4 in flight per thread: they read x at about half of copy bandwidth. These read x
-// straight into the tensor cores' A fragments, several float4s in flight per thread and no
-// barrier in the main loop. The reduction index of a GEMM may be taken in any order, so each
-// thread's fragment entries are chosen to be whole float4s of x (the B operand follows the same
-// order): a warp's loads cover whole 64-byte runs of a row.
+// straight into the tensor cores' A fragments, several 16-byte loads in flight per thread and
+// no barrier in the main loop. The reduction index of a GEMM may be taken in any order, so each
+// thread's fragment entries are chosen to be whole 16-byte runs of x (the B operand follows the
+// same order): a warp's loads cover whole 64-byte runs of a row.
+//
+// x is f32 (`V` = 1: a load holds 4 elements) or f16 (`V` = 2: 8 elements, features stored
+// in f16 once). A load is taken apart into V "units" of 4 consecutive elements, converted to
+// f32 (exact in tf32 for f16), dropped out and fed to the same tf32 products: f16 storage
+// halves the bytes read, the arithmetic is unchanged.
 
-/// Chunks of 32 columns of x a forward iteration loads before it multiplies (8 float4s in
-/// flight per thread).
-const STREAM_CHUNKS: u32 = DG_STREAM_K_STEP / 32;
+/// Unit `u` (4 consecutive elements) of 16-byte loads `raw` of x: `raw[u / V]`'s floats (V = 1)
+/// or halves 4 (u % 2).. (V = 2), as f32.
+#[inline(always)]
+fn unit<const V: usize>(raw: [u32; 4], u: usize) -> [f32; 4] {
+    if V == 1 {
+        [f32::from_bits(raw[0]), f32::from_bits(raw[1]), f32::from_bits(raw[2]), f32::from_bits(raw[3])]
+    } else {
+        let (a, b) = (raw[2 * (u % 2)], raw[2 * (u % 2) + 1]);
+        [ptx::f16_to_f32(a as u16), ptx::f16_to_f32((a >> 16) as u16), ptx::f16_to_f32(b as u16), ptx::f16_to_f32((b >> 16) as u16)]
+    }
+}
 
 /// Applies the dropout draw to four consecutive elements of x at flat index `o` (a multiple
 /// of 4), scaled (p = 0: scaled only, no hash). Apart from the load, so that the streaming
@@ -263,35 +276,52 @@ fn drop4(v: [f32; 4], o: u64, key: DropKey, scale: f32) -> [f32; 4] {
     if threshold == 0 {
         return [v[0] * scale, v[1] * scale, v[2] * scale, v[3] * scale];
     }
-    let base = offset + o;
+    let keep = draw.keep4(seed_key, offset + o, threshold);
     let mut out = [0f32; 4];
     crate::unroll4!(e => {
-        if draw.keep(seed_key, base + e as u64, threshold) {
+        if keep[e] {
             out[e] = v[e] * scale;
         }
     });
     out
 }
 
-/// The float4 of x at (row, col), or zeros outside rows x ldx.
+/// The 16 bytes of x at (row, col) (4 f32 or 8 f16 elements, `V` = 1 / 2), or zeros outside
+/// rows x ldx (ldx a multiple of 8: a load is inside or outside whole).
 #[inline(always)]
-unsafe fn x4(x: *const f32, rows: u32, ldx: u32, row: u32, col: u32) -> [f32; 4] {
-    if row < rows && col < ldx { unsafe { ptx::ld_nc_v4_f32(x.add(row as usize * ldx as usize + col as usize)) } } else { [0.0; 4] }
+unsafe fn x16<const V: usize>(x: *const f32, rows: u32, ldx: u32, row: u32, col: u32) -> [u32; 4] {
+    if row < rows && col < ldx {
+        let bytes = (row as usize * ldx as usize + col as usize) * (4 / V);
+        unsafe { ptx::ld_nc_v4_u32((x as *const u8).add(bytes) as *const u32) }
+    } else {
+        [0; 4]
+    }
+}
+
+/// Column (within a forward iteration starting at chunk `c`) of load `q` of lane column
+/// group `t`: V = 1 takes columns 4t.. and 16 + 4t.. of two chunks, V = 2 columns 8t.. of
+/// four chunks. Unit u of the iteration (load u / V) is chunk c + u / 2's k = t (u even) or
+/// k = t + 4 (u odd) run.
+#[inline(always)]
+fn load_col<const V: usize>(c: u32, q: u32, t: u32) -> u32 {
+    if V == 1 { 32 * (c + q / 2) + 16 * (q % 2) + 4 * t } else { 32 * (c + q) + 8 * t }
 }
 
 /// w in the forward's B-fragment order, in shared memory: fragment (chunk c, step s, n8 tile
-/// j) is 32 lanes' float2s, lane (g, t) holding w[32c + 4t + s][8j + g] and
-/// w[32c + 16 + 4t + s][8j + g] (zeros past k rows and n columns). `chunks` is even (rounded
-/// up). A transposed w (stored n x k, stride ldb) is read as wᵀ.
+/// j) is 32 lanes' float2s, lane (g, t) holding w[lo][8j + g] and w[hi][8j + g] with lo the
+/// chunk's column of k = t at step s (32c + 4t + s for V = 1, 32c + 8t + s for V = 2) and hi
+/// that of k = t + 4 (lo + 16, lo + 4); zeros past k rows and n columns. `chunks` is a
+/// multiple of 2V. A transposed w (stored n x k, stride ldb) is read as wᵀ.
 #[inline(always)]
-unsafe fn stage_w_fragments<const NT: usize>(a: &DropoutGemmArgs, chunks: u32, ws: u32) {
+unsafe fn stage_w_fragments<const NT: usize, const V: usize>(a: &DropoutGemmArgs, chunks: u32, ws: u32) {
     let mut i = ptx::tid_x();
     while i < chunks * 4 * NT as u32 * 32 {
         let (lane, f) = (i % 32, i / 32);
         let (j, cs) = (f % NT as u32, f / NT as u32);
         let (s, c) = (cs % 4, cs / 4);
         let (g, t) = (lane / 4, lane % 4);
-        let (r0, col) = (32 * c + 4 * t + s, 8 * j + g);
+        let (lo, col) = (32 * c + 4 * V as u32 * t + s, 8 * j + g);
+        let hi = lo + if V == 1 { 16 } else { 4 };
         let at = |r: u32| {
             if r >= a.k || col >= a.n {
                 0.0
@@ -301,19 +331,22 @@ unsafe fn stage_w_fragments<const NT: usize>(a: &DropoutGemmArgs, chunks: u32, w
                 unsafe { ptx::ld_nc_f32(a.w.add(r as usize * a.ldb as usize + col as usize)) }
             }
         };
-        let pair = (at(r0).to_bits() as u64) | ((at(r0 + 16).to_bits() as u64) << 32);
+        let pair = (at(lo).to_bits() as u64) | ((at(hi).to_bits() as u64) << 32);
         unsafe { ptx::st_shared_u64(ws + 8 * i, pair) };
         i += ptx::ntid_x();
     }
 }
 
-/// y = dropout(x) w for outputs of 8 NT ≤ 32 columns: a persistent grid; each warp takes 16-row
-/// tiles in turn and walks all of k; w waits in shared memory in fragment order.
+/// y = dropout(x) w for outputs of 8 NT ≤ 32 columns, x f32 (V = 1) or f16 (V = 2): a
+/// persistent grid; each warp takes 16-row tiles in turn and walks all of k, 2V chunks of 32
+/// columns an iteration (8 loads of 16 bytes in flight per thread); w waits in shared memory
+/// in fragment order.
 #[inline(always)]
-pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs) {
-    let chunks = args.ldx.div_ceil(32 * STREAM_CHUNKS) * STREAM_CHUNKS;
+pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize>(args: DropoutGemmArgs) {
+    let step_chunks = 2 * V as u32;
+    let chunks = args.ldx.div_ceil(32 * step_chunks) * step_chunks;
     let ws = ptx::dyn_smem_base();
-    unsafe { stage_w_fragments::<NT>(&args, chunks, ws) };
+    unsafe { stage_w_fragments::<NT, V>(&args, chunks, ws) };
     let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, scale, seed_key, step, offset, .. } = args;
     ptx::sync_threads();
     let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset);
@@ -327,33 +360,36 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool>(args: DropoutGe
         let mut acc = [[0f32; 4]; NT];
         let mut c = 0;
         while c < chunks {
-            // Rows ra / rb x columns 4t.. and 16 + 4t.. of two chunks: 8 float4s in flight.
-            let mut v = [[0f32; 4]; 8];
+            // Rows ra / rb, four loads each: 8 loads of 16 bytes in flight.
+            let mut raw = [[0u32; 4]; 8];
             crate::unroll4!(q => {
-                let col = 32 * (c + (q / 2) as u32) + 16 * (q % 2) as u32 + 4 * t;
-                v[2 * q] = unsafe { x4(x, rows, ldx, ra, col) };
-                v[2 * q + 1] = unsafe { x4(x, rows, ldx, rb, col) };
+                let col = load_col::<V>(c, q as u32, t);
+                raw[2 * q] = unsafe { x16::<V>(x, rows, ldx, ra, col) };
+                raw[2 * q + 1] = unsafe { x16::<V>(x, rows, ldx, rb, col) };
             });
-            crate::unroll4!(q => {
-                let col = 32 * (c + (q / 2) as u32) + 16 * (q % 2) as u32 + 4 * t;
-                v[2 * q] = drop4(v[2 * q], ra as u64 * ldx as u64 + col as u64, key, scale);
-                v[2 * q + 1] = drop4(v[2 * q + 1], rb as u64 * ldx as u64 + col as u64, key, scale);
+            crate::unroll4!(h => {
+                if h < 2 * V {
+                    // Chunk c + h: units 2h (k = t) and 2h + 1 (k = t + 4) of both rows.
+                    let (ul, uh) = (2 * h, 2 * h + 1);
+                    let col = |u: usize| load_col::<V>(c, (u / V) as u32, t) + 4 * (u % V) as u32;
+                    let (cl, ch) = (col(ul), col(uh));
+                    let al = drop4(unit::<V>(raw[2 * (ul / V)], ul), ra as u64 * ldx as u64 + cl as u64, key, scale);
+                    let bl = drop4(unit::<V>(raw[2 * (ul / V) + 1], ul), rb as u64 * ldx as u64 + cl as u64, key, scale);
+                    let ah = drop4(unit::<V>(raw[2 * (uh / V)], uh), ra as u64 * ldx as u64 + ch as u64, key, scale);
+                    let bh = drop4(unit::<V>(raw[2 * (uh / V) + 1], uh), rb as u64 * ldx as u64 + ch as u64, key, scale);
+                    crate::unroll4!(s => {
+                        let p = [parts::<SPLIT>(al[s]), parts::<SPLIT>(bl[s]), parts::<SPLIT>(ah[s]), parts::<SPLIT>(bh[s])];
+                        let a = ([p[0].0, p[1].0, p[2].0, p[3].0], [p[0].1, p[1].1, p[2].1, p[3].1]);
+                        let f = ((c + h as u32) * 4 + s as u32) * NT as u32;
+                        for (j, acc_j) in acc.iter_mut().enumerate() {
+                            let pair = unsafe { ptx::ld_shared_u64(ws + 8 * ((f + j as u32) * 32 + lane)) };
+                            let q = [parts::<SPLIT>(f32::from_bits(pair as u32)), parts::<SPLIT>(f32::from_bits((pair >> 32) as u32))];
+                            *acc_j = mma::<SPLIT>(a, ([q[0].0, q[1].0], [q[0].1, q[1].1]), *acc_j);
+                        }
+                    });
+                }
             });
-            crate::unroll2!(h => {
-                crate::unroll4!(s => {
-                    // k = t is column 4t + s, k = t + 4 is column 16 + 4t + s of the chunk.
-                    let (lo, hi) = (4 * h, 4 * h + 2);
-                    let p = [parts::<SPLIT>(v[lo][s]), parts::<SPLIT>(v[lo + 1][s]), parts::<SPLIT>(v[hi][s]), parts::<SPLIT>(v[hi + 1][s])];
-                    let a = ([p[0].0, p[1].0, p[2].0, p[3].0], [p[0].1, p[1].1, p[2].1, p[3].1]);
-                    let f = ((c + h as u32) * 4 + s as u32) * NT as u32;
-                    for (j, acc_j) in acc.iter_mut().enumerate() {
-                        let pair = unsafe { ptx::ld_shared_u64(ws + 8 * ((f + j as u32) * 32 + lane)) };
-                        let q = [parts::<SPLIT>(f32::from_bits(pair as u32)), parts::<SPLIT>(f32::from_bits((pair >> 32) as u32))];
-                        *acc_j = mma::<SPLIT>(a, ([q[0].0, q[1].0], [q[0].1, q[1].1]), *acc_j);
-                    }
-                });
-            });
-            c += STREAM_CHUNKS;
+            c += step_chunks;
         }
         for (j, acc_j) in acc.iter().enumerate() {
             let col = 8 * j as u32 + 2 * t;
@@ -390,19 +426,19 @@ unsafe fn dy_run<const NT: usize>(dy: *const f32, rows: u32, ldw: u32, row: u32,
     out
 }
 
-/// partial[split] = dropout(x)ᵀ dy over the split's rows, for dy of 8 NT ≤ 32 columns: a warp
-/// owns a panel of 32 columns of x (32 rows of dw) and walks the split's rows 32 at a time,
-/// no shared memory. In the A fragment (m = a column of x, k = a row), lane (g, t) holds the
-/// float4 of columns 4g.. of rows t and t + 4: m tile i gets columns 4g + 2i (m = g) and
-/// 4g + 2i + 1 (m = g + 8). dw's column n of n8 tile j is NT n + j, so B's entries are one run
-/// of dy's row per lane.
+/// partial[split] = dropout(x)ᵀ dy over the split's rows, for dy of 8 NT ≤ 32 columns, x f32
+/// (V = 1) or f16 (V = 2): a warp owns a panel of 32 V columns of x (32 V rows of dw) and walks
+/// the split's rows 32 at a time, no shared memory. In the A fragment (m = a column of x, k =
+/// a row), lane (g, t) holds the 16 bytes of columns 4Vg.. of rows t and t + 4: m tile I (2V
+/// of them) gets columns 4Vg + 2I (m = g) and 4Vg + 2I + 1 (m = g + 8). dw's column n of n8
+/// tile j is NT n + j, so B's entries are one run of dy's row per lane.
 #[inline(always)]
-pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool>(args: DropoutGemmDwArgs) {
+pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: usize>(args: DropoutGemmDwArgs) {
     let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: panel_groups, col_tiles: _, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset } = args;
     let b = ptx::ctaid_x();
     let (split, group) = (div_or_zero(b, panel_groups), rem_or_zero(b, panel_groups));
     let warps = ptx::ntid_x() / 32;
-    let col0 = 32 * (group * warps + ptx::tid_x() / 32);
+    let col0 = 32 * V as u32 * (group * warps + ptx::tid_x() / 32);
     if col0 >= ldx {
         return;
     }
@@ -411,53 +447,59 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool>(args: Dropo
     let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset);
     let r_begin = split * rows_per_split;
     let r_end = rows.min(r_begin.saturating_add(rows_per_split));
-    let col = col0 + 4 * g;
-    let mut acc = [[[0f32; 4]; NT]; 2];
+    let col = col0 + 4 * V as u32 * g;
+    // m tiles 0..2V in use (the rest stay zero and are never written).
+    let mut acc = [[[0f32; 4]; NT]; 4];
     let mut r0 = r_begin;
     while r0 < r_end {
-        // Four steps of 8 rows: rows r0 + 8q + t and + 4, 8 float4s of x in flight.
-        let mut v = [[0f32; 4]; 8];
+        // Four steps of 8 rows: rows r0 + 8q + t and + 4, 8 loads of 16 bytes in flight.
+        let mut raw = [[0u32; 4]; 8];
         let mut d = [[0f32; NT]; 8];
         crate::unroll4!(q => {
             let (ra, rb) = (r0 + 8 * q as u32 + t, r0 + 8 * q as u32 + t + 4);
-            v[2 * q] = unsafe { x4(x, r_end, ldx, ra, col) };
-            v[2 * q + 1] = unsafe { x4(x, r_end, ldx, rb, col) };
+            raw[2 * q] = unsafe { x16::<V>(x, r_end, ldx, ra, col) };
+            raw[2 * q + 1] = unsafe { x16::<V>(x, r_end, ldx, rb, col) };
             d[2 * q] = unsafe { dy_run::<NT>(dy, r_end, ldw, ra, g) };
             d[2 * q + 1] = unsafe { dy_run::<NT>(dy, r_end, ldw, rb, g) };
         });
         crate::unroll4!(q => {
             let (ra, rb) = (r0 + 8 * q as u32 + t, r0 + 8 * q as u32 + t + 4);
-            v[2 * q] = drop4(v[2 * q], ra as u64 * ldx as u64 + col as u64, key, scale);
-            v[2 * q + 1] = drop4(v[2 * q + 1], rb as u64 * ldx as u64 + col as u64, key, scale);
-        });
-        crate::unroll4!(q => {
-            let (va, vb) = (v[2 * q], v[2 * q + 1]);
-            for (i, acc_i) in acc.iter_mut().enumerate() {
-                let p = [parts::<SPLIT>(va[2 * i]), parts::<SPLIT>(va[2 * i + 1]), parts::<SPLIT>(vb[2 * i]), parts::<SPLIT>(vb[2 * i + 1])];
-                let a = ([p[0].0, p[1].0, p[2].0, p[3].0], [p[0].1, p[1].1, p[2].1, p[3].1]);
-                for (j, acc_ij) in acc_i.iter_mut().enumerate() {
-                    let bq = [parts::<SPLIT>(d[2 * q][j]), parts::<SPLIT>(d[2 * q + 1][j])];
-                    *acc_ij = mma::<SPLIT>(a, ([bq[0].0, bq[1].0], [bq[0].1, bq[1].1]), *acc_ij);
+            crate::unroll2!(u => {
+                if u < V {
+                    let cu = col + 4 * u as u32;
+                    let va = drop4(unit::<V>(raw[2 * q], u), ra as u64 * ldx as u64 + cu as u64, key, scale);
+                    let vb = drop4(unit::<V>(raw[2 * q + 1], u), rb as u64 * ldx as u64 + cu as u64, key, scale);
+                    crate::unroll2!(i => {
+                        let p = [parts::<SPLIT>(va[2 * i]), parts::<SPLIT>(va[2 * i + 1]), parts::<SPLIT>(vb[2 * i]), parts::<SPLIT>(vb[2 * i + 1])];
+                        let a = ([p[0].0, p[1].0, p[2].0, p[3].0], [p[0].1, p[1].1, p[2].1, p[3].1]);
+                        for (j, acc_ij) in acc[2 * u + i].iter_mut().enumerate() {
+                            let bq = [parts::<SPLIT>(d[2 * q][j]), parts::<SPLIT>(d[2 * q + 1][j])];
+                            *acc_ij = mma::<SPLIT>(a, ([bq[0].0, bq[1].0], [bq[0].1, bq[1].1]), *acc_ij);
+                        }
+                    });
                 }
-            }
+            });
         });
         r0 += 32;
     }
-    // D(m, n): m = g / g + 8 → dw row col + 2i / col + 2i + 1; n = 2t / 2t + 1 → NT n + j.
+    // D(m, n) of m tile I: m = g / g + 8 → dw row col + 2I / col + 2I + 1; n = 2t / 2t + 1 →
+    // NT n + j.
     let out = unsafe { partial.add(split as usize * k as usize * ldw as usize) };
-    for (i, acc_i) in acc.iter().enumerate() {
-        for (j, d) in acc_i.iter().enumerate() {
-            let (ra, rb) = (col + 2 * i as u32, col + 2 * i as u32 + 1);
-            let (ca, cb) = (NT as u32 * 2 * t + j as u32, NT as u32 * (2 * t + 1) + j as u32);
-            let put = |r: u32, c: u32, val: f32| {
-                if r < k && c < ldw {
-                    unsafe { ptx::st_f32(out.add(r as usize * ldw as usize + c as usize), val) };
-                }
-            };
-            put(ra, ca, d[0]);
-            put(ra, cb, d[1]);
-            put(rb, ca, d[2]);
-            put(rb, cb, d[3]);
+    crate::unroll4!(m_tile => {
+        if m_tile < 2 * V {
+            for (j, d) in acc[m_tile].iter().enumerate() {
+                let (ra, rb) = (col + 2 * m_tile as u32, col + 2 * m_tile as u32 + 1);
+                let (ca, cb) = (NT as u32 * 2 * t + j as u32, NT as u32 * (2 * t + 1) + j as u32);
+                let put = |r: u32, c: u32, val: f32| {
+                    if r < k && c < ldw {
+                        unsafe { ptx::st_f32(out.add(r as usize * ldw as usize + c as usize), val) };
+                    }
+                };
+                put(ra, ca, d[0]);
+                put(ra, cb, d[1]);
+                put(rb, ca, d[2]);
+                put(rb, cb, d[3]);
+            }
         }
-    }
+    });
 }

@@ -1056,3 +1056,71 @@ fn gpu_gather_rows_matches_cpu() {
         }
     }
 }
+
+// ------------------------------------------------------------------ fused hidden-layer tail
+
+/// bias + ReLU + dropout, and dropout' + ReLU', on the host through the unfused ops.
+#[allow(clippy::too_many_arguments)]
+fn unfused_tail(z: &[f64], rows: usize, cols: usize, b: &[f64], dy: &[f64], p: f32, seed: u64, step: u32, offset: u64) -> (Vec<f64>, Vec<f64>) {
+    let mut a = z.to_vec();
+    bias_add_cpu(&mut a, rows, cols, b);
+    relu_cpu(&mut a);
+    let (mut y, mut mask) = (vec![0.0; rows * cols], vec![0u8; rows * padded_ld(cols)]);
+    dropout_matrix_cpu_at(&a, rows, cols, &mut y, &mut mask, p, seed, step, offset).unwrap();
+    let mut dz = vec![0.0; rows * cols];
+    dropout_backward_matrix_cpu(dy, &mask, rows, cols, p, &mut dz).unwrap();
+    relu_backward_cpu(&a, &mut dz);
+    (y, dz)
+}
+
+#[test]
+fn cpu_fused_relu_dropout_equals_the_unfused_ops() {
+    use tcgnn::ops::nn::relu_dropout::{bias_relu_dropout_cpu, relu_dropout_backward_cpu};
+    for (rows, cols) in [(1, 1), (37, 7), (300, 16), (65, 33)] {
+        for (p, offset) in [(0.5f32, 0u64), (0.1, 8 * 37), ((0.9), (1u64 << 32) - 40)] {
+            // Some exact zeros and negatives around the bias, so the ReLU's edge is exercised.
+            let mut z = rand(rows * cols, (rows * cols) as u64);
+            z.iter_mut().step_by(5).for_each(|v| *v = 0.0);
+            let (b, dy) = (rand(cols, 3), rand(rows * cols, 4));
+            let (want_y, want_dz) = unfused_tail(&z, rows, cols, &b, &dy, p, 77, 9, offset);
+            let mut y = vec![f64::NAN; rows * cols];
+            bias_relu_dropout_cpu(&z, rows, cols, &b, &mut y, p, 77, 9, offset).unwrap();
+            assert_eq!(y, want_y, "forward {rows} x {cols} p {p}");
+            let mut dz = vec![f64::NAN; rows * cols];
+            relu_dropout_backward_cpu(&dy, &y, p, &mut dz).unwrap();
+            assert_eq!(dz, want_dz, "backward {rows} x {cols} p {p}");
+        }
+    }
+    let mut y = vec![0.0; 4];
+    assert!(bias_relu_dropout_cpu(&[0.0; 4], 2, 2, &[0.0; 2], &mut y, 1.0, 1, 1, 0).is_err());
+    assert!(bias_relu_dropout_cpu(&[0.0; 4], 2, 2, &[0.0; 3], &mut y, 0.5, 1, 1, 0).is_err());
+}
+
+#[test]
+fn gpu_fused_relu_dropout_matches_cpu() {
+    use tcgnn::ops::nn::relu_dropout::{bias_relu_dropout, relu_dropout_backward};
+    let Some(gpu) = common::gpu_or_skip("gpu_fused_relu_dropout_matches_cpu") else { return };
+    for rows in ROWS {
+        for cols in COLS {
+            for (p, offset) in [(0.5f32, 0u64), (0.25, 8 * 1000 + 2)] {
+                let mut z = rand(rows * cols, (rows + cols) as u64);
+                z.iter_mut().step_by(7).for_each(|v| *v = 0.0);
+                let (b, dy) = (rand(cols, 5), rand(rows * cols, 6));
+                let (want_y, want_dz) = unfused_tail(&z, rows, cols, &b, &dy, p, 0xFEED, 13, offset);
+                let step = DeviceVec::upload(&gpu, &[13u32]).unwrap();
+                let mut yd = poisoned(&gpu, rows, cols);
+                bias_relu_dropout(&dev(&gpu, rows, cols, &z), &dev(&gpu, 1, cols, &b), &mut yd, p, 0xFEED, &step, offset).unwrap();
+                let what = format!("{rows} x {cols} p {p} offset {offset}");
+                let y = host(&yd);
+                // Same mask as the CPU's: the zeros agree exactly.
+                assert!(y.iter().zip(&want_y).all(|(g, w)| (*g == 0.0) == (*w == 0.0)), "{what}: a different mask");
+                assert_close(&format!("bias_relu_dropout {what}"), &y, &want_y);
+                assert_padding_zero(&yd, "bias_relu_dropout");
+                let mut dzd = poisoned(&gpu, rows, cols);
+                relu_dropout_backward(&dev(&gpu, rows, cols, &dy), &yd, p, &mut dzd).unwrap();
+                assert_close(&format!("relu_dropout_backward {what}"), &host(&dzd), &want_dz);
+                assert_padding_zero(&dzd, "relu_dropout_backward");
+            }
+        }
+    }
+}

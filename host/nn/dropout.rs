@@ -42,6 +42,23 @@ impl<B: Ops> Dropout<B> {
         if self.active(train) { &self.out } else { x }
     }
 
+    /// Whether `forward` drops anything (training with p > 0).
+    pub fn is_active(&self, train: bool) -> bool {
+        self.active(train)
+    }
+
+    /// The output of `dropout(max(z + bias, 0))` in one pass (a hidden layer's bias, ReLU and
+    /// this dropout fused; the mask is not stored): for [`Dropout::backward_relu`], not
+    /// [`Dropout::backward`]. Only while active.
+    pub fn forward_bias_relu(&mut self, b: &B, z: &B::Mat, bias: &B::Mat) -> Result<()> {
+        b.bias_relu_dropout(z, bias, &mut self.out, self.p, self.seed, self.offset)
+    }
+
+    /// dz = relu'(dropout'(dy)) after [`Dropout::forward_bias_relu`], from its output alone.
+    pub fn backward_relu(&self, b: &B, dy: &B::Mat, dz: &mut B::Mat) -> Result<()> {
+        b.relu_dropout_backward(dy, &self.out, self.p, dz)
+    }
+
     /// dx = dropout'(dy) (a copy when p = 0).
     pub fn backward(&self, b: &B, dy: &B::Mat, dx: &mut B::Mat) -> Result<()> {
         if self.p == 0.0 {

@@ -113,9 +113,7 @@ impl<B: Ops> GcnConv<B> {
 
     /// `forward`, then a ReLU fused into the bias add when `relu`.
     pub fn forward_act(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, relu: bool) -> Result<&B::Mat> {
-        self.lin.forward(b, x)?;
-        adj.fill(b, self.lin.out_mut())?;
-        adj.forward(b, self.lin.out(), &mut self.out)?;
+        crate::nn::stack::Conv::forward_pre_bias(self, b, adj, x)?;
         if relu {
             b.bias_relu(&mut self.out, &self.bias.value)?;
         } else {
@@ -151,6 +149,14 @@ impl<B: Ops> crate::nn::stack::Conv<B> for GcnConv<B> {
     }
     fn forward_relu(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<bool> {
         self.forward_act(b, adj, x, true).map(|_| true)
+    }
+    fn deferred_bias(&self) -> Option<&B::Mat> {
+        Some(&self.bias.value)
+    }
+    fn forward_pre_bias(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
+        self.lin.forward(b, x)?;
+        adj.fill(b, self.lin.out_mut())?;
+        adj.forward(b, self.lin.out(), &mut self.out)
     }
     fn out(&self) -> &B::Mat {
         &self.out

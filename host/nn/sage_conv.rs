@@ -90,13 +90,18 @@ impl<B: Ops> SageConv<B> {
 }
 
 impl<B: Ops> SageConv<B> {
-    /// The layer's forward, with a ReLU fused into the bias add when `relu` (only without the
-    /// normalisation, which comes after the bias).
-    fn forward_act(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, relu: bool) -> Result<()> {
+    /// Both products and their sum, before the bias.
+    fn forward_products(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
         self.lin_l.forward(b, x)?;
         adj.fill(b, self.lin_l.out_mut())?;
         adj.forward(b, self.lin_l.out(), &mut self.pre)?;
-        b.add_assign(&mut self.pre, self.lin_r.forward(b, x)?)?;
+        b.add_assign(&mut self.pre, self.lin_r.forward(b, x)?)
+    }
+
+    /// The layer's forward, with a ReLU fused into the bias add when `relu` (only without the
+    /// normalisation, which comes after the bias).
+    fn forward_act(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, relu: bool) -> Result<()> {
+        self.forward_products(b, adj, x)?;
         if relu {
             b.bias_relu(&mut self.pre, &self.bias.value)?;
         } else {
@@ -122,6 +127,17 @@ impl<B: Ops> Conv<B> for SageConv<B> {
         let relu = self.norm.is_none();
         self.forward_act(b, adj, x, relu)?;
         Ok(relu)
+    }
+
+    /// Without the normalisation the bias add is the last op.
+    fn deferred_bias(&self) -> Option<&B::Mat> {
+        self.norm.is_none().then_some(&self.bias.value)
+    }
+    fn forward_pre_bias(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
+        if self.norm.is_some() {
+            return Err(crate::error::Error::Unsupported("SAGE with normalisation adds its bias before normalising".into()));
+        }
+        self.forward_products(b, adj, x)
     }
 
     fn out(&self) -> &B::Mat {

@@ -11,6 +11,11 @@
 //! g_l = dL/dh_l = dropout'(dL/dx_{l+1}) + (g_{l+1} when layer l+1 is residual):
 //!   da = g_l (a copy when layer l is residual: g_l still flows on to layer l-1), da *= a_l > 0,
 //!   dz = bn_l'(da), then conv_l's backward of dz.
+//! A plain hidden layer (no BatchNorm, no residual here or in the next layer) under an active
+//! dropout whose conv can defer its bias ([`Conv::deferred_bias`]) runs its tail fused: x_{l+1} =
+//! dropout(max(z_l + b_l, 0)) in one pass from the pre-bias output z_l, and dz = relu'(dropout'(
+//! dL/dx_{l+1})) from x_{l+1} alone (`ops::nn::relu_dropout`); a_l and the mask are not stored
+//! (the conv's output holds z_l after such a forward). Same values as the unfused path.
 
 use crate::error::{Error, Result};
 use crate::nn::batch_norm::BatchNorm;
@@ -36,6 +41,17 @@ pub trait Conv<B: Ops> {
     fn forward_relu(&mut self, b: &B, adj: &Self::Adj, x: &Operand<B>) -> Result<bool> {
         self.forward(b, adj, x)?;
         Ok(false)
+    }
+    /// The bias this conv adds last, where its forward can stop just before it
+    /// ([`Conv::forward_pre_bias`]) so that the stack adds it in one pass with the ReLU and
+    /// dropout after it; `None` (the default) where it cannot.
+    fn deferred_bias(&self) -> Option<&B::Mat> {
+        None
+    }
+    /// `forward` without its last op, the bias add: `out` holds the output before the bias.
+    /// Only for convs whose [`Conv::deferred_bias`] is `Some`.
+    fn forward_pre_bias(&mut self, _b: &B, _adj: &Self::Adj, _x: &Operand<B>) -> Result<()> {
+        Err(Error::Unsupported("this convolution cannot defer its bias".into()))
     }
     fn out(&self) -> &B::Mat;
     fn out_mut(&mut self) -> &mut B::Mat;
@@ -162,17 +178,34 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
         self.hidden.iter_mut().for_each(|h| h.drop.set_first_row(first_row));
     }
 
-    /// Conv `l`'s forward of `x`, with its hidden layer's ReLU when the conv fuses it (no
-    /// BatchNorm between them); returns whether the ReLU is done.
-    fn conv_forward(conv: &mut C, hidden: Option<&Hidden<B>>, b: &B, adj: &C::Adj, x: &Operand<B>) -> Result<bool> {
+    /// Whether hidden layer `l` runs its tail fused (see the module note): a plain layer under
+    /// an active dropout, the next layer not residual, its conv able to defer its bias.
+    fn fuses_tail(convs: &[C], hidden: &[Hidden<B>], l: usize, train: bool) -> bool {
+        let Some(h) = hidden.get(l) else { return false };
+        h.drop.is_active(train) && h.bn.is_none() && h.res.is_none() && hidden.get(l + 1).is_none_or(|n| n.res.is_none()) && convs[l].deferred_bias().is_some()
+    }
+
+    /// Conv `l`'s forward of `x`: up to its bias when its layer's tail is fused (`fused`), else
+    /// with its hidden layer's ReLU when the conv fuses it (no BatchNorm between them); returns
+    /// whether the ReLU is done.
+    fn conv_forward(conv: &mut C, hidden: Option<&Hidden<B>>, fused: bool, b: &B, adj: &C::Adj, x: &Operand<B>) -> Result<bool> {
+        if fused {
+            return conv.forward_pre_bias(b, adj, x).map(|_| false);
+        }
         match hidden {
             Some(h) if h.bn.is_none() => conv.forward_relu(b, adj, x),
             _ => conv.forward(b, adj, x).map(|_| false),
         }
     }
 
-    /// BatchNorm, ReLU (unless `relu_done`), residual and dropout after hidden conv `l`.
+    /// BatchNorm, ReLU (unless `relu_done`), residual and dropout after hidden conv `l`; the
+    /// bias, ReLU and dropout in one pass where the tail is fused.
     fn hidden_forward(&mut self, b: &B, l: usize, train: bool, relu_done: bool) -> Result<()> {
+        if Self::fuses_tail(&self.convs, &self.hidden, l, train) {
+            let conv = &self.convs[l];
+            let bias = conv.deferred_bias().expect("fuses_tail checked it");
+            return self.hidden[l].drop.forward_bias_relu(b, conv.out(), bias);
+        }
         let (c_lo, c_hi) = self.convs.split_at_mut(l);
         let (h_lo, h_hi) = self.hidden.split_at_mut(l);
         let conv = &mut c_hi[0];
@@ -197,6 +230,10 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
 
     /// Hidden layer l's chain from dL/dx_{l+1} (in `din`) to dL/dz_l.
     fn hidden_backward(&mut self, b: &B, l: usize) -> Result<()> {
+        if Self::fuses_tail(&self.convs, &self.hidden, l, true) {
+            let Hidden { g, din, drop, .. } = &mut self.hidden[l];
+            return drop.backward_relu(b, din, g);
+        }
         let (h_lo, h_hi) = self.hidden.split_at_mut(l + 1);
         let Hidden { bn, da, g, din, drop, .. } = &mut h_lo[l];
         drop.backward(b, din, g)?;
@@ -224,15 +261,17 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
 impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
     fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat> {
         let mut relu_done = {
+            let fused = Self::fuses_tail(&self.convs, &self.hidden, 0, train);
             let x0 = input.forward(b, train, self.p, self.input_seed)?;
-            Self::conv_forward(&mut self.convs[0], self.hidden.first(), b, &self.adj, &x0)?
+            Self::conv_forward(&mut self.convs[0], self.hidden.first(), fused, b, &self.adj, &x0)?
         };
         for l in 0..self.convs.len() {
             if l > 0 {
+                let fused = Self::fuses_tail(&self.convs, &self.hidden, l, train);
                 let (done, rest) = self.convs.split_at_mut(l);
                 let Hidden { bn, res, drop, .. } = &self.hidden[l - 1];
                 let x = drop.output(hidden_out(&done[l - 1], bn, res), train);
-                relu_done = Self::conv_forward(&mut rest[0], self.hidden.get(l), b, &self.adj, &Operand::Dense(x))?;
+                relu_done = Self::conv_forward(&mut rest[0], self.hidden.get(l), fused, b, &self.adj, &Operand::Dense(x))?;
             }
             if l + 1 < self.convs.len() {
                 self.hidden_forward(b, l, train, relu_done)?;

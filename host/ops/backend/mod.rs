@@ -144,6 +144,7 @@ pub trait Ops:
     + ReluOp
     + DropoutOp
     + crate::ops::nn::dropout_gemm::DropoutGemmOp
+    + crate::ops::nn::relu_dropout::ReluDropoutOp
     + RowNormalizeOp
     + SpmmOp
     + SddmmOp
@@ -170,6 +171,7 @@ impl<B> Ops for B where
         + ReluOp
         + DropoutOp
         + crate::ops::nn::dropout_gemm::DropoutGemmOp
+        + crate::ops::nn::relu_dropout::ReluDropoutOp
         + RowNormalizeOp
         + SpmmOp
         + SddmmOp

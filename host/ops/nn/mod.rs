@@ -40,6 +40,7 @@ pub mod gather_rows;
 pub mod gemm;
 pub mod head_columns;
 pub mod relu;
+pub mod relu_dropout;
 pub mod row_normalize;
 pub mod scaled_add;
 pub mod sddmm;

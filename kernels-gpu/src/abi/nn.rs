@@ -334,6 +334,34 @@ kernel_args! {
         pub dy: PtrMut<f32>,
     }
 
+    /// y = dropout(max(z + b, 0)) (`nn/relu_dropout.rs`), element (r, c) of the padded buffer
+    /// keyed `offset + r ld + c` as `DropoutArgs`'s.
+    pub struct BiasReluDropoutArgs {
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
+        /// float4s per row of z, y (and of b).
+        pub ld4: u32,
+        pub z: Ptr<f32>,
+        pub b: Ptr<f32>,
+        pub y: PtrMut<f32>,
+        pub threshold: u32,
+        pub scale: f32,
+        pub seed_key: u64,
+        pub step: Ptr<u32>,
+        pub offset: u64,
+    }
+
+    /// dz = y > 0 ? dy · scale : 0: the backward of `BiasReluDropoutArgs`'s ReLU and dropout.
+    pub struct ReluDropoutBackwardArgs {
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
+        pub dy: Ptr<f32>,
+        /// The forward's output.
+        pub y: Ptr<f32>,
+        pub scale: f32,
+        pub dz: PtrMut<f32>,
+    }
+
     /// Row L2 normalisation n = h / max(||h||, 1e-12).
     pub struct RowNormalizeArgs {
         pub rows: u32,
@@ -480,6 +508,8 @@ kernels! {
     head_put_f32(HeadColumnsArgs) = crate::nn::head_columns::put;
     relu_f32(ReluArgs) = crate::nn::relu::relu;
     relu_backward_f32(ReluBackwardArgs) = crate::nn::relu::relu_backward;
+    bias_relu_dropout_f32(BiasReluDropoutArgs) = crate::nn::relu_dropout::bias_relu_dropout;
+    relu_dropout_backward_f32(ReluDropoutBackwardArgs) = crate::nn::relu_dropout::relu_dropout_backward;
     row_normalize_f32(RowNormalizeArgs) = crate::nn::row_normalize::row_normalize;
     row_normalize_backward_f32(RowNormalizeBackwardArgs) = crate::nn::row_normalize::row_normalize_backward;
     scaled_add_f32(ScaledAddArgs) = crate::nn::scaled_add::scaled_add;

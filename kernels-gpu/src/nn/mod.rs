@@ -26,6 +26,7 @@ pub mod gat_scores;
 pub mod gather_rows;
 pub mod head_columns;
 pub mod relu;
+pub mod relu_dropout;
 pub mod row_normalize;
 pub mod scaled_add;
 

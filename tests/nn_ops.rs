@@ -808,7 +808,7 @@ fn gpu_edge_softmax_scaled_and_backward() {
 fn gpu_cross_entropy() {
     let Some(gpu) = common::gpu_or_skip("gpu_cross_entropy") else { return };
     for rows in ROWS {
-        for cols in [1usize, 7, 16, 33, 130, 256, 300] {
+        for cols in [1usize, 7, 8, 9, 16, 33, 130, 256, 300] {
             let what = format!("{rows} x {cols}");
             let (mut logits, labels, mask, inv) = ce_problem(rows, cols, (rows + 7 * cols) as u64);
             if rows > 1 && cols > 1 {

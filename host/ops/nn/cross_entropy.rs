@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use super::{ROW_BLOCK, check_same, row_shape};
 use crate::error::{Error, Result};
-use crate::gpu::abi::nn::{CrossEntropyArgs, cross_entropy_f32};
+use crate::gpu::abi::nn::{CrossEntropyArgs, cross_entropy_f32, cross_entropy_rows8_f32, cross_entropy_rows16_f32};
 use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::util::Real;
@@ -112,8 +112,9 @@ pub fn cross_entropy_cpu<T: Real>(
 
 /// Cross-entropy on the device: writes `dlogits` (same shape as `logits`, padding 0) and
 /// `stats[0..4]` (zeroed with a memset, then atomic adds: the loss's last bits depend on their
-/// order; the counts are exact below 2^24 rows). A group of lanes per row (the classes
-/// rounded up to a power of two, at most a warp), any number of classes.
+/// order; the counts are exact below 2^24 rows). A thread per row for rows of 8 or 16 floats
+/// (ld), else a group of lanes per row (the classes rounded up to a power of two, at most a
+/// warp), any number of classes.
 pub fn cross_entropy(
     logits: &DeviceMatrix<f32>,
     labels: &DeviceVec<i32>,
@@ -150,6 +151,17 @@ pub fn cross_entropy(
     // SAFETY: logits and dlogits hold rows x ld floats, labels and
     // mask_bits at least rows entries, stats 4 (zeroed above); 16 bytes of shared memory for
     // the block sums. Labels outside [0, cols) are never dereferenced.
+    // Rows of 8 or 16 floats: a thread per row (`cross_entropy_rows`).
+    let narrow = match logits.ld {
+        8 => Some(cross_entropy_rows8_f32),
+        16 => Some(cross_entropy_rows16_f32),
+        _ => None,
+    };
+    if let Some(kernel) = narrow {
+        // SAFETY: as below; each thread reads and writes whole rows of ld (8 or 16) floats
+        // (32 rows a warp: `row_shape`'s count at 32 rows per warp).
+        return unsafe { kernel.launch(&gpu, row_shape(&gpu, rows as u64, 32, 16), &args) };
+    }
     unsafe { cross_entropy_f32.launch(&gpu, row_shape(&gpu, rows as u64, 32 >> shift, 16), &args) }
 }
 

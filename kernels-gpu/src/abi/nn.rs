@@ -488,6 +488,8 @@ kernels! {
     bias_relu_f32(BiasAddArgs) = crate::nn::bias_add::bias_relu;
     col_sums_f32(ColSumsArgs) = crate::nn::col_sums::col_sums;
     cross_entropy_f32(CrossEntropyArgs) = crate::nn::cross_entropy::cross_entropy;
+    cross_entropy_rows8_f32(CrossEntropyArgs) = crate::nn::cross_entropy::cross_entropy_rows::<8>;
+    cross_entropy_rows16_f32(CrossEntropyArgs) = crate::nn::cross_entropy::cross_entropy_rows::<16>;
     dropout_f32(DropoutArgs) = crate::nn::dropout::dropout;
     dropout_backward_f32(DropoutBackwardArgs) = crate::nn::dropout::dropout_backward;
     edge_softmax_scaled_f32(EdgeSoftmaxScaledArgs) = crate::nn::edge_softmax::scaled;

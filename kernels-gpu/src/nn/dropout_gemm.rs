@@ -337,17 +337,26 @@ unsafe fn stage_w_fragments<const NT: usize, const V: usize>(a: &DropoutGemmArgs
     }
 }
 
+/// The tf32 parts of an element of x: f16 x (V = 2, unscaled) is already exact in tf32.
+#[inline(always)]
+fn x_parts<const SPLIT: bool, const V: usize>(v: f32) -> (u32, u32) {
+    if V == 2 { (v.to_bits(), 0) } else { parts::<SPLIT>(v) }
+}
+
 /// y = dropout(x) w for outputs of 8 NT ≤ 32 columns, x f32 (V = 1) or f16 (V = 2): a
 /// persistent grid; each warp takes 16-row tiles in turn and walks all of k, 2V chunks of 32
-/// columns an iteration (8 loads of 16 bytes in flight per thread); w waits in shared memory
-/// in fragment order.
+/// columns an iteration (8 loads of 16 bytes in flight per thread, 16 with `PF`: the next
+/// iteration's prefetched); w waits in shared memory in fragment order.
 #[inline(always)]
-pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize>(args: DropoutGemmArgs) {
+pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize, const PF: bool>(args: DropoutGemmArgs) {
     let step_chunks = 2 * V as u32;
     let chunks = args.ldx.div_ceil(32 * step_chunks) * step_chunks;
     let ws = ptx::dyn_smem_base();
     unsafe { stage_w_fragments::<NT, V>(&args, chunks, ws) };
     let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, scale, seed_key, step, offset, .. } = args;
+    // f16 x (V = 2) is exact in tf32 as stored: kept elements enter the products unscaled and
+    // unrounded, the sums are scaled once at the end.
+    let x_scale = if V == 2 { 1.0 } else { scale };
     ptx::sync_threads();
     let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset);
     let lane = ptx::tid_x() % 32;
@@ -358,27 +367,35 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize>
     while tile < tiles {
         let (ra, rb) = (16 * tile + g, 16 * tile + g + 8);
         let mut acc = [[0f32; 4]; NT];
-        let mut c = 0;
-        while c < chunks {
-            // Rows ra / rb, four loads each: 8 loads of 16 bytes in flight.
+        // Rows ra / rb, four loads each: 8 loads of 16 bytes in flight; with `PF` the next
+        // iteration's are issued before this one's hashes and products (the draw made the loop
+        // compute-bound), at 32 more registers a thread.
+        let load = |c: u32| {
             let mut raw = [[0u32; 4]; 8];
             crate::unroll4!(q => {
                 let col = load_col::<V>(c, q as u32, t);
                 raw[2 * q] = unsafe { x16::<V>(x, rows, ldx, ra, col) };
                 raw[2 * q + 1] = unsafe { x16::<V>(x, rows, ldx, rb, col) };
             });
+            raw
+        };
+        let mut raw = load(0);
+        let mut c = 0;
+        while c < chunks {
+            let next = if PF && c + step_chunks < chunks { load(c + step_chunks) } else { [[0u32; 4]; 8] };
             crate::unroll4!(h => {
-                if h < 2 * V {
+                // Chunks past x's columns (the last iteration of a narrow x) hold only zeros.
+                if h < 2 * V && 32 * (c + h as u32) < ldx {
                     // Chunk c + h: units 2h (k = t) and 2h + 1 (k = t + 4) of both rows.
                     let (ul, uh) = (2 * h, 2 * h + 1);
                     let col = |u: usize| load_col::<V>(c, (u / V) as u32, t) + 4 * (u % V) as u32;
                     let (cl, ch) = (col(ul), col(uh));
-                    let al = drop4(unit::<V>(raw[2 * (ul / V)], ul), ra as u64 * ldx as u64 + cl as u64, key, scale);
-                    let bl = drop4(unit::<V>(raw[2 * (ul / V) + 1], ul), rb as u64 * ldx as u64 + cl as u64, key, scale);
-                    let ah = drop4(unit::<V>(raw[2 * (uh / V)], uh), ra as u64 * ldx as u64 + ch as u64, key, scale);
-                    let bh = drop4(unit::<V>(raw[2 * (uh / V) + 1], uh), rb as u64 * ldx as u64 + ch as u64, key, scale);
+                    let al = drop4(unit::<V>(raw[2 * (ul / V)], ul), ra as u64 * ldx as u64 + cl as u64, key, x_scale);
+                    let bl = drop4(unit::<V>(raw[2 * (ul / V) + 1], ul), rb as u64 * ldx as u64 + cl as u64, key, x_scale);
+                    let ah = drop4(unit::<V>(raw[2 * (uh / V)], uh), ra as u64 * ldx as u64 + ch as u64, key, x_scale);
+                    let bh = drop4(unit::<V>(raw[2 * (uh / V) + 1], uh), rb as u64 * ldx as u64 + ch as u64, key, x_scale);
                     crate::unroll4!(s => {
-                        let p = [parts::<SPLIT>(al[s]), parts::<SPLIT>(bl[s]), parts::<SPLIT>(ah[s]), parts::<SPLIT>(bh[s])];
+                        let p = [x_parts::<SPLIT, V>(al[s]), x_parts::<SPLIT, V>(bl[s]), x_parts::<SPLIT, V>(ah[s]), x_parts::<SPLIT, V>(bh[s])];
                         let a = ([p[0].0, p[1].0, p[2].0, p[3].0], [p[0].1, p[1].1, p[2].1, p[3].1]);
                         let f = ((c + h as u32) * 4 + s as u32) * NT as u32;
                         for (j, acc_j) in acc.iter_mut().enumerate() {
@@ -390,6 +407,10 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize>
                 }
             });
             c += step_chunks;
+            raw = if PF { next } else if c < chunks { load(c) } else { [[0u32; 4]; 8] };
+        }
+        if V == 2 {
+            acc.iter_mut().for_each(|a| *a = a.map(|v| v * scale));
         }
         for (j, acc_j) in acc.iter().enumerate() {
             let col = 8 * j as u32 + 2 * t;
@@ -448,6 +469,8 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
     let r_begin = split * rows_per_split;
     let r_end = rows.min(r_begin.saturating_add(rows_per_split));
     let col = col0 + 4 * V as u32 * g;
+    // As the forward's: f16 x enters unscaled and unrounded, the sums are scaled at the end.
+    let x_scale = if V == 2 { 1.0 } else { scale };
     // m tiles 0..2V in use (the rest stay zero and are never written).
     let mut acc = [[[0f32; 4]; NT]; 4];
     let mut r0 = r_begin;
@@ -467,10 +490,10 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
             crate::unroll2!(u => {
                 if u < V {
                     let cu = col + 4 * u as u32;
-                    let va = drop4(unit::<V>(raw[2 * q], u), ra as u64 * ldx as u64 + cu as u64, key, scale);
-                    let vb = drop4(unit::<V>(raw[2 * q + 1], u), rb as u64 * ldx as u64 + cu as u64, key, scale);
+                    let va = drop4(unit::<V>(raw[2 * q], u), ra as u64 * ldx as u64 + cu as u64, key, x_scale);
+                    let vb = drop4(unit::<V>(raw[2 * q + 1], u), rb as u64 * ldx as u64 + cu as u64, key, x_scale);
                     crate::unroll2!(i => {
-                        let p = [parts::<SPLIT>(va[2 * i]), parts::<SPLIT>(va[2 * i + 1]), parts::<SPLIT>(vb[2 * i]), parts::<SPLIT>(vb[2 * i + 1])];
+                        let p = [x_parts::<SPLIT, V>(va[2 * i]), x_parts::<SPLIT, V>(va[2 * i + 1]), x_parts::<SPLIT, V>(vb[2 * i]), x_parts::<SPLIT, V>(vb[2 * i + 1])];
                         let a = ([p[0].0, p[1].0, p[2].0, p[3].0], [p[0].1, p[1].1, p[2].1, p[3].1]);
                         for (j, acc_ij) in acc[2 * u + i].iter_mut().enumerate() {
                             let bq = [parts::<SPLIT>(d[2 * q][j]), parts::<SPLIT>(d[2 * q + 1][j])];
@@ -481,6 +504,9 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
             });
         });
         r0 += 32;
+    }
+    if V == 2 {
+        acc.iter_mut().for_each(|m| m.iter_mut().for_each(|a| *a = a.map(|v| v * scale)));
     }
     // D(m, n) of m tile I: m = g / g + 8 → dw row col + 2I / col + 2I + 1; n = 2t / 2t + 1 →
     // NT n + j.

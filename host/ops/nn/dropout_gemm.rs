@@ -40,7 +40,8 @@ use std::sync::Arc;
 /// Blocks per SM the weight gradient's splits aim for (each holds 18 KB of shared memory).
 const DW_BLOCKS_PER_SM: usize = 8;
 /// Blocks per SM (of 4 warps; narrower blocks proportionally more) the streaming weight
-/// gradient's splits aim for: at 102-135 registers a thread, 3-4 such blocks fit.
+/// gradient's splits aim for: at 94-135 registers a thread, 3-5 such blocks fit (the f16-x
+/// instance, prefetching, is capped at what fits).
 const DW_STREAM_BLOCKS_PER_SM: usize = 4;
 /// The most shared memory the streaming forward stages w's fragments in (two blocks an SM).
 const STREAM_W_SMEM_MAX: usize = 96 * 1024;
@@ -303,13 +304,22 @@ fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut Dev
 /// n8 tiles per block). On the streaming kernels (`stream_smem` is Some: the forward's test,
 /// so both products of a layer take the same path) "k tiles" are groups of `dw_stream_warps`
 /// panels of x (32 columns, 64 for f16 x: a warp each) and there is one column tile.
-fn dw_plan(sm_count: usize, rows: usize, k: usize, ldw: usize, half: bool) -> (usize, usize, usize, usize, usize) {
+fn dw_plan(gpu: &Gpu, rows: usize, k: usize, ldw: usize, half: bool) -> (usize, usize, usize, usize, usize) {
+    let sm_count = gpu.info().sm_count as usize;
     let (nt, col_tiles) = column_tiles(ldw);
     let stream = stream_smem(padded_ld(k), ldw, half).is_some();
     let (k_tiles, col_tiles, per_sm) = if stream {
-        // Narrow x (fewer than 4 panels) gets smaller blocks and proportionally more of them.
+        // Narrow x (fewer than 4 panels) gets smaller blocks and proportionally more of them;
+        // the f16-x instance prefetches at more registers a thread: no more blocks than fit at
+        // once (a second wave of a few blocks would double the time). The occupancy query only
+        // sizes the splits: were it to fail, the plain count stands.
         let warps = dw_stream_warps(k, half);
-        (padded_ld(k).div_ceil(panel_cols(half)).div_ceil(warps).max(1), 1, DW_STREAM_BLOCKS_PER_SM * 4 / warps)
+        let mut per_sm = DW_STREAM_BLOCKS_PER_SM * 4 / warps;
+        if half {
+            let fit = dropout_gemm_dw_stream_tf32_h16_nt2.max_active_blocks_per_sm(gpu, 32 * warps as u32, 0);
+            per_sm = per_sm.min(fit.map_or(per_sm, |b| b.max(1) as usize));
+        }
+        (padded_ld(k).div_ceil(panel_cols(half)).div_ceil(warps).max(1), 1, per_sm)
     } else {
         (k.div_ceil(DG_BLOCK_K as usize).max(1), col_tiles, DW_BLOCKS_PER_SM)
     };
@@ -335,7 +345,7 @@ fn dw_stream_warps(k: usize, half: bool) -> usize {
 /// when `half`) and a weight gradient `n` wide, on `gpu`.
 pub fn dropout_gemm_dw_scratch_len(gpu: &Gpu, rows: usize, k: usize, n: usize, half: bool) -> usize {
     let ldw = padded_ld(n);
-    dw_plan(gpu.info().sm_count as usize, rows, k, ldw, half).0 * k * ldw
+    dw_plan(gpu, rows, k, ldw, half).0 * k * ldw
 }
 
 /// dw = dropout(x)ᵀ dy on the device, the mask of [`dropout_gemm`]; `scratch` holds at least
@@ -369,7 +379,7 @@ pub fn dropout_gemm_dw<'a>(
     let (k, ldw) = (x_cols, dw.ld);
     let stream = stream_smem(x_ld, ldw, half).is_some();
     check_half(half, stream, math, "dropout_gemm_dw", dw.cols)?;
-    let (splits, rows_per_split, k_tiles, col_tiles, nt) = dw_plan(gpu.info().sm_count as usize, x_rows, k, ldw, half);
+    let (splits, rows_per_split, k_tiles, col_tiles, nt) = dw_plan(&gpu, x_rows, k, ldw, half);
     let need = splits * k * ldw;
     if scratch.len() < need || k * ldw > u32::MAX as usize {
         return Err(Error::Shape(format!("dropout_gemm_dw: scratch of {} floats for {splits} splits of {k} x {ldw} (want {need})", scratch.len())));

@@ -454,7 +454,7 @@ unsafe fn dy_run<const NT: usize>(dy: *const f32, rows: u32, ldw: u32, row: u32,
 /// of them) gets columns 4Vg + 2I (m = g) and 4Vg + 2I + 1 (m = g + 8). dw's column n of n8
 /// tile j is NT n + j, so B's entries are one run of dy's row per lane.
 #[inline(always)]
-pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: usize>(args: DropoutGemmDwArgs) {
+pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: usize, const PF: bool>(args: DropoutGemmDwArgs) {
     let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: panel_groups, col_tiles: _, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset } = args;
     let b = ptx::ctaid_x();
     let (split, group) = (div_or_zero(b, panel_groups), rem_or_zero(b, panel_groups));
@@ -473,9 +473,9 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
     let x_scale = if V == 2 { 1.0 } else { scale };
     // m tiles 0..2V in use (the rest stay zero and are never written).
     let mut acc = [[[0f32; 4]; NT]; 4];
-    let mut r0 = r_begin;
-    while r0 < r_end {
-        // Four steps of 8 rows: rows r0 + 8q + t and + 4, 8 loads of 16 bytes in flight.
+    // Four steps of 8 rows: rows r0 + 8q + t and + 4, 8 loads of x (16 bytes) and 8 runs of dy
+    // in flight; with `PF` the next 32 rows' are issued before this step's hashes and products.
+    let load = |r0: u32| {
         let mut raw = [[0u32; 4]; 8];
         let mut d = [[0f32; NT]; 8];
         crate::unroll4!(q => {
@@ -485,6 +485,14 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
             d[2 * q] = unsafe { dy_run::<NT>(dy, r_end, ldw, ra, g) };
             d[2 * q + 1] = unsafe { dy_run::<NT>(dy, r_end, ldw, rb, g) };
         });
+        (raw, d)
+    };
+    let none = ([[0u32; 4]; 8], [[0f32; NT]; 8]);
+    let mut r0 = r_begin;
+    let mut cur = if r0 < r_end { load(r0) } else { none };
+    while r0 < r_end {
+        let next = if PF && r0 + 32 < r_end { load(r0 + 32) } else { none };
+        let (raw, d) = cur;
         crate::unroll4!(q => {
             let (ra, rb) = (r0 + 8 * q as u32 + t, r0 + 8 * q as u32 + t + 4);
             crate::unroll2!(u => {
@@ -504,6 +512,7 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
             });
         });
         r0 += 32;
+        cur = if PF { next } else if r0 < r_end { load(r0) } else { none };
     }
     if V == 2 {
         acc.iter_mut().for_each(|m| m.iter_mut().for_each(|a| *a = a.map(|v| v * scale)));

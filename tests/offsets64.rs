@@ -69,6 +69,9 @@ fn dropout_hash_spans_share_a_key_below_2_32_and_past_it_are_fresh() {
     for base in (0..100_000u64).chain(TWO32 - 9..TWO32 + 9).chain(3 * TWO32 - 5..3 * TWO32 + 5) {
         let want = [0, 1, 2, 3].map(|e| dropout_keep(seed, step, base + e, thr));
         assert_eq!(draw.keep4(key, base, thr), want, "four from {base}");
+        if base % 2 == 0 && base + 3 < TWO32 {
+            assert_eq!(draw.keep4_low(base as u32, thr), want, "four from {base} (32-bit path)");
+        }
     }
     // Within one span the pair hash is a bijection of the pair's index: no two pairs collide.
     let mut seen: Vec<u32> = (0..1_000_000u32).map(|i| dropout_hash_span(span0, i)).collect();

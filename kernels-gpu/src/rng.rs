@@ -102,9 +102,7 @@ impl DropoutStep {
     #[inline(always)]
     pub const fn keep4(self, seed_key: u64, base: u64, threshold: u32) -> [bool; 4] {
         if base & 1 == 0 && base >> 32 == (base + 3) >> 32 {
-            let key = self.key(seed_key, base);
-            let (a, b) = (dropout_hash_span(key, (base as u32) >> 1), dropout_hash_span(key, ((base as u32) >> 1) + 1));
-            return [a & 0xFFFF >= threshold, a >> 16 >= threshold, b & 0xFFFF >= threshold, b >> 16 >= threshold];
+            return keep4_span(self.key(seed_key, base), base as u32, threshold);
         }
         let mut kept = 0u32;
         let mut e = 0;
@@ -114,6 +112,22 @@ impl DropoutStep {
         }
         [kept & 1 != 0, kept & 2 != 0, kept & 4 != 0, kept & 8 != 0]
     }
+}
+
+impl DropoutStep {
+    /// `keep` of the four elements `low..low + 4` of the first span (indices below 2^32), `low`
+    /// even: two hashes and 32-bit arithmetic only, for kernels whose indices all lie there.
+    #[inline(always)]
+    pub const fn keep4_low(self, low: u32, threshold: u32) -> [bool; 4] {
+        keep4_span(self.span0, low, threshold)
+    }
+}
+
+/// The four elements from even low word `low` under span key `key`: two pair hashes.
+#[inline(always)]
+const fn keep4_span(key: u64, low: u32, threshold: u32) -> [bool; 4] {
+    let (a, b) = (dropout_hash_span(key, low >> 1), dropout_hash_span(key, (low >> 1) + 1));
+    [a & 0xFFFF >= threshold, a >> 16 >= threshold, b & 0xFFFF >= threshold, b >> 16 >= threshold]
 }
 
 /// Whether element `index` is kept at draw `step`, from the precomputed seed key.

@@ -40,8 +40,7 @@ use std::sync::Arc;
 /// Blocks per SM the weight gradient's splits aim for (each holds 18 KB of shared memory).
 const DW_BLOCKS_PER_SM: usize = 8;
 /// Blocks per SM (of 4 warps; narrower blocks proportionally more) the streaming weight
-/// gradient's splits aim for: at 94-135 registers a thread, 3-5 such blocks fit (the f16-x
-/// instance, prefetching, is capped at what fits).
+/// gradient's splits aim for: at 94-135 registers a thread, 3-5 such blocks fit.
 const DW_STREAM_BLOCKS_PER_SM: usize = 4;
 /// The most shared memory the streaming forward stages w's fragments in (two blocks an SM).
 const STREAM_W_SMEM_MAX: usize = 96 * 1024;
@@ -309,17 +308,9 @@ fn dw_plan(gpu: &Gpu, rows: usize, k: usize, ldw: usize, half: bool) -> (usize, 
     let (nt, col_tiles) = column_tiles(ldw);
     let stream = stream_smem(padded_ld(k), ldw, half).is_some();
     let (k_tiles, col_tiles, per_sm) = if stream {
-        // Narrow x (fewer than 4 panels) gets smaller blocks and proportionally more of them;
-        // the f16-x instance prefetches at more registers a thread: no more blocks than fit at
-        // once (a second wave of a few blocks would double the time). The occupancy query only
-        // sizes the splits: were it to fail, the plain count stands.
+        // Narrow x (fewer than 4 panels) gets smaller blocks and proportionally more of them.
         let warps = dw_stream_warps(k, half);
-        let mut per_sm = DW_STREAM_BLOCKS_PER_SM * 4 / warps;
-        if half {
-            let fit = dropout_gemm_dw_stream_tf32_h16_nt2.max_active_blocks_per_sm(gpu, 32 * warps as u32, 0);
-            per_sm = per_sm.min(fit.map_or(per_sm, |b| b.max(1) as usize));
-        }
-        (padded_ld(k).div_ceil(panel_cols(half)).div_ceil(warps).max(1), 1, per_sm)
+        (padded_ld(k).div_ceil(panel_cols(half)).div_ceil(warps).max(1), 1, DW_STREAM_BLOCKS_PER_SM * 4 / warps)
     } else {
         (k.div_ceil(DG_BLOCK_K as usize).max(1), col_tiles, DW_BLOCKS_PER_SM)
     };

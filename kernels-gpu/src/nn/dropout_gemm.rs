@@ -46,6 +46,45 @@ unsafe fn load_dropped(x: *const f32, o: u64, key: DropKey, scale: f32) -> [f32;
 /// What a product needs to redraw x's mask: (seed key, the step's draw, threshold, offset).
 type DropKey = (u64, DropoutStep, u32, u64);
 
+/// The mask of x (`rows` x `ldx`) for the streaming kernels: its `DropKey`, and whether every
+/// index lies below 2^32 from an even offset (then an element's index is 32-bit arithmetic and
+/// four elements cost two hashes, no span test: `DropoutStep::keep4_low`).
+#[derive(Clone, Copy)]
+struct StreamMask {
+    key: DropKey,
+    low: bool,
+}
+
+impl StreamMask {
+    #[inline(always)]
+    fn new(seed_key: u64, step: *const u32, threshold: u32, offset: u64, rows: u32, ldx: u32) -> Self {
+        let draw = DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) });
+        let low = offset & 1 == 0 && offset + rows as u64 * ldx as u64 <= 1 << 32;
+        StreamMask { key: (seed_key, draw, threshold, offset), low }
+    }
+
+    /// `drop4` of the four elements of x at (row, col) (col a multiple of 4).
+    #[inline(always)]
+    fn drop4_at(self, v: [f32; 4], row: u32, col: u32, ldx: u32, scale: f32) -> [f32; 4] {
+        let (seed_key, draw, threshold, offset) = self.key;
+        if threshold == 0 {
+            return [v[0] * scale, v[1] * scale, v[2] * scale, v[3] * scale];
+        }
+        let keep = if self.low {
+            draw.keep4_low((offset as u32).wrapping_add(row.wrapping_mul(ldx)).wrapping_add(col), threshold)
+        } else {
+            draw.keep4(seed_key, offset + row as u64 * ldx as u64 + col as u64, threshold)
+        };
+        let mut out = [0f32; 4];
+        crate::unroll4!(e => {
+            if keep[e] {
+                out[e] = v[e] * scale;
+            }
+        });
+        out
+    }
+}
+
 /// The tf32 parts of `v`: (high, remainder); the remainder is 0 unless `SPLIT`.
 #[inline(always)]
 fn parts<const SPLIT: bool>(v: f32) -> (u32, u32) {
@@ -358,7 +397,7 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize,
     // unrounded, the sums are scaled once at the end.
     let x_scale = if V == 2 { 1.0 } else { scale };
     ptx::sync_threads();
-    let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset);
+    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx);
     let lane = ptx::tid_x() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let warps = ptx::ntid_x() / 32;
@@ -390,10 +429,10 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize,
                     let (ul, uh) = (2 * h, 2 * h + 1);
                     let col = |u: usize| load_col::<V>(c, (u / V) as u32, t) + 4 * (u % V) as u32;
                     let (cl, ch) = (col(ul), col(uh));
-                    let al = drop4(unit::<V>(raw[2 * (ul / V)], ul), ra as u64 * ldx as u64 + cl as u64, key, x_scale);
-                    let bl = drop4(unit::<V>(raw[2 * (ul / V) + 1], ul), rb as u64 * ldx as u64 + cl as u64, key, x_scale);
-                    let ah = drop4(unit::<V>(raw[2 * (uh / V)], uh), ra as u64 * ldx as u64 + ch as u64, key, x_scale);
-                    let bh = drop4(unit::<V>(raw[2 * (uh / V) + 1], uh), rb as u64 * ldx as u64 + ch as u64, key, x_scale);
+                    let al = mask.drop4_at(unit::<V>(raw[2 * (ul / V)], ul), ra, cl, ldx, x_scale);
+                    let bl = mask.drop4_at(unit::<V>(raw[2 * (ul / V) + 1], ul), rb, cl, ldx, x_scale);
+                    let ah = mask.drop4_at(unit::<V>(raw[2 * (uh / V)], uh), ra, ch, ldx, x_scale);
+                    let bh = mask.drop4_at(unit::<V>(raw[2 * (uh / V) + 1], uh), rb, ch, ldx, x_scale);
                     crate::unroll4!(s => {
                         let p = [x_parts::<SPLIT, V>(al[s]), x_parts::<SPLIT, V>(bl[s]), x_parts::<SPLIT, V>(ah[s]), x_parts::<SPLIT, V>(bh[s])];
                         let a = ([p[0].0, p[1].0, p[2].0, p[3].0], [p[0].1, p[1].1, p[2].1, p[3].1]);
@@ -454,7 +493,7 @@ unsafe fn dy_run<const NT: usize>(dy: *const f32, rows: u32, ldw: u32, row: u32,
 /// of them) gets columns 4Vg + 2I (m = g) and 4Vg + 2I + 1 (m = g + 8). dw's column n of n8
 /// tile j is NT n + j, so B's entries are one run of dy's row per lane.
 #[inline(always)]
-pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: usize, const PF: bool>(args: DropoutGemmDwArgs) {
+pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: usize>(args: DropoutGemmDwArgs) {
     let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: panel_groups, col_tiles: _, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset } = args;
     let b = ptx::ctaid_x();
     let (split, group) = (div_or_zero(b, panel_groups), rem_or_zero(b, panel_groups));
@@ -465,7 +504,7 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
     }
     let lane = ptx::tid_x() % 32;
     let (g, t) = (lane / 4, lane % 4);
-    let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset);
+    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx);
     let r_begin = split * rows_per_split;
     let r_end = rows.min(r_begin.saturating_add(rows_per_split));
     let col = col0 + 4 * V as u32 * g;
@@ -474,7 +513,8 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
     // m tiles 0..2V in use (the rest stay zero and are never written).
     let mut acc = [[[0f32; 4]; NT]; 4];
     // Four steps of 8 rows: rows r0 + 8q + t and + 4, 8 loads of x (16 bytes) and 8 runs of dy
-    // in flight; with `PF` the next 32 rows' are issued before this step's hashes and products.
+    // in flight. (Prefetching the next 32 rows' was slower: 168 registers, NOTES 2026-11-27
+    // morning.)
     let load = |r0: u32| {
         let mut raw = [[0u32; 4]; 8];
         let mut d = [[0f32; NT]; 8];
@@ -491,15 +531,14 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
     let mut r0 = r_begin;
     let mut cur = if r0 < r_end { load(r0) } else { none };
     while r0 < r_end {
-        let next = if PF && r0 + 32 < r_end { load(r0 + 32) } else { none };
         let (raw, d) = cur;
         crate::unroll4!(q => {
             let (ra, rb) = (r0 + 8 * q as u32 + t, r0 + 8 * q as u32 + t + 4);
             crate::unroll2!(u => {
                 if u < V {
                     let cu = col + 4 * u as u32;
-                    let va = drop4(unit::<V>(raw[2 * q], u), ra as u64 * ldx as u64 + cu as u64, key, x_scale);
-                    let vb = drop4(unit::<V>(raw[2 * q + 1], u), rb as u64 * ldx as u64 + cu as u64, key, x_scale);
+                    let va = mask.drop4_at(unit::<V>(raw[2 * q], u), ra, cu, ldx, x_scale);
+                    let vb = mask.drop4_at(unit::<V>(raw[2 * q + 1], u), rb, cu, ldx, x_scale);
                     crate::unroll2!(i => {
                         let p = [x_parts::<SPLIT, V>(va[2 * i]), x_parts::<SPLIT, V>(va[2 * i + 1]), x_parts::<SPLIT, V>(vb[2 * i]), x_parts::<SPLIT, V>(vb[2 * i + 1])];
                         let a = ([p[0].0, p[1].0, p[2].0, p[3].0], [p[0].1, p[1].1, p[2].1, p[3].1]);
@@ -512,7 +551,7 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
             });
         });
         r0 += 32;
-        cur = if PF { next } else if r0 < r_end { load(r0) } else { none };
+        cur = if r0 < r_end { load(r0) } else { none };
     }
     if V == 2 {
         acc.iter_mut().for_each(|m| m.iter_mut().for_each(|a| *a = a.map(|v| v * scale)));

@@ -402,26 +402,31 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize,
     let (g, t) = (lane / 4, lane % 4);
     let warps = ptx::ntid_x() / 32;
     let tiles = rows.div_ceil(16);
+    let stride = ptx::nctaid_x() * warps;
+    // Rows 16 tile + g and + 8, four loads each at iteration c: 8 loads of 16 bytes in flight
+    // (rows past x load nothing). With `PF` the next iteration's — after a tile's last, the
+    // next tile's first — are issued before this one's hashes and products (the draw made the
+    // loop compute-bound; a narrow x is one iteration a tile, and a warp walked its tiles one
+    // dependent load-multiply-store chain at a time), at 32 more registers a thread.
+    let load = |tile: u32, c: u32| {
+        let (ra, rb) = (16 * tile + g, 16 * tile + g + 8);
+        let mut raw = [[0u32; 4]; 8];
+        crate::unroll4!(q => {
+            let col = load_col::<V>(c, q as u32, t);
+            raw[2 * q] = unsafe { x16::<V>(x, rows, ldx, ra, col) };
+            raw[2 * q + 1] = unsafe { x16::<V>(x, rows, ldx, rb, col) };
+        });
+        raw
+    };
     let mut tile = ptx::ctaid_x() * warps + ptx::tid_x() / 32;
+    let mut raw = load(tile, 0);
     while tile < tiles {
         let (ra, rb) = (16 * tile + g, 16 * tile + g + 8);
         let mut acc = [[0f32; 4]; NT];
-        // Rows ra / rb, four loads each: 8 loads of 16 bytes in flight; with `PF` the next
-        // iteration's are issued before this one's hashes and products (the draw made the loop
-        // compute-bound), at 32 more registers a thread.
-        let load = |c: u32| {
-            let mut raw = [[0u32; 4]; 8];
-            crate::unroll4!(q => {
-                let col = load_col::<V>(c, q as u32, t);
-                raw[2 * q] = unsafe { x16::<V>(x, rows, ldx, ra, col) };
-                raw[2 * q + 1] = unsafe { x16::<V>(x, rows, ldx, rb, col) };
-            });
-            raw
-        };
-        let mut raw = load(0);
         let mut c = 0;
         while c < chunks {
-            let next = if PF && c + step_chunks < chunks { load(c + step_chunks) } else { [[0u32; 4]; 8] };
+            let (next_tile, next_c) = if c + step_chunks < chunks { (tile, c + step_chunks) } else { (tile + stride, 0) };
+            let next = if PF { load(next_tile, next_c) } else { [[0u32; 4]; 8] };
             crate::unroll4!(h => {
                 // Chunks past x's columns (the last iteration of a narrow x) hold only zeros.
                 if h < 2 * V && 32 * (c + h as u32) < ldx {
@@ -446,7 +451,7 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize,
                 }
             });
             c += step_chunks;
-            raw = if PF { next } else if c < chunks { load(c) } else { [[0u32; 4]; 8] };
+            raw = if PF { next } else { load(next_tile, next_c) };
         }
         if V == 2 {
             acc.iter_mut().for_each(|a| *a = a.map(|v| v * scale));
@@ -462,7 +467,7 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize,
                 }
             }
         }
-        tile += ptx::nctaid_x() * warps;
+        tile += stride;
     }
 }
 

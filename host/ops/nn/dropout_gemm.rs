@@ -52,8 +52,8 @@ const STREAM_W_SMEM_MAX: usize = 96 * 1024;
 fn stream_smem(ldx: usize, ld: usize, half: bool) -> Option<usize> {
     let step = DG_STREAM_K_STEP as usize * if half { 2 } else { 1 };
     let bytes = ldx.div_ceil(step) * step * column_tiles(ld).0 * 8 * 4;
-    // f16 x up to 16 output columns: the 32-column f16 forward held 130 registers and ran at
-    // half the f32 one's speed (bench/NOTES.md, 2026-11-27 morning).
+    // f16 x up to 16 output columns: the 32-column f16 forward (NT = 4) lost to the f32 one
+    // on registers (bench/NOTES.md, 2026-11-27 morning).
     let widest = if half { 16 } else { 32 };
     (ld <= widest && bytes <= STREAM_W_SMEM_MAX).then_some(bytes)
 }

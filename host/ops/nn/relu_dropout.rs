@@ -5,9 +5,9 @@
 //!
 //! Why: unfused, a hidden layer's tail is bias + ReLU (read and write the activation), dropout
 //! (read it, write the dropped copy and a mask), and in the backward dropout' (read the
-//! gradient and the mask, write) then ReLU' (read the activation and the gradient, write): on
-//! SBM 1M x 16 that was 0.23 ms of a 1.8 ms GCN step for what one read and one write each way
-//! carry. The values are the unfused path's, bit for bit, on both backends.
+//! gradient and the mask, write) then ReLU' (read the activation and the gradient, write):
+//! about twice the bytes of one read and one write each way (figures in bench/NOTES.md,
+//! 2026-11-27 morning). The values are the unfused path's, bit for bit, on both backends.
 
 use rayon::prelude::*;
 

@@ -90,7 +90,8 @@ pub unsafe fn cross_entropy(args: CrossEntropyArgs) {
 
 /// The same for rows of `LD` ≤ 16 floats (ld = LD): a thread per row holding it in registers
 /// (LD / 4 float4 loads and stores, no shuffles). A group of lanes per row left a warp a long
-/// chain of shuffles per 4 rows of 8 classes: SBM 1M x 8 took 0.10 ms for 70 MB.
+/// dependent chain of shuffles per 4 rows of 8 classes, three times this kernel's time (NOTES,
+/// 2026-11-27 morning).
 #[inline(always)]
 pub unsafe fn cross_entropy_rows<const LD: usize>(args: CrossEntropyArgs) {
     let CrossEntropyArgs { rows, cols, logits, labels, mask_bits, inv_n_train, dlogits, stats, .. } = args;

@@ -15,8 +15,8 @@
 //! adjacent in the grid, so wider w re-reads x from L2.
 //!
 //! Outputs of at most 32 columns run on the streaming kernels below instead (x straight into
-//! the A fragments, no barrier in the main loop); with p = 0 they also serve the backend's
-//! narrow GEMMs (`ops::nn::gemm`).
+//! the A fragments, no barrier in the main loop; x in f32 or, for the f16 precision's stored
+//! features, f16); with p = 0 they also serve the backend's narrow GEMMs (`ops::nn::gemm`).
 //!
 //! Weight gradient: dw (k x n) is a reduction over all rows. A block owns 64 rows of dw (64
 //! columns of x) x 8 NT columns and the x rows of one split; each split writes its partial dw
@@ -518,8 +518,8 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
     // m tiles 0..2V in use (the rest stay zero and are never written).
     let mut acc = [[[0f32; 4]; NT]; 4];
     // Four steps of 8 rows: rows r0 + 8q + t and + 4, 8 loads of x (16 bytes) and 8 runs of dy
-    // in flight. (Prefetching the next 32 rows' was slower: 168 registers, NOTES 2026-11-27
-    // morning.)
+    // in flight. (Prefetching the next 32 rows' was slower: fewer blocks an SM, NOTES
+    // 2026-11-27 morning.)
     let load = |r0: u32| {
         let mut raw = [[0u32; 4]; 8];
         let mut d = [[0f32; NT]; 8];

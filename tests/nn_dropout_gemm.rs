@@ -259,23 +259,23 @@ fn gpu_fused_products_match_cpu() {
                 yd.poison().unwrap();
                 dropout_gemm(&xd, &wd, &mut yd, p, seed, &step, offset, math).unwrap();
                 let what = format!("{math:?} {rows} x {k} x {n} offset {offset}");
-                let y = yd.download_padded().unwrap();
-                let ld = padded_ld(n);
-                assert!(y.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what}: y's padding not zero");
-                let yv: Vec<f32> = (0..rows * n).map(|i| y[(i / n) * ld + i % n]).collect();
-                let e = rel_error(&yv, &want_y);
-                assert!(e < tol, "{what}: y rel error {e:.2e} (tolerance {tol:.0e})");
+                // A product's padding is zero and its values match the reference.
+                let check = |m: &DeviceMatrix<f32>, r: usize, want: &[f64], what: &str| {
+                    let (got, ld) = (m.download_padded().unwrap(), padded_ld(n));
+                    assert!(got.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what}: padding not zero");
+                    let gv: Vec<f32> = (0..r * n).map(|i| got[(i / n) * ld + i % n]).collect();
+                    let e = rel_error(&gv, want);
+                    assert!(e < tol, "{what}: rel error {e:.2e} (tolerance {tol:.0e})");
+                };
+                check(&yd, rows, &want_y, &format!("{what} y"));
 
                 let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false)).unwrap();
                 let mut dwd = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
                 dwd.poison().unwrap();
                 dropout_gemm_dw(&xd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
-                let dw = dwd.download_padded().unwrap();
-                assert!(dw.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what}: dw's padding not zero");
-                let dwv: Vec<f32> = (0..k * n).map(|i| dw[(i / n) * ld + i % n]).collect();
-                let e = rel_error(&dwv, &want_dw);
-                assert!(e < tol, "{what}: dw rel error {e:.2e} (tolerance {tol:.0e})");
+                check(&dwd, k, &want_dw, &format!("{what} dw"));
                 // Deterministic: a second run gives the same bits.
+                let dw = dwd.download_padded().unwrap();
                 dropout_gemm_dw(&xd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
                 assert_eq!(dwd.download_padded().unwrap(), dw, "{what}: dw not deterministic");
 
@@ -293,19 +293,11 @@ fn gpu_fused_products_match_cpu() {
                 let (want_y, want_dw) = unfused(&xh, rows, k, &w, &dy, n, p, seed, 5, offset);
                 yd.poison().unwrap();
                 dropout_gemm(&xhd, &wd, &mut yd, p, seed, &step, offset, math).unwrap();
-                let y = yd.download_padded().unwrap();
-                assert!(y.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what} f16 x: y's padding not zero");
-                let yv: Vec<f32> = (0..rows * n).map(|i| y[(i / n) * ld + i % n]).collect();
-                let e = rel_error(&yv, &want_y);
-                assert!(e < tol, "{what} f16 x: y rel error {e:.2e} (tolerance {tol:.0e})");
+                check(&yd, rows, &want_y, &format!("{what} f16 x: y"));
                 let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, true)).unwrap();
                 dwd.poison().unwrap();
                 dropout_gemm_dw(&xhd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
-                let dw = dwd.download_padded().unwrap();
-                assert!(dw.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what} f16 x: dw's padding not zero");
-                let dwv: Vec<f32> = (0..k * n).map(|i| dw[(i / n) * ld + i % n]).collect();
-                let e = rel_error(&dwv, &want_dw);
-                assert!(e < tol, "{what} f16 x: dw rel error {e:.2e} (tolerance {tol:.0e})");
+                check(&dwd, k, &want_dw, &format!("{what} f16 x: dw"));
             }
         }
     }

@@ -193,6 +193,17 @@ fn instance<A>(nt: usize, split: bool, tf32: [Kernel<A>; 3], f32: [Kernel<A>; 3]
     if split { f32[i] } else { tf32[i] }
 }
 
+/// The streaming instance for `nt` ∈ {2, 4} n8 tiles: f16 x (`half`: tf32, NT = 2 only, as
+/// `stream_smem` allows), else tf32 or 3xTF32 (`split`).
+fn stream_instance<A>(nt: usize, split: bool, half: bool, h16: Kernel<A>, tf32: [Kernel<A>; 2], f32: [Kernel<A>; 2]) -> Kernel<A> {
+    let i = usize::from(nt > 2);
+    match (half, split) {
+        (true, _) => h16,
+        (false, true) => f32[i],
+        (false, false) => tf32[i],
+    }
+}
+
 /// Sizes the kernels index in u32: rows, columns and `rows * ld` elements of every operand.
 fn check_u32(what: &str, dims: &[(usize, usize)]) -> Result<()> {
     for &(r, c) in dims {
@@ -262,15 +273,14 @@ fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut Dev
     };
     let split = math == GemmMath::F32;
     if let Some(smem) = stream {
-        let kernel = if half {
-            dropout_gemm_stream_tf32_h16_nt2
-        } else {
-            instance(nt, split, [dropout_gemm_stream_tf32_nt2, dropout_gemm_stream_tf32_nt4, dropout_gemm_stream_tf32_nt4], [
-                dropout_gemm_stream_f32_nt2,
-                dropout_gemm_stream_f32_nt4,
-                dropout_gemm_stream_f32_nt4,
-            ])
-        };
+        let kernel = stream_instance(
+            nt,
+            split,
+            half,
+            dropout_gemm_stream_tf32_h16_nt2,
+            [dropout_gemm_stream_tf32_nt2, dropout_gemm_stream_tf32_nt4],
+            [dropout_gemm_stream_f32_nt2, dropout_gemm_stream_f32_nt4],
+        );
         let warps = (DG_STREAM_THREADS / 32) as usize;
         let per_sm = kernel.max_active_blocks_per_sm(&gpu, DG_STREAM_THREADS, smem as u32)?.max(1) as usize;
         let blocks = x_rows.div_ceil(16).div_ceil(warps).clamp(1, gpu.info().sm_count as usize * per_sm);
@@ -398,15 +408,14 @@ pub fn dropout_gemm_dw<'a>(
     };
     let split = math == GemmMath::F32;
     if stream {
-        let kernel = if half {
-            dropout_gemm_dw_stream_tf32_h16_nt2
-        } else {
-            instance(nt, split, [dropout_gemm_dw_stream_tf32_nt2, dropout_gemm_dw_stream_tf32_nt4, dropout_gemm_dw_stream_tf32_nt4], [
-                dropout_gemm_dw_stream_f32_nt2,
-                dropout_gemm_dw_stream_f32_nt4,
-                dropout_gemm_dw_stream_f32_nt4,
-            ])
-        };
+        let kernel = stream_instance(
+            nt,
+            split,
+            half,
+            dropout_gemm_dw_stream_tf32_h16_nt2,
+            [dropout_gemm_dw_stream_tf32_nt2, dropout_gemm_dw_stream_tf32_nt4],
+            [dropout_gemm_dw_stream_f32_nt2, dropout_gemm_dw_stream_f32_nt4],
+        );
         // SAFETY: as below; a warp writes rows < k (its panel's columns of x), columns < ldw,
         // and reads x as the instance's element type (f16 x only on the `_h16` instances).
         unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, 32 * dw_stream_warps(k, half) as u32, 0), &args)? };

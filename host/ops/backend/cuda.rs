@@ -6,8 +6,10 @@
 //!
 //! Precision: f32 runs the CUDA-core sparse kernels on edge values in CSR order; tf32 and f16
 //! run the TC8 tensor-core kernels on values in ME-BCRS order, f16 reading f16 copies of the
-//! features and edge values cast on the device just before each sparse product. Parameters,
-//! the loss, softmax and Adam stay f32 in every precision.
+//! features and edge values cast on the device just before each sparse product — except values
+//! fixed for the run, cast once (`SpmmOp::fix`), and node features the fused first-layer
+//! products read, stored once in f16 (`DropoutGemmOp::half_features`). Parameters, the loss,
+//! softmax and Adam stay f32 in every precision.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -26,12 +26,13 @@ impl<B: Ops> Dropout<B> {
         self.offset = (first_row * padded_ld(self.cols)) as u64;
     }
 
-    fn active(&self, train: bool) -> bool {
+    /// Whether `forward` drops anything (training with p > 0).
+    pub fn is_active(&self, train: bool) -> bool {
         train && self.p > 0.0
     }
 
     pub fn forward(&mut self, b: &B, x: &B::Mat, train: bool) -> Result<()> {
-        if self.active(train) {
+        if self.is_active(train) {
             b.dropout_at(x, &mut self.out, &mut self.mask, self.p, self.seed, self.offset)?;
         }
         Ok(())
@@ -39,12 +40,7 @@ impl<B: Ops> Dropout<B> {
 
     /// What the last `forward` of `x` produced: `x` itself when inactive (no copy).
     pub fn output<'a>(&'a self, x: &'a B::Mat, train: bool) -> &'a B::Mat {
-        if self.active(train) { &self.out } else { x }
-    }
-
-    /// Whether `forward` drops anything (training with p > 0).
-    pub fn is_active(&self, train: bool) -> bool {
-        self.active(train)
+        if self.is_active(train) { &self.out } else { x }
     }
 
     /// The output of `dropout(max(z + bias, 0))` in one pass (a hidden layer's bias, ReLU and

@@ -32,7 +32,8 @@ use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::ops::backend::Backend;
 
-fn check_p(p: f32) -> Result<()> {
+/// `p` in [0, 1) (`Error::Unsupported` otherwise): the check of every dropout op.
+pub(crate) fn check_p(p: f32) -> Result<()> {
     if !(0.0..1.0).contains(&p) {
         return Err(Error::Unsupported(format!("dropout probability {p} is outside [0, 1)")));
     }
@@ -40,7 +41,7 @@ fn check_p(p: f32) -> Result<()> {
 }
 
 /// 1 / (1 - p) in f32, as the kernels multiply by it.
-fn scale_f32(p: f32) -> f32 {
+pub(crate) fn scale_f32(p: f32) -> f32 {
     (1.0 / (1.0 - p as f64)) as f32
 }
 

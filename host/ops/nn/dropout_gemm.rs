@@ -21,6 +21,7 @@ use rayon::prelude::*;
 
 use super::{ROW_BLOCK, check_gpu, check_matrix_64};
 use crate::gpu::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
+use super::dropout::{check_p, scale_f32};
 use crate::error::{Error, Result};
 use crate::gpu::abi::dropout_gemm::*;
 use crate::gpu::cublas::GemmMath;
@@ -89,12 +90,6 @@ fn x_operand(x: FeaturesRef<'_>, what: &str) -> Result<XOperand> {
     })
 }
 
-fn check_p(p: f32) -> Result<()> {
-    if !(0.0..1.0).contains(&p) {
-        return Err(Error::Unsupported(format!("dropout probability {p} is outside [0, 1)")));
-    }
-    Ok(())
-}
 
 /// Row `r` of `x` (rows x k, unpadded) dropped out as `dropout_matrix_cpu_at` drops it.
 fn dropped_row<T: Real>(x: &[T], k: usize, r: usize, key: (u64, u32, u32, u64), keep_frac: T, out: &mut [T]) {
@@ -266,7 +261,7 @@ fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut Dev
         x: x_ptr,
         w: w.arg(),
         y: y.arg_mut(),
-        scale: (1.0 / (1.0 - p as f64)) as f32,
+        scale: scale_f32(p),
         seed_key: dropout_seed_key(seed),
         step: step.arg(&gpu),
         offset,
@@ -401,7 +396,7 @@ pub fn dropout_gemm_dw<'a>(
         x: x_ptr,
         dy: dy.arg(),
         partial: scratch.arg_mut(&gpu),
-        scale: (1.0 / (1.0 - p as f64)) as f32,
+        scale: scale_f32(p),
         seed_key: dropout_seed_key(seed),
         step: step.arg(&gpu),
         offset,

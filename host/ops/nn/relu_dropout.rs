@@ -12,6 +12,7 @@
 use rayon::prelude::*;
 
 use super::{check_matrix_64, check_same, elementwise_shape, n4};
+use super::dropout::{check_p, scale_f32};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{BiasReluDropoutArgs, ReluDropoutBackwardArgs, bias_relu_dropout_f32, relu_dropout_backward_f32};
 use crate::gpu::memory::padded_ld;
@@ -22,12 +23,6 @@ use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::util::Real;
 
-fn check_p(p: f32) -> Result<()> {
-    if !(0.0..1.0).contains(&p) {
-        return Err(Error::Unsupported(format!("dropout probability {p} is outside [0, 1)")));
-    }
-    Ok(())
-}
 
 /// y = dropout(max(z + b, 0)) on the host (`z`, `y` rows x cols unpadded, `b` cols), element
 /// (r, c) keyed `offset + r padded_ld(cols) + c` as `dropout_matrix_cpu_at` keys it: the values
@@ -89,7 +84,7 @@ pub fn bias_relu_dropout(z: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, y: &mut D
         b: b.arg(),
         y: y.arg_mut(),
         threshold: dropout_threshold(p),
-        scale: (1.0 / (1.0 - p as f64)) as f32,
+        scale: scale_f32(p),
         seed_key: dropout_seed_key(seed),
         step: step.arg(&gpu),
         offset,
@@ -106,7 +101,7 @@ pub fn relu_dropout_backward(dy: &DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f
     check_same(dy, dz, "relu_dropout_backward")?;
     let gpu = dy.gpu().clone();
     let n4 = n4(dy);
-    let args = ReluDropoutBackwardArgs { n4, dy: dy.arg(), y: y.arg(), scale: (1.0 / (1.0 - p as f64)) as f32, dz: dz.arg_mut() };
+    let args = ReluDropoutBackwardArgs { n4, dy: dy.arg(), y: y.arg(), scale: scale_f32(p), dz: dz.arg_mut() };
     // SAFETY: dy, y and dz hold n4 float4s each (dz distinct from both: a unique borrow).
     unsafe { relu_dropout_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }

@@ -2,7 +2,7 @@
 # This round's GPU checks beside bench/run-train-on-gpu.sh (after ../shared/tools/gpu-stage):
 # every test binary, the 10M-node SBM trained full-graph, setup from a cached .tcg, and NCCL
 # with a world of one. Logs land in $OUT (or ./gpu-out).
-#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor] [sparseneighbor] [final16] [gatfused] [dense] [densesmall] [denselarge]
+#   bash bench/run-round-on-gpu.sh [tests] [large] [nccl] [dist] [evening] [gpus2] [night] [setup3] [sample3] [bigsample] [idle] [sample5] [pygsample] [gpusample] [neighbor] [gpuneighbor] [sparseneighbor] [final16] [gatfused] [dense] [densesmall] [denselarge] [agnnfused]
 # evening: the step benches of the evening round (fused input dropout, fused attention, setup
 # from .tcg, the device halo exchange, the rebound sampled model); gpus2: on a two-GPU machine,
 # loss curves of 1 vs 2 GPUs over NCCL and bench dist --gpus 1,2; night: every model's step on the
@@ -24,7 +24,10 @@
 # tests and timing, then GCN / AGNN steps on an unseen R-MAT 2^18 x 16 (DENSE_SEED, default 7,
 # relabelled) and SBM 1M beside PyG's fastest GCN in the same call (DENSE_NCU=1 adds a per-kernel
 # ncu breakdown of a GCN step on each); densesmall / denselarge: every model on cora, citeseer,
-# pubmed / GCN, AGNN, GAT on those two large graphs, beside PyG's fastest in the same call.
+# pubmed / GCN, AGNN, GAT on those two large graphs, beside PyG's fastest in the same call;
+# agnnfused: the fused attention ops' tests (AGNN and GAT on the shared row split), the fused
+# AGNN / GAT layer against the unfused one (`bench attention`) and AGNN fused / unfused steps on
+# the unseen R-MAT (DENSE_SEED) with a per-op profile (AGNN_PYG=1 adds PyG's fastest AGNN).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -272,5 +275,26 @@ if [[ "$what" == *" denselarge "* ]]; then
   grep -hE "fastest|Error" /tmp/pyg-rmat.log /tmp/pyg-sbm.log | tail -8
   timeout 240 $T bench train $g/rmat18s$seed.mtx.gz $g/sbm1m.mtx.gz --models gcn:2x16,agnn,gat --precisions tf32,f16 --seeds 0 \
     --pyg "$out/pyg-rmat.json" --pyg "$out/pyg-sbm.json" --out "$out/btl" 2>&1 | tail -14
+fi
+if [[ "$what" == *" agnnfused "* ]]; then
+  g=/tmp/g; mkdir -p $g; seed=${DENSE_SEED:-7}
+  for t in ${AGNN_TESTS:-fused_attention nn_gat_attention nn_gat_ops nn_gpu nn_train}; do
+    timeout 200 .gpu/bin/test-test-$t --test-threads=1 > "$out/t-$t.log" 2>&1; echo "$t: rc $? $(grep -E '^test result' "$out/t-$t.log" | tail -1)"
+    grep -E "FAILED|panicked" "$out/t-$t.log" | head -5
+  done
+  [ -f $g/rmat18s$seed.mtx.gz ] || $T convert rmat:18:16:$seed:relabel -o $g/rmat18s$seed.mtx.gz > /dev/null
+  timeout 120 $T bench attention $g/rmat18s$seed.mtx.gz pubmed --k 32,64,128 --out "$out/att-agnn" 2>&1 | tail -8
+  timeout 120 $T bench attention $g/rmat18s$seed.mtx.gz pubmed --model gat --k 64 --out "$out/att-gat" 2>&1 | tail -4
+  for v in "" "--variant"; do
+    timeout 60 $T train $g/rmat18s$seed.mtx.gz --model agnn $v --precision f16 --features 500 --epochs 5 --profile-ops > "$out/prof-agnn$v.log" 2>&1
+    echo "agnn $v:"; grep -E " ms|time:" "$out/prof-agnn$v.log" | head -24
+  done
+  if [ "${AGNN_PYG:-0}" = 1 ]; then
+    timeout 200 python3 bench/pyg/train.py $g/rmat18s$seed.mtx.gz --model agnn gat --timing-only --features 500 --no-feature-norm \
+      --fastest --variants edge_index,edge_index+tf32 --out "$out/pyg-rmat.json" > /tmp/pyg-rmat.log 2>&1 || echo "pyg rmat failed ($?)"
+    grep -hE "fastest|Error" /tmp/pyg-rmat.log | tail -4
+    pyg="--pyg $out/pyg-rmat.json"
+  fi
+  timeout 200 $T bench train $g/rmat18s$seed.mtx.gz --models agnn,agnn+variant,gat --precisions tf32,f16 --seeds 0 ${pyg:-} --out "$out/bta" 2>&1 | tail -10
 fi
 exit 0

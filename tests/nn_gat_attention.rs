@@ -92,7 +92,7 @@ fn graphs() -> Vec<(String, Csr)> {
     let n = 600u32;
     let stairs: Vec<(u32, u32, f32)> = (0..n).flat_map(|r| (0..r).map(move |c| (r, c, 1.0))).collect();
     g.push(("staircase n=600".into(), Csr::from_triplets(n as usize, n as usize, &stairs).unwrap()));
-    // A hub row and a hub column of 7001 entries: cut into four segments (`GAT_SEGMENT`), whose
+    // A hub row and a hub column of 7001 entries: cut into four segments (`ROW_SEGMENT`), whose
     // partial states the combine launch merges; the other rows have 2-3 entries.
     let n = 7001u32;
     let mut star: Vec<(u32, u32, f32)> = (0..n).map(|c| (0, c, 1.0)).chain((1..n).map(|r| (r, 0, 1.0))).collect();

@@ -39,6 +39,10 @@ pub mod gat_attention {
     include!("../../kernels-gpu/src/abi/gat_attention.rs");
 }
 
+pub mod row_split {
+    include!("../../kernels-gpu/src/abi/row_split.rs");
+}
+
 pub mod dropout_gemm {
     include!("../../kernels-gpu/src/abi/dropout_gemm.rs");
 }

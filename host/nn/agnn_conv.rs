@@ -8,8 +8,8 @@
 //! (SpMM on S and on Sᵀ); dH = αᵀ dout (SpMM on Sᵀ) + the normalisation's backward of dn.
 //!
 //! [`AgnnConv::new`] runs the SDDMM, softmax and SpMMs as one fused op each way
-//! ([`crate::ops::nn::fused_attention`]); [`AgnnConv::new_unfused`] keeps the separate ops (the
-//! AGNN model's default until the fused kernels are faster: `--variant` picks the fused one).
+//! ([`crate::ops::nn::fused_attention`]; the AGNN model's default); [`AgnnConv::new_unfused`]
+//! keeps the separate ops (`--variant`), the check the fused op is measured against.
 
 use std::rc::Rc;
 

@@ -60,6 +60,17 @@ pub fn shfl_xor_f32(v: f32, lane_mask: u32) -> f32 {
     r
 }
 
+/// `shfl_xor_f32` among the lanes of `members` only (a slot of lanes that may run apart from
+/// the rest of its warp; `lane_mask` stays inside the slot).
+#[inline(always)]
+pub fn shfl_xor_f32_in(v: f32, lane_mask: u32, members: u32) -> f32 {
+    let r: f32;
+    unsafe {
+        asm!("shfl.sync.bfly.b32 {r}, {v}, {m}, 0x1f, {k};", r = out(reg32) r, v = in(reg32) v, m = in(reg32) lane_mask, k = in(reg32) members, options(nomem, nostack))
+    };
+    r
+}
+
 #[inline(always)]
 pub fn shfl_down_f32(v: f32, delta: u32) -> f32 {
     let r: f32;
@@ -310,6 +321,14 @@ pub fn ex2(v: f32) -> f32 {
 #[inline(always)]
 pub fn exp(v: f32) -> f32 {
     ex2(v * core::f32::consts::LOG2_E)
+}
+
+/// 1 / x through `rcp.approx.ftz` (within an ulp or two; for per-edge scale factors).
+#[inline(always)]
+pub fn rcp_approx(v: f32) -> f32 {
+    let r: f32;
+    unsafe { asm!("rcp.approx.ftz.f32 {r}, {v};", r = out(reg32) r, v = in(reg32) v, options(pure, nomem, nostack)) };
+    r
 }
 
 #[inline(always)]

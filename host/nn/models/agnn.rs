@@ -18,7 +18,7 @@ use crate::util::rng::SplitMix64;
 
 pub const INFO: ModelInfo = ModelInfo {
     name: "agnn",
-    about: "AGNN (Thekumparampil et al.): Linear, L attention layers softmax(β cos) H, Linear; --variant runs the fused attention op; default 4 x 32",
+    about: "AGNN (Thekumparampil et al.): Linear, L attention layers softmax(β cos) H, Linear; the attention fused (--variant: the separate SDDMM, edge softmax and SpMMs); default 4 x 32",
     defaults: ModelConfig {
         model: "agnn",
         layers: 4,
@@ -60,7 +60,7 @@ pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &Mo
 
 fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {
     let (n, nnz, f, c, h) = (n as u64, nnz as u64, features as u64, classes as u64, cfg.hidden as u64);
-    let per_conv = if cfg.variant {
+    let per_conv = if !cfg.variant {
         // The fused attention (n, out, dn; inv_norm, D, softmax stats): nothing per edge.
         3 * mat_bytes(n, h) + 2 * mat_bytes(n, 1) + mat_bytes(n, 2)
     } else {
@@ -98,9 +98,9 @@ impl<B: Ops> Agnn<B> {
     pub fn new(b: &B, g: AgnnGraph<B>, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Self> {
         let n = B::graph_shape(&g.graph).0;
         let mut rng = SplitMix64::new(cfg.seed);
-        // --variant: the fused attention op. Not the default: measured slower than the separate
-        // ops on graphs with hubs (bench/NOTES.md, "Fused AGNN attention").
-        let conv = |_| if cfg.variant { AgnnConv::new(b, &g, n, cfg.hidden) } else { AgnnConv::new_unfused(b, &g, n, cfg.hidden) };
+        // The fused attention op by default; --variant: the separate ops (SDDMM, edge softmax,
+        // SpMMs), kept to check and time the fused one against.
+        let conv = |_| if cfg.variant { AgnnConv::new_unfused(b, &g, n, cfg.hidden) } else { AgnnConv::new(b, &g, n, cfg.hidden) };
         let convs = (0..cfg.layers).map(conv).collect::<Result<Vec<_>>>()?;
         Ok(Agnn {
             lin_in: Linear::new(b, n, features, cfg.hidden, &mut rng)?,

@@ -15,7 +15,8 @@ use crate::nn::models::{Model, ModelConfig, ModelInfo, dropout_seed, edge_bytes,
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
 use crate::ops::backend::Ops;
-use crate::ops::nn::gat_attention::{GAT_LONG_MIN, GatAttention};
+use crate::ops::nn::gat_attention::GatAttention;
+use crate::ops::nn::row_split::max_segments;
 use crate::ops::backend::cuda::EdgeLayout;
 use crate::util::rng::SplitMix64;
 
@@ -68,11 +69,11 @@ fn conv_bytes(n: u64, nnz: u64, fan_in: u64, heads: u64, dim: u64, fused: bool) 
     let common = param_bytes(fan_in, width) + 3 * param_bytes(1, width) + 3 * mat_bytes(n, width) + 4 * mat_bytes(n, heads);
     if fused {
         // The softmax statistics (n x 2H) and D (n x H); Sᵀ's columns and its map to S (two
-        // u32 per edge) for the column pass. Rows of GAT_LONG_MIN or more entries are cut into
-        // segments of at most GAT_SEGMENT, so there are at most (nnz + n) / GAT_LONG_MIN of them;
+        // u32 per edge) for the column pass. Rows of ROW_LONG_MIN or more entries are cut into
+        // segments of at most ROW_SEGMENT (`ops::nn::row_split`), at most `max_segments` of them;
         // each keeps H max(dim + 2, 3) floats of partial state and at most 5 u32 of description
         // (3 a segment, a long row and its first segment).
-        let segments = (nnz + n).div_ceil(GAT_LONG_MIN as u64);
+        let segments = max_segments(n, nnz);
         let partials = segments * (4 * heads * (dim + 2).max(3) + 20);
         common + mat_bytes(n, 2 * heads) + mat_bytes(n, heads) + 2 * edges + partials
     } else {

@@ -3,7 +3,7 @@
 //! softmax's (max, sum), the backward recomputes alpha from them. CPU reference (generic over
 //! f32/f64, the same two passes as the GPU) and the launchers of
 //! `kernels-gpu/src/nn/fused_attention.rs` (CUDA cores, f32 arithmetic; in f16 precision the
-//! rows gathered per edge, n and dout, are read from f16 copies: half the bytes).
+//! rows gathered per edge, h and dout, are read from f16 copies: half the bytes).
 //!
 //! Inputs are the layer's h, its row-normalised n and inv_norm (`row_normalize`); S must be
 //! square (n_i . n_j pairs a row with a column of the same matrix).
@@ -17,16 +17,14 @@
 
 use rayon::prelude::*;
 
-use super::{check_gpu, check_matrix_64, check_same, row_shape};
+use super::{check_gpu, check_matrix_64, check_same, row_split};
 use crate::error::{Error, Result};
 use half::f16;
 
 use crate::gpu::abi::attention::{
-    AttentionColGradArgs, AttentionForwardArgs, AttentionRowGradArgs, AttnRows, attention_col_grad_c1_f16, attention_col_grad_c1_f32,
-    attention_col_grad_c4_f16, attention_col_grad_c4_f32, attention_forward_c1_f16, attention_forward_c1_f32, attention_forward_c4_f16,
-    attention_forward_c4_f32, attention_row_grad_c1_f16, attention_row_grad_c1_f32, attention_row_grad_c4_f16, attention_row_grad_c4_f32,
+    AttentionColGradArgs, AttentionForwardArgs, AttentionRowGradArgs, AttnRows, attention_col_grad_c1_l8_f16, attention_col_grad_c1_l16_f16, attention_col_grad_c1_l32_f16, attention_col_grad_c4_f16, attention_col_grad_c1_l8_f32, attention_col_grad_c1_l16_f32, attention_col_grad_c1_l32_f32, attention_col_grad_c4_f32, attention_forward_c1_l8_f16, attention_forward_c1_l16_f16, attention_forward_c1_l32_f16, attention_forward_c4_f16, attention_forward_c1_l8_f32, attention_forward_c1_l16_f32, attention_forward_c1_l32_f32, attention_forward_c4_f32, attention_row_grad_c1_l8_f16, attention_row_grad_c1_l16_f16, attention_row_grad_c1_l32_f16, attention_row_grad_c4_f16, attention_row_grad_c1_l8_f32, attention_row_grad_c1_l16_f32, attention_row_grad_c1_l32_f32, attention_row_grad_c4_f32,
 };
-use crate::gpu::launch::{Kernel, Ptr, Shape};
+use crate::gpu::launch::{Kernel, Ptr};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::graph::Csr;
 use crate::ops::GraphHandle;
@@ -35,16 +33,6 @@ use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
 use crate::ops::Precision;
 use crate::util::Real;
-
-/// Rows with at least this many edges per lane group of a warp (256 x 32 / L: 1024 at d = 32,
-/// 256 at d = 128) go to the block-per-row launch: a warp on a hub row would hold the whole
-/// launch. Per group, not per warp: with 256 per warp, half of R-MAT 2^18 x 16's edges went to
-/// blocks of mostly idle warps (rows of 256-1000 edges over 16 warps), one block per SM
-/// resident, and the fused forward took 0.63 ms at d = 32.
-pub const ATTN_LONG_PER_GROUP: u32 = 256;
-/// Threads of the block that takes one long row (512: the kernels use up to 120 registers, so
-/// 1024-thread blocks would not launch).
-pub const ATTN_LONG_BLOCK: u32 = 512;
 
 fn dot<T: Real>(a: &[T], b: &[T]) -> T {
     a.iter().zip(b).map(|(&x, &y)| x * y).sum()
@@ -188,35 +176,16 @@ pub fn attention_backward_cpu<T: Real>(
 
 // -- the GPU launchers --
 
-/// The rows of at least `min` edges of a pattern, on the device, built once per graph and `min`.
-pub(crate) struct AttnLongRows {
-    pub rows: DeviceVec<u32>,
-    pub n: u32,
-}
-
-pub(crate) fn long_rows(g: &GraphHandle, min: u32) -> Result<std::sync::Arc<AttnLongRows>> {
-    let gpu = g.gpu()?.clone();
-    g.cached(min as u64, || {
-        let rp = g.csr().row_ptr();
-        let rows: Vec<u32> = (0..g.csr().n_rows()).filter(|&r| rp[r + 1] - rp[r] >= min).map(|r| r as u32).collect();
-        Ok(AttnLongRows { n: rows.len() as u32, rows: DeviceVec::upload(&gpu, &rows)? })
-    })
-}
-
-/// The lane split for rows of `ld4` float4s: (log2 lanes per edge, chunks per lane: 1 or 4).
-fn lane_split(ld4: usize, what: &str) -> Result<(u32, usize)> {
-    if ld4 <= 32 {
-        Ok((ld4.next_power_of_two().trailing_zeros(), 1))
-    } else if ld4 <= 128 {
-        Ok((5, 4))
-    } else {
-        Err(Error::Unsupported(format!("{what}: rows of {} floats (at most 512)", 4 * ld4)))
+/// The lane split for rows of `ld4` float4s: (log2 of a slot's lanes, chunks per lane, the
+/// instance: `_c1_l8`, `_c1_l16`, `_c1_l32` or `_c4`).
+fn lane_split(ld4: usize, what: &str) -> Result<(u32, usize, usize)> {
+    match ld4 {
+        0..=8 => Ok((3, 1, 0)),
+        9..=16 => Ok((4, 1, 1)),
+        17..=32 => Ok((5, 1, 2)),
+        33..=128 => Ok((5, 4, 3)),
+        _ => Err(Error::Unsupported(format!("{what}: rows of {} floats (at most 512)", 4 * ld4))),
     }
-}
-
-/// Shared memory of the block-per-row launch: the reduction words and one slot per warp.
-fn long_smem(shift: u32, chunks: usize) -> u32 {
-    128 + (ATTN_LONG_BLOCK / 32) * 4 * (4 * chunks as u32 * (1 << shift) + 4)
 }
 
 /// Checks common to the three kernels; returns the n x n graph's row count as u32.
@@ -240,42 +209,26 @@ fn check_nodes(g: &GraphHandle, beta: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>,
     Ok(n.rows as u32)
 }
 
-/// Launches `kernel` twice over `g`'s rows: a warp per short row, a block per long row.
+/// Launches a pass over `g`'s rows (`row_split`: a slot of lanes per short row, a warp per
+/// middle one, segments of long rows and their combine launch), with `smem` bytes of shared
+/// memory a block at least.
 ///
 /// # Safety
-/// `args` must make arguments valid for `kernel` for the given rows of `g`.
-unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(
-    gpu: &Gpu,
-    g: &GraphHandle,
-    ld4: usize,
-    kernels: [Kernel<A>; 2],
-    warp_smem: u32,
-    args: impl Fn(AttnRows) -> A,
-) -> Result<()> {
-    let (shift, chunks) = lane_split(ld4, "fused attention")?;
-    let kernel = if chunks == 1 { kernels[0] } else { kernels[1] };
+/// `args` must make arguments valid for `kernel` for the rows of `g`.
+unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, ld4: usize, kernels: [Kernel<A>; 4], smem: u32, args: impl Fn(AttnRows) -> A) -> Result<()> {
+    let (shift, chunks, instance) = lane_split(ld4, "fused attention")?;
+    let kernel = kernels[instance];
     let csr = g.device_csr()?;
-    let n_rows = g.csr().n_rows() as u32;
-    let rows = AttnRows {
-        row_ptr: csr.row_ptr.arg(gpu),
-        col_idx: csr.col_idx.arg(gpu),
-        n_rows,
-        ld4: ld4 as u32,
-        shift,
-        long_min: ATTN_LONG_PER_GROUP * (32 >> shift),
-        long_rows: Ptr::null(),
-    };
-    let long = long_rows(g, rows.long_min)?;
-    // SAFETY: row_ptr / col_idx are g's CSR (col ids < n_rows, checked square); the warp
-    // launch walks rows < n_rows, the block launch one listed row per block; shared memory as
-    // the kernels use it (`long_smem`, `warp_smem`).
-    unsafe {
-        if long.n > 0 {
-            let a = args(AttnRows { long_rows: long.rows.arg(gpu), ..rows });
-            kernel.launch(gpu, Shape::linear(long.n, ATTN_LONG_BLOCK, long_smem(shift, chunks)), &a)?;
-        }
-        kernel.launch(gpu, row_shape(gpu, n_rows as u64, 1, warp_smem), &args(rows))
-    }
+    let rows = AttnRows { row_ptr: csr.row_ptr.arg(gpu), col_idx: csr.col_idx.arg(gpu), ld4: ld4 as u32, split: row_split::unset() };
+    // Rows shorter than 4 steps of a slot's edges in flight (4 with one chunk, 1 with four) a
+    // slot each. Partial state per segment and lane: at most two sums of its chunks (column
+    // pass) or a softmax state (forward).
+    let short_max = if chunks == 1 { 16 } else { 4 };
+    let pstride = (1 << shift) * (8 * chunks as u32 + 2);
+    let pass = row_split::Pass { shift, short_max, pstride, smem };
+    // SAFETY: row_ptr / col_idx are g's CSR (col ids < n_rows, checked square); the split is
+    // of g's rows; shared memory as the kernels use it.
+    unsafe { row_split::launch_rows(gpu, g, kernel, pass, |split| args(AttnRows { split, ..rows })) }
 }
 
 /// The address the kernels gather `m`'s rows from: `m`, or its f16 copy `half` (checked to
@@ -292,49 +245,43 @@ fn gather_ptr(m: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, what: &st
 }
 
 /// The fused forward on the device: `out` (same shape as `n`, padding written 0) and `stats`
-/// (2 values per row). `beta` (1 x 1) is read when the kernel runs. With `n_half` (an f16 copy
-/// of `n`) the neighbour rows are read from it. The first call on a graph uploads its CSR and
-/// long-row list: warm up before capturing a CUDA graph.
+/// (2 values per row). `beta` (1 x 1) is read when the kernel runs. The neighbour rows are read
+/// from `h` (n_j = h_j inv_norm_j), or from its f16 copy `h_half`. The first call on a graph
+/// uploads its CSR and row lists: warm up before capturing a CUDA graph.
+#[allow(clippy::too_many_arguments)]
 pub fn attention_forward(
     g: &GraphHandle,
     beta: &DeviceMatrix<f32>,
     n: &DeviceMatrix<f32>,
-    n_half: Option<&DeviceMatrix<f16>>,
+    h: &DeviceMatrix<f32>,
+    h_half: Option<&DeviceMatrix<f16>>,
     inv_norm: &DeviceVec<f32>,
     out: &mut DeviceMatrix<f32>,
     stats: &mut DeviceVec<f32>,
 ) -> Result<()> {
     let what = "attention_forward";
     check_nodes(g, beta, n, &[("inv_norm", inv_norm.len(), 1), ("stats", stats.len(), 2)], what)?;
+    check_same(n, h, what)?;
     check_same(n, out, what)?;
     let gpu = g.gpu()?.clone();
-    let n_gather = gather_ptr(n, n_half, what)?;
+    let h_gather = gather_ptr(h, h_half, what)?;
     let (beta, np, inv, outp, st) = (beta.arg(), n.arg(), inv_norm.arg(&gpu), out.arg_mut(), stats.arg_mut(&gpu));
-    let kernels = if n_half.is_some() { [attention_forward_c1_f16, attention_forward_c4_f16] } else { [attention_forward_c1_f32, attention_forward_c4_f32] };
-    // SAFETY: shapes checked above: n (and its f16 copy) and out are rows x ld, inv_norm and
+    let kernels = if h_half.is_some() { [attention_forward_c1_l8_f16, attention_forward_c1_l16_f16, attention_forward_c1_l32_f16, attention_forward_c4_f16] } else { [attention_forward_c1_l8_f32, attention_forward_c1_l16_f32, attention_forward_c1_l32_f32, attention_forward_c4_f32] };
+    // SAFETY: shapes checked above: n, h (and its f16 copy) and out are rows x ld, inv_norm and
     // stats cover the rows.
-    unsafe {
-        launch_rows(&gpu, g, n.ld / 4, kernels, 0, |rows| AttentionForwardArgs {
-            rows,
-            beta,
-            n: np,
-            n_gather,
-            inv_norm: inv,
-            out: outp,
-            stats: st,
-        })
-    }
+    unsafe { launch_rows(&gpu, g, n.ld / 4, kernels, 0, |rows| AttentionForwardArgs { rows, beta, n: np, h_gather, inv_norm: inv, out: outp, stats: st }) }
 }
 
 /// The fused backward on the device: `dh` (overwritten, padding 0) and `dbeta` (1 x 1,
 /// zeroed here then added to atomically), through the scratch `dn` (shape of `n`) and `d_row`
-/// (a value per row). `out` and `stats` are the forward's. With `half` (f16 copies of `n` and
+/// (a value per row). `out` and `stats` are the forward's. With `half` (f16 copies of `h` and
 /// `dout`) the neighbour rows are read from them. Uploads Sᵀ's CSR on first use.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_backward(
     g: &GraphHandle,
     beta: &DeviceMatrix<f32>,
     n: &DeviceMatrix<f32>,
+    h: &DeviceMatrix<f32>,
     half: Option<(&DeviceMatrix<f16>, &DeviceMatrix<f16>)>,
     inv_norm: &DeviceVec<f32>,
     stats: &DeviceVec<f32>,
@@ -347,7 +294,7 @@ pub fn attention_backward(
 ) -> Result<()> {
     let what = "attention_backward";
     check_nodes(g, beta, n, &[("inv_norm", inv_norm.len(), 1), ("stats", stats.len(), 2), ("d_row", d_row.len(), 1)], what)?;
-    for m in [out, dout, &*dn, &*dh] {
+    for m in [h, out, dout, &*dn, &*dh] {
         check_same(n, m, what)?;
     }
     check_matrix_64(dbeta, what)?;
@@ -355,22 +302,22 @@ pub fn attention_backward(
         return Err(Error::Shape(format!("{what}: dbeta is {} x {} (want 1 x 1)", dbeta.rows, dbeta.cols)));
     }
     let gpu = g.gpu()?.clone();
-    let n_gather = gather_ptr(n, half.map(|h| h.0), what)?;
-    let dout_gather = gather_ptr(dout, half.map(|h| h.1), what)?;
+    let h_gather = gather_ptr(h, half.map(|x| x.0), what)?;
+    let dout_gather = gather_ptr(dout, half.map(|x| x.1), what)?;
     let t = g.transpose()?;
     dbeta.zero()?;
-    let (betap, np, inv, st, outp, doutp) = (beta.arg(), n.arg(), inv_norm.arg(&gpu), stats.arg(&gpu), out.arg(), dout.arg());
+    let (betap, np, hp, inv, st, outp, doutp) = (beta.arg(), n.arg(), h.arg(), inv_norm.arg(&gpu), stats.arg(&gpu), out.arg(), dout.arg());
     let (dnp, dp, dbp) = (dn.arg_mut(), d_row.arg_mut(&gpu), dbeta.arg_mut());
     let ld4 = n.ld / 4;
-    // SAFETY: shapes checked above; Sᵀ is square like S; the row pass's warp launch uses 4
-    // bytes of shared memory (its block sum of dbeta).
+    // SAFETY: shapes checked above; Sᵀ is square like S; the row pass's blocks use 128 bytes
+    // of shared memory (its block sum of dbeta).
     unsafe {
-        let kernels = if half.is_some() { [attention_row_grad_c1_f16, attention_row_grad_c4_f16] } else { [attention_row_grad_c1_f32, attention_row_grad_c4_f32] };
-        launch_rows(&gpu, g, ld4, kernels, 4, |rows| AttentionRowGradArgs {
+        let kernels = if half.is_some() { [attention_row_grad_c1_l8_f16, attention_row_grad_c1_l16_f16, attention_row_grad_c1_l32_f16, attention_row_grad_c4_f16] } else { [attention_row_grad_c1_l8_f32, attention_row_grad_c1_l16_f32, attention_row_grad_c1_l32_f32, attention_row_grad_c4_f32] };
+        launch_rows(&gpu, g, ld4, kernels, 128, |rows| AttentionRowGradArgs {
             rows,
             beta: betap,
             n: np,
-            n_gather,
+            h_gather,
             inv_norm: inv,
             stats: st,
             out: outp,
@@ -380,15 +327,15 @@ pub fn attention_backward(
             dbeta: dbp,
         })?;
         let (dn_done, d_done, dhp) = (dn.arg(), d_row.arg(&gpu), dh.arg_mut());
-        let kernels = if half.is_some() { [attention_col_grad_c1_f16, attention_col_grad_c4_f16] } else { [attention_col_grad_c1_f32, attention_col_grad_c4_f32] };
+        let kernels = if half.is_some() { [attention_col_grad_c1_l8_f16, attention_col_grad_c1_l16_f16, attention_col_grad_c1_l32_f16, attention_col_grad_c4_f16] } else { [attention_col_grad_c1_l8_f32, attention_col_grad_c1_l16_f32, attention_col_grad_c1_l32_f32, attention_col_grad_c4_f32] };
         launch_rows(&gpu, &t, ld4, kernels, 0, |rows| AttentionColGradArgs {
             rows,
             beta: betap,
             n: np,
-            n_gather,
+            h: hp,
+            h_gather,
             inv_norm: inv,
             stats: st,
-            dout: doutp,
             dout_gather,
             d_row: d_done,
             dn: dn_done,
@@ -468,13 +415,13 @@ impl<T: Real> FusedAttentionOp for CpuBackend<T> {
 }
 
 impl FusedAttentionOp for CudaBackend {
-    fn attention_forward(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, _h: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn attention_forward(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("fused attention", || {
             if self.precision == Precision::F16 {
-                // f16 copy of n in scratch slot 1 (2 holds dout's in the backward).
-                self.with_half(n, 1, |nh| attention_forward(&g.handle, beta, n, Some(nh), &inv_norm.buf, out, &mut stats.buf))
+                // f16 copy of h in scratch slot 1 (2 holds dout's in the backward).
+                self.with_half(h, 1, |hh| attention_forward(&g.handle, beta, n, h, Some(hh), &inv_norm.buf, out, &mut stats.buf))
             } else {
-                attention_forward(&g.handle, beta, n, None, &inv_norm.buf, out, &mut stats.buf)
+                attention_forward(&g.handle, beta, n, h, None, &inv_norm.buf, out, &mut stats.buf)
             }
         })
     }
@@ -482,7 +429,7 @@ impl FusedAttentionOp for CudaBackend {
         &self,
         g: &GpuGraph,
         beta: &DeviceMatrix<f32>,
-        _h: &DeviceMatrix<f32>,
+        h: &DeviceMatrix<f32>,
         n: &DeviceMatrix<f32>,
         inv_norm: &DeviceMatrix<f32>,
         stats: &DeviceMatrix<f32>,
@@ -495,11 +442,11 @@ impl FusedAttentionOp for CudaBackend {
     ) -> Result<()> {
         self.timed("fused attention backward", || {
             if self.precision == Precision::F16 {
-                self.with_half(n, 1, |nh| {
-                    self.with_half(dout, 2, |gh| attention_backward(&g.handle, beta, n, Some((nh, gh)), &inv_norm.buf, &stats.buf, out, dout, dn, &mut d_row.buf, dh, dbeta))
+                self.with_half(h, 1, |hh| {
+                    self.with_half(dout, 2, |gh| attention_backward(&g.handle, beta, n, h, Some((hh, gh)), &inv_norm.buf, &stats.buf, out, dout, dn, &mut d_row.buf, dh, dbeta))
                 })
             } else {
-                attention_backward(&g.handle, beta, n, None, &inv_norm.buf, &stats.buf, out, dout, dn, &mut d_row.buf, dh, dbeta)
+                attention_backward(&g.handle, beta, n, h, None, &inv_norm.buf, &stats.buf, out, dout, dn, &mut d_row.buf, dh, dbeta)
             }
         })
     }

@@ -12,9 +12,9 @@
 
 use rayon::prelude::*;
 
-use super::{NN_BLOCKS_PER_SM, check_gpu, check_matrix_64};
+use super::{check_gpu, check_matrix_64, row_split};
 use crate::error::{Error, Result};
-use crate::gpu::{DeviceMatrix, DeviceVec};
+use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::gat_attention::{
     GatAttentionArgs, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8, gat_attention_forward_d16,
     gat_attention_forward_d32, gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32,
@@ -43,11 +43,6 @@ pub struct GatAttention {
     /// masks are keyed by global edge.
     pub first_edge: u64,
 }
-
-/// Rows of at least this many entries go to the block launch (a warp would walk them alone).
-pub const GAT_LONG_MIN: u32 = 256;
-/// Threads of a block of the fused kernels (one long row, 8 warps' rows, or 8 warps' slots).
-pub const GAT_BLOCK: u32 = 256;
 
 impl GatAttention {
     /// Whether the fused kernels take `heads` heads of `dim` columns (at most 32 of each: a
@@ -245,20 +240,7 @@ fn args(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst): (&De
         t_ptr: tcsr.row_ptr.arg(&gpu),
         t_cols: tcsr.col_idx.arg(&gpu),
         t_of: t_of.arg(&gpu),
-        n_rows: wh.rows as u32,
-        short_max: 0,
-        long_min: GAT_LONG_MIN,
-        segs: Ptr::null(),
-        n_segs: 0,
-        mid: Ptr::null(),
-        n_mid: 0,
-        warp_blocks: 0,
-        combine: 0,
-        long: Ptr::null(),
-        n_long: 0,
-        seg_ptr: Ptr::null(),
-        partials: PtrMut::null(),
-        pstride: 0,
+        split: row_split::unset(),
         heads: a.heads as u32,
         dim: a.dim as u32,
         shift: a.heads.next_power_of_two().trailing_zeros(),
@@ -315,109 +297,17 @@ pub fn gat_attention(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &Device
     unsafe { launch_rows(&gpu, &g.handle, kernel, &x, a.dim) }
 }
 
-/// Launches `kernel` over the rows of `h` (S, or Sᵀ for the column pass): one launch of three
-/// kinds of block — a block per segment of the rows of at least [`GAT_LONG_MIN`] entries (with
-/// its shared memory: 34 words per head lane and warp), a warp per row of at least
-/// [`short_max`], a slot of lanes per shorter row — then, where there are long rows, the
-/// combine launch that merges each long row's segments. The lists are made once per graph.
+/// Launches a pass over the rows of `h` (S, or Sᵀ for the column pass; `row_split`), with its
+/// segments' shared memory and partial states: per segment and head (max, sum, dim sums)
+/// forward, (D, P, Q) row pass, (ds_src, dim sums) column pass.
 ///
 /// # Safety
 /// `x` must be valid arguments of `kernel` for the rows of `h`.
 unsafe fn launch_rows(gpu: &crate::gpu::Gpu, h: &crate::ops::GraphHandle, kernel: Kernel<GatAttentionArgs>, x: &GatAttentionArgs, dim: usize) -> Result<()> {
-    let short_max = short_max(dim);
-    let mid = super::fused_attention::long_rows(h, short_max)?;
-    let long = segments(h)?;
-    let (warps, cap) = ((GAT_BLOCK / 32) as u64, (gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
-    let warp_blocks = if mid.n > long.n_long { (mid.n as u64).div_ceil(warps).min(cap) } else { 0 };
-    let slot_blocks = (x.n_rows as u64).div_ceil(warps * (32 >> x.shift) as u64).min(cap);
-    let blocks = long.n_segs as u64 + warp_blocks + slot_blocks;
-    if blocks == 0 {
-        return Ok(());
-    }
-    // Per segment and head: (max, sum, dim sums) forward, (D, P, Q) row pass, (ds_src, dim sums)
-    // column pass.
-    let pstride = x.heads * (2 + x.dim).max(3);
-    let partials = partials(h, long.n_segs as usize * pstride as usize)?;
-    let x = GatAttentionArgs {
-        short_max,
-        long_min: GAT_LONG_MIN,
-        segs: long.segs.arg(gpu),
-        n_segs: long.n_segs,
-        mid: mid.rows.arg(gpu),
-        n_mid: mid.n,
-        warp_blocks: warp_blocks as u32,
-        combine: 0,
-        long: long.rows.arg(gpu),
-        n_long: long.n_long,
-        seg_ptr: long.seg_ptr.arg(gpu),
-        partials: PtrMut::new(partials.arg(gpu).addr()),
-        pstride,
-        ..*x
-    };
-    let smem = if long.n_segs > 0 { GAT_BLOCK * 34 * 4 } else { 0 };
-    let blocks = u32::try_from(blocks).map_err(|_| Error::Unsupported(format!("gat_attention: {blocks} blocks ({} segments of long rows)", long.n_segs)))?;
-    // SAFETY: as the caller guarantees; the lists are this graph's (segments within their rows,
-    // `n_segs + warp_blocks` of the blocks take listed work), `partials` holds `pstride` floats
-    // per segment. The combine launch, queued after, reads each long row's segments.
-    unsafe {
-        kernel.launch(gpu, crate::gpu::launch::Shape::linear(blocks, GAT_BLOCK, smem), &x)?;
-        if long.n_long > 0 {
-            let combine = (long.n_long as u64).div_ceil(warps).min(cap) as u32;
-            kernel.launch(gpu, crate::gpu::launch::Shape::linear(combine, GAT_BLOCK, 0), &GatAttentionArgs { combine: 1, ..x })?;
-        }
-    }
-    Ok(())
+    let pass = row_split::Pass { shift: x.shift, short_max: short_max(dim), pstride: x.heads * (2 + x.dim).max(3), smem: 0 };
+    // SAFETY: as the caller guarantees, for any split of h's rows.
+    unsafe { row_split::launch_rows(gpu, h, kernel, pass, |split| GatAttentionArgs { split, ..*x }) }
 }
-
-/// Entries of a long row's segment: a block of 8 warps walks a segment (at most a few steps of
-/// its edges), so a hub row of tens of thousands of entries is spread over many blocks.
-pub const GAT_SEGMENT: u32 = 2048;
-
-/// The rows of at least [`GAT_LONG_MIN`] entries cut into segments of at most [`GAT_SEGMENT`].
-struct Segments {
-    /// (row, first entry, end) per segment.
-    segs: DeviceVec<u32>,
-    n_segs: u32,
-    rows: DeviceVec<u32>,
-    n_long: u32,
-    /// Row r's segments are seg_ptr[r] .. seg_ptr[r + 1].
-    seg_ptr: DeviceVec<u32>,
-}
-
-fn segments(h: &crate::ops::GraphHandle) -> Result<std::sync::Arc<Segments>> {
-    let gpu = h.gpu()?.clone();
-    h.cached(GAT_SEGMENT as u64, || {
-        let rp = h.csr().row_ptr();
-        let (mut segs, mut rows, mut seg_ptr) = (Vec::new(), Vec::new(), vec![0u32]);
-        for r in 0..h.csr().n_rows() {
-            let (start, end) = (rp[r], rp[r + 1]);
-            if end - start < GAT_LONG_MIN {
-                continue;
-            }
-            let n = (end - start).div_ceil(GAT_SEGMENT);
-            // Equal segments (a short last one would leave its block mostly idle).
-            let len = (end - start).div_ceil(n);
-            for k in 0..n {
-                segs.extend([r as u32, start + k * len, (start + (k + 1) * len).min(end)]);
-            }
-            rows.push(r as u32);
-            seg_ptr.push((segs.len() / 3) as u32);
-        }
-        let up = |v: &[u32]| DeviceVec::upload(&gpu, if v.is_empty() { &[0] } else { v });
-        Ok(Segments { n_segs: (segs.len() / 3) as u32, n_long: rows.len() as u32, segs: up(&segs)?, rows: up(&rows)?, seg_ptr: up(&seg_ptr)? })
-    })
-}
-
-/// The launches' scratch for the segments' partial states (`len` floats at least): kept with the
-/// graph and shared by its layers' passes, which run one after another on one stream.
-fn partials(h: &crate::ops::GraphHandle, len: usize) -> Result<std::sync::Arc<DeviceVec<f32>>> {
-    let gpu = h.gpu()?.clone();
-    // Keyed by length (a graph's layers of different widths get one each).
-    h.cached(PARTIALS_KEY ^ len as u64, || DeviceVec::zeros(&gpu, len.max(1)))
-}
-
-/// Cache key of [`partials`] (apart from the other `DeviceVec<f32>` entries a handle keeps).
-const PARTIALS_KEY: u64 = 0x6a7_0000_0000_0000;
 
 /// Rows shorter than this are walked by one slot of lanes (no shuffles, no merge of slots): at
 /// most 4 steps of the kernel instance's edges in flight (4, 2, 1 for heads of 8, 16, 32

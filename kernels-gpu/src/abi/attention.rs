@@ -1,8 +1,10 @@
-// Fused AGNN attention (`nn/fused_attention.rs`): argument structs and instances. Shared with
-// the host (`include!`). Matrices are row-major f32 with a padded stride of `4 * ld4` floats
-// (padding zero); per-row vectors (inv_norm, the softmax statistics, D) live in the first
-// values of a matrix buffer, `inv_norm[r]`, `stats[2 r]`, `stats[2 r + 1]`, `d_row[r]`.
+// Fused AGNN attention (`nn/fused_attention.rs`): argument structs and instances (the lanes of a
+// slot, which share one edge, are the instance's: `_lN`). Shared with the host (`include!`).
+// Matrices are row-major f32 with a padded stride of `4 * ld4` floats (padding zero); per-row
+// vectors (inv_norm, the softmax statistics, D) live in the first values of a matrix buffer,
+// `inv_norm[r]`, `stats[2 r]`, `stats[2 r + 1]`, `d_row[r]`.
 use super::*;
+use super::row_split::RowSplit;
 
 kernel_args! {
     /// The rows a fused attention kernel walks and how its lanes split a row.
@@ -10,27 +12,23 @@ kernel_args! {
         /// The pattern the kernel walks: S (forward, row gradients) or Sᵀ (column gradients).
         pub row_ptr: Ptr<u32>,
         pub col_idx: Ptr<u32>,
-        pub n_rows: u32,
         /// float4s per row of every matrix (all are n x d with the same stride).
         pub ld4: u32,
-        /// log2 of the lanes that share one edge (one float4 per lane and chunk).
-        pub shift: u32,
-        /// Warp kernel: rows of at least this many edges are skipped (a block takes each).
-        pub long_min: u32,
-        /// Null: a warp per row over all rows shorter than `long_min`; else a block per listed row.
-        pub long_rows: Ptr<u32>,
+        /// How the launch spreads the pattern's rows (`row_split.rs`); the combine launch
+        /// merges the long rows' segments, a lane per float4 of slot 0.
+        pub split: RowSplit,
     }
 
-    /// out_i = sum_j alpha_ij h_j, alpha = softmax_j(beta n_i . n_j), h_j = n_j / inv_norm_j;
+    /// out_i = sum_j alpha_ij h_j, alpha = softmax_j(beta n_i . n_j), n_j = h_j inv_norm_j;
     /// writes out (padding 0) and per row (max, sum) of the softmax ((0, 0) for empty rows).
     pub struct AttentionForwardArgs {
         pub rows: AttnRows,
         /// One value, read when the kernel runs.
         pub beta: Ptr<f32>,
         pub n: Ptr<f32>,
-        /// The rows gathered per edge: `n` itself (`_f32` instances) or its f16 copy (`_f16`:
-        /// an f16 matrix of the same stride, at this address).
-        pub n_gather: Ptr<f32>,
+        /// The rows gathered per edge: h itself (`_f32` instances) or its f16 copy (`_f16`: an
+        /// f16 matrix of the same stride, at this address).
+        pub h_gather: Ptr<f32>,
         pub inv_norm: Ptr<f32>,
         pub out: PtrMut<f32>,
         pub stats: PtrMut<f32>,
@@ -43,9 +41,8 @@ kernel_args! {
         pub rows: AttnRows,
         pub beta: Ptr<f32>,
         pub n: Ptr<f32>,
-        /// The rows gathered per edge: `n` itself (`_f32` instances) or its f16 copy (`_f16`:
-        /// an f16 matrix of the same stride, at this address).
-        pub n_gather: Ptr<f32>,
+        /// h or its f16 copy, as the forward's.
+        pub h_gather: Ptr<f32>,
         pub inv_norm: Ptr<f32>,
         pub stats: Ptr<f32>,
         pub out: Ptr<f32>,
@@ -62,13 +59,12 @@ kernel_args! {
         pub rows: AttnRows,
         pub beta: Ptr<f32>,
         pub n: Ptr<f32>,
-        /// The rows gathered per edge: `n` itself (`_f32` instances) or its f16 copy (`_f16`:
-        /// an f16 matrix of the same stride, at this address).
-        pub n_gather: Ptr<f32>,
+        pub h: Ptr<f32>,
+        /// h or its f16 copy, as the forward's.
+        pub h_gather: Ptr<f32>,
         pub inv_norm: Ptr<f32>,
         pub stats: Ptr<f32>,
-        pub dout: Ptr<f32>,
-        /// `dout` or its f16 copy, as `n_gather`.
+        /// dout or its f16 copy, as `h_gather`.
         pub dout_gather: Ptr<f32>,
         pub d_row: Ptr<f32>,
         pub dn: Ptr<f32>,
@@ -76,20 +72,33 @@ kernel_args! {
     }
 }
 
-// `_c1`: rows of at most 32 float4s (d <= 128), one float4 per lane; `_c4`: up to 128 float4s
-// (d <= 512), four per lane; four edges per lane group and step with one chunk, one with four
-// (registers). `_f32` / `_f16`: the type of the gathered rows.
+// `_c1_lN`: rows of at most N float4s (d <= 4 N), one float4 per lane of a slot of N lanes;
+// `_c4`: up to 128 float4s (d <= 512), four per lane of a warp-wide slot; four entries per slot
+// in flight with one chunk, one with four (registers). `_f32` / `_f16`: the type of the gathered
+// rows.
 kernels! {
-    attention_forward_c1_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 4>;
-    attention_forward_c4_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 4, 1>;
-    attention_forward_c1_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 4>;
-    attention_forward_c4_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 4, 1>;
-    attention_row_grad_c1_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 4>;
-    attention_row_grad_c4_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 4, 1>;
-    attention_row_grad_c1_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 4>;
-    attention_row_grad_c4_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 4, 1>;
-    attention_col_grad_c1_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 1, 4>;
-    attention_col_grad_c4_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 4, 1>;
-    attention_col_grad_c1_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 4>;
-    attention_col_grad_c4_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 4, 1>;
+    attention_forward_c1_l8_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 8, 4>;
+    attention_forward_c1_l16_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 16, 4>;
+    attention_forward_c1_l32_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 32, 4>;
+    attention_forward_c4_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 4, 32, 1>;
+    attention_forward_c1_l8_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 8, 4>;
+    attention_forward_c1_l16_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 16, 4>;
+    attention_forward_c1_l32_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 32, 4>;
+    attention_forward_c4_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 4, 32, 1>;
+    attention_row_grad_c1_l8_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 8, 4>;
+    attention_row_grad_c1_l16_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 16, 4>;
+    attention_row_grad_c1_l32_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 32, 4>;
+    attention_row_grad_c4_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 4, 32, 1>;
+    attention_row_grad_c1_l8_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 8, 4>;
+    attention_row_grad_c1_l16_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 16, 4>;
+    attention_row_grad_c1_l32_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 32, 4>;
+    attention_row_grad_c4_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 4, 32, 1>;
+    attention_col_grad_c1_l8_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 1, 8, 4>;
+    attention_col_grad_c1_l16_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 1, 16, 4>;
+    attention_col_grad_c1_l32_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 1, 32, 4>;
+    attention_col_grad_c4_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 4, 32, 1>;
+    attention_col_grad_c1_l8_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 8, 4>;
+    attention_col_grad_c1_l16_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 16, 4>;
+    attention_col_grad_c1_l32_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 32, 4>;
+    attention_col_grad_c4_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 4, 32, 1>;
 }

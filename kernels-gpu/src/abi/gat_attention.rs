@@ -4,6 +4,7 @@
 // per-node scores s_src, s_dst, their gradients and D are n x heads with stride `hld`; the
 // softmax statistics are n x (2 heads) with stride `sld`, (max, sum) per head.
 use super::*;
+use super::row_split::RowSplit;
 
 kernel_args! {
     /// One GAT layer's attention over the edges of S (row i = target, its edges the sources j):
@@ -17,31 +18,9 @@ kernel_args! {
         pub t_ptr: Ptr<u32>,
         pub t_cols: Ptr<u32>,
         pub t_of: Ptr<u32>,
-        pub n_rows: u32,
-        /// One launch, three kinds of block (`rows` in the kernel): blocks [0, n_segs) a segment
-        /// of a long row each (`segs`: (row, first entry, end) triples of at most a few
-        /// thousand entries, the rows of at least `long_min` entries cut up), its warps sharing
-        /// the segment and writing the segment's partial state to `partials` (`pstride` floats
-        /// a segment); the next `warp_blocks` blocks a warp per listed row (`mid`: the rows of
-        /// at least `short_max` entries; those of `long_min` or more skipped); the remaining
-        /// blocks a slot of lanes per row shorter than `short_max` (every row looked at). S's
-        /// rows for the forward and the row pass, Sᵀ's for the column pass.
-        pub short_max: u32,
-        pub long_min: u32,
-        pub segs: Ptr<u32>,
-        pub n_segs: u32,
-        pub mid: Ptr<u32>,
-        pub n_mid: u32,
-        pub warp_blocks: u32,
-        /// The combine launch (`combine` = 1): a warp per long row (`long`, `n_long` of them,
-        /// its segments `seg_ptr[r] .. seg_ptr[r + 1]`), a lane per head, merging the row's
-        /// partial states in segment order and writing the row's outputs.
-        pub combine: u32,
-        pub long: Ptr<u32>,
-        pub n_long: u32,
-        pub seg_ptr: Ptr<u32>,
-        pub partials: PtrMut<f32>,
-        pub pstride: u32,
+        /// How the launch spreads the rows (S's for the forward and the row pass, Sᵀ's for the
+        /// column pass); the combine launch merges the long rows' segments, a lane per head.
+        pub split: RowSplit,
         pub heads: u32,
         pub dim: u32,
         /// log2 of the lanes of an edge slot (one per head: next_pow2(heads) <= 32).

@@ -52,6 +52,7 @@ pub mod attention {
 }
 pub mod dropout_gemm;
 pub mod gat_attention;
+pub mod row_split;
 pub mod hybrid;
 pub mod format;
 pub mod nn;

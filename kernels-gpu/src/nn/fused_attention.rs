@@ -3,65 +3,62 @@
 //! is ever stored: the forward keeps per row only the softmax's (max, sum), the backward
 //! recomputes alpha from them.
 //!
-//! Lanes: a warp takes one row (or, for rows of at least `long_min` edges, a block takes one
-//! listed row); the lanes split into groups of `L = 1 << shift` lanes that each hold one
-//! float4 of a feature row per chunk (chunk k at float4 `sub + k L`, `C` chunks), and the
-//! `32 / L` groups of a warp take the row's edges in turn (`EdgeSteps`: `U` edges per group
-//! and step, column ids fetched 32 at a time), so all lanes are busy even at d = 32. Each group keeps its own partial state; the states meet at
-//! the row's end through shuffles across groups, then (block) through shared memory.
-//! Loop bounds are uniform over the warp (block), so every lane reaches every shuffle.
+//! Lanes: a slot of `L` lanes (the instance's) takes one edge at a time, each lane one float4 of
+//! the feature rows per chunk (chunk k at float4 `h + k L`, `C` chunks), the slot's dot
+//! products reduced over its lanes by shuffles within the slot. How the rows are spread over a
+//! launch — a slot per short row, a warp per middle one (its slots taking the row's edges in
+//! turn, merged by shuffles at the row's end), segments of long rows a block each with a
+//! combine launch merging them in order — is `row_split.rs`, shared with GAT's attention.
 //!
-//! Maths (h_j = n_j / inv_norm_j, so only n is gathered): cos_ij = n_i . n_j,
+//! Maths (n_j = h_j inv_norm_j, so only h is gathered, and a step's entries are worked on
+//! together, without a branch between them: `walk_steps`): cos_ij = n_i . n_j,
 //! alpha = softmax_j(beta cos), out_i = sum_j alpha_ij h_j. Backward with dout:
 //! dalpha_ij = dout_i . h_j, D_i = sum_j alpha_ij dalpha_ij = dout_i . out_i (FlashAttention's
 //! identity: no first pass over the row), ds = alpha (dalpha - D), dbeta = sum ds cos,
 //! dn_i = beta (sum_j ds_ij n_j + sum_k ds_ki n_k) and dh = alphaᵀ dout + the normalisation's
 //! backward of dn. The second sum of dn_i and alphaᵀ dout run over the in-edges of i: the
 //! column pass walks Sᵀ's CSR, recomputing alpha and ds there from the row statistics and D of
-//! the source rows: D and dn's row part come from the row pass, hence two launches. No atomics
-//! except one per block for dbeta.
+//! the source rows: D and dn's row part come from the row pass, hence two launches (each with
+//! its combine launch where there are long rows). No atomics except one per block for dbeta.
 
-use super::{BlockSums, block_reduce, global_warp, group_sum};
+use super::block_reduce;
+use super::row_split::{Lane, Span, block_sums, long_rows, partial, rows, slot_sum, smem, walk_steps};
 use crate::abi::attention::{AttentionColGradArgs, AttentionForwardArgs, AttentionRowGradArgs, AttnRows};
 use crate::ptx;
 
 type Chunks<const C: usize> = [[f32; 4]; C];
 
-/// Bytes at the start of dynamic shared memory left to `block_reduce` / `BlockSums`.
-const REDUCE_BYTES: u32 = 128;
-
-/// This lane's place in the row split.
+/// This lane's columns: float4 `h + k L` of a row for chunk k, and its slot's lanes. `L`, the
+/// slot's width, is a constant of the instance, so the dot products' shuffles unroll (a loop
+/// over a run-time width serialised them, one dependent shuffle loop per entry).
 #[derive(Clone, Copy)]
-struct Lanes {
-    /// Lanes per group (L).
+struct Cols<const L: u32> {
     l: u32,
-    /// This lane's index in its group.
-    sub: u32,
-    /// This lane's group in the warp.
-    grp: u32,
+    h: u32,
     ld4: u32,
+    mask: u32,
 }
 
-impl Lanes {
-    fn new(rows: &AttnRows) -> Self {
-        let lane = ptx::lane_id();
-        Lanes { l: 1 << rows.shift, sub: lane & ((1 << rows.shift) - 1), grp: lane >> rows.shift, ld4: rows.ld4 }
+impl<const L: u32> Cols<L> {
+    #[inline(always)]
+    fn new(ln: &Lane, rows: &AttnRows) -> Self {
+        Cols { l: L, h: ln.h, ld4: rows.ld4, mask: ln.mask }
     }
     /// Float4 index of chunk k, or None past the row.
     #[inline(always)]
     fn c4(&self, k: usize) -> Option<usize> {
-        let c = self.sub + k as u32 * self.l;
+        let c = self.h + k as u32 * self.l;
         (c < self.ld4).then_some(c as usize)
     }
 }
 
 /// Chunks of matrix row `row` (zeros past the row).
 #[inline(always)]
-unsafe fn load<const C: usize>(p: *const f32, row: u32, ln: &Lanes) -> Chunks<C> {
-    let base = row as usize * 4 * ln.ld4 as usize;
+unsafe fn load<const C: usize, const L: u32>(p: *const f32, row: u32, cl: &Cols<L>) -> Chunks<C> {
+    let base = row as usize * 4 * cl.ld4 as usize;
     let mut v = [[0f32; 4]; C];
     for (k, vk) in v.iter_mut().enumerate() {
-        if let Some(c) = ln.c4(k) {
+        if let Some(c) = cl.c4(k) {
             *vk = unsafe { ptx::ld_nc_v4_f32(p.add(base + 4 * c)) };
         }
     }
@@ -69,10 +66,10 @@ unsafe fn load<const C: usize>(p: *const f32, row: u32, ln: &Lanes) -> Chunks<C>
 }
 
 #[inline(always)]
-unsafe fn store<const C: usize>(p: *mut f32, row: u32, ln: &Lanes, v: &Chunks<C>) {
-    let base = row as usize * 4 * ln.ld4 as usize;
+unsafe fn store<const C: usize, const L: u32>(p: *mut f32, row: u32, cl: &Cols<L>, v: &Chunks<C>) {
+    let base = row as usize * 4 * cl.ld4 as usize;
     for (k, vk) in v.iter().enumerate() {
-        if let Some(c) = ln.c4(k) {
+        if let Some(c) = cl.c4(k) {
             unsafe { ptx::st_v4_f32(p.add(base + 4 * c), *vk) };
         }
     }
@@ -108,27 +105,33 @@ impl Gather for G16 {
 
 /// Chunks of row `row` of a gathered matrix (zeros past the row).
 #[inline(always)]
-unsafe fn gather<G: Gather, const C: usize>(p: *const f32, row: u32, ln: &Lanes) -> Chunks<C> {
-    let base = row as usize * 4 * ln.ld4 as usize;
+unsafe fn gather<G: Gather, const C: usize, const L: u32>(p: *const f32, row: u32, cl: &Cols<L>) -> Chunks<C> {
+    let base = row as usize * 4 * cl.ld4 as usize;
     let mut v = [[0f32; 4]; C];
     for (k, vk) in v.iter_mut().enumerate() {
-        if let Some(c) = ln.c4(k) {
+        if let Some(c) = cl.c4(k) {
             *vk = unsafe { G::load4(p, base + 4 * c) };
         }
     }
     v
 }
 
-/// Dot product of two rows over the group (every lane of the group gets it).
+/// Dot product of two rows over the slot (every lane of the slot gets it; shuffles among the
+/// slot's lanes only, so slots may run apart).
 #[inline(always)]
-fn dot<const C: usize>(a: &Chunks<C>, b: &Chunks<C>, ln: &Lanes) -> f32 {
+fn dot<const C: usize, const L: u32>(a: &Chunks<C>, b: &Chunks<C>, cl: &Cols<L>) -> f32 {
     let mut s = 0f32;
     for k in 0..C {
         for q in 0..4 {
-            s += a[k][q] * b[k][q];
+            s = ptx::fma_f32(a[k][q], b[k][q], s);
         }
     }
-    group_sum(s, ln.l)
+    let mut m = L >> 1;
+    while m > 0 {
+        s += ptx::shfl_xor_f32_in(s, m, cl.mask);
+        m >>= 1;
+    }
+    s
 }
 
 /// acc = acc * scale + w * v.
@@ -136,198 +139,7 @@ fn dot<const C: usize>(a: &Chunks<C>, b: &Chunks<C>, ln: &Lanes) -> f32 {
 fn axpby<const C: usize>(acc: &mut Chunks<C>, scale: f32, w: f32, v: &Chunks<C>) {
     for k in 0..C {
         for q in 0..4 {
-            acc[k][q] = acc[k][q] * scale + w * v[k][q];
-        }
-    }
-}
-
-/// Shuffle `v` from the lane `off` lanes away (xor).
-#[inline(always)]
-fn shfl_chunks<const C: usize>(v: &Chunks<C>, off: u32) -> Chunks<C> {
-    let mut o = [[0f32; 4]; C];
-    for k in 0..C {
-        for q in 0..4 {
-            o[k][q] = ptx::shfl_xor_f32(v[k][q], off);
-        }
-    }
-    o
-}
-
-/// Where a kernel is: a warp on one row at a time, or a block on one listed row.
-#[derive(Clone, Copy)]
-struct Unit {
-    block: bool,
-}
-
-/// The edges of one row that this lane group takes, `U` per step. The warp fetches the column
-/// ids of 32 consecutive edges at once (one per lane) and hands them out by shuffles, so no
-/// gather waits on an index load and the `U` gathers of a step are in flight together (one
-/// dependent load chain per edge made the first version latency-bound: 0.7 ms forward on
-/// R-MAT 2^18 x 16 at d = 32). In a block, warp w takes the batches w, w + warps, ...
-struct EdgeSteps {
-    col_idx: *const u32,
-    end: u32,
-    /// First edge of the current batch of 32, and the batch step (32 x warps on the row).
-    base: u32,
-    step: u32,
-    /// This lane's column id of the current batch.
-    ids: u32,
-    /// Next batch position of group 0.
-    t0: u32,
-    groups: u32,
-    grp: u32,
-    /// Read for edges past the row (a row in bounds; the result is dropped).
-    fallback: u32,
-}
-
-impl EdgeSteps {
-    #[inline(always)]
-    fn new(col_idx: *const u32, start: u32, end: u32, unit: Unit, ln: &Lanes, fallback: u32) -> Self {
-        let (w, warps) = if unit.block { (ptx::warp_id(), ptx::ntid_x() / 32) } else { (0, 1) };
-        let mut s = EdgeSteps { col_idx, end, base: start + 32 * w, step: 32 * warps, ids: fallback, t0: 0, groups: 32 / ln.l, grp: ln.grp, fallback };
-        s.fetch();
-        s
-    }
-
-    #[inline(always)]
-    fn fetch(&mut self) {
-        let e = self.base + ptx::lane_id();
-        self.ids = if e < self.end { unsafe { ptx::ld_nc_u32(self.col_idx.add(e as usize)) } } else { self.fallback };
-    }
-
-    /// This group's next `U` edges: (column, is an edge) each; None once the warp's share of
-    /// the row is done (warp-uniform: every lane reaches the same shuffles).
-    #[inline(always)]
-    fn next<const U: usize>(&mut self) -> Option<([u32; U], [bool; U])> {
-        if self.t0 >= 32 || self.base + self.t0 >= self.end {
-            self.base += self.step;
-            self.t0 = 0;
-            if self.base >= self.end {
-                return None;
-            }
-            self.fetch();
-        }
-        let (mut js, mut ok) = ([self.fallback; U], [false; U]);
-        for u in 0..U {
-            let t = self.t0 + u as u32 * self.groups + self.grp;
-            let j = ptx::shfl_idx_u32(self.ids, t & 31);
-            ok[u] = t < 32 && self.base + t < self.end;
-            if ok[u] {
-                js[u] = j;
-            }
-        }
-        self.t0 += U as u32 * self.groups;
-        Some((js, ok))
-    }
-}
-
-/// The rows this warp (block) takes, one at a time: `while let Some((row, start, end)) =
-/// walk.next()` (a loop, not a closure: LLVM left a large closure un-inlined, with its
-/// register arrays in local memory).
-struct RowWalk {
-    row_ptr: *const u32,
-    long_min: u32,
-    n_rows: u32,
-    /// Warp mode: the next row and the step; block mode: the row, then `n_rows` (done).
-    next: u32,
-    step: u32,
-    unit: Unit,
-}
-
-impl RowWalk {
-    #[inline(always)]
-    fn new(rows: &AttnRows, _ln: &Lanes) -> Self {
-        if rows.long_rows.is_null() {
-            let (w, n_warps) = global_warp();
-            let unit = Unit { block: false };
-            RowWalk { row_ptr: rows.row_ptr, long_min: rows.long_min, n_rows: rows.n_rows, next: w, step: n_warps, unit }
-        } else {
-            let row = unsafe { ptx::ld_nc_u32(rows.long_rows.add(ptx::ctaid_x() as usize)) };
-            let unit = Unit { block: true };
-            RowWalk { row_ptr: rows.row_ptr, long_min: u32::MAX, n_rows: rows.n_rows, next: row, step: rows.n_rows, unit }
-        }
-    }
-
-    /// The next row and its edge range; warp mode skips rows of `long_min` edges or more.
-    #[inline(always)]
-    fn next(&mut self) -> Option<(u32, u32, u32)> {
-        while self.next < self.n_rows {
-            let row = self.next;
-            self.next = self.next.saturating_add(self.step);
-            let (start, end) = unsafe { (ptx::ld_nc_u32(self.row_ptr.add(row as usize)), ptx::ld_nc_u32(self.row_ptr.add(row as usize + 1))) };
-            if end - start < self.long_min {
-                return Some((row, start, end));
-            }
-        }
-        None
-    }
-}
-
-/// Floats of one warp's slot in the block merge: a row's chunks plus 4 scalars.
-#[inline(always)]
-fn slot_floats<const C: usize>(ln: &Lanes) -> u32 {
-    4 * C as u32 * ln.l + 4
-}
-
-/// Block mode, after the warp merge: group 0 of every warp parks its chunks `v` and scalars `s`
-/// in its shared slot; returns the slots' base. Starts with a barrier (warp 0 may still be
-/// reading the slots of an earlier merge) and ends with one.
-#[inline(always)]
-unsafe fn park<const C: usize>(v: &Chunks<C>, s: [f32; 4], ln: &Lanes) -> u32 {
-    ptx::sync_threads();
-    let base = ptx::dyn_smem_base() + REDUCE_BYTES;
-    let slot = base + 4 * slot_floats::<C>(ln) * ptx::warp_id();
-    if ln.grp == 0 {
-        for (k, vk) in v.iter().enumerate() {
-            for (q, &x) in vk.iter().enumerate() {
-                unsafe { ptx::st_shared_f32(slot + 4 * (4 * (ln.sub + k as u32 * ln.l) + q as u32), x) };
-            }
-        }
-        if ln.sub == 0 {
-            for (q, &x) in s.iter().enumerate() {
-                unsafe { ptx::st_shared_f32(slot + 4 * (4 * C as u32 * ln.l + q as u32), x) };
-            }
-        }
-    }
-    ptx::sync_threads();
-    base
-}
-
-/// Warp `w`'s parked chunks and scalars.
-#[inline(always)]
-unsafe fn unpark<const C: usize>(base: u32, w: u32, ln: &Lanes) -> (Chunks<C>, [f32; 4]) {
-    let slot = base + 4 * slot_floats::<C>(ln) * w;
-    let mut v = [[0f32; 4]; C];
-    for (k, vk) in v.iter_mut().enumerate() {
-        for (q, x) in vk.iter_mut().enumerate() {
-            *x = unsafe { ptx::ld_shared_f32(slot + 4 * (4 * (ln.sub + k as u32 * ln.l) + q as u32)) };
-        }
-    }
-    let mut s = [0f32; 4];
-    for (q, x) in s.iter_mut().enumerate() {
-        *x = unsafe { ptx::ld_shared_f32(slot + 4 * (4 * C as u32 * ln.l + q as u32)) };
-    }
-    (v, s)
-}
-
-/// Sums of chunks over the whole row: across groups, then (block) across warps. Afterwards
-/// every group of the warp (of warp 0, in a block) holds the totals.
-#[inline(always)]
-unsafe fn sum_row<const C: usize>(v: &mut Chunks<C>, ln: &Lanes, unit: Unit) {
-    let mut off = ln.l;
-    while off < 32 {
-        let o = shfl_chunks(v, off);
-        axpby(v, 1.0, 1.0, &o);
-        off <<= 1;
-    }
-    if unit.block {
-        let base = unsafe { park(v, [0.0; 4], ln) };
-        if ptx::warp_id() == 0 {
-            *v = [[0f32; 4]; C];
-            for w in 0..ptx::ntid_x() / 32 {
-                let (pv, _) = unsafe { unpark::<C>(base, w, ln) };
-                axpby(v, 1.0, 1.0, &pv);
-            }
+            acc[k][q] = ptx::fma_f32(w, v[k][q], acc[k][q] * scale);
         }
     }
 }
@@ -348,186 +160,381 @@ fn merge_softmax<const C: usize>(m: &mut f32, l: &mut f32, acc: &mut Chunks<C>, 
     *m = mm;
 }
 
-/// Whether this lane writes the row's results: group 0 (of warp 0, in a block).
+/// Chunks summed over the warp's slots (a slot's own row is its own).
 #[inline(always)]
-fn writer(ln: &Lanes, unit: Unit) -> bool {
-    ln.grp == 0 && (!unit.block || ptx::warp_id() == 0)
+fn slot_sum_chunks<const C: usize>(v: &mut Chunks<C>, ln: &Lane, own: bool, shift: u32) {
+    for vk in v.iter_mut() {
+        for x in vk.iter_mut() {
+            *x = slot_sum(*x, ln, own, shift);
+        }
+    }
+}
+
+/// Chunks summed over a block's warps (slot 0's lanes; every warp gets the totals).
+#[inline(always)]
+unsafe fn block_sum_chunks<const C: usize>(v: &mut Chunks<C>, ln: &Lane) {
+    for vk in v.iter_mut() {
+        *vk = unsafe { block_sums::<4>(ln, *vk) };
+    }
+}
+
+/// Chunk `k`'s float `q` of a partial state written `at` floats into lane h's fields.
+#[inline(always)]
+fn chunk_field(k: usize, q: usize) -> u32 {
+    (4 * k + q) as u32
+}
+
+/// The lanes and columns of a kernel: slots of `L` lanes (the combine launch uses
+/// slot 0's).
+#[inline(always)]
+fn lanes<const L: u32>(rows: &AttnRows) -> (Lane, Cols<L>) {
+    let ln = Lane::new(L.trailing_zeros(), L);
+    (ln, Cols::new(&ln, rows))
+}
+
+/// Row i's forward outputs from its softmax state: out = acc / l (0 for an empty row) and the
+/// statistics ((0, 0) for an empty row).
+#[inline(always)]
+unsafe fn write_forward<const C: usize, const L: u32>(a: &AttentionForwardArgs, cl: &Cols<L>, i: u32, m: f32, l: f32, acc: &mut Chunks<C>) {
+    let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
+    let zero = [[0f32; 4]; C];
+    axpby(acc, inv, 0.0, &zero);
+    unsafe { store(a.out, i, cl, acc) };
+    if cl.h == 0 {
+        let (sm, sl) = if l > 0.0 { (m, l) } else { (0.0, 0.0) };
+        unsafe {
+            ptx::st_f32(a.stats.add(2 * i as usize), sm);
+            ptx::st_f32(a.stats.add(2 * i as usize + 1), sl);
+        }
+    }
 }
 
 /// The fused forward (see the module comment).
 #[inline(always)]
-pub unsafe fn forward<G: Gather, const C: usize, const U: usize>(args: AttentionForwardArgs) {
-    let AttentionForwardArgs { rows, beta, n, n_gather, inv_norm, out, stats } = args;
-    let beta = unsafe { ptx::ld_nc_f32(beta) };
-    let ln = Lanes::new(&rows);
-    let mut walk = RowWalk::new(&rows, &ln);
-    let unit = walk.unit;
-    while let Some((row, start, end)) = walk.next() {
-        let ni = unsafe { load::<C>(n, row, &ln) };
-        let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [[0f32; 4]; C]);
-        let mut edges = EdgeSteps::new(rows.col_idx, start, end, unit, &ln, row);
-        while let Some((js, ok)) = edges.next::<U>() {
-            // All loads of the step first, then the arithmetic.
-            let nj: [Chunks<C>; U] = core::array::from_fn(|u| unsafe { gather::<G, C>(n_gather, js[u], &ln) });
-            let inv: [f32; U] = core::array::from_fn(|u| unsafe { ptx::ld_nc_f32(inv_norm.add(js[u] as usize)) });
-            // Unrolled by hand (U <= 4): a rolled loop indexes the register arrays at run time,
-            // which moves them to local memory.
-            crate::unroll4!(u => {
-                if u < U {
-                    let s = beta * dot(&ni, &nj[u], &ln);
-                    if ok[u] {
-                        let m_new = m.max(s);
-                        let scale = ptx::exp(m - m_new);
-                        let p = ptx::exp(s - m_new);
-                        l = l * scale + p;
-                        // h_j = n_j * ||h_j||.
-                        axpby(&mut acc, scale, p / inv[u], &nj[u]);
-                        m = m_new;
+pub unsafe fn forward<G: Gather, const C: usize, const L: u32, const U: usize>(a: AttentionForwardArgs) {
+    let (ln, cl) = lanes::<L>(&a.rows);
+    let split = &a.rows.split;
+    let fields = 2 + 4 * C as u32;
+    if split.combine != 0 {
+        unsafe {
+            long_rows(split, cl.l, |i, h, s0, s1| {
+                let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [[0f32; 4]; C]);
+                for seg in s0..s1 {
+                    let p = partial(split, seg, h, fields);
+                    let mut acc2 = [[0f32; 4]; C];
+                    for k in 0..C {
+                        for q in 0..4 {
+                            acc2[k][q] = ptx::ld_f32(p.add(2 + chunk_field(k, q) as usize));
+                        }
+                    }
+                    merge_softmax(&mut m, &mut l, &mut acc, ptx::ld_f32(p), ptx::ld_f32(p.add(1)), &acc2);
+                }
+                write_forward(&a, &cl, i, m, l, &mut acc);
+            })
+        };
+        return;
+    }
+    let beta = unsafe { ptx::ld_nc_f32(a.beta) };
+    unsafe {
+        rows(split, &ln, a.rows.row_ptr, |i, lo, hi, span, seg| {
+            let (own, block) = (span == Span::Slot, span == Span::Block);
+            let ni = load::<C, L>(a.n, i, &cl);
+            let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [[0f32; 4]; C]);
+            walk_steps::<_, U>(
+                &ln,
+                own,
+                a.rows.col_idx,
+                core::ptr::null(),
+                lo,
+                hi,
+                |j, _| (gather::<G, C, L>(a.h_gather, j, &cl), ptx::ld_nc_f32(a.inv_norm.add(j as usize))),
+                |hj, ok| {
+                    // The step's scores (independent: their shuffles overlap), then one rescale of
+                    // the running state for the whole step.
+                    let mut s = [0f32; U];
+                    let mut m_new = m;
+                    crate::unroll4!(u => {
+                        if u < U {
+                            s[u] = beta * dot(&ni, &hj[u].0, &cl) * hj[u].1;
+                            if ok[u] {
+                                m_new = m_new.max(s[u]);
+                            }
+                        }
+                    });
+                    // (m_new = -inf only when the step has no entry of the row: nothing to add.)
+                    let scale = if m_new == f32::NEG_INFINITY { 1.0 } else { ptx::exp(m - m_new) };
+                    let zero = [[0f32; 4]; C];
+                    axpby(&mut acc, scale, 0.0, &zero);
+                    l *= scale;
+                    crate::unroll4!(u => {
+                        if u < U {
+                            let e = ptx::exp(s[u] - m_new);
+                            let p = if ok[u] { e } else { 0.0 };
+                            l += p;
+                            axpby(&mut acc, 1.0, p, &hj[u].0);
+                        }
+                    });
+                    m = m_new;
+                },
+            );
+            // The slots' states merged (butterfly: every lane ends with its row's).
+            let mut d = if own { 0 } else { ln.slots >> 1 };
+            while d > 0 {
+                let off = d * L;
+                let (m2, l2) = (ptx::shfl_xor_f32(m, off), ptx::shfl_xor_f32(l, off));
+                let mut acc2 = [[0f32; 4]; C];
+                for k in 0..C {
+                    for q in 0..4 {
+                        acc2[k][q] = ptx::shfl_xor_f32(acc[k][q], off);
                     }
                 }
-            });
-        }
-        let mut off = ln.l;
-        while off < 32 {
-            let (mo, lo, acco) = (ptx::shfl_xor_f32(m, off), ptx::shfl_xor_f32(l, off), shfl_chunks(&acc, off));
-            merge_softmax(&mut m, &mut l, &mut acc, mo, lo, &acco);
-            off <<= 1;
-        }
-        if unit.block {
-            let base = unsafe { park(&acc, [m, l, 0.0, 0.0], &ln) };
-            if ptx::warp_id() == 0 {
-                (m, l, acc) = (f32::NEG_INFINITY, 0.0, [[0f32; 4]; C]);
-                for w in 0..ptx::ntid_x() / 32 {
-                    let (pv, ps) = unsafe { unpark::<C>(base, w, &ln) };
-                    merge_softmax(&mut m, &mut l, &mut acc, ps[0], ps[1], &pv);
-                }
+                merge_softmax(&mut m, &mut l, &mut acc, m2, l2, &acc2);
+                d >>= 1;
             }
-        }
-        if writer(&ln, unit) {
-            let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
-            axpby(&mut acc, inv, 0.0, &ni);
-            unsafe { store(out, row, &ln, &acc) };
-            if ln.sub == 0 {
-                let (sm, sl) = if l > 0.0 { (m, l) } else { (0.0, 0.0) };
-                unsafe {
-                    ptx::st_f32(stats.add(2 * row as usize), sm);
-                    ptx::st_f32(stats.add(2 * row as usize + 1), sl);
+            if block {
+                // Every warp's state parked in shared memory, merged in warp order by warp 0.
+                let w = ptx::warp_id();
+                let f = fields as usize;
+                if ln.slot == 0 {
+                    ptx::st_shared_f32(smem(w, ln.h, 0, f), m);
+                    ptx::st_shared_f32(smem(w, ln.h, 1, f), l);
+                    for k in 0..C {
+                        for q in 0..4 {
+                            ptx::st_shared_f32(smem(w, ln.h, 2 + chunk_field(k, q) as usize, f), acc[k][q]);
+                        }
+                    }
                 }
+                ptx::sync_threads();
+                if w == 0 && ln.slot == 0 {
+                    for src in 1..ptx::ntid_x() / 32 {
+                        let (m2, l2) = (ptx::ld_shared_f32(smem(src, ln.h, 0, f)), ptx::ld_shared_f32(smem(src, ln.h, 1, f)));
+                        let mut acc2 = [[0f32; 4]; C];
+                        for k in 0..C {
+                            for q in 0..4 {
+                                acc2[k][q] = ptx::ld_shared_f32(smem(src, ln.h, 2 + chunk_field(k, q) as usize, f));
+                            }
+                        }
+                        merge_softmax(&mut m, &mut l, &mut acc, m2, l2, &acc2);
+                    }
+                    // The segment's state, for the combine launch.
+                    let p = partial(split, seg, ln.h, fields);
+                    ptx::st_f32(p, m);
+                    ptx::st_f32(p.add(1), l);
+                    for k in 0..C {
+                        for q in 0..4 {
+                            ptx::st_f32(p.add(2 + chunk_field(k, q) as usize), acc[k][q]);
+                        }
+                    }
+                }
+                return;
             }
-        }
+            if own || ln.slot == 0 {
+                write_forward(&a, &cl, i, m, l, &mut acc);
+            }
+        })
+    }
+}
+
+/// Row i's row-pass outputs: dn's row part beta acc and D_i = dout_i . out_i.
+#[inline(always)]
+unsafe fn write_row<const C: usize, const L: u32>(a: &AttentionRowGradArgs, cl: &Cols<L>, i: u32, beta: f32, acc: &mut Chunks<C>, d: f32) {
+    let zero = [[0f32; 4]; C];
+    axpby(acc, beta, 0.0, &zero);
+    unsafe { store(a.dn, i, cl, acc) };
+    if cl.h == 0 {
+        unsafe { ptx::st_f32(a.d_row.add(i as usize), d) };
     }
 }
 
 /// The backward's pass over the rows of S (see the module comment).
 #[inline(always)]
-pub unsafe fn row_grad<G: Gather, const C: usize, const U: usize>(args: AttentionRowGradArgs) {
-    let AttentionRowGradArgs { rows, beta, n, n_gather, inv_norm, stats, out, dout, dn, d_row, dbeta } = args;
-    // Warp mode: dbeta through BlockSums (4 bytes at offset 0; every thread calls new/flush).
-    let sums = if rows.long_rows.is_null() { Some(BlockSums::<1>::new()) } else { None };
-    let beta = unsafe { ptx::ld_nc_f32(beta) };
-    let ln = Lanes::new(&rows);
-    let mut dbeta_part = 0f32;
-    let mut block_part = 0f32;
-    let mut walk = RowWalk::new(&rows, &ln);
-    let unit = walk.unit;
-    while let Some((row, start, end)) = walk.next() {
-        let ni = unsafe { load::<C>(n, row, &ln) };
-        let gi = unsafe { load::<C>(dout, row, &ln) };
-        let oi = unsafe { load::<C>(out, row, &ln) };
-        let d = dot(&gi, &oi, &ln);
-        let (m, l) = unsafe { (ptx::ld_nc_f32(stats.add(2 * row as usize)), ptx::ld_nc_f32(stats.add(2 * row as usize + 1))) };
-        let mut acc = [[0f32; 4]; C];
-        let mut part = 0f32;
-        let mut edges = EdgeSteps::new(rows.col_idx, start, end, unit, &ln, row);
-        while let Some((js, ok)) = edges.next::<U>() {
-            let nj: [Chunks<C>; U] = core::array::from_fn(|u| unsafe { gather::<G, C>(n_gather, js[u], &ln) });
-            let inv: [f32; U] = core::array::from_fn(|u| unsafe { ptx::ld_nc_f32(inv_norm.add(js[u] as usize)) });
-            crate::unroll4!(u => {
-                if u < U {
-                    let cos = dot(&ni, &nj[u], &ln);
-                    let q = dot(&gi, &nj[u], &ln);
-                    if ok[u] {
-                        let ds = ptx::exp(beta * cos - m) / l * (q / inv[u] - d);
-                        axpby(&mut acc, 1.0, ds, &nj[u]);
-                        part += ds * cos;
+pub unsafe fn row_grad<G: Gather, const C: usize, const L: u32, const U: usize>(a: AttentionRowGradArgs) {
+    let (ln, cl) = lanes::<L>(&a.rows);
+    let split = &a.rows.split;
+    let fields = 4 * C as u32;
+    let beta = unsafe { ptx::ld_nc_f32(a.beta) };
+    if split.combine != 0 {
+        unsafe {
+            long_rows(split, cl.l, |i, h, s0, s1| {
+                let mut acc = [[0f32; 4]; C];
+                for seg in s0..s1 {
+                    let p = partial(split, seg, h, fields);
+                    for k in 0..C {
+                        for q in 0..4 {
+                            acc[k][q] += ptx::ld_f32(p.add(chunk_field(k, q) as usize));
+                        }
                     }
                 }
-            });
-        }
-        // `part` is group-uniform: one lane per group carries it.
-        if ln.sub == 0 {
-            if unit.block {
-                block_part += part;
-            } else {
+                let d = dot(&load::<C, L>(a.dout, i, &cl), &load::<C, L>(a.out, i, &cl), &cl);
+                write_row(&a, &cl, i, beta, &mut acc, d);
+            })
+        };
+        return;
+    }
+    // dbeta's part of this lane (a slot's first lane carries its slot's edges).
+    let mut dbeta_part = 0f32;
+    unsafe {
+        rows(split, &ln, a.rows.row_ptr, |i, lo, hi, span, seg| {
+            let (own, block) = (span == Span::Slot, span == Span::Block);
+            let ni = load::<C, L>(a.n, i, &cl);
+            let gi = load::<C, L>(a.dout, i, &cl);
+            let d = dot(&gi, &load::<C, L>(a.out, i, &cl), &cl);
+            let (m, l) = (ptx::ld_nc_f32(a.stats.add(2 * i as usize)), ptx::ld_nc_f32(a.stats.add(2 * i as usize + 1)));
+            let rl = if l > 0.0 { 1.0 / l } else { 0.0 };
+            let mut acc = [[0f32; 4]; C];
+            let mut part = 0f32;
+            walk_steps::<_, U>(
+                &ln,
+                own,
+                a.rows.col_idx,
+                core::ptr::null(),
+                lo,
+                hi,
+                |j, _| (gather::<G, C, L>(a.h_gather, j, &cl), ptx::ld_nc_f32(a.inv_norm.add(j as usize))),
+                |hj, ok| {
+                    crate::unroll4!(u => {
+                        if u < U {
+                            let (x, inv) = hj[u];
+                            // cos = n_i . n_j, q = dalpha = dout_i . h_j.
+                            let cos = dot(&ni, &x, &cl) * inv;
+                            let q = dot(&gi, &x, &cl);
+                            let e = ptx::exp(beta * cos - m) * rl * (q - d);
+                            let ds = if ok[u] { e } else { 0.0 };
+                            // ds n_j = ds inv_j h_j.
+                            axpby(&mut acc, 1.0, ds * inv, &x);
+                            part += ds * cos;
+                        }
+                    });
+                },
+            );
+            if ln.h == 0 {
                 dbeta_part += part;
             }
-        }
-        unsafe { sum_row(&mut acc, &ln, unit) };
-        if writer(&ln, unit) {
-            axpby(&mut acc, beta, 0.0, &ni);
-            unsafe { store(dn, row, &ln, &acc) };
-            if ln.sub == 0 {
-                unsafe { ptx::st_f32(d_row.add(row as usize), d) };
+            slot_sum_chunks(&mut acc, &ln, own, L.trailing_zeros());
+            if block {
+                block_sum_chunks(&mut acc, &ln);
+                if ptx::warp_id() == 0 && ln.slot == 0 {
+                    let p = partial(split, seg, ln.h, fields);
+                    for k in 0..C {
+                        for q in 0..4 {
+                            ptx::st_f32(p.add(chunk_field(k, q) as usize), acc[k][q]);
+                        }
+                    }
+                }
+                return;
             }
-        }
-    }
-    match sums {
-        Some(sums) => unsafe { sums.flush([dbeta_part], dbeta) },
-        None => {
-            let total = block_reduce(block_part, ptx::warp_sum, 0.0);
-            if ptx::tid_x() == 0 {
-                unsafe { ptx::red_add_f32(dbeta, total) };
+            if own || ln.slot == 0 {
+                write_row(&a, &cl, i, beta, &mut acc, d);
             }
-        }
+        })
+    };
+    let total = block_reduce(dbeta_part, ptx::warp_sum, 0.0);
+    if ptx::tid_x() == 0 {
+        unsafe { ptx::red_add_f32(a.dbeta, total) };
     }
 }
 
-/// The backward's pass over the rows of Sᵀ: row j here is node j, its edges its in-edges
+/// Node j's gradient from its in-edges' sums: dn_j in full (beta acc_dn + the row part), then
+/// dh_j = alphaᵀ dout + (dn_j - n_j (n_j . dn_j)) inv_norm_j.
+#[inline(always)]
+unsafe fn write_col<const C: usize, const L: u32>(a: &AttentionColGradArgs, cl: &Cols<L>, j: u32, beta: f32, acc_dn: &mut Chunks<C>, acc_dh: &mut Chunks<C>) {
+    let nj = unsafe { load::<C, L>(a.n, j, cl) };
+    let inv_j = unsafe { ptx::ld_nc_f32(a.inv_norm.add(j as usize)) };
+    let row_part = unsafe { load::<C, L>(a.dn, j, cl) };
+    axpby(acc_dn, beta, 1.0, &row_part);
+    let nd = dot(&nj, acc_dn, cl);
+    for k in 0..C {
+        for q in 0..4 {
+            acc_dh[k][q] += (acc_dn[k][q] - nj[k][q] * nd) * inv_j;
+        }
+    }
+    unsafe { store(a.dh, j, cl, acc_dh) };
+}
+
+/// The backward's pass over the rows of Sᵀ: row j here is node j, its entries its in-edges
 /// (i, j) (see the module comment).
 #[inline(always)]
-pub unsafe fn col_grad<G: Gather, const C: usize, const U: usize>(args: AttentionColGradArgs) {
-    let AttentionColGradArgs { rows, beta, n, n_gather, inv_norm, stats, dout: _, dout_gather, d_row, dn, dh } = args;
-    let beta = unsafe { ptx::ld_nc_f32(beta) };
-    let ln = Lanes::new(&rows);
-    let mut walk = RowWalk::new(&rows, &ln);
-    let unit = walk.unit;
-    while let Some((j, start, end)) = walk.next() {
-        let nj = unsafe { load::<C>(n, j, &ln) };
-        let inv_j = unsafe { ptx::ld_nc_f32(inv_norm.add(j as usize)) };
-        let (mut acc_dn, mut acc_dh) = ([[0f32; 4]; C], [[0f32; 4]; C]);
-        let mut edges = EdgeSteps::new(rows.col_idx, start, end, unit, &ln, j);
-        while let Some((is, ok)) = edges.next::<U>() {
-            let ni: [Chunks<C>; U] = core::array::from_fn(|u| unsafe { gather::<G, C>(n_gather, is[u], &ln) });
-            let gi: [Chunks<C>; U] = core::array::from_fn(|u| unsafe { gather::<G, C>(dout_gather, is[u], &ln) });
-            // Row i's softmax max, sum and D.
-            let ml: [[f32; 2]; U] = core::array::from_fn(|u| unsafe { ptx::ld_nc_v2_f32(stats.add(2 * is[u] as usize)) });
-            let di: [f32; U] = core::array::from_fn(|u| unsafe { ptx::ld_nc_f32(d_row.add(is[u] as usize)) });
-            crate::unroll4!(u => {
-                if u < U {
-                    let cos = dot(&ni[u], &nj, &ln);
-                    let q = dot(&gi[u], &nj, &ln);
-                    if ok[u] {
-                        let a = ptx::exp(beta * cos - ml[u][0]) / ml[u][1];
-                        let ds = a * (q / inv_j - di[u]);
-                        axpby(&mut acc_dn, 1.0, ds, &ni[u]);
-                        axpby(&mut acc_dh, 1.0, a, &gi[u]);
+pub unsafe fn col_grad<G: Gather, const C: usize, const L: u32, const U: usize>(a: AttentionColGradArgs) {
+    let (ln, cl) = lanes::<L>(&a.rows);
+    let split = &a.rows.split;
+    let fields = 8 * C as u32;
+    let beta = unsafe { ptx::ld_nc_f32(a.beta) };
+    if split.combine != 0 {
+        unsafe {
+            long_rows(split, cl.l, |j, h, s0, s1| {
+                let (mut acc_dn, mut acc_dh) = ([[0f32; 4]; C], [[0f32; 4]; C]);
+                for seg in s0..s1 {
+                    let p = partial(split, seg, h, fields);
+                    for k in 0..C {
+                        for q in 0..4 {
+                            acc_dn[k][q] += ptx::ld_f32(p.add(chunk_field(k, q) as usize));
+                            acc_dh[k][q] += ptx::ld_f32(p.add(4 * C + chunk_field(k, q) as usize));
+                        }
                     }
                 }
-            });
-        }
-        unsafe { sum_row(&mut acc_dn, &ln, unit) };
-        unsafe { sum_row(&mut acc_dh, &ln, unit) };
-        // dn_j in full, then dh_j = alphaᵀ dout + (dn_j - n_j (n_j . dn_j)) inv_norm_j.
-        let row_part = unsafe { load::<C>(dn, j, &ln) };
-        axpby(&mut acc_dn, beta, 1.0, &row_part);
-        let nd = dot(&nj, &acc_dn, &ln);
-        if writer(&ln, unit) {
-            for k in 0..C {
-                for q in 0..4 {
-                    acc_dh[k][q] += (acc_dn[k][q] - nj[k][q] * nd) * inv_j;
+                write_col(&a, &cl, j, beta, &mut acc_dn, &mut acc_dh);
+            })
+        };
+        return;
+    }
+    unsafe {
+        rows(split, &ln, a.rows.row_ptr, |j, lo, hi, span, seg| {
+            let (own, block) = (span == Span::Slot, span == Span::Block);
+            let nj = load::<C, L>(a.n, j, &cl);
+            let hj = load::<C, L>(a.h, j, &cl);
+            let (mut acc_dn, mut acc_dh) = ([[0f32; 4]; C], [[0f32; 4]; C]);
+            walk_steps::<_, U>(
+                &ln,
+                own,
+                a.rows.col_idx,
+                core::ptr::null(),
+                lo,
+                hi,
+                // Row i's h, inv_norm and dout, its softmax (max, sum) and D.
+                |i, _| {
+                    (
+                        gather::<G, C, L>(a.h_gather, i, &cl),
+                        ptx::ld_nc_f32(a.inv_norm.add(i as usize)),
+                        gather::<G, C, L>(a.dout_gather, i, &cl),
+                        ptx::ld_nc_v2_f32(a.stats.add(2 * i as usize)),
+                        ptx::ld_nc_f32(a.d_row.add(i as usize)),
+                    )
+                },
+                |src, ok| {
+                    crate::unroll4!(u => {
+                        if u < U {
+                            let (hi_, inv_i, gi, ml, di) = src[u];
+                            let cos = dot(&hi_, &nj, &cl) * inv_i;
+                            let q = dot(&gi, &hj, &cl);
+                            let e = ptx::exp(beta * cos - ml[0]) * ptx::rcp_approx(ml[1]);
+                            let al = if ok[u] { e } else { 0.0 };
+                            let ds = al * (q - di);
+                            // ds n_i = ds inv_i h_i.
+                            axpby(&mut acc_dn, 1.0, ds * inv_i, &hi_);
+                            axpby(&mut acc_dh, 1.0, al, &gi);
+                        }
+                    });
+                },
+            );
+            slot_sum_chunks(&mut acc_dn, &ln, own, L.trailing_zeros());
+            slot_sum_chunks(&mut acc_dh, &ln, own, L.trailing_zeros());
+            if block {
+                block_sum_chunks(&mut acc_dn, &ln);
+                block_sum_chunks(&mut acc_dh, &ln);
+                if ptx::warp_id() == 0 && ln.slot == 0 {
+                    let p = partial(split, seg, ln.h, fields);
+                    for k in 0..C {
+                        for q in 0..4 {
+                            ptx::st_f32(p.add(chunk_field(k, q) as usize), acc_dn[k][q]);
+                            ptx::st_f32(p.add(4 * C + chunk_field(k, q) as usize), acc_dh[k][q]);
+                        }
+                    }
                 }
+                return;
             }
-            unsafe { store(dh, j, &ln, &acc_dh) };
-        }
+            if own || ln.slot == 0 {
+                write_col(&a, &cl, j, beta, &mut acc_dn, &mut acc_dh);
+            }
+        })
     }
 }

@@ -10,15 +10,9 @@
 //! scalar of an (edge, head) (logit, exp, mask, the dot products of the backward) is computed
 //! once, a slot's lanes read a neighbour's row contiguously, and `S x U` edges are in flight
 //! (column ids read 32 at a time, `U` edges' gathers issued before any is used: `walk`). At a
-//! row's end the slots meet through shuffles (online-softmax states merged, sums added). Three
-//! kinds of block in one launch share the rows (`rows`): rows shorter than `short_max` a slot
-//! each (the slot walks its row alone: most rows of sparse graphs are a few edges, and a warp
-//! per row left most of its slots idle while the row's chain of dependent loads ran); rows up
-//! to `long_min` a warp each; longer rows cut into segments of a few thousand entries, a block
-//! each, whose warps take contiguous runs and meet in shared memory in warp order. A segment
-//! writes its partial state (softmax state or sums) to scratch, and a second, small launch
-//! (`combine`) merges each long row's segments in order: deterministic, and a hub row of tens
-//! of thousands of entries is no longer one block's chain.
+//! row's end the slots meet through shuffles (online-softmax states merged, sums added). How
+//! the rows are spread over one launch (a slot per short row, a warp per middle one, segments of
+//! long rows merged by a combine launch) is `row_split.rs`, shared with AGNN's attention.
 //!
 //! Maths, per head h (dropping h): z_ij = s_dst_i + s_src_j, e = LeakyReLU(z), alpha =
 //! softmax_j(e), alpha' = alpha m_ij / (1 - p), out_i = sum_j alpha'_ij Wh_j + b. Backward with
@@ -30,35 +24,16 @@
 //! and dWh_j = sum_i alpha'_ij dout_i, recomputing alpha, da and dz there from the source rows'
 //! statistics and D: D_i is a reduction over all of row i, hence two kernels.
 
-use super::global_warp;
+use super::row_split::{Lane, Span, block_sums, long_rows, partial, rows, slot_sum, smem, walk};
 use crate::abi::gat_attention::GatAttentionArgs;
 use crate::ptx;
 use crate::rng::DropoutStep;
-
-/// This lane's (slot, head).
-#[derive(Clone, Copy)]
-struct Lane {
-    slot: u32,
-    slots: u32,
-    h: u32,
-    /// Whether `h` is a head (lanes past the last head idle).
-    on: bool,
-}
-
-impl Lane {
-    #[inline(always)]
-    fn new(a: &GatAttentionArgs) -> Self {
-        let lane = ptx::lane_id();
-        let h = lane & ((1 << a.shift) - 1);
-        Lane { slot: lane >> a.shift, slots: 32 >> a.shift, h, on: h < a.heads }
-    }
-}
 
 /// Every kernel's start: this lane's place, its head (0 for idle lanes, which read valid rows and
 /// write nothing) and the dropout step's draw (its step read when the kernel runs).
 #[inline(always)]
 unsafe fn start(a: &GatAttentionArgs) -> (Lane, u32, DropoutStep) {
-    let ln = Lane::new(a);
+    let ln = Lane::new(a.shift, a.heads);
     let step = if a.threshold == 0 { DropoutStep { step: 0, span0: 0 } } else { DropoutStep::new(a.seed_key, unsafe { *a.step }) };
     (ln, if ln.on { ln.h } else { 0 }, step)
 }
@@ -116,150 +91,6 @@ fn dot<const NF: usize>(x: &[f32; NF], y: &[f32; NF]) -> f32 {
     s
 }
 
-/// Entries [lo, hi) of a pattern row, `cols[q]` the neighbour and `ofs[q]` the edge's index in
-/// S (null: q itself): `load(neighbour, edge)` runs for this slot's next `U` entries before
-/// `use_(loaded)` runs for each in order (work that needs no loaded value, such as the dropout
-/// hash, belongs in `load`: it then runs while the gathers are in flight). A row of a slot
-/// (`own`): the slot walks it alone, every lane reading the column ids itself (no shuffles:
-/// slots may diverge). Else the row is spread over the warp's slots, column ids read 32 at a
-/// time and shuffled out; uniform over the warp.
-#[inline(always)]
-unsafe fn walk<L: Copy, const U: usize>(ln: &Lane, own: bool, cols: *const u32, ofs: *const u32, lo: u32, hi: u32, mut load: impl FnMut(u32, u32) -> L, mut use_: impl FnMut(L)) {
-    // One step: the entries at `pos` (those below `end` used), their ids from `id(pos)`.
-    let mut step = |pos: [u32; U], end: u32, id: &dyn Fn(u32) -> (u32, u32)| {
-        let mut ids = [(0u32, 0u32); U];
-        crate::unroll4!(u => {
-            if u < U {
-                ids[u] = id(pos[u]);
-            }
-        });
-        // (Not `from_fn`: its guard kept large entries on the stack.)
-        let mut loaded = [load(ids[0].0, ids[0].1); U];
-        crate::unroll4!(u => {
-            if 0 < u && u < U {
-                loaded[u] = load(ids[u].0, ids[u].1);
-            }
-        });
-        // Unrolled by hand (U <= 4): a rolled loop indexes the register arrays at run time,
-        // which moves them to local memory.
-        crate::unroll4!(u => {
-            if u < U && pos[u] < end {
-                use_(loaded[u]);
-            }
-        });
-    };
-    if own {
-        let id = |q: u32| {
-            let q = if q < hi { q } else { lo };
-            unsafe { (ptx::ld_nc_u32(cols.add(q as usize)), if ofs.is_null() { q } else { ptx::ld_nc_u32(ofs.add(q as usize)) }) }
-        };
-        let mut t = lo;
-        while t < hi {
-            step(core::array::from_fn(|u| t + u as u32), hi, &id);
-            t += U as u32;
-        }
-        return;
-    }
-    let lane = ptx::lane_id();
-    let mut base = lo;
-    while base < hi {
-        let n = if hi - base < 32 { hi - base } else { 32 };
-        let (my_j, my_e) = if lane < n {
-            let q = (base + lane) as usize;
-            unsafe { (ptx::ld_nc_u32(cols.add(q)), if ofs.is_null() { base + lane } else { ptx::ld_nc_u32(ofs.add(q)) }) }
-        } else {
-            (0, 0)
-        };
-        let id = |p: u32| (ptx::shfl_idx_u32(my_j, p & 31), ptx::shfl_idx_u32(my_e, p & 31));
-        let mut t = 0;
-        while t < n {
-            step(core::array::from_fn(|u| t + ln.slot + ln.slots * u as u32), n, &id);
-            t += ln.slots * U as u32;
-        }
-        base += 32;
-    }
-}
-
-/// How a row is spread: over one slot's lanes, a warp's slots, a block's warps.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Span {
-    Slot,
-    Warp,
-    Block,
-}
-
-/// The rows this block takes (`GatAttentionArgs`: segments of long rows first, so the longest
-/// work starts first; then the warp blocks, then the slot blocks, all in one launch so that the
-/// kinds overlap), and per row the run of entries this slot, warp or block walks. `f(row, lo,
-/// hi, span, segment)` (the segment only for `Span::Block`), called from one place so that it
-/// is inlined (a closure called from two was compiled as a function, its captures on the
-/// stack).
-#[inline(always)]
-unsafe fn rows(a: &GatAttentionArgs, ln: &Lane, row_ptr: *const u32, mut f: impl FnMut(u32, u32, u32, Span, u32)) {
-    let (c, wpb) = (ptx::ctaid_x(), ptx::ntid_x() / 32);
-    // Position k in the block kind's sequence (segments, listed rows, or all rows), its stride.
-    let (span, mut k, stride, n) = if c < a.n_segs {
-        (Span::Block, c, 0, a.n_segs)
-    } else if c - a.n_segs < a.warp_blocks {
-        (Span::Warp, (c - a.n_segs) * wpb + ptx::warp_id(), a.warp_blocks * wpb, a.n_mid)
-    } else {
-        let (first, blocks) = (a.n_segs + a.warp_blocks, ptx::nctaid_x() - a.n_segs - a.warp_blocks);
-        (Span::Slot, ((c - first) * wpb + ptx::warp_id()) * ln.slots + ln.slot, blocks * wpb * ln.slots, a.n_rows)
-    };
-    while k < n {
-        let (i, lo, hi, take) = if span == Span::Block {
-            let seg = unsafe { a.segs.add(3 * k as usize) };
-            let (i, start, end) = unsafe { (*seg, *seg.add(1), *seg.add(2)) };
-            let w = ptx::warp_id();
-            // (`div_or_zero`: no panic path in the PTX; a block has at least one warp.)
-            let run = crate::translate::div_or_zero(end - start + wpb - 1, wpb);
-            (i, start + (w * run).min(end - start), start + ((w + 1) * run).min(end - start), true)
-        } else {
-            let i = if span == Span::Slot { k } else { unsafe { *a.mid.add(k as usize) } };
-            let (start, end) = unsafe { (*row_ptr.add(i as usize), *row_ptr.add(i as usize + 1)) };
-            (i, start, end, end - start < if span == Span::Slot { a.short_max } else { a.long_min })
-        };
-        if take {
-            f(i, lo, hi, span, k);
-        }
-        if span == Span::Block {
-            return;
-        }
-        k += stride;
-    }
-}
-
-/// The combine launch: a warp per long row, lane h its head h, `f(row, h, first segment, end)`.
-#[inline(always)]
-unsafe fn long_rows(a: &GatAttentionArgs, mut f: impl FnMut(u32, u32, u32, u32)) {
-    let (mut r, warps) = global_warp();
-    let h = ptx::lane_id();
-    while r < a.n_long {
-        let (i, s0, s1) = unsafe { (*a.long.add(r as usize), *a.seg_ptr.add(r as usize), *a.seg_ptr.add(r as usize + 1)) };
-        if h < a.heads {
-            f(i, h, s0, s1);
-        }
-        r += warps;
-    }
-}
-
-/// Segment `seg`'s partial state of head `h`: `fields` floats a head.
-#[inline(always)]
-fn partial(a: &GatAttentionArgs, seg: u32, h: u32, fields: u32) -> *mut f32 {
-    unsafe { a.partials.add(seg as usize * a.pstride as usize + (h * fields) as usize) }
-}
-
-/// Adds `v` over the slots (every lane gets its head's total); a slot's own row is its own.
-#[inline(always)]
-fn slot_sum(mut v: f32, ln: &Lane, own: bool, shift: u32) -> f32 {
-    let mut m = if own { 0 } else { ln.slots >> 1 };
-    while m > 0 {
-        v += ptx::shfl_xor_f32(v, m << shift);
-        m >>= 1;
-    }
-    v
-}
-
 /// An online-softmax state (max, sum, weighted row) merged with another.
 #[inline(always)]
 fn merge<const NF: usize>(m: &mut f32, l: &mut f32, acc: &mut [f32; NF], m2: f32, l2: f32, acc2: &[f32; NF]) {
@@ -275,33 +106,6 @@ fn merge<const NF: usize>(m: &mut f32, l: &mut f32, acc: &mut [f32; NF], m2: f32
     *m = new_m;
 }
 
-/// Shared-memory word `field` of (warp, head) for `fields` words per head.
-#[inline(always)]
-fn smem(w: u32, h: u32, field: usize, fields: usize) -> u32 {
-    ptx::dyn_smem_base() + 4 * ((w * 32 + h) * fields as u32 + field as u32)
-}
-
-/// Block launch: each warp's per-head sums (slot 0's lanes) into shared memory, then every warp
-/// gets their total, added in warp order.
-#[inline(always)]
-unsafe fn block_sums<const F: usize>(ln: &Lane, v: [f32; F]) -> [f32; F] {
-    let w = ptx::warp_id();
-    if ln.slot == 0 {
-        for (f, x) in v.iter().enumerate() {
-            unsafe { ptx::st_shared_f32(smem(w, ln.h, f, F), *x) };
-        }
-    }
-    ptx::sync_threads();
-    let mut out = [0f32; F];
-    for src in 0..ptx::ntid_x() / 32 {
-        for (f, o) in out.iter_mut().enumerate() {
-            *o += unsafe { ptx::ld_shared_f32(smem(src, ln.h, f, F)) };
-        }
-    }
-    ptx::sync_threads();
-    out
-}
-
 /// What the forward and the row pass gather per edge (source j, edge e) of head h: s_src[j],
 /// head h's row of Wh_j, and the edge's dropout factor (computed while the gathers fly).
 #[inline(always)]
@@ -314,12 +118,12 @@ unsafe fn source<const NF: usize>(a: &GatAttentionArgs, j: u32, e: u32, h: u32, 
 /// combine launch merges.
 #[inline(always)]
 pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
-    if a.combine != 0 {
+    if a.split.combine != 0 {
         unsafe {
-            long_rows(&a, |i, h, s0, s1| {
+            long_rows(&a.split, a.heads, |i, h, s0, s1| {
                 let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [0f32; NF]);
                 for seg in s0..s1 {
-                    let p = partial(&a, seg, h, 2 + a.dim);
+                    let p = partial(&a.split, seg, h, 2 + a.dim);
                     let mut acc2 = [0f32; NF];
                     for c in 0..NF {
                         if (c as u32) < a.dim {
@@ -335,7 +139,7 @@ pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
     }
     let (ln, h, step) = unsafe { start(&a) };
     unsafe {
-        rows(&a, &ln, a.row_ptr, |i, lo, hi, span, seg| {
+        rows(&a.split, &ln, a.row_ptr, |i, lo, hi, span, seg| {
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let sd = score(a.s_dst, i, a.hld, h);
             let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [0f32; NF]);
@@ -382,7 +186,7 @@ pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                         merge(&mut m, &mut l, &mut acc, m2, l2, &acc2);
                     }
                     // The segment's state, for the combine launch.
-                    let p = partial(&a, seg, h, 2 + a.dim);
+                    let p = partial(&a.split, seg, h, 2 + a.dim);
                     ptx::st_f32(p, m);
                     ptx::st_f32(p.add(1), l);
                     for c in 0..NF {
@@ -438,12 +242,12 @@ fn alpha(a: &GatAttentionArgs, stat: (f32, f32), z: f32) -> (f32, f32) {
 /// (D, P, Q) per head to `partials`; the combine launch adds them in segment order.
 #[inline(always)]
 pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
-    if a.combine != 0 {
+    if a.split.combine != 0 {
         unsafe {
-            long_rows(&a, |i, h, s0, s1| {
+            long_rows(&a.split, a.heads, |i, h, s0, s1| {
                 let (mut d, mut p, mut q) = (0f32, 0f32, 0f32);
                 for seg in s0..s1 {
-                    let x = partial(&a, seg, h, 3);
+                    let x = partial(&a.split, seg, h, 3);
                     d += ptx::ld_f32(x);
                     p += ptx::ld_f32(x.add(1));
                     q += ptx::ld_f32(x.add(2));
@@ -455,7 +259,7 @@ pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
     }
     let (ln, h, step) = unsafe { start(&a) };
     unsafe {
-        rows(&a, &ln, a.row_ptr, |i, lo, hi, span, seg| {
+        rows(&a.split, &ln, a.row_ptr, |i, lo, hi, span, seg| {
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let sd = score(a.s_dst, i, a.hld, h);
             let st = stat(&a, i, h);
@@ -474,7 +278,7 @@ pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
             if block {
                 let [d, p, q] = block_sums(&ln, [d, p, q]);
                 if ptx::warp_id() == 0 && ln.slot == 0 && ln.on {
-                    let x = partial(&a, seg, h, 3);
+                    let x = partial(&a.split, seg, h, 3);
                     ptx::st_f32(x, d);
                     ptx::st_f32(x.add(1), p);
                     ptx::st_f32(x.add(2), q);
@@ -502,12 +306,12 @@ unsafe fn write_row(a: &GatAttentionArgs, i: u32, h: u32, d: f32, ds: f32) {
 /// segment order.
 #[inline(always)]
 pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
-    if a.combine != 0 {
+    if a.split.combine != 0 {
         unsafe {
-            long_rows(&a, |j, h, s0, s1| {
+            long_rows(&a.split, a.heads, |j, h, s0, s1| {
                 let (mut dsrc, mut dw) = (0f32, [0f32; NF]);
                 for seg in s0..s1 {
-                    let x = partial(&a, seg, h, 1 + a.dim);
+                    let x = partial(&a.split, seg, h, 1 + a.dim);
                     dsrc += ptx::ld_f32(x);
                     for c in 0..NF {
                         if (c as u32) < a.dim {
@@ -522,7 +326,7 @@ pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
     }
     let (ln, h, step) = unsafe { start(&a) };
     unsafe {
-        rows(&a, &ln, a.t_ptr, |j, lo, hi, span, seg| {
+        rows(&a.split, &ln, a.t_ptr, |j, lo, hi, span, seg| {
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let ss = score(a.s_src, j, a.hld, h);
             let x = head_row::<NF>(&a, a.wh, j, h);
@@ -552,7 +356,7 @@ pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                 dsrc = block_sums(&ln, [dsrc])[0];
                 dw = block_sums(&ln, dw);
                 if ptx::warp_id() == 0 && ln.slot == 0 && ln.on {
-                    let x = partial(&a, seg, h, 1 + a.dim);
+                    let x = partial(&a.split, seg, h, 1 + a.dim);
                     ptx::st_f32(x, dsrc);
                     for c in 0..NF {
                         if (c as u32) < a.dim {

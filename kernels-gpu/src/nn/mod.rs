@@ -28,6 +28,7 @@ pub mod head_columns;
 pub mod relu;
 pub mod relu_dropout;
 pub mod row_normalize;
+pub mod row_split;
 pub mod scaled_add;
 
 use crate::index::Strided;

@@ -1,0 +1,175 @@
+//! How the fused row kernels (GAT's and AGNN's attention) spread a pattern's rows over one
+//! launch (`kernels-gpu/src/nn/row_split.rs`): the per-graph lists (rows of a warp, segments of
+//! long rows), the segments' scratch, and the launcher of a pass and its combine launch.
+
+use std::sync::Arc;
+
+use cudarc::driver::DeviceRepr;
+
+use super::NN_BLOCKS_PER_SM;
+use crate::error::{Error, Result};
+use crate::gpu::abi::row_split::RowSplit;
+use crate::gpu::launch::{Kernel, Ptr, PtrMut, Shape};
+use crate::gpu::{DeviceVec, Gpu};
+use crate::ops::GraphHandle;
+
+/// Rows of at least this many entries are cut into segments, a block each (a warp would walk
+/// them alone while the rest of the GPU waits).
+pub const ROW_LONG_MIN: u32 = 256;
+/// Entries of a long row's segment: a block of 8 warps walks a segment (at most a few steps of
+/// its edges), so a hub row of tens of thousands of entries is spread over many blocks.
+pub const ROW_SEGMENT: u32 = 2048;
+/// Threads of a block of the fused row kernels (a segment, 8 warps' rows, or 8 warps' slots).
+pub const ROW_BLOCK: u32 = 256;
+/// Shared memory of a segment's block: `SMEM_FIELDS` words per lane and warp
+/// (`row_split::smem`).
+pub const SMEM_FIELDS: u32 = 34;
+
+/// The rows of at least `min` entries of a pattern, on the device, built once per graph and
+/// `min`.
+pub(crate) struct ListedRows {
+    pub rows: DeviceVec<u32>,
+    pub n: u32,
+}
+
+pub(crate) fn listed_rows(g: &GraphHandle, min: u32) -> Result<Arc<ListedRows>> {
+    let gpu = g.gpu()?.clone();
+    g.cached(min as u64, || {
+        let rp = g.csr().row_ptr();
+        let rows: Vec<u32> = (0..g.csr().n_rows()).filter(|&r| rp[r + 1] - rp[r] >= min).map(|r| r as u32).collect();
+        Ok(ListedRows { n: rows.len() as u32, rows: DeviceVec::upload(&gpu, if rows.is_empty() { &[0] } else { &rows })? })
+    })
+}
+
+/// The rows of at least [`ROW_LONG_MIN`] entries cut into segments of at most [`ROW_SEGMENT`].
+struct Segments {
+    /// (row, first entry, end) per segment.
+    segs: DeviceVec<u32>,
+    n_segs: u32,
+    rows: DeviceVec<u32>,
+    n_long: u32,
+    /// Row r's segments are seg_ptr[r] .. seg_ptr[r + 1].
+    seg_ptr: DeviceVec<u32>,
+}
+
+fn segments(h: &GraphHandle) -> Result<Arc<Segments>> {
+    let gpu = h.gpu()?.clone();
+    h.cached(ROW_SEGMENT as u64, || {
+        let rp = h.csr().row_ptr();
+        let (mut segs, mut rows, mut seg_ptr) = (Vec::new(), Vec::new(), vec![0u32]);
+        for r in 0..h.csr().n_rows() {
+            let (start, end) = (rp[r], rp[r + 1]);
+            if end - start < ROW_LONG_MIN {
+                continue;
+            }
+            let n = (end - start).div_ceil(ROW_SEGMENT);
+            // Equal segments (a short last one would leave its block mostly idle).
+            let len = (end - start).div_ceil(n);
+            for k in 0..n {
+                segs.extend([r as u32, start + k * len, (start + (k + 1) * len).min(end)]);
+            }
+            rows.push(r as u32);
+            seg_ptr.push((segs.len() / 3) as u32);
+        }
+        let up = |v: &[u32]| DeviceVec::upload(&gpu, if v.is_empty() { &[0] } else { v });
+        Ok(Segments { n_segs: (segs.len() / 3) as u32, n_long: rows.len() as u32, segs: up(&segs)?, rows: up(&rows)?, seg_ptr: up(&seg_ptr)? })
+    })
+}
+
+/// The segments' partial states (`len` floats at least): kept with the graph and shared by its
+/// layers' passes, which run one after another on one stream.
+fn partials(h: &GraphHandle, len: usize) -> Result<Arc<DeviceVec<f32>>> {
+    let gpu = h.gpu()?.clone();
+    // Keyed by length (a graph's layers of different widths get one each).
+    h.cached(PARTIALS_KEY ^ len as u64, || DeviceVec::zeros(&gpu, len.max(1)))
+}
+
+/// Cache key of [`partials`] (apart from the other `DeviceVec<f32>` entries a handle keeps).
+const PARTIALS_KEY: u64 = 0x6a7_0000_0000_0000;
+
+/// Segments a pattern of `n` rows and `nnz` entries can have at most (for memory estimates).
+pub fn max_segments(n: u64, nnz: u64) -> u64 {
+    (nnz + n).div_ceil(ROW_LONG_MIN as u64)
+}
+
+/// How one pass is spread: slots of `1 << shift` lanes, rows shorter than `short_max` a slot
+/// each, `pstride` floats of partial state a segment, and at least `smem` bytes of shared
+/// memory a block (a segment's blocks get [`SMEM_FIELDS`] words per lane and warp).
+#[derive(Clone, Copy)]
+pub(crate) struct Pass {
+    pub shift: u32,
+    pub short_max: u32,
+    pub pstride: u32,
+    pub smem: u32,
+}
+
+/// Launches `kernel` over the rows of `h` (S, or Sᵀ for a column pass): one launch of three
+/// kinds of block — a block per segment of the rows of at least [`ROW_LONG_MIN`] entries, a
+/// warp per row of at least `short_max`, a slot of lanes per shorter row — then, where there
+/// are long rows, the combine launch (`RowSplit::combine` = 1) that merges each long row's
+/// segments. The lists are made once per graph.
+///
+/// # Safety
+/// `args(split)` must be valid arguments of `kernel` for the rows of `h` given that split.
+pub(crate) unsafe fn launch_rows<A: DeviceRepr>(gpu: &Gpu, h: &GraphHandle, kernel: Kernel<A>, pass: Pass, args: impl Fn(RowSplit) -> A) -> Result<()> {
+    let n_rows = h.csr().n_rows() as u32;
+    let mid = listed_rows(h, pass.short_max)?;
+    let long = segments(h)?;
+    let (warps, cap) = ((ROW_BLOCK / 32) as u64, (gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
+    let warp_blocks = if mid.n > long.n_long { (mid.n as u64).div_ceil(warps).min(cap) } else { 0 };
+    let slot_blocks = (n_rows as u64).div_ceil(warps * (32 >> pass.shift) as u64).min(cap);
+    let blocks = long.n_segs as u64 + warp_blocks + slot_blocks;
+    if blocks == 0 {
+        return Ok(());
+    }
+    let partials = partials(h, long.n_segs as usize * pass.pstride as usize)?;
+    let split = RowSplit {
+        n_rows,
+        short_max: pass.short_max,
+        long_min: ROW_LONG_MIN,
+        segs: long.segs.arg(gpu),
+        n_segs: long.n_segs,
+        mid: mid.rows.arg(gpu),
+        n_mid: mid.n,
+        warp_blocks: warp_blocks as u32,
+        combine: 0,
+        long: long.rows.arg(gpu),
+        n_long: long.n_long,
+        seg_ptr: long.seg_ptr.arg(gpu),
+        partials: PtrMut::new(partials.arg(gpu).addr()),
+        pstride: pass.pstride,
+    };
+    let smem = if long.n_segs > 0 { pass.smem.max(ROW_BLOCK * SMEM_FIELDS * 4) } else { pass.smem };
+    let blocks = u32::try_from(blocks).map_err(|_| Error::Unsupported(format!("fused row kernel: {blocks} blocks ({} segments of long rows)", long.n_segs)))?;
+    // SAFETY: as the caller guarantees; the lists are this graph's (segments within their rows,
+    // `n_segs + warp_blocks` of the blocks take listed work), `partials` holds `pstride` floats
+    // per segment. The combine launch, queued after, reads each long row's segments.
+    unsafe {
+        kernel.launch(gpu, Shape::linear(blocks, ROW_BLOCK, smem), &args(split))?;
+        if long.n_long > 0 {
+            let combine = (long.n_long as u64).div_ceil(warps).min(cap) as u32;
+            kernel.launch(gpu, Shape::linear(combine, ROW_BLOCK, pass.smem), &args(RowSplit { combine: 1, ..split }))?;
+        }
+    }
+    Ok(())
+}
+
+/// An argument struct's split before [`launch_rows`] fills it in.
+pub(crate) fn unset() -> RowSplit {
+    RowSplit {
+        n_rows: 0,
+        short_max: 0,
+        long_min: 0,
+        segs: Ptr::null(),
+        n_segs: 0,
+        mid: Ptr::null(),
+        n_mid: 0,
+        warp_blocks: 0,
+        combine: 0,
+        long: Ptr::null(),
+        n_long: 0,
+        seg_ptr: Ptr::null(),
+        partials: PtrMut::null(),
+        pstride: 0,
+    }
+}

@@ -25,7 +25,7 @@ use crate::gpu::abi::attention::{
     AttentionColGradArgs, AttentionForwardArgs, AttentionRowGradArgs, AttnRows, attention_col_grad_c1_l8_f16, attention_col_grad_c1_l16_f16, attention_col_grad_c1_l32_f16, attention_col_grad_c4_f16, attention_col_grad_c1_l8_f32, attention_col_grad_c1_l16_f32, attention_col_grad_c1_l32_f32, attention_col_grad_c4_f32, attention_forward_c1_l8_f16, attention_forward_c1_l16_f16, attention_forward_c1_l32_f16, attention_forward_c4_f16, attention_forward_c1_l8_f32, attention_forward_c1_l16_f32, attention_forward_c1_l32_f32, attention_forward_c4_f32, attention_row_grad_c1_l8_f16, attention_row_grad_c1_l16_f16, attention_row_grad_c1_l32_f16, attention_row_grad_c4_f16, attention_row_grad_c1_l8_f32, attention_row_grad_c1_l16_f32, attention_row_grad_c1_l32_f32, attention_row_grad_c4_f32,
 };
 use crate::gpu::launch::{Kernel, Ptr};
-use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::gpu::{DeviceMatrix, Gpu};
 use crate::graph::Csr;
 use crate::ops::GraphHandle;
 use crate::ops::backend::Backend;
@@ -176,14 +176,14 @@ pub fn attention_backward_cpu<T: Real>(
 
 // -- the GPU launchers --
 
-/// The lane split for rows of `ld4` float4s: (log2 of a slot's lanes, chunks per lane, the
-/// instance: `_c1_l8`, `_c1_l16`, `_c1_l32` or `_c4`).
-fn lane_split(ld4: usize, what: &str) -> Result<(u32, usize, usize)> {
+/// The lane split for rows of `ld4` float4s: (log2 of a slot's lanes, chunks per lane, entries
+/// in flight per slot, the instance's index in a kernel list).
+fn lane_split(ld4: usize, what: &str) -> Result<(u32, usize, u32, usize)> {
     match ld4 {
-        0..=8 => Ok((3, 1, 0)),
-        9..=16 => Ok((4, 1, 1)),
-        17..=32 => Ok((5, 1, 2)),
-        33..=128 => Ok((5, 4, 3)),
+        0..=8 => Ok((3, 1, 4, 0)),
+        9..=16 => Ok((4, 1, 4, 1)),
+        17..=32 => Ok((5, 1, 4, 2)),
+        33..=128 => Ok((5, 4, 1, 3)),
         _ => Err(Error::Unsupported(format!("{what}: rows of {} floats (at most 512)", 4 * ld4))),
     }
 }
@@ -210,22 +210,23 @@ fn check_nodes(g: &GraphHandle, beta: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>,
 }
 
 /// Launches a pass over `g`'s rows (`row_split`: a slot of lanes per short row, a warp per
-/// middle one, segments of long rows and their combine launch), with `smem` bytes of shared
-/// memory a block at least.
+/// middle one, segments of long rows and their combine launch); `column`: the column pass.
 ///
 /// # Safety
 /// `args` must make arguments valid for `kernel` for the rows of `g`.
-unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, ld4: usize, kernels: [Kernel<A>; 4], smem: u32, args: impl Fn(AttnRows) -> A) -> Result<()> {
-    let (shift, chunks, instance) = lane_split(ld4, "fused attention")?;
+unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, ld4: usize, kernels: [Kernel<A>; 4], column: bool, args: impl Fn(AttnRows) -> A) -> Result<()> {
+    let (shift, chunks, u, instance) = lane_split(ld4, "fused attention")?;
     let kernel = kernels[instance];
+    // The column pass's one-chunk instances keep two entries in flight, not four.
+    let u = if column && chunks == 1 { 2 } else { u };
     let csr = g.device_csr()?;
     let rows = AttnRows { row_ptr: csr.row_ptr.arg(gpu), col_idx: csr.col_idx.arg(gpu), ld4: ld4 as u32, split: row_split::unset() };
     // Rows shorter than 4 steps of a slot's edges in flight (4 with one chunk, 1 with four) a
     // slot each. Partial state per segment and lane: at most two sums of its chunks (column
     // pass) or a softmax state (forward).
-    let short_max = if chunks == 1 { 16 } else { 4 };
+    let short_max = 4 * u;
     let pstride = (1 << shift) * (8 * chunks as u32 + 2);
-    let pass = row_split::Pass { shift, short_max, pstride, smem };
+    let pass = row_split::Pass { shift, short_max, pstride, smem: 0 };
     // SAFETY: row_ptr / col_idx are g's CSR (col ids < n_rows, checked square); the split is
     // of g's rows; shared memory as the kernels use it.
     unsafe { row_split::launch_rows(gpu, g, kernel, pass, |split| args(AttnRows { split, ..rows })) }
@@ -255,10 +256,11 @@ pub fn attention_forward(
     n: &DeviceMatrix<f32>,
     h: &DeviceMatrix<f32>,
     h_half: Option<&DeviceMatrix<f16>>,
-    inv_norm: &DeviceVec<f32>,
+    inv_norm: &DeviceMatrix<f32>,
     out: &mut DeviceMatrix<f32>,
-    stats: &mut DeviceVec<f32>,
+    stats: &mut DeviceMatrix<f32>,
 ) -> Result<()> {
+    let (inv_norm, stats) = (&inv_norm.buf, &mut stats.buf);
     let what = "attention_forward";
     check_nodes(g, beta, n, &[("inv_norm", inv_norm.len(), 1), ("stats", stats.len(), 2)], what)?;
     check_same(n, h, what)?;
@@ -269,7 +271,7 @@ pub fn attention_forward(
     let kernels = if h_half.is_some() { [attention_forward_c1_l8_f16, attention_forward_c1_l16_f16, attention_forward_c1_l32_f16, attention_forward_c4_f16] } else { [attention_forward_c1_l8_f32, attention_forward_c1_l16_f32, attention_forward_c1_l32_f32, attention_forward_c4_f32] };
     // SAFETY: shapes checked above: n, h (and its f16 copy) and out are rows x ld, inv_norm and
     // stats cover the rows.
-    unsafe { launch_rows(&gpu, g, n.ld / 4, kernels, 0, |rows| AttentionForwardArgs { rows, beta, n: np, h_gather, inv_norm: inv, out: outp, stats: st }) }
+    unsafe { launch_rows(&gpu, g, n.ld / 4, kernels, false, |rows| AttentionForwardArgs { rows, beta, n: np, h_gather, inv_norm: inv, out: outp, stats: st }) }
 }
 
 /// The fused backward on the device: `dh` (overwritten, padding 0) and `dbeta` (1 x 1,
@@ -283,15 +285,16 @@ pub fn attention_backward(
     n: &DeviceMatrix<f32>,
     h: &DeviceMatrix<f32>,
     half: Option<(&DeviceMatrix<f16>, &DeviceMatrix<f16>)>,
-    inv_norm: &DeviceVec<f32>,
-    stats: &DeviceVec<f32>,
+    inv_norm: &DeviceMatrix<f32>,
+    stats: &DeviceMatrix<f32>,
     out: &DeviceMatrix<f32>,
     dout: &DeviceMatrix<f32>,
     dn: &mut DeviceMatrix<f32>,
-    d_row: &mut DeviceVec<f32>,
+    d_row: &mut DeviceMatrix<f32>,
     dh: &mut DeviceMatrix<f32>,
     dbeta: &mut DeviceMatrix<f32>,
 ) -> Result<()> {
+    let (inv_norm, stats, d_row) = (&inv_norm.buf, &stats.buf, &mut d_row.buf);
     let what = "attention_backward";
     check_nodes(g, beta, n, &[("inv_norm", inv_norm.len(), 1), ("stats", stats.len(), 2), ("d_row", d_row.len(), 1)], what)?;
     for m in [h, out, dout, &*dn, &*dh] {
@@ -309,11 +312,10 @@ pub fn attention_backward(
     let (betap, np, hp, inv, st, outp, doutp) = (beta.arg(), n.arg(), h.arg(), inv_norm.arg(&gpu), stats.arg(&gpu), out.arg(), dout.arg());
     let (dnp, dp, dbp) = (dn.arg_mut(), d_row.arg_mut(&gpu), dbeta.arg_mut());
     let ld4 = n.ld / 4;
-    // SAFETY: shapes checked above; Sᵀ is square like S; the row pass's blocks use 128 bytes
-    // of shared memory (its block sum of dbeta).
+    // SAFETY: shapes checked above; Sᵀ is square like S.
     unsafe {
         let kernels = if half.is_some() { [attention_row_grad_c1_l8_f16, attention_row_grad_c1_l16_f16, attention_row_grad_c1_l32_f16, attention_row_grad_c4_f16] } else { [attention_row_grad_c1_l8_f32, attention_row_grad_c1_l16_f32, attention_row_grad_c1_l32_f32, attention_row_grad_c4_f32] };
-        launch_rows(&gpu, g, ld4, kernels, 128, |rows| AttentionRowGradArgs {
+        launch_rows(&gpu, g, ld4, kernels, false, |rows| AttentionRowGradArgs {
             rows,
             beta: betap,
             n: np,
@@ -328,7 +330,7 @@ pub fn attention_backward(
         })?;
         let (dn_done, d_done, dhp) = (dn.arg(), d_row.arg(&gpu), dh.arg_mut());
         let kernels = if half.is_some() { [attention_col_grad_c1_l8_f16, attention_col_grad_c1_l16_f16, attention_col_grad_c1_l32_f16, attention_col_grad_c4_f16] } else { [attention_col_grad_c1_l8_f32, attention_col_grad_c1_l16_f32, attention_col_grad_c1_l32_f32, attention_col_grad_c4_f32] };
-        launch_rows(&gpu, &t, ld4, kernels, 0, |rows| AttentionColGradArgs {
+        launch_rows(&gpu, &t, ld4, kernels, true, |rows| AttentionColGradArgs {
             rows,
             beta: betap,
             n: np,
@@ -414,14 +416,23 @@ impl<T: Real> FusedAttentionOp for CpuBackend<T> {
     }
 }
 
+impl CudaBackend {
+    /// Whether the fused attention gathers rows from f16 copies: in f16 precision, and only
+    /// where the f32 rows would not fit in L2. The kernels are bound by their instructions
+    /// while the rows sit in L2, and the copies cost a cast a call.
+    fn half_gathers(&self, h: &DeviceMatrix<f32>) -> bool {
+        self.precision == Precision::F16 && (h.rows * h.ld * 4) as u64 > self.gpu.info().l2_bytes as u64
+    }
+}
+
 impl FusedAttentionOp for CudaBackend {
     fn attention_forward(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("fused attention", || {
-            if self.precision == Precision::F16 {
+            if self.half_gathers(h) {
                 // f16 copy of h in scratch slot 1 (2 holds dout's in the backward).
-                self.with_half(h, 1, |hh| attention_forward(&g.handle, beta, n, h, Some(hh), &inv_norm.buf, out, &mut stats.buf))
+                self.with_half(h, 1, |hh| attention_forward(&g.handle, beta, n, h, Some(hh), inv_norm, out, stats))
             } else {
-                attention_forward(&g.handle, beta, n, h, None, &inv_norm.buf, out, &mut stats.buf)
+                attention_forward(&g.handle, beta, n, h, None, inv_norm, out, stats)
             }
         })
     }
@@ -441,12 +452,12 @@ impl FusedAttentionOp for CudaBackend {
         dbeta: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
         self.timed("fused attention backward", || {
-            if self.precision == Precision::F16 {
+            if self.half_gathers(h) {
                 self.with_half(h, 1, |hh| {
-                    self.with_half(dout, 2, |gh| attention_backward(&g.handle, beta, n, h, Some((hh, gh)), &inv_norm.buf, &stats.buf, out, dout, dn, &mut d_row.buf, dh, dbeta))
+                    self.with_half(dout, 2, |gh| attention_backward(&g.handle, beta, n, h, Some((hh, gh)), inv_norm, stats, out, dout, dn, d_row, dh, dbeta))
                 })
             } else {
-                attention_backward(&g.handle, beta, n, h, None, &inv_norm.buf, &stats.buf, out, dout, dn, &mut d_row.buf, dh, dbeta)
+                attention_backward(&g.handle, beta, n, h, None, inv_norm, stats, out, dout, dn, d_row, dh, dbeta)
             }
         })
     }

@@ -309,9 +309,9 @@ unsafe fn launch_rows(gpu: &crate::gpu::Gpu, h: &crate::ops::GraphHandle, kernel
     unsafe { row_split::launch_rows(gpu, h, kernel, pass, |split| GatAttentionArgs { split, ..*x }) }
 }
 
-/// Rows shorter than this are walked by one slot of lanes (no shuffles, no merge of slots): at
-/// most 4 steps of the kernel instance's edges in flight (4, 2, 1 for heads of 8, 16, 32
-/// columns).
+/// Rows shorter than this are walked by one slot of lanes (no shuffles, no merge of slots): 16
+/// entries with heads of 8 columns (8 steps of the forward's 2 entries, 16 of the backward's 1:
+/// measured with these instances), 4 steps of 2 and 1 for 16 and 32 columns.
 fn short_max(dim: usize) -> u32 {
     match dim {
         0..=8 => 16,

@@ -19,9 +19,8 @@
 //! backward of dn. The second sum of dn_i and alphaᵀ dout run over the in-edges of i: the
 //! column pass walks Sᵀ's CSR, recomputing alpha and ds there from the row statistics and D of
 //! the source rows: D and dn's row part come from the row pass, hence two launches (each with
-//! its combine launch where there are long rows). No atomics except one per block for dbeta.
+//! its combine launch where there are long rows). No atomics except one per warp for dbeta.
 
-use super::block_reduce;
 use super::row_split::{Lane, Span, block_sums, long_rows, partial, rows, slot_sum, smem, walk_steps};
 use crate::abi::attention::{AttentionColGradArgs, AttentionForwardArgs, AttentionRowGradArgs, AttnRows};
 use crate::ptx;
@@ -428,8 +427,10 @@ pub unsafe fn row_grad<G: Gather, const C: usize, const L: u32, const U: usize>(
             }
         })
     };
-    let total = block_reduce(dbeta_part, ptx::warp_sum, 0.0);
-    if ptx::tid_x() == 0 {
+    // One atomic a warp (a block reduction held every warp of a block at its barrier until the
+    // block's last row was done).
+    let total = ptx::warp_sum(dbeta_part);
+    if ptx::lane_id() == 0 {
         unsafe { ptx::red_add_f32(a.dbeta, total) };
     }
 }

@@ -24,7 +24,7 @@
 //! and dWh_j = sum_i alpha'_ij dout_i, recomputing alpha, da and dz there from the source rows'
 //! statistics and D: D_i is a reduction over all of row i, hence two kernels.
 
-use super::row_split::{Lane, Span, block_sums, long_rows, partial, rows, slot_sum, smem, walk};
+use super::row_split::{Lane, Span, block_sums, long_rows, partial, rows, slot_sum, smem, walk, walk_steps};
 use crate::abi::gat_attention::GatAttentionArgs;
 use crate::ptx;
 use crate::rng::DropoutStep;
@@ -86,7 +86,7 @@ fn leaky(z: f32, slope: f32) -> (f32, f32) {
 fn dot<const NF: usize>(x: &[f32; NF], y: &[f32; NF]) -> f32 {
     let mut s = 0.0;
     for c in 0..NF {
-        s += x[c] * y[c];
+        s = ptx::fma_f32(x[c], y[c], s);
     }
     s
 }
@@ -143,16 +143,35 @@ pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let sd = score(a.s_dst, i, a.hld, h);
             let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [0f32; NF]);
-            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j, e| source::<NF>(&a, j, e, h, step), |(ss, x, mk)| {
-                let (lg, _) = leaky(sd + ss, a.slope);
-                let new_m = if lg > m { lg } else { m };
-                let scale = ptx::exp(m - new_m);
-                let p = ptx::exp(lg - new_m);
-                l = l * scale + p;
-                let w = p * mk;
-                for c in 0..NF {
-                    acc[c] = acc[c] * scale + w * x[c];
+            walk_steps::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j, e| source::<NF>(&a, j, e, h, step), |src, ok| {
+                // The step's logits, then one rescale of the running state for the whole step.
+                let mut lg = [0f32; U];
+                let mut new_m = m;
+                crate::unroll4!(u => {
+                    if u < U {
+                        lg[u] = leaky(sd + src[u].0, a.slope).0;
+                        if ok[u] && lg[u] > new_m {
+                            new_m = lg[u];
+                        }
+                    }
+                });
+                // (new_m = -inf only when the step has no entry of the row: nothing to add.)
+                let scale = if new_m == f32::NEG_INFINITY { 1.0 } else { ptx::exp(m - new_m) };
+                l *= scale;
+                for v in acc.iter_mut() {
+                    *v *= scale;
                 }
+                crate::unroll4!(u => {
+                    if u < U {
+                        let e = ptx::exp(lg[u] - new_m);
+                        let p = if ok[u] { e } else { 0.0 };
+                        l += p;
+                        let w = p * src[u].2;
+                        for c in 0..NF {
+                            acc[c] = ptx::fma_f32(w, src[u].1[c], acc[c]);
+                        }
+                    }
+                });
                 m = new_m;
             });
             // The slots' states merged (butterfly: every lane ends with its head's).
@@ -344,7 +363,7 @@ pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                     dsrc += al * (dot(&g, &x) * mk - di) * lk;
                     let w = al * mk;
                     for c in 0..NF {
-                        dw[c] += w * g[c];
+                        dw[c] = ptx::fma_f32(w, g[c], dw[c]);
                     }
                 },
             );

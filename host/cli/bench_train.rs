@@ -95,7 +95,7 @@ struct Report {
 }
 
 /// `NAME` or `NAME:LAYERSxHIDDEN` into the model's default config with that shape; a `+variant`
-/// suffix sets `--variant` (GAT: the unfused per-head ops; AGNN: the fused attention op).
+/// suffix sets `--variant` (GAT: the unfused per-head ops; AGNN: the unfused attention ops).
 fn parse_model(s: &str) -> Result<ModelConfig> {
     let bad = || Error::Unsupported(format!("model '{s}': use NAME or NAME:LAYERSxHIDDEN, e.g. gcn:2x16, with +variant for --variant"));
     let (s, variant) = s.strip_suffix("+variant").map_or((s, false), |m| (m, true));

@@ -52,7 +52,8 @@ pub struct TrainArgs {
     /// Residual connections around hidden layers of equal width (GCN, SAGE, GIN, GAT).
     #[arg(long)]
     pub residual: bool,
-    /// GIN: learn eps (default: fixed 0). SAGE: L2-normalise each layer's output.
+    /// GIN: learn eps (default: fixed 0). SAGE: L2-normalise each layer's output. GAT, AGNN: the
+    /// unfused attention ops (default: fused).
     #[arg(long)]
     pub variant: bool,
     #[arg(long, default_value_t = 200)]

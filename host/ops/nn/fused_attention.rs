@@ -209,16 +209,34 @@ fn check_nodes(g: &GraphHandle, beta: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>,
     Ok(n.rows as u32)
 }
 
+/// The three kernels.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AttnPass {
+    Forward,
+    Row,
+    Column,
+}
+
+/// Entries a slot keeps in flight in `pass` for the instance `instance` (base `u`), as the
+/// instances are listed in `kernels-gpu/src/abi/attention.rs`: the one-chunk column pass two,
+/// the 8-lane row pass three.
+fn entries_in_flight(pass: AttnPass, instance: usize, u: u32) -> u32 {
+    match (pass, instance) {
+        (AttnPass::Column, 0..=2) => 2,
+        (AttnPass::Row, 0) => 3,
+        _ => u,
+    }
+}
+
 /// Launches a pass over `g`'s rows (`row_split`: a slot of lanes per short row, a warp per
-/// middle one, segments of long rows and their combine launch); `column`: the column pass.
+/// middle one, segments of long rows and their combine launch).
 ///
 /// # Safety
 /// `args` must make arguments valid for `kernel` for the rows of `g`.
-unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, ld4: usize, kernels: [Kernel<A>; 4], column: bool, args: impl Fn(AttnRows) -> A) -> Result<()> {
+unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, ld4: usize, kernels: [Kernel<A>; 4], pass: AttnPass, args: impl Fn(AttnRows) -> A) -> Result<()> {
     let (shift, chunks, u, instance) = lane_split(ld4, "fused attention")?;
     let kernel = kernels[instance];
-    // The column pass's one-chunk instances keep two entries in flight, not four.
-    let u = if column && chunks == 1 { 2 } else { u };
+    let u = entries_in_flight(pass, instance, u);
     let csr = g.device_csr()?;
     let rows = AttnRows { row_ptr: csr.row_ptr.arg(gpu), col_idx: csr.col_idx.arg(gpu), ld4: ld4 as u32, split: row_split::unset() };
     // Rows shorter than 4 steps of a slot's edges in flight (4 with one chunk, 1 with four) a
@@ -226,10 +244,10 @@ unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle,
     // pass) or a softmax state (forward).
     let short_max = 4 * u;
     let pstride = (1 << shift) * (8 * chunks as u32 + 2);
-    let pass = row_split::Pass { shift, short_max, pstride, smem: 0 };
+    let split = row_split::Pass { shift, short_max, pstride, smem: 0 };
     // SAFETY: row_ptr / col_idx are g's CSR (col ids < n_rows, checked square); the split is
     // of g's rows; shared memory as the kernels use it.
-    unsafe { row_split::launch_rows(gpu, g, kernel, pass, |split| args(AttnRows { split, ..rows })) }
+    unsafe { row_split::launch_rows(gpu, g, kernel, split, |split| args(AttnRows { split, ..rows })) }
 }
 
 /// The address the kernels gather `m`'s rows from: `m`, or its f16 copy `half` (checked to
@@ -271,7 +289,7 @@ pub fn attention_forward(
     let kernels = if h_half.is_some() { [attention_forward_c1_l8_f16, attention_forward_c1_l16_f16, attention_forward_c1_l32_f16, attention_forward_c4_f16] } else { [attention_forward_c1_l8_f32, attention_forward_c1_l16_f32, attention_forward_c1_l32_f32, attention_forward_c4_f32] };
     // SAFETY: shapes checked above: n, h (and its f16 copy) and out are rows x ld, inv_norm and
     // stats cover the rows.
-    unsafe { launch_rows(&gpu, g, n.ld / 4, kernels, false, |rows| AttentionForwardArgs { rows, beta, n: np, h_gather, inv_norm: inv, out: outp, stats: st }) }
+    unsafe { launch_rows(&gpu, g, n.ld / 4, kernels, AttnPass::Forward, |rows| AttentionForwardArgs { rows, beta, n: np, h_gather, inv_norm: inv, out: outp, stats: st }) }
 }
 
 /// The fused backward on the device: `dh` (overwritten, padding 0) and `dbeta` (1 x 1,
@@ -315,7 +333,7 @@ pub fn attention_backward(
     // SAFETY: shapes checked above; Sᵀ is square like S.
     unsafe {
         let kernels = if half.is_some() { [attention_row_grad_c1_l8_f16, attention_row_grad_c1_l16_f16, attention_row_grad_c1_l32_f16, attention_row_grad_c4_f16] } else { [attention_row_grad_c1_l8_f32, attention_row_grad_c1_l16_f32, attention_row_grad_c1_l32_f32, attention_row_grad_c4_f32] };
-        launch_rows(&gpu, g, ld4, kernels, false, |rows| AttentionRowGradArgs {
+        launch_rows(&gpu, g, ld4, kernels, AttnPass::Row, |rows| AttentionRowGradArgs {
             rows,
             beta: betap,
             n: np,
@@ -330,7 +348,7 @@ pub fn attention_backward(
         })?;
         let (dn_done, d_done, dhp) = (dn.arg(), d_row.arg(&gpu), dh.arg_mut());
         let kernels = if half.is_some() { [attention_col_grad_c1_l8_f16, attention_col_grad_c1_l16_f16, attention_col_grad_c1_l32_f16, attention_col_grad_c4_f16] } else { [attention_col_grad_c1_l8_f32, attention_col_grad_c1_l16_f32, attention_col_grad_c1_l32_f32, attention_col_grad_c4_f32] };
-        launch_rows(&gpu, &t, ld4, kernels, true, |rows| AttentionColGradArgs {
+        launch_rows(&gpu, &t, ld4, kernels, AttnPass::Column, |rows| AttentionColGradArgs {
             rows,
             beta: betap,
             n: np,

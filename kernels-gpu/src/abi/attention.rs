@@ -75,7 +75,8 @@ kernel_args! {
 // `_c1_lN`: rows of at most N float4s (d <= 4 N), one float4 per lane of a slot of N lanes;
 // `_c4`: up to 128 float4s (d <= 512), four per lane of a warp-wide slot; entries in flight per
 // slot: four with one chunk (the column pass two: its entries carry two rows, and at four it
-// held two blocks an SM), one with four (registers). `_f32` / `_f16`: the type of the gathered
+// held two blocks an SM; the 8-lane row pass three: four blocks an SM), one with four
+// (registers). The host's `entries_in_flight` mirrors these. `_f32` / `_f16`: the type of the gathered
 // rows.
 kernels! {
     attention_forward_c1_l8_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 8, 4>;
@@ -86,11 +87,11 @@ kernels! {
     attention_forward_c1_l16_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 16, 4>;
     attention_forward_c1_l32_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 32, 4>;
     attention_forward_c4_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 4, 32, 1>;
-    attention_row_grad_c1_l8_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 8, 4>;
+    attention_row_grad_c1_l8_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 8, 3>;
     attention_row_grad_c1_l16_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 16, 4>;
     attention_row_grad_c1_l32_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 32, 4>;
     attention_row_grad_c4_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 4, 32, 1>;
-    attention_row_grad_c1_l8_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 8, 4>;
+    attention_row_grad_c1_l8_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 8, 3>;
     attention_row_grad_c1_l16_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 16, 4>;
     attention_row_grad_c1_l32_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 32, 4>;
     attention_row_grad_c4_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 4, 32, 1>;

@@ -208,6 +208,24 @@ unsafe fn write_forward<const C: usize, const L: u32>(a: &AttentionForwardArgs, 
     }
 }
 
+/// [`walk_steps`] over row entries [lo, hi), each entry's neighbour row of h (from `h_gather`)
+/// and its inv_norm loaded: the forward's and the row pass's walk.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn walk_neighbours<G: Gather, const C: usize, const L: u32, const U: usize>(
+    ln: &Lane,
+    cl: &Cols<L>,
+    own: bool,
+    rows: &AttnRows,
+    lo: u32,
+    hi: u32,
+    h_gather: *const f32,
+    inv_norm: *const f32,
+    use_step: impl FnMut([(Chunks<C>, f32); U], [bool; U]),
+) {
+    unsafe { walk_steps::<_, U>(ln, own, rows.col_idx, core::ptr::null(), lo, hi, |j, _| (gather::<G, C, L>(h_gather, j, cl), ptx::ld_nc_f32(inv_norm.add(j as usize))), use_step) }
+}
+
 /// The fused forward (see the module comment).
 #[inline(always)]
 pub unsafe fn forward<G: Gather, const C: usize, const L: u32, const U: usize>(a: AttentionForwardArgs) {
@@ -239,43 +257,34 @@ pub unsafe fn forward<G: Gather, const C: usize, const L: u32, const U: usize>(a
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let ni = load::<C, L>(a.n, i, &cl);
             let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [[0f32; 4]; C]);
-            walk_steps::<_, U>(
-                &ln,
-                own,
-                a.rows.col_idx,
-                core::ptr::null(),
-                lo,
-                hi,
-                |j, _| (gather::<G, C, L>(a.h_gather, j, &cl), ptx::ld_nc_f32(a.inv_norm.add(j as usize))),
-                |hj, ok| {
-                    // The step's scores (independent: their shuffles overlap), then one rescale of
-                    // the running state for the whole step.
-                    let mut s = [0f32; U];
-                    let mut m_new = m;
-                    crate::unroll4!(u => {
-                        if u < U {
-                            s[u] = beta * dot(&ni, &hj[u].0, &cl) * hj[u].1;
-                            if ok[u] {
-                                m_new = m_new.max(s[u]);
-                            }
+            walk_neighbours::<G, C, L, U>(&ln, &cl, own, &a.rows, lo, hi, a.h_gather, a.inv_norm, |hj, ok| {
+                // The step's scores (independent: their shuffles overlap), then one rescale of
+                // the running state for the whole step.
+                let mut s = [0f32; U];
+                let mut m_new = m;
+                crate::unroll4!(u => {
+                    if u < U {
+                        s[u] = beta * dot(&ni, &hj[u].0, &cl) * hj[u].1;
+                        if ok[u] {
+                            m_new = m_new.max(s[u]);
                         }
-                    });
-                    // (m_new = -inf only when the step has no entry of the row: nothing to add.)
-                    let scale = if m_new == f32::NEG_INFINITY { 1.0 } else { ptx::exp(m - m_new) };
-                    let zero = [[0f32; 4]; C];
-                    axpby(&mut acc, scale, 0.0, &zero);
-                    l *= scale;
-                    crate::unroll4!(u => {
-                        if u < U {
-                            let e = ptx::exp(s[u] - m_new);
-                            let p = if ok[u] { e } else { 0.0 };
-                            l += p;
-                            axpby(&mut acc, 1.0, p, &hj[u].0);
-                        }
-                    });
-                    m = m_new;
-                },
-            );
+                    }
+                });
+                // (m_new = -inf only when the step has no entry of the row: nothing to add.)
+                let scale = if m_new == f32::NEG_INFINITY { 1.0 } else { ptx::exp(m - m_new) };
+                let zero = [[0f32; 4]; C];
+                axpby(&mut acc, scale, 0.0, &zero);
+                l *= scale;
+                crate::unroll4!(u => {
+                    if u < U {
+                        let e = ptx::exp(s[u] - m_new);
+                        let p = if ok[u] { e } else { 0.0 };
+                        l += p;
+                        axpby(&mut acc, 1.0, p, &hj[u].0);
+                    }
+                });
+                m = m_new;
+            });
             // The slots' states merged (butterfly: every lane ends with its row's).
             let mut d = if own { 0 } else { ln.slots >> 1 };
             while d > 0 {
@@ -382,30 +391,21 @@ pub unsafe fn row_grad<G: Gather, const C: usize, const L: u32, const U: usize>(
             let rl = if l > 0.0 { 1.0 / l } else { 0.0 };
             let mut acc = [[0f32; 4]; C];
             let mut part = 0f32;
-            walk_steps::<_, U>(
-                &ln,
-                own,
-                a.rows.col_idx,
-                core::ptr::null(),
-                lo,
-                hi,
-                |j, _| (gather::<G, C, L>(a.h_gather, j, &cl), ptx::ld_nc_f32(a.inv_norm.add(j as usize))),
-                |hj, ok| {
-                    crate::unroll4!(u => {
-                        if u < U {
-                            let (x, inv) = hj[u];
-                            // cos = n_i . n_j, q = dalpha = dout_i . h_j.
-                            let cos = dot(&ni, &x, &cl) * inv;
-                            let q = dot(&gi, &x, &cl);
-                            let e = ptx::exp(beta * cos - m) * rl * (q - d);
-                            let ds = if ok[u] { e } else { 0.0 };
-                            // ds n_j = ds inv_j h_j.
-                            axpby(&mut acc, 1.0, ds * inv, &x);
-                            part += ds * cos;
-                        }
-                    });
-                },
-            );
+            walk_neighbours::<G, C, L, U>(&ln, &cl, own, &a.rows, lo, hi, a.h_gather, a.inv_norm, |hj, ok| {
+                crate::unroll4!(u => {
+                    if u < U {
+                        let (x, inv) = hj[u];
+                        // cos = n_i . n_j, q = dalpha = dout_i . h_j.
+                        let cos = dot(&ni, &x, &cl) * inv;
+                        let q = dot(&gi, &x, &cl);
+                        let e = ptx::exp(beta * cos - m) * rl * (q - d);
+                        let ds = if ok[u] { e } else { 0.0 };
+                        // ds n_j = ds inv_j h_j.
+                        axpby(&mut acc, 1.0, ds * inv, &x);
+                        part += ds * cos;
+                    }
+                });
+            });
             if ln.h == 0 {
                 dbeta_part += part;
             }

@@ -21,9 +21,7 @@ use super::{check_gpu, check_matrix_64, check_same, row_split};
 use crate::error::{Error, Result};
 use half::f16;
 
-use crate::gpu::abi::attention::{
-    AttentionColGradArgs, AttentionForwardArgs, AttentionRowGradArgs, AttnRows, attention_col_grad_c1_l8_f16, attention_col_grad_c1_l16_f16, attention_col_grad_c1_l32_f16, attention_col_grad_c4_f16, attention_col_grad_c1_l8_f32, attention_col_grad_c1_l16_f32, attention_col_grad_c1_l32_f32, attention_col_grad_c4_f32, attention_forward_c1_l8_f16, attention_forward_c1_l16_f16, attention_forward_c1_l32_f16, attention_forward_c4_f16, attention_forward_c1_l8_f32, attention_forward_c1_l16_f32, attention_forward_c1_l32_f32, attention_forward_c4_f32, attention_row_grad_c1_l8_f16, attention_row_grad_c1_l16_f16, attention_row_grad_c1_l32_f16, attention_row_grad_c4_f16, attention_row_grad_c1_l8_f32, attention_row_grad_c1_l16_f32, attention_row_grad_c1_l32_f32, attention_row_grad_c4_f32,
-};
+use crate::gpu::abi::attention::{self as k, ATTN_U, ATTN_U_C4, ATTN_U_COLUMN, ATTN_U_ROW_L8, AttentionColGradArgs, AttentionForwardArgs, AttentionRowGradArgs, AttnRows};
 use crate::gpu::launch::{Kernel, Ptr};
 use crate::gpu::{DeviceMatrix, Gpu};
 use crate::graph::Csr;
@@ -176,14 +174,14 @@ pub fn attention_backward_cpu<T: Real>(
 
 // -- the GPU launchers --
 
-/// The lane split for rows of `ld4` float4s: (log2 of a slot's lanes, chunks per lane, entries
-/// in flight per slot, the instance's index in a kernel list).
-fn lane_split(ld4: usize, what: &str) -> Result<(u32, usize, u32, usize)> {
+/// The lane split for rows of `ld4` float4s: (log2 of a slot's lanes, chunks per lane, the
+/// instance's index in a kernel list: `_c1_l8`, `_c1_l16`, `_c1_l32`, `_c4`).
+fn lane_split(ld4: usize, what: &str) -> Result<(u32, usize, usize)> {
     match ld4 {
-        0..=8 => Ok((3, 1, 4, 0)),
-        9..=16 => Ok((4, 1, 4, 1)),
-        17..=32 => Ok((5, 1, 4, 2)),
-        33..=128 => Ok((5, 4, 1, 3)),
+        0..=8 => Ok((3, 1, 0)),
+        9..=16 => Ok((4, 1, 1)),
+        17..=32 => Ok((5, 1, 2)),
+        33..=128 => Ok((5, 4, 3)),
         _ => Err(Error::Unsupported(format!("{what}: rows of {} floats (at most 512)", 4 * ld4))),
     }
 }
@@ -217,15 +215,15 @@ enum AttnPass {
     Column,
 }
 
-/// Entries a slot keeps in flight in `pass` for the instance `instance` (base `u`), as the
-/// instances are listed in `kernels-gpu/src/abi/attention.rs`: the one-chunk column pass two,
-/// the 8-lane row pass three.
-fn entries_in_flight(pass: AttnPass, instance: usize, u: u32) -> u32 {
-    match (pass, instance) {
-        (AttnPass::Column, 0..=2) => 2,
-        (AttnPass::Row, 0) => 3,
-        _ => u,
-    }
+/// Entries a slot of instance `instance` keeps in flight in `pass` (the `ATTN_U*` constants the
+/// instances are listed with).
+fn entries_in_flight(pass: AttnPass, instance: usize) -> u32 {
+    (match (pass, instance) {
+        (_, 3) => ATTN_U_C4,
+        (AttnPass::Column, _) => ATTN_U_COLUMN,
+        (AttnPass::Row, 0) => ATTN_U_ROW_L8,
+        _ => ATTN_U,
+    }) as u32
 }
 
 /// Launches a pass over `g`'s rows (`row_split`: a slot of lanes per short row, a warp per
@@ -234,9 +232,9 @@ fn entries_in_flight(pass: AttnPass, instance: usize, u: u32) -> u32 {
 /// # Safety
 /// `args` must make arguments valid for `kernel` for the rows of `g`.
 unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, ld4: usize, kernels: [Kernel<A>; 4], pass: AttnPass, args: impl Fn(AttnRows) -> A) -> Result<()> {
-    let (shift, chunks, u, instance) = lane_split(ld4, "fused attention")?;
+    let (shift, chunks, instance) = lane_split(ld4, "fused attention")?;
     let kernel = kernels[instance];
-    let u = entries_in_flight(pass, instance, u);
+    let u = entries_in_flight(pass, instance);
     let csr = g.device_csr()?;
     let rows = AttnRows { row_ptr: csr.row_ptr.arg(gpu), col_idx: csr.col_idx.arg(gpu), ld4: ld4 as u32, split: row_split::unset() };
     // Rows shorter than 4 steps of a slot's edges in flight (4 with one chunk, 1 with four) a
@@ -244,7 +242,7 @@ unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle,
     // pass) or a softmax state (forward).
     let short_max = 4 * u;
     let pstride = (1 << shift) * (8 * chunks as u32 + 2);
-    let split = row_split::Pass { shift, short_max, pstride, smem: 0 };
+    let split = row_split::Pass { shift, short_max, pstride };
     // SAFETY: row_ptr / col_idx are g's CSR (col ids < n_rows, checked square); the split is
     // of g's rows; shared memory as the kernels use it.
     unsafe { row_split::launch_rows(gpu, g, kernel, split, |split| args(AttnRows { split, ..rows })) }
@@ -286,7 +284,7 @@ pub fn attention_forward(
     let gpu = g.gpu()?.clone();
     let h_gather = gather_ptr(h, h_half, what)?;
     let (beta, np, inv, outp, st) = (beta.arg(), n.arg(), inv_norm.arg(&gpu), out.arg_mut(), stats.arg_mut(&gpu));
-    let kernels = if h_half.is_some() { [attention_forward_c1_l8_f16, attention_forward_c1_l16_f16, attention_forward_c1_l32_f16, attention_forward_c4_f16] } else { [attention_forward_c1_l8_f32, attention_forward_c1_l16_f32, attention_forward_c1_l32_f32, attention_forward_c4_f32] };
+    let kernels = if h_half.is_some() { [k::attention_forward_c1_l8_f16, k::attention_forward_c1_l16_f16, k::attention_forward_c1_l32_f16, k::attention_forward_c4_f16] } else { [k::attention_forward_c1_l8_f32, k::attention_forward_c1_l16_f32, k::attention_forward_c1_l32_f32, k::attention_forward_c4_f32] };
     // SAFETY: shapes checked above: n, h (and its f16 copy) and out are rows x ld, inv_norm and
     // stats cover the rows.
     unsafe { launch_rows(&gpu, g, n.ld / 4, kernels, AttnPass::Forward, |rows| AttentionForwardArgs { rows, beta, n: np, h_gather, inv_norm: inv, out: outp, stats: st }) }
@@ -332,7 +330,7 @@ pub fn attention_backward(
     let ld4 = n.ld / 4;
     // SAFETY: shapes checked above; Sᵀ is square like S.
     unsafe {
-        let kernels = if half.is_some() { [attention_row_grad_c1_l8_f16, attention_row_grad_c1_l16_f16, attention_row_grad_c1_l32_f16, attention_row_grad_c4_f16] } else { [attention_row_grad_c1_l8_f32, attention_row_grad_c1_l16_f32, attention_row_grad_c1_l32_f32, attention_row_grad_c4_f32] };
+        let kernels = if half.is_some() { [k::attention_row_grad_c1_l8_f16, k::attention_row_grad_c1_l16_f16, k::attention_row_grad_c1_l32_f16, k::attention_row_grad_c4_f16] } else { [k::attention_row_grad_c1_l8_f32, k::attention_row_grad_c1_l16_f32, k::attention_row_grad_c1_l32_f32, k::attention_row_grad_c4_f32] };
         launch_rows(&gpu, g, ld4, kernels, AttnPass::Row, |rows| AttentionRowGradArgs {
             rows,
             beta: betap,
@@ -347,7 +345,7 @@ pub fn attention_backward(
             dbeta: dbp,
         })?;
         let (dn_done, d_done, dhp) = (dn.arg(), d_row.arg(&gpu), dh.arg_mut());
-        let kernels = if half.is_some() { [attention_col_grad_c1_l8_f16, attention_col_grad_c1_l16_f16, attention_col_grad_c1_l32_f16, attention_col_grad_c4_f16] } else { [attention_col_grad_c1_l8_f32, attention_col_grad_c1_l16_f32, attention_col_grad_c1_l32_f32, attention_col_grad_c4_f32] };
+        let kernels = if half.is_some() { [k::attention_col_grad_c1_l8_f16, k::attention_col_grad_c1_l16_f16, k::attention_col_grad_c1_l32_f16, k::attention_col_grad_c4_f16] } else { [k::attention_col_grad_c1_l8_f32, k::attention_col_grad_c1_l16_f32, k::attention_col_grad_c1_l32_f32, k::attention_col_grad_c4_f32] };
         launch_rows(&gpu, &t, ld4, kernels, AttnPass::Column, |rows| AttentionColGradArgs {
             rows,
             beta: betap,

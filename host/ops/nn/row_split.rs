@@ -93,14 +93,13 @@ pub fn max_segments(n: u64, nnz: u64) -> u64 {
 }
 
 /// How one pass is spread: slots of `1 << shift` lanes, rows shorter than `short_max` a slot
-/// each, `pstride` floats of partial state a segment, and at least `smem` bytes of shared
-/// memory a block (a segment's blocks get [`SMEM_FIELDS`] words per lane and warp).
+/// each, `pstride` floats of partial state a segment (a segment's blocks get [`SMEM_FIELDS`]
+/// words of shared memory per lane and warp; the other blocks none).
 #[derive(Clone, Copy)]
 pub(crate) struct Pass {
     pub shift: u32,
     pub short_max: u32,
     pub pstride: u32,
-    pub smem: u32,
 }
 
 /// Launches `kernel` over the rows of `h` (S, or Sᵀ for a column pass): one launch of three
@@ -139,7 +138,7 @@ pub(crate) unsafe fn launch_rows<A: DeviceRepr>(gpu: &Gpu, h: &GraphHandle, kern
         partials: PtrMut::new(partials.arg(gpu).addr()),
         pstride: pass.pstride,
     };
-    let smem = if long.n_segs > 0 { pass.smem.max(ROW_BLOCK * SMEM_FIELDS * 4) } else { pass.smem };
+    let smem = if long.n_segs > 0 { ROW_BLOCK * SMEM_FIELDS * 4 } else { 0 };
     let blocks = u32::try_from(blocks).map_err(|_| Error::Unsupported(format!("fused row kernel: {blocks} blocks ({} segments of long rows)", long.n_segs)))?;
     // SAFETY: as the caller guarantees; the lists are this graph's (segments within their rows,
     // `n_segs + warp_blocks` of the blocks take listed work), `partials` holds `pstride` floats
@@ -148,7 +147,7 @@ pub(crate) unsafe fn launch_rows<A: DeviceRepr>(gpu: &Gpu, h: &GraphHandle, kern
         kernel.launch(gpu, Shape::linear(blocks, ROW_BLOCK, smem), &args(split))?;
         if long.n_long > 0 {
             let combine = (long.n_long as u64).div_ceil(warps).min(cap) as u32;
-            kernel.launch(gpu, Shape::linear(combine, ROW_BLOCK, pass.smem), &args(RowSplit { combine: 1, ..split }))?;
+            kernel.launch(gpu, Shape::linear(combine, ROW_BLOCK, 0), &args(RowSplit { combine: 1, ..split }))?;
         }
     }
     Ok(())

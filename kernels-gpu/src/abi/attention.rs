@@ -72,35 +72,41 @@ kernel_args! {
     }
 }
 
+/// Entries a slot keeps in flight (the instances' `U`; the host derives from them the rows a
+/// slot walks alone): one-chunk instances 4, their column pass 2 (its entries carry two rows, and
+/// at four it held two blocks an SM), the 8-lane row pass 3 (four blocks an SM); four-chunk
+/// instances 1 (registers).
+pub const ATTN_U: usize = 4;
+pub const ATTN_U_COLUMN: usize = 2;
+pub const ATTN_U_ROW_L8: usize = 3;
+pub const ATTN_U_C4: usize = 1;
+
 // `_c1_lN`: rows of at most N float4s (d <= 4 N), one float4 per lane of a slot of N lanes;
-// `_c4`: up to 128 float4s (d <= 512), four per lane of a warp-wide slot; entries in flight per
-// slot: four with one chunk (the column pass two: its entries carry two rows, and at four it
-// held two blocks an SM; the 8-lane row pass three: four blocks an SM), one with four
-// (registers). The host's `entries_in_flight` mirrors these. `_f32` / `_f16`: the type of the gathered
-// rows.
+// `_c4`: up to 128 float4s (d <= 512), four per lane of a warp-wide slot; entries in flight as
+// the `ATTN_U*` constants above. `_f32` / `_f16`: the type of the gathered rows.
 kernels! {
-    attention_forward_c1_l8_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 8, 4>;
-    attention_forward_c1_l16_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 16, 4>;
-    attention_forward_c1_l32_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 32, 4>;
-    attention_forward_c4_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 4, 32, 1>;
-    attention_forward_c1_l8_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 8, 4>;
-    attention_forward_c1_l16_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 16, 4>;
-    attention_forward_c1_l32_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 32, 4>;
-    attention_forward_c4_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 4, 32, 1>;
-    attention_row_grad_c1_l8_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 8, 3>;
-    attention_row_grad_c1_l16_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 16, 4>;
-    attention_row_grad_c1_l32_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 32, 4>;
-    attention_row_grad_c4_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 4, 32, 1>;
-    attention_row_grad_c1_l8_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 8, 3>;
-    attention_row_grad_c1_l16_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 16, 4>;
-    attention_row_grad_c1_l32_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 32, 4>;
-    attention_row_grad_c4_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 4, 32, 1>;
-    attention_col_grad_c1_l8_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 1, 8, 2>;
-    attention_col_grad_c1_l16_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 1, 16, 2>;
-    attention_col_grad_c1_l32_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 1, 32, 2>;
-    attention_col_grad_c4_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 4, 32, 1>;
-    attention_col_grad_c1_l8_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 8, 2>;
-    attention_col_grad_c1_l16_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 16, 2>;
-    attention_col_grad_c1_l32_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 32, 2>;
-    attention_col_grad_c4_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 4, 32, 1>;
+    attention_forward_c1_l8_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 8, ATTN_U>;
+    attention_forward_c1_l16_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 16, ATTN_U>;
+    attention_forward_c1_l32_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 1, 32, ATTN_U>;
+    attention_forward_c4_f32(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G32, 4, 32, ATTN_U_C4>;
+    attention_forward_c1_l8_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 8, ATTN_U>;
+    attention_forward_c1_l16_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 16, ATTN_U>;
+    attention_forward_c1_l32_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 1, 32, ATTN_U>;
+    attention_forward_c4_f16(AttentionForwardArgs) = crate::nn::fused_attention::forward::<G16, 4, 32, ATTN_U_C4>;
+    attention_row_grad_c1_l8_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 8, ATTN_U_ROW_L8>;
+    attention_row_grad_c1_l16_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 16, ATTN_U>;
+    attention_row_grad_c1_l32_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 1, 32, ATTN_U>;
+    attention_row_grad_c4_f32(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G32, 4, 32, ATTN_U_C4>;
+    attention_row_grad_c1_l8_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 8, ATTN_U_ROW_L8>;
+    attention_row_grad_c1_l16_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 16, ATTN_U>;
+    attention_row_grad_c1_l32_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 1, 32, ATTN_U>;
+    attention_row_grad_c4_f16(AttentionRowGradArgs) = crate::nn::fused_attention::row_grad::<G16, 4, 32, ATTN_U_C4>;
+    attention_col_grad_c1_l8_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 1, 8, ATTN_U_COLUMN>;
+    attention_col_grad_c1_l16_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 1, 16, ATTN_U_COLUMN>;
+    attention_col_grad_c1_l32_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 1, 32, ATTN_U_COLUMN>;
+    attention_col_grad_c4_f32(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G32, 4, 32, ATTN_U_C4>;
+    attention_col_grad_c1_l8_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 8, ATTN_U_COLUMN>;
+    attention_col_grad_c1_l16_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 16, ATTN_U_COLUMN>;
+    attention_col_grad_c1_l32_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 32, ATTN_U_COLUMN>;
+    attention_col_grad_c4_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 4, 32, ATTN_U_C4>;
 }

@@ -177,7 +177,7 @@ unsafe fn block_sum_chunks<const C: usize>(v: &mut Chunks<C>, ln: &Lane) {
     }
 }
 
-/// Chunk `k`'s float `q` of a partial state written `at` floats into lane h's fields.
+/// The field of chunk `k`'s float `q` in a lane's partial state (after its scalars).
 #[inline(always)]
 fn chunk_field(k: usize, q: usize) -> u32 {
     (4 * k + q) as u32

@@ -868,6 +868,45 @@ fn gpu_adam_and_step_increment() {
     }
 }
 
+#[test]
+fn gpu_adam_many_matches_adam_per_tensor() {
+    let Some(gpu) = common::gpu_or_skip("gpu_adam_many_matches_adam_per_tensor") else { return };
+    let hp = AdamHyper { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 5e-4 };
+    // A model's mix: a scalar, odd shapes, an empty tensor between two, a wide weight.
+    let shapes = [(1, 1), (37, 7), (0, 5), (3, 1), (500, 64), (2051, 33), (1, 130)];
+    let mut ps: Vec<Vec<f64>> = shapes.iter().enumerate().map(|(k, &(r, c))| rand(r * c, 100 + k as u64)).collect();
+    let mut ms: Vec<Vec<f64>> = shapes.iter().enumerate().map(|(k, &(r, c))| rand(r * c, 200 + k as u64)).collect();
+    let mut vs: Vec<Vec<f64>> = shapes.iter().enumerate().map(|(k, &(r, c))| rand(r * c, 300 + k as u64).iter().map(|x| x.abs()).collect()).collect();
+    let mut pd: Vec<_> = shapes.iter().zip(&ps).map(|(&(r, c), x)| dev(&gpu, r, c, x)).collect();
+    let mut md: Vec<_> = shapes.iter().zip(&ms).map(|(&(r, c), x)| dev(&gpu, r, c, x)).collect();
+    let mut vd: Vec<_> = shapes.iter().zip(&vs).map(|(&(r, c), x)| dev(&gpu, r, c, x)).collect();
+    let mut step = DeviceVec::upload(&gpu, &[0u32]).unwrap();
+    for t in 1..=3u32 {
+        let gs: Vec<Vec<f64>> = shapes.iter().enumerate().map(|(k, &(r, c))| rand(r * c, 400 + 10 * t as u64 + k as u64)).collect();
+        let gd: Vec<_> = shapes.iter().zip(&gs).map(|(&(r, c), x)| dev(&gpu, r, c, x)).collect();
+        let mut tensors: Vec<AdamTensors<'_, DeviceMatrix<f32>>> =
+            pd.iter_mut().zip(&gd).zip(md.iter_mut().zip(vd.iter_mut())).map(|((param, grad), (m, v))| AdamTensors { param, grad, m, v }).collect();
+        let table = adam_table(&mut tensors).unwrap();
+        let n = tensors.len();
+        let dtable = DeviceVec::upload(&gpu, &table).unwrap();
+        step_increment(&gpu, &mut step).unwrap();
+        adam_many(&gpu, &dtable, n, table[table.len() - 1], &hp, &step).unwrap();
+        for k in 0..shapes.len() {
+            adam_cpu(&mut ps[k], &gs[k], &mut ms[k], &mut vs[k], &hp, t);
+            let what = format!("adam_many tensor {k} {:?} t {t}", shapes[k]);
+            assert_close(&format!("{what} param"), &host(&pd[k]), &ps[k]);
+            assert_close(&format!("{what} m"), &host(&md[k]), &ms[k]);
+            assert_close(&format!("{what} v"), &host(&vd[k]), &vs[k]);
+            for (x, name) in [(&pd[k], "param"), (&md[k], "m"), (&vd[k], "v")] {
+                assert_padding_zero(x, name);
+            }
+        }
+    }
+    // A table that does not match its count is refused before launching.
+    let t = DeviceVec::upload(&gpu, &[0u64; 5]).unwrap();
+    assert!(matches!(adam_many(&gpu, &t, 2, 0, &hp, &step), Err(tcgnn::Error::Shape(_))));
+}
+
 // ------------------------------------------------------------------ GIN's scalar ops, BatchNorm
 
 #[test]

@@ -16,6 +16,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::nn::param::Param;
 use crate::dist::comm::Communicator;
 use crate::dist::dist_backend::{CountedHook, DistBackend, HaloPath};
 use crate::dist::exchange::ExchangeCounters;
@@ -178,9 +179,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         b.cross_entropy(logits, &self.labels, self.inv_n_train, &mut self.dlogits, &mut self.train_stats)?;
         self.net.backward(b, &self.input, &self.dlogits)?;
         self.all_reduce_gradients()?;
-        for (_, p) in self.net.params() {
-            p.adam(b, &self.hyper)?;
-        }
+        Param::adam_all(b, self.net.params().into_iter().map(|(_, p)| p), &self.hyper)?;
         b.synchronize()?;
         let halo = self.exchange.take_counters()?;
         self.timing.all_reduce_seconds += B::take_all_reduce_seconds(&mut self.fused)?;

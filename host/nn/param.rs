@@ -2,6 +2,7 @@
 
 use crate::error::Result;
 use crate::ops::backend::{AdamHyper, Ops};
+use crate::ops::nn::adam::AdamTensors;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
@@ -30,6 +31,15 @@ impl<B: Ops> Param<B> {
     /// One Adam update from the gradient the last backward pass left.
     pub fn adam(&mut self, b: &B, hyper: &AdamHyper) -> Result<()> {
         b.adam(&mut self.value, &self.grad, &mut self.m, &mut self.v, hyper)
+    }
+
+    /// One Adam update of every parameter of `params` (a model's), in one launch on the GPU.
+    pub fn adam_all<'a>(b: &B, params: impl IntoIterator<Item = &'a mut Param<B>>, hyper: &AdamHyper) -> Result<()>
+    where
+        B: 'a,
+    {
+        let mut tensors: Vec<AdamTensors<'_, B::Mat>> = params.into_iter().map(|p| AdamTensors { param: &mut p.value, grad: &p.grad, m: &mut p.m, v: &mut p.v }).collect();
+        b.adam_many(&mut tensors, hyper)
     }
 }
 

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::nn::param::Param;
 use crate::error::{Error, Result};
 use crate::gpu::timing::Timing;
 use crate::ops::backend::{AdamHyper, Ops, Stats, TEST_BIT, TRAIN_BIT, VAL_BIT};
@@ -185,10 +186,7 @@ impl<B: Ops + 'static> Trainer<B> {
 
     pub fn optimize(&mut self) -> Result<()> {
         let b = &*self.backend;
-        for (_, p) in self.net.params() {
-            p.adam(b, &self.hyper)?;
-        }
-        Ok(())
+        Param::adam_all(b, self.net.params().into_iter().map(|(_, p)| p), &self.hyper)
     }
 
     /// Enqueues one training step without a recording.

@@ -12,6 +12,7 @@
 //! swapped with the persistent ones (`std::mem::swap` of the
 //! [`Param`](crate::nn::param::Param)s, no copy) for the step and swapped back after it.
 
+use crate::nn::param::Param;
 use crate::gpu::timing::Spans;
 use crate::nn::input::HostFeatures;
 use std::sync::{Arc, Mutex};
@@ -321,10 +322,7 @@ pub fn enqueue_step<B: Ops>(b: &B, model: &mut dyn Model<B>, hyper: &AdamHyper, 
         None => &*s.dlogits,
     };
     model.backward(b, s.input, d)?;
-    for (_, p) in model.params() {
-        p.adam(b, hyper)?;
-    }
-    Ok(())
+    Param::adam_all(b, model.params().into_iter().map(|(_, p)| p), hyper)
 }
 
 impl SampledTraining {

@@ -174,6 +174,13 @@ pub unsafe fn ld_nc_u32(p: *const u32) -> u32 {
     a
 }
 
+#[inline(always)]
+pub unsafe fn ld_nc_u64(p: *const u64) -> u64 {
+    let a: u64;
+    unsafe { asm!("ld.global.nc.u64 {a}, [{p}];", a = out(reg64) a, p = in(reg64) p, options(readonly, nostack)) };
+    a
+}
+
 /// Read-only 4 x 32-bit load (e.g. 8 halves); `p` 16-byte aligned.
 #[inline(always)]
 pub unsafe fn ld_nc_v4_u32(p: *const u32) -> [u32; 4] {

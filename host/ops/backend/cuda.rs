@@ -96,6 +96,8 @@ pub struct CudaBackend {
     pub(crate) skinny_gemm: bool,
     /// The fused weight gradient's per-split partial sums, allocated on first use.
     pub(crate) dropout_gemm_scratch: Mutex<Option<DeviceVec<f32>>>,
+    /// Multi-tensor Adam's tables (`ops::nn::adam::adam_table`), by the addresses they list.
+    pub(crate) adam_tables: Mutex<std::collections::HashMap<Vec<u64>, DeviceVec<u64>>>,
     /// A rebound batch's node ids, for gathering its feature rows on the device.
     pub(crate) gather_ids: Mutex<Option<DeviceVec<u32>>>,
 }
@@ -137,6 +139,7 @@ impl CudaBackend {
             fuse_input_dropout: true,
             skinny_gemm: true,
             dropout_gemm_scratch: Mutex::new(None),
+            adam_tables: Mutex::new(std::collections::HashMap::new()),
             gather_ids: Mutex::new(None),
             gpu,
             precision,

@@ -5,7 +5,7 @@ use rayon::prelude::*;
 
 use super::{MIN_PAR_LEN, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
-use crate::gpu::abi::nn::{self as kernels, AdamArgs, StepIncrementArgs};
+use crate::gpu::abi::nn::{self as kernels, AdamArgs, AdamManyArgs, StepIncrementArgs};
 use crate::gpu::launch::Shape;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::util::Real;
@@ -93,6 +93,51 @@ pub fn adam(
     unsafe { kernels::adam_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
+/// [`adam_many`]'s table for `tensors` ((param, grad, m, v) each, checked as [`adam`] checks
+/// them): per tensor its four addresses, then each tensor's first float4 in their
+/// concatenation and the total.
+pub fn adam_table(tensors: &mut [AdamTensors<'_, DeviceMatrix<f32>>]) -> Result<Vec<u64>> {
+    let mut addrs = Vec::with_capacity(5 * tensors.len() + 1);
+    let mut starts = vec![0u64];
+    for t in tensors.iter_mut() {
+        check_same(t.param, t.grad, "adam grad")?;
+        check_same(t.param, t.m, "adam m")?;
+        check_same(t.param, t.v, "adam v")?;
+        addrs.extend([t.param.ptr_mut(), t.grad.ptr(), t.m.ptr_mut(), t.v.ptr_mut()]);
+        starts.push(starts.last().copied().unwrap_or(0) + n4(t.param));
+    }
+    addrs.extend(starts);
+    Ok(addrs)
+}
+
+/// One Adam step on the device over every tensor of `table` (an upload of [`adam_table`]:
+/// `tensors` tensors of `total4` float4s in all, its last value) in one launch; the step as
+/// [`adam`]'s.
+pub fn adam_many(gpu: &Gpu, table: &DeviceVec<u64>, tensors: usize, total4: u64, hp: &AdamHyper, step: &DeviceVec<u32>) -> Result<()> {
+    if step.is_empty() {
+        return Err(Error::Shape("adam_many: empty step counter".into()));
+    }
+    if table.len() != 5 * tensors + 1 {
+        return Err(Error::Shape(format!("adam_many: a table of {} values for {tensors} tensors (want {})", table.len(), 5 * tensors + 1)));
+    }
+    if tensors == 0 {
+        return Ok(());
+    }
+    let args = AdamManyArgs {
+        tensors: u32::try_from(tensors).map_err(|_| Error::Shape(format!("adam_many: {tensors} tensors")))?,
+        table: table.arg(gpu),
+        lr: hp.lr,
+        beta1: hp.beta1,
+        beta2: hp.beta2,
+        eps: hp.eps,
+        weight_decay: hp.weight_decay,
+        step: step.arg(gpu),
+    };
+    // SAFETY: the table's addresses are buffers of the float4 counts its starts give (built by
+    // `adam_table` from checked matrices), step one u32.
+    unsafe { kernels::adam_many_f32.launch(gpu, elementwise_shape(gpu, total4), &args) }
+}
+
 /// step[0] += 1 on the device (one thread), so a captured CUDA graph advances its counter on
 /// every replay.
 pub fn step_increment(gpu: &Gpu, step: &mut DeviceVec<u32>) -> Result<()> {
@@ -106,9 +151,25 @@ pub fn step_increment(gpu: &Gpu, step: &mut DeviceVec<u32>) -> Result<()> {
 
 // -- the op on each backend --
 
+/// One tensor's buffers for an Adam update: its value, gradient and two moments.
+pub struct AdamTensors<'a, M> {
+    pub param: &'a mut M,
+    pub grad: &'a M,
+    pub m: &'a mut M,
+    pub v: &'a mut M,
+}
+
 pub trait AdamOp: Backend {
     /// One Adam update of `param` from `grad` (moments `m`, `v`), at the current step count.
     fn adam(&self, param: &mut Self::Mat, grad: &Self::Mat, m: &mut Self::Mat, v: &mut Self::Mat, hyper: &AdamHyper) -> Result<()>;
+    /// One Adam update of every tensor of `tensors` (a model's parameters), each as
+    /// [`AdamOp::adam`] updates it.
+    fn adam_many(&self, tensors: &mut [AdamTensors<'_, Self::Mat>], hyper: &AdamHyper) -> Result<()> {
+        for t in tensors {
+            self.adam(t.param, t.grad, t.m, t.v, hyper)?;
+        }
+        Ok(())
+    }
 }
 
 impl<T: Real> AdamOp for CpuBackend<T> {
@@ -122,5 +183,17 @@ impl<T: Real> AdamOp for CpuBackend<T> {
 impl AdamOp for CudaBackend {
     fn adam(&self, param: &mut DeviceMatrix<f32>, grad: &DeviceMatrix<f32>, m: &mut DeviceMatrix<f32>, v: &mut DeviceMatrix<f32>, hyper: &AdamHyper) -> Result<()> {
         self.timed("adam", || adam(param, grad, m, v, hyper, &self.step_ptr()))
+    }
+    /// One launch for all tensors. Their table is uploaded the first time a set of buffers is
+    /// seen and kept (keyed by the addresses): a recorded step finds it and uploads nothing.
+    fn adam_many(&self, tensors: &mut [AdamTensors<'_, DeviceMatrix<f32>>], hyper: &AdamHyper) -> Result<()> {
+        let addrs = adam_table(tensors)?;
+        let mut tables = self.adam_tables.lock().expect("adam tables poisoned");
+        if !tables.contains_key(&addrs) {
+            let table = DeviceVec::upload(&self.gpu, &addrs)?;
+            tables.insert(addrs.clone(), table);
+        }
+        let (table, total4) = (&tables[&addrs], addrs[addrs.len() - 1]);
+        self.timed("adam", || adam_many(&self.gpu, table, tensors.len(), total4, hyper, &self.step_ptr()))
     }
 }

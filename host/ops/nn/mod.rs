@@ -48,7 +48,7 @@ pub mod sddmm;
 pub mod spmm;
 pub mod transpose_edges;
 
-pub use adam::{AdamHyper, adam, adam_cpu, step_increment};
+pub use adam::{AdamHyper, AdamTensors, adam, adam_cpu, adam_many, adam_table, step_increment};
 pub use add_assign::{add_assign, add_assign_cpu};
 pub use batch_norm::{BN_EPS, BN_MOMENTUM, BatchNormHyper, batch_norm, batch_norm_backward, batch_norm_backward_cpu, batch_norm_cpu};
 pub use bias_add::{bias_add, bias_add_cpu, bias_relu};

@@ -23,6 +23,21 @@ kernel_args! {
         pub step: Ptr<u32>,
     }
 
+    /// One Adam step over several tensors in one launch (a model's parameters: most are a few
+    /// thousand floats, and a launch each cost more than their updates). `table` holds per
+    /// tensor the addresses of its param, grad, m and v (4 `u64`s a tensor), then each tensor's
+    /// first float4 in the tensors' concatenation (`tensors + 1` values, the last the total).
+    pub struct AdamManyArgs {
+        pub tensors: u32,
+        pub table: Ptr<u64>,
+        pub lr: f32,
+        pub beta1: f32,
+        pub beta2: f32,
+        pub eps: f32,
+        pub weight_decay: f32,
+        pub step: Ptr<u32>,
+    }
+
     /// step[0] += 1 (one thread).
     pub struct StepIncrementArgs {
         pub step: PtrMut<u32>,
@@ -482,6 +497,7 @@ kernel_args! {
 
 kernels! {
     adam_f32(AdamArgs) = crate::nn::adam::adam;
+    adam_many_f32(AdamManyArgs) = crate::nn::adam::adam_many;
     step_increment(StepIncrementArgs) = crate::nn::adam::step_increment;
     add_assign_f32(AddAssignArgs) = crate::nn::add_assign::add_assign;
     bias_add_f32(BiasAddArgs) = crate::nn::bias_add::bias_add;

@@ -64,21 +64,38 @@ impl<B: Ops> GinConv<B> {
     }
 }
 
-impl<B: Ops> Conv<B> for GinConv<B> {
-    type Adj = GcnAdjacency<B>;
-
-    fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
+impl<B: Ops> GinConv<B> {
+    /// The layer up to the MLP's second product, which gets its bias when `bias`.
+    fn forward_mlp(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, bias: bool) -> Result<()> {
         self.lin1.forward(b, x)?;
         adj.fill(b, self.lin1.out_mut())?;
         let p = self.lin1.out();
         adj.forward(b, p, &mut self.h)?;
-        match &self.eps {
-            Some(eps) => b.scaled_add(&mut self.h, p, &eps.value, 1.0)?,
-            None => b.add_assign(&mut self.h, p)?,
+        b.sum_bias_relu(&mut self.h, p, self.eps.as_ref().map(|e| &e.value), &self.bias1.value)?;
+        let h = Operand::Dense(&self.h);
+        if bias {
+            self.lin2.forward(b, &h)?;
+        } else {
+            self.lin2.forward_pre_bias(b, &h)?;
         }
-        b.bias_relu(&mut self.h, &self.bias1.value)?;
-        self.lin2.forward(b, &Operand::Dense(&self.h))?;
         Ok(())
+    }
+}
+
+impl<B: Ops> Conv<B> for GinConv<B> {
+    type Adj = GcnAdjacency<B>;
+
+    fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
+        self.forward_mlp(b, adj, x, true)
+    }
+
+    /// The MLP's last bias: the stack adds it with the hidden layer's ReLU and dropout in one
+    /// pass (its gradient is still the column sums of dy, in `lin2`'s backward).
+    fn deferred_bias(&self) -> Option<&B::Mat> {
+        self.lin2.bias.as_ref().map(|p| &p.value)
+    }
+    fn forward_pre_bias(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
+        self.forward_mlp(b, adj, x, false)
     }
 
     fn out(&self) -> &B::Mat {

@@ -38,10 +38,17 @@ impl<B: Ops> Linear<B> {
     }
 
     pub fn forward(&mut self, b: &B, x: &Operand<B>) -> Result<&B::Mat> {
-        x.times(b, &self.weight.value, &mut self.out)?;
+        self.forward_pre_bias(b, x)?;
         if let Some(bias) = &self.bias {
             b.bias_add(&mut self.out, &bias.value)?;
         }
+        Ok(&self.out)
+    }
+
+    /// `x W` alone: the output before the bias (for a caller that adds the bias in a pass of
+    /// its own, with what follows it).
+    pub fn forward_pre_bias(&mut self, b: &B, x: &Operand<B>) -> Result<&B::Mat> {
+        x.times(b, &self.weight.value, &mut self.out)?;
         Ok(&self.out)
     }
 

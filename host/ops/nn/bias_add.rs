@@ -1,13 +1,15 @@
 //! Bias add y[r][c] += b[c], and the same followed by a ReLU in one pass (`bias_relu`, where a
-//! hidden layer's bias meets its activation): CPU and the launchers of
+//! hidden layer's bias meets its activation; `sum_bias_relu`, with a scaled matrix added
+//! first: GIN's neighbours' sum plus (1 + eps) itself): CPU and the launchers of
 //! `kernels-gpu/src/nn/bias_add.rs`.
 
 use rayon::prelude::*;
 
-use super::{check_gpu, check_matrix_64, elementwise_shape, n4};
+use super::{check_gpu, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::gpu::abi::nn::{BiasAddArgs, bias_add_f32, bias_relu_f32};
+use crate::gpu::abi::nn::{BiasAddArgs, SumBiasReluArgs, bias_add_f32, bias_relu_f32, sum_bias_relu_f32};
+use crate::gpu::launch::Ptr;
 use crate::util::Real;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
 use crate::ops::backend::cuda::CudaBackend;
@@ -53,6 +55,29 @@ fn bias_launch(y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>, relu: bool) -> 
     unsafe { kernel.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
+/// y = max(y + (1 + eps) x + b, 0) on the device in one pass (`eps` a 1 x 1 matrix read when the
+/// kernel runs, or none: 0); the same values as `scaled_add` (or `add_assign`) then `bias_relu`.
+pub fn sum_bias_relu(y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>, eps: Option<&DeviceMatrix<f32>>, b: &DeviceMatrix<f32>) -> Result<()> {
+    let what = "sum_bias_relu";
+    check_same(y, x, what)?;
+    check_matrix_64(b, what)?;
+    if b.rows != 1 || b.cols != y.cols {
+        return Err(Error::Shape(format!("{what}: y is {} x {}, b is {} x {} (want 1 x {})", y.rows, y.cols, b.rows, b.cols, y.cols)));
+    }
+    check_gpu(y.gpu(), b.gpu(), what)?;
+    if let Some(e) = eps {
+        check_gpu(y.gpu(), e.gpu(), what)?;
+        if (e.rows, e.cols) != (1, 1) {
+            return Err(Error::Shape(format!("{what}: eps is {} x {} (want 1 x 1)", e.rows, e.cols)));
+        }
+    }
+    let gpu = y.gpu().clone();
+    let n4 = n4(y);
+    let args = SumBiasReluArgs { n4, ld4: (y.ld / 4) as u32, y: y.arg_mut(), x: x.arg(), alpha: eps.map_or(Ptr::null(), |e| e.arg()), shift: 1.0, b: b.arg() };
+    // SAFETY: y and x hold n4 float4s of rows of ld floats, b one row of ld, eps (if any) a float.
+    unsafe { sum_bias_relu_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
+}
+
 // -- the op on each backend --
 
 pub trait BiasAddOp: Backend {
@@ -66,6 +91,19 @@ pub trait BiasAddOp: Backend {
     {
         self.bias_add(y, b)?;
         self.relu(y)
+    }
+    /// `y = max(y + (1 + eps) x + b, 0)` (`eps` a `1 x 1` matrix, or none: 0) — GIN's sum of
+    /// the neighbours and the node itself, then its bias and ReLU: one pass on the GPU; the
+    /// default runs `scaled_add` (or `add_assign`) then `bias_relu`, as the CPU reference does.
+    fn sum_bias_relu(&self, y: &mut Self::Mat, x: &Self::Mat, eps: Option<&Self::Mat>, b: &Self::Mat) -> Result<()>
+    where
+        Self: super::relu::ReluOp + super::scaled_add::ScaledAddOp + super::add_assign::AddAssignOp,
+    {
+        match eps {
+            Some(e) => self.scaled_add(y, x, e, 1.0)?,
+            None => self.add_assign(y, x)?,
+        }
+        self.bias_relu(y, b)
     }
 }
 
@@ -85,5 +123,8 @@ impl BiasAddOp for CudaBackend {
     }
     fn bias_relu(&self, y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
         self.timed("bias relu", || bias_relu(y, b))
+    }
+    fn sum_bias_relu(&self, y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>, eps: Option<&DeviceMatrix<f32>>, b: &DeviceMatrix<f32>) -> Result<()> {
+        self.timed("sum bias relu", || sum_bias_relu(y, x, eps, b))
     }
 }

@@ -51,7 +51,7 @@ pub mod transpose_edges;
 pub use adam::{AdamHyper, AdamTensors, adam, adam_cpu, adam_many, adam_table, step_increment};
 pub use add_assign::{add_assign, add_assign_cpu};
 pub use batch_norm::{BN_EPS, BN_MOMENTUM, BatchNormHyper, batch_norm, batch_norm_backward, batch_norm_backward_cpu, batch_norm_cpu};
-pub use bias_add::{bias_add, bias_add_cpu, bias_relu};
+pub use bias_add::{bias_add, bias_add_cpu, bias_relu, sum_bias_relu};
 pub use col_sums::{col_sums, col_sums_cpu};
 pub use dot::{dot, dot_cpu};
 pub use cross_entropy::{MASK_TEST, MASK_TRAIN, MASK_VAL, cross_entropy, cross_entropy_cpu};

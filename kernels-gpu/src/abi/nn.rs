@@ -61,6 +61,19 @@ kernel_args! {
         pub b: Ptr<f32>,
     }
 
+    /// y = max(y + (shift + alpha[0]) x + b, 0) (alpha may be null: shift alone), x of y's shape.
+    pub struct SumBiasReluArgs {
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
+        /// float4s per row of y (and of x and b).
+        pub ld4: u32,
+        pub y: PtrMut<f32>,
+        pub x: Ptr<f32>,
+        pub alpha: Ptr<f32>,
+        pub shift: f32,
+        pub b: Ptr<f32>,
+    }
+
     /// out[c] += sum_r x[r][c] (out zeroed by the launcher).
     pub struct ColSumsArgs {
         pub rows: u32,
@@ -502,6 +515,7 @@ kernels! {
     add_assign_f32(AddAssignArgs) = crate::nn::add_assign::add_assign;
     bias_add_f32(BiasAddArgs) = crate::nn::bias_add::bias_add;
     bias_relu_f32(BiasAddArgs) = crate::nn::bias_add::bias_relu;
+    sum_bias_relu_f32(SumBiasReluArgs) = crate::nn::bias_add::sum_bias_relu;
     col_sums_f32(ColSumsArgs) = crate::nn::col_sums::col_sums;
     cross_entropy_f32(CrossEntropyArgs) = crate::nn::cross_entropy::cross_entropy;
     cross_entropy_rows8_f32(CrossEntropyArgs) = crate::nn::cross_entropy::cross_entropy_rows::<8>;

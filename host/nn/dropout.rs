@@ -55,6 +55,19 @@ impl<B: Ops> Dropout<B> {
         b.relu_dropout_backward(dy, &self.out, self.p, dz)
     }
 
+    /// `h = ELU(h)` in place and this dropout's output from it in one pass (GAT's hidden tail;
+    /// the mask is not stored): for [`Dropout::backward_elu`], not [`Dropout::backward`]. Only
+    /// while active.
+    pub fn forward_elu(&mut self, b: &B, h: &mut B::Mat) -> Result<()> {
+        b.elu_dropout(h, &mut self.out, self.p, self.seed, self.offset)
+    }
+
+    /// dz = ELU'(dropout'(dy)) after [`Dropout::forward_elu`] of `h` in this step (the mask
+    /// drawn again; `h` holds the ELU's output).
+    pub fn backward_elu(&self, b: &B, dy: &B::Mat, h: &B::Mat, dz: &mut B::Mat) -> Result<()> {
+        b.elu_dropout_backward(dy, h, self.p, self.seed, self.offset, dz)
+    }
+
     /// dx = dropout'(dy) (a copy when p = 0).
     pub fn backward(&self, b: &B, dy: &B::Mat, dx: &mut B::Mat) -> Result<()> {
         if self.p == 0.0 {

@@ -157,8 +157,12 @@ impl<B: Ops> Model<B> for Gat<B> {
         for l in 1..=last {
             let (below, rest) = self.convs.split_at_mut(l);
             let h = below[l - 1].out_mut();
-            b.elu(h)?;
-            self.drops[l - 1].forward(b, h, train)?;
+            let drop = &mut self.drops[l - 1];
+            if drop.is_active(train) {
+                drop.forward_elu(b, h)?;
+            } else {
+                b.elu(h)?;
+            }
             let x = self.drops[l - 1].output(h, train);
             rest[0].forward(b, &self.graph, &Operand::Dense(x), train)?;
         }
@@ -173,9 +177,15 @@ impl<B: Ops> Model<B> for Gat<B> {
             let x = self.drops[l - 1].output(h, true);
             let dout = if l == last { dlogits } else { &self.d_h };
             rest[0].backward(b, &self.graph, &Operand::Dense(x), dout, Some(&mut self.d_x))?;
-            // Through the dropout and the ELU below (its output is conv l - 1's `out`).
-            self.drops[l - 1].backward(b, &self.d_x, &mut self.d_h)?;
-            b.elu_backward(h, &mut self.d_h)?;
+            // Through the dropout and the ELU below (its output is conv l - 1's `out`), in one
+            // pass where the forward fused them.
+            let drop = &self.drops[l - 1];
+            if drop.is_active(true) {
+                drop.backward_elu(b, &self.d_x, h, &mut self.d_h)?;
+            } else {
+                b.copy(&self.d_x, &mut self.d_h)?;
+                b.elu_backward(h, &mut self.d_h)?;
+            }
         }
         let dout = if last == 0 { dlogits } else { &self.d_h };
         let x0 = input.operand(true, self.p);

@@ -145,6 +145,7 @@ pub trait Ops:
     + DropoutOp
     + crate::ops::nn::dropout_gemm::DropoutGemmOp
     + crate::ops::nn::relu_dropout::ReluDropoutOp
+    + crate::ops::nn::elu_dropout::EluDropoutOp
     + RowNormalizeOp
     + SpmmOp
     + SddmmOp
@@ -172,6 +173,7 @@ impl<B> Ops for B where
         + DropoutOp
         + crate::ops::nn::dropout_gemm::DropoutGemmOp
         + crate::ops::nn::relu_dropout::ReluDropoutOp
+        + crate::ops::nn::elu_dropout::EluDropoutOp
         + RowNormalizeOp
         + SpmmOp
         + SddmmOp

@@ -32,6 +32,7 @@ pub mod dropout;
 pub mod dropout_gemm;
 pub mod edge_softmax;
 pub mod elu;
+pub mod elu_dropout;
 pub mod fused_attention;
 pub mod gat_attention;
 pub mod gat_edge_logits;

@@ -206,6 +206,34 @@ kernel_args! {
         pub dy: PtrMut<f32>,
     }
 
+    /// h = ELU(h) in place and y = dropout(h) (the mask of the dropout kernel, not stored).
+    pub struct EluDropoutArgs {
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
+        pub h: PtrMut<f32>,
+        pub y: PtrMut<f32>,
+        pub threshold: u32,
+        pub scale: f32,
+        pub seed_key: u64,
+        pub step: Ptr<u32>,
+        pub offset: u64,
+    }
+
+    /// dz = keep ? dy · scale · ELU'(h) : 0, the mask drawn again: the backward of
+    /// `EluDropoutArgs`'s dropout and ELU (h its ELU output).
+    pub struct EluDropoutBackwardArgs {
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
+        pub dy: Ptr<f32>,
+        pub h: Ptr<f32>,
+        pub threshold: u32,
+        pub scale: f32,
+        pub seed_key: u64,
+        pub step: Ptr<u32>,
+        pub offset: u64,
+        pub dz: PtrMut<f32>,
+    }
+
     /// GAT's per-node scores s[i][h] = sum_f wh[i][h*head_dim + f] a[h*head_dim + f].
     pub struct GatScoresArgs {
         pub rows: u32,
@@ -528,6 +556,8 @@ kernels! {
     edge_softmax_backward_long_f32(EdgeSoftmaxBackwardLongArgs) = crate::nn::edge_softmax::backward_long;
     elu_f32(EluArgs) = crate::nn::elu::elu;
     elu_backward_f32(EluBackwardArgs) = crate::nn::elu::elu_backward;
+    elu_dropout_f32(EluDropoutArgs) = crate::nn::elu_dropout::elu_dropout;
+    elu_dropout_backward_f32(EluDropoutBackwardArgs) = crate::nn::elu_dropout::elu_dropout_backward;
     gat_scores_f32(GatScoresArgs) = crate::nn::gat_scores::scores;
     gat_scores_backward_f32(GatScoresBackwardArgs) = crate::nn::gat_scores::scores_backward;
     gat_edge_logits_f32(GatEdgeLogitsArgs) = crate::nn::gat_edge_logits::edge_logits;

@@ -5,8 +5,9 @@ use super::grid_stride;
 use crate::abi::nn::{EluArgs, EluBackwardArgs};
 use crate::ptx;
 
+/// ELU (alpha 1) of one value.
 #[inline(always)]
-fn elu1(v: f32) -> f32 {
+pub(crate) fn elu1(v: f32) -> f32 {
     if v > 0.0 { v } else { ptx::exp(v) - 1.0 }
 }
 

@@ -1,0 +1,69 @@
+//! GAT's fused hidden tail (`ops::nn::elu_dropout`) against the ops it replaces — ELU, dropout
+//! with a stored mask, then dropout' and ELU' — on the same step counter and key: equal bit for
+//! bit on the CPU (f64) and on the GPU (skipped without one), padding zero, for odd shapes,
+//! p in {0.6, 0.25} and a part's row offset.
+
+mod common;
+
+use tcgnn::gpu::memory::padded_ld;
+use tcgnn::nn::{Backend, CpuBackend, CudaBackend, Ops};
+use tcgnn::ops::nn::elu_dropout::EluDropoutOp;
+use tcgnn::ops::{Impl, Precision};
+use tcgnn::tensor::Matrix;
+
+/// (fused h, fused y, fused dz) and the same from the unfused ops, downloaded.
+fn both<B: Ops>(b: &B, rows: usize, cols: usize, p: f32, offset: u64) -> [Matrix; 6] {
+    let z = Matrix::random(rows, cols, (rows * 7 + cols) as u64);
+    let dy = Matrix::random(rows, cols, 99);
+    b.begin_step().unwrap();
+    b.begin_step().unwrap(); // step 2: not the first mask
+    let (mut h1, mut y1, mut dz1) = (b.upload(&z).unwrap(), b.matrix(rows, cols).unwrap(), b.matrix(rows, cols).unwrap());
+    let dyd = b.upload(&dy).unwrap();
+    b.elu_dropout(&mut h1, &mut y1, p, 0xC0FFEE, offset).unwrap();
+    b.elu_dropout_backward(&dyd, &h1, p, 0xC0FFEE, offset, &mut dz1).unwrap();
+    let (mut h2, mut y2, mut dz2) = (b.upload(&z).unwrap(), b.matrix(rows, cols).unwrap(), b.matrix(rows, cols).unwrap());
+    let mut mask = b.mask(rows, cols).unwrap();
+    b.elu(&mut h2).unwrap();
+    b.dropout_at(&h2, &mut y2, &mut mask, p, 0xC0FFEE, offset).unwrap();
+    b.dropout_backward(&dyd, &mask, p, &mut dz2).unwrap();
+    b.elu_backward(&h2, &mut dz2).unwrap();
+    [h1, y1, dz1, h2, y2, dz2].map(|m| b.download(&m).unwrap())
+}
+
+fn check<B: Ops>(b: &B, what: &str) {
+    for (rows, cols) in [(1, 1), (37, 13), (2051, 16), (1000, 64), (5, 0)] {
+        for (p, offset) in [(0.6, 0), (0.25, 3 * padded_ld(cols) as u64)] {
+            let [h1, y1, dz1, h2, y2, dz2] = both(b, rows, cols, p, offset);
+            let name = format!("{what} {rows} x {cols} p {p} offset {offset}");
+            for (f, u, part) in [(&h1, &h2, "ELU"), (&y1, &y2, "dropped"), (&dz1, &dz2, "gradient")] {
+                let bits = |m: &Matrix| m.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(f), bits(u), "{name}: {part}");
+            }
+            if rows * cols > 100 {
+                // Both kinds of element occur: kept (nonzero) and dropped.
+                let kept = y1.data.iter().filter(|&&v| v != 0.0).count();
+                assert!(kept > 0 && kept < rows * cols, "{name}: {kept} kept");
+            }
+        }
+    }
+}
+
+#[test]
+fn cpu_elu_dropout_is_elu_then_dropout() {
+    check(&CpuBackend::<f64>::new(), "cpu");
+}
+
+#[test]
+fn gpu_elu_dropout_is_elu_then_dropout() {
+    let Some(gpu) = common::gpu_or_skip("gpu_elu_dropout_is_elu_then_dropout") else { return };
+    let b = CudaBackend::new(gpu, Precision::F32, Impl::Auto).unwrap();
+    check(&b, "gpu");
+    // The padding of the fused outputs stays zero (download drops it: read it raw).
+    let z = Matrix::random(37, 13, 5);
+    let (mut h, mut y) = (b.upload(&z).unwrap(), b.matrix(37, 13).unwrap());
+    b.elu_dropout(&mut h, &mut y, 0.5, 1, 0).unwrap();
+    for m in [&h, &y] {
+        let raw = m.download_padded().unwrap();
+        assert!(raw.iter().enumerate().all(|(i, &v)| i % padded_ld(13) < 13 || v == 0.0), "padding");
+    }
+}

@@ -152,7 +152,7 @@ impl<B: Ops> InputFeatures<B> {
 
     /// Fused dense features also stored in f16 where the backend's products read them so
     /// (`DropoutGemmOp::half_features`: the GPU in f16 precision, first-layer outputs of at
-    /// most 16 columns): half the bytes in both products of every step. Only for features that
+    /// most 32 columns): half the bytes in both products of every step. Only for features that
     /// stay fixed for the whole run (not rebound per batch).
     pub fn with_half_features(mut self, b: &B, model: &ModelConfig) -> Result<Self> {
         if let InputFeatures::DenseFused { x, half, .. } = &mut self {

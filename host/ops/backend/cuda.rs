@@ -96,7 +96,8 @@ pub struct CudaBackend {
     pub(crate) skinny_gemm: bool,
     /// The fused weight gradient's per-split partial sums, allocated on first use.
     pub(crate) dropout_gemm_scratch: Mutex<Option<DeviceVec<f32>>>,
-    /// Multi-tensor Adam's tables (`ops::nn::adam::adam_table`), by the addresses they list.
+    /// Multi-tensor Adam's tables (`ops::nn::adam::adam_table`), by the addresses they list; one
+    /// per model trained on this backend, never evicted (a recorded step keeps reading its own).
     pub(crate) adam_tables: Mutex<std::collections::HashMap<Vec<u64>, DeviceVec<u64>>>,
     /// A rebound batch's node ids, for gathering its feature rows on the device.
     pub(crate) gather_ids: Mutex<Option<DeviceVec<u32>>>,

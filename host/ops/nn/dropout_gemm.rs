@@ -53,14 +53,11 @@ const STREAM_W_SMEM_MAX: usize = 96 * 1024;
 fn stream_smem(ldx: usize, ld: usize, half: bool) -> Option<usize> {
     let step = DG_STREAM_K_STEP as usize * if half { 2 } else { 1 };
     let bytes = ldx.div_ceil(step) * step * column_tiles(ld).0 * 8 * 4;
-    // f16 x up to 16 output columns: the 32-column f16 forward (NT = 4) lost to the f32 one
-    // on registers (bench/NOTES.md, 2026-11-27 morning).
-    let widest = if half { 16 } else { 32 };
-    (ld <= widest && bytes <= STREAM_W_SMEM_MAX).then_some(bytes)
+    (ld <= 32 && bytes <= STREAM_W_SMEM_MAX).then_some(bytes)
 }
 
 /// Whether the fused products take `rows x cols` node features stored in f16 for an output
-/// `out_cols` wide (the streaming kernels up to 16 output columns; the tiled ones read f32).
+/// `out_cols` wide (the streaming kernels, up to 32 output columns; the tiled ones read f32).
 pub fn takes_f16_features(cols: usize, out_cols: usize) -> bool {
     stream_smem(padded_ld(cols), padded_ld(out_cols), true).is_some()
 }
@@ -190,10 +187,10 @@ fn instance<A>(nt: usize, split: bool, tf32: [Kernel<A>; 3], f32: [Kernel<A>; 3]
 
 /// The streaming instance for `nt` ∈ {2, 4} n8 tiles: f16 x (`half`: tf32, NT = 2 only, as
 /// `stream_smem` allows), else tf32 or 3xTF32 (`split`).
-fn stream_instance<A>(nt: usize, split: bool, half: bool, h16: Kernel<A>, tf32: [Kernel<A>; 2], f32: [Kernel<A>; 2]) -> Kernel<A> {
+fn stream_instance<A>(nt: usize, split: bool, half: bool, h16: [Kernel<A>; 2], tf32: [Kernel<A>; 2], f32: [Kernel<A>; 2]) -> Kernel<A> {
     let i = usize::from(nt > 2);
     match (half, split) {
-        (true, _) => h16,
+        (true, _) => h16[i],
         (false, true) => f32[i],
         (false, false) => tf32[i],
     }
@@ -213,7 +210,7 @@ fn check_u32(what: &str, dims: &[(usize, usize)]) -> Result<()> {
 fn check_half(half: bool, stream: bool, math: GemmMath, what: &str, out_cols: usize) -> Result<()> {
     if half && (!stream || math == GemmMath::F32) {
         return Err(Error::Unsupported(format!(
-            "{what}: f16 node features need tf32 math and an output of at most 16 columns (got {out_cols}, {math:?}); keep them in f32"
+            "{what}: f16 node features need tf32 math and an output of at most 32 columns (got {out_cols}, {math:?}); keep them in f32"
         )));
     }
     Ok(())
@@ -272,7 +269,7 @@ fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut Dev
             nt,
             split,
             half,
-            dropout_gemm_stream_tf32_h16_nt2,
+            [dropout_gemm_stream_tf32_h16_nt2, dropout_gemm_stream_tf32_h16_nt4],
             [dropout_gemm_stream_tf32_nt2, dropout_gemm_stream_tf32_nt4],
             [dropout_gemm_stream_f32_nt2, dropout_gemm_stream_f32_nt4],
         );
@@ -407,7 +404,7 @@ pub fn dropout_gemm_dw<'a>(
             nt,
             split,
             half,
-            dropout_gemm_dw_stream_tf32_h16_nt2,
+            [dropout_gemm_dw_stream_tf32_h16_nt2, dropout_gemm_dw_stream_tf32_h16_nt4],
             [dropout_gemm_dw_stream_tf32_nt2, dropout_gemm_dw_stream_tf32_nt4],
             [dropout_gemm_dw_stream_f32_nt2, dropout_gemm_dw_stream_f32_nt4],
         );

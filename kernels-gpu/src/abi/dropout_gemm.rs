@@ -107,5 +107,7 @@ kernels! {
     dropout_gemm_dw_stream_f32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, true, 1>;
     dropout_gemm_stream_tf32_h16_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, false, 2, true>;
     dropout_gemm_dw_stream_tf32_h16_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<2, false, 2>;
+    dropout_gemm_stream_tf32_h16_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, false, 2, false>;
+    dropout_gemm_dw_stream_tf32_h16_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, false, 2>;
     split_sum_f32(SplitSumArgs) = crate::nn::dropout_gemm::split_sum;
 }

@@ -45,6 +45,13 @@ pub(crate) fn scale_f32(p: f32) -> f32 {
     (1.0 / (1.0 - p as f64)) as f32
 }
 
+/// Whether element (r, c) of a `cols`-wide matrix is kept by draw `step`, keyed
+/// `offset + r padded_ld(cols) + c` as the matrix kernels key it: the CPU references' mask.
+pub(crate) fn matrix_keep(cols: usize, p: f32, seed: u64, step: u32, offset: u64) -> impl Fn(usize, usize) -> bool + Sync {
+    let (key, thr, ld) = (dropout_seed_key(seed), dropout_threshold(p), padded_ld(cols));
+    move |r, c| dropout_keep_keyed(key, step, offset + (r * ld + c) as u64, thr)
+}
+
 /// y = keep ? x / (1 - p) : 0 and mask = keep, for flat index i.
 pub fn dropout_cpu<T: Real>(x: &[T], y: &mut [T], mask: &mut [u8], p: f32, seed: u64, step: u32) -> Result<()> {
     dropout_cpu_at(x, y, mask, p, seed, step, 0)
@@ -132,11 +139,11 @@ pub fn dropout_matrix_cpu_at<T: Real>(
     if rows == 0 || cols == 0 {
         return Ok(()); // ld = 0 when cols = 0: no mask either
     }
-    let (key, thr) = (dropout_seed_key(seed), dropout_threshold(p));
+    let keep_at = matrix_keep(cols, p, seed, step, offset);
     let keep_frac = T::one() - T::from_f64(p as f64);
     y.par_chunks_mut(cols).zip(mask.par_chunks_mut(ld)).enumerate().with_min_len(64).for_each(|(r, (yr, mr))| {
         for (c, m) in mr.iter_mut().enumerate() {
-            let keep = dropout_keep_keyed(key, step, offset + (r * ld + c) as u64, thr);
+            let keep = keep_at(r, c);
             *m = keep as u8;
             if c < cols {
                 yr[c] = if keep { x[r * cols + c] / keep_frac } else { T::zero() };

@@ -12,23 +12,25 @@ use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::util::Real;
 
+/// ELU of one value: x > 0 ? x : e^x - 1.
+pub(crate) fn elu1<T: Real>(v: T) -> T {
+    if v <= T::zero() { v.exp() - T::one() } else { v }
+}
+
+/// dy ELU'(x) for one value, from the output y: dy where y > 0, else dy e^x = dy (y + 1).
+pub(crate) fn elu_backward1<T: Real>(dy: T, y: T) -> T {
+    if y <= T::zero() { dy * (y + T::one()) } else { dy }
+}
+
 /// x = x > 0 ? x : e^x - 1 in place.
 pub fn elu_cpu<T: Real>(x: &mut [T]) {
-    x.par_iter_mut().with_min_len(MIN_PAR_LEN).for_each(|v| {
-        if *v <= T::zero() {
-            *v = v.exp() - T::one();
-        }
-    });
+    x.par_iter_mut().with_min_len(MIN_PAR_LEN).for_each(|v| *v = elu1(*v));
 }
 
 /// dy *= ELU'(x), from the output y: 1 where y > 0, else e^x = y + 1.
 pub fn elu_backward_cpu<T: Real>(y: &[T], dy: &mut [T]) {
     assert_eq!(y.len(), dy.len(), "elu_backward_cpu: {} and {} elements", y.len(), dy.len());
-    dy.par_iter_mut().zip(y.par_iter()).with_min_len(MIN_PAR_LEN).for_each(|(d, &o)| {
-        if o <= T::zero() {
-            *d *= o + T::one();
-        }
-    });
+    dy.par_iter_mut().zip(y.par_iter()).with_min_len(MIN_PAR_LEN).for_each(|(d, &o)| *d = elu_backward1(*d, o));
 }
 
 /// ELU in place on the device (whole padded buffer; ELU(0) = 0 keeps the padding 0).

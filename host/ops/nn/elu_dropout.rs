@@ -10,28 +10,17 @@
 
 use rayon::prelude::*;
 
-use super::dropout::{check_p, scale_f32};
+use super::dropout::{check_p, matrix_keep, scale_f32};
+use super::elu::{elu1, elu_backward1};
 use super::{check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{EluDropoutArgs, EluDropoutBackwardArgs, elu_dropout_backward_f32, elu_dropout_f32};
-use crate::gpu::memory::padded_ld;
-use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
+use crate::gpu::shared::rng::{dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::util::Real;
-
-fn elu1<T: Real>(v: T) -> T {
-    if v <= T::zero() { v.exp() - T::one() } else { v }
-}
-
-/// Element (r, c)'s keep for matrices of `cols` columns keyed `offset + r padded_ld(cols) + c`, as
-/// `dropout_matrix_cpu_at` keys it.
-fn keeps(cols: usize, p: f32, seed: u64, step: u32, offset: u64) -> impl Fn(usize, usize) -> bool + Sync {
-    let (key, thr, ld) = (dropout_seed_key(seed), dropout_threshold(p), padded_ld(cols));
-    move |r, c| dropout_keep_keyed(key, step, offset + (r * ld + c) as u64, thr)
-}
 
 /// h = ELU(h), y = dropout(h) on the host (`h`, `y` rows x cols unpadded): the values of
 /// `elu_cpu` then `dropout_matrix_cpu_at` with the same key.
@@ -44,7 +33,7 @@ pub fn elu_dropout_cpu<T: Real>(h: &mut [T], rows: usize, cols: usize, y: &mut [
     if cols == 0 {
         return Ok(());
     }
-    let keep = keeps(cols, p, seed, step, offset);
+    let keep = matrix_keep(cols, p, seed, step, offset);
     let keep_frac = T::one() - T::from_f64(p as f64);
     h.par_chunks_mut(cols).zip(y.par_chunks_mut(cols)).enumerate().with_min_len(64).for_each(|(r, (hr, yr))| {
         for (c, (v, out)) in hr.iter_mut().zip(yr.iter_mut()).enumerate() {
@@ -66,13 +55,12 @@ pub fn elu_dropout_backward_cpu<T: Real>(dy: &[T], h: &[T], rows: usize, cols: u
     if cols == 0 {
         return Ok(());
     }
-    let keep = keeps(cols, p, seed, step, offset);
+    let keep = matrix_keep(cols, p, seed, step, offset);
     let keep_frac = T::one() - T::from_f64(p as f64);
     dz.par_chunks_mut(cols).enumerate().with_min_len(64).for_each(|(r, dr)| {
         for (c, d) in dr.iter_mut().enumerate() {
-            let (g, o) = (dy[r * cols + c], h[r * cols + c]);
-            let g = if keep(r, c) { g / keep_frac } else { T::zero() };
-            *d = if o <= T::zero() { g * (o + T::one()) } else { g };
+            let g = if keep(r, c) { dy[r * cols + c] / keep_frac } else { T::zero() };
+            *d = elu_backward1(g, h[r * cols + c]);
         }
     });
     Ok(())

@@ -12,11 +12,10 @@
 use rayon::prelude::*;
 
 use super::{check_matrix_64, check_same, elementwise_shape, n4};
-use super::dropout::{check_p, scale_f32};
+use super::dropout::{check_p, matrix_keep, scale_f32};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{BiasReluDropoutArgs, ReluDropoutBackwardArgs, bias_relu_dropout_f32, relu_dropout_backward_f32};
-use crate::gpu::memory::padded_ld;
-use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
+use crate::gpu::shared::rng::{dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
@@ -36,14 +35,13 @@ pub fn bias_relu_dropout_cpu<T: Real>(z: &[T], rows: usize, cols: usize, b: &[T]
     if cols == 0 {
         return Ok(());
     }
-    let (key, thr, ld) = (dropout_seed_key(seed), dropout_threshold(p), padded_ld(cols));
+    let keep = matrix_keep(cols, p, seed, step, offset);
     let keep_frac = T::one() - T::from_f64(p as f64);
     y.par_chunks_mut(cols).enumerate().with_min_len(64).for_each(|(r, yr)| {
         for (c, out) in yr.iter_mut().enumerate() {
             let a = z[r * cols + c] + b[c];
             let a = if a > T::zero() { a } else { T::zero() };
-            let keep = dropout_keep_keyed(key, step, offset + (r * ld + c) as u64, thr);
-            *out = if keep { a / keep_frac } else { T::zero() };
+            *out = if keep(r, c) { a / keep_frac } else { T::zero() };
         }
     });
     Ok(())

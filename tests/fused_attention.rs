@@ -12,6 +12,7 @@ use tcgnn::nn::agnn_conv::{AgnnConv, AgnnGraph};
 use tcgnn::nn::backend::cpu::HostMat;
 use tcgnn::nn::{Backend, CpuBackend, CudaBackend};
 use tcgnn::ops::DeviceFeatures;
+use tcgnn::ops::nn::attention_tc::{attention_backward_tc, attention_forward_tc};
 use tcgnn::ops::nn::fused_attention::{FusedAttentionOp, attention_backward, attention_forward};
 use tcgnn::ops::nn::row_normalize::RowNormalizeOp;
 use tcgnn::ops::{Impl, Precision};
@@ -220,4 +221,76 @@ fn gpu_fused_conv_matches_unfused_conv() {
         assert!(eo < tol && eh < tol, "{prec:?}: out {eo:.1e}, dh {eh:.1e}");
         assert!(((db_f - db_u) as f64).abs() <= 10.0 * tol * (db_u as f64).abs().max(1.0), "{prec:?}: dbeta {db_f} against {db_u}");
     }
+}
+
+#[test]
+fn gpu_tensor_core_attention_matches_cpu() {
+    let Some(gpu) = gpu_or_skip("gpu_tensor_core_attention_matches_cpu") else { return };
+    let b = CudaBackend::new(gpu.clone(), Precision::F16, Impl::Auto).unwrap().with_attention_tc(0);
+    let mut graphs = shapes(53);
+    graphs.push(("n=5000 random, degrees 0-60", pattern(&random_graph(5000, 30, 0, 54))));
+    for (name, s) in graphs {
+        // 32 features at stride 32 (the kernel's), and 27 (padding columns zero).
+        for d in [32, 27] {
+            let n = s.n_rows();
+            let (h, dout) = (round_f32(&random_host(n, d, 8)), round_f32(&random_host(n, d, 9)));
+            let beta = 1.7f32;
+            let (out_ref, dh_ref, db_ref) = conv_f64(&s, true, beta as f64, &h, &dout);
+            let g = b.graph(s.clone()).unwrap();
+            let hd = b.upload(&to_f32(&h)).unwrap();
+            let dd = b.upload(&to_f32(&dout)).unwrap();
+            let bd = b.upload(&Matrix::from_vec(1, 1, vec![beta]).unwrap()).unwrap();
+            let (mut nd, mut inv) = (b.matrix(n, d).unwrap(), b.matrix(n, 1).unwrap());
+            b.row_normalize(&hd, &mut nd, &mut inv).unwrap();
+            let nh = match DeviceFeatures::upload(&gpu, &b.download(&nd).unwrap(), Precision::F16).unwrap() {
+                DeviceFeatures::F16(x) => x,
+                _ => panic!("f16 upload gave f32"),
+            };
+            // Every row on the CUDA-core kernel's warps (1), most of them (4), none (256).
+            for row_max in [1, 4, 256] {
+                let mut out = b.upload(&poison(n, d)).unwrap();
+                let mut stats = b.upload(&poison(n, 2)).unwrap();
+                attention_forward_tc(&g.handle, &bd, &nd, &nh, &hd, &inv, &mut out, &mut stats, row_max).unwrap();
+                // The statistics as the CUDA-core backward reads them.
+                let (mut dn, mut d_row, mut dh) = (b.upload(&poison(n, d)).unwrap(), b.upload(&poison(n, 1)).unwrap(), b.upload(&poison(n, d)).unwrap());
+                let mut dbeta = b.upload(&poison(1, 1)).unwrap();
+                b.attention_backward(&g, &bd, &hd, &nd, &inv, &stats, &out, &dd, &mut dn, &mut d_row, &mut dh, &mut dbeta).unwrap();
+                let out_h = b.download(&out).unwrap();
+                assert!(out_h.data.iter().all(|v| v.is_finite()), "{name} d={d} row_max={row_max}: unwritten output");
+                let eo = rel_error(&out_h.data, &out_ref);
+                let eh = rel_error(&b.download(&dh).unwrap().data, &dh_ref);
+                println!("tensor cores {name} d={d} row_max={row_max}: out {eo:.1e}, dh {eh:.1e} (CUDA-core backward)");
+                assert!(eo < 1e-2 && eh < 1e-2, "tensor cores {name} d={d} row_max={row_max}: out {eo:.1e}, dh {eh:.1e}");
+                // The backward on the tensor cores, from the same forward.
+                let dh16 = match DeviceFeatures::upload(&gpu, &to_f32(&dout), Precision::F16).unwrap() {
+                    DeviceFeatures::F16(x) => x,
+                    _ => panic!("f16 upload gave f32"),
+                };
+                let (mut dn, mut d_row, mut dh) = (b.upload(&poison(n, d)).unwrap(), b.upload(&poison(n, 1)).unwrap(), b.upload(&poison(n, d)).unwrap());
+                let mut dbeta = b.upload(&poison(1, 1)).unwrap();
+                attention_backward_tc(&g.handle, &bd, &nd, &nh, &hd, &inv, &stats, &out, &dd, &dh16, &mut dn, &mut d_row, &mut dh, &mut dbeta, row_max).unwrap();
+                let dh_h = b.download(&dh).unwrap();
+                assert!(dh_h.data.iter().all(|v| v.is_finite()), "{name} d={d} row_max={row_max}: unwritten dh");
+                let eh = rel_error(&dh_h.data, &dh_ref);
+                let db = b.download(&dbeta).unwrap().data[0] as f64;
+                println!("tensor cores {name} d={d} row_max={row_max}: dh {eh:.1e}, dbeta {db} against {db_ref}");
+                assert!(eh < 1e-2, "tensor-core backward {name} d={d} row_max={row_max}: dh {eh:.1e}");
+                assert!((db - db_ref).abs() <= 2e-2 * db_ref.abs().max(1.0), "tensor-core backward {name} d={d} row_max={row_max}: dbeta {db} against {db_ref}");
+            }
+        }
+    }
+    // Out of range row_max and a stride the kernel does not take are refused.
+    let s = pattern(&random_graph(40, 4, 0, 55));
+    let g = b.graph(s).unwrap();
+    let (nd, inv, bd) = (b.matrix(40, 32).unwrap(), b.matrix(40, 1).unwrap(), b.matrix(1, 1).unwrap());
+    let nh = match DeviceFeatures::upload(&gpu, &Matrix::zeros(40, 32), Precision::F16).unwrap() {
+        DeviceFeatures::F16(x) => x,
+        _ => panic!("f16 upload gave f32"),
+    };
+    let (mut out, mut stats) = (b.matrix(40, 32).unwrap(), b.matrix(40, 2).unwrap());
+    let err = attention_forward_tc(&g.handle, &bd, &nd, &nh, &nd, &inv, &mut out, &mut stats, 257).unwrap_err();
+    assert!(err.to_string().contains("row_max"), "{err}");
+    let (n64, mut out64) = (b.matrix(40, 64).unwrap(), b.matrix(40, 64).unwrap());
+    let err = attention_forward_tc(&g.handle, &bd, &n64, &nh, &n64, &inv, &mut out64, &mut stats, 256).unwrap_err();
+    assert!(err.to_string().contains("stride"), "{err}");
 }

@@ -41,6 +41,10 @@ pub struct BenchAttentionArgs {
     pub reps: usize,
     #[arg(long, default_value_t = 5)]
     pub warmup: usize,
+    /// AGNN in f16 at K = 32: rows shorter than this on the tensor-core forward (at most 256;
+    /// 0: all on the CUDA-core kernel, as every other width and precision).
+    #[arg(long, default_value_t = 0)]
+    pub tc_row_max: u32,
     /// Folder for attention.json.
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
@@ -80,6 +84,9 @@ pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
             a.heads, a.k
         )));
     }
+    if a.tc_row_max > tcgnn::ops::nn::row_split::ROW_LONG_MIN {
+        return Err(tcgnn::Error::Unsupported(format!("bench attention: --tc-row-max {} (at most {}: longer rows are the CUDA-core kernel's segments)", a.tc_row_max, tcgnn::ops::nn::row_split::ROW_LONG_MIN)));
+    }
     let gpu = Gpu::probe()?;
     let mut graphs = a.graphs.clone();
     if a.suite {
@@ -88,7 +95,7 @@ pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
     if graphs.is_empty() {
         return Err(tcgnn::Error::Unsupported("no graphs: name some or pass --suite".into()));
     }
-    let b = CudaBackend::new(gpu.clone(), a.precision, Impl::Auto)?.with_edge_layout(EdgeLayout::Csr);
+    let b = CudaBackend::new(gpu.clone(), a.precision, Impl::Auto)?.with_edge_layout(EdgeLayout::Csr).with_attention_tc(a.tc_row_max);
     println!("{:<28} {:>9} {:>10} {:>4} | {:>9} {:>9} {:>6} | {:>9} {:>9} {:>6}", "graph", "nodes", "edges", "K", "fwd", "fused", "x", "fwd+bwd", "fused", "x");
     let mut rows = Vec::new();
     for spec in &graphs {

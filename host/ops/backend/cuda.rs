@@ -94,6 +94,10 @@ pub struct CudaBackend {
     /// Whether tall products with at most 32 output columns run on the streaming kernels
     /// (`ops::nn::dropout_gemm::skinny_gemm`) rather than cuBLAS; on unless turned off.
     pub(crate) skinny_gemm: bool,
+    /// AGNN's fused attention (forward and backward) in f16 at width 32 on the tensor cores for
+    /// rows shorter than this (`ops::nn::attention_tc`; the longer ones on the CUDA-core
+    /// kernels); 0 (the default): all rows on the CUDA-core kernels.
+    pub(crate) attention_tc_row_max: u32,
     /// The fused weight gradient's per-split partial sums, allocated on first use.
     pub(crate) dropout_gemm_scratch: Mutex<Option<DeviceVec<f32>>>,
     /// Multi-tensor Adam's tables (`ops::nn::adam::adam_table`), by the addresses they list; one
@@ -139,6 +143,7 @@ impl CudaBackend {
             op_events: Mutex::new(None),
             fuse_input_dropout: true,
             skinny_gemm: true,
+            attention_tc_row_max: 0,
             dropout_gemm_scratch: Mutex::new(None),
             adam_tables: Mutex::new(std::collections::HashMap::new()),
             gather_ids: Mutex::new(None),
@@ -183,6 +188,17 @@ impl CudaBackend {
     /// (`false`, for comparisons).
     pub fn with_skinny_gemm(mut self, on: bool) -> Self {
         self.skinny_gemm = on;
+        self
+    }
+
+    /// AGNN's fused attention on the tensor cores for rows shorter than `row_max` (at most 256;
+    /// [`crate::ops::nn::attention_tc::TC_ROW_MAX`] takes every row the CUDA-core kernels do
+    /// not cut into segments), or never (0, the default). f16 precision, 32 features. Off by
+    /// default: on the graphs measured (bench/NOTES.md, 2026-11-27 evening) its 16 x 8 tiles
+    /// held 8-15 edges and it was slower than the CUDA-core kernels; it paid off only on
+    /// windows of ~35 edges a tile.
+    pub fn with_attention_tc(mut self, row_max: u32) -> Self {
+        self.attention_tc_row_max = row_max;
         self
     }
 

@@ -17,6 +17,7 @@
 
 use rayon::prelude::*;
 
+use super::attention_tc::{attention_backward_tc, attention_forward_tc, tc_applies};
 use super::{check_gpu, check_matrix_64, check_same, row_split};
 use crate::error::{Error, Result};
 use half::f16;
@@ -227,11 +228,13 @@ fn entries_in_flight(pass: AttnPass, instance: usize) -> u32 {
 }
 
 /// Launches a pass over `g`'s rows (`row_split`: a slot of lanes per short row, a warp per
-/// middle one, segments of long rows and their combine launch).
+/// middle one, segments of long rows and their combine launch), or with `rows_from` only over
+/// the rows of at least that many entries (a warp or segments each; the tensor-core forward
+/// takes the others).
 ///
 /// # Safety
 /// `args` must make arguments valid for `kernel` for the rows of `g`.
-unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, ld4: usize, kernels: [Kernel<A>; 4], pass: AttnPass, args: impl Fn(AttnRows) -> A) -> Result<()> {
+unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, ld4: usize, kernels: [Kernel<A>; 4], pass: AttnPass, rows_from: Option<u32>, args: impl Fn(AttnRows) -> A) -> Result<()> {
     let (shift, chunks, instance) = lane_split(ld4, "fused attention")?;
     let kernel = kernels[instance];
     let u = entries_in_flight(pass, instance);
@@ -240,9 +243,9 @@ unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle,
     // Rows shorter than 4 steps of a slot's edges in flight (4 with one chunk, 1 with four) a
     // slot each. Partial state per segment and lane: at most two sums of its chunks (column
     // pass) or a softmax state (forward).
-    let short_max = 4 * u;
+    let short_max = rows_from.unwrap_or(4 * u);
     let pstride = (1 << shift) * (8 * chunks as u32 + 2);
-    let split = row_split::Pass { shift, short_max, pstride };
+    let split = row_split::Pass { shift, short_max, pstride, slot_rows: rows_from.is_none() };
     // SAFETY: row_ptr / col_idx are g's CSR (col ids < n_rows, checked square); the split is
     // of g's rows; shared memory as the kernels use it.
     unsafe { row_split::launch_rows(gpu, g, kernel, split, |split| args(AttnRows { split, ..rows })) }
@@ -276,6 +279,23 @@ pub fn attention_forward(
     out: &mut DeviceMatrix<f32>,
     stats: &mut DeviceMatrix<f32>,
 ) -> Result<()> {
+    attention_forward_rows(g, beta, n, h, h_half, inv_norm, out, stats, None)
+}
+
+/// [`attention_forward`] over all rows, or with `rows_from` only over the rows of at least that
+/// many entries (the tensor-core forward's hub rows).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn attention_forward_rows(
+    g: &GraphHandle,
+    beta: &DeviceMatrix<f32>,
+    n: &DeviceMatrix<f32>,
+    h: &DeviceMatrix<f32>,
+    h_half: Option<&DeviceMatrix<f16>>,
+    inv_norm: &DeviceMatrix<f32>,
+    out: &mut DeviceMatrix<f32>,
+    stats: &mut DeviceMatrix<f32>,
+    rows_from: Option<u32>,
+) -> Result<()> {
     let (inv_norm, stats) = (&inv_norm.buf, &mut stats.buf);
     let what = "attention_forward";
     check_nodes(g, beta, n, &[("inv_norm", inv_norm.len(), 1), ("stats", stats.len(), 2)], what)?;
@@ -287,7 +307,7 @@ pub fn attention_forward(
     let kernels = if h_half.is_some() { [k::attention_forward_c1_l8_f16, k::attention_forward_c1_l16_f16, k::attention_forward_c1_l32_f16, k::attention_forward_c4_f16] } else { [k::attention_forward_c1_l8_f32, k::attention_forward_c1_l16_f32, k::attention_forward_c1_l32_f32, k::attention_forward_c4_f32] };
     // SAFETY: shapes checked above: n, h (and its f16 copy) and out are rows x ld, inv_norm and
     // stats cover the rows.
-    unsafe { launch_rows(&gpu, g, n.ld / 4, kernels, AttnPass::Forward, |rows| AttentionForwardArgs { rows, beta, n: np, h_gather, inv_norm: inv, out: outp, stats: st }) }
+    unsafe { launch_rows(&gpu, g, n.ld / 4, kernels, AttnPass::Forward, rows_from, |rows| AttentionForwardArgs { rows, beta, n: np, h_gather, inv_norm: inv, out: outp, stats: st }) }
 }
 
 /// The fused backward on the device: `dh` (overwritten, padding 0) and `dbeta` (1 x 1,
@@ -310,55 +330,94 @@ pub fn attention_backward(
     dh: &mut DeviceMatrix<f32>,
     dbeta: &mut DeviceMatrix<f32>,
 ) -> Result<()> {
-    let (inv_norm, stats, d_row) = (&inv_norm.buf, &stats.buf, &mut d_row.buf);
-    let what = "attention_backward";
-    check_nodes(g, beta, n, &[("inv_norm", inv_norm.len(), 1), ("stats", stats.len(), 2), ("d_row", d_row.len(), 1)], what)?;
-    for m in [h, out, dout, &*dn, &*dh] {
-        check_same(n, m, what)?;
-    }
-    check_matrix_64(dbeta, what)?;
-    if dbeta.rows != 1 || dbeta.cols != 1 {
-        return Err(Error::Shape(format!("{what}: dbeta is {} x {} (want 1 x 1)", dbeta.rows, dbeta.cols)));
-    }
-    let gpu = g.gpu()?.clone();
-    let h_gather = gather_ptr(h, half.map(|x| x.0), what)?;
-    let dout_gather = gather_ptr(dout, half.map(|x| x.1), what)?;
-    let t = g.transpose()?;
+    let p = BackwardPasses { g, beta, n, h, half, inv_norm, stats, out, dout, rows_from: None };
+    p.check(dn, d_row, dh, dbeta)?;
     dbeta.zero()?;
-    let (betap, np, hp, inv, st, outp, doutp) = (beta.arg(), n.arg(), h.arg(), inv_norm.arg(&gpu), stats.arg(&gpu), out.arg(), dout.arg());
-    let (dnp, dp, dbp) = (dn.arg_mut(), d_row.arg_mut(&gpu), dbeta.arg_mut());
-    let ld4 = n.ld / 4;
-    // SAFETY: shapes checked above; Sᵀ is square like S.
-    unsafe {
-        let kernels = if half.is_some() { [k::attention_row_grad_c1_l8_f16, k::attention_row_grad_c1_l16_f16, k::attention_row_grad_c1_l32_f16, k::attention_row_grad_c4_f16] } else { [k::attention_row_grad_c1_l8_f32, k::attention_row_grad_c1_l16_f32, k::attention_row_grad_c1_l32_f32, k::attention_row_grad_c4_f32] };
-        launch_rows(&gpu, g, ld4, kernels, AttnPass::Row, |rows| AttentionRowGradArgs {
+    p.row_pass(dn, d_row, dbeta)?;
+    p.column_pass(dn, d_row, dh)
+}
+
+/// The backward's two passes on the CUDA cores, over all rows or with `rows_from` only over the
+/// rows of at least that many entries (of S for the row pass, of Sᵀ for the column pass: the
+/// tensor-core passes take the others).
+pub(crate) struct BackwardPasses<'a> {
+    pub g: &'a GraphHandle,
+    pub beta: &'a DeviceMatrix<f32>,
+    pub n: &'a DeviceMatrix<f32>,
+    pub h: &'a DeviceMatrix<f32>,
+    pub half: Option<(&'a DeviceMatrix<f16>, &'a DeviceMatrix<f16>)>,
+    pub inv_norm: &'a DeviceMatrix<f32>,
+    pub stats: &'a DeviceMatrix<f32>,
+    pub out: &'a DeviceMatrix<f32>,
+    pub dout: &'a DeviceMatrix<f32>,
+    pub rows_from: Option<u32>,
+}
+
+impl BackwardPasses<'_> {
+    const WHAT: &'static str = "attention_backward";
+
+    /// Shapes and devices of every operand.
+    pub fn check(&self, dn: &DeviceMatrix<f32>, d_row: &DeviceMatrix<f32>, dh: &DeviceMatrix<f32>, dbeta: &DeviceMatrix<f32>) -> Result<()> {
+        let what = Self::WHAT;
+        check_nodes(self.g, self.beta, self.n, &[("inv_norm", self.inv_norm.buf.len(), 1), ("stats", self.stats.buf.len(), 2), ("d_row", d_row.buf.len(), 1)], what)?;
+        for m in [self.h, self.out, self.dout, dn, dh] {
+            check_same(self.n, m, what)?;
+        }
+        check_matrix_64(dbeta, what)?;
+        if dbeta.rows != 1 || dbeta.cols != 1 {
+            return Err(Error::Shape(format!("{what}: dbeta is {} x {} (want 1 x 1)", dbeta.rows, dbeta.cols)));
+        }
+        gather_ptr(self.h, self.half.map(|x| x.0), what)?;
+        gather_ptr(self.dout, self.half.map(|x| x.1), what)?;
+        Ok(())
+    }
+
+    /// D_i, dn's row part, dbeta's share (added to `dbeta`). Operands as [`Self::check`] found them.
+    pub fn row_pass(&self, dn: &mut DeviceMatrix<f32>, d_row: &mut DeviceMatrix<f32>, dbeta: &mut DeviceMatrix<f32>) -> Result<()> {
+        let gpu = self.g.gpu()?.clone();
+        let h_gather = gather_ptr(self.h, self.half.map(|x| x.0), Self::WHAT)?;
+        let kernels = if self.half.is_some() { [k::attention_row_grad_c1_l8_f16, k::attention_row_grad_c1_l16_f16, k::attention_row_grad_c1_l32_f16, k::attention_row_grad_c4_f16] } else { [k::attention_row_grad_c1_l8_f32, k::attention_row_grad_c1_l16_f32, k::attention_row_grad_c1_l32_f32, k::attention_row_grad_c4_f32] };
+        let (dnp, dp, dbp) = (dn.arg_mut(), d_row.buf.arg_mut(&gpu), dbeta.arg_mut());
+        let args = |rows| AttentionRowGradArgs {
             rows,
-            beta: betap,
-            n: np,
+            beta: self.beta.arg(),
+            n: self.n.arg(),
             h_gather,
-            inv_norm: inv,
-            stats: st,
-            out: outp,
-            dout: doutp,
+            inv_norm: self.inv_norm.buf.arg(&gpu),
+            stats: self.stats.buf.arg(&gpu),
+            out: self.out.arg(),
+            dout: self.dout.arg(),
             dn: dnp,
             d_row: dp,
             dbeta: dbp,
-        })?;
-        let (dn_done, d_done, dhp) = (dn.arg(), d_row.arg(&gpu), dh.arg_mut());
-        let kernels = if half.is_some() { [k::attention_col_grad_c1_l8_f16, k::attention_col_grad_c1_l16_f16, k::attention_col_grad_c1_l32_f16, k::attention_col_grad_c4_f16] } else { [k::attention_col_grad_c1_l8_f32, k::attention_col_grad_c1_l16_f32, k::attention_col_grad_c1_l32_f32, k::attention_col_grad_c4_f32] };
-        launch_rows(&gpu, &t, ld4, kernels, AttnPass::Column, |rows| AttentionColGradArgs {
+        };
+        // SAFETY: shapes checked by `check`.
+        unsafe { launch_rows(&gpu, self.g, self.n.ld / 4, kernels, AttnPass::Row, self.rows_from, args) }
+    }
+
+    /// dh from the row pass's dn and D, walking Sᵀ.
+    pub fn column_pass(&self, dn: &DeviceMatrix<f32>, d_row: &DeviceMatrix<f32>, dh: &mut DeviceMatrix<f32>) -> Result<()> {
+        let gpu = self.g.gpu()?.clone();
+        let t = self.g.transpose()?;
+        let h_gather = gather_ptr(self.h, self.half.map(|x| x.0), Self::WHAT)?;
+        let dout_gather = gather_ptr(self.dout, self.half.map(|x| x.1), Self::WHAT)?;
+        let kernels = if self.half.is_some() { [k::attention_col_grad_c1_l8_f16, k::attention_col_grad_c1_l16_f16, k::attention_col_grad_c1_l32_f16, k::attention_col_grad_c4_f16] } else { [k::attention_col_grad_c1_l8_f32, k::attention_col_grad_c1_l16_f32, k::attention_col_grad_c1_l32_f32, k::attention_col_grad_c4_f32] };
+        let dhp = dh.arg_mut();
+        let args = |rows| AttentionColGradArgs {
             rows,
-            beta: betap,
-            n: np,
-            h: hp,
+            beta: self.beta.arg(),
+            n: self.n.arg(),
+            h: self.h.arg(),
             h_gather,
-            inv_norm: inv,
-            stats: st,
+            inv_norm: self.inv_norm.buf.arg(&gpu),
+            stats: self.stats.buf.arg(&gpu),
             dout_gather,
-            d_row: d_done,
-            dn: dn_done,
+            d_row: d_row.buf.arg(&gpu),
+            dn: dn.arg(),
             dh: dhp,
-        })
+        };
+        // SAFETY: shapes checked by `check`; Sᵀ is square like S.
+        unsafe { launch_rows(&gpu, &t, self.n.ld / 4, kernels, AttnPass::Column, self.rows_from, args) }
     }
 }
 
@@ -444,6 +503,11 @@ impl CudaBackend {
 impl FusedAttentionOp for CudaBackend {
     fn attention_forward(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("fused attention", || {
+            let row_max = self.attention_tc_row_max;
+            if self.precision == Precision::F16 && row_max > 0 && tc_applies(&g.handle, n, row_max)? {
+                // f16 copy of n in scratch slot 1.
+                return self.with_half(n, 1, |nh| attention_forward_tc(&g.handle, beta, n, nh, h, inv_norm, out, stats, row_max));
+            }
             if self.half_gathers(h) {
                 // f16 copy of h in scratch slot 1 (2 holds dout's in the backward).
                 self.with_half(h, 1, |hh| attention_forward(&g.handle, beta, n, h, Some(hh), inv_norm, out, stats))
@@ -468,6 +532,11 @@ impl FusedAttentionOp for CudaBackend {
         dbeta: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
         self.timed("fused attention backward", || {
+            let row_max = self.attention_tc_row_max;
+            if self.precision == Precision::F16 && row_max > 0 && tc_applies(&g.handle, n, row_max)? {
+                // f16 copies of n and dout in scratch slots 1 and 2.
+                return self.with_half(n, 1, |nh| self.with_half(dout, 2, |gh| attention_backward_tc(&g.handle, beta, n, nh, h, inv_norm, stats, out, dout, gh, dn, d_row, dh, dbeta, row_max)));
+            }
             if self.half_gathers(h) {
                 self.with_half(h, 1, |hh| {
                     self.with_half(dout, 2, |gh| attention_backward(&g.handle, beta, n, h, Some((hh, gh)), inv_norm, stats, out, dout, dn, d_row, dh, dbeta))

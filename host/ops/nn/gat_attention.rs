@@ -304,7 +304,7 @@ pub fn gat_attention(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &Device
 /// # Safety
 /// `x` must be valid arguments of `kernel` for the rows of `h`.
 unsafe fn launch_rows(gpu: &crate::gpu::Gpu, h: &crate::ops::GraphHandle, kernel: Kernel<GatAttentionArgs>, x: &GatAttentionArgs, dim: usize) -> Result<()> {
-    let pass = row_split::Pass { shift: x.shift, short_max: short_max(dim), pstride: x.heads * (2 + x.dim).max(3) };
+    let pass = row_split::Pass { shift: x.shift, short_max: short_max(dim), pstride: x.heads * (2 + x.dim).max(3), slot_rows: true };
     // SAFETY: as the caller guarantees, for any split of h's rows.
     unsafe { row_split::launch_rows(gpu, h, kernel, pass, |split| GatAttentionArgs { split, ..*x }) }
 }

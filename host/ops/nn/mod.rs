@@ -21,6 +21,7 @@
 //!   once before capturing a graph.
 
 pub mod adam;
+pub mod attention_tc;
 pub mod add_assign;
 pub mod batch_norm;
 pub mod bias_add;

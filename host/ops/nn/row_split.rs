@@ -93,13 +93,15 @@ pub fn max_segments(n: u64, nnz: u64) -> u64 {
 }
 
 /// How one pass is spread: slots of `1 << shift` lanes, rows shorter than `short_max` a slot
-/// each, `pstride` floats of partial state a segment (a segment's blocks get [`SMEM_FIELDS`]
-/// words of shared memory per lane and warp; the other blocks none).
+/// each (none where `!slot_rows`: another kernel takes them), `pstride` floats of partial state
+/// a segment (a segment's blocks get [`SMEM_FIELDS`] words of shared memory per lane and warp;
+/// the other blocks none).
 #[derive(Clone, Copy)]
 pub(crate) struct Pass {
     pub shift: u32,
     pub short_max: u32,
     pub pstride: u32,
+    pub slot_rows: bool,
 }
 
 /// Launches `kernel` over the rows of `h` (S, or Sᵀ for a column pass): one launch of three
@@ -116,7 +118,7 @@ pub(crate) unsafe fn launch_rows<A: DeviceRepr>(gpu: &Gpu, h: &GraphHandle, kern
     let long = segments(h)?;
     let (warps, cap) = ((ROW_BLOCK / 32) as u64, (gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
     let warp_blocks = if mid.n > long.n_long { (mid.n as u64).div_ceil(warps).min(cap) } else { 0 };
-    let slot_blocks = (n_rows as u64).div_ceil(warps * (32 >> pass.shift) as u64).min(cap);
+    let slot_blocks = if pass.slot_rows { (n_rows as u64).div_ceil(warps * (32 >> pass.shift) as u64).min(cap) } else { 0 };
     let blocks = long.n_segs as u64 + warp_blocks + slot_blocks;
     if blocks == 0 {
         return Ok(());

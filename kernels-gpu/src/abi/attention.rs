@@ -72,6 +72,74 @@ kernel_args! {
     }
 }
 
+kernel_args! {
+    /// The windows a tensor-core attention kernel (`nn/attention_tc.rs`) walks: 16 consecutive
+    /// rows of the pattern (S, or Sᵀ for the column pass) each, a list of blocks of 8 unique
+    /// neighbours, as `host/ops/nn/attention_tc.rs` builds them. Matrices have 32 columns at
+    /// stride 32; the kernels write the windows' rows only.
+    pub struct TcWindows {
+        pub n_rows: u32,
+        pub row_ptr: Ptr<u32>,
+        /// Rows of at least this many entries are not the windows' (left to the CUDA-core
+        /// kernels: not written here).
+        pub row_max: u32,
+        /// The windows in the order warps take them (most blocks first).
+        pub order: Ptr<u32>,
+        pub n_windows: u32,
+        /// Window w's blocks are win_ptr[w] .. win_ptr[w + 1].
+        pub win_ptr: Ptr<u32>,
+        /// 8 neighbour ids a block (a short block's padding repeats one of its ids, with its
+        /// mask bits 0).
+        pub blk_cols: Ptr<u32>,
+        /// 16 bytes a block: bit c of byte r set where window row r has an edge to the
+        /// block's neighbour c.
+        pub blk_mask: Ptr<u8>,
+    }
+
+    /// The forward on the tensor cores: out and stats as `AttentionForwardArgs`.
+    pub struct AttentionTcForwardArgs {
+        pub win: TcWindows,
+        /// One value, read when the kernel runs.
+        pub beta: Ptr<f32>,
+        /// n in f16 (as u32 words, f16 pairs).
+        pub n16: Ptr<u32>,
+        pub inv_norm: Ptr<f32>,
+        pub out: PtrMut<f32>,
+        pub stats: PtrMut<f32>,
+    }
+
+    /// The row pass on the tensor cores: as `AttentionRowGradArgs`, the gathered rows from f16
+    /// copies of n and dout.
+    pub struct AttentionTcRowGradArgs {
+        pub win: TcWindows,
+        pub beta: Ptr<f32>,
+        pub n16: Ptr<u32>,
+        pub dout16: Ptr<u32>,
+        pub inv_norm: Ptr<f32>,
+        pub stats: Ptr<f32>,
+        pub out: Ptr<f32>,
+        pub dout: Ptr<f32>,
+        pub dn: PtrMut<f32>,
+        pub d_row: PtrMut<f32>,
+        pub dbeta: PtrMut<f32>,
+    }
+
+    /// The column pass on the tensor cores (windows of Sᵀ): as `AttentionColGradArgs`, the
+    /// gathered rows from f16 copies of n and dout.
+    pub struct AttentionTcColGradArgs {
+        pub win: TcWindows,
+        pub beta: Ptr<f32>,
+        pub n16: Ptr<u32>,
+        pub dout16: Ptr<u32>,
+        pub n: Ptr<f32>,
+        pub inv_norm: Ptr<f32>,
+        pub stats: Ptr<f32>,
+        pub d_row: Ptr<f32>,
+        pub dn: Ptr<f32>,
+        pub dh: PtrMut<f32>,
+    }
+}
+
 /// Entries a slot keeps in flight (the instances' `U`; the host derives from them the rows a
 /// slot walks alone): one-chunk instances 4, their column pass 2 (its entries carry two rows, and
 /// at four it held two blocks an SM), the 8-lane row pass 3 (four blocks an SM); four-chunk
@@ -109,4 +177,7 @@ kernels! {
     attention_col_grad_c1_l16_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 16, ATTN_U_COLUMN>;
     attention_col_grad_c1_l32_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 1, 32, ATTN_U_COLUMN>;
     attention_col_grad_c4_f16(AttentionColGradArgs) = crate::nn::fused_attention::col_grad::<G16, 4, 32, ATTN_U_C4>;
+    attention_forward_tc_d32(AttentionTcForwardArgs) = crate::nn::attention_tc::forward_tc;
+    attention_row_grad_tc_d32(AttentionTcRowGradArgs) = crate::nn::attention_tc::row_grad_tc;
+    attention_col_grad_tc_d32(AttentionTcColGradArgs) = crate::nn::attention_tc::col_grad_tc;
 }

@@ -41,10 +41,11 @@ pub struct BenchAttentionArgs {
     pub reps: usize,
     #[arg(long, default_value_t = 5)]
     pub warmup: usize,
-    /// AGNN in f16 at K = 32: rows shorter than this on the tensor-core forward (at most 256;
-    /// 0: all on the CUDA-core kernel, as every other width and precision).
-    #[arg(long, default_value_t = 0)]
-    pub tc_row_max: u32,
+    /// AGNN in f16 at K = 32: rows shorter than this on the tensor-core kernels, on every graph
+    /// (at most 256; 0: all on the CUDA-core kernels, as every other width and precision;
+    /// default: the library's choice).
+    #[arg(long)]
+    pub tc_row_max: Option<u32>,
     /// Folder for attention.json.
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
@@ -84,8 +85,8 @@ pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
             a.heads, a.k
         )));
     }
-    if a.tc_row_max > tcgnn::ops::nn::row_split::ROW_LONG_MIN {
-        return Err(tcgnn::Error::Unsupported(format!("bench attention: --tc-row-max {} (at most {}: longer rows are the CUDA-core kernel's segments)", a.tc_row_max, tcgnn::ops::nn::row_split::ROW_LONG_MIN)));
+    if a.tc_row_max.is_some_and(|r| r > tcgnn::ops::nn::row_split::ROW_LONG_MIN) {
+        return Err(tcgnn::Error::Unsupported(format!("bench attention: --tc-row-max {} (at most {}: longer rows are the CUDA-core kernels' segments)", a.tc_row_max.unwrap_or(0), tcgnn::ops::nn::row_split::ROW_LONG_MIN)));
     }
     let gpu = Gpu::probe()?;
     let mut graphs = a.graphs.clone();
@@ -95,7 +96,10 @@ pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
     if graphs.is_empty() {
         return Err(tcgnn::Error::Unsupported("no graphs: name some or pass --suite".into()));
     }
-    let b = CudaBackend::new(gpu.clone(), a.precision, Impl::Auto)?.with_edge_layout(EdgeLayout::Csr).with_attention_tc(a.tc_row_max);
+    let mut b = CudaBackend::new(gpu.clone(), a.precision, Impl::Auto)?.with_edge_layout(EdgeLayout::Csr);
+    if let Some(row_max) = a.tc_row_max {
+        b = b.with_attention_tc(row_max);
+    }
     println!("{:<28} {:>9} {:>10} {:>4} | {:>9} {:>9} {:>6} | {:>9} {:>9} {:>6}", "graph", "nodes", "edges", "K", "fwd", "fused", "x", "fwd+bwd", "fused", "x");
     let mut rows = Vec::new();
     for spec in &graphs {

@@ -45,6 +45,10 @@ pub struct BenchTrainArgs {
     /// Accuracy runs only on graphs with at most this many nodes (they rebuild the model per seed).
     #[arg(long, default_value_t = 100_000)]
     pub accuracy_max_nodes: usize,
+    /// AGNN in f16 at width 32: rows shorter than this on the tensor-core attention kernels
+    /// (at most 256; 0: all on the CUDA-core kernels; default: the library's choice).
+    #[arg(long)]
+    pub attention_tc: Option<u32>,
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
 }
@@ -148,6 +152,9 @@ fn pyg_lookup(pyg: &Option<serde_json::Value>, graph: &str, model: &str, layers:
 }
 
 pub fn run(a: &BenchTrainArgs) -> Result<()> {
+    if a.attention_tc.is_some_and(|r| r > tcgnn::ops::nn::row_split::ROW_LONG_MIN) {
+        return Err(Error::Unsupported(format!("bench train: --attention-tc {} (at most {}: longer rows are the CUDA-core kernels' segments)", a.attention_tc.unwrap_or(0), tcgnn::ops::nn::row_split::ROW_LONG_MIN)));
+    }
     let gpu = Gpu::probe()?;
     let graphs = if a.graphs.is_empty() {
         ["cora", "citeseer", "pubmed", "rmat:18:16", "sbm:1000000"].map(String::from).to_vec()
@@ -272,7 +279,11 @@ fn bench_one(
     let info = model_info(cfg.model)?;
     let tcfg = TrainConfig { lr: info.lr, weight_decay: info.weight_decay, ..TrainConfig::default() };
     let layout = super::train_cmd::edge_layout(cfg.model, None)?;
-    let backend = Arc::new(CudaBackend::new(gpu.clone(), prec, Impl::Auto)?.with_edge_layout(layout));
+    let mut backend = CudaBackend::new(gpu.clone(), prec, Impl::Auto)?.with_edge_layout(layout);
+    if let Some(row_max) = a.attention_tc {
+        backend = backend.with_attention_tc(row_max);
+    }
+    let backend = Arc::new(backend);
     let mut trainer = Trainer::new(backend.clone(), data, &cfg, &tcfg)?;
     let setup_ms = trainer.setup_seconds * 1e3;
     let recorded = trainer.record()?;

@@ -391,6 +391,15 @@ pub fn mma_m16n8k16_f16(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
     [d0, d1, d2, d3]
 }
 
+/// `movmatrix.sync.aligned.m8n8.trans.b16`: the transpose of an 8 x 8 f16 matrix held as an
+/// MMA fragment (lane l: row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, low half first).
+#[inline(always)]
+pub fn movmatrix_trans(a: u32) -> u32 {
+    let d: u32;
+    unsafe { asm!("movmatrix.sync.aligned.m8n8.trans.b16 {d}, {a};", d = out(reg32) d, a = in(reg32) a, options(pure, nomem, nostack)) };
+    d
+}
+
 /// D = A * B + C, m16n8k4, tf32 inputs (from `cvt_tf32`), f32 accumulators.
 /// A: 2 x tf32, B: 1 x tf32, C/D: 4 x f32.
 #[inline(always)]

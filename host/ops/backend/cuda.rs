@@ -96,8 +96,11 @@ pub struct CudaBackend {
     pub(crate) skinny_gemm: bool,
     /// AGNN's fused attention (forward and backward) in f16 at width 32 on the tensor cores for
     /// rows shorter than this (`ops::nn::attention_tc`; the longer ones on the CUDA-core
-    /// kernels); 0 (the default): all rows on the CUDA-core kernels.
+    /// kernels); 0: all rows on the CUDA-core kernels.
     pub(crate) attention_tc_row_max: u32,
+    /// ... on graphs of at least this many entries a row on average (the default
+    /// `TC_MIN_DEGREE`; 0 once asked for with [`CudaBackend::with_attention_tc`]).
+    pub(crate) attention_tc_min_degree: f64,
     /// The fused weight gradient's per-split partial sums, allocated on first use.
     pub(crate) dropout_gemm_scratch: Mutex<Option<DeviceVec<f32>>>,
     /// Multi-tensor Adam's tables (`ops::nn::adam::adam_table`), by the addresses they list; one
@@ -143,7 +146,8 @@ impl CudaBackend {
             op_events: Mutex::new(None),
             fuse_input_dropout: true,
             skinny_gemm: true,
-            attention_tc_row_max: 0,
+            attention_tc_row_max: crate::ops::nn::attention_tc::TC_ROW_MAX,
+            attention_tc_min_degree: crate::ops::nn::attention_tc::TC_MIN_DEGREE,
             dropout_gemm_scratch: Mutex::new(None),
             adam_tables: Mutex::new(std::collections::HashMap::new()),
             gather_ids: Mutex::new(None),
@@ -193,12 +197,14 @@ impl CudaBackend {
 
     /// AGNN's fused attention on the tensor cores for rows shorter than `row_max` (at most 256;
     /// [`crate::ops::nn::attention_tc::TC_ROW_MAX`] takes every row the CUDA-core kernels do
-    /// not cut into segments), or never (0, the default). f16 precision, 32 features. Off by
-    /// default: on the graphs measured (bench/NOTES.md, 2026-11-27 evening) its 16 x 8 tiles
-    /// held 8-15 edges and it was slower than the CUDA-core kernels; it paid off only on
-    /// windows of ~35 edges a tile.
+    /// not cut into segments) on every graph, or never (0). f16 precision, 32 features. By
+    /// default the backend takes them with `TC_ROW_MAX` on graphs of at least `TC_MIN_DEGREE`
+    /// entries a row: sparser windows do not repay the f16 copies and the extra launches, and
+    /// where neighbours are local (road networks, batched molecules) the CUDA-core kernels'
+    /// gathers hit the caches (bench/NOTES.md, 2026-11-27 evening).
     pub fn with_attention_tc(mut self, row_max: u32) -> Self {
         self.attention_tc_row_max = row_max;
+        self.attention_tc_min_degree = 0.0;
         self
     }
 

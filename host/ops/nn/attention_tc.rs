@@ -1,12 +1,11 @@
 //! AGNN's fused attention on the tensor cores (`kernels-gpu/src/nn/attention_tc.rs`), forward
 //! and backward: the per-graph window lists the kernels walk and their launchers. f16
-//! precision, rows of 32 features (AGNN's hidden width); the backend falls back to the CUDA-core kernels otherwise, and uses
-//! these only when asked (`CudaBackend::with_attention_tc`): a tile's softmax work is spent on
-//! all of its 128 slots, so the kernels lose to the CUDA-core ones where windows are sparse
-//! (8-15 edges a tile on the graphs measured; bench/NOTES.md, 2026-11-27 evening).
+//! precision, rows of 32 features (AGNN's hidden width), on graphs of at least `TC_MIN_DEGREE`
+//! entries a row unless asked otherwise (`CudaBackend::with_attention_tc`); the CUDA-core
+//! kernels (`fused_attention`) take everything else.
 //!
-//! Windows are 16 consecutive rows; a window's unique neighbours, sorted, are cut into blocks of
-//! 8, each with a 16 x 8 bit mask of the window's edges. Rows of at least `row_max` entries stay
+//! Windows are 8 consecutive rows; a window's unique neighbours, sorted, are cut into blocks of
+//! 16, each with a 16 x 8 bit mask of the window's edges. Rows of at least `row_max` entries stay
 //! out of the windows and go to the CUDA-core kernels (their warp-per-row and segment paths):
 //! one such row would make its window's warp walk hundreds of blocks alone. Graphs with a
 //! repeated (row, column) entry have no lists (a mask bit cannot count an edge twice): the
@@ -27,14 +26,19 @@ use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::graph::Csr;
 use crate::ops::GraphHandle;
 
-/// Rows of a window (the MMAs' M).
-pub const WINDOW_ROWS: usize = 16;
-/// Neighbours of a block (the score product's N, the weighted sum's K).
-pub const BLOCK_COLS: usize = 8;
+/// Rows of a window (the MMAs' N: the sparse side swapped in).
+pub const WINDOW_ROWS: usize = 8;
+/// Neighbours of a block (the score product's M, the weighted sum's K).
+pub const BLOCK_COLS: usize = 16;
 /// The feature width the kernel is written for.
 pub const TC_WIDTH: usize = 32;
-/// The largest `row_max`: rows of 256 entries or more are the CUDA-core kernels' segments.
+/// The largest `row_max`, the backend's default: rows of 256 entries or more are the CUDA-core
+/// kernels' segments.
 pub const TC_ROW_MAX: u32 = ROW_LONG_MIN;
+/// Entries a row (on average) below which the backend keeps the CUDA-core kernels: windows of
+/// fewer than ~40 edges did not repay the f16 copies and the extra launches on the graphs
+/// measured (bench/NOTES.md, 2026-11-27 evening).
+pub const TC_MIN_DEGREE: f64 = 5.0;
 
 /// The window lists on the host (what [`tc_windows`] uploads; `build_windows` is tested on the
 /// CPU).
@@ -42,9 +46,9 @@ pub const TC_ROW_MAX: u32 = ROW_LONG_MIN;
 pub struct WindowLists {
     /// Window w's blocks are `win_ptr[w] .. win_ptr[w + 1]`.
     pub win_ptr: Vec<u32>,
-    /// 8 neighbour ids a block (a short block repeats its first id; those slots' bits are 0).
+    /// 16 neighbour ids a block (a short block repeats its first id; those slots' bits are 0).
     pub cols: Vec<u32>,
-    /// 16 bytes a block: bit c of byte r set where the window's row r has an edge to the
+    /// 16 bytes a block: bit r of byte c set where the window's row r has an edge to the
     /// block's neighbour c.
     pub mask: Vec<u8>,
     /// The windows with blocks, most blocks first (the order warps take them in); windows
@@ -79,12 +83,12 @@ pub fn build_windows(s: &Csr, row_max: u32) -> Option<WindowLists> {
             while k < keys.len() {
                 let c = keys[k].0;
                 if cols.len() % BLOCK_COLS == 0 {
-                    mask.extend([0u8; WINDOW_ROWS]);
+                    mask.extend([0u8; BLOCK_COLS]);
                 }
-                let (slot, blk) = (cols.len() % BLOCK_COLS, cols.len() / BLOCK_COLS);
+                let slot = cols.len();
                 cols.push(c);
                 while k < keys.len() && keys[k].0 == c {
-                    mask[blk * WINDOW_ROWS + keys[k].1 as usize] |= 1 << slot;
+                    mask[slot] |= 1 << keys[k].1;
                     k += 1;
                 }
             }
@@ -165,9 +169,10 @@ fn windows_arg(g: &GraphHandle, row_max: u32, what: &str) -> Result<(TcWindows, 
 }
 
 /// Whether the tensor-core kernels take these shapes: 32 features at stride 32, a square
-/// graph with lists.
-pub(crate) fn tc_applies(g: &GraphHandle, n: &DeviceMatrix<f32>, row_max: u32) -> Result<bool> {
-    Ok(n.ld == TC_WIDTH && n.cols <= TC_WIDTH && g.csr().n_rows() == g.csr().n_cols() && tc_windows(g, row_max)?.is_some())
+/// graph of at least `min_degree` entries a row on average, with lists.
+pub(crate) fn tc_applies(g: &GraphHandle, n: &DeviceMatrix<f32>, row_max: u32, min_degree: f64) -> Result<bool> {
+    let s = g.csr();
+    Ok(n.ld == TC_WIDTH && n.cols <= TC_WIDTH && s.n_rows() == s.n_cols() && s.nnz() as f64 >= min_degree * s.n_rows() as f64 && tc_windows(g, row_max)?.is_some())
 }
 
 /// `row_max` in range and the f16 copies shaped as `n` at the kernels' stride.
@@ -287,7 +292,7 @@ mod tests {
                 for b in l.win_ptr[w] as usize..l.win_ptr[w + 1] as usize {
                     for r in 0..WINDOW_ROWS {
                         for c in 0..BLOCK_COLS {
-                            if l.mask[b * WINDOW_ROWS + r] >> c & 1 == 1 {
+                            if l.mask[b * BLOCK_COLS + c] >> r & 1 == 1 {
                                 assert!(seen.insert((w * WINDOW_ROWS + r, l.cols[b * BLOCK_COLS + c])), "an edge twice");
                             }
                         }

@@ -504,7 +504,7 @@ impl FusedAttentionOp for CudaBackend {
     fn attention_forward(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("fused attention", || {
             let row_max = self.attention_tc_row_max;
-            if self.precision == Precision::F16 && row_max > 0 && tc_applies(&g.handle, n, row_max)? {
+            if self.precision == Precision::F16 && row_max > 0 && tc_applies(&g.handle, n, row_max, self.attention_tc_min_degree)? {
                 // f16 copy of n in scratch slot 1.
                 return self.with_half(n, 1, |nh| attention_forward_tc(&g.handle, beta, n, nh, h, inv_norm, out, stats, row_max));
             }
@@ -533,7 +533,7 @@ impl FusedAttentionOp for CudaBackend {
     ) -> Result<()> {
         self.timed("fused attention backward", || {
             let row_max = self.attention_tc_row_max;
-            if self.precision == Precision::F16 && row_max > 0 && tc_applies(&g.handle, n, row_max)? {
+            if self.precision == Precision::F16 && row_max > 0 && tc_applies(&g.handle, n, row_max, self.attention_tc_min_degree)? {
                 // f16 copies of n and dout in scratch slots 1 and 2.
                 return self.with_half(n, 1, |nh| self.with_half(dout, 2, |gh| attention_backward_tc(&g.handle, beta, n, nh, h, inv_norm, stats, out, dout, gh, dn, d_row, dh, dbeta, row_max)));
             }

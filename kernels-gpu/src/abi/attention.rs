@@ -73,8 +73,8 @@ kernel_args! {
 }
 
 kernel_args! {
-    /// The windows a tensor-core attention kernel (`nn/attention_tc.rs`) walks: 16 consecutive
-    /// rows of the pattern (S, or Sᵀ for the column pass) each, a list of blocks of 8 unique
+    /// The windows a tensor-core attention kernel (`nn/attention_tc.rs`) walks: 8 consecutive
+    /// rows of the pattern (S, or Sᵀ for the column pass) each, a list of blocks of 16 unique
     /// neighbours, as `host/ops/nn/attention_tc.rs` builds them. Matrices have 32 columns at
     /// stride 32; the kernels write the windows' rows only.
     pub struct TcWindows {
@@ -88,10 +88,10 @@ kernel_args! {
         pub n_windows: u32,
         /// Window w's blocks are win_ptr[w] .. win_ptr[w + 1].
         pub win_ptr: Ptr<u32>,
-        /// 8 neighbour ids a block (a short block's padding repeats one of its ids, with its
+        /// 16 neighbour ids a block (a short block's padding repeats one of its ids, with its
         /// mask bits 0).
         pub blk_cols: Ptr<u32>,
-        /// 16 bytes a block: bit c of byte r set where window row r has an edge to the
+        /// 16 bytes a block: bit r of byte c set where window row r has an edge to the
         /// block's neighbour c.
         pub blk_mask: Ptr<u8>,
     }

@@ -1,28 +1,29 @@
 //! AGNN's fused attention on the tensor cores, forward and backward (f16 inputs, f32 sums; rows
-//! of 32 features): a warp per window of 16 consecutive rows walks the window's unique
-//! neighbours 8 at a time (a block; `host/ops/nn/attention_tc.rs` builds the lists), as
-//! FlashAttention walks keys. Forward: the block's 16 x 8 scores S = beta N_win N_blkᵀ in two
-//! m16n8k16 products, masked to the window's edges, the rows' running softmax (max, sum)
-//! updated, and the weighted sum of the block's rows added in four m16n8k8 products whose A
-//! operand is the scores' accumulator layout, unchanged (FlashAttention 2's observation).
-//! Backward, the same two passes as the CUDA-core kernels (`fused_attention.rs`, whose module
-//! comment has the maths and why there are two): the row pass over S's windows (cos and
-//! dalpha = dout_i . h_j from two score products, ds, and sum_j ds_ij n_j), the column pass
-//! over Sᵀ's windows (a window of nodes j, blocks of their sources i: cos, dalpha, alpha and ds
-//! recomputed from the forward's statistics and D, then sum_i ds_ij n_i and sum_i alpha_ij
-//! dout_i). The dot products and weighted sums are MMAs and the gathered rows f16, but the
-//! softmax's scalar work (mask, exp, rescale, pack) is per slot of the 16 x 8 tile, edge or not:
-//! the kernels pay off only where a window's tiles are dense (the host uses them on request).
+//! of 32 features): a warp per window of 8 consecutive rows walks the window's unique
+//! neighbours 16 at a time (a block; `host/ops/nn/attention_tc.rs` builds the lists), as
+//! FlashAttention walks keys, with the sparse side swapped into the MMAs' N (FlashSparse's
+//! 8-row windows: a tile of 16 neighbours x 8 rows holds twice the edges a 16-row window's
+//! 16 x 8 tile does, and the softmax's scalar work is per slot, edge or not).
 //!
-//! Operands (g = lane / 4, t = lane % 4). The sums over features do not care which feature a
-//! k position holds as long as A and B agree, so lane t holds features 8t .. 8t + 8 of a row
-//! (one 16-byte load): k positions {2t, 2t + 1} of k-step s are features 8t + 4s + {0, 1},
-//! {2t + 8, 2t + 9} features 8t + 4s + {2, 3}. Scores' A: the window's rows g and g + 8
-//! (loaded once per window), B: the block's neighbour g. Products' B (8 neighbours x 8 output
-//! columns per n-tile q): column g of n-tile q is feature 4g + q, so lane (g, t) loads features
-//! 4g .. 4g + 4 of neighbours 2t and 2t + 1 (8 bytes each) and pairs their halves; its
-//! accumulators then hold features 8t + q and 8t + 4 + q of rows g and g + 8 — two float4s a
-//! row at the end.
+//! Forward: a block's scores Sᵀ (16 neighbours x 8 rows) = N_blk N_winᵀ in two m16n8k16 MMAs,
+//! masked to the window's edges, the rows' running softmax (max, sum) updated, and outᵀ
+//! (32 features x 8 rows) += H_blkᵀ Pᵀ in two more (one per 16 features), Pᵀ's B fragments made
+//! from the score accumulators by `movmatrix` (an 8 x 8 transpose in registers). Backward, the
+//! same two passes as the CUDA-core kernels (`fused_attention.rs`, whose module comment has the
+//! maths and why there are two): the row pass over S's windows (cos and dout_i . n_j from two
+//! score products sharing their A operand, ds, and sum_j ds_ij n_j), the column pass over Sᵀ's
+//! windows (a window of nodes j, blocks of their sources i: cos and dout_i . n_j, alpha and ds
+//! from the sources' statistics and D, then sum_i ds_ij n_i and sum_i alpha_ij dout_i).
+//!
+//! Operands (g = lane / 4, t = lane % 4). A sum over features does not care which feature a k
+//! position holds as long as A and B agree, so lane t holds features 8t .. 8t + 8 of a row (one
+//! 16-byte load): k positions {2t, 2t + 1} of k-step s are features 8t + 4s + {0, 1},
+//! {2t + 8, 2t + 9} features 8t + 4s + {2, 3}. Scores' A: the block's neighbours g and g + 8;
+//! B: the window's row g (loaded once per window). Weighted sums' A (features x neighbours) is
+//! the scores' A transposed, 8 x 8 at a time by `movmatrix` (no second load of the rows: the
+//! gathers bound the first version at 75 % of L1): m-tile s is k-step s, its row g feature
+//! 8 (g / 2) + 4s + g % 2 and row g + 8 that + 2, so lane (g, t) ends with features
+//! 8 (g / 2) + g % 2 + {0, 2, 4, 6} of rows 2t and 2t + 1.
 //!
 //! n (the normalised rows) is gathered, not h: cosines of unit vectors stay well inside f16;
 //! h_j = n_j / inv_norm_j where a pass needs h. Rows of at least the host's `row_max` entries
@@ -35,9 +36,14 @@ use crate::ptx;
 
 /// The u32 words (f16 pairs) of a gathered row: 32 features.
 const ROW_WORDS: usize = 16;
+/// Rows of a window, neighbours of a block (the host's `WINDOW_ROWS`, `BLOCK_COLS`).
+const WIN: u32 = 8;
+const BLK: u32 = 16;
+/// Blocks a step: one word of ids a lane covers two blocks (the column pass takes one at a
+/// time: two blocks' sources held 130 registers, one block of warps an SM).
+const STEP: usize = 2;
 
-/// A lane's place in the MMA layouts: g = lane / 4 (rows g and g + 8, the scores' neighbour
-/// g), t = lane % 4 (features 8t .. 8t + 8, neighbours 2t and 2t + 1).
+/// A lane's place in the MMA layouts: g = lane / 4, t = lane % 4 (see the module comment).
 #[derive(Clone, Copy)]
 struct Quad {
     lane: u32,
@@ -53,10 +59,10 @@ impl Quad {
     }
 }
 
-/// A step's ids, one word a lane: lane L holds column L % 8 of block L / 8, and lanes 0..16
-/// the step's 16 mask words (4 a block: a byte a row). Blocks past the window's end read
-/// column 0 with mask 0. One coalesced load a step, issued a step ahead: a block at a time
-/// left each warp waiting on two dependent L2 round trips a block.
+/// A step's ids, one word a lane: lane L holds neighbour L % 16 of block L / 16, and lanes 0..8
+/// the step's 8 mask words (4 a block: a byte a neighbour, bit r its edge to window row r).
+/// Blocks past the window's end read neighbour 0 with mask 0. One coalesced load a step, issued
+/// a step ahead (a block at a time left each warp waiting on two dependent L2 round trips).
 #[derive(Clone, Copy)]
 struct StepIds {
     col: u32,
@@ -65,121 +71,141 @@ struct StepIds {
 
 #[inline(always)]
 unsafe fn load_ids(w: &TcWindows, b: u32, b1: u32, lane: u32) -> StepIds {
-    let blk = b + lane / 8;
-    let col = if blk < b1 { unsafe { ptx::ld_nc_u32(w.blk_cols.add((8 * b + lane) as usize)) } } else { 0 };
-    let mblk = b + (lane & 15) / 4;
-    let mask = if lane < 16 && mblk < b1 { unsafe { ptx::ld_nc_u32(w.blk_mask.cast::<u32>().add((4 * b + lane) as usize)) } } else { 0 };
+    let col = if b + lane / BLK < b1 { unsafe { ptx::ld_nc_u32(w.blk_cols.add((BLK * b + lane) as usize)) } } else { 0 };
+    let mask = if lane < 8 && b + lane / 4 < b1 { unsafe { ptx::ld_nc_u32(w.blk_mask.cast::<u32>().add((4 * b + lane) as usize)) } } else { 0 };
     StepIds { col, mask }
 }
 
-/// Block `u` of a step as a lane sees it: the scores' neighbour g, the products' neighbours 2t
-/// and 2t + 1, and the mask bits of rows g and g + 8 (bit c: neighbour c).
+/// Block `u` of a step as a lane sees it: neighbours g and g + 8 and their mask bytes.
 #[derive(Clone, Copy, Default)]
 struct BlockIds {
-    jg: u32,
-    j0: u32,
-    j1: u32,
-    mask_g: u32,
-    mask_g8: u32,
+    sg: [u32; 2],
+    mask: [u32; 2],
 }
 
 impl BlockIds {
     #[inline(always)]
     fn of(ids: &StepIds, u: u32, q: &Quad) -> Self {
+        let at = |c: u32| ptx::shfl_idx_u32(ids.col, BLK * u + c);
         let byte = |w: u32| (w >> (8 * (q.g & 3))) & 0xff;
         BlockIds {
-            jg: ptx::shfl_idx_u32(ids.col, 8 * u + q.g),
-            j0: ptx::shfl_idx_u32(ids.col, 8 * u + 2 * q.t),
-            j1: ptx::shfl_idx_u32(ids.col, 8 * u + 2 * q.t + 1),
-            mask_g: byte(ptx::shfl_idx_u32(ids.mask, 4 * u + q.g / 4)),
-            mask_g8: byte(ptx::shfl_idx_u32(ids.mask, 4 * u + q.g / 4 + 2)),
+            sg: [at(q.g), at(q.g + 8)],
+            mask: [byte(ptx::shfl_idx_u32(ids.mask, 4 * u + q.g / 4)), byte(ptx::shfl_idx_u32(ids.mask, 4 * u + q.g / 4 + 2))],
         }
     }
 
-    /// Whether the accumulator value `v` (rows g, g, g + 8, g + 8 at columns 2t, 2t + 1, 2t,
-    /// 2t + 1) is an edge.
+    /// Whether score accumulator `v` (neighbour g for v < 2, else g + 8; row 2t + v % 2) is an
+    /// edge.
     #[inline(always)]
     fn edge(&self, v: usize, t: u32) -> bool {
-        let m = if v < 2 { self.mask_g } else { self.mask_g8 };
-        (m >> (2 * t + (v as u32 & 1))) & 1 != 0
+        (self.mask[v / 2] >> (2 * t + (v as u32 & 1))) & 1 != 0
     }
 }
 
-/// A gathered row's scores' B fragment (features 8t .. 8t + 8 of row j).
+/// Features 8t .. 8t + 8 of row j of an f16 matrix (as four f16 pairs).
 #[inline(always)]
-unsafe fn score_b(p: *const u32, j: u32, q: &Quad) -> [u32; 4] {
+unsafe fn eight(p: *const u32, j: u32, q: &Quad) -> [u32; 4] {
     unsafe { ptx::ld_nc_v4_u32(p.add(j as usize * ROW_WORDS + 4 * q.t as usize)) }
 }
 
-/// The products' B material: features 4g .. 4g + 4 of rows j0 and j1.
+/// The scores' A fragments (two k-steps) of neighbours g and g + 8.
 #[inline(always)]
-unsafe fn pairs(p: *const u32, j0: u32, j1: u32, q: &Quad) -> [[u32; 2]; 2] {
-    unsafe { [ptx::ld_nc_v2_u32(p.add(j0 as usize * ROW_WORDS + 2 * q.g as usize)), ptx::ld_nc_v2_u32(p.add(j1 as usize * ROW_WORDS + 2 * q.g as usize))] }
+unsafe fn score_a(p: *const u32, id: &BlockIds, q: &Quad) -> [[u32; 4]; 2] {
+    let (y0, y1) = unsafe { (eight(p, id.sg[0], q), eight(p, id.sg[1], q)) };
+    [[y0[0], y1[0], y0[1], y1[1]], [y0[2], y1[2], y0[3], y1[3]]]
 }
 
-/// A window's rows g and g + 8 as the scores' A fragments for the two k-steps (zero past the
-/// graph: their scores are masked anyway).
+/// The scores' B fragments (two k-steps) of the window's row g (zero past the graph).
 #[inline(always)]
-unsafe fn score_a(p: *const u32, r0: u32, n_rows: u32, q: &Quad) -> [[u32; 4]; 2] {
-    let own = |r: u32| if r < n_rows { unsafe { score_b(p, r, q) } } else { [0; 4] };
-    let (x0, x1) = (own(r0), own(r0 + 8));
-    [[x0[0], x1[0], x0[1], x1[1]], [x0[2], x1[2], x0[3], x1[3]]]
+unsafe fn score_b(p: *const u32, r0: u32, n_rows: u32, q: &Quad) -> [[u32; 2]; 2] {
+    let x = if r0 + q.g < n_rows { unsafe { eight(p, r0 + q.g, q) } } else { [0; 4] };
+    [[x[0], x[1]], [x[2], x[3]]]
 }
 
-/// The 16 x 8 dot products of the window's rows with a block's rows.
+/// Sᵀ (16 neighbours x 8 rows) of a block: accumulators (neighbour g, rows 2t, 2t + 1),
+/// (neighbour g + 8, rows 2t, 2t + 1).
 #[inline(always)]
-fn scores(a: &[[u32; 4]; 2], b: &[u32; 4]) -> [f32; 4] {
-    let c = ptx::mma_m16n8k16_f16(a[0], [b[0], b[1]], [0.0; 4]);
-    ptx::mma_m16n8k16_f16(a[1], [b[2], b[3]], c)
+fn scores(a: &[[u32; 4]; 2], b: &[[u32; 2]; 2]) -> [f32; 4] {
+    let c = ptx::mma_m16n8k16_f16(a[0], b[0], [0.0; 4]);
+    ptx::mma_m16n8k16_f16(a[1], b[1], c)
 }
 
-/// acc (16 rows x 32 features, four n-tiles) += P (16 x 8, in the scores' layout: `p[0..2]` row
-/// g, `p[2..4]` row g + 8, columns 2t, 2t + 1) times the block's 8 rows (`pairs`).
+/// The weighted sums' A fragments (features x neighbours, one m-tile per k-step) from the
+/// scores' A fragments: each 8 x 8 quarter transposed (the scores' rows g and g + 8 become
+/// the k positions 2t.. and 2t + 8.., their k positions 2t.. and 2t + 8.. the rows g and g + 8).
 #[inline(always)]
-fn add_rows(acc: &mut [[f32; 4]; 4], p: [f32; 4], pr: &[[u32; 2]; 2]) {
-    let pa = [ptx::pack_f16x2(p[0], p[1]), ptx::pack_f16x2(p[2], p[3])];
-    let pb = [ptx::lo_halves(pr[0][0], pr[1][0]), ptx::hi_halves(pr[0][0], pr[1][0]), ptx::lo_halves(pr[0][1], pr[1][1]), ptx::hi_halves(pr[0][1], pr[1][1])];
-    crate::unroll4!(q => {
-        acc[q] = ptx::mma_m16n8k8_f16(pa, pb[q], acc[q]);
-    });
+fn rows_a(sa: &[[u32; 4]; 2]) -> [[u32; 4]; 2] {
+    let t = |s: usize| [ptx::movmatrix_trans(sa[s][0]), ptx::movmatrix_trans(sa[s][2]), ptx::movmatrix_trans(sa[s][1]), ptx::movmatrix_trans(sa[s][3])];
+    [t(0), t(1)]
 }
 
-/// Features 8t .. 8t + 8 of an accumulated row (`lo` 0: row g, 2: row g + 8).
+/// accᵀ (32 features x 8 rows, two m-tiles) += A (features x the block's 16 neighbours) Pᵀ, P in
+/// the scores' accumulator layout (`p[0..2]` neighbour g, `p[2..4]` neighbour g + 8).
 #[inline(always)]
-fn row_of(acc: &[[f32; 4]; 4], lo: usize) -> [f32; 8] {
-    [acc[0][lo], acc[1][lo], acc[2][lo], acc[3][lo], acc[0][lo + 1], acc[1][lo + 1], acc[2][lo + 1], acc[3][lo + 1]]
+fn add_rows(acc: &mut [[f32; 4]; 2], a: &[[u32; 4]; 2], p: [f32; 4]) {
+    let b = [ptx::movmatrix_trans(ptx::pack_f16x2(p[0], p[1])), ptx::movmatrix_trans(ptx::pack_f16x2(p[2], p[3]))];
+    acc[0] = ptx::mma_m16n8k16_f16(a[0], b, acc[0]);
+    acc[1] = ptx::mma_m16n8k16_f16(a[1], b, acc[1]);
 }
 
-/// Features 8t .. 8t + 8 of row `i` of an f32 matrix of stride 32 (zeros for `i` past the
-/// graph).
+/// This lane's 4 features of row 2t + `e` (`feature(q, k)`) from the weighted sums'
+/// accumulators.
 #[inline(always)]
-unsafe fn load8(p: *const f32, i: u32, n_rows: u32, q: &Quad) -> [f32; 8] {
+fn row_of(acc: &[[f32; 4]; 2], e: usize) -> [f32; 4] {
+    [acc[0][e], acc[0][e + 2], acc[1][e], acc[1][e + 2]]
+}
+
+/// Scales the accumulators of row 2t by `s0`, of row 2t + 1 by `s1`.
+#[inline(always)]
+fn scale_rows(acc: &mut [[f32; 4]; 2], s0: f32, s1: f32) {
+    for a in acc.iter_mut() {
+        a[0] *= s0;
+        a[2] *= s0;
+        a[1] *= s1;
+        a[3] *= s1;
+    }
+}
+
+/// Feature k (of 4) of a lane's row accumulators: 8 (g / 2) + g % 2 + 2k.
+#[inline(always)]
+fn feature(q: &Quad, k: usize) -> usize {
+    (8 * (q.g / 2) + (q.g & 1)) as usize + 2 * k
+}
+
+/// This lane's 4 features of row `i` of an f32 matrix of stride 32 (zeros past the graph).
+#[inline(always)]
+unsafe fn load4(p: *const f32, i: u32, n_rows: u32, q: &Quad) -> [f32; 4] {
     if i >= n_rows {
-        return [0.0; 8];
+        return [0.0; 4];
     }
-    let at = unsafe { p.add(i as usize * 32 + 8 * q.t as usize) };
-    let (a, b) = unsafe { (ptx::ld_nc_v4_f32(at), ptx::ld_nc_v4_f32(at.add(4))) };
-    [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
+    let row = unsafe { p.add(i as usize * 32) };
+    core::array::from_fn(|k| unsafe { ptx::ld_nc_f32(row.add(feature(q, k))) })
 }
 
 #[inline(always)]
-unsafe fn store8(p: *mut f32, i: u32, q: &Quad, v: [f32; 8]) {
-    let at = unsafe { p.add(i as usize * 32 + 8 * q.t as usize) };
-    unsafe {
-        ptx::st_v4_f32(at, [v[0], v[1], v[2], v[3]]);
-        ptx::st_v4_f32(at.add(4), [v[4], v[5], v[6], v[7]]);
+unsafe fn store4(p: *mut f32, i: u32, q: &Quad, v: [f32; 4]) {
+    let row = unsafe { p.add(i as usize * 32) };
+    for (k, x) in v.iter().enumerate() {
+        unsafe { ptx::st_f32(row.add(feature(q, k)), *x) };
     }
 }
 
-/// The dot product of two rows held as four lanes' 8 features (every lane of the quad gets it).
+/// Adds `v` over the 8 lanes that share this lane's t (the lanes holding one row's features).
 #[inline(always)]
-fn quad_dot(a: &[f32; 8], b: &[f32; 8]) -> f32 {
+fn row_sum(mut v: f32) -> f32 {
+    v += ptx::shfl_xor_f32(v, 4);
+    v += ptx::shfl_xor_f32(v, 8);
+    v + ptx::shfl_xor_f32(v, 16)
+}
+
+/// The dot product of two rows held as 4 features by each of their 8 lanes.
+#[inline(always)]
+fn row_dot(a: &[f32; 4], b: &[f32; 4]) -> f32 {
     let mut s = 0f32;
-    for k in 0..8 {
+    for k in 0..4 {
         s = ptx::fma_f32(a[k], b[k], s);
     }
-    s += ptx::shfl_xor_f32(s, 1);
-    s + ptx::shfl_xor_f32(s, 2)
+    row_sum(s)
 }
 
 /// Whether row `i` is one of the windows' (exists and is shorter than `row_max`).
@@ -195,14 +221,14 @@ unsafe fn windows(w: &TcWindows, mut f: impl FnMut(u32, u32, u32)) {
     while k < w.n_windows {
         let win = unsafe { ptx::ld_nc_u32(w.order.add(k as usize)) };
         let (b0, b1) = unsafe { (ptx::ld_nc_u32(w.win_ptr.add(win as usize)), ptx::ld_nc_u32(w.win_ptr.add(win as usize + 1))) };
-        f(16 * win, b0, b1);
+        f(WIN * win, b0, b1);
         k += warps;
     }
 }
 
-/// Walks blocks b0 .. b1 a step of `S` (2 or 4) at a time: `load(ids of block u)` for each block
-/// of the step before `use_(loaded)` sees them all (blocks past b1 are loaded with column 0 and
-/// no mask bit).
+/// Walks blocks b0 .. b1 `S` (1 or 2) at a time: `load(ids of block u)` for each block of a step
+/// before `use_(ids, loaded)` sees them (a block past b1 is loaded with neighbour 0 and no mask
+/// bit).
 #[inline(always)]
 unsafe fn steps<B: Copy + Default, const S: usize>(w: &TcWindows, b0: u32, b1: u32, q: &Quad, mut load: impl FnMut(&BlockIds) -> B, mut use_: impl FnMut(&[BlockIds; S], &[B; S])) {
     let mut next = unsafe { load_ids(w, b0, b1, q.lane) };
@@ -215,7 +241,7 @@ unsafe fn steps<B: Copy + Default, const S: usize>(w: &TcWindows, b0: u32, b1: u
         }
         let mut bid = [BlockIds::default(); S];
         let mut blk = [B::default(); S];
-        crate::unroll4!(u => {
+        crate::unroll2!(u => {
             if u < S {
                 bid[u] = BlockIds::of(&ids, u as u32, q);
                 blk[u] = load(&bid[u]);
@@ -226,7 +252,7 @@ unsafe fn steps<B: Copy + Default, const S: usize>(w: &TcWindows, b0: u32, b1: u
     }
 }
 
-/// A window row's running softmax: max, this lane's part of the sum (its two columns of each
+/// A window row's running softmax: max, this lane's part of the sum (its two neighbours of each
 /// block; the lanes of a row share the max, so the parts add up at the end).
 #[derive(Clone, Copy)]
 struct RowState {
@@ -237,12 +263,13 @@ struct RowState {
 impl RowState {
     const EMPTY: RowState = RowState { m: f32::NEG_INFINITY, l: 0.0 };
 
-    /// Takes the largest of this lane's scores of a step (-inf: none): the new max over the
-    /// row's lanes, and the factor the running sums are rescaled by.
+    /// Takes the largest of this lane's scores of the row in a step (-inf: none): the new max
+    /// over the row's lanes, and the factor the running sums are rescaled by.
     #[inline(always)]
     fn rescale(&mut self, mx: f32) -> f32 {
-        let mut mx = mx.max(ptx::shfl_xor_f32(mx, 1));
-        mx = mx.max(ptx::shfl_xor_f32(mx, 2));
+        let mut mx = mx.max(ptx::shfl_xor_f32(mx, 4));
+        mx = mx.max(ptx::shfl_xor_f32(mx, 8));
+        mx = mx.max(ptx::shfl_xor_f32(mx, 16));
         let m_new = self.m.max(mx);
         if m_new == f32::NEG_INFINITY {
             // No edge of the row so far: nothing to rescale.
@@ -259,27 +286,19 @@ impl RowState {
     fn weight(&self, s: f32) -> f32 {
         if s == f32::NEG_INFINITY { 0.0 } else { ptx::exp(s - self.m) }
     }
-
-    /// The row's whole sum (over its four lanes).
-    #[inline(always)]
-    fn total(&self) -> f32 {
-        let l = self.l + ptx::shfl_xor_f32(self.l, 1);
-        l + ptx::shfl_xor_f32(l, 2)
-    }
 }
 
-/// What a forward (and row-pass) block brings: the scores' B fragment, the products' pairs, and
-/// the inv_norms of neighbours 2t and 2t + 1.
+/// What a forward or row-pass block brings: the scores' A fragments and the inv_norms of
+/// neighbours g and g + 8.
 #[derive(Clone, Copy, Default)]
 struct NeighbourBlock {
-    sb: [u32; 4],
-    pr: [[u32; 2]; 2],
+    sa: [[u32; 4]; 2],
     inv: [f32; 2],
 }
 
 #[inline(always)]
 unsafe fn neighbour_block(n16: *const u32, inv_norm: *const f32, id: &BlockIds, q: &Quad) -> NeighbourBlock {
-    unsafe { NeighbourBlock { sb: score_b(n16, id.jg, q), pr: pairs(n16, id.j0, id.j1, q), inv: [ptx::ld_nc_f32(inv_norm.add(id.j0 as usize)), ptx::ld_nc_f32(inv_norm.add(id.j1 as usize))] } }
+    unsafe { NeighbourBlock { sa: score_a(n16, id, q), inv: [ptx::ld_nc_f32(inv_norm.add(id.sg[0] as usize)), ptx::ld_nc_f32(inv_norm.add(id.sg[1] as usize))] } }
 }
 
 /// The forward (see the module comment).
@@ -289,48 +308,44 @@ pub unsafe fn forward_tc(a: AttentionTcForwardArgs) {
     let w = &a.win;
     let beta = unsafe { ptx::ld_nc_f32(a.beta) };
     unsafe {
-        windows(w, |r, b0, b1| {
-            let sa = score_a(a.n16, r + q.g, w.n_rows, &q);
-            let (mut st0, mut st1) = (RowState::EMPTY, RowState::EMPTY);
-            let mut acc = [[0f32; 4]; 4];
-            steps::<_, 4>(w, b0, b1, &q, |id| neighbour_block(a.n16, a.inv_norm, id, &q), |ids, blk| {
+        windows(w, |r0, b0, b1| {
+            let sb = score_b(a.n16, r0, w.n_rows, &q);
+            // Rows 2t and 2t + 1.
+            let mut st = [RowState::EMPTY; 2];
+            let mut acc = [[0f32; 4]; 2];
+            steps::<_, STEP>(w, b0, b1, &q, |id| neighbour_block(a.n16, a.inv_norm, id, &q), |ids, blk| {
                 // The step's scores (-inf off the edges), one rescale of the running state.
-                let mut s = [[0f32; 4]; 4];
-                let (mut mx0, mut mx1) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
-                crate::unroll4!(u => {
-                    let c = scores(&sa, &blk[u].sb);
+                let mut s = [[0f32; 4]; STEP];
+                let mut mx = [f32::NEG_INFINITY; 2];
+                crate::unroll2!(u => {
+                    let c = scores(&blk[u].sa, &sb);
                     for v in 0..4 {
                         s[u][v] = if ids[u].edge(v, q.t) { beta * c[v] } else { f32::NEG_INFINITY };
+                        mx[v & 1] = mx[v & 1].max(s[u][v]);
                     }
-                    mx0 = mx0.max(s[u][0].max(s[u][1]));
-                    mx1 = mx1.max(s[u][2].max(s[u][3]));
                 });
-                let (sc0, sc1) = (st0.rescale(mx0), st1.rescale(mx1));
-                for acc_q in acc.iter_mut() {
-                    acc_q[0] *= sc0;
-                    acc_q[1] *= sc0;
-                    acc_q[2] *= sc1;
-                    acc_q[3] *= sc1;
-                }
-                crate::unroll4!(u => {
-                    let p = [st0.weight(s[u][0]), st0.weight(s[u][1]), st1.weight(s[u][2]), st1.weight(s[u][3])];
-                    st0.l += p[0] + p[1];
-                    st1.l += p[2] + p[3];
-                    // Weights times the neighbours' norms (n_j / inv_norm_j = h_j).
-                    let (n0, n1) = (ptx::rcp_approx(blk[u].inv[0]), ptx::rcp_approx(blk[u].inv[1]));
-                    add_rows(&mut acc, [p[0] * n0, p[1] * n1, p[2] * n0, p[3] * n1], &blk[u].pr);
+                let (sc0, sc1) = (st[0].rescale(mx[0]), st[1].rescale(mx[1]));
+                scale_rows(&mut acc, sc0, sc1);
+                crate::unroll2!(u => {
+                    let mut p = [0f32; 4];
+                    for v in 0..4 {
+                        p[v] = st[v & 1].weight(s[u][v]);
+                        st[v & 1].l += p[v];
+                        // Times the neighbour's norm (n_j / inv_norm_j = h_j).
+                        p[v] *= ptx::rcp_approx(blk[u].inv[v / 2]);
+                    }
+                    add_rows(&mut acc, &rows_a(&blk[u].sa), p);
                 });
             });
-            // The sums' shuffles before the branches (every lane takes part).
-            let ls = [st0.total(), st1.total()];
-            for (half, st) in [st0, st1].iter().enumerate() {
-                let i = r + q.g + 8 * half as u32;
+            for e in 0..2 {
+                // The sum's shuffles before the branch (every lane takes part).
+                let l = row_sum(st[e].l);
+                let i = r0 + 2 * q.t + e as u32;
                 if window_row(w, i) {
-                    let l = ls[half];
                     let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
-                    store8(a.out, i, &q, row_of(&acc, 2 * half).map(|v| v * inv));
-                    if q.t == 0 {
-                        let (m, l) = if l > 0.0 { (st.m, l) } else { (0.0, 0.0) };
+                    store4(a.out, i, &q, row_of(&acc, e).map(|v| v * inv));
+                    if q.g == 0 {
+                        let (m, l) = if l > 0.0 { (st[e].m, l) } else { (0.0, 0.0) };
                         ptx::st_f32(a.stats.add(2 * i as usize), m);
                         ptx::st_f32(a.stats.add(2 * i as usize + 1), l);
                     }
@@ -349,43 +364,43 @@ pub unsafe fn row_grad_tc(a: AttentionTcRowGradArgs) {
     let beta = unsafe { ptx::ld_nc_f32(a.beta) };
     let mut dbeta_part = 0f32;
     unsafe {
-        windows(w, |r, b0, b1| {
-            let (sa, sg) = (score_a(a.n16, r + q.g, w.n_rows, &q), score_a(a.dout16, r + q.g, w.n_rows, &q));
-            // Per row (g, g + 8): D, and the softmax's max and 1 / sum (rows not the windows'
-            // have no mask bits; their values are never used).
+        windows(w, |r0, b0, b1| {
+            let (sb, gb) = (score_b(a.n16, r0, w.n_rows, &q), score_b(a.dout16, r0, w.n_rows, &q));
+            // Per row 2t + e: D (rows past the graph 0), and the softmax's max and 1 / sum (rows
+            // not the windows' have no mask bits: their values are never used).
             let mut d = [0f32; 2];
             let mut ml = [(0f32, 0f32); 2];
-            for half in 0..2 {
-                let i = r + q.g + 8 * half as u32;
-                d[half] = quad_dot(&load8(a.dout, i, w.n_rows, &q), &load8(a.out, i, w.n_rows, &q));
+            for e in 0..2 {
+                let i = r0 + 2 * q.t + e as u32;
+                d[e] = row_dot(&load4(a.dout, i, w.n_rows, &q), &load4(a.out, i, w.n_rows, &q));
                 if i < w.n_rows {
                     let s = ptx::ld_nc_v2_f32(a.stats.add(2 * i as usize));
-                    ml[half] = (s[0], if s[1] > 0.0 { 1.0 / s[1] } else { 0.0 });
+                    ml[e] = (s[0], if s[1] > 0.0 { 1.0 / s[1] } else { 0.0 });
                 }
             }
-            let mut acc = [[0f32; 4]; 4];
-            steps::<_, 4>(w, b0, b1, &q, |id| neighbour_block(a.n16, a.inv_norm, id, &q), |ids, blk| {
-                crate::unroll4!(u => {
-                    let cos = scores(&sa, &blk[u].sb);
-                    // dout_i . n_j, times norm_j below: dalpha = dout_i . h_j.
-                    let gn = scores(&sg, &blk[u].sb);
-                    let norm = [ptx::rcp_approx(blk[u].inv[0]), ptx::rcp_approx(blk[u].inv[1])];
+            let mut acc = [[0f32; 4]; 2];
+            steps::<_, STEP>(w, b0, b1, &q, |id| neighbour_block(a.n16, a.inv_norm, id, &q), |ids, blk| {
+                crate::unroll2!(u => {
+                    let cos = scores(&blk[u].sa, &sb);
+                    // dout_i . n_j, times norm_j: dalpha = dout_i . h_j.
+                    let gn = scores(&blk[u].sa, &gb);
                     let mut ds = [0f32; 4];
                     for v in 0..4 {
-                        let (m, rl) = ml[v / 2];
-                        let e = ptx::exp(beta * cos[v] - m) * rl * ptx::fma_f32(gn[v], norm[v & 1], -d[v / 2]);
-                        ds[v] = if ids[u].edge(v, q.t) { e } else { 0.0 };
+                        let (m, rl) = ml[v & 1];
+                        let norm = ptx::rcp_approx(blk[u].inv[v / 2]);
+                        let x = ptx::exp(beta * cos[v] - m) * rl * ptx::fma_f32(gn[v], norm, -d[v & 1]);
+                        ds[v] = if ids[u].edge(v, q.t) { x } else { 0.0 };
                         dbeta_part = ptx::fma_f32(ds[v], cos[v], dbeta_part);
                     }
-                    add_rows(&mut acc, ds, &blk[u].pr);
+                    add_rows(&mut acc, &rows_a(&blk[u].sa), ds);
                 });
             });
-            for half in 0..2 {
-                let i = r + q.g + 8 * half as u32;
+            for e in 0..2 {
+                let i = r0 + 2 * q.t + e as u32;
                 if window_row(w, i) {
-                    store8(a.dn, i, &q, row_of(&acc, 2 * half).map(|v| v * beta));
-                    if q.t == 0 {
-                        ptx::st_f32(a.d_row.add(i as usize), d[half]);
+                    store4(a.dn, i, &q, row_of(&acc, e).map(|v| v * beta));
+                    if q.g == 0 {
+                        ptx::st_f32(a.d_row.add(i as usize), d[e]);
                     }
                 }
             }
@@ -397,14 +412,12 @@ pub unsafe fn row_grad_tc(a: AttentionTcRowGradArgs) {
     }
 }
 
-/// What a column-pass block brings: sources i's n and dout (scores' B fragments and products'
-/// pairs), and for sources 2t and 2t + 1 their softmax (max, sum) and D.
+/// What a column-pass block brings: the sources' n and dout (scores' A fragments), and the
+/// softmax (max, sum) and D of sources g and g + 8.
 #[derive(Clone, Copy, Default)]
 struct SourceBlock {
-    sb_n: [u32; 4],
-    sb_d: [u32; 4],
-    pr_n: [[u32; 2]; 2],
-    pr_d: [[u32; 2]; 2],
+    sa_n: [[u32; 4]; 2],
+    sa_d: [[u32; 4]; 2],
     ml: [[f32; 2]; 2],
     d: [f32; 2],
 }
@@ -418,65 +431,64 @@ pub unsafe fn col_grad_tc(a: AttentionTcColGradArgs) {
     let w = &a.win;
     let beta = unsafe { ptx::ld_nc_f32(a.beta) };
     unsafe {
-        windows(w, |r, b0, b1| {
-            let sa = score_a(a.n16, r + q.g, w.n_rows, &q);
-            // norm_j of rows g and g + 8 (dalpha_ij = dout_i . h_j = norm_j dout_i . n_j).
+        windows(w, |r0, b0, b1| {
+            let sb = score_b(a.n16, r0, w.n_rows, &q);
+            // norm_j of rows 2t and 2t + 1 (dalpha_ij = dout_i . h_j = norm_j dout_i . n_j).
             let mut norm = [0f32; 2];
-            for half in 0..2 {
-                let j = r + q.g + 8 * half as u32;
+            for e in 0..2 {
+                let j = r0 + 2 * q.t + e as u32;
                 if j < w.n_rows {
-                    norm[half] = ptx::rcp_approx(ptx::ld_nc_f32(a.inv_norm.add(j as usize)));
+                    norm[e] = ptx::rcp_approx(ptx::ld_nc_f32(a.inv_norm.add(j as usize)));
                 }
             }
-            let (mut acc_dn, mut acc_dh) = ([[0f32; 4]; 4], [[0f32; 4]; 4]);
-            steps::<_, 2>(
+            let (mut acc_dn, mut acc_dh) = ([[0f32; 4]; 2], [[0f32; 4]; 2]);
+            steps::<_, 1>(
                 w,
                 b0,
                 b1,
                 &q,
                 |id| SourceBlock {
-                    sb_n: score_b(a.n16, id.jg, &q),
-                    sb_d: score_b(a.dout16, id.jg, &q),
-                    pr_n: pairs(a.n16, id.j0, id.j1, &q),
-                    pr_d: pairs(a.dout16, id.j0, id.j1, &q),
-                    ml: [ptx::ld_nc_v2_f32(a.stats.add(2 * id.j0 as usize)), ptx::ld_nc_v2_f32(a.stats.add(2 * id.j1 as usize))],
-                    d: [ptx::ld_nc_f32(a.d_row.add(id.j0 as usize)), ptx::ld_nc_f32(a.d_row.add(id.j1 as usize))],
+                    sa_n: score_a(a.n16, id, &q),
+                    sa_d: score_a(a.dout16, id, &q),
+                    ml: [ptx::ld_nc_v2_f32(a.stats.add(2 * id.sg[0] as usize)), ptx::ld_nc_v2_f32(a.stats.add(2 * id.sg[1] as usize))],
+                    d: [ptx::ld_nc_f32(a.d_row.add(id.sg[0] as usize)), ptx::ld_nc_f32(a.d_row.add(id.sg[1] as usize))],
                 },
                 |ids, blk| {
-                    crate::unroll2!(u => {
-                        let cos = scores(&sa, &blk[u].sb_n);
-                        let gn = scores(&sa, &blk[u].sb_d);
+                    {
+                        let u = 0;
+                        let cos = scores(&blk[u].sa_n, &sb);
+                        let gn = scores(&blk[u].sa_d, &sb);
                         let (mut al, mut ds) = ([0f32; 4], [0f32; 4]);
                         for v in 0..4 {
-                            let (ml, di) = (blk[u].ml[v & 1], blk[u].d[v & 1]);
-                            let e = ptx::exp(beta * cos[v] - ml[0]) * ptx::rcp_approx(ml[1]);
-                            al[v] = if ids[u].edge(v, q.t) { e } else { 0.0 };
-                            ds[v] = al[v] * ptx::fma_f32(gn[v], norm[v / 2], -di);
+                            let (ml, di) = (blk[u].ml[v / 2], blk[u].d[v / 2]);
+                            let x = ptx::exp(beta * cos[v] - ml[0]) * ptx::rcp_approx(ml[1]);
+                            al[v] = if ids[u].edge(v, q.t) { x } else { 0.0 };
+                            ds[v] = al[v] * ptx::fma_f32(gn[v], norm[v & 1], -di);
                         }
-                        add_rows(&mut acc_dn, ds, &blk[u].pr_n);
-                        add_rows(&mut acc_dh, al, &blk[u].pr_d);
-                    });
+                        add_rows(&mut acc_dn, &rows_a(&blk[u].sa_n), ds);
+                        add_rows(&mut acc_dh, &rows_a(&blk[u].sa_d), al);
+                    }
                 },
             );
             // dn_j in full, then dh_j = acc_dh + (dn_j - n_j (n_j . dn_j)) inv_j; the dot's
             // shuffles before the branch.
-            for half in 0..2 {
-                let j = r + q.g + 8 * half as u32;
-                let (nj, part) = (load8(a.n, j, w.n_rows, &q), load8(a.dn, j, w.n_rows, &q));
-                let acc = row_of(&acc_dn, 2 * half);
-                let mut dn = [0f32; 8];
-                for k in 0..8 {
+            for e in 0..2 {
+                let j = r0 + 2 * q.t + e as u32;
+                let (nj, part) = (load4(a.n, j, w.n_rows, &q), load4(a.dn, j, w.n_rows, &q));
+                let acc = row_of(&acc_dn, e);
+                let mut dn = [0f32; 4];
+                for k in 0..4 {
                     dn[k] = ptx::fma_f32(beta, acc[k], part[k]);
                 }
-                let nd = quad_dot(&nj, &dn);
+                let nd = row_dot(&nj, &dn);
                 if window_row(w, j) {
                     let inv = ptx::ld_nc_f32(a.inv_norm.add(j as usize));
-                    let dh = row_of(&acc_dh, 2 * half);
-                    let mut out = [0f32; 8];
-                    for k in 0..8 {
+                    let dh = row_of(&acc_dh, e);
+                    let mut out = [0f32; 4];
+                    for k in 0..4 {
                         out[k] = ptx::fma_f32(dn[k] - nj[k] * nd, inv, dh[k]);
                     }
-                    store8(a.dh, j, &q, out);
+                    store4(a.dh, j, &q, out);
                 }
             }
         })

@@ -150,6 +150,9 @@ fn huge_declared_sizes_are_refused_up_front() {
     refuses(&dir, &["gen", "complete", "--n", "100000", "-o", "c.mtx"], &["Complete", "2^31"]);
     refuses(&dir, &["info", "small.txt", "--worklist", "--sm-count", "1000000000"], &["--sm-count", "1..=1024"]);
     refuses(&dir, &["info", "small.txt", "--worklist", "--k-slices", "1000000000"], &["--k-slices", "1..=4096"]);
+    // The tensor-core attention's row limit, refused before any GPU is looked for.
+    refuses(&dir, &["bench", "train", "small.txt", "--attention-tc", "300"], &["--attention-tc 300", "at most 256"]);
+    refuses(&dir, &["bench", "attention", "small.txt", "--tc-row-max", "300"], &["--tc-row-max 300", "at most 256"]);
     std::fs::write(dir.join("ring.mtx"), RING6).unwrap();
     let cpu = ["--device", "cpu", "--epochs", "1", "--quiet"];
     let train = |extra: &[&str], expect: &[&str]| {

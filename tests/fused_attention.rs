@@ -114,10 +114,10 @@ fn cpu_fused_refuses_bad_shapes() {
     let b = CpuBackend::<f64>::new();
     let g = b.graph(Csr::from_triplets(3, 4, &[(0, 1, 1.0)]).unwrap()).unwrap();
     let m = |r, c| HostMat::<f64>::zeros(r, c);
-    let err = b.attention_forward(&g, &m(1, 1), &m(3, 4), &m(3, 4), &m(3, 1), &mut m(3, 4), &mut m(3, 2)).unwrap_err();
+    let err = b.attention_forward(&g, &m(1, 1), &m(3, 4), &mut m(3, 4), &mut m(3, 1), &mut m(3, 4), &mut m(3, 2), &mut ()).unwrap_err();
     assert!(err.to_string().contains("square"), "{err}");
     let g = b.graph(Csr::from_triplets(3, 3, &[(0, 1, 1.0)]).unwrap()).unwrap();
-    let err = b.attention_forward(&g, &m(1, 1), &m(3, 4), &m(3, 4), &m(3, 1), &mut m(3, 4), &mut m(2, 2)).unwrap_err();
+    let err = b.attention_forward(&g, &m(1, 1), &m(3, 4), &mut m(3, 4), &mut m(3, 1), &mut m(3, 4), &mut m(2, 2), &mut ()).unwrap_err();
     assert!(err.to_string().contains("stats"), "{err}");
 }
 
@@ -150,14 +150,14 @@ fn gpu_fused_attention_matches_cpu() {
                 let hd = b.upload(&to_f32(&h)).unwrap();
                 let dd = b.upload(&to_f32(&dout)).unwrap();
                 let bd = b.upload(&Matrix::from_vec(1, 1, vec![beta]).unwrap()).unwrap();
-                let (mut nd, mut inv) = (b.matrix(n, d).unwrap(), b.matrix(n, 1).unwrap());
-                b.row_normalize(&hd, &mut nd, &mut inv).unwrap();
+                let (mut nd, mut inv) = (b.upload(&poison(n, d)).unwrap(), b.upload(&poison(n, 1)).unwrap());
                 let mut out = b.upload(&poison(n, d)).unwrap();
                 let mut stats = b.upload(&poison(n, 2)).unwrap();
-                b.attention_forward(&g, &bd, &hd, &nd, &inv, &mut out, &mut stats).unwrap();
+                let mut copy = b.attention_copy();
+                b.attention_forward(&g, &bd, &hd, &mut nd, &mut inv, &mut out, &mut stats, &mut copy).unwrap();
                 let (mut dn, mut d_row, mut dh) = (b.upload(&poison(n, d)).unwrap(), b.upload(&poison(n, 1)).unwrap(), b.upload(&poison(n, d)).unwrap());
                 let mut dbeta = b.upload(&poison(1, 1)).unwrap();
-                b.attention_backward(&g, &bd, &hd, &nd, &inv, &stats, &out, &dd, &mut dn, &mut d_row, &mut dh, &mut dbeta).unwrap();
+                b.attention_backward(&g, &bd, &hd, &nd, &inv, &stats, &copy, &out, &dd, &mut dn, &mut d_row, &mut dh, &mut dbeta).unwrap();
 
                 let eo = rel_error(&b.download(&out).unwrap().data, &out_ref);
                 let eh = rel_error(&b.download(&dh).unwrap().data, &dh_ref);
@@ -254,21 +254,26 @@ fn gpu_tensor_core_attention_matches_cpu() {
                 // The statistics as the CUDA-core backward reads them.
                 let (mut dn, mut d_row, mut dh) = (b.upload(&poison(n, d)).unwrap(), b.upload(&poison(n, 1)).unwrap(), b.upload(&poison(n, d)).unwrap());
                 let mut dbeta = b.upload(&poison(1, 1)).unwrap();
-                b.attention_backward(&g, &bd, &hd, &nd, &inv, &stats, &out, &dd, &mut dn, &mut d_row, &mut dh, &mut dbeta).unwrap();
+                b.attention_backward(&g, &bd, &hd, &nd, &inv, &stats, &b.attention_copy(), &out, &dd, &mut dn, &mut d_row, &mut dh, &mut dbeta).unwrap();
                 let out_h = b.download(&out).unwrap();
                 assert!(out_h.data.iter().all(|v| v.is_finite()), "{name} d={d} row_max={row_max}: unwritten output");
                 let eo = rel_error(&out_h.data, &out_ref);
                 let eh = rel_error(&b.download(&dh).unwrap().data, &dh_ref);
                 println!("tensor cores {name} d={d} row_max={row_max}: out {eo:.1e}, dh {eh:.1e} (CUDA-core backward)");
                 assert!(eo < 1e-2 && eh < 1e-2, "tensor cores {name} d={d} row_max={row_max}: out {eo:.1e}, dh {eh:.1e}");
-                // The backward on the tensor cores, from the same forward.
-                let dh16 = match DeviceFeatures::upload(&gpu, &to_f32(&dout), Precision::F16).unwrap() {
+                // The backward on the tensor cores, from the same forward; dout's f16 copy is the
+                // row pass's to write (every row: poisoned here, compared with the cast after).
+                let mut dout16 = match DeviceFeatures::upload(&gpu, &to_f32(&dout), Precision::F16).unwrap() {
                     DeviceFeatures::F16(x) => x,
                     _ => panic!("f16 upload gave f32"),
                 };
+                let want16 = dout16.download_padded().unwrap();
+                dout16.poison().unwrap();
                 let (mut dn, mut d_row, mut dh) = (b.upload(&poison(n, d)).unwrap(), b.upload(&poison(n, 1)).unwrap(), b.upload(&poison(n, d)).unwrap());
                 let mut dbeta = b.upload(&poison(1, 1)).unwrap();
-                attention_backward_tc(&g.handle, &bd, &nd, &nh, &hd, &inv, &stats, &out, &dd, &dh16, &mut dn, &mut d_row, &mut dh, &mut dbeta, row_max).unwrap();
+                attention_backward_tc(&g.handle, &bd, &nd, &nh, &hd, &inv, &stats, &out, &dd, &mut dout16, &mut dn, &mut d_row, &mut dh, &mut dbeta, row_max).unwrap();
+                let bits = |v: Vec<half::f16>| v.into_iter().map(|x| x.to_bits()).collect::<Vec<u16>>();
+                assert_eq!(bits(dout16.download_padded().unwrap()), bits(want16), "{name} d={d} row_max={row_max}: dout's f16 copy");
                 let dh_h = b.download(&dh).unwrap();
                 assert!(dh_h.data.iter().all(|v| v.is_finite()), "{name} d={d} row_max={row_max}: unwritten dh");
                 let eh = rel_error(&dh_h.data, &dh_ref);
@@ -277,6 +282,33 @@ fn gpu_tensor_core_attention_matches_cpu() {
                 assert!(eh < 1e-2, "tensor-core backward {name} d={d} row_max={row_max}: dh {eh:.1e}");
                 assert!((db - db_ref).abs() <= 2e-2 * db_ref.abs().max(1.0), "tensor-core backward {name} d={d} row_max={row_max}: dbeta {db} against {db_ref}");
             }
+        }
+    }
+    // Through the backend with the tensor cores on: the forward normalises h, writing n's f16
+    // copy for both passes; the backward takes it (and casts n afresh for another n's copy).
+    let bt = CudaBackend::new(gpu.clone(), Precision::F16, Impl::Auto).unwrap().with_attention_tc(256);
+    for (name, s) in [("n=5000 random", pattern(&random_graph(5000, 30, 0, 56))), ("star of 600", star(600))] {
+        let n = s.n_rows();
+        let (h, dout) = (round_f32(&random_host(n, 32, 10)), round_f32(&random_host(n, 32, 11)));
+        let (out_ref, dh_ref, db_ref) = conv_f64(&s, true, 1.3, &h, &dout);
+        let g = bt.graph(s.clone()).unwrap();
+        let (hd, dd) = (bt.upload(&to_f32(&h)).unwrap(), bt.upload(&to_f32(&dout)).unwrap());
+        let bd = bt.upload(&Matrix::from_vec(1, 1, vec![1.3]).unwrap()).unwrap();
+        let (mut nd, mut inv) = (bt.upload(&poison(n, 32)).unwrap(), bt.upload(&poison(n, 1)).unwrap());
+        let (mut out, mut stats) = (bt.upload(&poison(n, 32)).unwrap(), bt.upload(&poison(n, 2)).unwrap());
+        let mut copy = bt.attention_copy();
+        bt.attention_forward(&g, &bd, &hd, &mut nd, &mut inv, &mut out, &mut stats, &mut copy).unwrap();
+        let eo = rel_error(&bt.download(&out).unwrap().data, &out_ref);
+        for own_copy in [true, false] {
+            let (mut dn, mut d_row, mut dh) = (bt.upload(&poison(n, 32)).unwrap(), bt.upload(&poison(n, 1)).unwrap(), bt.upload(&poison(n, 32)).unwrap());
+            let mut dbeta = bt.upload(&poison(1, 1)).unwrap();
+            let other = bt.attention_copy();
+            bt.attention_backward(&g, &bd, &hd, &nd, &inv, &stats, if own_copy { &copy } else { &other }, &out, &dd, &mut dn, &mut d_row, &mut dh, &mut dbeta).unwrap();
+            let eh = rel_error(&bt.download(&dh).unwrap().data, &dh_ref);
+            let db = bt.download(&dbeta).unwrap().data[0] as f64;
+            println!("backend, tensor cores {name} (forward's copy {own_copy}): out {eo:.1e}, dh {eh:.1e}, dbeta {db} against {db_ref}");
+            assert!(eo < 1e-2 && eh < 1e-2, "backend, tensor cores {name}: out {eo:.1e}, dh {eh:.1e}");
+            assert!((db - db_ref).abs() <= 2e-2 * db_ref.abs().max(1.0), "backend, tensor cores {name}: dbeta {db} against {db_ref}");
         }
     }
     // Out of range row_max and a stride the kernel does not take are refused.

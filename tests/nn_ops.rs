@@ -686,6 +686,16 @@ fn gpu_row_normalize_and_backward() {
             split(&host(&nd), &n, cols, &format!("row_normalize n {what}"));
             split(&invd.download(&gpu).unwrap()[..rows], &inv, 1, &format!("row_normalize inv_norm {what}"));
             assert_padding_zero(&nd, "row_normalize");
+            // With the f16 copy (the tensor-core attention's): the same n, and beside it n rounded
+            // to f16 (round to nearest even, as `half` rounds), padding included.
+            let mut n16 = DeviceMatrix::<half::f16>::zeros(&gpu, rows, cols).unwrap();
+            n16.poison().unwrap();
+            let (mut nd2, mut invd2) = (poisoned(&gpu, rows, cols), poisoned_vec(&gpu, rows));
+            row_normalize_with_half(&dev(&gpu, rows, cols, &h), &mut nd2, Some(&mut n16), &mut invd2).unwrap();
+            assert_eq!(host(&nd2), host(&nd), "row_normalize_with_half n {what}");
+            let want: Vec<u16> = nd2.download_padded().unwrap().iter().map(|&v| half::f16::from_f32(v).to_bits()).collect();
+            let got: Vec<u16> = n16.download_padded().unwrap().iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "row_normalize_with_half n16 {what}");
 
             // Backward from the GPU's own n and inv_norm (the CPU reads the same f32 values).
             let (n32, inv32): (Vec<f64>, Vec<f64>) = (

@@ -36,6 +36,8 @@ pub struct Gpu {
     pub(crate) staging: crate::gpu::pinned::Staging,
     /// Pinned slots of small asynchronous copies ([`Gpu::copy_htod_pinned`]), made on first use.
     pub(crate) arena: crate::gpu::pinned::Arena,
+    /// The second stream of [`Gpu::fork_join`], made on first use.
+    pub(crate) side: std::sync::OnceLock<Arc<CudaStream>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -95,7 +97,7 @@ impl Gpu {
             )));
         }
         let kernels = KernelModule::load(&ctx)?;
-        Ok(Arc::new(Gpu { ctx, stream, kernels, info, clock: SetupClock::default(), staging: Default::default(), arena: Default::default() }))
+        Ok(Arc::new(Gpu { ctx, stream, kernels, info, clock: SetupClock::default(), staging: Default::default(), arena: Default::default(), side: Default::default() }))
     }
 
     /// The first device, or the reason there is none.

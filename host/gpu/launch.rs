@@ -97,7 +97,8 @@ impl<A: DeviceRepr> Kernel<A> {
         })
     }
 
-    /// Launch on the GPU's stream with `args`.
+    /// Launch on the GPU's stream with `args` (on the side stream inside [`Gpu::fork_join`]'s
+    /// `side`).
     ///
     /// # Safety
     /// Every address in `args` must point at a live device allocation large enough for what the
@@ -107,7 +108,8 @@ impl<A: DeviceRepr> Kernel<A> {
         let name = self.name;
         let Some(func) = self.function(gpu, shape)? else { return Ok(()) };
         let cfg = LaunchConfig { grid_dim: shape.grid, block_dim: shape.block, shared_mem_bytes: shape.smem_bytes };
-        let mut builder = gpu.stream.launch_builder(&func);
+        let stream = crate::gpu::side_stream::launch_stream(gpu)?;
+        let mut builder = stream.launch_builder(&func);
         builder.arg(args);
         unsafe { builder.launch(cfg) }.map_err(|e| Error::cuda(format!("launching {name} with {shape:?}"), e))?;
         Ok(())

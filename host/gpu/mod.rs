@@ -19,6 +19,7 @@ pub mod pinned;
 pub mod selftest;
 pub mod setup_clock;
 pub mod shared;
+pub mod side_stream;
 pub mod timing;
 
 pub use cublas::{Blas, GemmMath};

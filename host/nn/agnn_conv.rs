@@ -61,6 +61,8 @@ enum Path<B: Ops> {
     Fused {
         /// Softmax (max, sum) per row (rows x 2).
         stats: B::Mat,
+        /// What else the forward leaves for the backward (the GPU's f16 copy of n).
+        copy: B::AttentionCopy,
         /// Backward scratch: dn's row part and D per row.
         dn: B::Mat,
         d_row: B::Mat,
@@ -84,7 +86,7 @@ impl<B: Ops> AgnnConv<B> {
     /// A layer over `rows` nodes of width `dim`, β initialised to 1 (as PyG), on the fused op.
     /// (`_g`: the fused op allocates nothing per edge.)
     pub fn new(b: &B, _g: &AgnnGraph<B>, rows: usize, dim: usize) -> Result<Self> {
-        let path = Path::Fused { stats: b.matrix(rows, 2)?, dn: b.matrix(rows, dim)?, d_row: b.matrix(rows, 1)? };
+        let path = Path::Fused { stats: b.matrix(rows, 2)?, copy: b.attention_copy(), dn: b.matrix(rows, dim)?, d_row: b.matrix(rows, 1)? };
         Self::with_path(b, rows, dim, path)
     }
 
@@ -116,10 +118,11 @@ impl<B: Ops> AgnnConv<B> {
     }
 
     pub fn forward(&mut self, b: &B, g: &AgnnGraph<B>, h: &B::Mat) -> Result<&B::Mat> {
-        b.row_normalize(h, &mut self.n, &mut self.inv_norm)?;
         match &mut self.path {
-            Path::Fused { stats, .. } => b.attention_forward(&g.graph, &self.beta.value, h, &self.n, &self.inv_norm, &mut self.out, stats)?,
+            // The normalisation is the fused op's (it writes what its kernels gather).
+            Path::Fused { stats, copy, .. } => b.attention_forward(&g.graph, &self.beta.value, h, &mut self.n, &mut self.inv_norm, &mut self.out, stats, copy)?,
             Path::Unfused(u) => {
+                b.row_normalize(h, &mut self.n, &mut self.inv_norm)?;
                 b.sddmm(&g.graph, &self.n, &self.n, &mut u.cos)?;
                 b.edge_softmax(&g.graph, &self.beta.value, &u.cos, &mut u.alpha)?;
                 b.spmm(&g.graph, Side::Forward, &u.alpha, h, &mut self.out)?;
@@ -138,9 +141,9 @@ impl<B: Ops> AgnnConv<B> {
     /// Fills β's gradient and writes dH into `dh` (`h` is the forward's input).
     pub fn backward(&mut self, b: &B, g: &AgnnGraph<B>, h: &B::Mat, dout: &B::Mat, dh: &mut B::Mat) -> Result<()> {
         let u = match &mut self.path {
-            Path::Fused { stats, dn, d_row } => {
+            Path::Fused { stats, copy, dn, d_row } => {
                 let (beta, n, inv) = (&self.beta.value, &self.n, &self.inv_norm);
-                return b.attention_backward(&g.graph, beta, h, n, inv, stats, &self.out, dout, dn, d_row, dh, &mut self.beta.grad);
+                return b.attention_backward(&g.graph, beta, h, n, inv, stats, copy, &self.out, dout, dn, d_row, dh, &mut self.beta.grad);
             }
             Path::Unfused(u) => u,
         };

@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::gpu::memory::padded_ld;
+use crate::nn::operand::Operand;
 use crate::ops::backend::Ops;
 
 pub struct Dropout<B: Ops> {
@@ -41,6 +42,26 @@ impl<B: Ops> Dropout<B> {
     /// What the last `forward` of `x` produced: `x` itself when inactive (no copy).
     pub fn output<'a>(&'a self, x: &'a B::Mat, train: bool) -> &'a B::Mat {
         if self.is_active(train) { &self.out } else { x }
+    }
+
+    /// This dropout of `x` as the left operand of the product that follows it, the mask drawn
+    /// inside the product ([`Operand::Dropped`]: no dropped copy written; `x` itself when
+    /// inactive): for [`Dropout::backward_redrawn`], not [`Dropout::backward`].
+    pub fn operand<'a>(&self, x: &'a B::Mat, train: bool) -> Operand<'a, B> {
+        if self.is_active(train) {
+            Operand::Dropped { x, half: None, p: self.p, seed: self.seed, offset: self.offset }
+        } else {
+            Operand::Dense(x)
+        }
+    }
+
+    /// dx = dropout'(dy) after a product of [`Dropout::operand`] in this step: the mask drawn
+    /// again (the same draw: same seed, step and offset), into the mask scratch.
+    pub fn backward_redrawn(&mut self, b: &B, dy: &B::Mat, dx: &mut B::Mat) -> Result<()> {
+        if self.p == 0.0 {
+            return b.copy(dy, dx);
+        }
+        b.dropout_at(dy, dx, &mut self.mask, self.p, self.seed, self.offset)
     }
 
     /// The output of `dropout(max(z + bias, 0))` in one pass (a hidden layer's bias, ReLU and

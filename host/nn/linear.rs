@@ -45,6 +45,16 @@ impl<B: Ops> Linear<B> {
         Ok(&self.out)
     }
 
+    /// `max(x W + bias, 0)`: the bias and a ReLU in one pass after the product.
+    pub fn forward_relu(&mut self, b: &B, x: &Operand<B>) -> Result<&B::Mat> {
+        self.forward_pre_bias(b, x)?;
+        match &self.bias {
+            Some(bias) => b.bias_relu(&mut self.out, &bias.value)?,
+            None => b.relu(&mut self.out)?,
+        }
+        Ok(&self.out)
+    }
+
     /// `x W` alone: the output before the bias (for a caller that adds the bias in a pass of
     /// its own, with what follows it).
     pub fn forward_pre_bias(&mut self, b: &B, x: &Operand<B>) -> Result<&B::Mat> {

@@ -10,7 +10,6 @@ use crate::nn::input::InputFeatures;
 use crate::nn::linear::Linear;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{Model, ModelConfig, ModelInfo, dropout_seed, edge_bytes, mat_bytes, param_bytes};
-use crate::nn::operand::Operand;
 use crate::nn::param::Param;
 use crate::ops::backend::Ops;
 use crate::ops::backend::cuda::EdgeLayout;
@@ -127,9 +126,8 @@ impl<B: Ops> Model<B> for Agnn<B> {
     fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat> {
         {
             let x0 = input.forward(b, train, self.p, self.input_seed)?;
-            self.lin_in.forward(b, &x0)?;
+            self.lin_in.forward_relu(b, &x0)?;
         }
-        b.relu(self.lin_in.out_mut())?;
         // Each conv reads its input's neighbour rows: on a part, its halo rows are filled first.
         halo_hook::fill(&self.graph.halo, b, self.lin_in.out_mut())?;
         let last = self.convs.len() - 1;
@@ -141,17 +139,15 @@ impl<B: Ops> Model<B> for Agnn<B> {
                 halo_hook::fill(&self.graph.halo, b, rest[0].out_mut())?;
             }
         }
+        // The dropout drawn inside lin_out's product (no dropped copy).
         let top = self.convs.last().expect("at least one layer").out();
-        self.drop_out.forward(b, top, train)?;
-        let h = self.drop_out.output(top, train);
-        self.lin_out.forward(b, &Operand::Dense(h))
+        self.lin_out.forward(b, &self.drop_out.operand(top, train))
     }
 
     fn backward(&mut self, b: &B, input: &InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
         let top = self.convs.last().expect("at least one layer").out();
-        let h = self.drop_out.output(top, true);
-        self.lin_out.backward(b, &Operand::Dense(h), dlogits, Some(&mut self.d_top))?;
-        self.drop_out.backward(b, &self.d_top, &mut self.d_a)?;
+        self.lin_out.backward(b, &self.drop_out.operand(top, true), dlogits, Some(&mut self.d_top))?;
+        self.drop_out.backward_redrawn(b, &self.d_top, &mut self.d_a)?;
         for l in (0..self.convs.len()).rev() {
             let (done, rest) = self.convs.split_at_mut(l);
             let h = Self::conv_input(&self.lin_in, done, l);

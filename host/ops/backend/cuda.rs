@@ -235,6 +235,15 @@ impl CudaBackend {
         r
     }
 
+    /// Runs `f` on the f16 scratch matrix of `rows` x `cols` for `slot` as it is (for kernels
+    /// that write it before they read it), under the same rules as [`CudaBackend::with_half`].
+    pub(crate) fn with_half_scratch<R>(&self, rows: usize, cols: usize, slot: u8, f: impl FnOnce(&mut DeviceMatrix<f16>) -> Result<R>) -> Result<R> {
+        let mut xh = self.half.lock().expect("f16 scratch poisoned").mat(&self.gpu, rows, cols, slot)?;
+        let r = f(&mut xh);
+        self.half.lock().expect("f16 scratch poisoned").put(xh, slot);
+        r
+    }
+
     /// Runs `f`, bracketed by events when op timing is on.
     pub(crate) fn timed(&self, name: &'static str, f: impl FnOnce() -> Result<()>) -> Result<()> {
         let mut guard = self.op_events.lock().expect("op timer poisoned");

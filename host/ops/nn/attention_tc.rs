@@ -211,24 +211,26 @@ pub fn attention_forward_tc(
     let what = "attention_forward_tc";
     check_tc(n, &[n16], row_max, what)?;
     check_same(n, out, what)?;
-    // The hub rows first (this also checks the graph, beta, inv_norm, stats and h).
-    attention_forward_rows(g, beta, n, h, None, inv_norm, out, stats, Some(row_max))?;
     let (win, blocks) = windows_arg(g, row_max, what)?;
-    if win.n_windows == 0 {
-        return Ok(());
-    }
     let gpu = g.gpu()?.clone();
     let args = AttentionTcForwardArgs { win, beta: beta.arg(), n16: n16.arg().cast(), inv_norm: inv_norm.buf.arg(&gpu), out: out.arg_mut(), stats: stats.buf.arg_mut(&gpu) };
-    // SAFETY: shapes checked: n16 and out are rows x 32, inv_norm and stats cover the rows
-    // (checked by `attention_forward_rows`); the lists are this graph's (column ids < n_rows).
-    unsafe { attention_forward_tc_d32.launch(&gpu, Shape::linear(blocks, 256, 0), &args) }
+    // The hub rows on the side stream, beside the windows (disjoint rows of out and stats);
+    // `attention_forward_rows` also checks the graph, beta, inv_norm, stats and h, before the
+    // windows' launch.
+    gpu.fork_join(
+        || attention_forward_rows(g, beta, n, h, None, inv_norm, out, stats, Some(row_max)),
+        // SAFETY: shapes checked: n16 and out are rows x 32, inv_norm and stats cover the rows;
+        // the lists are this graph's (column ids < n_rows).
+        || if win.n_windows == 0 { Ok(()) } else { unsafe { attention_forward_tc_d32.launch(&gpu, Shape::linear(blocks, 256, 0), &args) } },
+    )
 }
 
 /// The backward with the windows' rows on the tensor cores (the row pass over S's windows, the
 /// column pass over Sᵀ's) and the rows of at least `row_max` entries on the CUDA-core passes:
 /// `dh`, `dbeta` (zeroed here) and the scratch `dn`, `d_row` as
-/// [`super::fused_attention::attention_backward`] has them. `n16`, `dout16`: f16 copies of `n`
-/// and `dout`. Builds Sᵀ's lists on first use.
+/// [`super::fused_attention::attention_backward`] has them. `n16`: n in f16; `dout16` (shaped
+/// as `n`) is written with dout in f16 by the row pass, for the column pass to gather (every
+/// window is walked, so every row). Builds Sᵀ's lists on first use.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_backward_tc(
     g: &GraphHandle,
@@ -240,7 +242,7 @@ pub fn attention_backward_tc(
     stats: &DeviceMatrix<f32>,
     out: &DeviceMatrix<f32>,
     dout: &DeviceMatrix<f32>,
-    dout16: &DeviceMatrix<f16>,
+    dout16: &mut DeviceMatrix<f16>,
     dn: &mut DeviceMatrix<f32>,
     d_row: &mut DeviceMatrix<f32>,
     dh: &mut DeviceMatrix<f32>,
@@ -255,20 +257,21 @@ pub fn attention_backward_tc(
     let ((win_s, blocks_s), (win_t, blocks_t)) = (windows_arg(g, row_max, what)?, windows_arg(&t, row_max, what)?);
     let gpu = g.gpu()?.clone();
     dbeta.zero()?;
-    p.row_pass(dn, d_row, dbeta)?;
-    let (n16p, dout16p, inv, st) = (n16.arg().cast(), dout16.arg().cast(), inv_norm.buf.arg(&gpu), stats.buf.arg(&gpu));
-    if win_s.n_windows > 0 {
-        let args = AttentionTcRowGradArgs { win: win_s, beta: beta.arg(), n16: n16p, dout16: dout16p, inv_norm: inv, stats: st, out: out.arg(), dout: dout.arg(), dn: dn.arg_mut(), d_row: d_row.buf.arg_mut(&gpu), dbeta: dbeta.arg_mut() };
+    let (n16p, inv, st) = (n16.arg().cast(), inv_norm.buf.arg(&gpu), stats.buf.arg(&gpu));
+    // Each pass: the hub rows on the side stream beside the windows (disjoint rows; dbeta by
+    // atomic adds). The column pass needs both row passes' D and dn: it forks after the join.
+    let row = AttentionTcRowGradArgs { win: win_s, beta: beta.arg(), n16: n16p, dout16: dout16.arg_mut().cast(), inv_norm: inv, stats: st, out: out.arg(), dout: dout.arg(), dn: dn.arg_mut(), d_row: d_row.buf.arg_mut(&gpu), dbeta: dbeta.arg_mut() };
+    gpu.fork_join(
+        || p.row_pass(dn, d_row, dbeta),
         // SAFETY: shapes checked (`check_tc`, `BackwardPasses::check`); S's lists.
-        unsafe { attention_row_grad_tc_d32.launch(&gpu, Shape::linear(blocks_s, 256, 0), &args)? };
-    }
-    p.column_pass(dn, d_row, dh)?;
-    if win_t.n_windows > 0 {
-        let args = AttentionTcColGradArgs { win: win_t, beta: beta.arg(), n16: n16p, dout16: dout16p, n: n.arg(), inv_norm: inv, stats: st, d_row: d_row.buf.arg(&gpu), dn: dn.arg(), dh: dh.arg_mut() };
-        // SAFETY: as above; Sᵀ's lists (square like S), after both row passes on the stream.
-        unsafe { attention_col_grad_tc_d32.launch(&gpu, Shape::linear(blocks_t, 256, 0), &args)? };
-    }
-    Ok(())
+        || if win_s.n_windows == 0 { Ok(()) } else { unsafe { attention_row_grad_tc_d32.launch(&gpu, Shape::linear(blocks_s, 256, 0), &row) } },
+    )?;
+    let col = AttentionTcColGradArgs { win: win_t, beta: beta.arg(), n16: n16p, dout16: dout16.arg().cast(), n: n.arg(), inv_norm: inv, stats: st, d_row: d_row.buf.arg(&gpu), dn: dn.arg(), dh: dh.arg_mut() };
+    gpu.fork_join(
+        || p.column_pass(dn, d_row, dh),
+        // SAFETY: as above; Sᵀ's lists (square like S), after both row passes.
+        || if win_t.n_windows == 0 { Ok(()) } else { unsafe { attention_col_grad_tc_d32.launch(&gpu, Shape::linear(blocks_t, 256, 0), &col) } },
+    )
 }
 
 #[cfg(test)]

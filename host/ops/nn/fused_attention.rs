@@ -5,8 +5,10 @@
 //! `kernels-gpu/src/nn/fused_attention.rs` (CUDA cores, f32 arithmetic; in f16 precision the
 //! rows gathered per edge, h and dout, are read from f16 copies: half the bytes).
 //!
-//! Inputs are the layer's h, its row-normalised n and inv_norm (`row_normalize`); S must be
-//! square (n_i . n_j pairs a row with a column of the same matrix).
+//! The launchers take the layer's h with its row-normalised n and inv_norm (`row_normalize`);
+//! the backend op ([`FusedAttentionOp`]) normalises h itself, so that on the tensor-core path
+//! the normalisation writes the f16 copy of n both passes gather. S must be square (n_i . n_j
+//! pairs a row with a column of the same matrix).
 //!
 //! The backward runs two passes, because of two dependencies: (1) dn_j collects terms from
 //! the edges leaving j (rows of S) and from the edges entering j (rows of Sᵀ), and dh_j needs
@@ -18,6 +20,7 @@
 use rayon::prelude::*;
 
 use super::attention_tc::{attention_backward_tc, attention_forward_tc, tc_applies};
+use super::row_normalize::{row_normalize, row_normalize_cpu, row_normalize_with_half};
 use super::{check_gpu, check_matrix_64, check_same, row_split};
 use crate::error::{Error, Result};
 use half::f16;
@@ -426,11 +429,29 @@ impl BackwardPasses<'_> {
 /// The fused attention of an AGNN layer. Matrices: `h`, `n`, `out`, `dout`, `dh`, `dn` are
 /// rows x d; `inv_norm` and `d_row` rows x 1, `stats` rows x 2, `beta`, `dbeta` 1 x 1.
 pub trait FusedAttentionOp: Backend {
-    /// `out = softmax_row(beta cos) h` over the edges of `g`, with per-row `stats`.
+    /// What the forward leaves for the backward beside n, inv_norm and stats: on the GPU the
+    /// f16 copy of n the tensor-core kernels gather, written by the forward's normalisation (no
+    /// cast a pass); nothing on the CPU. A layer keeps one ([`FusedAttentionOp::attention_copy`]).
+    type AttentionCopy;
+    /// An empty copy (the first forward that needs it allocates it).
+    fn attention_copy(&self) -> Self::AttentionCopy;
+    /// `n = rownorm(h)` with `inv_norm` (as [`super::row_normalize`]), then
+    /// `out = softmax_row(beta cos) h` over the edges of `g` with per-row `stats`; `copy` is
+    /// written for the backward.
     #[allow(clippy::too_many_arguments)]
-    fn attention_forward(&self, g: &Self::Graph, beta: &Self::Mat, h: &Self::Mat, n: &Self::Mat, inv_norm: &Self::Mat, out: &mut Self::Mat, stats: &mut Self::Mat) -> Result<()>;
-    /// The backward of [`FusedAttentionOp::attention_forward`]: `dh` (overwritten) and
-    /// `dbeta`, through the scratch `dn` and `d_row`.
+    fn attention_forward(
+        &self,
+        g: &Self::Graph,
+        beta: &Self::Mat,
+        h: &Self::Mat,
+        n: &mut Self::Mat,
+        inv_norm: &mut Self::Mat,
+        out: &mut Self::Mat,
+        stats: &mut Self::Mat,
+        copy: &mut Self::AttentionCopy,
+    ) -> Result<()>;
+    /// The backward of [`FusedAttentionOp::attention_forward`], from what it wrote: `dh`
+    /// (overwritten) and `dbeta`, through the scratch `dn` and `d_row`.
     #[allow(clippy::too_many_arguments)]
     fn attention_backward(
         &self,
@@ -440,6 +461,7 @@ pub trait FusedAttentionOp: Backend {
         n: &Self::Mat,
         inv_norm: &Self::Mat,
         stats: &Self::Mat,
+        copy: &Self::AttentionCopy,
         out: &Self::Mat,
         dout: &Self::Mat,
         dn: &mut Self::Mat,
@@ -460,10 +482,13 @@ fn check_host<T>(rows: usize, cols: usize, mats: &[(&str, &HostMat<T>, usize)], 
 }
 
 impl<T: Real> FusedAttentionOp for CpuBackend<T> {
-    fn attention_forward(&self, g: &HostGraph<T>, beta: &HostMat<T>, h: &HostMat<T>, n: &HostMat<T>, inv_norm: &HostMat<T>, out: &mut HostMat<T>, stats: &mut HostMat<T>) -> Result<()> {
+    type AttentionCopy = ();
+    fn attention_copy(&self) {}
+    fn attention_forward(&self, g: &HostGraph<T>, beta: &HostMat<T>, h: &HostMat<T>, n: &mut HostMat<T>, inv_norm: &mut HostMat<T>, out: &mut HostMat<T>, stats: &mut HostMat<T>, _copy: &mut ()) -> Result<()> {
         let what = "attention_forward";
         check_square(&g.s, h.rows, what)?;
         check_host(h.rows, h.cols, &[("n", n, 0), ("inv_norm", inv_norm, 1), ("out", out, 0), ("stats", stats, 2)], what)?;
+        row_normalize_cpu(&h.data, h.rows, h.cols, &mut n.data, &mut inv_norm.data);
         attention_forward_cpu(&g.s, beta.data[0], &h.data, &n.data, h.cols, &mut out.data, &mut stats.data);
         Ok(())
     }
@@ -475,6 +500,7 @@ impl<T: Real> FusedAttentionOp for CpuBackend<T> {
         n: &HostMat<T>,
         inv_norm: &HostMat<T>,
         stats: &HostMat<T>,
+        _copy: &(),
         out: &HostMat<T>,
         dout: &HostMat<T>,
         dn: &mut HostMat<T>,
@@ -491,6 +517,21 @@ impl<T: Real> FusedAttentionOp for CpuBackend<T> {
     }
 }
 
+/// The f16 copy of a layer's n on the GPU, and the address of the n it was made from (the
+/// backward casts n afresh if it is handed another n).
+#[derive(Default)]
+pub struct DeviceAttentionCopy {
+    n16: Option<DeviceMatrix<f16>>,
+    of: Option<u64>,
+}
+
+impl DeviceAttentionCopy {
+    /// The copy, if it was made from `n` (same address and shape).
+    fn of(&self, n: &DeviceMatrix<f32>) -> Option<&DeviceMatrix<f16>> {
+        self.n16.as_ref().filter(|c| self.of == Some(n.ptr()) && (c.rows, c.cols, c.ld) == (n.rows, n.cols, n.ld))
+    }
+}
+
 impl CudaBackend {
     /// Whether the fused attention gathers rows from f16 copies: in f16 precision, and only
     /// where the f32 rows would not fit in L2. The kernels are bound by their instructions
@@ -498,16 +539,43 @@ impl CudaBackend {
     fn half_gathers(&self, h: &DeviceMatrix<f32>) -> bool {
         self.precision == Precision::F16 && (h.rows * h.ld * 4) as u64 > self.gpu.info().l2_bytes as u64
     }
+
+    /// Whether this layer's attention runs on the tensor cores (`ops::nn::attention_tc`).
+    fn attention_on_tc(&self, g: &GpuGraph, n: &DeviceMatrix<f32>) -> Result<bool> {
+        let row_max = self.attention_tc_row_max;
+        Ok(self.precision == Precision::F16 && row_max > 0 && tc_applies(&g.handle, n, row_max, self.attention_tc_min_degree)?)
+    }
 }
 
 impl FusedAttentionOp for CudaBackend {
-    fn attention_forward(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed("fused attention", || {
-            let row_max = self.attention_tc_row_max;
-            if self.precision == Precision::F16 && row_max > 0 && tc_applies(&g.handle, n, row_max, self.attention_tc_min_degree)? {
-                // f16 copy of n in scratch slot 1.
-                return self.with_half(n, 1, |nh| attention_forward_tc(&g.handle, beta, n, nh, h, inv_norm, out, stats, row_max));
+    type AttentionCopy = DeviceAttentionCopy;
+    fn attention_copy(&self) -> DeviceAttentionCopy {
+        DeviceAttentionCopy::default()
+    }
+    fn attention_forward(
+        &self,
+        g: &GpuGraph,
+        beta: &DeviceMatrix<f32>,
+        h: &DeviceMatrix<f32>,
+        n: &mut DeviceMatrix<f32>,
+        inv_norm: &mut DeviceMatrix<f32>,
+        out: &mut DeviceMatrix<f32>,
+        stats: &mut DeviceMatrix<f32>,
+        copy: &mut DeviceAttentionCopy,
+    ) -> Result<()> {
+        copy.of = None;
+        if self.attention_on_tc(g, n)? {
+            let fits = copy.n16.as_ref().is_some_and(|c| (c.rows, c.cols, c.ld) == (n.rows, n.cols, n.ld));
+            if !fits {
+                copy.n16 = Some(DeviceMatrix::zeros(&self.gpu, n.rows, n.cols)?);
             }
+            let n16 = copy.n16.as_mut().expect("allocated above");
+            self.timed("row normalize", || row_normalize_with_half(h, n, Some(n16), &mut inv_norm.buf))?;
+            copy.of = Some(n.ptr());
+            return self.timed("fused attention", || attention_forward_tc(&g.handle, beta, n, n16, h, inv_norm, out, stats, self.attention_tc_row_max));
+        }
+        self.timed("row normalize", || row_normalize(h, n, &mut inv_norm.buf))?;
+        self.timed("fused attention", || {
             if self.half_gathers(h) {
                 // f16 copy of h in scratch slot 1 (2 holds dout's in the backward).
                 self.with_half(h, 1, |hh| attention_forward(&g.handle, beta, n, h, Some(hh), inv_norm, out, stats))
@@ -524,6 +592,7 @@ impl FusedAttentionOp for CudaBackend {
         n: &DeviceMatrix<f32>,
         inv_norm: &DeviceMatrix<f32>,
         stats: &DeviceMatrix<f32>,
+        copy: &DeviceAttentionCopy,
         out: &DeviceMatrix<f32>,
         dout: &DeviceMatrix<f32>,
         dn: &mut DeviceMatrix<f32>,
@@ -532,10 +601,15 @@ impl FusedAttentionOp for CudaBackend {
         dbeta: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
         self.timed("fused attention backward", || {
-            let row_max = self.attention_tc_row_max;
-            if self.precision == Precision::F16 && row_max > 0 && tc_applies(&g.handle, n, row_max, self.attention_tc_min_degree)? {
-                // f16 copies of n and dout in scratch slots 1 and 2.
-                return self.with_half(n, 1, |nh| self.with_half(dout, 2, |gh| attention_backward_tc(&g.handle, beta, n, nh, h, inv_norm, stats, out, dout, gh, dn, d_row, dh, dbeta, row_max)));
+            if self.attention_on_tc(g, n)? {
+                let row_max = self.attention_tc_row_max;
+                // dout's f16 copy in scratch slot 2, written by the row pass.
+                let mut run = |nh: &DeviceMatrix<f16>| self.with_half_scratch(dout.rows, dout.cols, 2, |gh| attention_backward_tc(&g.handle, beta, n, nh, h, inv_norm, stats, out, dout, gh, dn, d_row, dh, dbeta, row_max));
+                return match copy.of(n) {
+                    Some(nh) => run(nh),
+                    // Not the forward's n: cast it (scratch slot 1).
+                    None => self.with_half(n, 1, run),
+                };
             }
             if self.half_gathers(h) {
                 self.with_half(h, 1, |hh| {

@@ -63,7 +63,7 @@ pub use dropout::{
 };
 pub use edge_softmax::{edge_softmax_backward, edge_softmax_backward_cpu, edge_softmax_scaled, edge_softmax_scaled_cpu};
 pub use relu::{relu, relu_backward, relu_backward_cpu, relu_cpu};
-pub use row_normalize::{row_normalize, row_normalize_backward, row_normalize_backward_cpu, row_normalize_cpu};
+pub use row_normalize::{row_normalize, row_normalize_backward, row_normalize_backward_cpu, row_normalize_cpu, row_normalize_with_half};
 pub use scaled_add::{scaled_add, scaled_add_cpu};
 
 use std::sync::Arc;

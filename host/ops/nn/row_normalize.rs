@@ -3,10 +3,13 @@
 
 use rayon::prelude::*;
 
-use super::{check_same, row_shape};
+use half::f16;
+
+use super::{check_gpu, check_same, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{RowNormalizeArgs, RowNormalizeBackwardArgs, row_normalize_backward_f32, row_normalize_f32};
 use crate::gpu::shared::partition::nn_row_group_shift;
+use crate::gpu::launch::PtrMut;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::util::Real;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
@@ -57,7 +60,18 @@ pub fn row_normalize_backward_cpu<T: Real>(n: &[T], inv_norm: &[T], dn: &[T], ro
 /// Row normalisation on the device: `n` (same shape as `h`, padding written 0) and
 /// `inv_norm` (at least rows values). A group of lanes per row (a warp for rows of 128+ floats).
 pub fn row_normalize(h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, inv_norm: &mut DeviceVec<f32>) -> Result<()> {
+    row_normalize_with_half(h, n, None, inv_norm)
+}
+
+/// [`row_normalize`], also writing n in f16 into `n16` (shaped as `n`) when given.
+pub fn row_normalize_with_half(h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, n16: Option<&mut DeviceMatrix<f16>>, inv_norm: &mut DeviceVec<f32>) -> Result<()> {
     check_same(h, n, "row_normalize")?;
+    if let Some(c) = &n16 {
+        if (c.rows, c.cols, c.ld) != (n.rows, n.cols, n.ld) {
+            return Err(Error::Shape(format!("row_normalize: f16 copy {} x {} (stride {}) of n {} x {} (stride {})", c.rows, c.cols, c.ld, n.rows, n.cols, n.ld)));
+        }
+        check_gpu(n.gpu(), c.gpu(), "row_normalize")?;
+    }
     if inv_norm.len() < h.rows {
         return Err(Error::Shape(format!("row_normalize: inv_norm has {} values for {} rows", inv_norm.len(), h.rows)));
     }
@@ -69,9 +83,10 @@ pub fn row_normalize(h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, inv_norm:
         shift,
         h: h.arg(),
         n: n.arg_mut(),
+        n16: n16.map_or(PtrMut::null(), |c| c.arg_mut().cast()),
         inv_norm: inv_norm.arg_mut(&gpu),
     };
-    // SAFETY: h and n hold rows x ld floats, inv_norm >= rows.
+    // SAFETY: h and n hold rows x ld floats (n16, if any, rows x ld halves), inv_norm >= rows.
     unsafe { row_normalize_f32.launch(&gpu, row_shape(&gpu, h.rows as u64, 32 >> shift, 0), &args) }
 }
 

@@ -108,13 +108,14 @@ kernel_args! {
         pub stats: PtrMut<f32>,
     }
 
-    /// The row pass on the tensor cores: as `AttentionRowGradArgs`, the gathered rows from f16
-    /// copies of n and dout.
+    /// The row pass on the tensor cores: as `AttentionRowGradArgs`, the gathered rows from an
+    /// f16 copy of n; the window's own dout rows read in f32 and written to `dout16`.
     pub struct AttentionTcRowGradArgs {
         pub win: TcWindows,
         pub beta: Ptr<f32>,
         pub n16: Ptr<u32>,
-        pub dout16: Ptr<u32>,
+        /// Written: dout in f16 (every row), for the column pass to gather.
+        pub dout16: PtrMut<u32>,
         pub inv_norm: Ptr<f32>,
         pub stats: Ptr<f32>,
         pub out: Ptr<f32>,

@@ -427,6 +427,8 @@ kernel_args! {
         pub shift: u32,
         pub h: Ptr<f32>,
         pub n: PtrMut<f32>,
+        /// n in f16 (pairs as u32, same stride), or null for none.
+        pub n16: PtrMut<u32>,
         /// 1 / max(||h_r||, 1e-12) per row.
         pub inv_norm: PtrMut<f32>,
     }

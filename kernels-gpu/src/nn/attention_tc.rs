@@ -122,6 +122,23 @@ unsafe fn score_b(p: *const u32, r0: u32, n_rows: u32, q: &Quad) -> [[u32; 2]; 2
     [[x[0], x[1]], [x[2], x[3]]]
 }
 
+/// The scores' B fragments of the window's row g of an f32 matrix, rounded to f16 as the cast
+/// rounds, and stored as row g of the f16 copy `copy` (the row pass makes dout's copy for the
+/// column pass, which gathers it: no cast of its own). Every window is walked, so every row is
+/// copied.
+#[inline(always)]
+unsafe fn score_b_copied(src: *const f32, copy: *mut u32, r0: u32, n_rows: u32, q: &Quad) -> [[u32; 2]; 2] {
+    let j = r0 + q.g;
+    if j >= n_rows {
+        return [[0; 2]; 2];
+    }
+    let off = j as usize * 32 + 8 * q.t as usize;
+    let (x0, x1) = unsafe { (ptx::ld_nc_v4_f32(src.add(off)), ptx::ld_nc_v4_f32(src.add(off + 4))) };
+    let x = [ptx::pack_f16x2(x0[0], x0[1]), ptx::pack_f16x2(x0[2], x0[3]), ptx::pack_f16x2(x1[0], x1[1]), ptx::pack_f16x2(x1[2], x1[3])];
+    unsafe { ptx::st_v4_u32(copy.add(off / 2), x) };
+    [[x[0], x[1]], [x[2], x[3]]]
+}
+
 /// Sᵀ (16 neighbours x 8 rows) of a block: accumulators (neighbour g, rows 2t, 2t + 1),
 /// (neighbour g + 8, rows 2t, 2t + 1).
 #[inline(always)]
@@ -293,12 +310,14 @@ impl RowState {
 #[derive(Clone, Copy, Default)]
 struct NeighbourBlock {
     sa: [[u32; 4]; 2],
-    inv: [f32; 2],
+    /// 1 / inv_norm (the norm) of neighbours g and g + 8: h_j = n_j norm_j.
+    norm: [f32; 2],
 }
 
 #[inline(always)]
 unsafe fn neighbour_block(n16: *const u32, inv_norm: *const f32, id: &BlockIds, q: &Quad) -> NeighbourBlock {
-    unsafe { NeighbourBlock { sa: score_a(n16, id, q), inv: [ptx::ld_nc_f32(inv_norm.add(id.sg[0] as usize)), ptx::ld_nc_f32(inv_norm.add(id.sg[1] as usize))] } }
+    let inv = unsafe { [ptx::ld_nc_f32(inv_norm.add(id.sg[0] as usize)), ptx::ld_nc_f32(inv_norm.add(id.sg[1] as usize))] };
+    NeighbourBlock { sa: unsafe { score_a(n16, id, q) }, norm: inv.map(ptx::rcp_approx) }
 }
 
 /// The forward (see the module comment).
@@ -332,7 +351,7 @@ pub unsafe fn forward_tc(a: AttentionTcForwardArgs) {
                         p[v] = st[v & 1].weight(s[u][v]);
                         st[v & 1].l += p[v];
                         // Times the neighbour's norm (n_j / inv_norm_j = h_j).
-                        p[v] *= ptx::rcp_approx(blk[u].inv[v / 2]);
+                        p[v] *= blk[u].norm[v / 2];
                     }
                     add_rows(&mut acc, &rows_a(&blk[u].sa), p);
                 });
@@ -365,7 +384,7 @@ pub unsafe fn row_grad_tc(a: AttentionTcRowGradArgs) {
     let mut dbeta_part = 0f32;
     unsafe {
         windows(w, |r0, b0, b1| {
-            let (sb, gb) = (score_b(a.n16, r0, w.n_rows, &q), score_b(a.dout16, r0, w.n_rows, &q));
+            let (sb, gb) = (score_b(a.n16, r0, w.n_rows, &q), score_b_copied(a.dout, a.dout16, r0, w.n_rows, &q));
             // Per row 2t + e: D (rows past the graph 0), and the softmax's max and 1 / sum (rows
             // not the windows' have no mask bits: their values are never used).
             let mut d = [0f32; 2];
@@ -387,8 +406,7 @@ pub unsafe fn row_grad_tc(a: AttentionTcRowGradArgs) {
                     let mut ds = [0f32; 4];
                     for v in 0..4 {
                         let (m, rl) = ml[v & 1];
-                        let norm = ptx::rcp_approx(blk[u].inv[v / 2]);
-                        let x = ptx::exp(beta * cos[v] - m) * rl * ptx::fma_f32(gn[v], norm, -d[v & 1]);
+                        let x = ptx::exp(beta * cos[v] - m) * rl * ptx::fma_f32(gn[v], blk[u].norm[v / 2], -d[v & 1]);
                         ds[v] = if ids[u].edge(v, q.t) { x } else { 0.0 };
                         dbeta_part = ptx::fma_f32(ds[v], cos[v], dbeta_part);
                     }

@@ -8,10 +8,12 @@ use super::{global_warp, group_sum, row_group};
 use crate::abi::nn::{RowNormalizeArgs, RowNormalizeBackwardArgs};
 use crate::ptx;
 
-/// inv_norm[r] = 1 / max(||h_r||, 1e-12); n_r = h_r * inv_norm[r].
+/// inv_norm[r] = 1 / max(||h_r||, 1e-12); n_r = h_r * inv_norm[r], and n_r in f16 into `n16`
+/// unless it is null (the copy the tensor-core attention gathers: written here, where n is
+/// made, not cast from n in a pass of its own).
 #[inline(always)]
 pub unsafe fn row_normalize(args: RowNormalizeArgs) {
-    let RowNormalizeArgs { rows, ld4, shift, h, n, inv_norm } = args;
+    let RowNormalizeArgs { rows, ld4, shift, h, n, n16, inv_norm } = args;
     let (grp, sub, lanes, per_warp) = row_group(shift);
     let (w, n_warps) = global_warp();
     let mut row0 = w * per_warp;
@@ -31,7 +33,12 @@ pub unsafe fn row_normalize(args: RowNormalizeArgs) {
         while active && c4 < ld4 {
             let o = base + 4 * c4 as usize;
             let v = unsafe { ptx::ld_nc_v4_f32(h.add(o)) };
-            unsafe { ptx::st_v4_f32(n.add(o), [v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv]) };
+            let x = [v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv];
+            unsafe { ptx::st_v4_f32(n.add(o), x) };
+            if !n16.is_null() {
+                // Element o is f16 pair o / 2.
+                unsafe { ptx::st_v2_u32(n16.add(o / 2), [ptx::pack_f16x2(x[0], x[1]), ptx::pack_f16x2(x[2], x[3])]) };
+            }
             c4 += lanes;
         }
         if active && sub == 0 {

@@ -63,6 +63,9 @@ fn main() {
     if !ptx.exists() {
         panic!("kernels-gpu built but {} is missing", ptx.display());
     }
+    println!("cargo:rerun-if-changed=kernels-gpu/register_caps.rs");
+    let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
+    std::fs::write(&ptx, cap_registers(&text)).unwrap_or_else(|e| panic!("writing {}: {e}", ptx.display()));
     println!("cargo:rustc-env=TCGNN_PTX_ARCH={arch}");
     // The commit benchmark reports name (the GPU machine has no git); follow HEAD so it is
     // never stale.
@@ -79,4 +82,22 @@ fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=TCGNN_GIT_COMMIT={commit}");
+}
+
+include!("kernels-gpu/register_caps.rs");
+
+/// The PTX with `.maxnreg N` between each capped entry's parameter list and its body (where
+/// PTX puts performance directives), replacing a cap an earlier run wrote (the kernels' build
+/// leaves the file alone when nothing changed); an entry in the table but not in the PTX is a
+/// build error.
+fn cap_registers(ptx: &str) -> String {
+    let mut out = ptx.to_string();
+    for &(name, regs) in REGISTER_CAPS {
+        let head = format!(".entry {name}(");
+        let at = out.find(&head).unwrap_or_else(|| panic!("register cap for {name}: no such entry in the PTX"));
+        let params_end = at + out[at..].find("\n)").unwrap_or_else(|| panic!("register cap for {name}: entry without parameters"));
+        let body = at + out[at..].find("\n{").unwrap_or_else(|| panic!("register cap for {name}: entry without a body"));
+        out.replace_range(params_end + 2..body, &format!("\n.maxnreg {regs}"));
+    }
+    out
 }

@@ -269,7 +269,7 @@ fn gpu_fused_products_match_cpu() {
                 };
                 check(&yd, rows, &want_y, &format!("{what} y"));
 
-                let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false)).unwrap();
+                let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false).unwrap()).unwrap();
                 let mut dwd = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
                 dwd.poison().unwrap();
                 dropout_gemm_dw(&xd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
@@ -294,7 +294,7 @@ fn gpu_fused_products_match_cpu() {
                 yd.poison().unwrap();
                 dropout_gemm(&xhd, &wd, &mut yd, p, seed, &step, offset, math).unwrap();
                 check(&yd, rows, &want_y, &format!("{what} f16 x: y"));
-                let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, true)).unwrap();
+                let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, true).unwrap()).unwrap();
                 dwd.poison().unwrap();
                 dropout_gemm_dw(&xhd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
                 check(&dwd, k, &want_dw, &format!("{what} f16 x: dw"));
@@ -328,7 +328,7 @@ fn gpu_fused_products_time() {
         let dy = DeviceMatrix::upload(&gpu, &Matrix::random(rows, n, 3)).unwrap();
         let mut y = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
         let mut dw = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
-        let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false)).unwrap();
+        let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false).unwrap()).unwrap();
         for math in [GemmMath::Tf32, GemmMath::F32] {
             // p = 0 skips the mask: the products' time without the hash.
             let fwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm(&x, &w, &mut y, 0.0, 7, &step, 0, math)).unwrap().median_ms;
@@ -350,7 +350,7 @@ fn gpu_fused_products_time() {
         }
         if takes_f16_features(k, n) {
             // x stored in f16: half the bytes.
-            let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, true)).unwrap();
+            let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, true).unwrap()).unwrap();
             let math = GemmMath::Tf32;
             let fwd = time_gpu(&gpu, 3, 20, || dropout_gemm(&xh, &w, &mut y, 0.5, 7, &step, 0, math)).unwrap().median_ms;
             let bwd = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&xh, &dy, &mut dw, &mut scratch, 0.5, 7, &step, 0, math)).unwrap().median_ms;
@@ -425,7 +425,7 @@ fn gpu_skinny_gemm_matches_cpu() {
             // p = 0: the plain products a w and aᵀ dy.
             let (y, dw) = unfused(&a, rows, k, &w, &dy, n, 0.0, 0, 0, 0);
             let (ad, wd, wtd, dyd) = (up(rows, k, &a), up(k, n, &w), up(n, k, &wt), up(rows, n, &dy));
-            let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false).max(1)).unwrap();
+            let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false).unwrap().max(1)).unwrap();
             for (form, ta, b, tb, out_rows, want) in [("a w", false, &wd, false, rows, &y), ("a bT", false, &wtd, true, rows, &y), ("aT b", true, &dyd, false, k, &dw)] {
                 let what = format!("{math:?} {form} {rows} x {k} x {n}");
                 let mut c = DeviceMatrix::<f32>::zeros(&gpu, out_rows, n).unwrap();
@@ -464,7 +464,7 @@ fn gpu_skinny_gemm_time() {
         let mut z = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
         let mut dh = DeviceMatrix::<f32>::zeros(&gpu, rows, k).unwrap();
         let mut dw = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
-        let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false)).unwrap();
+        let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false).unwrap()).unwrap();
         let m = GemmMath::Tf32;
         let t = |f: &mut dyn FnMut() -> tcgnn::error::Result<()>| time_gpu(&gpu, 3, 20, f).unwrap().median_ms;
         let ours = [

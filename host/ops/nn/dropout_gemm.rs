@@ -40,9 +40,6 @@ use std::sync::Arc;
 
 /// Blocks per SM the weight gradient's splits aim for (each holds 18 KB of shared memory).
 const DW_BLOCKS_PER_SM: usize = 8;
-/// Blocks per SM (of 4 warps; narrower blocks proportionally more) the streaming weight
-/// gradient's splits aim for: at 94-135 registers a thread, 3-5 such blocks fit.
-const DW_STREAM_BLOCKS_PER_SM: usize = 4;
 /// The most shared memory the streaming forward stages w's fragments in (two blocks an SM).
 const STREAM_W_SMEM_MAX: usize = 96 * 1024;
 
@@ -305,14 +302,19 @@ fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut Dev
 /// n8 tiles per block). On the streaming kernels (`stream_smem` is Some: the forward's test,
 /// so both products of a layer take the same path) "k tiles" are groups of `dw_stream_warps`
 /// panels of x (32 columns, 64 for f16 x: a warp each) and there is one column tile.
-fn dw_plan(gpu: &Gpu, rows: usize, k: usize, ldw: usize, half: bool) -> (usize, usize, usize, usize, usize) {
+/// On the streaming kernels the splits fill one wave of `kernel`'s blocks (as many as the
+/// driver's occupancy calculator fits on an SM at its registers: a fixed count left a third of
+/// a wave over at some register counts).
+fn dw_plan(gpu: &Gpu, rows: usize, k: usize, ldw: usize, half: bool, split: bool) -> Result<(usize, usize, usize, usize, usize)> {
     let sm_count = gpu.info().sm_count as usize;
     let (nt, col_tiles) = column_tiles(ldw);
     let stream = stream_smem(padded_ld(k), ldw, half).is_some();
     let (k_tiles, col_tiles, per_sm) = if stream {
-        // Narrow x (fewer than 4 panels) gets smaller blocks and proportionally more of them.
+        // Narrow x (fewer than 4 panels) gets smaller blocks, more of them resident.
         let warps = dw_stream_warps(k, half);
-        (padded_ld(k).div_ceil(panel_cols(half)).div_ceil(warps).max(1), 1, DW_STREAM_BLOCKS_PER_SM * 4 / warps)
+        let kernel = dw_stream_instance(nt, split, half);
+        let resident = kernel.max_active_blocks_per_sm(gpu, 32 * warps as u32, 0)?.max(1) as usize;
+        (padded_ld(k).div_ceil(panel_cols(half)).div_ceil(warps).max(1), 1, resident)
     } else {
         (k.div_ceil(DG_BLOCK_K as usize).max(1), col_tiles, DW_BLOCKS_PER_SM)
     };
@@ -320,7 +322,19 @@ fn dw_plan(gpu: &Gpu, rows: usize, k: usize, ldw: usize, half: bool) -> (usize, 
     let max_splits = rows.div_ceil(step).max(1);
     let want = (sm_count * per_sm).div_ceil(k_tiles * col_tiles).clamp(1, max_splits);
     let rows_per_split = rows.div_ceil(want).div_ceil(step).max(1) * step;
-    (rows.div_ceil(rows_per_split).max(1), rows_per_split, k_tiles, col_tiles, nt)
+    Ok((rows.div_ceil(rows_per_split).max(1), rows_per_split, k_tiles, col_tiles, nt))
+}
+
+/// The streaming weight gradient's instance for `nt` n8 tiles, f32 products (`split`), f16 x.
+fn dw_stream_instance(nt: usize, split: bool, half: bool) -> Kernel<DropoutGemmDwArgs> {
+    stream_instance(
+        nt,
+        split,
+        half,
+        [dropout_gemm_dw_stream_tf32_h16_nt2, dropout_gemm_dw_stream_tf32_h16_nt4],
+        [dropout_gemm_dw_stream_tf32_nt2, dropout_gemm_dw_stream_tf32_nt4],
+        [dropout_gemm_dw_stream_f32_nt2, dropout_gemm_dw_stream_f32_nt4],
+    )
 }
 
 /// Columns of x a streaming weight-gradient warp owns: 32 f32 or 64 f16 (16 bytes a lane).
@@ -336,9 +350,11 @@ fn dw_stream_warps(k: usize, half: bool) -> usize {
 
 /// Floats of scratch [`dropout_gemm_dw`] needs for x with `rows` rows and `k` columns (f16
 /// when `half`) and a weight gradient `n` wide, on `gpu`.
-pub fn dropout_gemm_dw_scratch_len(gpu: &Gpu, rows: usize, k: usize, n: usize, half: bool) -> usize {
+pub fn dropout_gemm_dw_scratch_len(gpu: &Gpu, rows: usize, k: usize, n: usize, half: bool) -> Result<usize> {
     let ldw = padded_ld(n);
-    dw_plan(gpu, rows, k, ldw, half).0 * k * ldw
+    // Enough for either product math (their instances may fit different block counts).
+    let splits = dw_plan(gpu, rows, k, ldw, half, false)?.0.max(dw_plan(gpu, rows, k, ldw, half, true)?.0);
+    Ok(splits * k * ldw)
 }
 
 /// dw = dropout(x)ᵀ dy on the device, the mask of [`dropout_gemm`]; `scratch` holds at least
@@ -372,7 +388,8 @@ pub fn dropout_gemm_dw<'a>(
     let (k, ldw) = (x_cols, dw.ld);
     let stream = stream_smem(x_ld, ldw, half).is_some();
     check_half(half, stream, math, "dropout_gemm_dw", dw.cols)?;
-    let (splits, rows_per_split, k_tiles, col_tiles, nt) = dw_plan(&gpu, x_rows, k, ldw, half);
+    let split = math == GemmMath::F32;
+    let (splits, rows_per_split, k_tiles, col_tiles, nt) = dw_plan(&gpu, x_rows, k, ldw, half, split)?;
     let need = splits * k * ldw;
     if scratch.len() < need || k * ldw > u32::MAX as usize {
         return Err(Error::Shape(format!("dropout_gemm_dw: scratch of {} floats for {splits} splits of {k} x {ldw} (want {need})", scratch.len())));
@@ -398,16 +415,8 @@ pub fn dropout_gemm_dw<'a>(
         step: step.arg(&gpu),
         offset,
     };
-    let split = math == GemmMath::F32;
     if stream {
-        let kernel = stream_instance(
-            nt,
-            split,
-            half,
-            [dropout_gemm_dw_stream_tf32_h16_nt2, dropout_gemm_dw_stream_tf32_h16_nt4],
-            [dropout_gemm_dw_stream_tf32_nt2, dropout_gemm_dw_stream_tf32_nt4],
-            [dropout_gemm_dw_stream_f32_nt2, dropout_gemm_dw_stream_f32_nt4],
-        );
+        let kernel = dw_stream_instance(nt, split, half);
         // SAFETY: as below; a warp writes rows < k (its panel's columns of x), columns < ldw,
         // and reads x as the instance's element type (f16 x only on the `_h16` instances).
         unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, 32 * dw_stream_warps(k, half) as u32, 0), &args)? };
@@ -533,7 +542,7 @@ impl DropoutGemmOp for CudaBackend {
     }
     fn dropout_gemm_dw(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
         let x = self.product_x(x, half, dy.cols);
-        let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)));
+        let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;
         self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math)))
     }
 }

@@ -36,7 +36,7 @@ impl GemmOp for CudaBackend {
     fn gemm(&self, a: &DeviceMatrix<f32>, ta: bool, b: &DeviceMatrix<f32>, tb: bool, beta: f32, c: &mut DeviceMatrix<f32>) -> Result<()> {
         if beta == 0.0 && self.skinny_gemm && skinny_gemm_fits(a, ta, tb, c) {
             // Only the weight-gradient form (aᵀ b) uses the split scratch.
-            let need = if ta { dropout_gemm_dw_scratch_len(&self.gpu, a.rows, a.cols, c.cols, false) } else { 0 };
+            let need = if ta { dropout_gemm_dw_scratch_len(&self.gpu, a.rows, a.cols, c.cols, false)? } else { 0 };
             return self.with_dropout_gemm_scratch(need, |s| self.timed("gemm (narrow)", || skinny_gemm(a, ta, b, tb, c, &self.step_ptr(), s, self.math)));
         }
         self.timed("gemm", || self.blas.gemm(self.math, 1.0, a, ta, b, tb, beta, c))

@@ -1,0 +1,11 @@
+// Per-kernel register caps: the crate's `__launch_bounds__`. The build script (`build.rs`)
+// writes `.maxnreg N` into these entries' PTX, where a few registers fewer fit one more block
+// on an SM with no spill (CI's ptxas step fails on spills, for sm_80 and sm_90 alike). Why
+// each one: bench/NOTES.md, 2026-11-27 (last session).
+
+/// (kernel entry, registers a thread at most).
+pub const REGISTER_CAPS: &[(&str, u32)] = &[
+    // 170 -> 168 registers: three blocks of 4 warps an SM instead of two (AGNN's f16 first
+    // layer's weight gradient, 500 -> 32).
+    ("dropout_gemm_dw_stream_tf32_h16_nt4", 168),
+];

@@ -10,7 +10,7 @@
 //! the GPU's stream, so each side launch first waits for what the GPU's stream holds then —
 //! before `main` has queued anything.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
@@ -22,6 +22,10 @@ thread_local! {
     /// The stream this thread's launches on the GPU at this address go to, while a `side`
     /// closure runs.
     static LAUNCH_ON: RefCell<Option<(usize, Arc<CudaStream>)>> = const { RefCell::new(None) };
+    /// Whether the running `side` closure launched anything (only then is there a side to join:
+    /// under capture, joining a side stream that never joined the capture is an isolation
+    /// error).
+    static LAUNCHED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The stream a kernel launch on `gpu` from this thread goes to: the side stream inside a
@@ -34,6 +38,7 @@ pub(crate) fn launch_stream(gpu: &Gpu) -> Result<Arc<CudaStream>> {
     match side {
         Some(s) => {
             s.join(&gpu.stream).map_err(|e| Error::cuda("side stream: fork", e))?;
+            LAUNCHED.with(|l| l.set(true));
             Ok(s)
         }
         None => Ok(gpu.stream.clone()),
@@ -63,14 +68,19 @@ impl Gpu {
                 self.side.get_or_init(|| s).clone()
             }
         };
+        LAUNCHED.with(|l| l.set(false));
         let sided = {
             LAUNCH_ON.with(|o| *o.borrow_mut() = Some((self as *const Gpu as usize, s.clone())));
             let _clear = Override;
             side()
         };
-        // Joined even when a side launch failed (a capture must not end with the side open).
+        let launched = LAUNCHED.with(|l| l.replace(false));
+        // Joined even when a side launch failed (a capture must not end with the side open);
+        // not at all when the side launched nothing (it never forked).
         let main_done = if sided.is_ok() { main() } else { Ok(()) };
-        self.stream.join(&s).map_err(|e| err("join", e))?;
+        if launched {
+            self.stream.join(&s).map_err(|e| err("join", e))?;
+        }
         sided.and(main_done)
     }
 }

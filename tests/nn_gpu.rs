@@ -231,33 +231,38 @@ fn gpu_deep_options_match_cpu() {
     }
 }
 
+/// The largest relative difference between the loss curves of 30 epochs trained eagerly and
+/// as a captured CUDA graph (asserting the capture), each on a fresh backend from `make`.
+fn captured_against_eager(make: impl Fn() -> CudaBackend, data: &tcgnn::nn::data::Dataset, cfg: &ModelConfig, what: &str) -> f64 {
+    use tcgnn::nn::{TrainConfig, Trainer};
+    let tcfg = TrainConfig { epochs: 30, ..TrainConfig::default() };
+    let mut curves = Vec::new();
+    for graph in [false, true] {
+        let mut t = Trainer::new(Arc::new(make()), data, cfg, &tcfg).unwrap();
+        if graph {
+            // record() runs one eager step and evaluation first; match that on the eager side.
+            assert_eq!(t.record().unwrap(), tcgnn::nn::train::Recorded::Yes, "{what}");
+        } else {
+            t.step_eager().unwrap();
+        }
+        let h = t.fit(30, |_| {}).unwrap();
+        curves.push(h.epochs.iter().map(|e| e.loss).collect::<Vec<_>>());
+    }
+    curves[0].iter().zip(&curves[1]).map(|(a, b)| ((a - b) / a).abs()).fold(0.0, f64::max)
+}
+
 #[test]
 fn captured_step_matches_eager_steps() {
     let Some(gpu) = common::gpu_or_skip("captured_step_matches_eager_steps") else { return };
     let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     use tcgnn::nn::data::{Dataset, SyntheticNodeData};
-    use tcgnn::nn::{TrainConfig, Trainer};
     let data = Dataset::load("sbm:3000:4:8", None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap();
     // Every model as registered, and the stack's options (BatchNorm's running statistics and
     // GIN's eps change between replays).
     let options = ["gcn", "sage", "gin"].map(|k| ModelConfig { layers: 3, batch_norm: true, residual: true, variant: k != "gcn", ..default_config(k).unwrap() });
     for cfg in MODELS.iter().map(|m| m.defaults).chain(options) {
         let kind = format!("{} bn={} residual={} variant={}", cfg.model, cfg.batch_norm, cfg.residual, cfg.variant);
-        let tcfg = TrainConfig { epochs: 30, ..TrainConfig::default() };
-        let mut curves = Vec::new();
-        for graph in [false, true] {
-            let b = Arc::new(CudaBackend::new(gpu.clone(), Precision::F32, Impl::Hp).unwrap());
-            let mut t = Trainer::new(b, &data, &cfg, &tcfg).unwrap();
-            if graph {
-                // record() runs one eager step and evaluation first; match that on the eager side.
-                assert_eq!(t.record().unwrap(), tcgnn::nn::train::Recorded::Yes);
-            } else {
-                t.step_eager().unwrap();
-            }
-            let h = t.fit(30, |_| {}).unwrap();
-            curves.push(h.epochs.iter().map(|e| e.loss).collect::<Vec<_>>());
-        }
-        let worst = curves[0].iter().zip(&curves[1]).map(|(a, b)| ((a - b) / a).abs()).fold(0.0, f64::max);
+        let worst = captured_against_eager(|| CudaBackend::new(gpu.clone(), Precision::F32, Impl::Hp).unwrap(), &data, &cfg, &kind);
         println!("{kind}: captured vs eager loss curves differ by at most {worst:.1e} (30 epochs)");
         // Equal up to the order of atomic additions (col sums, split TC8 windows), which 30
         // epochs amplify: up to 2e-3 seen for GIN + BatchNorm + residual + learnable eps (H200),
@@ -276,24 +281,10 @@ fn captured_tensor_core_attention_matches_eager() {
     let Some(gpu) = common::gpu_or_skip("captured_tensor_core_attention_matches_eager") else { return };
     let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     use tcgnn::nn::data::{Dataset, SyntheticNodeData};
-    use tcgnn::nn::{TrainConfig, Trainer};
     for graph_spec in ["sbm:3000:4:8", "rmat:12:16"] {
         let data = Dataset::load(graph_spec, None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap();
-        let cfg = default_config("agnn").unwrap();
-        let tcfg = TrainConfig { epochs: 30, ..TrainConfig::default() };
-        let mut curves = Vec::new();
-        for graph in [false, true] {
-            let b = Arc::new(CudaBackend::new(gpu.clone(), Precision::F16, Impl::Auto).unwrap().with_attention_tc(256));
-            let mut t = Trainer::new(b, &data, &cfg, &tcfg).unwrap();
-            if graph {
-                assert_eq!(t.record().unwrap(), tcgnn::nn::train::Recorded::Yes, "{graph_spec}");
-            } else {
-                t.step_eager().unwrap();
-            }
-            let h = t.fit(30, |_| {}).unwrap();
-            curves.push(h.epochs.iter().map(|e| e.loss).collect::<Vec<_>>());
-        }
-        let worst = curves[0].iter().zip(&curves[1]).map(|(a, b)| ((a - b) / a).abs()).fold(0.0, f64::max);
+        let make = || CudaBackend::new(gpu.clone(), Precision::F16, Impl::Auto).unwrap().with_attention_tc(256);
+        let worst = captured_against_eager(make, &data, &default_config("agnn").unwrap(), graph_spec);
         println!("agnn f16 on the tensor cores, {graph_spec}: captured vs eager loss curves differ by at most {worst:.1e} (30 epochs)");
         // dbeta's atomic adds (the windows' and the hub rows' passes) reorder run to run.
         assert!(worst < 1e-2, "{graph_spec}: captured and eager training diverge ({worst:.2e})");

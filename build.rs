@@ -65,7 +65,7 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=kernels-gpu/register_caps.rs");
     let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
-    std::fs::write(&ptx, cap_registers(&text)).unwrap_or_else(|e| panic!("writing {}: {e}", ptx.display()));
+    std::fs::write(&ptx, cap_registers(&text, &arch)).unwrap_or_else(|e| panic!("writing {}: {e}", ptx.display()));
     println!("cargo:rustc-env=TCGNN_PTX_ARCH={arch}");
     // The commit benchmark reports name (the GPU machine has no git); follow HEAD so it is
     // never stale.
@@ -86,18 +86,17 @@ fn main() {
 
 include!("kernels-gpu/register_caps.rs");
 
-/// The PTX with `.maxnreg N` between each capped entry's parameter list and its body (where
-/// PTX puts performance directives), replacing a cap an earlier run wrote (the kernels' build
-/// leaves the file alone when nothing changed); an entry in the table but not in the PTX is a
-/// build error.
-fn cap_registers(ptx: &str) -> String {
-    let mut out = ptx.to_string();
-    for &(name, regs) in REGISTER_CAPS {
+/// The PTX with `.maxnreg N` between each entry's parameter list and its body (where PTX puts
+/// performance directives) for the caps of `arch`. Caps an earlier run wrote are dropped first
+/// (the kernels' build leaves the file alone when nothing changed; rustc writes no `.maxnreg`);
+/// an entry in the table but not in the PTX is a build error.
+fn cap_registers(ptx: &str, arch: &str) -> String {
+    let mut out: String = ptx.split_inclusive('\n').filter(|l| !l.starts_with(".maxnreg ")).collect();
+    for &(name, _, regs) in REGISTER_CAPS.iter().filter(|c| c.1 == arch) {
         let head = format!(".entry {name}(");
         let at = out.find(&head).unwrap_or_else(|| panic!("register cap for {name}: no such entry in the PTX"));
-        let params_end = at + out[at..].find("\n)").unwrap_or_else(|| panic!("register cap for {name}: entry without parameters"));
-        let body = at + out[at..].find("\n{").unwrap_or_else(|| panic!("register cap for {name}: entry without a body"));
-        out.replace_range(params_end + 2..body, &format!("\n.maxnreg {regs}"));
+        let params_end = at + out[at..].find("\n)\n").unwrap_or_else(|| panic!("register cap for {name}: entry without parameters"));
+        out.insert_str(params_end + 3, &format!(".maxnreg {regs}\n"));
     }
     out
 }

@@ -65,7 +65,11 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=kernels-gpu/register_caps.rs");
     let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
-    std::fs::write(&ptx, cap_registers(&text, &arch)).unwrap_or_else(|e| panic!("writing {}: {e}", ptx.display()));
+    // A temporary name first: an interrupted write must not leave a cut PTX that the next
+    // build (the kernels unchanged, so not rebuilt) would embed.
+    let tmp = ptx.with_extension("ptx.tmp");
+    std::fs::write(&tmp, cap_registers(&text, &arch)).unwrap_or_else(|e| panic!("writing {}: {e}", tmp.display()));
+    std::fs::rename(&tmp, &ptx).unwrap_or_else(|e| panic!("renaming {} to {}: {e}", tmp.display(), ptx.display()));
     println!("cargo:rustc-env=TCGNN_PTX_ARCH={arch}");
     // The commit benchmark reports name (the GPU machine has no git); follow HEAD so it is
     // never stale.

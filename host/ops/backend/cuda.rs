@@ -228,11 +228,10 @@ impl CudaBackend {
     /// Runs `f` on an f16 copy of `x`, cast on the device into a scratch matrix reused per shape
     /// and `slot` (the lock is not held while `f` runs, so calls nest with distinct slots).
     pub(crate) fn with_half<R>(&self, x: &DeviceMatrix<f32>, slot: u8, f: impl FnOnce(&DeviceMatrix<f16>) -> Result<R>) -> Result<R> {
-        let mut xh = self.half.lock().expect("f16 scratch poisoned").mat(&self.gpu, x.rows, x.cols, slot)?;
-        cast_matrix_to_f16(x, &mut xh)?;
-        let r = f(&xh);
-        self.half.lock().expect("f16 scratch poisoned").put(xh, slot);
-        r
+        self.with_half_scratch(x.rows, x.cols, slot, |xh| {
+            cast_matrix_to_f16(x, xh)?;
+            f(xh)
+        })
     }
 
     /// Runs `f` on the f16 scratch matrix of `rows` x `cols` for `slot` as it is (for kernels

@@ -41,6 +41,44 @@ pub(crate) fn listed_rows(g: &GraphHandle, min: u32) -> Result<Arc<ListedRows>> 
     })
 }
 
+/// The rows of fewer than `max` entries of a pattern, longest first (rows of one length in
+/// row order), on the device, built once per graph and `max`: the slot blocks' list. A warp's
+/// slots each walk one row alone; in row order their lengths differ (on power-law graphs
+/// most rows hold one or two entries and a few of every 32 hold ten), and the warp runs until
+/// its longest row is done.
+pub(crate) struct ShortRows {
+    pub rows: DeviceVec<u32>,
+    pub n: u32,
+}
+
+pub(crate) fn short_rows(g: &GraphHandle, max: u32) -> Result<Arc<ShortRows>> {
+    let gpu = g.gpu()?.clone();
+    g.cached(max as u64, || {
+        let rp = g.csr().row_ptr();
+        let len = |r: usize| rp[r + 1] - rp[r];
+        // Counting sort by length, longest first.
+        let mut start = vec![0u32; max as usize + 1];
+        for r in 0..g.csr().n_rows() {
+            if len(r) < max {
+                start[(max - 1 - len(r)) as usize + 1] += 1;
+            }
+        }
+        for l in 1..start.len() {
+            start[l] += start[l - 1];
+        }
+        let n = start[max as usize] as usize;
+        let mut rows = vec![0u32; n];
+        for r in 0..g.csr().n_rows() {
+            if len(r) < max {
+                let slot = &mut start[(max - 1 - len(r)) as usize];
+                rows[*slot as usize] = r as u32;
+                *slot += 1;
+            }
+        }
+        Ok(ShortRows { n: n as u32, rows: DeviceVec::upload(&gpu, if rows.is_empty() { &[0] } else { &rows })? })
+    })
+}
+
 /// The rows of at least [`ROW_LONG_MIN`] entries cut into segments of at most [`ROW_SEGMENT`].
 struct Segments {
     /// (row, first entry, end) per segment.
@@ -106,26 +144,28 @@ pub(crate) struct Pass {
 
 /// Launches `kernel` over the rows of `h` (S, or Sᵀ for a column pass): one launch of three
 /// kinds of block — a block per segment of the rows of at least [`ROW_LONG_MIN`] entries, a
-/// warp per row of at least `short_max`, a slot of lanes per shorter row — then, where there
+/// warp per row of at least `short_max`, a slot of lanes per shorter row (longest first) — then, where there
 /// are long rows, the combine launch (`RowSplit::combine` = 1) that merges each long row's
 /// segments. The lists are made once per graph.
 ///
 /// # Safety
 /// `args(split)` must be valid arguments of `kernel` for the rows of `h` given that split.
 pub(crate) unsafe fn launch_rows<A: DeviceRepr>(gpu: &Gpu, h: &GraphHandle, kernel: Kernel<A>, pass: Pass, args: impl Fn(RowSplit) -> A) -> Result<()> {
-    let n_rows = h.csr().n_rows() as u32;
+    let short = if pass.slot_rows { Some(short_rows(h, pass.short_max)?) } else { None };
+    let n_short = short.as_ref().map_or(0, |s| s.n);
     let mid = listed_rows(h, pass.short_max)?;
     let long = segments(h)?;
     let (warps, cap) = ((ROW_BLOCK / 32) as u64, (gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
     let warp_blocks = if mid.n > long.n_long { (mid.n as u64).div_ceil(warps).min(cap) } else { 0 };
-    let slot_blocks = if pass.slot_rows { (n_rows as u64).div_ceil(warps * (32 >> pass.shift) as u64).min(cap) } else { 0 };
+    let slot_blocks = (n_short as u64).div_ceil(warps * (32 >> pass.shift) as u64).min(cap);
     let blocks = long.n_segs as u64 + warp_blocks + slot_blocks;
     if blocks == 0 {
         return Ok(());
     }
     let partials = partials(h, long.n_segs as usize * pass.pstride as usize)?;
     let split = RowSplit {
-        n_rows,
+        short: short.as_ref().map_or(Ptr::null(), |s| s.rows.arg(gpu)),
+        n_short,
         short_max: pass.short_max,
         long_min: ROW_LONG_MIN,
         segs: long.segs.arg(gpu),
@@ -158,7 +198,8 @@ pub(crate) unsafe fn launch_rows<A: DeviceRepr>(gpu: &Gpu, h: &GraphHandle, kern
 /// An argument struct's split before [`launch_rows`] fills it in.
 pub(crate) fn unset() -> RowSplit {
     RowSplit {
-        n_rows: 0,
+        short: Ptr::null(),
+        n_short: 0,
         short_max: 0,
         long_min: 0,
         segs: Ptr::null(),

@@ -10,9 +10,12 @@ kernel_args! {
     /// segment's partial state to `partials` (`pstride` floats a segment); the next
     /// `warp_blocks` blocks a warp per listed row (`mid`: the rows of at least `short_max`
     /// entries; those of `long_min` or more skipped); the remaining blocks a slot of lanes per
-    /// row shorter than `short_max` (every row of the `n_rows` looked at).
+    /// listed short row (`short`: the `n_short` rows shorter than `short_max`, longest first, so
+    /// that a warp's slots walk rows of about one length instead of idling while the longest of
+    /// them finishes).
     pub struct RowSplit {
-        pub n_rows: u32,
+        pub short: Ptr<u32>,
+        pub n_short: u32,
         pub short_max: u32,
         pub long_min: u32,
         pub segs: Ptr<u32>,

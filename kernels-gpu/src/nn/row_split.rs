@@ -4,7 +4,8 @@
 //! A warp is `32 >> shift` slots of `1 << shift` lanes (`Lane`). Three kinds of block share the
 //! rows (`rows`, `RowSplit`): rows shorter than `short_max` a slot each (the slot walks its row
 //! alone: most rows of sparse graphs are a few edges, and a warp per row left most of its slots
-//! idle while the row's chain of dependent loads ran); rows up to `long_min` a warp each; longer
+//! idle while the row's chain of dependent loads ran), taken from a list sorted by length so
+//! that a warp's slots finish together; rows up to `long_min` a warp each; longer
 //! rows cut into segments of a few thousand entries, a block each, whose warps take contiguous
 //! runs and meet in shared memory in warp order. A segment writes its partial state (softmax
 //! state or sums) to scratch (`partial`), and a second, small launch (`long_rows`) merges each
@@ -131,8 +132,8 @@ pub enum Span {
 }
 
 /// The rows this block takes (`RowSplit`: segments of long rows first, so the longest
-/// work starts first; then the warp blocks, then the slot blocks, all in one launch so that the
-/// kinds overlap), and per row the run of entries this slot, warp or block walks. `f(row, lo,
+/// work starts first; then the warp blocks, then the slot blocks on the listed short rows, all
+/// in one launch so that the kinds overlap), and per row the run of entries this slot, warp or block walks. `f(row, lo,
 /// hi, span, segment)` (the segment only for `Span::Block`), called from one place so that it
 /// is inlined (a closure called from two was compiled as a function, its captures on the
 /// stack).
@@ -146,8 +147,10 @@ pub unsafe fn rows(a: &RowSplit, ln: &Lane, row_ptr: *const u32, mut f: impl FnM
         (Span::Warp, (c - a.n_segs) * wpb + ptx::warp_id(), a.warp_blocks * wpb, a.n_mid)
     } else {
         let (first, blocks) = (a.n_segs + a.warp_blocks, ptx::nctaid_x() - a.n_segs - a.warp_blocks);
-        (Span::Slot, ((c - first) * wpb + ptx::warp_id()) * ln.slots + ln.slot, blocks * wpb * ln.slots, a.n_rows)
+        (Span::Slot, ((c - first) * wpb + ptx::warp_id()) * ln.slots + ln.slot, blocks * wpb * ln.slots, a.n_short)
     };
+    // The kind's list of rows (a value, as `limit` below).
+    let list = if span == Span::Slot { a.short } else { a.mid };
     // Rows at or past `limit` belong to the next kind (a value: selecting between the two
     // fields' addresses put them on the stack).
     let limit = if span == Span::Slot { a.short_max } else { a.long_min };
@@ -160,7 +163,7 @@ pub unsafe fn rows(a: &RowSplit, ln: &Lane, row_ptr: *const u32, mut f: impl FnM
             let run = crate::translate::div_or_zero(end - start + wpb - 1, wpb);
             (i, start + (w * run).min(end - start), start + ((w + 1) * run).min(end - start), true)
         } else {
-            let i = if span == Span::Slot { k } else { unsafe { *a.mid.add(k as usize) } };
+            let i = unsafe { *list.add(k as usize) };
             let (start, end) = unsafe { (*row_ptr.add(i as usize), *row_ptr.add(i as usize + 1)) };
             (i, start, end, end - start < limit)
         };

@@ -636,6 +636,24 @@ fn gpu_dropout_masks_match_cpu() {
             assert_close(&format!("dropout_matrix {rows} x {cols}"), &host(&yd), &wy);
             assert_padding_zero(&yd, "dropout_matrix");
 
+            // The unfused first layer's input dropout: the same y without a mask, from x or from
+            // its f16 copy (then y is x rounded to f16, dropped), keyed from an offset.
+            let offset = 7 * ld as u64;
+            let (mut in_mask, mut in_y) = (vec![0u8; rows * ld], vec![0.0; rows * cols]);
+            dropout_matrix_cpu_at(&x, rows, cols, &mut in_y, &mut in_mask, p, seed, 11, offset).unwrap();
+            let mut in_yd = poisoned(&gpu, rows, cols);
+            input_dropout_matrix(&xd, None, &mut in_yd, p, seed, &step, offset).unwrap();
+            assert_close(&format!("input_dropout_matrix {rows} x {cols}"), &host(&in_yd), &in_y);
+            assert_padding_zero(&in_yd, "input_dropout_matrix");
+            let mut x16 = DeviceMatrix::<half::f16>::zeros(&gpu, rows, cols).unwrap();
+            tcgnn::ops::values::cast_matrix_to_f16(&xd, &mut x16).unwrap();
+            let rounded: Vec<f64> = x.iter().map(|&v| half::f16::from_f64(v).to_f64()).collect();
+            dropout_matrix_cpu_at(&rounded, rows, cols, &mut in_y, &mut in_mask, p, seed, 11, offset).unwrap();
+            let mut in_yd = poisoned(&gpu, rows, cols);
+            input_dropout_matrix(&xd, Some(&x16), &mut in_yd, p, seed, &step, offset).unwrap();
+            assert_close(&format!("input_dropout_matrix from f16 {rows} x {cols}"), &host(&in_yd), &in_y);
+            assert_padding_zero(&in_yd, "input_dropout_matrix from f16");
+
             let dy = rand(rows * cols, 3 + (rows + cols) as u64);
             let mut dxd = poisoned(&gpu, rows, cols);
             dropout_backward_matrix(&dev(&gpu, rows, cols, &dy), &md, p, &mut dxd).unwrap();

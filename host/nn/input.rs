@@ -16,7 +16,10 @@ use crate::tensor::Matrix;
 /// `offset` is added to the input dropout's mask indices (0 unless the features are one part's
 /// rows of a partitioned graph's: see [`InputFeatures::keyed_from`]).
 pub enum InputFeatures<B: Ops> {
-    Dense { x: B::Mat, dropped: B::Mat, mask: B::Mask, offset: u64 },
+    /// `dropped`: x after the input dropout, which the first layer's products read; no mask (the
+    /// features need no gradient). `half`: x stored once more in f16, which the dropout reads
+    /// instead where the backend does ([`InputFeatures::with_half_features`]).
+    Dense { x: B::Mat, dropped: B::Mat, half: Option<B::Half>, offset: u64 },
     /// `seed`: the input dropout's, remembered by `forward` for the backward's `operand`.
     /// `half`: x stored once more in f16, which the products read instead where the backend
     /// does ([`InputFeatures::with_half_features`]); a snapshot of x, so features rewritten per
@@ -110,7 +113,7 @@ impl<B: Ops> InputFeatures<B> {
                 if model.fused_input_dropout_pays() && b.fuses_input_dropout(rows, cols) {
                     return Ok(InputFeatures::DenseFused { x, half: None, offset: 0, seed: 0 });
                 }
-                Ok(InputFeatures::Dense { x, dropped: b.matrix(rows, cols)?, mask: b.mask(rows, cols)?, offset: 0 })
+                Ok(InputFeatures::Dense { x, dropped: b.matrix(rows, cols)?, half: None, offset: 0 })
             }
             sparse => Self::new(b, &sparse),
         }
@@ -132,12 +135,7 @@ impl<B: Ops> InputFeatures<B> {
     pub fn with_fusion(b: &B, host: &HostFeatures, fused: bool) -> Result<Self> {
         Ok(match host {
             HostFeatures::Dense(m) if fused => InputFeatures::DenseFused { x: b.upload(m)?, half: None, offset: 0, seed: 0 },
-            HostFeatures::Dense(m) => InputFeatures::Dense {
-                x: b.upload(m)?,
-                dropped: b.matrix(m.rows, m.cols)?,
-                mask: b.mask(m.rows, m.cols)?,
-                offset: 0,
-            },
+            HostFeatures::Dense(m) => InputFeatures::Dense { x: b.upload(m)?, dropped: b.matrix(m.rows, m.cols)?, half: None, offset: 0 },
             HostFeatures::Sparse(c) => {
                 let x = b.graph(c.clone())?;
                 let values = b.graph_values(&x, Side::Forward)?;
@@ -150,13 +148,17 @@ impl<B: Ops> InputFeatures<B> {
         })
     }
 
-    /// Fused dense features also stored in f16 where the backend's products read them so
-    /// (`DropoutGemmOp::half_features`: the GPU in f16 precision, first-layer outputs of at
-    /// most 32 columns): half the bytes in both products of every step. Only for features that
-    /// stay fixed for the whole run (not rebound per batch).
+    /// Dense features also stored in f16 where the backend reads them so: fused, by both
+    /// first-layer products (`DropoutGemmOp::half_features`: the GPU in f16 precision, outputs
+    /// of at most 32 columns); unfused, by the input dropout (`DropoutGemmOp::half_input`: the
+    /// GPU in f16 precision). Half the bytes read every step. Only for features that stay fixed
+    /// for the whole run (not rebound per batch).
     pub fn with_half_features(mut self, b: &B, model: &ModelConfig) -> Result<Self> {
-        if let InputFeatures::DenseFused { x, half, .. } = &mut self {
-            *half = b.half_features(x, model.first_product_columns())?;
+        match &mut self {
+            InputFeatures::DenseFused { x, half, .. } => *half = b.half_features(x, model.first_product_columns())?,
+            // The unfused input dropout reads the copy (where the model drops its input at all).
+            InputFeatures::Dense { x, half, .. } if model.dropout > 0.0 => *half = b.half_input(x)?,
+            _ => {}
         }
         Ok(self)
     }
@@ -183,11 +185,11 @@ impl<B: Ops> InputFeatures<B> {
     pub fn forward(&mut self, b: &B, train: bool, p: f32, seed: u64) -> Result<Operand<'_, B>> {
         let drop = train && p > 0.0;
         Ok(match self {
-            InputFeatures::Dense { x, dropped, mask, offset } => {
+            InputFeatures::Dense { x, dropped, half, offset } => {
                 if !drop {
                     return Ok(Operand::Dense(x));
                 }
-                b.dropout_at(x, dropped, mask, p, seed, *offset)?;
+                b.input_dropout(x, half.as_ref(), dropped, p, seed, *offset)?;
                 Operand::Dense(dropped)
             }
             InputFeatures::DenseFused { x, half, offset, seed: kept } => {

@@ -22,12 +22,14 @@ use rayon::prelude::*;
 
 use super::{MIN_PAR_LEN, check_same, elementwise_shape};
 use crate::error::{Error, Result};
-use crate::gpu::abi::nn::{DropoutArgs, DropoutBackwardArgs, dropout_backward_f32, dropout_f32};
+use crate::gpu::abi::nn::{DropoutArgs, DropoutBackwardArgs, dropout_backward_f32, dropout_f32, dropout_from_f16};
 use crate::gpu::launch::{Ptr, PtrMut};
 use crate::gpu::memory::padded_ld;
 use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::util::Real;
+use half::f16;
+use std::sync::Arc;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::ops::backend::Backend;
@@ -270,8 +272,45 @@ pub fn dropout_matrix_at(
     unsafe { launch_dropout(&gpu, n, xp, yp, mp, p, seed, sp, offset) }
 }
 
+/// The input dropout of a first layer whose products read the dropped copy: `y =
+/// dropout(x)` keyed as [`dropout_matrix_at`] (the same y), but no mask stored (the node
+/// features need no gradient, so nothing would read it), and x read from `half`, its f16 copy,
+/// where given (half the bytes; y then holds x rounded to f16, dropped and scaled).
+pub fn input_dropout_matrix(x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64) -> Result<()> {
+    check_p(p)?;
+    check_same(x, y, "input_dropout")?;
+    if step.is_empty() {
+        return Err(Error::Shape("input_dropout: no step counter".into()));
+    }
+    let gpu = x.gpu().clone();
+    let n = x.rows * x.ld;
+    let Some(h) = half else {
+        // SAFETY: x and y hold rows * ld = n floats, step at least one u32; a null mask is not
+        // written.
+        return unsafe { launch_dropout(&gpu, n, x.arg(), y.arg_mut(), PtrMut::null(), p, seed, step.arg(&gpu), offset) };
+    };
+    if (h.rows, h.cols, h.ld) != (x.rows, x.cols, x.ld) || !Arc::ptr_eq(h.gpu(), &gpu) {
+        return Err(Error::Shape(format!("input_dropout: x's f16 copy is {} x {} (stride {}), x {} x {} (stride {})", h.rows, h.cols, h.ld, x.rows, x.cols, x.ld)));
+    }
+    let args = DropoutArgs {
+        n: n as u64,
+        x: h.arg().cast(),
+        y: y.arg_mut(),
+        mask: PtrMut::null(),
+        threshold: dropout_threshold(p),
+        scale: scale_f32(p),
+        seed_key: dropout_seed_key(seed),
+        step: step.arg(&gpu),
+        offset,
+    };
+    // SAFETY: the copy holds rows * ld = n halves (n a multiple of 8: ld is padded to 8), y n
+    // floats, step one u32; the kernel takes four elements a thread, grid-stride.
+    unsafe { dropout_from_f16.launch(&gpu, elementwise_shape(&gpu, (n as u64).div_ceil(4)), &args) }
+}
+
 /// # Safety
-/// `x`, `y` address `n` floats, `mask` `n` bytes and `step` one u32, all on `gpu`.
+/// `x`, `y` address `n` floats, `mask` `n` bytes (or is null: no mask written) and `step` one
+/// u32, all on `gpu`.
 #[allow(clippy::too_many_arguments)]
 unsafe fn launch_dropout(gpu: &Gpu, n: usize, x: Ptr<f32>, y: PtrMut<f32>, mask: PtrMut<u8>, p: f32, seed: u64, step: Ptr<u32>, offset: u64) -> Result<()> {
     let args = DropoutArgs {

@@ -21,7 +21,7 @@ use rayon::prelude::*;
 
 use super::{ROW_BLOCK, check_gpu, check_matrix_64};
 use crate::gpu::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
-use super::dropout::{check_p, scale_f32};
+use super::dropout::{check_p, dropout_matrix_cpu_at, input_dropout_matrix, scale_f32};
 use crate::error::{Error, Result};
 use crate::gpu::abi::dropout_gemm::*;
 use crate::gpu::cublas::GemmMath;
@@ -30,7 +30,7 @@ use crate::gpu::memory::padded_ld;
 use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::backend::Backend;
-use crate::ops::backend::cpu::{CpuBackend, HostMat};
+use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::ops::values::cast_matrix_to_f16;
 use crate::ops::{FeaturesRef, Precision};
@@ -480,6 +480,14 @@ pub trait DropoutGemmOp: Backend {
     /// reads its node features in f16 (the GPU in f16 precision, when the streaming kernels
     /// apply); `None` elsewhere. A snapshot: whoever rewrites `x` must drop it.
     fn half_features(&self, x: &Self::Mat, out_cols: usize) -> Result<Option<Self::Half>>;
+    /// x stored once in f16 for [`DropoutGemmOp::input_dropout`] where this backend reads it so
+    /// (the GPU in f16 precision); `None` elsewhere. A snapshot, as [`DropoutGemmOp::half_features`].
+    fn half_input(&self, x: &Self::Mat) -> Result<Option<Self::Half>>;
+    /// The input dropout of a first layer that does not fuse it (its products read the dropped
+    /// copy): `y = dropout(x)` with the mask [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at)
+    /// draws, not stored (the features need no gradient: nothing would read it); x read from
+    /// `half`, its f16 copy, where given.
+    fn input_dropout(&self, x: &Self::Mat, half: Option<&Self::Half>, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
     /// `y = dropout(x) w`, x's mask drawn as [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at)
     /// draws it from (`seed`, the step counter, `offset`); x read from `half` (its f16 copy)
     /// where given and the shapes allow.
@@ -497,6 +505,15 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
     }
     fn half_features(&self, _: &HostMat<T>, _: usize) -> Result<Option<()>> {
         Ok(None)
+    }
+    fn half_input(&self, _: &HostMat<T>) -> Result<Option<()>> {
+        Ok(None)
+    }
+    fn input_dropout(&self, x: &HostMat<T>, _: Option<&()>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        same_shape("input_dropout", y, x)?;
+        // The CPU draws through the masked dropout (a scratch mask: the same y).
+        let mut mask = vec![0u8; x.rows * padded_ld(x.cols)];
+        dropout_matrix_cpu_at(&x.data, x.rows, x.cols, &mut y.data, &mut mask, p, seed, self.step(), offset)
     }
     fn dropout_gemm(&self, x: &HostMat<T>, _: Option<&()>, w: &HostMat<T>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
         if w.rows != x.cols || y.rows != x.rows || y.cols != w.cols {
@@ -535,6 +552,17 @@ impl DropoutGemmOp for CudaBackend {
         let mut h = DeviceMatrix::zeros(&self.gpu, x.rows, x.cols)?;
         cast_matrix_to_f16(x, &mut h)?;
         Ok(Some(h))
+    }
+    fn half_input(&self, x: &DeviceMatrix<f32>) -> Result<Option<DeviceMatrix<f16>>> {
+        if self.precision != Precision::F16 {
+            return Ok(None);
+        }
+        let mut h = DeviceMatrix::zeros(&self.gpu, x.rows, x.cols)?;
+        cast_matrix_to_f16(x, &mut h)?;
+        Ok(Some(h))
+    }
+    fn input_dropout(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        self.timed("input dropout", || input_dropout_matrix(x, half, y, p, seed, &self.step_ptr(), offset))
     }
     fn dropout_gemm(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
         let x = self.product_x(x, half, y.cols);

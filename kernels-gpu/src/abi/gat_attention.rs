@@ -45,6 +45,9 @@ kernel_args! {
         pub out: PtrMut<f32>,
         pub dout: Ptr<f32>,
         pub d_row: PtrMut<f32>,
+        /// Per row and head (s_dst, lse, D, unused): n x heads x 4 floats, dense; written by
+        /// the row pass, gathered by the column pass (16-byte aligned).
+        pub row_state: PtrMut<f32>,
         pub ds_dst: PtrMut<f32>,
         pub ds_src: PtrMut<f32>,
         pub dwh: PtrMut<f32>,

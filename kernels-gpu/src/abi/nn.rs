@@ -110,7 +110,7 @@ kernel_args! {
         pub n: u64,
         pub x: Ptr<f32>,
         pub y: PtrMut<f32>,
-        /// One byte per element: 1 kept, 0 dropped.
+        /// One byte per element: 1 kept, 0 dropped (null: not stored).
         pub mask: PtrMut<u8>,
         /// Drop an element whose hash is below this (`rng::dropout_threshold(p)`).
         pub threshold: u32,
@@ -551,6 +551,7 @@ kernels! {
     cross_entropy_rows8_f32(CrossEntropyArgs) = crate::nn::cross_entropy::cross_entropy_rows::<8>;
     cross_entropy_rows16_f32(CrossEntropyArgs) = crate::nn::cross_entropy::cross_entropy_rows::<16>;
     dropout_f32(DropoutArgs) = crate::nn::dropout::dropout;
+    dropout_from_f16(DropoutArgs) = crate::nn::dropout::dropout_from_half;
     dropout_backward_f32(DropoutBackwardArgs) = crate::nn::dropout::dropout_backward;
     edge_softmax_scaled_f32(EdgeSoftmaxScaledArgs) = crate::nn::edge_softmax::scaled;
     edge_softmax_scaled_long_f32(EdgeSoftmaxScaledLongArgs) = crate::nn::edge_softmax::scaled_long;

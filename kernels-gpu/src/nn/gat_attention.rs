@@ -22,7 +22,10 @@
 //! D_i Q_i (subtracting D per edge needed a second walk; on the tf32 hub case both forms gave
 //! the same error, and the f32 tests hold). The column pass walks Sᵀ: ds_src_j = sum_i dz_ij
 //! and dWh_j = sum_i alpha'_ij dout_i, recomputing alpha, da and dz there from the source rows'
-//! statistics and D: D_i is a reduction over all of row i, hence two kernels.
+//! state: D_i is a reduction over all of row i, hence two kernels. The row pass leaves per row
+//! and head (s_dst, lse = max + ln sum, D) in one 16-byte word (`row_state`), so the column
+//! pass gathers one word an edge and head instead of four floats from three arrays, and alpha
+//! = exp(e - lse) takes no division.
 
 use super::row_split::{Lane, Span, block_sums, long_rows, partial, rows, slot_sum, smem, walk, walk_steps};
 use crate::abi::gat_attention::GatAttentionArgs;
@@ -249,11 +252,25 @@ unsafe fn stat(a: &GatAttentionArgs, i: u32, h: u32) -> (f32, f32) {
     unsafe { (ptx::ld_nc_f32(s), ptx::ld_nc_f32(s.add(1))) }
 }
 
-/// alpha of an edge from its source row's statistics, and LeakyReLU' there.
+/// Row `i`'s log-sum-exp of head `h` (max + ln sum): alpha_ij = exp(e_ij - lse_i), no division
+/// an edge.
 #[inline(always)]
-fn alpha(a: &GatAttentionArgs, stat: (f32, f32), z: f32) -> (f32, f32) {
+unsafe fn lse(a: &GatAttentionArgs, i: u32, h: u32) -> f32 {
+    let (m, l) = unsafe { stat(a, i, h) };
+    m + ptx::ln(l)
+}
+
+/// alpha of an edge from its row's log-sum-exp, and LeakyReLU' there.
+#[inline(always)]
+fn alpha(a: &GatAttentionArgs, lse: f32, z: f32) -> (f32, f32) {
     let (lg, d) = leaky(z, a.slope);
-    (ptx::exp(lg - stat.0) / stat.1, d)
+    (ptx::exp(lg - lse), d)
+}
+
+/// Row `i`'s state of head `h` for the column pass, one 16-byte word: (s_dst, lse, D).
+#[inline(always)]
+fn row_state(a: &GatAttentionArgs, i: u32, h: u32) -> *mut f32 {
+    unsafe { a.row_state.add(4 * (i as usize * a.heads as usize + h as usize)) }
 }
 
 /// The row pass, one walk of row i: D_i = sum alpha da, P = sum alpha da lk', Q = sum alpha
@@ -271,7 +288,7 @@ pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                     p += ptx::ld_f32(x.add(1));
                     q += ptx::ld_f32(x.add(2));
                 }
-                write_row(&a, i, h, d, p - d * q);
+                write_row(&a, i, h, (score(a.s_dst, i, a.hld, h), lse(&a, i, h)), d, p - d * q);
             })
         };
         return;
@@ -281,11 +298,11 @@ pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
         rows(&a.split, &ln, a.row_ptr, |i, lo, hi, span, seg| {
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let sd = score(a.s_dst, i, a.hld, h);
-            let st = stat(&a, i, h);
+            let ls = lse(&a, i, h);
             let g = head_row::<NF>(&a, a.dout, i, h);
             let (mut d, mut p, mut q) = (0f32, 0f32, 0f32);
             walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j, e| source::<NF>(&a, j, e, h, step), |(ss, x, mk)| {
-                let (al, lk) = alpha(&a, st, sd + ss);
+                let (al, lk) = alpha(&a, ls, sd + ss);
                 let da = dot(&g, &x) * mk;
                 d += al * da;
                 p += al * da * lk;
@@ -305,18 +322,20 @@ pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                 return;
             }
             if (own || ln.slot == 0) && ln.on {
-                write_row(&a, i, h, d, p - d * q);
+                write_row(&a, i, h, (sd, ls), d, p - d * q);
             }
         })
     }
 }
 
+/// Row i's D and ds_dst of head h, and its state for the column pass ((s_dst, lse) given).
 #[inline(always)]
-unsafe fn write_row(a: &GatAttentionArgs, i: u32, h: u32, d: f32, ds: f32) {
+unsafe fn write_row(a: &GatAttentionArgs, i: u32, h: u32, (sd, ls): (f32, f32), d: f32, ds: f32) {
     let o = i as usize * a.hld as usize + h as usize;
     unsafe {
         ptx::st_f32(a.d_row.add(o), d);
         ptx::st_f32(a.ds_dst.add(o), ds);
+        ptx::st_v4_f32(row_state(a, i, h), [sd, ls, d, 0.0]);
     }
 }
 
@@ -357,9 +376,10 @@ pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                 a.t_of,
                 lo,
                 hi,
-                |i, e| (score(a.s_dst, i, a.hld, h), stat(&a, i, h), ptx::ld_nc_f32(a.d_row.add(i as usize * a.hld as usize + h as usize)), head_row::<NF>(&a, a.dout, i, h), keep(&a, step, e, h)),
-                |(sd, st, di, g, mk)| {
-                    let (al, lk) = alpha(&a, st, sd + ss);
+                |i, e| (ptx::ld_nc_v4_f32(row_state(&a, i, h)), head_row::<NF>(&a, a.dout, i, h), keep(&a, step, e, h)),
+                |(rs, g, mk)| {
+                    let [sd, ls, di, _] = rs;
+                    let (al, lk) = alpha(&a, ls, sd + ss);
                     dsrc += al * (dot(&g, &x) * mk - di) * lk;
                     let w = al * mk;
                     for c in 0..NF {

@@ -16,7 +16,7 @@ use super::{check_gpu, check_matrix_64, row_split};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::gat_attention::{
-    GatAttentionArgs, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8, gat_attention_forward_d16,
+    GatAttentionArgs, gat_attention_forward_d8_one_head, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8, gat_attention_forward_d16,
     gat_attention_forward_d32, gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32,
 };
 use crate::gpu::launch::{Kernel, Ptr, PtrMut};
@@ -291,7 +291,7 @@ pub fn gat_attention(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &Device
     }
     let gpu = wh.gpu().clone();
     (x.sld, x.bias, x.out, x.stats) = (stats.ld as u32, bias.arg(), out.arg_mut(), stats.arg_mut());
-    let kernel = pick([gat_attention_forward_d8, gat_attention_forward_d16, gat_attention_forward_d32], a.dim);
+    let kernel = if a.heads == 1 && a.dim <= 8 { gat_attention_forward_d8_one_head } else { pick([gat_attention_forward_d8, gat_attention_forward_d16, gat_attention_forward_d32], a.dim) };
     // SAFETY: checked above: S square over Wh's rows (device CSR and transpose of the handle),
     // Wh and out rows x (H F) with one stride, the scores rows x H with one stride, stats rows x
     // 2H, bias H F values; lanes touch columns below H F only.

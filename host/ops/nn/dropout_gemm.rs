@@ -481,7 +481,8 @@ pub trait DropoutGemmOp: Backend {
     /// apply); `None` elsewhere. A snapshot: whoever rewrites `x` must drop it.
     fn half_features(&self, x: &Self::Mat, out_cols: usize) -> Result<Option<Self::Half>>;
     /// x stored once in f16 for [`DropoutGemmOp::input_dropout`] where this backend reads it so
-    /// (the GPU in f16 precision); `None` elsewhere. A snapshot, as [`DropoutGemmOp::half_features`].
+    /// (the GPU in f16 precision, where the copy takes at most a quarter of the free memory);
+    /// `None` elsewhere. A snapshot, as [`DropoutGemmOp::half_features`].
     fn half_input(&self, x: &Self::Mat) -> Result<Option<Self::Half>>;
     /// The input dropout of a first layer that does not fuse it (its products read the dropped
     /// copy): `y = dropout(x)` with the mask [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at)
@@ -554,7 +555,9 @@ impl DropoutGemmOp for CudaBackend {
         Ok(Some(h))
     }
     fn half_input(&self, x: &DeviceMatrix<f32>) -> Result<Option<DeviceMatrix<f16>>> {
-        if self.precision != Precision::F16 {
+        // A speed-up, not a need: only where the copy takes at most a quarter of what is free
+        // (the rest also holds the products' scratch and, under capture, the CUDA graph).
+        if self.precision != Precision::F16 || 2 * x.rows * x.ld > self.gpu.free_memory()? / 4 {
             return Ok(None);
         }
         let mut h = DeviceMatrix::zeros(&self.gpu, x.rows, x.cols)?;

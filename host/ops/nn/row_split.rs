@@ -25,58 +25,58 @@ pub const ROW_BLOCK: u32 = 256;
 /// (`row_split::smem`).
 pub const SMEM_FIELDS: u32 = 34;
 
-/// The rows of at least `min` entries of a pattern, on the device, built once per graph and
-/// `min`.
-pub(crate) struct ListedRows {
+/// A list of a pattern's rows on the device (at least one element, so that an empty list is
+/// still a valid pointer), built once per graph and key.
+pub(crate) struct RowList {
     pub rows: DeviceVec<u32>,
     pub n: u32,
 }
 
-pub(crate) fn listed_rows(g: &GraphHandle, min: u32) -> Result<Arc<ListedRows>> {
+fn row_list(g: &GraphHandle, key: u64, build: impl FnOnce() -> Vec<u32>) -> Result<Arc<RowList>> {
     let gpu = g.gpu()?.clone();
-    g.cached(min as u64, || {
-        let rp = g.csr().row_ptr();
-        let rows: Vec<u32> = (0..g.csr().n_rows()).filter(|&r| rp[r + 1] - rp[r] >= min).map(|r| r as u32).collect();
-        Ok(ListedRows { n: rows.len() as u32, rows: DeviceVec::upload(&gpu, if rows.is_empty() { &[0] } else { &rows })? })
+    g.cached(key, || {
+        let rows = build();
+        Ok(RowList { n: rows.len() as u32, rows: DeviceVec::upload(&gpu, if rows.is_empty() { &[0] } else { &rows })? })
     })
+}
+
+/// Cache key of [`short_rows`]' lists (apart from [`listed_rows`]', keyed by `min` < 2^32).
+const SHORT_ROWS_KEY: u64 = 1 << 40;
+
+/// The rows of at least `min` entries of a pattern, in row order.
+pub(crate) fn listed_rows(g: &GraphHandle, min: u32) -> Result<Arc<RowList>> {
+    let rp = g.csr().row_ptr();
+    row_list(g, min as u64, || (0..g.csr().n_rows()).filter(|&r| rp[r + 1] - rp[r] >= min).map(|r| r as u32).collect())
 }
 
 /// The rows of fewer than `max` entries of a pattern, longest first (rows of one length in
-/// row order), on the device, built once per graph and `max`: the slot blocks' list. A warp's
-/// slots each walk one row alone; in row order their lengths differ (on power-law graphs
-/// most rows hold one or two entries and a few of every 32 hold ten), and the warp runs until
-/// its longest row is done.
-pub(crate) struct ShortRows {
-    pub rows: DeviceVec<u32>,
-    pub n: u32,
+/// row order): the slot blocks' list. A warp's slots each walk one row alone; in row order
+/// their lengths differ (on power-law graphs most rows hold one or two entries and a few of
+/// every 32 hold ten), and the warp runs until its longest row is done.
+pub(crate) fn short_rows(g: &GraphHandle, max: u32) -> Result<Arc<RowList>> {
+    row_list(g, SHORT_ROWS_KEY | max as u64, || longest_first(g.csr().row_ptr(), max))
 }
 
-pub(crate) fn short_rows(g: &GraphHandle, max: u32) -> Result<Arc<ShortRows>> {
-    let gpu = g.gpu()?.clone();
-    g.cached(max as u64, || {
-        let rp = g.csr().row_ptr();
-        let len = |r: usize| rp[r + 1] - rp[r];
-        // Counting sort by length, longest first.
-        let mut start = vec![0u32; max as usize + 1];
-        for r in 0..g.csr().n_rows() {
-            if len(r) < max {
-                start[(max - 1 - len(r)) as usize + 1] += 1;
-            }
-        }
-        for l in 1..start.len() {
-            start[l] += start[l - 1];
-        }
-        let n = start[max as usize] as usize;
-        let mut rows = vec![0u32; n];
-        for r in 0..g.csr().n_rows() {
-            if len(r) < max {
-                let slot = &mut start[(max - 1 - len(r)) as usize];
-                rows[*slot as usize] = r as u32;
-                *slot += 1;
-            }
-        }
-        Ok(ShortRows { n: n as u32, rows: DeviceVec::upload(&gpu, if rows.is_empty() { &[0] } else { &rows })? })
-    })
+/// The rows of fewer than `max` entries of the pattern with row pointers `rp`, longest first,
+/// rows of one length in row order (a counting sort: bucket b holds the rows of max - 1 - b
+/// entries).
+fn longest_first(rp: &[u32], max: u32) -> Vec<u32> {
+    let len = |r: usize| rp[r + 1] - rp[r];
+    let short = || (0..rp.len().saturating_sub(1)).filter(|&r| len(r) < max);
+    let mut start = vec![0u32; max as usize + 1];
+    for r in short() {
+        start[(max - len(r)) as usize] += 1;
+    }
+    for b in 1..start.len() {
+        start[b] += start[b - 1];
+    }
+    let mut rows = vec![0u32; start[max as usize] as usize];
+    for r in short() {
+        let next = &mut start[(max - 1 - len(r)) as usize];
+        rows[*next as usize] = r as u32;
+        *next += 1;
+    }
+    rows
 }
 
 /// The rows of at least [`ROW_LONG_MIN`] entries cut into segments of at most [`ROW_SEGMENT`].
@@ -213,5 +213,20 @@ pub(crate) fn unset() -> RowSplit {
         seg_ptr: Ptr::null(),
         partials: PtrMut::null(),
         pstride: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::longest_first;
+
+    #[test]
+    fn short_rows_come_longest_first_in_row_order() {
+        // Row lengths 3, 0, 5, 1, 3, 2 (row 2 is not short for max = 4).
+        let rp = [0, 3, 3, 8, 9, 12, 14];
+        assert_eq!(longest_first(&rp, 4), vec![0, 4, 5, 3, 1]);
+        assert_eq!(longest_first(&rp, 1), vec![1]);
+        assert!(longest_first(&rp, 0).is_empty());
+        assert!(longest_first(&[0], 16).is_empty());
     }
 }

@@ -10,8 +10,9 @@ pub const REGISTER_CAPS: &[(&str, &str, u32)] = &[
     // first layer's weight gradient, 500 -> 32). On sm_80 the same cap spills 64 bytes.
     ("dropout_gemm_dw_stream_tf32_h16_nt4", "sm_90", 168),
     // sm_90: GAT's fused attention with 8-column heads (latency-bound: warps active was the
-    // limit): forward 66 -> 64 and column pass 80 -> 64 registers, four blocks of 8 warps an
+    // limit): forward 67 -> 64 and column pass 80 -> 64 registers, four blocks of 8 warps an
     // SM instead of three and two (the row pass takes 52 uncapped). No spill at these caps.
-    ("gat_attention_forward_d8", "sm_90", 64),
+    // The forward's cap is 72, under which ptxas allocates 64; capped at 64 it spills 16 bytes.
+    ("gat_attention_forward_d8", "sm_90", 72),
     ("gat_attention_col_grad_d8", "sm_90", 64),
 ];

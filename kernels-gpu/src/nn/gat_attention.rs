@@ -233,9 +233,11 @@ unsafe fn write_forward<const NF: usize>(a: &GatAttentionArgs, i: u32, h: u32, m
     unsafe {
         let out = a.out.add(i as usize * a.ld as usize + (h * a.dim) as usize);
         let bias = a.bias.add((h * a.dim) as usize);
+        // One division a row and head, not one a column.
+        let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
         for c in 0..NF {
             if (c as u32) < a.dim {
-                let v = if l > 0.0 { acc[c] / l } else { 0.0 };
+                let v = acc[c] * inv;
                 ptx::st_f32(out.add(c), v + ptx::ld_nc_f32(bias.add(c)));
             }
         }

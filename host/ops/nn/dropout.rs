@@ -23,7 +23,7 @@ use rayon::prelude::*;
 use super::{MIN_PAR_LEN, check_same, elementwise_shape};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{DropoutArgs, DropoutBackwardArgs, dropout_backward_f32, dropout_f32, dropout_from_f16};
-use crate::gpu::launch::{Ptr, PtrMut};
+use crate::gpu::launch::{Kernel, Ptr, PtrMut};
 use crate::gpu::memory::padded_ld;
 use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
@@ -234,7 +234,7 @@ pub fn dropout_at(
     }
     let (xp, yp, mp, sp) = (x.arg(gpu), y.arg_mut(gpu), mask.arg_mut(gpu), step.arg(gpu));
     // SAFETY: x, y, mask hold at least n elements, step at least one.
-    unsafe { launch_dropout(gpu, n, xp, yp, mp, p, seed, sp, offset) }
+    unsafe { launch_dropout(gpu, dropout_f32, n, xp, yp, mp, p, seed, sp, offset) }
 }
 
 /// Dropout of a device matrix over its whole padded buffer with index `r * ld + c` (padding:
@@ -269,7 +269,7 @@ pub fn dropout_matrix_at(
     let gpu = x.gpu().clone();
     let (xp, yp, mp, sp) = (x.arg(), y.arg_mut(), mask.arg_mut(&gpu), step.arg(&gpu));
     // SAFETY: x and y hold rows * ld = n floats, mask at least n bytes, step at least one u32.
-    unsafe { launch_dropout(&gpu, n, xp, yp, mp, p, seed, sp, offset) }
+    unsafe { launch_dropout(&gpu, dropout_f32, n, xp, yp, mp, p, seed, sp, offset) }
 }
 
 /// The input dropout of a first layer whose products read the dropped copy: `y =
@@ -287,32 +287,24 @@ pub fn input_dropout_matrix(x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f1
     let Some(h) = half else {
         // SAFETY: x and y hold rows * ld = n floats, step at least one u32; a null mask is not
         // written.
-        return unsafe { launch_dropout(&gpu, n, x.arg(), y.arg_mut(), PtrMut::null(), p, seed, step.arg(&gpu), offset) };
+        return unsafe { launch_dropout(&gpu, dropout_f32, n, x.arg(), y.arg_mut(), PtrMut::null(), p, seed, step.arg(&gpu), offset) };
     };
     if (h.rows, h.cols, h.ld) != (x.rows, x.cols, x.ld) || !Arc::ptr_eq(h.gpu(), &gpu) {
         return Err(Error::Shape(format!("input_dropout: x's f16 copy is {} x {} (stride {}), x {} x {} (stride {})", h.rows, h.cols, h.ld, x.rows, x.cols, x.ld)));
     }
-    let args = DropoutArgs {
-        n: n as u64,
-        x: h.arg().cast(),
-        y: y.arg_mut(),
-        mask: PtrMut::null(),
-        threshold: dropout_threshold(p),
-        scale: scale_f32(p),
-        seed_key: dropout_seed_key(seed),
-        step: step.arg(&gpu),
-        offset,
-    };
-    // SAFETY: the copy holds rows * ld = n halves (n a multiple of 8: ld is padded to 8), y n
-    // floats, step one u32; the kernel takes four elements a thread, grid-stride.
-    unsafe { dropout_from_f16.launch(&gpu, elementwise_shape(&gpu, (n as u64).div_ceil(4)), &args) }
+    // SAFETY: the copy holds rows * ld = n halves (n a multiple of 8: ld is padded to 8), read
+    // through `x` by the f16 kernel; y n floats, step one u32; no mask.
+    unsafe { launch_dropout(&gpu, dropout_from_f16, n, h.arg().cast(), y.arg_mut(), PtrMut::null(), p, seed, step.arg(&gpu), offset) }
 }
 
+/// `kernel` (`dropout_f32`, or `dropout_from_f16` with x's f16 copy behind `x`) over `n`
+/// elements, four a thread.
+///
 /// # Safety
-/// `x`, `y` address `n` floats, `mask` `n` bytes (or is null: no mask written) and `step` one
-/// u32, all on `gpu`.
+/// `x` addresses `n` elements of the kernel's input type, `y` `n` floats, `mask` `n` bytes (or
+/// is null: no mask written; `dropout_from_f16` writes none) and `step` one u32, all on `gpu`.
 #[allow(clippy::too_many_arguments)]
-unsafe fn launch_dropout(gpu: &Gpu, n: usize, x: Ptr<f32>, y: PtrMut<f32>, mask: PtrMut<u8>, p: f32, seed: u64, step: Ptr<u32>, offset: u64) -> Result<()> {
+unsafe fn launch_dropout(gpu: &Gpu, kernel: Kernel<DropoutArgs>, n: usize, x: Ptr<f32>, y: PtrMut<f32>, mask: PtrMut<u8>, p: f32, seed: u64, step: Ptr<u32>, offset: u64) -> Result<()> {
     let args = DropoutArgs {
         n: n as u64,
         x,
@@ -325,8 +317,8 @@ unsafe fn launch_dropout(gpu: &Gpu, n: usize, x: Ptr<f32>, y: PtrMut<f32>, mask:
         offset,
     };
     // SAFETY: sizes as the caller guarantees. The kernel covers the n / 4 groups grid-stride
-    // and the n % 4 tail with the first threads (grid >= 1 if n > 0).
-    unsafe { dropout_f32.launch(gpu, elementwise_shape(gpu, (n as u64).div_ceil(4)), &args) }
+    // (`dropout_f32` the n % 4 tail with the first threads; grid >= 1 if n > 0).
+    unsafe { kernel.launch(gpu, elementwise_shape(gpu, (n as u64).div_ceil(4)), &args) }
 }
 
 /// dx = mask ? dy / (1 - p) : 0 over the first `n` elements of flat device buffers.

@@ -53,6 +53,13 @@ fn stream_smem(ldx: usize, ld: usize, half: bool) -> Option<usize> {
     (ld <= 32 && bytes <= STREAM_W_SMEM_MAX).then_some(bytes)
 }
 
+/// x stored once more in f16 (`half_features`, `half_input`).
+fn half_copy(x: &DeviceMatrix<f32>) -> Result<DeviceMatrix<f16>> {
+    let mut h = DeviceMatrix::zeros(x.gpu(), x.rows, x.cols)?;
+    cast_matrix_to_f16(x, &mut h)?;
+    Ok(h)
+}
+
 /// Whether the fused products take `rows x cols` node features stored in f16 for an output
 /// `out_cols` wide (the streaming kernels, up to 32 output columns; the tiled ones read f32).
 pub fn takes_f16_features(cols: usize, out_cols: usize) -> bool {
@@ -550,9 +557,7 @@ impl DropoutGemmOp for CudaBackend {
         if self.precision != Precision::F16 || self.math != GemmMath::Tf32 || !takes_f16_features(x.cols, out_cols) {
             return Ok(None);
         }
-        let mut h = DeviceMatrix::zeros(&self.gpu, x.rows, x.cols)?;
-        cast_matrix_to_f16(x, &mut h)?;
-        Ok(Some(h))
+        half_copy(x).map(Some)
     }
     fn half_input(&self, x: &DeviceMatrix<f32>) -> Result<Option<DeviceMatrix<f16>>> {
         // A speed-up, not a need: only where the copy takes at most a quarter of what is free
@@ -560,9 +565,7 @@ impl DropoutGemmOp for CudaBackend {
         if self.precision != Precision::F16 || 2 * x.rows * x.ld > self.gpu.free_memory()? / 4 {
             return Ok(None);
         }
-        let mut h = DeviceMatrix::zeros(&self.gpu, x.rows, x.cols)?;
-        cast_matrix_to_f16(x, &mut h)?;
-        Ok(Some(h))
+        half_copy(x).map(Some)
     }
     fn input_dropout(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
         self.timed("input dropout", || input_dropout_matrix(x, half, y, p, seed, &self.step_ptr(), offset))

@@ -321,10 +321,6 @@ fn short_max(dim: usize) -> u32 {
     }
 }
 
-/// Cache key of the backward's row-state scratch (apart from the other `DeviceVec<f32>`
-/// entries a graph handle keeps).
-const ROW_STATE_KEY: u64 = 0x6a7_5000_0000_0000;
-
 /// The fused backward on the device (see [`gat_attention_backward_cpu`]): the row pass then
 /// the column pass.
 #[allow(clippy::too_many_arguments)]
@@ -358,7 +354,7 @@ pub fn gat_attention_backward(
     let t = g.handle.transpose()?;
     // The rows' state the row pass leaves for the column pass: scratch kept with the graph and
     // shared by its layers (their passes run one after another on one stream).
-    let state = g.handle.cached(ROW_STATE_KEY ^ (wh.rows * a.heads) as u64, || crate::gpu::DeviceVec::<f32>::zeros(&gpu, (4 * wh.rows * a.heads).max(4)))?;
+    let state = row_split::scratch(&g.handle, row_split::ROW_STATE_KEY, 4 * wh.rows * a.heads)?;
     x.row_state = PtrMut::new(state.arg(&gpu).addr());
     // SAFETY: as the forward's, plus dout and dWh of Wh's shape, D and the score gradients of
     // the scores' shape; the row pass writes D and ds_dst, which the column pass (queued after

@@ -114,16 +114,19 @@ fn segments(h: &GraphHandle) -> Result<Arc<Segments>> {
     })
 }
 
-/// The segments' partial states (`len` floats at least): kept with the graph and shared by its
-/// layers' passes, which run one after another on one stream.
-fn partials(h: &GraphHandle, len: usize) -> Result<Arc<DeviceVec<f32>>> {
+/// Scratch of the fused row kernels (`len` floats at least), kept with the graph and shared by
+/// its layers' passes, which run one after another on one stream; keyed by `kind` (one of the
+/// `*_KEY`s: apart from the other `DeviceVec<f32>` entries a handle keeps) and length (a
+/// graph's layers of different widths get one each).
+pub(crate) fn scratch(h: &GraphHandle, kind: u64, len: usize) -> Result<Arc<DeviceVec<f32>>> {
     let gpu = h.gpu()?.clone();
-    // Keyed by length (a graph's layers of different widths get one each).
-    h.cached(PARTIALS_KEY ^ len as u64, || DeviceVec::zeros(&gpu, len.max(1)))
+    h.cached(kind ^ len as u64, || DeviceVec::zeros(&gpu, len.max(1)))
 }
 
-/// Cache key of [`partials`] (apart from the other `DeviceVec<f32>` entries a handle keeps).
+/// [`scratch`] of the segments' partial states.
 const PARTIALS_KEY: u64 = 0x6a7_0000_0000_0000;
+/// [`scratch`] of GAT's row state, which its row pass leaves for its column pass.
+pub(crate) const ROW_STATE_KEY: u64 = 0x6a7_5000_0000_0000;
 
 /// Segments a pattern of `n` rows and `nnz` entries can have at most (for memory estimates).
 pub fn max_segments(n: u64, nnz: u64) -> u64 {
@@ -144,9 +147,9 @@ pub(crate) struct Pass {
 
 /// Launches `kernel` over the rows of `h` (S, or Sᵀ for a column pass): one launch of three
 /// kinds of block — a block per segment of the rows of at least [`ROW_LONG_MIN`] entries, a
-/// warp per row of at least `short_max`, a slot of lanes per shorter row (longest first) — then, where there
-/// are long rows, the combine launch (`RowSplit::combine` = 1) that merges each long row's
-/// segments. The lists are made once per graph.
+/// warp per row of at least `short_max`, a slot of lanes per shorter row (longest first) —
+/// then, where there are long rows, the combine launch (`RowSplit::combine` = 1) that merges
+/// each long row's segments. The lists are made once per graph.
 ///
 /// # Safety
 /// `args(split)` must be valid arguments of `kernel` for the rows of `h` given that split.
@@ -162,7 +165,7 @@ pub(crate) unsafe fn launch_rows<A: DeviceRepr>(gpu: &Gpu, h: &GraphHandle, kern
     if blocks == 0 {
         return Ok(());
     }
-    let partials = partials(h, long.n_segs as usize * pass.pstride as usize)?;
+    let partials = scratch(h, PARTIALS_KEY, long.n_segs as usize * pass.pstride as usize)?;
     let split = RowSplit {
         short: short.as_ref().map_or(Ptr::null(), |s| s.rows.arg(gpu)),
         n_short,

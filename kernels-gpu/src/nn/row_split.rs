@@ -133,9 +133,9 @@ pub enum Span {
 
 /// The rows this block takes (`RowSplit`: segments of long rows first, so the longest
 /// work starts first; then the warp blocks, then the slot blocks on the listed short rows, all
-/// in one launch so that the kinds overlap), and per row the run of entries this slot, warp or block walks. `f(row, lo,
-/// hi, span, segment)` (the segment only for `Span::Block`), called from one place so that it
-/// is inlined (a closure called from two was compiled as a function, its captures on the
+/// in one launch so that the kinds overlap), and per row the run of entries this slot, warp or
+/// block walks. `f(row, lo, hi, span, segment)` (the segment only for `Span::Block`), called
+/// from one place so that it is inlined (a closure called from two was compiled as a function, its captures on the
 /// stack).
 #[inline(always)]
 pub unsafe fn rows(a: &RowSplit, ln: &Lane, row_ptr: *const u32, mut f: impl FnMut(u32, u32, u32, Span, u32)) {

@@ -110,7 +110,7 @@ impl<B: Ops> InputFeatures<B> {
             HostFeatures::Dense(m) => {
                 let (rows, cols) = (m.rows, m.cols);
                 let x = b.upload_owned(m)?;
-                if model.fused_input_dropout_pays() && b.fuses_input_dropout(rows, cols) {
+                if b.fused_input_dropout_pays(cols, model.first_product_columns()) && b.fuses_input_dropout(rows, cols) {
                     return Ok(InputFeatures::DenseFused { x, half: None, offset: 0, seed: 0 });
                 }
                 Ok(InputFeatures::Dense { x, dropped: b.matrix(rows, cols)?, half: None, offset: 0 })
@@ -125,9 +125,9 @@ impl<B: Ops> InputFeatures<B> {
     }
 
     /// The features for `model`: fused input dropout where the backend offers it and it pays
-    /// for the model's first layer ([`ModelConfig::fused_input_dropout_pays`]).
+    /// for the model's first layer (`DropoutGemmOp::fused_input_dropout_pays`).
     pub fn for_model(b: &B, host: &HostFeatures, model: &ModelConfig) -> Result<Self> {
-        Self::with_fusion(b, host, model.fused_input_dropout_pays() && b.fuses_input_dropout(host.rows(), host.cols()))
+        Self::with_fusion(b, host, b.fused_input_dropout_pays(host.cols(), model.first_product_columns()) && b.fuses_input_dropout(host.rows(), host.cols()))
     }
 
     /// [`InputFeatures::new`] with the choice made by the caller: `fused` dense features keep no
@@ -150,7 +150,7 @@ impl<B: Ops> InputFeatures<B> {
 
     /// Dense features also stored in f16 where the backend reads them so: fused, by both
     /// first-layer products (`DropoutGemmOp::half_features`: the GPU in f16 precision, outputs
-    /// of at most 32 columns); unfused, by the input dropout (`DropoutGemmOp::half_input`: the
+    /// of at most 64 columns); unfused, by the input dropout (`DropoutGemmOp::half_input`: the
     /// GPU in f16 precision). Half the bytes read every step. Only for features that stay fixed
     /// for the whole run (not rebound per batch).
     pub fn with_half_features(mut self, b: &B, model: &ModelConfig) -> Result<Self> {

@@ -73,15 +73,6 @@ impl ModelConfig {
             _ => self.hidden,
         }
     }
-
-    /// Whether the fused input dropout (`ops::nn::dropout_gemm`) beats dropout + cuBLAS for this
-    /// model's first layer: on the H100 it wins up to 32 output columns (the streaming kernels)
-    /// and loses from 64 on, on the tiled kernels and on a 64-column streaming variant alike
-    /// (figures in bench/NOTES.md, 2026-11-27 night). Either way it saves the dropped copy and
-    /// the mask; the CPU ignores it.
-    pub fn fused_input_dropout_pays(&self) -> bool {
-        self.first_product_columns() <= 32
-    }
 }
 
 /// [`ModelConfig`] as read from a file: the name owned, then looked up in the registry.

@@ -25,7 +25,7 @@ use super::dropout::{check_p, dropout_matrix_cpu_at, input_dropout_matrix, scale
 use crate::error::{Error, Result};
 use crate::gpu::abi::dropout_gemm::*;
 use crate::gpu::cublas::GemmMath;
-use crate::gpu::launch::{Kernel, Shape};
+use crate::gpu::launch::{Kernel, PtrMut, Shape};
 use crate::gpu::memory::padded_ld;
 use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
@@ -51,6 +51,156 @@ fn stream_smem(ldx: usize, ld: usize, half: bool) -> Option<usize> {
     let step = DG_STREAM_K_STEP as usize * if half { 2 } else { 1 };
     let bytes = ldx.div_ceil(step) * step * column_tiles(ld).0 * 8 * 4;
     (ld <= 32 && bytes <= STREAM_W_SMEM_MAX).then_some(bytes)
+}
+
+/// The most shared memory the wide f16 forward stages w's fragments in (two blocks an SM).
+const WIDE_W_SMEM_MAX: usize = 112 * 1024;
+
+/// Bytes of w's f16 fragments the wide forward stages for x `ldx` columns wide and an output
+/// `ld` wide, or None outside its shapes (outputs of 33-64 columns, x up to 896 columns).
+fn wide_smem(ldx: usize, ld: usize) -> Option<usize> {
+    let step = DG_WIDE_K_STEP as usize;
+    // A fragment of 32 lanes x 8 bytes per (32-column chunk, k-step of 16, n8 tile).
+    let bytes = ldx.div_ceil(step) * step / 32 * 2 * 8 * 32 * 8;
+    (32 < ld && ld <= 64 && bytes <= WIDE_W_SMEM_MAX).then_some(bytes)
+}
+
+/// Whether [`dropout_gemm_wide`] takes `rows x cols` f16 features for an output `out_cols` wide.
+pub fn wide_fits(cols: usize, out_cols: usize) -> bool {
+    wide_smem(padded_ld(cols), padded_ld(out_cols)).is_some()
+}
+
+/// y = dropout(x) w for an output of 33-64 columns, read from x's f16 copy `x16`, on the tensor
+/// cores in f16 (w rounded to f16: the same significand as tf32; f32 sums), the mask drawn as
+/// [`dropout_gemm`]'s. Where `dropped` is given, x after the dropout is also written there in
+/// f32 — bit for bit what [`input_dropout_matrix`] writes — for a weight gradient on cuBLAS:
+/// the dropout and the product in one pass over x.
+#[allow(clippy::too_many_arguments)]
+pub fn dropout_gemm_wide(x16: &DeviceMatrix<f16>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, dropped: Option<&mut DeviceMatrix<f32>>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64) -> Result<()> {
+    check_p(p)?;
+    if w.rows != x16.cols || y.rows != x16.rows || y.cols != w.cols {
+        return Err(Error::Shape(format!("dropout_gemm_wide: x {} x {}, w {} x {}, y {} x {}", x16.rows, x16.cols, w.rows, w.cols, y.rows, y.cols)));
+    }
+    check_matrix_64(x16, "dropout_gemm_wide x")?;
+    for (m, name) in [(w, "dropout_gemm_wide w"), (&*y, "dropout_gemm_wide y")] {
+        check_matrix_64(m, name)?;
+    }
+    let gpu = x16.gpu().clone();
+    check_gpu(&gpu, w.gpu(), "dropout_gemm_wide")?;
+    check_gpu(&gpu, y.gpu(), "dropout_gemm_wide")?;
+    if let Some(d) = &dropped {
+        if (d.rows, d.cols, d.ld) != (x16.rows, x16.cols, x16.ld) {
+            return Err(Error::Shape(format!("dropout_gemm_wide: dropped copy {} x {} (stride {}) for x {} x {} (stride {})", d.rows, d.cols, d.ld, x16.rows, x16.cols, x16.ld)));
+        }
+        check_gpu(&gpu, d.gpu(), "dropout_gemm_wide")?;
+    }
+    if step.is_empty() {
+        return Err(Error::Shape("dropout_gemm_wide: empty step counter".into()));
+    }
+    check_u32("dropout_gemm_wide", &[(x16.rows, x16.ld), (w.rows, w.ld)])?;
+    let smem = wide_smem(x16.ld, y.ld)
+        .ok_or_else(|| Error::Unsupported(format!("dropout_gemm_wide: {} -> {} columns (it takes outputs of 33-64 columns from at most 896)", x16.cols, y.cols)))?;
+    let kernel = if dropped.is_some() { dropout_gemm_wide_h16_store } else { dropout_gemm_wide_h16 };
+    let args = DropoutGemmArgs {
+        rows: x16.rows as u32,
+        k: x16.cols as u32,
+        ldx: x16.ld as u32,
+        ldw: y.ld as u32,
+        ldb: w.ld as u32,
+        n: y.cols as u32,
+        w_trans: 0,
+        col_tiles: 1,
+        threshold: dropout_threshold(p),
+        x: x16.arg().cast(),
+        w: w.arg(),
+        y: y.arg_mut(),
+        scale: scale_f32(p),
+        seed_key: dropout_seed_key(seed),
+        step: step.arg(&gpu),
+        offset,
+        dropped: dropped.map_or(PtrMut::null(), |d| d.arg_mut()),
+    };
+    let warps = (DG_WIDE_THREADS / 32) as usize;
+    let per_sm = kernel.max_active_blocks_per_sm(&gpu, DG_WIDE_THREADS, smem as u32)?.max(1) as usize;
+    let blocks = x16.rows.div_ceil(16).div_ceil(warps).clamp(1, gpu.info().sm_count as usize * per_sm);
+    // SAFETY: shapes checked above; the kernel reads x rows x ldx in f16 (ldx a multiple of 8:
+    // whole 16-byte loads), w k x ldb, writes y rows x ldw (ldw ≤ 64) and, for the `_store`
+    // instance, `dropped` rows x ldx (its shape and stride checked equal to x's).
+    unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_WIDE_THREADS, smem as u32), &args) }
+}
+
+/// The wide weight gradient's plan for `rows` rows of x `k` columns wide: (splits, rows per
+/// split, groups of `DG_WIDE_DW_THREADS / 32` panels of 32 columns), the splits filling one
+/// wave of the blocks the occupancy calculator fits on an SM.
+fn wide_dw_plan(gpu: &Gpu, rows: usize, k: usize) -> Result<(usize, usize, usize)> {
+    let warps = (DG_WIDE_DW_THREADS / 32) as usize;
+    let groups = padded_ld(k).div_ceil(32).div_ceil(warps).max(1);
+    let resident = dropout_gemm_dw_wide_h16.max_active_blocks_per_sm(gpu, DG_WIDE_DW_THREADS, 0)?.max(1) as usize;
+    let step = DG_DW_STEP_ROWS as usize;
+    let want = (gpu.info().sm_count as usize * resident).div_ceil(groups).clamp(1, rows.div_ceil(step).max(1));
+    let rows_per_split = rows.div_ceil(want).div_ceil(step).max(1) * step;
+    Ok((rows.div_ceil(rows_per_split).max(1), rows_per_split, groups))
+}
+
+/// Floats of scratch [`dropout_gemm_dw_wide`] needs for `rows x k` features and a weight
+/// gradient `n` wide, on `gpu`.
+pub fn dropout_gemm_dw_wide_scratch_len(gpu: &Gpu, rows: usize, k: usize, n: usize) -> Result<usize> {
+    Ok(wide_dw_plan(gpu, rows, k)?.0 * k * padded_ld(n))
+}
+
+/// dw = dropout(x)ᵀ dy for dy of 33-64 columns, read from x's f16 copy `x16` (the mask of
+/// [`dropout_gemm_wide`], same step), on the tensor cores in tf32 (f16 x exact there; dy
+/// rounded as cuBLAS's tf32 rounds it): the wide forward's weight gradient without a dropped
+/// copy. `scratch` holds at least [`dropout_gemm_dw_wide_scratch_len`] floats (per-split
+/// partial sums, added in a fixed order: deterministic).
+#[allow(clippy::too_many_arguments)]
+pub fn dropout_gemm_dw_wide(x16: &DeviceMatrix<f16>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, scratch: &mut DeviceVec<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64) -> Result<()> {
+    check_p(p)?;
+    check_matrix_64(x16, "dropout_gemm_dw_wide x")?;
+    for (m, name) in [(dy, "dropout_gemm_dw_wide dy"), (&*dw, "dropout_gemm_dw_wide dw")] {
+        check_matrix_64(m, name)?;
+    }
+    if dy.rows != x16.rows || dw.rows != x16.cols || dw.cols != dy.cols {
+        return Err(Error::Shape(format!("dropout_gemm_dw_wide: x {} x {}, dy {} x {}, dw {} x {}", x16.rows, x16.cols, dy.rows, dy.cols, dw.rows, dw.cols)));
+    }
+    let gpu = x16.gpu().clone();
+    check_gpu(&gpu, dy.gpu(), "dropout_gemm_dw_wide")?;
+    check_gpu(&gpu, dw.gpu(), "dropout_gemm_dw_wide")?;
+    check_u32("dropout_gemm_dw_wide", &[(x16.rows, x16.ld), (dw.rows, dw.ld)])?;
+    if step.is_empty() {
+        return Err(Error::Shape("dropout_gemm_dw_wide: empty step counter".into()));
+    }
+    if wide_smem(x16.ld, dw.ld).is_none() {
+        return Err(Error::Unsupported(format!("dropout_gemm_dw_wide: {} -> {} columns (it takes 33-64 columns from at most 896)", x16.cols, dw.cols)));
+    }
+    let (k, ldw) = (x16.cols, dw.ld);
+    let (splits, rows_per_split, groups) = wide_dw_plan(&gpu, x16.rows, k)?;
+    let need = splits * k * ldw;
+    if scratch.len() < need || k * ldw > u32::MAX as usize {
+        return Err(Error::Shape(format!("dropout_gemm_dw_wide: scratch of {} floats for {splits} splits of {k} x {ldw} (want {need})", scratch.len())));
+    }
+    let args = DropoutGemmDwArgs {
+        rows: x16.rows as u32,
+        k: k as u32,
+        ldx: x16.ld as u32,
+        ldw: ldw as u32,
+        k_tiles: groups as u32,
+        col_tiles: 1,
+        rows_per_split: rows_per_split as u32,
+        threshold: dropout_threshold(p),
+        x: x16.arg().cast(),
+        dy: dy.arg(),
+        partial: scratch.arg_mut(&gpu),
+        scale: scale_f32(p),
+        seed_key: dropout_seed_key(seed),
+        step: step.arg(&gpu),
+        offset,
+    };
+    // SAFETY: shapes checked above; block b (split b / groups) writes rows < k (its warps'
+    // panels of x columns), columns < ldw of partial[split], inside the `need` floats checked;
+    // it reads x rows x ldx in f16 (8-byte loads, ldx a multiple of 8) and dy rows x ldw.
+    unsafe { dropout_gemm_dw_wide_h16.launch(&gpu, Shape::linear((splits * groups) as u32, DG_WIDE_DW_THREADS, 0), &args)? };
+    split_sum(&gpu, scratch, dw, splits, k * ldw)
 }
 
 /// x stored once more in f16 (`half_features`, `half_input`).
@@ -266,6 +416,7 @@ fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut Dev
         seed_key: dropout_seed_key(seed),
         step: step.arg(&gpu),
         offset,
+        dropped: PtrMut::null(),
     };
     let split = math == GemmMath::F32;
     if let Some(smem) = stream {
@@ -439,11 +590,16 @@ pub fn dropout_gemm_dw<'a>(
         // split < splits, inside the `need` floats of scratch.
         unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_THREADS, smem), &args)? };
     }
-    let n = (k * ldw) as u64;
-    let sum = SplitSumArgs { n: n as u32, splits: splits as u32, partial: scratch.arg(&gpu), out: dw.arg_mut() };
-    let blocks = n.div_ceil(NN_BLOCK as u64 / 32).min((gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64) as u32;
+    split_sum(&gpu, scratch, dw, splits, k * ldw)
+}
+
+/// dw's `n` floats (its k rows of ldw) = the sum of the `splits` partials in `scratch`, in
+/// split order (`n` and `splits * n` checked by the callers against u32 and scratch's length).
+fn split_sum(gpu: &Arc<Gpu>, scratch: &DeviceVec<f32>, dw: &mut DeviceMatrix<f32>, splits: usize, n: usize) -> Result<()> {
+    let sum = SplitSumArgs { n: n as u32, splits: splits as u32, partial: scratch.arg(gpu), out: dw.arg_mut() };
+    let blocks = (n as u64).div_ceil(NN_BLOCK as u64 / 32).min((gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64) as u32;
     // SAFETY: scratch holds splits * n floats, dw n (k rows of ldw).
-    unsafe { split_sum_f32.launch(&gpu, Shape::linear(blocks, NN_BLOCK, 0), &sum) }
+    unsafe { split_sum_f32.launch(gpu, Shape::linear(blocks, NN_BLOCK, 0), &sum) }
 }
 
 /// Whether [`skinny_gemm`] runs `c = op(a) op(b)` (beta 0) on the streaming kernels: outputs
@@ -483,6 +639,12 @@ pub trait DropoutGemmOp: Backend {
     /// (dropout never stored) rather than drop them out into a copy first. The GPU does unless
     /// told otherwise; the CPU keeps the unfused path as the reference (and can run this op).
     fn fuses_input_dropout(&self, rows: usize, cols: usize) -> bool;
+    /// Whether, where offered, the fused input dropout beats dropout + GEMM for a first
+    /// product `out_cols` wide on `cols` features: on the H100 up to 32 output columns (the
+    /// streaming kernels), and 33-64 in f16 precision (the wide kernels on x's f16 copy); from
+    /// 64 columns on in tf32 / f32 the tiled kernels and a 64-column streaming variant lost
+    /// (bench/NOTES.md, 2026-11-27 night). Either way it saves the dropped copy.
+    fn fused_input_dropout_pays(&self, cols: usize, out_cols: usize) -> bool;
     /// `x` stored once in f16 for products of at most `out_cols` columns, where this backend
     /// reads its node features in f16 (the GPU in f16 precision, when the streaming kernels
     /// apply); `None` elsewhere. A snapshot: whoever rewrites `x` must drop it.
@@ -510,6 +672,9 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
     type Half = ();
     fn fuses_input_dropout(&self, _rows: usize, _cols: usize) -> bool {
         false
+    }
+    fn fused_input_dropout_pays(&self, _cols: usize, out_cols: usize) -> bool {
+        out_cols <= 32
     }
     fn half_features(&self, _: &HostMat<T>, _: usize) -> Result<Option<()>> {
         Ok(None)
@@ -540,6 +705,12 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
 impl CudaBackend {
     /// x as the products read it: the f16 copy where given and the output fits the streaming
     /// kernels in tf32, x itself otherwise.
+    /// x's f16 copy where the wide kernels take this product (`out_cols` of 33-64; the copy
+    /// exists only in f16 precision).
+    fn wide_x<'a>(&self, x: &DeviceMatrix<f32>, half: Option<&'a DeviceMatrix<f16>>, out_cols: usize) -> Option<&'a DeviceMatrix<f16>> {
+        half.filter(|h| self.math == GemmMath::Tf32 && (h.rows, h.cols) == (x.rows, x.cols) && !takes_f16_features(x.cols, out_cols) && wide_fits(x.cols, out_cols))
+    }
+
     fn product_x<'a>(&self, x: &'a DeviceMatrix<f32>, half: Option<&'a DeviceMatrix<f16>>, out_cols: usize) -> FeaturesRef<'a> {
         match half {
             Some(h) if self.math == GemmMath::Tf32 && takes_f16_features(x.cols, out_cols) && (h.rows, h.cols) == (x.rows, x.cols) => FeaturesRef::F16(h),
@@ -553,8 +724,11 @@ impl DropoutGemmOp for CudaBackend {
     fn fuses_input_dropout(&self, rows: usize, cols: usize) -> bool {
         self.fuse_input_dropout && rows < u32::MAX as usize / 2 && padded_ld(cols) < u32::MAX as usize / 2
     }
+    fn fused_input_dropout_pays(&self, cols: usize, out_cols: usize) -> bool {
+        out_cols <= 32 || (self.precision == Precision::F16 && self.math == GemmMath::Tf32 && wide_fits(cols, out_cols))
+    }
     fn half_features(&self, x: &DeviceMatrix<f32>, out_cols: usize) -> Result<Option<DeviceMatrix<f16>>> {
-        if self.precision != Precision::F16 || self.math != GemmMath::Tf32 || !takes_f16_features(x.cols, out_cols) {
+        if self.precision != Precision::F16 || self.math != GemmMath::Tf32 || !(takes_f16_features(x.cols, out_cols) || wide_fits(x.cols, out_cols)) {
             return Ok(None);
         }
         half_copy(x).map(Some)
@@ -571,10 +745,17 @@ impl DropoutGemmOp for CudaBackend {
         self.timed("input dropout", || input_dropout_matrix(x, half, y, p, seed, &self.step_ptr(), offset))
     }
     fn dropout_gemm(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        if let Some(h) = self.wide_x(x, half, y.cols) {
+            return self.timed("dropout gemm", || dropout_gemm_wide(h, w, y, None, p, seed, &self.step_ptr(), offset));
+        }
         let x = self.product_x(x, half, y.cols);
         self.timed("dropout gemm", || dropout_gemm(x, w, y, p, seed, &self.step_ptr(), offset, self.math))
     }
     fn dropout_gemm_dw(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        if let Some(h) = self.wide_x(x, half, dy.cols) {
+            let need = dropout_gemm_dw_wide_scratch_len(&self.gpu, h.rows, h.cols, dy.cols)?;
+            return self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || dropout_gemm_dw_wide(h, dy, dw, s, p, seed, &self.step_ptr(), offset)));
+        }
         let x = self.product_x(x, half, dy.cols);
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;
         self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math)))

@@ -16,6 +16,16 @@ pub const DG_STREAM_DW_THREADS: u32 = 128;
 /// up to a multiple of this; f16 x (`_h16` instances) takes twice as many).
 pub const DG_STREAM_K_STEP: u32 = 64;
 
+/// Threads per block of the wide f16 forward (8 warps, each a 16-row tile at a time).
+pub const DG_WIDE_THREADS: u32 = 256;
+/// Columns of x per wide-forward iteration (its w fragments are staged for k rounded up to a
+/// multiple of this).
+pub const DG_WIDE_K_STEP: u32 = 128;
+
+/// Threads per block of the wide f16 weight gradient (4 warps, each a 32-column panel of x; at
+/// its ~150 registers three blocks fit an SM).
+pub const DG_WIDE_DW_THREADS: u32 = 128;
+
 /// X rows per step of the weight-gradient loop (and the multiple a split's rows are rounded to).
 pub const DG_DW_STEP_ROWS: u32 = 32;
 
@@ -48,6 +58,9 @@ kernel_args! {
         /// The step counter, read when the kernel runs (as the dropout kernel's).
         pub step: Ptr<u32>,
         pub offset: u64,
+        /// Where the wide `_store` instance also writes the dropped x in f32 (rows x ldx, stride
+        /// ldx); null for the others.
+        pub dropped: PtrMut<f32>,
     }
 
     /// partial[s] = dropout(x[rows of split s])ᵀ dy[same rows] (k x ldw each, stride ldw):
@@ -109,5 +122,8 @@ kernels! {
     dropout_gemm_dw_stream_tf32_h16_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<2, false, 2>;
     dropout_gemm_stream_tf32_h16_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, false, 2, false>;
     dropout_gemm_dw_stream_tf32_h16_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, false, 2>;
+    dropout_gemm_wide_h16(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_wide_h16::<false>;
+    dropout_gemm_wide_h16_store(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_wide_h16::<true>;
+    dropout_gemm_dw_wide_h16(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_wide_h16;
     split_sum_f32(SplitSumArgs) = crate::nn::dropout_gemm::split_sum;
 }

@@ -23,7 +23,7 @@
 //! to `partial[split]`, and `split_sum` adds the splits in a fixed order (deterministic, no
 //! atomics).
 
-use crate::abi::dropout_gemm::{DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
+use crate::abi::dropout_gemm::{DG_WIDE_K_STEP, DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
 use crate::ptx;
 use crate::rng::DropoutStep;
 use crate::translate::{div_or_zero, rem_or_zero};
@@ -138,7 +138,7 @@ unsafe fn load_tile(m: *const f32, ld: u32, r0: u32, row_end: u32, c0: u32, col_
 /// y = dropout(x) w: block = 64 rows x 8 NT columns (see the module note).
 #[inline(always)]
 pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs) {
-    let DropoutGemmArgs { rows, k, ldx, ldw, ldb: _, n: _, w_trans: _, col_tiles, threshold, x, w, y, scale, seed_key, step, offset } = args;
+    let DropoutGemmArgs { rows, k, ldx, ldw, ldb: _, n: _, w_trans: _, col_tiles, threshold, x, w, y, scale, seed_key, step, offset, dropped: _ } = args;
     let bn = 8 * NT as u32;
     let w_stride = bn + 8;
     let (row0, col0) = (div_or_zero(ptx::ctaid_x(), col_tiles) * DG_BLOCK_ROWS, rem_or_zero(ptx::ctaid_x(), col_tiles) * bn);
@@ -472,16 +472,18 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize,
 }
 
 /// The NT values of dy's row `row` at columns NT g.. (zeros outside rows x ldw; ldw is a
-/// multiple of 8, so a run of NT ∈ {2, 4} is inside or outside whole).
+/// multiple of 8, so a run of NT ∈ {2, 4, 8} is inside or outside whole).
 #[inline(always)]
 unsafe fn dy_run<const NT: usize>(dy: *const f32, rows: u32, ldw: u32, row: u32, g: u32) -> [f32; NT] {
     let mut out = [0f32; NT];
     let col = NT as u32 * g;
     if row < rows && col < ldw {
         let p = unsafe { dy.add(row as usize * ldw as usize + col as usize) };
-        if NT == 4 {
-            let v = unsafe { ptx::ld_nc_v4_f32(p) };
-            out.iter_mut().zip(v).for_each(|(o, a)| *o = a);
+        if NT == 4 || NT == 8 {
+            for h in 0..NT / 4 {
+                let v = unsafe { ptx::ld_nc_v4_f32(p.add(4 * h)) };
+                out[4 * h..4 * h + 4].iter_mut().zip(v).for_each(|(o, a)| *o = a);
+            }
         } else {
             for (j, o) in out.iter_mut().enumerate() {
                 *o = unsafe { ptx::ld_nc_f32(p.add(j)) };
@@ -580,5 +582,249 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
                 put(rb, cb, d[3]);
             }
         }
+    });
+}
+
+// -- The wide forward in f16 (33-64 output columns: GAT's 8 heads of 8) --
+//
+// The streaming forward's tf32 w fragments for 64 output columns take 128 KB of shared memory
+// (one block an SM: slower than dropout + cuBLAS, NOTES 2026-11-27 night). Here x (stored in
+// f16) and w (rounded to f16 when staged: the same 10-bit significand as tf32) meet on
+// m16n8k16 with f32 accumulators, and w's fragments take half the room. Lane (g, t) loads the
+// 16 bytes at columns 8t.. of a 32-column chunk of rows g and g + 8; the chunk's two k-steps
+// take words 0-1 and 2-3 of each load (the reduction order permuted; w staged in the same
+// order). Kept elements enter unscaled (exact in f16), the sums are scaled once. With `STORE`
+// the dropped x is also written in f32, as `input_dropout_matrix` writes it (bit for bit),
+// for a weight gradient on cuBLAS.
+
+/// Chunks of 32 columns a wide-forward iteration loads (4 loads of 16 bytes a row).
+const WIDE_ITER: u32 = DG_WIDE_K_STEP / 32;
+
+/// w (k x n, n ≤ 64) as the wide forward's f16 B fragments: fragment (chunk c, step s, n8
+/// tile j) is 32 lanes' 8 bytes, lane (g, t) holding (w[r][col], w[r + 1][col]) and (w[r +
+/// 2][col], w[r + 3][col]) with r = 32c + 8t + 4s and col = 8j + g; zeros past k and n.
+#[inline(always)]
+unsafe fn stage_w_h16(a: &DropoutGemmArgs, chunks: u32, ws: u32) {
+    let mut i = ptx::tid_x();
+    while i < chunks * 2 * 8 * 32 {
+        let (lane, f) = (i % 32, i / 32);
+        let (j, cs) = (f % 8, f / 8);
+        let (s, c) = (cs % 2, cs / 2);
+        let (g, t) = (lane / 4, lane % 4);
+        let (r, col) = (32 * c + 8 * t + 4 * s, 8 * j + g);
+        let at = |r: u32| {
+            if r >= a.k || col >= a.n {
+                0.0
+            } else if a.w_trans != 0 {
+                unsafe { ptx::ld_nc_f32(a.w.add(col as usize * a.ldb as usize + r as usize)) }
+            } else {
+                unsafe { ptx::ld_nc_f32(a.w.add(r as usize * a.ldb as usize + col as usize)) }
+            }
+        };
+        let (b0, b1) = (ptx::pack_f16x2(at(r), at(r + 1)), ptx::pack_f16x2(at(r + 2), at(r + 3)));
+        unsafe { ptx::st_shared_u64(ws + 8 * i, b0 as u64 | (b1 as u64) << 32) };
+        i += ptx::ntid_x();
+    }
+}
+
+impl StreamMask {
+    /// The eight f16 elements of x at (row, col) (col a multiple of 8) as loaded (`raw`),
+    /// dropped elements zeroed, kept ones unscaled.
+    #[inline(always)]
+    fn drop8_h16(self, raw: [u32; 4], row: u32, col: u32, ldx: u32) -> [u32; 4] {
+        let (seed_key, draw, threshold, offset) = self.key;
+        if threshold == 0 {
+            return raw;
+        }
+        let keep = |c: u32| {
+            if self.low {
+                draw.keep4_low((offset as u32).wrapping_add(row.wrapping_mul(ldx)).wrapping_add(c), threshold)
+            } else {
+                draw.keep4(seed_key, offset + row as u64 * ldx as u64 + c as u64, threshold)
+            }
+        };
+        let (lo, hi) = (keep(col), keep(col + 4));
+        let word = |k0: bool, k1: bool| (if k0 { 0xFFFF } else { 0 }) | (if k1 { 0xFFFF_0000 } else { 0 });
+        [raw[0] & word(lo[0], lo[1]), raw[1] & word(lo[2], lo[3]), raw[2] & word(hi[0], hi[1]), raw[3] & word(hi[2], hi[3])]
+    }
+}
+
+/// The eight dropped elements of x at (row, col) (`words`, as `drop8_h16` leaves them) in f32,
+/// scaled, into `out` (stride ldx); nothing outside rows x ldx.
+#[inline(always)]
+unsafe fn store_dropped8(out: *mut f32, rows: u32, ldx: u32, row: u32, col: u32, words: [u32; 4], scale: f32) {
+    if row < rows && col < ldx {
+        let v = |w: u32, hi: bool| ptx::f16_to_f32((if hi { w >> 16 } else { w }) as u16) * scale;
+        let p = unsafe { out.add(row as usize * ldx as usize + col as usize) };
+        unsafe {
+            ptx::st_v4_f32(p, [v(words[0], false), v(words[0], true), v(words[1], false), v(words[1], true)]);
+            ptx::st_v4_f32(p.add(4), [v(words[2], false), v(words[2], true), v(words[3], false), v(words[3], true)]);
+        }
+    }
+}
+
+/// y = dropout(x) w for x in f16 and outputs of 33-64 columns (8 n8 tiles), and with `STORE`
+/// the dropped x in f32 into `args.dropped`: a persistent grid, each warp a 16-row tile at a
+/// time walking all of k, `WIDE_ITER` chunks an iteration (8 loads of 16 bytes in flight a
+/// thread); w waits in shared memory in fragment order.
+#[inline(always)]
+pub unsafe fn forward_wide_h16<const STORE: bool>(args: DropoutGemmArgs) {
+    let chunks = args.ldx.div_ceil(32 * WIDE_ITER) * WIDE_ITER;
+    let ws = ptx::dyn_smem_base();
+    unsafe { stage_w_h16(&args, chunks, ws) };
+    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, dropped, scale, seed_key, step, offset, .. } = args;
+    ptx::sync_threads();
+    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx);
+    let lane = ptx::tid_x() % 32;
+    let (g, t) = (lane / 4, lane % 4);
+    let warps = ptx::ntid_x() / 32;
+    let tiles = rows.div_ceil(16);
+    let stride = ptx::nctaid_x() * warps;
+    let mut tile = ptx::ctaid_x() * warps + ptx::tid_x() / 32;
+    while tile < tiles {
+        let (ra, rb) = (16 * tile + g, 16 * tile + g + 8);
+        let mut acc = [[0f32; 4]; 8];
+        let mut c = 0;
+        while c < chunks {
+            // Rows ra and rb at chunks c.. c + 3: 8 loads in flight before the first is used.
+            let mut raw = [[0u32; 4]; 8];
+            crate::unroll4!(q => {
+                let col = 32 * (c + q as u32) + 8 * t;
+                raw[2 * q] = unsafe { x16::<2>(x, rows, ldx, ra, col) };
+                raw[2 * q + 1] = unsafe { x16::<2>(x, rows, ldx, rb, col) };
+            });
+            crate::unroll4!(q => {
+                // Chunks past x's columns (the last iteration's) hold only zeros.
+                if 32 * (c + q as u32) < ldx {
+                    let col = 32 * (c + q as u32) + 8 * t;
+                    let xa = mask.drop8_h16(raw[2 * q], ra, col, ldx);
+                    let xb = mask.drop8_h16(raw[2 * q + 1], rb, col, ldx);
+                    if STORE {
+                        unsafe {
+                            store_dropped8(dropped, rows, ldx, ra, col, xa, scale);
+                            store_dropped8(dropped, rows, ldx, rb, col, xb, scale);
+                        }
+                    }
+                    crate::unroll2!(s => {
+                        let a = [xa[2 * s], xb[2 * s], xa[2 * s + 1], xb[2 * s + 1]];
+                        let f = ((c + q as u32) * 2 + s as u32) * 8;
+                        for (j, acc_j) in acc.iter_mut().enumerate() {
+                            let pair = unsafe { ptx::ld_shared_u64(ws + 8 * ((f + j as u32) * 32 + lane)) };
+                            *acc_j = ptx::mma_m16n8k16_f16(a, [pair as u32, (pair >> 32) as u32], *acc_j);
+                        }
+                    });
+                }
+            });
+            c += WIDE_ITER;
+        }
+        for (j, acc_j) in acc.iter().enumerate() {
+            let col = 8 * j as u32 + 2 * t;
+            if col < ldw {
+                if ra < rows {
+                    unsafe { ptx::st_v2_f32(y.add(ra as usize * ldw as usize + col as usize), [acc_j[0] * scale, acc_j[1] * scale]) };
+                }
+                if rb < rows {
+                    unsafe { ptx::st_v2_f32(y.add(rb as usize * ldw as usize + col as usize), [acc_j[2] * scale, acc_j[3] * scale]) };
+                }
+            }
+        }
+        tile += stride;
+    }
+}
+
+/// The 8 bytes of x at (row, col) (four f16 elements; col a multiple of 4), zeros outside rows
+/// x ldx (ldx a multiple of 8, so a load is inside or outside whole); `widen4` makes them f32.
+#[inline(always)]
+unsafe fn x8_h16(x: *const f32, rows: u32, ldx: u32, row: u32, col: u32) -> [u32; 2] {
+    if row < rows && col < ldx {
+        let p = unsafe { (x as *const u16).add(row as usize * ldx as usize + col as usize) } as *const u32;
+        unsafe { ptx::ld_nc_v2_u32(p) }
+    } else {
+        [0; 2]
+    }
+}
+
+/// Four f16 elements (two words, low half first) as f32.
+#[inline(always)]
+fn widen4([a, b]: [u32; 2]) -> [f32; 4] {
+    [ptx::f16_to_f32(a as u16), ptx::f16_to_f32((a >> 16) as u16), ptx::f16_to_f32(b as u16), ptx::f16_to_f32((b >> 16) as u16)]
+}
+
+/// partial[split] = dropout(x)ᵀ dy over the split's rows for x in f16 and dy of 33-64 columns
+/// (8 n8 tiles), tf32 products (f16 x is exact in tf32): the wide forward's weight gradient,
+/// so that no dropped copy is written. A warp owns a panel of 32 columns of x (32 rows of dw,
+/// 64 accumulators a lane: 64 columns of x took 128) and walks the split's rows 8 at a time:
+/// lane (g, t) holds the 8 bytes at columns 4g.. of rows t and t + 4 (m tile I: columns 4g +
+/// 2I and 4g + 2I + 1) and dy's columns 8g.. of the same rows (dw's column n of n8 tile j is 8n
+/// + j). x is loaded an iteration (32 rows) ahead; dy, shared by the block's warps, at its
+/// step (from L1 after the first warp).
+#[inline(always)]
+pub unsafe fn weight_grad_wide_h16(args: DropoutGemmDwArgs) {
+    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: panel_groups, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, .. } = args;
+    let b = ptx::ctaid_x();
+    let (split, group) = (div_or_zero(b, panel_groups), rem_or_zero(b, panel_groups));
+    let warps = ptx::ntid_x() / 32;
+    let col0 = 32 * (group * warps + ptx::tid_x() / 32);
+    if col0 >= ldx {
+        return;
+    }
+    let lane = ptx::tid_x() % 32;
+    let (g, t) = (lane / 4, lane % 4);
+    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx);
+    let r_begin = split * rows_per_split;
+    let r_end = rows.min(r_begin.saturating_add(rows_per_split));
+    let col = col0 + 4 * g;
+    let mut acc = [[[0f32; 4]; 8]; 2];
+    // Rows r0 + 8q + t and + 4 of the iteration at r0: 8 loads of 8 bytes.
+    let load = |r0: u32| {
+        let mut raw = [[0u32; 2]; 8];
+        crate::unroll4!(q => {
+            raw[2 * q] = unsafe { x8_h16(x, r_end, ldx, r0 + 8 * q as u32 + t, col) };
+            raw[2 * q + 1] = unsafe { x8_h16(x, r_end, ldx, r0 + 8 * q as u32 + t + 4, col) };
+        });
+        raw
+    };
+    let mut r0 = r_begin;
+    let mut cur = load(r0);
+    while r0 < r_end {
+        let next = load(r0 + DG_DW_STEP_ROWS);
+        crate::unroll4!(q => {
+            let (ra, rb) = (r0 + 8 * q as u32 + t, r0 + 8 * q as u32 + t + 4);
+            let va = mask.drop4_at(widen4(cur[2 * q]), ra, col, ldx, 1.0);
+            let vb = mask.drop4_at(widen4(cur[2 * q + 1]), rb, col, ldx, 1.0);
+            let (da, db) = unsafe { (dy_run::<8>(dy, r_end, ldw, ra, g), dy_run::<8>(dy, r_end, ldw, rb, g)) };
+            crate::unroll2!(i => {
+                let a = [va[2 * i].to_bits(), va[2 * i + 1].to_bits(), vb[2 * i].to_bits(), vb[2 * i + 1].to_bits()];
+                // (Unrolled by hand: a rolled loop of 8 put the accumulators in local memory.)
+                crate::unroll2!(jh => {
+                    crate::unroll4!(jl => {
+                        let j = 4 * jh + jl;
+                        acc[i][j] = ptx::mma_m16n8k8_tf32(a, [ptx::cvt_tf32(da[j]), ptx::cvt_tf32(db[j])], acc[i][j]);
+                    });
+                });
+            });
+        });
+        cur = next;
+        r0 += DG_DW_STEP_ROWS;
+    }
+    // D(m, n) of m tile I: m = g / g + 8 → dw row col + 2I / col + 2I + 1; n = 2t / 2t + 1 →
+    // 8n + j.
+    let out = unsafe { partial.add(split as usize * k as usize * ldw as usize) };
+    crate::unroll2!(m_tile => {
+        crate::unroll2!(jh => { crate::unroll4!(jl => {
+            let j = 4 * jh + jl;
+            let d = acc[m_tile][j];
+            let (ra, rb) = (col + 2 * m_tile as u32, col + 2 * m_tile as u32 + 1);
+            let (ca, cb) = (16 * t + j as u32, 8 * (2 * t + 1) + j as u32);
+            let put = |r: u32, c: u32, val: f32| {
+                if r < k && c < ldw {
+                    unsafe { ptx::st_f32(out.add(r as usize * ldw as usize + c as usize), val * scale) };
+                }
+            };
+            put(ra, ca, d[0]);
+            put(ra, cb, d[1]);
+            put(rb, ca, d[2]);
+            put(rb, cb, d[3]);
+        }); });
     });
 }

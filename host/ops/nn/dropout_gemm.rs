@@ -130,12 +130,11 @@ pub fn dropout_gemm_wide(x16: &DeviceMatrix<f16>, w: &DeviceMatrix<f32>, y: &mut
 }
 
 /// The wide weight gradient's plan for `rows` rows of x `k` columns wide: (splits, rows per
-/// split, groups of `DG_WIDE_DW_THREADS / 32` panels of 32 columns), the splits filling one
-/// wave of the blocks the occupancy calculator fits on an SM.
+/// split, groups of 128 columns of x: a block each), the splits filling one wave of the blocks
+/// the occupancy calculator fits on an SM.
 fn wide_dw_plan(gpu: &Gpu, rows: usize, k: usize) -> Result<(usize, usize, usize)> {
-    let warps = (DG_WIDE_DW_THREADS / 32) as usize;
-    let groups = padded_ld(k).div_ceil(32).div_ceil(warps).max(1);
-    let resident = dropout_gemm_dw_wide_h16.max_active_blocks_per_sm(gpu, DG_WIDE_DW_THREADS, 0)?.max(1) as usize;
+    let groups = padded_ld(k).div_ceil(128).max(1);
+    let resident = dropout_gemm_dw_wide_h16.max_active_blocks_per_sm(gpu, DG_WIDE_DW_THREADS, DG_WIDE_DW_SMEM)?.max(1) as usize;
     let step = DG_DW_STEP_ROWS as usize;
     let want = (gpu.info().sm_count as usize * resident).div_ceil(groups).clamp(1, rows.div_ceil(step).max(1));
     let rows_per_split = rows.div_ceil(want).div_ceil(step).max(1) * step;
@@ -196,10 +195,11 @@ pub fn dropout_gemm_dw_wide(x16: &DeviceMatrix<f16>, dy: &DeviceMatrix<f32>, dw:
         step: step.arg(&gpu),
         offset,
     };
-    // SAFETY: shapes checked above; block b (split b / groups) writes rows < k (its warps'
-    // panels of x columns), columns < ldw of partial[split], inside the `need` floats checked;
-    // it reads x rows x ldx in f16 (8-byte loads, ldx a multiple of 8) and dy rows x ldw.
-    unsafe { dropout_gemm_dw_wide_h16.launch(&gpu, Shape::linear((splits * groups) as u32, DG_WIDE_DW_THREADS, 0), &args)? };
+    // SAFETY: shapes checked above; block b (split b / groups) writes rows < k (its 128 columns
+    // of x), columns < ldw of partial[split], inside the `need` floats checked; it copies
+    // 16-byte chunks of x (rows x ldx f16, ldx a multiple of 8) and dy (rows x ldw, ldw a
+    // multiple of 8) only inside them.
+    unsafe { dropout_gemm_dw_wide_h16.launch(&gpu, Shape::linear((splits * groups) as u32, DG_WIDE_DW_THREADS, DG_WIDE_DW_SMEM), &args)? };
     split_sum(&gpu, scratch, dw, splits, k * ldw)
 }
 

@@ -22,9 +22,13 @@ pub const DG_WIDE_THREADS: u32 = 256;
 /// multiple of this).
 pub const DG_WIDE_K_STEP: u32 = 128;
 
-/// Threads per block of the wide f16 weight gradient (4 warps, each a 32-column panel of x; at
-/// its ~150 registers three blocks fit an SM).
+/// Threads per block of the wide f16 weight gradient (4 warps, each a 32-column panel of x).
 pub const DG_WIDE_DW_THREADS: u32 = 128;
+/// Stages of 32 rows in flight in the wide weight gradient's shared memory.
+pub const DG_WIDE_DW_STAGES: u32 = 4;
+/// Its shared memory: per stage 32 rows of x (128 f16 columns, rows 288 bytes apart) and of
+/// dy (64 f32 columns, 272 bytes apart).
+pub const DG_WIDE_DW_SMEM: u32 = DG_WIDE_DW_STAGES * 32 * (288 + 272);
 
 /// X rows per step of the weight-gradient loop (and the multiple a split's rows are rounded to).
 pub const DG_DW_STEP_ROWS: u32 = 32;

@@ -23,7 +23,7 @@
 //! to `partial[split]`, and `split_sum` adds the splits in a fixed order (deterministic, no
 //! atomics).
 
-use crate::abi::dropout_gemm::{DG_WIDE_K_STEP, DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
+use crate::abi::dropout_gemm::{DG_WIDE_DW_STAGES, DG_WIDE_DW_THREADS, DG_WIDE_K_STEP, DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
 use crate::ptx;
 use crate::rng::DropoutStep;
 use crate::translate::{div_or_zero, rem_or_zero};
@@ -732,81 +732,110 @@ pub unsafe fn forward_wide_h16<const STORE: bool>(args: DropoutGemmArgs) {
     }
 }
 
-/// The 8 bytes of x at (row, col) (four f16 elements; col a multiple of 4), zeros outside rows
-/// x ldx (ldx a multiple of 8, so a load is inside or outside whole); `widen4` makes them f32.
-#[inline(always)]
-unsafe fn x8_h16(x: *const f32, rows: u32, ldx: u32, row: u32, col: u32) -> [u32; 2] {
-    if row < rows && col < ldx {
-        let p = unsafe { (x as *const u16).add(row as usize * ldx as usize + col as usize) } as *const u32;
-        unsafe { ptx::ld_nc_v2_u32(p) }
-    } else {
-        [0; 2]
-    }
-}
-
 /// Four f16 elements (two words, low half first) as f32.
 #[inline(always)]
 fn widen4([a, b]: [u32; 2]) -> [f32; 4] {
     [ptx::f16_to_f32(a as u16), ptx::f16_to_f32((a >> 16) as u16), ptx::f16_to_f32(b as u16), ptx::f16_to_f32((b >> 16) as u16)]
 }
 
+/// Bytes of a row of the wide weight gradient's x stage: 128 f16 columns and 32 bytes of
+/// padding, so that a warp's 8-byte fragment reads (rows t, columns 4g..) hit distinct banks.
+const WDW_X_STRIDE: u32 = 288;
+/// Bytes of a row of its dy stage: 64 f32 columns and 16 bytes of padding.
+const WDW_DY_STRIDE: u32 = 272;
+
 /// partial[split] = dropout(x)ᵀ dy over the split's rows for x in f16 and dy of 33-64 columns
 /// (8 n8 tiles), tf32 products (f16 x is exact in tf32): the wide forward's weight gradient,
-/// so that no dropped copy is written. A warp owns a panel of 32 columns of x (32 rows of dw,
-/// 64 accumulators a lane: 64 columns of x took 128) and walks the split's rows 8 at a time:
-/// lane (g, t) holds the 8 bytes at columns 4g.. of rows t and t + 4 (m tile I: columns 4g +
-/// 2I and 4g + 2I + 1) and dy's columns 8g.. of the same rows (dw's column n of n8 tile j is 8n
-/// + j). x is loaded an iteration (32 rows) ahead; dy, shared by the block's warps, at its
-/// step (from L1 after the first warp).
+/// so that no dropped copy is written. A block of 4 warps owns 128 columns of x, a warp a
+/// panel of 32 (32 rows of dw, 64 accumulators a lane: 64 columns took 128 and spilled), and
+/// walks the split's rows 32 at a time. Rows come through shared memory in
+/// `DG_WIDE_DW_STAGES` stages copied with `cp.async` (x's 128 columns and dy's 64 for 32
+/// rows a stage): the copies in flight hold no registers (loaded into registers, 8-byte loads
+/// of x at 12 warps an SM kept too few bytes in flight: 0.38 ms for 2^18 x 500 -> 64). In the A
+/// fragment (m = a column of x, k = a row) lane (g, t) holds columns 4g.. of rows t and t + 4
+/// (m tile I: columns 4g + 2I and 4g + 2I + 1); B takes dy's columns 8g.. of the same rows (dw's
+/// column n of n8 tile j is 8n + j).
 #[inline(always)]
 pub unsafe fn weight_grad_wide_h16(args: DropoutGemmDwArgs) {
-    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: panel_groups, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, .. } = args;
+    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: groups, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, .. } = args;
+    const STAGES: u32 = DG_WIDE_DW_STAGES;
+    const R: u32 = DG_DW_STEP_ROWS;
     let b = ptx::ctaid_x();
-    let (split, group) = (div_or_zero(b, panel_groups), rem_or_zero(b, panel_groups));
-    let warps = ptx::ntid_x() / 32;
-    let col0 = 32 * (group * warps + ptx::tid_x() / 32);
-    if col0 >= ldx {
-        return;
-    }
-    let lane = ptx::tid_x() % 32;
+    let (split, group) = (div_or_zero(b, groups), rem_or_zero(b, groups));
+    let tid = ptx::tid_x();
+    let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
     let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx);
     let r_begin = split * rows_per_split;
     let r_end = rows.min(r_begin.saturating_add(rows_per_split));
-    let col = col0 + 4 * g;
-    let mut acc = [[[0f32; 4]; 8]; 2];
-    // Rows r0 + 8q + t and + 4 of the iteration at r0: 8 loads of 8 bytes.
-    let load = |r0: u32| {
-        let mut raw = [[0u32; 2]; 8];
+    let iters = if r_end > r_begin { (r_end - r_begin).div_ceil(R) } else { 0 };
+    let x0 = 128 * group;
+    let col = x0 + 32 * warp + 4 * g;
+    let xs = ptx::dyn_smem_base();
+    let ds = xs + STAGES * R * WDW_X_STRIDE;
+    let xh = x as *const u16;
+    // Stage i: rows r_begin + 32i.. of x's 128 columns and of dy, 16-byte chunks (zeros past
+    // the split's rows, x's columns and dy's), 4 of each a thread.
+    let issue = |i: u32| {
+        let (r0, buf) = (r_begin + R * i, i % STAGES);
         crate::unroll4!(q => {
-            raw[2 * q] = unsafe { x8_h16(x, r_end, ldx, r0 + 8 * q as u32 + t, col) };
-            raw[2 * q + 1] = unsafe { x8_h16(x, r_end, ldx, r0 + 8 * q as u32 + t + 4, col) };
+            let c = tid + DG_WIDE_DW_THREADS * q as u32;
+            let (r, cc) = (c / 16, c % 16);
+            let row = r0 + r;
+            let (xc, ok) = (x0 + 8 * cc, row < r_end);
+            let src = if ok && xc < ldx { unsafe { xh.add(row as usize * ldx as usize + xc as usize) } } else { xh };
+            unsafe { ptx::cp_async_16(xs + (buf * R + r) * WDW_X_STRIDE + 16 * cc, src as *const u32, if ok && xc < ldx { 16 } else { 0 }) };
+            let dc = 4 * cc;
+            let src = if ok && dc < ldw { unsafe { dy.add(row as usize * ldw as usize + dc as usize) } } else { dy };
+            unsafe { ptx::cp_async_16(ds + (buf * R + r) * WDW_DY_STRIDE + 16 * cc, src as *const u32, if ok && dc < ldw { 16 } else { 0 }) };
         });
-        raw
     };
-    let mut r0 = r_begin;
-    let mut cur = load(r0);
-    while r0 < r_end {
-        let next = load(r0 + DG_DW_STEP_ROWS);
+    let mut acc = [[[0f32; 4]; 8]; 2];
+    let mut i = 0;
+    while i < STAGES - 1 {
+        if i < iters {
+            issue(i);
+        }
+        ptx::cp_async_commit();
+        i += 1;
+    }
+    let mut i = 0;
+    while i < iters {
+        ptx::cp_async_wait::<{ DG_WIDE_DW_STAGES - 2 }>();
+        ptx::sync_threads();
+        // The buffer refilled here was read in iteration i - 1, which every warp has finished.
+        if i + STAGES - 1 < iters {
+            issue(i + STAGES - 1);
+        }
+        ptx::cp_async_commit();
+        let (r0, buf) = (r_begin + R * i, i % STAGES);
         crate::unroll4!(q => {
-            let (ra, rb) = (r0 + 8 * q as u32 + t, r0 + 8 * q as u32 + t + 4);
-            let va = mask.drop4_at(widen4(cur[2 * q]), ra, col, ldx, 1.0);
-            let vb = mask.drop4_at(widen4(cur[2 * q + 1]), rb, col, ldx, 1.0);
-            let (da, db) = unsafe { (dy_run::<8>(dy, r_end, ldw, ra, g), dy_run::<8>(dy, r_end, ldw, rb, g)) };
-            crate::unroll2!(i => {
-                let a = [va[2 * i].to_bits(), va[2 * i + 1].to_bits(), vb[2 * i].to_bits(), vb[2 * i + 1].to_bits()];
+            let (la, lb) = (8 * q as u32 + t, 8 * q as u32 + t + 4);
+            let xa = |l: u32| {
+                let w = unsafe { ptx::ld_shared_u64(xs + (buf * R + l) * WDW_X_STRIDE + 2 * (32 * warp + 4 * g)) };
+                mask.drop4_at(widen4([w as u32, (w >> 32) as u32]), r0 + l, col, ldx, 1.0)
+            };
+            let (va, vb) = (xa(la), xa(lb));
+            let dyr = |l: u32| {
+                let at = ds + (buf * R + l) * WDW_DY_STRIDE + 32 * g;
+                unsafe { [ptx::ld_shared_v4_u32(at), ptx::ld_shared_v4_u32(at + 16)] }
+            };
+            let (da, db) = (dyr(la), dyr(lb));
+            crate::unroll2!(m => {
+                let a = [va[2 * m].to_bits(), va[2 * m + 1].to_bits(), vb[2 * m].to_bits(), vb[2 * m + 1].to_bits()];
                 // (Unrolled by hand: a rolled loop of 8 put the accumulators in local memory.)
                 crate::unroll2!(jh => {
                     crate::unroll4!(jl => {
                         let j = 4 * jh + jl;
-                        acc[i][j] = ptx::mma_m16n8k8_tf32(a, [ptx::cvt_tf32(da[j]), ptx::cvt_tf32(db[j])], acc[i][j]);
+                        let bf = [ptx::cvt_tf32(f32::from_bits(da[jh][jl])), ptx::cvt_tf32(f32::from_bits(db[jh][jl]))];
+                        acc[m][j] = ptx::mma_m16n8k8_tf32(a, bf, acc[m][j]);
                     });
                 });
             });
         });
-        cur = next;
-        r0 += DG_DW_STEP_ROWS;
+        i += 1;
     }
+    ptx::cp_async_wait::<0>();
     // D(m, n) of m tile I: m = g / g + 8 → dw row col + 2I / col + 2I + 1; n = 2t / 2t + 1 →
     // 8n + j.
     let out = unsafe { partial.add(split as usize * k as usize * ldw as usize) };

@@ -17,6 +17,6 @@ pub const REGISTER_CAPS: &[(&str, &str, u32)] = &[
     ("gat_attention_col_grad_d8", "sm_90", 64),
     // sm_90: the wide f16 dropout forward (GAT's 500 -> 64 first layer): 136 / 126 -> 128 /
     // 118 registers, two blocks of 8 warps an SM instead of one. No spill at this cap.
-    ("dropout_gemm_wide_h16_store", "sm_90", 128),
+    ("dropout_gemm_wide_h16_bits", "sm_90", 128),
     ("dropout_gemm_wide_h16", "sm_90", 128),
 ];

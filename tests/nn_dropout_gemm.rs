@@ -309,43 +309,40 @@ fn gpu_fused_products_match_cpu() {
     assert!(dropout_gemm_dw(&x, &dy, &mut dw, &mut small, 0.5, 0, &step, 0, GemmMath::Tf32).is_err());
 }
 
-/// The wide f16 forward (`dropout_gemm_wide`: outputs of 33-64 columns from x's f16 copy, w
-/// rounded to f16) against the f64 product of x and w rounded to f16 (the kernel's inputs: f32
-/// accumulation only) and of x rounded and w as given (the f16 tolerance); with a copy, the
-/// dropped x bit for bit equal to `input_dropout_matrix`'s. Outputs and copies poisoned first;
-/// odd shapes: one row, rows not a multiple of 16, k not a multiple of 8, k up to the 896
-/// columns it stages, outputs of 33 and 40 columns; offsets past 2^32 (64-bit mask indices);
-/// p = 0 (no mask). Shapes outside it are refused.
+/// The wide f16 products (`dropout_gemm_wide` / `dropout_gemm_dw_wide`: outputs of 33-64
+/// columns from x's f16 copy). The forward against the f64 product of x and w rounded to f16
+/// (the kernel's inputs: f32 accumulation only) and of x rounded and w as given (the f16
+/// tolerance); the weight gradient, with the forward's keep bits and with the mask drawn again,
+/// against the f64 product of the rounded x (tf32 tolerance: dy rounded to tf32), and
+/// deterministic. Outputs poisoned first; odd shapes: one row, rows not a multiple of 16 or
+/// 32, k not a multiple of 8, k up to the 896 columns staged, outputs of 33 and 40 columns;
+/// offsets past 2^32 (64-bit mask indices); p = 0. Shapes outside it are refused.
 #[test]
-fn gpu_wide_forward_matches_cpu() {
-    let Some(gpu) = common::gpu_or_skip("gpu_wide_forward_matches_cpu") else { return };
+fn gpu_wide_products_match_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_wide_products_match_cpu") else { return };
     let mut step = DeviceVec::upload(&gpu, &[4u32]).unwrap();
     step_increment(&gpu, &mut step).unwrap();
     let shapes = [(1, 1, 40), (37, 7, 33), (130, 130, 64), (2051, 500, 64), (4100, 500, 40), (3001, 896, 64), (70_001, 500, 64)];
     let f16r = |v: &[f64]| v.iter().map(|&a| half::f16::from_f64(a).to_f64()).collect::<Vec<_>>();
+    let up = |r: usize, c: usize, v: &[f64]| DeviceMatrix::upload(&gpu, &Matrix::from_vec(r, c, v.iter().map(|&a| a as f32).collect()).unwrap()).unwrap();
     for &(rows, k, n) in &shapes {
         for (p, offset) in [(0.6f32, 0u64), (0.6, (1u64 << 32) - 4 * padded_ld(k) as u64 - 2), (0.0, 0)] {
             let seed = 0x77 + rows as u64;
-            let (x, w) = (rand(rows * k, rows as u64 + 1), rand(k * n, 11));
+            let (x, w, dy) = (rand(rows * k, rows as u64 + 1), rand(k * n, 11), rand(rows * n, 12));
             let (xh, wh) = (f16r(&x), f16r(&w));
-            let dy = vec![0.0; rows * n];
             let (want_exact, _) = unfused(&xh, rows, k, &wh, &dy, n, p, seed, 5, offset);
-            let (want, _) = unfused(&xh, rows, k, &w, &dy, n, p, seed, 5, offset);
+            let (want, want_dw) = unfused(&xh, rows, k, &w, &dy, n, p, seed, 5, offset);
             let xm = Matrix::from_vec(rows, k, x.iter().map(|&a| a as f32).collect()).unwrap();
-            let xd = DeviceMatrix::upload(&gpu, &xm).unwrap();
             let DeviceFeatures::F16(x16) = DeviceFeatures::upload(&gpu, &xm, Precision::F16).unwrap() else { panic!("f16 upload gave f32") };
-            let wd = DeviceMatrix::upload(&gpu, &Matrix::from_vec(k, n, w.iter().map(|&a| a as f32).collect()).unwrap()).unwrap();
+            let (wd, dyd) = (up(k, n, &w), up(rows, n, &dy));
             let what = format!("{rows} x {k} -> {n}, p {p}, offset {offset}");
-            // The unfused dropout's copy, for the bit-for-bit comparison.
-            let mut want_copy = DeviceMatrix::<f32>::zeros(&gpu, rows, k).unwrap();
-            input_dropout_matrix(&xd, Some(&x16), &mut want_copy, p.max(1e-3), seed, &step, offset).ok();
-            for store in [false, true] {
+            let ld = padded_ld(n);
+            let mut bits = DeviceVec::<u32>::zeros(&gpu, keep_bits_len(rows, k)).unwrap();
+            for with_bits in [false, true] {
                 let mut yd = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
                 yd.poison().unwrap();
-                let mut copy = DeviceMatrix::<f32>::zeros(&gpu, rows, k).unwrap();
-                copy.poison().unwrap();
-                dropout_gemm_wide(&x16, &wd, &mut yd, store.then_some(&mut copy), p, seed, &step, offset).unwrap();
-                let (got, ld) = (yd.download_padded().unwrap(), padded_ld(n));
+                dropout_gemm_wide(&x16, &wd, &mut yd, with_bits.then_some(&mut bits), p, seed, &step, offset).unwrap();
+                let got = yd.download_padded().unwrap();
                 assert!(got.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what}: y padding not zero");
                 let gv: Vec<f32> = (0..rows * n).map(|i| got[(i / n) * ld + i % n]).collect();
                 // f32 accumulation on the tensor cores (truncating: the bound grows with k).
@@ -353,42 +350,37 @@ fn gpu_wide_forward_matches_cpu() {
                 assert!(e < tol, "{what}: rel error {e:.2e} against the product of the rounded inputs");
                 let e = rel_error(&gv, &want);
                 assert!(e < 1e-2, "{what}: rel error {e:.2e} against w unrounded (f16 tolerance)");
-                if !store {
-                    // The weight gradient from the f16 copy, no dropped copy: dy poisoned past
-                    // nothing, dw poisoned first; against the f64 product of the rounded x.
-                    let dyv = rand(rows * n, 12);
-                    let (_, want_dw) = unfused(&xh, rows, k, &w, &dyv, n, p, seed, 5, offset);
-                    let dyd = DeviceMatrix::upload(&gpu, &Matrix::from_vec(rows, n, dyv.iter().map(|&a| a as f32).collect()).unwrap()).unwrap();
-                    let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_wide_scratch_len(&gpu, rows, k, n).unwrap()).unwrap();
-                    let mut dwd = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
-                    dwd.poison().unwrap();
-                    dropout_gemm_dw_wide(&x16, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset).unwrap();
-                    let got = dwd.download_padded().unwrap();
-                    assert!(got.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what}: dw padding not zero");
-                    let gv: Vec<f32> = (0..k * n).map(|i| got[(i / n) * ld + i % n]).collect();
-                    let e = rel_error(&gv, &want_dw);
-                    assert!(e < 5e-3, "{what}: dw rel error {e:.2e} (tf32 tolerance: dy rounded to tf32)");
-                    dropout_gemm_dw_wide(&x16, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset).unwrap();
-                    assert_eq!(dwd.download_padded().unwrap(), got, "{what}: dw not deterministic");
-                }
-                if store && p > 0.0 {
-                    assert_eq!(copy.download_padded().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>(), want_copy.download_padded().unwrap().iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{what}: dropped copy differs from input_dropout_matrix's");
-                }
+            }
+            // The weight gradient: the mask drawn again, then read from the forward's bits.
+            let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_wide_scratch_len(&gpu, rows, k, n).unwrap()).unwrap();
+            for with_bits in [false, true] {
+                let mut dwd = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
+                dwd.poison().unwrap();
+                let b = with_bits.then_some(&bits);
+                dropout_gemm_dw_wide(&x16, &dyd, &mut dwd, &mut scratch, b, p, seed, &step, offset).unwrap();
+                let got = dwd.download_padded().unwrap();
+                assert!(got.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what}: dw padding not zero");
+                let gv: Vec<f32> = (0..k * n).map(|i| got[(i / n) * ld + i % n]).collect();
+                let e = rel_error(&gv, &want_dw);
+                assert!(e < 5e-3, "{what}, bits {with_bits}: dw rel error {e:.2e} (tf32 tolerance: dy rounded to tf32)");
+                dropout_gemm_dw_wide(&x16, &dyd, &mut dwd, &mut scratch, b, p, seed, &step, offset).unwrap();
+                assert_eq!(dwd.download_padded().unwrap(), got, "{what}: dw not deterministic");
             }
         }
     }
-    // Refused: outputs of at most 32 or past 64 columns, x wider than it stages, a copy of
-    // another shape.
-    let refused = |rows: usize, k: usize, n: usize, copy_cols: usize| {
+    // Refused: outputs of at most 32 or past 64 columns, x wider than it stages, keep bits too
+    // short.
+    let refused = |rows: usize, k: usize, n: usize, bits_len: usize| {
         let xm = Matrix::random(rows, k, 1);
         let DeviceFeatures::F16(x16) = DeviceFeatures::upload(&gpu, &xm, Precision::F16).unwrap() else { panic!("f16 upload gave f32") };
         let wd = DeviceMatrix::upload(&gpu, &Matrix::random(k, n, 2)).unwrap();
         let mut yd = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
-        let mut copy = DeviceMatrix::<f32>::zeros(&gpu, rows, copy_cols).unwrap();
-        dropout_gemm_wide(&x16, &wd, &mut yd, Some(&mut copy), 0.5, 1, &step, 0).is_err()
+        let mut bits = DeviceVec::<u32>::zeros(&gpu, bits_len).unwrap();
+        dropout_gemm_wide(&x16, &wd, &mut yd, Some(&mut bits), 0.5, 1, &step, 0).is_err()
     };
-    assert!(refused(100, 500, 32, 500) && refused(100, 500, 65, 500) && refused(100, 904, 64, 904) && refused(100, 500, 64, 499));
-    assert!(!refused(100, 500, 64, 500));
+    let full = keep_bits_len(100, 500);
+    assert!(refused(100, 500, 32, full) && refused(100, 500, 65, full) && refused(100, 904, 64, keep_bits_len(100, 904)) && refused(100, 500, 64, full - 1));
+    assert!(!refused(100, 500, 64, full));
 }
 
 /// The fused products against dropout + cuBLAS on GCN's first layer at R-MAT 2^18 x 500
@@ -435,7 +427,8 @@ fn gpu_fused_products_time() {
             // against what it replaces: the unfused dropout from the f16 copy, then cuBLAS.
             let wide = time_gpu(&gpu, 3, 20, || dropout_gemm_wide(&xh, &w, &mut y, None, 0.5, 7, &step, 0)).unwrap().median_ms;
             let wide0 = time_gpu(&gpu, 3, 20, || dropout_gemm_wide(&xh, &w, &mut y, None, 0.0, 7, &step, 0)).unwrap().median_ms;
-            let store = time_gpu(&gpu, 3, 20, || dropout_gemm_wide(&xh, &w, &mut y, Some(&mut xd), 0.5, 7, &step, 0)).unwrap().median_ms;
+            let mut bits = DeviceVec::<u32>::zeros(&gpu, keep_bits_len(rows, k)).unwrap();
+            let wide_bits = time_gpu(&gpu, 3, 20, || dropout_gemm_wide(&xh, &w, &mut y, Some(&mut bits), 0.5, 7, &step, 0)).unwrap().median_ms;
             let unf = time_gpu(&gpu, 3, 20, || {
                 input_dropout_matrix(&x, Some(&xh), &mut xd, 0.5, 7, &step, 0)?;
                 blas.gemm(GemmMath::Tf32, 1.0, &xd, false, &w, false, 0.0, &mut y)
@@ -444,11 +437,12 @@ fn gpu_fused_products_time() {
             .median_ms;
             let dw_cublas = time_gpu(&gpu, 3, 20, || blas.gemm(GemmMath::Tf32, 1.0, &xd, true, &dy, false, 0.0, &mut dw)).unwrap().median_ms;
             let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_wide_scratch_len(&gpu, rows, k, n).unwrap()).unwrap();
-            let dw_wide = time_gpu(&gpu, 3, 20, || dropout_gemm_dw_wide(&xh, &dy, &mut dw, &mut scratch, 0.5, 7, &step, 0)).unwrap().median_ms;
-            let dw_wide0 = time_gpu(&gpu, 3, 20, || dropout_gemm_dw_wide(&xh, &dy, &mut dw, &mut scratch, 0.0, 7, &step, 0)).unwrap().median_ms;
+            let dw_wide = time_gpu(&gpu, 3, 20, || dropout_gemm_dw_wide(&xh, &dy, &mut dw, &mut scratch, None, 0.5, 7, &step, 0)).unwrap().median_ms;
+            let dw_bits = time_gpu(&gpu, 3, 20, || dropout_gemm_dw_wide(&xh, &dy, &mut dw, &mut scratch, Some(&bits), 0.5, 7, &step, 0)).unwrap().median_ms;
+            let dw_wide0 = time_gpu(&gpu, 3, 20, || dropout_gemm_dw_wide(&xh, &dy, &mut dw, &mut scratch, None, 0.0, 7, &step, 0)).unwrap().median_ms;
             println!(
-                "dropout_gemm_wide {rows} x {k} -> {n} f16: forward {wide:.3} ms (p = 0: {wide0:.3}), with the f32 copy {store:.3} ms vs f16 dropout + cuBLAS {unf:.3} ms; dw {dw_wide:.3} ms (p = 0: {dw_wide0:.3}) vs cuBLAS on the copy {dw_cublas:.3} ms; fused total {:.3} vs unfused {:.3}",
-                wide + dw_wide,
+                "dropout_gemm_wide {rows} x {k} -> {n} f16: forward {wide:.3} ms (p = 0: {wide0:.3}; writing the keep bits {wide_bits:.3}) vs f16 dropout + cuBLAS {unf:.3} ms; dw {dw_wide:.3} ms (from the bits {dw_bits:.3}; p = 0: {dw_wide0:.3}) vs cuBLAS on the dropped copy {dw_cublas:.3} ms; fused total {:.3} vs unfused {:.3}",
+                wide_bits + dw_bits,
                 unf + dw_cublas
             );
         }

@@ -103,6 +103,10 @@ pub struct CudaBackend {
     pub(crate) attention_tc_min_degree: f64,
     /// The fused weight gradient's per-split partial sums, allocated on first use.
     pub(crate) dropout_gemm_scratch: Mutex<Option<DeviceVec<f32>>>,
+    /// The wide input-dropout products' mask bits, by the address of the f16 features they
+    /// drop out (`ops::nn::dropout_gemm::dropout_gemm_wide`); never evicted (a recorded step
+    /// keeps writing its own).
+    pub(crate) keep_bits: Mutex<std::collections::HashMap<u64, DeviceVec<u32>>>,
     /// Multi-tensor Adam's tables (`ops::nn::adam::adam_table`), by the addresses they list; one
     /// per model trained on this backend, never evicted (a recorded step keeps reading its own).
     pub(crate) adam_tables: Mutex<std::collections::HashMap<Vec<u64>, DeviceVec<u64>>>,
@@ -149,6 +153,7 @@ impl CudaBackend {
             attention_tc_row_max: crate::ops::nn::attention_tc::TC_ROW_MAX,
             attention_tc_min_degree: crate::ops::nn::attention_tc::TC_MIN_DEGREE,
             dropout_gemm_scratch: Mutex::new(None),
+            keep_bits: Mutex::default(),
             adam_tables: Mutex::new(std::collections::HashMap::new()),
             gather_ids: Mutex::new(None),
             gpu,
@@ -291,6 +296,17 @@ impl CudaBackend {
             *scratch = Some(DeviceVec::zeros(&self.gpu, need.max(1))?);
         }
         f(scratch.as_mut().expect("allocated above"))
+    }
+
+    /// Runs `f` on the keep bits of the wide products on `x16` (allocated on first use).
+    pub(crate) fn with_keep_bits<R>(&self, x16: &DeviceMatrix<half::f16>, f: impl FnOnce(&mut DeviceVec<u32>) -> Result<R>) -> Result<R> {
+        let mut all = self.keep_bits.lock().expect("keep bits poisoned");
+        let need = crate::ops::nn::dropout_gemm::keep_bits_len(x16.rows, x16.cols);
+        let key = x16.ptr();
+        if all.get(&key).is_none_or(|b| b.len() < need) {
+            all.insert(key, DeviceVec::zeros(&self.gpu, need.max(1))?);
+        }
+        f(all.get_mut(&key).expect("inserted above"))
     }
 
     pub(crate) fn step_ptr(&self) -> std::sync::MutexGuard<'_, DeviceVec<u32>> {

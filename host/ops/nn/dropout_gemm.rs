@@ -25,7 +25,7 @@ use super::dropout::{check_p, dropout_matrix_cpu_at, input_dropout_matrix, scale
 use crate::error::{Error, Result};
 use crate::gpu::abi::dropout_gemm::*;
 use crate::gpu::cublas::GemmMath;
-use crate::gpu::launch::{Kernel, PtrMut, Shape};
+use crate::gpu::launch::{Kernel, Ptr, PtrMut, Shape};
 use crate::gpu::memory::padded_ld;
 use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
@@ -70,13 +70,19 @@ pub fn wide_fits(cols: usize, out_cols: usize) -> bool {
     wide_smem(padded_ld(cols), padded_ld(out_cols)).is_some()
 }
 
+/// Words of the wide products' keep bits for `rows x cols` features: where
+/// [`dropout_gemm_wide`] leaves the mask for [`dropout_gemm_dw_wide`] (a bit an element).
+pub fn keep_bits_len(rows: usize, cols: usize) -> usize {
+    rows * keep_words_per_row(padded_ld(cols) as u32) as usize
+}
+
 /// y = dropout(x) w for an output of 33-64 columns, read from x's f16 copy `x16`, on the tensor
 /// cores in f16 (w rounded to f16: the same significand as tf32; f32 sums), the mask drawn as
-/// [`dropout_gemm`]'s. Where `dropped` is given, x after the dropout is also written there in
-/// f32 — bit for bit what [`input_dropout_matrix`] writes — for a weight gradient on cuBLAS:
-/// the dropout and the product in one pass over x.
+/// [`dropout_gemm`]'s. Where `keep_bits` is given (at least [`keep_bits_len`] words) the mask
+/// is also left there, a bit an element, for [`dropout_gemm_dw_wide`] to read instead of
+/// drawing it again.
 #[allow(clippy::too_many_arguments)]
-pub fn dropout_gemm_wide(x16: &DeviceMatrix<f16>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, dropped: Option<&mut DeviceMatrix<f32>>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64) -> Result<()> {
+pub fn dropout_gemm_wide(x16: &DeviceMatrix<f16>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, keep_bits: Option<&mut DeviceVec<u32>>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64) -> Result<()> {
     check_p(p)?;
     if w.rows != x16.cols || y.rows != x16.rows || y.cols != w.cols {
         return Err(Error::Shape(format!("dropout_gemm_wide: x {} x {}, w {} x {}, y {} x {}", x16.rows, x16.cols, w.rows, w.cols, y.rows, y.cols)));
@@ -88,11 +94,8 @@ pub fn dropout_gemm_wide(x16: &DeviceMatrix<f16>, w: &DeviceMatrix<f32>, y: &mut
     let gpu = x16.gpu().clone();
     check_gpu(&gpu, w.gpu(), "dropout_gemm_wide")?;
     check_gpu(&gpu, y.gpu(), "dropout_gemm_wide")?;
-    if let Some(d) = &dropped {
-        if (d.rows, d.cols, d.ld) != (x16.rows, x16.cols, x16.ld) {
-            return Err(Error::Shape(format!("dropout_gemm_wide: dropped copy {} x {} (stride {}) for x {} x {} (stride {})", d.rows, d.cols, d.ld, x16.rows, x16.cols, x16.ld)));
-        }
-        check_gpu(&gpu, d.gpu(), "dropout_gemm_wide")?;
+    if let Some(b) = &keep_bits {
+        check_keep_bits(b.len(), x16, "dropout_gemm_wide")?;
     }
     if step.is_empty() {
         return Err(Error::Shape("dropout_gemm_wide: empty step counter".into()));
@@ -100,7 +103,7 @@ pub fn dropout_gemm_wide(x16: &DeviceMatrix<f16>, w: &DeviceMatrix<f32>, y: &mut
     check_u32("dropout_gemm_wide", &[(x16.rows, x16.ld), (w.rows, w.ld)])?;
     let smem = wide_smem(x16.ld, y.ld)
         .ok_or_else(|| Error::Unsupported(format!("dropout_gemm_wide: {} -> {} columns (it takes outputs of 33-64 columns from at most 896)", x16.cols, y.cols)))?;
-    let kernel = if dropped.is_some() { dropout_gemm_wide_h16_store } else { dropout_gemm_wide_h16 };
+    let kernel = if keep_bits.is_some() { dropout_gemm_wide_h16_bits } else { dropout_gemm_wide_h16 };
     let args = DropoutGemmArgs {
         rows: x16.rows as u32,
         k: x16.cols as u32,
@@ -118,15 +121,24 @@ pub fn dropout_gemm_wide(x16: &DeviceMatrix<f16>, w: &DeviceMatrix<f32>, y: &mut
         seed_key: dropout_seed_key(seed),
         step: step.arg(&gpu),
         offset,
-        dropped: dropped.map_or(PtrMut::null(), |d| d.arg_mut()),
+        keep_bits: keep_bits.map_or(PtrMut::null(), |b| b.arg_mut(&gpu)),
     };
     let warps = (DG_WIDE_THREADS / 32) as usize;
     let per_sm = kernel.max_active_blocks_per_sm(&gpu, DG_WIDE_THREADS, smem as u32)?.max(1) as usize;
     let blocks = x16.rows.div_ceil(16).div_ceil(warps).clamp(1, gpu.info().sm_count as usize * per_sm);
     // SAFETY: shapes checked above; the kernel reads x rows x ldx in f16 (ldx a multiple of 8:
-    // whole 16-byte loads), w k x ldb, writes y rows x ldw (ldw ≤ 64) and, for the `_store`
-    // instance, `dropped` rows x ldx (its shape and stride checked equal to x's).
+    // whole 16-byte loads), w k x ldb, writes y rows x ldw (ldw ≤ 64) and, for the `_bits`
+    // instance, words of rows < x's rows in `keep_bits` (its length checked).
     unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_WIDE_THREADS, smem as u32), &args) }
+}
+
+/// Keep bits of `len` words hold x16's mask.
+fn check_keep_bits(len: usize, x16: &DeviceMatrix<f16>, what: &str) -> Result<()> {
+    let need = keep_bits_len(x16.rows, x16.cols);
+    if len < need {
+        return Err(Error::Shape(format!("{what}: keep bits of {len} words for {} x {} features (want {need})", x16.rows, x16.cols)));
+    }
+    Ok(())
 }
 
 /// The wide weight gradient's plan for `rows` rows of x `k` columns wide: (splits, rows per
@@ -151,10 +163,14 @@ pub fn dropout_gemm_dw_wide_scratch_len(gpu: &Gpu, rows: usize, k: usize, n: usi
 /// [`dropout_gemm_wide`], same step), on the tensor cores in tf32 (f16 x exact there; dy
 /// rounded as cuBLAS's tf32 rounds it): the wide forward's weight gradient without a dropped
 /// copy. `scratch` holds at least [`dropout_gemm_dw_wide_scratch_len`] floats (per-split
-/// partial sums, added in a fixed order: deterministic).
+/// partial sums, added in a fixed order: deterministic). The mask is read from `keep_bits`
+/// where given (the forward's of the same step), else drawn again.
 #[allow(clippy::too_many_arguments)]
-pub fn dropout_gemm_dw_wide(x16: &DeviceMatrix<f16>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, scratch: &mut DeviceVec<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64) -> Result<()> {
+pub fn dropout_gemm_dw_wide(x16: &DeviceMatrix<f16>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, scratch: &mut DeviceVec<f32>, keep_bits: Option<&DeviceVec<u32>>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64) -> Result<()> {
     check_p(p)?;
+    if let Some(b) = keep_bits {
+        check_keep_bits(b.len(), x16, "dropout_gemm_dw_wide")?;
+    }
     check_matrix_64(x16, "dropout_gemm_dw_wide x")?;
     for (m, name) in [(dy, "dropout_gemm_dw_wide dy"), (&*dw, "dropout_gemm_dw_wide dw")] {
         check_matrix_64(m, name)?;
@@ -194,11 +210,12 @@ pub fn dropout_gemm_dw_wide(x16: &DeviceMatrix<f16>, dy: &DeviceMatrix<f32>, dw:
         seed_key: dropout_seed_key(seed),
         step: step.arg(&gpu),
         offset,
+        keep_bits: keep_bits.map_or(Ptr::null(), |b| b.arg(&gpu)),
     };
     // SAFETY: shapes checked above; block b (split b / groups) writes rows < k (its 128 columns
     // of x), columns < ldw of partial[split], inside the `need` floats checked; it copies
     // 16-byte chunks of x (rows x ldx f16, ldx a multiple of 8) and dy (rows x ldw, ldw a
-    // multiple of 8) only inside them.
+    // multiple of 8) and of the keep bits (their length checked) only inside them.
     unsafe { dropout_gemm_dw_wide_h16.launch(&gpu, Shape::linear((splits * groups) as u32, DG_WIDE_DW_THREADS, DG_WIDE_DW_SMEM), &args)? };
     split_sum(&gpu, scratch, dw, splits, k * ldw)
 }
@@ -416,7 +433,7 @@ fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut Dev
         seed_key: dropout_seed_key(seed),
         step: step.arg(&gpu),
         offset,
-        dropped: PtrMut::null(),
+        keep_bits: PtrMut::null(),
     };
     let split = math == GemmMath::F32;
     if let Some(smem) = stream {
@@ -572,6 +589,7 @@ pub fn dropout_gemm_dw<'a>(
         seed_key: dropout_seed_key(seed),
         step: step.arg(&gpu),
         offset,
+        keep_bits: Ptr::null(),
     };
     if stream {
         let kernel = dw_stream_instance(nt, split, half);
@@ -746,7 +764,7 @@ impl DropoutGemmOp for CudaBackend {
     }
     fn dropout_gemm(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
         if let Some(h) = self.wide_x(x, half, y.cols) {
-            return self.timed("dropout gemm", || dropout_gemm_wide(h, w, y, None, p, seed, &self.step_ptr(), offset));
+            return self.with_keep_bits(h, |bits| self.timed("dropout gemm", || dropout_gemm_wide(h, w, y, Some(bits), p, seed, &self.step_ptr(), offset)));
         }
         let x = self.product_x(x, half, y.cols);
         self.timed("dropout gemm", || dropout_gemm(x, w, y, p, seed, &self.step_ptr(), offset, self.math))
@@ -754,7 +772,11 @@ impl DropoutGemmOp for CudaBackend {
     fn dropout_gemm_dw(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
         if let Some(h) = self.wide_x(x, half, dy.cols) {
             let need = dropout_gemm_dw_wide_scratch_len(&self.gpu, h.rows, h.cols, dy.cols)?;
-            return self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || dropout_gemm_dw_wide(h, dy, dw, s, p, seed, &self.step_ptr(), offset)));
+            // The forward of this step left the mask's bits (it always runs first: the operand
+            // is forward-then-backward within a step).
+            return self.with_keep_bits(h, |bits| {
+                self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || dropout_gemm_dw_wide(h, dy, dw, s, Some(bits), p, seed, &self.step_ptr(), offset)))
+            });
         }
         let x = self.product_x(x, half, dy.cols);
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;

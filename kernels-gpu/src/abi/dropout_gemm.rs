@@ -26,9 +26,15 @@ pub const DG_WIDE_K_STEP: u32 = 128;
 pub const DG_WIDE_DW_THREADS: u32 = 128;
 /// Stages of 32 rows in flight in the wide weight gradient's shared memory.
 pub const DG_WIDE_DW_STAGES: u32 = 4;
-/// Its shared memory: per stage 32 rows of x (128 f16 columns, rows 288 bytes apart) and of
-/// dy (64 f32 columns, 272 bytes apart).
-pub const DG_WIDE_DW_SMEM: u32 = DG_WIDE_DW_STAGES * 32 * (288 + 272);
+/// Its shared memory: per stage 32 rows of x (128 f16 columns, rows 288 bytes apart), of dy
+/// (64 f32 columns, 272 bytes apart) and of the keep bits (16 bytes).
+pub const DG_WIDE_DW_SMEM: u32 = DG_WIDE_DW_STAGES * 32 * (288 + 272 + 16);
+
+/// Words of keep bits a row of the wide products' mask takes (4 per 128 columns, so that a
+/// weight-gradient block's 4 words of a row are one 16-byte copy).
+pub const fn keep_words_per_row(ldx: u32) -> u32 {
+    4 * ldx.div_ceil(128)
+}
 
 /// X rows per step of the weight-gradient loop (and the multiple a split's rows are rounded to).
 pub const DG_DW_STEP_ROWS: u32 = 32;
@@ -62,9 +68,9 @@ kernel_args! {
         /// The step counter, read when the kernel runs (as the dropout kernel's).
         pub step: Ptr<u32>,
         pub offset: u64,
-        /// Where the wide `_store` instance also writes the dropped x in f32 (rows x ldx, stride
-        /// ldx); null for the others.
-        pub dropped: PtrMut<f32>,
+        /// Where the wide `_bits` instance also writes the mask, a bit an element (rows x
+        /// `keep_words_per_row(ldx)` words); null for the others.
+        pub keep_bits: PtrMut<u32>,
     }
 
     /// partial[s] = dropout(x[rows of split s])ᵀ dy[same rows] (k x ldw each, stride ldw):
@@ -90,6 +96,9 @@ kernel_args! {
         pub seed_key: u64,
         pub step: Ptr<u32>,
         pub offset: u64,
+        /// The wide instance reads the mask from these bits (the wide forward's) where not
+        /// null; null for the others.
+        pub keep_bits: Ptr<u32>,
     }
 
     /// out[i] = sum over s < splits of partial[s n + i] (a warp per i, fixed order: deterministic).
@@ -127,7 +136,7 @@ kernels! {
     dropout_gemm_stream_tf32_h16_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, false, 2, false>;
     dropout_gemm_dw_stream_tf32_h16_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, false, 2>;
     dropout_gemm_wide_h16(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_wide_h16::<false>;
-    dropout_gemm_wide_h16_store(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_wide_h16::<true>;
+    dropout_gemm_wide_h16_bits(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_wide_h16::<true>;
     dropout_gemm_dw_wide_h16(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_wide_h16;
     split_sum_f32(SplitSumArgs) = crate::nn::dropout_gemm::split_sum;
 }

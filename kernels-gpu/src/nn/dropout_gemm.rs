@@ -23,7 +23,7 @@
 //! to `partial[split]`, and `split_sum` adds the splits in a fixed order (deterministic, no
 //! atomics).
 
-use crate::abi::dropout_gemm::{DG_WIDE_DW_STAGES, DG_WIDE_DW_THREADS, DG_WIDE_K_STEP, DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
+use crate::abi::dropout_gemm::{keep_words_per_row, DG_WIDE_DW_STAGES, DG_WIDE_DW_THREADS, DG_WIDE_K_STEP, DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
 use crate::ptx;
 use crate::rng::DropoutStep;
 use crate::translate::{div_or_zero, rem_or_zero};
@@ -138,7 +138,7 @@ unsafe fn load_tile(m: *const f32, ld: u32, r0: u32, row_end: u32, c0: u32, col_
 /// y = dropout(x) w: block = 64 rows x 8 NT columns (see the module note).
 #[inline(always)]
 pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs) {
-    let DropoutGemmArgs { rows, k, ldx, ldw, ldb: _, n: _, w_trans: _, col_tiles, threshold, x, w, y, scale, seed_key, step, offset, dropped: _ } = args;
+    let DropoutGemmArgs { rows, k, ldx, ldw, ldb: _, n: _, w_trans: _, col_tiles, threshold, x, w, y, scale, seed_key, step, offset, keep_bits: _ } = args;
     let bn = 8 * NT as u32;
     let w_stride = bn + 8;
     let (row0, col0) = (div_or_zero(ptx::ctaid_x(), col_tiles) * DG_BLOCK_ROWS, rem_or_zero(ptx::ctaid_x(), col_tiles) * bn);
@@ -194,7 +194,7 @@ pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs)
 /// partial[split] = dropout(x)ᵀ dy over the split's rows: block = 64 rows of dw x 8 NT columns.
 #[inline(always)]
 pub unsafe fn weight_grad<const NT: usize, const SPLIT: bool>(args: DropoutGemmDwArgs) {
-    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles, col_tiles, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset } = args;
+    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles, col_tiles, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, keep_bits: _ } = args;
     let bn = 8 * NT as u32;
     let d_stride = bn + 8;
     let b = ptx::ctaid_x();
@@ -501,7 +501,7 @@ unsafe fn dy_run<const NT: usize>(dy: *const f32, rows: u32, ldw: u32, row: u32,
 /// tile j is NT n + j, so B's entries are one run of dy's row per lane.
 #[inline(always)]
 pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: usize>(args: DropoutGemmDwArgs) {
-    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: panel_groups, col_tiles: _, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset } = args;
+    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: panel_groups, col_tiles: _, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, keep_bits: _ } = args;
     let b = ptx::ctaid_x();
     let (split, group) = (div_or_zero(b, panel_groups), rem_or_zero(b, panel_groups));
     let warps = ptx::ntid_x() / 32;
@@ -593,9 +593,10 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
 // m16n8k16 with f32 accumulators, and w's fragments take half the room. Lane (g, t) loads the
 // 16 bytes at columns 8t.. of a 32-column chunk of rows g and g + 8; the chunk's two k-steps
 // take words 0-1 and 2-3 of each load (the reduction order permuted; w staged in the same
-// order). Kept elements enter unscaled (exact in f16), the sums are scaled once. With `STORE`
-// the dropped x is also written in f32, as `input_dropout_matrix` writes it (bit for bit),
-// for a weight gradient on cuBLAS.
+// order). Kept elements enter unscaled (exact in f16), the sums are scaled once. With `BITS`
+// the forward also writes the mask, a bit an element (`keep_bits`: row r's word w holds columns
+// 32w.. from bit 0; `keep_words_per_row` words a row), for the weight gradient to read instead
+// of drawing it again (the draw was a quarter of its time).
 
 /// Chunks of 32 columns a wide-forward iteration loads (4 loads of 16 bytes a row).
 const WIDE_ITER: u32 = DG_WIDE_K_STEP / 32;
@@ -629,12 +630,12 @@ unsafe fn stage_w_h16(a: &DropoutGemmArgs, chunks: u32, ws: u32) {
 
 impl StreamMask {
     /// The eight f16 elements of x at (row, col) (col a multiple of 8) as loaded (`raw`),
-    /// dropped elements zeroed, kept ones unscaled.
+    /// dropped elements zeroed, kept ones unscaled, and their keep bits (bit e: column col + e).
     #[inline(always)]
-    fn drop8_h16(self, raw: [u32; 4], row: u32, col: u32, ldx: u32) -> [u32; 4] {
+    fn drop8_h16(self, raw: [u32; 4], row: u32, col: u32, ldx: u32) -> ([u32; 4], u32) {
         let (seed_key, draw, threshold, offset) = self.key;
         if threshold == 0 {
-            return raw;
+            return (raw, 0xFF);
         }
         let keep = |c: u32| {
             if self.low {
@@ -645,34 +646,25 @@ impl StreamMask {
         };
         let (lo, hi) = (keep(col), keep(col + 4));
         let word = |k0: bool, k1: bool| (if k0 { 0xFFFF } else { 0 }) | (if k1 { 0xFFFF_0000 } else { 0 });
-        [raw[0] & word(lo[0], lo[1]), raw[1] & word(lo[2], lo[3]), raw[2] & word(hi[0], hi[1]), raw[3] & word(hi[2], hi[3])]
+        let mut bits = 0;
+        crate::unroll4!(e => {
+            bits |= (lo[e] as u32) << e | (hi[e] as u32) << (e + 4);
+        });
+        ([raw[0] & word(lo[0], lo[1]), raw[1] & word(lo[2], lo[3]), raw[2] & word(hi[0], hi[1]), raw[3] & word(hi[2], hi[3])], bits)
     }
 }
 
-/// The eight dropped elements of x at (row, col) (`words`, as `drop8_h16` leaves them) in f32,
-/// scaled, into `out` (stride ldx); nothing outside rows x ldx.
+/// y = dropout(x) w for x in f16 and outputs of 33-64 columns (8 n8 tiles), and with `BITS`
+/// the mask's bits into `args.keep_bits`: a persistent grid, each warp a 16-row tile at a time
+/// walking all of k, `WIDE_ITER` chunks an iteration (8 loads of 16 bytes in flight a thread);
+/// w waits in shared memory in fragment order.
 #[inline(always)]
-unsafe fn store_dropped8(out: *mut f32, rows: u32, ldx: u32, row: u32, col: u32, words: [u32; 4], scale: f32) {
-    if row < rows && col < ldx {
-        let v = |w: u32, hi: bool| ptx::f16_to_f32((if hi { w >> 16 } else { w }) as u16) * scale;
-        let p = unsafe { out.add(row as usize * ldx as usize + col as usize) };
-        unsafe {
-            ptx::st_v4_f32(p, [v(words[0], false), v(words[0], true), v(words[1], false), v(words[1], true)]);
-            ptx::st_v4_f32(p.add(4), [v(words[2], false), v(words[2], true), v(words[3], false), v(words[3], true)]);
-        }
-    }
-}
-
-/// y = dropout(x) w for x in f16 and outputs of 33-64 columns (8 n8 tiles), and with `STORE`
-/// the dropped x in f32 into `args.dropped`: a persistent grid, each warp a 16-row tile at a
-/// time walking all of k, `WIDE_ITER` chunks an iteration (8 loads of 16 bytes in flight a
-/// thread); w waits in shared memory in fragment order.
-#[inline(always)]
-pub unsafe fn forward_wide_h16<const STORE: bool>(args: DropoutGemmArgs) {
+pub unsafe fn forward_wide_h16<const BITS: bool>(args: DropoutGemmArgs) {
     let chunks = args.ldx.div_ceil(32 * WIDE_ITER) * WIDE_ITER;
     let ws = ptx::dyn_smem_base();
     unsafe { stage_w_h16(&args, chunks, ws) };
-    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, dropped, scale, seed_key, step, offset, .. } = args;
+    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, keep_bits, scale, seed_key, step, offset, .. } = args;
+    let words = keep_words_per_row(ldx);
     ptx::sync_threads();
     let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx);
     let lane = ptx::tid_x() % 32;
@@ -697,12 +689,19 @@ pub unsafe fn forward_wide_h16<const STORE: bool>(args: DropoutGemmArgs) {
                 // Chunks past x's columns (the last iteration's) hold only zeros.
                 if 32 * (c + q as u32) < ldx {
                     let col = 32 * (c + q as u32) + 8 * t;
-                    let xa = mask.drop8_h16(raw[2 * q], ra, col, ldx);
-                    let xb = mask.drop8_h16(raw[2 * q + 1], rb, col, ldx);
-                    if STORE {
-                        unsafe {
-                            store_dropped8(dropped, rows, ldx, ra, col, xa, scale);
-                            store_dropped8(dropped, rows, ldx, rb, col, xb, scale);
+                    let (xa, ka) = mask.drop8_h16(raw[2 * q], ra, col, ldx);
+                    let (xb, kb) = mask.drop8_h16(raw[2 * q + 1], rb, col, ldx);
+                    if BITS {
+                        // A row's word of this chunk: lane t's 8 bits at 8t, gathered over the
+                        // quad; lane 0 writes row ra's, lane 1 row rb's.
+                        let (mut wa, mut wb) = (ka << (8 * t), kb << (8 * t));
+                        wa |= ptx::shfl_xor_u32(wa, 1);
+                        wa |= ptx::shfl_xor_u32(wa, 2);
+                        wb |= ptx::shfl_xor_u32(wb, 1);
+                        wb |= ptx::shfl_xor_u32(wb, 2);
+                        let (row, w) = if t == 0 { (ra, wa) } else { (rb, wb) };
+                        if t < 2 && row < rows {
+                            unsafe { ptx::st_u32(keep_bits.add(row as usize * words as usize + (c + q as u32) as usize), w) };
                         }
                     }
                     crate::unroll2!(s => {
@@ -754,10 +753,11 @@ const WDW_DY_STRIDE: u32 = 272;
 /// of x at 12 warps an SM kept too few bytes in flight: 0.38 ms for 2^18 x 500 -> 64). In the A
 /// fragment (m = a column of x, k = a row) lane (g, t) holds columns 4g.. of rows t and t + 4
 /// (m tile I: columns 4g + 2I and 4g + 2I + 1); B takes dy's columns 8g.. of the same rows (dw's
-/// column n of n8 tile j is 8n + j).
+/// column n of n8 tile j is 8n + j). The mask comes from the forward's keep bits where given
+/// (`keep_bits` not null), else it is drawn again.
 #[inline(always)]
 pub unsafe fn weight_grad_wide_h16(args: DropoutGemmDwArgs) {
-    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: groups, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, .. } = args;
+    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: groups, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, keep_bits, .. } = args;
     const STAGES: u32 = DG_WIDE_DW_STAGES;
     const R: u32 = DG_DW_STEP_ROWS;
     let b = ptx::ctaid_x();
@@ -773,6 +773,10 @@ pub unsafe fn weight_grad_wide_h16(args: DropoutGemmDwArgs) {
     let col = x0 + 32 * warp + 4 * g;
     let xs = ptx::dyn_smem_base();
     let ds = xs + STAGES * R * WDW_X_STRIDE;
+    // The forward's keep bits where it left them (4 words a row for this block's 128 columns:
+    // 16 bytes a row a stage), else the mask is drawn again.
+    let bs = ds + STAGES * R * WDW_DY_STRIDE;
+    let (bits, words) = (!keep_bits.is_null() && threshold != 0, keep_words_per_row(ldx));
     let xh = x as *const u16;
     // Stage i: rows r_begin + 32i.. of x's 128 columns and of dy, 16-byte chunks (zeros past
     // the split's rows, x's columns and dy's), 4 of each a thread.
@@ -789,6 +793,11 @@ pub unsafe fn weight_grad_wide_h16(args: DropoutGemmDwArgs) {
             let src = if ok && dc < ldw { unsafe { dy.add(row as usize * ldw as usize + dc as usize) } } else { dy };
             unsafe { ptx::cp_async_16(ds + (buf * R + r) * WDW_DY_STRIDE + 16 * cc, src as *const u32, if ok && dc < ldw { 16 } else { 0 }) };
         });
+        if bits && tid < R {
+            let row = r0 + tid;
+            let src = if row < r_end { unsafe { keep_bits.add(row as usize * words as usize + 4 * group as usize) } } else { keep_bits };
+            unsafe { ptx::cp_async_16(bs + (buf * R + tid) * 16, src, if row < r_end { 16 } else { 0 }) };
+        }
     };
     let mut acc = [[[0f32; 4]; 8]; 2];
     let mut i = 0;
@@ -813,7 +822,19 @@ pub unsafe fn weight_grad_wide_h16(args: DropoutGemmDwArgs) {
             let (la, lb) = (8 * q as u32 + t, 8 * q as u32 + t + 4);
             let xa = |l: u32| {
                 let w = unsafe { ptx::ld_shared_u64(xs + (buf * R + l) * WDW_X_STRIDE + 2 * (32 * warp + 4 * g)) };
-                mask.drop4_at(widen4([w as u32, (w >> 32) as u32]), r0 + l, col, ldx, 1.0)
+                let v = widen4([w as u32, (w >> 32) as u32]);
+                if bits {
+                    let kept = unsafe { ptx::ld_shared_u32(bs + (buf * R + l) * 16 + 4 * warp) } >> (4 * g);
+                    let mut out = [0f32; 4];
+                    crate::unroll4!(e => {
+                        if kept & (1 << e) != 0 {
+                            out[e] = v[e];
+                        }
+                    });
+                    out
+                } else {
+                    mask.drop4_at(v, r0 + l, col, ldx, 1.0)
+                }
             };
             let (va, vb) = (xa(la), xa(lb));
             let dyr = |l: u32| {

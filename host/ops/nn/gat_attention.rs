@@ -252,6 +252,7 @@ fn args(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst): (&De
         keep_scale: 1.0 / (1.0 - a.p),
         seed_key: dropout_seed_key(a.seed),
         first_edge: a.first_edge,
+        low_index: ((a.first_edge + h.csr().nnz() as u64) * a.heads as u64 <= 1 << 32) as u32,
         step,
         wh: wh.arg(),
         s_src: s_src.arg(),

@@ -36,6 +36,9 @@ kernel_args! {
         pub keep_scale: f32,
         pub seed_key: u64,
         pub first_edge: u64,
+        /// 1 when every such index lies below 2^32: the kernels compute it in 32-bit
+        /// arithmetic with the first span's key (the same draw, fewer instructions an edge).
+        pub low_index: u32,
         pub step: Ptr<u32>,
         pub wh: Ptr<f32>,
         pub s_src: Ptr<f32>,

@@ -76,8 +76,13 @@ fn keep(a: &GatAttentionArgs, step: DropoutStep, e: u32, h: u32) -> f32 {
     if a.threshold == 0 {
         return 1.0;
     }
-    let index = (a.first_edge + e as u64) * a.heads as u64 + h as u64;
-    if step.keep(a.seed_key, index, a.threshold) { a.keep_scale } else { 0.0 }
+    let kept = if a.low_index != 0 {
+        let index = (a.first_edge as u32).wrapping_add(e).wrapping_mul(a.heads).wrapping_add(h);
+        crate::rng::dropout_bits_span(step.span0, index) >= a.threshold
+    } else {
+        step.keep(a.seed_key, (a.first_edge + e as u64) * a.heads as u64 + h as u64, a.threshold)
+    };
+    if kept { a.keep_scale } else { 0.0 }
 }
 
 /// LeakyReLU and its derivative at z.

@@ -89,6 +89,12 @@ impl<B: Ops> Dropout<B> {
         b.elu_dropout_backward(dy, h, self.p, self.seed, self.offset, dz)
     }
 
+    /// [`Dropout::backward_elu`] of dy = g wᵀ (the next layer's dX from its output gradient g
+    /// and weight w), formed inside the pass where the backend can.
+    pub fn backward_elu_product(&self, b: &B, g: &B::Mat, w: &B::Mat, h: &B::Mat, dz: &mut B::Mat) -> Result<()> {
+        b.elu_dropout_backward_product(g, w, h, self.p, self.seed, self.offset, dz)
+    }
+
     /// dx = dropout'(dy) (a copy when p = 0).
     pub fn backward(&self, b: &B, dy: &B::Mat, dx: &mut B::Mat) -> Result<()> {
         if self.p == 0.0 {

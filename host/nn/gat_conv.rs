@@ -230,6 +230,15 @@ impl<B: Ops> GatConv<B> {
         &mut self.out
     }
 
+    /// dL/d(X W) after `backward`: with [`GatConv::weight`], what dX = dWh Wᵀ is formed from
+    /// (a caller that fuses dX into what follows passes no `dx`).
+    pub fn d_wh(&self) -> &B::Mat {
+        &self.dwh
+    }
+    pub fn weight(&self) -> &B::Mat {
+        &self.lin.weight.value
+    }
+
     /// Fills every parameter's gradient from `dout` (after a training `forward` of `x`), and dX
     /// into `dx` when asked.
     pub fn backward(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, dout: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {

@@ -176,13 +176,14 @@ impl<B: Ops> Model<B> for Gat<B> {
             let h = below[l - 1].out();
             let x = self.drops[l - 1].output(h, true);
             let dout = if l == last { dlogits } else { &self.d_h };
-            rest[0].backward(b, &self.graph, &Operand::Dense(x), dout, Some(&mut self.d_x))?;
-            // Through the dropout and the ELU below (its output is conv l - 1's `out`), in one
-            // pass where the forward fused them.
             let drop = &self.drops[l - 1];
             if drop.is_active(true) {
-                drop.backward_elu(b, &self.d_x, h, &mut self.d_h)?;
+                // dX = dWh Wᵀ formed inside the dropout's and ELU's backward (conv l - 1's
+                // `out` is the ELU output), not written.
+                rest[0].backward(b, &self.graph, &Operand::Dense(x), dout, None)?;
+                drop.backward_elu_product(b, rest[0].d_wh(), rest[0].weight(), h, &mut self.d_h)?;
             } else {
+                rest[0].backward(b, &self.graph, &Operand::Dense(x), dout, Some(&mut self.d_x))?;
                 b.copy(&self.d_x, &mut self.d_h)?;
                 b.elu_backward(h, &mut self.d_h)?;
             }

@@ -14,12 +14,14 @@ use super::dropout::{check_p, matrix_keep, scale_f32};
 use super::elu::{elu1, elu_backward1};
 use super::{check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
-use crate::gpu::abi::nn::{EluDropoutArgs, EluDropoutBackwardArgs, elu_dropout_backward_f32, elu_dropout_f32};
+use crate::gpu::abi::nn::{EluDropoutArgs, EluDropoutBackwardArgs, EluDropoutBackwardProductArgs, elu_dropout_backward_f32, elu_dropout_backward_product_f32, elu_dropout_f32};
 use crate::gpu::shared::rng::{dropout_seed_key, dropout_threshold};
+use crate::gpu::launch::Shape;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
+use crate::ops::nn::gemm::GemmOp;
 use crate::util::Real;
 
 /// h = ELU(h), y = dropout(h) on the host (`h`, `y` rows x cols unpadded): the values of
@@ -103,6 +105,51 @@ pub fn elu_dropout_backward(dy: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f3
     unsafe { elu_dropout_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
+/// dz = keep ? dy · scale · ELU'(h) : 0 with dy = g wᵀ (g rows x k, w cols x k: the next
+/// layer's dX, formed in the kernel and never written) on the device, for k ≤ 8; h and dz rows
+/// x cols. Elsewhere (k past 8, rows past 1024 columns or 2^32 float4s) dy is formed by cuBLAS
+/// into dz first and the
+/// backward runs in place.
+#[allow(clippy::too_many_arguments)]
+pub fn elu_dropout_backward_product(blas: &crate::gpu::cublas::Blas, math: crate::gpu::cublas::GemmMath, g: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, dz: &mut DeviceMatrix<f32>) -> Result<()> {
+    check_p(p)?;
+    check_same(h, dz, "elu_dropout_backward_product")?;
+    check_step(step, "elu_dropout_backward_product")?;
+    if g.rows != h.rows || w.rows != h.cols || w.cols != g.cols {
+        return Err(Error::Shape(format!("elu_dropout_backward_product: g {} x {}, w {} x {}, h {} x {}", g.rows, g.cols, w.rows, w.cols, h.rows, h.cols)));
+    }
+    let gpu = h.gpu().clone();
+    let (threshold, scale, seed_key) = (dropout_threshold(p), scale_f32(p), dropout_seed_key(seed));
+    let n4 = n4(h);
+    // wᵀ staged in shared memory: 8 rows of h's stride.
+    let smem = 32 * h.ld;
+    if g.ld == 8 && w.ld == 8 && n4 <= u32::MAX as u64 && smem <= 32 * 1024 {
+        let args = EluDropoutBackwardProductArgs {
+            n4: n4 as u32,
+            q: (h.ld / 4) as u32,
+            cols: h.cols as u32,
+            g: g.arg(),
+            w: w.arg(),
+            h: h.arg(),
+            threshold,
+            scale,
+            seed_key,
+            step: step.arg(&gpu),
+            offset,
+            dz: dz.arg_mut(),
+        };
+        // SAFETY: h and dz hold n4 float4s (rows x ld), g rows x 8 and w cols x 8 floats (the
+        // kernel reads rows < h's rows and w rows < cols); dz distinct (a unique borrow).
+        let shape = Shape { smem_bytes: smem as u32, ..elementwise_shape(&gpu, n4) };
+        return unsafe { elu_dropout_backward_product_f32.launch(&gpu, shape, &args) };
+    }
+    blas.gemm(math, 1.0, g, false, w, true, 0.0, dz)?;
+    let args = EluDropoutBackwardArgs { n4, dy: dz.arg(), h: h.arg(), threshold, scale, seed_key, step: step.arg(&gpu), offset, dz: dz.arg_mut() };
+    // SAFETY: as `elu_dropout_backward`'s, with dy = dz: each thread reads the float4 it then
+    // writes, nothing else.
+    unsafe { elu_dropout_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
+}
+
 // -- the op on each backend --
 
 pub trait EluDropoutOp: Backend {
@@ -112,6 +159,11 @@ pub trait EluDropoutOp: Backend {
     /// `dz = keep ? dy / (1 - p) · ELU'(h) : 0` after [`EluDropoutOp::elu_dropout`] in the same
     /// step (same `seed` and `offset`).
     fn elu_dropout_backward(&self, dy: &Self::Mat, h: &Self::Mat, p: f32, seed: u64, offset: u64, dz: &mut Self::Mat) -> Result<()>;
+    /// [`EluDropoutOp::elu_dropout_backward`] of dy = g wᵀ (the next layer's dX: g its output
+    /// gradient, w its weight), dy never stored where the backend can avoid it (the GPU for g
+    /// of at most 8 columns).
+    #[allow(clippy::too_many_arguments)]
+    fn elu_dropout_backward_product(&self, g: &Self::Mat, w: &Self::Mat, h: &Self::Mat, p: f32, seed: u64, offset: u64, dz: &mut Self::Mat) -> Result<()>;
 }
 
 impl<T: Real> EluDropoutOp for CpuBackend<T> {
@@ -124,6 +176,12 @@ impl<T: Real> EluDropoutOp for CpuBackend<T> {
         same_shape("elu_dropout_backward", dz, h)?;
         elu_dropout_backward_cpu(&dy.data, &h.data, h.rows, h.cols, p, seed, self.step(), offset, &mut dz.data)
     }
+    fn elu_dropout_backward_product(&self, g: &HostMat<T>, w: &HostMat<T>, h: &HostMat<T>, p: f32, seed: u64, offset: u64, dz: &mut HostMat<T>) -> Result<()> {
+        // The reference: the product, then the unfused-order backward.
+        let mut dy = HostMat { rows: h.rows, cols: h.cols, data: vec![T::zero(); h.rows * h.cols] };
+        self.gemm(g, false, w, true, 0.0, &mut dy)?;
+        self.elu_dropout_backward(&dy, h, p, seed, offset, dz)
+    }
 }
 
 impl EluDropoutOp for CudaBackend {
@@ -132,5 +190,8 @@ impl EluDropoutOp for CudaBackend {
     }
     fn elu_dropout_backward(&self, dy: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("elu dropout backward", || elu_dropout_backward(dy, h, p, seed, &self.step_ptr(), offset, dz))
+    }
+    fn elu_dropout_backward_product(&self, g: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.timed("elu dropout backward", || elu_dropout_backward_product(&self.blas, self.math, g, w, h, p, seed, &self.step_ptr(), offset, dz))
     }
 }

@@ -234,6 +234,24 @@ kernel_args! {
         pub dz: PtrMut<f32>,
     }
 
+    /// `EluDropoutBackwardArgs` with dy = g wᵀ formed per element: g rows x k (k ≤ 8, stride
+    /// 8, zeros past k), w cols x k (stride 8); h and dz rows x 4q (stride 4q), `n4` = rows q
+    /// float4s (< 2^32).
+    pub struct EluDropoutBackwardProductArgs {
+        pub n4: u32,
+        pub q: u32,
+        pub cols: u32,
+        pub g: Ptr<f32>,
+        pub w: Ptr<f32>,
+        pub h: Ptr<f32>,
+        pub threshold: u32,
+        pub scale: f32,
+        pub seed_key: u64,
+        pub step: Ptr<u32>,
+        pub offset: u64,
+        pub dz: PtrMut<f32>,
+    }
+
     /// GAT's per-node scores s[i][h] = sum_f wh[i][h*head_dim + f] a[h*head_dim + f].
     pub struct GatScoresArgs {
         pub rows: u32,
@@ -561,6 +579,7 @@ kernels! {
     elu_backward_f32(EluBackwardArgs) = crate::nn::elu::elu_backward;
     elu_dropout_f32(EluDropoutArgs) = crate::nn::elu_dropout::elu_dropout;
     elu_dropout_backward_f32(EluDropoutBackwardArgs) = crate::nn::elu_dropout::elu_dropout_backward;
+    elu_dropout_backward_product_f32(EluDropoutBackwardProductArgs) = crate::nn::elu_dropout::elu_dropout_backward_product;
     gat_scores_f32(GatScoresArgs) = crate::nn::gat_scores::scores;
     gat_scores_backward_f32(GatScoresBackwardArgs) = crate::nn::gat_scores::scores_backward;
     gat_edge_logits_f32(GatEdgeLogitsArgs) = crate::nn::gat_edge_logits::edge_logits;

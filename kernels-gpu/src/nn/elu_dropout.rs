@@ -5,11 +5,15 @@
 //! Forward: h = ELU(h) in place (the backward's ELU' reads it, as the unfused ELU's does) and
 //! y = dropout(h), the mask drawn as the dropout kernel draws it (element i keyed `offset + i`),
 //! not stored. Backward: the mask drawn again, dz = keep ? dy · scale · ELU'(h) : 0 with
-//! ELU' = 1 where h > 0, else h + 1 — the unfused dropout' then ELU', in the same order.
+//! ELU' = 1 where h > 0, else h + 1 — the unfused dropout' then ELU', in the same order. Where
+//! dy is the next layer's dX = g wᵀ with g at most 8 columns wide (GAT's output layer: the
+//! classes), `elu_dropout_backward_product` forms dy per element instead of reading it: the
+//! n x 64 dX is never written (nor read back).
 
 use super::elu::elu1;
 use super::grid_stride;
-use crate::abi::nn::{EluDropoutArgs, EluDropoutBackwardArgs};
+use crate::abi::nn::{EluDropoutArgs, EluDropoutBackwardArgs, EluDropoutBackwardProductArgs};
+use crate::translate::{div_or_zero, rem_or_zero};
 use crate::ptx;
 use crate::rng::DropoutStep;
 
@@ -52,6 +56,50 @@ pub unsafe fn elu_dropout_backward(args: EluDropoutBackwardArgs) {
             if keep[k] {
                 let g = d[k] * scale;
                 out[k] = if hv[k] > 0.0 { g } else { g * (hv[k] + 1.0) };
+            }
+        });
+        unsafe { ptx::st_v4_f32(dz.add(o as usize), out) };
+    }
+}
+
+/// `elu_dropout_backward` of dy = g wᵀ formed in registers: g (rows x k, k ≤ 8, stride 8) and
+/// w (cols x k, stride 8), `n4` float4s of the padded buffer (< 2^32), `q` float4s a row. wᵀ
+/// waits in shared memory (8 rows of 4q floats): a thread's four columns are one 16-byte read a
+/// k, consecutive across a warp's lanes (read from w in global memory, the 16 lanes of a row hit
+/// 16 different rows of w: the L1 was the limit, 0.18 ms for 2^18 x 64).
+#[inline(always)]
+pub unsafe fn elu_dropout_backward_product(args: EluDropoutBackwardProductArgs) {
+    let EluDropoutBackwardProductArgs { n4, q, cols, g, w, h, threshold, scale, seed_key, step, offset, dz } = args;
+    let ws = ptx::dyn_smem_base();
+    let width = 4 * q;
+    let mut e = ptx::tid_x();
+    while e < 8 * width {
+        let (k, c) = (div_or_zero(e, width), rem_or_zero(e, width));
+        let v = if c < cols { unsafe { ptx::ld_nc_f32(w.add(8 * c as usize + k as usize)) } } else { 0.0 };
+        unsafe { ptx::st_shared_f32(ws + 4 * e, v) };
+        e += ptx::ntid_x();
+    }
+    ptx::sync_threads();
+    let draw = DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) });
+    for i in grid_stride(n4 as u64) {
+        let (r, c) = (div_or_zero(i as u32, q), 4 * rem_or_zero(i as u32, q));
+        let (g0, g1) = unsafe { (ptx::ld_nc_v4_f32(g.add(8 * r as usize)), ptx::ld_nc_v4_f32(g.add(8 * r as usize + 4))) };
+        let gr = [g0[0], g0[1], g0[2], g0[3], g1[0], g1[1], g1[2], g1[3]];
+        let mut d = [0f32; 4];
+        for (k, gk) in gr.iter().enumerate() {
+            let wk = unsafe { ptx::ld_shared_v4_u32(ws + 4 * (k as u32 * width + c)) };
+            crate::unroll4!(j => {
+                d[j] = ptx::fma_f32(*gk, f32::from_bits(wk[j]), d[j]);
+            });
+        }
+        let o = 4 * i;
+        let hv = unsafe { ptx::ld_nc_v4_f32(h.add(o as usize)) };
+        let keep = draw.keep4(seed_key, offset + o, threshold);
+        let mut out = [0f32; 4];
+        crate::unroll4!(k => {
+            if keep[k] {
+                let v = d[k] * scale;
+                out[k] = if hv[k] > 0.0 { v } else { v * (hv[k] + 1.0) };
             }
         });
         unsafe { ptx::st_v4_f32(dz.add(o as usize), out) };

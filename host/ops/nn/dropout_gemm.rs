@@ -15,7 +15,10 @@
 //!
 //! The GPU products run on tensor cores: tf32 for the tf32 and f16 precisions (as cuBLAS's
 //! `X W` there), 3xTF32 for f32 (near f32 accuracy). The weight gradient reduces over all rows
-//! in splits written to a scratch buffer and added in a fixed order: deterministic.
+//! in splits written to a scratch buffer and added in a fixed order: deterministic. First
+//! products of 33-64 columns in f16 precision (GAT's 8 heads of 8) take the wide kernels
+//! ([`dropout_gemm_wide`], [`dropout_gemm_dw_wide`]) on x's f16 copy: the forward in f16 on
+//! the tensor cores, leaving the mask as bits for the weight gradient (tf32).
 
 use rayon::prelude::*;
 

@@ -17,6 +17,9 @@
 //! Outputs of at most 32 columns run on the streaming kernels below instead (x straight into
 //! the A fragments, no barrier in the main loop; x in f32 or, for the f16 precision's stored
 //! features, f16); with p = 0 they also serve the backend's narrow GEMMs (`ops::nn::gemm`).
+//! Outputs of 33-64 columns on f16 features (GAT's 8 heads of 8) run on the wide kernels at
+//! the end: f16 products forward, the weight gradient through `cp.async` stages, the mask
+//! shared between them as bits.
 //!
 //! Weight gradient: dw (k x n) is a reduction over all rows. A block owns 64 rows of dw (64
 //! columns of x) x 8 NT columns and the x rows of one split; each split writes its partial dw

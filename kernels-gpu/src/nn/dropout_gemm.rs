@@ -349,6 +349,19 @@ fn load_col<const V: usize>(c: u32, q: u32, t: u32) -> u32 {
     if V == 1 { 32 * (c + q / 2) + 16 * (q % 2) + 4 * t } else { 32 * (c + q) + 8 * t }
 }
 
+/// w's element (r, col) as the fragment stagers read it: zero past k rows and n columns, w
+/// stored n x k (stride ldb) when transposed.
+#[inline(always)]
+unsafe fn w_at(a: &DropoutGemmArgs, r: u32, col: u32) -> f32 {
+    if r >= a.k || col >= a.n {
+        0.0
+    } else if a.w_trans != 0 {
+        unsafe { ptx::ld_nc_f32(a.w.add(col as usize * a.ldb as usize + r as usize)) }
+    } else {
+        unsafe { ptx::ld_nc_f32(a.w.add(r as usize * a.ldb as usize + col as usize)) }
+    }
+}
+
 /// w in the forward's B-fragment order, in shared memory: fragment (chunk c, step s, n8 tile
 /// j) is 32 lanes' float2s, lane (g, t) holding w[lo][8j + g] and w[hi][8j + g] with lo the
 /// chunk's column of k = t at step s (32c + 4t + s for V = 1, 32c + 8t + s for V = 2) and hi
@@ -364,15 +377,7 @@ unsafe fn stage_w_fragments<const NT: usize, const V: usize>(a: &DropoutGemmArgs
         let (g, t) = (lane / 4, lane % 4);
         let (lo, col) = (32 * c + 4 * V as u32 * t + s, 8 * j + g);
         let hi = lo + if V == 1 { 16 } else { 4 };
-        let at = |r: u32| {
-            if r >= a.k || col >= a.n {
-                0.0
-            } else if a.w_trans != 0 {
-                unsafe { ptx::ld_nc_f32(a.w.add(col as usize * a.ldb as usize + r as usize)) }
-            } else {
-                unsafe { ptx::ld_nc_f32(a.w.add(r as usize * a.ldb as usize + col as usize)) }
-            }
-        };
+        let at = |r: u32| unsafe { w_at(a, r, col) };
         let pair = (at(lo).to_bits() as u64) | ((at(hi).to_bits() as u64) << 32);
         unsafe { ptx::st_shared_u64(ws + 8 * i, pair) };
         i += ptx::ntid_x();
@@ -616,15 +621,7 @@ unsafe fn stage_w_h16(a: &DropoutGemmArgs, chunks: u32, ws: u32) {
         let (s, c) = (cs % 2, cs / 2);
         let (g, t) = (lane / 4, lane % 4);
         let (r, col) = (32 * c + 8 * t + 4 * s, 8 * j + g);
-        let at = |r: u32| {
-            if r >= a.k || col >= a.n {
-                0.0
-            } else if a.w_trans != 0 {
-                unsafe { ptx::ld_nc_f32(a.w.add(col as usize * a.ldb as usize + r as usize)) }
-            } else {
-                unsafe { ptx::ld_nc_f32(a.w.add(r as usize * a.ldb as usize + col as usize)) }
-            }
-        };
+        let at = |r: u32| unsafe { w_at(a, r, col) };
         let (b0, b1) = (ptx::pack_f16x2(at(r), at(r + 1)), ptx::pack_f16x2(at(r + 2), at(r + 3)));
         unsafe { ptx::st_shared_u64(ws + 8 * i, b0 as u64 | (b1 as u64) << 32) };
         i += ptx::ntid_x();

@@ -41,6 +41,19 @@ pub unsafe fn elu_dropout(args: EluDropoutArgs) {
     }
 }
 
+/// Four elements' dz = keep ? dy · scale · ELU'(h) : 0 (dropout' then ELU', in that order).
+#[inline(always)]
+fn grad4(dy: [f32; 4], h: [f32; 4], keep: [bool; 4], scale: f32) -> [f32; 4] {
+    let mut out = [0f32; 4];
+    crate::unroll4!(k => {
+        if keep[k] {
+            let g = dy[k] * scale;
+            out[k] = if h[k] > 0.0 { g } else { g * (h[k] + 1.0) };
+        }
+    });
+    out
+}
+
 /// dz = keep ? dy · scale · ELU'(h) : 0 over `n4` float4s (h: the forward's ELU output).
 #[inline(always)]
 pub unsafe fn elu_dropout_backward(args: EluDropoutBackwardArgs) {
@@ -50,14 +63,7 @@ pub unsafe fn elu_dropout_backward(args: EluDropoutBackwardArgs) {
         let o = 4 * i;
         let hv = unsafe { ptx::ld_nc_v4_f32(h.add(o as usize)) };
         let d = unsafe { ptx::ld_nc_v4_f32(dy.add(o as usize)) };
-        let keep = draw.keep4(seed_key, offset + o, threshold);
-        let mut out = [0f32; 4];
-        crate::unroll4!(k => {
-            if keep[k] {
-                let g = d[k] * scale;
-                out[k] = if hv[k] > 0.0 { g } else { g * (hv[k] + 1.0) };
-            }
-        });
+        let out = grad4(d, hv, draw.keep4(seed_key, offset + o, threshold), scale);
         unsafe { ptx::st_v4_f32(dz.add(o as usize), out) };
     }
 }
@@ -94,14 +100,7 @@ pub unsafe fn elu_dropout_backward_product(args: EluDropoutBackwardProductArgs) 
         }
         let o = 4 * i;
         let hv = unsafe { ptx::ld_nc_v4_f32(h.add(o as usize)) };
-        let keep = draw.keep4(seed_key, offset + o, threshold);
-        let mut out = [0f32; 4];
-        crate::unroll4!(k => {
-            if keep[k] {
-                let v = d[k] * scale;
-                out[k] = if hv[k] > 0.0 { v } else { v * (hv[k] + 1.0) };
-            }
-        });
+        let out = grad4(d, hv, draw.keep4(seed_key, offset + o, threshold), scale);
         unsafe { ptx::st_v4_f32(dz.add(o as usize), out) };
     }
 }

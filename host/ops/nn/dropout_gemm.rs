@@ -724,14 +724,14 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
 }
 
 impl CudaBackend {
-    /// x as the products read it: the f16 copy where given and the output fits the streaming
-    /// kernels in tf32, x itself otherwise.
     /// x's f16 copy where the wide kernels take this product (`out_cols` of 33-64; the copy
     /// exists only in f16 precision).
     fn wide_x<'a>(&self, x: &DeviceMatrix<f32>, half: Option<&'a DeviceMatrix<f16>>, out_cols: usize) -> Option<&'a DeviceMatrix<f16>> {
-        half.filter(|h| self.math == GemmMath::Tf32 && (h.rows, h.cols) == (x.rows, x.cols) && !takes_f16_features(x.cols, out_cols) && wide_fits(x.cols, out_cols))
+        half.filter(|h| self.math == GemmMath::Tf32 && (h.rows, h.cols) == (x.rows, x.cols) && wide_fits(x.cols, out_cols))
     }
 
+    /// x as the products read it: the f16 copy where given and the output fits the streaming
+    /// kernels in tf32, x itself otherwise.
     fn product_x<'a>(&self, x: &'a DeviceMatrix<f32>, half: Option<&'a DeviceMatrix<f16>>, out_cols: usize) -> FeaturesRef<'a> {
         match half {
             Some(h) if self.math == GemmMath::Tf32 && takes_f16_features(x.cols, out_cols) && (h.rows, h.cols) == (x.rows, x.cols) => FeaturesRef::F16(h),

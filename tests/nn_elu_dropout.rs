@@ -70,8 +70,9 @@ fn gpu_elu_dropout_is_elu_then_dropout() {
 
 /// dz of `elu_dropout_backward_product` (dy = g wᵀ, the next layer's dX, formed inside the pass
 /// on the GPU for g of at most 8 columns; cuBLAS then the in-place backward past that) on
-/// `b`, for h after a training forward, step 2.
-fn product_backward<B: Ops>(b: &B, rows: usize, cols: usize, k: usize, p: f32, offset: u64) -> Matrix {
+/// `b`, for h after a training forward, step 2; and dz's column sums from the same call (their
+/// output filled with garbage first: overwritten).
+fn product_backward<B: Ops>(b: &B, rows: usize, cols: usize, k: usize, p: f32, offset: u64) -> (Matrix, Matrix) {
     let (z, g, w) = (Matrix::random(rows, cols, (rows + cols) as u64), Matrix::random(rows, k, 5), Matrix::random(cols, k, 6));
     b.begin_step().unwrap();
     b.begin_step().unwrap();
@@ -79,26 +80,30 @@ fn product_backward<B: Ops>(b: &B, rows: usize, cols: usize, k: usize, p: f32, o
     b.elu_dropout(&mut h, &mut y, p, 0xC0FFEE, offset).unwrap();
     let (gd, wd) = (b.upload(&g).unwrap(), b.upload(&w).unwrap());
     let mut dz = b.matrix(rows, cols).unwrap();
-    b.elu_dropout_backward_product(&gd, &wd, &h, p, 0xC0FFEE, offset, &mut dz).unwrap();
-    b.download(&dz).unwrap()
+    let mut sums = b.upload(&Matrix::random(1, cols, 9)).unwrap();
+    b.elu_dropout_backward_product(&gd, &wd, &h, p, 0xC0FFEE, offset, &mut dz, Some(&mut sums)).unwrap();
+    (b.download(&dz).unwrap(), b.download(&sums).unwrap())
 }
 
 /// The product form against the f64 CPU backend (the product, then the unfused-order
-/// backward): g of 1, 3, 7 and 8 columns (the fused kernel) and 12 (cuBLAS, then in place);
-/// one row, rows and columns not multiples of 4 or 8, a part's offset; the GPU's output
-/// poisoned first, its padding zero.
+/// backward, then the column sums): g of 1, 3, 7 and 8 columns (the fused kernel) and 12
+/// (cuBLAS, then in place, then `col_sums`); one row, rows and columns not multiples of 4 or 8,
+/// 40 columns (10 float4s a row: the grid's threads no multiple of it, so the sums run apart),
+/// a part's offset; the GPU's output poisoned first, its padding zero.
 #[test]
 fn gpu_elu_dropout_backward_of_a_product_matches_cpu() {
     let Some(gpu) = common::gpu_or_skip("gpu_elu_dropout_backward_of_a_product_matches_cpu") else { return };
     let b = CudaBackend::new(gpu, Precision::F32, Impl::Auto).unwrap();
     let cpu = CpuBackend::<f64>::new();
-    for (rows, cols, k) in [(1, 1, 1), (37, 13, 3), (2051, 64, 8), (1000, 64, 7), (300, 70, 12)] {
+    for (rows, cols, k) in [(1, 1, 1), (37, 13, 3), (2051, 64, 8), (1000, 64, 7), (70001, 64, 8), (999, 40, 8), (300, 70, 12)] {
         for (p, offset) in [(0.6, 0), (0.25, 3 * padded_ld(cols) as u64)] {
-            let want = product_backward(&cpu, rows, cols, k, p, offset);
-            let got = product_backward(&b, rows, cols, k, p, offset);
+            let (want, want_sums) = product_backward(&cpu, rows, cols, k, p, offset);
+            let (got, got_sums) = product_backward(&b, rows, cols, k, p, offset);
             let e = tcgnn::tensor::rel_error(&got.data, &want.data.iter().map(|&v| v as f64).collect::<Vec<_>>());
             assert!(e < 1e-5, "{rows} x {cols} from {k} columns, p {p}, offset {offset}: rel error {e:.2e}");
             assert!(got.data.iter().any(|&v| v != 0.0) || rows * cols < 4, "{rows} x {cols}: all zero");
+            let e = tcgnn::tensor::rel_error(&got_sums.data, &want_sums.data.iter().map(|&v| v as f64).collect::<Vec<_>>());
+            assert!(e < 1e-5, "{rows} x {cols} from {k} columns, p {p}, offset {offset}: column sums rel error {e:.2e}");
         }
     }
     // Poisoned output, padding written zero.
@@ -108,7 +113,7 @@ fn gpu_elu_dropout_backward_of_a_product_matches_cpu() {
     let (g, w) = (b.upload(&Matrix::random(37, 5, 1)).unwrap(), b.upload(&Matrix::random(13, 5, 2)).unwrap());
     let mut dz = b.matrix(37, 13).unwrap();
     dz.poison().unwrap();
-    b.elu_dropout_backward_product(&g, &w, &h, 0.5, 1, 0, &mut dz).unwrap();
+    b.elu_dropout_backward_product(&g, &w, &h, 0.5, 1, 0, &mut dz, None).unwrap();
     let raw = dz.download_padded().unwrap();
     assert!(raw.iter().all(|v| v.is_finite()), "poison left in dz");
     assert!(raw.iter().enumerate().all(|(i, &v)| i % padded_ld(13) < 13 || v == 0.0), "padding");

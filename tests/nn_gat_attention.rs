@@ -65,8 +65,8 @@ fn fused_gat_conv_equals_the_unfused_one_on_the_cpu() {
             let (yf, yp) = (fused.forward(&b, &g, &Operand::Dense(&x), true).unwrap().data.clone(), plain.forward(&b, &g, &Operand::Dense(&x), true).unwrap().data.clone());
             close(&yf, &yp, 1e-12, &format!("{what}: out"));
             let mut dx = (b.matrix(n, fan_in).unwrap(), b.matrix(n, fan_in).unwrap());
-            fused.backward(&b, &g, &Operand::Dense(&x), &w, Some(&mut dx.0)).unwrap();
-            plain.backward(&b, &g, &Operand::Dense(&x), &w, Some(&mut dx.1)).unwrap();
+            fused.backward(&b, &g, &Operand::Dense(&x), &w, Some(&mut dx.0), false).unwrap();
+            plain.backward(&b, &g, &Operand::Dense(&x), &w, Some(&mut dx.1), false).unwrap();
             close(&dx.0.data, &dx.1.data, 1e-12, &format!("{what}: dX"));
             let pf: Vec<Vec<f64>> = fused.params().iter().map(|(_, p)| p.grad.data.clone()).collect();
             let pp: Vec<Vec<f64>> = plain.params().iter().map(|(_, p)| p.grad.data.clone()).collect();
@@ -126,9 +126,20 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
                 let mut out = vec![0.0; n * w];
                 let mut stats = vec![0.0; n * 2 * heads];
                 gat_attention_cpu(&s, &a, step, &wh.data, &s_src.data, &s_dst.data, &bias.data, &mut out, &mut stats);
+                // The attention vectors, for the backward that adds the scores' part to dWh.
+                let (a_src, a_dst) = (mat(1, w, 6), mat(1, w, 7));
                 let (mut d_row, mut ds_dst, mut ds_src, mut dwh) = (vec![0.0; n * heads], vec![0.0; n * heads], vec![0.0; n * heads], vec![0.0; n * w]);
-                let inputs = GradInputs { wh: &wh.data[..], s_src: &s_src.data[..], s_dst: &s_dst.data[..], stats: &stats[..], dout: &dout.data[..] };
+                let inputs = GradInputs { wh: &wh.data[..], s_src: &s_src.data[..], s_dst: &s_dst.data[..], stats: &stats[..], dout: &dout.data[..], att: None };
                 gat_attention_backward_cpu(&s, &t, &t_of, &a, step, inputs, &mut d_row, &mut ds_dst, &mut ds_src, &mut dwh);
+                let mut dwh_att = vec![0.0; n * w];
+                let inputs = GradInputs { wh: &wh.data[..], s_src: &s_src.data[..], s_dst: &s_dst.data[..], stats: &stats[..], dout: &dout.data[..], att: Some((&a_src.data[..], &a_dst.data[..])) };
+                gat_attention_backward_cpu(&s, &t, &t_of, &a, step, inputs, &mut d_row.clone(), &mut ds_dst.clone(), &mut ds_src.clone(), &mut dwh_att);
+                // ... which is the aggregation's part plus ds_src a_src + ds_dst a_dst.
+                for (k, (&with, &without)) in dwh_att.iter().zip(&dwh).enumerate() {
+                    let (j, c) = (k / w, k % w);
+                    let want = without + ds_src[j * heads + c / dim] * a_src.data[c] + ds_dst[j * heads + c / dim] * a_dst.data[c];
+                    assert!((with - want).abs() <= 1e-12 * (1.0 + want.abs()), "{what}: CPU dWh with the scores' part at {k}");
+                }
 
                 let step_dev = DeviceVec::upload(&gpu, &[step]).unwrap();
                 let (whd, srcd, dstd, biasd, doutd) = (dev(&wh), dev(&s_src), dev(&s_dst), dev(&bias), dev(&dout));
@@ -136,12 +147,17 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
                 gat_attention(&g, &a, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut outd, &mut statsd).unwrap();
                 close(&down(&outd), &out, 1e-5, &format!("{what}: out"));
                 close(&down(&statsd), &stats, 1e-5, &format!("{what}: statistics"));
-                let (mut drd, mut ddd, mut dsd, mut dwd) = (poisoned(n, heads), poisoned(n, heads), poisoned(n, heads), poisoned(n, w));
-                gat_attention_backward(&g, &a, step_dev.arg(&gpu), GradInputs { wh: &whd, s_src: &srcd, s_dst: &dstd, stats: &statsd, dout: &doutd }, &mut drd, &mut ddd, &mut dsd, &mut dwd).unwrap();
-                close(&down(&drd), &d_row, 1e-5, &format!("{what}: D"));
-                close(&down(&ddd), &ds_dst, 1e-5, &format!("{what}: ds_dst"));
-                close(&down(&dsd), &ds_src, 1e-5, &format!("{what}: ds_src"));
-                close(&down(&dwd), &dwh, 1e-5, &format!("{what}: dWh"));
+                let (a_srcd, a_dstd) = (dev(&a_src), dev(&a_dst));
+                for (att, want_dwh) in [(None, &dwh), (Some((&a_srcd, &a_dstd)), &dwh_att)] {
+                    let what = format!("{what}{}", if att.is_some() { ", scores' part added" } else { "" });
+                    let (mut drd, mut ddd, mut dsd, mut dwd) = (poisoned(n, heads), poisoned(n, heads), poisoned(n, heads), poisoned(n, w));
+                    let inputs = GradInputs { wh: &whd, s_src: &srcd, s_dst: &dstd, stats: &statsd, dout: &doutd, att };
+                    gat_attention_backward(&g, &a, step_dev.arg(&gpu), inputs, &mut drd, &mut ddd, &mut dsd, &mut dwd).unwrap();
+                    close(&down(&drd), &d_row, 1e-5, &format!("{what}: D"));
+                    close(&down(&ddd), &ds_dst, 1e-5, &format!("{what}: ds_dst"));
+                    close(&down(&dsd), &ds_src, 1e-5, &format!("{what}: ds_src"));
+                    close(&down(&dwd), want_dwh, 1e-5, &format!("{what}: dWh"));
+                }
             }
         }
     }

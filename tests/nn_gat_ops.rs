@@ -62,7 +62,11 @@ fn cpu_gat_scores_and_backward() {
         let dwh0 = dwh.clone();
         // Poisoned: the gradients are overwritten.
         let (mut da_s, mut da_d) = (mat(1, HEADS * DIM, 7), mat(1, HEADS * DIM, 8));
-        b.gat_scores_backward(&wh, (&a_s, &a_d), (&ds_s, &ds_d), &mut dwh, (&mut da_s, &mut da_d)).unwrap();
+        b.gat_scores_backward(&wh, (&a_s, &a_d), (&ds_s, &ds_d), Some(&mut dwh), (&mut da_s, &mut da_d)).unwrap();
+        // Without dwh (the fused attention added its part): the same vector gradients.
+        let (mut da_s_only, mut da_d_only) = (mat(1, HEADS * DIM, 9), mat(1, HEADS * DIM, 10));
+        b.gat_scores_backward(&wh, (&a_s, &a_d), (&ds_s, &ds_d), None, (&mut da_s_only, &mut da_d_only)).unwrap();
+        assert_eq!((&da_s_only.data, &da_d_only.data), (&da_s.data, &da_d.data), "n={n}: da without dwh");
         for i in 0..n {
             for h in 0..HEADS {
                 for (a, s, what) in [(&a_s, &s_s, "s_src"), (&a_d, &s_d, "s_dst")] {
@@ -246,14 +250,19 @@ fn gpu_gat_scores_match_cpu() {
             let (mut s_s, mut s_t) = (HostMat::zeros(n, heads), HostMat::zeros(n, heads));
             c.gat_scores(&wh, (&a_s, &a_d), (&mut s_s, &mut s_t)).unwrap();
             let (mut dwh, mut da_s, mut da_d) = (dwh0.clone(), HostMat::zeros(1, w), HostMat::zeros(1, w));
-            c.gat_scores_backward(&wh, (&a_s, &a_d), (&ds_s, &ds_d), &mut dwh, (&mut da_s, &mut da_d)).unwrap();
+            c.gat_scores_backward(&wh, (&a_s, &a_d), (&ds_s, &ds_d), Some(&mut dwh), (&mut da_s, &mut da_d)).unwrap();
 
             let (wh_d, a_s_d, a_d_d, ds_s_d, ds_d_d) = (dev(&b, &wh), dev(&b, &a_s), dev(&b, &a_d), dev(&b, &ds_s), dev(&b, &ds_d));
             let (mut s_s_d, mut s_t_d) = (poisoned(&b, n, heads), poisoned(&b, n, heads));
             b.gat_scores(&wh_d, (&a_s_d, &a_d_d), (&mut s_s_d, &mut s_t_d)).unwrap();
             let mut dwh_d = dev(&b, &dwh0);
             let (mut da_s_d, mut da_d_d) = (poisoned(&b, 1, w), poisoned(&b, 1, w));
-            b.gat_scores_backward(&wh_d, (&a_s_d, &a_d_d), (&ds_s_d, &ds_d_d), &mut dwh_d, (&mut da_s_d, &mut da_d_d)).unwrap();
+            b.gat_scores_backward(&wh_d, (&a_s_d, &a_d_d), (&ds_s_d, &ds_d_d), Some(&mut dwh_d), (&mut da_s_d, &mut da_d_d)).unwrap();
+            // The vectors' gradients alone (no dwh): the same sums.
+            let (mut da_s_only, mut da_d_only) = (poisoned(&b, 1, w), poisoned(&b, 1, w));
+            b.gat_scores_backward(&wh_d, (&a_s_d, &a_d_d), (&ds_s_d, &ds_d_d), None, (&mut da_s_only, &mut da_d_only)).unwrap();
+            close(&format!("{what} da_src without dwh"), &down(&da_s_only), &da_s.data);
+            close(&format!("{what} da_dst without dwh"), &down(&da_d_only), &da_d.data);
             close(&format!("{what} s_src"), &down(&s_s_d), &s_s.data);
             close(&format!("{what} s_dst"), &down(&s_t_d), &s_t.data);
             close(&format!("{what} dwh"), &down(&dwh_d), &dwh.data);

@@ -191,7 +191,7 @@ fn three_layer_gat_gradients_mean_heads() {
         out.data.iter().zip(&w.data).map(|(a, c)| a * c).sum()
     };
     objective(&mut conv);
-    conv.backward(&b, &g, &Operand::Dense(&x), &w, None).unwrap();
+    conv.backward(&b, &g, &Operand::Dense(&x), &w, None, false).unwrap();
     let grads: Vec<Vec<f64>> = conv.params().iter().map(|(_, q)| q.grad.data.clone()).collect();
     for (pi, gr) in grads.iter().enumerate() {
         for (i, &gi) in gr.iter().enumerate() {

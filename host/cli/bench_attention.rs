@@ -142,7 +142,7 @@ pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
                     b.time(a.warmup, a.reps, &mut || {
                         conv.forward(&b, g, &x, true)?;
                         if backward {
-                            conv.backward(&b, g, &x, &dout, Some(&mut dh))?;
+                            conv.backward(&b, g, &x, &dout, Some(&mut dh), false)?;
                         }
                         Ok(())
                     })?

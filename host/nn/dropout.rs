@@ -90,9 +90,10 @@ impl<B: Ops> Dropout<B> {
     }
 
     /// [`Dropout::backward_elu`] of dy = g wᵀ (the next layer's dX from its output gradient g
-    /// and weight w), formed inside the pass where the backend can.
-    pub fn backward_elu_product(&self, b: &B, g: &B::Mat, w: &B::Mat, h: &B::Mat, dz: &mut B::Mat) -> Result<()> {
-        b.elu_dropout_backward_product(g, w, h, self.p, self.seed, self.offset, dz)
+    /// and weight w), formed inside the pass where the backend can; with `dz_col_sums`, dz's
+    /// column sums too (the bias gradient of the layer whose output h is).
+    pub fn backward_elu_product(&self, b: &B, g: &B::Mat, w: &B::Mat, h: &B::Mat, dz: &mut B::Mat, dz_col_sums: Option<&mut B::Mat>) -> Result<()> {
+        b.elu_dropout_backward_product(g, w, h, self.p, self.seed, self.offset, dz, dz_col_sums)
     }
 
     /// dx = dropout'(dy) (a copy when p = 0).

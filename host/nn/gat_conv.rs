@@ -239,14 +239,25 @@ impl<B: Ops> GatConv<B> {
         &self.lin.weight.value
     }
 
+    /// The output (after the model's ELU, for the layer above) and the bias gradient, for a
+    /// caller that sums dout's columns where it forms dout (`bias_summed` in `backward`).
+    pub fn out_and_bias_grad(&mut self) -> (&B::Mat, &mut B::Mat) {
+        (&self.out, &mut self.bias.grad)
+    }
+
     /// Fills every parameter's gradient from `dout` (after a training `forward` of `x`), and dX
-    /// into `dx` when asked.
-    pub fn backward(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, dout: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
-        b.col_sums(dout, &mut self.bias.grad)?;
+    /// into `dx` when asked. `bias_summed`: the bias gradient (dout's column sums) is already
+    /// there, summed where dout was formed.
+    pub fn backward(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, dout: &B::Mat, dx: Option<&mut B::Mat>, bias_summed: bool) -> Result<()> {
+        if !bias_summed {
+            b.col_sums(dout, &mut self.bias.grad)?;
+        }
         let a = self.attention(g);
         match &mut self.path {
             Path::Fused { stats, d_row } => {
-                let inputs = GradInputs { wh: self.lin.out(), s_src: &self.s_src, s_dst: &self.s_dst, stats: &*stats, dout };
+                // The column pass adds the per-node scores' part to dWh as it writes it.
+                let att = Some((&self.att_src.value, &self.att_dst.value));
+                let inputs = GradInputs { wh: self.lin.out(), s_src: &self.s_src, s_dst: &self.s_dst, stats: &*stats, dout, att };
                 b.gat_attention_backward(&g.graph, &a, inputs, d_row, &mut self.ds_dst, &mut self.ds_src, &mut self.dwh)?;
             }
             Path::Unfused(u) => {
@@ -254,10 +265,13 @@ impl<B: Ops> GatConv<B> {
                 u.backward(b, g, shape, dout, (&self.s_dst, &self.s_src), (&mut self.ds_dst, &mut self.ds_src, &mut self.dwh))?
             }
         }
-        // Through the per-node scores, accumulated onto the aggregation's dWh.
+        // Through the per-node scores: the vectors' gradients, and (unfused) their part of dWh
+        // accumulated onto the aggregation's.
+        let fused = self.is_fused();
         let wh = self.lin.out();
         let (att_src, att_dst) = (&mut self.att_src, &mut self.att_dst);
-        b.gat_scores_backward(wh, (&att_src.value, &att_dst.value), (&self.ds_src, &self.ds_dst), &mut self.dwh, (&mut att_src.grad, &mut att_dst.grad))?;
+        let dwh = if fused { None } else { Some(&mut self.dwh) };
+        b.gat_scores_backward(wh, (&att_src.value, &att_dst.value), (&self.ds_src, &self.ds_dst), dwh, (&mut att_src.grad, &mut att_dst.grad))?;
         // The halo rows of dWh (from the edges and the source scores) belong to their owners.
         halo_hook::give_back(&g.halo, b, &mut self.dwh)?;
         self.lin.backward(b, x, &self.dwh, dx)

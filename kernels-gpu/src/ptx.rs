@@ -29,6 +29,16 @@ special_reg!(nctaid_x, "%nctaid.x");
 special_reg!(nctaid_y, "%nctaid.y");
 special_reg!(lane_id, "%laneid");
 
+/// `x` through a `mov` the compiler may not move or merge: what is computed from the result
+/// stays where it is used (a loop-invariant address otherwise hoisted out of a loop, held
+/// across it and spilled under a register cap, is recomputed at its one use instead).
+#[inline(always)]
+pub fn opaque_u32(x: u32) -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {}, {};", out(reg32) r, in(reg32) x, options(nomem, nostack)) };
+    r
+}
+
 /// Warp index inside the block (x-major thread numbering).
 #[inline(always)]
 pub fn warp_id() -> u32 {

@@ -171,26 +171,33 @@ impl<B: Ops> Model<B> for Gat<B> {
 
     fn backward(&mut self, b: &B, input: &InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
         let last = self.convs.len() - 1;
+        // Whether d_h's column sums (conv l - 1's bias gradient) were summed as it was formed.
+        let mut d_h_summed = false;
         for l in (1..=last).rev() {
             let (below, rest) = self.convs.split_at_mut(l);
-            let h = below[l - 1].out();
-            let x = self.drops[l - 1].output(h, true);
             let dout = if l == last { dlogits } else { &self.d_h };
             let drop = &self.drops[l - 1];
+            let summed = l < last && d_h_summed;
             if drop.is_active(true) {
                 // dX = dWh Wᵀ formed inside the dropout's and ELU's backward (conv l - 1's
-                // `out` is the ELU output), not written.
-                rest[0].backward(b, &self.graph, &Operand::Dense(x), dout, None)?;
-                drop.backward_elu_product(b, rest[0].d_wh(), rest[0].weight(), h, &mut self.d_h)?;
+                // `out` is the ELU output), not written; conv l - 1's bias gradient summed there.
+                let x = drop.output(below[l - 1].out(), true);
+                rest[0].backward(b, &self.graph, &Operand::Dense(x), dout, None, summed)?;
+                let (h, bias_grad) = below[l - 1].out_and_bias_grad();
+                drop.backward_elu_product(b, rest[0].d_wh(), rest[0].weight(), h, &mut self.d_h, Some(bias_grad))?;
+                d_h_summed = true;
             } else {
-                rest[0].backward(b, &self.graph, &Operand::Dense(x), dout, Some(&mut self.d_x))?;
+                let h = below[l - 1].out();
+                let x = drop.output(h, true);
+                rest[0].backward(b, &self.graph, &Operand::Dense(x), dout, Some(&mut self.d_x), summed)?;
                 b.copy(&self.d_x, &mut self.d_h)?;
                 b.elu_backward(h, &mut self.d_h)?;
+                d_h_summed = false;
             }
         }
         let dout = if last == 0 { dlogits } else { &self.d_h };
         let x0 = input.operand(true, self.p);
-        self.convs[0].backward(b, &self.graph, &x0, dout, None)
+        self.convs[0].backward(b, &self.graph, &x0, dout, None, last > 0 && d_h_summed)
     }
 
     fn params(&mut self) -> Vec<(String, &mut Param<B>)> {

@@ -12,11 +12,12 @@ use rayon::prelude::*;
 
 use super::dropout::{check_p, matrix_keep, scale_f32};
 use super::elu::{elu1, elu_backward1};
-use super::{check_same, elementwise_shape, n4};
+use super::col_sums::{ColSumsOp, col_sums};
+use super::{check_gpu, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{EluDropoutArgs, EluDropoutBackwardArgs, EluDropoutBackwardProductArgs, elu_dropout_backward_f32, elu_dropout_backward_product_f32, elu_dropout_f32};
 use crate::gpu::shared::rng::{dropout_seed_key, dropout_threshold};
-use crate::gpu::launch::Shape;
+use crate::gpu::launch::{PtrMut, Shape};
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
@@ -111,19 +112,51 @@ pub fn elu_dropout_backward(dy: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f3
 /// into dz first and the
 /// backward runs in place.
 #[allow(clippy::too_many_arguments)]
-pub fn elu_dropout_backward_product(blas: &crate::gpu::cublas::Blas, math: crate::gpu::cublas::GemmMath, g: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, dz: &mut DeviceMatrix<f32>) -> Result<()> {
+pub fn elu_dropout_backward_product(
+    blas: &crate::gpu::cublas::Blas,
+    math: crate::gpu::cublas::GemmMath,
+    g: &DeviceMatrix<f32>,
+    w: &DeviceMatrix<f32>,
+    h: &DeviceMatrix<f32>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+    dz: &mut DeviceMatrix<f32>,
+    dz_col_sums: Option<&mut DeviceMatrix<f32>>,
+) -> Result<()> {
+    let what = "elu_dropout_backward_product";
     check_p(p)?;
-    check_same(h, dz, "elu_dropout_backward_product")?;
-    check_step(step, "elu_dropout_backward_product")?;
+    check_same(h, dz, what)?;
+    check_step(step, what)?;
     if g.rows != h.rows || w.rows != h.cols || w.cols != g.cols {
-        return Err(Error::Shape(format!("elu_dropout_backward_product: g {} x {}, w {} x {}, h {} x {}", g.rows, g.cols, w.rows, w.cols, h.rows, h.cols)));
+        return Err(Error::Shape(format!("{what}: g {} x {}, w {} x {}, h {} x {}", g.rows, g.cols, w.rows, w.cols, h.rows, h.cols)));
+    }
+    if let Some(s) = &dz_col_sums {
+        check_matrix_64(s, what)?;
+        check_gpu(h.gpu(), s.gpu(), what)?;
+        if (s.rows, s.cols) != (1, h.cols) {
+            return Err(Error::Shape(format!("{what}: column sums {} x {} for {} columns (want 1 x {})", s.rows, s.cols, h.cols, h.cols)));
+        }
     }
     let gpu = h.gpu().clone();
     let (threshold, scale, seed_key) = (dropout_threshold(p), scale_f32(p), dropout_seed_key(seed));
     let n4 = n4(h);
-    // wᵀ staged in shared memory: 8 rows of h's stride.
-    let smem = 32 * h.ld;
-    if g.ld == 8 && w.ld == 8 && n4 <= u32::MAX as u64 && smem <= 32 * 1024 {
+    let q = h.ld / 4;
+    let shape = elementwise_shape(&gpu, n4);
+    // The column sums ride along where a thread keeps one float4 column (the grid's threads a
+    // multiple of q), in 4 ld bytes of shared memory after wᵀ (8 rows of h's stride).
+    let fold_sums = dz_col_sums.is_some() && q > 0 && (shape.grid.0 as usize * shape.block.0 as usize).is_multiple_of(q);
+    let smem = 32 * h.ld + if fold_sums { 4 * h.ld } else { 0 }; // at most 36 KB below
+    if g.ld == 8 && w.ld == 8 && n4 <= u32::MAX as u64 && h.ld <= 1024 {
+        // (`apart`: the sums still to take after the pass.)
+        let (col_sums_arg, apart) = match dz_col_sums {
+            Some(s) if fold_sums => {
+                s.zero()?;
+                (s.arg_mut(), None)
+            }
+            other => (PtrMut::null(), other),
+        };
         let args = EluDropoutBackwardProductArgs {
             n4: n4 as u32,
             q: (h.ld / 4) as u32,
@@ -137,17 +170,20 @@ pub fn elu_dropout_backward_product(blas: &crate::gpu::cublas::Blas, math: crate
             step: step.arg(&gpu),
             offset,
             dz: dz.arg_mut(),
+            col_sums: col_sums_arg,
         };
         // SAFETY: h and dz hold n4 float4s (rows x ld), g rows x 8 and w cols x 8 floats (the
-        // kernel reads rows < h's rows and w rows < cols); dz distinct (a unique borrow).
-        let shape = Shape { smem_bytes: smem as u32, ..elementwise_shape(&gpu, n4) };
-        return unsafe { elu_dropout_backward_product_f32.launch(&gpu, shape, &args) };
+        // kernel reads rows < h's rows and w rows < cols); dz distinct (a unique borrow); the
+        // column sums (when not null) hold cols floats, the grid's threads a multiple of q.
+        unsafe { elu_dropout_backward_product_f32.launch(&gpu, Shape { smem_bytes: smem as u32, ..shape }, &args)? };
+        return apart.map_or(Ok(()), |s| col_sums(dz, s));
     }
     blas.gemm(math, 1.0, g, false, w, true, 0.0, dz)?;
     let args = EluDropoutBackwardArgs { n4, dy: dz.arg(), h: h.arg(), threshold, scale, seed_key, step: step.arg(&gpu), offset, dz: dz.arg_mut() };
     // SAFETY: as `elu_dropout_backward`'s, with dy = dz: each thread reads the float4 it then
     // writes, nothing else.
-    unsafe { elu_dropout_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
+    unsafe { elu_dropout_backward_f32.launch(&gpu, shape, &args)? };
+    dz_col_sums.map_or(Ok(()), |s| col_sums(dz, s))
 }
 
 // -- the op on each backend --
@@ -161,9 +197,10 @@ pub trait EluDropoutOp: Backend {
     fn elu_dropout_backward(&self, dy: &Self::Mat, h: &Self::Mat, p: f32, seed: u64, offset: u64, dz: &mut Self::Mat) -> Result<()>;
     /// [`EluDropoutOp::elu_dropout_backward`] of dy = g wᵀ (the next layer's dX: g its output
     /// gradient, w its weight), dy never stored where the backend can avoid it (the GPU for g
-    /// of at most 8 columns).
+    /// of at most 8 columns); with `dz_col_sums` (1 x cols, overwritten) also dz's column sums
+    /// (the layer below's bias gradient), summed in the same pass where the backend can.
     #[allow(clippy::too_many_arguments)]
-    fn elu_dropout_backward_product(&self, g: &Self::Mat, w: &Self::Mat, h: &Self::Mat, p: f32, seed: u64, offset: u64, dz: &mut Self::Mat) -> Result<()>;
+    fn elu_dropout_backward_product(&self, g: &Self::Mat, w: &Self::Mat, h: &Self::Mat, p: f32, seed: u64, offset: u64, dz: &mut Self::Mat, dz_col_sums: Option<&mut Self::Mat>) -> Result<()>;
 }
 
 impl<T: Real> EluDropoutOp for CpuBackend<T> {
@@ -176,11 +213,15 @@ impl<T: Real> EluDropoutOp for CpuBackend<T> {
         same_shape("elu_dropout_backward", dz, h)?;
         elu_dropout_backward_cpu(&dy.data, &h.data, h.rows, h.cols, p, seed, self.step(), offset, &mut dz.data)
     }
-    fn elu_dropout_backward_product(&self, g: &HostMat<T>, w: &HostMat<T>, h: &HostMat<T>, p: f32, seed: u64, offset: u64, dz: &mut HostMat<T>) -> Result<()> {
-        // The reference: the product, then the unfused-order backward.
+    fn elu_dropout_backward_product(&self, g: &HostMat<T>, w: &HostMat<T>, h: &HostMat<T>, p: f32, seed: u64, offset: u64, dz: &mut HostMat<T>, dz_col_sums: Option<&mut HostMat<T>>) -> Result<()> {
+        // The reference: the product, then the unfused-order backward, then the column sums.
         let mut dy = HostMat { rows: h.rows, cols: h.cols, data: vec![T::zero(); h.rows * h.cols] };
         self.gemm(g, false, w, true, 0.0, &mut dy)?;
-        self.elu_dropout_backward(&dy, h, p, seed, offset, dz)
+        self.elu_dropout_backward(&dy, h, p, seed, offset, dz)?;
+        match dz_col_sums {
+            Some(s) => self.col_sums(dz, s),
+            None => Ok(()),
+        }
     }
 }
 
@@ -191,7 +232,7 @@ impl EluDropoutOp for CudaBackend {
     fn elu_dropout_backward(&self, dy: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("elu dropout backward", || elu_dropout_backward(dy, h, p, seed, &self.step_ptr(), offset, dz))
     }
-    fn elu_dropout_backward_product(&self, g: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed("elu dropout backward", || elu_dropout_backward_product(&self.blas, self.math, g, w, h, p, seed, &self.step_ptr(), offset, dz))
+    fn elu_dropout_backward_product(&self, g: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>, dz_col_sums: Option<&mut DeviceMatrix<f32>>) -> Result<()> {
+        self.timed("elu dropout backward", || elu_dropout_backward_product(&self.blas, self.math, g, w, h, p, seed, &self.step_ptr(), offset, dz, dz_col_sums))
     }
 }

@@ -52,7 +52,10 @@ impl GatAttention {
     }
 }
 
-/// What the backward reads: the forward's Wh, scores and softmax statistics, and dout.
+/// What the backward reads: the forward's Wh, scores and softmax statistics, and dout; and,
+/// optionally, the attention vectors (a_src, a_dst), each 1 x H F: given, dWh also gets the
+/// per-node scores' part ds_src ⊗ a_src + ds_dst ⊗ a_dst (the column pass adds it as it writes
+/// dWh, so the scores' backward need not read and write dWh again).
 #[derive(Clone, Copy)]
 pub struct GradInputs<'a, M: ?Sized> {
     pub wh: &'a M,
@@ -60,6 +63,7 @@ pub struct GradInputs<'a, M: ?Sized> {
     pub s_dst: &'a M,
     pub stats: &'a M,
     pub dout: &'a M,
+    pub att: Option<(&'a M, &'a M)>,
 }
 
 fn leaky<T: Real>(z: T, slope: T) -> (T, T) {
@@ -137,7 +141,8 @@ pub fn gat_attention_cpu<T: Real>(s: &Csr, a: &GatAttention, step: u32, wh: &[T]
 
 /// The backward on the host: the row pass writes `d_row` (D per row and head, n x H) and then
 /// `ds_dst`; the column pass (over Sᵀ = `t`, `t_of` its entries' places in S) writes `ds_src`
-/// and `dwh` (both overwritten). Fixed summation order: deterministic.
+/// and `dwh` (both overwritten; with `x.att`, dWh includes the scores' part). Fixed summation
+/// order: deterministic.
 #[allow(clippy::too_many_arguments)]
 pub fn gat_attention_backward_cpu<T: Real>(
     s: &Csr,
@@ -151,7 +156,7 @@ pub fn gat_attention_backward_cpu<T: Real>(
     ds_src: &mut [T],
     dwh: &mut [T],
 ) {
-    let GradInputs { wh, s_src, s_dst, stats, dout } = x;
+    let GradInputs { wh, s_src, s_dst, stats, dout, att } = x;
     let (hs, f) = (a.heads, a.dim);
     let w = hs * f;
     let slope = T::from_f64(a.slope as f64);
@@ -183,7 +188,7 @@ pub fn gat_attention_backward_cpu<T: Real>(
             dr[h] = d;
         }
     });
-    let d_row = &*d_row;
+    let (d_row, d_row_ds_dst) = (&*d_row, &*ds_dst);
     let (tp, tc) = (t.row_ptr(), t.col_idx());
     dwh.par_chunks_mut(w).zip(ds_src.par_chunks_mut(hs)).enumerate().with_min_len(64).for_each(|(j, (dw, dsrc))| {
         dw.fill(T::zero());
@@ -201,6 +206,12 @@ pub fn gat_attention_backward_cpu<T: Real>(
                 }
             }
             dsrc[h] = acc;
+            if let Some((a_src, a_dst)) = att {
+                let dd = d_row_ds_dst[j * hs + h];
+                for (c, o) in (h * f..(h + 1) * f).zip(&mut dw[h * f..(h + 1) * f]) {
+                    *o += acc * a_src[c] + dd * a_dst[c];
+                }
+            }
         }
     });
 }
@@ -266,6 +277,8 @@ fn args(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst): (&De
         ds_dst: PtrMut::null(),
         ds_src: PtrMut::null(),
         dwh: PtrMut::null(),
+        a_src: Ptr::null(),
+        a_dst: Ptr::null(),
     })
 }
 
@@ -336,10 +349,20 @@ pub fn gat_attention_backward(
     dwh: &mut DeviceMatrix<f32>,
 ) -> Result<()> {
     let what = "gat_attention_backward";
-    let GradInputs { wh, s_src, s_dst, stats, dout } = inputs;
+    let GradInputs { wh, s_src, s_dst, stats, dout, att } = inputs;
     let mut x = args(g, a, step, (wh, s_src, s_dst), what)?;
     let w = a.heads * a.dim;
     check_out(dout, wh.rows, w, wh.ld, "dout", what)?;
+    if let Some((a_src, a_dst)) = att {
+        for (m, name) in [(a_src, "a_src"), (a_dst, "a_dst")] {
+            check_matrix_64(m, what)?;
+            check_gpu(wh.gpu(), m.gpu(), what)?;
+            if (m.rows, m.cols) != (1, w) {
+                return Err(Error::Shape(format!("{what}: {name} is {} x {} (want 1 x {w})", m.rows, m.cols)));
+            }
+        }
+        (x.a_src, x.a_dst) = (a_src.arg(), a_dst.arg());
+    }
     check_out(dwh, wh.rows, w, wh.ld, "dWh", what)?;
     for (m, name) in [(&*d_row, "D"), (&*ds_dst, "ds_dst"), (&*ds_src, "ds_src")] {
         check_out(m, wh.rows, a.heads, s_src.ld, name, what)?;
@@ -373,8 +396,8 @@ pub trait GatAttentionOp: Backend {
     /// `out = [alpha'_h Wh_h]_h + bias` and the softmax statistics (`stats`, n x 2H).
     #[allow(clippy::too_many_arguments)]
     fn gat_attention(&self, g: &Self::Graph, a: &GatAttention, wh: &Self::Mat, s_src: &Self::Mat, s_dst: &Self::Mat, bias: &Self::Mat, out: &mut Self::Mat, stats: &mut Self::Mat) -> Result<()>;
-    /// From `dout`: `dwh` (the aggregation's part, overwritten), `ds_dst`, `ds_src`, through
-    /// the scratch `d_row` (n x H).
+    /// From `dout`: `dwh` (overwritten: the aggregation's part, plus the scores' part where
+    /// `inputs.att` is given), `ds_dst`, `ds_src`, through the scratch `d_row` (n x H).
     #[allow(clippy::too_many_arguments)]
     fn gat_attention_backward(
         &self,
@@ -409,7 +432,7 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
         ds_src: &mut HostMat<T>,
         dwh: &mut HostMat<T>,
     ) -> Result<()> {
-        let GradInputs { wh, s_src, s_dst, stats, dout } = inputs;
+        let GradInputs { wh, s_src, s_dst, stats, dout, att } = inputs;
         let (n, w, hs) = (wh.rows, a.heads * a.dim, a.heads);
         let shapes = [
             ("Wh", (wh.rows, wh.cols), w),
@@ -423,7 +446,15 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
             ("dWh", (dwh.rows, dwh.cols), w),
         ];
         check(a, &g.s, n, &shapes, "gat_attention_backward")?;
-        let inputs = GradInputs { wh: &wh.data[..], s_src: &s_src.data[..], s_dst: &s_dst.data[..], stats: &stats.data[..], dout: &dout.data[..] };
+        if let Some((a_src, a_dst)) = att {
+            for (m, name) in [(a_src, "a_src"), (a_dst, "a_dst")] {
+                if (m.rows, m.cols) != (1, w) {
+                    return Err(Error::Shape(format!("gat_attention_backward: {name} is {} x {} (want 1 x {w})", m.rows, m.cols)));
+                }
+            }
+        }
+        let att = att.map(|(s, d)| (&s.data[..], &d.data[..]));
+        let inputs = GradInputs { wh: &wh.data[..], s_src: &s_src.data[..], s_dst: &s_dst.data[..], stats: &stats.data[..], dout: &dout.data[..], att };
         gat_attention_backward_cpu(&g.s, &g.t, &g.t_of, a, self.step(), inputs, &mut d_row.data, &mut ds_dst.data, &mut ds_src.data, &mut dwh.data);
         Ok(())
     }

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use super::{NN_BLOCK, NN_BLOCKS_PER_SM, ROW_BLOCK, check_gpu, check_matrix_64, elementwise_shape};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::gpu::launch::Shape;
+use crate::gpu::launch::{PtrMut, Shape};
 use crate::gpu::abi::nn::{GatScoresArgs, GatScoresBackwardArgs, gat_scores_backward_f32, gat_scores_f32};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
@@ -45,12 +45,13 @@ pub fn gat_scores_cpu<T: Real>(wh: &HostMat<T>, a: Pair<&HostMat<T>>, s: Pair<&m
 }
 
 /// For each of (a_src, ds_src, da_src) and (a_dst, ds_dst, da_dst): dwh[i][c] += ds[i][c / F]
-/// a[c] and da[c] = sum_i ds[i][c / F] wh[i][c] (overwritten).
-pub fn gat_scores_backward_cpu<T: Real>(wh: &HostMat<T>, a: Pair<&HostMat<T>>, ds: Pair<&HostMat<T>>, dwh: &mut HostMat<T>, da: Pair<&mut HostMat<T>>) -> Result<()> {
+/// a[c] (where `dwh` is given) and da[c] = sum_i ds[i][c / F] wh[i][c] (overwritten).
+pub fn gat_scores_backward_cpu<T: Real>(wh: &HostMat<T>, a: Pair<&HostMat<T>>, ds: Pair<&HostMat<T>>, dwh: Option<&mut HostMat<T>>, da: Pair<&mut HostMat<T>>) -> Result<()> {
     for (a, ds, da) in [(a.0, ds.0, &*da.0), (a.1, ds.1, &*da.1)] {
         check_shapes((wh.rows, wh.cols), (a.rows, a.cols), (ds.rows, ds.cols), "gat_scores_backward")?;
-        if (dwh.rows, dwh.cols) != (wh.rows, wh.cols) || (da.rows, da.cols) != (a.rows, a.cols) {
-            return Err(Error::Shape(format!("gat_scores_backward: dwh {}x{} and da {}x{} for a {}x{} wh", dwh.rows, dwh.cols, da.rows, da.cols, wh.rows, wh.cols)));
+        let dwh_shape = dwh.as_ref().map_or((wh.rows, wh.cols), |m| (m.rows, m.cols));
+        if dwh_shape != (wh.rows, wh.cols) || (da.rows, da.cols) != (a.rows, a.cols) {
+            return Err(Error::Shape(format!("gat_scores_backward: dwh {}x{} and da {}x{} for a {}x{} wh", dwh_shape.0, dwh_shape.1, da.rows, da.cols, wh.rows, wh.cols)));
         }
     }
     let (w, heads) = (wh.cols, ds.0.cols);
@@ -58,18 +59,27 @@ pub fn gat_scores_backward_cpu<T: Real>(wh: &HostMat<T>, a: Pair<&HostMat<T>>, d
         return Ok(());
     }
     let f = w / heads;
+    let Some(dwh) = dwh else {
+        vector_grads(wh, ds, da, heads, f);
+        return Ok(());
+    };
     dwh.data.par_chunks_mut(w).with_min_len(ROW_BLOCK).enumerate().for_each(|(i, dw)| {
         let (d_s, d_d) = (&ds.0.data[i * heads..(i + 1) * heads], &ds.1.data[i * heads..(i + 1) * heads]);
         for c in 0..w {
             dw[c] += d_s[c / f] * a.0.data[c] + d_d[c / f] * a.1.data[c];
         }
     });
+    vector_grads(wh, ds, da, heads, f);
+    Ok(())
+}
+
+/// da[c] = sum_i ds[i][c / F] wh[i][c] for both vectors.
+fn vector_grads<T: Real>(wh: &HostMat<T>, ds: Pair<&HostMat<T>>, da: Pair<&mut HostMat<T>>, heads: usize, f: usize) {
     for (ds, da) in [(ds.0, da.0), (ds.1, da.1)] {
         for (c, g) in da.data.iter_mut().enumerate() {
             *g = (0..wh.rows).map(|i| ds.data[i * heads + c / f] * wh.row(i)[c]).sum();
         }
     }
-    Ok(())
 }
 
 /// (for att_src, for att_dst).
@@ -120,13 +130,19 @@ const BACKWARD_SMEM_MAX: usize = 32 << 10;
 /// [`gat_scores_backward_cpu`] on the device: one pass over wh's rows, the vectors' gradients
 /// summed per block and added atomically (the order of those adds is not fixed, so the last
 /// bits may differ between runs, as `col_sums`).
-pub fn gat_scores_backward(wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, ds: Pair<&DeviceMatrix<f32>>, dwh: &mut DeviceMatrix<f32>, da: Pair<&mut DeviceMatrix<f32>>) -> Result<()> {
+pub fn gat_scores_backward(wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, ds: Pair<&DeviceMatrix<f32>>, dwh: Option<&mut DeviceMatrix<f32>>, da: Pair<&mut DeviceMatrix<f32>>) -> Result<()> {
     let what = "gat_scores_backward";
-    check_device(&[wh, a.0, a.1, ds.0, ds.1, dwh, da.0, da.1], what)?;
+    check_device(&[wh, a.0, a.1, ds.0, ds.1, da.0, da.1], what)?;
     let (heads, f) = check_shapes((wh.rows, wh.cols), (a.0.rows, a.0.cols), (ds.0.rows, ds.0.cols), what)?;
     check_shapes((wh.rows, wh.cols), (a.1.rows, a.1.cols), (ds.1.rows, ds.1.cols), what)?;
-    if (dwh.rows, dwh.cols, dwh.ld) != (wh.rows, wh.cols, wh.ld) || ds.0.ld != ds.1.ld || ds.0.cols != ds.1.cols {
-        return Err(Error::Shape(format!("{what}: dwh {}x{} (stride {}) for a {}x{} wh (stride {}), or the two score gradients differ", dwh.rows, dwh.cols, dwh.ld, wh.rows, wh.cols, wh.ld)));
+    if let Some(dwh) = &dwh {
+        check_device(&[wh, dwh], what)?;
+        if (dwh.rows, dwh.cols, dwh.ld) != (wh.rows, wh.cols, wh.ld) {
+            return Err(Error::Shape(format!("{what}: dwh {}x{} (stride {}) for a {}x{} wh (stride {})", dwh.rows, dwh.cols, dwh.ld, wh.rows, wh.cols, wh.ld)));
+        }
+    }
+    if ds.0.ld != ds.1.ld || ds.0.cols != ds.1.cols {
+        return Err(Error::Shape(format!("{what}: the two score gradients differ ({} and {} columns, strides {} and {})", ds.0.cols, ds.1.cols, ds.0.ld, ds.1.ld)));
     }
     for m in [&*da.0, &*da.1] {
         if (m.rows, m.cols) != (1, wh.cols) {
@@ -159,11 +175,11 @@ pub fn gat_scores_backward(wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, 
         a_dst: a.1.arg(),
         ds_src: ds.0.arg(),
         ds_dst: ds.1.arg(),
-        dwh: dwh.arg_mut(),
+        dwh: dwh.map_or(PtrMut::null(), |m| m.arg_mut()),
         da_src: da.0.arg_mut(),
         da_dst: da.1.arg_mut(),
     };
-    // SAFETY: wh and dwh share one shape and stride (valid, checked), the score gradients have a
+    // SAFETY: wh and dwh (unless null: not touched) share one shape and stride (valid, checked), the score gradients have a
     // row per row of wh and H columns (one stride), each a and da holds H F values; the shared
     // memory is the 2 wh_ld floats the kernel uses when `smem` is set.
     unsafe { gat_scores_backward_f32.launch(&gpu, Shape::linear(blocks as u32, NN_BLOCK, if smem { smem_bytes as u32 } else { 0 }), &args) }
@@ -176,16 +192,17 @@ pub trait GatScoresOp: Backend {
     /// `s[i][h] = <wh[i, h F .. (h + 1) F], a[h F .. (h + 1) F]>` for (att_src, s_src) and
     /// (att_dst, s_dst) (scores n x H).
     fn gat_scores(&self, wh: &Self::Mat, a: Pair<&Self::Mat>, s: Pair<&mut Self::Mat>) -> Result<()>;
-    /// `dwh += ds ⊗ a` per head for both pairs, and each vector's gradient `da = 1ᵀ (ds ⊗ wh)`
+    /// `dwh += ds ⊗ a` per head for both pairs (where `dwh` is given: the fused attention's
+    /// backward adds that part itself), and each vector's gradient `da = 1ᵀ (ds ⊗ wh)`
     /// (overwritten).
-    fn gat_scores_backward(&self, wh: &Self::Mat, a: Pair<&Self::Mat>, ds: Pair<&Self::Mat>, dwh: &mut Self::Mat, da: Pair<&mut Self::Mat>) -> Result<()>;
+    fn gat_scores_backward(&self, wh: &Self::Mat, a: Pair<&Self::Mat>, ds: Pair<&Self::Mat>, dwh: Option<&mut Self::Mat>, da: Pair<&mut Self::Mat>) -> Result<()>;
 }
 
 impl<T: Real> GatScoresOp for CpuBackend<T> {
     fn gat_scores(&self, wh: &HostMat<T>, a: Pair<&HostMat<T>>, s: Pair<&mut HostMat<T>>) -> Result<()> {
         gat_scores_cpu(wh, a, s)
     }
-    fn gat_scores_backward(&self, wh: &HostMat<T>, a: Pair<&HostMat<T>>, ds: Pair<&HostMat<T>>, dwh: &mut HostMat<T>, da: Pair<&mut HostMat<T>>) -> Result<()> {
+    fn gat_scores_backward(&self, wh: &HostMat<T>, a: Pair<&HostMat<T>>, ds: Pair<&HostMat<T>>, dwh: Option<&mut HostMat<T>>, da: Pair<&mut HostMat<T>>) -> Result<()> {
         gat_scores_backward_cpu(wh, a, ds, dwh, da)
     }
 }
@@ -194,7 +211,7 @@ impl GatScoresOp for CudaBackend {
     fn gat_scores(&self, wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, s: Pair<&mut DeviceMatrix<f32>>) -> Result<()> {
         self.timed("gat scores", || gat_scores(wh, a, s))
     }
-    fn gat_scores_backward(&self, wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, ds: Pair<&DeviceMatrix<f32>>, dwh: &mut DeviceMatrix<f32>, da: Pair<&mut DeviceMatrix<f32>>) -> Result<()> {
+    fn gat_scores_backward(&self, wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, ds: Pair<&DeviceMatrix<f32>>, dwh: Option<&mut DeviceMatrix<f32>>, da: Pair<&mut DeviceMatrix<f32>>) -> Result<()> {
         self.timed("gat scores backward", || gat_scores_backward(wh, a, ds, dwh, da))
     }
 }

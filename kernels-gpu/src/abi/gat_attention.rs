@@ -54,6 +54,11 @@ kernel_args! {
         pub ds_dst: PtrMut<f32>,
         pub ds_src: PtrMut<f32>,
         pub dwh: PtrMut<f32>,
+        /// The attention vectors (1 x heads dim each), or null: given, the column pass writes
+        /// dWh with the per-node scores' part ds_src ⊗ a_src + ds_dst ⊗ a_dst added, so the
+        /// scores' backward need not read and write dWh again.
+        pub a_src: Ptr<f32>,
+        pub a_dst: Ptr<f32>,
     }
 }
 

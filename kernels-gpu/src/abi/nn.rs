@@ -250,6 +250,8 @@ kernel_args! {
         pub step: Ptr<u32>,
         pub offset: u64,
         pub dz: PtrMut<f32>,
+        /// dz's column sums are added here (1 x cols, zeroed by the launcher), or null.
+        pub col_sums: PtrMut<f32>,
     }
 
     /// GAT's per-node scores s[i][h] = sum_f wh[i][h*head_dim + f] a[h*head_dim + f].
@@ -285,6 +287,7 @@ kernel_args! {
         pub a_dst: Ptr<f32>,
         pub ds_src: Ptr<f32>,
         pub ds_dst: Ptr<f32>,
+        /// Null: dwh is left alone (it has the scores' part already).
         pub dwh: PtrMut<f32>,
         pub da_src: PtrMut<f32>,
         pub da_dst: PtrMut<f32>,

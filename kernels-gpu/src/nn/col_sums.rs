@@ -52,31 +52,10 @@ pub unsafe fn col_sums(args: ColSumsArgs) {
                 add4(&mut acc, at(r, c4));
             }
             add4(&mut acc, acc2);
-            // Narrow rows put many lanes of a warp on one column: with a power-of-two ld4
-            // (every thread active) the warp adds its lanes of a column first, so one lane per
-            // column adds to shared memory (a 3-wide bias: 32 adds per word -> 1).
-            let pow2 = ld4 & (ld4 - 1) == 0 && ld4 < 32;
-            if pow2 {
-                let mut off = ld4;
-                while off < 32 {
-                    for a in acc.iter_mut() {
-                        *a += ptx::shfl_xor_f32(*a, off);
-                    }
-                    off <<= 1;
-                }
-            }
-            if !pow2 || ptx::lane_id() < ld4 {
-                for k in 0..4 {
-                    unsafe { ptx::red_shared_add_f32(base + 4 * (4 * c4 + k as u32), acc[k]) };
-                }
-            }
+            unsafe { add_to_block(acc, c4, ld4, base) };
         }
         ptx::sync_threads();
-        let mut c = t;
-        while c < cols {
-            unsafe { ptx::red_add_f32(out.add(c as usize), ptx::ld_shared_f32(base + 4 * c)) };
-            c += nt;
-        }
+        unsafe { flush_block(base, cols, out) };
     } else {
         let mut c4 = t;
         while c4 < ld4 {
@@ -94,5 +73,40 @@ pub unsafe fn col_sums(args: ColSumsArgs) {
             }
             c4 += nt;
         }
+    }
+}
+
+/// Adds a thread's sums of float4 column `c4` (of `ld4` a row) into the block's sums in shared
+/// memory at `base` (4 ld4 floats, zeroed before). Narrow rows put many lanes of a warp on one
+/// column: with a power-of-two ld4 below 32 (every lane of the warp active, each on column
+/// lane % ld4) the warp adds its lanes of a column first, so one lane per column adds to
+/// shared memory (a 3-wide bias: 32 adds per word -> 1).
+#[inline(always)]
+pub unsafe fn add_to_block(mut acc: [f32; 4], c4: u32, ld4: u32, base: u32) {
+    let pow2 = ld4 & (ld4 - 1) == 0 && ld4 < 32;
+    if pow2 {
+        let mut off = ld4;
+        while off < 32 {
+            for a in acc.iter_mut() {
+                *a += ptx::shfl_xor_f32(*a, off);
+            }
+            off <<= 1;
+        }
+    }
+    if !pow2 || ptx::lane_id() < ld4 {
+        for k in 0..4 {
+            unsafe { ptx::red_shared_add_f32(base + 4 * (4 * c4 + k as u32), acc[k]) };
+        }
+    }
+}
+
+/// After a barrier: the block's sums at `base` added to `out`, one atomic per column below
+/// `cols`.
+#[inline(always)]
+pub unsafe fn flush_block(base: u32, cols: u32, out: *mut f32) {
+    let mut c = ptx::tid_x();
+    while c < cols {
+        unsafe { ptx::red_add_f32(out.add(c as usize), ptx::ld_shared_f32(base + 4 * c)) };
+        c += ptx::ntid_x();
     }
 }

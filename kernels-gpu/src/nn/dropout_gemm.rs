@@ -614,17 +614,34 @@ const WIDE_ITER: u32 = DG_WIDE_K_STEP / 32;
 /// 2][col], w[r + 3][col]) with r = 32c + 8t + 4s and col = 8j + g; zeros past k and n.
 #[inline(always)]
 unsafe fn stage_w_h16(a: &DropoutGemmArgs, chunks: u32, ws: u32) {
-    let mut i = ptx::tid_x();
-    while i < chunks * 2 * 8 * 32 {
+    let (n, nt) = (chunks * 2 * 8 * 32, ptx::ntid_x());
+    // Entry i's (r, col), and its four elements of w.
+    let place = |i: u32| {
         let (lane, f) = (i % 32, i / 32);
         let (j, cs) = (f % 8, f / 8);
         let (s, c) = (cs % 2, cs / 2);
         let (g, t) = (lane / 4, lane % 4);
-        let (r, col) = (32 * c + 8 * t + 4 * s, 8 * j + g);
+        (32 * c + 8 * t + 4 * s, 8 * j + g)
+    };
+    let load = |i: u32| {
+        let (r, col) = place(i);
         let at = |r: u32| unsafe { w_at(a, r, col) };
-        let (b0, b1) = (ptx::pack_f16x2(at(r), at(r + 1)), ptx::pack_f16x2(at(r + 2), at(r + 3)));
-        unsafe { ptx::st_shared_u64(ws + 8 * i, b0 as u64 | (b1 as u64) << 32) };
-        i += ptx::ntid_x();
+        if i < n { [at(r), at(r + 1), at(r + 2), at(r + 3)] } else { [0.0; 4] }
+    };
+    // Four entries' loads in flight a thread before any is stored (entry by entry, each
+    // block's staging was a chain of L2 latencies before its first product).
+    let mut i = ptx::tid_x();
+    while i < n {
+        let v = [load(i), load(i + nt), load(i + 2 * nt), load(i + 3 * nt)];
+        crate::unroll4!(u => {
+            let e = i + u as u32 * nt;
+            if e < n {
+                let w = v[u];
+                let (b0, b1) = (ptx::pack_f16x2(w[0], w[1]), ptx::pack_f16x2(w[2], w[3]));
+                unsafe { ptx::st_shared_u64(ws + 8 * e, b0 as u64 | (b1 as u64) << 32) };
+            }
+        });
+        i += 4 * nt;
     }
 }
 
@@ -656,8 +673,11 @@ impl StreamMask {
 
 /// y = dropout(x) w for x in f16 and outputs of 33-64 columns (8 n8 tiles), and with `BITS`
 /// the mask's bits into `args.keep_bits`: a persistent grid, each warp a 16-row tile at a time
-/// walking all of k, `WIDE_ITER` chunks an iteration (8 loads of 16 bytes in flight a thread);
-/// w waits in shared memory in fragment order.
+/// walking all of k; w waits in shared memory in fragment order. The loads roll: a lane holds
+/// `WIDE_ITER` chunks' loads (8 of 16 bytes), and as soon as a chunk's pair is taken apart
+/// its registers are refilled with the chunk `WIDE_ITER` ahead — the next tile's first
+/// chunks at a tile's end — so 6-8 loads stay in flight through the products and the
+/// epilogue (loaded an iteration at a time, then used, 16 warps an SM kept DRAM 40 % busy).
 #[inline(always)]
 pub unsafe fn forward_wide_h16<const BITS: bool>(args: DropoutGemmArgs) {
     let chunks = args.ldx.div_ceil(32 * WIDE_ITER) * WIDE_ITER;
@@ -673,61 +693,73 @@ pub unsafe fn forward_wide_h16<const BITS: bool>(args: DropoutGemmArgs) {
     let tiles = rows.div_ceil(16);
     let stride = ptx::nctaid_x() * warps;
     let mut tile = ptx::ctaid_x() * warps + ptx::tid_x() / 32;
-    while tile < tiles {
+    if tile >= tiles {
+        return;
+    }
+    // Chunk `c` of tile `tl`: rows 16 tl + g and 16 tl + g + 8, columns 32 c + 8t.. (zeros past
+    // the rows: the last tile's refills).
+    let load = |tl: u32, c: u32| unsafe { (x16::<2>(x, rows, ldx, 16 * tl + g, 32 * c + 8 * t), x16::<2>(x, rows, ldx, 16 * tl + g + 8, 32 * c + 8 * t)) };
+    let mut raw = [[0u32; 4]; 8];
+    crate::unroll4!(q => {
+        (raw[2 * q], raw[2 * q + 1]) = load(tile, q as u32);
+    });
+    let mut acc = [[0f32; 4]; 8];
+    let mut c = 0;
+    loop {
         let (ra, rb) = (16 * tile + g, 16 * tile + g + 8);
-        let mut acc = [[0f32; 4]; 8];
-        let mut c = 0;
-        while c < chunks {
-            // Rows ra and rb at chunks c.. c + 3: 8 loads in flight before the first is used.
-            let mut raw = [[0u32; 4]; 8];
-            crate::unroll4!(q => {
-                let col = 32 * (c + q as u32) + 8 * t;
-                raw[2 * q] = unsafe { x16::<2>(x, rows, ldx, ra, col) };
-                raw[2 * q + 1] = unsafe { x16::<2>(x, rows, ldx, rb, col) };
-            });
-            crate::unroll4!(q => {
-                // Chunks past x's columns (the last iteration's) hold only zeros.
-                if 32 * (c + q as u32) < ldx {
-                    let col = 32 * (c + q as u32) + 8 * t;
-                    let (xa, ka) = mask.drop8_h16(raw[2 * q], ra, col, ldx);
-                    let (xb, kb) = mask.drop8_h16(raw[2 * q + 1], rb, col, ldx);
-                    if BITS {
-                        // A row's word of this chunk: lane t's 8 bits at 8t, gathered over the
-                        // quad; lane 0 writes row ra's, lane 1 row rb's.
-                        let (mut wa, mut wb) = (ka << (8 * t), kb << (8 * t));
-                        wa |= ptx::shfl_xor_u32(wa, 1);
-                        wa |= ptx::shfl_xor_u32(wa, 2);
-                        wb |= ptx::shfl_xor_u32(wb, 1);
-                        wb |= ptx::shfl_xor_u32(wb, 2);
-                        let (row, w) = if t == 0 { (ra, wa) } else { (rb, wb) };
-                        if t < 2 && row < rows {
-                            unsafe { ptx::st_u32(keep_bits.add(row as usize * words as usize + (c + q as u32) as usize), w) };
-                        }
+        // Where the refills of this iteration come from.
+        let (next_tile, next_c) = if c + WIDE_ITER < chunks { (tile, c + WIDE_ITER) } else { (tile + stride, 0) };
+        crate::unroll4!(q => {
+            // Chunks past x's columns (the last iteration's) hold only zeros.
+            let live = 32 * (c + q as u32) < ldx;
+            let col = 32 * (c + q as u32) + 8 * t;
+            let (xa, ka) = if live { mask.drop8_h16(raw[2 * q], ra, col, ldx) } else { ([0; 4], 0) };
+            let (xb, kb) = if live { mask.drop8_h16(raw[2 * q + 1], rb, col, ldx) } else { ([0; 4], 0) };
+            (raw[2 * q], raw[2 * q + 1]) = load(next_tile, next_c + q as u32);
+            if live {
+                if BITS {
+                    // A row's word of this chunk: lane t's 8 bits at 8t, gathered over the
+                    // quad; lane 0 writes row ra's, lane 1 row rb's.
+                    let (mut wa, mut wb) = (ka << (8 * t), kb << (8 * t));
+                    wa |= ptx::shfl_xor_u32(wa, 1);
+                    wa |= ptx::shfl_xor_u32(wa, 2);
+                    wb |= ptx::shfl_xor_u32(wb, 1);
+                    wb |= ptx::shfl_xor_u32(wb, 2);
+                    let (row, w) = if t == 0 { (ra, wa) } else { (rb, wb) };
+                    if t < 2 && row < rows {
+                        unsafe { ptx::st_u32(keep_bits.add(row as usize * words as usize + (c + q as u32) as usize), w) };
                     }
-                    crate::unroll2!(s => {
-                        let a = [xa[2 * s], xb[2 * s], xa[2 * s + 1], xb[2 * s + 1]];
-                        let f = ((c + q as u32) * 2 + s as u32) * 8;
-                        for (j, acc_j) in acc.iter_mut().enumerate() {
-                            let pair = unsafe { ptx::ld_shared_u64(ws + 8 * ((f + j as u32) * 32 + lane)) };
-                            *acc_j = ptx::mma_m16n8k16_f16(a, [pair as u32, (pair >> 32) as u32], *acc_j);
-                        }
-                    });
                 }
-            });
-            c += WIDE_ITER;
-        }
-        for (j, acc_j) in acc.iter().enumerate() {
-            let col = 8 * j as u32 + 2 * t;
-            if col < ldw {
-                if ra < rows {
-                    unsafe { ptx::st_v2_f32(y.add(ra as usize * ldw as usize + col as usize), [acc_j[0] * scale, acc_j[1] * scale]) };
+                crate::unroll2!(s => {
+                    let a = [xa[2 * s], xb[2 * s], xa[2 * s + 1], xb[2 * s + 1]];
+                    let f = ((c + q as u32) * 2 + s as u32) * 8;
+                    for (j, acc_j) in acc.iter_mut().enumerate() {
+                        let pair = unsafe { ptx::ld_shared_u64(ws + 8 * ((f + j as u32) * 32 + lane)) };
+                        *acc_j = ptx::mma_m16n8k16_f16(a, [pair as u32, (pair >> 32) as u32], *acc_j);
+                    }
+                });
+            }
+        });
+        c = next_c;
+        if c == 0 {
+            // The tile's rows are summed: written while the next tile's loads fly.
+            for (j, acc_j) in acc.iter_mut().enumerate() {
+                let col = 8 * j as u32 + 2 * t;
+                if col < ldw {
+                    if ra < rows {
+                        unsafe { ptx::st_v2_f32(y.add(ra as usize * ldw as usize + col as usize), [acc_j[0] * scale, acc_j[1] * scale]) };
+                    }
+                    if rb < rows {
+                        unsafe { ptx::st_v2_f32(y.add(rb as usize * ldw as usize + col as usize), [acc_j[2] * scale, acc_j[3] * scale]) };
+                    }
                 }
-                if rb < rows {
-                    unsafe { ptx::st_v2_f32(y.add(rb as usize * ldw as usize + col as usize), [acc_j[2] * scale, acc_j[3] * scale]) };
-                }
+                *acc_j = [0.0; 4];
+            }
+            tile = next_tile;
+            if tile >= tiles {
+                return;
             }
         }
-        tile += stride;
     }
 }
 

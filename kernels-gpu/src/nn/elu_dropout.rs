@@ -10,8 +10,9 @@
 //! classes), `elu_dropout_backward_product` forms dy per element instead of reading it: the
 //! n x 64 dX is never written (nor read back).
 
+use super::col_sums::{add_to_block, flush_block};
 use super::elu::elu1;
-use super::grid_stride;
+use super::{global_thread, grid_stride};
 use crate::abi::nn::{EluDropoutArgs, EluDropoutBackwardArgs, EluDropoutBackwardProductArgs};
 use crate::translate::{div_or_zero, rem_or_zero};
 use crate::ptx;
@@ -72,20 +73,29 @@ pub unsafe fn elu_dropout_backward(args: EluDropoutBackwardArgs) {
 /// w (cols x k, stride 8), `n4` float4s of the padded buffer (< 2^32), `q` float4s a row. wᵀ
 /// waits in shared memory (8 rows of 4q floats): a thread's four columns are one 16-byte read a
 /// k, consecutive across a warp's lanes (read from w in global memory, the 16 lanes of a row hit
-/// 16 different rows of w: the L1 was the limit, 0.18 ms for 2^18 x 64).
+/// 16 different rows of w: the L1 was the limit, 0.18 ms for 2^18 x 64). With `col_sums` (not
+/// null; the launch's thread count a multiple of q, so a thread keeps one float4 column) dz's
+/// column sums are added there too: the layer below's bias gradient, without reading dz again.
 #[inline(always)]
 pub unsafe fn elu_dropout_backward_product(args: EluDropoutBackwardProductArgs) {
-    let EluDropoutBackwardProductArgs { n4, q, cols, g, w, h, threshold, scale, seed_key, step, offset, dz } = args;
+    let EluDropoutBackwardProductArgs { n4, q, cols, g, w, h, threshold, scale, seed_key, step, offset, dz, col_sums } = args;
     let ws = ptx::dyn_smem_base();
     let width = 4 * q;
+    // The block's column sums, after wᵀ.
+    let sums = ws + 4 * 8 * width;
+    let summed = !col_sums.is_null();
     let mut e = ptx::tid_x();
     while e < 8 * width {
         let (k, c) = (div_or_zero(e, width), rem_or_zero(e, width));
         let v = if c < cols { unsafe { ptx::ld_nc_f32(w.add(8 * c as usize + k as usize)) } } else { 0.0 };
         unsafe { ptx::st_shared_f32(ws + 4 * e, v) };
+        if summed && e < width {
+            unsafe { ptx::st_shared_f32(sums + 4 * e, 0.0) };
+        }
         e += ptx::ntid_x();
     }
     ptx::sync_threads();
+    let mut acc = [0f32; 4];
     let draw = DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) });
     for i in grid_stride(n4 as u64) {
         let (r, c) = (div_or_zero(i as u32, q), 4 * rem_or_zero(i as u32, q));
@@ -102,5 +112,13 @@ pub unsafe fn elu_dropout_backward_product(args: EluDropoutBackwardProductArgs) 
         let hv = unsafe { ptx::ld_nc_v4_f32(h.add(o as usize)) };
         let out = grad4(d, hv, draw.keep4(seed_key, offset + o, threshold), scale);
         unsafe { ptx::st_v4_f32(dz.add(o as usize), out) };
+        crate::unroll4!(k => {
+            acc[k] += out[k];
+        });
+    }
+    if summed {
+        unsafe { add_to_block(acc, rem_or_zero(global_thread(), q), q, sums) };
+        ptx::sync_threads();
+        unsafe { flush_block(sums, cols, col_sums) };
     }
 }

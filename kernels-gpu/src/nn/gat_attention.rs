@@ -364,7 +364,7 @@ pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                         }
                     }
                 }
-                write_col::<NF>(&a, j, h, dsrc, &dw);
+                write_col::<NF>(&a, j, h, dsrc, &dw, ds_dst_of(&a, j, h));
             })
         };
         return;
@@ -375,6 +375,8 @@ pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let ss = score(a.s_src, j, a.hld, h);
             let x = head_row::<NF>(&a, a.wh, j, h);
+            // Loaded with the row's other inputs, not after its walk (a latency a row).
+            let ddst = ds_dst_of(&a, j, h);
             let (mut dsrc, mut dw) = (0f32, [0f32; NF]);
             walk::<_, U>(
                 &ln,
@@ -413,21 +415,44 @@ pub unsafe fn col_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                 return;
             }
             if (own || ln.slot == 0) && ln.on {
-                write_col::<NF>(&a, j, h, dsrc, &dw);
+                write_col::<NF>(&a, j, h, dsrc, &dw, ddst);
             }
         })
     }
 }
 
+/// Node j's ds_dst of head h (from the row pass) where the column pass adds the scores' part
+/// to dWh, else 0 (not read).
 #[inline(always)]
-unsafe fn write_col<const NF: usize>(a: &GatAttentionArgs, j: u32, h: u32, dsrc: f32, dw: &[f32; NF]) {
+unsafe fn ds_dst_of(a: &GatAttentionArgs, j: u32, h: u32) -> f32 {
+    if a.a_src.is_null() { 0.0 } else { unsafe { ptx::ld_nc_f32(a.ds_dst.add(j as usize * a.hld as usize + h as usize)) } }
+}
+
+/// Node j's dWh (head h's columns) and ds_src; with the attention vectors given, dWh gets the
+/// per-node scores' part ds_src a_src + ds_dst a_dst too (`ddst`: [`ds_dst_of`]).
+#[inline(always)]
+unsafe fn write_col<const NF: usize>(a: &GatAttentionArgs, j: u32, h: u32, dsrc: f32, dw: &[f32; NF], ddst: f32) {
     unsafe {
         let out = a.dwh.add(j as usize * a.ld as usize + (h * a.dim) as usize);
-        for c in 0..NF {
-            if (c as u32) < a.dim {
-                ptx::st_f32(out.add(c), dw[c]);
+        let o = j as usize * a.hld as usize + h as usize;
+        if a.a_src.is_null() {
+            for c in 0..NF {
+                if (c as u32) < a.dim {
+                    ptx::st_f32(out.add(c), dw[c]);
+                }
+            }
+        } else {
+            // The vectors' head columns as row 0 of a 1 x (heads dim) matrix (their address
+            // computed here, not hoisted out of the rows' loop: held across it, it spilled
+            // under the column pass's register cap).
+            let hh = ptx::opaque_u32(h);
+            let (a_src, a_dst) = (head_row::<NF>(a, a.a_src, 0, hh), head_row::<NF>(a, a.a_dst, 0, hh));
+            for c in 0..NF {
+                if (c as u32) < a.dim {
+                    ptx::st_f32(out.add(c), ptx::fma_f32(dsrc, a_src[c], ptx::fma_f32(ddst, a_dst[c], dw[c])));
+                }
             }
         }
-        ptx::st_f32(a.ds_src.add(j as usize * a.hld as usize + h as usize), dsrc);
+        ptx::st_f32(a.ds_src.add(o), dsrc);
     }
 }

@@ -35,7 +35,8 @@ pub unsafe fn scores(args: GatScoresArgs) {
     }
 }
 
-/// The backward. A thread keeps one column c = t % cols of `cols = min(wh_ld, blockDim)` per
+/// The backward (`dwh` null: the vectors' gradients only, where the fused attention's column
+/// pass already added ds ⊗ a to dWh). A thread keeps one column c = t % cols of `cols = min(wh_ld, blockDim)` per
 /// pass (columns c, c + cols, ...) over the rows `ctaid * rpi + t / cols + k * gridDim * rpi`
 /// (`rpi = blockDim / cols` rows a block step), adding its part of dwh per element and summing
 /// both gradients of a[c] in registers; then per column into shared memory and one atomic per
@@ -66,15 +67,29 @@ pub unsafe fn scores_backward(args: GatScoresBackwardArgs) {
             let (h, a_s, a_d) = unsafe { (c / head_dim, ptx::ld_nc_f32(a_src.add(c as usize)), ptx::ld_nc_f32(a_dst.add(c as usize))) };
             let (mut g_s, mut g_d) = (0f32, 0f32);
             let mut r = b * rpi + div_or_zero(t, cols);
-            while r < rows {
-                let (d_s, d_d) = unsafe { (ptx::ld_nc_f32(ds_src.add(elem_offset(r, s_ld, h) as usize)), ptx::ld_nc_f32(ds_dst.add(elem_offset(r, s_ld, h) as usize))) };
-                let k = elem_offset(r, wh_ld, c) as usize;
-                let x = unsafe { ptx::ld_nc_f32(wh.add(k)) };
-                let q = unsafe { dwh.add(k) };
-                unsafe { ptx::st_f32(q, ptx::ld_f32(q) + d_s * a_s + d_d * a_d) };
+            let step = nb * rpi;
+            // Row r's (ds_src, ds_dst, wh); then dwh's part and the sums.
+            let load = |r: u32| unsafe { (ptx::ld_nc_f32(ds_src.add(elem_offset(r, s_ld, h) as usize)), ptx::ld_nc_f32(ds_dst.add(elem_offset(r, s_ld, h) as usize)), ptx::ld_nc_f32(wh.add(elem_offset(r, wh_ld, c) as usize))) };
+            let mut use_ = |r: u32, (d_s, d_d, x): (f32, f32, f32)| {
+                if !dwh.is_null() {
+                    let q = unsafe { dwh.add(elem_offset(r, wh_ld, c) as usize) };
+                    unsafe { ptx::st_f32(q, ptx::ld_f32(q) + d_s * a_s + d_d * a_d) };
+                }
                 g_s += d_s * x;
                 g_d += d_d * x;
-                r += nb * rpi;
+            };
+            // Four rows' loads in flight before the first is used (a thread's rows are a
+            // chain otherwise: one load latency a row).
+            while r.saturating_add(3 * step) < rows {
+                let v = [load(r), load(r + step), load(r + 2 * step), load(r + 3 * step)];
+                crate::unroll4!(u => {
+                    use_(r + u as u32 * step, v[u]);
+                });
+                r += 4 * step;
+            }
+            while r < rows {
+                use_(r, load(r));
+                r += step;
             }
             if smem != 0 {
                 unsafe { ptx::red_shared_add_f32(base + 4 * c, g_s) };

@@ -21,6 +21,13 @@ impl<B: Ops> Dropout<B> {
         Ok(Dropout { p, seed, offset: 0, cols, out: b.matrix(rows, cols)?, mask: b.mask(rows, cols)? })
     }
 
+    /// A dropout only ever drawn inside products ([`Dropout::operand`]) and backward passes that
+    /// draw the mask again ([`Dropout::backward_elu_product`]): no output or mask buffer (its
+    /// `forward`, `output` and `backward` have nothing to work on).
+    pub fn redrawn_only(b: &B, cols: usize, p: f32, seed: u64) -> Result<Self> {
+        Ok(Dropout { p, seed, offset: 0, cols, out: b.matrix(0, cols)?, mask: b.mask(0, cols)? })
+    }
+
     /// Draws row r's mask as global row `first_row + r` of the whole graph's (a part of a
     /// partitioned graph whose rows start at `first_row`).
     pub fn set_first_row(&mut self, first_row: usize) {

@@ -90,8 +90,8 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
     let fused = |heads: u64, dim: u64, concat: bool| !cfg.variant && GatAttention::fits(heads as usize, dim as usize) && (concat || heads == 1);
     let hidden_convs: u64 = (0..cfg.layers as u64 - 1).map(|l| conv_bytes(n, nnz, if l == 0 { f } else { hidden_width }, heads, h, fused(heads, h, true))).sum();
     let in_last = if cfg.layers == 1 { f } else { hidden_width };
-    // Dropout outputs and their masks, two backward buffers.
-    hidden_convs + conv_bytes(n, nnz, in_last, 1, c, fused(1, c, false)) + (cfg.layers as u64) * 2 * mat_bytes(n, hidden_width) + 2 * mat_bytes(n, hidden_width)
+    // Two backward buffers (the hidden dropouts are drawn inside the products: no buffers).
+    hidden_convs + conv_bytes(n, nnz, in_last, 1, c, fused(1, c, false)) + 2 * mat_bytes(n, hidden_width)
 }
 
 /// Per layer: W (in x heads·dim), attention over heads·dim gathered columns (the per-node
@@ -134,7 +134,8 @@ impl<B: Ops> Gat<B> {
             let conv = if cfg.variant { GatConv::new_unfused } else { GatConv::new };
             convs.push(conv(b, &g, n, fan_in, heads, dim, concat, cfg.dropout, seed, &mut rng)?);
         }
-        let drops = (1..cfg.layers).map(|l| Dropout::new(b, n, hidden_width, cfg.dropout, dropout_seed(cfg.seed, l as u64))).collect::<Result<Vec<_>>>()?;
+        // Each drawn inside the next conv's product and again in the ELU's backward: no buffers.
+        let drops = (1..cfg.layers).map(|l| Dropout::redrawn_only(b, hidden_width, cfg.dropout, dropout_seed(cfg.seed, l as u64))).collect::<Result<Vec<_>>>()?;
         Ok(Gat {
             graph: g,
             convs,
@@ -155,16 +156,12 @@ impl<B: Ops> Model<B> for Gat<B> {
             self.convs[0].forward(b, &self.graph, &x0, train)?;
         }
         for l in 1..=last {
+            // ELU in place (conv l - 1's `out` holds it: its backward reads it), then the
+            // dropout drawn inside conv l's product (no dropped copy). (Fused into the attention
+            // forward's write, the ELU slowed that kernel's main loop by a quarter: NOTES.)
             let (below, rest) = self.convs.split_at_mut(l);
-            let h = below[l - 1].out_mut();
-            let drop = &mut self.drops[l - 1];
-            if drop.is_active(train) {
-                drop.forward_elu(b, h)?;
-            } else {
-                b.elu(h)?;
-            }
-            let x = self.drops[l - 1].output(h, train);
-            rest[0].forward(b, &self.graph, &Operand::Dense(x), train)?;
+            b.elu(below[l - 1].out_mut())?;
+            rest[0].forward(b, &self.graph, &self.drops[l - 1].operand(below[l - 1].out(), train), train)?;
         }
         Ok(self.convs[last].out())
     }
@@ -181,15 +178,13 @@ impl<B: Ops> Model<B> for Gat<B> {
             if drop.is_active(true) {
                 // dX = dWh Wᵀ formed inside the dropout's and ELU's backward (conv l - 1's
                 // `out` is the ELU output), not written; conv l - 1's bias gradient summed there.
-                let x = drop.output(below[l - 1].out(), true);
-                rest[0].backward(b, &self.graph, &Operand::Dense(x), dout, None, summed)?;
+                rest[0].backward(b, &self.graph, &drop.operand(below[l - 1].out(), true), dout, None, summed)?;
                 let (h, bias_grad) = below[l - 1].out_and_bias_grad();
                 drop.backward_elu_product(b, rest[0].d_wh(), rest[0].weight(), h, &mut self.d_h, Some(bias_grad))?;
                 d_h_summed = true;
             } else {
                 let h = below[l - 1].out();
-                let x = drop.output(h, true);
-                rest[0].backward(b, &self.graph, &Operand::Dense(x), dout, Some(&mut self.d_x), summed)?;
+                rest[0].backward(b, &self.graph, &Operand::Dense(h), dout, Some(&mut self.d_x), summed)?;
                 b.copy(&self.d_x, &mut self.d_h)?;
                 b.elu_backward(h, &mut self.d_h)?;
                 d_h_summed = false;

@@ -72,22 +72,27 @@ fn gpu_elu_dropout_is_elu_then_dropout() {
 /// on the GPU for g of at most 8 columns; cuBLAS then the in-place backward past that) on
 /// `b`, for h after a training forward, step 2; and dz's column sums from the same call (their
 /// output filled with garbage first: overwritten).
-fn product_backward<B: Ops>(b: &B, rows: usize, cols: usize, k: usize, p: f32, offset: u64) -> (Matrix, Matrix) {
+/// With `pre`, the backward is given the ELU's input z itself (the ELU applied inside the next
+/// product), not its output.
+fn product_backward<B: Ops>(b: &B, rows: usize, cols: usize, k: usize, p: f32, offset: u64, pre: bool) -> (Matrix, Matrix) {
     let (z, g, w) = (Matrix::random(rows, cols, (rows + cols) as u64), Matrix::random(rows, k, 5), Matrix::random(cols, k, 6));
     b.begin_step().unwrap();
     b.begin_step().unwrap();
     let (mut h, mut y) = (b.upload(&z).unwrap(), b.matrix(rows, cols).unwrap());
-    b.elu_dropout(&mut h, &mut y, p, 0xC0FFEE, offset).unwrap();
+    if !pre {
+        b.elu_dropout(&mut h, &mut y, p, 0xC0FFEE, offset).unwrap();
+    }
     let (gd, wd) = (b.upload(&g).unwrap(), b.upload(&w).unwrap());
     let mut dz = b.matrix(rows, cols).unwrap();
     let mut sums = b.upload(&Matrix::random(1, cols, 9)).unwrap();
-    b.elu_dropout_backward_product(&gd, &wd, &h, p, 0xC0FFEE, offset, &mut dz, Some(&mut sums)).unwrap();
+    b.elu_dropout_backward_product(&gd, &wd, (&h, pre), p, 0xC0FFEE, offset, &mut dz, Some(&mut sums)).unwrap();
     (b.download(&dz).unwrap(), b.download(&sums).unwrap())
 }
 
 /// The product form against the f64 CPU backend (the product, then the unfused-order
 /// backward, then the column sums): g of 1, 3, 7 and 8 columns (the fused kernel) and 12
-/// (cuBLAS, then in place, then `col_sums`); one row, rows and columns not multiples of 4 or 8,
+/// (cuBLAS, then in place, then `col_sums`); from the ELU's output and from its input; one
+/// row, rows and columns not multiples of 4 or 8,
 /// 40 columns (10 float4s a row: the grid's threads no multiple of it, so the sums run apart),
 /// a part's offset; the GPU's output poisoned first, its padding zero.
 #[test]
@@ -96,11 +101,11 @@ fn gpu_elu_dropout_backward_of_a_product_matches_cpu() {
     let b = CudaBackend::new(gpu, Precision::F32, Impl::Auto).unwrap();
     let cpu = CpuBackend::<f64>::new();
     for (rows, cols, k) in [(1, 1, 1), (37, 13, 3), (2051, 64, 8), (1000, 64, 7), (70001, 64, 8), (999, 40, 8), (300, 70, 12)] {
-        for (p, offset) in [(0.6, 0), (0.25, 3 * padded_ld(cols) as u64)] {
-            let (want, want_sums) = product_backward(&cpu, rows, cols, k, p, offset);
-            let (got, got_sums) = product_backward(&b, rows, cols, k, p, offset);
+        for ((p, offset), pre) in [((0.6, 0), false), ((0.25, 3 * padded_ld(cols) as u64), false), ((0.6, 0), true)] {
+            let (want, want_sums) = product_backward(&cpu, rows, cols, k, p, offset, pre);
+            let (got, got_sums) = product_backward(&b, rows, cols, k, p, offset, pre);
             let e = tcgnn::tensor::rel_error(&got.data, &want.data.iter().map(|&v| v as f64).collect::<Vec<_>>());
-            assert!(e < 1e-5, "{rows} x {cols} from {k} columns, p {p}, offset {offset}: rel error {e:.2e}");
+            assert!(e < 1e-5, "{rows} x {cols} from {k} columns, p {p}, offset {offset}, from the ELU's input {pre}: rel error {e:.2e}");
             assert!(got.data.iter().any(|&v| v != 0.0) || rows * cols < 4, "{rows} x {cols}: all zero");
             let e = tcgnn::tensor::rel_error(&got_sums.data, &want_sums.data.iter().map(|&v| v as f64).collect::<Vec<_>>());
             assert!(e < 1e-5, "{rows} x {cols} from {k} columns, p {p}, offset {offset}: column sums rel error {e:.2e}");
@@ -113,8 +118,54 @@ fn gpu_elu_dropout_backward_of_a_product_matches_cpu() {
     let (g, w) = (b.upload(&Matrix::random(37, 5, 1)).unwrap(), b.upload(&Matrix::random(13, 5, 2)).unwrap());
     let mut dz = b.matrix(37, 13).unwrap();
     dz.poison().unwrap();
-    b.elu_dropout_backward_product(&g, &w, &h, 0.5, 1, 0, &mut dz, None).unwrap();
+    b.elu_dropout_backward_product(&g, &w, (&h, false), 0.5, 1, 0, &mut dz, None).unwrap();
     let raw = dz.download_padded().unwrap();
     assert!(raw.iter().all(|v| v.is_finite()), "poison left in dz");
     assert!(raw.iter().enumerate().all(|(i, &v)| i % padded_ld(13) < 13 || v == 0.0), "padding");
+}
+
+/// `elu_dropout_gemm` / `elu_dropout_gemm_dw` (the ELU of the layer below and the dropout
+/// applied as x is read, GAT's output layer) against the f64 CPU backend (ELU into a copy,
+/// then the dropout products): f32 precision (3xTF32: the f32 tolerance), one row, columns
+/// not multiples of 8, outputs of 1-32 columns, an offset; outputs poisoned first; outputs
+/// past the streaming kernels refused.
+#[test]
+fn gpu_elu_dropout_products_match_cpu() {
+    use tcgnn::ops::nn::dropout_gemm::DropoutGemmOp;
+    let Some(gpu) = common::gpu_or_skip("gpu_elu_dropout_products_match_cpu") else { return };
+    let b = CudaBackend::new(gpu, Precision::F32, Impl::Auto).unwrap();
+    let cpu = CpuBackend::<f64>::new();
+    let run = |be: &dyn Fn(&Matrix, &Matrix, &Matrix) -> (Matrix, Matrix), rows: usize, cols: usize, n: usize| be(&Matrix::random(rows, cols, 3), &Matrix::random(cols, n, 4), &Matrix::random(rows, n, 5));
+    for (rows, cols, n) in [(1, 1, 1), (37, 13, 3), (2051, 64, 8), (999, 40, 32), (70_001, 64, 8)] {
+        for (p, offset) in [(0.6f32, 0u64), (0.3, 5 * padded_ld(cols) as u64)] {
+            let on = |bk: &dyn Fn(&Matrix, &Matrix, &Matrix) -> (Matrix, Matrix)| run(bk, rows, cols, n);
+            let want = on(&|x, w, dy| {
+                cpu.begin_step().unwrap();
+                let (xd, wd, dyd) = (cpu.upload(x).unwrap(), cpu.upload(w).unwrap(), cpu.upload(dy).unwrap());
+                let (mut y, mut dw) = (cpu.matrix(rows, n).unwrap(), cpu.matrix(cols, n).unwrap());
+                cpu.elu_dropout_gemm(&xd, &wd, &mut y, p, 7, offset).unwrap();
+                cpu.elu_dropout_gemm_dw(&xd, &dyd, &mut dw, p, 7, offset).unwrap();
+                (cpu.download(&y).unwrap(), cpu.download(&dw).unwrap())
+            });
+            let got = on(&|x, w, dy| {
+                b.begin_step().unwrap();
+                let (xd, wd, dyd) = (b.upload(x).unwrap(), b.upload(w).unwrap(), b.upload(dy).unwrap());
+                let (mut y, mut dw) = (b.matrix(rows, n).unwrap(), b.matrix(cols, n).unwrap());
+                y.poison().unwrap();
+                dw.poison().unwrap();
+                b.elu_dropout_gemm(&xd, &wd, &mut y, p, 7, offset).unwrap();
+                b.elu_dropout_gemm_dw(&xd, &dyd, &mut dw, p, 7, offset).unwrap();
+                (b.download(&y).unwrap(), b.download(&dw).unwrap())
+            });
+            for (g, w, what) in [(&got.0, &want.0, "y"), (&got.1, &want.1, "dw")] {
+                let e = tcgnn::tensor::rel_error(&g.data, &w.data.iter().map(|&v| v as f64).collect::<Vec<_>>());
+                assert!(e < 1e-5, "{rows} x {cols} -> {n}, p {p}, offset {offset}: {what} rel error {e:.2e}");
+            }
+        }
+    }
+    // Past the streaming kernels' 32 output columns: refused, not wrong.
+    let (x, w) = (b.upload(&Matrix::random(10, 64, 1)).unwrap(), b.upload(&Matrix::random(64, 64, 2)).unwrap());
+    let mut y = b.matrix(10, 64).unwrap();
+    assert!(!b.takes_elu_input(64, 64) && b.takes_elu_input(64, 8));
+    assert!(b.elu_dropout_gemm(&x, &w, &mut y, 0.5, 1, 0).is_err());
 }

@@ -109,6 +109,9 @@ fn step_traffic(cfg: &ModelConfig, s: &StepShape) -> StepTraffic {
 
 pub struct Gat<B: Ops> {
     graph: GatGraph<B>,
+    /// Whether the last forward left conv l's ELU to conv l + 1's products (`elu_in[l]`:
+    /// conv l's `out` then holds the ELU's input; else it holds its output, applied in place).
+    elu_in: Vec<bool>,
     convs: Vec<GatConv<B>>,
     /// Dropout before conv l + 1 (on conv l's ELU output).
     drops: Vec<Dropout<B>>,
@@ -134,9 +137,10 @@ impl<B: Ops> Gat<B> {
             let conv = if cfg.variant { GatConv::new_unfused } else { GatConv::new };
             convs.push(conv(b, &g, n, fan_in, heads, dim, concat, cfg.dropout, seed, &mut rng)?);
         }
-        // Each drawn inside the next conv's product and again in the ELU's backward: no buffers.
+        // Each drawn inside the next conv's products and again in the ELU's backward: no buffers.
         let drops = (1..cfg.layers).map(|l| Dropout::redrawn_only(b, hidden_width, cfg.dropout, dropout_seed(cfg.seed, l as u64))).collect::<Result<Vec<_>>>()?;
         Ok(Gat {
+            elu_in: vec![false; cfg.layers],
             graph: g,
             convs,
             drops,
@@ -156,12 +160,23 @@ impl<B: Ops> Model<B> for Gat<B> {
             self.convs[0].forward(b, &self.graph, &x0, train)?;
         }
         for l in 1..=last {
-            // ELU in place (conv l - 1's `out` holds it: its backward reads it), then the
-            // dropout drawn inside conv l's product (no dropped copy). (Fused into the attention
-            // forward's write, the ELU slowed that kernel's main loop by a quarter: NOTES.)
+            // Training: the ELU and the dropout applied inside conv l's products where the
+            // backend takes it (conv l - 1's `out` keeps the ELU's input), else the ELU in place
+            // and the dropout inside the products. No ELU or dropped copy is written either way.
+            // (Fused into the attention forward's write instead, the ELU slowed that kernel's
+            // main loop by a quarter: NOTES.)
             let (below, rest) = self.convs.split_at_mut(l);
-            b.elu(below[l - 1].out_mut())?;
-            rest[0].forward(b, &self.graph, &self.drops[l - 1].operand(below[l - 1].out(), train), train)?;
+            let drop = &self.drops[l - 1];
+            let h = below[l - 1].out_mut();
+            let in_product = drop.is_active(train) && b.takes_elu_input(B::shape(h).1, B::shape(rest[0].weight()).1);
+            self.elu_in[l - 1] = in_product;
+            let x = if in_product {
+                drop.elu_operand(h)
+            } else {
+                b.elu(h)?;
+                drop.operand(h, train)
+            };
+            rest[0].forward(b, &self.graph, &x, train)?;
         }
         Ok(self.convs[last].out())
     }
@@ -177,10 +192,14 @@ impl<B: Ops> Model<B> for Gat<B> {
             let summed = l < last && d_h_summed;
             if drop.is_active(true) {
                 // dX = dWh Wᵀ formed inside the dropout's and ELU's backward (conv l - 1's
-                // `out` is the ELU output), not written; conv l - 1's bias gradient summed there.
-                rest[0].backward(b, &self.graph, &drop.operand(below[l - 1].out(), true), dout, None, summed)?;
+                // `out` is the ELU's output, or its input), not written; conv l - 1's bias
+                // gradient summed there.
+                let in_product = self.elu_in[l - 1];
+                let h = below[l - 1].out();
+                let x = if in_product { drop.elu_operand(h) } else { drop.operand(h, true) };
+                rest[0].backward(b, &self.graph, &x, dout, None, summed)?;
                 let (h, bias_grad) = below[l - 1].out_and_bias_grad();
-                drop.backward_elu_product(b, rest[0].d_wh(), rest[0].weight(), h, &mut self.d_h, Some(bias_grad))?;
+                drop.backward_elu_product(b, rest[0].d_wh(), rest[0].weight(), (h, in_product), &mut self.d_h, Some(bias_grad))?;
                 d_h_summed = true;
             } else {
                 let h = below[l - 1].out();
@@ -204,7 +223,8 @@ impl<B: Ops> Model<B> for Gat<B> {
     }
 
     fn embedding(&self, layer: usize) -> Option<&B::Mat> {
-        // Each hidden conv's output after its ELU.
+        // Each hidden conv's output after its ELU (an evaluation forward applies it in place;
+        // only a training forward may leave its input there: `elu_in`).
         if layer + 1 < self.convs.len() { Some(self.convs[layer].out()) } else { None }
     }
 }

@@ -125,6 +125,7 @@ pub fn dropout_gemm_wide(x16: &DeviceMatrix<f16>, w: &DeviceMatrix<f32>, y: &mut
         step: step.arg(&gpu),
         offset,
         keep_bits: keep_bits.map_or(PtrMut::null(), |b| b.arg_mut(&gpu)),
+        elu: 0,
     };
     let warps = (DG_WIDE_THREADS / 32) as usize;
     let per_sm = kernel.max_active_blocks_per_sm(&gpu, DG_WIDE_THREADS, smem as u32)?.max(1) as usize;
@@ -214,6 +215,7 @@ pub fn dropout_gemm_dw_wide(x16: &DeviceMatrix<f16>, dy: &DeviceMatrix<f32>, dw:
         step: step.arg(&gpu),
         offset,
         keep_bits: keep_bits.map_or(Ptr::null(), |b| b.arg(&gpu)),
+        elu: 0,
     };
     // SAFETY: shapes checked above; block b (split b / groups) writes rows < k (its 128 columns
     // of x), columns < ldw of partial[split], inside the `need` floats checked; it copies
@@ -399,13 +401,39 @@ pub fn dropout_gemm<'a>(x: impl Into<FeaturesRef<'a>>, w: &DeviceMatrix<f32>, y:
     if w.rows != x.cols() || y.rows != x.rows() || y.cols != w.cols {
         return Err(Error::Shape(format!("dropout_gemm: x {} x {}, w {} x {}, y {} x {}", x.rows(), x.cols(), w.rows, w.cols, y.rows, y.cols)));
     }
-    forward(x, w, false, y, p, seed, step, offset, math)
+    forward(x, w, false, y, p, seed, step, offset, math, false)
+}
+
+/// y = dropout(ELU(x)) w on the device: the layer below's ELU applied as x is loaded (x holds
+/// its input), then the draw of [`dropout_gemm`]. The streaming kernels only: outputs of at
+/// most 32 columns ([`elu_input_fits`]).
+#[allow(clippy::too_many_arguments)]
+pub fn elu_dropout_gemm(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+    check_p(p)?;
+    if w.rows != x.cols || y.rows != x.rows || y.cols != w.cols {
+        return Err(Error::Shape(format!("elu_dropout_gemm: x {} x {}, w {} x {}, y {} x {}", x.rows, x.cols, w.rows, w.cols, y.rows, y.cols)));
+    }
+    forward(FeaturesRef::F32(x), w, false, y, p, seed, step, offset, math, true)
+}
+
+/// Whether [`elu_dropout_gemm`] / [`elu_dropout_gemm_dw`] take x of `cols` columns into
+/// `out_cols` (the streaming kernels).
+pub fn elu_input_fits(cols: usize, out_cols: usize) -> bool {
+    stream_smem(padded_ld(cols), padded_ld(out_cols), false).is_some()
+}
+
+/// Refuses ELU on load outside the streaming kernels on f32 x.
+fn check_elu(elu: bool, stream: bool, half: bool, what: &str, out_cols: usize) -> Result<()> {
+    if elu && (!stream || half) {
+        return Err(Error::Unsupported(format!("{what}: ELU on load for {out_cols} output columns (the streaming kernels on f32 x take it: at most 32 columns)")));
+    }
+    Ok(())
 }
 
 /// y = dropout(x) op(w), op(w) = wᵀ when `w_trans` (shapes checked by the callers; the
 /// transposed form and f16 x only on the streaming kernels).
 #[allow(clippy::too_many_arguments)]
-fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath, elu: bool) -> Result<()> {
     let XOperand { ptr: x_ptr, rows: x_rows, cols: x_cols, ld: x_ld, half, gpu } = x_operand(x, "dropout_gemm x")?;
     for (m, name) in [(w, "dropout_gemm w"), (&*y, "dropout_gemm y")] {
         check_matrix_64(m, name)?;
@@ -419,6 +447,7 @@ fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut Dev
     let (nt, col_tiles) = column_tiles(y.ld);
     let stream = stream_smem(x_ld, y.ld, half);
     check_half(half, stream.is_some(), math, "dropout_gemm", y.cols)?;
+    check_elu(elu, stream.is_some(), half, "dropout_gemm", y.cols)?;
     let args = DropoutGemmArgs {
         rows: x_rows as u32,
         k: x_cols as u32,
@@ -437,6 +466,7 @@ fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut Dev
         step: step.arg(&gpu),
         offset,
         keep_bits: PtrMut::null(),
+        elu: elu as u32,
     };
     let split = math == GemmMath::F32;
     if let Some(smem) = stream {
@@ -549,8 +579,20 @@ pub fn dropout_gemm_dw<'a>(
     offset: u64,
     math: GemmMath,
 ) -> Result<()> {
+    weight_grad(x.into(), dy, dw, scratch, (p, seed, offset, false), step, math)
+}
+
+/// dw = dropout(ELU(x))ᵀ dy on the device, the mask of [`elu_dropout_gemm`] (the streaming
+/// kernels only: [`elu_input_fits`]); `scratch` as [`dropout_gemm_dw`]'s.
+#[allow(clippy::too_many_arguments)]
+pub fn elu_dropout_gemm_dw(x: &DeviceMatrix<f32>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, scratch: &mut DeviceVec<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+    weight_grad(FeaturesRef::F32(x), dy, dw, scratch, (p, seed, offset, true), step, math)
+}
+
+/// [`dropout_gemm_dw`], x entering as ELU(x) with `elu`.
+fn weight_grad(x: FeaturesRef<'_>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, scratch: &mut DeviceVec<f32>, (p, seed, offset, elu): (f32, u64, u64, bool), step: &DeviceVec<u32>, math: GemmMath) -> Result<()> {
     check_p(p)?;
-    let XOperand { ptr: x_ptr, rows: x_rows, cols: x_cols, ld: x_ld, half, gpu } = x_operand(x.into(), "dropout_gemm_dw x")?;
+    let XOperand { ptr: x_ptr, rows: x_rows, cols: x_cols, ld: x_ld, half, gpu } = x_operand(x, "dropout_gemm_dw x")?;
     for (m, name) in [(dy, "dropout_gemm_dw dy"), (&*dw, "dropout_gemm_dw dw")] {
         check_matrix_64(m, name)?;
     }
@@ -566,6 +608,7 @@ pub fn dropout_gemm_dw<'a>(
     let (k, ldw) = (x_cols, dw.ld);
     let stream = stream_smem(x_ld, ldw, half).is_some();
     check_half(half, stream, math, "dropout_gemm_dw", dw.cols)?;
+    check_elu(elu, stream, half, "dropout_gemm_dw", dw.cols)?;
     let split = math == GemmMath::F32;
     let (splits, rows_per_split, k_tiles, col_tiles, nt) = dw_plan(&gpu, x_rows, k, ldw, half, split)?;
     let need = splits * k * ldw;
@@ -593,6 +636,7 @@ pub fn dropout_gemm_dw<'a>(
         step: step.arg(&gpu),
         offset,
         keep_bits: Ptr::null(),
+        elu: elu as u32,
     };
     if stream {
         let kernel = dw_stream_instance(nt, split, half);
@@ -647,7 +691,7 @@ pub fn skinny_gemm(a: &DeviceMatrix<f32>, ta: bool, b: &DeviceMatrix<f32>, tb: b
     if ta {
         dropout_gemm_dw(a, b, c, scratch, 0.0, 0, step, 0, math)
     } else {
-        forward(FeaturesRef::F32(a), b, tb, c, 0.0, 0, step, 0, math)
+        forward(FeaturesRef::F32(a), b, tb, c, 0.0, 0, step, 0, math, false)
     }
 }
 
@@ -687,6 +731,16 @@ pub trait DropoutGemmOp: Backend {
     /// `dw = dropout(x)ᵀ dy` with the mask of [`DropoutGemmOp::dropout_gemm`] (same step).
     #[allow(clippy::too_many_arguments)]
     fn dropout_gemm_dw(&self, x: &Self::Mat, half: Option<&Self::Half>, dy: &Self::Mat, dw: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    /// Whether [`DropoutGemmOp::elu_dropout_gemm`] takes x of `cols` columns into `out_cols`
+    /// (everything on the CPU; the streaming kernels on the GPU: at most 32 columns).
+    fn takes_elu_input(&self, cols: usize, out_cols: usize) -> bool;
+    /// `y = dropout(ELU(x)) w`: the layer below's ELU applied as x is read (x holds its input),
+    /// then the draw of [`DropoutGemmOp::dropout_gemm`]; no ELU or dropped copy written.
+    #[allow(clippy::too_many_arguments)]
+    fn elu_dropout_gemm(&self, x: &Self::Mat, w: &Self::Mat, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    /// `dw = dropout(ELU(x))ᵀ dy` with the mask of [`DropoutGemmOp::elu_dropout_gemm`].
+    #[allow(clippy::too_many_arguments)]
+    fn elu_dropout_gemm_dw(&self, x: &Self::Mat, dy: &Self::Mat, dw: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
 }
 
 impl<T: Real> DropoutGemmOp for CpuBackend<T> {
@@ -721,6 +775,21 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
         }
         dropout_gemm_dw_cpu(&x.data, x.rows, x.cols, &dy.data, dy.cols, &mut dw.data, p, seed, self.step(), offset)
     }
+    fn takes_elu_input(&self, _cols: usize, _out_cols: usize) -> bool {
+        true
+    }
+    fn elu_dropout_gemm(&self, x: &HostMat<T>, w: &HostMat<T>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        // The reference: ELU into a copy, then the product of its dropout.
+        self.dropout_gemm(&elu_copy(x), None, w, y, p, seed, offset)
+    }
+    fn elu_dropout_gemm_dw(&self, x: &HostMat<T>, dy: &HostMat<T>, dw: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        self.dropout_gemm_dw(&elu_copy(x), None, dy, dw, p, seed, offset)
+    }
+}
+
+/// ELU(x) as a new matrix (the CPU's reference of ELU on load).
+fn elu_copy<T: Real>(x: &HostMat<T>) -> HostMat<T> {
+    HostMat { rows: x.rows, cols: x.cols, data: x.data.iter().map(|&v| super::elu::elu1(v)).collect() }
 }
 
 impl CudaBackend {
@@ -784,5 +853,15 @@ impl DropoutGemmOp for CudaBackend {
         let x = self.product_x(x, half, dy.cols);
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;
         self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math)))
+    }
+    fn takes_elu_input(&self, cols: usize, out_cols: usize) -> bool {
+        elu_input_fits(cols, out_cols)
+    }
+    fn elu_dropout_gemm(&self, x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        self.timed("dropout gemm", || elu_dropout_gemm(x, w, y, p, seed, &self.step_ptr(), offset, self.math))
+    }
+    fn elu_dropout_gemm_dw(&self, x: &DeviceMatrix<f32>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows, x.cols, dy.cols, false)?;
+        self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || elu_dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math)))
     }
 }

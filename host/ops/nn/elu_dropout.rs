@@ -100,7 +100,7 @@ pub fn elu_dropout_backward(dy: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f3
     let gpu = dy.gpu().clone();
     let n4 = n4(dy);
     let (threshold, scale, seed_key) = (dropout_threshold(p), scale_f32(p), dropout_seed_key(seed));
-    let args = EluDropoutBackwardArgs { n4, dy: dy.arg(), h: h.arg(), threshold, scale, seed_key, step: step.arg(&gpu), offset, dz: dz.arg_mut() };
+    let args = EluDropoutBackwardArgs { n4, dy: dy.arg(), h: h.arg(), threshold, scale, seed_key, step: step.arg(&gpu), offset, dz: dz.arg_mut(), pre: 0 };
     // SAFETY: dy, h and dz hold n4 float4s each (dz distinct from both: a unique borrow), step
     // one u32.
     unsafe { elu_dropout_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
@@ -117,7 +117,7 @@ pub fn elu_dropout_backward_product(
     math: crate::gpu::cublas::GemmMath,
     g: &DeviceMatrix<f32>,
     w: &DeviceMatrix<f32>,
-    h: &DeviceMatrix<f32>,
+    (h, h_is_input): (&DeviceMatrix<f32>, bool),
     p: f32,
     seed: u64,
     step: &DeviceVec<u32>,
@@ -171,6 +171,7 @@ pub fn elu_dropout_backward_product(
             offset,
             dz: dz.arg_mut(),
             col_sums: col_sums_arg,
+            pre: h_is_input as u32,
         };
         // SAFETY: h and dz hold n4 float4s (rows x ld), g rows x 8 and w cols x 8 floats (the
         // kernel reads rows < h's rows and w rows < cols); dz distinct (a unique borrow); the
@@ -179,7 +180,7 @@ pub fn elu_dropout_backward_product(
         return apart.map_or(Ok(()), |s| col_sums(dz, s));
     }
     blas.gemm(math, 1.0, g, false, w, true, 0.0, dz)?;
-    let args = EluDropoutBackwardArgs { n4, dy: dz.arg(), h: h.arg(), threshold, scale, seed_key, step: step.arg(&gpu), offset, dz: dz.arg_mut() };
+    let args = EluDropoutBackwardArgs { n4, dy: dz.arg(), h: h.arg(), threshold, scale, seed_key, step: step.arg(&gpu), offset, dz: dz.arg_mut(), pre: h_is_input as u32 };
     // SAFETY: as `elu_dropout_backward`'s, with dy = dz: each thread reads the float4 it then
     // writes, nothing else.
     unsafe { elu_dropout_backward_f32.launch(&gpu, shape, &args)? };
@@ -197,10 +198,12 @@ pub trait EluDropoutOp: Backend {
     fn elu_dropout_backward(&self, dy: &Self::Mat, h: &Self::Mat, p: f32, seed: u64, offset: u64, dz: &mut Self::Mat) -> Result<()>;
     /// [`EluDropoutOp::elu_dropout_backward`] of dy = g wᵀ (the next layer's dX: g its output
     /// gradient, w its weight), dy never stored where the backend can avoid it (the GPU for g
-    /// of at most 8 columns); with `dz_col_sums` (1 x cols, overwritten) also dz's column sums
-    /// (the layer below's bias gradient), summed in the same pass where the backend can.
+    /// of at most 8 columns); `h` the ELU's output, or its input with `h_is_input` (the ELU
+    /// applied inside the next product: `DropoutGemmOp::elu_dropout_gemm`); with `dz_col_sums`
+    /// (1 x cols, overwritten) also dz's column sums (the layer below's bias gradient), summed
+    /// in the same pass where the backend can.
     #[allow(clippy::too_many_arguments)]
-    fn elu_dropout_backward_product(&self, g: &Self::Mat, w: &Self::Mat, h: &Self::Mat, p: f32, seed: u64, offset: u64, dz: &mut Self::Mat, dz_col_sums: Option<&mut Self::Mat>) -> Result<()>;
+    fn elu_dropout_backward_product(&self, g: &Self::Mat, w: &Self::Mat, h: (&Self::Mat, bool), p: f32, seed: u64, offset: u64, dz: &mut Self::Mat, dz_col_sums: Option<&mut Self::Mat>) -> Result<()>;
 }
 
 impl<T: Real> EluDropoutOp for CpuBackend<T> {
@@ -213,10 +216,18 @@ impl<T: Real> EluDropoutOp for CpuBackend<T> {
         same_shape("elu_dropout_backward", dz, h)?;
         elu_dropout_backward_cpu(&dy.data, &h.data, h.rows, h.cols, p, seed, self.step(), offset, &mut dz.data)
     }
-    fn elu_dropout_backward_product(&self, g: &HostMat<T>, w: &HostMat<T>, h: &HostMat<T>, p: f32, seed: u64, offset: u64, dz: &mut HostMat<T>, dz_col_sums: Option<&mut HostMat<T>>) -> Result<()> {
-        // The reference: the product, then the unfused-order backward, then the column sums.
+    fn elu_dropout_backward_product(&self, g: &HostMat<T>, w: &HostMat<T>, (h, h_is_input): (&HostMat<T>, bool), p: f32, seed: u64, offset: u64, dz: &mut HostMat<T>, dz_col_sums: Option<&mut HostMat<T>>) -> Result<()> {
+        // The reference: the product, then the unfused-order backward (from the ELU's output),
+        // then the column sums.
         let mut dy = HostMat { rows: h.rows, cols: h.cols, data: vec![T::zero(); h.rows * h.cols] };
         self.gemm(g, false, w, true, 0.0, &mut dy)?;
+        let out;
+        let h = if h_is_input {
+            out = HostMat { rows: h.rows, cols: h.cols, data: h.data.iter().map(|&v| elu1(v)).collect() };
+            &out
+        } else {
+            h
+        };
         self.elu_dropout_backward(&dy, h, p, seed, offset, dz)?;
         match dz_col_sums {
             Some(s) => self.col_sums(dz, s),
@@ -232,7 +243,7 @@ impl EluDropoutOp for CudaBackend {
     fn elu_dropout_backward(&self, dy: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("elu dropout backward", || elu_dropout_backward(dy, h, p, seed, &self.step_ptr(), offset, dz))
     }
-    fn elu_dropout_backward_product(&self, g: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>, dz_col_sums: Option<&mut DeviceMatrix<f32>>) -> Result<()> {
+    fn elu_dropout_backward_product(&self, g: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, h: (&DeviceMatrix<f32>, bool), p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>, dz_col_sums: Option<&mut DeviceMatrix<f32>>) -> Result<()> {
         self.timed("elu dropout backward", || elu_dropout_backward_product(&self.blas, self.math, g, w, h, p, seed, &self.step_ptr(), offset, dz, dz_col_sums))
     }
 }

@@ -94,7 +94,7 @@ fn check_device(mats: &[&DeviceMatrix<f32>], what: &str) -> Result<()> {
 }
 
 /// [`gat_scores_cpu`] on the device, a thread per (node, head) for both vectors (padding
-/// columns written 0 by the thread of a row's last head).
+/// columns written 0).
 pub fn gat_scores(wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, s: Pair<&mut DeviceMatrix<f32>>) -> Result<()> {
     check_device(&[wh, a.0, a.1, s.0, s.1], "gat_scores")?;
     let (heads, f) = check_shapes((wh.rows, wh.cols), (a.0.rows, a.0.cols), (s.0.rows, s.0.cols), "gat_scores")?;
@@ -103,7 +103,7 @@ pub fn gat_scores(wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, s: Pair<&
         return Err(Error::Shape(format!("gat_scores: the two score matrices differ ({} and {} columns, strides {} and {})", s.0.cols, s.1.cols, s.0.ld, s.1.ld)));
     }
     let gpu = wh.gpu().clone();
-    let items = (s.0.rows * heads) as u64;
+    let items = (s.0.rows * s.0.ld) as u64;
     if items == 0 {
         return Ok(());
     }

@@ -71,6 +71,9 @@ kernel_args! {
         /// Where the wide `_bits` instance also writes the mask, a bit an element (rows x
         /// `keep_words_per_row(ldx)` words); null for the others.
         pub keep_bits: PtrMut<u32>,
+        /// 1: x enters as ELU(x), then dropped out (the layer below's activation applied on
+        /// load; the streaming kernels on f32 x only).
+        pub elu: u32,
     }
 
     /// partial[s] = dropout(x[rows of split s])ᵀ dy[same rows] (k x ldw each, stride ldw):
@@ -99,6 +102,8 @@ kernel_args! {
         /// The wide instance reads the mask from these bits (the wide forward's) where not
         /// null; null for the others.
         pub keep_bits: Ptr<u32>,
+        /// 1: x enters as ELU(x), then dropped out (as `DropoutGemmArgs::elu`).
+        pub elu: u32,
     }
 
     /// out[i] = sum over s < splits of partial[s n + i] (a warp per i, fixed order: deterministic).

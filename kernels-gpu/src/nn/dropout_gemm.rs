@@ -27,6 +27,7 @@
 //! atomics).
 
 use crate::abi::dropout_gemm::{keep_words_per_row, DG_WIDE_DW_STAGES, DG_WIDE_DW_THREADS, DG_WIDE_K_STEP, DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
+use super::elu::elu1;
 use crate::ptx;
 use crate::rng::DropoutStep;
 use crate::translate::{div_or_zero, rem_or_zero};
@@ -56,6 +57,8 @@ type DropKey = (u64, DropoutStep, u32, u64);
 struct StreamMask {
     key: DropKey,
     low: bool,
+    /// ELU applied to x before the draw (the layer below's activation, on load).
+    elu: bool,
 }
 
 impl StreamMask {
@@ -63,12 +66,18 @@ impl StreamMask {
     fn new(seed_key: u64, step: *const u32, threshold: u32, offset: u64, rows: u32, ldx: u32) -> Self {
         let draw = DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) });
         let low = offset & 1 == 0 && offset + rows as u64 * ldx as u64 <= 1 << 32;
-        StreamMask { key: (seed_key, draw, threshold, offset), low }
+        StreamMask { key: (seed_key, draw, threshold, offset), low, elu: false }
+    }
+
+    #[inline(always)]
+    fn with_elu(self, elu: bool) -> Self {
+        StreamMask { elu, ..self }
     }
 
     /// `drop4` of the four elements of x at (row, col) (col a multiple of 4).
     #[inline(always)]
     fn drop4_at(self, v: [f32; 4], row: u32, col: u32, ldx: u32, scale: f32) -> [f32; 4] {
+        let v = if self.elu { [elu1(v[0]), elu1(v[1]), elu1(v[2]), elu1(v[3])] } else { v };
         let (seed_key, draw, threshold, offset) = self.key;
         if threshold == 0 {
             return [v[0] * scale, v[1] * scale, v[2] * scale, v[3] * scale];
@@ -141,7 +150,7 @@ unsafe fn load_tile(m: *const f32, ld: u32, r0: u32, row_end: u32, c0: u32, col_
 /// y = dropout(x) w: block = 64 rows x 8 NT columns (see the module note).
 #[inline(always)]
 pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs) {
-    let DropoutGemmArgs { rows, k, ldx, ldw, ldb: _, n: _, w_trans: _, col_tiles, threshold, x, w, y, scale, seed_key, step, offset, keep_bits: _ } = args;
+    let DropoutGemmArgs { rows, k, ldx, ldw, ldb: _, n: _, w_trans: _, col_tiles, threshold, x, w, y, scale, seed_key, step, offset, keep_bits: _, elu: _ } = args;
     let bn = 8 * NT as u32;
     let w_stride = bn + 8;
     let (row0, col0) = (div_or_zero(ptx::ctaid_x(), col_tiles) * DG_BLOCK_ROWS, rem_or_zero(ptx::ctaid_x(), col_tiles) * bn);
@@ -197,7 +206,7 @@ pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs)
 /// partial[split] = dropout(x)ᵀ dy over the split's rows: block = 64 rows of dw x 8 NT columns.
 #[inline(always)]
 pub unsafe fn weight_grad<const NT: usize, const SPLIT: bool>(args: DropoutGemmDwArgs) {
-    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles, col_tiles, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, keep_bits: _ } = args;
+    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles, col_tiles, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, keep_bits: _, elu: _ } = args;
     let bn = 8 * NT as u32;
     let d_stride = bn + 8;
     let b = ptx::ctaid_x();
@@ -400,12 +409,12 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize,
     let chunks = args.ldx.div_ceil(32 * step_chunks) * step_chunks;
     let ws = ptx::dyn_smem_base();
     unsafe { stage_w_fragments::<NT, V>(&args, chunks, ws) };
-    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, scale, seed_key, step, offset, .. } = args;
+    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, scale, seed_key, step, offset, elu, .. } = args;
     // f16 x (V = 2) is exact in tf32 as stored: kept elements enter the products unscaled and
     // unrounded, the sums are scaled once at the end.
     let x_scale = if V == 2 { 1.0 } else { scale };
     ptx::sync_threads();
-    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx);
+    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx).with_elu(elu != 0);
     let lane = ptx::tid_x() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let warps = ptx::ntid_x() / 32;
@@ -509,7 +518,7 @@ unsafe fn dy_run<const NT: usize>(dy: *const f32, rows: u32, ldw: u32, row: u32,
 /// tile j is NT n + j, so B's entries are one run of dy's row per lane.
 #[inline(always)]
 pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: usize>(args: DropoutGemmDwArgs) {
-    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: panel_groups, col_tiles: _, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, keep_bits: _ } = args;
+    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: panel_groups, col_tiles: _, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, keep_bits: _, elu } = args;
     let b = ptx::ctaid_x();
     let (split, group) = (div_or_zero(b, panel_groups), rem_or_zero(b, panel_groups));
     let warps = ptx::ntid_x() / 32;
@@ -519,7 +528,7 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
     }
     let lane = ptx::tid_x() % 32;
     let (g, t) = (lane / 4, lane % 4);
-    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx);
+    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx).with_elu(elu != 0);
     let r_begin = split * rows_per_split;
     let r_end = rows.min(r_begin.saturating_add(rows_per_split));
     let col = col0 + 4 * V as u32 * g;

@@ -8,7 +8,9 @@
 //! ELU' = 1 where h > 0, else h + 1 — the unfused dropout' then ELU', in the same order. Where
 //! dy is the next layer's dX = g wᵀ with g at most 8 columns wide (GAT's output layer: the
 //! classes), `elu_dropout_backward_product` forms dy per element instead of reading it: the
-//! n x 64 dX is never written (nor read back).
+//! n x 64 dX is never written (nor read back). With `pre`, h holds the ELU's input z (the ELU
+//! and the dropout then applied inside the next layer's products, `nn/dropout_gemm.rs`):
+//! ELU'(z) = e^z for z ≤ 0.
 
 use super::col_sums::{add_to_block, flush_block};
 use super::elu::elu1;
@@ -42,14 +44,15 @@ pub unsafe fn elu_dropout(args: EluDropoutArgs) {
     }
 }
 
-/// Four elements' dz = keep ? dy · scale · ELU'(h) : 0 (dropout' then ELU', in that order).
+/// Four elements' dz = keep ? dy · scale · ELU'(h) : 0 (dropout' then ELU', in that order),
+/// from the ELU's output h (ELU' = h + 1 for h ≤ 0) or, with `pre`, its input (e^h).
 #[inline(always)]
-fn grad4(dy: [f32; 4], h: [f32; 4], keep: [bool; 4], scale: f32) -> [f32; 4] {
+fn grad4(dy: [f32; 4], h: [f32; 4], keep: [bool; 4], scale: f32, pre: bool) -> [f32; 4] {
     let mut out = [0f32; 4];
     crate::unroll4!(k => {
         if keep[k] {
             let g = dy[k] * scale;
-            out[k] = if h[k] > 0.0 { g } else { g * (h[k] + 1.0) };
+            out[k] = if h[k] > 0.0 { g } else if pre { g * ptx::exp(h[k]) } else { g * (h[k] + 1.0) };
         }
     });
     out
@@ -58,13 +61,13 @@ fn grad4(dy: [f32; 4], h: [f32; 4], keep: [bool; 4], scale: f32) -> [f32; 4] {
 /// dz = keep ? dy · scale · ELU'(h) : 0 over `n4` float4s (h: the forward's ELU output).
 #[inline(always)]
 pub unsafe fn elu_dropout_backward(args: EluDropoutBackwardArgs) {
-    let EluDropoutBackwardArgs { n4, dy, h, threshold, scale, seed_key, step, offset, dz } = args;
+    let EluDropoutBackwardArgs { n4, dy, h, threshold, scale, seed_key, step, offset, dz, pre } = args;
     let draw = DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) });
     for i in grid_stride(n4) {
         let o = 4 * i;
         let hv = unsafe { ptx::ld_nc_v4_f32(h.add(o as usize)) };
         let d = unsafe { ptx::ld_nc_v4_f32(dy.add(o as usize)) };
-        let out = grad4(d, hv, draw.keep4(seed_key, offset + o, threshold), scale);
+        let out = grad4(d, hv, draw.keep4(seed_key, offset + o, threshold), scale, pre != 0);
         unsafe { ptx::st_v4_f32(dz.add(o as usize), out) };
     }
 }
@@ -78,7 +81,7 @@ pub unsafe fn elu_dropout_backward(args: EluDropoutBackwardArgs) {
 /// column sums are added there too: the layer below's bias gradient, without reading dz again.
 #[inline(always)]
 pub unsafe fn elu_dropout_backward_product(args: EluDropoutBackwardProductArgs) {
-    let EluDropoutBackwardProductArgs { n4, q, cols, g, w, h, threshold, scale, seed_key, step, offset, dz, col_sums } = args;
+    let EluDropoutBackwardProductArgs { n4, q, cols, g, w, h, threshold, scale, seed_key, step, offset, dz, col_sums, pre } = args;
     let ws = ptx::dyn_smem_base();
     let width = 4 * q;
     // The block's column sums, after wᵀ.
@@ -110,7 +113,7 @@ pub unsafe fn elu_dropout_backward_product(args: EluDropoutBackwardProductArgs) 
         }
         let o = 4 * i;
         let hv = unsafe { ptx::ld_nc_v4_f32(h.add(o as usize)) };
-        let out = grad4(d, hv, draw.keep4(seed_key, offset + o, threshold), scale);
+        let out = grad4(d, hv, draw.keep4(seed_key, offset + o, threshold), scale, pre != 0);
         unsafe { ptx::st_v4_f32(dz.add(o as usize), out) };
         crate::unroll4!(k => {
             acc[k] += out[k];

@@ -12,7 +12,7 @@ use super::{NN_BLOCK, NN_BLOCKS_PER_SM, ROW_BLOCK, check_gpu, check_matrix_64, e
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::launch::{PtrMut, Shape};
-use crate::gpu::abi::nn::{GatScoresArgs, GatScoresBackwardArgs, gat_scores_backward_f32, gat_scores_f32};
+use crate::gpu::abi::nn::{gat_scores_one_head_rows as one_head_rows, GatScoresArgs, GatScoresBackwardArgs, gat_scores_backward_f32, gat_scores_f32};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
 use crate::ops::backend::cuda::CudaBackend;
@@ -103,7 +103,8 @@ pub fn gat_scores(wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, s: Pair<&
         return Err(Error::Shape(format!("gat_scores: the two score matrices differ ({} and {} columns, strides {} and {})", s.0.cols, s.1.cols, s.0.ld, s.1.ld)));
     }
     let gpu = wh.gpu().clone();
-    let items = (s.0.rows * s.0.ld) as u64;
+    // A thread a padded score column, or a row for one narrow head.
+    let items = if one_head_rows(heads as u32, wh.ld as u32, s.0.ld as u32) { s.0.rows } else { s.0.rows * s.0.ld } as u64;
     if items == 0 {
         return Ok(());
     }

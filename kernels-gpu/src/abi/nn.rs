@@ -611,3 +611,9 @@ kernels! {
     batch_norm_backward_sums_f32(BatchNormBackwardSumsArgs) = crate::nn::batch_norm::batch_norm_backward_sums;
     batch_norm_backward_f32(BatchNormBackwardArgs) = crate::nn::batch_norm::batch_norm_backward;
 }
+
+/// Whether GAT's scores kernel takes a thread a row (else a thread a padded score column): one
+/// head of at most 8 columns (an output layer), Wh and the scores one padded 8-float row each.
+pub fn gat_scores_one_head_rows(heads: u32, wh_ld: u32, s_ld: u32) -> bool {
+    heads == 1 && wh_ld == 8 && s_ld == 8
+}

@@ -83,22 +83,10 @@ impl<B: Ops> Dropout<B> {
         b.relu_dropout_backward(dy, &self.out, self.p, dz)
     }
 
-    /// `h = ELU(h)` in place and this dropout's output from it in one pass (GAT's hidden tail;
-    /// the mask is not stored): for [`Dropout::backward_elu`], not [`Dropout::backward`]. Only
-    /// while active.
-    pub fn forward_elu(&mut self, b: &B, h: &mut B::Mat) -> Result<()> {
-        b.elu_dropout(h, &mut self.out, self.p, self.seed, self.offset)
-    }
-
-    /// dz = ELU'(dropout'(dy)) after [`Dropout::forward_elu`] of `h` in this step (the mask
-    /// drawn again; `h` holds the ELU's output).
-    pub fn backward_elu(&self, b: &B, dy: &B::Mat, h: &B::Mat, dz: &mut B::Mat) -> Result<()> {
-        b.elu_dropout_backward(dy, h, self.p, self.seed, self.offset, dz)
-    }
-
-    /// [`Dropout::backward_elu`] of dy = g wᵀ (the next layer's dX from its output gradient g
-    /// and weight w), formed inside the pass where the backend can; `h` the ELU's output, or
-    /// its input with `h_is_input` (after a product of [`Dropout::elu_operand`]); with
+    /// dz = ELU'(dropout'(dy)) with dy = g wᵀ (the next layer's dX from its output gradient g
+    /// and weight w) formed inside the pass where the backend can, the mask drawn again as the
+    /// products of [`Dropout::operand`] / [`Dropout::elu_operand`] drew it (GAT's hidden tail);
+    /// `h` the ELU's output, or its input with `h_is_input` (after `elu_operand`); with
     /// `dz_col_sums`, dz's column sums too (the bias gradient of the layer whose output h is).
     pub fn backward_elu_product(&self, b: &B, g: &B::Mat, w: &B::Mat, h: (&B::Mat, bool), dz: &mut B::Mat, dz_col_sums: Option<&mut B::Mat>) -> Result<()> {
         b.elu_dropout_backward_product(g, w, h, self.p, self.seed, self.offset, dz, dz_col_sums)

@@ -239,8 +239,9 @@ impl<B: Ops> GatConv<B> {
         &self.lin.weight.value
     }
 
-    /// The output (after the model's ELU, for the layer above) and the bias gradient, for a
-    /// caller that sums dout's columns where it forms dout (`bias_summed` in `backward`).
+    /// The output (as the model left it: its ELU applied in place, or still to come inside the
+    /// next layer's products) and the bias gradient, for a caller that sums dout's columns
+    /// where it forms dout (`bias_summed` in `backward`).
     pub fn out_and_bias_grad(&mut self) -> (&B::Mat, &mut B::Mat) {
         (&self.out, &mut self.bias.grad)
     }

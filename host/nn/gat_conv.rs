@@ -20,7 +20,7 @@
 //! concatenated, or one): the edge logits, softmax, dropout and every head's aggregation plus the
 //! bias are one op ([`crate::ops::nn::gat_attention`]), the backward two kernels, with per node
 //! and head only the softmax's (max, sum): no per-edge array, three launches a layer instead of
-//! ~20 per head. Unfused ([`GatConv::new_unfused`], `--variant`, and the mean of several heads):
+//! ~20 per head; its column pass also adds the scores' part ds ⊗ a to dWh as it writes it. Unfused ([`GatConv::new_unfused`], `--variant`, and the mean of several heads):
 //! each head keeps its own edge buffers (logits, α, α'), the pattern is shared, and every product
 //! runs on the SpMM / SDDMM kernels as above. The two draw different dropout masks (the fused op
 //! keys them by edge and head); at p = 0 they agree.

@@ -21,7 +21,8 @@
 //! once: D_i, P_i = sum alpha da lk' and Q_i = sum alpha lk', so ds_dst_i = sum_j dz_ij = P_i -
 //! D_i Q_i (subtracting D per edge needed a second walk; on the tf32 hub case both forms gave
 //! the same error, and the f32 tests hold). The column pass walks Sᵀ: ds_src_j = sum_i dz_ij
-//! and dWh_j = sum_i alpha'_ij dout_i, recomputing alpha, da and dz there from the source rows'
+//! and dWh_j = sum_i alpha'_ij dout_i (plus the per-node scores' part ds_src_j a_src + ds_dst_j
+//! a_dst where the attention vectors are given), recomputing alpha, da and dz there from the source rows'
 //! state: D_i is a reduction over all of row i, hence two kernels. The row pass leaves per row
 //! and head (s_dst, lse = max + ln sum, D) in one 16-byte word (`row_state`), so the column
 //! pass gathers one word an edge and head instead of four floats from three arrays, and alpha

@@ -57,8 +57,8 @@ pub unsafe fn scores(args: GatScoresArgs) {
     }
 }
 
-/// One head's scores a thread a row (`gat_scores_one_head_rows`): Wh's row in two 16-byte loads, the score row (the score
-/// and 7 zeros of padding) in two 16-byte stores. (A thread per padded column left 7 of 8
+/// One head's scores a thread a row (`gat_scores_one_head_rows`): Wh's row in two 16-byte
+/// loads, the score row (the score and 7 zeros of padding) in two 16-byte stores. (A thread per padded column left 7 of 8
 /// threads storing zeros and the others one load chain each: 21 us for R-MAT 2^18.)
 #[inline(always)]
 unsafe fn scores_one_head(args: GatScoresArgs) {
@@ -85,11 +85,12 @@ unsafe fn scores_one_head(args: GatScoresArgs) {
 }
 
 /// The backward (`dwh` null: the vectors' gradients only, where the fused attention's column
-/// pass already added ds ⊗ a to dWh). A thread keeps one column c = t % cols of `cols = min(wh_ld, blockDim)` per
-/// pass (columns c, c + cols, ...) over the rows `ctaid * rpi + t / cols + k * gridDim * rpi`
-/// (`rpi = blockDim / cols` rows a block step), adding its part of dwh per element and summing
-/// both gradients of a[c] in registers; then per column into shared memory and one atomic per
-/// column and block (or straight to the atomics without `smem`).
+/// pass already added ds ⊗ a to dWh; for heads of 8 columns [`vector_grads_by_head`]). A
+/// thread keeps one column c = t % cols of `cols = min(wh_ld, blockDim)` per pass (columns c,
+/// c + cols, ...) over the rows `ctaid * rpi + t / cols + k * gridDim * rpi` (`rpi = blockDim /
+/// cols` rows a block step), adding its part of dwh per element and summing both gradients of
+/// a[c] in registers; then per column into shared memory and one atomic per column and block
+/// (or straight to the atomics without `smem`).
 #[inline(always)]
 pub unsafe fn scores_backward(args: GatScoresBackwardArgs) {
     let GatScoresBackwardArgs { rows, heads, head_dim, wh_ld, s_ld, smem, wh, a_src, a_dst, ds_src, ds_dst, dwh, da_src, da_dst } = args;

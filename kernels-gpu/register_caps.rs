@@ -14,6 +14,7 @@ pub const REGISTER_CAPS: &[(&str, &str, u32)] = &[
     // SM instead of three and two (the row pass takes 52 uncapped). No spill at these caps.
     // The forward's cap is 72, under which ptxas allocates 64; capped at 64 it spills 16 bytes.
     ("gat_attention_forward_d8", "sm_90", 72),
+    ("gat_attention_forward_d8_h16", "sm_90", 72),
     ("gat_attention_col_grad_d8", "sm_90", 64),
     // sm_90: the wide f16 dropout forward (GAT's 500 -> 64 first layer): 136 / 126 -> 128 /
     // 118 registers, two blocks of 8 warps an SM instead of one. No spill at this cap.

@@ -85,7 +85,7 @@ fn product_backward<B: Ops>(b: &B, rows: usize, cols: usize, k: usize, p: f32, o
     let (gd, wd) = (b.upload(&g).unwrap(), b.upload(&w).unwrap());
     let mut dz = b.matrix(rows, cols).unwrap();
     let mut sums = b.upload(&Matrix::random(1, cols, 9)).unwrap();
-    b.elu_dropout_backward_product(&gd, &wd, (&h, pre), p, 0xC0FFEE, offset, &mut dz, Some(&mut sums)).unwrap();
+    b.elu_dropout_backward_product(&gd, &wd, (&h, pre), None, p, 0xC0FFEE, offset, &mut dz, Some(&mut sums)).unwrap();
     (b.download(&dz).unwrap(), b.download(&sums).unwrap())
 }
 
@@ -118,7 +118,7 @@ fn gpu_elu_dropout_backward_of_a_product_matches_cpu() {
     let (g, w) = (b.upload(&Matrix::random(37, 5, 1)).unwrap(), b.upload(&Matrix::random(13, 5, 2)).unwrap());
     let mut dz = b.matrix(37, 13).unwrap();
     dz.poison().unwrap();
-    b.elu_dropout_backward_product(&g, &w, (&h, false), 0.5, 1, 0, &mut dz, None).unwrap();
+    b.elu_dropout_backward_product(&g, &w, (&h, false), None, 0.5, 1, 0, &mut dz, None).unwrap();
     let raw = dz.download_padded().unwrap();
     assert!(raw.iter().all(|v| v.is_finite()), "poison left in dz");
     assert!(raw.iter().enumerate().all(|(i, &v)| i % padded_ld(13) < 13 || v == 0.0), "padding");
@@ -143,8 +143,8 @@ fn gpu_elu_dropout_products_match_cpu() {
                 cpu.begin_step().unwrap();
                 let (xd, wd, dyd) = (cpu.upload(x).unwrap(), cpu.upload(w).unwrap(), cpu.upload(dy).unwrap());
                 let (mut y, mut dw) = (cpu.matrix(rows, n).unwrap(), cpu.matrix(cols, n).unwrap());
-                cpu.elu_dropout_gemm(&xd, &wd, &mut y, p, 7, offset).unwrap();
-                cpu.elu_dropout_gemm_dw(&xd, &dyd, &mut dw, p, 7, offset).unwrap();
+                cpu.elu_dropout_gemm(&xd, None, &wd, &mut y, p, 7, offset).unwrap();
+                cpu.elu_dropout_gemm_dw(&xd, None, &dyd, &mut dw, p, 7, offset).unwrap();
                 (cpu.download(&y).unwrap(), cpu.download(&dw).unwrap())
             });
             let got = on(&|x, w, dy| {
@@ -153,8 +153,8 @@ fn gpu_elu_dropout_products_match_cpu() {
                 let (mut y, mut dw) = (b.matrix(rows, n).unwrap(), b.matrix(cols, n).unwrap());
                 y.poison().unwrap();
                 dw.poison().unwrap();
-                b.elu_dropout_gemm(&xd, &wd, &mut y, p, 7, offset).unwrap();
-                b.elu_dropout_gemm_dw(&xd, &dyd, &mut dw, p, 7, offset).unwrap();
+                b.elu_dropout_gemm(&xd, None, &wd, &mut y, p, 7, offset).unwrap();
+                b.elu_dropout_gemm_dw(&xd, None, &dyd, &mut dw, p, 7, offset).unwrap();
                 (b.download(&y).unwrap(), b.download(&dw).unwrap())
             });
             for (g, w, what) in [(&got.0, &want.0, "y"), (&got.1, &want.1, "dw")] {
@@ -167,5 +167,61 @@ fn gpu_elu_dropout_products_match_cpu() {
     let (x, w) = (b.upload(&Matrix::random(10, 64, 1)).unwrap(), b.upload(&Matrix::random(64, 64, 2)).unwrap());
     let mut y = b.matrix(10, 64).unwrap();
     assert!(!b.takes_elu_input(64, 64) && b.takes_elu_input(64, 8));
-    assert!(b.elu_dropout_gemm(&x, &w, &mut y, 0.5, 1, 0).is_err());
+    assert!(b.elu_dropout_gemm(&x, None, &w, &mut y, 0.5, 1, 0).is_err());
+}
+
+/// x (or h) rounded to f16, as an f16 activation holds it.
+fn rounded_f16(m: &Matrix) -> Matrix {
+    Matrix::from_vec(m.rows, m.cols, m.data.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect()).unwrap()
+}
+
+/// The ELU-on-load products and the ELU-dropout backward reading their activation's f16
+/// values (`half_activation`: GAT's hidden output in f16 precision) against the f64 CPU
+/// backend on the same values rounded to f16, at the tf32 tolerance: the f32 matrix beside
+/// them is poisoned (it must not be read), outputs poisoned, odd shapes, an offset.
+#[test]
+fn gpu_f16_activations_match_cpu() {
+    use tcgnn::ops::nn::dropout_gemm::DropoutGemmOp;
+    let Some(gpu) = common::gpu_or_skip("gpu_f16_activations_match_cpu") else { return };
+    let b = CudaBackend::new(gpu, Precision::F16, Impl::Auto).unwrap();
+    let cpu = CpuBackend::<f64>::new();
+    let rel = |g: &Matrix, w: &Matrix| tcgnn::tensor::rel_error(&g.data, &w.data.iter().map(|&v| v as f64).collect::<Vec<_>>());
+    for (rows, cols, n) in [(1, 8, 1), (37, 16, 3), (2051, 64, 8), (999, 40, 7), (70_001, 64, 8)] {
+        for (p, offset) in [(0.6f32, 0u64), (0.3, 5 * padded_ld(cols) as u64)] {
+            let (x, w, dy, g) = (Matrix::random(rows, cols, 3), Matrix::random(cols, n, 4), Matrix::random(rows, n, 5), Matrix::random(rows, n, 6));
+            let x16 = rounded_f16(&x);
+            cpu.begin_step().unwrap();
+            let (xd, wd, dyd) = (cpu.upload(&x16).unwrap(), cpu.upload(&w).unwrap(), cpu.upload(&dy).unwrap());
+            let (mut y, mut dw, mut dz, mut sums) = (cpu.matrix(rows, n).unwrap(), cpu.matrix(cols, n).unwrap(), cpu.matrix(rows, cols).unwrap(), cpu.matrix(1, cols).unwrap());
+            cpu.elu_dropout_gemm(&xd, None, &wd, &mut y, p, 7, offset).unwrap();
+            cpu.elu_dropout_gemm_dw(&xd, None, &dyd, &mut dw, p, 7, offset).unwrap();
+            let gd = cpu.upload(&g).unwrap();
+            cpu.elu_dropout_backward_product(&gd, &wd, (&xd, true), None, p, 7, offset, &mut dz, Some(&mut sums)).unwrap();
+            let want = [&y, &dw, &dz, &sums].map(|m| cpu.download(m).unwrap());
+
+            b.begin_step().unwrap();
+            let mut xd = b.upload(&x).unwrap();
+            let mut half = b.half_activation(rows, cols, n).unwrap().expect("f16 precision keeps f16 activations");
+            tcgnn::ops::values::cast_matrix_to_f16(&xd, &mut half).unwrap();
+            xd.poison().unwrap();
+            let (wd, dyd, gd) = (b.upload(&w).unwrap(), b.upload(&dy).unwrap(), b.upload(&g).unwrap());
+            let (mut y, mut dw, mut dz, mut sums) = (b.matrix(rows, n).unwrap(), b.matrix(cols, n).unwrap(), b.matrix(rows, cols).unwrap(), b.matrix(1, cols).unwrap());
+            for m in [&mut y, &mut dw, &mut dz, &mut sums] {
+                m.poison().unwrap();
+            }
+            b.elu_dropout_gemm(&xd, Some(&half), &wd, &mut y, p, 7, offset).unwrap();
+            b.elu_dropout_gemm_dw(&xd, Some(&half), &dyd, &mut dw, p, 7, offset).unwrap();
+            b.elu_dropout_backward_product(&gd, &wd, (&xd, true), Some(&half), p, 7, offset, &mut dz, Some(&mut sums)).unwrap();
+            let got = [&y, &dw, &dz, &sums].map(|m| b.download(m).unwrap());
+            for ((gm, wm), what) in got.iter().zip(&want).zip(["y", "dw", "dz", "dz's column sums"]) {
+                let e = rel(gm, wm);
+                assert!(e < 5e-3, "{rows} x {cols} -> {n}, p {p}, offset {offset}: {what} rel error {e:.2e}");
+            }
+        }
+    }
+    // f16 values of another shape: refused.
+    let x = b.matrix(10, 16).unwrap();
+    let half = b.half_activation(11, 16, 8).unwrap().unwrap();
+    let (w, mut y) = (b.upload(&Matrix::random(16, 8, 2)).unwrap(), b.matrix(10, 8).unwrap());
+    assert!(b.elu_dropout_gemm(&x, Some(&half), &w, &mut y, 0.5, 1, 0).is_err());
 }

@@ -7,7 +7,8 @@
 //! GPU (skipped without one): the fused op against the CPU op in f64 on fresh random inputs,
 //! outputs poisoned first, on the odd shapes (one node, empty rows, a hub row, n not a multiple
 //! of 8 or 32, rows and columns of up to 599 edges), with and without attention dropout (the
-//! same masks: both draw from `rng.rs`); and a GAT model trained on the GPU fused and unfused to
+//! same masks: both draw from `rng.rs`), the f16 output for heads of 8 columns at the f16
+//! tolerance; and a GAT model trained on the GPU fused and unfused to
 //! the same losses without dropout.
 
 mod common;
@@ -18,7 +19,7 @@ use tcgnn::nn::backend::cpu::HostMat;
 use tcgnn::nn::gat_conv::{GatConv, GatGraph};
 use tcgnn::nn::operand::Operand;
 use tcgnn::nn::{Backend, CpuBackend, CudaBackend};
-use tcgnn::ops::nn::gat_attention::{GatAttention, GradInputs, gat_attention, gat_attention_backward, gat_attention_backward_cpu, gat_attention_cpu};
+use tcgnn::ops::nn::gat_attention::{GatAttention, GradInputs, gat_attention, gat_attention_backward, gat_attention_half, gat_attention_backward_cpu, gat_attention_cpu};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::tensor::Matrix;
 use tcgnn::util::rng::SplitMix64;
@@ -147,6 +148,19 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
                 gat_attention(&g, &a, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut outd, &mut statsd).unwrap();
                 close(&down(&outd), &out, 1e-5, &format!("{what}: out"));
                 close(&down(&statsd), &stats, 1e-5, &format!("{what}: statistics"));
+                if dim == 8 {
+                    // The f16 output (a hidden layer whose next reads it in f16): out rounded.
+                    let mut out16 = DeviceMatrix::<half::f16>::zeros(&gpu, n, w).unwrap();
+                    out16.poison().unwrap();
+                    statsd.poison().unwrap();
+                    gat_attention_half(&g, &a, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut out16, &mut statsd).unwrap();
+                    let got: Vec<f64> = out16.download().unwrap().data.iter().map(|&v| v as f64).collect();
+                    close(&got, &out, 1e-2, &format!("{what}: f16 out"));
+                    close(&down(&statsd), &stats, 1e-5, &format!("{what}: statistics (f16 out)"));
+                } else {
+                    let mut out16 = DeviceMatrix::<half::f16>::zeros(&gpu, n, w).unwrap();
+                    assert!(gat_attention_half(&g, &a, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut out16, &mut statsd).is_err(), "{what}: f16 out refused");
+                }
                 let (a_srcd, a_dstd) = (dev(&a_src), dev(&a_dst));
                 for (att, want_dwh) in [(None, &dwh), (Some((&a_srcd, &a_dstd)), &dwh_att)] {
                     let what = format!("{what}{}", if att.is_some() { ", scores' part added" } else { "" });

@@ -88,14 +88,15 @@ impl<B: Ops> Dropout<B> {
     /// products of [`Dropout::operand`] / [`Dropout::elu_operand`] drew it (GAT's hidden tail);
     /// `h` the ELU's output, or its input with `h_is_input` (after `elu_operand`); with
     /// `dz_col_sums`, dz's column sums too (the bias gradient of the layer whose output h is).
-    pub fn backward_elu_product(&self, b: &B, g: &B::Mat, w: &B::Mat, h: (&B::Mat, bool), dz: &mut B::Mat, dz_col_sums: Option<&mut B::Mat>) -> Result<()> {
-        b.elu_dropout_backward_product(g, w, h, self.p, self.seed, self.offset, dz, dz_col_sums)
+    pub fn backward_elu_product(&self, b: &B, g: &B::Mat, w: &B::Mat, h: (&B::Mat, bool), h16: Option<&B::Half>, dz: &mut B::Mat, dz_col_sums: Option<&mut B::Mat>) -> Result<()> {
+        b.elu_dropout_backward_product(g, w, h, h16, self.p, self.seed, self.offset, dz, dz_col_sums)
     }
 
     /// `dropout(ELU(x))` as the left operand of the product that follows (x the ELU's input;
     /// both applied inside the product: [`Operand::EluDropped`]). Only while active.
-    pub fn elu_operand<'a>(&self, x: &'a B::Mat) -> Operand<'a, B> {
-        Operand::EluDropped { x, p: self.p, seed: self.seed, offset: self.offset }
+    /// `half`: x's values in f16, read instead of x.
+    pub fn elu_operand<'a>(&self, x: &'a B::Mat, half: Option<&'a B::Half>) -> Operand<'a, B> {
+        Operand::EluDropped { x, half, p: self.p, seed: self.seed, offset: self.offset }
     }
 
     /// dx = dropout'(dy) (a copy when p = 0).

@@ -93,6 +93,10 @@ pub struct GatConv<B: Ops> {
     /// dL/dWh (n x H F).
     dwh: B::Mat,
     out: B::Mat,
+    /// An f16 home for out where the next layer reads it only through ELU-on-load products
+    /// ([`GatConv::keep_half_output`]), and whether the last forward wrote it there instead.
+    out16: Option<B::Half>,
+    wrote_half: bool,
     path: Path<B>,
 }
 
@@ -174,8 +178,23 @@ impl<B: Ops> GatConv<B> {
             ds_dst: b.matrix(rows, heads)?,
             dwh: b.matrix(rows, width)?,
             out: b.matrix(rows, if concat { width } else { dim })?,
+            out16: None,
+            wrote_half: false,
             path,
         })
+    }
+
+    /// Gives out an f16 home where the backend keeps such activations
+    /// ([`DropoutGemmOp::half_activation`](crate::ops::nn::dropout_gemm::DropoutGemmOp::half_activation))
+    /// and the fused op writes it (heads of 8 columns, concatenated): for a hidden layer whose
+    /// next layer takes it through ELU-on-load products `next_width` wide. A training
+    /// forward asked to ([`GatConv::forward_half`]) then writes only the f16 values.
+    pub fn keep_half_output(&mut self, b: &B, next_width: usize) -> Result<()> {
+        if self.is_fused() && self.concat && self.dim == 8 {
+            let (rows, cols) = B::shape(&self.out);
+            self.out16 = b.half_activation(rows, cols, next_width)?;
+        }
+        Ok(())
     }
 
     /// The fused op's view of this layer (attention dropout only in training).
@@ -189,7 +208,15 @@ impl<B: Ops> GatConv<B> {
     }
 
     pub fn forward(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, train: bool) -> Result<&B::Mat> {
+        self.forward_half(b, g, x, train, false)?;
+        Ok(&self.out)
+    }
+
+    /// [`GatConv::forward`], writing out only in f16 ([`GatConv::out_half`]) when `half` and
+    /// the layer keeps an f16 home (`out` is then left as it was).
+    pub fn forward_half(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, train: bool, half: bool) -> Result<()> {
         self.dropped = train && self.p > 0.0;
+        self.wrote_half = false;
         self.lin.forward(b, x)?;
         // The scores, logits and aggregation read neighbours' Wh rows: a part fills its halo.
         halo_hook::fill(&g.halo, b, self.lin.out_mut())?;
@@ -198,8 +225,14 @@ impl<B: Ops> GatConv<B> {
         let a = self.attention(g);
         let u = match &mut self.path {
             Path::Fused { stats, .. } => {
-                b.gat_attention(&g.graph, &a, self.lin.out(), &self.s_src, &self.s_dst, &self.bias.value, &mut self.out, stats)?;
-                return Ok(&self.out);
+                match self.out16.as_mut().filter(|_| half) {
+                    Some(out16) => {
+                        b.gat_attention_half(&g.graph, &a, self.lin.out(), &self.s_src, &self.s_dst, &self.bias.value, out16, stats)?;
+                        self.wrote_half = true;
+                    }
+                    None => b.gat_attention(&g.graph, &a, self.lin.out(), &self.s_src, &self.s_dst, &self.bias.value, &mut self.out, stats)?,
+                }
+                return Ok(());
             }
             Path::Unfused(u) => u,
         };
@@ -220,11 +253,15 @@ impl<B: Ops> GatConv<B> {
             b.head_put(&u.agg, col0, weight, !self.concat && h > 0, &mut self.out)?;
         }
         b.bias_add(&mut self.out, &self.bias.value)?;
-        Ok(&self.out)
+        Ok(())
     }
 
     pub fn out(&self) -> &B::Mat {
         &self.out
+    }
+    /// out's f16 values where the last forward wrote only those ([`GatConv::forward_half`]).
+    pub fn out_half(&self) -> Option<&B::Half> {
+        self.out16.as_ref().filter(|_| self.wrote_half)
     }
     pub fn out_mut(&mut self) -> &mut B::Mat {
         &mut self.out
@@ -240,10 +277,11 @@ impl<B: Ops> GatConv<B> {
     }
 
     /// The output (as the model left it: its ELU applied in place, or still to come inside the
-    /// next layer's products) and the bias gradient, for a caller that sums dout's columns
+    /// next layer's products; its f16 values where only those were written) and the bias
+    /// gradient, for a caller that sums dout's columns
     /// where it forms dout (`bias_summed` in `backward`).
-    pub fn out_and_bias_grad(&mut self) -> (&B::Mat, &mut B::Mat) {
-        (&self.out, &mut self.bias.grad)
+    pub fn out_and_bias_grad(&mut self) -> (&B::Mat, Option<&B::Half>, &mut B::Mat) {
+        (&self.out, self.out16.as_ref().filter(|_| self.wrote_half), &mut self.bias.grad)
     }
 
     /// Fills every parameter's gradient from `dout` (after a training `forward` of `x`), and dX

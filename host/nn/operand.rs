@@ -19,7 +19,8 @@ pub enum Operand<'a, B: Ops> {
     Dropped { x: &'a B::Mat, half: Option<&'a B::Half>, p: f32, seed: u64, offset: u64 },
     /// `dropout(ELU(x))` (x the layer below's pre-activation), ELU and mask applied inside both
     /// products as for `Dropped` ([`DropoutGemmOp::elu_dropout_gemm`](crate::ops::nn::dropout_gemm::DropoutGemmOp::elu_dropout_gemm)).
-    EluDropped { x: &'a B::Mat, p: f32, seed: u64, offset: u64 },
+    /// `half`: x's values in f16, read instead of x (which the forward then left unwritten).
+    EluDropped { x: &'a B::Mat, half: Option<&'a B::Half>, p: f32, seed: u64, offset: u64 },
 }
 
 impl<B: Ops> Operand<'_, B> {
@@ -29,7 +30,7 @@ impl<B: Ops> Operand<'_, B> {
             Operand::Dense(x) => b.gemm(x, false, w, false, 0.0, out),
             Operand::Sparse { x, values, .. } => b.spmm(x, Side::Forward, values, w, out),
             Operand::Dropped { x, half, p, seed, offset } => b.dropout_gemm(x, *half, w, out, *p, *seed, *offset),
-            Operand::EluDropped { x, p, seed, offset } => b.elu_dropout_gemm(x, w, out, *p, *seed, *offset),
+            Operand::EluDropped { x, half, p, seed, offset } => b.elu_dropout_gemm(x, *half, w, out, *p, *seed, *offset),
         }
     }
 
@@ -39,7 +40,7 @@ impl<B: Ops> Operand<'_, B> {
             Operand::Dense(x) => b.gemm(x, true, g, false, 0.0, out),
             Operand::Sparse { x, values_t, .. } => b.spmm(x, Side::Transposed, values_t, g, out),
             Operand::Dropped { x, half, p, seed, offset } => b.dropout_gemm_dw(x, *half, g, out, *p, *seed, *offset),
-            Operand::EluDropped { x, p, seed, offset } => b.elu_dropout_gemm_dw(x, g, out, *p, *seed, *offset),
+            Operand::EluDropped { x, half, p, seed, offset } => b.elu_dropout_gemm_dw(x, *half, g, out, *p, *seed, *offset),
         }
     }
 }

@@ -90,8 +90,10 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
     let fused = |heads: u64, dim: u64, concat: bool| !cfg.variant && GatAttention::fits(heads as usize, dim as usize) && (concat || heads == 1);
     let hidden_convs: u64 = (0..cfg.layers as u64 - 1).map(|l| conv_bytes(n, nnz, if l == 0 { f } else { hidden_width }, heads, h, fused(heads, h, true))).sum();
     let in_last = if cfg.layers == 1 { f } else { hidden_width };
-    // Two backward buffers (the hidden dropouts are drawn inside the products: no buffers).
-    hidden_convs + conv_bytes(n, nnz, in_last, 1, c, fused(1, c, false)) + 2 * mat_bytes(n, hidden_width)
+    // Two backward buffers (the hidden dropouts are drawn inside the products: no buffers),
+    // and each hidden conv's f16 output where the backend keeps one (at most half a matrix).
+    let half_outs = (cfg.layers as u64 - 1) * mat_bytes(n, hidden_width) / 2;
+    hidden_convs + conv_bytes(n, nnz, in_last, 1, c, fused(1, c, false)) + 2 * mat_bytes(n, hidden_width) + half_outs
 }
 
 /// Per layer: W (in x heads·dim), attention over heads·dim gathered columns (the per-node
@@ -139,6 +141,14 @@ impl<B: Ops> Gat<B> {
         }
         // Each drawn inside the next conv's products and again in the ELU's backward: no buffers.
         let drops = (1..cfg.layers).map(|l| Dropout::redrawn_only(b, hidden_width, cfg.dropout, dropout_seed(cfg.seed, l as u64))).collect::<Result<Vec<_>>>()?;
+        // A hidden conv whose output the next reads only through ELU-on-load products keeps it
+        // in f16 where the backend does (f16 precision): half the bytes written and read thrice.
+        for l in 1..cfg.layers {
+            let next_width = B::shape(convs[l].weight()).1;
+            if cfg.dropout > 0.0 && b.takes_elu_input(hidden_width, next_width) {
+                convs[l - 1].keep_half_output(b, next_width)?;
+            }
+        }
         Ok(Gat {
             elu_in: vec![false; cfg.layers],
             graph: g,
@@ -155,28 +165,30 @@ impl<B: Ops> Gat<B> {
 impl<B: Ops> Model<B> for Gat<B> {
     fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat> {
         let last = self.convs.len() - 1;
+        // Training: the ELU and the dropout applied inside conv l's products where the backend
+        // takes it (conv l - 1's `out` keeps the ELU's input, or only its f16 values), else the
+        // ELU in place and the dropout inside the products. No ELU or dropped copy is written
+        // either way. (Fused into the attention forward's write instead, the ELU slowed that
+        // kernel's main loop by a quarter: NOTES.)
+        for l in 1..=last {
+            let h = B::shape(self.convs[l - 1].out()).1;
+            self.elu_in[l - 1] = self.drops[l - 1].is_active(train) && b.takes_elu_input(h, B::shape(self.convs[l].weight()).1);
+        }
         {
             let x0 = input.forward(b, train, self.p, self.input_seed)?;
-            self.convs[0].forward(b, &self.graph, &x0, train)?;
+            self.convs[0].forward_half(b, &self.graph, &x0, train, last > 0 && self.elu_in[0])?;
         }
         for l in 1..=last {
-            // Training: the ELU and the dropout applied inside conv l's products where the
-            // backend takes it (conv l - 1's `out` keeps the ELU's input), else the ELU in place
-            // and the dropout inside the products. No ELU or dropped copy is written either way.
-            // (Fused into the attention forward's write instead, the ELU slowed that kernel's
-            // main loop by a quarter: NOTES.)
             let (below, rest) = self.convs.split_at_mut(l);
             let drop = &self.drops[l - 1];
-            let h = below[l - 1].out_mut();
-            let in_product = drop.is_active(train) && b.takes_elu_input(B::shape(h).1, B::shape(rest[0].weight()).1);
-            self.elu_in[l - 1] = in_product;
-            let x = if in_product {
-                drop.elu_operand(h)
+            let x = if self.elu_in[l - 1] {
+                drop.elu_operand(below[l - 1].out(), below[l - 1].out_half())
             } else {
+                let h = below[l - 1].out_mut();
                 b.elu(h)?;
                 drop.operand(h, train)
             };
-            rest[0].forward(b, &self.graph, &x, train)?;
+            rest[0].forward_half(b, &self.graph, &x, train, l < last && self.elu_in[l])?;
         }
         Ok(self.convs[last].out())
     }
@@ -195,11 +207,11 @@ impl<B: Ops> Model<B> for Gat<B> {
                 // `out` is the ELU's output, or its input), not written; conv l - 1's bias
                 // gradient summed there.
                 let in_product = self.elu_in[l - 1];
-                let h = below[l - 1].out();
-                let x = if in_product { drop.elu_operand(h) } else { drop.operand(h, true) };
+                let (h, h16) = (below[l - 1].out(), below[l - 1].out_half());
+                let x = if in_product { drop.elu_operand(h, h16) } else { drop.operand(h, true) };
                 rest[0].backward(b, &self.graph, &x, dout, None, summed)?;
-                let (h, bias_grad) = below[l - 1].out_and_bias_grad();
-                drop.backward_elu_product(b, rest[0].d_wh(), rest[0].weight(), (h, in_product), &mut self.d_h, Some(bias_grad))?;
+                let (h, h16, bias_grad) = below[l - 1].out_and_bias_grad();
+                drop.backward_elu_product(b, rest[0].d_wh(), rest[0].weight(), (h, in_product), h16, &mut self.d_h, Some(bias_grad))?;
                 d_h_summed = true;
             } else {
                 let h = below[l - 1].out();
@@ -224,7 +236,8 @@ impl<B: Ops> Model<B> for Gat<B> {
 
     fn embedding(&self, layer: usize) -> Option<&B::Mat> {
         // Each hidden conv's output after its ELU (an evaluation forward applies it in place;
-        // only a training forward may leave its input there: `elu_in`).
+        // only a training forward may leave its input there, or leave it as it was, having
+        // written only its f16 values: `elu_in`).
         if layer + 1 < self.convs.len() { Some(self.convs[layer].out()) } else { None }
     }
 }

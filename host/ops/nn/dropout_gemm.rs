@@ -405,15 +405,16 @@ pub fn dropout_gemm<'a>(x: impl Into<FeaturesRef<'a>>, w: &DeviceMatrix<f32>, y:
 }
 
 /// y = dropout(ELU(x)) w on the device: the layer below's ELU applied as x is loaded (x holds
-/// its input), then the draw of [`dropout_gemm`]. The streaming kernels only: outputs of at
-/// most 32 columns ([`elu_input_fits`]).
+/// its input, f32 or f16; f16 in tf32 math only), then the draw of [`dropout_gemm`]. The
+/// streaming kernels only: outputs of at most 32 columns ([`elu_input_fits`]).
 #[allow(clippy::too_many_arguments)]
-pub fn elu_dropout_gemm(x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+pub fn elu_dropout_gemm<'a>(x: impl Into<FeaturesRef<'a>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
     check_p(p)?;
-    if w.rows != x.cols || y.rows != x.rows || y.cols != w.cols {
-        return Err(Error::Shape(format!("elu_dropout_gemm: x {} x {}, w {} x {}, y {} x {}", x.rows, x.cols, w.rows, w.cols, y.rows, y.cols)));
+    let x = x.into();
+    if w.rows != x.cols() || y.rows != x.rows() || y.cols != w.cols {
+        return Err(Error::Shape(format!("elu_dropout_gemm: x {} x {}, w {} x {}, y {} x {}", x.rows(), x.cols(), w.rows, w.cols, y.rows, y.cols)));
     }
-    forward(FeaturesRef::F32(x), w, false, y, p, seed, step, offset, math, true)
+    forward(x, w, false, y, p, seed, step, offset, math, true)
 }
 
 /// Whether [`elu_dropout_gemm`] / [`elu_dropout_gemm_dw`] take x of `cols` columns into
@@ -422,10 +423,10 @@ pub fn elu_input_fits(cols: usize, out_cols: usize) -> bool {
     stream_smem(padded_ld(cols), padded_ld(out_cols), false).is_some()
 }
 
-/// Refuses ELU on load outside the streaming kernels on f32 x.
-fn check_elu(elu: bool, stream: bool, half: bool, what: &str, out_cols: usize) -> Result<()> {
-    if elu && (!stream || half) {
-        return Err(Error::Unsupported(format!("{what}: ELU on load for {out_cols} output columns (the streaming kernels on f32 x take it: at most 32 columns)")));
+/// Refuses ELU on load outside the streaming kernels.
+fn check_elu(elu: bool, stream: bool, what: &str, out_cols: usize) -> Result<()> {
+    if elu && !stream {
+        return Err(Error::Unsupported(format!("{what}: ELU on load for {out_cols} output columns (the streaming kernels take it: at most 32 columns)")));
     }
     Ok(())
 }
@@ -447,7 +448,7 @@ fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut Dev
     let (nt, col_tiles) = column_tiles(y.ld);
     let stream = stream_smem(x_ld, y.ld, half);
     check_half(half, stream.is_some(), math, "dropout_gemm", y.cols)?;
-    check_elu(elu, stream.is_some(), half, "dropout_gemm", y.cols)?;
+    check_elu(elu, stream.is_some(), "dropout_gemm", y.cols)?;
     let args = DropoutGemmArgs {
         rows: x_rows as u32,
         k: x_cols as u32,
@@ -583,10 +584,10 @@ pub fn dropout_gemm_dw<'a>(
 }
 
 /// dw = dropout(ELU(x))ᵀ dy on the device, the mask of [`elu_dropout_gemm`] (the streaming
-/// kernels only: [`elu_input_fits`]); `scratch` as [`dropout_gemm_dw`]'s.
+/// kernels only: [`elu_input_fits`]; x f32 or f16); `scratch` as [`dropout_gemm_dw`]'s.
 #[allow(clippy::too_many_arguments)]
-pub fn elu_dropout_gemm_dw(x: &DeviceMatrix<f32>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, scratch: &mut DeviceVec<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
-    weight_grad(FeaturesRef::F32(x), dy, dw, scratch, (p, seed, offset, true), step, math)
+pub fn elu_dropout_gemm_dw<'a>(x: impl Into<FeaturesRef<'a>>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, scratch: &mut DeviceVec<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+    weight_grad(x.into(), dy, dw, scratch, (p, seed, offset, true), step, math)
 }
 
 /// [`dropout_gemm_dw`], x entering as ELU(x) with `elu`.
@@ -608,7 +609,7 @@ fn weight_grad(x: FeaturesRef<'_>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix
     let (k, ldw) = (x_cols, dw.ld);
     let stream = stream_smem(x_ld, ldw, half).is_some();
     check_half(half, stream, math, "dropout_gemm_dw", dw.cols)?;
-    check_elu(elu, stream, half, "dropout_gemm_dw", dw.cols)?;
+    check_elu(elu, stream, "dropout_gemm_dw", dw.cols)?;
     let split = math == GemmMath::F32;
     let (splits, rows_per_split, k_tiles, col_tiles, nt) = dw_plan(&gpu, x_rows, k, ldw, half, split)?;
     let need = splits * k * ldw;
@@ -734,13 +735,19 @@ pub trait DropoutGemmOp: Backend {
     /// Whether [`DropoutGemmOp::elu_dropout_gemm`] takes x of `cols` columns into `out_cols`
     /// (everything on the CPU; the streaming kernels on the GPU: at most 32 columns).
     fn takes_elu_input(&self, cols: usize, out_cols: usize) -> bool;
+    /// A `rows x cols` f16 buffer for an activation that only ELU-on-load products of at most
+    /// `out_cols` columns ([`DropoutGemmOp::elu_dropout_gemm`] and its weight gradient) and the
+    /// ELU's backward read, where this backend reads such activations in f16 (the GPU in f16
+    /// precision with tf32 products); `None` elsewhere (the CPU).
+    fn half_activation(&self, rows: usize, cols: usize, out_cols: usize) -> Result<Option<Self::Half>>;
     /// `y = dropout(ELU(x)) w`: the layer below's ELU applied as x is read (x holds its input),
-    /// then the draw of [`DropoutGemmOp::dropout_gemm`]; no ELU or dropped copy written.
+    /// then the draw of [`DropoutGemmOp::dropout_gemm`]; no ELU or dropped copy written. `half`:
+    /// x's values in f16 ([`DropoutGemmOp::half_activation`]), read instead of x.
     #[allow(clippy::too_many_arguments)]
-    fn elu_dropout_gemm(&self, x: &Self::Mat, w: &Self::Mat, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    fn elu_dropout_gemm(&self, x: &Self::Mat, half: Option<&Self::Half>, w: &Self::Mat, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
     /// `dw = dropout(ELU(x))ᵀ dy` with the mask of [`DropoutGemmOp::elu_dropout_gemm`].
     #[allow(clippy::too_many_arguments)]
-    fn elu_dropout_gemm_dw(&self, x: &Self::Mat, dy: &Self::Mat, dw: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    fn elu_dropout_gemm_dw(&self, x: &Self::Mat, half: Option<&Self::Half>, dy: &Self::Mat, dw: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
 }
 
 impl<T: Real> DropoutGemmOp for CpuBackend<T> {
@@ -778,11 +785,14 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
     fn takes_elu_input(&self, _cols: usize, _out_cols: usize) -> bool {
         true
     }
-    fn elu_dropout_gemm(&self, x: &HostMat<T>, w: &HostMat<T>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn half_activation(&self, _: usize, _: usize, _: usize) -> Result<Option<()>> {
+        Ok(None)
+    }
+    fn elu_dropout_gemm(&self, x: &HostMat<T>, _: Option<&()>, w: &HostMat<T>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
         // The reference: ELU into a copy, then the product of its dropout.
         self.dropout_gemm(&elu_copy(x), None, w, y, p, seed, offset)
     }
-    fn elu_dropout_gemm_dw(&self, x: &HostMat<T>, dy: &HostMat<T>, dw: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn elu_dropout_gemm_dw(&self, x: &HostMat<T>, _: Option<&()>, dy: &HostMat<T>, dw: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
         self.dropout_gemm_dw(&elu_copy(x), None, dy, dw, p, seed, offset)
     }
 }
@@ -790,6 +800,15 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
 /// ELU(x) as a new matrix (the CPU's reference of ELU on load).
 fn elu_copy<T: Real>(x: &HostMat<T>) -> HostMat<T> {
     HostMat { rows: x.rows, cols: x.cols, data: x.data.iter().map(|&v| super::elu::elu1(v)).collect() }
+}
+
+/// An ELU-on-load product's x: its f16 values where given (of x's shape), else x.
+fn activation<'a>(x: &'a DeviceMatrix<f32>, half: Option<&'a DeviceMatrix<f16>>) -> Result<FeaturesRef<'a>> {
+    match half {
+        Some(h) if (h.rows, h.cols) != (x.rows, x.cols) => Err(Error::Shape(format!("elu_dropout_gemm: x {} x {}, its f16 values {} x {}", x.rows, x.cols, h.rows, h.cols))),
+        Some(h) => Ok(FeaturesRef::F16(h)),
+        None => Ok(FeaturesRef::F32(x)),
+    }
 }
 
 impl CudaBackend {
@@ -857,11 +876,19 @@ impl DropoutGemmOp for CudaBackend {
     fn takes_elu_input(&self, cols: usize, out_cols: usize) -> bool {
         elu_input_fits(cols, out_cols)
     }
-    fn elu_dropout_gemm(&self, x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn half_activation(&self, rows: usize, cols: usize, out_cols: usize) -> Result<Option<DeviceMatrix<f16>>> {
+        if self.precision != Precision::F16 || self.math != GemmMath::Tf32 || !takes_f16_features(cols, out_cols) {
+            return Ok(None);
+        }
+        DeviceMatrix::zeros(&self.gpu, rows, cols).map(Some)
+    }
+    fn elu_dropout_gemm(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        let x = activation(x, half)?;
         self.timed("dropout gemm", || elu_dropout_gemm(x, w, y, p, seed, &self.step_ptr(), offset, self.math))
     }
-    fn elu_dropout_gemm_dw(&self, x: &DeviceMatrix<f32>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
-        let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows, x.cols, dy.cols, false)?;
+    fn elu_dropout_gemm_dw(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+        let x = activation(x, half)?;
+        let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;
         self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || elu_dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math)))
     }
 }

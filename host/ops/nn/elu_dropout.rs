@@ -22,7 +22,9 @@ use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
+use crate::ops::nn::dropout_gemm::DropoutGemmOp;
 use crate::ops::nn::gemm::GemmOp;
+use half::f16;
 use crate::util::Real;
 
 /// h = ELU(h), y = dropout(h) on the host (`h`, `y` rows x cols unpadded): the values of
@@ -100,7 +102,7 @@ pub fn elu_dropout_backward(dy: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f3
     let gpu = dy.gpu().clone();
     let n4 = n4(dy);
     let (threshold, scale, seed_key) = (dropout_threshold(p), scale_f32(p), dropout_seed_key(seed));
-    let args = EluDropoutBackwardArgs { n4, dy: dy.arg(), h: h.arg(), threshold, scale, seed_key, step: step.arg(&gpu), offset, dz: dz.arg_mut(), pre: 0 };
+    let args = EluDropoutBackwardArgs { n4, dy: dy.arg(), h: h.arg(), threshold, scale, seed_key, step: step.arg(&gpu), offset, dz: dz.arg_mut(), pre: 0, h16: 0 };
     // SAFETY: dy, h and dz hold n4 float4s each (dz distinct from both: a unique borrow), step
     // one u32.
     unsafe { elu_dropout_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
@@ -109,8 +111,8 @@ pub fn elu_dropout_backward(dy: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f3
 /// dz = keep ? dy · scale · ELU'(h) : 0 with dy = g wᵀ (g rows x k, w cols x k: the next
 /// layer's dX, formed in the kernel and never written) on the device, for k ≤ 8; h and dz rows
 /// x cols. Elsewhere (k past 8, rows past 1024 columns or 2^32 float4s) dy is formed by cuBLAS
-/// into dz first and the
-/// backward runs in place.
+/// into dz first and the backward runs in place. With `h16` (h's shape), h's values are read
+/// from it instead (h itself unread: an activation the forward wrote in f16 only).
 #[allow(clippy::too_many_arguments)]
 pub fn elu_dropout_backward_product(
     blas: &crate::gpu::cublas::Blas,
@@ -118,6 +120,7 @@ pub fn elu_dropout_backward_product(
     g: &DeviceMatrix<f32>,
     w: &DeviceMatrix<f32>,
     (h, h_is_input): (&DeviceMatrix<f32>, bool),
+    h16: Option<&DeviceMatrix<f16>>,
     p: f32,
     seed: u64,
     step: &DeviceVec<u32>,
@@ -139,6 +142,16 @@ pub fn elu_dropout_backward_product(
             return Err(Error::Shape(format!("{what}: column sums {} x {} for {} columns (want 1 x {})", s.rows, s.cols, h.cols, h.cols)));
         }
     }
+    if let Some(h16) = h16 {
+        check_gpu(h.gpu(), h16.gpu(), what)?;
+        if (h16.rows, h16.cols, h16.ld) != (h.rows, h.cols, h.ld) {
+            return Err(Error::Shape(format!("{what}: h's f16 values {} x {} (stride {}) for h {} x {} (stride {})", h16.rows, h16.cols, h16.ld, h.rows, h.cols, h.ld)));
+        }
+    }
+    let (h_arg, h16_flag) = match h16 {
+        Some(m) => (m.arg().cast(), 1),
+        None => (h.arg(), 0),
+    };
     let gpu = h.gpu().clone();
     let (threshold, scale, seed_key) = (dropout_threshold(p), scale_f32(p), dropout_seed_key(seed));
     let n4 = n4(h);
@@ -163,7 +176,7 @@ pub fn elu_dropout_backward_product(
             cols: h.cols as u32,
             g: g.arg(),
             w: w.arg(),
-            h: h.arg(),
+            h: h_arg,
             threshold,
             scale,
             seed_key,
@@ -172,6 +185,7 @@ pub fn elu_dropout_backward_product(
             dz: dz.arg_mut(),
             col_sums: col_sums_arg,
             pre: h_is_input as u32,
+            h16: h16_flag,
         };
         // SAFETY: h and dz hold n4 float4s (rows x ld), g rows x 8 and w cols x 8 floats (the
         // kernel reads rows < h's rows and w rows < cols); dz distinct (a unique borrow); the
@@ -180,7 +194,7 @@ pub fn elu_dropout_backward_product(
         return apart.map_or(Ok(()), |s| col_sums(dz, s));
     }
     blas.gemm(math, 1.0, g, false, w, true, 0.0, dz)?;
-    let args = EluDropoutBackwardArgs { n4, dy: dz.arg(), h: h.arg(), threshold, scale, seed_key, step: step.arg(&gpu), offset, dz: dz.arg_mut(), pre: h_is_input as u32 };
+    let args = EluDropoutBackwardArgs { n4, dy: dz.arg(), h: h_arg, threshold, scale, seed_key, step: step.arg(&gpu), offset, dz: dz.arg_mut(), pre: h_is_input as u32, h16: h16_flag };
     // SAFETY: as `elu_dropout_backward`'s, with dy = dz: each thread reads the float4 it then
     // writes, nothing else.
     unsafe { elu_dropout_backward_f32.launch(&gpu, shape, &args)? };
@@ -189,7 +203,7 @@ pub fn elu_dropout_backward_product(
 
 // -- the op on each backend --
 
-pub trait EluDropoutOp: Backend {
+pub trait EluDropoutOp: Backend + DropoutGemmOp {
     /// `h = ELU(h)` and `y = dropout(h)` with the mask [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at)
     /// would draw for (`seed`, the step counter, `offset`), not stored.
     fn elu_dropout(&self, h: &mut Self::Mat, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
@@ -201,9 +215,10 @@ pub trait EluDropoutOp: Backend {
     /// of at most 8 columns); `h` the ELU's output, or its input with `h_is_input` (the ELU
     /// applied inside the next product: `DropoutGemmOp::elu_dropout_gemm`); with `dz_col_sums`
     /// (1 x cols, overwritten) also dz's column sums (the layer below's bias gradient), summed
-    /// in the same pass where the backend can.
+    /// in the same pass where the backend can. `h16`: h's values in f16 where the forward wrote
+    /// them so ([`DropoutGemmOp::half_activation`]), read instead of h.
     #[allow(clippy::too_many_arguments)]
-    fn elu_dropout_backward_product(&self, g: &Self::Mat, w: &Self::Mat, h: (&Self::Mat, bool), p: f32, seed: u64, offset: u64, dz: &mut Self::Mat, dz_col_sums: Option<&mut Self::Mat>) -> Result<()>;
+    fn elu_dropout_backward_product(&self, g: &Self::Mat, w: &Self::Mat, h: (&Self::Mat, bool), h16: Option<&Self::Half>, p: f32, seed: u64, offset: u64, dz: &mut Self::Mat, dz_col_sums: Option<&mut Self::Mat>) -> Result<()>;
 }
 
 impl<T: Real> EluDropoutOp for CpuBackend<T> {
@@ -216,7 +231,7 @@ impl<T: Real> EluDropoutOp for CpuBackend<T> {
         same_shape("elu_dropout_backward", dz, h)?;
         elu_dropout_backward_cpu(&dy.data, &h.data, h.rows, h.cols, p, seed, self.step(), offset, &mut dz.data)
     }
-    fn elu_dropout_backward_product(&self, g: &HostMat<T>, w: &HostMat<T>, (h, h_is_input): (&HostMat<T>, bool), p: f32, seed: u64, offset: u64, dz: &mut HostMat<T>, dz_col_sums: Option<&mut HostMat<T>>) -> Result<()> {
+    fn elu_dropout_backward_product(&self, g: &HostMat<T>, w: &HostMat<T>, (h, h_is_input): (&HostMat<T>, bool), _h16: Option<&()>, p: f32, seed: u64, offset: u64, dz: &mut HostMat<T>, dz_col_sums: Option<&mut HostMat<T>>) -> Result<()> {
         // The reference: the product, then the unfused-order backward (from the ELU's output),
         // then the column sums.
         let mut dy = HostMat { rows: h.rows, cols: h.cols, data: vec![T::zero(); h.rows * h.cols] };
@@ -243,7 +258,7 @@ impl EluDropoutOp for CudaBackend {
     fn elu_dropout_backward(&self, dy: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("elu dropout backward", || elu_dropout_backward(dy, h, p, seed, &self.step_ptr(), offset, dz))
     }
-    fn elu_dropout_backward_product(&self, g: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, h: (&DeviceMatrix<f32>, bool), p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>, dz_col_sums: Option<&mut DeviceMatrix<f32>>) -> Result<()> {
-        self.timed("elu dropout backward", || elu_dropout_backward_product(&self.blas, self.math, g, w, h, p, seed, &self.step_ptr(), offset, dz, dz_col_sums))
+    fn elu_dropout_backward_product(&self, g: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, h: (&DeviceMatrix<f32>, bool), h16: Option<&DeviceMatrix<f16>>, p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>, dz_col_sums: Option<&mut DeviceMatrix<f32>>) -> Result<()> {
+        self.timed("elu dropout backward", || elu_dropout_backward_product(&self.blas, self.math, g, w, h, h16, p, seed, &self.step_ptr(), offset, dz, dz_col_sums))
     }
 }

@@ -10,13 +10,14 @@
 //! The unfused path (per head: edge logits, edge softmax, dropout, SpMM, and their backward,
 //! `GatConv::new_unfused`, `--variant`) stays as the check: equal at p = 0.
 
+use half::f16;
 use rayon::prelude::*;
 
 use super::{check_gpu, check_matrix_64, row_split};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::gat_attention::{
-    GatAttentionArgs, gat_attention_forward_d8_one_head, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8, gat_attention_forward_d16,
+    GatAttentionArgs, gat_attention_forward_d8_h16, gat_attention_forward_d8_one_head, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8, gat_attention_forward_d16,
     gat_attention_forward_d32, gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32,
 };
 use crate::gpu::launch::{Kernel, Ptr, PtrMut};
@@ -26,6 +27,7 @@ use crate::ops::ValueOrder;
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
+use crate::ops::nn::dropout_gemm::DropoutGemmOp;
 use crate::util::Real;
 
 /// One layer's attention as the fused op takes it.
@@ -295,20 +297,47 @@ fn check_out(m: &DeviceMatrix<f32>, rows: usize, cols: usize, ld: usize, name: &
 /// The fused forward on the device (see [`gat_attention_cpu`]).
 #[allow(clippy::too_many_arguments)]
 pub fn gat_attention(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, s_dst: &DeviceMatrix<f32>, bias: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
+    check_out(out, wh.rows, a.heads * a.dim, wh.ld, "out", "gat_attention")?;
+    let kernel = if a.heads == 1 && a.dim <= 8 { gat_attention_forward_d8_one_head } else { pick([gat_attention_forward_d8, gat_attention_forward_d16, gat_attention_forward_d32], a.dim) };
+    // SAFETY: out checked above: rows x (H F) with Wh's stride.
+    unsafe { forward(g, a, step, (wh, s_src, s_dst, bias), (out.arg_mut(), kernel), stats) }
+}
+
+/// [`gat_attention`] writing out in f16 (rounded once, as it is written): heads of exactly 8
+/// columns (the hidden layers of GAT's default), out of Wh's shape and stride.
+#[allow(clippy::too_many_arguments)]
+pub fn gat_attention_half(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, s_dst: &DeviceMatrix<f32>, bias: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f16>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
+    let what = "gat_attention_half";
+    if a.dim != 8 {
+        return Err(Error::Unsupported(format!("{what}: heads of {} columns (an f16 output takes heads of 8)", a.dim)));
+    }
+    check_matrix_64(out, what)?;
+    check_gpu(wh.gpu(), out.gpu(), what)?;
+    if (out.rows, out.cols, out.ld) != (wh.rows, a.heads * a.dim, wh.ld) {
+        return Err(Error::Shape(format!("{what}: out is {} x {} (stride {}), want {} x {} (stride {})", out.rows, out.cols, out.ld, wh.rows, a.heads * a.dim, wh.ld)));
+    }
+    // SAFETY: out checked above: rows x (H 8) f16 with Wh's stride (a multiple of 8: every
+    // head's 8 values one aligned 16-byte store).
+    unsafe { forward(g, a, step, (wh, s_src, s_dst, bias), (out.arg_mut().cast(), gat_attention_forward_d8_h16), stats) }
+}
+
+/// The forward's checks of its inputs and launch, into `out` by `kernel`.
+///
+/// # Safety
+/// `out` must hold Wh's rows x (H F) in the element type `kernel` writes, with Wh's stride.
+unsafe fn forward(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst, bias): (&DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>), (out, kernel): (PtrMut<f32>, Kernel<GatAttentionArgs>), stats: &mut DeviceMatrix<f32>) -> Result<()> {
     let what = "gat_attention";
     let mut x = args(g, a, step, (wh, s_src, s_dst), what)?;
     let w = a.heads * a.dim;
-    check_out(out, wh.rows, w, wh.ld, "out", what)?;
     check_matrix_64(stats, what)?;
     if (stats.rows, stats.cols) != (wh.rows, 2 * a.heads) || bias.rows * bias.cols != w {
         return Err(Error::Shape(format!("{what}: stats {} x {} (want {} x {}), bias {} x {} (want {w} values)", stats.rows, stats.cols, wh.rows, 2 * a.heads, bias.rows, bias.cols)));
     }
     let gpu = wh.gpu().clone();
-    (x.sld, x.bias, x.out, x.stats) = (stats.ld as u32, bias.arg(), out.arg_mut(), stats.arg_mut());
-    let kernel = if a.heads == 1 && a.dim <= 8 { gat_attention_forward_d8_one_head } else { pick([gat_attention_forward_d8, gat_attention_forward_d16, gat_attention_forward_d32], a.dim) };
-    // SAFETY: checked above: S square over Wh's rows (device CSR and transpose of the handle),
-    // Wh and out rows x (H F) with one stride, the scores rows x H with one stride, stats rows x
-    // 2H, bias H F values; lanes touch columns below H F only.
+    (x.sld, x.bias, x.out, x.stats) = (stats.ld as u32, bias.arg(), out, stats.arg_mut());
+    // SAFETY: checked above and by the caller: S square over Wh's rows (device CSR and
+    // transpose of the handle), Wh and out rows x (H F) with one stride, the scores rows x H
+    // with one stride, stats rows x 2H, bias H F values; lanes touch columns below H F only.
     unsafe { launch_rows(&gpu, &g.handle, kernel, &x, a.dim) }
 }
 
@@ -392,10 +421,14 @@ pub fn gat_attention_backward(
 // -- the op on each backend --
 
 /// GAT's fused attention and its backward.
-pub trait GatAttentionOp: Backend {
+pub trait GatAttentionOp: Backend + DropoutGemmOp {
     /// `out = [alpha'_h Wh_h]_h + bias` and the softmax statistics (`stats`, n x 2H).
     #[allow(clippy::too_many_arguments)]
     fn gat_attention(&self, g: &Self::Graph, a: &GatAttention, wh: &Self::Mat, s_src: &Self::Mat, s_dst: &Self::Mat, bias: &Self::Mat, out: &mut Self::Mat, stats: &mut Self::Mat) -> Result<()>;
+    /// [`GatAttentionOp::gat_attention`] with out in f16 ([`DropoutGemmOp::half_activation`]'s
+    /// buffer; heads of 8 columns), where the backend has f16 buffers (the GPU).
+    #[allow(clippy::too_many_arguments)]
+    fn gat_attention_half(&self, g: &Self::Graph, a: &GatAttention, wh: &Self::Mat, s_src: &Self::Mat, s_dst: &Self::Mat, bias: &Self::Mat, out: &mut Self::Half, stats: &mut Self::Mat) -> Result<()>;
     /// From `dout`: `dwh` (overwritten: the aggregation's part, plus the scores' part where
     /// `inputs.att` is given), `ds_dst`, `ds_src`, through the scratch `d_row` (n x H).
     #[allow(clippy::too_many_arguments)]
@@ -421,6 +454,9 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
         }
         gat_attention_cpu(&g.s, a, self.step(), &wh.data, &s_src.data, &s_dst.data, &bias.data, &mut out.data, &mut stats.data);
         Ok(())
+    }
+    fn gat_attention_half(&self, _: &HostGraph<T>, _: &GatAttention, _: &HostMat<T>, _: &HostMat<T>, _: &HostMat<T>, _: &HostMat<T>, _: &mut (), _: &mut HostMat<T>) -> Result<()> {
+        Err(Error::Unsupported("gat_attention_half: the CPU keeps activations in its own precision (no f16 buffers)".into()))
     }
     fn gat_attention_backward(
         &self,
@@ -463,6 +499,9 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
 impl GatAttentionOp for CudaBackend {
     fn gat_attention(&self, g: &GpuGraph, a: &GatAttention, wh: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, s_dst: &DeviceMatrix<f32>, bias: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("gat attention", || gat_attention(g, a, self.step_ptr().arg(&self.gpu), wh, s_src, s_dst, bias, out, stats))
+    }
+    fn gat_attention_half(&self, g: &GpuGraph, a: &GatAttention, wh: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, s_dst: &DeviceMatrix<f32>, bias: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f16>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.timed("gat attention", || gat_attention_half(g, a, self.step_ptr().arg(&self.gpu), wh, s_src, s_dst, bias, out, stats))
     }
     fn gat_attention_backward(
         &self,

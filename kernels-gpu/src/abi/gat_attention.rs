@@ -66,15 +66,18 @@ kernel_args! {
 // slot: 8-column heads 2 forward and 1 in the backward passes (fewer registers, more blocks an
 // SM: faster on R-MAT 2^18 than 4, NOTES), 2 and 1 for 16 and 32 columns; one head of at most 8
 // columns (GAT's output layer, a lane per edge) 1 forward (0.19 ms vs 0.21 on R-MAT 2^18).
+// `_h16`: the 8-column forward writing out in f16 (a hidden layer whose output only the next
+// layer's products and the ELU's backward read, f16 precision).
 kernels! {
-    gat_attention_forward_d8(GatAttentionArgs) = crate::nn::gat_attention::forward::<8, 2>;
-    gat_attention_forward_d16(GatAttentionArgs) = crate::nn::gat_attention::forward::<16, 2>;
-    gat_attention_forward_d32(GatAttentionArgs) = crate::nn::gat_attention::forward::<32, 1>;
+    gat_attention_forward_d8(GatAttentionArgs) = crate::nn::gat_attention::forward::<8, 2, false>;
+    gat_attention_forward_d16(GatAttentionArgs) = crate::nn::gat_attention::forward::<16, 2, false>;
+    gat_attention_forward_d32(GatAttentionArgs) = crate::nn::gat_attention::forward::<32, 1, false>;
     gat_attention_row_grad_d8(GatAttentionArgs) = crate::nn::gat_attention::row_grad::<8, 1>;
     gat_attention_row_grad_d16(GatAttentionArgs) = crate::nn::gat_attention::row_grad::<16, 2>;
     gat_attention_row_grad_d32(GatAttentionArgs) = crate::nn::gat_attention::row_grad::<32, 1>;
     gat_attention_col_grad_d8(GatAttentionArgs) = crate::nn::gat_attention::col_grad::<8, 1>;
     gat_attention_col_grad_d16(GatAttentionArgs) = crate::nn::gat_attention::col_grad::<16, 2>;
     gat_attention_col_grad_d32(GatAttentionArgs) = crate::nn::gat_attention::col_grad::<32, 1>;
-    gat_attention_forward_d8_one_head(GatAttentionArgs) = crate::nn::gat_attention::forward::<8, 1>;
+    gat_attention_forward_d8_one_head(GatAttentionArgs) = crate::nn::gat_attention::forward::<8, 1, false>;
+    gat_attention_forward_d8_h16(GatAttentionArgs) = crate::nn::gat_attention::forward::<8, 2, true>;
 }

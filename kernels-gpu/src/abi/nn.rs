@@ -234,6 +234,8 @@ kernel_args! {
         pub dz: PtrMut<f32>,
         /// 1: h holds the ELU's input z (ELU'(z) = e^z for z ≤ 0), else its output.
         pub pre: u32,
+        /// 1: h is f16 (same shape and stride), else f32.
+        pub h16: u32,
     }
 
     /// `EluDropoutBackwardArgs` with dy = g wᵀ formed per element: g rows x k (k ≤ 8, stride
@@ -254,8 +256,9 @@ kernel_args! {
         pub dz: PtrMut<f32>,
         /// dz's column sums are added here (1 x cols, zeroed by the launcher), or null.
         pub col_sums: PtrMut<f32>,
-        /// As `EluDropoutBackwardArgs::pre`.
+        /// As `EluDropoutBackwardArgs::pre` and `h16`.
         pub pre: u32,
+        pub h16: u32,
     }
 
     /// GAT's per-node scores s[i][h] = sum_f wh[i][h*head_dim + f] a[h*head_dim + f].

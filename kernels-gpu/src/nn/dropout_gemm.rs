@@ -59,6 +59,9 @@ struct StreamMask {
     low: bool,
     /// ELU applied to x before the draw (the layer below's activation, on load).
     elu: bool,
+    /// The ELU's output rounded to tf32 (f16 x: the kernels feed x's bits to the tensor cores
+    /// unconverted, exact for f16 values but not for their ELU).
+    round: bool,
 }
 
 impl StreamMask {
@@ -66,18 +69,20 @@ impl StreamMask {
     fn new(seed_key: u64, step: *const u32, threshold: u32, offset: u64, rows: u32, ldx: u32) -> Self {
         let draw = DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) });
         let low = offset & 1 == 0 && offset + rows as u64 * ldx as u64 <= 1 << 32;
-        StreamMask { key: (seed_key, draw, threshold, offset), low, elu: false }
+        StreamMask { key: (seed_key, draw, threshold, offset), low, elu: false, round: false }
     }
 
+    /// ELU on load when `elu`, for x of `V` (2: f16, whose ELU is rounded to tf32 here).
     #[inline(always)]
-    fn with_elu(self, elu: bool) -> Self {
-        StreamMask { elu, ..self }
+    fn with_elu<const V: usize>(self, elu: bool) -> Self {
+        StreamMask { elu, round: elu && V == 2, ..self }
     }
 
     /// `drop4` of the four elements of x at (row, col) (col a multiple of 4).
     #[inline(always)]
     fn drop4_at(self, v: [f32; 4], row: u32, col: u32, ldx: u32, scale: f32) -> [f32; 4] {
-        let v = if self.elu { [elu1(v[0]), elu1(v[1]), elu1(v[2]), elu1(v[3])] } else { v };
+        let v = if self.elu { v.map(elu1) } else { v };
+        let v = if self.round { v.map(|e| f32::from_bits(ptx::cvt_tf32(e))) } else { v };
         let (seed_key, draw, threshold, offset) = self.key;
         if threshold == 0 {
             return [v[0] * scale, v[1] * scale, v[2] * scale, v[3] * scale];
@@ -414,7 +419,7 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize,
     // unrounded, the sums are scaled once at the end.
     let x_scale = if V == 2 { 1.0 } else { scale };
     ptx::sync_threads();
-    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx).with_elu(elu != 0);
+    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx).with_elu::<V>(elu != 0);
     let lane = ptx::tid_x() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let warps = ptx::ntid_x() / 32;
@@ -528,7 +533,7 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
     }
     let lane = ptx::tid_x() % 32;
     let (g, t) = (lane / 4, lane % 4);
-    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx).with_elu(elu != 0);
+    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx).with_elu::<V>(elu != 0);
     let r_begin = split * rows_per_split;
     let r_end = rows.min(r_begin.saturating_add(rows_per_split));
     let col = col0 + 4 * V as u32 * g;

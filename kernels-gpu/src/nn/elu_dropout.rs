@@ -58,14 +58,25 @@ fn grad4(dy: [f32; 4], h: [f32; 4], keep: [bool; 4], scale: f32, pre: bool) -> [
     out
 }
 
+/// The four elements of h (f32, or f16 with `h16`) at flat index `o` (a multiple of 4).
+#[inline(always)]
+unsafe fn h4(h: *const f32, o: u64, h16: bool) -> [f32; 4] {
+    if h16 {
+        let [a, b] = unsafe { ptx::ld_nc_v2_u32((h as *const u16).add(o as usize) as *const u32) };
+        [ptx::f16_to_f32(a as u16), ptx::f16_to_f32((a >> 16) as u16), ptx::f16_to_f32(b as u16), ptx::f16_to_f32((b >> 16) as u16)]
+    } else {
+        unsafe { ptx::ld_nc_v4_f32(h.add(o as usize)) }
+    }
+}
+
 /// dz = keep ? dy · scale · ELU'(h) : 0 over `n4` float4s (h: the forward's ELU output).
 #[inline(always)]
 pub unsafe fn elu_dropout_backward(args: EluDropoutBackwardArgs) {
-    let EluDropoutBackwardArgs { n4, dy, h, threshold, scale, seed_key, step, offset, dz, pre } = args;
+    let EluDropoutBackwardArgs { n4, dy, h, threshold, scale, seed_key, step, offset, dz, pre, h16 } = args;
     let draw = DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) });
     for i in grid_stride(n4) {
         let o = 4 * i;
-        let hv = unsafe { ptx::ld_nc_v4_f32(h.add(o as usize)) };
+        let hv = unsafe { h4(h, o as u64, h16 != 0) };
         let d = unsafe { ptx::ld_nc_v4_f32(dy.add(o as usize)) };
         let out = grad4(d, hv, draw.keep4(seed_key, offset + o, threshold), scale, pre != 0);
         unsafe { ptx::st_v4_f32(dz.add(o as usize), out) };
@@ -81,7 +92,7 @@ pub unsafe fn elu_dropout_backward(args: EluDropoutBackwardArgs) {
 /// column sums are added there too: the layer below's bias gradient, without reading dz again.
 #[inline(always)]
 pub unsafe fn elu_dropout_backward_product(args: EluDropoutBackwardProductArgs) {
-    let EluDropoutBackwardProductArgs { n4, q, cols, g, w, h, threshold, scale, seed_key, step, offset, dz, col_sums, pre } = args;
+    let EluDropoutBackwardProductArgs { n4, q, cols, g, w, h, threshold, scale, seed_key, step, offset, dz, col_sums, pre, h16 } = args;
     let ws = ptx::dyn_smem_base();
     let width = 4 * q;
     // The block's column sums, after wᵀ.
@@ -112,7 +123,7 @@ pub unsafe fn elu_dropout_backward_product(args: EluDropoutBackwardProductArgs) 
             });
         }
         let o = 4 * i;
-        let hv = unsafe { ptx::ld_nc_v4_f32(h.add(o as usize)) };
+        let hv = unsafe { h4(h, o as u64, h16 != 0) };
         let out = grad4(d, hv, draw.keep4(seed_key, offset + o, threshold), scale, pre != 0);
         unsafe { ptx::st_v4_f32(dz.add(o as usize), out) };
         crate::unroll4!(k => {

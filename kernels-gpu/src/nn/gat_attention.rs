@@ -124,9 +124,10 @@ unsafe fn source<const NF: usize>(a: &GatAttentionArgs, j: u32, e: u32, h: u32, 
 
 /// The forward: out (the heads' columns) and stats ((0, 0) and out = bias for an empty row).
 /// A long row's segment writes its (max, sum, weighted row) per head to `partials`, which the
-/// combine launch merges.
+/// combine launch merges. `H16`: out is f16 (heads of exactly NF columns, NF a multiple of 8;
+/// the launcher checks), written a head's NF / 8 16-byte stores at a time.
 #[inline(always)]
-pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
+pub unsafe fn forward<const NF: usize, const U: usize, const H16: bool>(a: GatAttentionArgs) {
     if a.split.combine != 0 {
         unsafe {
             long_rows(&a.split, a.heads, |i, h, s0, s1| {
@@ -141,7 +142,7 @@ pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                     }
                     merge(&mut m, &mut l, &mut acc, ptx::ld_f32(p), ptx::ld_f32(p.add(1)), &acc2);
                 }
-                write_forward::<NF>(&a, i, h, m, l, &acc, false);
+                write_forward::<NF, H16>(&a, i, h, m, l, &acc, false);
             })
         };
         return;
@@ -226,25 +227,35 @@ pub unsafe fn forward<const NF: usize, const U: usize>(a: GatAttentionArgs) {
                 return;
             }
             if (own || ln.slot == 0) && ln.on {
-                write_forward::<NF>(&a, i, h, m, l, &acc, lo == hi);
+                write_forward::<NF, H16>(&a, i, h, m, l, &acc, lo == hi);
             }
         })
     }
 }
 
-/// Row i's outputs of head h from its softmax state: out = acc / l + bias, stats (m, l) ((0, 0)
-/// for an empty row).
+/// Row i's outputs of head h from its softmax state: out = acc / l + bias (f16 with `H16`),
+/// stats (m, l) ((0, 0) for an empty row).
 #[inline(always)]
-unsafe fn write_forward<const NF: usize>(a: &GatAttentionArgs, i: u32, h: u32, m: f32, l: f32, acc: &[f32; NF], empty: bool) {
+unsafe fn write_forward<const NF: usize, const H16: bool>(a: &GatAttentionArgs, i: u32, h: u32, m: f32, l: f32, acc: &[f32; NF], empty: bool) {
     unsafe {
-        let out = a.out.add(i as usize * a.ld as usize + (h * a.dim) as usize);
+        let at = i as usize * a.ld as usize + (h * a.dim) as usize;
         let bias = a.bias.add((h * a.dim) as usize);
         // One division a row and head, not one a column.
         let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
-        for c in 0..NF {
-            if (c as u32) < a.dim {
-                let v = acc[c] * inv;
-                ptx::st_f32(out.add(c), v + ptx::ld_nc_f32(bias.add(c)));
+        let value = |c: usize| acc[c] * inv + ptx::ld_nc_f32(bias.add(c));
+        if H16 {
+            let out = (a.out as *mut u16).add(at) as *mut u32;
+            for q in 0..NF / 8 {
+                let c = 8 * q;
+                let packed = [0, 1, 2, 3].map(|k| ptx::pack_f16x2(value(c + 2 * k), value(c + 2 * k + 1)));
+                ptx::st_v4_u32(out.add(4 * q), packed);
+            }
+        } else {
+            let out = a.out.add(at);
+            for c in 0..NF {
+                if (c as u32) < a.dim {
+                    ptx::st_f32(out.add(c), value(c));
+                }
             }
         }
         let s = a.stats.add(i as usize * a.sld as usize + 2 * h as usize);

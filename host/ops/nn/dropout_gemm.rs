@@ -23,7 +23,6 @@
 use rayon::prelude::*;
 
 use super::{ROW_BLOCK, check_gpu, check_matrix_64};
-use crate::gpu::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
 use super::dropout::{check_p, dropout_matrix_cpu_at, input_dropout_matrix, scale_f32};
 use crate::error::{Error, Result};
 use crate::gpu::abi::dropout_gemm::*;
@@ -663,9 +662,13 @@ fn weight_grad(x: FeaturesRef<'_>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix
 /// split order (`n` and `splits * n` checked by the callers against u32 and scratch's length).
 fn split_sum(gpu: &Arc<Gpu>, scratch: &DeviceVec<f32>, dw: &mut DeviceMatrix<f32>, splits: usize, n: usize) -> Result<()> {
     let sum = SplitSumArgs { n: n as u32, splits: splits as u32, partial: scratch.arg(gpu), out: dw.arg_mut() };
-    let blocks = (n as u64).div_ceil(NN_BLOCK as u64 / 32).min((gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64) as u32;
-    // SAFETY: scratch holds splits * n floats, dw n (k rows of ldw).
-    unsafe { split_sum_f32.launch(gpu, Shape::linear(blocks, NN_BLOCK, 0), &sum) }
+    // A block per 32 outputs, its warps over the splits: as many warps as the splits fill (up
+    // to 32), blocks up to what the GPU holds at once.
+    let warps = splits.div_ceil(4).clamp(1, 32) as u32;
+    let blocks = n.div_ceil(32).clamp(1, gpu.info().sm_count as usize * (64 / warps as usize).max(1)) as u32;
+    // SAFETY: scratch holds splits * n floats, dw n (k rows of ldw); 4 bytes of shared memory
+    // a thread.
+    unsafe { split_sum_f32.launch(gpu, Shape::linear(blocks, 32 * warps, 128 * warps), &sum) }
 }
 
 /// Whether [`skinny_gemm`] runs `c = op(a) op(b)` (beta 0) on the streaming kernels: outputs

@@ -273,27 +273,45 @@ pub unsafe fn weight_grad<const NT: usize, const SPLIT: bool>(args: DropoutGemmD
     }
 }
 
-/// out[i] = Σ_s partial[s n + i]: a warp per output, lane l adding splits l, l + 32, ... in
-/// order, then a fixed shuffle tree (deterministic). A thread per output walked thousands of
-/// splits in one dependent chain when a narrow weight gradient has many splits.
+/// out[i] = Σ_s partial[s n + i] in a fixed order (deterministic for a fixed block size): a
+/// block per 32 consecutive outputs (a warp's loads one 128-byte run), its warps over the
+/// splits (warp w adds splits w, w + W, ... into four running sums, W the block's warps), then
+/// the warps' sums in warp order. A warp per output with its lanes over the splits read one
+/// 4-byte word per 32-byte sector (the output layer's 64 x 8 weight gradient over ~2000 splits
+/// took 16 us under ncu).
 #[inline(always)]
 pub unsafe fn split_sum(args: SplitSumArgs) {
     let SplitSumArgs { n, splits, partial, out } = args;
-    let (w, warps) = crate::nn::global_warp();
-    let lane = ptx::lane_id();
-    let mut i = w;
-    while i < n {
-        let mut s = 0f32;
-        let mut sp = lane;
-        while sp < splits {
-            s += unsafe { ptx::ld_nc_f32(partial.add(sp as usize * n as usize + i as usize)) };
-            sp += 32;
+    let (lane, w, warps) = (ptx::lane_id(), ptx::tid_x() / 32, ptx::ntid_x() / 32);
+    let sums = ptx::dyn_smem_base();
+    let at = |sp: u32, i: u32| unsafe { ptx::ld_nc_f32(partial.add(sp as usize * n as usize + i as usize)) };
+    let mut chunk = ptx::ctaid_x();
+    while 32 * chunk < n {
+        let i = 32 * chunk + lane;
+        let mut acc = [0f32; 4];
+        if i < n {
+            let mut sp = w;
+            while sp + 3 * warps < splits {
+                let v = [at(sp, i), at(sp + warps, i), at(sp + 2 * warps, i), at(sp + 3 * warps, i)];
+                crate::unroll4!(k => { acc[k] += v[k]; });
+                sp += 4 * warps;
+            }
+            while sp < splits {
+                acc[0] += at(sp, i);
+                sp += warps;
+            }
         }
-        let s = ptx::warp_sum(s);
-        if lane == 0 {
-            unsafe { ptx::st_f32(out.add(i as usize), s) };
+        unsafe { ptx::st_shared_f32(sums + 4 * (32 * w + lane), (acc[0] + acc[1]) + (acc[2] + acc[3])) };
+        ptx::sync_threads();
+        if w == 0 && i < n {
+            let mut total = 0f32;
+            for k in 0..warps {
+                total += unsafe { ptx::ld_shared_f32(sums + 4 * (32 * k + lane)) };
+            }
+            unsafe { ptx::st_f32(out.add(i as usize), total) };
         }
-        i += warps;
+        ptx::sync_threads();
+        chunk += ptx::nctaid_x();
     }
 }
 

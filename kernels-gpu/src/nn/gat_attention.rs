@@ -239,12 +239,11 @@ pub unsafe fn forward<const NF: usize, const U: usize, const H16: bool>(a: GatAt
 unsafe fn write_forward<const NF: usize, const H16: bool>(a: &GatAttentionArgs, i: u32, h: u32, m: f32, l: f32, acc: &[f32; NF], empty: bool) {
     unsafe {
         let at = i as usize * a.ld as usize + (h * a.dim) as usize;
-        let bias = a.bias.add((h * a.dim) as usize);
-        // One division a row and head, not one a column.
-        let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
-        let value = |c: usize| acc[c] * inv + ptx::ld_nc_f32(bias.add(c));
         if H16 {
             let out = (a.out as *mut u16).add(at) as *mut u32;
+            let bias = a.bias.add((h * a.dim) as usize);
+            let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
+            let value = |c: usize| acc[c] * inv + ptx::ld_nc_f32(bias.add(c));
             for q in 0..NF / 8 {
                 let c = 8 * q;
                 let packed = [0, 1, 2, 3].map(|k| ptx::pack_f16x2(value(c + 2 * k), value(c + 2 * k + 1)));
@@ -252,9 +251,13 @@ unsafe fn write_forward<const NF: usize, const H16: bool>(a: &GatAttentionArgs, 
             }
         } else {
             let out = a.out.add(at);
+            let bias = a.bias.add((h * a.dim) as usize);
+            // One division a row and head, not one a column.
+            let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
             for c in 0..NF {
                 if (c as u32) < a.dim {
-                    ptx::st_f32(out.add(c), value(c));
+                    let v = acc[c] * inv;
+                    ptx::st_f32(out.add(c), v + ptx::ld_nc_f32(bias.add(c)));
                 }
             }
         }

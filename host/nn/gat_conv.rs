@@ -278,8 +278,8 @@ impl<B: Ops> GatConv<B> {
 
     /// The output (as the model left it: its ELU applied in place, or still to come inside the
     /// next layer's products; its f16 values where only those were written) and the bias
-    /// gradient, for a caller that sums dout's columns
-    /// where it forms dout (`bias_summed` in `backward`).
+    /// gradient, for a caller that sums dout's columns where it forms dout (`bias_summed` in
+    /// `backward`).
     pub fn out_and_bias_grad(&mut self) -> (&B::Mat, Option<&B::Half>, &mut B::Mat) {
         (&self.out, self.out16.as_ref().filter(|_| self.wrote_half), &mut self.bias.grad)
     }

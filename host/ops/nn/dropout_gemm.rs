@@ -395,12 +395,7 @@ fn check_half(half: bool, stream: bool, math: GemmMath, what: &str, out_cols: us
 /// `step[0]` when the kernel runs, keyed from `offset`. Writes y's padding as zero.
 #[allow(clippy::too_many_arguments)]
 pub fn dropout_gemm<'a>(x: impl Into<FeaturesRef<'a>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
-    check_p(p)?;
-    let x = x.into();
-    if w.rows != x.cols() || y.rows != x.rows() || y.cols != w.cols {
-        return Err(Error::Shape(format!("dropout_gemm: x {} x {}, w {} x {}, y {} x {}", x.rows(), x.cols(), w.rows, w.cols, y.rows, y.cols)));
-    }
-    forward(x, w, false, y, p, seed, step, offset, math, false)
+    checked_forward("dropout_gemm", x.into(), w, y, (p, seed, offset, false), step, math)
 }
 
 /// y = dropout(ELU(x)) w on the device: the layer below's ELU applied as x is loaded (x holds
@@ -408,12 +403,16 @@ pub fn dropout_gemm<'a>(x: impl Into<FeaturesRef<'a>>, w: &DeviceMatrix<f32>, y:
 /// streaming kernels only: outputs of at most 32 columns ([`elu_input_fits`]).
 #[allow(clippy::too_many_arguments)]
 pub fn elu_dropout_gemm<'a>(x: impl Into<FeaturesRef<'a>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+    checked_forward("elu_dropout_gemm", x.into(), w, y, (p, seed, offset, true), step, math)
+}
+
+/// [`dropout_gemm`] (ELU on load with `elu`) after checking p and the shapes of y = x w.
+fn checked_forward(what: &str, x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, (p, seed, offset, elu): (f32, u64, u64, bool), step: &DeviceVec<u32>, math: GemmMath) -> Result<()> {
     check_p(p)?;
-    let x = x.into();
     if w.rows != x.cols() || y.rows != x.rows() || y.cols != w.cols {
-        return Err(Error::Shape(format!("elu_dropout_gemm: x {} x {}, w {} x {}, y {} x {}", x.rows(), x.cols(), w.rows, w.cols, y.rows, y.cols)));
+        return Err(Error::Shape(format!("{what}: x {} x {}, w {} x {}, y {} x {}", x.rows(), x.cols(), w.rows, w.cols, y.rows, y.cols)));
     }
-    forward(x, w, false, y, p, seed, step, offset, math, true)
+    forward(x, w, false, y, p, seed, step, offset, math, elu)
 }
 
 /// Whether [`elu_dropout_gemm`] / [`elu_dropout_gemm_dw`] take x of `cols` columns into

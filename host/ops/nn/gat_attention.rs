@@ -13,7 +13,7 @@
 use half::f16;
 use rayon::prelude::*;
 
-use super::{check_gpu, check_matrix_64, row_split};
+use super::{DeviceElem, check_gpu, check_matrix_64, row_split};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::gat_attention::{
@@ -286,7 +286,7 @@ fn args(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst): (&De
 
 /// Checks an output or input of the launchers against Wh's rows, `cols` columns and the
 /// stride `ld` the kernels assume.
-fn check_out(m: &DeviceMatrix<f32>, rows: usize, cols: usize, ld: usize, name: &str, what: &str) -> Result<()> {
+fn check_out<T: DeviceElem>(m: &DeviceMatrix<T>, rows: usize, cols: usize, ld: usize, name: &str, what: &str) -> Result<()> {
     check_matrix_64(m, what)?;
     if (m.rows, m.cols, m.ld) != (rows, cols, ld) {
         return Err(Error::Shape(format!("{what}: {name} is {} x {} (stride {}), want {rows} x {cols} (stride {ld})", m.rows, m.cols, m.ld)));
@@ -311,11 +311,8 @@ pub fn gat_attention_half(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &D
     if a.dim != 8 {
         return Err(Error::Unsupported(format!("{what}: heads of {} columns (an f16 output takes heads of 8)", a.dim)));
     }
-    check_matrix_64(out, what)?;
+    check_out(out, wh.rows, a.heads * a.dim, wh.ld, "out", what)?;
     check_gpu(wh.gpu(), out.gpu(), what)?;
-    if (out.rows, out.cols, out.ld) != (wh.rows, a.heads * a.dim, wh.ld) {
-        return Err(Error::Shape(format!("{what}: out is {} x {} (stride {}), want {} x {} (stride {})", out.rows, out.cols, out.ld, wh.rows, a.heads * a.dim, wh.ld)));
-    }
     // SAFETY: out checked above: rows x (H 8) f16 with Wh's stride (a multiple of 8: every
     // head's 8 values one aligned 16-byte store).
     unsafe { forward(g, a, step, (wh, s_src, s_dst, bias), (out.arg_mut().cast(), gat_attention_forward_d8_h16), stats) }

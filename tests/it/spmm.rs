@@ -1,0 +1,279 @@
+//! SpMM: CPU against a dense product, every GPU implementation against the f64 reference on
+//! odd shapes and several K, outputs poisoned before launch.
+
+use crate::common;
+
+use tcgnn::gpu::DeviceMatrix;
+use tcgnn::graph::Csr;
+use tcgnn::ops::spmm::cpu::spmm_cpu;
+use tcgnn::ops::spmm::spmm_device;
+use tcgnn::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
+use tcgnn::tensor::{Matrix, rel_error};
+
+#[test]
+fn cpu_spmm_matches_dense_product() {
+    let s = common::random_graph(50, 6, 4, 1);
+    let x = Matrix::random(50, 13, 2);
+    let y = spmm_cpu(&s, &x);
+    let mut dense = vec![0f64; 50 * 50];
+    for r in 0..50 {
+        for (c, v) in s.row(r) {
+            dense[r * 50 + c as usize] += v as f64;
+        }
+    }
+    for r in 0..50 {
+        for j in 0..13 {
+            let want: f64 = (0..50).map(|c| dense[r * 50 + c] * x.data[c * 13 + j] as f64).sum();
+            approx::assert_abs_diff_eq!(y.data[r * 13 + j] as f64, want, epsilon = 1e-4);
+        }
+    }
+}
+
+/// Run `imp` on the GPU with poisoned output and compare with the f64 reference.
+pub fn check_gpu(gpu: &std::sync::Arc<tcgnn::gpu::Gpu>, name: &str, s: &Csr, k: usize, imp: Impl, prec: Precision) {
+    check_gpu_with(gpu, name, s, k, prec, &format!("{imp:?}"), |g, x, y| spmm_device(g, x, y, imp));
+}
+
+/// `check_gpu` for any device SpMM entry point (`label` names it in messages).
+fn check_gpu_with(
+    gpu: &std::sync::Arc<tcgnn::gpu::Gpu>,
+    name: &str,
+    s: &Csr,
+    k: usize,
+    prec: Precision,
+    label: &str,
+    run: impl Fn(&GraphHandle, &DeviceFeatures, &mut DeviceMatrix<f32>) -> tcgnn::Result<()>,
+) {
+    let (x, want) = common::spmm_problem(s, k, prec);
+    let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
+    let xd = DeviceFeatures::upload(gpu, &x, prec).unwrap();
+    let mut y = DeviceMatrix::<f32>::zeros(gpu, s.n_rows(), k).unwrap();
+    y.poison().unwrap();
+    run(&g, &xd, &mut y).unwrap();
+    let got = y.download().unwrap();
+    let err = rel_error(&got.data, &want);
+    let tol = prec.tolerance();
+    println!("{label} {prec:?} {name} K={k}: rel err {err:.2e}");
+    assert!(err < tol, "{label} {prec:?} on {name}, K={k}: relative error {err} >= {tol}");
+}
+
+#[test]
+fn gpu_csr_spmm_matches_reference() {
+    let Some(gpu) = common::gpu_or_skip("gpu_csr_spmm_matches_reference") else { return };
+    for (name, s) in common::odd_shapes(11) {
+        for k in [8, 24, 128, 264] {
+            check_gpu(&gpu, &name, &s, k, Impl::Csr, Precision::F32);
+        }
+    }
+}
+
+#[test]
+fn gpu_hp_spmm_matches_reference() {
+    let Some(gpu) = common::gpu_or_skip("gpu_hp_spmm_matches_reference") else { return };
+    for (name, s) in common::odd_shapes(12) {
+        for k in [8, 24, 128, 264] {
+            check_gpu(&gpu, &name, &s, k, Impl::Hp, Precision::F32);
+        }
+    }
+    // Many warps over one huge row: the atomic path.
+    let big = common::one_huge_row(100_000, 16, 5);
+    check_gpu(&gpu, "n=100000 one huge row", &big, 64, Impl::Hp, Precision::F32);
+}
+
+#[test]
+fn gpu_hp_spmm_any_nnz_per_warp() {
+    // DTP takes 8 nonzeros per warp on small graphs (HP-SpMM's candidate set), and the kernel
+    // must take any count: batches shorter than a warp, counts that are not multiples of 32.
+    let Some(gpu) = common::gpu_or_skip("gpu_hp_spmm_any_nnz_per_warp") else { return };
+    for (name, s) in common::odd_shapes(13) {
+        for npw in [1, 5, 8, 33, 512] {
+            check_gpu_with(&gpu, &name, &s, 24, Precision::F32, &format!("HP npw {npw}"), |g, x, y| match x {
+                DeviceFeatures::F32(x) => tcgnn::ops::spmm::hp::spmm_hp_npw(g, None, x, y, Some(npw)),
+                DeviceFeatures::F16(_) => unreachable!("f32 features"),
+            });
+        }
+    }
+    let big = common::one_huge_row(100_000, 16, 5);
+    check_gpu_with(&gpu, "one huge row", &big, 64, Precision::F32, "HP npw 8", |g, x, y| match x {
+        DeviceFeatures::F32(x) => tcgnn::ops::spmm::hp::spmm_hp_npw(g, None, x, y, Some(8)),
+        DeviceFeatures::F16(_) => unreachable!("f32 features"),
+    });
+}
+
+#[test]
+fn gpu_spmm_k_not_multiple_of_8_is_padded() {
+    let Some(gpu) = common::gpu_or_skip("gpu_spmm_k_not_multiple_of_8_is_padded") else { return };
+    let s = common::random_graph(300, 7, 5, 3);
+    for k in [1, 5, 13] {
+        check_gpu(&gpu, "n=300", &s, k, Impl::Csr, Precision::F32);
+        check_gpu(&gpu, "n=300", &s, k, Impl::Hp, Precision::F32);
+    }
+}
+
+#[test]
+fn host_api_runs_without_gpu() {
+    let s = common::random_graph(40, 4, 0, 9);
+    let x = Matrix::random(40, 8, 1);
+    let g = GraphHandle::new(s.clone(), None);
+    let y = tcgnn::ops::spmm::spmm(&g, &x, Impl::Auto, Precision::F32).unwrap();
+    assert_eq!(y, spmm_cpu(&s, &x));
+    let e = tcgnn::ops::spmm::spmm(&g, &x, Impl::Csr, Precision::F32).unwrap_err();
+    assert!(e.to_string().contains("no GPU"), "{e}");
+    let bad = Matrix::random(41, 8, 1);
+    assert!(tcgnn::ops::spmm::spmm(&g, &bad, Impl::Cpu, Precision::F32).is_err());
+}
+
+#[test]
+fn gpu_tc8_spmm_matches_reference() {
+    use tcgnn::format::worklist::WorkListBuilder;
+    use tcgnn::ops::spmm::tc8::{Tc8Config, Tc8Grid, Tc8Source, spmm_tc8_with};
+    let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_matches_reference") else { return };
+    for prec in [Precision::Tf32, Precision::F16] {
+        for source in Tc8Source::all(&gpu) {
+            for (grid, work_list) in [
+                (Tc8Grid::PerItem, WorkListBuilder::Launcher),
+                (Tc8Grid::Persistent, WorkListBuilder::Launcher),
+                (Tc8Grid::PerItem, WorkListBuilder::Balanced),
+            ] {
+                let config = Tc8Config { source, grid, work_list };
+                let label = format!("Tc8 {config:?}");
+                let run = |g: &GraphHandle, x: &DeviceFeatures, y: &mut DeviceMatrix<f32>| spmm_tc8_with(g, x.into(), y, config);
+                for (name, s) in common::odd_shapes(13) {
+                    for k in [8, 16, 24, 32, 128, 264, 13] {
+                        check_gpu_with(&gpu, &name, &s, k, prec, &label, run);
+                    }
+                }
+                // Windows of thousands of blocks: the split path with atomic accumulation.
+                let big = common::one_huge_row(60_000, 24, 5);
+                for k in [32, 128] {
+                    check_gpu_with(&gpu, "n=60000 one huge row", &big, k, prec, &label, run);
+                }
+                // Many short windows and empty ones: a persistent warp walks hundreds of items.
+                let sparse = common::random_graph(40_000, 2, 300, 17);
+                check_gpu_with(&gpu, "n=40000 avg degree 2", &sparse, 72, prec, &label, run);
+            }
+        }
+    }
+    // And the default through the public entry point.
+    for (name, s) in common::odd_shapes(13).into_iter().take(3) {
+        check_gpu(&gpu, &name, &s, 128, Impl::Tc8, Precision::F16);
+    }
+}
+
+/// f16 output (Y in f16 for a next layer that reads f16): every source with an f16-output
+/// instance, against the f64 reference at the f16 tolerance, split windows included.
+#[test]
+fn gpu_tc8_spmm_f16_output_matches_reference() {
+    use tcgnn::format::worklist::WorkListBuilder;
+    use tcgnn::ops::spmm::tc8::{Tc8Config, Tc8Grid, Tc8Source, spmm_tc8_with};
+    let Some(gpu) = common::gpu_or_skip("gpu_tc8_spmm_f16_output_matches_reference") else {
+        return;
+    };
+    let prec = Precision::F16;
+    let mut sources = vec![Tc8Source::Registers { tiles: 2 }, Tc8Source::Registers { tiles: 4 }, Tc8Source::CpAsync];
+    if Tc8Source::all(&gpu).contains(&Tc8Source::Bulk { stages: 2 }) {
+        sources.push(Tc8Source::Bulk { stages: 2 });
+    }
+    let mut shapes = common::odd_shapes(15);
+    shapes.push(("n=60000 one huge row".into(), common::one_huge_row(60_000, 24, 5)));
+    for source in sources {
+        for (name, s) in &shapes {
+            for k in [8, 24, 128, 13] {
+                let (x, want) = common::spmm_problem(s, k, prec);
+                let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
+                let xd = DeviceFeatures::upload(&gpu, &x, prec).unwrap();
+                let mut y = DeviceMatrix::<half::f16>::zeros(&gpu, s.n_rows(), k).unwrap();
+                y.poison().unwrap();
+                spmm_tc8_with(
+                    &g,
+                    xd.view(),
+                    &mut y,
+                    Tc8Config {
+                        source,
+                        grid: if k == 24 { Tc8Grid::Persistent } else { Tc8Grid::PerItem },
+                        work_list: WorkListBuilder::Launcher,
+                    },
+                )
+                .unwrap();
+                let got = y.download().unwrap();
+                let err = rel_error(&got.data, &want);
+                println!("Tc8 {source:?} f16 out {name} K={k}: rel err {err:.2e}");
+                assert!(err < prec.tolerance(), "Tc8 {source:?} f16 output on {name}, K={k}: relative error {err}");
+            }
+        }
+    }
+    // f32 features cannot write f16 output: a clear error, not a wrong answer.
+    let s = common::random_graph(64, 4, 0, 3);
+    let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
+    let xd = DeviceFeatures::upload(&gpu, &Matrix::random(64, 16, 1), Precision::Tf32).unwrap();
+    let mut y = DeviceMatrix::<half::f16>::zeros(&gpu, 64, 16).unwrap();
+    let e = spmm_tc8_with(&g, xd.view(), &mut y, Tc8Source::CpAsync).unwrap_err();
+    assert!(e.to_string().contains("f16 output"), "{e}");
+}
+
+/// FP8: X quantised to e4m3 with a row scale, values rounded to e4m3 in the kernel. Its error
+/// against the f64 reference is reported next to f16's and must stay within e4m3's precision
+/// (3 mantissa bits: 6.25% per element, averaging down over a row's sum).
+#[test]
+fn gpu_tc8_e4m3_spmm_error_next_to_f16() {
+    use tcgnn::ops::spmm::tc8::{E4m3Features, Tc8Source, spmm_tc8_e4m3, spmm_tc8_with};
+    let Some(gpu) = common::gpu_or_skip("gpu_tc8_e4m3_spmm_error_next_to_f16") else { return };
+    let (major, minor) = gpu.info().compute_capability;
+    if (major, minor) < (8, 9) {
+        println!("skipping: e4m3 MMAs need sm_89+");
+        return;
+    }
+    let mut shapes = common::odd_shapes(16);
+    shapes.push(("n=60000 one huge row".into(), common::one_huge_row(60_000, 24, 5)));
+    shapes.push(("n=40000 avg degree 2".into(), common::random_graph(40_000, 2, 300, 17)));
+    for (name, s) in &shapes {
+        for k in [8, 24, 128, 13] {
+            let (x, want) = common::spmm_problem(s, k, Precision::Tf32);
+            let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
+            let x32 = DeviceMatrix::<f32>::upload(&gpu, &x).unwrap();
+            let mut x8 = E4m3Features::zeros(&gpu, x.rows, x.cols).unwrap();
+            x8.quantize(&x32).unwrap();
+            // The quantised features themselves: every element within e4m3's rounding of its row.
+            let back = x8.dequantize(&gpu).unwrap();
+            let qerr = rel_error(&back.data, &x.data.iter().map(|&v| v as f64).collect::<Vec<_>>());
+            assert!(qerr < 0.07, "e4m3 quantisation of X on {name}, K={k}: relative error {qerr}");
+            let mut y = DeviceMatrix::<f32>::zeros(&gpu, s.n_rows(), k).unwrap();
+            y.poison().unwrap();
+            spmm_tc8_e4m3(&g, &x8, &mut y, Tc8Source::Auto).unwrap();
+            let err8 = rel_error(&y.download().unwrap().data, &want);
+            let x16 = DeviceFeatures::upload(&gpu, &x, Precision::F16).unwrap();
+            y.poison().unwrap();
+            spmm_tc8_with(&g, x16.view(), &mut y, Tc8Source::CpAsync).unwrap();
+            let err16 = rel_error(&y.download().unwrap().data, &want);
+            println!("Tc8 e4m3 {name} K={k}: rel err {err8:.2e} (f16 {err16:.2e}, X quantisation {qerr:.2e})");
+            assert!(err8 < 0.1, "Tc8 e4m3 on {name}, K={k}: relative error {err8}");
+        }
+    }
+    // Only the shared-memory source multiplies whole groups.
+    let s = common::random_graph(64, 4, 0, 3);
+    let g = GraphHandle::new(s, Some(gpu.clone()));
+    let x8 = E4m3Features::zeros(&gpu, 64, 16).unwrap();
+    let mut y = DeviceMatrix::<f32>::zeros(&gpu, 64, 16).unwrap();
+    let e = spmm_tc8_e4m3(&g, &x8, &mut y, Tc8Source::Registers { tiles: 2 }).unwrap_err();
+    assert!(e.to_string().contains("CpAsync"), "{e}");
+}
+
+#[test]
+fn gpu_cusparse_through_spmm_device_matches_reference() {
+    let Some(gpu) = common::gpu_or_skip("gpu_cusparse_through_spmm_device_matches_reference") else { return };
+    for (name, s) in common::odd_shapes(14) {
+        if s.nnz() == 0 {
+            continue; // cuSPARSE rejects empty matrices in some versions; ours handle them
+        }
+        check_gpu(&gpu, &name, &s, 24, Impl::Cusparse, Precision::F32);
+        check_gpu(&gpu, &name, &s, 24, Impl::Cusparse, Precision::F16);
+    }
+}
+
+#[test]
+fn gpu_auto_picks_a_correct_kernel() {
+    let Some(gpu) = common::gpu_or_skip("gpu_auto_picks_a_correct_kernel") else { return };
+    let s = common::random_graph(5000, 20, 9, 21);
+    check_gpu(&gpu, "n=5000", &s, 64, Impl::Auto, Precision::Tf32);
+    check_gpu(&gpu, "n=5000", &s, 64, Impl::Auto, Precision::F16);
+}

@@ -5,10 +5,10 @@
 
 use std::path::PathBuf;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use tcgnn::graph::edgelist::{read_edgelist, EdgeListOptions};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use tcgnn::graph::edgelist::{EdgeListOptions, read_edgelist};
 use tcgnn::graph::mtx::{read_mtx, write_mtx};
-use tcgnn::graph::rmat::{rmat, RmatParams};
+use tcgnn::graph::rmat::{RmatParams, rmat};
 
 fn datasets() -> PathBuf {
     std::env::var_os("TCGNN_DATASETS")

@@ -2,9 +2,9 @@
 //! R-MAT graph with edge factor 16 (16.1 M nonzeros after merging duplicates).
 //! `TCGNN_BENCH_SCALE` picks another scale.
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tcgnn::format::{Coo, MeBcrs, Sgt};
-use tcgnn::graph::rmat::{rmat, RmatParams};
+use tcgnn::graph::rmat::{RmatParams, rmat};
 
 fn bench_translate(c: &mut Criterion) {
     let scale = std::env::var("TCGNN_BENCH_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(20);

@@ -75,7 +75,9 @@ fn main() -> Result<()> {
     if args.is_empty() {
         args = vec!["tolokers".into(), "sbm:1000000".into()];
     }
-    println!("| graph | sampler | nodes / batch | edges / batch | batches/s (1 thread) | M edges/s (1 thread) | M edges/s ({workers} workers) | consumer waiting after the first batch (step = 1.5x batch time) |");
+    println!(
+        "| graph | sampler | nodes / batch | edges / batch | batches/s (1 thread) | M edges/s (1 thread) | M edges/s ({workers} workers) | consumer waiting after the first batch (step = 1.5x batch time) |"
+    );
     println!("|---|---|---:|---:|---:|---:|---:|---:|");
     for spec in &args {
         let g = Arc::new(load(spec)?);

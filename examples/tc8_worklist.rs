@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use tcgnn::bench::spmm::{SpmmBenchOptions, bench_spmm};
 use tcgnn::error::Result;
-use tcgnn::format::worklist::{DeviceModel, ItemOrder, WorkListBuilder, balanced_work_list, launcher_work_list, modelled_time, tc8_work_list};
+use tcgnn::format::worklist::{
+    DeviceModel, ItemOrder, WorkListBuilder, balanced_work_list, launcher_work_list, modelled_time, tc8_work_list,
+};
 use tcgnn::gpu::timing::time_gpu;
 use tcgnn::gpu::{DeviceMatrix, Gpu};
 use tcgnn::graph::reorder::{Reorder, reorder};
@@ -39,11 +41,17 @@ fn main() -> Result<()> {
     // The shared pipeline's f16 K slice is 64 dims (NT = 4) of the padded width.
     let k_slices = tcgnn::gpu::memory::padded_ld(k).div_ceil(64) as u32;
     println!("{}  K = {k}  k_slices = {k_slices}  (times in us; speedup = cuSPARSE f32 best / time)", gpu.info().name);
-    println!("{:<14} {:<8} {:<10} {:>6} {:>6} {:>6} {:>9} {:>8} {:>8} {:>8}", "graph", "order", "list", "items", "split", "cap", "model", "us", "speedup", "err");
+    println!(
+        "{:<14} {:<8} {:<10} {:>6} {:>6} {:>6} {:>9} {:>8} {:>8} {:>8}",
+        "graph", "order", "list", "items", "split", "cap", "model", "us", "speedup", "err"
+    );
     for name in &args {
         let g0 = source::with_random_values(source::load(name)?, 0xbeef);
         let g0 = Permutation::random(g0.n_rows(), 1).apply_to_csr(&g0)?;
-        for (order, csr) in [("relabel", g0.clone()), (if how == Reorder::Identity { "identity" } else { "reordered" }, reorder(&g0, how)?.apply_to_csr(&g0)?)] {
+        for (order, csr) in [
+            ("relabel", g0.clone()),
+            (if how == Reorder::Identity { "identity" } else { "reordered" }, reorder(&g0, how)?.apply_to_csr(&g0)?),
+        ] {
             let g = GraphHandle::new(csr, Some(gpu.clone()));
             let opt = SpmmBenchOptions { warmup: 5, reps, copy_gbs: 1.0, only: vec![Impl::Cusparse], tc8_sources: false, hybrid_t: vec![] };
             let base = bench_spmm(&gpu, name, &g, k, &opt)?
@@ -61,7 +69,16 @@ fn main() -> Result<()> {
             let row = |list: &str, items: usize, split: usize, cap: u32, model_t: f64, ms: f64, err: f64| {
                 println!(
                     "{:<14} {:<8} {:<10} {:>6} {:>6} {:>6} {:>9.0} {:>8.1} {:>8.2} {:>8.1e}",
-                    source::display_name(name), order, list, items, split, cap, model_t, ms * 1e3, base / ms, err
+                    source::display_name(name),
+                    order,
+                    list,
+                    items,
+                    split,
+                    cap,
+                    model_t,
+                    ms * 1e3,
+                    base / ms,
+                    err
                 );
             };
             row("cusparse", 0, 0, 0, f64::NAN, base, 0.0);

@@ -58,10 +58,7 @@ impl Error {
         let context = context.into();
         // Out-of-memory deserves an actionable message.
         if msg.contains("OUT_OF_MEMORY") {
-            return Error::Cuda {
-                context,
-                msg: format!("{msg}: out of GPU memory; try a smaller graph or feature width K"),
-            };
+            return Error::Cuda { context, msg: format!("{msg}: out of GPU memory; try a smaller graph or feature width K") };
         }
         Error::Cuda { context, msg }
     }

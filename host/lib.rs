@@ -3,19 +3,20 @@
 //! Layers, each a folder: [`graph`] (CSR, readers, generators), [`format`] (tensor-core tile
 //! formats translated from CSR), [`gpu`] (device, module, memory, timing, cuSPARSE), [`ops`]
 //! (one entry per op, CPU and CUDA behind it), [`nn`] (layers, models, training), [`sample`]
-//! (mini-batch graph samplers), [`dist`] (partitions and communication for training across
+//! (mini-batch graph samplers), [`task`] (node, link and graph tasks around any encoder), [`dist`] (partitions and communication for training across
 //! GPUs), [`bench`] (the GPU benchmark harness); the `tcgnn` binary's commands live in
 //! `host/cli/`.
 
-pub mod error;
-pub mod format;
 pub mod bench;
 pub mod dist;
+pub mod error;
+pub mod format;
 pub mod gpu;
 pub mod graph;
 pub mod nn;
 pub mod ops;
 pub mod sample;
+pub mod task;
 pub mod tensor;
 pub mod util;
 

@@ -3,7 +3,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
-use tcgnn::graph::edgelist::{parse_edgelist, EdgeListOptions};
+use tcgnn::graph::edgelist::{EdgeListOptions, parse_edgelist};
 
 fuzz_target!(|data: &[u8]| {
     // First byte: bit 0 gives a node count (the byte itself), bit 1 skips the first line.

@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn tcgnn_fuzz_check(spec: &str) {
-    use tcgnn::graph::spec::{parse_rmat, parse_sbm, MAX_NNZ, MAX_NODES};
+    use tcgnn::graph::spec::{MAX_NNZ, MAX_NODES, parse_rmat, parse_sbm};
     if let Some(rest) = spec.strip_prefix("rmat:") {
         if let Ok(r) = parse_rmat(spec, rest) {
             assert!((1u64 << r.scale) * r.edge_factor as u64 <= MAX_NNZ);

@@ -61,7 +61,13 @@ pub fn spmm_footprint(n_rows: usize, n_cols: usize, nnz: usize, k: usize, gpu: b
         return Footprint { host: clamp(host), device: 0 };
     }
     let host = sum(&[mul(n_cols, k, 4), mul(n_rows, k, 2 * 8), mul(n_rows.max(n_cols), ld, 4 + 4), mul(nnz, 1, HOST_FORMAT_BYTES_PER_NNZ)]);
-    let device = sum(&[mul(n_cols, ld, 4 + 2 + 4), mul(n_rows, ld, 4), mul(nnz, 1, DEVICE_FORMAT_BYTES_PER_NNZ), mul(n_rows, 1, 16), mul(n_cols, 1, 16)]);
+    let device = sum(&[
+        mul(n_cols, ld, 4 + 2 + 4),
+        mul(n_rows, ld, 4),
+        mul(nnz, 1, DEVICE_FORMAT_BYTES_PER_NNZ),
+        mul(n_rows, 1, 16),
+        mul(n_cols, 1, 16),
+    ]);
     Footprint { host: clamp(host), device: clamp(device).max(COPY_PROBE_BYTES) }
 }
 
@@ -70,7 +76,13 @@ pub fn spmm_footprint(n_rows: usize, n_cols: usize, nnz: usize, k: usize, gpu: b
 pub fn sddmm_footprint(n_rows: usize, n_cols: usize, nnz: usize, k: usize) -> Footprint {
     let ld = padded_ld_saturating(k);
     let host = sum(&[mul(n_rows, k, 4), mul(n_cols, k, 4), mul(n_rows.max(n_cols), ld, 4), mul(nnz, 1, 2 * 8 + HOST_FORMAT_BYTES_PER_NNZ)]);
-    let device = sum(&[mul(n_rows, ld, 4 + 2), mul(n_cols, ld, 4 + 2), mul(nnz, 1, 4 + DEVICE_FORMAT_BYTES_PER_NNZ), mul(n_rows, 1, 16), mul(n_cols, 1, 16)]);
+    let device = sum(&[
+        mul(n_rows, ld, 4 + 2),
+        mul(n_cols, ld, 4 + 2),
+        mul(nnz, 1, 4 + DEVICE_FORMAT_BYTES_PER_NNZ),
+        mul(n_rows, 1, 16),
+        mul(n_cols, 1, 16),
+    ]);
     Footprint { host: clamp(host), device: clamp(device).max(COPY_PROBE_BYTES) }
 }
 

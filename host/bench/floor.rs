@@ -10,9 +10,7 @@ pub fn copy_bandwidth_gbs(gpu: &Gpu) -> Result<f64> {
     let n = 256 << 20; // 256 Mi floats = 1 GiB
     let src = DeviceVec::<f32>::zeros(gpu, n)?;
     let mut dst = DeviceVec::<f32>::zeros(gpu, n)?;
-    let t = time_gpu(gpu, 3, 20, || {
-        gpu.stream.memcpy_dtod(src.slice(), dst.slice_mut()).map_err(|e| Error::cuda("memcpy_dtod", e))
-    })?;
+    let t = time_gpu(gpu, 3, 20, || gpu.stream.memcpy_dtod(src.slice(), dst.slice_mut()).map_err(|e| Error::cuda("memcpy_dtod", e)))?;
     Ok(2.0 * (n * 4) as f64 / (t.median_ms * 1e-3) / 1e9)
 }
 

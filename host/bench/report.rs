@@ -115,8 +115,16 @@ pub fn markdown(r: &Report) -> String {
     let _ = writeln!(
         s,
         "{} ({} SMs, cc {}.{}), {}, commit {}, PTX {}; copy bandwidth {:.0} GB/s (read+write); median of {} after {} warm-up runs.\n",
-        r.gpu.name, r.gpu.sm_count, r.gpu.compute_capability.0, r.gpu.compute_capability.1, r.date, r.commit, r.ptx_arch,
-        r.copy_bandwidth_gbs, r.reps, r.warmup
+        r.gpu.name,
+        r.gpu.sm_count,
+        r.gpu.compute_capability.0,
+        r.gpu.compute_capability.1,
+        r.date,
+        r.commit,
+        r.ptx_arch,
+        r.copy_bandwidth_gbs,
+        r.reps,
+        r.warmup
     );
     // cuSPARSE f16 columns only where it was measured (SpMM), so SDDMM tables stay as they were.
     let has_f16 = r.records.iter().any(|x| x.speedup_vs_cusparse_f16.is_some());
@@ -130,7 +138,11 @@ pub fn markdown(r: &Report) -> String {
         let _ = writeln!(s, "|---:|---|---:|---:|---:|---:|---:|");
     }
     for row in &r.summary {
-        let f16 = if has_f16 { format!(" {} |", row.geomean_speedup_vs_cusparse_f16.map_or("-".into(), |v| format!("{v:.2}x"))) } else { String::new() };
+        let f16 = if has_f16 {
+            format!(" {} |", row.geomean_speedup_vs_cusparse_f16.map_or("-".into(), |v| format!("{v:.2}x")))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
             "| {} | {} | {} | {:.2}x |{f16} {:.2} | {:.1e} | {} |",
@@ -195,15 +207,28 @@ pub fn svg_speedups(r: &Report) -> String {
     let (lo, hi) = (-3.0f64, 5.0f64); // log2 speedup range: 1/8x .. 32x
     let y_of = |v: f64| top + plot_h * (1.0 - (v.log2().clamp(lo, hi) - lo) / (hi - lo));
     let mut s = String::new();
-    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="10">"#);
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="10">"#
+    );
     let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(s, r#"<text x="{left}" y="20" font-size="14">{} speedup over cuSPARSE f32 (best algorithm), K = {k}, {} — {}</text>"#, r.op, r.gpu.name, r.date);
+    let _ = writeln!(
+        s,
+        r#"<text x="{left}" y="20" font-size="14">{} speedup over cuSPARSE f32 (best algorithm), K = {k}, {} — {}</text>"#,
+        r.op, r.gpu.name, r.date
+    );
     for e in (lo as i32)..=(hi as i32) {
         let v = 2f64.powi(e);
         let y = y_of(v);
         let stroke = if e == 0 { "#000" } else { "#ddd" };
         let _ = writeln!(s, r#"<line x1="{left}" x2="{:.0}" y1="{y:.1}" y2="{y:.1}" stroke="{stroke}"/>"#, width - 170.0);
-        let _ = writeln!(s, r#"<text x="{:.0}" y="{:.1}" text-anchor="end">{}x</text>"#, left - 4.0, y + 3.0, if e >= 0 { format!("{}", v) } else { format!("1/{}", 1 << -e) });
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.0}" y="{:.1}" text-anchor="end">{}x</text>"#,
+            left - 4.0,
+            y + 3.0,
+            if e >= 0 { format!("{}", v) } else { format!("1/{}", 1 << -e) }
+        );
     }
     for (gi, g) in graphs.iter().enumerate() {
         let x0 = left + gi as f64 * group_w + gap / 2.0;
@@ -220,17 +245,18 @@ pub fn svg_speedups(r: &Report) -> String {
                 );
             }
         }
-        let _ = writeln!(
-            s,
-            r#"<text transform="translate({:.1},{:.1}) rotate(60)">{g}</text>"#,
-            x0 + 2.0,
-            top + plot_h + 10.0
-        );
+        let _ = writeln!(s, r#"<text transform="translate({:.1},{:.1}) rotate(60)">{g}</text>"#, x0 + 2.0, top + plot_h + 10.0);
     }
     for (vi, v) in variants.iter().enumerate() {
         let y = top + 14.0 * vi as f64;
         let x = width - 160.0;
-        let _ = writeln!(s, r#"<rect x="{x:.0}" y="{y:.0}" width="10" height="10" fill="{}"/><text x="{:.0}" y="{:.0}">{v}</text>"#, colors[vi % colors.len()], x + 14.0, y + 9.0);
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x:.0}" y="{y:.0}" width="10" height="10" fill="{}"/><text x="{:.0}" y="{:.0}">{v}</text>"#,
+            colors[vi % colors.len()],
+            x + 14.0,
+            y + 9.0
+        );
     }
     s.push_str("</svg>\n");
     s

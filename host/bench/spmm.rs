@@ -6,9 +6,9 @@ use crate::bench::floor::spmm_bytes;
 use crate::bench::{Problem, Record};
 use crate::error::Result;
 use crate::gpu::cusparse::{self, DataType, Layout, SparseMatrix, SpmmAlg, SpmmPlan};
+use crate::gpu::memory::padded_ld;
 use crate::gpu::timing::time_gpu;
 use crate::gpu::{DeviceMatrix, Gpu};
-use crate::gpu::memory::padded_ld;
 use crate::ops::spmm::cpu::spmm_reference_f64;
 use crate::ops::spmm::{hybrid, spmm_device};
 use crate::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
@@ -162,7 +162,9 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
             y16.poison()?;
             crate::ops::spmm::tc8::spmm_tc8_with(g, x16.view(), &mut y16, crate::ops::spmm::tc8::Tc8Source::Auto)?;
             let err = rel_error(&y16.download()?.data, &reference_f16);
-            let t = time_gpu(gpu, opt.warmup, opt.reps, || crate::ops::spmm::tc8::spmm_tc8_with(g, x16.view(), &mut y16, crate::ops::spmm::tc8::Tc8Source::Auto))?;
+            let t = time_gpu(gpu, opt.warmup, opt.reps, || {
+                crate::ops::spmm::tc8::spmm_tc8_with(g, x16.view(), &mut y16, crate::ops::spmm::tc8::Tc8Source::Auto)
+            })?;
             Ok((t.median_ms, err))
         })();
         out.push(record("tc8 f16 f16-out".into(), res.map_err(|e| e.to_string()), (2, 2)));

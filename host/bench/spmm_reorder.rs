@@ -28,7 +28,14 @@ pub fn reordered_labels(variant: &str, how: Reorder) -> (String, String) {
 /// rows carry the reordering's one-time host cost in `setup_ms`; their speedups are over
 /// cuSPARSE on the original order; errors are against the original-order reference (end to
 /// end) or its rows permuted (kernel alone).
-pub fn bench_spmm_reordered(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &SpmmBenchOptions, how: Reorder) -> Result<Vec<Record>> {
+pub fn bench_spmm_reordered(
+    gpu: &Arc<Gpu>,
+    name: &str,
+    g: &GraphHandle,
+    k: usize,
+    opt: &SpmmBenchOptions,
+    how: Reorder,
+) -> Result<Vec<Record>> {
     let mut out = bench_spmm(gpu, name, g, k, opt)?;
     let base = |prefix: &str| out.iter().find(|r| r.variant.starts_with(prefix)).and_then(|r| r.ms);
     let (base_f32, base_f16) = (base("cusparse f32"), base("cusparse f16"));
@@ -62,7 +69,8 @@ pub fn bench_spmm_reordered(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usiz
         for (label, xin, want, whole) in [(e2e, &x, reference, true), (alone, &xp, reference_p, false)] {
             let res = (|| -> Result<(f64, f64)> {
                 let xd = DeviceFeatures::upload(gpu, xin, prec)?;
-                let run = |y: &mut DeviceMatrix<f32>| if whole { spmm_device(&rg, &xd, y, imp) } else { spmm_device_permuted(&rg, &xd, y, imp) };
+                let run =
+                    |y: &mut DeviceMatrix<f32>| if whole { spmm_device(&rg, &xd, y, imp) } else { spmm_device_permuted(&rg, &xd, y, imp) };
                 y.poison()?;
                 run(&mut y)?; // first call: translation, uploads, scratch; outside timing
                 let err = rel_error(&y.download()?.data, want);

@@ -15,10 +15,10 @@ use tcgnn::graph::source;
 use tcgnn::nn::agnn_conv::{AgnnConv, AgnnGraph, loops_pattern};
 use tcgnn::nn::gat_conv::{GatConv, GatGraph};
 use tcgnn::nn::operand::Operand;
-use tcgnn::util::rng::SplitMix64;
 use tcgnn::nn::{Backend, CudaBackend, EdgeLayout};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::tensor::Matrix;
+use tcgnn::util::rng::SplitMix64;
 
 #[derive(clap::Args)]
 pub struct BenchAttentionArgs {
@@ -77,16 +77,25 @@ const MAX_K: usize = 4096;
 
 pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
     if a.k.is_empty() || a.k.iter().any(|&k| k == 0 || k > MAX_K) || a.reps == 0 {
-        return Err(tcgnn::Error::Unsupported(format!("bench attention: --k needs widths in 1..={MAX_K} and --reps >= 1 (got --k {:?}, --reps {})", a.k, a.reps)));
+        return Err(tcgnn::Error::Unsupported(format!(
+            "bench attention: --k needs widths in 1..={MAX_K} and --reps >= 1 (got --k {:?}, --reps {})",
+            a.k, a.reps
+        )));
     }
-    if a.model == AttentionModel::Gat && (a.heads == 0 || a.k.iter().any(|&k| k % a.heads != 0 || !GatConv::<CudaBackend>::fuses(a.heads, k / a.heads, true))) {
+    if a.model == AttentionModel::Gat
+        && (a.heads == 0 || a.k.iter().any(|&k| k % a.heads != 0 || !GatConv::<CudaBackend>::fuses(a.heads, k / a.heads, true)))
+    {
         return Err(tcgnn::Error::Unsupported(format!(
             "bench attention --model gat: every --k must split into --heads {} heads the fused kernels take (at most 32 heads of at most 32 columns; got --k {:?})",
             a.heads, a.k
         )));
     }
     if a.tc_row_max.is_some_and(|r| r > tcgnn::ops::nn::row_split::ROW_LONG_MIN) {
-        return Err(tcgnn::Error::Unsupported(format!("bench attention: --tc-row-max {} (at most {}: longer rows are the CUDA-core kernels' segments)", a.tc_row_max.unwrap_or(0), tcgnn::ops::nn::row_split::ROW_LONG_MIN)));
+        return Err(tcgnn::Error::Unsupported(format!(
+            "bench attention: --tc-row-max {} (at most {}: longer rows are the CUDA-core kernels' segments)",
+            a.tc_row_max.unwrap_or(0),
+            tcgnn::ops::nn::row_split::ROW_LONG_MIN
+        )));
     }
     let gpu = Gpu::probe()?;
     let mut graphs = a.graphs.clone();
@@ -100,7 +109,10 @@ pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
     if let Some(row_max) = a.tc_row_max {
         b = b.with_attention_tc(row_max);
     }
-    println!("{:<28} {:>9} {:>10} {:>4} | {:>9} {:>9} {:>6} | {:>9} {:>9} {:>6}", "graph", "nodes", "edges", "K", "fwd", "fused", "x", "fwd+bwd", "fused", "x");
+    println!(
+        "{:<28} {:>9} {:>10} {:>4} | {:>9} {:>9} {:>6} | {:>9} {:>9} {:>6}",
+        "graph", "nodes", "edges", "K", "fwd", "fused", "x", "fwd+bwd", "fused", "x"
+    );
     let mut rows = Vec::new();
     for spec in &graphs {
         let name = source::display_name(spec);
@@ -137,7 +149,11 @@ pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
                 } else {
                     let g = gat.as_ref().expect("one of the two graphs is built");
                     let (heads, dim, mut rng) = (a.heads, k / a.heads, SplitMix64::new(3));
-                    let mut conv = if fused { GatConv::new(&b, g, n, k, heads, dim, true, 0.0, 4, &mut rng)? } else { GatConv::new_unfused(&b, g, n, k, heads, dim, true, 0.0, 4, &mut rng)? };
+                    let mut conv = if fused {
+                        GatConv::new(&b, g, n, k, heads, dim, true, 0.0, 4, &mut rng)?
+                    } else {
+                        GatConv::new_unfused(&b, g, n, k, heads, dim, true, 0.0, 4, &mut rng)?
+                    };
                     let x = Operand::Dense(&h);
                     b.time(a.warmup, a.reps, &mut || {
                         conv.forward(&b, g, &x, true)?;

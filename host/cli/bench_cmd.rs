@@ -7,9 +7,9 @@ use tcgnn::bench::report::{Report, summarize, today, write};
 use tcgnn::bench::sddmm::bench_sddmm;
 use tcgnn::bench::spmm::{SpmmBenchOptions, bench_spmm};
 use tcgnn::bench::spmm_reorder::bench_spmm_reordered;
-use tcgnn::graph::reorder::Reorder;
 use tcgnn::bench::suite::{Values, run_suite, standard_graphs};
 use tcgnn::gpu::Gpu;
+use tcgnn::graph::reorder::Reorder;
 
 use super::table::print_records;
 
@@ -127,7 +127,14 @@ fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
     let only = if a.only.is_empty() { vec![] } else { [a.only.as_slice(), &[tcgnn::ops::Impl::Cusparse]].concat() };
     let records = match op {
         BenchOp::Spmm => {
-            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone(), tc8_sources: a.tc8_sources, hybrid_t: a.hybrid_t.iter().map(|&t| t as usize).collect() };
+            let opt = SpmmBenchOptions {
+                warmup: a.warmup,
+                reps: a.reps,
+                copy_gbs,
+                only: only.clone(),
+                tc8_sources: a.tc8_sources,
+                hybrid_t: a.hybrid_t.iter().map(|&t| t as usize).collect(),
+            };
             run_suite(&gpu, &graphs, &ks, Values::Random, |name, g, k| {
                 check_spmm_command(g.csr(), k, Some(&gpu))?;
                 match how {
@@ -137,7 +144,14 @@ fn run_kernels(op: BenchOp, a: &KernelBenchArgs) -> tcgnn::Result<()> {
             })
         }
         BenchOp::Sddmm => {
-            let opt = SpmmBenchOptions { warmup: a.warmup, reps: a.reps, copy_gbs, only: only.clone(), tc8_sources: a.tc8_sources, hybrid_t: vec![] };
+            let opt = SpmmBenchOptions {
+                warmup: a.warmup,
+                reps: a.reps,
+                copy_gbs,
+                only: only.clone(),
+                tc8_sources: a.tc8_sources,
+                hybrid_t: vec![],
+            };
             // Unit values: cuSPARSE SDDMM samples the pattern (see bench::sddmm).
             run_suite(&gpu, &graphs, &ks, Values::Unit, |name, g, k| {
                 check_sddmm_command(g.csr(), k, &gpu)?;

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tcgnn::bench::report::today;
 use tcgnn::dist::part_graph::relabel;
-use tcgnn::dist::{Communicator, DistBackend, DistTrainer, HaloPath, ExchangeMethod, InProcess, Partition, PartitionMethod, StepTiming};
+use tcgnn::dist::{Communicator, DistBackend, DistTrainer, ExchangeMethod, HaloPath, InProcess, Partition, PartitionMethod, StepTiming};
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::models::parse_model_name;
 use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, ModelConfig, TrainConfig};
@@ -247,7 +247,16 @@ fn measure<B: DistBackend<InProcess>>(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn record(graph: &str, d: &Dataset, model: &str, p: &Partition, method: ExchangeMethod, path: HaloPath, timing: &[StepTiming], reps: usize) -> DistRecord {
+pub(crate) fn record(
+    graph: &str,
+    d: &Dataset,
+    model: &str,
+    p: &Partition,
+    method: ExchangeMethod,
+    path: HaloPath,
+    timing: &[StepTiming],
+    reps: usize,
+) -> DistRecord {
     let per = |s: f64| 1e3 * s / reps as f64;
     let ranks: Vec<RankRecord> = timing
         .iter()
@@ -288,8 +297,15 @@ pub(crate) fn record(graph: &str, d: &Dataset, model: &str, p: &Partition, metho
 
 fn markdown(r: &DistReport) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "# Partitioned training step ({}, {}, commit {})\n\n{}; mean of {} steps after {} warm-up, slowest rank.\n", r.device, r.date, r.commit, r.mode, r.reps, r.warmup);
-    let _ = writeln!(s, "| graph | model | parts | method | exchange | path | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step | speedup | efficiency |");
+    let _ = writeln!(
+        s,
+        "# Partitioned training step ({}, {}, commit {})\n\n{}; mean of {} steps after {} warm-up, slowest rank.\n",
+        r.device, r.date, r.commit, r.mode, r.reps, r.warmup
+    );
+    let _ = writeln!(
+        s,
+        "| graph | model | parts | method | exchange | path | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step | speedup | efficiency |"
+    );
     let _ = writeln!(s, "|---|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for x in &r.records {
         let _ = writeln!(

@@ -78,7 +78,8 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
             args.model = model;
             let (cfg, tcfg) = (model_config(&args, 0)?, train_config(&args)?);
             for &path in &a.halo_path {
-                let backend = Arc::new(CudaBackend::new(gpu.clone(), args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?));
+                let backend =
+                    Arc::new(CudaBackend::new(gpu.clone(), args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?));
                 let mut t = DistTrainer::with_path(backend, comm.clone(), &d, &p, method, path, &cfg, &tcfg)?;
                 for _ in 0..a.warmup {
                     t.step()?;

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use clap::ValueEnum;
 use tcgnn::bench::train::{write_json, write_text};
-use tcgnn::gpu::{DeviceMatrix, Gpu};
 use tcgnn::gpu::timing::time_gpu;
+use tcgnn::gpu::{DeviceMatrix, Gpu};
 use tcgnn::nn::models;
 use tcgnn::ops::GraphHandle;
 use tcgnn::ops::spmm::hp::{dtp_spmm_nnz_per_warp, hp_nnz_per_warp, spmm_hp_npw};
@@ -170,6 +170,8 @@ fn markdown(rows: &[Row], fixed: &[u32], device: &str) -> String {
             r.speedup_over_best_fixed
         );
     }
-    s += &format!("\nHP SpMM f32 on {device}; DTP = HP-SpMM's InEq. 5 (alpha 1) over the candidates 8-512, the launcher's default; waves = the earlier rule (two waves of resident warps, at least 32); times are the sums over the batches of the median of the repetitions (CUDA events).\n");
+    s += &format!(
+        "\nHP SpMM f32 on {device}; DTP = HP-SpMM's InEq. 5 (alpha 1) over the candidates 8-512, the launcher's default; waves = the earlier rule (two waves of resident warps, at least 32); times are the sums over the batches of the median of the repetitions (CUDA events).\n"
+    );
     s
 }

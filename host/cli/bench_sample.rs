@@ -14,10 +14,10 @@ use std::sync::Arc;
 use clap::ValueEnum;
 use tcgnn::bench::train::{mean_std, write_json, write_text};
 use tcgnn::gpu::Gpu;
+use tcgnn::gpu::timing::StepSpans;
 use tcgnn::nn::{CpuBackend, CudaBackend, Ops, Trainer};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::sample::{SampleTimes, SampledTraining};
-use tcgnn::gpu::timing::StepSpans;
 use tcgnn::{Error, Result};
 
 use super::sample_args::{SampleArgs, SamplerKind};
@@ -113,7 +113,8 @@ pub fn run(a: &BenchSampleArgs) -> Result<()> {
     let mut rows = Vec::new();
     for graph in &a.graphs {
         for &model in &a.models {
-            let settings: Vec<Option<SamplerKind>> = (!a.no_full).then_some(None).into_iter().chain(a.samplers.iter().map(|&s| Some(s))).collect();
+            let settings: Vec<Option<SamplerKind>> =
+                (!a.no_full).then_some(None).into_iter().chain(a.samplers.iter().map(|&s| Some(s))).collect();
             for sampler in settings {
                 let row = match &gpu {
                     Some(g) => setting(a, graph, model, sampler, || CudaBackend::new(g.clone(), Precision::F32, Impl::Auto), Some(g))?,
@@ -139,7 +140,14 @@ pub fn run(a: &BenchSampleArgs) -> Result<()> {
     Ok(())
 }
 
-fn setting<B: Ops + 'static>(a: &BenchSampleArgs, graph: &str, model: &'static str, sampler: Option<SamplerKind>, make: impl Fn() -> Result<B>, gpu: Option<&Arc<Gpu>>) -> Result<Row> {
+fn setting<B: Ops + 'static>(
+    a: &BenchSampleArgs,
+    graph: &str,
+    model: &'static str,
+    sampler: Option<SamplerKind>,
+    make: impl Fn() -> Result<B>,
+    gpu: Option<&Arc<Gpu>>,
+) -> Result<Row> {
     let mut t = TrainArgs::for_graph(graph);
     t.model = model;
     t.epochs = a.epochs;
@@ -267,11 +275,18 @@ fn markdown(rows: &[Row]) -> String {
         );
     }
     if let Some(r) = rows.first() {
-        s += &format!("\n{} epochs (the sampled runs' split and idle without the first {}), seeds {:?}, backend {}. {}\n", r.epochs, r.warmup_epochs, r.seeds, r.backend, if r.idle_fraction.is_some() {
-            "Sampled steps are waited for one by one (--split): step = enqueue + wait, idle = host time outside steps."
-        } else {
-            "Sampled steps run ahead of the host as in `train` (step = host time to enqueue); GPU idle = 1 - (event time inside steps) / (event time spanned by each epoch's steps), batch copies counted as idle. Samplers marked (on GPU) make their batches on the GPU: their sampling kernels count as busy, and \"sampling\" is the host's time in them, waiting included."
-        });
+        s += &format!(
+            "\n{} epochs (the sampled runs' split and idle without the first {}), seeds {:?}, backend {}. {}\n",
+            r.epochs,
+            r.warmup_epochs,
+            r.seeds,
+            r.backend,
+            if r.idle_fraction.is_some() {
+                "Sampled steps are waited for one by one (--split): step = enqueue + wait, idle = host time outside steps."
+            } else {
+                "Sampled steps run ahead of the host as in `train` (step = host time to enqueue); GPU idle = 1 - (event time inside steps) / (event time spanned by each epoch's steps), batch copies counted as idle. Samplers marked (on GPU) make their batches on the GPU: their sampling kernels count as busy, and \"sampling\" is the host's time in them, waiting included."
+            }
+        );
     }
     s
 }

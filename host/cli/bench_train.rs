@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::Serialize;
+use tcgnn::bench::floor::{copy_bandwidth_gbs, l2_bandwidth_gbs, step_floor_ms};
 use tcgnn::bench::train::{mean_std, write_json, write_text};
 use tcgnn::gpu::Gpu;
-use tcgnn::bench::floor::{copy_bandwidth_gbs, l2_bandwidth_gbs, step_floor_ms};
 use tcgnn::nn::models::model_info;
 use tcgnn::nn::models::traffic::{StepShape, StepTraffic};
 use tcgnn::nn::{CudaBackend, ModelConfig, TrainConfig, Trainer};
@@ -153,7 +153,11 @@ fn pyg_lookup(pyg: &Option<serde_json::Value>, graph: &str, model: &str, layers:
 
 pub fn run(a: &BenchTrainArgs) -> Result<()> {
     if a.attention_tc.is_some_and(|r| r > tcgnn::ops::nn::row_split::ROW_LONG_MIN) {
-        return Err(Error::Unsupported(format!("bench train: --attention-tc {} (at most {}: longer rows are the CUDA-core kernels' segments)", a.attention_tc.unwrap_or(0), tcgnn::ops::nn::row_split::ROW_LONG_MIN)));
+        return Err(Error::Unsupported(format!(
+            "bench train: --attention-tc {} (at most {}: longer rows are the CUDA-core kernels' segments)",
+            a.attention_tc.unwrap_or(0),
+            tcgnn::ops::nn::row_split::ROW_LONG_MIN
+        )));
     }
     let gpu = Gpu::probe()?;
     let graphs = if a.graphs.is_empty() {
@@ -162,7 +166,11 @@ pub fn run(a: &BenchTrainArgs) -> Result<()> {
         a.graphs.clone()
     };
     let models = if a.models.is_empty() {
-        ["gcn:2x16", "gcn:2x128", "agnn:4x32", "gat", "sage", "gin"].iter().filter(|m| model_info(m.split(':').next().unwrap_or("")).is_ok()).map(|m| m.to_string()).collect()
+        ["gcn:2x16", "gcn:2x128", "agnn:4x32", "gat", "sage", "gin"]
+            .iter()
+            .filter(|m| model_info(m.split(':').next().unwrap_or("")).is_ok())
+            .map(|m| m.to_string())
+            .collect()
     } else {
         a.models.clone()
     };
@@ -408,22 +416,52 @@ fn speedup_svg(r: &Report) -> String {
     let max = rows.iter().filter_map(|x| x.speedup_vs_pyg).fold(10.0f64, f64::max) * 1.2;
     let y = |v: f64| top + height - height * (v.max(0.5).ln() - 0.5f64.ln()) / (max.ln() - 0.5f64.ln());
     let mut s = String::new();
-    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{}" font-family="sans-serif" font-size="11">"#, top + height + 110.0);
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="20" font-size="13">Training step speedup over PyTorch Geometric ({}, {})</text>"#, r.gpu.name, r.date);
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{}" font-family="sans-serif" font-size="11">"#,
+        top + height + 110.0
+    );
+    let _ = writeln!(
+        s,
+        r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="20" font-size="13">Training step speedup over PyTorch Geometric ({}, {})</text>"#,
+        r.gpu.name, r.date
+    );
     for (v, label) in [(1.0, "1x"), (4.0, "4x"), (10.0, "10x")] {
-        let _ = writeln!(s, r##"<line x1="{left}" y1="{0:.1}" x2="{1:.1}" y2="{0:.1}" stroke="#999" stroke-dasharray="3,3"/><text x="{2:.1}" y="{3:.1}" text-anchor="end">{label}</text>"##, y(v), width - 30.0, left - 5.0, y(v) + 4.0);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{left}" y1="{0:.1}" x2="{1:.1}" y2="{0:.1}" stroke="#999" stroke-dasharray="3,3"/><text x="{2:.1}" y="{3:.1}" text-anchor="end">{label}</text>"##,
+            y(v),
+            width - 30.0,
+            left - 5.0,
+            y(v) + 4.0
+        );
     }
     for (gi, (graph, model)) in groups.iter().enumerate() {
         let x0 = left + gi as f64 * (3.0 * bar + gap);
         for (pi, prec) in precisions.iter().enumerate() {
-            if let Some(v) = rows.iter().find(|x| &x.graph == graph && &x.model == model && x.precision == *prec).and_then(|x| x.speedup_vs_pyg) {
-                let _ = writeln!(s, r#"<rect x="{:.1}" y="{:.1}" width="{bar}" height="{:.1}" fill="{}"><title>{graph} {model} {prec}: {v:.1}x</title></rect>"#, x0 + pi as f64 * bar, y(v), top + height - y(v), colors[pi]);
+            if let Some(v) =
+                rows.iter().find(|x| &x.graph == graph && &x.model == model && x.precision == *prec).and_then(|x| x.speedup_vs_pyg)
+            {
+                let _ = writeln!(
+                    s,
+                    r#"<rect x="{:.1}" y="{:.1}" width="{bar}" height="{:.1}" fill="{}"><title>{graph} {model} {prec}: {v:.1}x</title></rect>"#,
+                    x0 + pi as f64 * bar,
+                    y(v),
+                    top + height - y(v),
+                    colors[pi]
+                );
             }
         }
         let _ = writeln!(s, r#"<text transform="translate({:.1},{:.1}) rotate(60)">{graph} {model}</text>"#, x0 + bar, top + height + 8.0);
     }
     for (pi, prec) in precisions.iter().enumerate() {
-        let _ = writeln!(s, r#"<rect x="{:.1}" y="28" width="10" height="10" fill="{}"/><text x="{:.1}" y="37">{prec}</text>"#, width - 150.0 + 45.0 * pi as f64, colors[pi], width - 137.0 + 45.0 * pi as f64);
+        let _ = writeln!(
+            s,
+            r#"<rect x="{:.1}" y="28" width="10" height="10" fill="{}"/><text x="{:.1}" y="37">{prec}</text>"#,
+            width - 150.0 + 45.0 * pi as f64,
+            colors[pi],
+            width - 137.0 + 45.0 * pi as f64
+        );
     }
     s.push_str("</svg>\n");
     s

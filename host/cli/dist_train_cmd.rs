@@ -180,19 +180,38 @@ fn run_in_process(a: &TrainArgs, parts: usize) -> Result<()> {
     let gpu = use_gpu(a)?;
     let show = |e: &tcgnn::nn::train::EpochRecord| {
         if !a.quiet {
-            eprintln!("epoch {:>4} loss {:.6} train {:.2}% val {:.2}% test {:.2}%", e.epoch, e.loss, e.train_acc * 100.0, e.val_acc * 100.0, e.test_acc * 100.0);
+            eprintln!(
+                "epoch {:>4} loss {:.6} train {:.2}% val {:.2}% test {:.2}%",
+                e.epoch,
+                e.loss,
+                e.train_acc * 100.0,
+                e.val_acc * 100.0,
+                e.test_acc * 100.0
+            );
         }
     };
     let (history, timing, backend) = if gpu {
         // Each thread opens the GPU itself: its own context handle, stream and kernels.
         let path = a.dist.halo_path;
-        let (h, t) = train_in_process_on(path, &s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| cuda_backend(a, Gpu::probe()?), show)?;
+        let (h, t) = train_in_process_on(
+            path,
+            &s.data,
+            &s.partition,
+            s.method,
+            &s.cfg,
+            &s.tcfg,
+            PEER_TIMEOUT,
+            |_| cuda_backend(a, Gpu::probe()?),
+            show,
+        )?;
         (h, t, format!("{} threads on one GPU ({:?}, halo path {path:?})", parts, a.precision).to_lowercase())
     } else if a.f64 {
-        let (h, t) = train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| Ok(CpuBackend::<f64>::new()), show)?;
+        let (h, t) =
+            train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| Ok(CpuBackend::<f64>::new()), show)?;
         (h, t, format!("{parts} threads on the CPU (f64)"))
     } else {
-        let (h, t) = train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| Ok(CpuBackend::<f32>::new()), show)?;
+        let (h, t) =
+            train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| Ok(CpuBackend::<f32>::new()), show)?;
         (h, t, format!("{parts} threads on the CPU (f32)"))
     };
     report(a, &s, &history, &timing, &backend)
@@ -280,7 +299,14 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
     let quiet = a.quiet || rank != 0;
     let history = t.fit(s.tcfg.epochs, |e| {
         if !quiet {
-            eprintln!("epoch {:>4} loss {:.6} train {:.2}% val {:.2}% test {:.2}%", e.epoch, e.loss, e.train_acc * 100.0, e.val_acc * 100.0, e.test_acc * 100.0);
+            eprintln!(
+                "epoch {:>4} loss {:.6} train {:.2}% val {:.2}% test {:.2}%",
+                e.epoch,
+                e.loss,
+                e.train_acc * 100.0,
+                e.val_acc * 100.0,
+                e.test_acc * 100.0
+            );
         }
     })?;
     let timing = gather_timing(&*comm, t.take_timing())?;
@@ -302,14 +328,27 @@ pub(crate) fn same_partition_everywhere<C: Communicator>(comm: &C, p: &Partition
     let mut all = vec![0.0f64; 2 * comm.world_size()];
     comm.all_gather(&mine, &mut all)?;
     match all.chunks(2).position(|c| *c != all[..2]) {
-        Some(r) => Err(Error::comm("partition", format!("rank {r} partitioned the graph differently from rank 0 (same graph, --partition-method and tcgnn build on every host?)"))),
+        Some(r) => Err(Error::comm(
+            "partition",
+            format!(
+                "rank {r} partitioned the graph differently from rank 0 (same graph, --partition-method and tcgnn build on every host?)"
+            ),
+        )),
         None => Ok(()),
     }
 }
 
 /// Every rank's timing on every rank (an all-gather of a few numbers).
 pub(crate) fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<Vec<StepTiming>> {
-    let mine = [t.steps as f64, t.step_seconds, t.halo.seconds, t.halo.bytes as f64, t.halo.calls as f64, t.all_reduce_seconds, t.all_reduce_bytes as f64];
+    let mine = [
+        t.steps as f64,
+        t.step_seconds,
+        t.halo.seconds,
+        t.halo.bytes as f64,
+        t.halo.calls as f64,
+        t.all_reduce_seconds,
+        t.all_reduce_bytes as f64,
+    ];
     let mut all = vec![0.0f64; mine.len() * comm.world_size()];
     comm.all_gather(&mine, &mut all)?;
     Ok(all

@@ -6,15 +6,15 @@ use std::time::Instant;
 
 use tcgnn::error::{Error, Result};
 use tcgnn::format::stats::{format_stats, render_table, render_vector_zeros, vector_zeros};
-use tcgnn::format::{hybrid, worklist, MeBcrs, Sgt};
-use tcgnn::graph::edgelist::{read_edgelist, EdgeListOptions};
-use tcgnn::graph::generate::{complete, grid, path, sbm, star, SbmParams};
+use tcgnn::format::{MeBcrs, Sgt, hybrid, worklist};
+use tcgnn::graph::edgelist::{EdgeListOptions, read_edgelist};
+use tcgnn::graph::generate::{SbmParams, complete, grid, path, sbm, star};
 use tcgnn::graph::mtx::{read_mtx, write_mtx};
-use tcgnn::graph::npz::{read_npz, write_npz, Features};
+use tcgnn::graph::npz::{Features, read_npz, write_npz};
 use tcgnn::graph::ops::{add_self_loops, degree_summary, symmetrize};
-use tcgnn::graph::reorder::{reorder, Reorder};
-use tcgnn::graph::rmat::{rmat, RmatParams};
-use tcgnn::graph::{tcg, Csr};
+use tcgnn::graph::reorder::{Reorder, reorder};
+use tcgnn::graph::rmat::{RmatParams, rmat};
+use tcgnn::graph::{Csr, tcg};
 use tcgnn::util::atomic::{check_outputs, write_atomic};
 
 /// Input file kinds.
@@ -282,7 +282,10 @@ fn check_shape_size(args: &GenArgs) -> Result<()> {
         GenKind::Rmat | GenKind::Sbm => return Ok(()), // checked by their generators
     };
     if nodes > tcgnn::graph::spec::MAX_NODES || edges > tcgnn::graph::spec::MAX_NNZ {
-        return Err(Error::Unsupported(format!("{:?} of {nodes} nodes and {edges} edges: over 2^31 - 2 nodes or 2^31 - 1 edges", args.kind)));
+        return Err(Error::Unsupported(format!(
+            "{:?} of {nodes} nodes and {edges} edges: over 2^31 - 2 nodes or 2^31 - 1 edges",
+            args.kind
+        )));
     }
     tcgnn::util::memory::check_host_alloc(edges * 32, &format!("{:?} graph of {nodes} nodes", args.kind))
 }
@@ -373,11 +376,7 @@ pub fn run_reorder(args: &ReorderArgs) -> Result<()> {
     let after = block_counts(&r)?;
     println!("{how:?} order of {} nodes in {ms:.1} ms", g.n_rows());
     println!("{:<20} {:>12} {:>12} {:>8}", "blocks", "original", "reordered", "ratio");
-    for (name, b, a) in [
-        ("SGT 16x8", before.0, after.0),
-        ("SGT 16x16", before.1, after.1),
-        ("ME-BCRS 8x8", before.2, after.2),
-    ] {
+    for (name, b, a) in [("SGT 16x8", before.0, after.0), ("SGT 16x16", before.1, after.1), ("ME-BCRS 8x8", before.2, after.2)] {
         let ratio = if b == 0 { 1.0 } else { a as f64 / b as f64 };
         println!("{name:<20} {b:>12} {a:>12} {ratio:>8.3}");
     }
@@ -422,10 +421,25 @@ mod tests {
         run_gen(&gen_args).unwrap();
         assert!(dir.join("g.npz").exists());
         let input = GraphInput { input: out.clone(), input_format: InputFormat::Auto, nodes: None, header: false };
-        run_info(&InfoArgs { graph: input.clone(), npz: Some(dir.join("g.npz")), reorder: "rcm".into(), relabel: None, worklist: false, sm_count: 132, k_slices: 2 }).unwrap();
+        run_info(&InfoArgs {
+            graph: input.clone(),
+            npz: Some(dir.join("g.npz")),
+            reorder: "rcm".into(),
+            relabel: None,
+            worklist: false,
+            sm_count: 132,
+            k_slices: 2,
+        })
+        .unwrap();
         let conv = dir.join("c.mtx");
-        run_convert(&ConvertArgs { graph: input.clone(), output: conv.clone(), to: OutputFormat::Auto, symmetrize: true, self_loops: true })
-            .unwrap();
+        run_convert(&ConvertArgs {
+            graph: input.clone(),
+            output: conv.clone(),
+            to: OutputFormat::Auto,
+            symmetrize: true,
+            self_loops: true,
+        })
+        .unwrap();
         assert_eq!(read_mtx(&conv).unwrap().nnz(), read_mtx(&out).unwrap().nnz() + 500);
         run_reorder(&ReorderArgs {
             graph: input,

@@ -1,12 +1,12 @@
 //! The `tcgnn` command line: argument definitions and one file per command.
 
-pub mod bench_cmd;
-pub mod bench_setup;
-pub mod bench_dist;
 pub mod bench_attention;
+pub mod bench_cmd;
+pub mod bench_dist;
 pub mod bench_dist_gpus;
 pub mod bench_dtp;
 pub mod bench_sample;
+pub mod bench_setup;
 pub mod bench_train;
 pub mod demo;
 pub mod dist_train_cmd;
@@ -17,6 +17,8 @@ pub mod sample_args;
 pub mod spmm_cmd;
 pub mod table;
 pub mod train_cmd;
+pub mod train_graph;
+pub mod train_link;
 
 use clap::{Parser, Subcommand};
 

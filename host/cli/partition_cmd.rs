@@ -54,7 +54,10 @@ pub fn run(args: &PartitionArgs) -> Result<()> {
     );
     let stats = p.stats();
     let mean = g.nnz() as f64 / p.parts() as f64;
-    println!("{:>5} {:>11} {:>12} {:>8} {:>12} {:>11} {:>10}", "part", "nodes", "edges", "balance", "remote edges", "halo rows", "halo/all");
+    println!(
+        "{:>5} {:>11} {:>12} {:>8} {:>12} {:>11} {:>10}",
+        "part", "nodes", "edges", "balance", "remote edges", "halo rows", "halo/all"
+    );
     for s in &stats {
         let bal = if mean > 0.0 { s.edges as f64 / mean } else { 1.0 };
         println!(
@@ -93,7 +96,9 @@ fn load(input: &GraphInput) -> Result<tcgnn::graph::Csr> {
     let num = |i: usize, default: f64| -> Result<f64> {
         match fields.get(i) {
             None => Ok(default),
-            Some(f) => f.parse().map_err(|_| tcgnn::Error::Unsupported(format!("'{spec}': '{f}' is not a number (use sbm:N[:CLASSES[:DEGREE]])"))),
+            Some(f) => {
+                f.parse().map_err(|_| tcgnn::Error::Unsupported(format!("'{spec}': '{f}' is not a number (use sbm:N[:CLASSES[:DEGREE]])")))
+            }
         }
     };
     let mut p = tcgnn::graph::generate::SbmParams::new(num(0, 0.0)? as usize, num(1, 8.0)? as usize, 0);

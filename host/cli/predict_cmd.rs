@@ -120,7 +120,8 @@ fn write_output(a: &PredictArgs, ext: &str, p: &Prediction) -> Result<()> {
     } else {
         let cols = extra.map_or(0, |m| m.cols);
         let prefix = if p.embeddings.is_some() { "e" } else { "p" };
-        let header: Vec<String> = ["node".to_string(), "class".to_string()].into_iter().chain((0..cols).map(|c| format!("{prefix}{c}"))).collect();
+        let header: Vec<String> =
+            ["node".to_string(), "class".to_string()].into_iter().chain((0..cols).map(|c| format!("{prefix}{c}"))).collect();
         writeln!(f, "{}", header.join(",")).map_err(io)?;
         for (node, class) in p.classes.iter().enumerate() {
             write!(f, "{node},{class}").map_err(io)?;

@@ -110,7 +110,9 @@ impl SampleArgs {
             ("--sample-on", self.sample_on != SampleOn::Auto),
         ];
         match given.iter().find(|g| g.1) {
-            Some((flag, _)) if self.sampler.is_none() => Err(Error::Unsupported(format!("{flag} applies to sampled training: add --sampler"))),
+            Some((flag, _)) if self.sampler.is_none() => {
+                Err(Error::Unsupported(format!("{flag} applies to sampled training: add --sampler")))
+            }
             _ => Ok(()),
         }
     }
@@ -164,12 +166,18 @@ impl SampleArgs {
                     }
                 };
                 let steps_u32 = u32::try_from(steps).map_err(|_| Error::Unsupported(format!("--steps-per-epoch {steps} is past 2^32")))?;
-                let sampler = SaintSampler::new(graph, SaintConfig { kind, steps_per_epoch: steps_u32, coverage: self.saint_coverage, seed })?;
+                let sampler =
+                    SaintSampler::new(graph, SaintConfig { kind, steps_per_epoch: steps_u32, coverage: self.saint_coverage, seed })?;
                 let aggregation = if self.saint_coverage > 0 { Aggregation::for_model(cfg.model, &data.graph)? } else { None };
                 (BatchSource::Saint { sampler: Arc::new(sampler), aggregation }, steps)
             }
         };
-        let node_data = NodeData { features: clone_features(data), labels: data.labels.clone(), mask_bits: data.mask_bits.clone(), n_train: count_train(data) };
+        let node_data = NodeData {
+            features: clone_features(data),
+            labels: data.labels.clone(),
+            mask_bits: data.mask_bits.clone(),
+            n_train: count_train(data),
+        };
         let prefetch = PrefetchConfig { workers: self.workers(), ahead: 1 };
         let mut training = SampledTraining::new(source, node_data, n, steps, prefetch, *cfg, data.classes)?;
         training.rebind = !self.build_per_batch;
@@ -207,7 +215,9 @@ impl SampleArgs {
                 t.features_on_gpu = true;
             }
             if t.sample_on_gpu && self.features_on == FeaturesOn::Host {
-                return Err(Error::Unsupported("sampling on the GPU gathers the features there: --features-on host needs --sample-on cpu".into()));
+                return Err(Error::Unsupported(
+                    "sampling on the GPU gathers the features there: --features-on host needs --sample-on cpu".into(),
+                ));
             }
         }
         Ok(t)

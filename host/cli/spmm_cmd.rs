@@ -62,7 +62,9 @@ pub fn run(a: &SpmmArgs) -> tcgnn::Result<()> {
     // after the precision, as in "hybrid f16 (t=2, CC 84%)", do not count).
     records.retain(|r| {
         let v = r.variant_group();
-        r.variant.starts_with("cusparse") || v.ends_with(&format!("{:?}", a.precision).to_lowercase()) || (a.precision == Precision::F32 && v.ends_with("tf32"))
+        r.variant.starts_with("cusparse")
+            || v.ends_with(&format!("{:?}", a.precision).to_lowercase())
+            || (a.precision == Precision::F32 && v.ends_with("tf32"))
     });
     print_records(&records);
     Ok(())

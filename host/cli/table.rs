@@ -21,7 +21,8 @@ pub fn print_records(records: &[Record]) {
                 f(r.speedup_vs_cusparse, 2),
                 f(r.speedup_vs_cusparse_f16, 2),
                 f(r.floor_fraction, 2),
-                r.rel_error.map_or("-".into(), |e| format!("{e:.1e}")) + &r.setup_ms.map_or(String::new(), |s| format!("  (one-time {s:.1} ms)"))
+                r.rel_error.map_or("-".into(), |e| format!("{e:.1e}"))
+                    + &r.setup_ms.map_or(String::new(), |s| format!("  (one-time {s:.1} ms)"))
             ),
         }
     }

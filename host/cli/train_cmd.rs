@@ -8,15 +8,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use indicatif::{ProgressBar, ProgressStyle};
 use tcgnn::bench::train::{TrainRun, curve_svg, mean_std, write_json, write_text};
 use tcgnn::gpu::Gpu;
-use tcgnn::nn::models::{estimate_bytes, model_info, parse_model_name};
 use tcgnn::nn::checkpoint::Checkpoint;
+use tcgnn::nn::input::HostFeatures;
+use tcgnn::nn::models::{estimate_bytes, model_info, parse_model_name};
 use tcgnn::nn::saved::{ModelMeta, SavedModel, check_names};
 use tcgnn::nn::train::{EpochRecord, Flow};
 use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, FeatureStorage, ModelConfig, Ops, SyntheticNodeData, TrainConfig, Trainer};
-use tcgnn::tensor::Matrix;
-use tcgnn::nn::input::HostFeatures;
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::sample::layerwise::{self, LayerwiseInference, Targets};
+use tcgnn::task::TaskKind;
+use tcgnn::tensor::Matrix;
 
 use crate::cli::sample_args::Inference;
 use tcgnn::{Error, Result};
@@ -34,6 +35,9 @@ pub struct TrainArgs {
     /// A dataset name (with NAME.npz node data if present), a .mtx/.mtx.gz path,
     /// rmat:SCALE:EF[:SEED] or sbm:N[:CLASSES[:DEGREE]] (generated with label-correlated features).
     pub graph: String,
+    /// What to train for: node classification, link prediction or graph classification.
+    #[arg(long, value_enum, default_value = "node")]
+    pub task: tcgnn::task::TaskKind,
     /// The model: gcn, agnn, gat, sage, gin (`tcgnn models` lists them with their defaults).
     #[arg(long, default_value = "gcn", value_parser = parse_model_name)]
     pub model: &'static str,
@@ -153,6 +157,11 @@ impl TrainArgs {
 }
 
 pub fn run(a: &TrainArgs) -> Result<()> {
+    match a.task {
+        TaskKind::Node => {}
+        TaskKind::Link => return crate::cli::train_link::run(a),
+        TaskKind::Graph => return crate::cli::train_graph::run(a),
+    }
     if a.dist.is_distributed() {
         if a.sample.sampler.is_some() {
             return Err(Error::Unsupported("--sampler trains on one device: leave out --partitions / --gpus / --world-size".into()));
@@ -187,7 +196,10 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     if let Some(dir) = &a.out {
         // Checked now, not after training (a missing folder is created when writing).
         if dir.exists() && !dir.is_dir() {
-            return Err(Error::Io { path: dir.clone(), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder") });
+            return Err(Error::Io {
+                path: dir.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder"),
+            });
         }
     }
     let gpu = match a.device {
@@ -212,7 +224,12 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     let mut runs = Vec::new();
     for &seed in &a.seeds {
         let run = match &gpu {
-            Some(gpu) => train_one(a, seed, || Ok(CudaBackend::new(gpu.clone(), a.precision, a.imp)?.with_edge_layout(edge_layout(a.model, a.edge_layout)?)), Some(gpu.clone()))?,
+            Some(gpu) => train_one(
+                a,
+                seed,
+                || Ok(CudaBackend::new(gpu.clone(), a.precision, a.imp)?.with_edge_layout(edge_layout(a.model, a.edge_layout)?)),
+                Some(gpu.clone()),
+            )?,
             None if a.f64 => train_one(a, seed, || Ok(CpuBackend::<f64>::new()), None)?,
             None => train_one(a, seed, || Ok(CpuBackend::<f32>::new()), None)?,
         };
@@ -327,11 +344,16 @@ fn check_layerwise<B: Ops>(b: &B, gpu: Option<&Gpu>, data: &Dataset, cfg: &Model
         return Err(Error::Unsupported(format!("--inference layerwise runs GCN, SAGE and GIN without --batch-norm, not {}", cfg.model)));
     }
     if !b.can_bind() {
-        return Err(Error::Unsupported("--inference layerwise rebinds batches into one model: use --precision f32 (the HP kernels)".into()));
+        return Err(Error::Unsupported(
+            "--inference layerwise rebinds batches into one model: use --precision f32 (the HP kernels)".into(),
+        ));
     }
     if let HostFeatures::Sparse(c) = &data.features {
         // Evaluated from a dense copy.
-        tcgnn::util::memory::check_host_alloc(4 * c.n_rows() as u64 * c.n_cols() as u64, "a dense copy of the sparse features for layer-wise inference")?;
+        tcgnn::util::memory::check_host_alloc(
+            4 * c.n_rows() as u64 * c.n_cols() as u64,
+            "a dense copy of the sparse features for layer-wise inference",
+        )?;
     }
     let Some(gpu) = gpu else { return Ok(()) };
     let n = data.n() as u64;
@@ -381,7 +403,10 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     let read_s = t_read.elapsed().as_secs_f64();
     let (cfg, tcfg) = match &resumed {
         Some(c) => {
-            eprintln!("resuming {} after epoch {} of {} (its model and optimiser settings)", c.meta.model.model, c.meta.epoch, c.meta.graph);
+            eprintln!(
+                "resuming {} after epoch {} of {} (its model and optimiser settings)",
+                c.meta.model.model, c.meta.epoch, c.meta.graph
+            );
             (c.meta.model, TrainConfig { epochs: a.epochs, ..c.train })
         }
         None => (model_config(a, seed)?, train_config(a)?),
@@ -401,7 +426,11 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     // does not fit and the layer-wise inference runs the model.
     let layerwise = match (a.sample.sampler.is_some(), a.sample.inference) {
         (true, Some(Inference::Layerwise)) => true,
-        (true, None) if let Err(why) = &full_fits && layerwise::supports(&cfg) && backend.can_bind() => {
+        (true, None)
+            if let Err(why) = &full_fits
+                && layerwise::supports(&cfg)
+                && backend.can_bind() =>
+        {
             eprintln!("the full-graph model does not fit ({why}): evaluating layer-wise in node batches");
             true
         }
@@ -446,7 +475,13 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         Trainer::new_taking_features(backend.clone(), &mut data, &cfg, &tcfg)?
     };
     let data = data;
-    let precision = if gpu.is_some() { format!("{:?}", a.precision).to_lowercase() } else if a.f64 { "f64".into() } else { "f32".into() };
+    let precision = if gpu.is_some() {
+        format!("{:?}", a.precision).to_lowercase()
+    } else if a.f64 {
+        "f64".into()
+    } else {
+        "f32".into()
+    };
     let meta = |epoch: usize, rec: Option<&EpochRecord>| ModelMeta {
         model: cfg,
         features: data.features.cols(),
@@ -463,13 +498,20 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     let mut done = Vec::new();
     let mut best: Option<(EpochRecord, Vec<(String, Matrix)>)> = None;
     if let (Some(c), Some(dir)) = (&resumed, &a.resume) {
-        let mut want: Vec<_> = trainer.param_shapes().into_iter().flat_map(|(n, s)| ["param", "m", "v"].map(|k| (format!("{k}.{n}"), s))).collect();
+        let mut want: Vec<_> =
+            trainer.param_shapes().into_iter().flat_map(|(n, s)| ["param", "m", "v"].map(|k| (format!("{k}.{n}"), s))).collect();
         want.extend(trainer.buffer_shapes().into_iter().map(|(n, s)| (format!("buffer.{n}"), s)));
         check_names(&Checkpoint::path(dir), &want, &c.state)?;
         if data.features.cols() != c.meta.features || data.classes != c.meta.classes {
             return Err(Error::BadFile {
                 path: Checkpoint::path(dir),
-                msg: format!("checkpoint of {} features and {} classes; this graph has {} and {}", c.meta.features, c.meta.classes, data.features.cols(), data.classes),
+                msg: format!(
+                    "checkpoint of {} features and {} classes; this graph has {} and {}",
+                    c.meta.features,
+                    c.meta.classes,
+                    data.features.cols(),
+                    data.classes
+                ),
             });
         }
         trainer.load_optimizer_state(&c.state, c.steps)?;
@@ -495,9 +537,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     }
     let bar = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(a.epochs as u64) };
     bar.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} epochs {msg}")
-            .expect("static template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} epochs {msg}").expect("static template").progress_chars("=> "),
     );
     bar.set_prefix(format!("{} {} seed {seed}", data.name, cfg.model));
     bar.set_position(done.len() as u64);
@@ -543,7 +583,13 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     }
     if let (Some(path), Some((rec, weights))) = (&a.save, &best) {
         SavedModel { meta: meta(rec.epoch, Some(rec)), weights: weights.clone() }.write(path)?;
-        eprintln!("saved the weights of epoch {} (validation {:.2}%, test {:.2}%) to {}", rec.epoch, rec.val_acc * 100.0, rec.test_acc * 100.0, path.display());
+        eprintln!(
+            "saved the weights of epoch {} (validation {:.2}%, test {:.2}%) to {}",
+            rec.epoch,
+            rec.val_acc * 100.0,
+            rec.test_acc * 100.0,
+            path.display()
+        );
     }
     bar.finish_and_clear();
     if a.profile_ops {
@@ -608,4 +654,3 @@ pub(super) fn data_bytes(data: &Dataset) -> u64 {
     };
     (features + data.graph.bytes() + 5 * data.labels.len()) as u64
 }
-

@@ -33,7 +33,12 @@ pub trait DeviceComm: Communicator {
     fn all_reduce_device(&self, gpu: &Gpu, buf: &mut CudaViewMut<'_, f32>) -> Result<()>;
 }
 
-fn check_peers<C: Communicator>(c: &C, sends: &[(usize, CudaView<'_, f32>)], recvs: &[(usize, CudaViewMut<'_, f32>)], op: &str) -> Result<()> {
+fn check_peers<C: Communicator>(
+    c: &C,
+    sends: &[(usize, CudaView<'_, f32>)],
+    recvs: &[(usize, CudaViewMut<'_, f32>)],
+    op: &str,
+) -> Result<()> {
     for p in sends.iter().map(|s| s.0).chain(recvs.iter().map(|r| r.0)) {
         check_peer(c.rank(), c.world_size(), p, op)?;
     }
@@ -163,7 +168,8 @@ impl DeviceComm for InProcess {
             for (q, &p) in ptrs.iter().enumerate() {
                 if q == 0 {
                     // SAFETY: rank 0's buffer holds n f32 until it has our acknowledgement.
-                    unsafe { cudarc::driver::result::memcpy_dtod_async(at, p, n * 4, stream.cu_stream()) }.map_err(|e| Error::cuda(OP, e))?;
+                    unsafe { cudarc::driver::result::memcpy_dtod_async(at, p, n * 4, stream.cu_stream()) }
+                        .map_err(|e| Error::cuda(OP, e))?;
                 } else {
                     let n4 = (n / 4) as u64;
                     let args = AddAssignArgs { n4, y: PtrMut::new(at), x: Ptr::new(p) };

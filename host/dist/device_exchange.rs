@@ -93,8 +93,10 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
             idx.extend(list.iter().map(|&r| r + layout.below as u32));
         }
         let ptr = halo.recv_ptr();
-        let recvs: Vec<Block> =
-            (0..ptr.len() - 1).filter(|&q| ptr[q + 1] > ptr[q]).map(|q| Block { peer: q, first: ptr[q], rows: ptr[q + 1] - ptr[q] }).collect();
+        let recvs: Vec<Block> = (0..ptr.len() - 1)
+            .filter(|&q| ptr[q + 1] > ptr[q])
+            .map(|q| Block { peer: q, first: ptr[q], rows: ptr[q + 1] - ptr[q] })
+            .collect();
         // An owner's rows lie all below or all above the owned ones (parts own contiguous ranges).
         if let Some(b) = recvs.iter().find(|b| b.first < layout.below && b.first + b.rows > layout.below) {
             return Err(Error::Shape(format!("part {}: the halo rows from part {} straddle its owned rows", halo.part(), b.peer)));
@@ -134,7 +136,12 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
 
     fn check(&self, x: &DeviceMatrix<f32>, what: &str) -> Result<()> {
         if x.rows != self.layout.rows() || !x.ld.is_multiple_of(4) {
-            return Err(Error::Shape(format!("{what}: a matrix of {} rows (stride {}) for a part of {} rows", x.rows, x.ld, self.layout.rows())));
+            return Err(Error::Shape(format!(
+                "{what}: a matrix of {} rows (stride {}) for a part of {} rows",
+                x.rows,
+                x.ld,
+                self.layout.rows()
+            )));
         }
         Ok(())
     }
@@ -182,14 +189,20 @@ impl<C: DeviceComm> HaloHook<CudaBackend> for DeviceHaloExchange<C> {
             for (buf, b) in s.recv.iter_mut().zip(&self.recvs) {
                 at_least(buf, &gpu, b.rows * ld)?;
             }
-            let mut recvs: Vec<(usize, CudaViewMut<'_, f32>)> =
-                s.recv.iter_mut().zip(&self.recvs).map(|(buf, b)| (b.peer, buf.as_mut().expect("grown above").slice_mut(0..b.rows * ld))).collect();
+            let mut recvs: Vec<(usize, CudaViewMut<'_, f32>)> = s
+                .recv
+                .iter_mut()
+                .zip(&self.recvs)
+                .map(|(buf, b)| (b.peer, buf.as_mut().expect("grown above").slice_mut(0..b.rows * ld)))
+                .collect();
             self.comm.exchange_device(&gpu, &sends, &mut recvs)?;
             drop(recvs);
             for (buf, b) in s.recv.iter().zip(&self.recvs) {
                 let at = self.halo_row(b.first) * ld;
                 let src = buf.as_ref().expect("grown above").slice(0..b.rows * ld);
-                gpu.stream().memcpy_dtod(&src, &mut x.slice_mut().slice_mut(at..at + b.rows * ld)).map_err(|e| Error::cuda("halo rows into place", e))?;
+                gpu.stream()
+                    .memcpy_dtod(&src, &mut x.slice_mut().slice_mut(at..at + b.rows * ld))
+                    .map_err(|e| Error::cuda("halo rows into place", e))?;
             }
             Ok(())
         })
@@ -214,8 +227,12 @@ impl<C: DeviceComm> HaloHook<CudaBackend> for DeviceHaloExchange<C> {
                         (b.peer, whole.slice(at..at + b.rows * ld))
                     })
                     .collect();
-                let mut recvs: Vec<(usize, CudaViewMut<'_, f32>)> =
-                    s.back.iter_mut().zip(&self.sends).map(|(buf, b)| (b.peer, buf.as_mut().expect("grown above").slice_mut(0..b.rows * ld))).collect();
+                let mut recvs: Vec<(usize, CudaViewMut<'_, f32>)> = s
+                    .back
+                    .iter_mut()
+                    .zip(&self.sends)
+                    .map(|(buf, b)| (b.peer, buf.as_mut().expect("grown above").slice_mut(0..b.rows * ld)))
+                    .collect();
                 self.comm.exchange_device(&gpu, &sends, &mut recvs)?;
             }
             let (ld4, shift) = row_geometry(g);

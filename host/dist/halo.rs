@@ -60,7 +60,8 @@ impl Halo {
     /// For part `blocks.part`, with `part_rows[q]` = rows of part q.
     pub fn new(blocks: &PartBlocks, part_rows: &[usize], method: ExchangeMethod) -> Result<Halo> {
         let parts = part_rows.len();
-        if blocks.part >= parts || part_rows[blocks.part] != blocks.rows || blocks.recv_ptr.len() != parts + 1 || blocks.send.len() != parts {
+        if blocks.part >= parts || part_rows[blocks.part] != blocks.rows || blocks.recv_ptr.len() != parts + 1 || blocks.send.len() != parts
+        {
             return Err(Error::Shape(format!(
                 "part {} ({} rows) does not belong to a partition of {parts} parts with rows {part_rows:?}",
                 blocks.part, blocks.rows

@@ -94,10 +94,8 @@ impl InProcess {
         if msg.op != op {
             return Err(Error::comm(op, format!("rank {me} is in {op} but rank {peer} sent for {}", msg.op)));
         }
-        let data = msg
-            .data
-            .downcast::<Vec<T>>()
-            .map_err(|_| Error::comm(op, format!("rank {me}: rank {peer} sent another element type")))?;
+        let data =
+            msg.data.downcast::<Vec<T>>().map_err(|_| Error::comm(op, format!("rank {me}: rank {peer} sent another element type")))?;
         if data.len() != len {
             return Err(Error::comm(op, format!("rank {me} expects {len} elements from rank {peer}, got {}", data.len())));
         }

@@ -12,9 +12,9 @@ pub mod halo;
 pub mod host_rows;
 pub mod inproc;
 pub mod nccl;
+pub mod part_file;
 pub mod part_graph;
 pub mod partition;
-pub mod part_file;
 pub mod rendezvous;
 pub mod train;
 

@@ -30,7 +30,9 @@ pub fn nccl_present() -> Result<()> {
     if unsafe { cudarc::nccl::sys::is_culib_present() } {
         Ok(())
     } else {
-        Err(Error::NoGpu("no NCCL: libnccl.so (libnccl.so.2) was not found on the library path; install NCCL or set LD_LIBRARY_PATH".into()))
+        Err(Error::NoGpu(
+            "no NCCL: libnccl.so (libnccl.so.2) was not found on the library path; install NCCL or set LD_LIBRARY_PATH".into(),
+        ))
     }
 }
 

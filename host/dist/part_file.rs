@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 
 use crate::dist::partition::{PartBlocks, Partition, PartitionStats};
 use crate::error::{Error, Result};
+use crate::graph::Csr;
 use crate::graph::mtx::{read_mtx, write_mtx_to};
 use crate::graph::ops::transpose;
-use crate::graph::Csr;
 use crate::util::atomic::{AtomicFile, write_atomic};
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -98,7 +98,12 @@ pub fn read_part(dir: &Path, p: usize) -> Result<PartOnDisk> {
         return Err(bad(format!("part {} of {} does not match partition.json ({} parts)", h.part, h.parts, head.parts)));
     }
     if head.offsets[p] != h.first_row || head.offsets[p + 1] - head.offsets[p] != h.rows || h.nodes.len() != h.rows {
-        return Err(bad(format!("rows {}..+{} ({} node ids) disagree with the offsets in partition.json", h.first_row, h.rows, h.nodes.len())));
+        return Err(bad(format!(
+            "rows {}..+{} ({} node ids) disagree with the offsets in partition.json",
+            h.first_row,
+            h.rows,
+            h.nodes.len()
+        )));
     }
     if h.recv_ptr.len() != h.parts + 1 || h.send.len() != h.parts || h.recv_ptr.last() != Some(&h.halo.len()) {
         return Err(bad("halo list, receive offsets and send lists disagree".into()));

@@ -66,9 +66,9 @@ pub fn extended_rows(s: &Csr, first: usize, rows: usize, halo: &[u32]) -> Result
             if (first..end).contains(&c) {
                 return Ok((layout.below + c - first) as u32);
             }
-            let h = halo.binary_search(&(c as u32)).map_err(|_| {
-                Error::Shape(format!("column {c} of rows {first}..{end} is neither owned nor in the part's halo"))
-            })?;
+            let h = halo
+                .binary_search(&(c as u32))
+                .map_err(|_| Error::Shape(format!("column {c} of rows {first}..{end} is neither owned nor in the part's halo")))?;
             Ok((if h < layout.below { h } else { rows + h }) as u32)
         })
         .collect::<Result<Vec<u32>>>()?;

@@ -364,9 +364,11 @@ fn metis_parts(graph: &Csr, weights: &[u64], parts: usize) -> Result<Vec<u32>> {
     }
     let g = pattern(&remove_self_loops(&symmetrize(graph)?));
     let too_big = |what: &str| Error::Unsupported(format!("METIS takes 32-bit ids; the graph's {what} does not fit"));
-    let xadj: Vec<metis::Idx> = g.row_ptr().iter().map(|&x| metis::Idx::try_from(x).map_err(|_| too_big("edge count"))).collect::<Result<_>>()?;
+    let xadj: Vec<metis::Idx> =
+        g.row_ptr().iter().map(|&x| metis::Idx::try_from(x).map_err(|_| too_big("edge count"))).collect::<Result<_>>()?;
     let adjncy: Vec<metis::Idx> = g.col_idx().iter().map(|&c| c as metis::Idx).collect();
-    let vwgt: Vec<metis::Idx> = weights.iter().map(|&w| metis::Idx::try_from(w).map_err(|_| too_big("row weight"))).collect::<Result<_>>()?;
+    let vwgt: Vec<metis::Idx> =
+        weights.iter().map(|&w| metis::Idx::try_from(w).map_err(|_| too_big("row weight"))).collect::<Result<_>>()?;
     let nparts = metis::Idx::try_from(parts).map_err(|_| too_big("part count"))?;
     let mut part = vec![0 as metis::Idx; n];
     metis::Graph::new(1, nparts, &xadj, &adjncy)

@@ -190,10 +190,13 @@ mod tests {
         let id: UniqueId = std::array::from_fn(|i| (i * 7 + 3) as u8);
         let got = std::thread::scope(|s| {
             let master = s.spawn(|| serve(l, 3, &id, Duration::from_secs(20)));
-            let joins: Vec<_> = [2usize, 1].iter().map(|&r| {
-                let addr = addr.clone();
-                s.spawn(move || join(&addr, r, 3, Duration::from_secs(20)))
-            }).collect();
+            let joins: Vec<_> = [2usize, 1]
+                .iter()
+                .map(|&r| {
+                    let addr = addr.clone();
+                    s.spawn(move || join(&addr, r, 3, Duration::from_secs(20)))
+                })
+                .collect();
             master.join().unwrap().unwrap();
             joins.into_iter().map(|h| h.join().unwrap().unwrap()).collect::<Vec<_>>()
         });

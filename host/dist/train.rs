@@ -16,7 +16,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::nn::param::Param;
 use crate::dist::comm::Communicator;
 use crate::dist::dist_backend::{CountedHook, DistBackend, HaloPath};
 use crate::dist::exchange::ExchangeCounters;
@@ -28,6 +27,7 @@ use crate::nn::data::Dataset;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
 use crate::nn::models::{self, Model, ModelConfig};
+use crate::nn::param::Param;
 use crate::nn::train::{EpochRecord, History, MaskSizes, TrainConfig};
 use crate::ops::backend::{AdamHyper, TEST_BIT, TRAIN_BIT, VAL_BIT};
 use crate::util::Real;
@@ -294,7 +294,11 @@ pub fn train_in_process_on<B: DistBackend<crate::dist::InProcess>>(
     let runs = crate::dist::InProcess::run(partition.parts(), timeout, |comm| {
         let rank = comm.rank();
         let mut t = DistTrainer::with_path(Arc::new(make(rank)?), Rc::new(comm), data, partition, method, path, model, train)?;
-        let h = t.fit(train.epochs, |e| if rank == 0 { on_epoch(e) })?;
+        let h = t.fit(train.epochs, |e| {
+            if rank == 0 {
+                on_epoch(e)
+            }
+        })?;
         Ok((h, t.take_timing()))
     })?;
     let timing = runs.iter().map(|r| r.1).collect();

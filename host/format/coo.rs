@@ -31,13 +31,7 @@ impl Coo {
         }
         parts.par_iter_mut().with_min_len(1024).for_each(|(r, s)| s.fill(*r));
         debug_assert_eq!(rp[csr.n_rows()] as usize, csr.nnz());
-        Coo {
-            n_rows: csr.n_rows(),
-            n_cols: csr.n_cols(),
-            row,
-            col: csr.col_idx().to_vec(),
-            values: csr.values().to_vec(),
-        }
+        Coo { n_rows: csr.n_rows(), n_cols: csr.n_cols(), row, col: csr.col_idx().to_vec(), values: csr.values().to_vec() }
     }
 
     pub fn nnz(&self) -> usize {

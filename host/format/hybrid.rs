@@ -203,14 +203,7 @@ pub fn hybrid_stats(csr: &Csr) -> Result<HybridStats> {
         })
         .reduce(Acc::default, Acc::add);
     let vectors = acc.histogram.iter().sum();
-    Ok(HybridStats {
-        n_rows,
-        nnz: g.nnz(),
-        vectors,
-        histogram: acc.histogram,
-        tc_blocks: acc.tc_blocks,
-        cc_rows: acc.cc_rows,
-    })
+    Ok(HybridStats { n_rows, nnz: g.nnz(), vectors, histogram: acc.histogram, tc_blocks: acc.tc_blocks, cc_rows: acc.cc_rows })
 }
 
 /// A bytes-moved model of one hybrid SpMM (Y = S X, feature width `k`), to pick `t`.
@@ -289,8 +282,7 @@ impl CostModel {
         let cc = if s.cc_nnz == 0 {
             0.0
         } else {
-            (s.cc_nnz as f64 * self.cc_nonzero_bytes() as f64 + s.cc_rows as f64 * (2 * 4 * self.k) as f64)
-                / self.cc_bytes_per_s
+            (s.cc_nnz as f64 * self.cc_nonzero_bytes() as f64 + s.cc_rows as f64 * (2 * 4 * self.k) as f64) / self.cc_bytes_per_s
                 + self.launch_s
         };
         tc + cc
@@ -298,23 +290,15 @@ impl CostModel {
 
     /// The threshold of [`HYBRID_THRESHOLDS`] with the least modelled time (ties: the smaller t).
     pub fn choose(&self, stats: &HybridStats) -> HybridSplit {
-        stats
-            .splits()
-            .into_iter()
-            .min_by(|a, b| self.seconds(a).total_cmp(&self.seconds(b)))
-            .expect("thresholds are not empty")
+        stats.splits().into_iter().min_by(|a, b| self.seconds(a).total_cmp(&self.seconds(b))).expect("thresholds are not empty")
     }
 }
 
 /// The split table `tcgnn info` prints, then the threshold each cost model picks.
 pub fn render_hybrid(stats: &HybridStats, models: &[CostModel]) -> String {
     let mut s = String::new();
-    let hist: Vec<String> = stats
-        .histogram
-        .iter()
-        .enumerate()
-        .map(|(c, &n)| format!("{}: {:.1}%", c + 1, 100.0 * frac(n, stats.vectors)))
-        .collect();
+    let hist: Vec<String> =
+        stats.histogram.iter().enumerate().map(|(c, &n)| format!("{}: {:.1}%", c + 1, 100.0 * frac(n, stats.vectors))).collect();
     let _ = writeln!(s, "\nhybrid split (FTC-GNN): 8x1 vectors with >= t nonzeros on tensor cores, the rest on CUDA cores");
     let _ = writeln!(s, "8x1 vectors by nonzeros  {}", hist.join("  "));
     let _ = write!(

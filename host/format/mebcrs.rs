@@ -109,9 +109,7 @@ impl MeBcrs {
         // Pass 2 (per chunk): now that every window's first vector is known, turn vector
         // indices into slots and place the values straight into the final array.
         let mut values = vec![0f32; 8 * n_vec];
-        let value_lens = chunks.iter().map(|ws| {
-            8 * (win_ptr[ws.end] - win_ptr[ws.start]) as usize
-        });
+        let value_lens = chunks.iter().map(|ws| 8 * (win_ptr[ws.end] - win_ptr[ws.start]) as usize);
         let value_parts = split_lengths(&mut values, value_lens);
         let slot_parts = split_lengths(&mut csr_to_slot, lens.iter().copied());
         let win_ptr_ref = &win_ptr;
@@ -213,9 +211,8 @@ impl MeBcrs {
         let mut vals = Vec::with_capacity(nnz);
         let mut last_row = 0usize;
         for (e, &slot) in self.csr_to_slot.iter().enumerate() {
-            let (row, col) = self
-                .slot_position(slot as usize)
-                .ok_or_else(|| bad(format!("edge {e} points at slot {slot} outside the blocks")))?;
+            let (row, col) =
+                self.slot_position(slot as usize).ok_or_else(|| bad(format!("edge {e} points at slot {slot} outside the blocks")))?;
             if row < last_row {
                 return Err(bad(format!("edge {e} is out of row order")));
             }

@@ -2,13 +2,13 @@
 //! for ME-BCRS and SGT, on the GPU (`gpu`).
 
 pub mod coo;
-pub mod hybrid;
 pub mod gpu;
+pub mod hybrid;
 pub mod mebcrs;
 pub mod sgt;
 pub mod stats;
 pub mod worklist;
 
 pub use coo::Coo;
-pub use mebcrs::{MeBcrs, MEBCRS_WINDOW};
-pub use sgt::{Sgt, SGT_WINDOW};
+pub use mebcrs::{MEBCRS_WINDOW, MeBcrs};
+pub use sgt::{SGT_WINDOW, Sgt};

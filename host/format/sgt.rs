@@ -65,9 +65,8 @@ impl Sgt {
         let row_ptr = csr.row_ptr();
         let n_windows = n_rows.div_ceil(SGT_WINDOW);
         let chunks = window_chunks(row_ptr, SGT_WINDOW, default_chunks());
-        let edge_range = |ws: &std::ops::Range<usize>| {
-            row_ptr[ws.start * SGT_WINDOW] as usize..row_ptr[(ws.end * SGT_WINDOW).min(n_rows)] as usize
-        };
+        let edge_range =
+            |ws: &std::ops::Range<usize>| row_ptr[ws.start * SGT_WINDOW] as usize..row_ptr[(ws.end * SGT_WINDOW).min(n_rows)] as usize;
         let mut edge_to_col = vec![0u32; nnz];
         let mut blk_edge_pos = vec![0u8; nnz];
         let mut blk_edge_val = vec![0f32; nnz];
@@ -158,19 +157,7 @@ impl Sgt {
             blk_edge_ptr.extend_from_slice(&o.blk_edge_start);
         }
         blk_edge_ptr.push(nnz as u32);
-        Ok(Sgt {
-            n_rows,
-            n_cols,
-            block_w,
-            win_ptr,
-            win_cols,
-            blk_ptr,
-            edge_to_col,
-            blk_edge_ptr,
-            blk_edge_pos,
-            blk_edge_val,
-            blk_edge_csr,
-        })
+        Ok(Sgt { n_rows, n_cols, block_w, win_ptr, win_cols, blk_ptr, edge_to_col, blk_edge_ptr, blk_edge_pos, blk_edge_val, blk_edge_csr })
     }
 
     pub fn n_windows(&self) -> usize {

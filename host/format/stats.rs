@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use crate::error::Result;
-use crate::format::{Coo, MeBcrs, Sgt, MEBCRS_WINDOW, SGT_WINDOW};
+use crate::format::{Coo, MEBCRS_WINDOW, MeBcrs, SGT_WINDOW, Sgt};
 use crate::graph::Csr;
 
 /// Feature width the MMA counts are given for.
@@ -112,10 +112,7 @@ pub fn vector_zeros(csr: &Csr) -> Result<VectorZeros> {
 
 /// The statistics as an aligned text table.
 pub fn render_table(rows: &[FormatStats]) -> String {
-    let mut s = format!(
-        "{:<24} {:>12} {:>14} {:>8} {:>14} {:>10}\n",
-        "format", "blocks", "MMAs (K=16)", "zeros", "bytes", "time ms"
-    );
+    let mut s = format!("{:<24} {:>12} {:>14} {:>8} {:>14} {:>10}\n", "format", "blocks", "MMAs (K=16)", "zeros", "bytes", "time ms");
     for r in rows {
         s += &format!(
             "{:<24} {:>12} {:>14} {:>7.1}% {:>14} {:>10.2}\n",

@@ -30,11 +30,7 @@ pub struct WorkList {
 /// Cut every window into runs of at most `max_blocks` blocks; an empty window is one empty item
 /// (it still writes its zero rows).
 pub fn work_list(blocks_per_window: impl Iterator<Item = u32>, max_blocks: u32) -> WorkList {
-    let mut wl = WorkList {
-        item_win: Vec::new(),
-        item_blocks: Vec::new(),
-        split_windows: Vec::new(),
-    };
+    let mut wl = WorkList { item_win: Vec::new(), item_blocks: Vec::new(), split_windows: Vec::new() };
     for (w, nb) in blocks_per_window.enumerate() {
         if nb > max_blocks {
             wl.split_windows.push(w as u32);
@@ -79,7 +75,15 @@ impl DeviceModel {
     pub const H100: DeviceModel = DeviceModel::new(132);
 
     pub const fn new(sm_count: u32) -> DeviceModel {
-        DeviceModel { sm_count, warps_per_sm: 16, warps_per_block: TC8_WARPS, item_cost: 4.0, atomic_cost: 4.0, clear_launch_cost: 8.0, min_run: 8 }
+        DeviceModel {
+            sm_count,
+            warps_per_sm: 16,
+            warps_per_block: TC8_WARPS,
+            item_cost: 4.0,
+            atomic_cost: 4.0,
+            clear_launch_cost: 8.0,
+            min_run: 8,
+        }
     }
 
     /// Warps resident on the whole device at once.
@@ -342,10 +346,8 @@ pub fn balanced_work_list(blocks_per_window: &[u32], k_slices: u32, m: &DeviceMo
     // Largest cap first, so that on a tie the list with the fewest atomic items wins.
     caps.sort_unstable_by(|a, b| b.cmp(a));
     caps.dedup();
-    let times: Vec<f64> = caps
-        .par_iter()
-        .map(|&cap| modelled_time(&cut_work_list(blocks_per_window, cap, ItemOrder::HeavyFirst), k_slices, m))
-        .collect();
+    let times: Vec<f64> =
+        caps.par_iter().map(|&cap| modelled_time(&cut_work_list(blocks_per_window, cap, ItemOrder::HeavyFirst), k_slices, m)).collect();
     let mut best = 0;
     for (i, &t) in times.iter().enumerate() {
         if t < times[best] * (1.0 - 1e-9) {
@@ -436,12 +438,22 @@ pub fn render_worklist(m: &MeBcrs, k_slices: u32, model: &DeviceModel) -> String
     let bpw: Vec<u32> = (0..m.n_windows()).map(|w| m.blocks_of(w) as u32).collect();
     let d = Distribution::of(bpw.iter().copied());
     let mut s = String::new();
-    let _ = writeln!(s, "TC8 work list ({} SMs x {} warps, {k_slices} K slices; costs in blocks: item {}, atomic {}, clearing launch {})", model.sm_count, model.warps_per_sm, model.item_cost, model.atomic_cost, model.clear_launch_cost);
+    let _ = writeln!(
+        s,
+        "TC8 work list ({} SMs x {} warps, {k_slices} K slices; costs in blocks: item {}, atomic {}, clearing launch {})",
+        model.sm_count, model.warps_per_sm, model.item_cost, model.atomic_cost, model.clear_launch_cost
+    );
     let _ = writeln!(s, "windows {}  vectors {}  blocks {}", m.n_windows(), m.n_vectors(), d.total);
     let _ = writeln!(
         s,
         "blocks per window: mean {:.2}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  top 1% of windows hold {:.1}%",
-        d.mean, d.p50, d.p90, d.p99, d.p999, d.max, 100.0 * d.top1_share
+        d.mean,
+        d.p50,
+        d.p90,
+        d.p99,
+        d.p999,
+        d.max,
+        100.0 * d.top1_share
     );
     let mut lists = Vec::new();
     let (wl, mb) = launcher_work_list(&bpw, k_slices, model.sm_count);
@@ -544,7 +556,15 @@ mod tests {
 
     #[test]
     fn simulate_counts_slots_blocks_and_slices() {
-        let m = DeviceModel { sm_count: 1, warps_per_sm: 4, warps_per_block: 4, item_cost: 0.0, atomic_cost: 0.0, clear_launch_cost: 0.0, min_run: 1 };
+        let m = DeviceModel {
+            sm_count: 1,
+            warps_per_sm: 4,
+            warps_per_block: 4,
+            item_cost: 0.0,
+            atomic_cost: 0.0,
+            clear_launch_cost: 0.0,
+            min_run: 1,
+        };
         // One block slot: thread blocks run one after another, each as long as its longest item.
         let wl = cut_work_list(&[4, 1, 1, 1, 2, 2, 2, 2], 100, ItemOrder::Window);
         let s = simulate(&wl, 1, &m);

@@ -105,7 +105,22 @@ mod tests {
     /// every launch's symbol and argument bytes, checked without a GPU.
     #[test]
     fn listings_match_the_ptx_entry_points() {
-        let listed: Vec<(&str, usize, usize)> = [super::attention::ALL, super::dropout_gemm::ALL, super::gat_attention::ALL, super::format::ALL, super::hybrid::ALL, super::nn::ALL, super::perm::ALL, super::probe::ALL, super::sample::ALL, super::sddmm::ALL, super::selftest::ALL, super::spmm::ALL, super::values::ALL].concat();
+        let listed: Vec<(&str, usize, usize)> = [
+            super::attention::ALL,
+            super::dropout_gemm::ALL,
+            super::gat_attention::ALL,
+            super::format::ALL,
+            super::hybrid::ALL,
+            super::nn::ALL,
+            super::perm::ALL,
+            super::probe::ALL,
+            super::sample::ALL,
+            super::sddmm::ALL,
+            super::selftest::ALL,
+            super::spmm::ALL,
+            super::values::ALL,
+        ]
+        .concat();
         let entries = ptx_entries();
         assert!(entries.len() >= listed.len(), "no entry points parsed from the PTX");
         for &(name, size, align) in &listed {
@@ -131,13 +146,18 @@ mod tests {
             for line in KERNELS_PTX.lines() {
                 if let Some(rest) = line.trim().strip_prefix(".visible .entry ") {
                     entry = rest.trim_end_matches('(');
-                } else if line.contains("call") && externs.iter().any(|e| e.split_whitespace().last().is_some_and(|f| line.contains(f.trim_end_matches('(')))) {
+                } else if line.contains("call")
+                    && externs.iter().any(|e| e.split_whitespace().last().is_some_and(|f| line.contains(f.trim_end_matches('('))))
+                {
                     out.push(entry.to_string());
                 }
             }
             out.dedup();
             out
         };
-        assert!(externs.is_empty(), "the PTX declares external functions {externs:?}, called from {callers:?}: use translate::div_or_zero / rem_or_zero, get_unchecked or a guarded path in those kernels");
+        assert!(
+            externs.is_empty(),
+            "the PTX declares external functions {externs:?}, called from {callers:?}: use translate::div_or_zero / rem_or_zero, get_unchecked or a guarded path in those kernels"
+        );
     }
 }

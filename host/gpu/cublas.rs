@@ -142,16 +142,7 @@ pub fn column_major_args(a: RowMajor, trans_a: bool, b: RowMajor, trans_b: bool,
             return Err(Error::Shape(format!("GEMM: {name}'s row stride {} is below its {} columns; {}", x.ld, x.cols, shapes())));
         }
     }
-    let g = ColumnMajorGemm {
-        transa: trans_b,
-        transb: trans_a,
-        m: n,
-        n: m,
-        k: ka,
-        lda: b.ld.max(1),
-        ldb: a.ld.max(1),
-        ldc: c.ld.max(1),
-    };
+    let g = ColumnMajorGemm { transa: trans_b, transb: trans_a, m: n, n: m, k: ka, lda: b.ld.max(1), ldb: a.ld.max(1), ldc: c.ld.max(1) };
     if [g.m, g.n, g.k, g.lda, g.ldb, g.ldc].iter().any(|&v| v > i32::MAX as usize) {
         return Err(Error::Unsupported(format!("GEMM sizes beyond cuBLAS's 32-bit int: {}", shapes())));
     }
@@ -220,10 +211,8 @@ impl Blas {
             return Err(Error::Unsupported("libcublas was not found (set LD_LIBRARY_PATH to CUDA's lib64)".into()));
         }
         gpu.ctx.bind_to_thread().map_err(|e| Error::cuda("binding the CUDA context", e))?;
-        let mut workspace = gpu
-            .stream
-            .alloc_zeros::<u8>(WORKSPACE_BYTES + WORKSPACE_ALIGN as usize)
-            .map_err(|e| Error::cuda("cuBLAS workspace", e))?;
+        let mut workspace =
+            gpu.stream.alloc_zeros::<u8>(WORKSPACE_BYTES + WORKSPACE_ALIGN as usize).map_err(|e| Error::cuda("cuBLAS workspace", e))?;
         let base = workspace.device_ptr_mut(&gpu.stream).0;
         let aligned = base.div_ceil(WORKSPACE_ALIGN) * WORKSPACE_ALIGN;
         let raw = cudarc::cublas::result::create_handle().map_err(|e| Error::cuda("cublasCreate", e))?;
@@ -234,10 +223,7 @@ impl Blas {
         // After SetStream, which resets the workspace to cuBLAS's own pool (it would allocate from
         // it during a graph capture). SAFETY: `aligned .. aligned + WORKSPACE_BYTES` lies inside
         // the workspace allocation the handle owns, which outlives the handle.
-        check(
-            unsafe { sys::cublasSetWorkspace_v2(raw, aligned as *mut c_void, WORKSPACE_BYTES) },
-            || "SetWorkspace".into(),
-        )?;
+        check(unsafe { sys::cublasSetWorkspace_v2(raw, aligned as *mut c_void, WORKSPACE_BYTES) }, || "SetWorkspace".into())?;
         Ok(blas)
     }
 
@@ -375,16 +361,7 @@ impl Blas {
         if beta == 0.0 {
             // SAFETY: rows of `cols` 32-bit words at pitch `ld * 4` bytes lie inside C; queued on
             // the GPU's stream (a memset node when captured).
-            let r = unsafe {
-                cudarc::driver::sys::cuMemsetD2D32Async(
-                    c.ptr,
-                    c.ld * 4,
-                    0,
-                    c.cols,
-                    c.rows,
-                    self.gpu.stream.cu_stream(),
-                )
-            };
+            let r = unsafe { cudarc::driver::sys::cuMemsetD2D32Async(c.ptr, c.ld * 4, 0, c.cols, c.rows, self.gpu.stream.cu_stream()) };
             return r.result().map_err(|e| Error::cuda(format!("cuMemsetD2D32Async (GEMM with k = 0, C {})", c.shape()), e));
         }
         let zero = 0.0f32;

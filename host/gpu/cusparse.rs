@@ -123,7 +123,19 @@ impl SparseMatrix {
         let (rows_ptr, cols_ptr) = (rows.ptr_mut(gpu) as *mut c_void, col_idx.ptr_mut(gpu) as *mut c_void);
         match layout {
             Layout::Csr => check("CreateCsr", unsafe {
-                sys::cusparseCreateCsr(&mut descr, n_rows, n_cols, nnz, rows_ptr, cols_ptr, vptr as *mut c_void, i32i, i32i, base0, values.cuda())
+                sys::cusparseCreateCsr(
+                    &mut descr,
+                    n_rows,
+                    n_cols,
+                    nnz,
+                    rows_ptr,
+                    cols_ptr,
+                    vptr as *mut c_void,
+                    i32i,
+                    i32i,
+                    base0,
+                    values.cuda(),
+                )
             })?,
             Layout::Coo => check("CreateCoo", unsafe {
                 sys::cusparseCreateCoo(&mut descr, n_rows, n_cols, nnz, rows_ptr, cols_ptr, vptr as *mut c_void, i32i, base0, values.cuda())
@@ -403,7 +415,13 @@ impl SddmmPlan {
                 cudaDataType::CUDA_R_32F,
             )
         })?;
-        let mut plan = SddmmPlan { handle: handle.clone(), a: ad, b: bd, c, workspace: handle.gpu.stream.alloc_zeros::<u8>(1).map_err(|e| Error::cuda("alloc", e))? };
+        let mut plan = SddmmPlan {
+            handle: handle.clone(),
+            a: ad,
+            b: bd,
+            c,
+            workspace: handle.gpu.stream.alloc_zeros::<u8>(1).map_err(|e| Error::cuda("alloc", e))?,
+        };
         let mut bytes = 0usize;
         check("SDDMM_bufferSize", unsafe {
             sddmm_call!(sys::cusparseSDDMM_bufferSize, handle.raw, plan.a.raw(), plan.b.raw(), plan.c, &mut bytes)

@@ -97,7 +97,16 @@ impl Gpu {
             )));
         }
         let kernels = KernelModule::load(&ctx)?;
-        Ok(Arc::new(Gpu { ctx, stream, kernels, info, clock: SetupClock::default(), staging: Default::default(), arena: Default::default(), side: Default::default() }))
+        Ok(Arc::new(Gpu {
+            ctx,
+            stream,
+            kernels,
+            info,
+            clock: SetupClock::default(),
+            staging: Default::default(),
+            arena: Default::default(),
+            side: Default::default(),
+        }))
     }
 
     /// The first device, or the reason there is none.

@@ -66,7 +66,8 @@ impl Drop for CaptureGuard<'_> {
         // SAFETY: `s` is the Gpu's live stream; a graph returned here is owned by nobody else.
         unsafe {
             let open = result::stream::is_capturing(s).is_ok_and(|st| st != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE);
-            if open && let Ok(g) = result::stream::end_capture(s)
+            if open
+                && let Ok(g) = result::stream::end_capture(s)
                 && !g.is_null()
             {
                 result::graph::destroy(g).ok();
@@ -86,7 +87,9 @@ impl Gpu {
         let status = unsafe { result::stream::is_capturing(self.stream.cu_stream()) };
         match status {
             Ok(CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE) | Err(_) => Ok(()),
-            Ok(_) => Err(Error::Unsupported(format!("{} while the step is being recorded as a CUDA graph (run it once eagerly first)", what()))),
+            Ok(_) => {
+                Err(Error::Unsupported(format!("{} while the step is being recorded as a CUDA graph (run it once eagerly first)", what())))
+            }
         }
     }
 

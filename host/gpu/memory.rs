@@ -27,7 +27,8 @@ impl<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin> DeviceVec<T> {
         let bytes = std::mem::size_of_val(host);
         if bytes >= STAGED_MIN_BYTES {
             // SAFETY: every element is written by the staged copies before anything reads it.
-            let mut data = unsafe { gpu.stream.alloc::<T>(host.len()) }.map_err(|e| Error::cuda(format!("alloc of {} elements", host.len()), e))?;
+            let mut data =
+                unsafe { gpu.stream.alloc::<T>(host.len()) }.map_err(|e| Error::cuda(format!("alloc of {} elements", host.len()), e))?;
             gpu.clock().uploading(bytes, || {
                 let (dst, _written) = data.device_ptr_mut(&gpu.stream);
                 gpu.upload_staged(dst, host.len(), chunk_elems::<T>(), |first, slot| {
@@ -109,14 +110,26 @@ pub trait Element: DeviceRepr + ValidAsZeroBits + Clone + Copy + Default + Unpin
     fn poison() -> Self;
 }
 impl Element for f32 {
-    fn from_f32(v: f32) -> Self { v }
-    fn to_f32(self) -> f32 { self }
-    fn poison() -> Self { f32::NAN }
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+    fn poison() -> Self {
+        f32::NAN
+    }
 }
 impl Element for half::f16 {
-    fn from_f32(v: f32) -> Self { half::f16::from_f32(v) }
-    fn to_f32(self) -> f32 { half::f16::to_f32(self) }
-    fn poison() -> Self { half::f16::NAN }
+    fn from_f32(v: f32) -> Self {
+        half::f16::from_f32(v)
+    }
+    fn to_f32(self) -> f32 {
+        half::f16::to_f32(self)
+    }
+    fn poison() -> Self {
+        half::f16::NAN
+    }
 }
 
 impl<T: Element> DeviceMatrix<T> {
@@ -205,7 +218,9 @@ impl<T: Element> DeviceMatrix<T> {
         let range = self.row_range(row0, padded.len() / self.ld.max(1), padded.len(), "upload_rows")?;
         let mut view = self.buf.data.slice_mut(range);
         let gpu = &self.gpu;
-        gpu.clock().uploading(std::mem::size_of_val(padded), || gpu.stream.memcpy_htod(padded, &mut view)).map_err(|e| Error::cuda("upload_rows", e))
+        gpu.clock()
+            .uploading(std::mem::size_of_val(padded), || gpu.stream.memcpy_htod(padded, &mut view))
+            .map_err(|e| Error::cuda("upload_rows", e))
     }
 
     /// Rows `row0 .. row0 + n` straight into `dst` (`n * ld` elements: whole padded rows).
@@ -231,7 +246,10 @@ impl<T: Element> DeviceMatrix<T> {
     /// host side's length, which must be whole padded rows).
     fn row_range(&self, row0: usize, n: usize, len: usize, what: &str) -> Result<std::ops::Range<usize>> {
         if len != n * self.ld || row0.checked_add(n).is_none_or(|end| end > self.rows) {
-            return Err(Error::Shape(format!("{what}: rows {row0} + {n} ({len} elements) of a {} x {} matrix (ld {})", self.rows, self.cols, self.ld)));
+            return Err(Error::Shape(format!(
+                "{what}: rows {row0} + {n} ({len} elements) of a {} x {} matrix (ld {})",
+                self.rows, self.cols, self.ld
+            )));
         }
         Ok(row0 * self.ld..(row0 + n) * self.ld)
     }

@@ -62,7 +62,13 @@ impl Gpu {
     /// ring, `chunk` elements at a time (at most [`chunk_elems`]): `fill(first, host)` writes
     /// elements `first .. first + host.len()` into the slot while the previous chunk is copied.
     /// Returns when the last copy has finished (the setup clock times the transfer).
-    pub(crate) fn upload_staged<T: DeviceRepr>(&self, dst: CUdeviceptr, len: usize, chunk: usize, mut fill: impl FnMut(usize, &mut [T]) -> Result<()>) -> Result<()> {
+    pub(crate) fn upload_staged<T: DeviceRepr>(
+        &self,
+        dst: CUdeviceptr,
+        len: usize,
+        chunk: usize,
+        mut fill: impl FnMut(usize, &mut [T]) -> Result<()>,
+    ) -> Result<()> {
         self.refuse_in_capture(|| format!("a staged upload of {len} elements"))?;
         let chunk = chunk.clamp(1, chunk_elems::<T>().max(1));
         let mut ring = self.staging.0.lock().expect("staging ring poisoned");
@@ -82,7 +88,8 @@ impl Gpu {
             fill(first, host)?;
             // SAFETY: `dst` holds `len` elements (the caller's contract), `host` stays alive and
             // untouched until `done` (recorded next) has passed.
-            unsafe { result::memcpy_htod_async(dst + (first * size) as u64, &*host, self.stream.cu_stream()) }.map_err(|e| Error::cuda("staged upload", e))?;
+            unsafe { result::memcpy_htod_async(dst + (first * size) as u64, &*host, self.stream.cu_stream()) }
+                .map_err(|e| Error::cuda("staged upload", e))?;
             done.record(&self.stream).map_err(|e| Error::cuda("staging event", e))?;
         }
         // Return when the data has reached the device, as a copy from pageable memory does: the
@@ -100,8 +107,12 @@ impl Gpu {
             .map(|_| {
                 // SAFETY: a region of the buffer is written before any copy reads it (above and
                 // in `copy_htod_pinned`).
-                let buf = unsafe { self.ctx.alloc_pinned::<u8>(bytes) }.map_err(|e| Error::cuda(format!("pinning {bytes} bytes of {what} memory"), e))?;
-                let done = self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(|e| Error::cuda(format!("{what} event"), e))?;
+                let buf = unsafe { self.ctx.alloc_pinned::<u8>(bytes) }
+                    .map_err(|e| Error::cuda(format!("pinning {bytes} bytes of {what} memory"), e))?;
+                let done = self
+                    .ctx
+                    .new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING))
+                    .map_err(|e| Error::cuda(format!("{what} event"), e))?;
                 Ok((buf, done))
             })
             .collect()
@@ -139,7 +150,12 @@ impl Gpu {
     /// Queue a copy of `len` elements to device address `dst` (which must hold them), written
     /// by `fill` into pinned memory: returns without waiting for the copy. Larger than an arena
     /// slot: the staged upload (which waits).
-    pub fn copy_htod_pinned<T: DeviceRepr + Default + Clone>(&self, dst: CUdeviceptr, len: usize, fill: impl FnOnce(&mut [T])) -> Result<()> {
+    pub fn copy_htod_pinned<T: DeviceRepr + Default + Clone>(
+        &self,
+        dst: CUdeviceptr,
+        len: usize,
+        fill: impl FnOnce(&mut [T]),
+    ) -> Result<()> {
         let bytes = len * std::mem::size_of::<T>();
         if bytes == 0 {
             return Ok(());
@@ -156,7 +172,12 @@ impl Gpu {
         }
         let mut arena = self.arena.0.lock().expect("copy arena poisoned");
         if arena.is_none() {
-            *arena = Some(CopyArena { slots: self.pinned_slots(ARENA_SLOT_BYTES, "copy arena")?, current: 0, used: 0, stream: self.stream.clone() });
+            *arena = Some(CopyArena {
+                slots: self.pinned_slots(ARENA_SLOT_BYTES, "copy arena")?,
+                current: 0,
+                used: 0,
+                stream: self.stream.clone(),
+            });
         }
         let a = arena.as_mut().expect("made above");
         // 256-byte aligned pieces: aligned for any T, and whole DMA bursts.

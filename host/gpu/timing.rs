@@ -105,7 +105,9 @@ impl Spans for StepSpans {
     fn totals(&self) -> Result<(f64, f64)> {
         self.gpu.synchronize()?;
         let g = self.epochs.lock().expect("spans poisoned");
-        let ms = |a: &cudarc::driver::CudaEvent, b: &cudarc::driver::CudaEvent| a.elapsed_ms(b).map(f64::from).map_err(|e| Error::cuda("cuEventElapsedTime", e));
+        let ms = |a: &cudarc::driver::CudaEvent, b: &cudarc::driver::CudaEvent| {
+            a.elapsed_ms(b).map(f64::from).map_err(|e| Error::cuda("cuEventElapsedTime", e))
+        };
         let (mut busy, mut span) = (0.0, 0.0);
         for steps in g.0.iter().filter(|s| !s.is_empty()) {
             for (a, b) in steps {

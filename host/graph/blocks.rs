@@ -116,11 +116,13 @@ mod tests {
     fn blocks_cover_every_line_in_order() {
         let text: String = (1..=2_000_000).map(|i| format!("{i}\n")).collect();
         let sums = parse_blocks(text.as_bytes(), b"0\n".to_vec(), 1, Path::new("t"), |block, first| {
-            numbered_lines(block, first).map(|(no, l)| {
-                let v: usize = std::str::from_utf8(l).unwrap().parse().unwrap();
-                assert_eq!(v + 1, no, "line numbers follow the text");
-                v as u64
-            }).sum::<u64>()
+            numbered_lines(block, first)
+                .map(|(no, l)| {
+                    let v: usize = std::str::from_utf8(l).unwrap().parse().unwrap();
+                    assert_eq!(v + 1, no, "line numbers follow the text");
+                    v as u64
+                })
+                .sum::<u64>()
         })
         .unwrap();
         assert!(sums.len() > 2, "several blocks");

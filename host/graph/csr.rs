@@ -18,13 +18,7 @@ pub struct Csr {
 }
 
 impl Csr {
-    pub fn new(
-        n_rows: usize,
-        n_cols: usize,
-        row_ptr: Vec<u32>,
-        col_idx: Vec<u32>,
-        values: Vec<f32>,
-    ) -> Result<Self> {
+    pub fn new(n_rows: usize, n_cols: usize, row_ptr: Vec<u32>, col_idx: Vec<u32>, values: Vec<f32>) -> Result<Self> {
         let bad = |m: String| Err(Error::InvalidGraph(m));
         if row_ptr.len() != n_rows + 1 {
             return bad(format!("row_ptr has {} entries, expected n_rows + 1 = {}", row_ptr.len(), n_rows + 1));
@@ -37,11 +31,7 @@ impl Csr {
         }
         let nnz = row_ptr[n_rows] as usize;
         if col_idx.len() != nnz || values.len() != nnz {
-            return bad(format!(
-                "row_ptr ends at {nnz} but col_idx has {} and values {} entries",
-                col_idx.len(),
-                values.len()
-            ));
+            return bad(format!("row_ptr ends at {nnz} but col_idx has {} and values {} entries", col_idx.len(), values.len()));
         }
         if nnz >= (1usize << 31) {
             return bad(format!("{nnz} nonzeros exceed the 2^31 - 1 that 32-bit indices allow"));
@@ -66,13 +56,7 @@ impl Csr {
     /// Build from parallel coordinate arrays (`values = None`: every entry is 1, a pattern).
     /// Sorts by (row, col) and sums duplicates: a counting sort by row (O(nnz + n_rows), no
     /// per-row allocation), then an in-place sort of each row that is not already sorted.
-    pub fn from_coo(
-        n_rows: usize,
-        n_cols: usize,
-        rows: &[u32],
-        cols: &[u32],
-        values: Option<&[f32]>,
-    ) -> Result<Self> {
+    pub fn from_coo(n_rows: usize, n_cols: usize, rows: &[u32], cols: &[u32], values: Option<&[f32]>) -> Result<Self> {
         use rayon::prelude::*;
         if rows.len() != cols.len() || values.is_some_and(|v| v.len() != rows.len()) {
             return Err(Error::Shape(format!(
@@ -90,10 +74,7 @@ impl Csr {
         }
         let bad = rows.par_iter().zip(cols.par_iter()).position_any(|(&r, &c)| r as usize >= n_rows || c as usize >= n_cols);
         if let Some(i) = bad {
-            return Err(Error::InvalidGraph(format!(
-                "entry ({}, {}) is outside the {n_rows} x {n_cols} matrix",
-                rows[i], cols[i]
-            )));
+            return Err(Error::InvalidGraph(format!("entry ({}, {}) is outside the {n_rows} x {n_cols} matrix", rows[i], cols[i])));
         }
         // Row pointers and fill cursors (8 bytes a row), columns and values (8 a nonzero): a
         // few header bytes can declare 2^31 rows, so ask before the allocator would abort.
@@ -210,12 +191,24 @@ impl Csr {
         self
     }
 
-    pub fn n_rows(&self) -> usize { self.n_rows }
-    pub fn n_cols(&self) -> usize { self.n_cols }
-    pub fn nnz(&self) -> usize { self.col_idx.len() }
-    pub fn row_ptr(&self) -> &[u32] { &self.row_ptr }
-    pub fn col_idx(&self) -> &[u32] { &self.col_idx }
-    pub fn values(&self) -> &[f32] { &self.values }
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+    pub fn n_cols(&self) -> usize {
+        self.n_cols
+    }
+    pub fn nnz(&self) -> usize {
+        self.col_idx.len()
+    }
+    pub fn row_ptr(&self) -> &[u32] {
+        &self.row_ptr
+    }
+    pub fn col_idx(&self) -> &[u32] {
+        &self.col_idx
+    }
+    pub fn values(&self) -> &[f32] {
+        &self.values
+    }
 
     /// Replace the values (same pattern), e.g. with GCN normalisation weights.
     pub fn with_values(mut self, values: Vec<f32>) -> Result<Self> {
@@ -229,7 +222,9 @@ impl Csr {
     pub fn row_range(&self, r: usize) -> std::ops::Range<usize> {
         self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize
     }
-    pub fn row_len(&self, r: usize) -> usize { self.row_range(r).len() }
+    pub fn row_len(&self, r: usize) -> usize {
+        self.row_range(r).len()
+    }
 
     /// (column, value) pairs of row `r`.
     pub fn row(&self, r: usize) -> impl Iterator<Item = (u32, f32)> + '_ {
@@ -281,9 +276,8 @@ mod tests {
         let mut rng = crate::util::rng::SplitMix64::new(5);
         for n in [0usize, 1, 7, 100] {
             let m = if n == 0 { 0 } else { rng.below(20 * n as u64) as usize };
-            let trip: Vec<(u32, u32, f32)> = (0..m)
-                .map(|_| (rng.below(n as u64) as u32, rng.below(n as u64) as u32, rng.below(4) as f32))
-                .collect();
+            let trip: Vec<(u32, u32, f32)> =
+                (0..m).map(|_| (rng.below(n as u64) as u32, rng.below(n as u64) as u32, rng.below(4) as f32)).collect();
             let csr = Csr::from_triplets(n, n, &trip).unwrap();
             let mut sorted = trip.clone();
             sorted.sort_by_key(|t| (t.0, t.1));
@@ -294,8 +288,7 @@ mod tests {
                     _ => expect.push(t),
                 }
             }
-            let got: Vec<(u32, u32, f32)> =
-                (0..n).flat_map(|r| csr.row(r).map(move |(c, v)| (r as u32, c, v))).collect();
+            let got: Vec<(u32, u32, f32)> = (0..n).flat_map(|r| csr.row(r).map(move |(c, v)| (r as u32, c, v))).collect();
             assert_eq!(got, expect);
             assert!(csr.is_canonical());
         }

@@ -7,9 +7,9 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::graph::mtx::open_maybe_gz;
-use crate::graph::text::{implausible_dimension, is_blank, parse_f64, parse_u64, show, Lines, Tokens};
 use crate::graph::Csr;
+use crate::graph::mtx::open_maybe_gz;
+use crate::graph::text::{Lines, Tokens, implausible_dimension, is_blank, parse_f64, parse_u64, show};
 use crate::util::memory::host_alloc_problem;
 
 /// How to read an edge list.
@@ -84,8 +84,7 @@ pub fn parse_edgelist(reader: impl Read, path: &Path, opts: EdgeListOptions) -> 
             return Err(line_at.error(msg));
         }
         let mut id = |t: &[u8], what: &str| -> Result<u32> {
-            let v = parse_u64(t)
-                .ok_or_else(|| line_at.error(format!("{what} id '{}' is not a non-negative integer", show(t))))?;
+            let v = parse_u64(t).ok_or_else(|| line_at.error(format!("{what} id '{}' is not a non-negative integer", show(t))))?;
             if let Some(n) = limit {
                 if v >= n {
                     return Err(line_at.error(format!("{what} id {v} is out of range for {n} nodes")));
@@ -109,8 +108,7 @@ pub fn parse_edgelist(reader: impl Read, path: &Path, opts: EdgeListOptions) -> 
         let s = id(toks[0], "source")?;
         let d = id(toks[1], "target")?;
         if n_cols == 3 {
-            let w = parse_f64(toks[2])
-                .ok_or_else(|| line_at.error(format!("weight '{}' is not a finite number", show(toks[2]))))?;
+            let w = parse_f64(toks[2]).ok_or_else(|| line_at.error(format!("weight '{}' is not a finite number", show(toks[2]))))?;
             if !(w as f32).is_finite() {
                 return Err(line_at.error(format!("weight '{}' overflows f32 (largest {:e})", show(toks[2]), f32::MAX)));
             }

@@ -104,7 +104,13 @@ mod tests {
         let mut rng = SplitMix64::new(seed);
         let mut t = Vec::new();
         for r in 0..n as u32 {
-            let deg = if r == 1 { n as u64 } else if r % 4 == 0 { 0 } else { rng.below(5) };
+            let deg = if r == 1 {
+                n as u64
+            } else if r % 4 == 0 {
+                0
+            } else {
+                rng.below(5)
+            };
             for _ in 0..deg {
                 t.push((r, rng.below(n as u64) as u32, rng.uniform(0.0, 3.0)));
             }

@@ -5,8 +5,8 @@
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::graph::npz::{Features, NodeData, Split};
 use crate::graph::Csr;
+use crate::graph::npz::{Features, NodeData, Split};
 use crate::util::rng::SplitMix64;
 
 fn from_edges(n: usize, edges: impl IntoIterator<Item = (u32, u32)>) -> Csr {
@@ -78,17 +78,7 @@ pub struct SbmParams {
 
 impl SbmParams {
     pub fn new(n: usize, classes: usize, seed: u64) -> Self {
-        SbmParams {
-            n,
-            classes,
-            avg_degree: 10.0,
-            p_in: 0.8,
-            features: 32,
-            noise: 2.0,
-            train_frac: 0.6,
-            val_frac: 0.2,
-            seed,
-        }
+        SbmParams { n, classes, avg_degree: 10.0, p_in: 0.8, features: 32, noise: 2.0, train_frac: 0.6, val_frac: 0.2, seed }
     }
 }
 
@@ -241,14 +231,9 @@ mod tests {
                 means[d.y[i] as usize * f + j] += data[i * f + j] as f64;
             }
         }
-        let dist = |i: usize, c: usize| -> f64 {
-            (0..*f).map(|j| (data[i * f + j] as f64 - means[c * f + j] / counts[c]).powi(2)).sum()
-        };
+        let dist = |i: usize, c: usize| -> f64 { (0..*f).map(|j| (data[i * f + j] as f64 - means[c * f + j] / counts[c]).powi(2)).sum() };
         let test: Vec<usize> = (0..2000).filter(|&i| s.test[i]).collect();
-        let right = test
-            .iter()
-            .filter(|&&i| (0..4).min_by(|&a, &b| dist(i, a).total_cmp(&dist(i, b))) == Some(d.y[i] as usize))
-            .count();
+        let right = test.iter().filter(|&&i| (0..4).min_by(|&a, &b| dist(i, a).total_cmp(&dist(i, b))) == Some(d.y[i] as usize)).count();
         assert!(right as f64 > 0.9 * test.len() as f64, "{right} of {}", test.len());
         assert!(sbm(SbmParams::new(3, 4, 0)).is_err());
     }

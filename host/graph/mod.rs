@@ -3,6 +3,7 @@
 pub mod blocks;
 pub mod csr;
 pub mod edgelist;
+pub mod gcn_norm;
 pub mod generate;
 pub mod mtx;
 pub mod npy;
@@ -16,7 +17,6 @@ pub mod spec;
 pub mod tcg;
 pub mod text;
 pub mod transpose;
-pub mod gcn_norm;
 
 pub use csr::Csr;
 pub use perm::Permutation;

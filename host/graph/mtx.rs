@@ -5,11 +5,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::graph::blocks::{numbered_lines, parse_blocks};
 use crate::graph::Csr;
+use crate::graph::blocks::{numbered_lines, parse_blocks};
+use crate::graph::text::{Lines, Tokens, implausible_dimension, is_blank, parse_f64, parse_u64, show};
 use crate::util::atomic::AtomicFile;
 use crate::util::memory::host_alloc_problem;
-use crate::graph::text::{implausible_dimension, is_blank, parse_f64, parse_u64, show, Lines, Tokens};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Field {
@@ -52,13 +52,10 @@ pub fn parse_mtx(reader: impl Read, path: &Path) -> Result<Csr> {
         return Err(Error::parse(path, 1, "empty file, expected a '%%MatrixMarket' header"));
     };
     let first = first_line.text;
-    let header: Vec<String> =
-        Tokens::new(first, false).map(|t| String::from_utf8_lossy(t).to_ascii_lowercase()).collect();
+    let header: Vec<String> = Tokens::new(first, false).map(|t| String::from_utf8_lossy(t).to_ascii_lowercase()).collect();
     if header.len() != 5 || header[0] != "%%matrixmarket" || header[1] != "matrix" {
-        return Err(first_line.error(format!(
-            "bad header '{}', expected '%%MatrixMarket matrix coordinate <field> <symmetry>'",
-            show(first).trim()
-        )));
+        return Err(first_line
+            .error(format!("bad header '{}', expected '%%MatrixMarket matrix coordinate <field> <symmetry>'", show(first).trim())));
     }
     if header[2] != "coordinate" {
         return Err(first_line.error(format!("'{}' format is not supported, only 'coordinate' (sparse) files", header[2])));
@@ -212,7 +209,16 @@ impl EntryFormat {
     }
 
     fn parse_block(&self, text: &[u8], first: usize) -> Block {
-        let mut b = Block { rows: Vec::new(), cols: Vec::new(), vals: Vec::new(), entries: 0, error: None, last_line: first, entry_lines: Vec::new(), first };
+        let mut b = Block {
+            rows: Vec::new(),
+            cols: Vec::new(),
+            vals: Vec::new(),
+            entries: 0,
+            error: None,
+            last_line: first,
+            entry_lines: Vec::new(),
+            first,
+        };
         let pattern = self.field == Field::Pattern;
         for (no, line) in numbered_lines(text, first) {
             b.last_line = no;

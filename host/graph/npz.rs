@@ -10,7 +10,7 @@ use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::graph::npy::{read_npy, write_npy, NpyArray, NpyData};
+use crate::graph::npy::{NpyArray, NpyData, read_npy, write_npy};
 
 /// Node features.
 #[derive(Clone, Debug, PartialEq)]
@@ -113,7 +113,10 @@ pub fn parse_npz(reader: impl Read + Seek, path: &Path) -> Result<NodeData> {
     // corrupt file (or ids, not classes), not a billion-way classifier.
     let max_classes = n.max(1 << 16);
     if let Some(i) = y.iter().position(|&c| c as u64 >= max_classes as u64) {
-        return Err(npz.err("y", format!("label {} at node {i}: classes must be numbered 0..C-1 with C at most max(nodes, 65536) = {max_classes}", y[i])));
+        return Err(npz.err(
+            "y",
+            format!("label {} at node {i}: classes must be numbered 0..C-1 with C at most max(nodes, 65536) = {max_classes}", y[i]),
+        ));
     }
     let x = npz.features(n)?;
     if let Features::Dense { f, data, .. } = &x
@@ -122,11 +125,9 @@ pub fn parse_npz(reader: impl Read + Seek, path: &Path) -> Result<NodeData> {
         return Err(npz.err("x", format!("feature {} of node {} is {}", i % (*f).max(1), i / (*f).max(1), data[i])));
     }
     let split = match (npz.get("train_mask")?, npz.get("val_mask")?, npz.get("test_mask")?) {
-        (Some(tr), Some(va), Some(te)) => Some(Split {
-            train: npz.mask("train_mask", &tr, n)?,
-            val: npz.mask("val_mask", &va, n)?,
-            test: npz.mask("test_mask", &te, n)?,
-        }),
+        (Some(tr), Some(va), Some(te)) => {
+            Some(Split { train: npz.mask("train_mask", &tr, n)?, val: npz.mask("val_mask", &va, n)?, test: npz.mask("test_mask", &te, n)? })
+        }
         (None, None, None) => None,
         _ => return Err(npz.err("train_mask", "train/val/test masks must come together")),
     };
@@ -160,8 +161,7 @@ struct Npz<R: Read + Seek> {
 
 impl<R: Read + Seek> Npz<R> {
     fn open(reader: R, path: &Path) -> Result<Self> {
-        let zip = zip::ZipArchive::new(reader)
-            .map_err(|e| Error::parse(path, 0, format!("not a readable .npz (zip) archive: {e}")))?;
+        let zip = zip::ZipArchive::new(reader).map_err(|e| Error::parse(path, 0, format!("not a readable .npz (zip) archive: {e}")))?;
         Ok(Npz { zip, path: path.into() })
     }
 
@@ -208,8 +208,7 @@ impl<R: Read + Seek> Npz<R> {
             let data = x.to_f32().ok_or_else(|| self.err("x", format!("dtype {} is not float", x.dtype_name())))?;
             return Ok(Features::Dense { n, f: x.shape[1], data });
         }
-        let (Some(ip), Some(ix), Some(sh)) = (self.get("x_indptr")?, self.get("x_indices")?, self.get("x_shape")?)
-        else {
+        let (Some(ip), Some(ix), Some(sh)) = (self.get("x_indptr")?, self.get("x_indices")?, self.get("x_shape")?) else {
             return Err(self.err("x", "missing: neither dense x nor x_indptr/x_indices/x_shape"));
         };
         let shape = sh.to_i64().filter(|s| s.len() == 2).ok_or_else(|| self.err("x_shape", "expected 2 integers"))?;
@@ -246,15 +245,11 @@ pub fn write_npz(path: impl AsRef<Path>, d: &NodeData) -> Result<()> {
     // Written under a temporary name and renamed when complete (see `util::atomic`).
     let mut file = crate::util::atomic::AtomicFile::create(path)?;
     let mut z = zip::ZipWriter::new(file.writer());
-    let opts = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Stored)
-        .large_file(true);
+    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored).large_file(true);
     let n = d.n();
     let mut arrays: Vec<(&str, NpyArray)> = vec![("y", NpyArray { shape: vec![n], data: NpyData::I64(d.y.clone()) })];
     match &d.x {
-        Features::Dense { n, f, data } => {
-            arrays.push(("x", NpyArray { shape: vec![*n, *f], data: NpyData::F32(data.clone()) }))
-        }
+        Features::Dense { n, f, data } => arrays.push(("x", NpyArray { shape: vec![*n, *f], data: NpyData::F32(data.clone()) })),
         Features::SparseMultiHot { n, f, indptr, indices } => {
             let ip = indptr.iter().map(|&v| v as i64).collect();
             let ix = indices.iter().map(|&v| v as i32).collect();

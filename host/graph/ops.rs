@@ -175,8 +175,7 @@ pub fn gcn_normalize_serial(a: &Csr) -> Result<Csr> {
         )));
     }
     let ai = add_self_loops(a, 1.0)?;
-    let inv_sqrt: Vec<f64> =
-        row_sums(&ai).into_iter().map(|d| if d > 0.0 { 1.0 / d.sqrt() } else { 0.0 }).collect();
+    let inv_sqrt: Vec<f64> = row_sums(&ai).into_iter().map(|d| if d > 0.0 { 1.0 / d.sqrt() } else { 0.0 }).collect();
     let mut vals = ai.values().to_vec();
     for r in 0..ai.n_rows() {
         for e in ai.row_range(r) {

@@ -37,9 +37,7 @@ impl Permutation {
         let n = new_to_old.len();
         let mut old_to_new = vec![u32::MAX; n];
         for (new, &old) in new_to_old.iter().enumerate() {
-            let slot = old_to_new
-                .get_mut(old as usize)
-                .ok_or_else(|| Error::InvalidGraph(format!("permutation entry {old} >= {n}")))?;
+            let slot = old_to_new.get_mut(old as usize).ok_or_else(|| Error::InvalidGraph(format!("permutation entry {old} >= {n}")))?;
             if *slot != u32::MAX {
                 return Err(Error::InvalidGraph(format!("permutation repeats node {old}")));
             }

@@ -243,7 +243,7 @@ pub fn community_order(graph: &Csr) -> Result<Permutation> {
 mod tests {
     use super::*;
     use crate::format::Sgt;
-    use crate::graph::generate::{grid, sbm, SbmParams};
+    use crate::graph::generate::{SbmParams, grid, sbm};
     use crate::util::rng::SplitMix64;
 
     fn shuffle(g: &Csr, seed: u64) -> Csr {

@@ -10,9 +10,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::graph::{Csr, Permutation, tcg};
 use crate::graph::rmat::{RmatParams, rmat};
 use crate::graph::spec::parse_rmat;
+use crate::graph::{Csr, Permutation, tcg};
 use crate::util::rng::SplitMix64;
 
 /// The datasets folder: `$TCGNN_DATASETS`, else `../shared/datasets` next to the crate.
@@ -26,9 +26,7 @@ pub fn datasets_dir() -> PathBuf {
 /// Every `.mtx.gz` / `.mtx` in the datasets folder, sorted by name.
 pub fn list_datasets() -> Vec<PathBuf> {
     let dir = datasets_dir();
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
     v.retain(|p| p.to_string_lossy().ends_with(".mtx.gz") || p.to_string_lossy().ends_with(".mtx"));
     v.sort();
     v

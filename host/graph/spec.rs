@@ -70,7 +70,9 @@ pub fn parse_sbm(spec: &str, rest: &str) -> Result<SbmSpec> {
         None => 8,
     };
     let avg_degree: f64 = match parts.get(2) {
-        Some(p) => p.parse().ok().filter(|d: &f64| d.is_finite()).ok_or_else(|| bad(format!("degree '{}' is not a finite number", shown(p))))?,
+        Some(p) => {
+            p.parse().ok().filter(|d: &f64| d.is_finite()).ok_or_else(|| bad(format!("degree '{}' is not a finite number", shown(p))))?
+        }
         None => 10.0,
     };
     if n == 0 || n > MAX_NODES {

@@ -97,9 +97,7 @@ pub fn read_tcg(path: impl AsRef<Path>) -> Result<Csr> {
     }
     let want = HEADER + 4 * (n_rows + 1) + 8 * nnz + 8;
     if len != want {
-        return Err(bad(format!(
-            "{len} bytes, but a {n_rows} x {n_cols} graph with {nnz} nonzeros takes {want} (truncated or corrupt)"
-        )));
+        return Err(bad(format!("{len} bytes, but a {n_rows} x {n_cols} graph with {nnz} nonzeros takes {want} (truncated or corrupt)")));
     }
     crate::util::memory::check_host_alloc(want, &format!("{}", path.display()))?;
     let mut h = Hash64::new();

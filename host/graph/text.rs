@@ -90,11 +90,7 @@ impl<R: Read> Lines<R> {
                 Ok(n) => self.end += n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => {
-                    return Err(Error::parse(
-                        &self.path,
-                        self.line + 1,
-                        format!("read failed (truncated or corrupt file?): {e}"),
-                    ));
+                    return Err(Error::parse(&self.path, self.line + 1, format!("read failed (truncated or corrupt file?): {e}")));
                 }
             }
         }
@@ -180,9 +176,8 @@ pub const SPARSE_DIM_FREE: usize = 1 << 22;
 
 /// `Some(message)` when `dim` rows/columns are implausible for `entries` entries.
 pub fn implausible_dimension(dim: usize, entries: usize) -> Option<String> {
-    (dim > SPARSE_DIM_FREE && dim / 64 > entries).then(|| {
-        format!("dimension {dim} for only {entries} entries: refusing to allocate for a matrix of almost only empty rows")
-    })
+    (dim > SPARSE_DIM_FREE && dim / 64 > entries)
+        .then(|| format!("dimension {dim} for only {entries} entries: refusing to allocate for a matrix of almost only empty rows"))
 }
 
 /// A token for an error message: lossy UTF-8, shortened, control characters escaped (`\u{1b}`),

@@ -178,7 +178,11 @@ mod tests {
             let a = odd(n, m, n as u64);
             let reference = transpose_with_map_serial(&a);
             for (chunks, bucket_cols) in [(1, 1 << 16), (2, 1), (3, 2), (8, 7), (1000, 16)] {
-                assert_eq!(transpose_with_map_buckets(&a, chunks, bucket_cols), reference, "{n} x {m}, {chunks} chunks, {bucket_cols}-column buckets");
+                assert_eq!(
+                    transpose_with_map_buckets(&a, chunks, bucket_cols),
+                    reference,
+                    "{n} x {m}, {chunks} chunks, {bucket_cols}-column buckets"
+                );
             }
         }
     }

@@ -16,8 +16,8 @@ use std::rc::Rc;
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::halo_hook::HaloHook;
-use crate::ops::backend::{Ops, Side};
 use crate::nn::param::Param;
+use crate::ops::backend::{Ops, Side};
 use crate::tensor::Matrix;
 
 /// The pattern of A + I, shared by every `AgnnConv` of a model.
@@ -120,7 +120,9 @@ impl<B: Ops> AgnnConv<B> {
     pub fn forward(&mut self, b: &B, g: &AgnnGraph<B>, h: &B::Mat) -> Result<&B::Mat> {
         match &mut self.path {
             // The normalisation is the fused op's (it writes what its kernels gather).
-            Path::Fused { stats, copy, .. } => b.attention_forward(&g.graph, &self.beta.value, h, &mut self.n, &mut self.inv_norm, &mut self.out, stats, copy)?,
+            Path::Fused { stats, copy, .. } => {
+                b.attention_forward(&g.graph, &self.beta.value, h, &mut self.n, &mut self.inv_norm, &mut self.out, stats, copy)?
+            }
             Path::Unfused(u) => {
                 b.row_normalize(h, &mut self.n, &mut self.inv_norm)?;
                 b.sddmm(&g.graph, &self.n, &self.n, &mut u.cos)?;

@@ -58,7 +58,14 @@ impl<B: Ops> BatchNorm<B> {
     /// The weight and bias gradients and dL/dx (in [`BatchNorm::dx`]) after a training forward
     /// of `x`.
     pub fn backward(&mut self, b: &B, x: &B::Mat, dy: &B::Mat) -> Result<()> {
-        b.batch_norm_backward(x, dy, &self.weight.value, (&self.mean, &self.inv_std), &mut self.dx, (&mut self.weight.grad, &mut self.bias.grad))
+        b.batch_norm_backward(
+            x,
+            dy,
+            &self.weight.value,
+            (&self.mean, &self.inv_std),
+            &mut self.dx,
+            (&mut self.weight.grad, &mut self.bias.grad),
+        )
     }
 
     pub fn dx(&self) -> &B::Mat {

@@ -66,7 +66,8 @@ impl Checkpoint {
         let field = |key: &str| {
             f.metadata.get(key).ok_or_else(|| Error::BadFile { path: path.clone(), msg: format!("checkpoint metadata '{key}' is missing") })
         };
-        let parse_err = |key: &str, e: &dyn std::fmt::Display| Error::BadFile { path: path.clone(), msg: format!("checkpoint metadata '{key}': {e}") };
+        let parse_err =
+            |key: &str, e: &dyn std::fmt::Display| Error::BadFile { path: path.clone(), msg: format!("checkpoint metadata '{key}': {e}") };
         let steps: u32 = field(STEPS)?.parse().map_err(|e| parse_err(STEPS, &e))?;
         let train: TrainConfig = serde_json::from_str(field(TRAIN)?).map_err(|e| parse_err(TRAIN, &e))?;
         let history: Vec<EpochRecord> = serde_json::from_str(field(HISTORY)?).map_err(|e| parse_err(HISTORY, &e))?;

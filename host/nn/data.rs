@@ -107,7 +107,11 @@ impl Dataset {
     fn from_node_data(name: String, graph: Csr, d: NodeData, path: &Path, seed: u64) -> Result<Self> {
         let n = graph.n_rows();
         if graph.n_cols() != n {
-            return Err(Error::Shape(format!("{name}: the graph is {} x {}; node classification needs a square adjacency", n, graph.n_cols())));
+            return Err(Error::Shape(format!(
+                "{name}: the graph is {} x {}; node classification needs a square adjacency",
+                n,
+                graph.n_cols()
+            )));
         }
         let err = |array: &str, msg: String| Error::Npz { path: path.to_path_buf(), array: array.into(), msg };
         if d.n() != n {
@@ -147,7 +151,10 @@ impl Dataset {
         let features = match d.x {
             Features::Dense { n, f, data } => HostFeatures::Dense(Matrix::from_vec(n, f, data)?),
             Features::SparseMultiHot { n, f, indptr, indices } => {
-                let row_ptr = indptr.iter().map(|&p| u32::try_from(p)).collect::<std::result::Result<Vec<u32>, _>>()
+                let row_ptr = indptr
+                    .iter()
+                    .map(|&p| u32::try_from(p))
+                    .collect::<std::result::Result<Vec<u32>, _>>()
                     .map_err(|_| err("x_indptr", "more than 2^32 nonzeros".into()))?;
                 let vals = vec![1.0f32; indices.len()];
                 HostFeatures::Sparse(Csr::new(n, f, row_ptr, indices, vals).map_err(|e| err("x_indices", e.to_string()))?)

@@ -90,7 +90,16 @@ impl<B: Ops> Dropout<B> {
     /// read from `h16` where the forward wrote them only in f16; with `dz_col_sums`, dz's
     /// column sums too (the bias gradient of the layer whose output h is).
     #[allow(clippy::too_many_arguments)]
-    pub fn backward_elu_product(&self, b: &B, g: &B::Mat, w: &B::Mat, h: (&B::Mat, bool), h16: Option<&B::Half>, dz: &mut B::Mat, dz_col_sums: Option<&mut B::Mat>) -> Result<()> {
+    pub fn backward_elu_product(
+        &self,
+        b: &B,
+        g: &B::Mat,
+        w: &B::Mat,
+        h: (&B::Mat, bool),
+        h16: Option<&B::Half>,
+        dz: &mut B::Mat,
+        dz_col_sums: Option<&mut B::Mat>,
+    ) -> Result<()> {
         b.elu_dropout_backward_product(g, w, h, h16, self.p, self.seed, self.offset, dz, dz_col_sums)
     }
 

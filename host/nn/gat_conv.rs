@@ -104,7 +104,10 @@ pub struct GatConv<B: Ops> {
 enum Path<B: Ops> {
     /// One op each way: per node and head the softmax's (max, sum) (n x 2H), and the
     /// backward's D (n x H).
-    Fused { stats: B::Mat, d_row: B::Mat },
+    Fused {
+        stats: B::Mat,
+        d_row: B::Mat,
+    },
     Unfused(Box<Unfused<B>>),
 }
 
@@ -133,13 +136,35 @@ impl<B: Ops> GatConv<B> {
     /// attention vectors (PyG's `glorot` on `att` of shape (1, H, F): bound sqrt(6 / (H + F))),
     /// zero bias. On the fused op where [`GatConv::fuses`] says it can, else unfused.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(b: &B, g: &GatGraph<B>, rows: usize, fan_in: usize, heads: usize, dim: usize, concat: bool, p: f32, seed: u64, rng: &mut SplitMix64) -> Result<Self> {
+    pub fn new(
+        b: &B,
+        g: &GatGraph<B>,
+        rows: usize,
+        fan_in: usize,
+        heads: usize,
+        dim: usize,
+        concat: bool,
+        p: f32,
+        seed: u64,
+        rng: &mut SplitMix64,
+    ) -> Result<Self> {
         Self::build(b, g, (rows, fan_in, heads, dim, concat), p, seed, rng, Self::fuses(heads, dim, concat))
     }
 
     /// [`GatConv::new`] on the unfused per-head ops (the same parameters from the same `rng`).
     #[allow(clippy::too_many_arguments)]
-    pub fn new_unfused(b: &B, g: &GatGraph<B>, rows: usize, fan_in: usize, heads: usize, dim: usize, concat: bool, p: f32, seed: u64, rng: &mut SplitMix64) -> Result<Self> {
+    pub fn new_unfused(
+        b: &B,
+        g: &GatGraph<B>,
+        rows: usize,
+        fan_in: usize,
+        heads: usize,
+        dim: usize,
+        concat: bool,
+        p: f32,
+        seed: u64,
+        rng: &mut SplitMix64,
+    ) -> Result<Self> {
         Self::build(b, g, (rows, fan_in, heads, dim, concat), p, seed, rng, false)
     }
 
@@ -154,13 +179,25 @@ impl<B: Ops> GatConv<B> {
         matches!(self.path, Path::Fused { .. })
     }
 
-    fn build(b: &B, g: &GatGraph<B>, (rows, fan_in, heads, dim, concat): (usize, usize, usize, usize, bool), p: f32, seed: u64, rng: &mut SplitMix64, fused: bool) -> Result<Self> {
+    fn build(
+        b: &B,
+        g: &GatGraph<B>,
+        (rows, fan_in, heads, dim, concat): (usize, usize, usize, usize, bool),
+        p: f32,
+        seed: u64,
+        rng: &mut SplitMix64,
+        fused: bool,
+    ) -> Result<Self> {
         let width = heads * dim;
         let lin = Linear::with_bias(b, rows, fan_in, width, false, rng)?;
         let att = |rng: &mut SplitMix64| -> Result<Param<B>> { Param::new(b, &Matrix::from_vec(1, width, glorot(heads, dim, rng).data)?) };
         let att_src = att(rng)?;
         let att_dst = att(rng)?;
-        let path = if fused { Path::Fused { stats: b.matrix(rows, 2 * heads)?, d_row: b.matrix(rows, heads)? } } else { Path::Unfused(Box::new(Unfused::new(b, g, rows, heads, dim)?)) };
+        let path = if fused {
+            Path::Fused { stats: b.matrix(rows, 2 * heads)?, d_row: b.matrix(rows, heads)? }
+        } else {
+            Path::Unfused(Box::new(Unfused::new(b, g, rows, heads, dim)?))
+        };
         Ok(GatConv {
             lin,
             att_src,
@@ -199,7 +236,14 @@ impl<B: Ops> GatConv<B> {
 
     /// The fused op's view of this layer (attention dropout only in training).
     fn attention(&self, g: &GatGraph<B>) -> GatAttention {
-        GatAttention { heads: self.heads, dim: self.dim, slope: GAT_SLOPE, p: if self.dropped { self.p } else { 0.0 }, seed: self.seed, first_edge: g.first_edge }
+        GatAttention {
+            heads: self.heads,
+            dim: self.dim,
+            slope: GAT_SLOPE,
+            p: if self.dropped { self.p } else { 0.0 },
+            seed: self.seed,
+            first_edge: g.first_edge,
+        }
     }
 
     /// Output columns: `heads * dim` concatenated, `dim` averaged.
@@ -230,7 +274,9 @@ impl<B: Ops> GatConv<B> {
                         b.gat_attention_half(&g.graph, &a, self.lin.out(), &self.s_src, &self.s_dst, &self.bias.value, out16, stats)?;
                         self.wrote_half = true;
                     }
-                    None => b.gat_attention(&g.graph, &a, self.lin.out(), &self.s_src, &self.s_dst, &self.bias.value, &mut self.out, stats)?,
+                    None => {
+                        b.gat_attention(&g.graph, &a, self.lin.out(), &self.s_src, &self.s_dst, &self.bias.value, &mut self.out, stats)?
+                    }
                 }
                 return Ok(());
             }
@@ -287,7 +333,15 @@ impl<B: Ops> GatConv<B> {
     /// Fills every parameter's gradient from `dout` (after a training `forward` of `x`), and dX
     /// into `dx` when asked. `bias_summed`: the bias gradient (dout's column sums) is already
     /// there, summed where dout was formed.
-    pub fn backward(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, dout: &B::Mat, dx: Option<&mut B::Mat>, bias_summed: bool) -> Result<()> {
+    pub fn backward(
+        &mut self,
+        b: &B,
+        g: &GatGraph<B>,
+        x: &Operand<B>,
+        dout: &B::Mat,
+        dx: Option<&mut B::Mat>,
+        bias_summed: bool,
+    ) -> Result<()> {
         if !bias_summed {
             b.col_sums(dout, &mut self.bias.grad)?;
         }
@@ -310,7 +364,13 @@ impl<B: Ops> GatConv<B> {
         let wh = self.lin.out();
         let (att_src, att_dst) = (&mut self.att_src, &mut self.att_dst);
         let dwh = if fused { None } else { Some(&mut self.dwh) };
-        b.gat_scores_backward(wh, (&att_src.value, &att_dst.value), (&self.ds_src, &self.ds_dst), dwh, (&mut att_src.grad, &mut att_dst.grad))?;
+        b.gat_scores_backward(
+            wh,
+            (&att_src.value, &att_dst.value),
+            (&self.ds_src, &self.ds_dst),
+            dwh,
+            (&mut att_src.grad, &mut att_dst.grad),
+        )?;
         // The halo rows of dWh (from the edges and the source scores) belong to their owners.
         halo_hook::give_back(&g.halo, b, &mut self.dwh)?;
         self.lin.backward(b, x, &self.dwh, dx)
@@ -355,7 +415,15 @@ impl<B: Ops> Unfused<B> {
 
     /// Per head, from dout: dWh's aggregation part and both score gradients.
     #[allow(clippy::type_complexity)]
-    fn backward(&mut self, b: &B, g: &GatGraph<B>, (heads, dim, concat, dropped, p): (usize, usize, bool, bool, f32), dout: &B::Mat, (s_dst, s_src): (&B::Mat, &B::Mat), (ds_dst, ds_src, dwh): (&mut B::Mat, &mut B::Mat, &mut B::Mat)) -> Result<()> {
+    fn backward(
+        &mut self,
+        b: &B,
+        g: &GatGraph<B>,
+        (heads, dim, concat, dropped, p): (usize, usize, bool, bool, f32),
+        dout: &B::Mat,
+        (s_dst, s_src): (&B::Mat, &B::Mat),
+        (ds_dst, ds_src, dwh): (&mut B::Mat, &mut B::Mat, &mut B::Mat),
+    ) -> Result<()> {
         for h in 0..heads {
             let (col0, weight) = if concat { (h * dim, 1.0) } else { (0, 1.0 / heads as f32) };
             let hd = &self.head[h];

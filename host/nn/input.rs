@@ -8,9 +8,9 @@
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::ops::backend::{Ops, Side};
 use crate::nn::models::ModelConfig;
 use crate::nn::operand::Operand;
+use crate::ops::backend::{Ops, Side};
 use crate::tensor::Matrix;
 
 /// `offset` is added to the input dropout's mask indices (0 unless the features are one part's
@@ -19,13 +19,31 @@ pub enum InputFeatures<B: Ops> {
     /// `dropped`: x after the input dropout, which the first layer's products read; no mask (the
     /// features need no gradient). `half`: x stored once more in f16, which the dropout reads
     /// instead where the backend does ([`InputFeatures::with_half_features`]).
-    Dense { x: B::Mat, dropped: B::Mat, half: Option<B::Half>, offset: u64 },
+    Dense {
+        x: B::Mat,
+        dropped: B::Mat,
+        half: Option<B::Half>,
+        offset: u64,
+    },
     /// `seed`: the input dropout's, remembered by `forward` for the backward's `operand`.
     /// `half`: x stored once more in f16, which the products read instead where the backend
     /// does ([`InputFeatures::with_half_features`]); a snapshot of x, so features rewritten per
     /// batch never have one.
-    DenseFused { x: B::Mat, half: Option<B::Half>, offset: u64, seed: u64 },
-    Sparse { x: B::Graph, values: B::Edges, values_t: B::Edges, dropped: B::Edges, dropped_t: B::Edges, mask: B::Mask, offset: u64 },
+    DenseFused {
+        x: B::Mat,
+        half: Option<B::Half>,
+        offset: u64,
+        seed: u64,
+    },
+    Sparse {
+        x: B::Graph,
+        values: B::Edges,
+        values_t: B::Edges,
+        dropped: B::Edges,
+        dropped_t: B::Edges,
+        mask: B::Mask,
+        offset: u64,
+    },
 }
 
 /// Node features on the host, before upload.
@@ -127,7 +145,11 @@ impl<B: Ops> InputFeatures<B> {
     /// The features for `model`: fused input dropout where the backend offers it and it pays
     /// for the model's first layer (`DropoutGemmOp::fused_input_dropout_pays`).
     pub fn for_model(b: &B, host: &HostFeatures, model: &ModelConfig) -> Result<Self> {
-        Self::with_fusion(b, host, b.fused_input_dropout_pays(host.cols(), model.first_product_columns()) && b.fuses_input_dropout(host.rows(), host.cols()))
+        Self::with_fusion(
+            b,
+            host,
+            b.fused_input_dropout_pays(host.cols(), model.first_product_columns()) && b.fuses_input_dropout(host.rows(), host.cols()),
+        )
     }
 
     /// [`InputFeatures::new`] with the choice made by the caller: `fused` dense features keep no
@@ -168,7 +190,9 @@ impl<B: Ops> InputFeatures<B> {
     /// whole feature matrix's `row_ptr[r0]` for sparse ones.
     pub fn keyed_from(mut self, at: u64) -> Self {
         match &mut self {
-            InputFeatures::Dense { offset, .. } | InputFeatures::DenseFused { offset, .. } | InputFeatures::Sparse { offset, .. } => *offset = at,
+            InputFeatures::Dense { offset, .. } | InputFeatures::DenseFused { offset, .. } | InputFeatures::Sparse { offset, .. } => {
+                *offset = at
+            }
         }
         self
     }

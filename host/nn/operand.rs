@@ -10,17 +10,33 @@ use crate::ops::backend::{Ops, Side};
 pub enum Operand<'a, B: Ops> {
     Dense(&'a B::Mat),
     /// `X` as a pattern with values in forward order and the same values laid out for `Xᵀ`.
-    Sparse { x: &'a B::Graph, values: &'a B::Edges, values_t: &'a B::Edges },
+    Sparse {
+        x: &'a B::Graph,
+        values: &'a B::Edges,
+        values_t: &'a B::Edges,
+    },
     /// `dropout(x)` with probability `p`, the mask of (`seed`, the step counter) keyed from
     /// `offset`, as [`DropoutOp::dropout_at`](crate::ops::nn::dropout::DropoutOp::dropout_at)
     /// would draw it; regenerated in both products, so forward and backward must run in one
     /// step. `half`: x's f16 copy, read instead where the backend can
     /// ([`DropoutGemmOp::half_features`](crate::ops::nn::dropout_gemm::DropoutGemmOp::half_features)).
-    Dropped { x: &'a B::Mat, half: Option<&'a B::Half>, p: f32, seed: u64, offset: u64 },
+    Dropped {
+        x: &'a B::Mat,
+        half: Option<&'a B::Half>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    },
     /// `dropout(ELU(x))` (x the layer below's pre-activation), ELU and mask applied inside both
     /// products as for `Dropped` ([`DropoutGemmOp::elu_dropout_gemm`](crate::ops::nn::dropout_gemm::DropoutGemmOp::elu_dropout_gemm)).
     /// `half`: x's values in f16, read instead of x (which the forward then left unwritten).
-    EluDropped { x: &'a B::Mat, half: Option<&'a B::Half>, p: f32, seed: u64, offset: u64 },
+    EluDropped {
+        x: &'a B::Mat,
+        half: Option<&'a B::Half>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    },
 }
 
 impl<B: Ops> Operand<'_, B> {

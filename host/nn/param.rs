@@ -38,7 +38,8 @@ impl<B: Ops> Param<B> {
     where
         B: 'a,
     {
-        let mut tensors: Vec<AdamTensors<'_, B::Mat>> = params.into_iter().map(|p| AdamTensors { param: &mut p.value, grad: &p.grad, m: &mut p.m, v: &mut p.v }).collect();
+        let mut tensors: Vec<AdamTensors<'_, B::Mat>> =
+            params.into_iter().map(|p| AdamTensors { param: &mut p.value, grad: &p.grad, m: &mut p.m, v: &mut p.v }).collect();
         b.adam_many(&mut tensors, hyper)
     }
 }

@@ -28,7 +28,13 @@ pub struct Prediction {
 }
 
 /// Runs `saved` (read from `path`, for messages) over `data` on backend `b`.
-pub fn predict<B: Ops + 'static>(b: &Arc<B>, path: &Path, saved: &SavedModel, data: &Dataset, embedding_layer: Option<usize>) -> Result<Prediction> {
+pub fn predict<B: Ops + 'static>(
+    b: &Arc<B>,
+    path: &Path,
+    saved: &SavedModel,
+    data: &Dataset,
+    embedding_layer: Option<usize>,
+) -> Result<Prediction> {
     saved.check_data(path, data.features.cols(), data.classes)?;
     let classes = saved.meta.classes;
     let mut net: Box<dyn Model<B>> = models::build(&**b, &data.graph, data.features.cols(), classes, &saved.meta.model)?;

@@ -116,10 +116,7 @@ impl SavedModel {
     /// Refuses a graph whose features or classes the weights do not fit.
     pub fn check_data(&self, path: &Path, features: usize, classes: usize) -> Result<()> {
         if self.meta.features != features {
-            return Err(bad(
-                path,
-                format!("the model takes {} input features, the graph's node data has {features}", self.meta.features),
-            ));
+            return Err(bad(path, format!("the model takes {} input features, the graph's node data has {features}", self.meta.features)));
         }
         if classes > self.meta.classes {
             return Err(bad(path, format!("the model predicts {} classes, the graph's labels have {classes}", self.meta.classes)));

@@ -18,12 +18,12 @@
 //! (the conv's output holds z_l after such a forward). Same values as the unfused path.
 
 use crate::error::{Error, Result};
+use crate::graph::Csr;
 use crate::nn::batch_norm::BatchNorm;
 use crate::nn::dropout::Dropout;
-use crate::nn::input::InputFeatures;
-use crate::graph::Csr;
 use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::halo_hook::PartContext;
+use crate::nn::input::InputFeatures;
 use crate::nn::models::{Model, ModelConfig, dropout_seed, widths};
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
@@ -182,7 +182,11 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
     /// an active dropout, the next layer not residual, its conv able to defer its bias.
     fn fuses_tail(convs: &[C], hidden: &[Hidden<B>], l: usize, train: bool) -> bool {
         let Some(h) = hidden.get(l) else { return false };
-        h.drop.is_active(train) && h.bn.is_none() && h.res.is_none() && hidden.get(l + 1).is_none_or(|n| n.res.is_none()) && convs[l].deferred_bias().is_some()
+        h.drop.is_active(train)
+            && h.bn.is_none()
+            && h.res.is_none()
+            && hidden.get(l + 1).is_none_or(|n| n.res.is_none())
+            && convs[l].deferred_bias().is_some()
     }
 
     /// Conv `l`'s forward of `x`: up to its bias when its layer's tail is fused (`fused`), else
@@ -222,7 +226,13 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
         }
         if let Some(res) = res {
             let prev = &h_lo[l - 1];
-            b.copy(match bn { Some(bn) => bn.out(), None => conv.out() }, res)?;
+            b.copy(
+                match bn {
+                    Some(bn) => bn.out(),
+                    None => conv.out(),
+                },
+                res,
+            )?;
             b.add_assign(res, hidden_out(&c_lo[l - 1], &prev.bn, &prev.res))?;
         }
         drop.forward(b, hidden_out(&*conv, bn, res), train)

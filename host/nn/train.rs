@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::nn::param::Param;
 use crate::error::{Error, Result};
 use crate::gpu::timing::Timing;
-use crate::ops::backend::{AdamHyper, Ops, Stats, TEST_BIT, TRAIN_BIT, VAL_BIT};
 use crate::nn::data::Dataset;
 use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models::{self, Model, ModelConfig};
+use crate::nn::param::Param;
+use crate::ops::backend::{AdamHyper, Ops, Stats, TEST_BIT, TRAIN_BIT, VAL_BIT};
 use crate::tensor::Matrix;
 
 /// Optimiser settings of a run (the model's own are in [`ModelConfig`]).
@@ -100,13 +100,26 @@ impl<B: Ops + 'static> Trainer<B> {
         Self::build_on(backend, data, shape, model, train, |b| InputFeatures::for_model(b, &x, model))
     }
 
-    fn build(backend: Arc<B>, data: &Dataset, model: &ModelConfig, train: &TrainConfig, input: impl FnOnce(&B) -> Result<InputFeatures<B>>) -> Result<Self> {
+    fn build(
+        backend: Arc<B>,
+        data: &Dataset,
+        model: &ModelConfig,
+        train: &TrainConfig,
+        input: impl FnOnce(&B) -> Result<InputFeatures<B>>,
+    ) -> Result<Self> {
         let shape = Shape { graph: &data.graph, features: data.features.cols(), labels: &data.labels, mask_bits: &data.mask_bits };
         Self::build_on(backend, data, shape, model, train, input)
     }
 
     /// The trainer of `data`'s masks (their sizes) with its model built on `shape`.
-    fn build_on(backend: Arc<B>, data: &Dataset, shape: Shape<'_>, model: &ModelConfig, train: &TrainConfig, input: impl FnOnce(&B) -> Result<InputFeatures<B>>) -> Result<Self> {
+    fn build_on(
+        backend: Arc<B>,
+        data: &Dataset,
+        shape: Shape<'_>,
+        model: &ModelConfig,
+        train: &TrainConfig,
+        input: impl FnOnce(&B) -> Result<InputFeatures<B>>,
+    ) -> Result<Self> {
         let t0 = Instant::now();
         let b = &*backend;
         let count = |bit: u8| data.mask_bits.iter().filter(|&&m| m & bit != 0).count();
@@ -312,7 +325,8 @@ impl<B: Ops + 'static> Trainer<B> {
     /// statistics) by name (downloaded): what a saved model holds.
     pub fn weights(&mut self) -> Result<Vec<(String, Matrix)>> {
         let b = self.backend.clone();
-        let mut out: Vec<(String, Matrix)> = self.net.params().into_iter().map(|(name, p)| Ok((name, b.download(&p.value)?))).collect::<Result<_>>()?;
+        let mut out: Vec<(String, Matrix)> =
+            self.net.params().into_iter().map(|(name, p)| Ok((name, b.download(&p.value)?))).collect::<Result<_>>()?;
         for (name, m) in self.net.buffers() {
             out.push((name, b.download(m)?));
         }

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::gpu::{DeviceVec, Gpu};
 use crate::format::gpu::{DeviceMeBcrsParts, mebcrs_on_device, sgt_on_gpu};
 use crate::format::{MeBcrs, Sgt};
+use crate::gpu::{DeviceVec, Gpu};
 use crate::graph::reorder::{Reorder, reorder};
 use crate::graph::{Csr, Permutation};
 use crate::ops::ValueOrder;
@@ -163,7 +163,10 @@ impl GraphHandle {
             Reorder::Community => 2,
             Reorder::Degree => 3,
         };
-        Ok(self.cached(key, || Ok(ReorderedHandle(Arc::new(GraphHandle::with_reorder((*self.csr).clone(), self.gpu.clone(), how)?))))?.0.clone())
+        Ok(self
+            .cached(key, || Ok(ReorderedHandle(Arc::new(GraphHandle::with_reorder((*self.csr).clone(), self.gpu.clone(), how)?))))?
+            .0
+            .clone())
     }
 
     /// The permutation of a reordered handle (`None` for a plain one).
@@ -304,7 +307,11 @@ impl GraphHandle {
     pub fn mebcrs_win_ptr(&self) -> Result<Arc<Vec<u32>>> {
         let p = self.cached(8, || {
             Ok(MeBcrsWinPtr(Arc::new(match self.translating_gpu() {
-                Some(gpu) => crate::format::gpu::download_n(gpu, &self.device_mebcrs()?.win_ptr, self.csr.n_rows().div_ceil(crate::format::MEBCRS_WINDOW) + 1)?,
+                Some(gpu) => crate::format::gpu::download_n(
+                    gpu,
+                    &self.device_mebcrs()?.win_ptr,
+                    self.csr.n_rows().div_ceil(crate::format::MEBCRS_WINDOW) + 1,
+                )?,
                 None => self.mebcrs(8)?.win_ptr.clone(),
             })))
         })?;
@@ -338,12 +345,14 @@ impl GraphHandle {
                 ));
             }
             let t = self.transposed()?;
-            self.timed(|| Ok(HostTransposeMap(match order {
-                ValueOrder::Csr => t.csr_map.clone(),
-                ValueOrder::MeBcrs => {
-                    Arc::new(crate::ops::values::transpose_map_mebcrs(&*self.mebcrs(8)?, &*t.handle.mebcrs(8)?, &t.csr_map))
-                }
-            })))
+            self.timed(|| {
+                Ok(HostTransposeMap(match order {
+                    ValueOrder::Csr => t.csr_map.clone(),
+                    ValueOrder::MeBcrs => {
+                        Arc::new(crate::ops::values::transpose_map_mebcrs(&*self.mebcrs(8)?, &*t.handle.mebcrs(8)?, &t.csr_map))
+                    }
+                }))
+            })
         })?;
         Ok(map.0.clone())
     }
@@ -352,7 +361,8 @@ impl GraphHandle {
     /// gathers with).
     pub fn transpose_map(&self, order: ValueOrder) -> Result<Arc<DeviceVec<u32>>> {
         let gpu = self.gpu()?.clone();
-        let map = self.cached(order_key(order), || Ok(DeviceTransposeMap(Arc::new(DeviceVec::upload(&gpu, &self.transpose_map_host(order)?)?))))?;
+        let map =
+            self.cached(order_key(order), || Ok(DeviceTransposeMap(Arc::new(DeviceVec::upload(&gpu, &self.transpose_map_host(order)?)?))))?;
         Ok(map.0.clone())
     }
 }

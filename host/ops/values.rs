@@ -8,7 +8,8 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::format::MeBcrs;
 use crate::gpu::abi::values::{
-    CastF16Args, GatherValuesArgs, ScatterValuesArgs, ScatterValuesF16Args, cast_f32_f16, gather_values_f32, scatter_values_f16, scatter_values_f32,
+    CastF16Args, GatherValuesArgs, ScatterValuesArgs, ScatterValuesF16Args, cast_f32_f16, gather_values_f32, scatter_values_f16,
+    scatter_values_f32,
 };
 use crate::gpu::launch::{Ptr, PtrMut, Shape};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};

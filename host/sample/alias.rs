@@ -67,10 +67,7 @@ impl AliasTable {
     pub fn probability(&self, i: usize) -> f64 {
         let n = self.prob.len() as f64;
         let own = self.prob[i];
-        let from_others: f64 = (0..self.prob.len())
-            .filter(|&j| j != i && self.alias[j] as usize == i)
-            .map(|j| 1.0 - self.prob[j])
-            .sum();
+        let from_others: f64 = (0..self.prob.len()).filter(|&j| j != i && self.alias[j] as usize == i).map(|j| 1.0 - self.prob[j]).sum();
         (own + from_others) / n
     }
 }

@@ -150,7 +150,9 @@ impl BatchSource {
     /// Batch `i` of `epoch` (a pure function of the sampler's seed, `epoch` and `i`).
     pub fn make(&self, data: &NodeData, n_all: usize, epoch: u32, i: u32) -> Result<TrainBatch> {
         match self {
-            BatchSource::Saint { sampler, aggregation } => TrainBatch::from_saint(sampler.batch(epoch, i), data, n_all, aggregation.as_ref()),
+            BatchSource::Saint { sampler, aggregation } => {
+                TrainBatch::from_saint(sampler.batch(epoch, i), data, n_all, aggregation.as_ref())
+            }
             BatchSource::Neighbor(s) => TrainBatch::from_blocks(s.batch(epoch, i), data),
         }
     }

@@ -24,8 +24,8 @@
 //! (GCN, SAGE, GIN: [`Stack`] over a [`GcnAdjacency`]) and have no BatchNorm (padded rows
 //! would enter its statistics) are rebound; the others keep a model per batch.
 
-use super::train::{Step, swap_state};
 use super::prepared::{PaddedBatch, PreparedBatch, PreparedFeatures};
+use super::train::{Step, swap_state};
 use crate::error::{Error, Result};
 use crate::graph::Csr;
 use crate::nn::gcn_conv::GcnAdjacency;
@@ -154,11 +154,23 @@ impl<B: Ops + 'static> BoundModel<B> {
 
     /// [`BoundModel::new`] with the whole graph's dense features uploaded once (`resident`):
     /// batches then bring node ids, not feature rows.
-    pub fn with_resident(b: &B, capacity: Capacity, features: usize, sparse: bool, resident: Option<&Matrix>, classes: usize, cfg: &ModelConfig) -> Result<Self> {
+    pub fn with_resident(
+        b: &B,
+        capacity: Capacity,
+        features: usize,
+        sparse: bool,
+        resident: Option<&Matrix>,
+        classes: usize,
+        cfg: &ModelConfig,
+    ) -> Result<Self> {
         if let Some(m) = resident
             && (sparse || m.cols != features)
         {
-            return Err(Error::Shape(format!("resident features of {} columns for a batch of {features} {} columns", m.cols, if sparse { "sparse" } else { "dense" })));
+            return Err(Error::Shape(format!(
+                "resident features of {} columns for a batch of {features} {} columns",
+                m.cols,
+                if sparse { "sparse" } else { "dense" }
+            )));
         }
         if !can_rebind(cfg) {
             return Err(Error::Unsupported(format!("{}: a rebound model needs a fixed matrix and no BatchNorm", cfg.model)));
@@ -177,7 +189,11 @@ impl<B: Ops + 'static> BoundModel<B> {
             "gin" => Box::new(models::gin::build_on(b, s, features, classes, cfg, None)?),
             other => return Err(Error::Unsupported(format!("{other}: no fixed matrix to rebind"))),
         };
-        let x = if sparse { HostFeatures::Sparse(template(rows, features, capacity.feature_nnz)?) } else { HostFeatures::Dense(Matrix::zeros(rows, features)) };
+        let x = if sparse {
+            HostFeatures::Sparse(template(rows, features, capacity.feature_nnz)?)
+        } else {
+            HostFeatures::Dense(Matrix::zeros(rows, features))
+        };
         let input = InputFeatures::for_model(b, &x, cfg)?;
         let diag = Csr::new(rows, rows, (0..=rows as u32).collect(), (0..rows as u32).collect(), vec![0.0; rows])?;
         let diag = b.graph(diag)?;
@@ -215,7 +231,12 @@ impl<B: Ops + 'static> BoundModel<B> {
     /// Copies `p` (which must fit: [`Capacity::holds`]) into the model's buffers.
     pub fn bind(&mut self, b: &B, p: &PreparedBatch) -> Result<()> {
         if !self.capacity.holds(p) {
-            return Err(Error::Shape(format!("a batch of {} nodes and {} nonzeros does not fit {:?}", p.n, p.matrix.s.nnz(), self.capacity)));
+            return Err(Error::Shape(format!(
+                "a batch of {} nodes and {} nonzeros does not fit {:?}",
+                p.n,
+                p.matrix.s.nnz(),
+                self.capacity
+            )));
         }
         // Padded on a worker thread already when the worker knew this capacity.
         let made;
@@ -232,7 +253,9 @@ impl<B: Ops + 'static> BoundModel<B> {
         b.bind_graph(graph, &padded.matrix)?;
         match (&padded.features, &mut self.input) {
             // Rebinding x would leave an f16 snapshot of it stale (only fixed features have one).
-            (_, InputFeatures::DenseFused { half: Some(_), .. }) => return Err(Error::Unsupported("a batch's features rebound into features stored in f16 as well".into())),
+            (_, InputFeatures::DenseFused { half: Some(_), .. }) => {
+                return Err(Error::Unsupported("a batch's features rebound into features stored in f16 as well".into()));
+            }
             // Dense features on the GPU are held for the fused input dropout; either way x is the
             // batch's dense rows.
             (None, InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }) => match &p.features {
@@ -240,7 +263,9 @@ impl<B: Ops + 'static> BoundModel<B> {
                     Some(full) => b.bind_rows_gathered(x, full, &p.nodes)?,
                     None => b.bind_rows(x, m)?,
                 },
-                PreparedFeatures::Sparse(_) => return Err(Error::Unsupported("a batch's features changed between dense and sparse".into())),
+                PreparedFeatures::Sparse(_) => {
+                    return Err(Error::Unsupported("a batch's features changed between dense and sparse".into()));
+                }
             },
             (Some(f), InputFeatures::Sparse { x, values, values_t, .. }) => {
                 b.bind_edges(values, f.s.values())?;
@@ -257,7 +282,15 @@ impl<B: Ops + 'static> BoundModel<B> {
     /// ([`super::device_saint`]).
     pub(super) fn parts(&mut self) -> BoundParts<'_, B> {
         let (graph, values, values_t) = self.model.adjacency().parts_mut();
-        BoundParts { graph, values, values_t, input: &mut self.input, labels: &mut self.labels, weights: &mut self.scale.1, resident: self.resident.as_ref() }
+        BoundParts {
+            graph,
+            values,
+            values_t,
+            input: &mut self.input,
+            labels: &mut self.labels,
+            weights: &mut self.scale.1,
+            resident: self.resident.as_ref(),
+        }
     }
 
     /// Replaces the resident dense features the batches' rows are gathered from (a layer-wise
@@ -321,7 +354,14 @@ impl<B: Ops + 'static> BoundModel<B> {
     /// backward, Adam.
     fn enqueue(&mut self, b: &B, hyper: &AdamHyper) -> Result<()> {
         let (g, v, weighted) = &mut self.scale;
-        let step = Step { input: &mut self.input, labels: &self.labels, dlogits: &mut self.dlogits, scale: Some((&*g, &*v, weighted)), loss_nodes: 1, stats: &mut self.stats };
+        let step = Step {
+            input: &mut self.input,
+            labels: &self.labels,
+            dlogits: &mut self.dlogits,
+            scale: Some((&*g, &*v, weighted)),
+            loss_nodes: 1,
+            stats: &mut self.stats,
+        };
         super::train::enqueue_step(b, self.model.model(), hyper, step)
     }
 }

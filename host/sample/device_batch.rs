@@ -96,7 +96,14 @@ impl Sizes {
     pub fn read(&self, set: usize) -> Result<DeviceBatch> {
         self.copied.synchronize().map_err(|e| Error::cuda("waiting for a batch's sizes", e))?;
         let t = self.host.as_slice().map_err(|e| Error::cuda("a batch's sizes", e))?;
-        Ok(DeviceBatch { set, sampled_edges: t[0] as usize, loss_nodes: t[1] as usize, n: t[2] as usize, nnz: t[3] as usize, feature_nnz: t[4] as usize })
+        Ok(DeviceBatch {
+            set,
+            sampled_edges: t[0] as usize,
+            loss_nodes: t[1] as usize,
+            n: t[2] as usize,
+            nnz: t[3] as usize,
+            feature_nnz: t[4] as usize,
+        })
     }
 }
 
@@ -124,14 +131,31 @@ pub(super) enum BatchLoss<'a> {
 
 /// Writes batch `b`'s matrix, labels, train bits and loss weights into a rebound model's
 /// buffers (`parts`, of `rows` rows), padded to its capacity.
-pub(super) fn bind_matrix(g: &Gpu, parts: &mut BoundParts<'_, CudaBackend>, rows: usize, b: &DeviceBatch, m: BatchMatrix<'_>, labels: &DeviceVec<i32>, loss: BatchLoss<'_>) -> Result<()> {
+pub(super) fn bind_matrix(
+    g: &Gpu,
+    parts: &mut BoundParts<'_, CudaBackend>,
+    rows: usize,
+    b: &DeviceBatch,
+    m: BatchMatrix<'_>,
+    labels: &DeviceVec<i32>,
+    loss: BatchLoss<'_>,
+) -> Result<()> {
     let p = PatternTargets::of(g, &parts.graph.handle)?;
     let nnz_cap = p.cap;
-    if (p.rows, p.cols) != (rows, rows) || parts.values.len() != nnz_cap || parts.values_t.len() != nnz_cap || parts.labels.0.len() != rows || parts.labels.1.len() != rows || parts.weights.len() != rows {
+    if (p.rows, p.cols) != (rows, rows)
+        || parts.values.len() != nnz_cap
+        || parts.values_t.len() != nnz_cap
+        || parts.labels.0.len() != rows
+        || parts.labels.1.len() != rows
+        || parts.weights.len() != rows
+    {
         return Err(Error::Shape(format!("a rebound model's buffers are not the sizes of its capacity ({rows} rows, {nnz_cap} entries)")));
     }
     if b.n >= rows || b.nnz > nnz_cap {
-        return Err(Error::Shape(format!("a device batch of {} nodes and {} entries into a model of {rows} rows and {nnz_cap} entries", b.n, b.nnz)));
+        return Err(Error::Shape(format!(
+            "a device batch of {} nodes and {} entries into a model of {rows} rows and {nnz_cap} entries",
+            b.n, b.nnz
+        )));
     }
     let (targets, to_train, mask_bits, node_norm) = match loss {
         BatchLoss::Saint { mask_bits, node_norm, to_train } => (0, to_train, mask_bits.arg(g), node_norm.arg(g)),
@@ -183,7 +207,14 @@ const ONE_BLOCK_SCAN: usize = 32 * SCAN_THREADS as usize;
 
 /// `out[i] = Σ input[..i]` for i <= n (device addresses), and `compact` (if not 0) lists the
 /// positions of the nonzero inputs.
-pub(super) fn scan(g: &Gpu, (tile_sums, tile_offsets): (&DeviceVec<u32>, &DeviceVec<u32>), n: usize, input: u64, out: u64, compact: u64) -> Result<()> {
+pub(super) fn scan(
+    g: &Gpu,
+    (tile_sums, tile_offsets): (&DeviceVec<u32>, &DeviceVec<u32>),
+    n: usize,
+    input: u64,
+    out: u64,
+    compact: u64,
+) -> Result<()> {
     if compact == 0 && n <= ONE_BLOCK_SCAN {
         // One launch: the window scan's block sweeps the counts itself (a batch's rows or
         // draws: three launches of a tiled scan cost more than the sweep).
@@ -198,11 +229,23 @@ pub(super) fn scan(g: &Gpu, (tile_sums, tile_offsets): (&DeviceVec<u32>, &Device
     // SAFETY: input holds n u32s, out n + 1, compact as many as the nonzero inputs; one tile
     // sum and offset per tile (sized for the largest of the scans).
     unsafe { kernels::scan_tile_sums.launch(g, shape, &sums)? };
-    let offsets = WindowScanArgs { n: tiles as u32, counts: Ptr::new(tile_sums.ptr(g)), block_w: 0, win_ptr: PtrMut::new(tile_offsets.ptr(g)), blk_ptr: PtrMut::null() };
+    let offsets = WindowScanArgs {
+        n: tiles as u32,
+        counts: Ptr::new(tile_sums.ptr(g)),
+        block_w: 0,
+        win_ptr: PtrMut::new(tile_offsets.ptr(g)),
+        blk_ptr: PtrMut::null(),
+    };
     // SAFETY: tiles sums in, tiles + 1 offsets out; one block of SCAN_THREADS, as the kernel's
     // run split assumes.
     unsafe { window_scan.launch(g, Shape::linear(1, SCAN_THREADS, 2 * 128 + 16), &offsets)? };
-    let apply = ScanApplyArgs { n: n as u32, input: Ptr::new(input), tile_offsets: Ptr::new(tile_offsets.ptr(g)), out: PtrMut::new(out), compact: PtrMut::new(compact) };
+    let apply = ScanApplyArgs {
+        n: n as u32,
+        input: Ptr::new(input),
+        tile_offsets: Ptr::new(tile_offsets.ptr(g)),
+        out: PtrMut::new(out),
+        compact: PtrMut::new(compact),
+    };
     // SAFETY: as the sums; the offsets scanned above.
     unsafe { kernels::scan_tile_apply.launch(g, shape, &apply) }
 }
@@ -231,7 +274,15 @@ impl PatternTargets {
         let (s_rows, t_rows) = (h.device_coo_rows()?, th.device_coo_rows()?);
         let t_of = h.transpose_map(ValueOrder::Csr)?;
         let (rows, cols, cap) = (h.csr().n_rows(), h.csr().n_cols(), h.csr().nnz());
-        let sized = [s.row_ptr.len() == rows + 1, t.row_ptr.len() == cols + 1, s.col_idx.len() == cap, t.col_idx.len() == cap, s_rows.0.len() == cap, t_rows.0.len() == cap, t_of.len() == cap];
+        let sized = [
+            s.row_ptr.len() == rows + 1,
+            t.row_ptr.len() == cols + 1,
+            s.col_idx.len() == cap,
+            t.col_idx.len() == cap,
+            s_rows.0.len() == cap,
+            t_rows.0.len() == cap,
+            t_of.len() == cap,
+        ];
         if !sized.iter().all(|&ok| ok) {
             return Err(Error::Shape(format!("a rebound {rows} x {cols} pattern of {cap} entries has device arrays of other sizes")));
         }

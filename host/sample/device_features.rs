@@ -31,7 +31,9 @@ pub(super) fn bind_input(
 ) -> Result<()> {
     match (input, resident, sparse) {
         // Rebinding x would leave an f16 snapshot of it stale (only fixed features have one).
-        (InputFeatures::DenseFused { half: Some(_), .. }, _, _) => Err(Error::Unsupported("a device batch's features rebound into features stored in f16 as well".into())),
+        (InputFeatures::DenseFused { half: Some(_), .. }, _, _) => {
+            Err(Error::Unsupported("a device batch's features rebound into features stored in f16 as well".into()))
+        }
         (InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }, Some(full), None) => {
             crate::ops::nn::gather_rows::gather_rows_device_ids(full, nodes, b.n, n_nodes, x)
         }
@@ -41,9 +43,16 @@ pub(super) fn bind_input(
 }
 
 /// A batch's sizes against the bounds its buffers were made for (past them: a bug, said so).
-pub(super) fn check_bounds(batch: &DeviceBatch, (max_nodes, max_entries): (usize, usize), features: Option<&DeviceFeatures>, sampler: &str) -> Result<()> {
+pub(super) fn check_bounds(
+    batch: &DeviceBatch,
+    (max_nodes, max_entries): (usize, usize),
+    features: Option<&DeviceFeatures>,
+    sampler: &str,
+) -> Result<()> {
     if batch.n > max_nodes || batch.nnz > max_entries || batch.feature_nnz > features.map_or(0, |f| f.max_nnz) {
-        return Err(Error::Unsupported(format!("a device {sampler} batch of {batch:?} passed its bounds ({max_nodes} nodes, {max_entries} entries): a bug")));
+        return Err(Error::Unsupported(format!(
+            "a device {sampler} batch of {batch:?} passed its bounds ({max_nodes} nodes, {max_entries} entries): a bug"
+        )));
     }
     Ok(())
 }
@@ -107,7 +116,10 @@ impl DeviceFeatures {
         let (xt, xt_of) = crate::graph::ops::transpose_with_map(x);
         let max_nnz = longest_rows(x, max_rows).max(1);
         if max_nnz > i32::MAX as usize || x.n_cols() == 0 || x.nnz() > u32::MAX as usize {
-            return Err(Error::Unsupported(format!("sampling on the GPU: sparse features of {} columns, batches of up to {max_nnz} entries", x.n_cols())));
+            return Err(Error::Unsupported(format!(
+                "sampling on the GPU: sparse features of {} columns, batches of up to {max_nnz} entries",
+                x.n_cols()
+            )));
         }
         let some = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
         let (mut seg_start, mut seg_row, mut first_seg) = (Vec::new(), Vec::new(), Vec::with_capacity(xt.n_rows() + 1));
@@ -213,11 +225,21 @@ impl DeviceFeatures {
 
     /// The batch's sparse features padded into a model's sparse input of `rows` rows (its
     /// pattern, transpose, map and both value arrays), as `PaddedBatch` pads them.
-    pub fn bind(&self, g: &Gpu, (x, values, values_t): (&mut GpuGraph, &mut DeviceVec<f32>, &mut DeviceVec<f32>), rows: usize, fs: &FeatureSet, b: &DeviceBatch) -> Result<()> {
+    pub fn bind(
+        &self,
+        g: &Gpu,
+        (x, values, values_t): (&mut GpuGraph, &mut DeviceVec<f32>, &mut DeviceVec<f32>),
+        rows: usize,
+        fs: &FeatureSet,
+        b: &DeviceBatch,
+    ) -> Result<()> {
         let p = PatternTargets::of(g, &x.handle)?;
         let (cap, nf) = (p.cap, self.n_features);
         if (p.rows, p.cols) != (rows, nf) || values.len() != cap || values_t.len() != cap || b.feature_nnz > cap || b.n > rows {
-            return Err(Error::Shape(format!("a rebound model's sparse input ({} x {}, {cap} entries) does not take a device batch of {} x {nf} with {}", p.rows, p.cols, b.n, b.feature_nnz)));
+            return Err(Error::Shape(format!(
+                "a rebound model's sparse input ({} x {}, {cap} entries) does not take a device batch of {} x {nf} with {}",
+                p.rows, p.cols, b.n, b.feature_nnz
+            )));
         }
         let args = BatchFeaturesBindArgs {
             n: b.n as u32,

@@ -14,12 +14,14 @@ use std::sync::Arc;
 
 use super::bound::BoundModel;
 use super::device_batch::{BatchLoss, BatchMatrix, Sizes, bind_matrix, linear, longest_rows, scan, warp_per_item};
-use super::device_features::{BatchNodes, DeviceFeatures, FeatureSet, bind_input, check_bounds};
 pub use super::device_batch::{DeviceBatch, DeviceBatches, Pending};
+use super::device_features::{BatchNodes, DeviceFeatures, FeatureSet, bind_input, check_bounds};
 use super::neighbor::NeighborSampler;
 use super::stream::Stream;
 use crate::error::{Error, Result};
-use crate::gpu::abi::sample::{self as kernels, NEIGHBOR_NORM_GCN, NEIGHBOR_NORM_MEAN, NEIGHBOR_NORM_SUM, NeighborBatchArgs, NeighborHopArgs, NeighborTargetsArgs};
+use crate::gpu::abi::sample::{
+    self as kernels, NEIGHBOR_NORM_GCN, NEIGHBOR_NORM_MEAN, NEIGHBOR_NORM_SUM, NeighborBatchArgs, NeighborHopArgs, NeighborTargetsArgs,
+};
 use crate::gpu::launch::{Ptr, PtrMut};
 use crate::gpu::shared::config::SCAN_TILE;
 use crate::gpu::{DeviceVec, Gpu};
@@ -203,7 +205,9 @@ impl DeviceNeighbor {
         let u32s = |v: &[usize]| v.iter().map(|&x| x as u32).collect::<Vec<u32>>();
         let absent = vec![u32::MAX; n.max(1)];
         let features = match sparse_features {
-            Some(x) if x.n_rows() != n => return Err(Error::Shape(format!("sampling on the GPU: {} feature rows for {n} nodes", x.n_rows()))),
+            Some(x) if x.n_rows() != n => {
+                return Err(Error::Shape(format!("sampling on the GPU: {} feature rows for {n} nodes", x.n_rows())));
+            }
             Some(x) => Some(DeviceFeatures::new(gpu, x, max_nodes)?),
             None => None,
         };
@@ -240,7 +244,10 @@ impl DeviceNeighbor {
             t_cursor: DeviceVec::zeros(gpu, max_nodes)?,
             tile_sums: DeviceVec::zeros(gpu, tiles)?,
             tile_offsets: DeviceVec::zeros(gpu, tiles + 1)?,
-            sets: [BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?, BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?],
+            sets: [
+                BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?,
+                BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?,
+            ],
             features,
             next_set: 0,
             bounds,
@@ -362,7 +369,12 @@ impl DeviceBatches for DeviceNeighbor {
         unsafe { kernels::neighbor_transpose_sort.launch(g, warp_per_item(g, n), &args)? };
         if let (Some(f), Some(fs)) = (&mut self.features, &mut out.features) {
             // Before `finish` clears the local ids that say which nodes are in the batch.
-            let batch = BatchNodes { n_batch: Ptr::new(at(&self.hop_sizes, self.fanouts.len())), nodes: out.nodes.arg(g), marks: Ptr::null(), local: self.local.arg(g) };
+            let batch = BatchNodes {
+                n_batch: Ptr::new(at(&self.hop_sizes, self.fanouts.len())),
+                nodes: out.nodes.arg(g),
+                marks: Ptr::null(),
+                local: self.local.arg(g),
+            };
             f.enqueue(g, &batch, fs)?;
         }
         unsafe { kernels::neighbor_finish.launch(g, linear(g, n), &args)? };

@@ -16,12 +16,14 @@ use super::aggregation::Aggregation;
 use super::batch::NodeData;
 use super::bound::BoundModel;
 use super::device_batch::{BatchLoss, BatchMatrix, Sizes, bind_matrix, linear, longest_rows, scan, warp_per_item};
-use super::device_features::{BatchNodes, DeviceFeatures, FeatureSet, bind_input, check_bounds};
 pub use super::device_batch::{DeviceBatch, DeviceBatches, Pending};
+use super::device_features::{BatchNodes, DeviceFeatures, FeatureSet, bind_input, check_bounds};
 use super::saint::{SaintKind, SaintSampler};
 use super::stream::Stream;
 use crate::error::{Error, Result};
-use crate::gpu::abi::sample::{self as kernels, SAINT_KIND_EDGE, SAINT_KIND_NODE, SAINT_KIND_WALK, SaintDrawArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs};
+use crate::gpu::abi::sample::{
+    self as kernels, SAINT_KIND_EDGE, SAINT_KIND_NODE, SAINT_KIND_WALK, SaintDrawArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs,
+};
 use crate::gpu::launch::Ptr;
 use crate::gpu::shared::config::SCAN_TILE;
 use crate::gpu::{DeviceVec, Gpu};
@@ -61,7 +63,9 @@ pub fn unsupported(sampler: &SaintSampler, aggregation: Option<&Aggregation>) ->
 fn pattern_symmetric(g: &Csr) -> bool {
     use rayon::prelude::*;
     g.n_rows() == g.n_cols()
-        && (0..g.n_rows()).into_par_iter().all(|r| g.col_idx()[g.row_range(r)].iter().all(|&c| g.col_idx()[g.row_range(c as usize)].binary_search(&(r as u32)).is_ok()))
+        && (0..g.n_rows())
+            .into_par_iter()
+            .all(|r| g.col_idx()[g.row_range(r)].iter().all(|&c| g.col_idx()[g.row_range(c as usize)].binary_search(&(r as u32)).is_ok()))
 }
 
 /// One GraphSAINT sampler's state on the device, and the scratch of the batch it makes.
@@ -136,14 +140,24 @@ impl DeviceSaint {
     /// With `sparse_features`, the node data's sparse features go along (each batch gets its rows
     /// and their transpose); else the batches' dense rows are gathered from the model's
     /// resident features.
-    pub fn new(gpu: &Arc<Gpu>, sampler: &SaintSampler, aggregation: Option<&Aggregation>, data: &NodeData, sparse_features: bool) -> Result<Self> {
+    pub fn new(
+        gpu: &Arc<Gpu>,
+        sampler: &SaintSampler,
+        aggregation: Option<&Aggregation>,
+        data: &NodeData,
+        sparse_features: bool,
+    ) -> Result<Self> {
         if let Some(why) = unsupported(sampler, aggregation) {
             return Err(Error::Unsupported(format!("sampling on the GPU: {why}; use --sample-on cpu")));
         }
         let (g, norm, agg) = (sampler.graph(), sampler.norm().expect("checked"), aggregation.expect("checked"));
         let n = g.n_rows();
         if data.labels.len() != n || data.mask_bits.len() != n {
-            return Err(Error::Shape(format!("sampling on the GPU: {} labels and {} masks for {n} nodes", data.labels.len(), data.mask_bits.len())));
+            return Err(Error::Shape(format!(
+                "sampling on the GPU: {} labels and {} masks for {n} nodes",
+                data.labels.len(),
+                data.mask_bits.len()
+            )));
         }
         let (kind, draws, walk_length, max_drawn) = match sampler.config().kind {
             SaintKind::Node { budget } => (SAINT_KIND_NODE, budget, 0, budget),
@@ -170,7 +184,9 @@ impl DeviceSaint {
         };
         let features = match (&data.features, sparse_features) {
             (HostFeatures::Sparse(x), true) => Some(DeviceFeatures::new(gpu, x, max_nodes)?),
-            (HostFeatures::Dense(_), true) => return Err(Error::Unsupported("sampling on the GPU: sparse features asked for, the node data's are dense".into())),
+            (HostFeatures::Dense(_), true) => {
+                return Err(Error::Unsupported("sampling on the GPU: sparse features asked for, the node data's are dense".into()));
+            }
             (_, false) => None,
         };
         let tiles = (n.max(max_nodes) + 1).div_ceil(SCAN_TILE as usize);
@@ -198,7 +214,10 @@ impl DeviceSaint {
             loops: DeviceVec::zeros(gpu, max_nodes)?,
             tile_sums: DeviceVec::zeros(gpu, tiles)?,
             tile_offsets: DeviceVec::zeros(gpu, tiles + 1)?,
-            sets: [BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?, BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?],
+            sets: [
+                BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?,
+                BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?,
+            ],
             features,
             next_set: 0,
         })
@@ -291,7 +310,15 @@ impl DeviceBatches for DeviceSaint {
             f.enqueue(g, &batch, fs)?;
         }
         let fx_ptr = out.features.as_ref().map_or(Ptr::null(), |f| f.fx_ptr.arg(g));
-        let finish = SaintFinishArgs { n_batch, nodes: out.nodes.arg(g), marks: self.marks.arg_mut(g), rows: self.max_nodes as u32, row_ptr: out.batch_ptr.arg(g), fx_ptr, totals: out.sizes.device.arg_mut(g) };
+        let finish = SaintFinishArgs {
+            n_batch,
+            nodes: out.nodes.arg(g),
+            marks: self.marks.arg_mut(g),
+            rows: self.max_nodes as u32,
+            row_ptr: out.batch_ptr.arg(g),
+            fx_ptr,
+            totals: out.sizes.device.arg_mut(g),
+        };
         // SAFETY: the batch's nodes are node ids; totals holds 4.
         unsafe { kernels::saint_finish.launch(g, linear(g, self.max_nodes), &finish)? };
         out.sizes.send(g)?;

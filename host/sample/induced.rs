@@ -33,7 +33,6 @@ pub fn induced_subgraph(g: &Csr, nodes: &[u32], ids: &mut LocalIds) -> (Csr, Vec
     cols.truncate(k);
     edge_ids.truncate(k);
     let values = vec![1.0f32; cols.len()];
-    let sub = Csr::new(nodes.len(), nodes.len(), row_ptr, cols, values)
-        .expect("an induced subgraph is smaller than its valid parent");
+    let sub = Csr::new(nodes.len(), nodes.len(), row_ptr, cols, values).expect("an induced subgraph is smaller than its valid parent");
     (sub, edge_ids)
 }

@@ -72,7 +72,12 @@ impl<B: Ops + 'static> LayerwiseInference<B> {
         }
         let n = graph.n_rows();
         if features.rows != n || labels.len() != n || mask_bits.len() != n {
-            return Err(Error::Shape(format!("layer-wise inference over {n} nodes given {} feature rows, {} labels, {} masks", features.rows, labels.len(), mask_bits.len())));
+            return Err(Error::Shape(format!(
+                "layer-wise inference over {n} nodes given {} feature rows, {} labels, {} masks",
+                features.rows,
+                labels.len(),
+                mask_bits.len()
+            )));
         }
         let m = models::model_graph(cfg.model, graph)?;
         let batches = row_batches(&m, batch_edges.max(1))?;
@@ -111,7 +116,10 @@ impl<B: Ops + 'static> LayerwiseInference<B> {
     pub fn logits(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<Matrix> {
         let layers = self.widths.len() - 1;
         // The layer's input over all nodes, on the device: batches gather their rows from it.
-        let mut input = self.features.take().ok_or_else(|| Error::Unsupported("layer-wise inference lost its features to an earlier error; rebuild it".into()))?;
+        let mut input = self
+            .features
+            .take()
+            .ok_or_else(|| Error::Unsupported("layer-wise inference lost its features to an earlier error; rebuild it".into()))?;
         let mut logits = Matrix::zeros(self.n, *self.widths.last().expect("widths"));
         for l in 0..layers {
             let (w_in, w_out) = (self.widths[l], self.widths[l + 1]);

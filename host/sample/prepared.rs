@@ -6,12 +6,12 @@
 
 use super::batch::TrainBatch;
 use super::bound::Capacity;
-use crate::ops::backend::bind::{PaddedPattern, coo_rows};
 use crate::error::{Error, Result};
 use crate::graph::Csr;
 use crate::graph::ops::transpose_with_map;
 use crate::nn::input::HostFeatures;
 use crate::nn::models;
+use crate::ops::backend::bind::{PaddedPattern, coo_rows};
 use crate::tensor::Matrix;
 
 /// A pattern with its transpose and, for every nonzero of the transpose, the nonzero of the

@@ -12,9 +12,9 @@
 //! swapped with the persistent ones (`std::mem::swap` of the
 //! [`Param`](crate::nn::param::Param)s, no copy) for the step and swapped back after it.
 
-use crate::nn::param::Param;
 use crate::gpu::timing::Spans;
 use crate::nn::input::HostFeatures;
+use crate::nn::param::Param;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -23,7 +23,6 @@ use super::bound::{BoundModel, Capacity, can_rebind};
 use super::device_batch::{DeviceBatches, Pending};
 use super::device_neighbor::DeviceNeighbor;
 use super::device_saint::DeviceSaint;
-use crate::ops::backend::cuda::CudaBackend;
 use super::prefetch::{Prefetch, PrefetchConfig};
 use super::prepared::{PreparedBatch, PreparedFeatures};
 use crate::error::{Error, Result};
@@ -31,6 +30,7 @@ use crate::graph::Csr;
 use crate::nn::input::InputFeatures;
 use crate::nn::models::{self, Model, ModelConfig};
 use crate::nn::train::EpochSteps;
+use crate::ops::backend::cuda::CudaBackend;
 use crate::ops::backend::{AdamHyper, Ops, Side};
 
 /// Where the time of the epochs so far went (seconds, summed over epochs).
@@ -130,7 +130,15 @@ type Batches = Prefetch<(Result<Ready>, f64)>;
 
 impl SampledTraining {
     /// `steps` batches per epoch from `source` over a graph of `n_all` nodes; models as `cfg`.
-    pub fn new(source: BatchSource, data: NodeData, n_all: usize, steps: usize, prefetch: PrefetchConfig, cfg: ModelConfig, classes: usize) -> Result<Self> {
+    pub fn new(
+        source: BatchSource,
+        data: NodeData,
+        n_all: usize,
+        steps: usize,
+        prefetch: PrefetchConfig,
+        cfg: ModelConfig,
+        classes: usize,
+    ) -> Result<Self> {
         if steps == 0 {
             return Err(Error::Unsupported("--steps-per-epoch must be at least 1".into()));
         }
@@ -211,7 +219,8 @@ impl SampledTraining {
         };
         let t1 = Instant::now();
         let scale = scale.as_mut().map(|(g, v, m)| (&*g, &*v, m));
-        let step = Step { input: &mut input, labels: &labels, dlogits: &mut dlogits, scale, loss_nodes: batch.loss_nodes(), stats: &mut stats };
+        let step =
+            Step { input: &mut input, labels: &labels, dlogits: &mut dlogits, scale, loss_nodes: batch.loss_nodes(), stats: &mut stats };
         self.span(|s| s.begin())?;
         train_step(b, net, model.as_mut(), hyper, step, self.sync_each_step)?;
         self.span(|s| s.end())?;
@@ -300,7 +309,14 @@ pub struct Step<'a, B: Ops> {
 
 /// Forward, loss, backward and Adam of `model` with `net`'s parameters swapped in (and back,
 /// even if the step fails: the trainer must not keep the batch model's).
-pub fn train_step<B: Ops>(b: &B, net: &mut dyn Model<B>, model: &mut dyn Model<B>, hyper: &AdamHyper, s: Step<'_, B>, sync: bool) -> Result<()> {
+pub fn train_step<B: Ops>(
+    b: &B,
+    net: &mut dyn Model<B>,
+    model: &mut dyn Model<B>,
+    hyper: &AdamHyper,
+    s: Step<'_, B>,
+    sync: bool,
+) -> Result<()> {
     swap_state(net, model)?;
     let stepped = enqueue_step(b, model, hyper, s).and_then(|()| if sync { b.synchronize() } else { Ok(()) });
     swap_state(net, model)?;
@@ -354,7 +370,10 @@ impl SampledTraining {
             .downcast_ref::<CudaBackend>()
             .ok_or_else(|| Error::Unsupported("sampling on the GPU needs the GPU backend (--sample-on cpu)".into()))?;
         if !can_rebind(&self.cfg) {
-            return Err(Error::Unsupported(format!("sampling on the GPU trains a rebound model: {} with these options is built per batch (--sample-on cpu)", self.cfg.model)));
+            return Err(Error::Unsupported(format!(
+                "sampling on the GPU trains a rebound model: {} with these options is built per batch (--sample-on cpu)",
+                self.cfg.model
+            )));
         }
         if self.device.is_none() {
             // Sparse features stay sparse (the device cuts each batch's rows and transpose)
@@ -364,14 +383,21 @@ impl SampledTraining {
                 _ => None,
             };
             let device = match &*self.source {
-                BatchSource::Saint { sampler, aggregation } => Box::new(DeviceSaint::new(cuda.gpu(), sampler, aggregation.as_ref(), &self.data, sparse.is_some())?) as Box<dyn DeviceBatches>,
-                BatchSource::Neighbor(sampler) => Box::new(DeviceNeighbor::new(cuda.gpu(), sampler, self.cfg.model, &self.data.labels, sparse)?),
+                BatchSource::Saint { sampler, aggregation } => {
+                    Box::new(DeviceSaint::new(cuda.gpu(), sampler, aggregation.as_ref(), &self.data, sparse.is_some())?)
+                        as Box<dyn DeviceBatches>
+                }
+                BatchSource::Neighbor(sampler) => {
+                    Box::new(DeviceNeighbor::new(cuda.gpu(), sampler, self.cfg.model, &self.data.labels, sparse)?)
+                }
             };
             self.features_on_gpu = sparse.is_none();
             if self.features_on_gpu {
                 self.densify();
                 if self.resident().is_none() {
-                    return Err(Error::Unsupported("sampling on the GPU: the sparse features are too large to keep dense on the device (--features-on host)".into()));
+                    return Err(Error::Unsupported(
+                        "sampling on the GPU: the sparse features are too large to keep dense on the device (--features-on host)".into(),
+                    ));
                 }
             }
             self.device = Some(device);
@@ -390,7 +416,11 @@ impl SampledTraining {
             }
             self.times.sample_s += t.elapsed().as_secs_f64();
             let t0 = Instant::now();
-            let fits = self.bound.as_ref().and_then(|m| m.downcast_ref::<BoundModel<B>>()).is_some_and(|m| m.capacity().holds_sizes(batch.n, batch.nnz, batch.feature_nnz));
+            let fits = self
+                .bound
+                .as_ref()
+                .and_then(|m| m.downcast_ref::<BoundModel<B>>())
+                .is_some_and(|m| m.capacity().holds_sizes(batch.n, batch.nnz, batch.feature_nnz));
             if !fits {
                 let (old, rebuilds) = match self.bound.take().and_then(|m| m.downcast::<BoundModel<B>>().ok()) {
                     Some(m) => (m.capacity(), m.rebuilds + 1),
@@ -410,7 +440,8 @@ impl SampledTraining {
             m.record = self.record;
             let spans = self.spans.as_deref();
             spans.map_or(Ok(()), |s| s.begin())?;
-            let on_cuda = (m as &mut dyn std::any::Any).downcast_mut::<BoundModel<CudaBackend>>().expect("the backend is CUDA (checked above)");
+            let on_cuda =
+                (m as &mut dyn std::any::Any).downcast_mut::<BoundModel<CudaBackend>>().expect("the backend is CUDA (checked above)");
             self.device.as_ref().expect("made above").bind(on_cuda, &batch)?;
             let t1 = Instant::now();
             m.step(&**b, net, hyper, &mut out, self.sync_each_step)?;
@@ -548,10 +579,15 @@ impl SampledTraining {
             t.sampled_edges as f64 / t.batches.max(1) as f64,
             t.sampled_edges as f64 / t.wall_s.max(1e-12) / 1e6,
         ) + &match self.spans.as_deref().map(|s| s.totals()) {
-            Some(Ok((busy, span))) if span > 0.0 => format!("; GPU idle between steps {:.1}% of the epochs (events)", 100.0 * (1.0 - busy / span).max(0.0)),
+            Some(Ok((busy, span))) if span > 0.0 => {
+                format!("; GPU idle between steps {:.1}% of the epochs (events)", 100.0 * (1.0 - busy / span).max(0.0))
+            }
             _ => String::new(),
         } + &if t.rebound_batches > 0 {
-            format!("; {} of {} batches on one rebound model ({} builds, {} steps replayed, {} padded by the workers)", t.rebound_batches, t.batches, t.rebound_builds, t.recorded_batches, t.padded_by_workers)
+            format!(
+                "; {} of {} batches on one rebound model ({} builds, {} steps replayed, {} padded by the workers)",
+                t.rebound_batches, t.batches, t.rebound_builds, t.recorded_batches, t.padded_by_workers
+            )
         } else {
             String::new()
         }
@@ -595,4 +631,3 @@ pub fn swap_state<B: Ops>(a: &mut dyn Model<B>, b: &mut dyn Model<B>) -> Result<
     }
     Ok(())
 }
-

@@ -77,7 +77,8 @@ pub fn write_atomic(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
 /// An output path a command can write: its folder exists and it is not a directory. Checked
 /// before the work starts, so a long run does not fail at its very end.
 pub fn check_output_path(path: &Path) -> Result<()> {
-    let bad = |msg: &str| Error::Io { path: path.to_path_buf(), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, msg.to_string()) };
+    let bad =
+        |msg: &str| Error::Io { path: path.to_path_buf(), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, msg.to_string()) };
     if path.as_os_str().is_empty() || path.file_name().is_none() {
         return Err(bad("not a file name"));
     }

@@ -36,11 +36,9 @@ pub fn check_host_alloc(bytes: u64, what: &str) -> Result<()> {
 /// The message [`check_host_alloc`] would fail with, for callers that report it at a file line.
 pub fn host_alloc_problem(bytes: u64, what: &str) -> Option<String> {
     match available_host_bytes() {
-        Some((room, source)) if bytes > room => Some(format!(
-            "{what} needs {} of host memory, but only {} is available ({source})",
-            human_bytes(bytes),
-            human_bytes(room)
-        )),
+        Some((room, source)) if bytes > room => {
+            Some(format!("{what} needs {} of host memory, but only {} is available ({source})", human_bytes(bytes), human_bytes(room)))
+        }
         _ => None,
     }
 }

@@ -12,10 +12,22 @@ core::arch::global_asm!(".extern .shared .align 16 .b8 dyn_smem[];");
 #[macro_export]
 macro_rules! unroll4 {
     ($i:ident => $body:block) => {{
-        { let $i: usize = 0; $body }
-        { let $i: usize = 1; $body }
-        { let $i: usize = 2; $body }
-        { let $i: usize = 3; $body }
+        {
+            let $i: usize = 0;
+            $body
+        }
+        {
+            let $i: usize = 1;
+            $body
+        }
+        {
+            let $i: usize = 2;
+            $body
+        }
+        {
+            let $i: usize = 3;
+            $body
+        }
     }};
 }
 
@@ -23,8 +35,14 @@ macro_rules! unroll4 {
 #[macro_export]
 macro_rules! unroll2 {
     ($i:ident => $body:block) => {{
-        { let $i: usize = 0; $body }
-        { let $i: usize = 1; $body }
+        {
+            let $i: usize = 0;
+            $body
+        }
+        {
+            let $i: usize = 1;
+            $body
+        }
     }};
 }
 

@@ -166,7 +166,9 @@ pub unsafe fn ld_nc_v4_f32(p: *const f32) -> [f32; 4] {
 #[inline(always)]
 pub unsafe fn ld_nc_v2_f32(p: *const f32) -> [f32; 2] {
     let (a, b): (f32, f32);
-    unsafe { asm!("ld.global.nc.v2.f32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, p = in(reg64) p, options(readonly, nostack)) };
+    unsafe {
+        asm!("ld.global.nc.v2.f32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, p = in(reg64) p, options(readonly, nostack))
+    };
     [a, b]
 }
 
@@ -205,7 +207,9 @@ pub unsafe fn ld_nc_v4_u32(p: *const u32) -> [u32; 4] {
 #[inline(always)]
 pub unsafe fn ld_nc_v2_u32(p: *const u32) -> [u32; 2] {
     let (a, b): (u32, u32);
-    unsafe { asm!("ld.global.nc.v2.u32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, p = in(reg64) p, options(readonly, nostack)) };
+    unsafe {
+        asm!("ld.global.nc.v2.u32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b, p = in(reg64) p, options(readonly, nostack))
+    };
     [a, b]
 }
 
@@ -308,7 +312,9 @@ pub fn cvt_tf32(v: f32) -> u32 {
 pub fn pack_f16x2(lo: f32, hi: f32) -> u32 {
     let r: u32;
     // cvt.rn.f16x2.f32 d, a, b puts a in the upper half and b in the lower half.
-    unsafe { asm!("cvt.rn.f16x2.f32 {r}, {hi}, {lo};", r = out(reg32) r, hi = in(reg32) hi, lo = in(reg32) lo, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("cvt.rn.f16x2.f32 {r}, {hi}, {lo};", r = out(reg32) r, hi = in(reg32) hi, lo = in(reg32) lo, options(pure, nomem, nostack))
+    };
     r
 }
 
@@ -360,7 +366,9 @@ pub fn rcp(v: f32) -> f32 {
 #[inline(always)]
 pub fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     let r: f32;
-    unsafe { asm!("fma.rn.f32 {r}, {a}, {b}, {c};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("fma.rn.f32 {r}, {a}, {b}, {c};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, c = in(reg32) c, options(pure, nomem, nostack))
+    };
     r
 }
 
@@ -451,7 +459,9 @@ pub fn mma_m16n8k8_tf32(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4] {
 #[inline(always)]
 pub fn prmt(a: u32, b: u32, sel: u32) -> u32 {
     let r: u32;
-    unsafe { asm!("prmt.b32 {r}, {a}, {b}, {s};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, s = in(reg32) sel, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("prmt.b32 {r}, {a}, {b}, {s};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b, s = in(reg32) sel, options(pure, nomem, nostack))
+    };
     r
 }
 
@@ -494,7 +504,9 @@ pub unsafe fn red_shared_add_f32(addr: u32, v: f32) {
 /// `src_bytes` = 0 writes 16 zero bytes instead (src is then not read).
 #[inline(always)]
 pub unsafe fn cp_async_16(dst: u32, src: *const u32, src_bytes: u32) {
-    unsafe { asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src, n = in(reg32) src_bytes, options(nostack)) };
+    unsafe {
+        asm!("cp.async.cg.shared.global [{d}], [{s}], 16, {n};", d = in(reg32) dst, s = in(reg64) src, n = in(reg32) src_bytes, options(nostack))
+    };
 }
 
 /// Close the copies issued so far by this thread into one group.
@@ -545,7 +557,9 @@ macro_rules! sm90_asm {
 }
 #[cfg(not(target_feature = "sm_90"))]
 macro_rules! sm90_asm {
-    ($($t:tt)*) => { unsafe { core::arch::nvptx::trap() } };
+    ($($t:tt)*) => {
+        unsafe { core::arch::nvptx::trap() }
+    };
 }
 
 /// `mbarrier.init`: a barrier in shared memory (8-byte aligned) expecting `count` arrivals.
@@ -691,7 +705,9 @@ pub unsafe fn red_max_u32(p: *mut u32, v: u32) {
 /// `cp.async.ca` of 4 bytes (`src_bytes` = 0 writes zeros instead).
 #[inline(always)]
 pub unsafe fn cp_async_4(dst: u32, src: *const u32, src_bytes: u32) {
-    unsafe { asm!("cp.async.ca.shared.global [{d}], [{s}], 4, {n};", d = in(reg32) dst, s = in(reg64) src, n = in(reg32) src_bytes, options(nostack)) };
+    unsafe {
+        asm!("cp.async.ca.shared.global [{d}], [{s}], 4, {n};", d = in(reg32) dst, s = in(reg64) src, n = in(reg32) src_bytes, options(nostack))
+    };
 }
 
 /// `red.global.add.noftz.f16x2`: atomic accumulate of two packed halves.
@@ -699,7 +715,6 @@ pub unsafe fn cp_async_4(dst: u32, src: *const u32, src_bytes: u32) {
 pub unsafe fn red_add_f16x2(p: *mut u32, v: u32) {
     unsafe { asm!("red.global.add.noftz.f16x2 [{p}], {v};", p = in(reg64) p, v = in(reg32) v, options(nostack)) };
 }
-
 
 #[inline(always)]
 pub unsafe fn st_v2_u32(p: *mut u32, v: [u32; 2]) {

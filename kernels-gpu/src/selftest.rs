@@ -46,10 +46,7 @@ unsafe fn b_tf32(b: *const f32, i: u32) -> u32 {
 pub unsafe fn f16_m16n8k8(args: MmaSelftestArgs) {
     let MmaSelftestArgs { a, b, d } = args;
     unsafe {
-        let fa = [
-            ptx::pack_f16x2(a_f16::<8>(a, 0), a_f16::<8>(a, 1)),
-            ptx::pack_f16x2(a_f16::<8>(a, 2), a_f16::<8>(a, 3)),
-        ];
+        let fa = [ptx::pack_f16x2(a_f16::<8>(a, 0), a_f16::<8>(a, 1)), ptx::pack_f16x2(a_f16::<8>(a, 2), a_f16::<8>(a, 3))];
         let fb = ptx::pack_f16x2(b_f16(b, 0), b_f16(b, 1));
         store_c(d, ptx::mma_m16n8k8_f16(fa, fb, [0.0; 4]));
     }

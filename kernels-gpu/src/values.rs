@@ -40,12 +40,8 @@ pub unsafe fn cast_f16(args: CastF16Args) {
     while g < groups {
         let e = 8 * g as usize;
         let (a, b) = unsafe { (ptx::ld_nc_v4_f32(src.add(e)), ptx::ld_nc_v4_f32(src.add(e + 4))) };
-        let h = Halves8([
-            ptx::pack_f16x2(a[0], a[1]),
-            ptx::pack_f16x2(a[2], a[3]),
-            ptx::pack_f16x2(b[0], b[1]),
-            ptx::pack_f16x2(b[2], b[3]),
-        ]);
+        let h =
+            Halves8([ptx::pack_f16x2(a[0], a[1]), ptx::pack_f16x2(a[2], a[3]), ptx::pack_f16x2(b[0], b[1]), ptx::pack_f16x2(b[2], b[3])]);
         unsafe { *(dst.add(e) as *mut Halves8) = h };
         g += stride;
     }

@@ -8,7 +8,12 @@ use crate::gpu::shared::translate::SCAN_THREADS;
 use crate::gpu::{DeviceVec, Gpu};
 
 /// `win_ptr` (n_windows + 1) from `counts`, and `blk_ptr` with `Some(block_w)`.
-pub fn window_scan(gpu: &Gpu, n_windows: usize, counts: &DeviceVec<u32>, block_w: Option<u32>) -> Result<(DeviceVec<u32>, Option<DeviceVec<u32>>)> {
+pub fn window_scan(
+    gpu: &Gpu,
+    n_windows: usize,
+    counts: &DeviceVec<u32>,
+    block_w: Option<u32>,
+) -> Result<(DeviceVec<u32>, Option<DeviceVec<u32>>)> {
     let mut win_ptr = DeviceVec::<u32>::zeros(gpu, n_windows + 1)?;
     let mut blk_ptr = match block_w {
         Some(_) => Some(DeviceVec::<u32>::zeros(gpu, n_windows + 1)?),

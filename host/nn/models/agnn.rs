@@ -4,8 +4,8 @@
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::agnn_conv::{AgnnConv, AgnnGraph, loops_pattern};
-use crate::nn::halo_hook::{self, PartContext};
 use crate::nn::dropout::Dropout;
+use crate::nn::halo_hook::{self, PartContext};
 use crate::nn::input::InputFeatures;
 use crate::nn::linear::Linear;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
@@ -47,7 +47,14 @@ pub fn model_graph(a: &Csr) -> Result<Csr> {
 }
 
 /// The model on [`model_graph`]'s matrix (whole, or one part's extended rows with `part`).
-pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &ModelConfig, part: Option<&PartContext<B>>) -> Result<Agnn<B>> {
+pub fn build_on<B: Ops>(
+    b: &B,
+    s: Csr,
+    features: usize,
+    classes: usize,
+    cfg: &ModelConfig,
+    part: Option<&PartContext<B>>,
+) -> Result<Agnn<B>> {
     super::refuse_options(cfg, false, true)?;
     let g = AgnnGraph::from_pattern(b, s, part.map(|p| p.hook.clone()))?;
     let mut m = Agnn::new(b, g, features, classes, cfg)?;
@@ -119,7 +126,6 @@ impl<B: Ops> Agnn<B> {
     fn conv_input<'a>(lin_in: &'a Linear<B>, convs: &'a [AgnnConv<B>], l: usize) -> &'a B::Mat {
         if l == 0 { lin_in.out() } else { convs[l - 1].out() }
     }
-
 }
 
 impl<B: Ops> Model<B> for Agnn<B> {
@@ -177,4 +183,3 @@ impl<B: Ops> Model<B> for Agnn<B> {
         }
     }
 }
-

@@ -15,9 +15,9 @@ use crate::nn::models::{Model, ModelConfig, ModelInfo, dropout_seed, edge_bytes,
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
 use crate::ops::backend::Ops;
+use crate::ops::backend::cuda::EdgeLayout;
 use crate::ops::nn::gat_attention::GatAttention;
 use crate::ops::nn::row_split::max_segments;
-use crate::ops::backend::cuda::EdgeLayout;
 use crate::util::rng::SplitMix64;
 
 pub const INFO: ModelInfo = ModelInfo {
@@ -52,7 +52,14 @@ pub fn model_graph(a: &Csr) -> Result<Csr> {
 }
 
 /// The model on [`model_graph`]'s matrix (whole, or one part's extended rows with `part`).
-pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &ModelConfig, part: Option<&PartContext<B>>) -> Result<Gat<B>> {
+pub fn build_on<B: Ops>(
+    b: &B,
+    s: Csr,
+    features: usize,
+    classes: usize,
+    cfg: &ModelConfig,
+    part: Option<&PartContext<B>>,
+) -> Result<Gat<B>> {
     let mut m = Gat::new(b, GatGraph::from_pattern(b, s, part)?, features, classes, cfg)?;
     if let Some(p) = part {
         m.drops.iter_mut().for_each(|d| d.set_first_row(p.first_row));
@@ -87,8 +94,11 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
     let (n, nnz, f, c) = (n as u64, nnz as u64, features as u64, classes as u64);
     let (h, heads) = (cfg.hidden as u64, cfg.heads as u64);
     let hidden_width = h * heads;
-    let fused = |heads: u64, dim: u64, concat: bool| !cfg.variant && GatAttention::fits(heads as usize, dim as usize) && (concat || heads == 1);
-    let hidden_convs: u64 = (0..cfg.layers as u64 - 1).map(|l| conv_bytes(n, nnz, if l == 0 { f } else { hidden_width }, heads, h, fused(heads, h, true))).sum();
+    let fused =
+        |heads: u64, dim: u64, concat: bool| !cfg.variant && GatAttention::fits(heads as usize, dim as usize) && (concat || heads == 1);
+    let hidden_convs: u64 = (0..cfg.layers as u64 - 1)
+        .map(|l| conv_bytes(n, nnz, if l == 0 { f } else { hidden_width }, heads, h, fused(heads, h, true)))
+        .sum();
     let in_last = if cfg.layers == 1 { f } else { hidden_width };
     // Two backward buffers (the hidden dropouts are drawn inside the products: no buffers),
     // and each hidden conv's f16 output where the backend keeps one (at most half a matrix).
@@ -101,12 +111,15 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
 fn step_traffic(cfg: &ModelConfig, s: &StepShape) -> StepTraffic {
     let s = StepShape { nnz: s.nnz + s.n, ..*s };
     let hidden = cfg.heads * cfg.hidden;
-    (0..cfg.layers).map(|l| {
-        let input = if l == 0 { s.features } else { hidden };
-        let output = if l + 1 == cfg.layers { s.classes } else { hidden };
-        let agg = Aggregation { width: output, value_bytes: 0, passes: (1, 2) };
-        traffic::layer(&s, input, output, input * output, agg, l == 0)
-    }).sum::<StepTraffic>() + traffic::loss(&s)
+    (0..cfg.layers)
+        .map(|l| {
+            let input = if l == 0 { s.features } else { hidden };
+            let output = if l + 1 == cfg.layers { s.classes } else { hidden };
+            let agg = Aggregation { width: output, value_bytes: 0, passes: (1, 2) };
+            traffic::layer(&s, input, output, input * output, agg, l == 0)
+        })
+        .sum::<StepTraffic>()
+        + traffic::loss(&s)
 }
 
 pub struct Gat<B: Ops> {
@@ -140,7 +153,9 @@ impl<B: Ops> Gat<B> {
             convs.push(conv(b, &g, n, fan_in, heads, dim, concat, cfg.dropout, seed, &mut rng)?);
         }
         // Each drawn inside the next conv's products and again in the ELU's backward: no buffers.
-        let drops = (1..cfg.layers).map(|l| Dropout::redrawn_only(b, hidden_width, cfg.dropout, dropout_seed(cfg.seed, l as u64))).collect::<Result<Vec<_>>>()?;
+        let drops = (1..cfg.layers)
+            .map(|l| Dropout::redrawn_only(b, hidden_width, cfg.dropout, dropout_seed(cfg.seed, l as u64)))
+            .collect::<Result<Vec<_>>>()?;
         // A hidden conv whose output the next reads only through ELU-on-load products keeps it
         // in f16 where the backend does (f16 precision): half the bytes written and read thrice.
         for l in 1..cfg.layers {

@@ -44,7 +44,14 @@ pub fn model_graph(a: &Csr) -> Result<Csr> {
 }
 
 /// The model on [`model_graph`]'s matrix (whole, or one part's extended rows with `part`).
-pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &ModelConfig, part: Option<&PartContext<B>>) -> Result<Gcn<B>> {
+pub fn build_on<B: Ops>(
+    b: &B,
+    s: Csr,
+    features: usize,
+    classes: usize,
+    cfg: &ModelConfig,
+    part: Option<&PartContext<B>>,
+) -> Result<Gcn<B>> {
     super::refuse_options(cfg, true, false)?;
     Stack::on_matrix(b, s, features, classes, cfg, part, |n, i, o, rng| GcnConv::new(b, n, i, o, rng))
 }
@@ -52,10 +59,13 @@ pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &Mo
 fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {
     let (n, nnz) = (n as u64, nnz as u64);
     let w = widths(features, cfg.hidden, cfg.layers, classes);
-    let per_layer: u64 = w.windows(2).map(|w| {
-        let (i, o) = (w[0] as u64, w[1] as u64);
-        param_bytes(i, o) + 4 * mat_bytes(n, o) + 2 * mat_bytes(n, i) + n * i
-    }).sum();
+    let per_layer: u64 = w
+        .windows(2)
+        .map(|w| {
+            let (i, o) = (w[0] as u64, w[1] as u64);
+            param_bytes(i, o) + 4 * mat_bytes(n, o) + 2 * mat_bytes(n, i) + n * i
+        })
+        .sum();
     per_layer + adjacency_bytes(n, nnz) + hidden_bytes(cfg, n, &w)
 }
 
@@ -63,10 +73,14 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
 fn step_traffic(cfg: &ModelConfig, s: &StepShape) -> StepTraffic {
     let s = StepShape { nnz: s.nnz + s.n, ..*s };
     let w = widths(s.features, cfg.hidden, cfg.layers, s.classes);
-    let layers: StepTraffic = w.windows(2).enumerate().map(|(l, w)| {
-        let agg = Aggregation { width: w[0].min(w[1]), value_bytes: 4, passes: (1, 1) };
-        traffic::layer(&s, w[0], w[1], w[0] * w[1], agg, l == 0)
-    }).sum();
+    let layers: StepTraffic = w
+        .windows(2)
+        .enumerate()
+        .map(|(l, w)| {
+            let agg = Aggregation { width: w[0].min(w[1]), value_bytes: 4, passes: (1, 1) };
+            traffic::layer(&s, w[0], w[1], w[0] * w[1], agg, l == 0)
+        })
+        .sum();
     layers + traffic::loss(&s)
 }
 

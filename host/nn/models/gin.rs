@@ -52,7 +52,14 @@ pub fn model_graph(a: &Csr) -> Result<Csr> {
 }
 
 /// The model on [`model_graph`]'s matrix (whole, or one part's extended rows with `part`).
-pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &ModelConfig, part: Option<&PartContext<B>>) -> Result<Gin<B>> {
+pub fn build_on<B: Ops>(
+    b: &B,
+    s: Csr,
+    features: usize,
+    classes: usize,
+    cfg: &ModelConfig,
+    part: Option<&PartContext<B>>,
+) -> Result<Gin<B>> {
     Stack::on_matrix(b, s, features, classes, cfg, part, |n, i, o, rng| GinConv::new(b, n, i, cfg.hidden, o, cfg.variant, rng))
 }
 
@@ -75,9 +82,13 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
 fn step_traffic(cfg: &ModelConfig, s: &StepShape) -> StepTraffic {
     let w = widths(s.features, cfg.hidden, cfg.layers, s.classes);
     let h = cfg.hidden;
-    let layers: StepTraffic = w.windows(2).enumerate().map(|(l, w)| {
-        let agg = Aggregation { width: w[0].min(h), value_bytes: 0, passes: (1, 1) };
-        traffic::layer(s, w[0], h, w[0] * h, agg, l == 0) + traffic::dense(s, h, w[1], false)
-    }).sum();
+    let layers: StepTraffic = w
+        .windows(2)
+        .enumerate()
+        .map(|(l, w)| {
+            let agg = Aggregation { width: w[0].min(h), value_bytes: 0, passes: (1, 1) };
+            traffic::layer(s, w[0], h, w[0] * h, agg, l == 0) + traffic::dense(s, h, w[1], false)
+        })
+        .sum();
     layers + traffic::loss(s)
 }

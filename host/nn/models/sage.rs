@@ -5,9 +5,9 @@
 
 use crate::error::Result;
 use crate::graph::Csr;
+use crate::nn::halo_hook::PartContext;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{ModelConfig, ModelInfo, adjacency_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
-use crate::nn::halo_hook::PartContext;
 use crate::nn::sage_conv::SageConv;
 use crate::nn::stack::Stack;
 use crate::ops::backend::Ops;
@@ -48,7 +48,14 @@ pub fn model_graph(a: &Csr) -> Result<Csr> {
 }
 
 /// The model on [`model_graph`]'s matrix (whole, or one part's extended rows with `part`).
-pub fn build_on<B: Ops>(b: &B, s: Csr, features: usize, classes: usize, cfg: &ModelConfig, part: Option<&PartContext<B>>) -> Result<Sage<B>> {
+pub fn build_on<B: Ops>(
+    b: &B,
+    s: Csr,
+    features: usize,
+    classes: usize,
+    cfg: &ModelConfig,
+    part: Option<&PartContext<B>>,
+) -> Result<Sage<B>> {
     Stack::on_matrix(b, s, features, classes, cfg, part, |n, i, o, rng| SageConv::new(b, n, i, o, cfg.variant, rng))
 }
 
@@ -69,9 +76,13 @@ fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, clas
 /// Per layer: mean over neighbours (no stored values) of the narrower side, `lin_l` and `lin_r`.
 fn step_traffic(cfg: &ModelConfig, s: &StepShape) -> StepTraffic {
     let w = widths(s.features, cfg.hidden, cfg.layers, s.classes);
-    let layers: StepTraffic = w.windows(2).enumerate().map(|(l, w)| {
-        let agg = Aggregation { width: w[0].min(w[1]), value_bytes: 0, passes: (1, 1) };
-        traffic::layer(s, w[0], w[1], 2 * w[0] * w[1], agg, l == 0)
-    }).sum();
+    let layers: StepTraffic = w
+        .windows(2)
+        .enumerate()
+        .map(|(l, w)| {
+            let agg = Aggregation { width: w[0].min(w[1]), value_bytes: 0, passes: (1, 1) };
+            traffic::layer(s, w[0], w[1], 2 * w[0] * w[1], agg, l == 0)
+        })
+        .sum();
     layers + traffic::loss(s)
 }

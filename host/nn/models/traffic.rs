@@ -74,10 +74,7 @@ pub fn layer(s: &StepShape, input: usize, output: usize, weights: usize, agg: Ag
     // dY read; dW from X and the gathered gradient; dX written unless first.
     let backward = n * o * a + n * i * a + gathered + if first { 0.0 } else { n * i * a } + pattern * agg.passes.1 as f64;
     let w = weights as f64; // read forward and backward; dW is Adam's gradient read
-    StepTraffic {
-        dram_bytes: forward + backward + 2.0 * 4.0 * w + adam(w),
-        l2_bytes: nnz * g * a * (agg.passes.0 + agg.passes.1) as f64,
-    }
+    StepTraffic { dram_bytes: forward + backward + 2.0 * 4.0 * w + adam(w), l2_bytes: nnz * g * a * (agg.passes.0 + agg.passes.1) as f64 }
 }
 
 /// A dense layer without a graph (AGNN's input and output Linear, GIN's second MLP Linear).

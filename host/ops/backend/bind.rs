@@ -15,9 +15,9 @@ use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 use crate::error::{Error, Result};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::graph::Csr;
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
-use crate::ops::backend::Backend;
 use crate::ops::{Impl, ValueOrder};
 use crate::tensor::Matrix;
 use crate::util::Real;
@@ -120,7 +120,12 @@ impl<T: Real> BindOps for CpuBackend<T> {
 
 /// Queues a copy of `src` over the start of `dst`, a buffer other owners share (a graph
 /// handle's cached arrays, reached through `Arc`s).
-fn overwrite<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin>(gpu: &Gpu, dst: &DeviceVec<T>, src: &[T], what: &str) -> Result<()> {
+fn overwrite<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin>(
+    gpu: &Gpu,
+    dst: &DeviceVec<T>,
+    src: &[T],
+    what: &str,
+) -> Result<()> {
     if src.len() > dst.len() {
         return Err(Error::Shape(format!("{what}: {} entries into a buffer of {}", src.len(), dst.len())));
     }

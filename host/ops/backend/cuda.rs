@@ -23,9 +23,9 @@ use crate::gpu::graph::CapturedGraph;
 use crate::gpu::timing::{Timing, time_gpu};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::graph::Csr;
+use crate::ops::ValueOrder;
 use crate::ops::backend::{Backend, Side, Stats};
 use crate::ops::nn as k;
-use crate::ops::ValueOrder;
 use crate::ops::spmm::{spmm_device_values, value_order};
 use crate::ops::values::{cast_matrix_to_f16, scatter_to_mebcrs};
 use crate::ops::{EdgeValues, FeaturesRef, GraphHandle, Impl, Precision};
@@ -214,7 +214,14 @@ impl CudaBackend {
     }
 
     /// TC8 SpMM on CSR-ordered values: scattered into this side's ME-BCRS slots first.
-    pub(crate) fn spmm_tc8_from_csr(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    pub(crate) fn spmm_tc8_from_csr(
+        &self,
+        g: &GpuGraph,
+        side: Side,
+        values: &DeviceVec<f32>,
+        x: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         let h = g.side(side)?;
         let len = h.value_len(ValueOrder::MeBcrs)?;
         if self.precision == Precision::F16 {
@@ -241,7 +248,13 @@ impl CudaBackend {
 
     /// Runs `f` on the f16 scratch matrix of `rows` x `cols` for `slot` as it is (for kernels
     /// that write it before they read it), under the same rules as [`CudaBackend::with_half`].
-    pub(crate) fn with_half_scratch<R>(&self, rows: usize, cols: usize, slot: u8, f: impl FnOnce(&mut DeviceMatrix<f16>) -> Result<R>) -> Result<R> {
+    pub(crate) fn with_half_scratch<R>(
+        &self,
+        rows: usize,
+        cols: usize,
+        slot: u8,
+        f: impl FnOnce(&mut DeviceMatrix<f16>) -> Result<R>,
+    ) -> Result<R> {
         let mut xh = self.half.lock().expect("f16 scratch poisoned").mat(&self.gpu, rows, cols, slot)?;
         let r = f(&mut xh);
         self.half.lock().expect("f16 scratch poisoned").put(xh, slot);
@@ -255,7 +268,9 @@ impl CudaBackend {
             drop(guard);
             return f();
         };
-        let ev = || self.gpu.ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| Error::cuda("cuEventCreate", e));
+        let ev = || {
+            self.gpu.ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| Error::cuda("cuEventCreate", e))
+        };
         let (start, end) = (ev()?, ev()?);
         start.record(self.gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
         f()?;
@@ -350,7 +365,15 @@ impl Backend for CudaBackend {
     type Recording = CapturedGraph;
 
     fn describe(&self) -> String {
-        format!("{} {:?} spmm {:?} sddmm {:?} edges {:?}", self.gpu.info().name, self.precision, self.spmm_impl, self.sddmm_impl, self.order).to_lowercase()
+        format!(
+            "{} {:?} spmm {:?} sddmm {:?} edges {:?}",
+            self.gpu.info().name,
+            self.precision,
+            self.spmm_impl,
+            self.sddmm_impl,
+            self.order
+        )
+        .to_lowercase()
     }
 
     fn matrix(&self, rows: usize, cols: usize) -> Result<DeviceMatrix<f32>> {
@@ -379,7 +402,11 @@ impl Backend for CudaBackend {
         (m.rows, m.cols)
     }
     fn graph(&self, csr: Csr) -> Result<GpuGraph> {
-        Ok(GpuGraph { handle: Arc::new(GraphHandle::new(csr, Some(self.gpu.clone()))), slots_f32: Mutex::default(), slots_f16: Mutex::default() })
+        Ok(GpuGraph {
+            handle: Arc::new(GraphHandle::new(csr, Some(self.gpu.clone()))),
+            slots_f32: Mutex::default(),
+            slots_f16: Mutex::default(),
+        })
     }
     fn graph_shape(g: &GpuGraph) -> (usize, usize) {
         (g.handle.csr().n_rows(), g.handle.csr().n_cols())
@@ -426,9 +453,7 @@ impl Backend for CudaBackend {
         self.time_ops_with(f)
     }
     fn begin_step(&self) -> Result<()> {
-        self.timed("begin step", || {
-            k::step_increment(&self.gpu, &mut self.step_ptr())
-        })
+        self.timed("begin step", || k::step_increment(&self.gpu, &mut self.step_ptr()))
     }
     fn steps(&self) -> Result<u32> {
         Ok(self.step_ptr().download(&self.gpu)?[0])

@@ -60,7 +60,12 @@ pub trait Backend {
     fn download_head_into(&self, m: &Self::Mat, rows: usize, dst: &mut [f32]) -> Result<()> {
         let all = self.download(m)?;
         if rows > all.rows || dst.len() != rows * all.cols {
-            return Err(crate::error::Error::Shape(format!("download_head_into: {rows} rows of a {} x {} matrix into {} values", all.rows, all.cols, dst.len())));
+            return Err(crate::error::Error::Shape(format!(
+                "download_head_into: {rows} rows of a {} x {} matrix into {} values",
+                all.rows,
+                all.cols,
+                dst.len()
+            )));
         }
         dst.copy_from_slice(&all.data[..rows * all.cols]);
         Ok(())
@@ -152,7 +157,11 @@ pub trait Ops:
     + TransposeEdgesOp
     + EdgeSoftmaxOp
     + crate::ops::nn::fused_attention::FusedAttentionOp
-    + crate::ops::nn::elu::EluOp + crate::ops::nn::gat_attention::GatAttentionOp + crate::ops::nn::gat_scores::GatScoresOp + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp + crate::ops::nn::head_columns::HeadColumnsOp
+    + crate::ops::nn::elu::EluOp
+    + crate::ops::nn::gat_attention::GatAttentionOp
+    + crate::ops::nn::gat_scores::GatScoresOp
+    + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp
+    + crate::ops::nn::head_columns::HeadColumnsOp
     + CrossEntropyOp
     + AdamOp
     + ScaledAddOp
@@ -180,7 +189,11 @@ impl<B> Ops for B where
         + TransposeEdgesOp
         + EdgeSoftmaxOp
         + crate::ops::nn::fused_attention::FusedAttentionOp
-        + crate::ops::nn::elu::EluOp + crate::ops::nn::gat_attention::GatAttentionOp + crate::ops::nn::gat_scores::GatScoresOp + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp + crate::ops::nn::head_columns::HeadColumnsOp
+        + crate::ops::nn::elu::EluOp
+        + crate::ops::nn::gat_attention::GatAttentionOp
+        + crate::ops::nn::gat_scores::GatScoresOp
+        + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp
+        + crate::ops::nn::head_columns::HeadColumnsOp
         + CrossEntropyOp
         + AdamOp
         + ScaledAddOp

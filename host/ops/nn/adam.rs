@@ -8,10 +8,10 @@ use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{self as kernels, AdamArgs, AdamManyArgs, StepIncrementArgs};
 use crate::gpu::launch::Shape;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
-use crate::util::Real;
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
-use crate::ops::backend::Backend;
+use crate::util::Real;
 
 /// Adam's hyperparameters; `Default` is torch's (lr 1e-3, betas (0.9, 0.999), eps 1e-8,
 /// weight_decay 0).
@@ -41,7 +41,13 @@ fn bias_correction(beta: f32, t: u32) -> f64 {
 pub fn adam_cpu<T: Real>(param: &mut [T], grad: &[T], m: &mut [T], v: &mut [T], hp: &AdamHyper, step: u32) {
     assert!(step >= 1, "adam_cpu: step counts from 1 (torch increments before the update)");
     let n = param.len();
-    assert!(grad.len() == n && m.len() == n && v.len() == n, "adam_cpu: param {n}, grad {}, m {}, v {} elements", grad.len(), m.len(), v.len());
+    assert!(
+        grad.len() == n && m.len() == n && v.len() == n,
+        "adam_cpu: param {n}, grad {}, m {}, v {} elements",
+        grad.len(),
+        m.len(),
+        v.len()
+    );
     let f = |x: f32| T::from_f64(x as f64);
     let (lr, b1, b2, eps, wd) = (f(hp.lr), f(hp.beta1), f(hp.beta2), f(hp.eps), f(hp.weight_decay));
     let (bc1, bc2) = (T::from_f64(bias_correction(hp.beta1, step)), T::from_f64(bias_correction(hp.beta2, step)));
@@ -181,7 +187,14 @@ impl<T: Real> AdamOp for CpuBackend<T> {
 }
 
 impl AdamOp for CudaBackend {
-    fn adam(&self, param: &mut DeviceMatrix<f32>, grad: &DeviceMatrix<f32>, m: &mut DeviceMatrix<f32>, v: &mut DeviceMatrix<f32>, hyper: &AdamHyper) -> Result<()> {
+    fn adam(
+        &self,
+        param: &mut DeviceMatrix<f32>,
+        grad: &DeviceMatrix<f32>,
+        m: &mut DeviceMatrix<f32>,
+        v: &mut DeviceMatrix<f32>,
+        hyper: &AdamHyper,
+    ) -> Result<()> {
         self.timed("adam", || adam(param, grad, m, v, hyper, &self.step_ptr()))
     }
     /// One launch for all tensors. Their table is uploaded the first time a set of buffers is

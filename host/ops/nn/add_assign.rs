@@ -6,10 +6,10 @@ use super::{MIN_PAR_LEN, check_same, elementwise_shape, n4};
 use crate::error::Result;
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{AddAssignArgs, add_assign_f32};
-use crate::util::Real;
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
-use crate::ops::backend::Backend;
+use crate::util::Real;
 
 /// y += x elementwise.
 pub fn add_assign_cpu<T: Real>(y: &mut [T], x: &[T]) {

@@ -20,7 +20,10 @@ use super::fused_attention::{BackwardPasses, attention_forward_rows};
 use super::row_split::ROW_LONG_MIN;
 use super::{NN_BLOCKS_PER_SM, check_gpu, check_same};
 use crate::error::{Error, Result};
-use crate::gpu::abi::attention::{AttentionTcColGradArgs, AttentionTcForwardArgs, AttentionTcRowGradArgs, TcWindows, attention_col_grad_tc_d32, attention_forward_tc_d32, attention_row_grad_tc_d32};
+use crate::gpu::abi::attention::{
+    AttentionTcColGradArgs, AttentionTcForwardArgs, AttentionTcRowGradArgs, TcWindows, attention_col_grad_tc_d32, attention_forward_tc_d32,
+    attention_row_grad_tc_d32,
+};
 use crate::gpu::launch::Shape;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::graph::Csr;
@@ -172,7 +175,11 @@ fn windows_arg(g: &GraphHandle, row_max: u32, what: &str) -> Result<(TcWindows, 
 /// graph of at least `min_degree` entries a row on average, with lists.
 pub(crate) fn tc_applies(g: &GraphHandle, n: &DeviceMatrix<f32>, row_max: u32, min_degree: f64) -> Result<bool> {
     let s = g.csr();
-    Ok(n.ld == TC_WIDTH && n.cols <= TC_WIDTH && s.n_rows() == s.n_cols() && s.nnz() as f64 >= min_degree * s.n_rows() as f64 && tc_windows(g, row_max)?.is_some())
+    Ok(n.ld == TC_WIDTH
+        && n.cols <= TC_WIDTH
+        && s.n_rows() == s.n_cols()
+        && s.nnz() as f64 >= min_degree * s.n_rows() as f64
+        && tc_windows(g, row_max)?.is_some())
 }
 
 /// `row_max` in range and the f16 copies shaped as `n` at the kernels' stride.
@@ -185,7 +192,10 @@ fn check_tc(n: &DeviceMatrix<f32>, copies: &[&DeviceMatrix<f16>], row_max: u32, 
     }
     for c in copies {
         if (c.rows, c.cols, c.ld) != (n.rows, n.cols, n.ld) {
-            return Err(Error::Shape(format!("{what}: f16 copy {} x {} (stride {}) of n {} x {} (stride {})", c.rows, c.cols, c.ld, n.rows, n.cols, n.ld)));
+            return Err(Error::Shape(format!(
+                "{what}: f16 copy {} x {} (stride {}) of n {} x {} (stride {})",
+                c.rows, c.cols, c.ld, n.rows, n.cols, n.ld
+            )));
         }
         check_gpu(n.gpu(), c.gpu(), what)?;
     }
@@ -213,7 +223,14 @@ pub fn attention_forward_tc(
     check_same(n, out, what)?;
     let (win, blocks) = windows_arg(g, row_max, what)?;
     let gpu = g.gpu()?.clone();
-    let args = AttentionTcForwardArgs { win, beta: beta.arg(), n16: n16.arg().cast(), inv_norm: inv_norm.buf.arg(&gpu), out: out.arg_mut(), stats: stats.buf.arg_mut(&gpu) };
+    let args = AttentionTcForwardArgs {
+        win,
+        beta: beta.arg(),
+        n16: n16.arg().cast(),
+        inv_norm: inv_norm.buf.arg(&gpu),
+        out: out.arg_mut(),
+        stats: stats.buf.arg_mut(&gpu),
+    };
     // The hub rows on the side stream, beside the windows (disjoint rows of out and stats);
     // `attention_forward_rows` also checks the graph, beta, inv_norm, stats and h, before the
     // windows' launch.
@@ -260,17 +277,52 @@ pub fn attention_backward_tc(
     let (n16p, inv, st) = (n16.arg().cast(), inv_norm.buf.arg(&gpu), stats.buf.arg(&gpu));
     // Each pass: the hub rows on the side stream beside the windows (disjoint rows; dbeta by
     // atomic adds). The column pass needs both row passes' D and dn: it forks after the join.
-    let row = AttentionTcRowGradArgs { win: win_s, beta: beta.arg(), n16: n16p, dout16: dout16.arg_mut().cast(), inv_norm: inv, stats: st, out: out.arg(), dout: dout.arg(), dn: dn.arg_mut(), d_row: d_row.buf.arg_mut(&gpu), dbeta: dbeta.arg_mut() };
+    let row = AttentionTcRowGradArgs {
+        win: win_s,
+        beta: beta.arg(),
+        n16: n16p,
+        dout16: dout16.arg_mut().cast(),
+        inv_norm: inv,
+        stats: st,
+        out: out.arg(),
+        dout: dout.arg(),
+        dn: dn.arg_mut(),
+        d_row: d_row.buf.arg_mut(&gpu),
+        dbeta: dbeta.arg_mut(),
+    };
     gpu.fork_join(
         || p.row_pass(dn, d_row, dbeta),
         // SAFETY: shapes checked (`check_tc`, `BackwardPasses::check`); S's lists.
-        || if win_s.n_windows == 0 { Ok(()) } else { unsafe { attention_row_grad_tc_d32.launch(&gpu, Shape::linear(blocks_s, 256, 0), &row) } },
+        || {
+            if win_s.n_windows == 0 {
+                Ok(())
+            } else {
+                unsafe { attention_row_grad_tc_d32.launch(&gpu, Shape::linear(blocks_s, 256, 0), &row) }
+            }
+        },
     )?;
-    let col = AttentionTcColGradArgs { win: win_t, beta: beta.arg(), n16: n16p, dout16: dout16.arg().cast(), n: n.arg(), inv_norm: inv, stats: st, d_row: d_row.buf.arg(&gpu), dn: dn.arg(), dh: dh.arg_mut() };
+    let col = AttentionTcColGradArgs {
+        win: win_t,
+        beta: beta.arg(),
+        n16: n16p,
+        dout16: dout16.arg().cast(),
+        n: n.arg(),
+        inv_norm: inv,
+        stats: st,
+        d_row: d_row.buf.arg(&gpu),
+        dn: dn.arg(),
+        dh: dh.arg_mut(),
+    };
     gpu.fork_join(
         || p.column_pass(dn, d_row, dh),
         // SAFETY: as above; Sᵀ's lists (square like S), after both row passes.
-        || if win_t.n_windows == 0 { Ok(()) } else { unsafe { attention_col_grad_tc_d32.launch(&gpu, Shape::linear(blocks_t, 256, 0), &col) } },
+        || {
+            if win_t.n_windows == 0 {
+                Ok(())
+            } else {
+                unsafe { attention_col_grad_tc_d32.launch(&gpu, Shape::linear(blocks_t, 256, 0), &col) }
+            }
+        },
     )
 }
 
@@ -306,7 +358,10 @@ mod tests {
                 }
             }
             let rp = s.row_ptr();
-            let want: std::collections::BTreeSet<(usize, u32)> = (0..n).filter(|&r| rp[r + 1] - rp[r] < row_max).flat_map(|r| s.col_idx()[rp[r] as usize..rp[r + 1] as usize].iter().map(move |&c| (r, c))).collect();
+            let want: std::collections::BTreeSet<(usize, u32)> = (0..n)
+                .filter(|&r| rp[r + 1] - rp[r] < row_max)
+                .flat_map(|r| s.col_idx()[rp[r] as usize..rp[r + 1] as usize].iter().map(move |&c| (r, c)))
+                .collect();
             assert_eq!(seen, want, "n = {n}, row_max = {row_max}");
             let mut order = l.order.clone();
             order.sort_unstable();

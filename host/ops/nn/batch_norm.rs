@@ -171,7 +171,9 @@ pub fn batch_norm(
     let (gamma, beta) = affine;
     let (rm, rv) = running;
     let (mean, inv_std) = saved;
-    for (v, what) in [(gamma, "batch_norm gamma"), (beta, "batch_norm beta"), (&*rm, "batch_norm running mean"), (&*rv, "batch_norm running var")] {
+    for (v, what) in
+        [(gamma, "batch_norm gamma"), (beta, "batch_norm beta"), (&*rm, "batch_norm running mean"), (&*rv, "batch_norm running var")]
+    {
         check_vec(v, x.cols, what)?;
         check_gpu(x.gpu(), v.gpu(), what)?;
     }
@@ -349,9 +351,20 @@ impl<T: Real> BatchNormOp for CpuBackend<T> {
         same_shape("batch_norm_backward", dy, x)?;
         same_shape("batch_norm_backward", dx, x)?;
         let c = x.cols;
-        host_vecs(c, &[(gamma, "batch_norm_backward gamma"), (saved.0, "batch_norm_backward mean"), (saved.1, "batch_norm_backward inv_std")])?;
+        host_vecs(
+            c,
+            &[(gamma, "batch_norm_backward gamma"), (saved.0, "batch_norm_backward mean"), (saved.1, "batch_norm_backward inv_std")],
+        )?;
         host_vecs(c, &[(grads.0, "batch_norm_backward dgamma"), (grads.1, "batch_norm_backward dbeta")])?;
-        batch_norm_backward_cpu(&x.data, &dy.data, c, &gamma.data, (&saved.0.data, &saved.1.data), &mut dx.data, (&mut grads.0.data, &mut grads.1.data));
+        batch_norm_backward_cpu(
+            &x.data,
+            &dy.data,
+            c,
+            &gamma.data,
+            (&saved.0.data, &saved.1.data),
+            &mut dx.data,
+            (&mut grads.0.data, &mut grads.1.data),
+        );
         Ok(())
     }
 }

@@ -10,10 +10,10 @@ use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{BiasAddArgs, SumBiasReluArgs, bias_add_f32, bias_relu_f32, sum_bias_relu_f32};
 use crate::gpu::launch::Ptr;
-use crate::util::Real;
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
 use crate::ops::backend::cuda::CudaBackend;
-use crate::ops::backend::Backend;
+use crate::util::Real;
 
 /// y[r][c] += b[c] for `y` rows x cols (unpadded) and `b` of `cols` values.
 pub fn bias_add_cpu<T: Real>(y: &mut [T], rows: usize, cols: usize, b: &[T]) {
@@ -57,7 +57,12 @@ fn bias_launch(y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>, relu: bool) -> 
 
 /// y = max(y + (1 + eps) x + b, 0) on the device in one pass (`eps` a 1 x 1 matrix read when the
 /// kernel runs, or none: 0); the same values as `scaled_add` (or `add_assign`) then `bias_relu`.
-pub fn sum_bias_relu(y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>, eps: Option<&DeviceMatrix<f32>>, b: &DeviceMatrix<f32>) -> Result<()> {
+pub fn sum_bias_relu(
+    y: &mut DeviceMatrix<f32>,
+    x: &DeviceMatrix<f32>,
+    eps: Option<&DeviceMatrix<f32>>,
+    b: &DeviceMatrix<f32>,
+) -> Result<()> {
     let what = "sum_bias_relu";
     check_same(y, x, what)?;
     check_matrix_64(b, what)?;
@@ -73,7 +78,15 @@ pub fn sum_bias_relu(y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>, eps: Opti
     }
     let gpu = y.gpu().clone();
     let n4 = n4(y);
-    let args = SumBiasReluArgs { n4, ld4: (y.ld / 4) as u32, y: y.arg_mut(), x: x.arg(), alpha: eps.map_or(Ptr::null(), |e| e.arg()), shift: 1.0, b: b.arg() };
+    let args = SumBiasReluArgs {
+        n4,
+        ld4: (y.ld / 4) as u32,
+        y: y.arg_mut(),
+        x: x.arg(),
+        alpha: eps.map_or(Ptr::null(), |e| e.arg()),
+        shift: 1.0,
+        b: b.arg(),
+    };
     // SAFETY: y and x hold n4 float4s of rows of ld floats, b one row of ld, eps (if any) a float.
     unsafe { sum_bias_relu_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
@@ -124,7 +137,13 @@ impl BiasAddOp for CudaBackend {
     fn bias_relu(&self, y: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>) -> Result<()> {
         self.timed("bias relu", || bias_relu(y, b))
     }
-    fn sum_bias_relu(&self, y: &mut DeviceMatrix<f32>, x: &DeviceMatrix<f32>, eps: Option<&DeviceMatrix<f32>>, b: &DeviceMatrix<f32>) -> Result<()> {
+    fn sum_bias_relu(
+        &self,
+        y: &mut DeviceMatrix<f32>,
+        x: &DeviceMatrix<f32>,
+        eps: Option<&DeviceMatrix<f32>>,
+        b: &DeviceMatrix<f32>,
+    ) -> Result<()> {
         self.timed("sum bias relu", || sum_bias_relu(y, x, eps, b))
     }
 }

@@ -9,10 +9,10 @@ use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{ColSumsArgs, col_sums_f32};
 use crate::gpu::launch::Shape;
 use crate::gpu::shared::config::NN_BLOCK;
-use crate::util::Real;
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
 use crate::ops::backend::cuda::CudaBackend;
-use crate::ops::backend::Backend;
+use crate::util::Real;
 
 /// out[c] = sum_r x[r][c] (overwrites `out`). Deterministic: rows are summed in order within
 /// fixed blocks of `ROW_BLOCK` rows, and the blocks' sums in order.
@@ -49,7 +49,10 @@ pub fn col_sums(x: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>) -> Result<()
     check_matrix_64(x, "col_sums x")?;
     check_matrix_64(out, "col_sums out")?;
     if out.rows != 1 || out.cols != x.cols {
-        return Err(Error::Shape(format!("col_sums: x is {} x {}, out is {} x {} (want 1 x {})", x.rows, x.cols, out.rows, out.cols, x.cols)));
+        return Err(Error::Shape(format!(
+            "col_sums: x is {} x {}, out is {} x {} (want 1 x {})",
+            x.rows, x.cols, out.rows, out.cols, x.cols
+        )));
     }
     check_gpu(x.gpu(), out.gpu(), "col_sums")?;
     let gpu = x.gpu().clone();

@@ -16,7 +16,10 @@ pub trait CopyOp: Backend {
 
 fn check_rows(src: (usize, usize), n: usize, dst: (usize, usize), dst_row0: usize) -> Result<()> {
     if src.1 != dst.1 || n > src.0 || dst_row0.checked_add(n).is_none_or(|end| end > dst.0) {
-        return Err(Error::Shape(format!("copy_rows: {n} rows of a {}x{} matrix to row {dst_row0} of a {}x{}", src.0, src.1, dst.0, dst.1)));
+        return Err(Error::Shape(format!(
+            "copy_rows: {n} rows of a {}x{} matrix to row {dst_row0} of a {}x{}",
+            src.0, src.1, dst.0, dst.1
+        )));
     }
     Ok(())
 }

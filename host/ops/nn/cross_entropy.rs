@@ -16,10 +16,10 @@ use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{CrossEntropyArgs, cross_entropy_f32, cross_entropy_rows8_f32, cross_entropy_rows16_f32};
 use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::{DeviceMatrix, DeviceVec};
-use crate::util::Real;
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
-use crate::ops::backend::Backend;
+use crate::util::Real;
 
 /// Mask bit of training rows.
 pub const MASK_TRAIN: u8 = 1;
@@ -170,19 +170,48 @@ pub fn cross_entropy(
 
 pub trait CrossEntropyOp: Backend {
     /// Log-softmax + NLL over the train nodes (mean), its gradient, and correct counts per mask.
-    fn cross_entropy(&self, logits: &Self::Mat, labels: &Self::Labels, inv_n_train: f32, dlogits: &mut Self::Mat, stats: &mut Self::Stats) -> Result<()>;
+    fn cross_entropy(
+        &self,
+        logits: &Self::Mat,
+        labels: &Self::Labels,
+        inv_n_train: f32,
+        dlogits: &mut Self::Mat,
+        stats: &mut Self::Stats,
+    ) -> Result<()>;
 }
 
 impl<T: Real> CrossEntropyOp for CpuBackend<T> {
-    fn cross_entropy(&self, logits: &HostMat<T>, labels: &(Vec<i32>, Vec<u8>), inv_n_train: f32, dlogits: &mut HostMat<T>, stats: &mut [T; 4]) -> Result<()> {
+    fn cross_entropy(
+        &self,
+        logits: &HostMat<T>,
+        labels: &(Vec<i32>, Vec<u8>),
+        inv_n_train: f32,
+        dlogits: &mut HostMat<T>,
+        stats: &mut [T; 4],
+    ) -> Result<()> {
         same_shape("cross_entropy", dlogits, logits)?;
-        *stats = cross_entropy_cpu(&logits.data, logits.rows, logits.cols, &labels.0, &labels.1, T::from_f64(inv_n_train as f64), &mut dlogits.data);
+        *stats = cross_entropy_cpu(
+            &logits.data,
+            logits.rows,
+            logits.cols,
+            &labels.0,
+            &labels.1,
+            T::from_f64(inv_n_train as f64),
+            &mut dlogits.data,
+        );
         Ok(())
     }
 }
 
 impl CrossEntropyOp for CudaBackend {
-    fn cross_entropy(&self, logits: &DeviceMatrix<f32>, labels: &(DeviceVec<i32>, DeviceVec<u8>), inv_n_train: f32, dlogits: &mut DeviceMatrix<f32>, stats: &mut DeviceVec<f32>) -> Result<()> {
+    fn cross_entropy(
+        &self,
+        logits: &DeviceMatrix<f32>,
+        labels: &(DeviceVec<i32>, DeviceVec<u8>),
+        inv_n_train: f32,
+        dlogits: &mut DeviceMatrix<f32>,
+        stats: &mut DeviceVec<f32>,
+    ) -> Result<()> {
         self.timed("cross entropy", || cross_entropy(logits, &labels.0, &labels.1, inv_n_train, dlogits, stats))
     }
 }

@@ -27,12 +27,12 @@ use crate::gpu::launch::{Kernel, Ptr, PtrMut};
 use crate::gpu::memory::padded_ld;
 use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::ops::backend::Backend;
+use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
+use crate::ops::backend::cuda::CudaBackend;
 use crate::util::Real;
 use half::f16;
 use std::sync::Arc;
-use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
-use crate::ops::backend::cuda::CudaBackend;
-use crate::ops::backend::Backend;
 
 /// `p` in [0, 1) (`Error::Unsupported` otherwise): the check of every dropout op.
 pub(crate) fn check_p(p: f32) -> Result<()> {
@@ -264,7 +264,14 @@ pub fn dropout_matrix_at(
     check_same(x, y, "dropout_matrix")?;
     let n = x.rows * x.ld;
     if mask.len() < n || step.is_empty() {
-        return Err(Error::Shape(format!("dropout_matrix of {} x {} (ld {}): mask {} bytes, step {} elements", x.rows, x.cols, x.ld, mask.len(), step.len())));
+        return Err(Error::Shape(format!(
+            "dropout_matrix of {} x {} (ld {}): mask {} bytes, step {} elements",
+            x.rows,
+            x.cols,
+            x.ld,
+            mask.len(),
+            step.len()
+        )));
     }
     let gpu = x.gpu().clone();
     let (xp, yp, mp, sp) = (x.arg(), y.arg_mut(), mask.arg_mut(&gpu), step.arg(&gpu));
@@ -276,7 +283,15 @@ pub fn dropout_matrix_at(
 /// dropout(x)` keyed as [`dropout_matrix_at`] (the same y), but no mask stored (the node
 /// features need no gradient, so nothing would read it), and x read from `half`, its f16 copy,
 /// where given (half the bytes; y then holds x rounded to f16, dropped and scaled).
-pub fn input_dropout_matrix(x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64) -> Result<()> {
+pub fn input_dropout_matrix(
+    x: &DeviceMatrix<f32>,
+    half: Option<&DeviceMatrix<f16>>,
+    y: &mut DeviceMatrix<f32>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+) -> Result<()> {
     check_p(p)?;
     check_same(x, y, "input_dropout")?;
     if step.is_empty() {
@@ -290,7 +305,10 @@ pub fn input_dropout_matrix(x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f1
         return unsafe { launch_dropout(&gpu, dropout_f32, n, x.arg(), y.arg_mut(), PtrMut::null(), p, seed, step.arg(&gpu), offset) };
     };
     if (h.rows, h.cols, h.ld) != (x.rows, x.cols, x.ld) || !Arc::ptr_eq(h.gpu(), &gpu) {
-        return Err(Error::Shape(format!("input_dropout: x's f16 copy is {} x {} (stride {}), x {} x {} (stride {})", h.rows, h.cols, h.ld, x.rows, x.cols, x.ld)));
+        return Err(Error::Shape(format!(
+            "input_dropout: x's f16 copy is {} x {} (stride {}), x {} x {} (stride {})",
+            h.rows, h.cols, h.ld, x.rows, x.cols, x.ld
+        )));
     }
     // SAFETY: the copy holds rows * ld = n halves (n a multiple of 8: ld is padded to 8), read
     // through `x` by the f16 kernel; y n floats, step one u32; no mask.
@@ -304,7 +322,18 @@ pub fn input_dropout_matrix(x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f1
 /// `x` addresses `n` elements of the kernel's input type, `y` `n` floats, `mask` `n` bytes (or
 /// is null: no mask written; `dropout_from_f16` writes none) and `step` one u32, all on `gpu`.
 #[allow(clippy::too_many_arguments)]
-unsafe fn launch_dropout(gpu: &Gpu, kernel: Kernel<DropoutArgs>, n: usize, x: Ptr<f32>, y: PtrMut<f32>, mask: PtrMut<u8>, p: f32, seed: u64, step: Ptr<u32>, offset: u64) -> Result<()> {
+unsafe fn launch_dropout(
+    gpu: &Gpu,
+    kernel: Kernel<DropoutArgs>,
+    n: usize,
+    x: Ptr<f32>,
+    y: PtrMut<f32>,
+    mask: PtrMut<u8>,
+    p: f32,
+    seed: u64,
+    step: Ptr<u32>,
+    offset: u64,
+) -> Result<()> {
     let args = DropoutArgs {
         n: n as u64,
         x,
@@ -325,7 +354,12 @@ unsafe fn launch_dropout(gpu: &Gpu, kernel: Kernel<DropoutArgs>, n: usize, x: Pt
 pub fn dropout_backward(gpu: &Gpu, dy: &DeviceVec<f32>, mask: &DeviceVec<u8>, n: usize, p: f32, dx: &mut DeviceVec<f32>) -> Result<()> {
     check_p(p)?;
     if dy.len() < n || mask.len() < n || dx.len() < n {
-        return Err(Error::Shape(format!("dropout_backward of {n} elements: dy {}, mask {}, dx {} elements", dy.len(), mask.len(), dx.len())));
+        return Err(Error::Shape(format!(
+            "dropout_backward of {n} elements: dy {}, mask {}, dx {} elements",
+            dy.len(),
+            mask.len(),
+            dx.len()
+        )));
     }
     let (dyp, mp, dxp) = (dy.arg(gpu), mask.arg(gpu), dx.arg_mut(gpu));
     // SAFETY: dy, dx hold at least n floats, mask n bytes.
@@ -339,7 +373,13 @@ pub fn dropout_backward_matrix(dy: &DeviceMatrix<f32>, mask: &DeviceVec<u8>, p: 
     check_same(dy, dx, "dropout_backward_matrix")?;
     let n = dy.rows * dy.ld;
     if mask.len() < n {
-        return Err(Error::Shape(format!("dropout_backward_matrix of {} x {} (ld {}): mask {} bytes", dy.rows, dy.cols, dy.ld, mask.len())));
+        return Err(Error::Shape(format!(
+            "dropout_backward_matrix of {} x {} (ld {}): mask {} bytes",
+            dy.rows,
+            dy.cols,
+            dy.ld,
+            mask.len()
+        )));
     }
     let gpu = dy.gpu().clone();
     let (dyp, mp, dxp) = (dy.arg(), mask.arg(&gpu), dx.arg_mut());
@@ -396,13 +436,29 @@ impl<T: Real> DropoutOp for CpuBackend<T> {
 }
 
 impl DropoutOp for CudaBackend {
-    fn dropout_at(&self, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn dropout_at(
+        &self,
+        x: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+        mask: &mut DeviceVec<u8>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()> {
         self.timed("dropout", || dropout_matrix_at(x, y, mask, p, seed, &self.step_ptr(), offset))
     }
     fn dropout_backward(&self, dy: &DeviceMatrix<f32>, mask: &DeviceVec<u8>, p: f32, dx: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("dropout backward", || dropout_backward_matrix(dy, mask, p, dx))
     }
-    fn dropout_edges_at(&self, x: &DeviceVec<f32>, y: &mut DeviceVec<f32>, mask: &mut DeviceVec<u8>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn dropout_edges_at(
+        &self,
+        x: &DeviceVec<f32>,
+        y: &mut DeviceVec<f32>,
+        mask: &mut DeviceVec<u8>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()> {
         self.timed("dropout edges", || dropout_at(&self.gpu, x, y, mask, x.len(), p, seed, &self.step_ptr(), offset))
     }
     fn dropout_edges_backward(&self, dy: &DeviceVec<f32>, mask: &DeviceVec<u8>, p: f32, dx: &mut DeviceVec<f32>) -> Result<()> {

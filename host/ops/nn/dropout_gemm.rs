@@ -22,8 +22,8 @@
 
 use rayon::prelude::*;
 
-use super::{ROW_BLOCK, check_gpu, check_matrix_64};
 use super::dropout::{check_p, dropout_matrix_cpu_at, input_dropout_matrix, scale_f32};
+use super::{ROW_BLOCK, check_gpu, check_matrix_64};
 use crate::error::{Error, Result};
 use crate::gpu::abi::dropout_gemm::*;
 use crate::gpu::cublas::GemmMath;
@@ -36,8 +36,8 @@ use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::ops::values::cast_matrix_to_f16;
 use crate::ops::{FeaturesRef, Precision};
-use half::f16;
 use crate::util::Real;
+use half::f16;
 use std::sync::Arc;
 
 /// Blocks per SM the weight gradient's splits aim for (each holds 18 KB of shared memory).
@@ -84,10 +84,22 @@ pub fn keep_bits_len(rows: usize, cols: usize) -> usize {
 /// is also left there, a bit an element, for [`dropout_gemm_dw_wide`] to read instead of
 /// drawing it again.
 #[allow(clippy::too_many_arguments)]
-pub fn dropout_gemm_wide(x16: &DeviceMatrix<f16>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, keep_bits: Option<&mut DeviceVec<u32>>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64) -> Result<()> {
+pub fn dropout_gemm_wide(
+    x16: &DeviceMatrix<f16>,
+    w: &DeviceMatrix<f32>,
+    y: &mut DeviceMatrix<f32>,
+    keep_bits: Option<&mut DeviceVec<u32>>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+) -> Result<()> {
     check_p(p)?;
     if w.rows != x16.cols || y.rows != x16.rows || y.cols != w.cols {
-        return Err(Error::Shape(format!("dropout_gemm_wide: x {} x {}, w {} x {}, y {} x {}", x16.rows, x16.cols, w.rows, w.cols, y.rows, y.cols)));
+        return Err(Error::Shape(format!(
+            "dropout_gemm_wide: x {} x {}, w {} x {}, y {} x {}",
+            x16.rows, x16.cols, w.rows, w.cols, y.rows, y.cols
+        )));
     }
     check_matrix_64(x16, "dropout_gemm_wide x")?;
     for (m, name) in [(w, "dropout_gemm_wide w"), (&*y, "dropout_gemm_wide y")] {
@@ -103,8 +115,12 @@ pub fn dropout_gemm_wide(x16: &DeviceMatrix<f16>, w: &DeviceMatrix<f32>, y: &mut
         return Err(Error::Shape("dropout_gemm_wide: empty step counter".into()));
     }
     check_u32("dropout_gemm_wide", &[(x16.rows, x16.ld), (w.rows, w.ld)])?;
-    let smem = wide_smem(x16.ld, y.ld)
-        .ok_or_else(|| Error::Unsupported(format!("dropout_gemm_wide: {} -> {} columns (it takes outputs of 33-64 columns from at most 896)", x16.cols, y.cols)))?;
+    let smem = wide_smem(x16.ld, y.ld).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "dropout_gemm_wide: {} -> {} columns (it takes outputs of 33-64 columns from at most 896)",
+            x16.cols, y.cols
+        ))
+    })?;
     let kernel = if keep_bits.is_some() { dropout_gemm_wide_h16_bits } else { dropout_gemm_wide_h16 };
     let args = DropoutGemmArgs {
         rows: x16.rows as u32,
@@ -169,7 +185,17 @@ pub fn dropout_gemm_dw_wide_scratch_len(gpu: &Gpu, rows: usize, k: usize, n: usi
 /// partial sums, added in a fixed order: deterministic). The mask is read from `keep_bits`
 /// where given (the forward's of the same step), else drawn again.
 #[allow(clippy::too_many_arguments)]
-pub fn dropout_gemm_dw_wide(x16: &DeviceMatrix<f16>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, scratch: &mut DeviceVec<f32>, keep_bits: Option<&DeviceVec<u32>>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64) -> Result<()> {
+pub fn dropout_gemm_dw_wide(
+    x16: &DeviceMatrix<f16>,
+    dy: &DeviceMatrix<f32>,
+    dw: &mut DeviceMatrix<f32>,
+    scratch: &mut DeviceVec<f32>,
+    keep_bits: Option<&DeviceVec<u32>>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+) -> Result<()> {
     check_p(p)?;
     if let Some(b) = keep_bits {
         check_keep_bits(b.len(), x16, "dropout_gemm_dw_wide")?;
@@ -179,7 +205,10 @@ pub fn dropout_gemm_dw_wide(x16: &DeviceMatrix<f16>, dy: &DeviceMatrix<f32>, dw:
         check_matrix_64(m, name)?;
     }
     if dy.rows != x16.rows || dw.rows != x16.cols || dw.cols != dy.cols {
-        return Err(Error::Shape(format!("dropout_gemm_dw_wide: x {} x {}, dy {} x {}, dw {} x {}", x16.rows, x16.cols, dy.rows, dy.cols, dw.rows, dw.cols)));
+        return Err(Error::Shape(format!(
+            "dropout_gemm_dw_wide: x {} x {}, dy {} x {}, dw {} x {}",
+            x16.rows, x16.cols, dy.rows, dy.cols, dw.rows, dw.cols
+        )));
     }
     let gpu = x16.gpu().clone();
     check_gpu(&gpu, dy.gpu(), "dropout_gemm_dw_wide")?;
@@ -189,13 +218,19 @@ pub fn dropout_gemm_dw_wide(x16: &DeviceMatrix<f16>, dy: &DeviceMatrix<f32>, dw:
         return Err(Error::Shape("dropout_gemm_dw_wide: empty step counter".into()));
     }
     if wide_smem(x16.ld, dw.ld).is_none() {
-        return Err(Error::Unsupported(format!("dropout_gemm_dw_wide: {} -> {} columns (it takes 33-64 columns from at most 896)", x16.cols, dw.cols)));
+        return Err(Error::Unsupported(format!(
+            "dropout_gemm_dw_wide: {} -> {} columns (it takes 33-64 columns from at most 896)",
+            x16.cols, dw.cols
+        )));
     }
     let (k, ldw) = (x16.cols, dw.ld);
     let (splits, rows_per_split, groups) = wide_dw_plan(&gpu, x16.rows, k)?;
     let need = splits * k * ldw;
     if scratch.len() < need || k * ldw > u32::MAX as usize {
-        return Err(Error::Shape(format!("dropout_gemm_dw_wide: scratch of {} floats for {splits} splits of {k} x {ldw} (want {need})", scratch.len())));
+        return Err(Error::Shape(format!(
+            "dropout_gemm_dw_wide: scratch of {} floats for {splits} splits of {k} x {ldw} (want {need})",
+            scratch.len()
+        )));
     }
     let args = DropoutGemmDwArgs {
         rows: x16.rows as u32,
@@ -262,7 +297,6 @@ fn x_operand(x: FeaturesRef<'_>, what: &str) -> Result<XOperand> {
     })
 }
 
-
 /// Row `r` of `x` (rows x k, unpadded) dropped out as `dropout_matrix_cpu_at` drops it.
 fn dropped_row<T: Real>(x: &[T], k: usize, r: usize, key: (u64, u32, u32, u64), keep_frac: T, out: &mut [T]) {
     let (seed_key, step, thr, offset) = key;
@@ -277,10 +311,26 @@ fn dropped_row<T: Real>(x: &[T], k: usize, r: usize, key: (u64, u32, u32, u64), 
 /// (`seed`, `step`) keyed from `offset`. The same values, in the same order, as
 /// `dropout_matrix_cpu_at` followed by the host GEMM (bit for bit).
 #[allow(clippy::too_many_arguments)]
-pub fn dropout_gemm_cpu<T: Real>(x: &[T], rows: usize, k: usize, w: &[T], n: usize, y: &mut [T], p: f32, seed: u64, step: u32, offset: u64) -> Result<()> {
+pub fn dropout_gemm_cpu<T: Real>(
+    x: &[T],
+    rows: usize,
+    k: usize,
+    w: &[T],
+    n: usize,
+    y: &mut [T],
+    p: f32,
+    seed: u64,
+    step: u32,
+    offset: u64,
+) -> Result<()> {
     check_p(p)?;
     if x.len() != rows * k || w.len() != k * n || y.len() != rows * n {
-        return Err(Error::Shape(format!("dropout_gemm_cpu: x {} (want {rows} x {k}), w {} (want {k} x {n}), y {}", x.len(), w.len(), y.len())));
+        return Err(Error::Shape(format!(
+            "dropout_gemm_cpu: x {} (want {rows} x {k}), w {} (want {k} x {n}), y {}",
+            x.len(),
+            w.len(),
+            y.len()
+        )));
     }
     if n == 0 {
         return Ok(());
@@ -307,10 +357,26 @@ pub fn dropout_gemm_cpu<T: Real>(x: &[T], rows: usize, k: usize, w: &[T], n: usi
 /// dw = dropout(x)ᵀ dy on the host (`dy` rows x n, `dw` k x n), the mask of
 /// [`dropout_gemm_cpu`]. Partial sums over fixed runs of rows, added in order: deterministic.
 #[allow(clippy::too_many_arguments)]
-pub fn dropout_gemm_dw_cpu<T: Real>(x: &[T], rows: usize, k: usize, dy: &[T], n: usize, dw: &mut [T], p: f32, seed: u64, step: u32, offset: u64) -> Result<()> {
+pub fn dropout_gemm_dw_cpu<T: Real>(
+    x: &[T],
+    rows: usize,
+    k: usize,
+    dy: &[T],
+    n: usize,
+    dw: &mut [T],
+    p: f32,
+    seed: u64,
+    step: u32,
+    offset: u64,
+) -> Result<()> {
     check_p(p)?;
     if x.len() != rows * k || dy.len() != rows * n || dw.len() != k * n {
-        return Err(Error::Shape(format!("dropout_gemm_dw_cpu: x {} (want {rows} x {k}), dy {} (want {rows} x {n}), dw {}", x.len(), dy.len(), dw.len())));
+        return Err(Error::Shape(format!(
+            "dropout_gemm_dw_cpu: x {} (want {rows} x {k}), dy {} (want {rows} x {n}), dw {}",
+            x.len(),
+            dy.len(),
+            dw.len()
+        )));
     }
     let key = (dropout_seed_key(seed), step, dropout_threshold(p), offset);
     let keep_frac = T::one() - T::from_f64(p as f64);
@@ -394,7 +460,16 @@ fn check_half(half: bool, stream: bool, math: GemmMath, what: &str, out_cols: us
 /// y = dropout(x) w on the device (`math` F32: 3xTF32; Tf32: tf32), the mask drawn with
 /// `step[0]` when the kernel runs, keyed from `offset`. Writes y's padding as zero.
 #[allow(clippy::too_many_arguments)]
-pub fn dropout_gemm<'a>(x: impl Into<FeaturesRef<'a>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+pub fn dropout_gemm<'a>(
+    x: impl Into<FeaturesRef<'a>>,
+    w: &DeviceMatrix<f32>,
+    y: &mut DeviceMatrix<f32>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+    math: GemmMath,
+) -> Result<()> {
     checked_forward("dropout_gemm", x.into(), w, y, (p, seed, offset, false), step, math)
 }
 
@@ -402,12 +477,29 @@ pub fn dropout_gemm<'a>(x: impl Into<FeaturesRef<'a>>, w: &DeviceMatrix<f32>, y:
 /// its input, f32 or f16; f16 in tf32 math only), then the draw of [`dropout_gemm`]. The
 /// streaming kernels only: outputs of at most 32 columns ([`elu_input_fits`]).
 #[allow(clippy::too_many_arguments)]
-pub fn elu_dropout_gemm<'a>(x: impl Into<FeaturesRef<'a>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+pub fn elu_dropout_gemm<'a>(
+    x: impl Into<FeaturesRef<'a>>,
+    w: &DeviceMatrix<f32>,
+    y: &mut DeviceMatrix<f32>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+    math: GemmMath,
+) -> Result<()> {
     checked_forward("elu_dropout_gemm", x.into(), w, y, (p, seed, offset, true), step, math)
 }
 
 /// [`dropout_gemm`] (ELU on load with `elu`) after checking p and the shapes of y = x w.
-fn checked_forward(what: &str, x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, (p, seed, offset, elu): (f32, u64, u64, bool), step: &DeviceVec<u32>, math: GemmMath) -> Result<()> {
+fn checked_forward(
+    what: &str,
+    x: FeaturesRef<'_>,
+    w: &DeviceMatrix<f32>,
+    y: &mut DeviceMatrix<f32>,
+    (p, seed, offset, elu): (f32, u64, u64, bool),
+    step: &DeviceVec<u32>,
+    math: GemmMath,
+) -> Result<()> {
     check_p(p)?;
     if w.rows != x.cols() || y.rows != x.rows() || y.cols != w.cols {
         return Err(Error::Shape(format!("{what}: x {} x {}, w {} x {}, y {} x {}", x.rows(), x.cols(), w.rows, w.cols, y.rows, y.cols)));
@@ -424,7 +516,9 @@ pub fn elu_input_fits(cols: usize, out_cols: usize) -> bool {
 /// Refuses ELU on load outside the streaming kernels.
 fn check_elu(elu: bool, stream: bool, what: &str, out_cols: usize) -> Result<()> {
     if elu && !stream {
-        return Err(Error::Unsupported(format!("{what}: ELU on load for {out_cols} output columns (the streaming kernels take it: at most 32 columns)")));
+        return Err(Error::Unsupported(format!(
+            "{what}: ELU on load for {out_cols} output columns (the streaming kernels take it: at most 32 columns)"
+        )));
     }
     Ok(())
 }
@@ -432,7 +526,18 @@ fn check_elu(elu: bool, stream: bool, what: &str, out_cols: usize) -> Result<()>
 /// y = dropout(x) op(w), op(w) = wᵀ when `w_trans` (shapes checked by the callers; the
 /// transposed form and f16 x only on the streaming kernels).
 #[allow(clippy::too_many_arguments)]
-fn forward(x: FeaturesRef<'_>, w: &DeviceMatrix<f32>, w_trans: bool, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath, elu: bool) -> Result<()> {
+fn forward(
+    x: FeaturesRef<'_>,
+    w: &DeviceMatrix<f32>,
+    w_trans: bool,
+    y: &mut DeviceMatrix<f32>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+    math: GemmMath,
+    elu: bool,
+) -> Result<()> {
     let XOperand { ptr: x_ptr, rows: x_rows, cols: x_cols, ld: x_ld, half, gpu } = x_operand(x, "dropout_gemm x")?;
     for (m, name) in [(w, "dropout_gemm w"), (&*y, "dropout_gemm y")] {
         check_matrix_64(m, name)?;
@@ -584,19 +689,40 @@ pub fn dropout_gemm_dw<'a>(
 /// dw = dropout(ELU(x))ᵀ dy on the device, the mask of [`elu_dropout_gemm`] (the streaming
 /// kernels only: [`elu_input_fits`]; x f32 or f16); `scratch` as [`dropout_gemm_dw`]'s.
 #[allow(clippy::too_many_arguments)]
-pub fn elu_dropout_gemm_dw<'a>(x: impl Into<FeaturesRef<'a>>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, scratch: &mut DeviceVec<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, math: GemmMath) -> Result<()> {
+pub fn elu_dropout_gemm_dw<'a>(
+    x: impl Into<FeaturesRef<'a>>,
+    dy: &DeviceMatrix<f32>,
+    dw: &mut DeviceMatrix<f32>,
+    scratch: &mut DeviceVec<f32>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+    math: GemmMath,
+) -> Result<()> {
     weight_grad(x.into(), dy, dw, scratch, (p, seed, offset, true), step, math)
 }
 
 /// [`dropout_gemm_dw`], x entering as ELU(x) with `elu`.
-fn weight_grad(x: FeaturesRef<'_>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, scratch: &mut DeviceVec<f32>, (p, seed, offset, elu): (f32, u64, u64, bool), step: &DeviceVec<u32>, math: GemmMath) -> Result<()> {
+fn weight_grad(
+    x: FeaturesRef<'_>,
+    dy: &DeviceMatrix<f32>,
+    dw: &mut DeviceMatrix<f32>,
+    scratch: &mut DeviceVec<f32>,
+    (p, seed, offset, elu): (f32, u64, u64, bool),
+    step: &DeviceVec<u32>,
+    math: GemmMath,
+) -> Result<()> {
     check_p(p)?;
     let XOperand { ptr: x_ptr, rows: x_rows, cols: x_cols, ld: x_ld, half, gpu } = x_operand(x, "dropout_gemm_dw x")?;
     for (m, name) in [(dy, "dropout_gemm_dw dy"), (&*dw, "dropout_gemm_dw dw")] {
         check_matrix_64(m, name)?;
     }
     if dy.rows != x_rows || dw.rows != x_cols || dw.cols != dy.cols {
-        return Err(Error::Shape(format!("dropout_gemm_dw: x {x_rows} x {x_cols}, dy {} x {}, dw {} x {}", dy.rows, dy.cols, dw.rows, dw.cols)));
+        return Err(Error::Shape(format!(
+            "dropout_gemm_dw: x {x_rows} x {x_cols}, dy {} x {}, dw {} x {}",
+            dy.rows, dy.cols, dw.rows, dw.cols
+        )));
     }
     check_gpu(&gpu, dy.gpu(), "dropout_gemm_dw")?;
     check_gpu(&gpu, dw.gpu(), "dropout_gemm_dw")?;
@@ -612,7 +738,10 @@ fn weight_grad(x: FeaturesRef<'_>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix
     let (splits, rows_per_split, k_tiles, col_tiles, nt) = dw_plan(&gpu, x_rows, k, ldw, half, split)?;
     let need = splits * k * ldw;
     if scratch.len() < need || k * ldw > u32::MAX as usize {
-        return Err(Error::Shape(format!("dropout_gemm_dw: scratch of {} floats for {splits} splits of {k} x {ldw} (want {need})", scratch.len())));
+        return Err(Error::Shape(format!(
+            "dropout_gemm_dw: scratch of {} floats for {splits} splits of {k} x {ldw} (want {need})",
+            scratch.len()
+        )));
     }
     let blocks = splits * k_tiles * col_tiles;
     if blocks > i32::MAX as usize {
@@ -682,7 +811,16 @@ pub fn skinny_gemm_fits(a: &DeviceMatrix<f32>, ta: bool, tb: bool, c: &DeviceMat
 /// (no mask drawn). `step` is any live counter (not read for p = 0, but passed); `scratch`
 /// as [`dropout_gemm_dw`]'s when `ta`.
 #[allow(clippy::too_many_arguments)]
-pub fn skinny_gemm(a: &DeviceMatrix<f32>, ta: bool, b: &DeviceMatrix<f32>, tb: bool, c: &mut DeviceMatrix<f32>, step: &DeviceVec<u32>, scratch: &mut DeviceVec<f32>, math: GemmMath) -> Result<()> {
+pub fn skinny_gemm(
+    a: &DeviceMatrix<f32>,
+    ta: bool,
+    b: &DeviceMatrix<f32>,
+    tb: bool,
+    c: &mut DeviceMatrix<f32>,
+    step: &DeviceVec<u32>,
+    scratch: &mut DeviceVec<f32>,
+    math: GemmMath,
+) -> Result<()> {
     let (m, ka) = if ta { (a.cols, a.rows) } else { (a.rows, a.cols) };
     let (kb, n) = if tb { (b.cols, b.rows) } else { (b.rows, b.cols) };
     if ka != kb || c.rows != m || c.cols != n {
@@ -730,10 +868,28 @@ pub trait DropoutGemmOp: Backend {
     /// draws it from (`seed`, the step counter, `offset`); x read from `half` (its f16 copy)
     /// where given and the shapes allow.
     #[allow(clippy::too_many_arguments)]
-    fn dropout_gemm(&self, x: &Self::Mat, half: Option<&Self::Half>, w: &Self::Mat, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    fn dropout_gemm(
+        &self,
+        x: &Self::Mat,
+        half: Option<&Self::Half>,
+        w: &Self::Mat,
+        y: &mut Self::Mat,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()>;
     /// `dw = dropout(x)ᵀ dy` with the mask of [`DropoutGemmOp::dropout_gemm`] (same step).
     #[allow(clippy::too_many_arguments)]
-    fn dropout_gemm_dw(&self, x: &Self::Mat, half: Option<&Self::Half>, dy: &Self::Mat, dw: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    fn dropout_gemm_dw(
+        &self,
+        x: &Self::Mat,
+        half: Option<&Self::Half>,
+        dy: &Self::Mat,
+        dw: &mut Self::Mat,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()>;
     /// Whether [`DropoutGemmOp::elu_dropout_gemm`] takes x of `cols` columns into `out_cols`
     /// (everything on the CPU; the streaming kernels on the GPU: at most 32 columns).
     fn takes_elu_input(&self, cols: usize, out_cols: usize) -> bool;
@@ -746,10 +902,28 @@ pub trait DropoutGemmOp: Backend {
     /// then the draw of [`DropoutGemmOp::dropout_gemm`]; no ELU or dropped copy written. `half`:
     /// x's values in f16 ([`DropoutGemmOp::half_activation`]), read instead of x.
     #[allow(clippy::too_many_arguments)]
-    fn elu_dropout_gemm(&self, x: &Self::Mat, half: Option<&Self::Half>, w: &Self::Mat, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    fn elu_dropout_gemm(
+        &self,
+        x: &Self::Mat,
+        half: Option<&Self::Half>,
+        w: &Self::Mat,
+        y: &mut Self::Mat,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()>;
     /// `dw = dropout(ELU(x))ᵀ dy` with the mask of [`DropoutGemmOp::elu_dropout_gemm`].
     #[allow(clippy::too_many_arguments)]
-    fn elu_dropout_gemm_dw(&self, x: &Self::Mat, half: Option<&Self::Half>, dy: &Self::Mat, dw: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    fn elu_dropout_gemm_dw(
+        &self,
+        x: &Self::Mat,
+        half: Option<&Self::Half>,
+        dy: &Self::Mat,
+        dw: &mut Self::Mat,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()>;
 }
 
 impl<T: Real> DropoutGemmOp for CpuBackend<T> {
@@ -772,15 +946,36 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
         let mut mask = vec![0u8; x.rows * padded_ld(x.cols)];
         dropout_matrix_cpu_at(&x.data, x.rows, x.cols, &mut y.data, &mut mask, p, seed, self.step(), offset)
     }
-    fn dropout_gemm(&self, x: &HostMat<T>, _: Option<&()>, w: &HostMat<T>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn dropout_gemm(
+        &self,
+        x: &HostMat<T>,
+        _: Option<&()>,
+        w: &HostMat<T>,
+        y: &mut HostMat<T>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()> {
         if w.rows != x.cols || y.rows != x.rows || y.cols != w.cols {
             return Err(Error::Shape(format!("dropout_gemm: x {}x{}, w {}x{}, y {}x{}", x.rows, x.cols, w.rows, w.cols, y.rows, y.cols)));
         }
         dropout_gemm_cpu(&x.data, x.rows, x.cols, &w.data, w.cols, &mut y.data, p, seed, self.step(), offset)
     }
-    fn dropout_gemm_dw(&self, x: &HostMat<T>, _: Option<&()>, dy: &HostMat<T>, dw: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn dropout_gemm_dw(
+        &self,
+        x: &HostMat<T>,
+        _: Option<&()>,
+        dy: &HostMat<T>,
+        dw: &mut HostMat<T>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()> {
         if dy.rows != x.rows || dw.rows != x.cols || dw.cols != dy.cols {
-            return Err(Error::Shape(format!("dropout_gemm_dw: x {}x{}, dy {}x{}, dw {}x{}", x.rows, x.cols, dy.rows, dy.cols, dw.rows, dw.cols)));
+            return Err(Error::Shape(format!(
+                "dropout_gemm_dw: x {}x{}, dy {}x{}, dw {}x{}",
+                x.rows, x.cols, dy.rows, dy.cols, dw.rows, dw.cols
+            )));
         }
         dropout_gemm_dw_cpu(&x.data, x.rows, x.cols, &dy.data, dy.cols, &mut dw.data, p, seed, self.step(), offset)
     }
@@ -790,11 +985,29 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
     fn half_activation(&self, _: usize, _: usize, _: usize) -> Result<Option<()>> {
         Ok(None)
     }
-    fn elu_dropout_gemm(&self, x: &HostMat<T>, _: Option<&()>, w: &HostMat<T>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn elu_dropout_gemm(
+        &self,
+        x: &HostMat<T>,
+        _: Option<&()>,
+        w: &HostMat<T>,
+        y: &mut HostMat<T>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()> {
         // The reference: ELU into a copy, then the product of its dropout.
         self.dropout_gemm(&elu_copy(x), None, w, y, p, seed, offset)
     }
-    fn elu_dropout_gemm_dw(&self, x: &HostMat<T>, _: Option<&()>, dy: &HostMat<T>, dw: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn elu_dropout_gemm_dw(
+        &self,
+        x: &HostMat<T>,
+        _: Option<&()>,
+        dy: &HostMat<T>,
+        dw: &mut HostMat<T>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()> {
         self.dropout_gemm_dw(&elu_copy(x), None, dy, dw, p, seed, offset)
     }
 }
@@ -807,7 +1020,9 @@ fn elu_copy<T: Real>(x: &HostMat<T>) -> HostMat<T> {
 /// An ELU-on-load product's x: its f16 values where given (of x's shape), else x.
 fn activation<'a>(x: &'a DeviceMatrix<f32>, half: Option<&'a DeviceMatrix<f16>>) -> Result<FeaturesRef<'a>> {
     match half {
-        Some(h) if (h.rows, h.cols) != (x.rows, x.cols) => Err(Error::Shape(format!("elu_dropout_gemm: x {} x {}, its f16 values {} x {}", x.rows, x.cols, h.rows, h.cols))),
+        Some(h) if (h.rows, h.cols) != (x.rows, x.cols) => {
+            Err(Error::Shape(format!("elu_dropout_gemm: x {} x {}, its f16 values {} x {}", x.rows, x.cols, h.rows, h.cols)))
+        }
         Some(h) => Ok(FeaturesRef::F16(h)),
         None => Ok(FeaturesRef::F32(x)),
     }
@@ -824,7 +1039,9 @@ impl CudaBackend {
     /// kernels in tf32, x itself otherwise.
     fn product_x<'a>(&self, x: &'a DeviceMatrix<f32>, half: Option<&'a DeviceMatrix<f16>>, out_cols: usize) -> FeaturesRef<'a> {
         match half {
-            Some(h) if self.math == GemmMath::Tf32 && takes_f16_features(x.cols, out_cols) && (h.rows, h.cols) == (x.rows, x.cols) => FeaturesRef::F16(h),
+            Some(h) if self.math == GemmMath::Tf32 && takes_f16_features(x.cols, out_cols) && (h.rows, h.cols) == (x.rows, x.cols) => {
+                FeaturesRef::F16(h)
+            }
             _ => FeaturesRef::F32(x),
         }
     }
@@ -839,7 +1056,10 @@ impl DropoutGemmOp for CudaBackend {
         out_cols <= 32 || (self.precision == Precision::F16 && self.math == GemmMath::Tf32 && wide_fits(cols, out_cols))
     }
     fn half_features(&self, x: &DeviceMatrix<f32>, out_cols: usize) -> Result<Option<DeviceMatrix<f16>>> {
-        if self.precision != Precision::F16 || self.math != GemmMath::Tf32 || !(takes_f16_features(x.cols, out_cols) || wide_fits(x.cols, out_cols)) {
+        if self.precision != Precision::F16
+            || self.math != GemmMath::Tf32
+            || !(takes_f16_features(x.cols, out_cols) || wide_fits(x.cols, out_cols))
+        {
             return Ok(None);
         }
         half_copy(x).map(Some)
@@ -852,28 +1072,60 @@ impl DropoutGemmOp for CudaBackend {
         }
         half_copy(x).map(Some)
     }
-    fn input_dropout(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn input_dropout(
+        &self,
+        x: &DeviceMatrix<f32>,
+        half: Option<&DeviceMatrix<f16>>,
+        y: &mut DeviceMatrix<f32>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()> {
         self.timed("input dropout", || input_dropout_matrix(x, half, y, p, seed, &self.step_ptr(), offset))
     }
-    fn dropout_gemm(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn dropout_gemm(
+        &self,
+        x: &DeviceMatrix<f32>,
+        half: Option<&DeviceMatrix<f16>>,
+        w: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()> {
         if let Some(h) = self.wide_x(x, half, y.cols) {
-            return self.with_keep_bits(h, |bits| self.timed("dropout gemm", || dropout_gemm_wide(h, w, y, Some(bits), p, seed, &self.step_ptr(), offset)));
+            return self.with_keep_bits(h, |bits| {
+                self.timed("dropout gemm", || dropout_gemm_wide(h, w, y, Some(bits), p, seed, &self.step_ptr(), offset))
+            });
         }
         let x = self.product_x(x, half, y.cols);
         self.timed("dropout gemm", || dropout_gemm(x, w, y, p, seed, &self.step_ptr(), offset, self.math))
     }
-    fn dropout_gemm_dw(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn dropout_gemm_dw(
+        &self,
+        x: &DeviceMatrix<f32>,
+        half: Option<&DeviceMatrix<f16>>,
+        dy: &DeviceMatrix<f32>,
+        dw: &mut DeviceMatrix<f32>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()> {
         if let Some(h) = self.wide_x(x, half, dy.cols) {
             let need = dropout_gemm_dw_wide_scratch_len(&self.gpu, h.rows, h.cols, dy.cols)?;
             // The forward of this step left the mask's bits (it always runs first: the operand
             // is forward-then-backward within a step).
             return self.with_keep_bits(h, |bits| {
-                self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || dropout_gemm_dw_wide(h, dy, dw, s, Some(bits), p, seed, &self.step_ptr(), offset)))
+                self.with_dropout_gemm_scratch(need, |s| {
+                    self.timed("dropout gemm dw", || dropout_gemm_dw_wide(h, dy, dw, s, Some(bits), p, seed, &self.step_ptr(), offset))
+                })
             });
         }
         let x = self.product_x(x, half, dy.cols);
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;
-        self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math)))
+        self.with_dropout_gemm_scratch(need, |s| {
+            self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math))
+        })
     }
     fn takes_elu_input(&self, cols: usize, out_cols: usize) -> bool {
         elu_input_fits(cols, out_cols)
@@ -884,13 +1136,33 @@ impl DropoutGemmOp for CudaBackend {
         }
         DeviceMatrix::zeros(&self.gpu, rows, cols).map(Some)
     }
-    fn elu_dropout_gemm(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, w: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn elu_dropout_gemm(
+        &self,
+        x: &DeviceMatrix<f32>,
+        half: Option<&DeviceMatrix<f16>>,
+        w: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()> {
         let x = activation(x, half)?;
         self.timed("dropout gemm", || elu_dropout_gemm(x, w, y, p, seed, &self.step_ptr(), offset, self.math))
     }
-    fn elu_dropout_gemm_dw(&self, x: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, dy: &DeviceMatrix<f32>, dw: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn elu_dropout_gemm_dw(
+        &self,
+        x: &DeviceMatrix<f32>,
+        half: Option<&DeviceMatrix<f16>>,
+        dy: &DeviceMatrix<f32>,
+        dw: &mut DeviceMatrix<f32>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()> {
         let x = activation(x, half)?;
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;
-        self.with_dropout_gemm_scratch(need, |s| self.timed("dropout gemm dw", || elu_dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math)))
+        self.with_dropout_gemm_scratch(need, |s| {
+            self.timed("dropout gemm dw", || elu_dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math))
+        })
     }
 }

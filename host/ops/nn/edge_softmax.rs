@@ -15,11 +15,11 @@ use crate::gpu::launch::{Kernel, Ptr, Shape};
 use crate::gpu::shared::config::{NN_EDGE_GROUP, NN_LONG_ROW, NN_LONG_ROW_BLOCK};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::GraphHandle;
-use crate::ops::sddmm::ValueOrder;
-use crate::util::Real;
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
-use crate::ops::backend::Backend;
+use crate::ops::sddmm::ValueOrder;
+use crate::util::Real;
 
 /// alpha_e = exp(s_e - max_row s) / sum_row exp(s - max_row s) with s_e = beta * cos_e, values
 /// in CSR order (one per edge). Rows without edges write nothing.
@@ -110,7 +110,12 @@ fn long_rows(g: &GraphHandle) -> Result<std::sync::Arc<LongRows>> {
 /// # Safety
 /// `args` must give the `_long` kernel the edges and values the warp kernel gets (valid as its
 /// launch requires) with the list of long rows it is passed.
-pub(super) unsafe fn launch_long<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, kernel: Kernel<A>, args: impl FnOnce(Ptr<u32>) -> A) -> Result<()> {
+pub(super) unsafe fn launch_long<A: cudarc::driver::DeviceRepr>(
+    gpu: &Gpu,
+    g: &GraphHandle,
+    kernel: Kernel<A>,
+    args: impl FnOnce(Ptr<u32>) -> A,
+) -> Result<()> {
     let long = long_rows(g)?;
     if long.n == 0 {
         return Ok(());
@@ -139,14 +144,23 @@ fn check_values(slots: usize, order: ValueOrder, vals: &[(&str, usize)], what: &
 }
 
 fn rows_u32(g: &GraphHandle, what: &str) -> Result<u32> {
-    u32::try_from(g.csr().n_rows()).ok().filter(|&n| n <= u32::MAX / 2).ok_or_else(|| Error::Unsupported(format!("{what}: {} rows", g.csr().n_rows())))
+    u32::try_from(g.csr().n_rows())
+        .ok()
+        .filter(|&n| n <= u32::MAX / 2)
+        .ok_or_else(|| Error::Unsupported(format!("{what}: {} rows", g.csr().n_rows())))
 }
 
 /// alpha = softmax_row(beta * cos) on the device, a warp per row; `beta` (1 x 1) is read when
 /// the kernel runs. `cos` and `alpha` hold values in `order`; empty rows and non-edge slots are
 /// not written. The first call on a graph uploads its CSR (and slot map): warm up before
 /// capturing a CUDA graph.
-pub fn edge_softmax_scaled(g: &GraphHandle, order: ValueOrder, beta: &DeviceMatrix<f32>, cos: &DeviceVec<f32>, alpha: &mut DeviceVec<f32>) -> Result<()> {
+pub fn edge_softmax_scaled(
+    g: &GraphHandle,
+    order: ValueOrder,
+    beta: &DeviceMatrix<f32>,
+    cos: &DeviceVec<f32>,
+    alpha: &mut DeviceVec<f32>,
+) -> Result<()> {
     let gpu = g.gpu()?.clone();
     check_beta(&gpu, beta, "edge_softmax_scaled beta")?;
     let n = rows_u32(g, "edge_softmax_scaled")?;

@@ -10,27 +10,39 @@
 
 use rayon::prelude::*;
 
-use super::dropout::{check_p, matrix_keep, scale_f32};
-use super::elu::{elu1, elu_backward1};
 use super::col_sums::{ColSumsOp, col_sums};
+use super::dropout::{check_p, matrix_keep, scale_f32};
+use super::elu::{elu_backward1, elu1};
 use super::{check_gpu, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
-use crate::gpu::abi::nn::{EluDropoutArgs, EluDropoutBackwardArgs, EluDropoutBackwardProductArgs, elu_dropout_backward_f32, elu_dropout_backward_product_f32, elu_dropout_f32};
-use crate::gpu::shared::rng::{dropout_seed_key, dropout_threshold};
+use crate::gpu::abi::nn::{
+    EluDropoutArgs, EluDropoutBackwardArgs, EluDropoutBackwardProductArgs, elu_dropout_backward_f32, elu_dropout_backward_product_f32,
+    elu_dropout_f32,
+};
 use crate::gpu::launch::{PtrMut, Shape};
+use crate::gpu::shared::rng::{dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::ops::nn::dropout_gemm::DropoutGemmOp;
 use crate::ops::nn::gemm::GemmOp;
-use half::f16;
 use crate::util::Real;
+use half::f16;
 
 /// h = ELU(h), y = dropout(h) on the host (`h`, `y` rows x cols unpadded): the values of
 /// `elu_cpu` then `dropout_matrix_cpu_at` with the same key.
 #[allow(clippy::too_many_arguments)]
-pub fn elu_dropout_cpu<T: Real>(h: &mut [T], rows: usize, cols: usize, y: &mut [T], p: f32, seed: u64, step: u32, offset: u64) -> Result<()> {
+pub fn elu_dropout_cpu<T: Real>(
+    h: &mut [T],
+    rows: usize,
+    cols: usize,
+    y: &mut [T],
+    p: f32,
+    seed: u64,
+    step: u32,
+    offset: u64,
+) -> Result<()> {
     check_p(p)?;
     if h.len() != rows * cols || y.len() != rows * cols {
         return Err(Error::Shape(format!("elu_dropout_cpu: h {}, y {} for {rows} x {cols}", h.len(), y.len())));
@@ -52,7 +64,17 @@ pub fn elu_dropout_cpu<T: Real>(h: &mut [T], rows: usize, cols: usize, y: &mut [
 /// dz = keep ? dy / (1 - p) · ELU'(h) : 0 on the host (`h` the forward's ELU output): the values
 /// of `dropout_backward_cpu` then `elu_backward_cpu`.
 #[allow(clippy::too_many_arguments)]
-pub fn elu_dropout_backward_cpu<T: Real>(dy: &[T], h: &[T], rows: usize, cols: usize, p: f32, seed: u64, step: u32, offset: u64, dz: &mut [T]) -> Result<()> {
+pub fn elu_dropout_backward_cpu<T: Real>(
+    dy: &[T],
+    h: &[T],
+    rows: usize,
+    cols: usize,
+    p: f32,
+    seed: u64,
+    step: u32,
+    offset: u64,
+    dz: &mut [T],
+) -> Result<()> {
     check_p(p)?;
     if dy.len() != rows * cols || h.len() != rows * cols || dz.len() != rows * cols {
         return Err(Error::Shape(format!("elu_dropout_backward_cpu: dy {}, h {}, dz {} for {rows} x {cols}", dy.len(), h.len(), dz.len())));
@@ -80,7 +102,14 @@ fn check_step(step: &DeviceVec<u32>, what: &str) -> Result<()> {
 
 /// h = ELU(h), y = dropout(h) on the device (whole padded buffers), the mask of `step[0]` when
 /// the kernel runs, keyed from `offset` as [`super::dropout::dropout_matrix_at`]'s.
-pub fn elu_dropout(h: &mut DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64) -> Result<()> {
+pub fn elu_dropout(
+    h: &mut DeviceMatrix<f32>,
+    y: &mut DeviceMatrix<f32>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+) -> Result<()> {
     check_p(p)?;
     check_same(h, y, "elu_dropout")?;
     check_step(step, "elu_dropout")?;
@@ -94,7 +123,15 @@ pub fn elu_dropout(h: &mut DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32,
 
 /// dz = keep ? dy · scale · ELU'(h) : 0 on the device (whole padded buffers; h the forward's
 /// ELU output, the mask of [`elu_dropout`] with the same `seed`, step and `offset`).
-pub fn elu_dropout_backward(dy: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64, dz: &mut DeviceMatrix<f32>) -> Result<()> {
+pub fn elu_dropout_backward(
+    dy: &DeviceMatrix<f32>,
+    h: &DeviceMatrix<f32>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+    dz: &mut DeviceMatrix<f32>,
+) -> Result<()> {
     check_p(p)?;
     check_same(dy, h, "elu_dropout_backward")?;
     check_same(dy, dz, "elu_dropout_backward")?;
@@ -102,7 +139,19 @@ pub fn elu_dropout_backward(dy: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f3
     let gpu = dy.gpu().clone();
     let n4 = n4(dy);
     let (threshold, scale, seed_key) = (dropout_threshold(p), scale_f32(p), dropout_seed_key(seed));
-    let args = EluDropoutBackwardArgs { n4, dy: dy.arg(), h: h.arg(), threshold, scale, seed_key, step: step.arg(&gpu), offset, dz: dz.arg_mut(), pre: 0, h16: 0 };
+    let args = EluDropoutBackwardArgs {
+        n4,
+        dy: dy.arg(),
+        h: h.arg(),
+        threshold,
+        scale,
+        seed_key,
+        step: step.arg(&gpu),
+        offset,
+        dz: dz.arg_mut(),
+        pre: 0,
+        h16: 0,
+    };
     // SAFETY: dy, h and dz hold n4 float4s each (dz distinct from both: a unique borrow), step
     // one u32.
     unsafe { elu_dropout_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
@@ -145,7 +194,10 @@ pub fn elu_dropout_backward_product(
     if let Some(h16) = h16 {
         check_gpu(h.gpu(), h16.gpu(), what)?;
         if (h16.rows, h16.cols, h16.ld) != (h.rows, h.cols, h.ld) {
-            return Err(Error::Shape(format!("{what}: h's f16 values {} x {} (stride {}) for h {} x {} (stride {})", h16.rows, h16.cols, h16.ld, h.rows, h.cols, h.ld)));
+            return Err(Error::Shape(format!(
+                "{what}: h's f16 values {} x {} (stride {}) for h {} x {} (stride {})",
+                h16.rows, h16.cols, h16.ld, h.rows, h.cols, h.ld
+            )));
         }
     }
     let (h_arg, h16_flag) = match h16 {
@@ -194,7 +246,19 @@ pub fn elu_dropout_backward_product(
         return apart.map_or(Ok(()), |s| col_sums(dz, s));
     }
     blas.gemm(math, 1.0, g, false, w, true, 0.0, dz)?;
-    let args = EluDropoutBackwardArgs { n4, dy: dz.arg(), h: h_arg, threshold, scale, seed_key, step: step.arg(&gpu), offset, dz: dz.arg_mut(), pre: h_is_input as u32, h16: h16_flag };
+    let args = EluDropoutBackwardArgs {
+        n4,
+        dy: dz.arg(),
+        h: h_arg,
+        threshold,
+        scale,
+        seed_key,
+        step: step.arg(&gpu),
+        offset,
+        dz: dz.arg_mut(),
+        pre: h_is_input as u32,
+        h16: h16_flag,
+    };
     // SAFETY: as `elu_dropout_backward`'s, with dy = dz: each thread reads the float4 it then
     // writes, nothing else.
     unsafe { elu_dropout_backward_f32.launch(&gpu, shape, &args)? };
@@ -218,7 +282,18 @@ pub trait EluDropoutOp: Backend + DropoutGemmOp {
     /// in the same pass where the backend can. `h16`: h's values in f16 where the forward wrote
     /// them so ([`DropoutGemmOp::half_activation`]), read instead of h.
     #[allow(clippy::too_many_arguments)]
-    fn elu_dropout_backward_product(&self, g: &Self::Mat, w: &Self::Mat, h: (&Self::Mat, bool), h16: Option<&Self::Half>, p: f32, seed: u64, offset: u64, dz: &mut Self::Mat, dz_col_sums: Option<&mut Self::Mat>) -> Result<()>;
+    fn elu_dropout_backward_product(
+        &self,
+        g: &Self::Mat,
+        w: &Self::Mat,
+        h: (&Self::Mat, bool),
+        h16: Option<&Self::Half>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+        dz: &mut Self::Mat,
+        dz_col_sums: Option<&mut Self::Mat>,
+    ) -> Result<()>;
 }
 
 impl<T: Real> EluDropoutOp for CpuBackend<T> {
@@ -231,7 +306,18 @@ impl<T: Real> EluDropoutOp for CpuBackend<T> {
         same_shape("elu_dropout_backward", dz, h)?;
         elu_dropout_backward_cpu(&dy.data, &h.data, h.rows, h.cols, p, seed, self.step(), offset, &mut dz.data)
     }
-    fn elu_dropout_backward_product(&self, g: &HostMat<T>, w: &HostMat<T>, (h, h_is_input): (&HostMat<T>, bool), _h16: Option<&()>, p: f32, seed: u64, offset: u64, dz: &mut HostMat<T>, dz_col_sums: Option<&mut HostMat<T>>) -> Result<()> {
+    fn elu_dropout_backward_product(
+        &self,
+        g: &HostMat<T>,
+        w: &HostMat<T>,
+        (h, h_is_input): (&HostMat<T>, bool),
+        _h16: Option<&()>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+        dz: &mut HostMat<T>,
+        dz_col_sums: Option<&mut HostMat<T>>,
+    ) -> Result<()> {
         // The reference: the product, then the unfused-order backward (from the ELU's output),
         // then the column sums.
         let mut dy = HostMat { rows: h.rows, cols: h.cols, data: vec![T::zero(); h.rows * h.cols] };
@@ -255,10 +341,31 @@ impl EluDropoutOp for CudaBackend {
     fn elu_dropout(&self, h: &mut DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
         self.timed("elu dropout", || elu_dropout(h, y, p, seed, &self.step_ptr(), offset))
     }
-    fn elu_dropout_backward(&self, dy: &DeviceMatrix<f32>, h: &DeviceMatrix<f32>, p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn elu_dropout_backward(
+        &self,
+        dy: &DeviceMatrix<f32>,
+        h: &DeviceMatrix<f32>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+        dz: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         self.timed("elu dropout backward", || elu_dropout_backward(dy, h, p, seed, &self.step_ptr(), offset, dz))
     }
-    fn elu_dropout_backward_product(&self, g: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, h: (&DeviceMatrix<f32>, bool), h16: Option<&DeviceMatrix<f16>>, p: f32, seed: u64, offset: u64, dz: &mut DeviceMatrix<f32>, dz_col_sums: Option<&mut DeviceMatrix<f32>>) -> Result<()> {
-        self.timed("elu dropout backward", || elu_dropout_backward_product(&self.blas, self.math, g, w, h, h16, p, seed, &self.step_ptr(), offset, dz, dz_col_sums))
+    fn elu_dropout_backward_product(
+        &self,
+        g: &DeviceMatrix<f32>,
+        w: &DeviceMatrix<f32>,
+        h: (&DeviceMatrix<f32>, bool),
+        h16: Option<&DeviceMatrix<f16>>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+        dz: &mut DeviceMatrix<f32>,
+        dz_col_sums: Option<&mut DeviceMatrix<f32>>,
+    ) -> Result<()> {
+        self.timed("elu dropout backward", || {
+            elu_dropout_backward_product(&self.blas, self.math, g, w, h, h16, p, seed, &self.step_ptr(), offset, dz, dz_col_sums)
+        })
     }
 }

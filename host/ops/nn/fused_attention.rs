@@ -25,15 +25,17 @@ use super::{check_gpu, check_matrix_64, check_same, row_split};
 use crate::error::{Error, Result};
 use half::f16;
 
-use crate::gpu::abi::attention::{self as k, ATTN_U, ATTN_U_C4, ATTN_U_COLUMN, ATTN_U_ROW_L8, AttentionColGradArgs, AttentionForwardArgs, AttentionRowGradArgs, AttnRows};
+use crate::gpu::abi::attention::{
+    self as k, ATTN_U, ATTN_U_C4, ATTN_U_COLUMN, ATTN_U_ROW_L8, AttentionColGradArgs, AttentionForwardArgs, AttentionRowGradArgs, AttnRows,
+};
 use crate::gpu::launch::{Kernel, Ptr};
 use crate::gpu::{DeviceMatrix, Gpu};
 use crate::graph::Csr;
 use crate::ops::GraphHandle;
+use crate::ops::Precision;
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
-use crate::ops::Precision;
 use crate::util::Real;
 
 fn dot<T: Real>(a: &[T], b: &[T]) -> T {
@@ -42,7 +44,11 @@ fn dot<T: Real>(a: &[T], b: &[T]) -> T {
 
 fn check_square(s: &Csr, rows: usize, what: &str) -> Result<()> {
     if s.n_rows() != s.n_cols() || s.n_rows() != rows {
-        return Err(Error::Shape(format!("{what}: S is {} x {}, features have {rows} rows (want square, one row per node)", s.n_rows(), s.n_cols())));
+        return Err(Error::Shape(format!(
+            "{what}: S is {} x {}, features have {rows} rows (want square, one row per node)",
+            s.n_rows(),
+            s.n_cols()
+        )));
     }
     Ok(())
 }
@@ -135,10 +141,13 @@ pub fn attention_backward_cpu<T: Real>(
         .map(|(i, (dni, d))| {
             dni.fill(T::zero());
             let edges = &ci[rp[i] as usize..rp[i + 1] as usize];
-            *d = edges.iter().map(|&j| {
-                let (a, _, da) = edge(i, j as usize);
-                a * da
-            }).sum();
+            *d = edges
+                .iter()
+                .map(|&j| {
+                    let (a, _, da) = edge(i, j as usize);
+                    a * da
+                })
+                .sum();
             let mut dbeta = T::zero();
             for &j in edges {
                 let (a, cos, da) = edge(i, j as usize);
@@ -191,7 +200,13 @@ fn lane_split(ld4: usize, what: &str) -> Result<(u32, usize, usize)> {
 }
 
 /// Checks common to the three kernels; returns the n x n graph's row count as u32.
-fn check_nodes(g: &GraphHandle, beta: &DeviceMatrix<f32>, n: &DeviceMatrix<f32>, per_row: &[(&str, usize, usize)], what: &str) -> Result<u32> {
+fn check_nodes(
+    g: &GraphHandle,
+    beta: &DeviceMatrix<f32>,
+    n: &DeviceMatrix<f32>,
+    per_row: &[(&str, usize, usize)],
+    what: &str,
+) -> Result<u32> {
     check_square(g.csr(), n.rows, what)?;
     check_matrix_64(n, what)?;
     check_matrix_64(beta, what)?;
@@ -237,7 +252,15 @@ fn entries_in_flight(pass: AttnPass, instance: usize) -> u32 {
 ///
 /// # Safety
 /// `args` must make arguments valid for `kernel` for the rows of `g`.
-unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(gpu: &Gpu, g: &GraphHandle, ld4: usize, kernels: [Kernel<A>; 4], pass: AttnPass, rows_from: Option<u32>, args: impl Fn(AttnRows) -> A) -> Result<()> {
+unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(
+    gpu: &Gpu,
+    g: &GraphHandle,
+    ld4: usize,
+    kernels: [Kernel<A>; 4],
+    pass: AttnPass,
+    rows_from: Option<u32>,
+    args: impl Fn(AttnRows) -> A,
+) -> Result<()> {
     let (shift, chunks, instance) = lane_split(ld4, "fused attention")?;
     let kernel = kernels[instance];
     let u = entries_in_flight(pass, instance);
@@ -263,7 +286,10 @@ fn gather_ptr(m: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, what: &st
             check_gpu(m.gpu(), h.gpu(), what)?;
             Ok(h.arg().cast())
         }
-        Some(h) => Err(Error::Shape(format!("{what}: f16 copy {} x {} (stride {}) of a {} x {} matrix (stride {})", h.rows, h.cols, h.ld, m.rows, m.cols, m.ld))),
+        Some(h) => Err(Error::Shape(format!(
+            "{what}: f16 copy {} x {} (stride {}) of a {} x {} matrix (stride {})",
+            h.rows, h.cols, h.ld, m.rows, m.cols, m.ld
+        ))),
     }
 }
 
@@ -307,10 +333,24 @@ pub(crate) fn attention_forward_rows(
     let gpu = g.gpu()?.clone();
     let h_gather = gather_ptr(h, h_half, what)?;
     let (beta, np, inv, outp, st) = (beta.arg(), n.arg(), inv_norm.arg(&gpu), out.arg_mut(), stats.arg_mut(&gpu));
-    let kernels = if h_half.is_some() { [k::attention_forward_c1_l8_f16, k::attention_forward_c1_l16_f16, k::attention_forward_c1_l32_f16, k::attention_forward_c4_f16] } else { [k::attention_forward_c1_l8_f32, k::attention_forward_c1_l16_f32, k::attention_forward_c1_l32_f32, k::attention_forward_c4_f32] };
+    let kernels = if h_half.is_some() {
+        [k::attention_forward_c1_l8_f16, k::attention_forward_c1_l16_f16, k::attention_forward_c1_l32_f16, k::attention_forward_c4_f16]
+    } else {
+        [k::attention_forward_c1_l8_f32, k::attention_forward_c1_l16_f32, k::attention_forward_c1_l32_f32, k::attention_forward_c4_f32]
+    };
     // SAFETY: shapes checked above: n, h (and its f16 copy) and out are rows x ld, inv_norm and
     // stats cover the rows.
-    unsafe { launch_rows(&gpu, g, n.ld / 4, kernels, AttnPass::Forward, rows_from, |rows| AttentionForwardArgs { rows, beta, n: np, h_gather, inv_norm: inv, out: outp, stats: st }) }
+    unsafe {
+        launch_rows(&gpu, g, n.ld / 4, kernels, AttnPass::Forward, rows_from, |rows| AttentionForwardArgs {
+            rows,
+            beta,
+            n: np,
+            h_gather,
+            inv_norm: inv,
+            out: outp,
+            stats: st,
+        })
+    }
 }
 
 /// The fused backward on the device: `dh` (overwritten, padding 0) and `dbeta` (1 x 1,
@@ -360,9 +400,21 @@ impl BackwardPasses<'_> {
     const WHAT: &'static str = "attention_backward";
 
     /// Shapes and devices of every operand.
-    pub fn check(&self, dn: &DeviceMatrix<f32>, d_row: &DeviceMatrix<f32>, dh: &DeviceMatrix<f32>, dbeta: &DeviceMatrix<f32>) -> Result<()> {
+    pub fn check(
+        &self,
+        dn: &DeviceMatrix<f32>,
+        d_row: &DeviceMatrix<f32>,
+        dh: &DeviceMatrix<f32>,
+        dbeta: &DeviceMatrix<f32>,
+    ) -> Result<()> {
         let what = Self::WHAT;
-        check_nodes(self.g, self.beta, self.n, &[("inv_norm", self.inv_norm.buf.len(), 1), ("stats", self.stats.buf.len(), 2), ("d_row", d_row.buf.len(), 1)], what)?;
+        check_nodes(
+            self.g,
+            self.beta,
+            self.n,
+            &[("inv_norm", self.inv_norm.buf.len(), 1), ("stats", self.stats.buf.len(), 2), ("d_row", d_row.buf.len(), 1)],
+            what,
+        )?;
         for m in [self.h, self.out, self.dout, dn, dh] {
             check_same(self.n, m, what)?;
         }
@@ -379,7 +431,21 @@ impl BackwardPasses<'_> {
     pub fn row_pass(&self, dn: &mut DeviceMatrix<f32>, d_row: &mut DeviceMatrix<f32>, dbeta: &mut DeviceMatrix<f32>) -> Result<()> {
         let gpu = self.g.gpu()?.clone();
         let h_gather = gather_ptr(self.h, self.half.map(|x| x.0), Self::WHAT)?;
-        let kernels = if self.half.is_some() { [k::attention_row_grad_c1_l8_f16, k::attention_row_grad_c1_l16_f16, k::attention_row_grad_c1_l32_f16, k::attention_row_grad_c4_f16] } else { [k::attention_row_grad_c1_l8_f32, k::attention_row_grad_c1_l16_f32, k::attention_row_grad_c1_l32_f32, k::attention_row_grad_c4_f32] };
+        let kernels = if self.half.is_some() {
+            [
+                k::attention_row_grad_c1_l8_f16,
+                k::attention_row_grad_c1_l16_f16,
+                k::attention_row_grad_c1_l32_f16,
+                k::attention_row_grad_c4_f16,
+            ]
+        } else {
+            [
+                k::attention_row_grad_c1_l8_f32,
+                k::attention_row_grad_c1_l16_f32,
+                k::attention_row_grad_c1_l32_f32,
+                k::attention_row_grad_c4_f32,
+            ]
+        };
         let (dnp, dp, dbp) = (dn.arg_mut(), d_row.buf.arg_mut(&gpu), dbeta.arg_mut());
         let args = |rows| AttentionRowGradArgs {
             rows,
@@ -404,7 +470,21 @@ impl BackwardPasses<'_> {
         let t = self.g.transpose()?;
         let h_gather = gather_ptr(self.h, self.half.map(|x| x.0), Self::WHAT)?;
         let dout_gather = gather_ptr(self.dout, self.half.map(|x| x.1), Self::WHAT)?;
-        let kernels = if self.half.is_some() { [k::attention_col_grad_c1_l8_f16, k::attention_col_grad_c1_l16_f16, k::attention_col_grad_c1_l32_f16, k::attention_col_grad_c4_f16] } else { [k::attention_col_grad_c1_l8_f32, k::attention_col_grad_c1_l16_f32, k::attention_col_grad_c1_l32_f32, k::attention_col_grad_c4_f32] };
+        let kernels = if self.half.is_some() {
+            [
+                k::attention_col_grad_c1_l8_f16,
+                k::attention_col_grad_c1_l16_f16,
+                k::attention_col_grad_c1_l32_f16,
+                k::attention_col_grad_c4_f16,
+            ]
+        } else {
+            [
+                k::attention_col_grad_c1_l8_f32,
+                k::attention_col_grad_c1_l16_f32,
+                k::attention_col_grad_c1_l32_f32,
+                k::attention_col_grad_c4_f32,
+            ]
+        };
         let dhp = dh.arg_mut();
         let args = |rows| AttentionColGradArgs {
             rows,
@@ -484,7 +564,17 @@ fn check_host<T>(rows: usize, cols: usize, mats: &[(&str, &HostMat<T>, usize)], 
 impl<T: Real> FusedAttentionOp for CpuBackend<T> {
     type AttentionCopy = ();
     fn attention_copy(&self) {}
-    fn attention_forward(&self, g: &HostGraph<T>, beta: &HostMat<T>, h: &HostMat<T>, n: &mut HostMat<T>, inv_norm: &mut HostMat<T>, out: &mut HostMat<T>, stats: &mut HostMat<T>, _copy: &mut ()) -> Result<()> {
+    fn attention_forward(
+        &self,
+        g: &HostGraph<T>,
+        beta: &HostMat<T>,
+        h: &HostMat<T>,
+        n: &mut HostMat<T>,
+        inv_norm: &mut HostMat<T>,
+        out: &mut HostMat<T>,
+        stats: &mut HostMat<T>,
+        _copy: &mut (),
+    ) -> Result<()> {
         let what = "attention_forward";
         check_square(&g.s, h.rows, what)?;
         check_host(h.rows, h.cols, &[("n", n, 0), ("inv_norm", inv_norm, 1), ("out", out, 0), ("stats", stats, 2)], what)?;
@@ -510,9 +600,31 @@ impl<T: Real> FusedAttentionOp for CpuBackend<T> {
     ) -> Result<()> {
         let what = "attention_backward";
         check_square(&g.s, h.rows, what)?;
-        let mats = [("n", n, 0), ("inv_norm", inv_norm, 1), ("stats", stats, 2), ("out", out, 0), ("dout", dout, 0), ("dn", &*dn, 0), ("d_row", &*d_row, 1), ("dh", &*dh, 0)];
+        let mats = [
+            ("n", n, 0),
+            ("inv_norm", inv_norm, 1),
+            ("stats", stats, 2),
+            ("out", out, 0),
+            ("dout", dout, 0),
+            ("dn", &*dn, 0),
+            ("d_row", &*d_row, 1),
+            ("dh", &*dh, 0),
+        ];
         check_host(h.rows, h.cols, &mats, what)?;
-        dbeta.data[0] = attention_backward_cpu(&g.s, &g.t, beta.data[0], &h.data, &n.data, &inv_norm.data, &stats.data, &dout.data, h.cols, &mut dn.data, &mut d_row.data, &mut dh.data);
+        dbeta.data[0] = attention_backward_cpu(
+            &g.s,
+            &g.t,
+            beta.data[0],
+            &h.data,
+            &n.data,
+            &inv_norm.data,
+            &stats.data,
+            &dout.data,
+            h.cols,
+            &mut dn.data,
+            &mut d_row.data,
+            &mut dh.data,
+        );
         Ok(())
     }
 }
@@ -572,7 +684,9 @@ impl FusedAttentionOp for CudaBackend {
             let n16 = copy.n16.as_mut().expect("allocated above");
             self.timed("row normalize", || row_normalize_with_half(h, n, Some(n16), &mut inv_norm.buf))?;
             copy.of = Some(n.ptr());
-            return self.timed("fused attention", || attention_forward_tc(&g.handle, beta, n, n16, h, inv_norm, out, stats, self.attention_tc_row_max));
+            return self.timed("fused attention", || {
+                attention_forward_tc(&g.handle, beta, n, n16, h, inv_norm, out, stats, self.attention_tc_row_max)
+            });
         }
         self.timed("row normalize", || row_normalize(h, n, &mut inv_norm.buf))?;
         self.timed("fused attention", || {
@@ -604,7 +718,11 @@ impl FusedAttentionOp for CudaBackend {
             if self.attention_on_tc(g, n)? {
                 let row_max = self.attention_tc_row_max;
                 // dout's f16 copy in scratch slot 2, written by the row pass.
-                let mut run = |nh: &DeviceMatrix<f16>| self.with_half_scratch(dout.rows, dout.cols, 2, |gh| attention_backward_tc(&g.handle, beta, n, nh, h, inv_norm, stats, out, dout, gh, dn, d_row, dh, dbeta, row_max));
+                let mut run = |nh: &DeviceMatrix<f16>| {
+                    self.with_half_scratch(dout.rows, dout.cols, 2, |gh| {
+                        attention_backward_tc(&g.handle, beta, n, nh, h, inv_norm, stats, out, dout, gh, dn, d_row, dh, dbeta, row_max)
+                    })
+                };
                 return match copy.of(n) {
                     Some(nh) => run(nh),
                     // Not the forward's n: cast it (scratch slot 1).
@@ -613,7 +731,9 @@ impl FusedAttentionOp for CudaBackend {
             }
             if self.half_gathers(h) {
                 self.with_half(h, 1, |hh| {
-                    self.with_half(dout, 2, |gh| attention_backward(&g.handle, beta, n, h, Some((hh, gh)), inv_norm, stats, out, dout, dn, d_row, dh, dbeta))
+                    self.with_half(dout, 2, |gh| {
+                        attention_backward(&g.handle, beta, n, h, Some((hh, gh)), inv_norm, stats, out, dout, dn, d_row, dh, dbeta)
+                    })
                 })
             } else {
                 attention_backward(&g.handle, beta, n, h, None, inv_norm, stats, out, dout, dn, d_row, dh, dbeta)

@@ -17,8 +17,9 @@ use super::{DeviceElem, check_gpu, check_matrix_64, row_split};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::gat_attention::{
-    GatAttentionArgs, gat_attention_forward_d8_h16, gat_attention_forward_d8_one_head, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8, gat_attention_forward_d16,
-    gat_attention_forward_d32, gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32,
+    GatAttentionArgs, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8,
+    gat_attention_forward_d8_h16, gat_attention_forward_d8_one_head, gat_attention_forward_d16, gat_attention_forward_d32,
+    gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32,
 };
 use crate::gpu::launch::{Kernel, Ptr, PtrMut};
 use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
@@ -78,18 +79,29 @@ fn keep<T: Real>(a: &GatAttention, step: u32, e: usize, h: usize) -> T {
         return T::one();
     }
     let index = (a.first_edge + e as u64) * a.heads as u64 + h as u64;
-    if dropout_keep_keyed(dropout_seed_key(a.seed), step, index, dropout_threshold(a.p)) { T::one() / (T::one() - T::from_f64(a.p as f64)) } else { T::zero() }
+    if dropout_keep_keyed(dropout_seed_key(a.seed), step, index, dropout_threshold(a.p)) {
+        T::one() / (T::one() - T::from_f64(a.p as f64))
+    } else {
+        T::zero()
+    }
 }
 
 fn check(a: &GatAttention, s: &Csr, rows: usize, mats: &[(&str, (usize, usize), usize)], what: &str) -> Result<()> {
     if !GatAttention::fits(a.heads, a.dim) {
-        return Err(Error::Unsupported(format!("{what}: {} heads of {} columns (the fused kernels take at most 32 heads of at most 32 columns)", a.heads, a.dim)));
+        return Err(Error::Unsupported(format!(
+            "{what}: {} heads of {} columns (the fused kernels take at most 32 heads of at most 32 columns)",
+            a.heads, a.dim
+        )));
     }
     if !(0.0..1.0).contains(&a.p) {
         return Err(Error::Unsupported(format!("{what}: attention dropout {} (want 0 <= p < 1)", a.p)));
     }
     if s.n_rows() != s.n_cols() || s.n_rows() != rows {
-        return Err(Error::Shape(format!("{what}: S is {} x {}, Wh has {rows} rows (want square, one row per node)", s.n_rows(), s.n_cols())));
+        return Err(Error::Shape(format!(
+            "{what}: S is {} x {}, Wh has {rows} rows (want square, one row per node)",
+            s.n_rows(),
+            s.n_cols()
+        )));
     }
     for &(name, shape, cols) in mats {
         if shape != (rows, cols) {
@@ -102,7 +114,17 @@ fn check(a: &GatAttention, s: &Csr, rows: usize, mats: &[(&str, (usize, usize), 
 /// The forward on the host: `out` (n x H F) and `stats` (n x 2H, (max, sum) per head; (0, 0)
 /// for an empty row, whose output is the bias).
 #[allow(clippy::too_many_arguments)]
-pub fn gat_attention_cpu<T: Real>(s: &Csr, a: &GatAttention, step: u32, wh: &[T], s_src: &[T], s_dst: &[T], bias: &[T], out: &mut [T], stats: &mut [T]) {
+pub fn gat_attention_cpu<T: Real>(
+    s: &Csr,
+    a: &GatAttention,
+    step: u32,
+    wh: &[T],
+    s_src: &[T],
+    s_dst: &[T],
+    bias: &[T],
+    out: &mut [T],
+    stats: &mut [T],
+) {
     let (hs, f) = (a.heads, a.dim);
     let w = hs * f;
     let slope = T::from_f64(a.slope as f64);
@@ -230,11 +252,23 @@ fn pick(kernels: [Kernel<GatAttentionArgs>; 3], dim: usize) -> Kernel<GatAttenti
 }
 
 /// The arguments shared by the three kernels (outputs null; each launcher sets its own).
-fn args(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst): (&DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>), what: &str) -> Result<GatAttentionArgs> {
+fn args(
+    g: &GpuGraph,
+    a: &GatAttention,
+    step: Ptr<u32>,
+    (wh, s_src, s_dst): (&DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>),
+    what: &str,
+) -> Result<GatAttentionArgs> {
     let h = &g.handle;
     let gpu = h.gpu()?.clone();
     let w = a.heads * a.dim;
-    check(a, h.csr(), wh.rows, &[("Wh", (wh.rows, wh.cols), w), ("s_src", (s_src.rows, s_src.cols), a.heads), ("s_dst", (s_dst.rows, s_dst.cols), a.heads)], what)?;
+    check(
+        a,
+        h.csr(),
+        wh.rows,
+        &[("Wh", (wh.rows, wh.cols), w), ("s_src", (s_src.rows, s_src.cols), a.heads), ("s_dst", (s_dst.rows, s_dst.cols), a.heads)],
+        what,
+    )?;
     for m in [wh, s_src, s_dst] {
         check_matrix_64(m, what)?;
         check_gpu(&gpu, m.gpu(), what)?;
@@ -289,16 +323,33 @@ fn args(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst): (&De
 fn check_out<T: DeviceElem>(m: &DeviceMatrix<T>, rows: usize, cols: usize, ld: usize, name: &str, what: &str) -> Result<()> {
     check_matrix_64(m, what)?;
     if (m.rows, m.cols, m.ld) != (rows, cols, ld) {
-        return Err(Error::Shape(format!("{what}: {name} is {} x {} (stride {}), want {rows} x {cols} (stride {ld})", m.rows, m.cols, m.ld)));
+        return Err(Error::Shape(format!(
+            "{what}: {name} is {} x {} (stride {}), want {rows} x {cols} (stride {ld})",
+            m.rows, m.cols, m.ld
+        )));
     }
     Ok(())
 }
 
 /// The fused forward on the device (see [`gat_attention_cpu`]).
 #[allow(clippy::too_many_arguments)]
-pub fn gat_attention(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, s_dst: &DeviceMatrix<f32>, bias: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
+pub fn gat_attention(
+    g: &GpuGraph,
+    a: &GatAttention,
+    step: Ptr<u32>,
+    wh: &DeviceMatrix<f32>,
+    s_src: &DeviceMatrix<f32>,
+    s_dst: &DeviceMatrix<f32>,
+    bias: &DeviceMatrix<f32>,
+    out: &mut DeviceMatrix<f32>,
+    stats: &mut DeviceMatrix<f32>,
+) -> Result<()> {
     check_out(out, wh.rows, a.heads * a.dim, wh.ld, "out", "gat_attention")?;
-    let kernel = if a.heads == 1 && a.dim <= 8 { gat_attention_forward_d8_one_head } else { pick([gat_attention_forward_d8, gat_attention_forward_d16, gat_attention_forward_d32], a.dim) };
+    let kernel = if a.heads == 1 && a.dim <= 8 {
+        gat_attention_forward_d8_one_head
+    } else {
+        pick([gat_attention_forward_d8, gat_attention_forward_d16, gat_attention_forward_d32], a.dim)
+    };
     // SAFETY: out checked above: rows x (H F) with Wh's stride.
     unsafe { forward(g, a, step, (wh, s_src, s_dst, bias), (out.arg_mut(), kernel), stats) }
 }
@@ -306,7 +357,17 @@ pub fn gat_attention(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &Device
 /// [`gat_attention`] writing out in f16 (rounded once, as it is written): heads of exactly 8
 /// columns (the hidden layers of GAT's default), out of Wh's shape and stride.
 #[allow(clippy::too_many_arguments)]
-pub fn gat_attention_half(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, s_dst: &DeviceMatrix<f32>, bias: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f16>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
+pub fn gat_attention_half(
+    g: &GpuGraph,
+    a: &GatAttention,
+    step: Ptr<u32>,
+    wh: &DeviceMatrix<f32>,
+    s_src: &DeviceMatrix<f32>,
+    s_dst: &DeviceMatrix<f32>,
+    bias: &DeviceMatrix<f32>,
+    out: &mut DeviceMatrix<f16>,
+    stats: &mut DeviceMatrix<f32>,
+) -> Result<()> {
     let what = "gat_attention_half";
     if a.dim != 8 {
         return Err(Error::Unsupported(format!("{what}: heads of {} columns (an f16 output takes heads of 8)", a.dim)));
@@ -322,13 +383,28 @@ pub fn gat_attention_half(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, wh: &D
 ///
 /// # Safety
 /// `out` must hold Wh's rows x (H F) in the element type `kernel` writes, with Wh's stride.
-unsafe fn forward(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_dst, bias): (&DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>), (out, kernel): (PtrMut<f32>, Kernel<GatAttentionArgs>), stats: &mut DeviceMatrix<f32>) -> Result<()> {
+unsafe fn forward(
+    g: &GpuGraph,
+    a: &GatAttention,
+    step: Ptr<u32>,
+    (wh, s_src, s_dst, bias): (&DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>),
+    (out, kernel): (PtrMut<f32>, Kernel<GatAttentionArgs>),
+    stats: &mut DeviceMatrix<f32>,
+) -> Result<()> {
     let what = "gat_attention";
     let mut x = args(g, a, step, (wh, s_src, s_dst), what)?;
     let w = a.heads * a.dim;
     check_matrix_64(stats, what)?;
     if (stats.rows, stats.cols) != (wh.rows, 2 * a.heads) || bias.rows * bias.cols != w {
-        return Err(Error::Shape(format!("{what}: stats {} x {} (want {} x {}), bias {} x {} (want {w} values)", stats.rows, stats.cols, wh.rows, 2 * a.heads, bias.rows, bias.cols)));
+        return Err(Error::Shape(format!(
+            "{what}: stats {} x {} (want {} x {}), bias {} x {} (want {w} values)",
+            stats.rows,
+            stats.cols,
+            wh.rows,
+            2 * a.heads,
+            bias.rows,
+            bias.cols
+        )));
     }
     let gpu = wh.gpu().clone();
     (x.sld, x.bias, x.out, x.stats) = (stats.ld as u32, bias.arg(), out, stats.arg_mut());
@@ -344,7 +420,13 @@ unsafe fn forward(g: &GpuGraph, a: &GatAttention, step: Ptr<u32>, (wh, s_src, s_
 ///
 /// # Safety
 /// `x` must be valid arguments of `kernel` for the rows of `h`.
-unsafe fn launch_rows(gpu: &crate::gpu::Gpu, h: &crate::ops::GraphHandle, kernel: Kernel<GatAttentionArgs>, x: &GatAttentionArgs, dim: usize) -> Result<()> {
+unsafe fn launch_rows(
+    gpu: &crate::gpu::Gpu,
+    h: &crate::ops::GraphHandle,
+    kernel: Kernel<GatAttentionArgs>,
+    x: &GatAttentionArgs,
+    dim: usize,
+) -> Result<()> {
     let pass = row_split::Pass { shift: x.shift, short_max: short_max(dim), pstride: x.heads * (2 + x.dim).max(3), slot_rows: true };
     // SAFETY: as the caller guarantees, for any split of h's rows.
     unsafe { row_split::launch_rows(gpu, h, kernel, pass, |split| GatAttentionArgs { split, ..*x }) }
@@ -421,11 +503,31 @@ pub fn gat_attention_backward(
 pub trait GatAttentionOp: Backend + DropoutGemmOp {
     /// `out = [alpha'_h Wh_h]_h + bias` and the softmax statistics (`stats`, n x 2H).
     #[allow(clippy::too_many_arguments)]
-    fn gat_attention(&self, g: &Self::Graph, a: &GatAttention, wh: &Self::Mat, s_src: &Self::Mat, s_dst: &Self::Mat, bias: &Self::Mat, out: &mut Self::Mat, stats: &mut Self::Mat) -> Result<()>;
+    fn gat_attention(
+        &self,
+        g: &Self::Graph,
+        a: &GatAttention,
+        wh: &Self::Mat,
+        s_src: &Self::Mat,
+        s_dst: &Self::Mat,
+        bias: &Self::Mat,
+        out: &mut Self::Mat,
+        stats: &mut Self::Mat,
+    ) -> Result<()>;
     /// [`GatAttentionOp::gat_attention`] with out in f16 ([`DropoutGemmOp::half_activation`]'s
     /// buffer; heads of 8 columns), where the backend has f16 buffers (the GPU).
     #[allow(clippy::too_many_arguments)]
-    fn gat_attention_half(&self, g: &Self::Graph, a: &GatAttention, wh: &Self::Mat, s_src: &Self::Mat, s_dst: &Self::Mat, bias: &Self::Mat, out: &mut Self::Half, stats: &mut Self::Mat) -> Result<()>;
+    fn gat_attention_half(
+        &self,
+        g: &Self::Graph,
+        a: &GatAttention,
+        wh: &Self::Mat,
+        s_src: &Self::Mat,
+        s_dst: &Self::Mat,
+        bias: &Self::Mat,
+        out: &mut Self::Half,
+        stats: &mut Self::Mat,
+    ) -> Result<()>;
     /// From `dout`: `dwh` (overwritten: the aggregation's part, plus the scores' part where
     /// `inputs.att` is given), `ds_dst`, `ds_src`, through the scratch `d_row` (n x H).
     #[allow(clippy::too_many_arguments)]
@@ -442,17 +544,49 @@ pub trait GatAttentionOp: Backend + DropoutGemmOp {
 }
 
 impl<T: Real> GatAttentionOp for CpuBackend<T> {
-    fn gat_attention(&self, g: &HostGraph<T>, a: &GatAttention, wh: &HostMat<T>, s_src: &HostMat<T>, s_dst: &HostMat<T>, bias: &HostMat<T>, out: &mut HostMat<T>, stats: &mut HostMat<T>) -> Result<()> {
+    fn gat_attention(
+        &self,
+        g: &HostGraph<T>,
+        a: &GatAttention,
+        wh: &HostMat<T>,
+        s_src: &HostMat<T>,
+        s_dst: &HostMat<T>,
+        bias: &HostMat<T>,
+        out: &mut HostMat<T>,
+        stats: &mut HostMat<T>,
+    ) -> Result<()> {
         let (n, w, hs) = (wh.rows, a.heads * a.dim, a.heads);
         let what = "gat_attention";
-        check(a, &g.s, n, &[("Wh", (wh.rows, wh.cols), w), ("s_src", (s_src.rows, s_src.cols), hs), ("s_dst", (s_dst.rows, s_dst.cols), hs), ("out", (out.rows, out.cols), w), ("stats", (stats.rows, stats.cols), 2 * hs)], what)?;
+        check(
+            a,
+            &g.s,
+            n,
+            &[
+                ("Wh", (wh.rows, wh.cols), w),
+                ("s_src", (s_src.rows, s_src.cols), hs),
+                ("s_dst", (s_dst.rows, s_dst.cols), hs),
+                ("out", (out.rows, out.cols), w),
+                ("stats", (stats.rows, stats.cols), 2 * hs),
+            ],
+            what,
+        )?;
         if bias.data.len() != w {
             return Err(Error::Shape(format!("{what}: bias of {} values for {w} columns", bias.data.len())));
         }
         gat_attention_cpu(&g.s, a, self.step(), &wh.data, &s_src.data, &s_dst.data, &bias.data, &mut out.data, &mut stats.data);
         Ok(())
     }
-    fn gat_attention_half(&self, _: &HostGraph<T>, _: &GatAttention, _: &HostMat<T>, _: &HostMat<T>, _: &HostMat<T>, _: &HostMat<T>, _: &mut (), _: &mut HostMat<T>) -> Result<()> {
+    fn gat_attention_half(
+        &self,
+        _: &HostGraph<T>,
+        _: &GatAttention,
+        _: &HostMat<T>,
+        _: &HostMat<T>,
+        _: &HostMat<T>,
+        _: &HostMat<T>,
+        _: &mut (),
+        _: &mut HostMat<T>,
+    ) -> Result<()> {
         Err(Error::Unsupported("gat_attention_half: the CPU keeps activations in its own precision (no f16 buffers)".into()))
     }
     fn gat_attention_backward(
@@ -487,17 +621,55 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
             }
         }
         let att = att.map(|(s, d)| (&s.data[..], &d.data[..]));
-        let inputs = GradInputs { wh: &wh.data[..], s_src: &s_src.data[..], s_dst: &s_dst.data[..], stats: &stats.data[..], dout: &dout.data[..], att };
-        gat_attention_backward_cpu(&g.s, &g.t, &g.t_of, a, self.step(), inputs, &mut d_row.data, &mut ds_dst.data, &mut ds_src.data, &mut dwh.data);
+        let inputs = GradInputs {
+            wh: &wh.data[..],
+            s_src: &s_src.data[..],
+            s_dst: &s_dst.data[..],
+            stats: &stats.data[..],
+            dout: &dout.data[..],
+            att,
+        };
+        gat_attention_backward_cpu(
+            &g.s,
+            &g.t,
+            &g.t_of,
+            a,
+            self.step(),
+            inputs,
+            &mut d_row.data,
+            &mut ds_dst.data,
+            &mut ds_src.data,
+            &mut dwh.data,
+        );
         Ok(())
     }
 }
 
 impl GatAttentionOp for CudaBackend {
-    fn gat_attention(&self, g: &GpuGraph, a: &GatAttention, wh: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, s_dst: &DeviceMatrix<f32>, bias: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f32>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn gat_attention(
+        &self,
+        g: &GpuGraph,
+        a: &GatAttention,
+        wh: &DeviceMatrix<f32>,
+        s_src: &DeviceMatrix<f32>,
+        s_dst: &DeviceMatrix<f32>,
+        bias: &DeviceMatrix<f32>,
+        out: &mut DeviceMatrix<f32>,
+        stats: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         self.timed("gat attention", || gat_attention(g, a, self.step_ptr().arg(&self.gpu), wh, s_src, s_dst, bias, out, stats))
     }
-    fn gat_attention_half(&self, g: &GpuGraph, a: &GatAttention, wh: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, s_dst: &DeviceMatrix<f32>, bias: &DeviceMatrix<f32>, out: &mut DeviceMatrix<f16>, stats: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn gat_attention_half(
+        &self,
+        g: &GpuGraph,
+        a: &GatAttention,
+        wh: &DeviceMatrix<f32>,
+        s_src: &DeviceMatrix<f32>,
+        s_dst: &DeviceMatrix<f32>,
+        bias: &DeviceMatrix<f32>,
+        out: &mut DeviceMatrix<f16>,
+        stats: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         self.timed("gat attention", || gat_attention_half(g, a, self.step_ptr().arg(&self.gpu), wh, s_src, s_dst, bias, out, stats))
     }
     fn gat_attention_backward(
@@ -510,6 +682,8 @@ impl GatAttentionOp for CudaBackend {
         ds_src: &mut DeviceMatrix<f32>,
         dwh: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
-        self.timed("gat attention backward", || gat_attention_backward(g, a, self.step_ptr().arg(&self.gpu), inputs, d_row, ds_dst, ds_src, dwh))
+        self.timed("gat attention backward", || {
+            gat_attention_backward(g, a, self.step_ptr().arg(&self.gpu), inputs, d_row, ds_dst, ds_src, dwh)
+        })
     }
 }

@@ -13,11 +13,12 @@ use super::edge_softmax::launch_long;
 use super::{check_gpu, check_matrix, elementwise_shape, row_runs, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{
-    EdgeRowSumsArgs, EdgeRowSumsLongArgs, GatEdgeLogitsArgs, GatEdgeLogitsBackwardArgs, GatEdgeLogitsBackwardLongArgs, GatEdges, RowSumEdges,
-    edge_row_sums_f32, edge_row_sums_long_f32, gat_edge_logits_backward_f32, gat_edge_logits_backward_long_f32, gat_edge_logits_f32,
+    EdgeRowSumsArgs, EdgeRowSumsLongArgs, GatEdgeLogitsArgs, GatEdgeLogitsBackwardArgs, GatEdgeLogitsBackwardLongArgs, GatEdges,
+    RowSumEdges, edge_row_sums_f32, edge_row_sums_long_f32, gat_edge_logits_backward_f32, gat_edge_logits_backward_long_f32,
+    gat_edge_logits_f32,
 };
-use crate::gpu::shared::config::{NN_EDGE_GROUP, NN_LONG_ROW};
 use crate::gpu::launch::Ptr;
+use crate::gpu::shared::config::{NN_EDGE_GROUP, NN_LONG_ROW};
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::graph::Csr;
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
@@ -52,7 +53,14 @@ fn check_len(len: usize, want: usize, name: &str, what: &str) -> Result<()> {
 }
 
 /// logits_e = LeakyReLU(s_dst[row(e)][head] + s_src[col(e)][head], slope), CSR order.
-pub fn gat_edge_logits_cpu<T: Real>(s: &Csr, s_dst: &HostMat<T>, s_src: &HostMat<T>, head: usize, slope: T, logits: &mut [T]) -> Result<()> {
+pub fn gat_edge_logits_cpu<T: Real>(
+    s: &Csr,
+    s_dst: &HostMat<T>,
+    s_src: &HostMat<T>,
+    head: usize,
+    slope: T,
+    logits: &mut [T],
+) -> Result<()> {
     check_scores(s, (s_dst.rows, s_dst.cols), (s_src.rows, s_src.cols), head, "gat_edge_logits")?;
     check_len(logits.len(), s.nnz(), "logits", "gat_edge_logits")?;
     let (rp, ci, h) = (s.row_ptr(), s.col_idx(), s_dst.cols);
@@ -85,7 +93,10 @@ pub fn gat_edge_logits_backward_cpu<T: Real>(
     check_len(de.len(), s.nnz(), "de", "gat_edge_logits_backward")?;
     check_len(dz.len(), s.nnz(), "dz", "gat_edge_logits_backward")?;
     if (ds_dst.rows, ds_dst.cols) != (s_dst.rows, s_dst.cols) {
-        return Err(Error::Shape(format!("gat_edge_logits_backward: ds_dst {}x{} for scores {}x{}", ds_dst.rows, ds_dst.cols, s_dst.rows, s_dst.cols)));
+        return Err(Error::Shape(format!(
+            "gat_edge_logits_backward: ds_dst {}x{} for scores {}x{}",
+            ds_dst.rows, ds_dst.cols, s_dst.rows, s_dst.cols
+        )));
     }
     let (rp, ci, h) = (s.row_ptr(), s.col_idx(), s_dst.cols);
     let sums: Vec<(usize, Vec<T>)> = row_runs(rp, &mut dz[..s.nnz()])
@@ -127,7 +138,10 @@ pub fn edge_row_sums_cpu<T: Real>(s: &Csr, values: &[T], col: usize, out: &mut H
 
 /// Rows of `g` as the kernels index them.
 fn rows_u32(g: &GraphHandle, what: &str) -> Result<u32> {
-    u32::try_from(g.csr().n_rows()).ok().filter(|&n| n <= u32::MAX / 2).ok_or_else(|| Error::Unsupported(format!("{what}: {} rows", g.csr().n_rows())))
+    u32::try_from(g.csr().n_rows())
+        .ok()
+        .filter(|&n| n <= u32::MAX / 2)
+        .ok_or_else(|| Error::Unsupported(format!("{what}: {} rows", g.csr().n_rows())))
 }
 
 /// The slot map of `order` (null for CSR order) and the number of value slots it needs.
@@ -140,7 +154,15 @@ fn device_slots(g: &GraphHandle, order: ValueOrder) -> Result<(Ptr<u32>, usize)>
     Ok((slot_of, g.value_len(order)?))
 }
 
-fn gat_edges(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, head: usize, slope: f32, what: &str) -> Result<(GatEdges, usize)> {
+fn gat_edges(
+    g: &GraphHandle,
+    order: ValueOrder,
+    s_dst: &DeviceMatrix<f32>,
+    s_src: &DeviceMatrix<f32>,
+    head: usize,
+    slope: f32,
+    what: &str,
+) -> Result<(GatEdges, usize)> {
     let gpu = g.gpu()?;
     check_matrix(s_dst, what)?;
     check_matrix(s_src, what)?;
@@ -172,7 +194,15 @@ fn gat_edges(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<f32>, s_sr
 /// [`gat_edge_logits_cpu`] on the device, a thread per edge, values in `order` (non-edge slots
 /// untouched). The first call on a graph uploads its COO rows, CSR (and slot map): warm up
 /// before capturing.
-pub fn gat_edge_logits(g: &GraphHandle, order: ValueOrder, s_dst: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, head: usize, slope: f32, logits: &mut DeviceVec<f32>) -> Result<()> {
+pub fn gat_edge_logits(
+    g: &GraphHandle,
+    order: ValueOrder,
+    s_dst: &DeviceMatrix<f32>,
+    s_src: &DeviceMatrix<f32>,
+    head: usize,
+    slope: f32,
+    logits: &mut DeviceVec<f32>,
+) -> Result<()> {
     let (edges, slots) = gat_edges(g, order, s_dst, s_src, head, slope, "gat_edge_logits")?;
     check_len(logits.len(), slots, "logits", "gat_edge_logits")?;
     let gpu = g.gpu()?.clone();
@@ -219,7 +249,13 @@ pub fn gat_edge_logits_backward(
     // `slots`, ds_dst has the shape and stride of s_dst; the long kernel gets this graph's long
     // rows and the short kernel skips exactly those.
     unsafe {
-        launch_long(&gpu, g, gat_edge_logits_backward_long_f32, |long_rows| GatEdgeLogitsBackwardLongArgs { long_rows, edges, de, dz, ds_dst })?;
+        launch_long(&gpu, g, gat_edge_logits_backward_long_f32, |long_rows| GatEdgeLogitsBackwardLongArgs {
+            long_rows,
+            edges,
+            de,
+            dz,
+            ds_dst,
+        })?;
         let args = GatEdgeLogitsBackwardArgs { n_rows, long_min: NN_LONG_ROW, edges, de, dz, ds_dst };
         gat_edge_logits_backward_f32.launch(&gpu, row_shape(&gpu, n_rows as u64, 32 / NN_EDGE_GROUP, 0), &args)
     }
@@ -266,7 +302,15 @@ pub fn edge_row_sums(g: &GraphHandle, order: ValueOrder, values: &DeviceVec<f32>
 pub trait GatEdgeLogitsOp: Backend {
     /// `logits_ij = LeakyReLU(s_dst[i][head] + s_src[j][head], slope)` on the edges of S.
     #[allow(clippy::too_many_arguments)]
-    fn gat_edge_logits(&self, g: &Self::Graph, s_dst: &Self::Mat, s_src: &Self::Mat, head: usize, slope: f32, logits: &mut Self::Edges) -> Result<()>;
+    fn gat_edge_logits(
+        &self,
+        g: &Self::Graph,
+        s_dst: &Self::Mat,
+        s_src: &Self::Mat,
+        head: usize,
+        slope: f32,
+        logits: &mut Self::Edges,
+    ) -> Result<()>;
     /// `dz = de ⊙ LeakyReLU'(z)`, and `ds_dst[:, head]` = its row sums.
     #[allow(clippy::too_many_arguments)]
     fn gat_edge_logits_backward(
@@ -285,7 +329,15 @@ pub trait GatEdgeLogitsOp: Backend {
 }
 
 impl<T: Real> GatEdgeLogitsOp for CpuBackend<T> {
-    fn gat_edge_logits(&self, g: &HostGraph<T>, s_dst: &HostMat<T>, s_src: &HostMat<T>, head: usize, slope: f32, logits: &mut Vec<T>) -> Result<()> {
+    fn gat_edge_logits(
+        &self,
+        g: &HostGraph<T>,
+        s_dst: &HostMat<T>,
+        s_src: &HostMat<T>,
+        head: usize,
+        slope: f32,
+        logits: &mut Vec<T>,
+    ) -> Result<()> {
         gat_edge_logits_cpu(&g.s, s_dst, s_src, head, T::from_f64(slope as f64), logits)
     }
     fn gat_edge_logits_backward(
@@ -307,7 +359,15 @@ impl<T: Real> GatEdgeLogitsOp for CpuBackend<T> {
 }
 
 impl GatEdgeLogitsOp for CudaBackend {
-    fn gat_edge_logits(&self, g: &GpuGraph, s_dst: &DeviceMatrix<f32>, s_src: &DeviceMatrix<f32>, head: usize, slope: f32, logits: &mut DeviceVec<f32>) -> Result<()> {
+    fn gat_edge_logits(
+        &self,
+        g: &GpuGraph,
+        s_dst: &DeviceMatrix<f32>,
+        s_src: &DeviceMatrix<f32>,
+        head: usize,
+        slope: f32,
+        logits: &mut DeviceVec<f32>,
+    ) -> Result<()> {
         self.timed("gat edge logits", || gat_edge_logits(&g.handle, self.order, s_dst, s_src, head, slope, logits))
     }
     fn gat_edge_logits_backward(
@@ -321,7 +381,9 @@ impl GatEdgeLogitsOp for CudaBackend {
         dz: &mut DeviceVec<f32>,
         ds_dst: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
-        self.timed("gat edge logits backward", || gat_edge_logits_backward(&g.handle, self.order, s_dst, s_src, head, slope, de, dz, ds_dst))
+        self.timed("gat edge logits backward", || {
+            gat_edge_logits_backward(&g.handle, self.order, s_dst, s_src, head, slope, de, dz, ds_dst)
+        })
     }
     fn edge_row_sums(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, col: usize, out: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("edge row sums", || {

@@ -11,8 +11,10 @@ use rayon::prelude::*;
 use super::{NN_BLOCK, NN_BLOCKS_PER_SM, ROW_BLOCK, check_gpu, check_matrix_64, elementwise_shape};
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
+use crate::gpu::abi::nn::{
+    GatScoresArgs, GatScoresBackwardArgs, gat_scores_backward_f32, gat_scores_f32, gat_scores_one_head_rows as one_head_rows,
+};
 use crate::gpu::launch::{PtrMut, Shape};
-use crate::gpu::abi::nn::{gat_scores_one_head_rows as one_head_rows, GatScoresArgs, GatScoresBackwardArgs, gat_scores_backward_f32, gat_scores_f32};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
 use crate::ops::backend::cuda::CudaBackend;
@@ -46,12 +48,21 @@ pub fn gat_scores_cpu<T: Real>(wh: &HostMat<T>, a: Pair<&HostMat<T>>, s: Pair<&m
 
 /// For each of (a_src, ds_src, da_src) and (a_dst, ds_dst, da_dst): dwh[i][c] += ds[i][c / F]
 /// a[c] (where `dwh` is given) and da[c] = sum_i ds[i][c / F] wh[i][c] (overwritten).
-pub fn gat_scores_backward_cpu<T: Real>(wh: &HostMat<T>, a: Pair<&HostMat<T>>, ds: Pair<&HostMat<T>>, dwh: Option<&mut HostMat<T>>, da: Pair<&mut HostMat<T>>) -> Result<()> {
+pub fn gat_scores_backward_cpu<T: Real>(
+    wh: &HostMat<T>,
+    a: Pair<&HostMat<T>>,
+    ds: Pair<&HostMat<T>>,
+    dwh: Option<&mut HostMat<T>>,
+    da: Pair<&mut HostMat<T>>,
+) -> Result<()> {
     for (a, ds, da) in [(a.0, ds.0, &*da.0), (a.1, ds.1, &*da.1)] {
         check_shapes((wh.rows, wh.cols), (a.rows, a.cols), (ds.rows, ds.cols), "gat_scores_backward")?;
         let dwh_shape = dwh.as_ref().map_or((wh.rows, wh.cols), |m| (m.rows, m.cols));
         if dwh_shape != (wh.rows, wh.cols) || (da.rows, da.cols) != (a.rows, a.cols) {
-            return Err(Error::Shape(format!("gat_scores_backward: dwh {}x{} and da {}x{} for a {}x{} wh", dwh_shape.0, dwh_shape.1, da.rows, da.cols, wh.rows, wh.cols)));
+            return Err(Error::Shape(format!(
+                "gat_scores_backward: dwh {}x{} and da {}x{} for a {}x{} wh",
+                dwh_shape.0, dwh_shape.1, da.rows, da.cols, wh.rows, wh.cols
+            )));
         }
     }
     let (w, heads) = (wh.cols, ds.0.cols);
@@ -100,7 +111,10 @@ pub fn gat_scores(wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, s: Pair<&
     let (heads, f) = check_shapes((wh.rows, wh.cols), (a.0.rows, a.0.cols), (s.0.rows, s.0.cols), "gat_scores")?;
     check_shapes((wh.rows, wh.cols), (a.1.rows, a.1.cols), (s.1.rows, s.1.cols), "gat_scores")?;
     if s.0.ld != s.1.ld || s.0.cols != s.1.cols {
-        return Err(Error::Shape(format!("gat_scores: the two score matrices differ ({} and {} columns, strides {} and {})", s.0.cols, s.1.cols, s.0.ld, s.1.ld)));
+        return Err(Error::Shape(format!(
+            "gat_scores: the two score matrices differ ({} and {} columns, strides {} and {})",
+            s.0.cols, s.1.cols, s.0.ld, s.1.ld
+        )));
     }
     let gpu = wh.gpu().clone();
     // A thread a padded score column, or a row for one narrow head.
@@ -131,7 +145,13 @@ const BACKWARD_SMEM_MAX: usize = 32 << 10;
 /// [`gat_scores_backward_cpu`] on the device: one pass over wh's rows, the vectors' gradients
 /// summed per block and added atomically (the order of those adds is not fixed, so the last
 /// bits may differ between runs, as `col_sums`).
-pub fn gat_scores_backward(wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, ds: Pair<&DeviceMatrix<f32>>, dwh: Option<&mut DeviceMatrix<f32>>, da: Pair<&mut DeviceMatrix<f32>>) -> Result<()> {
+pub fn gat_scores_backward(
+    wh: &DeviceMatrix<f32>,
+    a: Pair<&DeviceMatrix<f32>>,
+    ds: Pair<&DeviceMatrix<f32>>,
+    dwh: Option<&mut DeviceMatrix<f32>>,
+    da: Pair<&mut DeviceMatrix<f32>>,
+) -> Result<()> {
     let what = "gat_scores_backward";
     check_device(&[wh, a.0, a.1, ds.0, ds.1, da.0, da.1], what)?;
     let (heads, f) = check_shapes((wh.rows, wh.cols), (a.0.rows, a.0.cols), (ds.0.rows, ds.0.cols), what)?;
@@ -139,11 +159,17 @@ pub fn gat_scores_backward(wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, 
     if let Some(dwh) = &dwh {
         check_device(&[wh, dwh], what)?;
         if (dwh.rows, dwh.cols, dwh.ld) != (wh.rows, wh.cols, wh.ld) {
-            return Err(Error::Shape(format!("{what}: dwh {}x{} (stride {}) for a {}x{} wh (stride {})", dwh.rows, dwh.cols, dwh.ld, wh.rows, wh.cols, wh.ld)));
+            return Err(Error::Shape(format!(
+                "{what}: dwh {}x{} (stride {}) for a {}x{} wh (stride {})",
+                dwh.rows, dwh.cols, dwh.ld, wh.rows, wh.cols, wh.ld
+            )));
         }
     }
     if ds.0.ld != ds.1.ld || ds.0.cols != ds.1.cols {
-        return Err(Error::Shape(format!("{what}: the two score gradients differ ({} and {} columns, strides {} and {})", ds.0.cols, ds.1.cols, ds.0.ld, ds.1.ld)));
+        return Err(Error::Shape(format!(
+            "{what}: the two score gradients differ ({} and {} columns, strides {} and {})",
+            ds.0.cols, ds.1.cols, ds.0.ld, ds.1.ld
+        )));
     }
     for m in [&*da.0, &*da.1] {
         if (m.rows, m.cols) != (1, wh.cols) {
@@ -196,14 +222,28 @@ pub trait GatScoresOp: Backend {
     /// `dwh += ds ⊗ a` per head for both pairs (where `dwh` is given: the fused attention's
     /// backward adds that part itself), and each vector's gradient `da = 1ᵀ (ds ⊗ wh)`
     /// (overwritten).
-    fn gat_scores_backward(&self, wh: &Self::Mat, a: Pair<&Self::Mat>, ds: Pair<&Self::Mat>, dwh: Option<&mut Self::Mat>, da: Pair<&mut Self::Mat>) -> Result<()>;
+    fn gat_scores_backward(
+        &self,
+        wh: &Self::Mat,
+        a: Pair<&Self::Mat>,
+        ds: Pair<&Self::Mat>,
+        dwh: Option<&mut Self::Mat>,
+        da: Pair<&mut Self::Mat>,
+    ) -> Result<()>;
 }
 
 impl<T: Real> GatScoresOp for CpuBackend<T> {
     fn gat_scores(&self, wh: &HostMat<T>, a: Pair<&HostMat<T>>, s: Pair<&mut HostMat<T>>) -> Result<()> {
         gat_scores_cpu(wh, a, s)
     }
-    fn gat_scores_backward(&self, wh: &HostMat<T>, a: Pair<&HostMat<T>>, ds: Pair<&HostMat<T>>, dwh: Option<&mut HostMat<T>>, da: Pair<&mut HostMat<T>>) -> Result<()> {
+    fn gat_scores_backward(
+        &self,
+        wh: &HostMat<T>,
+        a: Pair<&HostMat<T>>,
+        ds: Pair<&HostMat<T>>,
+        dwh: Option<&mut HostMat<T>>,
+        da: Pair<&mut HostMat<T>>,
+    ) -> Result<()> {
         gat_scores_backward_cpu(wh, a, ds, dwh, da)
     }
 }
@@ -212,7 +252,14 @@ impl GatScoresOp for CudaBackend {
     fn gat_scores(&self, wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, s: Pair<&mut DeviceMatrix<f32>>) -> Result<()> {
         self.timed("gat scores", || gat_scores(wh, a, s))
     }
-    fn gat_scores_backward(&self, wh: &DeviceMatrix<f32>, a: Pair<&DeviceMatrix<f32>>, ds: Pair<&DeviceMatrix<f32>>, dwh: Option<&mut DeviceMatrix<f32>>, da: Pair<&mut DeviceMatrix<f32>>) -> Result<()> {
+    fn gat_scores_backward(
+        &self,
+        wh: &DeviceMatrix<f32>,
+        a: Pair<&DeviceMatrix<f32>>,
+        ds: Pair<&DeviceMatrix<f32>>,
+        dwh: Option<&mut DeviceMatrix<f32>>,
+        da: Pair<&mut DeviceMatrix<f32>>,
+    ) -> Result<()> {
         self.timed("gat scores backward", || gat_scores_backward(wh, a, ds, dwh, da))
     }
 }

@@ -72,7 +72,13 @@ fn launch(src: &DeviceMatrix<f32>, ids: &DeviceVec<u32>, n_ids: usize, dst: &mut
 /// [`gather_rows`] with the ids only on the device: the first `n_ids` of `ids`, each below
 /// `src.rows` by the caller's construction (a device sampler's node ids of the graph whose
 /// features `src` holds; `ids_below` says how the caller knows).
-pub fn gather_rows_device_ids(src: &DeviceMatrix<f32>, ids: &DeviceVec<u32>, n_ids: usize, ids_below: usize, dst: &mut DeviceMatrix<f32>) -> Result<()> {
+pub fn gather_rows_device_ids(
+    src: &DeviceMatrix<f32>,
+    ids: &DeviceVec<u32>,
+    n_ids: usize,
+    ids_below: usize,
+    dst: &mut DeviceMatrix<f32>,
+) -> Result<()> {
     if src.cols != dst.cols || n_ids > dst.rows || n_ids > ids.len() || ids_below > src.rows {
         return Err(Error::Shape(format!(
             "gather_rows: {n_ids} device ids (of {}, each < {ids_below}) of a {} x {} matrix into {} x {}",

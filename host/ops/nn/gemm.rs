@@ -6,10 +6,10 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::ops::nn::dropout_gemm::{dropout_gemm_dw_scratch_len, skinny_gemm, skinny_gemm_fits};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
 use crate::ops::backend::cuda::CudaBackend;
+use crate::ops::nn::dropout_gemm::{dropout_gemm_dw_scratch_len, skinny_gemm, skinny_gemm_fits};
 use crate::util::Real;
 
 pub trait GemmOp: Backend {
@@ -37,7 +37,9 @@ impl GemmOp for CudaBackend {
         if beta == 0.0 && self.skinny_gemm && skinny_gemm_fits(a, ta, tb, c) {
             // Only the weight-gradient form (aᵀ b) uses the split scratch.
             let need = if ta { dropout_gemm_dw_scratch_len(&self.gpu, a.rows, a.cols, c.cols, false)? } else { 0 };
-            return self.with_dropout_gemm_scratch(need, |s| self.timed("gemm (narrow)", || skinny_gemm(a, ta, b, tb, c, &self.step_ptr(), s, self.math)));
+            return self.with_dropout_gemm_scratch(need, |s| {
+                self.timed("gemm (narrow)", || skinny_gemm(a, ta, b, tb, c, &self.step_ptr(), s, self.math))
+            });
         }
         self.timed("gemm", || self.blas.gemm(self.math, 1.0, a, ta, b, tb, beta, c))
     }

@@ -21,8 +21,8 @@
 //!   once before capturing a graph.
 
 pub mod adam;
-pub mod attention_tc;
 pub mod add_assign;
+pub mod attention_tc;
 pub mod batch_norm;
 pub mod bias_add;
 pub mod col_sums;
@@ -55,11 +55,12 @@ pub use add_assign::{add_assign, add_assign_cpu};
 pub use batch_norm::{BN_EPS, BN_MOMENTUM, BatchNormHyper, batch_norm, batch_norm_backward, batch_norm_backward_cpu, batch_norm_cpu};
 pub use bias_add::{bias_add, bias_add_cpu, bias_relu, sum_bias_relu};
 pub use col_sums::{col_sums, col_sums_cpu};
-pub use dot::{dot, dot_cpu};
 pub use cross_entropy::{MASK_TEST, MASK_TRAIN, MASK_VAL, cross_entropy, cross_entropy_cpu};
+pub use dot::{dot, dot_cpu};
 pub use dropout::{
     dropout, dropout_at, dropout_backward, dropout_backward_cpu, dropout_backward_matrix, dropout_backward_matrix_cpu, dropout_cpu,
-    dropout_cpu_at, dropout_matrix, dropout_matrix_at, dropout_matrix_cpu, dropout_matrix_cpu_at, dropout_matrix_rows_cpu, input_dropout_matrix,
+    dropout_cpu_at, dropout_matrix, dropout_matrix_at, dropout_matrix_cpu, dropout_matrix_cpu_at, dropout_matrix_rows_cpu,
+    input_dropout_matrix,
 };
 pub use edge_softmax::{edge_softmax_backward, edge_softmax_backward_cpu, edge_softmax_scaled, edge_softmax_scaled_cpu};
 pub use relu::{relu, relu_backward, relu_backward_cpu, relu_cpu};

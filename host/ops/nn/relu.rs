@@ -6,10 +6,10 @@ use super::{MIN_PAR_LEN, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::Result;
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{ReluArgs, ReluBackwardArgs, relu_backward_f32, relu_f32};
-use crate::util::Real;
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
-use crate::ops::backend::Backend;
+use crate::util::Real;
 
 /// x = max(x, 0) in place (NaN and -0 become 0, as on the GPU).
 pub fn relu_cpu<T: Real>(x: &mut [T]) {

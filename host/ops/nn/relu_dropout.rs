@@ -11,8 +11,8 @@
 
 use rayon::prelude::*;
 
-use super::{check_matrix_64, check_same, elementwise_shape, n4};
 use super::dropout::{check_p, matrix_keep, scale_f32};
+use super::{check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{BiasReluDropoutArgs, ReluDropoutBackwardArgs, bias_relu_dropout_f32, relu_dropout_backward_f32};
 use crate::gpu::shared::rng::{dropout_seed_key, dropout_threshold};
@@ -22,12 +22,21 @@ use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::util::Real;
 
-
 /// y = dropout(max(z + b, 0)) on the host (`z`, `y` rows x cols unpadded, `b` cols), element
 /// (r, c) keyed `offset + r padded_ld(cols) + c` as `dropout_matrix_cpu_at` keys it: the values
 /// of `bias_add_cpu`, `relu_cpu`, then that dropout.
 #[allow(clippy::too_many_arguments)]
-pub fn bias_relu_dropout_cpu<T: Real>(z: &[T], rows: usize, cols: usize, b: &[T], y: &mut [T], p: f32, seed: u64, step: u32, offset: u64) -> Result<()> {
+pub fn bias_relu_dropout_cpu<T: Real>(
+    z: &[T],
+    rows: usize,
+    cols: usize,
+    b: &[T],
+    y: &mut [T],
+    p: f32,
+    seed: u64,
+    step: u32,
+    offset: u64,
+) -> Result<()> {
     check_p(p)?;
     if z.len() != rows * cols || y.len() != rows * cols || b.len() != cols {
         return Err(Error::Shape(format!("bias_relu_dropout_cpu: z {}, y {}, b {} for {rows} x {cols}", z.len(), y.len(), b.len())));
@@ -62,12 +71,23 @@ pub fn relu_dropout_backward_cpu<T: Real>(dy: &[T], y: &[T], p: f32, dz: &mut [T
 
 /// y = dropout(max(z + b, 0)) on the device (whole padded buffers), the mask of `step[0]` when
 /// the kernel runs, keyed from `offset` as [`super::dropout::dropout_matrix_at`]'s.
-pub fn bias_relu_dropout(z: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, step: &DeviceVec<u32>, offset: u64) -> Result<()> {
+pub fn bias_relu_dropout(
+    z: &DeviceMatrix<f32>,
+    b: &DeviceMatrix<f32>,
+    y: &mut DeviceMatrix<f32>,
+    p: f32,
+    seed: u64,
+    step: &DeviceVec<u32>,
+    offset: u64,
+) -> Result<()> {
     check_p(p)?;
     check_same(z, y, "bias_relu_dropout")?;
     check_matrix_64(b, "bias_relu_dropout b")?;
     if b.rows != 1 || b.cols != z.cols {
-        return Err(Error::Shape(format!("bias_relu_dropout: z is {} x {}, b is {} x {} (want 1 x {})", z.rows, z.cols, b.rows, b.cols, z.cols)));
+        return Err(Error::Shape(format!(
+            "bias_relu_dropout: z is {} x {}, b is {} x {} (want 1 x {})",
+            z.rows, z.cols, b.rows, b.cols, z.cols
+        )));
     }
     if step.is_empty() {
         return Err(Error::Shape("bias_relu_dropout: empty step counter".into()));
@@ -127,7 +147,15 @@ impl<T: Real> ReluDropoutOp for CpuBackend<T> {
 }
 
 impl ReluDropoutOp for CudaBackend {
-    fn bias_relu_dropout(&self, z: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn bias_relu_dropout(
+        &self,
+        z: &DeviceMatrix<f32>,
+        b: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+        p: f32,
+        seed: u64,
+        offset: u64,
+    ) -> Result<()> {
         self.timed("bias relu dropout", || bias_relu_dropout(z, b, y, p, seed, &self.step_ptr(), offset))
     }
     fn relu_dropout_backward(&self, dy: &DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f32, dz: &mut DeviceMatrix<f32>) -> Result<()> {

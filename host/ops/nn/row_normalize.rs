@@ -8,13 +8,13 @@ use half::f16;
 use super::{check_gpu, check_same, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{RowNormalizeArgs, RowNormalizeBackwardArgs, row_normalize_backward_f32, row_normalize_f32};
-use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::launch::PtrMut;
+use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::{DeviceMatrix, DeviceVec};
-use crate::util::Real;
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
-use crate::ops::backend::Backend;
+use crate::util::Real;
 
 /// Norms below this are clamped (as F.normalize's eps).
 pub const NORM_EPS: f64 = 1e-12;
@@ -64,11 +64,19 @@ pub fn row_normalize(h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, inv_norm:
 }
 
 /// [`row_normalize`], also writing n in f16 into `n16` (shaped as `n`) when given.
-pub fn row_normalize_with_half(h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, n16: Option<&mut DeviceMatrix<f16>>, inv_norm: &mut DeviceVec<f32>) -> Result<()> {
+pub fn row_normalize_with_half(
+    h: &DeviceMatrix<f32>,
+    n: &mut DeviceMatrix<f32>,
+    n16: Option<&mut DeviceMatrix<f16>>,
+    inv_norm: &mut DeviceVec<f32>,
+) -> Result<()> {
     check_same(h, n, "row_normalize")?;
     if let Some(c) = &n16 {
         if (c.rows, c.cols, c.ld) != (n.rows, n.cols, n.ld) {
-            return Err(Error::Shape(format!("row_normalize: f16 copy {} x {} (stride {}) of n {} x {} (stride {})", c.rows, c.cols, c.ld, n.rows, n.cols, n.ld)));
+            return Err(Error::Shape(format!(
+                "row_normalize: f16 copy {} x {} (stride {}) of n {} x {} (stride {})",
+                c.rows, c.cols, c.ld, n.rows, n.cols, n.ld
+            )));
         }
         check_gpu(n.gpu(), c.gpu(), "row_normalize")?;
     }
@@ -91,7 +99,12 @@ pub fn row_normalize_with_half(h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>,
 }
 
 /// dh += (dn - n (n . dn)) * inv_norm per row, on the device (n, dn, dh of one shape).
-pub fn row_normalize_backward(n: &DeviceMatrix<f32>, inv_norm: &DeviceVec<f32>, dn: &DeviceMatrix<f32>, dh: &mut DeviceMatrix<f32>) -> Result<()> {
+pub fn row_normalize_backward(
+    n: &DeviceMatrix<f32>,
+    inv_norm: &DeviceVec<f32>,
+    dn: &DeviceMatrix<f32>,
+    dh: &mut DeviceMatrix<f32>,
+) -> Result<()> {
     check_same(n, dn, "row_normalize_backward")?;
     check_same(n, dh, "row_normalize_backward")?;
     if inv_norm.len() < n.rows {
@@ -138,7 +151,13 @@ impl RowNormalizeOp for CudaBackend {
     fn row_normalize(&self, h: &DeviceMatrix<f32>, n: &mut DeviceMatrix<f32>, inv_norm: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("row normalize", || row_normalize(h, n, &mut inv_norm.buf))
     }
-    fn row_normalize_backward(&self, n: &DeviceMatrix<f32>, inv_norm: &DeviceMatrix<f32>, dn: &DeviceMatrix<f32>, dh: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn row_normalize_backward(
+        &self,
+        n: &DeviceMatrix<f32>,
+        inv_norm: &DeviceMatrix<f32>,
+        dn: &DeviceMatrix<f32>,
+        dh: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         self.timed("row normalize backward", || row_normalize_backward(n, &inv_norm.buf, dn, dh))
     }
 }

@@ -110,7 +110,13 @@ fn segments(h: &GraphHandle) -> Result<Arc<Segments>> {
             seg_ptr.push((segs.len() / 3) as u32);
         }
         let up = |v: &[u32]| DeviceVec::upload(&gpu, if v.is_empty() { &[0] } else { v });
-        Ok(Segments { n_segs: (segs.len() / 3) as u32, n_long: rows.len() as u32, segs: up(&segs)?, rows: up(&rows)?, seg_ptr: up(&seg_ptr)? })
+        Ok(Segments {
+            n_segs: (segs.len() / 3) as u32,
+            n_long: rows.len() as u32,
+            segs: up(&segs)?,
+            rows: up(&rows)?,
+            seg_ptr: up(&seg_ptr)?,
+        })
     })
 }
 
@@ -153,7 +159,13 @@ pub(crate) struct Pass {
 ///
 /// # Safety
 /// `args(split)` must be valid arguments of `kernel` for the rows of `h` given that split.
-pub(crate) unsafe fn launch_rows<A: DeviceRepr>(gpu: &Gpu, h: &GraphHandle, kernel: Kernel<A>, pass: Pass, args: impl Fn(RowSplit) -> A) -> Result<()> {
+pub(crate) unsafe fn launch_rows<A: DeviceRepr>(
+    gpu: &Gpu,
+    h: &GraphHandle,
+    kernel: Kernel<A>,
+    pass: Pass,
+    args: impl Fn(RowSplit) -> A,
+) -> Result<()> {
     let short = if pass.slot_rows { Some(short_rows(h, pass.short_max)?) } else { None };
     let n_short = short.as_ref().map_or(0, |s| s.n);
     let mid = listed_rows(h, pass.short_max)?;
@@ -184,7 +196,8 @@ pub(crate) unsafe fn launch_rows<A: DeviceRepr>(gpu: &Gpu, h: &GraphHandle, kern
         pstride: pass.pstride,
     };
     let smem = if long.n_segs > 0 { ROW_BLOCK * SMEM_FIELDS * 4 } else { 0 };
-    let blocks = u32::try_from(blocks).map_err(|_| Error::Unsupported(format!("fused row kernel: {blocks} blocks ({} segments of long rows)", long.n_segs)))?;
+    let blocks = u32::try_from(blocks)
+        .map_err(|_| Error::Unsupported(format!("fused row kernel: {blocks} blocks ({} segments of long rows)", long.n_segs)))?;
     // SAFETY: as the caller guarantees; the lists are this graph's (segments within their rows,
     // `n_segs + warp_blocks` of the blocks take listed work), `partials` holds `pstride` floats
     // per segment. The combine launch, queued after, reads each long row's segments.

@@ -22,7 +22,16 @@ impl<T: Real> SddmmOp for CpuBackend<T> {
     fn sddmm(&self, g: &HostGraph<T>, a: &HostMat<T>, b: &HostMat<T>, out: &mut Vec<T>) -> Result<()> {
         let s = &g.s;
         if a.rows != s.n_rows() || b.rows != s.n_cols() || a.cols != b.cols || out.len() != s.nnz() {
-            return Err(Error::Shape(format!("sddmm: S {}x{}, A {}x{}, B {}x{}, out {}", s.n_rows(), s.n_cols(), a.rows, a.cols, b.rows, b.cols, out.len())));
+            return Err(Error::Shape(format!(
+                "sddmm: S {}x{}, A {}x{}, B {}x{}, out {}",
+                s.n_rows(),
+                s.n_cols(),
+                a.rows,
+                a.cols,
+                b.rows,
+                b.cols,
+                out.len()
+            )));
         }
         sddmm_rows(s.row_ptr(), s.col_idx(), None, &a.data, &b.data, a.cols, out);
         Ok(())

@@ -29,7 +29,15 @@ pub trait SpmmOp: Backend {
 
     /// [`SpmmOp::spmm`] with `values` as [`SpmmOp::fix`] prepared them (`fixed` made from these
     /// very values, unchanged since).
-    fn spmm_fixed(&self, g: &Self::Graph, side: Side, values: &Self::Edges, fixed: &Self::Fixed, x: &Self::Mat, y: &mut Self::Mat) -> Result<()>;
+    fn spmm_fixed(
+        &self,
+        g: &Self::Graph,
+        side: Side,
+        values: &Self::Edges,
+        fixed: &Self::Fixed,
+        x: &Self::Mat,
+        y: &mut Self::Mat,
+    ) -> Result<()>;
 }
 
 impl<T: Real> SpmmOp for CpuBackend<T> {
@@ -95,7 +103,15 @@ impl SpmmOp for CudaBackend {
         Ok(Some(vh))
     }
 
-    fn spmm_fixed(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, fixed: &Option<DeviceVec<f16>>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn spmm_fixed(
+        &self,
+        g: &GpuGraph,
+        side: Side,
+        values: &DeviceVec<f32>,
+        fixed: &Option<DeviceVec<f16>>,
+        x: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         match fixed {
             Some(vh) if self.half_kernel_order() => {
                 if vh.len() != values.len() {
@@ -122,14 +138,28 @@ impl CudaBackend {
     }
 
     /// f16 SpMM with f16 values in ME-BCRS order (x cast to f16 on the way).
-    fn spmm_half_values(&self, g: &GpuGraph, side: Side, vh: &DeviceVec<f16>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn spmm_half_values(
+        &self,
+        g: &GpuGraph,
+        side: Side,
+        vh: &DeviceVec<f16>,
+        x: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         let h = g.side(side)?;
         self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::MeBcrsF16(vh), FeaturesRef::F16(xh), y, self.spmm_impl))
     }
 
     /// Every product other than f16 on ME-BCRS values: values read as they are (scattered from
     /// CSR order into TC8's slots first under `EdgeLayout::Csr`).
-    fn spmm_as_stored(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn spmm_as_stored(
+        &self,
+        g: &GpuGraph,
+        side: Side,
+        values: &DeviceVec<f32>,
+        x: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         let h = g.side(side)?;
         if self.spmm_impl == Impl::Tc8 && self.order == ValueOrder::Csr {
             return self.spmm_tc8_from_csr(g, side, values, x, y);

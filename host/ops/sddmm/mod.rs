@@ -75,9 +75,7 @@ pub fn sddmm_device<'a, 'b>(
         (Impl::Hp, FeaturesRef::F32(a), FeaturesRef::F32(b)) => hp::sddmm_hp(g, a, b, out, order),
         (Impl::Tc8, a, b) => tc8::sddmm_tc8(g, a, b, out, order),
         (Impl::Tc16, a, b) => tc16::sddmm_tc16(g, a, b, out, order),
-        (Impl::Cusparse, FeaturesRef::F32(a), FeaturesRef::F32(b)) if order == ValueOrder::Csr => {
-            cusparse::sddmm_cusparse(g, a, b, out)
-        }
+        (Impl::Cusparse, FeaturesRef::F32(a), FeaturesRef::F32(b)) if order == ValueOrder::Csr => cusparse::sddmm_cusparse(g, a, b, out),
         (imp, _, _) => Err(Error::Unsupported(format!(
             "SDDMM {imp:?} with {} features into {order:?} order is not available",
             match a {

@@ -7,10 +7,10 @@ use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::values::check_len;
 use crate::ops::{GraphHandle, ValueOrder};
 
-pub use crate::gpu::shared::partition::hp_nnz_per_warp;
-use crate::gpu::shared::config;
-use crate::gpu::shared::partition::{dtp_full_wave_size, dtp_nnz_per_warp};
 use crate::gpu::Gpu;
+use crate::gpu::shared::config;
+pub use crate::gpu::shared::partition::hp_nnz_per_warp;
+use crate::gpu::shared::partition::{dtp_full_wave_size, dtp_nnz_per_warp};
 
 /// α of HP-SpMM's InEq. 5 as (numerator, denominator): at least one full wave of blocks. The
 /// paper names α a scale factor without giving its value; `bench dtp` measures the choice.
@@ -41,7 +41,13 @@ pub fn spmm_hp_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &Devi
 /// [`spmm_hp_values`] with `nnz_per_warp` fixed (any positive count: a warp reads its nonzeros
 /// 32 at a time and takes a shorter last batch) instead of the DTP choice (`None`,
 /// [`dtp_spmm_nnz_per_warp`]): what `bench dtp` compares DTP with.
-pub fn spmm_hp_npw(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, nnz_per_warp: Option<u32>) -> Result<()> {
+pub fn spmm_hp_npw(
+    g: &GraphHandle,
+    values: Option<&DeviceVec<f32>>,
+    x: &DeviceMatrix<f32>,
+    y: &mut DeviceMatrix<f32>,
+    nnz_per_warp: Option<u32>,
+) -> Result<()> {
     if let Some(npw) = nnz_per_warp
         && npw == 0
     {
@@ -68,11 +74,8 @@ pub fn spmm_hp_npw(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: &DeviceM
         None => dtp_spmm_nnz_per_warp(gpu, nnz, x.ld as u32)?,
     };
     let warps = nnz.div_ceil(npw);
-    let shape = Shape {
-        grid: (warps.div_ceil(config::HP_SPMM_WARPS), k_chunks, 1),
-        block: (32 * config::HP_SPMM_WARPS, 1, 1),
-        smem_bytes: 0,
-    };
+    let shape =
+        Shape { grid: (warps.div_ceil(config::HP_SPMM_WARPS), k_chunks, 1), block: (32 * config::HP_SPMM_WARPS, 1, 1), smem_bytes: 0 };
     let args = HpSpmmArgs {
         nnz,
         ld: x.ld as u32,

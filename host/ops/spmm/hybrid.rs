@@ -233,7 +233,13 @@ pub enum CcUnroll {
 }
 
 /// [`spmm_hybrid`] with a chosen remainder kernel (the tests run both).
-pub fn spmm_hybrid_with(g: &GraphHandle, x: FeaturesRef<'_>, y: &mut DeviceMatrix<f32>, t: Option<usize>, unroll: CcUnroll) -> Result<HybridSplit> {
+pub fn spmm_hybrid_with(
+    g: &GraphHandle,
+    x: FeaturesRef<'_>,
+    y: &mut DeviceMatrix<f32>,
+    t: Option<usize>,
+    unroll: CcUnroll,
+) -> Result<HybridSplit> {
     let csr = g.csr();
     if x.rows() != csr.n_cols() || y.rows != csr.n_rows() || y.cols != x.cols() {
         return Err(Error::Shape(format!(

@@ -11,7 +11,7 @@ pub mod tc8;
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::ops::{DeviceFeatures, FeaturesRef, EdgeValues, GraphHandle, Impl, Precision, ValueOrder, permute, values};
+use crate::ops::{DeviceFeatures, EdgeValues, FeaturesRef, GraphHandle, Impl, Precision, ValueOrder, permute, values};
 use crate::tensor::Matrix;
 
 /// Host-to-host SpMM: uploads X, runs `imp`, downloads Y. Convenient, not for hot loops
@@ -74,14 +74,23 @@ pub fn value_order(imp: Impl) -> Option<ValueOrder> {
 /// ME-BCRS slots without an edge must hold 0 (SDDMM into ME-BCRS order and
 /// `ops::values::transpose_values` write them so). Only enqueues work on the Gpu's stream;
 /// after the first call per (graph, X, Y) nothing is allocated.
-pub fn spmm_device_values<'a>(g: &GraphHandle, values: EdgeValues, x: impl Into<FeaturesRef<'a>>, y: &mut DeviceMatrix<f32>, imp: Impl) -> Result<()> {
+pub fn spmm_device_values<'a>(
+    g: &GraphHandle,
+    values: EdgeValues,
+    x: impl Into<FeaturesRef<'a>>,
+    y: &mut DeviceMatrix<f32>,
+    imp: Impl,
+) -> Result<()> {
     let x = x.into();
     let order = values.order();
     values::check_len("SpMM: the edge values", values.len(), g.value_len(order)?, order)?;
     match (values, x) {
         (EdgeValues::Csr(_), _) | (EdgeValues::MeBcrs(_), FeaturesRef::F32(_)) | (EdgeValues::MeBcrsF16(_), FeaturesRef::F16(_)) => {}
         (v, x) => {
-            return Err(Error::Unsupported(format!("SpMM with {} features and {v:?}: ME-BCRS values must have the features' storage type", x.type_name())));
+            return Err(Error::Unsupported(format!(
+                "SpMM with {} features and {v:?}: ME-BCRS values must have the features' storage type",
+                x.type_name()
+            )));
         }
     }
     spmm_with(g, Some(values), x, y, imp)
@@ -124,7 +133,9 @@ fn run_kernel(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<'_>, y
     {
         return Err(Error::Unsupported(match value_order(imp) {
             Some(o) => format!("SpMM {imp:?} reads edge values in {o:?} order, got {v:?}"),
-            None => format!("SpMM {imp:?} does not take per-call edge values (got {v:?}); use Tc8 (ME-BCRS order) or Csr / Hp / Cusparse (CSR order)"),
+            None => format!(
+                "SpMM {imp:?} does not take per-call edge values (got {v:?}); use Tc8 (ME-BCRS order) or Csr / Hp / Cusparse (CSR order)"
+            ),
         }));
     }
     let csr_values = match values {

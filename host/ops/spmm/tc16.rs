@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::format::sgt::Sgt;
+use crate::format::worklist::work_list;
 use crate::gpu::abi::spmm::{self as kernels, Tc16SpmmArgs, ZeroWindowsArgs};
 use crate::gpu::launch::{Kernel, Ptr, Shape};
 use crate::gpu::shared::config::{TC16_BLOCK_W, TC16_MAX_WARPS, TC16_SMEM_BYTES};
 use crate::gpu::shared::partition::tc8_max_blocks;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
-use crate::format::worklist::work_list;
 use crate::ops::{FeaturesRef, GraphHandle};
 
 /// The window/block index arrays on the device.
@@ -78,7 +78,11 @@ pub fn tiles_per_warp(f16: bool, nt: Option<u32>) -> Result<u32> {
     let built = |n: u32| if f16 { n == 4 || n == 8 } else { n == 2 || n == 4 };
     match nt {
         Some(n) if built(n) => Ok(n),
-        Some(n) => Err(Error::Unsupported(format!("TC16 with NT = {n} tiles per warp ({}); built: {}", if f16 { "f16" } else { "tf32" }, if f16 { "4, 8" } else { "2, 4" }))),
+        Some(n) => Err(Error::Unsupported(format!(
+            "TC16 with NT = {n} tiles per warp ({}); built: {}",
+            if f16 { "f16" } else { "tf32" },
+            if f16 { "4, 8" } else { "2, 4" }
+        ))),
         None => Ok(if f16 { 4 } else { 2 }),
     }
 }

@@ -2,17 +2,14 @@
 //! list that splits long windows, and the gather source ([`Tc8Source`]) chosen as a value.
 
 use crate::error::{Error, Result};
-use crate::gpu::abi::spmm::{self as kernels, QuantizeE4m3Args, Tc8SpmmArgs, ZeroWindowsArgs};
 use crate::format::worklist::{WorkListBuilder, tc8_work_list};
+use crate::gpu::abi::spmm::{self as kernels, QuantizeE4m3Args, Tc8SpmmArgs, ZeroWindowsArgs};
 use crate::gpu::launch::{Kernel, Ptr, PtrMut, Shape};
 use crate::gpu::module::KERNELS_ARCH;
-use crate::gpu::shared::config::{
-    TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS, TC8_WARPS, tc8_async_stage_bytes, tc8_bulk_warp_bytes,
-};
+use crate::gpu::shared::config::{TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS, TC8_WARPS, tc8_async_stage_bytes, tc8_bulk_warp_bytes};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::values::check_len;
 use crate::ops::{EdgeValues, FeaturesRef, GraphHandle, OutputMut, ValueOrder};
-
 
 /// What the work lists need of the format (shared by both precisions and every K).
 struct Tc8Shape {
@@ -33,13 +30,17 @@ fn shape(g: &GraphHandle) -> Result<std::sync::Arc<Tc8Shape>> {
     g.cached(TC8_BLOCK_VECTORS as u64, || {
         // Window pointers only: the whole ME-BCRS would be a download of gigabytes on large graphs.
         let win_ptr = g.mebcrs_win_ptr()?;
-        Ok(Tc8Shape {
-            blocks_per_window: win_ptr.windows(2).map(|w| (w[1] - w[0]).div_ceil(TC8_BLOCK_VECTORS)).collect(),
-        })
+        Ok(Tc8Shape { blocks_per_window: win_ptr.windows(2).map(|w| (w[1] - w[0]).div_ceil(TC8_BLOCK_VECTORS)).collect() })
     })
 }
 
-fn device_work_list(g: &GraphHandle, gpu: &Gpu, f: &Tc8Shape, k_slices: u32, builder: WorkListBuilder) -> Result<std::sync::Arc<DeviceWorkList>> {
+fn device_work_list(
+    g: &GraphHandle,
+    gpu: &Gpu,
+    f: &Tc8Shape,
+    k_slices: u32,
+    builder: WorkListBuilder,
+) -> Result<std::sync::Arc<DeviceWorkList>> {
     let key = {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -78,11 +79,7 @@ pub enum Tc8Source {
 impl Tc8Source {
     /// The sources this device and build can run, for tests and benchmarks.
     pub fn all(gpu: &Gpu) -> Vec<Tc8Source> {
-        let mut v = vec![
-            Tc8Source::Registers { tiles: 2 },
-            Tc8Source::Registers { tiles: 4 },
-            Tc8Source::CpAsync,
-        ];
+        let mut v = vec![Tc8Source::Registers { tiles: 2 }, Tc8Source::Registers { tiles: 4 }, Tc8Source::CpAsync];
         if bulk_available(gpu) {
             v.push(Tc8Source::Bulk { stages: 2 });
         }
@@ -243,7 +240,8 @@ pub fn spmm_tc8_e4m3(g: &GraphHandle, x: &E4m3Features, y: &mut DeviceMatrix<f32
         )));
     }
     let values = g.device_mebcrs_f16()?;
-    let value_max = *g.cached(0xe4, || Ok(ValueMax(g.csr().values().iter().map(|&v| half::f16::from_f32(v).to_f32().abs()).fold(0.0f32, f32::max))))?;
+    let value_max =
+        *g.cached(0xe4, || Ok(ValueMax(g.csr().values().iter().map(|&v| half::f16::from_f32(v).to_f32().abs()).fold(0.0f32, f32::max))))?;
     let xin = XIn {
         kind: XKind::E4m3,
         ptr: x.data.ptr(gpu),

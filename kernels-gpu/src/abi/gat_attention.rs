@@ -3,8 +3,8 @@
 // f32 with a padded stride: Wh, out, dout and dWh are n x (heads * dim) with stride `ld`; the
 // per-node scores s_src, s_dst, their gradients and D are n x heads with stride `hld`; the
 // softmax statistics are n x (2 heads) with stride `sld`, (max, sum) per head.
-use super::*;
 use super::row_split::RowSplit;
+use super::*;
 
 kernel_args! {
     /// One GAT layer's attention over the edges of S (row i = target, its edges the sources j):

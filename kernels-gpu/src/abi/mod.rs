@@ -51,14 +51,14 @@ pub mod attention {
     include!("attention.rs");
 }
 pub mod dropout_gemm;
-pub mod gat_attention;
-pub mod row_split;
-pub mod hybrid;
 pub mod format;
+pub mod gat_attention;
+pub mod hybrid;
 pub mod nn;
+pub mod perm;
+pub mod probe;
+pub mod row_split;
+pub mod sample;
 pub mod sddmm;
 pub mod selftest;
 pub mod values;
-pub mod perm;
-pub mod probe;
-pub mod sample;

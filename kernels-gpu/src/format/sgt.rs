@@ -26,7 +26,8 @@ unsafe fn run(a: &SgtEdgesArgs, w: &Window, keys: Keys, n: u32, large_chunk: u32
     // Keys (block within window, offset).
     let mut i = ptx::tid_x();
     while i < n {
-        let key = if i < w.len { sort_key(div_or_zero(unsafe { ptx::ld_nc_u32(a.loc.add((w.e0 + i) as usize)) }, bw), i) } else { u64::MAX };
+        let key =
+            if i < w.len { sort_key(div_or_zero(unsafe { ptx::ld_nc_u32(a.loc.add((w.e0 + i) as usize)) }, bw), i) } else { u64::MAX };
         unsafe { keys.set(i, key) };
         i += ptx::ntid_x();
     }

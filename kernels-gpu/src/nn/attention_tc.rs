@@ -72,7 +72,8 @@ struct StepIds {
 #[inline(always)]
 unsafe fn load_ids(w: &TcWindows, b: u32, b1: u32, lane: u32) -> StepIds {
     let col = if b + lane / BLK < b1 { unsafe { ptx::ld_nc_u32(w.blk_cols.add((BLK * b + lane) as usize)) } } else { 0 };
-    let mask = if lane < 8 && b + lane / 4 < b1 { unsafe { ptx::ld_nc_u32(w.blk_mask.cast::<u32>().add((4 * b + lane) as usize)) } } else { 0 };
+    let mask =
+        if lane < 8 && b + lane / 4 < b1 { unsafe { ptx::ld_nc_u32(w.blk_mask.cast::<u32>().add((4 * b + lane) as usize)) } } else { 0 };
     StepIds { col, mask }
 }
 
@@ -152,7 +153,9 @@ fn scores(a: &[[u32; 4]; 2], b: &[[u32; 2]; 2]) -> [f32; 4] {
 /// the k positions 2t.. and 2t + 8.., their k positions 2t.. and 2t + 8.. the rows g and g + 8).
 #[inline(always)]
 fn rows_a(sa: &[[u32; 4]; 2]) -> [[u32; 4]; 2] {
-    let t = |s: usize| [ptx::movmatrix_trans(sa[s][0]), ptx::movmatrix_trans(sa[s][2]), ptx::movmatrix_trans(sa[s][1]), ptx::movmatrix_trans(sa[s][3])];
+    let t = |s: usize| {
+        [ptx::movmatrix_trans(sa[s][0]), ptx::movmatrix_trans(sa[s][2]), ptx::movmatrix_trans(sa[s][1]), ptx::movmatrix_trans(sa[s][3])]
+    };
     [t(0), t(1)]
 }
 
@@ -247,7 +250,14 @@ unsafe fn windows(w: &TcWindows, mut f: impl FnMut(u32, u32, u32)) {
 /// before `use_(ids, loaded)` sees them (a block past b1 is loaded with neighbour 0 and no mask
 /// bit).
 #[inline(always)]
-unsafe fn steps<B: Copy + Default, const S: usize>(w: &TcWindows, b0: u32, b1: u32, q: &Quad, mut load: impl FnMut(&BlockIds) -> B, mut use_: impl FnMut(&[BlockIds; S], &[B; S])) {
+unsafe fn steps<B: Copy + Default, const S: usize>(
+    w: &TcWindows,
+    b0: u32,
+    b1: u32,
+    q: &Quad,
+    mut load: impl FnMut(&BlockIds) -> B,
+    mut use_: impl FnMut(&[BlockIds; S], &[B; S]),
+) {
     let mut next = unsafe { load_ids(w, b0, b1, q.lane) };
     let mut b = b0;
     while b < b1 {
@@ -332,30 +342,37 @@ pub unsafe fn forward_tc(a: AttentionTcForwardArgs) {
             // Rows 2t and 2t + 1.
             let mut st = [RowState::EMPTY; 2];
             let mut acc = [[0f32; 4]; 2];
-            steps::<_, STEP>(w, b0, b1, &q, |id| neighbour_block(a.n16, a.inv_norm, id, &q), |ids, blk| {
-                // The step's scores (-inf off the edges), one rescale of the running state.
-                let mut s = [[0f32; 4]; STEP];
-                let mut mx = [f32::NEG_INFINITY; 2];
-                crate::unroll2!(u => {
-                    let c = scores(&blk[u].sa, &sb);
-                    for v in 0..4 {
-                        s[u][v] = if ids[u].edge(v, q.t) { beta * c[v] } else { f32::NEG_INFINITY };
-                        mx[v & 1] = mx[v & 1].max(s[u][v]);
-                    }
-                });
-                let (sc0, sc1) = (st[0].rescale(mx[0]), st[1].rescale(mx[1]));
-                scale_rows(&mut acc, sc0, sc1);
-                crate::unroll2!(u => {
-                    let mut p = [0f32; 4];
-                    for v in 0..4 {
-                        p[v] = st[v & 1].weight(s[u][v]);
-                        st[v & 1].l += p[v];
-                        // Times the neighbour's norm (n_j / inv_norm_j = h_j).
-                        p[v] *= blk[u].norm[v / 2];
-                    }
-                    add_rows(&mut acc, &rows_a(&blk[u].sa), p);
-                });
-            });
+            steps::<_, STEP>(
+                w,
+                b0,
+                b1,
+                &q,
+                |id| neighbour_block(a.n16, a.inv_norm, id, &q),
+                |ids, blk| {
+                    // The step's scores (-inf off the edges), one rescale of the running state.
+                    let mut s = [[0f32; 4]; STEP];
+                    let mut mx = [f32::NEG_INFINITY; 2];
+                    crate::unroll2!(u => {
+                        let c = scores(&blk[u].sa, &sb);
+                        for v in 0..4 {
+                            s[u][v] = if ids[u].edge(v, q.t) { beta * c[v] } else { f32::NEG_INFINITY };
+                            mx[v & 1] = mx[v & 1].max(s[u][v]);
+                        }
+                    });
+                    let (sc0, sc1) = (st[0].rescale(mx[0]), st[1].rescale(mx[1]));
+                    scale_rows(&mut acc, sc0, sc1);
+                    crate::unroll2!(u => {
+                        let mut p = [0f32; 4];
+                        for v in 0..4 {
+                            p[v] = st[v & 1].weight(s[u][v]);
+                            st[v & 1].l += p[v];
+                            // Times the neighbour's norm (n_j / inv_norm_j = h_j).
+                            p[v] *= blk[u].norm[v / 2];
+                        }
+                        add_rows(&mut acc, &rows_a(&blk[u].sa), p);
+                    });
+                },
+            );
             for e in 0..2 {
                 // The sum's shuffles before the branch (every lane takes part).
                 let l = row_sum(st[e].l);
@@ -398,21 +415,28 @@ pub unsafe fn row_grad_tc(a: AttentionTcRowGradArgs) {
                 }
             }
             let mut acc = [[0f32; 4]; 2];
-            steps::<_, STEP>(w, b0, b1, &q, |id| neighbour_block(a.n16, a.inv_norm, id, &q), |ids, blk| {
-                crate::unroll2!(u => {
-                    let cos = scores(&blk[u].sa, &sb);
-                    // dout_i . n_j, times norm_j: dalpha = dout_i . h_j.
-                    let gn = scores(&blk[u].sa, &gb);
-                    let mut ds = [0f32; 4];
-                    for v in 0..4 {
-                        let (m, rl) = ml[v & 1];
-                        let x = ptx::exp(beta * cos[v] - m) * rl * ptx::fma_f32(gn[v], blk[u].norm[v / 2], -d[v & 1]);
-                        ds[v] = if ids[u].edge(v, q.t) { x } else { 0.0 };
-                        dbeta_part = ptx::fma_f32(ds[v], cos[v], dbeta_part);
-                    }
-                    add_rows(&mut acc, &rows_a(&blk[u].sa), ds);
-                });
-            });
+            steps::<_, STEP>(
+                w,
+                b0,
+                b1,
+                &q,
+                |id| neighbour_block(a.n16, a.inv_norm, id, &q),
+                |ids, blk| {
+                    crate::unroll2!(u => {
+                        let cos = scores(&blk[u].sa, &sb);
+                        // dout_i . n_j, times norm_j: dalpha = dout_i . h_j.
+                        let gn = scores(&blk[u].sa, &gb);
+                        let mut ds = [0f32; 4];
+                        for v in 0..4 {
+                            let (m, rl) = ml[v & 1];
+                            let x = ptx::exp(beta * cos[v] - m) * rl * ptx::fma_f32(gn[v], blk[u].norm[v / 2], -d[v & 1]);
+                            ds[v] = if ids[u].edge(v, q.t) { x } else { 0.0 };
+                            dbeta_part = ptx::fma_f32(ds[v], cos[v], dbeta_part);
+                        }
+                        add_rows(&mut acc, &rows_a(&blk[u].sa), ds);
+                    });
+                },
+            );
             for e in 0..2 {
                 let i = r0 + 2 * q.t + e as u32;
                 if window_row(w, i) {
@@ -472,20 +496,18 @@ pub unsafe fn col_grad_tc(a: AttentionTcColGradArgs) {
                     d: [ptx::ld_nc_f32(a.d_row.add(id.sg[0] as usize)), ptx::ld_nc_f32(a.d_row.add(id.sg[1] as usize))],
                 },
                 |ids, blk| {
-                    {
-                        let u = 0;
-                        let cos = scores(&blk[u].sa_n, &sb);
-                        let gn = scores(&blk[u].sa_d, &sb);
-                        let (mut al, mut ds) = ([0f32; 4], [0f32; 4]);
-                        for v in 0..4 {
-                            let (ml, di) = (blk[u].ml[v / 2], blk[u].d[v / 2]);
-                            let x = ptx::exp(beta * cos[v] - ml[0]) * ptx::rcp_approx(ml[1]);
-                            al[v] = if ids[u].edge(v, q.t) { x } else { 0.0 };
-                            ds[v] = al[v] * ptx::fma_f32(gn[v], norm[v & 1], -di);
-                        }
-                        add_rows(&mut acc_dn, &rows_a(&blk[u].sa_n), ds);
-                        add_rows(&mut acc_dh, &rows_a(&blk[u].sa_d), al);
+                    let u = 0;
+                    let cos = scores(&blk[u].sa_n, &sb);
+                    let gn = scores(&blk[u].sa_d, &sb);
+                    let (mut al, mut ds) = ([0f32; 4], [0f32; 4]);
+                    for v in 0..4 {
+                        let (ml, di) = (blk[u].ml[v / 2], blk[u].d[v / 2]);
+                        let x = ptx::exp(beta * cos[v] - ml[0]) * ptx::rcp_approx(ml[1]);
+                        al[v] = if ids[u].edge(v, q.t) { x } else { 0.0 };
+                        ds[v] = al[v] * ptx::fma_f32(gn[v], norm[v & 1], -di);
                     }
+                    add_rows(&mut acc_dn, &rows_a(&blk[u].sa_n), ds);
+                    add_rows(&mut acc_dh, &rows_a(&blk[u].sa_d), al);
                 },
             );
             // dn_j in full, then dh_j = acc_dh + (dn_j - n_j (n_j . dn_j)) inv_j; the dot's

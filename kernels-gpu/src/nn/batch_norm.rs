@@ -14,8 +14,8 @@
 //! is 0).
 
 use super::{global_thread, grid_stride};
-use crate::index::split_offset;
 use crate::abi::nn::{BatchNormApplyArgs, BatchNormBackwardArgs, BatchNormBackwardSumsArgs, BatchNormFinishArgs, BatchNormSqArgs};
+use crate::index::split_offset;
 use crate::ptx;
 
 #[inline(always)]

@@ -5,8 +5,8 @@
 //! straddles two rows).
 
 use super::grid_stride;
-use crate::index::split_offset;
 use crate::abi::nn::{BiasAddArgs, SumBiasReluArgs};
+use crate::index::split_offset;
 use crate::ptx;
 
 #[inline(always)]

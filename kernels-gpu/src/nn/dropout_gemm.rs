@@ -26,8 +26,11 @@
 //! to `partial[split]`, and `split_sum` adds the splits in a fixed order (deterministic, no
 //! atomics).
 
-use crate::abi::dropout_gemm::{keep_words_per_row, DG_WIDE_DW_STAGES, DG_WIDE_DW_THREADS, DG_WIDE_K_STEP, DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DropoutGemmArgs, DropoutGemmDwArgs, SplitSumArgs};
 use super::elu::elu1;
+use crate::abi::dropout_gemm::{
+    DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DG_WIDE_DW_STAGES, DG_WIDE_DW_THREADS, DG_WIDE_K_STEP, DropoutGemmArgs,
+    DropoutGemmDwArgs, SplitSumArgs, keep_words_per_row,
+};
 use crate::ptx;
 use crate::rng::DropoutStep;
 use crate::translate::{div_or_zero, rem_or_zero};
@@ -124,7 +127,14 @@ fn mma<const SPLIT: bool>(a: ([u32; 4], [u32; 4]), b: ([u32; 2], [u32; 2]), acc:
 /// The A fragment (16 x 8, row-major) from shared f32 `at(row, col)` addresses.
 #[inline(always)]
 unsafe fn a_fragment<const SPLIT: bool>(at: impl Fn(u32, u32) -> u32, g: u32, t: u32) -> ([u32; 4], [u32; 4]) {
-    let v = unsafe { [ptx::ld_shared_f32(at(g, t)), ptx::ld_shared_f32(at(g + 8, t)), ptx::ld_shared_f32(at(g, t + 4)), ptx::ld_shared_f32(at(g + 8, t + 4))] };
+    let v = unsafe {
+        [
+            ptx::ld_shared_f32(at(g, t)),
+            ptx::ld_shared_f32(at(g + 8, t)),
+            ptx::ld_shared_f32(at(g, t + 4)),
+            ptx::ld_shared_f32(at(g + 8, t + 4)),
+        ]
+    };
     let p = [parts::<SPLIT>(v[0]), parts::<SPLIT>(v[1]), parts::<SPLIT>(v[2]), parts::<SPLIT>(v[3])];
     ([p[0].0, p[1].0, p[2].0, p[3].0], [p[0].1, p[1].1, p[2].1, p[3].1])
 }
@@ -146,7 +156,11 @@ unsafe fn load_tile(m: *const f32, ld: u32, r0: u32, row_end: u32, c0: u32, col_
     let mut i = ptx::tid_x();
     while i < rows * per_row {
         let (r, c) = (div_or_zero(i, per_row), 4 * rem_or_zero(i, per_row));
-        let v = if r0 + r < row_end && c0 + c < col_end { unsafe { ptx::ld_nc_v4_f32(m.add((r0 + r) as usize * ld as usize + (c0 + c) as usize)) } } else { [0.0; 4] };
+        let v = if r0 + r < row_end && c0 + c < col_end {
+            unsafe { ptx::ld_nc_v4_f32(m.add((r0 + r) as usize * ld as usize + (c0 + c) as usize)) }
+        } else {
+            [0.0; 4]
+        };
         unsafe { ptx::st_shared_v4_f32(tile + 4 * (r * stride + c), v) };
         i += DG_THREADS;
     }
@@ -155,7 +169,26 @@ unsafe fn load_tile(m: *const f32, ld: u32, r0: u32, row_end: u32, c0: u32, col_
 /// y = dropout(x) w: block = 64 rows x 8 NT columns (see the module note).
 #[inline(always)]
 pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs) {
-    let DropoutGemmArgs { rows, k, ldx, ldw, ldb: _, n: _, w_trans: _, col_tiles, threshold, x, w, y, scale, seed_key, step, offset, keep_bits: _, elu: _ } = args;
+    let DropoutGemmArgs {
+        rows,
+        k,
+        ldx,
+        ldw,
+        ldb: _,
+        n: _,
+        w_trans: _,
+        col_tiles,
+        threshold,
+        x,
+        w,
+        y,
+        scale,
+        seed_key,
+        step,
+        offset,
+        keep_bits: _,
+        elu: _,
+    } = args;
     let bn = 8 * NT as u32;
     let w_stride = bn + 8;
     let (row0, col0) = (div_or_zero(ptx::ctaid_x(), col_tiles) * DG_BLOCK_ROWS, rem_or_zero(ptx::ctaid_x(), col_tiles) * bn);
@@ -211,7 +244,25 @@ pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs)
 /// partial[split] = dropout(x)ᵀ dy over the split's rows: block = 64 rows of dw x 8 NT columns.
 #[inline(always)]
 pub unsafe fn weight_grad<const NT: usize, const SPLIT: bool>(args: DropoutGemmDwArgs) {
-    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles, col_tiles, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, keep_bits: _, elu: _ } = args;
+    let DropoutGemmDwArgs {
+        rows,
+        k,
+        ldx,
+        ldw,
+        k_tiles,
+        col_tiles,
+        rows_per_split,
+        threshold,
+        x,
+        dy,
+        partial,
+        scale,
+        seed_key,
+        step,
+        offset,
+        keep_bits: _,
+        elu: _,
+    } = args;
     let bn = 8 * NT as u32;
     let d_stride = bn + 8;
     let b = ptx::ctaid_x();
@@ -541,7 +592,25 @@ unsafe fn dy_run<const NT: usize>(dy: *const f32, rows: u32, ldw: u32, row: u32,
 /// tile j is NT n + j, so B's entries are one run of dy's row per lane.
 #[inline(always)]
 pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: usize>(args: DropoutGemmDwArgs) {
-    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: panel_groups, col_tiles: _, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, keep_bits: _, elu } = args;
+    let DropoutGemmDwArgs {
+        rows,
+        k,
+        ldx,
+        ldw,
+        k_tiles: panel_groups,
+        col_tiles: _,
+        rows_per_split,
+        threshold,
+        x,
+        dy,
+        partial,
+        scale,
+        seed_key,
+        step,
+        offset,
+        keep_bits: _,
+        elu,
+    } = args;
     let b = ptx::ctaid_x();
     let (split, group) = (div_or_zero(b, panel_groups), rem_or_zero(b, panel_groups));
     let warps = ptx::ntid_x() / 32;
@@ -730,7 +799,9 @@ pub unsafe fn forward_wide_h16<const BITS: bool>(args: DropoutGemmArgs) {
     }
     // Chunk `c` of tile `tl`: rows 16 tl + g and 16 tl + g + 8, columns 32 c + 8t.. (zeros past
     // the rows: the last tile's refills).
-    let load = |tl: u32, c: u32| unsafe { (x16::<2>(x, rows, ldx, 16 * tl + g, 32 * c + 8 * t), x16::<2>(x, rows, ldx, 16 * tl + g + 8, 32 * c + 8 * t)) };
+    let load = |tl: u32, c: u32| unsafe {
+        (x16::<2>(x, rows, ldx, 16 * tl + g, 32 * c + 8 * t), x16::<2>(x, rows, ldx, 16 * tl + g + 8, 32 * c + 8 * t))
+    };
     let mut raw = [[0u32; 4]; 8];
     crate::unroll4!(q => {
         (raw[2 * q], raw[2 * q + 1]) = load(tile, q as u32);
@@ -821,7 +892,24 @@ const WDW_DY_STRIDE: u32 = 272;
 /// (`keep_bits` not null), else it is drawn again.
 #[inline(always)]
 pub unsafe fn weight_grad_wide_h16(args: DropoutGemmDwArgs) {
-    let DropoutGemmDwArgs { rows, k, ldx, ldw, k_tiles: groups, rows_per_split, threshold, x, dy, partial, scale, seed_key, step, offset, keep_bits, .. } = args;
+    let DropoutGemmDwArgs {
+        rows,
+        k,
+        ldx,
+        ldw,
+        k_tiles: groups,
+        rows_per_split,
+        threshold,
+        x,
+        dy,
+        partial,
+        scale,
+        seed_key,
+        step,
+        offset,
+        keep_bits,
+        ..
+    } = args;
     const STAGES: u32 = DG_WIDE_DW_STAGES;
     const R: u32 = DG_DW_STEP_ROWS;
     let b = ptx::ctaid_x();

@@ -89,7 +89,11 @@ pub unsafe fn scaled(args: EdgeSoftmaxScaledArgs) {
 /// shared memory).
 #[inline(always)]
 pub unsafe fn backward(args: EdgeSoftmaxBackwardArgs) {
-    let EdgeSoftmaxBackwardArgs { n_rows, long_min, edges: SoftmaxBackwardEdges { row_ptr, slot_of, beta, alpha, dalpha, cos, dcos, dbeta } } = args;
+    let EdgeSoftmaxBackwardArgs {
+        n_rows,
+        long_min,
+        edges: SoftmaxBackwardEdges { row_ptr, slot_of, beta, alpha, dalpha, cos, dcos, dbeta },
+    } = args;
     let sums = BlockSums::<1>::new();
     let beta = unsafe { ptx::ld_nc_f32(beta) };
     let sub = ptx::lane_id() % NN_EDGE_GROUP;
@@ -150,7 +154,8 @@ pub unsafe fn scaled_long(args: EdgeSoftmaxScaledLongArgs) {
 /// in with one atomic add.
 #[inline(always)]
 pub unsafe fn backward_long(args: EdgeSoftmaxBackwardLongArgs) {
-    let EdgeSoftmaxBackwardLongArgs { long_rows, edges: SoftmaxBackwardEdges { row_ptr, slot_of, beta, alpha, dalpha, cos, dcos, dbeta } } = args;
+    let EdgeSoftmaxBackwardLongArgs { long_rows, edges: SoftmaxBackwardEdges { row_ptr, slot_of, beta, alpha, dalpha, cos, dcos, dbeta } } =
+        args;
     let beta = unsafe { ptx::ld_nc_f32(beta) };
     let row = unsafe { ptx::ld_nc_u32(long_rows.add(ptx::ctaid_x() as usize)) };
     let (start, end) = unsafe { (ptx::ld_nc_u32(row_ptr.add(row as usize)), ptx::ld_nc_u32(row_ptr.add(row as usize + 1))) };

@@ -16,9 +16,9 @@ use super::col_sums::{add_to_block, flush_block};
 use super::elu::elu1;
 use super::{global_thread, grid_stride};
 use crate::abi::nn::{EluDropoutArgs, EluDropoutBackwardArgs, EluDropoutBackwardProductArgs};
-use crate::translate::{div_or_zero, rem_or_zero};
 use crate::ptx;
 use crate::rng::DropoutStep;
+use crate::translate::{div_or_zero, rem_or_zero};
 
 /// h = ELU(h), y = dropout(h) over `n4` float4s.
 #[inline(always)]

@@ -223,7 +223,18 @@ unsafe fn walk_neighbours<G: Gather, const C: usize, const L: u32, const U: usiz
     inv_norm: *const f32,
     use_step: impl FnMut([(Chunks<C>, f32); U], [bool; U]),
 ) {
-    unsafe { walk_steps::<_, U>(ln, own, rows.col_idx, core::ptr::null(), lo, hi, |j, _| (gather::<G, C, L>(h_gather, j, cl), ptx::ld_nc_f32(inv_norm.add(j as usize))), use_step) }
+    unsafe {
+        walk_steps::<_, U>(
+            ln,
+            own,
+            rows.col_idx,
+            core::ptr::null(),
+            lo,
+            hi,
+            |j, _| (gather::<G, C, L>(h_gather, j, cl), ptx::ld_nc_f32(inv_norm.add(j as usize))),
+            use_step,
+        )
+    }
 }
 
 /// The fused forward (see the module comment).
@@ -438,7 +449,14 @@ pub unsafe fn row_grad<G: Gather, const C: usize, const L: u32, const U: usize>(
 /// Node j's gradient from its in-edges' sums: dn_j in full (beta acc_dn + the row part), then
 /// dh_j = alphaᵀ dout + (dn_j - n_j (n_j . dn_j)) inv_norm_j.
 #[inline(always)]
-unsafe fn write_col<const C: usize, const L: u32>(a: &AttentionColGradArgs, cl: &Cols<L>, j: u32, beta: f32, acc_dn: &mut Chunks<C>, acc_dh: &mut Chunks<C>) {
+unsafe fn write_col<const C: usize, const L: u32>(
+    a: &AttentionColGradArgs,
+    cl: &Cols<L>,
+    j: u32,
+    beta: f32,
+    acc_dn: &mut Chunks<C>,
+    acc_dh: &mut Chunks<C>,
+) {
     let nj = unsafe { load::<C, L>(a.n, j, cl) };
     let inv_j = unsafe { ptx::ld_nc_f32(a.inv_norm.add(j as usize)) };
     let row_part = unsafe { load::<C, L>(a.dn, j, cl) };

@@ -153,37 +153,46 @@ pub unsafe fn forward<const NF: usize, const U: usize, const H16: bool>(a: GatAt
             let (own, block) = (span == Span::Slot, span == Span::Block);
             let sd = score(a.s_dst, i, a.hld, h);
             let (mut m, mut l, mut acc) = (f32::NEG_INFINITY, 0f32, [0f32; NF]);
-            walk_steps::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j, e| source::<NF>(&a, j, e, h, step), |src, ok| {
-                // The step's logits, then one rescale of the running state for the whole step.
-                let mut lg = [0f32; U];
-                let mut new_m = m;
-                crate::unroll4!(u => {
-                    if u < U {
-                        lg[u] = leaky(sd + src[u].0, a.slope).0;
-                        if ok[u] && lg[u] > new_m {
-                            new_m = lg[u];
+            walk_steps::<_, U>(
+                &ln,
+                own,
+                a.col_idx,
+                core::ptr::null(),
+                lo,
+                hi,
+                |j, e| source::<NF>(&a, j, e, h, step),
+                |src, ok| {
+                    // The step's logits, then one rescale of the running state for the whole step.
+                    let mut lg = [0f32; U];
+                    let mut new_m = m;
+                    crate::unroll4!(u => {
+                        if u < U {
+                            lg[u] = leaky(sd + src[u].0, a.slope).0;
+                            if ok[u] && lg[u] > new_m {
+                                new_m = lg[u];
+                            }
                         }
+                    });
+                    // (new_m = -inf only when the step has no entry of the row: nothing to add.)
+                    let scale = if new_m == f32::NEG_INFINITY { 1.0 } else { ptx::exp(m - new_m) };
+                    l *= scale;
+                    for v in acc.iter_mut() {
+                        *v *= scale;
                     }
-                });
-                // (new_m = -inf only when the step has no entry of the row: nothing to add.)
-                let scale = if new_m == f32::NEG_INFINITY { 1.0 } else { ptx::exp(m - new_m) };
-                l *= scale;
-                for v in acc.iter_mut() {
-                    *v *= scale;
-                }
-                crate::unroll4!(u => {
-                    if u < U {
-                        let e = ptx::exp(lg[u] - new_m);
-                        let p = if ok[u] { e } else { 0.0 };
-                        l += p;
-                        let w = p * src[u].2;
-                        for c in 0..NF {
-                            acc[c] = ptx::fma_f32(w, src[u].1[c], acc[c]);
+                    crate::unroll4!(u => {
+                        if u < U {
+                            let e = ptx::exp(lg[u] - new_m);
+                            let p = if ok[u] { e } else { 0.0 };
+                            l += p;
+                            let w = p * src[u].2;
+                            for c in 0..NF {
+                                acc[c] = ptx::fma_f32(w, src[u].1[c], acc[c]);
+                            }
                         }
-                    }
-                });
-                m = new_m;
-            });
+                    });
+                    m = new_m;
+                },
+            );
             // The slots' states merged (butterfly: every lane ends with its head's).
             let mut d = if own { 0 } else { ln.slots >> 1 };
             while d > 0 {
@@ -236,7 +245,15 @@ pub unsafe fn forward<const NF: usize, const U: usize, const H16: bool>(a: GatAt
 /// Row i's outputs of head h from its softmax state: out = acc / l + bias (f16 with `H16`),
 /// stats (m, l) ((0, 0) for an empty row).
 #[inline(always)]
-unsafe fn write_forward<const NF: usize, const H16: bool>(a: &GatAttentionArgs, i: u32, h: u32, m: f32, l: f32, acc: &[f32; NF], empty: bool) {
+unsafe fn write_forward<const NF: usize, const H16: bool>(
+    a: &GatAttentionArgs,
+    i: u32,
+    h: u32,
+    m: f32,
+    l: f32,
+    acc: &[f32; NF],
+    empty: bool,
+) {
     unsafe {
         let at = i as usize * a.ld as usize + (h * a.dim) as usize;
         if H16 {
@@ -323,13 +340,22 @@ pub unsafe fn row_grad<const NF: usize, const U: usize>(a: GatAttentionArgs) {
             let ls = lse(&a, i, h);
             let g = head_row::<NF>(&a, a.dout, i, h);
             let (mut d, mut p, mut q) = (0f32, 0f32, 0f32);
-            walk::<_, U>(&ln, own, a.col_idx, core::ptr::null(), lo, hi, |j, e| source::<NF>(&a, j, e, h, step), |(ss, x, mk)| {
-                let (al, lk) = alpha(&a, ls, sd + ss);
-                let da = dot(&g, &x) * mk;
-                d += al * da;
-                p += al * da * lk;
-                q += al * lk;
-            });
+            walk::<_, U>(
+                &ln,
+                own,
+                a.col_idx,
+                core::ptr::null(),
+                lo,
+                hi,
+                |j, e| source::<NF>(&a, j, e, h, step),
+                |(ss, x, mk)| {
+                    let (al, lk) = alpha(&a, ls, sd + ss);
+                    let da = dot(&g, &x) * mk;
+                    d += al * da;
+                    p += al * da * lk;
+                    q += al * lk;
+                },
+            );
             d = slot_sum(d, &ln, own, a.shift);
             p = slot_sum(p, &ln, own, a.shift);
             q = slot_sum(q, &ln, own, a.shift);

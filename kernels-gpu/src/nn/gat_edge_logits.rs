@@ -14,7 +14,9 @@
 //! order (`slot_of` null) or at `slot_of[e]`.
 
 use super::{block_reduce, global_thread, global_warp, grid_threads, group_sum};
-use crate::abi::nn::{EdgeRowSumsArgs, EdgeRowSumsLongArgs, GatEdgeLogitsArgs, GatEdgeLogitsBackwardArgs, GatEdgeLogitsBackwardLongArgs, GatEdges};
+use crate::abi::nn::{
+    EdgeRowSumsArgs, EdgeRowSumsLongArgs, GatEdgeLogitsArgs, GatEdgeLogitsBackwardArgs, GatEdgeLogitsBackwardLongArgs, GatEdges,
+};
 use crate::config::NN_EDGE_GROUP;
 use crate::ptx;
 
@@ -74,7 +76,15 @@ unsafe fn dz_at(g: &GatEdges, de: *const f32, dz: *mut f32, row: u32, e: usize) 
 /// get 0). Every lane of a warp runs the same rounds (rows past the end or long get an empty
 /// range) so all reach the group shuffles.
 #[inline(always)]
-fn short_row_sums(n_rows: u32, long_min: u32, row_ptr: *const u32, out: *mut f32, ld: u32, col: u32, mut sum_row: impl FnMut(u32, u32, u32, u32, u32) -> f32) {
+fn short_row_sums(
+    n_rows: u32,
+    long_min: u32,
+    row_ptr: *const u32,
+    out: *mut f32,
+    ld: u32,
+    col: u32,
+    mut sum_row: impl FnMut(u32, u32, u32, u32, u32) -> f32,
+) {
     let per_warp = 32 / NN_EDGE_GROUP;
     let (warp, n_warps) = global_warp();
     let (group, sub) = (ptx::lane_id() / NN_EDGE_GROUP, ptx::lane_id() % NN_EDGE_GROUP);
@@ -100,7 +110,14 @@ fn short_row_sums(n_rows: u32, long_min: u32, row_ptr: *const u32, out: *mut f32
 /// The same for the row `long_rows[block]`, a thread block per row (128 bytes of dynamic
 /// shared memory for the block reduction).
 #[inline(always)]
-fn long_row_sum(long_rows: *const u32, row_ptr: *const u32, out: *mut f32, ld: u32, col: u32, mut sum_row: impl FnMut(u32, u32, u32, u32, u32) -> f32) {
+fn long_row_sum(
+    long_rows: *const u32,
+    row_ptr: *const u32,
+    out: *mut f32,
+    ld: u32,
+    col: u32,
+    mut sum_row: impl FnMut(u32, u32, u32, u32, u32) -> f32,
+) {
     let row = unsafe { ptx::ld_nc_u32(long_rows.add(ptx::ctaid_x() as usize)) };
     let (start, end) = unsafe { (ptx::ld_nc_u32(row_ptr.add(row as usize)), ptx::ld_nc_u32(row_ptr.add(row as usize + 1))) };
     let sum = block_reduce(sum_row(row, start, end, ptx::tid_x(), ptx::ntid_x()), ptx::warp_sum, 0.0);

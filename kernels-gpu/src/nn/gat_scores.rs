@@ -36,7 +36,8 @@ pub unsafe fn scores(args: GatScoresArgs) {
                 let mut f = 0;
                 while f < head_dim {
                     let c = (base + f) as usize;
-                    let (x, s, d) = unsafe { (ptx::ld_nc_v4_f32(wh.add(row + c)), ptx::ld_nc_v4_f32(a_src.add(c)), ptx::ld_nc_v4_f32(a_dst.add(c))) };
+                    let (x, s, d) =
+                        unsafe { (ptx::ld_nc_v4_f32(wh.add(row + c)), ptx::ld_nc_v4_f32(a_src.add(c)), ptx::ld_nc_v4_f32(a_dst.add(c))) };
                     for k in 0..4 {
                         src = ptx::fma_f32(x[k], s[k], src);
                         dst = ptx::fma_f32(x[k], d[k], dst);
@@ -63,7 +64,9 @@ pub unsafe fn scores(args: GatScoresArgs) {
 #[inline(always)]
 unsafe fn scores_one_head(args: GatScoresArgs) {
     let GatScoresArgs { rows, head_dim, wh, a_src, a_dst, s_src, s_dst, .. } = args;
-    let (a, d) = unsafe { ([ptx::ld_nc_v4_f32(a_src), ptx::ld_nc_v4_f32(a_src.add(4))], [ptx::ld_nc_v4_f32(a_dst), ptx::ld_nc_v4_f32(a_dst.add(4))]) };
+    let (a, d) = unsafe {
+        ([ptx::ld_nc_v4_f32(a_src), ptx::ld_nc_v4_f32(a_src.add(4))], [ptx::ld_nc_v4_f32(a_dst), ptx::ld_nc_v4_f32(a_dst.add(4))])
+    };
     for r in grid_stride(rows as u64) {
         let o = 8 * r as usize;
         let x = unsafe { [ptx::ld_nc_v4_f32(wh.add(o)), ptx::ld_nc_v4_f32(wh.add(o + 4))] };
@@ -123,7 +126,13 @@ pub unsafe fn scores_backward(args: GatScoresBackwardArgs) {
             let mut r = b * rpi + div_or_zero(t, cols);
             let step = nb * rpi;
             // Row r's (ds_src, ds_dst, wh); then dwh's part and the sums.
-            let load = |r: u32| unsafe { (ptx::ld_nc_f32(ds_src.add(elem_offset(r, s_ld, h) as usize)), ptx::ld_nc_f32(ds_dst.add(elem_offset(r, s_ld, h) as usize)), ptx::ld_nc_f32(wh.add(elem_offset(r, wh_ld, c) as usize))) };
+            let load = |r: u32| unsafe {
+                (
+                    ptx::ld_nc_f32(ds_src.add(elem_offset(r, s_ld, h) as usize)),
+                    ptx::ld_nc_f32(ds_dst.add(elem_offset(r, s_ld, h) as usize)),
+                    ptx::ld_nc_f32(wh.add(elem_offset(r, wh_ld, c) as usize)),
+                )
+            };
             let mut use_ = |r: u32, (d_s, d_d, x): (f32, f32, f32)| {
                 if !dwh.is_null() {
                     let q = unsafe { dwh.add(elem_offset(r, wh_ld, c) as usize) };
@@ -197,7 +206,9 @@ unsafe fn vector_grads_by_head(args: GatScoresBackwardArgs) {
     while r < rows {
         let o = elem_offset(r, wh_ld, 8 * h) as usize;
         let q = elem_offset(r, s_ld, h) as usize;
-        let (x0, x1, d_s, d_d) = unsafe { (ptx::ld_nc_v4_f32(wh.add(o)), ptx::ld_nc_v4_f32(wh.add(o + 4)), ptx::ld_nc_f32(ds_src.add(q)), ptx::ld_nc_f32(ds_dst.add(q))) };
+        let (x0, x1, d_s, d_d) = unsafe {
+            (ptx::ld_nc_v4_f32(wh.add(o)), ptx::ld_nc_v4_f32(wh.add(o + 4)), ptx::ld_nc_f32(ds_src.add(q)), ptx::ld_nc_f32(ds_dst.add(q)))
+        };
         for k in 0..4 {
             gs[k] = ptx::fma_f32(d_s, x0[k], gs[k]);
             gs[4 + k] = ptx::fma_f32(d_s, x1[k], gs[4 + k]);

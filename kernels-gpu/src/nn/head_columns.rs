@@ -4,8 +4,8 @@
 //! element of the narrow side.
 
 use super::grid_stride;
-use crate::index::{elem_offset, split_offset};
 use crate::abi::nn::HeadColumnsArgs;
+use crate::index::{elem_offset, split_offset};
 use crate::ptx;
 
 /// dst[r][c] = alpha src[r][col0 + c] over dst's whole padded rows (padding written 0).

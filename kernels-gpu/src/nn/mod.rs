@@ -9,9 +9,9 @@
 //! `row as usize * ld`, in 64 bits; edge ids stay u32 (nnz < 2^31).
 
 pub mod adam;
+pub mod add_assign;
 pub mod attention_tc;
 pub mod batch_norm;
-pub mod add_assign;
 pub mod bias_add;
 pub mod col_sums;
 pub mod cross_entropy;

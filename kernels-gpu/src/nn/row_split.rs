@@ -49,7 +49,16 @@ impl Lane {
 /// slots may diverge). Else the row is spread over the warp's slots, column ids read 32 at a
 /// time and shuffled out; uniform over the warp.
 #[inline(always)]
-pub unsafe fn walk<L: Copy, const U: usize>(ln: &Lane, own: bool, cols: *const u32, ofs: *const u32, lo: u32, hi: u32, load: impl FnMut(u32, u32) -> L, mut use_: impl FnMut(L)) {
+pub unsafe fn walk<L: Copy, const U: usize>(
+    ln: &Lane,
+    own: bool,
+    cols: *const u32,
+    ofs: *const u32,
+    lo: u32,
+    hi: u32,
+    load: impl FnMut(u32, u32) -> L,
+    mut use_: impl FnMut(L),
+) {
     unsafe {
         walk_steps::<L, U>(ln, own, cols, ofs, lo, hi, load, |loaded, ok| {
             // Unrolled by hand (U <= 4): a rolled loop indexes the register arrays at run time,
@@ -67,7 +76,16 @@ pub unsafe fn walk<L: Copy, const U: usize>(ln: &Lane, own: bool, cols: *const u
 /// `ok[u]` whether entry u is one of the row's (those that are not loaded a valid row all the
 /// same), so that work on different entries can overlap (no branch between them).
 #[inline(always)]
-pub unsafe fn walk_steps<L: Copy, const U: usize>(ln: &Lane, own: bool, cols: *const u32, ofs: *const u32, lo: u32, hi: u32, mut load: impl FnMut(u32, u32) -> L, mut use_step: impl FnMut([L; U], [bool; U])) {
+pub unsafe fn walk_steps<L: Copy, const U: usize>(
+    ln: &Lane,
+    own: bool,
+    cols: *const u32,
+    ofs: *const u32,
+    lo: u32,
+    hi: u32,
+    mut load: impl FnMut(u32, u32) -> L,
+    mut use_step: impl FnMut([L; U], [bool; U]),
+) {
     // One step: the entries at `pos` (those below `end` used), their ids from `id(pos)`.
     let mut step = |pos: [u32; U], end: u32, id: &dyn Fn(u32) -> (u32, u32)| {
         let mut ids = [(0u32, 0u32); U];
@@ -235,4 +253,3 @@ pub unsafe fn block_sums<const F: usize>(ln: &Lane, v: [f32; F]) -> [f32; F] {
     ptx::sync_threads();
     out
 }
-

@@ -20,7 +20,13 @@ pub unsafe fn bind(a: BatchBindArgs) {
     while i < items {
         let iu = i as usize;
         if i <= rows {
-            let p = if i <= n { unsafe { *a.row_ptr.add(iu) } } else if i < rows { nnz } else { cap };
+            let p = if i <= n {
+                unsafe { *a.row_ptr.add(iu) }
+            } else if i < rows {
+                nnz
+            } else {
+                cap
+            };
             let pt = if i <= n && !symmetric { unsafe { *a.t_row_ptr_in.add(iu) } } else { p };
             unsafe {
                 *a.s_row_ptr.add(iu) = p;

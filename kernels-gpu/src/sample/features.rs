@@ -146,7 +146,13 @@ pub unsafe fn features_bind(a: BatchFeaturesBindArgs) {
     while i < items {
         let iu = i as usize;
         if i <= rows {
-            let p = if i <= n { unsafe { *a.fx_ptr.add(iu) } } else if i < rows { nnz } else { cap };
+            let p = if i <= n {
+                unsafe { *a.fx_ptr.add(iu) }
+            } else if i < rows {
+                nnz
+            } else {
+                cap
+            };
             unsafe { *a.s_row_ptr.add(iu) = p };
         }
         if i <= n_features {

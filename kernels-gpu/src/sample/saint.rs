@@ -24,7 +24,6 @@ use crate::nn::{global_thread, global_warp, grid_stride, grid_threads};
 use crate::ptx;
 use crate::rng::{sample_below, sample_draw, sample_unit};
 
-
 /// Entries a warp takes per step of a row (four chunks of 32).
 const CHUNK: u32 = 128;
 

@@ -56,4 +56,3 @@ impl SddmmPrecision for Tf32 {
 pub unsafe fn run<P: SddmmPrecision>(m: *const u32, row: u32, ld: u32, d: u32, ok: bool) -> [u32; 4] {
     if ok { unsafe { ptx::ld_nc_v4_u32(m.add(P::word(row, ld, d))) } } else { [0; 4] }
 }
-

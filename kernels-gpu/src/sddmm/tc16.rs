@@ -14,8 +14,22 @@ const W: u32 = 16; // rows per window = columns per block
 /// The loop shared by both precisions (`abi::sddmm` lists the instances).
 #[inline(always)]
 pub unsafe fn tc16_sddmm<P: SddmmPrecision>(args: Tc16SddmmArgs) {
-    let Tc16SddmmArgs { n_blocks, n_rows, ld, blk_win, win_ptr, blk_ptr, win_cols, blk_edge_ptr, blk_edge_pos, blk_edge_val, blk_edge_csr, a, b, out } =
-        args;
+    let Tc16SddmmArgs {
+        n_blocks,
+        n_rows,
+        ld,
+        blk_win,
+        win_ptr,
+        blk_ptr,
+        win_cols,
+        blk_edge_ptr,
+        blk_edge_pos,
+        blk_edge_val,
+        blk_edge_csr,
+        a,
+        b,
+        out,
+    } = args;
     let warp = ptx::warp_id();
     let blk = ptx::ctaid_x() * WARPS + warp;
     let tile = SmemCarver::new().take(4 * W * W * WARPS) + 4 * W * W * warp;

@@ -258,7 +258,8 @@ unsafe fn write_tile<const NT: usize>(y: *mut f32, ld: u32, n_rows: u32, row0: u
 /// The main loop shared by every instance (`abi::spmm` lists them).
 #[inline(always)]
 pub unsafe fn tc16_spmm<P: Tc16Precision, const NT: usize>(args: Tc16SpmmArgs) {
-    let Tc16SpmmArgs { n_rows, ld, win_ptr, win_cols, blk_ptr, blk_edge_ptr, blk_edge_pos, blk_edge_val, item_win, item_blocks, x, y } = args;
+    let Tc16SpmmArgs { n_rows, ld, win_ptr, win_cols, blk_ptr, blk_edge_ptr, blk_edge_pos, blk_edge_val, item_win, item_blocks, x, y } =
+        args;
     let item = ptx::ctaid_x();
     let lane = ptx::lane_id();
     let warps = ptx::ntid_x() / 32;
@@ -309,4 +310,3 @@ pub unsafe fn tc16_spmm<P: Tc16Precision, const NT: usize>(args: Tc16SpmmArgs) {
         unsafe { write_tile::<NT>(y, ld, n_rows, TC16_WINDOW * w, slice, &acc, !whole_window) };
     }
 }
-

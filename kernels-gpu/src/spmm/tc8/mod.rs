@@ -62,7 +62,8 @@ pub struct Operands {
 /// The main loop of every TC8 SpMM instance (`abi::spmm` lists them).
 #[inline(always)]
 pub unsafe fn tc8_spmm<P: Tc8Precision, S: GatherSource<P, NT>, O: Tc8Output, const NT: usize>(args: Tc8SpmmArgs) {
-    let Tc8SpmmArgs { n_items, n_rows, ld, win_ptr, vec_col, values, item_win, item_blocks, x, y, x_ld, value_max, x_scales, scale_max } = args;
+    let Tc8SpmmArgs { n_items, n_rows, ld, win_ptr, vec_col, values, item_win, item_blocks, x, y, x_ld, value_max, x_scales, scale_max } =
+        args;
     let warp = ptx::ctaid_x() * TC8_WARPS + ptx::warp_id();
     if warp >= n_items {
         return;

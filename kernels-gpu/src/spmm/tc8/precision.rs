@@ -1,9 +1,9 @@
 //! The two TC8 precisions: which vectors a lane supplies, how a block's values become the B
 //! fragment, and how gathered X words become A fragments of the MMA atom.
 
+use super::Operands;
 use super::source::GatherSource;
 use super::work::WorkItem;
-use super::Operands;
 use crate::config::TC8_BLOCK_VECTORS as KV;
 use crate::mma::{E4m3K32, F16K8, MmaAtom, Tf32K8};
 use crate::ptx;
@@ -204,7 +204,9 @@ impl Tc8Precision for E4m3 {
             w[j + 4] = unsafe { source.stage_chunk(stage, 16 + 4 * t + j as u32, g) };
         });
         // B: window row g at the same vectors, value x column scale / global scale, in e4m3.
-        let b = [unsafe { e4m3_b(source, item, stage, gi, 4 * t, g, ops.inv_scale) }, unsafe { e4m3_b(source, item, stage, gi, 16 + 4 * t, g, ops.inv_scale) }];
+        let b = [unsafe { e4m3_b(source, item, stage, gi, 4 * t, g, ops.inv_scale) }, unsafe {
+            e4m3_b(source, item, stage, gi, 16 + 4 * t, g, ops.inv_scale)
+        }];
         // Word wi of a chunk holds dims 4wi..4wi+3: tiles q = 2wi (bytes 0, 1) and 2wi + 1
         // (bytes 2, 3). Unrolled, so the chunk arrays stay in registers.
         crate::unroll4!(wi => {
@@ -231,7 +233,15 @@ impl Tc8Precision for E4m3 {
 
 /// The e4m3 B register for group vectors v0..v0+4 (one block's half) and window row g.
 #[inline(always)]
-unsafe fn e4m3_b<S: GatherSource<E4m3, NT>, const NT: usize>(source: &S, item: &WorkItem, stage: &S::Stage, gi: u32, v0: u32, g: u32, inv_scale: f32) -> u32 {
+unsafe fn e4m3_b<S: GatherSource<E4m3, NT>, const NT: usize>(
+    source: &S,
+    item: &WorkItem,
+    stage: &S::Stage,
+    gi: u32,
+    v0: u32,
+    g: u32,
+    inv_scale: f32,
+) -> u32 {
     let block = v0 / KV;
     let kb = item.block_vectors(gi, block);
     let values = unsafe { source.stage_values(stage) };

@@ -55,7 +55,13 @@ impl WorkItem {
     #[inline(always)]
     pub fn block_vectors(&self, gi: u32, i: u32) -> u32 {
         let v0 = self.group_start(gi) + KV * i;
-        if v0 >= self.v_end { 0 } else if self.v_end - v0 < KV { self.v_end - v0 } else { KV }
+        if v0 >= self.v_end {
+            0
+        } else if self.v_end - v0 < KV {
+            self.v_end - v0
+        } else {
+            KV
+        }
     }
     /// The column of vector `lane` of group `gi` (0 past the item's end).
     #[inline(always)]

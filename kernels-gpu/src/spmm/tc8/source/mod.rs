@@ -19,9 +19,9 @@ pub use bulk::Bulk;
 pub use cp_async::CpAsync;
 pub use registers::Registers;
 
+use super::Operands;
 use super::precision::Tc8Precision;
 use super::work::{Cursor, Items, WorkItem};
-use super::Operands;
 
 /// One way of bringing X into the tensor cores; `NT` 16-dim tiles per warp.
 pub trait GatherSource<P: Tc8Precision, const NT: usize>: Sized {

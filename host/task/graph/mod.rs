@@ -1,0 +1,1 @@
+//! Graph classification (not built yet: `tcgnn train --task graph` says so).

@@ -1,0 +1,1 @@
+//! Link prediction (not built yet: `tcgnn train --task link` says so).

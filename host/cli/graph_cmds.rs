@@ -167,7 +167,7 @@ pub fn run_info(args: &InfoArgs) -> Result<()> {
     print!("{}", hybrid::render_hybrid(&hybrid::hybrid_stats(&g)?, &models));
     // The same translations on the GPU when one is present (CSR already on the device).
     if let Ok(gpu) = tcgnn::gpu::Gpu::probe() {
-        for (name, ms) in tcgnn::format::gpu::gpu_translate_ms(&gpu, &g, 10)? {
+        for (name, ms) in tcgnn::gpu::translate::gpu_translate_ms(&gpu, &g, 10)? {
             println!("GPU translation {name:<24} {ms:>10.3} ms");
         }
     }

@@ -33,10 +33,10 @@ use crate::dist::part_graph::ExtendedLayout;
 use crate::error::{Error, Result};
 use crate::gpu::abi::perm::{GatherRowsArgs, ScatterAddRowsArgs, gather_rows, scatter_add_rows};
 use crate::gpu::launch::{Ptr, PtrMut};
-use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::nn::halo_hook::HaloHook;
 use crate::ops::backend::cuda::CudaBackend;
+use crate::shared::partition::nn_row_group_shift;
 
 /// A run of rows exchanged with one peer.
 #[derive(Clone, Copy, Debug)]

@@ -1,8 +1,7 @@
 //! Tensor-core tile formats translated from CSR on the CPU (rayon, parallel over windows) and,
-//! for ME-BCRS and SGT, on the GPU (`gpu`).
+//! for ME-BCRS and SGT, on the GPU (`crate::gpu::translate`, a layer up: it launches kernels).
 
 pub mod coo;
-pub mod gpu;
 pub mod hybrid;
 pub mod mebcrs;
 pub mod sgt;

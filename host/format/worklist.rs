@@ -14,8 +14,8 @@ use rayon::prelude::*;
 use std::cmp::Reverse;
 
 use crate::format::MeBcrs;
-use crate::gpu::shared::config::TC8_WARPS;
-use crate::gpu::shared::partition::tc8_max_blocks;
+use crate::shared::config::TC8_WARPS;
+use crate::shared::partition::tc8_max_blocks;
 
 /// Work items: (window, first block, end block); windows cut into several items.
 #[derive(Debug, PartialEq, Eq)]

@@ -4,10 +4,12 @@
 //! kernel functions, [`abi`] a typed handle and argument struct per kernel, [`memory`] the typed
 //! device buffers ([`pinned`]: large uploads through pinned staging), [`timing`] event timing, [`launch`] the one thin unsafe launch wrapper,
 //! [`cusparse`] the in-process baseline, [`cublas`] dense
-//! GEMM, [`graph`] CUDA graph capture and replay. All of it runs on the one stream the [`Gpu`]
+//! GEMM, [`graph`] CUDA graph capture and replay, [`csr`] a CSR on the device, [`translate`] the
+//! CSR -> ME-BCRS / SGT translations on the GPU. All of it runs on the one stream the [`Gpu`]
 //! owns ([`Gpu::stream`]).
 
 pub mod abi;
+pub mod csr;
 pub mod cublas;
 pub mod cusparse;
 pub mod device;
@@ -18,9 +20,9 @@ pub mod module;
 pub mod pinned;
 pub mod selftest;
 pub mod setup_clock;
-pub mod shared;
 pub mod side_stream;
 pub mod timing;
+pub mod translate;
 
 pub use cublas::{Blas, GemmMath};
 pub use device::{Gpu, GpuInfo};

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::format::gpu::{DeviceMeBcrsParts, mebcrs_on_device, sgt_on_gpu};
 use crate::format::{MeBcrs, Sgt};
+use crate::gpu::csr::DeviceCsr;
+use crate::gpu::translate::{DeviceMeBcrsParts, mebcrs_on_device, sgt_on_gpu};
 use crate::gpu::{DeviceVec, Gpu};
 use crate::graph::reorder::{Reorder, reorder};
 use crate::graph::{Csr, Permutation};
@@ -72,23 +73,6 @@ fn order_key(order: ValueOrder) -> u64 {
     match order {
         ValueOrder::Csr => 0,
         ValueOrder::MeBcrs => 1,
-    }
-}
-
-/// The CSR arrays on the device.
-pub struct DeviceCsr {
-    pub row_ptr: DeviceVec<u32>,
-    pub col_idx: DeviceVec<u32>,
-    pub values: DeviceVec<f32>,
-}
-
-impl DeviceCsr {
-    pub fn upload(gpu: &Gpu, csr: &Csr) -> Result<Self> {
-        Ok(DeviceCsr {
-            row_ptr: DeviceVec::upload(gpu, csr.row_ptr())?,
-            col_idx: DeviceVec::upload(gpu, csr.col_idx())?,
-            values: DeviceVec::upload(gpu, csr.values())?,
-        })
     }
 }
 
@@ -307,7 +291,7 @@ impl GraphHandle {
     pub fn mebcrs_win_ptr(&self) -> Result<Arc<Vec<u32>>> {
         let p = self.cached(8, || {
             Ok(MeBcrsWinPtr(Arc::new(match self.translating_gpu() {
-                Some(gpu) => crate::format::gpu::download_n(
+                Some(gpu) => crate::gpu::translate::download_n(
                     gpu,
                     &self.device_mebcrs()?.win_ptr,
                     self.csr.n_rows().div_ceil(crate::format::MEBCRS_WINDOW) + 1,

@@ -10,11 +10,11 @@ use crate::error::{Error, Result};
 use crate::gpu::abi::perm::{GatherRowsArgs, gather_rows as gather_rows_kernel};
 use crate::gpu::launch::{Ptr, PtrMut};
 use crate::gpu::memory::Element;
-use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::graph::Permutation;
 use crate::graph::reorder::Reorder;
 use crate::ops::{FeaturesRef, GraphHandle};
+use crate::shared::partition::nn_row_group_shift;
 use crate::tensor::Matrix;
 
 /// The permutation of a reordered handle: node `i` of the handle's graph is node

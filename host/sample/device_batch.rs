@@ -9,13 +9,13 @@ use crate::error::{Error, Result};
 use crate::gpu::abi::format::{WindowScanArgs, window_scan};
 use crate::gpu::abi::sample::{self as kernels, BatchBindArgs, ScanApplyArgs, ScanSumsArgs};
 use crate::gpu::launch::{Ptr, PtrMut, Shape};
-use crate::gpu::shared::config::{SCAN_BLOCK, SCAN_TILE};
-use crate::gpu::shared::translate::SCAN_THREADS;
 use crate::gpu::{DeviceVec, Gpu};
 use crate::graph::Csr;
 use crate::ops::ValueOrder;
 use crate::ops::backend::TRAIN_BIT;
 use crate::ops::backend::cuda::CudaBackend;
+use crate::shared::config::{SCAN_BLOCK, SCAN_TILE};
+use crate::shared::translate::SCAN_THREADS;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, PinnedHostSlice};
 

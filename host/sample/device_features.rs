@@ -10,11 +10,11 @@ use super::device_batch::{DeviceBatch, PatternTargets, linear, longest_rows, sca
 use crate::error::{Error, Result};
 use crate::gpu::abi::sample::{self as kernels, BatchFeaturesArgs, BatchFeaturesBindArgs};
 use crate::gpu::launch::Ptr;
-use crate::gpu::shared::config::SCAN_TILE;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::graph::Csr;
 use crate::nn::input::InputFeatures;
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
+use crate::shared::config::SCAN_TILE;
 
 /// A device batch's features into a rebound model's input, for either sampler: dense rows
 /// gathered by node id from the model's resident copy (`sparse` None), or the batch's sparse rows

@@ -23,10 +23,10 @@ use crate::gpu::abi::sample::{
     self as kernels, NEIGHBOR_NORM_GCN, NEIGHBOR_NORM_MEAN, NEIGHBOR_NORM_SUM, NeighborBatchArgs, NeighborHopArgs, NeighborTargetsArgs,
 };
 use crate::gpu::launch::{Ptr, PtrMut};
-use crate::gpu::shared::config::SCAN_TILE;
 use crate::gpu::{DeviceVec, Gpu};
 use crate::graph::Csr;
 use crate::ops::backend::cuda::CudaBackend;
+use crate::shared::config::SCAN_TILE;
 
 /// A batch downloaded (tests): what `PreparedBatch` holds for the same batch on the CPU.
 pub struct NeighborHostBatch {

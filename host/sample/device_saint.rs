@@ -25,12 +25,12 @@ use crate::gpu::abi::sample::{
     self as kernels, SAINT_KIND_EDGE, SAINT_KIND_NODE, SAINT_KIND_WALK, SaintDrawArgs, SaintFinishArgs, SaintRowsArgs, SaintTransposeArgs,
 };
 use crate::gpu::launch::Ptr;
-use crate::gpu::shared::config::SCAN_TILE;
 use crate::gpu::{DeviceVec, Gpu};
 use crate::graph::Csr;
 use crate::nn::input::HostFeatures;
 use crate::ops::backend::TRAIN_BIT;
 use crate::ops::backend::cuda::CudaBackend;
+use crate::shared::config::SCAN_TILE;
 
 /// A batch downloaded (tests): what `PreparedBatch` holds for the same batch on the CPU.
 pub struct HostBatch {

@@ -6,5 +6,5 @@
 /// Position `i` (< n) of the permutation of 0..n keyed by `key`.
 pub fn permuted_index(key: u64, n: u64, i: u64) -> u64 {
     debug_assert!(i < n);
-    crate::gpu::shared::rng::sample_permuted_index(key, n, i)
+    crate::shared::rng::sample_permuted_index(key, n, i)
 }

@@ -5,7 +5,7 @@
 //! whichever thread makes it, in whatever order, and a GPU sampler that assigns the same
 //! counters draws the same batch.
 
-use crate::gpu::shared::rng::{sample_below, sample_draw, sample_stream_key, sample_substream, sample_unit};
+use crate::shared::rng::{sample_below, sample_draw, sample_stream_key, sample_substream, sample_unit};
 
 /// The stream of one batch (or of one purpose inside it, see [`Stream::substream`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

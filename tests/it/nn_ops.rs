@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 use tcgnn::format::mebcrs::MeBcrs;
 use tcgnn::gpu::memory::padded_ld;
-use tcgnn::gpu::shared::rng::{dropout_keep, dropout_threshold};
 use tcgnn::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use tcgnn::graph::Csr;
 use tcgnn::ops::GraphHandle;
 use tcgnn::ops::nn::*;
 use tcgnn::ops::sddmm::ValueOrder;
+use tcgnn::shared::rng::{dropout_keep, dropout_threshold};
 use tcgnn::tensor::{Matrix, rel_error};
 use tcgnn::util::Real;
 use tcgnn::util::rng::SplitMix64;
@@ -491,7 +491,7 @@ fn cpu_adam_matches_torch_update() {
 
 #[test]
 fn row_groups_cover_rows() {
-    use tcgnn::gpu::shared::partition::nn_row_group_shift;
+    use tcgnn::shared::partition::nn_row_group_shift;
     for (items, lanes) in [(0u32, 1u32), (1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (8, 8), (17, 32), (32, 32), (33, 32), (1000, 32)] {
         assert_eq!(1 << nn_row_group_shift(items), lanes, "{items} items per row");
     }

@@ -8,12 +8,12 @@ use crate::common;
 use rayon::prelude::*;
 use tcgnn::gpu::DeviceMatrix;
 use tcgnn::gpu::memory::padded_ld;
-use tcgnn::gpu::shared::index::{Strided, elem_offset, split_offset};
-use tcgnn::gpu::shared::rng::{
-    DropoutStep, dropout_bits_span, dropout_hash_span, dropout_keep, dropout_seed_key, dropout_span_key, dropout_threshold, mix64,
-};
 use tcgnn::ops::nn::head_columns::head_take;
 use tcgnn::ops::nn::*;
+use tcgnn::shared::index::{Strided, elem_offset, split_offset};
+use tcgnn::shared::rng::{
+    DropoutStep, dropout_bits_span, dropout_hash_span, dropout_keep, dropout_seed_key, dropout_span_key, dropout_threshold, mix64,
+};
 
 const TWO32: u64 = 1 << 32;
 

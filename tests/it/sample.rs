@@ -6,14 +6,14 @@ use crate::common;
 
 use std::sync::Arc;
 
-use tcgnn::gpu::shared::partition::{
-    DTP_CANDIDATES, dtp_active_blocks_per_sm, dtp_full_wave_size, dtp_nnz_per_warp, hp_nnz_per_warp, hvma_sparse_vector_width,
-};
 use tcgnn::graph::Csr;
 use tcgnn::sample::alias::AliasTable;
 use tcgnn::sample::shuffle::permuted_index;
 use tcgnn::sample::{
     Batch, Blocks, NeighborConfig, NeighborSampler, Prefetch, PrefetchConfig, SaintConfig, SaintKind, SaintNorm, SaintSampler, Stream,
+};
+use tcgnn::shared::partition::{
+    DTP_CANDIDATES, dtp_active_blocks_per_sm, dtp_full_wave_size, dtp_nnz_per_warp, hp_nnz_per_warp, hvma_sparse_vector_width,
 };
 
 /// Undirected graph from an edge list (both directions stored), unit values.
@@ -509,7 +509,7 @@ fn prefetch_delivers_in_order_stops_when_dropped_and_reraises_panics() {
 /// H100: 132 SMs, 64 warps / 64 K registers / 228 KB shared memory per SM; HP SpMM blocks of
 /// 8 warps (`config::HP_SPMM_WARPS`), no shared memory.
 const H100_SMS: u32 = 132;
-const HP_WARPS_PER_BLOCK: u32 = tcgnn::gpu::shared::config::HP_SPMM_WARPS;
+const HP_WARPS_PER_BLOCK: u32 = tcgnn::shared::config::HP_SPMM_WARPS;
 /// Eq. 4 with 8 resident HP blocks per SM (64 warps / 8, registers permitting).
 const H100_WAVE: u32 = dtp_full_wave_size(H100_SMS, 8);
 

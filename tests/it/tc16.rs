@@ -7,13 +7,13 @@ use crate::common;
 
 use tcgnn::format::sgt::Sgt;
 use tcgnn::format::worklist::work_list;
-use tcgnn::gpu::shared::config::{TC16_BLOCK_W, TC16_GROUP, TC16_WINDOW};
 use tcgnn::gpu::{DeviceMatrix, Gpu};
 use tcgnn::graph::Csr;
 use tcgnn::ops::spmm::cpu::spmm_reference_f64;
 use tcgnn::ops::spmm::spmm_device;
 use tcgnn::ops::spmm::tc16::spmm_tc16_with;
 use tcgnn::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
+use tcgnn::shared::config::{TC16_BLOCK_W, TC16_GROUP, TC16_WINDOW};
 use tcgnn::tensor::{Matrix, rel_error};
 
 /// Y = S X the way the kernel computes it, item by item, in f64.

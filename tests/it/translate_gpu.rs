@@ -1,15 +1,15 @@
 //! GPU translation (CSR -> ME-BCRS, CSR -> SGT) against the CPU translation, array by array and
 //! bit for bit. Skips without a GPU; the index arithmetic it shares with the kernels is tested
-//! on the CPU in `tcgnn::format::gpu::plan`.
+//! on the CPU in `tcgnn::gpu::translate::plan`.
 
 use crate::common;
 
 use std::sync::Arc;
 
 use common::{datasets_dir, gpu_or_skip, odd_shapes, random_graph};
-use tcgnn::format::gpu::{mebcrs_on_gpu, sgt_on_gpu};
 use tcgnn::format::{MeBcrs, Sgt};
 use tcgnn::gpu::Gpu;
+use tcgnn::gpu::translate::{mebcrs_on_gpu, sgt_on_gpu};
 use tcgnn::graph::Csr;
 use tcgnn::util::rng::SplitMix64;
 

@@ -19,10 +19,10 @@ use crate::gpu::abi::nn::{
     batch_norm_backward_f32, batch_norm_backward_sums_f32, batch_norm_finish_f32, batch_norm_sq_f32,
 };
 use crate::gpu::launch::Shape;
-use crate::gpu::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
+use crate::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
 use crate::util::Real;
 
 /// torch's defaults.

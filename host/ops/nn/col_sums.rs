@@ -8,10 +8,10 @@ use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{ColSumsArgs, col_sums_f32};
 use crate::gpu::launch::Shape;
-use crate::gpu::shared::config::NN_BLOCK;
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
 use crate::ops::backend::cuda::CudaBackend;
+use crate::shared::config::NN_BLOCK;
 use crate::util::Real;
 
 /// out[c] = sum_r x[r][c] (overwrites `out`). Deterministic: rows are summed in order within

@@ -14,11 +14,11 @@ use rayon::prelude::*;
 use super::{ROW_BLOCK, check_same, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{CrossEntropyArgs, cross_entropy_f32, cross_entropy_rows8_f32, cross_entropy_rows16_f32};
-use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
+use crate::shared::partition::nn_row_group_shift;
 use crate::util::Real;
 
 /// Mask bit of training rows.

@@ -9,10 +9,10 @@ use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{DotArgs, dot_f32};
 use crate::gpu::launch::Shape;
-use crate::gpu::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
+use crate::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
 use crate::util::Real;
 
 /// sum_i a[i] b[i]. Deterministic: fixed blocks of `ROW_BLOCK` elements summed in order.

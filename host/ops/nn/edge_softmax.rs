@@ -12,13 +12,13 @@ use crate::gpu::abi::nn::{
     SoftmaxScaledEdges, edge_softmax_backward_f32, edge_softmax_backward_long_f32, edge_softmax_scaled_f32, edge_softmax_scaled_long_f32,
 };
 use crate::gpu::launch::{Kernel, Ptr, Shape};
-use crate::gpu::shared::config::{NN_EDGE_GROUP, NN_LONG_ROW, NN_LONG_ROW_BLOCK};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::GraphHandle;
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
 use crate::ops::sddmm::ValueOrder;
+use crate::shared::config::{NN_EDGE_GROUP, NN_LONG_ROW, NN_LONG_ROW_BLOCK};
 use crate::util::Real;
 
 /// alpha_e = exp(s_e - max_row s) / sum_row exp(s - max_row s) with s_e = beta * cos_e, values

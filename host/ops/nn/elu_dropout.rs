@@ -20,13 +20,13 @@ use crate::gpu::abi::nn::{
     elu_dropout_f32,
 };
 use crate::gpu::launch::{PtrMut, Shape};
-use crate::gpu::shared::rng::{dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::ops::nn::dropout_gemm::DropoutGemmOp;
 use crate::ops::nn::gemm::GemmOp;
+use crate::shared::rng::{dropout_seed_key, dropout_threshold};
 use crate::util::Real;
 use half::f16;
 

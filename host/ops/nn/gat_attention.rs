@@ -22,13 +22,13 @@ use crate::gpu::abi::gat_attention::{
     gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32,
 };
 use crate::gpu::launch::{Kernel, Ptr, PtrMut};
-use crate::gpu::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::graph::Csr;
 use crate::ops::ValueOrder;
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
 use crate::ops::nn::dropout_gemm::DropoutGemmOp;
+use crate::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::util::Real;
 
 /// One layer's attention as the fused op takes it.

@@ -18,13 +18,13 @@ use crate::gpu::abi::nn::{
     gat_edge_logits_f32,
 };
 use crate::gpu::launch::Ptr;
-use crate::gpu::shared::config::{NN_EDGE_GROUP, NN_LONG_ROW};
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::graph::Csr;
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
 use crate::ops::backend::{Backend, Side};
 use crate::ops::{GraphHandle, ValueOrder};
+use crate::shared::config::{NN_EDGE_GROUP, NN_LONG_ROW};
 use crate::util::Real;
 
 /// PyG's GATConv `negative_slope`.

@@ -72,8 +72,8 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::gpu::launch::Shape;
 use crate::gpu::memory::padded_ld;
-use crate::gpu::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
 use crate::gpu::{DeviceMatrix, Gpu};
+use crate::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
 
 /// What a device matrix's elements may be (f32, f16).
 pub(crate) trait DeviceElem: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Clone + Default + Unpin {}

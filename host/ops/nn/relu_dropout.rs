@@ -15,11 +15,11 @@ use super::dropout::{check_p, matrix_keep, scale_f32};
 use super::{check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{BiasReluDropoutArgs, ReluDropoutBackwardArgs, bias_relu_dropout_f32, relu_dropout_backward_f32};
-use crate::gpu::shared::rng::{dropout_seed_key, dropout_threshold};
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
+use crate::shared::rng::{dropout_seed_key, dropout_threshold};
 use crate::util::Real;
 
 /// y = dropout(max(z + b, 0)) on the host (`z`, `y` rows x cols unpadded, `b` cols), element

@@ -9,11 +9,11 @@ use super::{check_gpu, check_same, row_shape};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{RowNormalizeArgs, RowNormalizeBackwardArgs, row_normalize_backward_f32, row_normalize_f32};
 use crate::gpu::launch::PtrMut;
-use crate::gpu::shared::partition::nn_row_group_shift;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
+use crate::shared::partition::nn_row_group_shift;
 use crate::util::Real;
 
 /// Norms below this are clamped (as F.normalize's eps).

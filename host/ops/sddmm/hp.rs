@@ -3,10 +3,10 @@
 use crate::error::Result;
 use crate::gpu::abi::sddmm::{HpSddmmArgs, sddmm_hp_f32};
 use crate::gpu::launch::{Ptr, Shape};
-use crate::gpu::shared::partition::{dtp_full_wave_size, dtp_nnz_per_warp};
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::GraphHandle;
 use crate::ops::sddmm::ValueOrder;
+use crate::shared::partition::{dtp_full_wave_size, dtp_nnz_per_warp};
 
 /// Threads per block of the HP SDDMM (8 warps).
 const SDDMM_HP_THREADS: u32 = 256;

@@ -4,9 +4,9 @@ use crate::error::{Error, Result};
 use crate::gpu::DeviceVec;
 use crate::gpu::abi::sddmm::{Tc16SddmmArgs, sddmm_tc16_f16, sddmm_tc16_tf32};
 use crate::gpu::launch::{Ptr, Shape};
-use crate::gpu::shared::config::TC16_SDDMM_WARPS;
 use crate::ops::sddmm::ValueOrder;
 use crate::ops::{FeaturesRef, GraphHandle};
+use crate::shared::config::TC16_SDDMM_WARPS;
 
 struct DeviceSgt16 {
     blk_win: DeviceVec<u32>,

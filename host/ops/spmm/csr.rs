@@ -7,7 +7,7 @@ use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::values::check_len;
 use crate::ops::{GraphHandle, ValueOrder};
 
-use crate::gpu::shared::config;
+use crate::shared::config;
 
 pub fn spmm_csr(g: &GraphHandle, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
     spmm_csr_values(g, None, x, y)

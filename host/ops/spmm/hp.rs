@@ -8,9 +8,9 @@ use crate::ops::values::check_len;
 use crate::ops::{GraphHandle, ValueOrder};
 
 use crate::gpu::Gpu;
-use crate::gpu::shared::config;
-pub use crate::gpu::shared::partition::hp_nnz_per_warp;
-use crate::gpu::shared::partition::{dtp_full_wave_size, dtp_nnz_per_warp};
+use crate::shared::config;
+pub use crate::shared::partition::hp_nnz_per_warp;
+use crate::shared::partition::{dtp_full_wave_size, dtp_nnz_per_warp};
 
 /// α of HP-SpMM's InEq. 5 as (numerator, denominator): at least one full wave of blocks. The
 /// paper names α a scale factor without giving its value; `bench dtp` measures the choice.

@@ -9,10 +9,10 @@ use crate::format::sgt::Sgt;
 use crate::format::worklist::work_list;
 use crate::gpu::abi::spmm::{self as kernels, Tc16SpmmArgs, ZeroWindowsArgs};
 use crate::gpu::launch::{Kernel, Ptr, Shape};
-use crate::gpu::shared::config::{TC16_BLOCK_W, TC16_MAX_WARPS, TC16_SMEM_BYTES};
-use crate::gpu::shared::partition::tc8_max_blocks;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::{FeaturesRef, GraphHandle};
+use crate::shared::config::{TC16_BLOCK_W, TC16_MAX_WARPS, TC16_SMEM_BYTES};
+use crate::shared::partition::tc8_max_blocks;
 
 /// The window/block index arrays on the device.
 struct DeviceTc16 {

@@ -6,10 +6,10 @@ use crate::format::worklist::{WorkListBuilder, tc8_work_list};
 use crate::gpu::abi::spmm::{self as kernels, QuantizeE4m3Args, Tc8SpmmArgs, ZeroWindowsArgs};
 use crate::gpu::launch::{Kernel, Ptr, PtrMut, Shape};
 use crate::gpu::module::KERNELS_ARCH;
-use crate::gpu::shared::config::{TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS, TC8_WARPS, tc8_async_stage_bytes, tc8_bulk_warp_bytes};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::values::check_len;
 use crate::ops::{EdgeValues, FeaturesRef, GraphHandle, OutputMut, ValueOrder};
+use crate::shared::config::{TC8_ASYNC_STAGES, TC8_BLOCK_VECTORS, TC8_WARPS, tc8_async_stage_bytes, tc8_bulk_warp_bytes};
 
 /// What the work lists need of the format (shared by both precisions and every K).
 struct Tc8Shape {

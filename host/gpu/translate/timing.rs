@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::format::gpu::{mebcrs_on_device, sgt_on_device};
 use crate::gpu::Gpu;
+use crate::gpu::csr::DeviceCsr;
 use crate::gpu::timing::time_gpu;
+use crate::gpu::translate::{mebcrs_on_device, sgt_on_device};
 use crate::graph::Csr;
-use crate::ops::handle::DeviceCsr;
 
 /// Median GPU milliseconds (event timing, 2 warm-up runs, `reps` timed) of SGT 16x8, SGT 16x16
 /// and ME-BCRS 8x8, each including its one or two small read-backs and the allocations.

@@ -4,8 +4,8 @@
 use crate::error::Result;
 use crate::gpu::abi::format::{self as kernels, WindowScanArgs};
 use crate::gpu::launch::{PtrMut, Shape};
-use crate::gpu::shared::translate::SCAN_THREADS;
 use crate::gpu::{DeviceVec, Gpu};
+use crate::shared::translate::SCAN_THREADS;
 
 /// `win_ptr` (n_windows + 1) from `counts`, and `blk_ptr` with `Some(block_w)`.
 pub fn window_scan(

@@ -2,11 +2,11 @@
 //! every window's sorted unique columns and each edge's position among them.
 
 use crate::error::Result;
-use crate::format::gpu::plan::WindowPlan;
 use crate::gpu::abi::format::{self as kernels, LargeWindowList, WindowColsArgs, WindowColsLargeArgs};
 use crate::gpu::launch::{PtrMut, Shape};
-use crate::gpu::shared::translate::{LARGE_THREADS, WINDOW_THREADS, window_smem_bytes};
+use crate::gpu::translate::plan::WindowPlan;
 use crate::gpu::{DeviceVec, Gpu};
+use crate::shared::translate::{LARGE_THREADS, WINDOW_THREADS, window_smem_bytes};
 
 /// The large windows' list and sort scratch, kept for a second sort over the same windows.
 pub struct LargeWindows {

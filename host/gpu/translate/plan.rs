@@ -2,7 +2,7 @@
 //! window sorted in shared memory (sizes the launch), and the windows too long for it with their
 //! places in the global sort scratch. Plain functions, tested on the CPU.
 
-use crate::gpu::shared::translate::{sort_len, window_is_large, window_rows};
+use crate::shared::translate::{sort_len, window_is_large, window_rows};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct WindowPlan {
@@ -39,7 +39,7 @@ pub fn plan_windows(row_ptr: &[u32], win: usize) -> WindowPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::shared::translate::*;
+    use crate::shared::translate::*;
 
     #[test]
     fn small_and_large_windows() {

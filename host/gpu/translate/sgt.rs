@@ -5,17 +5,17 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::format::gpu::plan::plan_windows;
-use crate::format::gpu::scan::window_scan;
-use crate::format::gpu::window_cols::{LargeWindows, window_cols};
-use crate::format::gpu::{download_n, read_at};
 use crate::format::{SGT_WINDOW, Sgt};
 use crate::gpu::abi::format::{SgtEdgesArgs, SgtEdgesLargeArgs, sgt_edges, sgt_edges_large};
+use crate::gpu::csr::DeviceCsr;
 use crate::gpu::launch::Shape;
-use crate::gpu::shared::translate::{LARGE_THREADS, WINDOW_THREADS, window_smem_bytes};
+use crate::gpu::translate::plan::plan_windows;
+use crate::gpu::translate::scan::window_scan;
+use crate::gpu::translate::window_cols::{LargeWindows, window_cols};
+use crate::gpu::translate::{download_n, read_at};
 use crate::gpu::{DeviceVec, Gpu};
 use crate::graph::Csr;
-use crate::ops::handle::DeviceCsr;
+use crate::shared::translate::{LARGE_THREADS, WINDOW_THREADS, window_smem_bytes};
 
 /// The arrays of [`Sgt`] on the device.
 pub struct DeviceSgt {

@@ -6,6 +6,7 @@ mod common;
 
 mod bad_inputs;
 mod blas;
+mod curves;
 mod datasets;
 mod dist_device_gpu;
 mod dist_halo;

@@ -15,6 +15,7 @@
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::graph::ops::gcn_normalize;
+use crate::nn::models::{FixedAggregation, model_info};
 
 /// The full graph's normalisation of one model, per entry of the graph and per node.
 pub struct Aggregation {
@@ -28,14 +29,14 @@ impl Aggregation {
     /// The normalisation `model` applies to `g`, when it has a fixed one (see the module docs).
     pub fn for_model(model: &str, g: &Csr) -> Result<Option<Self>> {
         let n = g.n_rows();
-        Ok(match model {
-            "gcn" => Some(Self::gcn(g)?),
-            "sage" => {
+        Ok(match model_info(model)?.aggregation {
+            Some(FixedAggregation::GcnNorm) => Some(Self::gcn(g)?),
+            Some(FixedAggregation::Mean) => {
                 let entry = (0..n).flat_map(|v| std::iter::repeat_n(1.0 / g.row_len(v).max(1) as f32, g.row_len(v))).collect();
                 Some(Aggregation { entry, self_loop: vec![0.0; n] })
             }
-            "gin" => Some(Aggregation { entry: vec![1.0; g.nnz()], self_loop: vec![0.0; n] }),
-            _ => None,
+            Some(FixedAggregation::Sum) => Some(Aggregation { entry: vec![1.0; g.nnz()], self_loop: vec![0.0; n] }),
+            None => None,
         })
     }
 

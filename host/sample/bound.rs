@@ -28,10 +28,9 @@ use super::prepared::{PaddedBatch, PreparedBatch, PreparedFeatures};
 use super::train::{Step, swap_state};
 use crate::error::{Error, Result};
 use crate::graph::Csr;
-use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::input::{HostFeatures, InputFeatures};
-use crate::nn::models::{self, Model, ModelConfig};
-use crate::nn::stack::{Conv, Stack};
+use crate::nn::models::{self, FixedMatrixModel, Model, ModelConfig};
+
 use crate::ops::backend::{AdamHyper, Ops, Side};
 use crate::tensor::Matrix;
 
@@ -75,27 +74,7 @@ impl Capacity {
 
 /// Whether `cfg`'s model can be rebound (else the caller builds one per batch).
 pub fn can_rebind(cfg: &ModelConfig) -> bool {
-    matches!(cfg.model, "gcn" | "sage" | "gin") && !cfg.batch_norm
-}
-
-/// A stack over a fixed matrix, seen as a model whose matrix can be reached.
-trait OnMatrix<B: Ops> {
-    fn model(&mut self) -> &mut dyn Model<B>;
-    fn adjacency(&mut self) -> &mut GcnAdjacency<B>;
-    /// The last conv's output (the logits) of the last forward.
-    fn logits(&self) -> &B::Mat;
-}
-
-impl<B: Ops + 'static, C: Conv<B, Adj = GcnAdjacency<B>> + 'static> OnMatrix<B> for Stack<B, C> {
-    fn model(&mut self) -> &mut dyn Model<B> {
-        self
-    }
-    fn adjacency(&mut self) -> &mut GcnAdjacency<B> {
-        self.adjacency_mut()
-    }
-    fn logits(&self) -> &B::Mat {
-        self.convs().last().expect("at least one layer").out()
-    }
+    models::model_info(cfg.model).is_ok_and(|m| m.aggregation.is_some()) && !cfg.batch_norm
 }
 
 /// A rebound model's batch buffers (see [`BoundModel::bind`] for what each holds).
@@ -111,7 +90,7 @@ pub(super) struct BoundParts<'a, B: Ops> {
 }
 
 pub struct BoundModel<B: Ops> {
-    model: Box<dyn OnMatrix<B>>,
+    model: Box<dyn FixedMatrixModel<B>>,
     pub input: InputFeatures<B>,
     pub labels: B::Labels,
     pub dlogits: B::Mat,
@@ -183,12 +162,7 @@ impl<B: Ops + 'static> BoundModel<B> {
             ..capacity
         };
         let s = template(rows, rows, capacity.edges)?;
-        let model: Box<dyn OnMatrix<B>> = match cfg.model {
-            "gcn" => Box::new(models::gcn::build_on(b, s, features, classes, cfg, None)?),
-            "sage" => Box::new(models::sage::build_on(b, s, features, classes, cfg, None)?),
-            "gin" => Box::new(models::gin::build_on(b, s, features, classes, cfg, None)?),
-            other => return Err(Error::Unsupported(format!("{other}: no fixed matrix to rebind"))),
-        };
+        let model = models::build_on_matrix(b, s, features, classes, cfg)?;
         let x = if sparse {
             HostFeatures::Sparse(template(rows, features, capacity.feature_nnz)?)
         } else {

@@ -10,6 +10,7 @@
 //! stay sparse (`device_features.rs` cuts each batch's rows and their transpose). Any graph:
 //! unlike GraphSAINT's, the batch's transpose is built, not mirrored.
 
+use crate::nn::models::{FixedAggregation, model_info};
 use std::sync::Arc;
 
 use super::bound::BoundModel;
@@ -42,11 +43,10 @@ pub struct NeighborHostBatch {
 
 /// The model's normalisation of a batch, as the kernels take it (`None`: no fixed one).
 pub fn norm_of(model: &str) -> Option<u32> {
-    match model {
-        "gcn" => Some(NEIGHBOR_NORM_GCN),
-        "sage" => Some(NEIGHBOR_NORM_MEAN),
-        "gin" => Some(NEIGHBOR_NORM_SUM),
-        _ => None,
+    match model_info(model).ok()?.aggregation? {
+        FixedAggregation::GcnNorm => Some(NEIGHBOR_NORM_GCN),
+        FixedAggregation::Mean => Some(NEIGHBOR_NORM_MEAN),
+        FixedAggregation::Sum => Some(NEIGHBOR_NORM_SUM),
     }
 }
 

@@ -129,12 +129,8 @@ impl PreparedBatch {
         let loss_nodes = batch.loss_nodes();
         let matrix = match batch.adjacency {
             Some(adj) => adj,
-            None => match model {
-                "gcn" => models::gcn::model_graph(&batch.graph)?,
-                "sage" => models::sage::model_graph(&batch.graph)?,
-                "gin" => models::gin::model_graph(&batch.graph)?,
-                other => return Err(Error::Unsupported(format!("{other}: no fixed matrix to rebind (build a model per batch)"))),
-            },
+            None if models::model_info(model)?.aggregation.is_some() => models::model_graph(model, &batch.graph)?,
+            None => return Err(Error::Unsupported(format!("{model}: no fixed matrix to rebind (build a model per batch)"))),
         };
         Ok(PreparedBatch {
             n: batch.nodes.len(),

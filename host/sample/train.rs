@@ -601,11 +601,8 @@ pub fn build_batch_model<B: Ops + 'static>(b: &B, batch: &TrainBatch, classes: u
     if let Some(adj) = &batch.adjacency {
         // The weighted aggregation is the model's matrix, used as it is (`build_on`).
         debug_assert_eq!(adj.n_rows(), n);
-        match cfg.model {
-            "gcn" => return Ok(Box::new(models::gcn::build_on(b, adj.clone(), f, classes, cfg, None)?)),
-            "sage" => return Ok(Box::new(models::sage::build_on(b, adj.clone(), f, classes, cfg, None)?)),
-            "gin" => return Ok(Box::new(models::gin::build_on(b, adj.clone(), f, classes, cfg, None)?)),
-            _ => {}
+        if models::model_info(cfg.model)?.aggregation.is_some() {
+            return Ok(models::build_on_matrix(b, adj.clone(), f, classes, cfg)?);
         }
     }
     models::build(b, &batch.graph, f, classes, cfg)

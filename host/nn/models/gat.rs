@@ -38,6 +38,7 @@ pub const INFO: ModelInfo = ModelInfo {
     weight_decay: 5e-4,
     // Attention values change every step: compact CSR order for every edge op.
     edge_layout: EdgeLayout::Csr,
+    aggregation: None,
     estimate_bytes,
     step_traffic,
 };

@@ -6,7 +6,7 @@ use crate::graph::Csr;
 use crate::nn::gcn_conv::GcnConv;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
-use crate::nn::models::{ModelConfig, ModelInfo, adjacency_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
+use crate::nn::models::{FixedAggregation, ModelConfig, ModelInfo, adjacency_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::stack::Stack;
 use crate::ops::backend::Ops;
 use crate::ops::backend::cuda::EdgeLayout;
@@ -29,6 +29,7 @@ pub const INFO: ModelInfo = ModelInfo {
     weight_decay: 5e-4,
     // Â is fixed: keep it in the kernel's layout, no conversion per product.
     edge_layout: EdgeLayout::Kernel,
+    aggregation: Some(FixedAggregation::GcnNorm),
     estimate_bytes,
     step_traffic,
 };

@@ -12,7 +12,7 @@ use crate::graph::Csr;
 use crate::nn::gin_conv::GinConv;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
-use crate::nn::models::{ModelConfig, ModelInfo, adjacency_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
+use crate::nn::models::{FixedAggregation, ModelConfig, ModelInfo, adjacency_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::stack::Stack;
 use crate::ops::backend::Ops;
 use crate::ops::backend::cuda::EdgeLayout;
@@ -35,6 +35,7 @@ pub const INFO: ModelInfo = ModelInfo {
     weight_decay: 5e-4,
     // Unit values, fixed: the kernel's layout.
     edge_layout: EdgeLayout::Kernel,
+    aggregation: Some(FixedAggregation::Sum),
     estimate_bytes,
     step_traffic,
 };

@@ -14,9 +14,11 @@ pub mod traffic;
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
+use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
 use crate::nn::param::Param;
+use crate::nn::stack::{Conv, Stack};
 use crate::ops::backend::Ops;
 use crate::ops::backend::cuda::EdgeLayout;
 use crate::util::rng::SplitMix64;
@@ -111,6 +113,10 @@ pub struct ModelInfo {
     /// Where the GPU backend keeps its edge values (fixed values: the kernel's layout; values
     /// that change every step: CSR order).
     pub edge_layout: EdgeLayout,
+    /// How it aggregates a node's neighbours when its matrix is fixed (`None`: attention, whose
+    /// weights depend on the features): what samplers need to normalise a batch as the model
+    /// would, and whether a model can be rebound to a batch's matrix ([`build_on_matrix`]).
+    pub aggregation: Option<FixedAggregation>,
     /// Device bytes of its buffers for `n` nodes, `nnz` edges, `features` in, `classes` out: to
     /// refuse a model that cannot fit before allocating it. An upper estimate.
     pub estimate_bytes: fn(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64,
@@ -126,9 +132,43 @@ impl ModelInfo {
     }
 }
 
-/// The registry: each model module exposes `INFO` and `build`.
+/// A fixed aggregation (see [`ModelInfo::aggregation`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FixedAggregation {
+    /// GCN's D^-1/2 (A + I) D^-1/2.
+    GcnNorm,
+    /// The mean over a node's row, no self-loop (SAGE's neighbour term).
+    Mean,
+    /// The sum over a node's row, no self-loop (GIN's, which adds the node itself apart).
+    Sum,
+}
+
+/// A model over a fixed matrix that can be reached: a sampler rebinds it to each batch's matrix
+/// and features instead of building a model per batch.
+pub trait FixedMatrixModel<B: Ops>: Model<B> {
+    /// Itself as a [`Model`].
+    fn model(&mut self) -> &mut dyn Model<B>;
+    fn adjacency(&mut self) -> &mut GcnAdjacency<B>;
+    /// The last conv's output (the logits) of the last forward.
+    fn logits(&self) -> &B::Mat;
+}
+
+impl<B: Ops + 'static, C: Conv<B, Adj = GcnAdjacency<B>> + 'static> FixedMatrixModel<B> for Stack<B, C> {
+    fn model(&mut self) -> &mut dyn Model<B> {
+        self
+    }
+    fn adjacency(&mut self) -> &mut GcnAdjacency<B> {
+        self.adjacency_mut()
+    }
+    fn logits(&self) -> &B::Mat {
+        self.convs().last().expect("at least one layer").out()
+    }
+}
+
+/// The registry: each model module exposes `INFO`, `build`, `build_on` and `model_graph`; the
+/// models after `fixed:` (those whose `INFO.aggregation` is set) are [`FixedMatrixModel`]s.
 macro_rules! registry {
-    ($($m:ident),* $(,)?) => {
+    ($($m:ident),* ; fixed: $($f:ident),* $(,)?) => {
         /// Every model, in the order `--help` lists them.
         pub const MODELS: &[&ModelInfo] = &[$(&$m::INFO),*];
 
@@ -175,10 +215,27 @@ macro_rules! registry {
             })*
             Err(unknown(cfg.model))
         }
+
+        /// Model `cfg.model` on `matrix`, its own matrix already made ([`model_graph`], or a
+        /// sampler's weighted aggregation), for a model with a fixed aggregation; refused for
+        /// the others.
+        pub fn build_on_matrix<B: Ops + 'static>(
+            b: &B,
+            matrix: Csr,
+            features: usize,
+            classes: usize,
+            cfg: &ModelConfig,
+        ) -> Result<Box<dyn FixedMatrixModel<B>>> {
+            check(cfg)?;
+            $(if cfg.model == $f::INFO.name {
+                return Ok(Box::new($f::build_on(b, matrix, features, classes, cfg, None)?));
+            })*
+            Err(Error::Unsupported(format!("{}: its aggregation is not a fixed matrix (attention): build a model per graph", cfg.model)))
+        }
     };
 }
 
-registry!(gcn, agnn, gat, sage, gin);
+registry!(gcn, agnn, gat, sage, gin; fixed: gcn, sage, gin);
 
 fn unknown(name: &str) -> Error {
     let names: Vec<&str> = MODELS.iter().map(|m| m.name).collect();

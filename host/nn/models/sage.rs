@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
-use crate::nn::models::{ModelConfig, ModelInfo, adjacency_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
+use crate::nn::models::{FixedAggregation, ModelConfig, ModelInfo, adjacency_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::sage_conv::SageConv;
 use crate::nn::stack::Stack;
 use crate::ops::backend::Ops;
@@ -31,6 +31,7 @@ pub const INFO: ModelInfo = ModelInfo {
     weight_decay: 5e-4,
     // The mean's values are fixed: keep them in the kernel's layout.
     edge_layout: EdgeLayout::Kernel,
+    aggregation: Some(FixedAggregation::Mean),
     estimate_bytes,
     step_traffic,
 };

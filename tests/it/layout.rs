@@ -1,10 +1,10 @@
 //! The fragment-layout functions the device kernels use, checked on the CPU: every element of
 //! each operand tile is owned by exactly one (lane, slot).
 
-mod layout {
+mod fragment {
     include!("../../kernels-gpu/src/layout.rs");
 }
-use layout::*;
+use fragment::*;
 
 fn covers(rows: u32, cols: u32, slots: u32, f: impl Fn(u32, u32) -> (u32, u32)) {
     let mut seen = vec![0u32; (rows * cols) as usize];

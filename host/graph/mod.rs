@@ -17,6 +17,7 @@ pub mod spec;
 pub mod tcg;
 pub mod text;
 pub mod transpose;
+pub mod tu;
 
 pub use csr::Csr;
 pub use perm::Permutation;

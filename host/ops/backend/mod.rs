@@ -167,6 +167,7 @@ pub trait Ops:
     + ScaledAddOp
     + DotOp
     + BatchNormOp
+    + crate::ops::nn::segment_pool::SegmentPoolOp
     + bind::BindOps
 {
 }
@@ -199,6 +200,7 @@ impl<B> Ops for B where
         + ScaledAddOp
         + DotOp
         + BatchNormOp
+        + crate::ops::nn::segment_pool::SegmentPoolOp
         + bind::BindOps
 {
 }

@@ -483,6 +483,35 @@ kernel_args! {
         pub shift: f32,
     }
 
+    /// out[g][c] = sum / mean / max over rows offsets[g]..offsets[g + 1] of x[r][c] (out's
+    /// padded rows written whole; max also writes the argmax row, u32::MAX for an empty
+    /// segment). x and out share the stride `ld`.
+    pub struct SegmentPoolArgs {
+        pub graphs: u32,
+        pub cols: u32,
+        pub ld: u32,
+        /// graphs + 1 non-decreasing row offsets.
+        pub offsets: Ptr<u32>,
+        pub x: Ptr<f32>,
+        pub out: PtrMut<f32>,
+        /// graphs x ld (max only; unused otherwise).
+        pub argmax: PtrMut<u32>,
+    }
+
+    /// dx[r][c] from dout[g(r)][c] (the pooling's backward; dx's padded rows written whole).
+    pub struct SegmentPoolBackwardArgs {
+        /// Rows of dx (= offsets[graphs]).
+        pub rows: u32,
+        pub graphs: u32,
+        pub cols: u32,
+        pub ld: u32,
+        pub offsets: Ptr<u32>,
+        pub dout: Ptr<f32>,
+        /// The forward's argmax (max only).
+        pub argmax: Ptr<u32>,
+        pub dx: PtrMut<f32>,
+    }
+
     /// out[0] += sum a * b over `n4` float4s (out zeroed by the launcher).
     pub struct DotArgs {
         /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
@@ -608,6 +637,12 @@ kernels! {
     row_normalize_backward_f32(RowNormalizeBackwardArgs) = crate::nn::row_normalize::row_normalize_backward;
     scaled_add_f32(ScaledAddArgs) = crate::nn::scaled_add::scaled_add;
     dot_f32(DotArgs) = crate::nn::dot::dot;
+    segment_sum_f32(SegmentPoolArgs) = crate::nn::segment_pool::segment_pool::<0>;
+    segment_mean_f32(SegmentPoolArgs) = crate::nn::segment_pool::segment_pool::<1>;
+    segment_max_f32(SegmentPoolArgs) = crate::nn::segment_pool::segment_pool::<2>;
+    segment_sum_backward_f32(SegmentPoolBackwardArgs) = crate::nn::segment_pool::segment_pool_backward::<0>;
+    segment_mean_backward_f32(SegmentPoolBackwardArgs) = crate::nn::segment_pool::segment_pool_backward::<1>;
+    segment_max_backward_f32(SegmentPoolBackwardArgs) = crate::nn::segment_pool::segment_pool_backward::<2>;
     batch_norm_sq_f32(BatchNormSqArgs) = crate::nn::batch_norm::batch_norm_sq;
     batch_norm_finish_f32(BatchNormFinishArgs) = crate::nn::batch_norm::batch_norm_finish;
     batch_norm_apply_f32(BatchNormApplyArgs) = crate::nn::batch_norm::batch_norm_apply;

@@ -32,6 +32,7 @@ pub mod relu_dropout;
 pub mod row_normalize;
 pub mod row_split;
 pub mod scaled_add;
+pub mod segment_pool;
 
 use crate::index::Strided;
 use crate::ptx;

@@ -326,3 +326,11 @@ pub fn refuse_options(cfg: &ModelConfig, stack: bool, variant: bool) -> Result<(
     }
     Err(Error::Unsupported(format!("model {} does not support {}", cfg.model, bad.join(", "))))
 }
+
+/// The readout graph classification pools model `name`'s node rows with by default: sum for
+/// GIN (its paper's: a sum keeps the size of the multiset of node rows, which mean and max
+/// lose), mean for the others (PyG's graph-classification examples).
+pub fn default_graph_pooling(name: &str) -> crate::ops::nn::segment_pool::Pooling {
+    use crate::ops::nn::segment_pool::Pooling;
+    if name == gin::INFO.name { Pooling::Sum } else { Pooling::Mean }
+}

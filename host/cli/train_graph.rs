@@ -107,7 +107,10 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         && dir.exists()
         && !dir.is_dir()
     {
-        return Err(Error::Io { path: dir.clone(), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder") });
+        return Err(Error::Io {
+            path: dir.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder"),
+        });
     }
     let (mut cfg, k) = config(a)?;
     let set = GraphSet::new(tu::load(&a.graph)?)?;
@@ -161,23 +164,34 @@ pub fn run(a: &TrainArgs) -> Result<()> {
             (b.describe(), run_folds_on(&b, a, &set, &folds, run_folds, &cfg)?)
         }
         None if a.f64 => ("cpu f64".to_string(), run_folds_on(&CpuBackend::<f64>::new(), a, &set, &folds, run_folds, &cfg)?),
-        None => (format!("cpu f32 ({} threads)", rayon::current_num_threads()), run_folds_on(&CpuBackend::<f32>::new(), a, &set, &folds, run_folds, &cfg)?),
+        None => (
+            format!("cpu f32 ({} threads)", rayon::current_num_threads()),
+            run_folds_on(&CpuBackend::<f32>::new(), a, &set, &folds, run_folds, &cfg)?,
+        ),
     };
     let summary = summarize(&results)?;
-    println!("{:>4} {:>6} {:>6} {:>10} {:>10} {:>9} {:>10}", "fold", "train", "test", "acc@best", "acc@last", "best ep", "epoch ms");
+    println!(
+        "{:>4} {:>6} {:>6} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9}",
+        "fold", "train", "test", "acc@best", "acc@last", "best ep", "epoch ms", "build ms", "wait ms"
+    );
     for f in &results {
         let best = f.epochs.iter().max_by(|x, y| x.test_acc.total_cmp(&y.test_acc).then(y.epoch.cmp(&x.epoch))).expect("epochs");
-        let mut t: Vec<f64> = f.epochs.iter().skip(1).map(|e| e.train_s).collect();
-        t.sort_by(f64::total_cmp);
+        let median = |get: fn(&tcgnn::task::graph::EpochLog) -> f64| {
+            let mut t: Vec<f64> = f.epochs.iter().skip(1).map(get).collect();
+            t.sort_by(f64::total_cmp);
+            1e3 * t.get(t.len() / 2).copied().unwrap_or(get(&f.epochs[0]))
+        };
         println!(
-            "{:>4} {:>6} {:>6} {:>9.2}% {:>9.2}% {:>9} {:>10.1}",
+            "{:>4} {:>6} {:>6} {:>9.2}% {:>9.2}% {:>9} {:>10.1} {:>10.1} {:>9.1}",
             f.fold,
             f.train_graphs,
             f.test_graphs,
             100.0 * f.epochs[summary.best_epoch - 1].test_acc,
             100.0 * f.epochs.last().expect("epochs").test_acc,
             best.epoch,
-            1e3 * t.get(t.len() / 2).copied().unwrap_or(f.epochs[0].train_s)
+            median(|e| e.train_s),
+            median(|e| e.build_s),
+            median(|e| e.wait_s)
         );
     }
     let partial = if run_folds < folds.k() { format!(" (PARTIAL: {run_folds} of {} folds)", folds.k()) } else { String::new() };
@@ -227,13 +241,22 @@ fn run_folds_on<B: Ops + 'static>(
 ) -> Result<Vec<FoldResult>> {
     let total = (run_folds * cfg.epochs) as u64;
     let bar = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(total) };
-    bar.set_style(ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} epochs {msg}").expect("static template").progress_chars("=> "));
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} epochs {msg}").expect("static template").progress_chars("=> "),
+    );
     bar.set_prefix(format!("{} {}", set.tu.name, a.model));
     let mut out = Vec::with_capacity(run_folds);
     for f in 0..run_folds {
         let r = train_fold(b, set, folds, f, cfg, &mut |e| {
             bar.inc(1);
-            bar.set_message(format!("fold {} epoch {} loss {:.3} train {:.1}% test {:.1}%", e.fold, e.epoch, e.train_loss, 100.0 * e.train_acc, 100.0 * e.test_acc));
+            bar.set_message(format!(
+                "fold {} epoch {} loss {:.3} train {:.1}% test {:.1}%",
+                e.fold,
+                e.epoch,
+                e.train_loss,
+                100.0 * e.train_acc,
+                100.0 * e.test_acc
+            ));
         })?;
         out.push(r);
     }

@@ -215,7 +215,10 @@ fn read_edges(path: &Path, node_graph: &[u32]) -> Result<Csr> {
         }
         let toks: Vec<&[u8]> = Tokens::new(line.text, true).take(3).collect();
         let id = |t: &[u8]| -> Result<u32> {
-            let v: i64 = std::str::from_utf8(t).ok().and_then(|s| s.parse().ok()).ok_or_else(|| line.error(format!("node id '{}' is not an integer", show(t))))?;
+            let v: i64 = std::str::from_utf8(t)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| line.error(format!("node id '{}' is not an integer", show(t))))?;
             if v < 1 || v as u64 > n as u64 {
                 return Err(line.error(format!("node id {v} out of range 1..={n} (the graph indicator's nodes)")));
             }

@@ -12,7 +12,9 @@ use tcgnn::graph::tu::read_tu;
 use tcgnn::nn::models::{default_config, default_graph_pooling};
 use tcgnn::nn::{Backend, CpuBackend, CudaBackend, ModelConfig};
 use tcgnn::ops::backend::AdamHyper;
-use tcgnn::ops::nn::segment_pool::{DeviceSegments, NO_ROW, Pooling, segment_pool, segment_pool_backward, segment_pool_backward_cpu, segment_pool_cpu};
+use tcgnn::ops::nn::segment_pool::{
+    DeviceSegments, NO_ROW, Pooling, segment_pool, segment_pool_backward, segment_pool_backward_cpu, segment_pool_cpu,
+};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::task::graph::{Folds, GraphBatch, GraphModel, GraphNet, GraphSet};
 use tcgnn::tensor::{Matrix, rel_error};
@@ -216,7 +218,13 @@ fn batch_gives_the_graphs_outputs_one_by_one() {
 fn folds_are_stratified_disjoint_and_covering() {
     let mut rng = SplitMix64::new(4);
     // Three classes of 60 %, 30 % and 10 %.
-    let labels: Vec<u32> = (0..503).map(|_| match rng.below(10) { 0..=5 => 0, 6..=8 => 1, _ => 2 }).collect();
+    let labels: Vec<u32> = (0..503)
+        .map(|_| match rng.below(10) {
+            0..=5 => 0,
+            6..=8 => 1,
+            _ => 2,
+        })
+        .collect();
     let f = Folds::stratified("S", &labels, 10, 3).unwrap();
     assert_eq!(f.k(), 10);
     let mut seen = vec![0u32; labels.len()];
@@ -271,8 +279,9 @@ fn folds_are_stratified_disjoint_and_covering() {
 fn tu_reader_refuses_bad_inputs() {
     let dir = tmp_dir("bad");
     // (what, A, indicator, graph labels, node labels, file the error names, its line, a phrase)
+    type Case<'a> = (&'a str, &'a str, &'a str, &'a str, Option<&'a str>, &'a str, usize, &'a str);
     let good_a = "1, 2\n2, 1\n3, 4\n4, 3\n";
-    let cases: [(&str, &str, &str, &str, Option<&str>, &str, usize, &str); 11] = [
+    let cases: [Case; 11] = [
         ("decreasing", good_a, "1\n1\n2\n1\n", "0\n1\n", None, "graph_indicator", 4, "non-decreasing"),
         ("gap", good_a, "1\n1\n3\n3\n", "0\n1\n0\n", None, "graph_indicator", 3, "no nodes"),
         ("starts at 2", good_a, "2\n2\n3\n3\n", "0\n1\n", None, "graph_indicator", 1, "start at 1"),
@@ -312,7 +321,8 @@ fn tu_sets_read_as_their_readme_says() {
         return;
     }
     // (name, graphs, nodes, entries as listed, class sizes, node-label categories)
-    for (name, graphs, nodes, classes, width) in [("MUTAG", 188, 3371, [125, 63], Some(7)), ("IMDB-BINARY", 1000, 19773, [500, 500], None)] {
+    for (name, graphs, nodes, classes, width) in [("MUTAG", 188, 3371, [125, 63], Some(7)), ("IMDB-BINARY", 1000, 19773, [500, 500], None)]
+    {
         let s = read_tu(&dir, name).unwrap();
         assert_eq!((s.graphs(), s.nodes()), (graphs, nodes), "{name}");
         let per: Vec<usize> = (0..2).map(|c| s.graph_labels.iter().filter(|&&l| l == c).count()).collect();

@@ -46,8 +46,8 @@ pub mod relu_dropout;
 pub mod row_normalize;
 pub mod row_split;
 pub mod scaled_add;
-pub mod segment_pool;
 pub mod sddmm;
+pub mod segment_pool;
 pub mod spmm;
 pub mod transpose_edges;
 

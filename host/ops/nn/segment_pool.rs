@@ -54,7 +54,7 @@ pub fn check_offsets(offsets: &[u32], rows: usize) -> Result<()> {
 /// both unpadded); `argmax` (segments x cols) receives the row of each maximum for `Max` (and
 /// is not touched otherwise; it may then be empty).
 pub fn segment_pool_cpu<T: Real>(kind: Pooling, x: &[T], cols: usize, offsets: &[u32], out: &mut [T], argmax: &mut [u32]) -> Result<()> {
-    let rows = if cols == 0 { offsets.last().copied().unwrap_or(0) as usize } else { x.len() / cols };
+    let rows = x.len().checked_div(cols).unwrap_or(offsets.last().copied().unwrap_or(0) as usize);
     check_offsets(offsets, rows)?;
     let graphs = offsets.len() - 1;
     if x.len() != rows * cols || out.len() != graphs * cols || (kind == Pooling::Max && argmax.len() != graphs * cols) {
@@ -80,7 +80,7 @@ pub fn segment_pool_cpu<T: Real>(kind: Pooling, x: &[T], cols: usize, offsets: &
                 }
                 if kind == Pooling::Mean && hi > lo {
                     let inv = T::one() / T::from_f64((hi - lo) as f64);
-                    o.iter_mut().for_each(|v| *v = *v * inv);
+                    o.iter_mut().for_each(|v| *v *= inv);
                 }
             }
             Pooling::Max => {
@@ -106,8 +106,15 @@ pub fn segment_pool_cpu<T: Real>(kind: Pooling, x: &[T], cols: usize, offsets: &
 }
 
 /// dx (rows x cols) from dout (segments x cols): overwritten, see the module note.
-pub fn segment_pool_backward_cpu<T: Real>(kind: Pooling, dout: &[T], cols: usize, offsets: &[u32], argmax: &[u32], dx: &mut [T]) -> Result<()> {
-    let rows = if cols == 0 { offsets.last().copied().unwrap_or(0) as usize } else { dx.len() / cols };
+pub fn segment_pool_backward_cpu<T: Real>(
+    kind: Pooling,
+    dout: &[T],
+    cols: usize,
+    offsets: &[u32],
+    argmax: &[u32],
+    dx: &mut [T],
+) -> Result<()> {
+    let rows = dx.len().checked_div(cols).unwrap_or(offsets.last().copied().unwrap_or(0) as usize);
     check_offsets(offsets, rows)?;
     let graphs = offsets.len() - 1;
     if dx.len() != rows * cols || dout.len() != graphs * cols || (kind == Pooling::Max && argmax.len() != graphs * cols) {
@@ -178,8 +185,7 @@ fn check_device(kind: Pooling, seg: &DeviceSegments, x: &DeviceMatrix<f32>, out:
     check_matrix_64(out, what)?;
     check_gpu(x.gpu(), out.gpu(), what)?;
     let graphs = seg.graphs();
-    if x.rows != seg.rows() || out.rows != graphs || x.cols != out.cols || (kind == Pooling::Max && seg.argmax.len() < graphs * out.ld)
-    {
+    if x.rows != seg.rows() || out.rows != graphs || x.cols != out.cols || (kind == Pooling::Max && seg.argmax.len() < graphs * out.ld) {
         return Err(Error::Shape(format!(
             "{what}: {} x {} node rows and {} x {} graph rows for {graphs} segments of {} rows{}",
             x.rows,
@@ -274,7 +280,14 @@ impl<T: Real> SegmentPoolOp for CpuBackend<T> {
     }
     fn segment_pool(&self, kind: Pooling, x: &HostMat<T>, seg: &mut HostSegments, out: &mut HostMat<T>) -> Result<()> {
         if x.cols != out.cols || out.rows + 1 != seg.offsets.len() || x.rows != *seg.offsets.last().unwrap_or(&0) as usize {
-            return Err(Error::Shape(format!("segment_pool: {}x{} into {}x{} over {} offsets", x.rows, x.cols, out.rows, out.cols, seg.offsets.len())));
+            return Err(Error::Shape(format!(
+                "segment_pool: {}x{} into {}x{} over {} offsets",
+                x.rows,
+                x.cols,
+                out.rows,
+                out.cols,
+                seg.offsets.len()
+            )));
         }
         segment_pool_cpu(kind, &x.data, x.cols, &seg.offsets, &mut out.data, &mut seg.argmax)
     }
@@ -301,7 +314,13 @@ impl SegmentPoolOp for CudaBackend {
     fn segment_pool(&self, kind: Pooling, x: &DeviceMatrix<f32>, seg: &mut DeviceSegments, out: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("segment pool", || segment_pool(kind, x, seg, out))
     }
-    fn segment_pool_backward(&self, kind: Pooling, seg: &DeviceSegments, dout: &DeviceMatrix<f32>, dx: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn segment_pool_backward(
+        &self,
+        kind: Pooling,
+        seg: &DeviceSegments,
+        dout: &DeviceMatrix<f32>,
+        dx: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         self.timed("segment pool backward", || segment_pool_backward(kind, seg, dout, dx))
     }
 }

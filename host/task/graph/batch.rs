@@ -36,10 +36,13 @@ impl GraphBatch {
             offsets.push(offsets.last().unwrap() + r.len() as u32);
         }
         let n = *offsets.last().unwrap() as usize;
-        let nnz: usize = ids.iter().map(|&g| {
-            let r = set.tu.graph_nodes(g as usize);
-            (a.row_ptr()[r.end] - a.row_ptr()[r.start]) as usize
-        }).sum();
+        let nnz: usize = ids
+            .iter()
+            .map(|&g| {
+                let r = set.tu.graph_nodes(g as usize);
+                (a.row_ptr()[r.end] - a.row_ptr()[r.start]) as usize
+            })
+            .sum();
         let mut row_ptr = Vec::with_capacity(n + 1);
         row_ptr.push(0u32);
         let mut col_idx = Vec::with_capacity(nnz);

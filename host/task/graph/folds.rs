@@ -120,8 +120,7 @@ impl Folds {
     /// Reads a folds file and checks it against the set `dataset` with classes `labels`.
     pub fn read(path: &Path, dataset: &str, labels: &[u32]) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.to_path_buf(), source: e })?;
-        let folds: Folds =
-            serde_json::from_str(&text).map_err(|e| Error::parse(path, e.line(), format!("not a folds file: {e}")))?;
+        let folds: Folds = serde_json::from_str(&text).map_err(|e| Error::parse(path, e.line(), format!("not a folds file: {e}")))?;
         folds.check(path, dataset, labels)?;
         Ok(folds)
     }

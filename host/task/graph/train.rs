@@ -46,6 +46,12 @@ pub struct EpochLog {
     pub test_acc: f64,
     /// Wall time of the epoch's training steps (batch models, steps; no evaluation).
     pub train_s: f64,
+    /// Of which building the batches' nets (allocations, the batch graph's translation and
+    /// upload, features, labels; on the GPU also any wait for the queued steps these calls
+    /// imply).
+    pub build_s: f64,
+    /// Of which waiting for the workers' next batch.
+    pub wait_s: f64,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -151,13 +157,17 @@ pub fn train_fold<B: Ops + 'static>(
     let mut trained: Option<GraphNet<B>> = None;
     let mut out = FoldResult { fold, train_graphs: train.len(), test_graphs: test.len(), epochs: Vec::with_capacity(cfg.epochs) };
     for epoch in 0..cfg.epochs {
-        let halvings = if cfg.lr_halve_every > 0 { epoch / cfg.lr_halve_every } else { 0 };
+        let halvings = epoch.checked_div(cfg.lr_halve_every).unwrap_or(0);
         let hyper = AdamHyper { lr: cfg.lr * 0.5f32.powi(halvings as i32), weight_decay: cfg.weight_decay, ..AdamHyper::default() };
         let t0 = Instant::now();
+        let waited = stream.waited();
+        let mut build_s = 0.0;
         let mut stats = Vec::with_capacity(steps);
         for _ in 0..steps {
             let batch = stream.next().ok_or_else(|| Error::Unsupported("the batch stream ended early".into()))??;
+            let tb = Instant::now();
             let mut net = GraphNet::new(b, &batch, &model)?;
+            build_s += tb.elapsed().as_secs_f64();
             // The first batch's net becomes the trained one (its initial weights are the
             // model's); each later batch's net borrows its state for the step.
             let trained = match &mut trained {
@@ -187,6 +197,8 @@ pub fn train_fold<B: Ops + 'static>(
             train_acc: correct / train.len() as f64,
             test_acc: right / test.len() as f64,
             train_s,
+            build_s,
+            wait_s: (stream.waited() - waited).as_secs_f64(),
         };
         on_epoch(&log);
         out.epochs.push(log);

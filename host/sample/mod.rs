@@ -31,7 +31,8 @@ pub mod induced;
 pub mod layerwise;
 pub mod local_ids;
 pub mod neighbor;
-pub mod prefetch;
+// The workers moved to util (the graph task uses them too); the old path stays.
+pub use crate::util::prefetch;
 pub mod prepared;
 pub mod saint;
 pub mod saint_edge;

@@ -2,6 +2,7 @@
 
 pub mod atomic;
 pub mod memory;
+pub mod prefetch;
 pub mod real;
 pub mod rng;
 pub mod split;

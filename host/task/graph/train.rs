@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::ops::backend::{AdamHyper, Ops};
-use crate::sample::prefetch::{Prefetch, PrefetchConfig};
+use crate::util::prefetch::{Prefetch, PrefetchConfig};
 use crate::util::rng::SplitMix64;
 
 use super::batch::GraphBatch;

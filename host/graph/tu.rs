@@ -150,10 +150,10 @@ fn read_indicator(path: &Path) -> Result<(Vec<u32>, Vec<u32>)> {
         }
         let v = one_int(line.text).ok_or_else(|| line.error(format!("expected one graph id, found '{}'", show(line.text))))?;
         let prev = offsets.len() as i64 - 1; // the current graph's 1-based id (0 before the first)
+        if node_graph.len() >= u32::MAX as usize / 2 {
+            return Err(line.error("more than 2^31 nodes (32-bit node ids)"));
+        }
         if v == prev + 1 {
-            if node_graph.len() >= u32::MAX as usize / 2 {
-                return Err(line.error("more than 2^31 nodes"));
-            }
             offsets.push(node_graph.len() as u32);
         } else if v != prev || prev == 0 {
             let what = if prev == 0 {

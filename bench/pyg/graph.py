@@ -18,9 +18,10 @@ smallest) one-hot, or without node labels the one-hot degree up to the set's lar
 
 The model mirrors tcgnn's graph task (host/task/graph): an encoder of L convs (hidden width 64;
 GAT 8 heads x 8), BatchNorm + ReLU after every hidden conv (GAT: ELU, no BatchNorm, as tcgnn's
-GAT), the last conv's output pooled per graph (sum for GIN, mean otherwise), then
-Linear(64, 64) - ReLU - Dropout(0.5) - Linear(64, classes); cross entropy, Adam lr 0.01 halved
-every 50 epochs, batch 128, no weight decay. Needs torch, torch_geometric and numpy only.
+GAT), BatchNorm + ReLU after the last conv too (the head's node norm), the node rows pooled per
+graph (sum for GIN, mean otherwise), then BatchNorm1d(64) - Linear(64, 64) - ReLU -
+Dropout(0.5) - Linear(64, classes); cross entropy, Adam lr 0.01 halved every 50 epochs, batch
+128, no weight decay. Needs torch, torch_geometric and numpy only.
 """
 
 import argparse
@@ -171,13 +172,16 @@ def build(model, f_in, classes, layers, hidden, heads, pooling, dropout):
                     norms.append(nn.BatchNorm1d(d2))
                 d = d2
             self.convs, self.norms = nn.ModuleList(convs), nn.ModuleList(norms)
-            self.head = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(width, classes))
+            self.node_norm = nn.BatchNorm1d(width)
+            self.head = nn.Sequential(nn.BatchNorm1d(width), nn.Linear(width, width), nn.ReLU(), nn.Dropout(dropout),
+                                      nn.Linear(width, classes))
 
         def forward(self, x, edge_index, batch, num_graphs: int):
             for i, conv in enumerate(self.convs):
                 x = conv(x, edge_index)
                 if i + 1 < len(self.convs):
                     x = torch.nn.functional.elu(x) if model == "gat" else torch.relu(self.norms[i](x))
+            x = torch.relu(self.node_norm(x))
             return self.head(pool(x, batch, size=num_graphs))
 
     return Net()

@@ -59,6 +59,7 @@ impl<B: Ops + 'static> GraphNet<B> {
             classes: m.classes,
             pooling: m.pooling,
             dropout: m.encoder.dropout,
+            norm: m.encoder.batch_norm,
             seed: m.encoder.seed,
         };
         let head = GraphHead::new(b, &shape, &batch.offsets)?;
@@ -91,7 +92,7 @@ impl<B: Ops + 'static> GraphNet<B> {
         let h = encoder.forward(b, input, true)?;
         let logits = head.forward(b, h, true)?;
         b.cross_entropy(logits, train_labels, inv, dlogits, stats)?;
-        let dh = head.backward(b, dlogits)?;
+        let dh = head.backward(b, h, dlogits)?;
         encoder.backward(b, input, dh)?;
         Param::adam_all(b, self.params().into_iter().map(|(_, p)| p), hyper)
     }
@@ -126,6 +127,8 @@ impl<B: Ops + 'static> GraphNet<B> {
             }
         }
         let (mut ba, mut bb) = (self.encoder.buffers(), other.encoder.buffers());
+        ba.extend(self.head.buffers());
+        bb.extend(other.head.buffers());
         if ba.len() != bb.len() || ba.iter().zip(&bb).any(|(x, y)| x.0 != y.0) {
             return Err(Error::Unsupported("a batch's net has other buffers than the trained net".into()));
         }

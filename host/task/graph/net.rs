@@ -87,14 +87,20 @@ impl<B: Ops + 'static> GraphNet<B> {
     /// (`correct[0]`), read later.
     pub fn step(&mut self, b: &B, hyper: &AdamHyper, stats: &mut B::Stats) -> Result<()> {
         b.begin_step()?;
+        self.gradients(b, stats)?;
+        Param::adam_all(b, self.params().into_iter().map(|(_, p)| p), hyper)
+    }
+
+    /// Forward (training), cross entropy and backward: every parameter's gradient, no update
+    /// (the step's first part; the gradient checks call it alone).
+    pub fn gradients(&mut self, b: &B, stats: &mut B::Stats) -> Result<()> {
         let inv = 1.0 / self.graphs as f32;
         let GraphNet { encoder, head, input, train_labels, dlogits, .. } = self;
         let h = encoder.forward(b, input, true)?;
         let logits = head.forward(b, h, true)?;
         b.cross_entropy(logits, train_labels, inv, dlogits, stats)?;
         let dh = head.backward(b, h, dlogits)?;
-        encoder.backward(b, input, dh)?;
-        Param::adam_all(b, self.params().into_iter().map(|(_, p)| p), hyper)
+        encoder.backward(b, input, dh)
     }
 
     /// Correctly classified graphs of the batch (evaluation: no dropout, BatchNorm's running

@@ -135,6 +135,8 @@ pub struct TrainArgs {
     pub dist: crate::cli::dist_train_cmd::DistArgs,
     #[command(flatten)]
     pub sample: crate::cli::sample_args::SampleArgs,
+    #[command(flatten)]
+    pub link: crate::cli::train_link::LinkArgs,
 }
 
 /// Where Ctrl-C leaves its checkpoint when no --checkpoint folder was given.

@@ -14,5 +14,6 @@
 pub mod decoder;
 pub mod metric;
 pub mod pairs;
+pub mod predict;
 pub mod split;
 pub mod train;

@@ -353,3 +353,74 @@ fn link_training_learns_on_a_community_graph() {
     assert!(losses[29] < losses[0], "the loss did not fall: {losses:?}");
     assert!(auc > 0.65, "validation AUC {auc}");
 }
+
+// -- the command line on bad input: clear errors, never a panic --
+
+fn bin() -> String {
+    std::env::var("TCGNN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tcgnn").to_string())
+}
+
+/// `tcgnn ARGS` in `dir`: (exit code, stderr).
+fn tcgnn<S: AsRef<std::ffi::OsStr>>(dir: &std::path::Path, args: &[S]) -> (Option<i32>, String) {
+    let o = std::process::Command::new(bin())
+        .args(args)
+        .current_dir(dir)
+        .env("TCGNN_DATASETS", dir)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn refuses<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(dir: &std::path::Path, args: &[S], expect: &str) {
+    let (code, err) = tcgnn(dir, args);
+    assert!(matches!(code, Some(1) | Some(2)), "tcgnn {args:?}: exit {code:?}, stderr:\n{err}");
+    assert!(err.contains(expect), "tcgnn {args:?}: '{expect}' not in:\n{err}");
+    assert!(!err.contains("panicked"), "tcgnn {args:?} panicked:\n{err}");
+}
+
+fn succeeds<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(dir: &std::path::Path, args: &[S]) {
+    let (code, err) = tcgnn(dir, args);
+    assert_eq!(code, Some(0), "tcgnn {args:?}: {err}");
+}
+
+#[test]
+fn link_cli_refuses_bad_input() {
+    let dir = scratch("cli");
+    let empty = Csr::new(6, 6, vec![0; 7], vec![], vec![]).unwrap();
+    tcgnn::graph::mtx::write_mtx(dir.join("empty.mtx"), &empty).unwrap();
+    tcgnn::graph::mtx::write_mtx(dir.join("g.mtx"), &test_graph(80, 4, 6)).unwrap();
+    let train = |extra: &[&str]| -> Vec<String> {
+        let base = ["train", "g.mtx", "--task", "link", "--epochs", "2", "--device", "cpu", "--quiet", "--features", "8"];
+        base.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    refuses(&dir, &["train", "empty.mtx", "--task", "link", "--device", "cpu", "--quiet"], "no edges");
+    refuses(&dir, &train(&["--neg-ratio", "0"]), "--neg-ratio");
+    refuses(&dir, &train(&["--embedding", "0"]), "--embedding");
+    refuses(&dir, &train(&["--checkpoint", "ck"]), "not available with --task link");
+    // A split file of another graph.
+    std::fs::write(dir.join("other.split"), "tcgnn-link-split 1\nnodes 5\nedges 1\nseed 0\n").unwrap();
+    refuses(&dir, &train(&["--split-file", "other.split"]), "other.split:2");
+    // A link model and a node model, then predict with the wrong one and with bad pairs.
+    succeeds(&dir, &train(&["--save", "link.safetensors"]));
+    succeeds(&dir, &["train", "g.mtx", "--epochs", "2", "--device", "cpu", "--quiet", "--features", "8", "--save", "node.safetensors"]);
+    std::fs::write(dir.join("ok.txt"), "0 1\n# a comment\n2,3\n").unwrap();
+    std::fs::write(dir.join("range.txt"), "0 1\n0 80\n").unwrap();
+    std::fs::write(dir.join("dup.txt"), "0 1\n4 5\n0 1\n").unwrap();
+    let predict = |model: &str, pairs: Option<&str>, out: &str| -> Vec<String> {
+        let mut v: Vec<String> = ["predict", model, "g.mtx", "--device", "cpu", "--out", out].iter().map(|s| s.to_string()).collect();
+        if let Some(p) = pairs {
+            v.extend(["--pairs".to_string(), p.to_string()]);
+        }
+        v
+    };
+    succeeds(&dir, &predict("link.safetensors", Some("ok.txt"), "scores.csv"));
+    let csv = std::fs::read_to_string(dir.join("scores.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(csv.lines().nth(2).unwrap().starts_with("2,3,"), "{csv}");
+    refuses(&dir, &predict("link.safetensors", Some("range.txt"), "s.csv"), "range.txt:2");
+    refuses(&dir, &predict("link.safetensors", Some("dup.txt"), "s.csv"), "given twice");
+    refuses(&dir, &predict("node.safetensors", Some("ok.txt"), "s.csv"), "another task");
+    refuses(&dir, &predict("link.safetensors", None, "p.csv"), "--pairs");
+    std::fs::remove_dir_all(&dir).ok();
+}

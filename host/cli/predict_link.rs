@@ -23,7 +23,9 @@ pub fn run(a: &PredictArgs, pairs_file: &Path) -> Result<()> {
         return Err(Error::Unsupported(format!("{}: --out must end in .csv with --pairs (u,v,score,probability)", a.out.display())));
     }
     if a.probabilities || a.embeddings.is_some() {
-        return Err(Error::Unsupported("--probabilities / --embeddings are for node classification; --pairs writes scores and probabilities".into()));
+        return Err(Error::Unsupported(
+            "--probabilities / --embeddings are for node classification; --pairs writes scores and probabilities".into(),
+        ));
     }
     let saved = SavedLinkModel::read(&a.model)?;
     let m = &saved.meta;

@@ -136,7 +136,10 @@ fn check_options(a: &TrainArgs) -> Result<()> {
         && dir.exists()
         && !dir.is_dir()
     {
-        return Err(Error::Io { path: dir.clone(), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder") });
+        return Err(Error::Io {
+            path: dir.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder"),
+        });
     }
     link_config(a, 0)?;
     Ok(())
@@ -233,11 +236,20 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
             precision: precision.clone(),
         };
         SavedLinkModel { meta, link: LinkMeta { decoder: lcfg.decoder, split_seed: split.seed }, weights }.write(path)?;
-        eprintln!("saved the weights of epoch {} (validation AUC {:.4}, test AUC {:.4}) to {}", rec.epoch, rec.val.auc, rec.test.auc, path.display());
+        eprintln!(
+            "saved the weights of epoch {} (validation AUC {:.4}, test AUC {:.4}) to {}",
+            rec.epoch,
+            rec.val.auc,
+            rec.test.auc,
+            path.display()
+        );
     }
     let dropped: usize = history.epochs.iter().map(|e| e.negatives_dropped).sum();
     if dropped > 0 {
-        eprintln!("note: {dropped} training negatives over {} epochs were drawn twice in their epoch or found no non-edge, and were left out", history.epochs.len());
+        eprintln!(
+            "note: {dropped} training negatives over {} epochs were drawn twice in their epoch or found no non-edge, and were left out",
+            history.epochs.len()
+        );
     }
     Ok(LinkRun {
         graph: data.name.clone(),
@@ -287,7 +299,14 @@ fn print_table(runs: &[LinkRun]) {
         col(&|h| h.best_val.hits[1]),
         col(&|h| h.best_val.hits[2])
     );
-    println!("{:<12} {} {} {} {}", "test", col(&|h| h.test.auc), col(&|h| h.test.hits[0]), col(&|h| h.test.hits[1]), col(&|h| h.test.hits[2]));
+    println!(
+        "{:<12} {} {} {} {}",
+        "test",
+        col(&|h| h.test.auc),
+        col(&|h| h.test.hits[0]),
+        col(&|h| h.test.hits[1]),
+        col(&|h| h.test.hits[2])
+    );
     let epochs: Vec<String> = runs.iter().map(|r| r.history.best_epoch.to_string()).collect();
     println!(
         "best epochs {}; per epoch: training {:.2} ms, evaluation {:.2} ms (medians, seed {}); setup {:.1} ms",

@@ -117,7 +117,9 @@ impl SavedModel {
         {
             return Err(bad(
                 path,
-                format!("a '{format}' file, not a node-classification model (a link-prediction model scores pairs: `tcgnn predict MODEL GRAPH --pairs FILE`)"),
+                format!(
+                    "a '{format}' file, not a node-classification model (a link-prediction model scores pairs: `tcgnn predict MODEL GRAPH --pairs FILE`)"
+                ),
             ));
         }
         let meta = read_meta(path, &f.metadata)?;

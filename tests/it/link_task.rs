@@ -8,7 +8,6 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tcgnn::gpu::shared::rng::negative_stream_key;
 use tcgnn::graph::Csr;
 use tcgnn::nn::input::HostFeatures;
 use tcgnn::nn::models::default_config;
@@ -17,7 +16,8 @@ use tcgnn::ops::backend::Side;
 use tcgnn::ops::nn::bce_logits::BceLogitsOp;
 use tcgnn::ops::nn::negative_sample::{EMPTY, NegativeSampleOp, negative_sample_cpu};
 use tcgnn::ops::{Impl, Precision};
-use tcgnn::task::link::decoder::DotDecoder;
+use tcgnn::shared::rng::negative_stream_key;
+use tcgnn::task::link::decoder::{Decoder, DecoderKind};
 use tcgnn::task::link::metric::{LinkMetrics, hits_at_k, roc_auc};
 use tcgnn::task::link::pairs::PairSet;
 use tcgnn::task::link::split::{LinkSplit, Pair, has_edge, symmetric_graph, undirected_edges};
@@ -193,53 +193,80 @@ fn decoder_problem(n: usize, d: usize, seed: u64) -> (Matrix, Vec<Pair>, Vec<Pai
     (z, all, neg)
 }
 
-/// Mean BCE of the dot scores and dL/dz through the decoder's backward, on the CPU in f64.
-fn loss_and_grad(b: &CpuBackend<f64>, z: &Matrix, pos: &[Pair], neg: &[Pair]) -> (f64, Vec<f64>) {
-    let n = z.rows;
-    let zd = b.upload(z).unwrap();
-    let mut set = PairSet::new(b, n, pos, neg).unwrap();
-    let mut dec = DotDecoder::new(b, n, z.cols).unwrap();
-    dec.score(b, &mut set, &zd).unwrap();
+/// Mean BCE of the decoder's scores with `z` and the decoder parameters `params` (when given;
+/// else its own initial ones), its dL/dz and the parameters' gradients, on the CPU in f64.
+fn decoder_loss(
+    kind: DecoderKind,
+    n: usize,
+    d: usize,
+    z: &[f64],
+    params: Option<&[Vec<f64>]>,
+    pos: &[Pair],
+    neg: &[Pair],
+) -> (f64, Vec<f64>, Vec<Vec<f64>>) {
+    let b = CpuBackend::<f64>::new();
+    let zd = tcgnn::ops::backend::cpu::HostMat { rows: n, cols: d, data: z.to_vec() };
+    let mut set = PairSet::new(&b, n, pos, neg).unwrap();
+    let mut dec = Decoder::new(&b, kind, n, d, 7).unwrap();
+    if let Some(ps) = params {
+        for ((_, p), v) in dec.params().into_iter().zip(ps) {
+            p.value.data.clone_from(v);
+        }
+    }
+    dec.score(&b, &mut set, &zd).unwrap();
     let mut grad = b.edges(&set.graph, Side::Forward).unwrap();
     let mut grad_t = b.edges(&set.graph, Side::Transposed).unwrap();
     let mut stats = b.stats().unwrap();
     b.bce_logits(&set.scores, &set.targets, 1.0 / set.len() as f32, &mut grad, &mut stats).unwrap();
-    let mut dz = b.matrix(n, z.cols).unwrap();
-    dec.backward(b, &set, &zd, &grad, &mut grad_t, &mut dz).unwrap();
-    (b.read_stats(&stats).unwrap().loss, dz.data)
+    let mut dz = b.matrix(n, d).unwrap();
+    dec.backward(&b, &mut set, &zd, &grad, &mut grad_t, &mut dz).unwrap();
+    let pg = dec.params().into_iter().map(|(_, p)| p.grad.data.clone()).collect();
+    (b.read_stats(&stats).unwrap().loss, dz.data, pg)
 }
 
 #[test]
-fn dot_decoder_gradient_matches_finite_differences() {
-    let b = CpuBackend::<f64>::new();
+fn decoder_gradients_match_finite_differences() {
     let (z, pos, neg) = decoder_problem(9, 5, 11);
-    let (_, g) = loss_and_grad(&b, &z, &pos, &neg);
-    // Central differences in f64 on an f64 copy of z (the upload widens f32 exactly).
+    let (n, d) = (z.rows, z.cols);
     let zf: Vec<f64> = z.data.iter().map(|&v| v as f64).collect();
-    let loss_at = |zz: &[f64]| {
-        let b = CpuBackend::<f64>::new();
-        let n = z.rows;
-        let zd = tcgnn::ops::backend::cpu::HostMat { rows: n, cols: z.cols, data: zz.to_vec() };
-        let mut set = PairSet::new(&b, n, &pos, &neg).unwrap();
-        DotDecoder::new(&b, n, z.cols).unwrap().score(&b, &mut set, &zd).unwrap();
-        let mut grad = b.edges(&set.graph, Side::Forward).unwrap();
-        let mut stats = b.stats().unwrap();
-        b.bce_logits(&set.scores, &set.targets, 1.0 / set.len() as f32, &mut grad, &mut stats).unwrap();
-        b.read_stats(&stats).unwrap().loss
-    };
-    let h = 1e-6;
-    let mut worst = 0f64;
-    for i in 0..zf.len() {
-        let (mut a, mut c) = (zf.clone(), zf.clone());
-        a[i] += h;
-        c[i] -= h;
-        let fd = (loss_at(&a) - loss_at(&c)) / (2.0 * h);
-        let err = (g[i] - fd).abs() / (fd.abs().max(1e-3));
-        worst = worst.max(err);
-        assert!(err < 1e-6, "dz[{i}]: analytic {} vs finite difference {fd}", g[i]);
+    for kind in [DecoderKind::Dot, DecoderKind::Mlp] {
+        // The decoder's own initial parameters, read once.
+        let params: Vec<Vec<f64>> = {
+            let b = CpuBackend::<f64>::new();
+            let mut dec = Decoder::new(&b, kind, n, d, 7).unwrap();
+            dec.params().into_iter().map(|(_, p)| p.value.data.clone()).collect()
+        };
+        assert_eq!(params.len(), if kind == DecoderKind::Mlp { 4 } else { 0 });
+        let (_, gz, gp) = decoder_loss(kind, n, d, &zf, Some(&params), &pos, &neg);
+        let h = 1e-6;
+        let mut worst = 0f64;
+        let mut check = |what: String, analytic: f64, plus: f64, minus: f64| {
+            let fd = (plus - minus) / (2.0 * h);
+            let err = (analytic - fd).abs() / fd.abs().max(1e-3);
+            worst = worst.max(err);
+            assert!(err < 1e-6, "{kind:?} {what}: analytic {analytic} vs finite difference {fd}");
+        };
+        for i in 0..zf.len() {
+            let (mut a, mut c) = (zf.clone(), zf.clone());
+            a[i] += h;
+            c[i] -= h;
+            let (lp, lm) =
+                (decoder_loss(kind, n, d, &a, Some(&params), &pos, &neg).0, decoder_loss(kind, n, d, &c, Some(&params), &pos, &neg).0);
+            check(format!("dz[{i}]"), gz[i], lp, lm);
+        }
+        for (k, v) in params.iter().enumerate() {
+            for i in 0..v.len() {
+                let (mut a, mut c) = (params.clone(), params.clone());
+                a[k][i] += h;
+                c[k][i] -= h;
+                let (lp, lm) =
+                    (decoder_loss(kind, n, d, &zf, Some(&a), &pos, &neg).0, decoder_loss(kind, n, d, &zf, Some(&c), &pos, &neg).0);
+                check(format!("parameter {k} [{i}]"), gp[k][i], lp, lm);
+            }
+        }
+        assert!(gz.iter().any(|&v| v.abs() > 1e-3), "{kind:?}: the gradient is all zero: nothing was tested");
+        println!("{kind:?} decoder + BCE: worst relative error against finite differences {worst:.1e}");
     }
-    assert!(g.iter().any(|&v| v.abs() > 1e-3), "the gradient is all zero: nothing was tested");
-    println!("dot decoder + BCE: worst relative error against finite differences {worst:.1e}");
 }
 
 #[test]
@@ -264,7 +291,7 @@ fn negative_sampler_draws_non_edges_deterministically() {
 #[test]
 fn gpu_negative_sampler_and_bce_match_cpu() {
     let Some(gpu) = gpu_or_skip("gpu_negative_sampler_and_bce_match_cpu") else { return };
-    let cuda = CudaBackend::new(gpu, Precision::F32, Impl::Auto).unwrap().with_edge_layout(EdgeLayout::Csr);
+    let cuda = CudaBackend::new(gpu.clone(), Precision::F32, Impl::Auto).unwrap().with_edge_layout(EdgeLayout::Csr);
     let cpu = CpuBackend::<f32>::new();
     for (n, deg, count, seed) in [(1, 0, 3, 1u64), (97, 5, 1001, 2), (5000, 12, 70_003, 3)] {
         let g = if n == 1 { Csr::new(1, 1, vec![0, 0], vec![], vec![]).unwrap() } else { test_graph(n, deg, seed) };
@@ -279,26 +306,33 @@ fn gpu_negative_sampler_and_bce_match_cpu() {
     let mut rng = SplitMix64::new(5);
     let s: Vec<f32> = (0..len).map(|i| rng.uniform(-1.0, 1.0) * if i % 17 == 0 { 60.0 } else { 4.0 }).collect();
     let y: Vec<f32> = (0..len).map(|i| [1.0, -1.0, 0.0][i % 3]).collect();
-    let g = tcgnn::gpu::Gpu::probe().unwrap();
-    let (sd, yd) = (tcgnn::gpu::DeviceVec::upload(&g, &s).unwrap(), tcgnn::gpu::DeviceVec::upload(&g, &y).unwrap());
-    let mut gd = tcgnn::gpu::DeviceVec::upload(&g, &vec![f32::NAN; len]).unwrap();
-    let mut stats = tcgnn::gpu::DeviceVec::upload(&g, &[f32::NAN; 4]).unwrap();
-    tcgnn::ops::nn::bce_logits::bce_logits(&g, &sd, &yd, 1.0 / len as f32, &mut gd, &mut stats).unwrap();
+    let g = &*gpu;
+    let (sd, yd) = (tcgnn::gpu::DeviceVec::upload(g, &s).unwrap(), tcgnn::gpu::DeviceVec::upload(g, &y).unwrap());
+    let mut gd = tcgnn::gpu::DeviceVec::upload(g, &vec![f32::NAN; len]).unwrap();
+    let mut stats = tcgnn::gpu::DeviceVec::upload(g, &[f32::NAN; 4]).unwrap();
+    tcgnn::ops::nn::bce_logits::bce_logits(g, &sd, &yd, 1.0 / len as f32, &mut gd, &mut stats).unwrap();
     let s64: Vec<f64> = s.iter().map(|&v| v as f64).collect();
     let y64: Vec<f64> = y.iter().map(|&v| v as f64).collect();
     let mut want = vec![0f64; len];
     let loss = tcgnn::ops::nn::bce_logits::bce_logits_cpu(&s64, &y64, 1.0 / len as f64, &mut want);
-    let got = gd.download(&g).unwrap();
+    let got = gd.download(g).unwrap();
     assert!(rel_error(&got, &want) < 1e-5, "bce gradient rel. error {:.2e}", rel_error(&got, &want));
-    let l = stats.download(&g).unwrap()[0] as f64;
+    let l = stats.download(g).unwrap()[0] as f64;
     assert!((l - loss).abs() / loss < 1e-5, "bce loss {l} against {loss}");
 }
 
 /// One link trainer on `b` for the problem, after `epochs` training epochs: (losses, weights,
 /// validation AUC).
-fn run_steps<B: tcgnn::nn::Ops + 'static>(b: Arc<B>, x: &HostFeatures, split: &LinkSplit, model: &str, epochs: usize) -> (Vec<f64>, Vec<Matrix>, f64) {
+fn run_steps<B: tcgnn::nn::Ops + 'static>(
+    b: Arc<B>,
+    x: &HostFeatures,
+    split: &LinkSplit,
+    model: &str,
+    decoder: DecoderKind,
+    epochs: usize,
+) -> (Vec<f64>, Vec<Matrix>, f64) {
     let cfg = tcgnn::nn::models::ModelConfig { hidden: 16, dropout: 0.0, seed: 3, ..default_config(model).unwrap() };
-    let lcfg = LinkConfig { seed: 5, ..LinkConfig::default() };
+    let lcfg = LinkConfig { seed: 5, decoder, ..LinkConfig::default() };
     let mut t = LinkTrainer::new(b, x, split, &cfg, 8, &lcfg).unwrap();
     let losses = (0..epochs).map(|e| t.train_epoch(e).unwrap().0).collect();
     let (val, _) = t.evaluate().unwrap();
@@ -312,19 +346,19 @@ fn gpu_link_step_matches_cpu() {
     let split = LinkSplit::new(&g, 2).unwrap();
     let mut rng = SplitMix64::new(4);
     let x = HostFeatures::Dense(Matrix::from_vec(301, 19, rng.vec_f32(301 * 19)).unwrap());
-    for model in ["gcn", "sage"] {
-        let (wl, ww, wauc) = run_steps(Arc::new(CpuBackend::<f64>::new()), &x, &split, model, 2);
+    for (model, decoder) in [("gcn", DecoderKind::Dot), ("sage", DecoderKind::Dot), ("gcn", DecoderKind::Mlp)] {
+        let (wl, ww, wauc) = run_steps(Arc::new(CpuBackend::<f64>::new()), &x, &split, model, decoder, 2);
         let cuda = CudaBackend::new(gpu.clone(), Precision::F32, Impl::Auto).unwrap().with_edge_layout(EdgeLayout::Csr);
-        let (gl, gw, gauc) = run_steps(Arc::new(cuda), &x, &split, model, 2);
+        let (gl, gw, gauc) = run_steps(Arc::new(cuda), &x, &split, model, decoder, 2);
         for (e, (a, b)) in gl.iter().zip(&wl).enumerate() {
-            assert!((a - b).abs() / b.abs() < 1e-5, "{model} epoch {e}: loss {a} on the GPU, {b} on the CPU");
+            assert!((a - b).abs() / b.abs() < 1e-5, "{model} {decoder:?} epoch {e}: loss {a} on the GPU, {b} on the CPU");
         }
         for (i, (a, b)) in gw.iter().zip(&ww).enumerate() {
             let bd: Vec<f64> = b.data.iter().map(|&v| v as f64).collect();
             let e = rel_error(&a.data, &bd);
-            assert!(e < 4e-5, "{model}: parameter {i} after two steps rel. error {e:.2e}");
+            assert!(e < 4e-5, "{model} {decoder:?}: parameter {i} after two steps rel. error {e:.2e}");
         }
-        assert!((gauc - wauc).abs() < 1e-3, "{model}: validation AUC {gauc} on the GPU, {wauc} on the CPU");
+        assert!((gauc - wauc).abs() < 1e-3, "{model} {decoder:?}: validation AUC {gauc} on the GPU, {wauc} on the CPU");
     }
 }
 
@@ -344,12 +378,16 @@ fn link_training_learns_on_a_community_graph() {
     }
     let g = Csr::from_triplets(n, n, &t).unwrap();
     let split = LinkSplit::new(&g, 0).unwrap();
-    let x: Vec<f32> = (0..n).flat_map(|i| {
-        let c = i / 100;
-        (0..8).map(move |j| if j == c { 1.0 } else { 0.0 })
-    }).zip(rng.vec_f32(n * 8)).map(|(a, b)| a + 0.1 * b).collect();
+    let x: Vec<f32> = (0..n)
+        .flat_map(|i| {
+            let c = i / 100;
+            (0..8).map(move |j| if j == c { 1.0 } else { 0.0 })
+        })
+        .zip(rng.vec_f32(n * 8))
+        .map(|(a, b)| a + 0.1 * b)
+        .collect();
     let x = HostFeatures::Dense(Matrix::from_vec(n, 8, x).unwrap());
-    let (losses, _, auc) = run_steps(Arc::new(CpuBackend::<f32>::new()), &x, &split, "gcn", 30);
+    let (losses, _, auc) = run_steps(Arc::new(CpuBackend::<f32>::new()), &x, &split, "gcn", DecoderKind::Dot, 30);
     assert!(losses[29] < losses[0], "the loss did not fall: {losses:?}");
     assert!(auc > 0.65, "validation AUC {auc}");
 }

@@ -171,6 +171,7 @@ pub trait Ops:
     + DotOp
     + BatchNormOp
     + crate::ops::nn::bce_logits::BceLogitsOp
+    + crate::ops::nn::hadamard::HadamardOp
     + crate::ops::nn::negative_sample::NegativeSampleOp
     + bind::BindOps
 {
@@ -205,6 +206,7 @@ impl<B> Ops for B where
         + DotOp
         + BatchNormOp
         + crate::ops::nn::bce_logits::BceLogitsOp
+        + crate::ops::nn::hadamard::HadamardOp
         + crate::ops::nn::negative_sample::NegativeSampleOp
         + bind::BindOps
 {

@@ -10,8 +10,8 @@ use rayon::prelude::*;
 
 use super::{ROW_BLOCK, elementwise_shape};
 use crate::error::{Error, Result};
-use crate::gpu::{DeviceVec, Gpu};
 use crate::gpu::abi::nn::{BceLogitsArgs, bce_logits_f32};
+use crate::gpu::{DeviceVec, Gpu};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::CpuBackend;
 use crate::ops::backend::cuda::CudaBackend;
@@ -92,8 +92,14 @@ pub fn bce_logits(
 pub trait BceLogitsOp: Backend {
     /// Binary cross entropy with logits of `scores` against `targets` (+1 / -1, 0 skipped),
     /// scaled by `inv_n`: the gradient into `grad`, the loss into `stats` (its `loss`).
-    fn bce_logits(&self, scores: &Self::Edges, targets: &Self::Edges, inv_n: f32, grad: &mut Self::Edges, stats: &mut Self::Stats)
-    -> Result<()>;
+    fn bce_logits(
+        &self,
+        scores: &Self::Edges,
+        targets: &Self::Edges,
+        inv_n: f32,
+        grad: &mut Self::Edges,
+        stats: &mut Self::Stats,
+    ) -> Result<()>;
 }
 
 impl<T: Real> BceLogitsOp for CpuBackend<T> {

@@ -41,6 +41,7 @@ pub mod gat_edge_logits;
 pub mod gat_scores;
 pub mod gather_rows;
 pub mod gemm;
+pub mod hadamard;
 pub mod head_columns;
 pub mod negative_sample;
 pub mod relu;

@@ -1,6 +1,6 @@
 //! Link prediction's training negatives, drawn every epoch: `count` slots, each the first of
 //! up to `NEG_ATTEMPTS` uniform pairs (u, v) that is a non-edge of the graph with u != v
-//! (`gpu::shared::rng::negative_candidate`, the counter-based stream the samplers share with
+//! (`shared::rng::negative_candidate`, the counter-based stream the samplers share with
 //! the device crate), so the draw is a function of (seed, epoch, slot) alone. A slot whose
 //! attempts all hit edges stays empty (`u32::MAX`, both ends); the caller counts and drops it.
 //! CPU (rayon over slots, the reference) and the launcher of
@@ -12,11 +12,11 @@ use super::elementwise_shape;
 use crate::error::{Error, Result};
 use crate::gpu::DeviceVec;
 use crate::gpu::abi::nn::{NegativeSampleArgs, negative_sample};
-use crate::gpu::shared::rng::{NEG_ATTEMPTS, negative_candidate};
 use crate::graph::Csr;
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostGraph};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
+use crate::shared::rng::{NEG_ATTEMPTS, negative_candidate};
 use crate::util::Real;
 
 /// The pair of an empty slot.

@@ -17,6 +17,8 @@ pub struct PairSet<B: Ops> {
     pub targets: B::Edges,
     /// The decoder's scores (logits) of the last `decoder::score`.
     pub scores: B::Edges,
+    /// The MLP decoder's per-list state (made on its first use of this list).
+    pub mlp: Option<crate::task::link::decoder::MlpPairs<B>>,
 }
 
 impl<B: Ops> PairSet<B> {
@@ -48,7 +50,7 @@ impl<B: Ops> PairSet<B> {
         let targets = b.graph_values(&graph, Side::Forward)?;
         let scores = b.edges(&graph, Side::Forward)?;
         let (pairs, positive) = items.into_iter().unzip();
-        Ok(PairSet { graph, pairs, positive, targets, scores })
+        Ok(PairSet { graph, pairs, positive, targets, scores, mlp: None })
     }
 
     pub fn len(&self) -> usize {
@@ -66,7 +68,8 @@ impl<B: Ops> PairSet<B> {
         let ok = t.iter().zip(&self.positive).all(|(&t, &p)| t == if p { 1.0 } else { -1.0 });
         if !ok {
             return Err(Error::Unsupported(
-                "link prediction reads its scores in pair order: the backend keeps edge values in a kernel layout (use --edge-layout csr)".into(),
+                "link prediction reads its scores in pair order: the backend keeps edge values in a kernel layout (use --edge-layout csr)"
+                    .into(),
             ));
         }
         Ok(())

@@ -13,7 +13,7 @@ use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models;
 use crate::nn::saved::{FORMAT_KEY, ModelMeta, TensorFile, check_names, meta_map, read_meta};
 use crate::ops::backend::Ops;
-use crate::task::link::decoder::{DecoderKind, DotDecoder};
+use crate::task::link::decoder::{Decoder, DecoderKind};
 use crate::task::link::pairs::PairSet;
 use crate::task::link::split::{Pair, symmetric_graph, undirected_edges};
 use crate::tensor::Matrix;
@@ -100,10 +100,12 @@ pub fn predict_pairs<B: Ops + 'static>(
     let mp = symmetric_graph(n, &undirected_edges(graph))?;
     let bk = &**b;
     let mut net = models::build(bk, &mp, m.features, m.classes, &m.model)?;
-    let want: Vec<(String, (usize, usize))> = net.params().into_iter().map(|(name, p)| (name, B::shape(&p.value))).collect();
+    let mut decoder = Decoder::new(bk, saved.link.decoder, n, m.classes, m.model.seed)?;
+    let want: Vec<(String, (usize, usize))> =
+        net.params().into_iter().chain(decoder.params()).map(|(name, p)| (name, B::shape(&p.value))).collect();
     check_names(path, &want, &saved.weights)?;
     let find = |name: &str| saved.weights.iter().find(|(n, _)| n == name).map(|(_, w)| w);
-    for (name, p) in net.params() {
+    for (name, p) in net.params().into_iter().chain(decoder.params()) {
         p.value = bk.upload(find(&name).expect("checked above"))?;
     }
     for (name, buf) in net.buffers() {
@@ -116,7 +118,6 @@ pub fn predict_pairs<B: Ops + 'static>(
     let mut set = PairSet::new(bk, n, pairs, &[])?;
     set.check_order(bk)?;
     let z = net.forward(bk, &mut input, false)?;
-    let decoder = DotDecoder::new(bk, n, m.classes)?;
     decoder.score(bk, &mut set, z)?;
     let sorted = bk.download_edges(&set.scores, set.len())?;
     let mut order: Vec<usize> = (0..pairs.len()).collect();

@@ -31,7 +31,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
-use crate::gpu::shared::rng::{sample_below, sample_draw, sample_permuted_index, sample_stream_key, sample_substream};
+use crate::shared::rng::{sample_below, sample_draw, sample_permuted_index, sample_stream_key, sample_substream};
 use crate::util::atomic::AtomicFile;
 
 /// Validation and test fractions of the undirected edges (PyG's `RandomLinkSplit` example).
@@ -197,7 +197,10 @@ impl LinkSplit {
         };
         let field = |pos: &mut usize, name: &str| -> Result<(usize, u64)> {
             let (l, s) = next(pos, name)?;
-            let rest = s.strip_prefix(name).and_then(|r| r.strip_prefix(' ')).ok_or_else(|| bad(l, format!("expected '{name} NUMBER', got '{s}'")))?;
+            let rest = s
+                .strip_prefix(name)
+                .and_then(|r| r.strip_prefix(' '))
+                .ok_or_else(|| bad(l, format!("expected '{name} NUMBER', got '{s}'")))?;
             rest.trim().parse::<u64>().map(|v| (l, v)).map_err(|_| bad(l, format!("'{rest}' is not a number")))
         };
         let (l, head) = next(&mut pos, "the header")?;
@@ -216,7 +219,10 @@ impl LinkSplit {
         for name in ["train", "val_pos", "val_neg", "test_pos", "test_neg"] {
             let (l, count) = field(&mut pos, name)?;
             if count > (lines.len() - pos) as u64 {
-                return Err(bad(l, format!("'{name}' announces {count} pairs, the file holds {} more lines (truncated?)", lines.len() - pos)));
+                return Err(bad(
+                    l,
+                    format!("'{name}' announces {count} pairs, the file holds {} more lines (truncated?)", lines.len() - pos),
+                ));
             }
             if count == 0 {
                 return Err(bad(l, format!("'{name}' is empty: every part of a split needs a pair")));

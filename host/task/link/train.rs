@@ -11,14 +11,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::gpu::shared::rng::negative_stream_key;
 use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models::{self, Model, ModelConfig};
 use crate::nn::param::Param;
 use crate::nn::train::Flow;
 use crate::ops::backend::{AdamHyper, Ops, Side};
 use crate::ops::nn::negative_sample::EMPTY;
-use crate::task::link::decoder::{DecoderKind, DotDecoder};
+use crate::shared::rng::negative_stream_key;
+use crate::task::link::decoder::{Decoder, DecoderKind};
 use crate::task::link::metric::LinkMetrics;
 use crate::task::link::pairs::PairSet;
 use crate::task::link::split::{LinkSplit, Pair};
@@ -97,7 +97,7 @@ pub struct LinkTrainer<B: Ops + 'static> {
     train_pos: Vec<Pair>,
     val: PairSet<B>,
     test: PairSet<B>,
-    decoder: DotDecoder<B>,
+    decoder: Decoder<B>,
     dz: B::Mat,
     stats: B::Stats,
     hyper: AdamHyper,
@@ -145,7 +145,7 @@ impl<B: Ops + 'static> LinkTrainer<B> {
             train_pos: split.train.clone(),
             val,
             test,
-            decoder: DotDecoder::new(b, n, embedding)?,
+            decoder: Decoder::new(b, cfg.decoder, n, embedding, model.seed)?,
             dz: b.matrix(n, embedding)?,
             stats: b.stats()?,
             hyper,
@@ -188,9 +188,10 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         let z = self.net.forward(b, &mut self.input, true)?;
         self.decoder.score(b, &mut set, z)?;
         b.bce_logits(&set.scores, &set.targets, 1.0 / set.len() as f32, &mut grad, &mut self.stats)?;
-        self.decoder.backward(b, &set, z, &grad, &mut grad_t, &mut self.dz)?;
+        self.decoder.backward(b, &mut set, z, &grad, &mut grad_t, &mut self.dz)?;
         self.net.backward(b, &self.input, &self.dz)?;
-        Param::adam_all(b, self.net.params().into_iter().map(|(_, p)| p), &self.hyper)?;
+        let params = self.net.params().into_iter().chain(self.decoder.params()).map(|(_, p)| p);
+        Param::adam_all(b, params, &self.hyper)?;
         let loss = b.read_stats(&self.stats)?.loss;
         Ok((loss, dropped))
     }
@@ -237,11 +238,17 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         Ok(LinkHistory::new(run, t0.elapsed().as_secs_f64(), train_ms, eval_ms))
     }
 
-    /// The encoder's parameters and buffers by name (downloaded): what a saved model holds.
+    /// The encoder's and the decoder's parameters and the encoder's buffers by name
+    /// (downloaded): what a saved model holds.
     pub fn weights(&mut self) -> Result<Vec<(String, Matrix)>> {
         let b = self.backend.clone();
-        let mut out: Vec<(String, Matrix)> =
-            self.net.params().into_iter().map(|(name, p)| Ok((name, b.download(&p.value)?))).collect::<Result<_>>()?;
+        let mut out: Vec<(String, Matrix)> = self
+            .net
+            .params()
+            .into_iter()
+            .chain(self.decoder.params())
+            .map(|(name, p)| Ok((name, b.download(&p.value)?)))
+            .collect::<Result<_>>()?;
         for (name, m) in self.net.buffers() {
             out.push((name, b.download(m)?));
         }

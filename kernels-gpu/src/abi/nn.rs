@@ -578,6 +578,15 @@ kernel_args! {
         pub out: PtrMut<u32>,
     }
 
+    /// y = a ⊙ b over `n4` float4s.
+    pub struct HadamardArgs {
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
+        pub a: Ptr<f32>,
+        pub b: Ptr<f32>,
+        pub y: PtrMut<f32>,
+    }
+
     /// Binary cross entropy with logits over `n` entries: target y = +1 / -1 (0: no pair, padding
     /// skipped, gradient 0); grad = (sigmoid(s) - t) inv_n with t = (y + 1) / 2,
     /// stats[0] += inv_n (max(s, 0) - s t + ln(1 + exp(-|s|))) (stats zeroed by the launcher).
@@ -635,6 +644,7 @@ kernels! {
     dot_f32(DotArgs) = crate::nn::dot::dot;
     negative_sample(NegativeSampleArgs) = crate::nn::negative_sample::negative_sample;
     bce_logits_f32(BceLogitsArgs) = crate::nn::bce_logits::bce_logits;
+    hadamard_f32(HadamardArgs) = crate::nn::hadamard::hadamard;
     batch_norm_sq_f32(BatchNormSqArgs) = crate::nn::batch_norm::batch_norm_sq;
     batch_norm_finish_f32(BatchNormFinishArgs) = crate::nn::batch_norm::batch_norm_finish;
     batch_norm_apply_f32(BatchNormApplyArgs) = crate::nn::batch_norm::batch_norm_apply;

@@ -27,6 +27,7 @@ pub mod gat_attention;
 pub mod gat_edge_logits;
 pub mod gat_scores;
 pub mod gather_rows;
+pub mod hadamard;
 pub mod head_columns;
 pub mod negative_sample;
 pub mod relu;

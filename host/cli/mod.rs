@@ -13,6 +13,7 @@ pub mod dist_train_cmd;
 pub mod graph_cmds;
 pub mod partition_cmd;
 pub mod predict_cmd;
+pub mod predict_link;
 pub mod sample_args;
 pub mod spmm_cmd;
 pub mod table;

@@ -43,10 +43,17 @@ pub struct PredictArgs {
     /// Arithmetic on the GPU (default: the one the model trained in; CPU: f32).
     #[arg(long, value_enum)]
     pub precision: Option<Precision>,
+    /// Score these node pairs ("u v" a line) with a link-prediction model (`train --task link
+    /// --save`) instead of classifying nodes; --out is then a .csv of u,v,score,probability.
+    #[arg(long)]
+    pub pairs: Option<PathBuf>,
 }
 
 pub fn run(a: &PredictArgs) -> Result<()> {
     check_output_path(&a.out)?;
+    if let Some(pairs) = &a.pairs {
+        return crate::cli::predict_link::run(a, pairs);
+    }
     let ext = a.out.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     if ext != "csv" && ext != "npy" {
         return Err(Error::Unsupported(format!("{}: --out must end in .csv or .npy", a.out.display())));

@@ -137,6 +137,8 @@ pub struct TrainArgs {
     pub sample: crate::cli::sample_args::SampleArgs,
     #[command(flatten)]
     pub graph_task: crate::cli::train_graph::GraphArgs,
+    #[command(flatten)]
+    pub link: crate::cli::train_link::LinkArgs,
 }
 
 /// Where Ctrl-C leaves its checkpoint when no --checkpoint folder was given.

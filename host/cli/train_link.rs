@@ -1,8 +1,320 @@
-//! `tcgnn train --task link`.
+//! `tcgnn train GRAPH --task link`: link prediction (`tcgnn::task::link`) with any model of the
+//! registry as encoder, on the GPU (CPU without one): progress bar, a final table of validation
+//! and test AUC and Hits@K at the best validation epoch (mean ± std over seeds), JSON via --out.
 
-use crate::cli::train_cmd::TrainArgs;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use tcgnn::bench::train::{mean_std, write_json};
+use tcgnn::gpu::Gpu;
+use tcgnn::nn::models::{ModelConfig, model_info};
+use tcgnn::nn::saved::ModelMeta;
+use tcgnn::nn::train::Flow;
+use tcgnn::nn::{CpuBackend, CudaBackend, EdgeLayout, Ops};
+use tcgnn::ops::{Impl, Precision};
+use tcgnn::task::link::decoder::DecoderKind;
+use tcgnn::task::link::metric::HITS_K;
+use tcgnn::task::link::predict::{LinkMeta, SavedLinkModel};
+use tcgnn::task::link::split::LinkSplit;
+use tcgnn::task::link::train::{LinkConfig, LinkHistory, LinkTrainer};
+use tcgnn::tensor::Matrix;
 use tcgnn::{Error, Result};
 
-pub fn run(_a: &TrainArgs) -> Result<()> {
-    Err(Error::Unsupported("--task link is not built yet".into()))
+use crate::cli::train_cmd::{Device, TrainArgs, load_dataset};
+
+/// Options of `--task link` (ignored by the other tasks).
+#[derive(clap::Args, Clone, Debug)]
+pub struct LinkArgs {
+    /// The edge split: read from this file when it exists (checked against the graph), else
+    /// made with --split-seed and written there (for `bench/pyg/link.py`).
+    #[arg(long)]
+    pub split_file: Option<PathBuf>,
+    /// Seed of the edge split (validation 5%, test 10% of the undirected edges).
+    #[arg(long, default_value_t = 0)]
+    pub split_seed: u64,
+    /// Training negatives per training edge, drawn every epoch.
+    #[arg(long, default_value_t = 1.0)]
+    pub neg_ratio: f64,
+    /// How a pair is scored from its two node representations.
+    #[arg(long, value_enum, default_value = "dot")]
+    pub decoder: DecoderKind,
+    /// Width of the node representations (the encoder's output; PyG's link_pred.py: 64).
+    #[arg(long, default_value_t = 64)]
+    pub embedding: usize,
+}
+
+/// One seed's run, as written to link.json.
+#[derive(serde::Serialize)]
+struct LinkRun {
+    graph: String,
+    n: usize,
+    undirected_edges: usize,
+    features: usize,
+    synthetic_features: bool,
+    model: ModelConfig,
+    embedding: usize,
+    link: LinkConfig,
+    split_seed: u64,
+    backend: String,
+    precision: String,
+    seed: u64,
+    setup_ms: f64,
+    history: LinkHistory,
+}
+
+pub fn run(a: &TrainArgs) -> Result<()> {
+    check_options(a)?;
+    let gpu = match a.device {
+        Device::Cpu => None,
+        Device::Gpu => Some(Gpu::probe()?),
+        Device::Auto => match Gpu::probe() {
+            Ok(g) => Some(g),
+            Err(e) => {
+                eprintln!("{e}: training on the CPU");
+                None
+            }
+        },
+    };
+    if gpu.is_none() && (a.precision != Precision::F32 || a.imp != Impl::Auto) {
+        let asked = format!("--precision {:?} --impl {:?}", a.precision, a.imp).to_lowercase();
+        if a.device == Device::Cpu {
+            return Err(Error::Unsupported(format!("{asked} needs the GPU; --device cpu trains in f32 with the CPU SpMM")));
+        }
+        eprintln!("warning: {asked} applies to the GPU only; training on the CPU in {}", if a.f64 { "f64" } else { "f32" });
+    }
+    let mut runs = Vec::new();
+    for &seed in &a.seeds {
+        let r = match &gpu {
+            // Scores are read per pair: edge values stay in CSR order (see `PairSet::check_order`).
+            Some(g) => train_one(a, seed, Arc::new(CudaBackend::new(g.clone(), a.precision, a.imp)?.with_edge_layout(EdgeLayout::Csr)))?,
+            None if a.f64 => train_one(a, seed, Arc::new(CpuBackend::<f64>::new()))?,
+            None => train_one(a, seed, Arc::new(CpuBackend::<f32>::new()))?,
+        };
+        runs.push(r);
+    }
+    print_table(&runs);
+    if let Some(dir) = &a.out {
+        let json = write_json(&dir.join("link.json"), &runs)?;
+        eprintln!("wrote {}", json.display());
+    }
+    Ok(())
+}
+
+/// Refuses what `--task link` does not do, before anything is loaded.
+fn check_options(a: &TrainArgs) -> Result<()> {
+    if a.epochs == 0 {
+        return Err(Error::Unsupported("--epochs must be at least 1".into()));
+    }
+    if a.seeds.is_empty() {
+        return Err(Error::Unsupported("--seeds needs at least one seed".into()));
+    }
+    if a.seeds.len() > 1 && a.save.is_some() {
+        return Err(Error::Unsupported("--save follows one run: give one seed".into()));
+    }
+    let unsupported = [
+        ("--partitions / --gpus / --world-size", a.dist.is_distributed()),
+        ("--sampler", a.sample.sampler.is_some()),
+        ("--checkpoint", a.checkpoint.is_some()),
+        ("--resume", a.resume.is_some()),
+        ("--profile-ops", a.profile_ops),
+    ];
+    if let Some((what, _)) = unsupported.iter().find(|u| u.1) {
+        return Err(Error::Unsupported(format!("{what} is not available with --task link yet")));
+    }
+    let l = &a.link;
+    if !(l.neg_ratio.is_finite() && l.neg_ratio > 0.0 && l.neg_ratio <= 1000.0) {
+        return Err(Error::Unsupported(format!("--neg-ratio {} must be a number in (0, 1000]", l.neg_ratio)));
+    }
+    if l.embedding == 0 || l.embedding > 1 << 16 {
+        return Err(Error::Unsupported(format!("--embedding {} must be in [1, 65536]", l.embedding)));
+    }
+    if let Some(p) = &a.save {
+        tcgnn::util::atomic::check_output_path(p)?;
+    }
+    if let Some(dir) = &a.out
+        && dir.exists()
+        && !dir.is_dir()
+    {
+        return Err(Error::Io {
+            path: dir.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder"),
+        });
+    }
+    link_config(a, 0)?;
+    Ok(())
+}
+
+/// The encoder: the model's registry defaults with PyG's link_pred.py widths (hidden 128) and no
+/// dropout, unless given.
+fn encoder_config(a: &TrainArgs, seed: u64) -> Result<ModelConfig> {
+    let d = model_info(a.model)?.defaults;
+    let cfg = ModelConfig {
+        layers: a.layers.unwrap_or(d.layers),
+        hidden: a.hidden.unwrap_or(128),
+        heads: a.heads.unwrap_or(d.heads),
+        dropout: a.dropout.unwrap_or(0.0),
+        batch_norm: a.batch_norm || d.batch_norm,
+        residual: a.residual || d.residual,
+        variant: a.variant || d.variant,
+        seed,
+        ..d
+    };
+    tcgnn::nn::models::check(&cfg)?;
+    Ok(cfg)
+}
+
+/// Adam at lr 0.01 without weight decay (link_pred.py), unless given.
+fn link_config(a: &TrainArgs, seed: u64) -> Result<LinkConfig> {
+    let (lr, weight_decay) = (a.lr.unwrap_or(0.01), a.weight_decay.unwrap_or(0.0));
+    if !(lr.is_finite() && lr > 0.0) {
+        return Err(Error::Unsupported(format!("--lr {lr} must be a finite number > 0")));
+    }
+    if !(weight_decay.is_finite() && weight_decay >= 0.0) {
+        return Err(Error::Unsupported(format!("--weight-decay {weight_decay} must be a finite number >= 0")));
+    }
+    Ok(LinkConfig { lr, weight_decay, neg_ratio: a.link.neg_ratio, seed, decoder: a.link.decoder })
+}
+
+/// The split of `graph`: read from --split-file when it exists, else made (and written there).
+fn split_for(a: &TrainArgs, graph: &tcgnn::graph::Csr) -> Result<LinkSplit> {
+    match &a.link.split_file {
+        Some(p) if p.exists() => {
+            let s = LinkSplit::read(p, graph)?;
+            if s.seed != a.link.split_seed {
+                eprintln!("note: {} holds the split of seed {}; --split-seed {} is not used", p.display(), s.seed, a.link.split_seed);
+            }
+            Ok(s)
+        }
+        Some(p) => {
+            let s = LinkSplit::new(graph, a.link.split_seed)?;
+            s.write(p)?;
+            eprintln!("wrote the split (seed {}) to {}", s.seed, p.display());
+            Ok(s)
+        }
+        None => LinkSplit::new(graph, a.link.split_seed),
+    }
+}
+
+fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Result<LinkRun> {
+    let data = load_dataset(a, seed)?;
+    let split = split_for(a, &data.graph)?;
+    let cfg = encoder_config(a, seed)?;
+    let lcfg = link_config(a, seed)?;
+    let embedding = a.link.embedding;
+    let mut trainer = LinkTrainer::new(backend.clone(), &data.features, &split, &cfg, embedding, &lcfg)?;
+    let precision = if backend.describe().starts_with("cpu") {
+        if a.f64 { "f64".to_string() } else { "f32".to_string() }
+    } else {
+        format!("{:?}", a.precision).to_lowercase()
+    };
+    let bar = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(a.epochs as u64) };
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} epochs {msg}").expect("static template").progress_chars("=> "),
+    );
+    bar.set_prefix(format!("{} {} link seed {seed}", data.name, cfg.model));
+    let mut best: Option<(tcgnn::task::link::train::LinkEpoch, Vec<(String, Matrix)>)> = None;
+    let history = trainer.fit(Vec::new(), a.epochs, |t, e| {
+        bar.set_message(format!("loss {:.4} val AUC {:.4} test AUC {:.4}", e.loss, e.val.auc, e.test.auc));
+        bar.inc(1);
+        if a.save.is_some() && best.as_ref().is_none_or(|(b, _)| e.val.auc > b.val.auc) {
+            best = Some((*e, t.weights()?));
+        }
+        Ok(Flow::Continue)
+    })?;
+    bar.finish_and_clear();
+    if let (Some(path), Some((rec, weights))) = (&a.save, best) {
+        let meta = ModelMeta {
+            model: cfg,
+            features: data.features.cols(),
+            classes: embedding,
+            raw_features: a.raw_features,
+            graph: data.name.clone(),
+            epoch: rec.epoch,
+            val_acc: rec.val.auc,
+            test_acc: rec.test.auc,
+            precision: precision.clone(),
+        };
+        SavedLinkModel { meta, link: LinkMeta { decoder: lcfg.decoder, split_seed: split.seed }, weights }.write(path)?;
+        eprintln!(
+            "saved the weights of epoch {} (validation AUC {:.4}, test AUC {:.4}) to {}",
+            rec.epoch,
+            rec.val.auc,
+            rec.test.auc,
+            path.display()
+        );
+    }
+    let dropped: usize = history.epochs.iter().map(|e| e.negatives_dropped).sum();
+    if dropped > 0 {
+        eprintln!(
+            "note: {dropped} training negatives over {} epochs were drawn twice in their epoch or found no non-edge, and were left out",
+            history.epochs.len()
+        );
+    }
+    Ok(LinkRun {
+        graph: data.name.clone(),
+        n: data.n(),
+        undirected_edges: split.train.len() + split.val_pos.len() + split.test_pos.len(),
+        features: data.features.cols(),
+        synthetic_features: data.synthetic,
+        model: cfg,
+        embedding,
+        link: lcfg,
+        split_seed: split.seed,
+        backend: backend.describe(),
+        precision,
+        seed,
+        setup_ms: trainer.setup_seconds * 1e3,
+        history,
+    })
+}
+
+fn print_table(runs: &[LinkRun]) {
+    let r0 = &runs[0];
+    println!(
+        "{} link prediction, {} {}x{} -> {} ({} decoder) on {} ({}), split seed {}, {} seed(s){}",
+        r0.graph,
+        r0.model.model,
+        r0.model.layers,
+        r0.model.hidden,
+        r0.embedding,
+        format!("{:?}", r0.link.decoder).to_lowercase(),
+        r0.backend,
+        r0.precision,
+        r0.split_seed,
+        runs.len(),
+        if r0.synthetic_features { " (random node features)" } else { "" }
+    );
+    let col = |f: &dyn Fn(&LinkHistory) -> f64| {
+        let v: Vec<f64> = runs.iter().map(|r| 100.0 * f(&r.history)).collect();
+        let (m, s) = mean_std(&v);
+        format!("{m:>7.2} ± {s:<5.2}")
+    };
+    println!("{:<12} {:>15} {:>15} {:>15} {:>15}", "at best val", "AUC %", "Hits@20 %", "Hits@50 %", "Hits@100 %");
+    println!(
+        "{:<12} {} {} {} {}",
+        "validation",
+        col(&|h| h.best_val.auc),
+        col(&|h| h.best_val.hits[0]),
+        col(&|h| h.best_val.hits[1]),
+        col(&|h| h.best_val.hits[2])
+    );
+    println!(
+        "{:<12} {} {} {} {}",
+        "test",
+        col(&|h| h.test.auc),
+        col(&|h| h.test.hits[0]),
+        col(&|h| h.test.hits[1]),
+        col(&|h| h.test.hits[2])
+    );
+    let epochs: Vec<String> = runs.iter().map(|r| r.history.best_epoch.to_string()).collect();
+    println!(
+        "best epochs {}; per epoch: training {:.2} ms, evaluation {:.2} ms (medians, seed {}); setup {:.1} ms",
+        epochs.join(", "),
+        r0.history.train_ms,
+        r0.history.eval_ms,
+        r0.seed,
+        r0.setup_ms
+    );
+    debug_assert_eq!(HITS_K.len(), 3);
 }

@@ -44,7 +44,8 @@ pub struct TensorFile {
 }
 
 const META_KEY: &str = "tcgnn.model";
-const FORMAT_KEY: &str = "tcgnn.format";
+/// The metadata key naming what a file is (`tcgnn-model-1`, `tcgnn-link-model-1`, ...).
+pub const FORMAT_KEY: &str = "tcgnn.format";
 
 impl TensorFile {
     pub fn get(&self, name: &str) -> Option<&Matrix> {
@@ -109,6 +110,18 @@ impl SavedModel {
 
     pub fn read(path: &Path) -> Result<Self> {
         let f = TensorFile::read(path)?;
+        // A model of another task (a link predictor) holds an encoder only: refused here.
+        if let Some(format) = f.metadata.get(FORMAT_KEY)
+            && format != "tcgnn-model-1"
+            && format != "tcgnn-checkpoint-1"
+        {
+            return Err(bad(
+                path,
+                format!(
+                    "a '{format}' file, not a node-classification model (a link-prediction model scores pairs: `tcgnn predict MODEL GRAPH --pairs FILE`)"
+                ),
+            ));
+        }
         let meta = read_meta(path, &f.metadata)?;
         Ok(SavedModel { meta, weights: f.tensors })
     }

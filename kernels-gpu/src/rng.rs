@@ -224,3 +224,29 @@ pub fn sample_permuted_index(key: u64, n: u64, i: u64) -> u64 {
         }
     }
 }
+
+// Link prediction's training negatives (`tcgnn::task::link`): slot `slot` of an epoch's
+// negatives tries up to `NEG_ATTEMPTS` candidate pairs, attempt `a` reading the draws
+// 2 (slot NEG_ATTEMPTS + a) and the next of the epoch's stream; the first candidate that is a
+// non-edge of two distinct nodes is the slot's pair. A CPU thread and a GPU thread compute the
+// same slot alike, whatever the order.
+
+/// Candidate pairs a negative slot tries before it is left empty (`u32::MAX`): the chance that
+/// 32 uniform pairs all hit edges is density^32, below 1e-27 at ogbl-ddi's 14%.
+pub const NEG_ATTEMPTS: u64 = 32;
+
+/// Separates the negatives' stream from the other samplers' under one seed.
+const NEG_LANE: u32 = 0x4E45_4701;
+
+/// The stream of epoch `epoch`'s training negatives under `seed`.
+#[inline(always)]
+pub const fn negative_stream_key(seed: u64, epoch: u32) -> u64 {
+    sample_substream(sample_stream_key(seed, epoch, 0), NEG_LANE)
+}
+
+/// Attempt `attempt` of negative slot `slot`: a pair of nodes, each uniform in [0, n).
+#[inline(always)]
+pub const fn negative_candidate(key: u64, n: u64, slot: u64, attempt: u64) -> (u32, u32) {
+    let c = 2 * (slot * NEG_ATTEMPTS + attempt);
+    (sample_below(sample_draw(key, c), n) as u32, sample_below(sample_draw(key, c + 1), n) as u32)
+}

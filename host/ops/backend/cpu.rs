@@ -107,6 +107,10 @@ impl<T: Real> Backend for CpuBackend<T> {
     fn download(&self, m: &HostMat<T>) -> Result<Matrix> {
         Matrix::from_vec(m.rows, m.cols, m.data.iter().map(|v| v.to_f64() as f32).collect())
     }
+    fn download_edges(&self, e: &Vec<T>, len: usize) -> Result<Vec<f32>> {
+        let v = e.get(..len).ok_or_else(|| Error::Shape(format!("download_edges: {len} of {} values", e.len())))?;
+        Ok(v.iter().map(|x| x.to_f64() as f32).collect())
+    }
     fn shape(m: &HostMat<T>) -> (usize, usize) {
         (m.rows, m.cols)
     }

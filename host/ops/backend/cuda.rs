@@ -398,6 +398,14 @@ impl Backend for CudaBackend {
         }
         Ok(())
     }
+    fn download_edges(&self, e: &DeviceVec<f32>, len: usize) -> Result<Vec<f32>> {
+        if len > e.len() {
+            return Err(Error::Shape(format!("download_edges: {len} of {} values", e.len())));
+        }
+        let mut v = e.download(&self.gpu)?;
+        v.truncate(len);
+        Ok(v)
+    }
     fn shape(m: &DeviceMatrix<f32>) -> (usize, usize) {
         (m.rows, m.cols)
     }

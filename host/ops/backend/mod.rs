@@ -55,6 +55,9 @@ pub trait Backend {
         self.upload(&m)
     }
     fn download(&self, m: &Self::Mat) -> Result<Matrix>;
+    /// The first `len` values of an edge buffer, in the backend's order (a link predictor's
+    /// scores, read for its metrics).
+    fn download_edges(&self, e: &Self::Edges, len: usize) -> Result<Vec<f32>>;
     /// The first `rows` rows of `m` into `dst` (`rows x cols` values): a layer-wise inference
     /// reads back only a batch's output nodes, which lead its rows.
     fn download_head_into(&self, m: &Self::Mat, rows: usize, dst: &mut [f32]) -> Result<()> {
@@ -168,6 +171,9 @@ pub trait Ops:
     + DotOp
     + BatchNormOp
     + crate::ops::nn::segment_pool::SegmentPoolOp
+    + crate::ops::nn::bce_logits::BceLogitsOp
+    + crate::ops::nn::hadamard::HadamardOp
+    + crate::ops::nn::negative_sample::NegativeSampleOp
     + bind::BindOps
 {
 }
@@ -201,6 +207,9 @@ impl<B> Ops for B where
         + DotOp
         + BatchNormOp
         + crate::ops::nn::segment_pool::SegmentPoolOp
+        + crate::ops::nn::bce_logits::BceLogitsOp
+        + crate::ops::nn::hadamard::HadamardOp
+        + crate::ops::nn::negative_sample::NegativeSampleOp
         + bind::BindOps
 {
 }

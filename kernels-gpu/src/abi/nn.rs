@@ -593,6 +593,40 @@ kernel_args! {
         pub dbeta: Ptr<f32>,
         pub dx: PtrMut<f32>,
     }
+    /// Link prediction's training negatives: slot i of `count` writes `out[2i], out[2i + 1]`,
+    /// the first of `NEG_ATTEMPTS` candidate pairs (`rng::negative_candidate`) that is a
+    /// non-edge of the canonical CSR `(row_ptr, col_idx)` of `n` nodes with u != v; both
+    /// `u32::MAX` when every candidate failed.
+    pub struct NegativeSampleArgs {
+        pub count: u32,
+        pub n: u32,
+        /// `rng::negative_stream_key(seed, epoch)`.
+        pub key: u64,
+        pub row_ptr: Ptr<u32>,
+        pub col_idx: Ptr<u32>,
+        pub out: PtrMut<u32>,
+    }
+
+    /// y = a ⊙ b over `n4` float4s.
+    pub struct HadamardArgs {
+        /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
+        pub n4: u64,
+        pub a: Ptr<f32>,
+        pub b: Ptr<f32>,
+        pub y: PtrMut<f32>,
+    }
+
+    /// Binary cross entropy with logits over `n` entries: target y = +1 / -1 (0: no pair, padding
+    /// skipped, gradient 0); grad = (sigmoid(s) - t) inv_n with t = (y + 1) / 2,
+    /// stats[0] += inv_n (max(s, 0) - s t + ln(1 + exp(-|s|))) (stats zeroed by the launcher).
+    pub struct BceLogitsArgs {
+        pub n: u32,
+        pub scores: Ptr<f32>,
+        pub targets: Ptr<f32>,
+        pub inv_n: f32,
+        pub grad: PtrMut<f32>,
+        pub stats: PtrMut<f32>,
+    }
 }
 
 kernels! {
@@ -643,6 +677,9 @@ kernels! {
     segment_sum_backward_f32(SegmentPoolBackwardArgs) = crate::nn::segment_pool::segment_pool_backward::<0>;
     segment_mean_backward_f32(SegmentPoolBackwardArgs) = crate::nn::segment_pool::segment_pool_backward::<1>;
     segment_max_backward_f32(SegmentPoolBackwardArgs) = crate::nn::segment_pool::segment_pool_backward::<2>;
+    negative_sample(NegativeSampleArgs) = crate::nn::negative_sample::negative_sample;
+    bce_logits_f32(BceLogitsArgs) = crate::nn::bce_logits::bce_logits;
+    hadamard_f32(HadamardArgs) = crate::nn::hadamard::hadamard;
     batch_norm_sq_f32(BatchNormSqArgs) = crate::nn::batch_norm::batch_norm_sq;
     batch_norm_finish_f32(BatchNormFinishArgs) = crate::nn::batch_norm::batch_norm_finish;
     batch_norm_apply_f32(BatchNormApplyArgs) = crate::nn::batch_norm::batch_norm_apply;

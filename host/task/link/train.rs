@@ -1,0 +1,257 @@
+//! The link-prediction loop, as PyG's `examples/link_pred.py`: every epoch draws one set of
+//! training negatives (`neg_ratio` per training edge, uniform over the whole graph's
+//! non-edges, deterministic in (seed, epoch)), scores the training edges and the negatives with
+//! the decoder on the encoder's representations of the message-passing graph, takes binary
+//! cross entropy with logits (mean over the pairs), and one Adam step; then scores the fixed
+//! validation and test pairs in evaluation mode. The run reports the test metrics of the epoch
+//! with the best validation AUC, whose weights it keeps. Generic over the backend: the same code
+//! on the CPU and the GPU.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::nn::input::{HostFeatures, InputFeatures};
+use crate::nn::models::{self, Model, ModelConfig};
+use crate::nn::param::Param;
+use crate::nn::train::Flow;
+use crate::ops::backend::{AdamHyper, Ops, Side};
+use crate::ops::nn::negative_sample::EMPTY;
+use crate::shared::rng::negative_stream_key;
+use crate::task::link::decoder::{Decoder, DecoderKind};
+use crate::task::link::metric::LinkMetrics;
+use crate::task::link::pairs::PairSet;
+use crate::task::link::split::{LinkSplit, Pair};
+use crate::tensor::Matrix;
+
+/// Settings of a link-prediction run besides the encoder's.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LinkConfig {
+    pub lr: f32,
+    pub weight_decay: f32,
+    /// Training negatives per training edge, every epoch.
+    pub neg_ratio: f64,
+    /// Seeds the training negatives (the split has its own seed).
+    pub seed: u64,
+    pub decoder: DecoderKind,
+}
+
+impl Default for LinkConfig {
+    /// PyG's `link_pred.py`: Adam at lr 0.01 without weight decay, one negative per edge.
+    fn default() -> Self {
+        LinkConfig { lr: 0.01, weight_decay: 0.0, neg_ratio: 1.0, seed: 0, decoder: DecoderKind::Dot }
+    }
+}
+
+/// One epoch of a run.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LinkEpoch {
+    pub epoch: usize,
+    pub loss: f64,
+    pub val: LinkMetrics,
+    pub test: LinkMetrics,
+    /// Negative slots left empty this epoch (every attempt hit an edge) or drawn twice.
+    pub negatives_dropped: usize,
+}
+
+/// A finished run.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LinkHistory {
+    pub epochs: Vec<LinkEpoch>,
+    /// The first epoch with the highest validation AUC (1-based) and its metrics.
+    pub best_epoch: usize,
+    pub best_val: LinkMetrics,
+    pub test: LinkMetrics,
+    pub seconds: f64,
+    /// Median milliseconds of an epoch's training part (sampling, step) and of its evaluation.
+    pub train_ms: f64,
+    pub eval_ms: f64,
+}
+
+impl LinkHistory {
+    fn new(epochs: Vec<LinkEpoch>, seconds: f64, mut train_ms: Vec<f64>, mut eval_ms: Vec<f64>) -> Self {
+        let best = epochs.iter().fold(None::<&LinkEpoch>, |best, e| match best {
+            Some(b) if b.val.auc >= e.val.auc => Some(b),
+            _ => Some(e),
+        });
+        let (best_epoch, best_val, test) = best.map_or((0, LinkMetrics::default(), LinkMetrics::default()), |b| (b.epoch, b.val, b.test));
+        LinkHistory { epochs, best_epoch, best_val, test, seconds, train_ms: median(&mut train_ms), eval_ms: median(&mut eval_ms) }
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub struct LinkTrainer<B: Ops + 'static> {
+    backend: Arc<B>,
+    net: Box<dyn Model<B>>,
+    input: InputFeatures<B>,
+    n: usize,
+    /// The whole graph (every split edge, both directions): training negatives avoid it.
+    full: B::Graph,
+    train_pos: Vec<Pair>,
+    val: PairSet<B>,
+    test: PairSet<B>,
+    decoder: Decoder<B>,
+    dz: B::Mat,
+    stats: B::Stats,
+    hyper: AdamHyper,
+    cfg: LinkConfig,
+    /// Seconds spent building the model and the pair patterns.
+    pub setup_seconds: f64,
+}
+
+impl<B: Ops + 'static> LinkTrainer<B> {
+    /// The encoder `model` (output width = `embedding`) on `split`'s message-passing graph with
+    /// node features `features`, and the fixed validation and test pairs.
+    pub fn new(
+        backend: Arc<B>,
+        features: &HostFeatures,
+        split: &LinkSplit,
+        model: &ModelConfig,
+        embedding: usize,
+        cfg: &LinkConfig,
+    ) -> Result<Self> {
+        let t0 = Instant::now();
+        let n = split.nodes;
+        if features.rows() != n {
+            return Err(Error::Shape(format!("link prediction: {} feature rows for {n} nodes", features.rows())));
+        }
+        if !(cfg.neg_ratio.is_finite() && cfg.neg_ratio > 0.0 && cfg.neg_ratio <= 1000.0) {
+            return Err(Error::Unsupported(format!("--neg-ratio {} must be in (0, 1000]", cfg.neg_ratio)));
+        }
+        if embedding == 0 {
+            return Err(Error::Unsupported("the embedding width must be at least 1".into()));
+        }
+        let b = &*backend;
+        let mp = split.message_passing_graph()?;
+        let net = models::build(b, &mp, features.cols(), embedding, model)?;
+        let input = InputFeatures::for_model(b, features, model)?.with_half_features(b, model)?;
+        let full = b.graph(split.full_graph()?)?;
+        let val = PairSet::new(b, n, &split.val_pos, &split.val_neg)?;
+        let test = PairSet::new(b, n, &split.test_pos, &split.test_neg)?;
+        val.check_order(b)?;
+        let hyper = AdamHyper { lr: cfg.lr, weight_decay: cfg.weight_decay, ..AdamHyper::default() };
+        let trainer = LinkTrainer {
+            net,
+            input,
+            n,
+            full,
+            train_pos: split.train.clone(),
+            val,
+            test,
+            decoder: Decoder::new(b, cfg.decoder, n, embedding, model.seed)?,
+            dz: b.matrix(n, embedding)?,
+            stats: b.stats()?,
+            hyper,
+            cfg: *cfg,
+            setup_seconds: 0.0,
+            backend: backend.clone(),
+        };
+        backend.synchronize()?;
+        Ok(LinkTrainer { setup_seconds: t0.elapsed().as_secs_f64(), ..trainer })
+    }
+
+    pub fn backend(&self) -> &Arc<B> {
+        &self.backend
+    }
+
+    /// The training negatives of `epoch` (0-based): empty slots and repeats dropped; returns
+    /// them with the number dropped.
+    pub fn negatives(&self, epoch: usize) -> Result<(Vec<Pair>, usize)> {
+        let count = ((self.train_pos.len() as f64 * self.cfg.neg_ratio).round() as usize).max(1);
+        let key = negative_stream_key(self.cfg.seed, epoch as u32);
+        let mut negs = self.backend.negative_pairs(&self.full, key, count)?;
+        negs.retain(|p| p[0] != EMPTY);
+        // A pair drawn twice in one epoch is scored once (a repeated pattern entry).
+        negs.sort_unstable();
+        negs.dedup();
+        let dropped = count - negs.len();
+        Ok((negs, dropped))
+    }
+
+    /// One training step on the training edges and `epoch`'s negatives; returns the loss and
+    /// the negatives dropped.
+    pub fn train_epoch(&mut self, epoch: usize) -> Result<(f64, usize)> {
+        let (negs, dropped) = self.negatives(epoch)?;
+        let b = self.backend.clone();
+        let b = &*b;
+        let mut set = PairSet::new(b, self.n, &self.train_pos, &negs)?;
+        let mut grad = b.edges(&set.graph, Side::Forward)?;
+        let mut grad_t = b.edges(&set.graph, Side::Transposed)?;
+        b.begin_step()?;
+        let z = self.net.forward(b, &mut self.input, true)?;
+        self.decoder.score(b, &mut set, z)?;
+        b.bce_logits(&set.scores, &set.targets, 1.0 / set.len() as f32, &mut grad, &mut self.stats)?;
+        self.decoder.backward(b, &mut set, z, &grad, &mut grad_t, &mut self.dz)?;
+        self.net.backward(b, &self.input, &self.dz)?;
+        let params = self.net.params().into_iter().chain(self.decoder.params()).map(|(_, p)| p);
+        Param::adam_all(b, params, &self.hyper)?;
+        let loss = b.read_stats(&self.stats)?.loss;
+        Ok((loss, dropped))
+    }
+
+    /// Scores of the validation and test pairs in evaluation mode, and their metrics.
+    pub fn evaluate(&mut self) -> Result<(LinkMetrics, LinkMetrics)> {
+        let b = self.backend.clone();
+        let b = &*b;
+        let z = self.net.forward(b, &mut self.input, false)?;
+        self.decoder.score(b, &mut self.val, z)?;
+        self.decoder.score(b, &mut self.test, z)?;
+        let (vp, vn) = self.val.split_scores(b)?;
+        let (tp, tn) = self.test.split_scores(b)?;
+        Ok((LinkMetrics::of(&vp, &vn)?, LinkMetrics::of(&tp, &tn)?))
+    }
+
+    /// Trains epochs `done.len()..epochs` (continuing `done`, empty for a new run); `on_epoch`
+    /// sees the trainer after each (to keep the best weights) and may stop the run.
+    pub fn fit(
+        &mut self,
+        done: Vec<LinkEpoch>,
+        epochs: usize,
+        mut on_epoch: impl FnMut(&mut Self, &LinkEpoch) -> Result<Flow>,
+    ) -> Result<LinkHistory> {
+        let t0 = Instant::now();
+        let (mut train_ms, mut eval_ms) = (Vec::new(), Vec::new());
+        let mut run = done;
+        for e in run.len()..epochs {
+            let t = Instant::now();
+            let (loss, negatives_dropped) = self.train_epoch(e)?;
+            train_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            if !loss.is_finite() {
+                return Err(Error::Unsupported(format!("the loss became {loss} at epoch {}; try a smaller --lr", e + 1)));
+            }
+            let t = Instant::now();
+            let (val, test) = self.evaluate()?;
+            eval_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            let rec = LinkEpoch { epoch: e + 1, loss, val, test, negatives_dropped };
+            run.push(rec);
+            if on_epoch(self, &rec)? == Flow::Stop {
+                break;
+            }
+        }
+        Ok(LinkHistory::new(run, t0.elapsed().as_secs_f64(), train_ms, eval_ms))
+    }
+
+    /// The encoder's and the decoder's parameters and the encoder's buffers by name
+    /// (downloaded): what a saved model holds.
+    pub fn weights(&mut self) -> Result<Vec<(String, Matrix)>> {
+        let b = self.backend.clone();
+        let mut out: Vec<(String, Matrix)> = self
+            .net
+            .params()
+            .into_iter()
+            .chain(self.decoder.params())
+            .map(|(name, p)| Ok((name, b.download(&p.value)?)))
+            .collect::<Result<_>>()?;
+        for (name, m) in self.net.buffers() {
+            out.push((name, b.download(m)?));
+        }
+        Ok(out)
+    }
+}

@@ -616,14 +616,13 @@ fn tcgnn(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
 /// A binary case: refused with exit 1 or 2 and every one of `parts` in the message.
 fn cli(dir: &Path, args: &[&str], parts: &[&str]) -> Option<String> {
     let (code, out, err) = tcgnn(dir, args);
+    let lacks = parts.iter().find(|p| !err.contains(**p));
     let why = if !matches!(code, Some(1) | Some(2)) {
         format!("exit {code:?} (must be a clean refusal)")
     } else if err.contains("panicked") || err.contains('\x1b') {
         "panicked or echoed a raw escape".into()
-    } else if let Some(p) = parts.iter().find(|p| !err.contains(*p)) {
-        format!("error lacks '{p}'")
     } else {
-        return None;
+        format!("error lacks '{}'", lacks?)
     };
     Some(format!("tcgnn {args:?}: {why}\nstderr: {err}\nstdout: {}", &out[..out.len().min(300)]))
 }
@@ -727,7 +726,9 @@ fn model_files() {
     }
     // Tensors: missing, reshaped, NaN; metadata missing or not JSON.
     let f = TensorFile::read(&good).unwrap();
-    let mut variants: Vec<(String, Vec<(String, tcgnn::tensor::Matrix)>, std::collections::HashMap<String, String>, &str)> = Vec::new();
+    /// (label, tensors, metadata, what the error must say)
+    type Variant = (String, Vec<(String, tcgnn::tensor::Matrix)>, std::collections::HashMap<String, String>, &'static str);
+    let mut variants: Vec<Variant> = Vec::new();
     for (i, (name, m)) in f.tensors.iter().enumerate() {
         let mut t = f.tensors.clone();
         t.remove(i);

@@ -119,8 +119,11 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         return run_rank(a, rank, world, master);
     }
     let parts = d.partitions.expect("one mode is set");
-    if parts == 0 {
-        return Err(Error::Unsupported("--partitions must be at least 1".into()));
+    // Each in-process rank is a thread with its own model: past this many the machine spends
+    // its time switching threads, and the part count is checked against the nodes later.
+    const MAX_PARTITIONS: usize = 1024;
+    if parts == 0 || parts > MAX_PARTITIONS {
+        return Err(Error::Unsupported(format!("--partitions {parts}: give 1..={MAX_PARTITIONS}")));
     }
     run_in_process(a, parts)
 }
@@ -151,6 +154,7 @@ fn setup(a: &TrainArgs, parts: usize) -> Result<Setup> {
     tcgnn::nn::models::check(&cfg)?;
     let tcfg = train_config(a)?;
     let pm: PartitionMethod = a.dist.partition_method.parse()?;
+    tcgnn::dist::partition::at_most_one_part_per_node(parts, data.graph.n_rows())?;
     let partition = Partition::new(&data.graph, parts, pm)?;
     let method = exchange_method(&a.dist.exchange, &partition)?;
     let data = relabel(&data, &partition.perm)?;
@@ -371,8 +375,9 @@ fn spawn_gpus(n: usize) -> Result<()> {
 /// `tcgnn ARGS --rank r --world-size n --master ...` once per GPU, r = 0..n; returns when all
 /// have exited (stopping the others when one fails). `quiet`: ranks above 0 get `--quiet`.
 pub(crate) fn spawn_ranks(n: usize, args: Vec<String>, quiet: bool) -> Result<()> {
-    if n == 0 {
-        return Err(Error::Unsupported("--gpus must be at least 1".into()));
+    // One process per GPU of one host: no host has more than this many.
+    if n == 0 || n > 64 {
+        return Err(Error::Unsupported(format!("--gpus {n}: give 1..=64 (one process per GPU of this host)")));
     }
     let exe = std::env::current_exe().map_err(|e| Error::Io { path: PathBuf::from("tcgnn"), source: e })?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -58,7 +58,7 @@ pub struct GraphInput {
 impl GraphInput {
     /// A file, or else a dataset name or generator spec (`pubmed`, `rmat:18:16`).
     pub fn load(&self) -> Result<Csr> {
-        if !self.input.exists() {
+        if !tcgnn::graph::source::entry_exists(&self.input) {
             return tcgnn::graph::source::load(&self.input.to_string_lossy());
         }
         load_graph(&self.input, self.input_format, EdgeListOptions { n_nodes: self.nodes, skip_first_line: self.header })
@@ -71,7 +71,13 @@ pub fn load_graph(path: &Path, format: InputFormat, edge_opts: EdgeListOptions) 
     let format = match format {
         InputFormat::Auto if tcg::is_tcg(path) => InputFormat::Tcg,
         InputFormat::Auto if name.ends_with(".mtx") || name.ends_with(".mtx.gz") => InputFormat::Mtx,
-        InputFormat::Auto => InputFormat::Edgelist,
+        // A file's own first bytes outrank its name: a Matrix Market file saved as `.txt` read
+        // as an edge list would turn its size line into an edge.
+        InputFormat::Auto => match tcgnn::graph::mtx::sniff(path)? {
+            Some(tcgnn::graph::mtx::Sniffed::MatrixMarket) => InputFormat::Mtx,
+            Some(tcgnn::graph::mtx::Sniffed::Tcg) => InputFormat::Tcg,
+            None => InputFormat::Edgelist,
+        },
         f => f,
     };
     if format != InputFormat::Edgelist && (edge_opts.n_nodes.is_some() || edge_opts.skip_first_line) {
@@ -127,7 +133,7 @@ pub fn run_info(args: &InfoArgs) -> Result<()> {
         g = reorder(&g, how)?.apply_to_csr(&g)?;
     }
     let (dmin, dmean, dmax) = degree_summary(&g);
-    println!("graph      {}", args.graph.input.display());
+    println!("graph      {}", tcgnn::graph::text::escaped(&args.graph.input.to_string_lossy()));
     println!("nodes      {} x {}", g.n_rows(), g.n_cols());
     println!("nnz        {}", g.nnz());
     println!("degree     min {dmin}  mean {dmean:.2}  max {dmax}");
@@ -210,7 +216,7 @@ pub fn run_convert(args: &ConvertArgs) -> Result<()> {
         _ => write_mtx(&args.output, &g)?,
     }
     let ms = t.elapsed().as_secs_f64() * 1e3;
-    println!("wrote {} ({} nodes, {} nnz, {ms:.0} ms)", args.output.display(), g.n_rows(), g.nnz());
+    println!("wrote {} ({} nodes, {} nnz, {ms:.0} ms)", tcgnn::graph::text::escaped(&args.output.to_string_lossy()), g.n_rows(), g.nnz());
     Ok(())
 }
 
@@ -240,11 +246,11 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 16)]
     pub edge_factor: u32,
     /// R-MAT quadrant probabilities (d = 1 - a - b - c).
-    #[arg(long, default_value_t = 0.57)]
+    #[arg(long, default_value_t = 0.57, allow_negative_numbers = true)]
     pub a: f64,
-    #[arg(long, default_value_t = 0.19)]
+    #[arg(long, default_value_t = 0.19, allow_negative_numbers = true)]
     pub b: f64,
-    #[arg(long, default_value_t = 0.19)]
+    #[arg(long, default_value_t = 0.19, allow_negative_numbers = true)]
     pub c: f64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -258,10 +264,10 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 8)]
     pub classes: usize,
     /// SBM: mean degree.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
     pub avg_degree: f64,
     /// SBM: probability an edge stays inside its class.
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
     pub p_in: f64,
     /// SBM: feature width.
     #[arg(long, default_value_t = 32)]

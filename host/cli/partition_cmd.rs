@@ -31,18 +31,14 @@ pub struct PartitionArgs {
 
 pub fn run(args: &PartitionArgs) -> Result<()> {
     let method: PartitionMethod = args.method.parse()?;
-    if let Some(dir) = &args.output
-        && !dir.is_dir()
-    {
-        return Err(tcgnn::Error::Io {
-            path: dir.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "output folder does not exist; create it first"),
-        });
+    if let Some(dir) = &args.output {
+        tcgnn::util::atomic::check_output_dir(dir)?;
     }
     let t = Instant::now();
     let g = load(&args.graph)?;
     let load_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
+    tcgnn::dist::partition::at_most_one_part_per_node(args.parts, g.n_rows())?;
     let p = Partition::new(&g, args.parts, method)?;
     let part_s = t.elapsed().as_secs_f64();
     println!(

@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use tcgnn::gpu::Gpu;
 use tcgnn::graph::npy::{NpyArray, NpyData, write_npy};
+use tcgnn::graph::text::escaped;
 use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::predict::{Prediction, predict};
 use tcgnn::nn::saved::SavedModel;
 use tcgnn::nn::{CpuBackend, CudaBackend, FeatureStorage};
 use tcgnn::ops::{Impl, Precision};
-use tcgnn::util::atomic::{AtomicFile, check_output_path};
+use tcgnn::util::atomic::{AtomicFile, check_outputs};
 use tcgnn::{Error, Result};
 
 use super::train_cmd::Device;
@@ -25,9 +26,14 @@ pub struct PredictArgs {
     /// The graph to predict on (as `tcgnn train` takes it); its node data must have the
     /// model's feature width.
     pub graph: String,
-    /// Node data (.npz); default: NAME.npz beside the graph, else synthetic (as `train`).
+    /// Node data (.npz); default: NAME.npz beside the graph. A graph without node data is
+    /// refused unless --synthetic-features is given.
     #[arg(long)]
     pub npz: Option<PathBuf>,
+    /// Predict on the random features (and labels) `train` made for a graph without node data,
+    /// from the model's seed: only meaningful for a model trained that way (timing, tests).
+    #[arg(long)]
+    pub synthetic_features: bool,
     /// Output: .csv (node, class[, probabilities or embedding columns]) or .npy (classes as
     /// int32; probabilities or embeddings as an n x width float32 array).
     #[arg(long, short)]
@@ -50,7 +56,14 @@ pub struct PredictArgs {
 }
 
 pub fn run(a: &PredictArgs) -> Result<()> {
-    check_output_path(&a.out)?;
+    // Never over the model, the graph or the node data it reads.
+    let mut inputs = tcgnn::nn::data::input_files(&a.graph, a.npz.as_deref());
+    inputs.push(a.model.clone());
+    if let Some(pairs) = &a.pairs {
+        inputs.push(pairs.clone());
+    }
+    let inputs: Vec<&std::path::Path> = inputs.iter().map(PathBuf::as_path).collect();
+    check_outputs(&inputs, &[&a.out])?;
     if let Some(pairs) = &a.pairs {
         return crate::cli::predict_link::run(a, pairs);
     }
@@ -63,6 +76,19 @@ pub fn run(a: &PredictArgs) -> Result<()> {
     // The node data as training prepared it (synthetic data from the same seed).
     let synth = SyntheticNodeData { features: m.features, classes: m.classes, seed: m.model.seed };
     let mut data = Dataset::load(&a.graph, a.npz.as_deref(), &synth)?;
+    if data.synthetic && !a.synthetic_features {
+        return Err(Error::Unsupported(format!(
+            "{}: no node data (no --npz, and no .npz beside the graph): predictions on invented features mean nothing; give --npz FILE, or --synthetic-features to predict on the random features training made",
+            escaped(&a.graph)
+        )));
+    }
+    // The model's buffers at this graph's size, before any is allocated (the sizes come from
+    // the file's metadata, checked against its tensors when it was read).
+    let need = tcgnn::nn::models::estimate_bytes(&m.model, data.n(), data.graph.nnz(), m.features, m.classes)?;
+    tcgnn::util::memory::check_host_alloc(
+        need,
+        &format!("{} {} {}x{} on {}", a.model.display(), m.model.model, m.model.layers, m.model.hidden, data.name),
+    )?;
     if !m.raw_features && !data.synthetic && data.features.is_nonnegative() {
         data.features.normalize_rows();
     }
@@ -94,8 +120,8 @@ pub fn run(a: &PredictArgs) -> Result<()> {
         m.model.layers,
         m.model.hidden,
         m.epoch,
-        m.graph,
-        data.name,
+        escaped(&m.graph),
+        escaped(&data.name),
         data.n(),
         a.out.display()
     );

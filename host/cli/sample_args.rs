@@ -133,6 +133,7 @@ impl SampleArgs {
         if self.steps_per_epoch == Some(0) {
             return bad("--steps-per-epoch must be at least 1".into());
         }
+        self.check_limits(kind, &data.graph)?;
         let (source, steps) = match kind {
             SamplerKind::Neighbor => {
                 let fanouts = match &self.fanout {
@@ -223,6 +224,57 @@ impl SampleArgs {
         Ok(t)
     }
 
+    /// Options far beyond what `graph` can use, refused before any batch is drawn: each would
+    /// otherwise allocate for (batch size x walk length), or loop for (steps x batch) or
+    /// (coverage x N) draws, long past anything that trains the graph better.
+    fn check_limits(&self, kind: SamplerKind, graph: &Csr) -> Result<()> {
+        let bad = |m: String| Err(Error::Unsupported(m));
+        if let Some(w) = self.sample_workers
+            && !(1..=MAX_SAMPLE_WORKERS).contains(&w)
+        {
+            return bad(format!("--sample-workers {w}: give 1..={MAX_SAMPLE_WORKERS}"));
+        }
+        if self.saint_coverage > MAX_SAINT_COVERAGE {
+            return bad(format!(
+                "--saint-coverage {}: at most {MAX_SAINT_COVERAGE} (PyG's examples use 100 to 1000; each unit pre-samples N more nodes)",
+                self.saint_coverage
+            ));
+        }
+        // Draws a batch or an epoch may make: a few times the graph's nodes and edges, and at
+        // least a fixed floor so the defaults work on tiny graphs.
+        let budget = sample_budget(graph);
+        let per_batch: u128 = match kind {
+            SamplerKind::SaintRw => self.batch_size.unwrap_or(500) as u128 * (self.walk_length as u128 + 1),
+            SamplerKind::SaintNode => self.batch_size.unwrap_or(4000) as u128,
+            SamplerKind::SaintEdge => 2 * self.batch_size.unwrap_or(500) as u128,
+            // At most the train nodes are seeds: a larger batch is one batch of all of them.
+            SamplerKind::Neighbor => 0,
+        };
+        if per_batch > budget as u128 {
+            let what = match kind {
+                SamplerKind::SaintRw => format!("--batch-size {} x --walk-length {}", self.batch_size.unwrap_or(500), self.walk_length),
+                _ => format!("--batch-size {}", self.batch_size.unwrap_or(0)),
+            };
+            return bad(format!(
+                "{what} draws {per_batch} nodes a batch, far beyond this graph of {} nodes and {} edges (at most {budget})",
+                graph.n_rows(),
+                graph.nnz()
+            ));
+        }
+        if let Some(steps) = self.steps_per_epoch
+            && kind != SamplerKind::Neighbor
+            && steps as u128 * per_batch.max(1) > budget as u128
+        {
+            return bad(format!(
+                "--steps-per-epoch {steps} draws {} nodes an epoch, far beyond this graph of {} nodes and {} edges (at most {budget})",
+                steps as u128 * per_batch.max(1),
+                graph.n_rows(),
+                graph.nnz()
+            ));
+        }
+        Ok(())
+    }
+
     /// `--inference-batch-edges`, or the default.
     pub fn inference_batch_edges(&self) -> usize {
         self.inference_batch_edges.map_or(tcgnn::sample::layerwise::DEFAULT_BATCH_EDGES, |e| usize::try_from(e).unwrap_or(usize::MAX))
@@ -236,6 +288,16 @@ impl SampleArgs {
             None => std::thread::available_parallelism().map_or(2, |n| n.get()).saturating_sub(2).clamp(2, 12),
         }
     }
+}
+
+/// Most sampling worker threads (each holds a batch in flight).
+pub const MAX_SAMPLE_WORKERS: usize = 256;
+/// Most GraphSAINT coverage (pre-sampling rounds of about N nodes each).
+pub const MAX_SAINT_COVERAGE: u32 = 10_000;
+
+/// Nodes a batch or an epoch may draw on `graph`: 64 times its nodes and edges, at least 2^24.
+pub fn sample_budget(graph: &Csr) -> u64 {
+    (64 * (graph.n_rows() as u64 + graph.nnz() as u64)).max(1 << 24)
 }
 
 fn count_train(data: &Dataset) -> usize {

@@ -63,13 +63,13 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 200)]
     pub epochs: usize,
     /// Learning rate (default per model: 0.01, GAT 0.005).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub lr: Option<f32>,
     /// L2 weight decay (default 5e-4).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub weight_decay: Option<f32>,
     /// Dropout probability (default per model: 0.5, GAT 0.6 on features and attention).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub dropout: Option<f32>,
     /// Sparse kernels' arithmetic: f32 (CUDA cores), tf32 or f16 (tensor cores). CPU: f32.
     #[arg(long, value_enum, default_value = "f32")]
@@ -186,7 +186,22 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         return Err(Error::Unsupported("--checkpoint-every must be at least 1".into()));
     }
     if let Some(p) = &a.save {
-        tcgnn::util::atomic::check_output_path(p)?;
+        // Never over the graph or node data it trains on, nor over the checkpoint it resumes.
+        let mut inputs = tcgnn::nn::data::input_files(&a.graph, a.npz.as_deref());
+        inputs.extend(a.resume.as_deref().map(Checkpoint::path));
+        let inputs: Vec<&std::path::Path> = inputs.iter().map(PathBuf::as_path).collect();
+        tcgnn::util::atomic::check_outputs(&inputs, &[p])?;
+        if let Some(c) = a.checkpoint.as_deref().map(Checkpoint::path)
+            && tcgnn::util::atomic::same_file(&c, p)
+        {
+            return Err(Error::Io {
+                path: p.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "is also another output (the checkpoint); give a different name",
+                ),
+            });
+        }
     }
     // Ctrl-C: finish the epoch, checkpoint, stop (a second Ctrl-C kills as usual).
     let _ = ctrlc::set_handler(|| {
@@ -280,12 +295,18 @@ pub fn run(a: &TrainArgs) -> Result<()> {
 fn check_hyperparameters(a: &TrainArgs) -> Result<()> {
     train_config(a)?;
     // Beyond these no model fits any machine, and the size arithmetic below stays in u64.
-    const MAX_WIDTH: usize = 1 << 24;
-    for (what, v) in [("--hidden", a.hidden), ("--layers", a.layers), ("--features", Some(a.features)), ("--classes", Some(a.classes))] {
+    use tcgnn::nn::models::{MAX_HEADS, MAX_LAYERS, MAX_WIDTH};
+    for (what, v, max) in [
+        ("--hidden", a.hidden, MAX_WIDTH),
+        ("--layers", a.layers, MAX_LAYERS),
+        ("--heads", a.heads, MAX_HEADS),
+        ("--features", Some(a.features), MAX_WIDTH),
+        ("--classes", Some(a.classes), MAX_WIDTH),
+    ] {
         if let Some(v) = v
-            && v > MAX_WIDTH
+            && v > max
         {
-            return Err(Error::Unsupported(format!("{what} {v} is larger than {MAX_WIDTH}")));
+            return Err(Error::Unsupported(format!("{what} {v} is larger than {max}")));
         }
     }
     Ok(())
@@ -407,9 +428,40 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     let read_s = t_read.elapsed().as_secs_f64();
     let (cfg, tcfg) = match &resumed {
         Some(c) => {
+            let dir = a.resume.as_deref().expect("resumed from a folder");
+            if a.epochs <= c.meta.epoch {
+                return Err(Error::Unsupported(format!(
+                    "--epochs {}: the checkpoint in {} has trained {} epochs already; --epochs counts all of them, give more to continue",
+                    a.epochs,
+                    dir.display(),
+                    c.meta.epoch
+                )));
+            }
+            // The checkpoint's model and optimiser go on (the same command plus --resume is how
+            // a run resumes): a different setting asked for here would be silently ignored.
+            let m = &c.meta.model;
+            let differs = [
+                ("--layers", a.layers.is_some_and(|v| v != m.layers)),
+                ("--hidden", a.hidden.is_some_and(|v| v != m.hidden)),
+                ("--heads", a.heads.is_some_and(|v| v != m.heads)),
+                ("--dropout", a.dropout.is_some_and(|v| v != m.dropout)),
+                ("--lr", a.lr.is_some_and(|v| v != c.train.lr)),
+                ("--weight-decay", a.weight_decay.is_some_and(|v| v != c.train.weight_decay)),
+                ("--batch-norm", a.batch_norm && !m.batch_norm),
+                ("--residual", a.residual && !m.residual),
+                ("--variant", a.variant && !m.variant),
+            ];
+            if let Some((flag, _)) = differs.iter().find(|g| g.1) {
+                return Err(Error::Unsupported(format!(
+                    "{flag}: differs from the checkpoint in {}, and --resume continues with the checkpoint's model and optimiser settings; leave {flag} out or give its value",
+                    dir.display()
+                )));
+            }
             eprintln!(
                 "resuming {} after epoch {} of {} (its model and optimiser settings)",
-                c.meta.model.model, c.meta.epoch, c.meta.graph
+                c.meta.model.model,
+                c.meta.epoch,
+                tcgnn::graph::text::escaped(&c.meta.graph)
             );
             (c.meta.model, TrainConfig { epochs: a.epochs, ..c.train })
         }

@@ -54,12 +54,7 @@ fn part_path(dir: &Path, p: usize, suffix: &str) -> PathBuf {
 
 /// Writes `partition` into the existing folder `dir`.
 pub fn write_partition(dir: &Path, partition: &Partition) -> Result<()> {
-    if !dir.is_dir() {
-        return Err(Error::Io {
-            path: dir.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "output folder does not exist; create it first"),
-        });
-    }
+    crate::util::atomic::check_output_dir(dir)?;
     let header = PartitionHeader {
         method: partition.method.to_string(),
         parts: partition.parts(),
@@ -68,7 +63,6 @@ pub fn write_partition(dir: &Path, partition: &Partition) -> Result<()> {
         edge_balance: partition.edge_balance(),
         stats: partition.stats(),
     };
-    write_json(&dir.join("partition.json"), &header)?;
     let new_to_old = partition.perm.new_to_old();
     for b in &partition.blocks {
         let h = PartHeader {
@@ -85,6 +79,26 @@ pub fn write_partition(dir: &Path, partition: &Partition) -> Result<()> {
         write_mtx_gz(&part_path(dir, b.part, "local.mtx.gz"), &b.local)?;
         write_mtx_gz(&part_path(dir, b.part, "remote.mtx.gz"), &b.remote)?;
     }
+    // partition.json last: until it is replaced the folder describes the old partition whole.
+    write_json(&dir.join("partition.json"), &header)?;
+    remove_stale_parts(dir, partition.parts())
+}
+
+/// Removes the part files of an earlier partition with more parts (`partK.*` for K >= `parts`),
+/// which would otherwise lie beside the new ones as if they belonged to it.
+fn remove_stale_parts(dir: &Path, parts: usize) -> Result<()> {
+    let io = |e| Error::Io { path: dir.to_path_buf(), source: e };
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((index, suffix)) = name.strip_prefix("part").and_then(|r| r.split_once('.')) else { continue };
+        let ours = ["json", "local.mtx.gz", "remote.mtx.gz"].contains(&suffix);
+        // Only names this writer makes (no leading zeros): other files in the folder stay.
+        if ours && index.parse::<usize>().is_ok_and(|k| k >= parts && k.to_string() == index) {
+            std::fs::remove_file(entry.path()).map_err(|e| Error::Io { path: entry.path(), source: e })?;
+        }
+    }
     Ok(())
 }
 
@@ -94,6 +108,9 @@ pub fn read_part(dir: &Path, p: usize) -> Result<PartOnDisk> {
     let path = part_path(dir, p, "json");
     let h: PartHeader = read_json(&path)?;
     let bad = |msg: String| Error::parse(&path, 1, msg);
+    if p >= head.parts {
+        return Err(bad(format!("part {p} of a partition of {} parts (partition.json)", head.parts)));
+    }
     if h.part != p || h.parts != head.parts || head.offsets.len() != head.parts + 1 {
         return Err(bad(format!("part {} of {} does not match partition.json ({} parts)", h.part, h.parts, head.parts)));
     }

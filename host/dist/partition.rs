@@ -120,6 +120,11 @@ impl Partition {
     /// Partition `graph` (square) into `parts` parts with `method`.
     pub fn new(graph: &Csr, parts: usize, method: PartitionMethod) -> Result<Partition> {
         check_square(graph, parts)?;
+        // METIS loops bisecting empty graphs when asked for more parts than nodes; the cuts
+        // leave the extra parts empty (which the halo exchange handles).
+        if method == PartitionMethod::Metis {
+            at_most_one_part_per_node(parts, graph.n_rows())?;
+        }
         let weights = node_weights(graph);
         let (perm, offsets) = match method {
             PartitionMethod::Contiguous => {
@@ -214,6 +219,15 @@ impl Partition {
         let max = s.iter().map(|p| p.edges).max().unwrap_or(0);
         if total == 0 { 1.0 } else { max as f64 * s.len() as f64 / total as f64 }
     }
+}
+
+/// Refuses more parts than nodes: what a user asks for that way leaves ranks with nothing to
+/// train (the command line checks it; the library keeps empty parts working).
+pub fn at_most_one_part_per_node(parts: usize, nodes: usize) -> Result<()> {
+    if parts > nodes.max(1) {
+        return Err(Error::Unsupported(format!("{parts} parts for a graph of {nodes} nodes: at most one part per node")));
+    }
+    Ok(())
 }
 
 fn check_square(graph: &Csr, parts: usize) -> Result<()> {

@@ -63,7 +63,12 @@ pub fn parse_blocks<R: Read, T: Send>(
                     Ok(_) => {}
                     Err(e) => {
                         let at = line + memchr::memchr_iter(b'\n', &buf[..old]).count();
-                        read_error = Some(Error::parse(path, at, format!("read failed (truncated or corrupt file?): {e}")));
+                        let msg = if e.kind() == std::io::ErrorKind::FileTooLarge {
+                            e.to_string()
+                        } else {
+                            format!("read failed (truncated or corrupt file?): {e}")
+                        };
+                        read_error = Some(Error::parse(path, at, msg));
                         return;
                     }
                 }

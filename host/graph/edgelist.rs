@@ -9,7 +9,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::graph::Csr;
 use crate::graph::mtx::open_maybe_gz;
-use crate::graph::text::{Lines, Tokens, implausible_dimension, is_blank, parse_f64, parse_u64, show};
+use crate::graph::text::{FREE_EMPTY_LINES, Lines, Tokens, implausible_dimension, is_blank, parse_f64, parse_u64, show};
 use crate::util::memory::host_alloc_problem;
 
 /// How to read an edge list.
@@ -54,9 +54,24 @@ pub fn parse_edgelist(reader: impl Read, path: &Path, opts: EdgeListOptions) -> 
     if let Some(n) = opts.n_nodes {
         crate::util::memory::check_host_alloc(8 * (n as u64 + 1), &format!("{n} nodes (--nodes)"))?;
     }
+    // Lines without an edge: a few megabytes of gzip inflate into gigabytes of blank lines, so
+    // past FREE_EMPTY_LINES they must not outnumber the edges 64 to 1 (the work stays bounded
+    // by the edges the file holds).
+    let mut empty: u64 = 0;
     while let Some(line_at) = lines.next_line()? {
         let line = line_at.text;
+        if line_at.no == 1 && line.len() >= 14 && line[..14].eq_ignore_ascii_case(b"%%MatrixMarket") {
+            // Read as an edge list its size line would become an edge: say what it is.
+            return Err(line_at.error("a Matrix Market file, not an edge list: read it as one (--input-format mtx, or a .mtx name)"));
+        }
         if is_blank(line) || line.first().is_some_and(|b| *b == b'#' || *b == b'%') {
+            empty += 1;
+            if empty > FREE_EMPTY_LINES && empty > 64 * (src.len() as u64 + 1) {
+                return Err(line_at.error(format!(
+                    "{empty} blank or comment lines and only {} edges so far: not an edge list (endless blank lines?)",
+                    src.len()
+                )));
+            }
             continue;
         }
         let toks: Vec<&[u8]> = Tokens::new(line, true).take(4).collect();

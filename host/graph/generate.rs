@@ -109,7 +109,8 @@ pub fn sbm(p: SbmParams) -> Result<(Csr, NodeData)> {
     }
     // Edge pairs, their split into two arrays and the CSR (~40 bytes a stored edge), the
     // features, labels and masks.
-    let need = 40 * stored_edges as u64 + crate::util::memory::bytes_of(p.n as u64, 4 * p.features as u64 + 16);
+    let per_node = (p.features as u64).saturating_mul(4).saturating_add(16);
+    let need = (40 * stored_edges as u64).saturating_add(crate::util::memory::bytes_of(p.n as u64, per_node));
     crate::util::memory::check_host_alloc(need, &format!("an SBM of {} nodes x {} features", p.n, p.features))?;
     if !(p.train_frac >= 0.0 && p.val_frac >= 0.0 && p.train_frac + p.val_frac <= 1.0) {
         return Err(Error::Unsupported(format!("train/val fractions {} + {}", p.train_frac, p.val_frac)));

@@ -35,6 +35,35 @@ pub fn open_maybe_gz(path: &Path) -> Result<Box<dyn BufRead>> {
     })
 }
 
+/// What a file's first bytes say it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sniffed {
+    /// Starts with `%%MatrixMarket` (after an optional UTF-8 byte-order mark).
+    MatrixMarket,
+    /// Starts with the `.tcg` magic.
+    Tcg,
+}
+
+/// The format `path`'s first bytes announce (gunzipped for `.gz`), whatever its name; `None`
+/// for anything else (an edge list has no signature).
+pub fn sniff(path: &Path) -> Result<Option<Sniffed>> {
+    // A pipe or device would lose what is read here: only regular files are looked into.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let mut head = Vec::with_capacity(32);
+    // A truncated or corrupt gzip stream is reported by the reader proper, with its line.
+    let _ = open_maybe_gz(path)?.take(32).read_to_end(&mut head);
+    let text = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&head);
+    Ok(if text.len() >= 14 && text[..14].eq_ignore_ascii_case(b"%%MatrixMarket") {
+        Some(Sniffed::MatrixMarket)
+    } else if head.starts_with(b"TCGNNCSR") {
+        Some(Sniffed::Tcg)
+    } else {
+        None
+    })
+}
+
 /// Read a Matrix Market file into a canonical CSR (sorted columns, duplicates summed).
 /// Symmetric files are expanded (both triangles stored); pattern entries get value 1.
 pub fn read_mtx(path: impl AsRef<Path>) -> Result<Csr> {
@@ -58,19 +87,19 @@ pub fn parse_mtx(reader: impl Read, path: &Path) -> Result<Csr> {
             .error(format!("bad header '{}', expected '%%MatrixMarket matrix coordinate <field> <symmetry>'", show(first).trim())));
     }
     if header[2] != "coordinate" {
-        return Err(first_line.error(format!("'{}' format is not supported, only 'coordinate' (sparse) files", header[2])));
+        return Err(first_line.error(format!("'{}' format is not supported, only 'coordinate' (sparse) files", show(header[2].as_bytes()))));
     }
     let field = match header[3].as_str() {
         "real" | "double" => Field::Real,
         "integer" => Field::Integer,
         "pattern" => Field::Pattern,
-        other => return Err(first_line.error(format!("field '{other}' is not supported (real, integer, pattern)"))),
+        other => return Err(first_line.error(format!("field '{}' is not supported (real, integer, pattern)", show(other.as_bytes())))),
     };
     let symmetry = match header[4].as_str() {
         "general" => Symmetry::General,
         "symmetric" => Symmetry::Symmetric,
         other => {
-            return Err(first_line.error(format!("symmetry '{other}' is not supported (general, symmetric)")));
+            return Err(first_line.error(format!("symmetry '{}' is not supported (general, symmetric)", show(other.as_bytes()))));
         }
     };
 
@@ -106,14 +135,22 @@ pub fn parse_mtx(reader: impl Read, path: &Path) -> Result<Csr> {
     // Row pointers are allocated for the declared rows whatever the data holds, and every
     // declared entry takes ~20 bytes (coordinates, then CSR; twice when mirrored): refuse a
     // size line the machine cannot hold now, not after reading millions of lines.
-    let per_entry = if symmetry == Symmetry::Symmetric { 44 } else { 24 };
-    let need = 8 * (n_rows as u64 + 1) + per_entry * n_entries as u64;
+    // (Symmetric: 32 more for the both-triangles check's keys.)
+    let per_entry = if symmetry == Symmetry::Symmetric { 76 } else { 24 };
+    let need = (8 * (n_rows as u64 + 1)).saturating_add((n_entries as u64).saturating_mul(per_entry));
     if let Some(msg) = host_alloc_problem(need, &format!("{n_rows} x {n_cols} with {n_entries} entries")) {
         return Err(Error::parse(path, size_no, msg));
     }
     // The entries: parsed in blocks of lines on all cores, then joined in file order.
     let ctx = EntryFormat { field, symmetry, n_rows, n_cols };
     let (prefix, reader) = lines.into_rest();
+    // Entry lines are short: far more bytes than the declared entries take are blank or
+    // comment lines a compressed file can hold by the gigabyte. Bounded, not read to the end.
+    let limit = (16u64 << 20).saturating_add(128u64.saturating_mul(n_entries as u64));
+    let why = format!(
+        "more than {limit} bytes after the size line, far more than its {n_entries} entries take (endless blank or comment lines?)"
+    );
+    let reader = crate::graph::text::Bounded::new(reader, limit.saturating_sub(prefix.len() as u64), why);
     let blocks = parse_blocks(reader, prefix, size_no + 1, path, |text, first| ctx.parse_block(text, first))?;
     let mut seen = 0usize;
     let mut last_no = size_no;
@@ -135,6 +172,8 @@ pub fn parse_mtx(reader: impl Read, path: &Path) -> Result<Csr> {
         return Err(Error::parse(path, last_no, msg));
     }
     let total: usize = blocks.iter().map(|b| b.rows.len()).sum();
+    let mut blocks = blocks;
+    let blocks_keys: Vec<Vec<(u32, u32, u32, bool)>> = blocks.iter_mut().map(|b| std::mem::take(&mut b.tri)).collect();
     let (mut rows, mut cols) = (Vec::with_capacity(total), Vec::with_capacity(total));
     let mut vals: Vec<f32> = Vec::with_capacity(if field == Field::Pattern { 0 } else { total });
     for b in blocks {
@@ -145,8 +184,53 @@ pub fn parse_mtx(reader: impl Read, path: &Path) -> Result<Csr> {
     if let Some(msg) = implausible_dimension(n_rows.max(n_cols), rows.len()) {
         return Err(Error::parse(path, size_no, msg));
     }
+    if symmetry == Symmetry::Symmetric {
+        both_triangles(path, blocks_keys)?;
+    }
     let values = (field != Field::Pattern).then_some(vals.as_slice());
-    Csr::from_coo(n_rows, n_cols, &rows, &cols, values)
+    let m = Csr::from_coo(n_rows, n_cols, &rows, &cols, values)?;
+    if field == Field::Pattern && m.values().iter().any(|&v| v != 1.0) {
+        // A pattern lists where the nonzeros are: an entry listed twice is still one edge, not
+        // an edge of weight 2 (from_coo sums repeated coordinates).
+        let nnz = m.nnz();
+        return m.with_values(vec![1.0; nnz]);
+    }
+    Ok(m)
+}
+
+/// A symmetric file stores one triangle (the reader mirrors it): one listing both (i, j) and
+/// (j, i) would have each such edge counted twice, so it is refused, naming the line of the
+/// second of the pair. `keys`: per block, its off-diagonal entries as (min, max, line, listed
+/// above the diagonal).
+fn both_triangles(path: &Path, keys: Vec<Vec<(u32, u32, u32, bool)>>) -> Result<()> {
+    let mut all: Vec<(u32, u32, u32, bool)> = keys.into_iter().flatten().collect();
+    if all.is_empty() {
+        return Ok(());
+    }
+    all.sort_unstable();
+    let mut first_clash: Option<(usize, u32, u32)> = None;
+    for w in all.windows(2) {
+        if (w[0].0, w[0].1) == (w[1].0, w[1].1) && w[0].3 != w[1].3 {
+            let line = w[0].2.max(w[1].2) as usize;
+            if first_clash.is_none_or(|c| line < c.0) {
+                first_clash = Some((line, w[0].0, w[0].1));
+            }
+        }
+    }
+    match first_clash {
+        Some((line, a, b)) => Err(Error::parse(
+            path,
+            line,
+            format!(
+                "entries ({}, {}) and ({}, {}) both listed in a 'symmetric' file: it stores one triangle (the other is implied); write it as 'general'",
+                a + 1,
+                b + 1,
+                b + 1,
+                a + 1
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// How the entry lines of one file read: what [`parse_blocks`] needs to parse any block alone.
@@ -172,6 +256,9 @@ struct Block {
     /// 4 bytes an entry, held only until the blocks are joined).
     entry_lines: Vec<u32>,
     first: usize,
+    /// Symmetric files: every off-diagonal entry as (min, max, line, listed above the
+    /// diagonal), to find a pair listed in both triangles.
+    tri: Vec<(u32, u32, u32, bool)>,
 }
 
 impl EntryFormat {
@@ -218,6 +305,7 @@ impl EntryFormat {
             last_line: first,
             entry_lines: Vec::new(),
             first,
+            tri: Vec::new(),
         };
         let pattern = self.field == Field::Pattern;
         for (no, line) in numbered_lines(text, first) {
@@ -231,6 +319,7 @@ impl EntryFormat {
                         b.vals.push(v);
                     }
                     if self.symmetry == Symmetry::Symmetric && r != c {
+                        b.tri.push((r.min(c), r.max(c), no.min(u32::MAX as usize) as u32, r < c));
                         b.rows.push(c);
                         b.cols.push(r);
                         if !pattern {

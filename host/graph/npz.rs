@@ -154,6 +154,22 @@ pub fn parse_npz(reader: impl Read + Seek, path: &Path) -> Result<NodeData> {
     Ok(NodeData { x, y, split, splits_all, class_names })
 }
 
+/// The arrays a node-data archive may hold.
+const ARRAYS: [&str; 12] = [
+    "x",
+    "x_indptr",
+    "x_indices",
+    "x_shape",
+    "y",
+    "train_mask",
+    "val_mask",
+    "test_mask",
+    "train_masks_all",
+    "val_masks_all",
+    "test_masks_all",
+    "class_names",
+];
+
 struct Npz<R: Read + Seek> {
     zip: zip::ZipArchive<R>,
     path: PathBuf,
@@ -162,7 +178,16 @@ struct Npz<R: Read + Seek> {
 impl<R: Read + Seek> Npz<R> {
     fn open(reader: R, path: &Path) -> Result<Self> {
         let zip = zip::ZipArchive::new(reader).map_err(|e| Error::parse(path, 0, format!("not a readable .npz (zip) archive: {e}")))?;
-        Ok(Npz { zip, path: path.into() })
+        let npz = Npz { zip, path: path.into() };
+        // Every member must be one this reader takes: a member it skipped would be data
+        // silently dropped (or a damaged name: 'class_nqmes' would drop the class names).
+        let names: Vec<String> =
+            npz.zip.file_names().map(|n| n.map(|n| n.into_owned()).unwrap_or_else(|e| format!("(unreadable name: {e})"))).collect();
+        if let Some(name) = names.iter().find(|n| !n.strip_suffix(".npy").is_some_and(|a| ARRAYS.contains(&a))) {
+            let name = crate::graph::text::show(name.as_bytes());
+            return Err(npz.err(name.trim_end_matches(".npy"), format!("not an array tcgnn reads (it reads {})", ARRAYS.join(", "))));
+        }
+        Ok(npz)
     }
 
     fn err(&self, array: &str, msg: impl Into<String>) -> Error {
@@ -173,7 +198,16 @@ impl<R: Read + Seek> Npz<R> {
     fn get(&mut self, name: &str) -> Result<Option<NpyArray>> {
         let member = format!("{name}.npy");
         let arr = match self.zip.by_name(&member) {
-            Ok(f) => read_npy(f),
+            // The member's CRC-32 is checked when its reader reaches the end: read one byte past
+            // the array, so a corrupt member is an error and not silently wrong numbers.
+            Ok(mut f) => read_npy(&mut f).and_then(|a| {
+                let mut one = [0u8; 1];
+                match f.read(&mut one) {
+                    Ok(0) => Ok(a),
+                    Ok(_) => Err("bytes after the array's end (corrupt member?)".into()),
+                    Err(e) => Err(format!("member {member} is corrupt: {e} (CRC-32 mismatch)")),
+                }
+            }),
             Err(zip::result::ZipError::FileNotFound) => return Ok(None),
             Err(e) => Err(format!("cannot open: {e}")),
         };
@@ -202,8 +236,14 @@ impl<R: Read + Seek> Npz<R> {
 
     fn features(&mut self, n: usize) -> Result<Features> {
         if let Some(x) = self.get("x")? {
-            if x.shape.len() != 2 || x.shape[0] != n {
+            if x.shape.len() != 2 {
                 return Err(self.err("x", format!("shape {:?}, expected [{n}, features]", x.shape)));
+            }
+            if x.shape[0] != n {
+                // Either may be the wrong one: name both (the graph's node count decides later).
+                return Err(
+                    self.err("y", format!("{n} labels, but 'x' has {} rows: labels and features disagree on the node count", x.shape[0]))
+                );
             }
             let data = x.to_f32().ok_or_else(|| self.err("x", format!("dtype {} is not float", x.dtype_name())))?;
             return Ok(Features::Dense { n, f: x.shape[1], data });
@@ -212,6 +252,12 @@ impl<R: Read + Seek> Npz<R> {
             return Err(self.err("x", "missing: neither dense x nor x_indptr/x_indices/x_shape"));
         };
         let shape = sh.to_i64().filter(|s| s.len() == 2).ok_or_else(|| self.err("x_shape", "expected 2 integers"))?;
+        if shape[0] != n as i64 && shape[1] >= 0 {
+            return Err(self.err(
+                "y",
+                format!("{n} labels, but 'x_shape' declares {} rows: labels and features disagree on the node count", shape[0]),
+            ));
+        }
         if shape[0] != n as i64 || shape[1] < 0 || shape[1] >= 1 << 31 {
             return Err(self.err("x_shape", format!("{shape:?} does not fit {n} nodes")));
         }

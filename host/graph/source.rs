@@ -45,15 +45,14 @@ pub fn load(spec: &str) -> Result<Csr> {
     }
     let path = PathBuf::from(spec);
     let read = |p: &Path| if tcg::is_tcg(p) { tcg::read_tcg(p) } else { crate::graph::mtx::read_mtx(p) };
-    if path.exists() {
+    // `exists` follows symlinks: a symlink loop or a dangling link "does not exist" and would
+    // be reported as a missing dataset. Any directory entry of that name is read (and its own
+    // error, "too many levels of symbolic links", reported).
+    if entry_exists(&path) {
         return read(&path);
     }
-    // A binary cache beside the dataset loads at disk speed, so it is preferred.
-    for ext in [".tcg", ".mtx.gz", ".mtx"] {
-        let p = datasets_dir().join(format!("{spec}{ext}"));
-        if p.exists() {
-            return read(&p);
-        }
+    if let Some(p) = dataset_file(spec) {
+        return read(&p);
     }
     Err(Error::Io {
         path,
@@ -65,6 +64,27 @@ pub fn load(spec: &str) -> Result<Csr> {
             ),
         ),
     })
+}
+
+/// The file a dataset name stands for in the datasets folder, if any. A binary cache beside the
+/// dataset loads at disk speed, so it is preferred.
+fn dataset_file(spec: &str) -> Option<PathBuf> {
+    [".tcg", ".mtx.gz", ".mtx"].iter().map(|ext| datasets_dir().join(format!("{spec}{ext}"))).find(|p| p.exists())
+}
+
+/// The file `spec` reads (a path, or a dataset name's file); `None` for a generator spec or a
+/// name that names nothing. Outputs are checked against it so they never overwrite it.
+pub fn input_file(spec: &str) -> Option<PathBuf> {
+    if spec.starts_with("rmat:") || spec.starts_with("sbm:") {
+        return None;
+    }
+    let path = PathBuf::from(spec);
+    if entry_exists(&path) { Some(path) } else { dataset_file(spec) }
+}
+
+/// Whether `path` names a directory entry (a file, or a symlink even when it leads nowhere).
+pub fn entry_exists(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
 }
 
 /// Seed of the relabelling permutation, derived from the graph's seed (a different stream).

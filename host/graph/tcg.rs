@@ -74,10 +74,16 @@ pub fn write_tcg(path: impl AsRef<Path>, csr: &Csr) -> Result<()> {
 /// Read a `.tcg` file (see the module doc). Every problem names the file.
 pub fn read_tcg(path: impl AsRef<Path>) -> Result<Csr> {
     let path = path.as_ref();
+    let io = |e: std::io::Error| Error::Io { path: path.into(), source: e };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    parse_tcg(file, len, path)
+}
+
+/// Parse a `.tcg` of `len` bytes from any reader; `path` is only used in error messages.
+pub fn parse_tcg(mut file: impl Read, len: u64, path: &Path) -> Result<Csr> {
     let bad = |msg: String| Error::Io { path: path.into(), source: std::io::Error::new(std::io::ErrorKind::InvalidData, msg) };
     let io = |e: std::io::Error| Error::Io { path: path.into(), source: e };
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
     let mut header = [0u8; HEADER as usize];
     if len < HEADER + 8 {
         return Err(bad(format!("{len} bytes: too short for a .tcg file (truncated?)")));
@@ -122,6 +128,13 @@ pub fn read_tcg(path: impl AsRef<Path>) -> Result<Csr> {
     reader.read_exact(&mut sum).map_err(io)?;
     if u64::from_le_bytes(sum) != h.finish() {
         return Err(bad("checksum mismatch: the file is corrupt; convert the graph again".into()));
+    }
+    // The text readers refuse NaN and infinite values; a binary file must not smuggle them in
+    // (every later sort, reorder and partition compares values).
+    if let Some(e) = values.iter().position(|v| !v.is_finite()) {
+        let r = row_ptr.partition_point(|&p| p as usize <= e).saturating_sub(1);
+        let c = col_idx.get(e).copied().unwrap_or(0);
+        return Err(bad(format!("edge ({r}, {c}) has value {}: edge values must be finite numbers", values[e])));
     }
     Csr::new(n_rows as usize, n_cols as usize, row_ptr, col_idx, values).map_err(|e| bad(e.to_string()))
 }

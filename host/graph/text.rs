@@ -56,14 +56,18 @@ impl<R: Read> Lines<R> {
                 let s = self.start;
                 self.start += i + 1;
                 self.line += 1;
-                return Ok(Some(Line { text: strip_cr(&self.buf[s..s + i]), no: self.line, path: &self.path }));
+                return Ok(Some(Line { text: strip_bom(self.line, strip_cr(&self.buf[s..s + i])), no: self.line, path: &self.path }));
             }
             if self.eof {
                 if self.start < self.end {
                     let s = self.start;
                     self.start = self.end;
                     self.line += 1;
-                    return Ok(Some(Line { text: strip_cr(&self.buf[s..self.end]), no: self.line, path: &self.path }));
+                    return Ok(Some(Line {
+                        text: strip_bom(self.line, strip_cr(&self.buf[s..self.end])),
+                        no: self.line,
+                        path: &self.path,
+                    }));
                 }
                 return Ok(None);
             }
@@ -97,6 +101,35 @@ impl<R: Read> Lines<R> {
     }
 }
 
+/// A reader that fails (with [`ErrorKind::FileTooLarge`] and `why`) once more than `limit`
+/// bytes came through: bounds the work a small compressed file can ask for (gigabytes of
+/// blank lines inflate from a few megabytes) by what its declared contents can take.
+pub struct Bounded<R> {
+    inner: R,
+    left: u64,
+    why: String,
+}
+
+impl<R: Read> Bounded<R> {
+    pub fn new(inner: R, limit: u64, why: String) -> Self {
+        Bounded { inner, left: limit, why }
+    }
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n as u64 > self.left {
+            return Err(std::io::Error::new(ErrorKind::FileTooLarge, self.why.clone()));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Lines without data an edge list may hold before its data lines must outnumber them 1:64.
+pub const FREE_EMPTY_LINES: u64 = 1 << 20;
+
 /// One line of input and where it is, for error messages.
 pub struct Line<'a> {
     pub text: &'a [u8],
@@ -110,6 +143,12 @@ impl Line<'_> {
     pub fn error(&self, msg: impl Into<String>) -> Error {
         Error::parse(self.path, self.no, msg)
     }
+}
+
+/// A UTF-8 byte-order mark before the first line (editors on Windows write one) is not part
+/// of the first field: kept, it made the first edge's source id unreadable.
+fn strip_bom(line_no: usize, l: &[u8]) -> &[u8] {
+    if line_no == 1 { l.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(l) } else { l }
 }
 
 fn strip_cr(l: &[u8]) -> &[u8] {
@@ -178,6 +217,16 @@ pub const SPARSE_DIM_FREE: usize = 1 << 22;
 pub fn implausible_dimension(dim: usize, entries: usize) -> Option<String> {
     (dim > SPARSE_DIM_FREE && dim / 64 > entries)
         .then(|| format!("dimension {dim} for only {entries} entries: refusing to allocate for a matrix of almost only empty rows"))
+}
+
+/// Text from a file or the command line for the terminal (a path, a graph name from a model
+/// file's metadata): control characters escaped as in [`show`], nothing shortened.
+pub fn escaped(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| -> Box<dyn Iterator<Item = char>> {
+            if c.is_control() { Box::new(c.escape_default()) } else { Box::new(std::iter::once(c)) }
+        })
+        .collect()
 }
 
 /// A token for an error message: lossy UTF-8, shortened, control characters escaped (`\u{1b}`),

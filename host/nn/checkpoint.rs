@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::nn::saved::{ModelMeta, TensorFile, meta_map, read_meta};
+use crate::nn::saved::{ModelMeta, TensorFile, check_tensor_sizes, meta_map, read_meta};
 use crate::nn::train::{EpochRecord, TrainConfig};
 use crate::tensor::Matrix;
 
@@ -61,7 +61,15 @@ impl Checkpoint {
         if !path.is_file() {
             return Err(Error::BadFile { path, msg: "no checkpoint here (written by `tcgnn train --checkpoint DIR`)".into() });
         }
-        let f = TensorFile::read(&path)?;
+        Self::from_file(path.clone(), TensorFile::read(&path)?)
+    }
+
+    /// [`Checkpoint::read`] on the bytes of a checkpoint file; `path` is only used in messages.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Self> {
+        Self::from_file(path.to_path_buf(), TensorFile::parse(bytes, path)?)
+    }
+
+    fn from_file(path: PathBuf, f: TensorFile) -> Result<Self> {
         let meta = read_meta(&path, &f.metadata)?;
         let field = |key: &str| {
             f.metadata.get(key).ok_or_else(|| Error::BadFile { path: path.clone(), msg: format!("checkpoint metadata '{key}' is missing") })
@@ -74,10 +82,30 @@ impl Checkpoint {
         if history.len() != meta.epoch {
             return Err(Error::BadFile { path, msg: format!("{} epochs in the loss curve, {} recorded", history.len(), meta.epoch) });
         }
+        // The settings and counters go on into training: the CLI's rules for them apply here.
+        let invalid = |msg: String| Error::BadFile { path: path.clone(), msg: format!("checkpoint metadata: {msg}") };
+        if let Some(why) = train.problem() {
+            return Err(invalid(why));
+        }
+        // At least one step an epoch, and room to go on counting (dropout seeds and Adam's bias
+        // correction are functions of it).
+        if (steps as usize) < meta.epoch || steps > u32::MAX / 2 {
+            return Err(invalid(format!("step counter {steps} after {} epochs", meta.epoch)));
+        }
+        if let Some(why) = history.iter().enumerate().find_map(|(i, r)| r.problem(i + 1)) {
+            return Err(invalid(why));
+        }
+        check_tensor_sizes(&path, &meta, &f.tensors)?;
         let best = match f.metadata.get(BEST) {
             None => None,
             Some(j) => {
                 let rec: EpochRecord = serde_json::from_str(j).map_err(|e| parse_err(BEST, &e))?;
+                if rec.epoch == 0 || rec.epoch > meta.epoch {
+                    return Err(invalid(format!("best epoch {} of {} done", rec.epoch, meta.epoch)));
+                }
+                if let Some(why) = rec.problem(rec.epoch) {
+                    return Err(invalid(why));
+                }
                 let weights = f.tensors.iter().filter_map(|(n, m)| n.strip_prefix("best.").map(|n| (n.to_string(), m.clone()))).collect();
                 Some((rec, weights))
             }

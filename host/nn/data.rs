@@ -209,6 +209,13 @@ impl Dataset {
 }
 
 /// `NAME.npz` beside a dataset name or a `.mtx[.gz]` path.
+/// The files [`Dataset::load`] reads for `spec` and `npz`: the graph's and the node data's (an
+/// output must not be one of them).
+pub fn input_files(spec: &str, npz: Option<&Path>) -> Vec<PathBuf> {
+    let npz = npz.map(Path::to_path_buf).or_else(|| if spec.starts_with("sbm:") { None } else { find_npz(spec) });
+    source::input_file(spec).into_iter().chain(npz).collect()
+}
+
 fn find_npz(spec: &str) -> Option<PathBuf> {
     let p = Path::new(spec);
     if p.exists() {

@@ -14,7 +14,7 @@ use std::path::Path;
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
 use crate::error::{Error, Result};
-use crate::nn::models::{ModelConfig, model_info};
+use crate::nn::models::{MAX_WIDTH, ModelConfig, model_info};
 use crate::tensor::Matrix;
 use crate::util::atomic::write_atomic;
 
@@ -72,9 +72,17 @@ impl TensorFile {
             return Err(bad(path, format!("{len} bytes is too short for a safetensors file (truncated?)")));
         }
         let bytes = std::fs::read(path).map_err(io)?;
-        let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| st_error(path, e))?;
+        Self::parse(&bytes, path)
+    }
+
+    /// [`TensorFile::read`] on the bytes of a file; `path` is only used in messages.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Self> {
+        if bytes.len() < 8 {
+            return Err(bad(path, format!("{} bytes is too short for a safetensors file (truncated?)", bytes.len())));
+        }
+        let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| st_error(path, e))?;
         let metadata = header.metadata().clone().unwrap_or_default();
-        let st = SafeTensors::deserialize(&bytes).map_err(|e| st_error(path, e))?;
+        let st = SafeTensors::deserialize(bytes).map_err(|e| st_error(path, e))?;
         let mut tensors = Vec::new();
         for (name, view) in st.tensors() {
             if view.dtype() != Dtype::F32 {
@@ -109,7 +117,15 @@ impl SavedModel {
     }
 
     pub fn read(path: &Path) -> Result<Self> {
-        let f = TensorFile::read(path)?;
+        Self::from_file(path, TensorFile::read(path)?)
+    }
+
+    /// [`SavedModel::read`] on the bytes of a file; `path` is only used in messages.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Self> {
+        Self::from_file(path, TensorFile::parse(bytes, path)?)
+    }
+
+    fn from_file(path: &Path, f: TensorFile) -> Result<Self> {
         // A model of another task (a link predictor) holds an encoder only: refused here.
         if let Some(format) = f.metadata.get(FORMAT_KEY)
             && format != "tcgnn-model-1"
@@ -123,6 +139,7 @@ impl SavedModel {
             ));
         }
         let meta = read_meta(path, &f.metadata)?;
+        check_tensor_sizes(path, &meta, &f.tensors)?;
         Ok(SavedModel { meta, weights: f.tensors })
     }
 
@@ -155,6 +172,49 @@ pub fn read_meta(path: &Path, metadata: &HashMap<String, String>) -> Result<Mode
     Ok(meta)
 }
 
+/// The sizes `meta` declares must be held by the file's tensors: every model's weights take
+/// at least `features x first-layer columns` and `hidden x classes` values (one layer:
+/// `features x classes`), so a metadata that declares more than the file holds is refused
+/// before a model of that size is built (its shapes are compared exactly once built).
+pub fn check_tensor_sizes(path: &Path, meta: &ModelMeta, tensors: &[(String, Matrix)]) -> Result<()> {
+    let c = &meta.model;
+    if meta.features == 0 || meta.classes == 0 || meta.features > MAX_WIDTH || meta.classes > MAX_WIDTH {
+        return Err(bad(
+            path,
+            format!("metadata declares {} features and {} classes: need 1..={MAX_WIDTH} of each", meta.features, meta.classes),
+        ));
+    }
+    if meta.epoch == 0 {
+        return Err(bad(path, "metadata declares epoch 0: weights come from a completed epoch (1 or later)".into()));
+    }
+    for (what, a) in [("validation", meta.val_acc), ("test", meta.test_acc)] {
+        if !(0.0..=1.0).contains(&a) {
+            return Err(bad(path, format!("metadata declares {what} accuracy {a}, outside [0, 1]")));
+        }
+    }
+    if !["f32", "tf32", "f16", "f64"].contains(&meta.precision.as_str()) {
+        return Err(bad(path, format!("metadata declares precision '{}': f32, tf32, f16 or f64", show_meta(&meta.precision))));
+    }
+    let (f, h, k) = (meta.features as u128, c.hidden as u128, meta.classes as u128);
+    let least = if c.layers == 1 { f * k } else { f * c.first_product_columns() as u128 + h * k };
+    let held: u128 = tensors.iter().map(|(_, m)| m.rows as u128 * m.cols as u128).sum();
+    if least > held {
+        return Err(bad(
+            path,
+            format!(
+                "metadata declares a {} of {} features, {} layers x {} hidden ({} heads) and {} classes: at least {least} weights, but the file holds {held}",
+                c.model, meta.features, c.layers, c.hidden, c.heads, meta.classes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A string from a file's metadata for a message: control characters escaped, shortened.
+fn show_meta(s: &str) -> String {
+    crate::graph::text::show(s.as_bytes())
+}
+
 /// Every tensor the model wants is in `saved` with its shape.
 pub fn check_names(path: &Path, want: &[(String, (usize, usize))], saved: &[(String, Matrix)]) -> Result<()> {
     for (name, (r, c)) in want {
@@ -175,4 +235,49 @@ fn bad(path: &Path, msg: String) -> Error {
 
 fn st_error(path: &Path, e: safetensors::SafeTensorError) -> Error {
     bad(path, format!("not a valid safetensors file: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::models::{MODELS, build};
+    use crate::ops::backend::{Ops, cpu::CpuBackend};
+
+    fn zero_tensors<B: Ops + 'static>(net: &mut dyn crate::nn::models::Model<B>) -> Vec<(String, Matrix)> {
+        let mut t: Vec<(String, Matrix)> =
+            net.params().into_iter().map(|(n, p)| (n, B::shape(&p.value))).map(|(n, (r, c))| (n, Matrix::zeros(r, c))).collect();
+        t.extend(net.buffers().into_iter().map(|(n, m)| (n, B::shape(m))).map(|(n, (r, c))| (n, Matrix::zeros(r, c))));
+        t
+    }
+
+    /// The bound [`check_tensor_sizes`] asks of a file holds for every model as built: a
+    /// genuine file is never refused by it.
+    #[test]
+    fn tensor_size_bound_holds_for_every_model() {
+        let t: Vec<(u32, u32, f32)> = (0..12u32).flat_map(|i| [(i, (i + 1) % 12, 1.0), ((i + 1) % 12, i, 1.0)]).collect();
+        let g = crate::graph::Csr::from_triplets(12, 12, &t).unwrap();
+        let b = CpuBackend::<f32>::new();
+        for info in MODELS {
+            for layers in 1..=3 {
+                let cfg = ModelConfig { layers, hidden: 4, ..info.defaults };
+                let Ok(mut net) = build(&b, &g, 5, 3, &cfg) else { continue };
+                let tensors = zero_tensors::<CpuBackend<f32>>(net.as_mut());
+                let meta = ModelMeta {
+                    model: cfg,
+                    features: 5,
+                    classes: 3,
+                    raw_features: false,
+                    graph: "g".into(),
+                    epoch: 1,
+                    val_acc: 0.5,
+                    test_acc: 0.5,
+                    precision: "f32".into(),
+                };
+                check_tensor_sizes(Path::new("m"), &meta, &tensors).unwrap_or_else(|e| panic!("{} {layers} layers: {e}", info.name));
+                let mut big = meta.clone();
+                big.classes = 1 << 20;
+                assert!(check_tensor_sizes(Path::new("m"), &big, &tensors).is_err(), "{}", info.name);
+            }
+        }
+    }
 }

@@ -22,6 +22,39 @@ pub struct TrainConfig {
     pub weight_decay: f32,
 }
 
+impl TrainConfig {
+    /// What is wrong with the optimiser settings, if anything (the CLI's `--lr` and
+    /// `--weight-decay` checks, and a checkpoint's settings: the same rules for both).
+    pub fn problem(&self) -> Option<String> {
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Some(format!("learning rate {} must be a finite number > 0", self.lr));
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return Some(format!("weight decay {} must be a finite number >= 0", self.weight_decay));
+        }
+        None
+    }
+}
+
+impl EpochRecord {
+    /// What is wrong with a recorded epoch read from a file (its number, a loss that is not a
+    /// finite number, an accuracy outside [0, 1]), if anything.
+    pub fn problem(&self, expected_epoch: usize) -> Option<String> {
+        if self.epoch != expected_epoch {
+            return Some(format!("epoch {} recorded where epoch {expected_epoch} belongs", self.epoch));
+        }
+        if !self.loss.is_finite() || self.loss < 0.0 {
+            return Some(format!("epoch {}: loss {} is not a finite number >= 0", self.epoch, self.loss));
+        }
+        for (what, a) in [("train", self.train_acc), ("validation", self.val_acc), ("test", self.test_acc)] {
+            if !(0.0..=1.0).contains(&a) {
+                return Some(format!("epoch {}: {what} accuracy {a} is outside [0, 1]", self.epoch));
+            }
+        }
+        None
+    }
+}
+
 impl Default for TrainConfig {
     /// PyG's Planetoid examples: 200 epochs, lr 0.01, weight decay 5e-4.
     fn default() -> Self {

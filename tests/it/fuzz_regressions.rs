@@ -66,3 +66,23 @@ fn spec_regressions() {
         assert!(refused || accepted_ok, "{}: '{spec}' was accepted", p.display());
     }
 }
+
+/// Each stored `.tcg`, model and checkpoint input is a corrupt or hostile file: refused, naming
+/// it, without a panic (same entry points as fuzz/fuzz_targets/{tcg,model,checkpoint}.rs).
+#[test]
+fn tcg_model_checkpoint_regressions() {
+    type Parse = fn(&[u8], &Path) -> Result<(), String>;
+    let targets: [(&str, Parse); 3] = [
+        ("tcg", |d, p| tcgnn::graph::tcg::parse_tcg(d, d.len() as u64, p).map(drop).map_err(|e| e.to_string())),
+        ("model", |d, p| tcgnn::nn::saved::SavedModel::parse(d, p).map(drop).map_err(|e| e.to_string())),
+        ("checkpoint", |d, p| tcgnn::nn::checkpoint::Checkpoint::parse(d, p).map(drop).map_err(|e| e.to_string())),
+    ];
+    for (target, parse) in targets {
+        let all = inputs(target);
+        assert!(!all.is_empty(), "{target}");
+        for (p, data) in all {
+            let e = parse(&data, &p).expect_err(&format!("{} accepted", p.display()));
+            assert!(e.contains(&*p.file_name().unwrap().to_string_lossy()), "{e}");
+        }
+    }
+}

@@ -5,6 +5,7 @@
 mod common;
 
 mod bad_inputs;
+mod bad_inputs_suite;
 mod blas;
 mod curves;
 mod datasets;

@@ -239,7 +239,7 @@ registry!(gcn, agnn, gat, sage, gin; fixed: gcn, sage, gin);
 
 fn unknown(name: &str) -> Error {
     let names: Vec<&str> = MODELS.iter().map(|m| m.name).collect();
-    Error::Unsupported(format!("unknown model '{name}'; models: {}", names.join(", ")))
+    Error::Unsupported(format!("unknown model '{}'; models: {}", crate::graph::text::show(name.as_bytes()), names.join(", ")))
 }
 
 /// The registry entry named `name` (case-insensitive).
@@ -257,6 +257,18 @@ pub fn default_config(name: &str) -> Result<ModelConfig> {
     Ok(model_info(name)?.config())
 }
 
+/// Whether model `name` has attention heads: the models whose defaults use more than one.
+fn takes_heads(name: &str) -> bool {
+    model_info(name).is_ok_and(|m| m.defaults.heads > 1)
+}
+
+/// Most graph layers of a model (deep GCNs in the literature stop near a thousand).
+pub const MAX_LAYERS: usize = 1024;
+/// Widest hidden layer, and most features or classes.
+pub const MAX_WIDTH: usize = 1 << 24;
+/// Most attention heads.
+pub const MAX_HEADS: usize = 1024;
+
 /// Sizes a model can be built with.
 pub fn check(cfg: &ModelConfig) -> Result<()> {
     model_info(cfg.model)?;
@@ -265,6 +277,19 @@ pub fn check(cfg: &ModelConfig) -> Result<()> {
             "a model needs >= 1 layer, hidden width >= 1 and >= 1 head (got {} x {} x {})",
             cfg.layers, cfg.hidden, cfg.heads
         )));
+    }
+    // Past these no model trains on any machine: refused here so that a size from a file's
+    // metadata or the command line never reaches an allocation or a loop of a million layers,
+    // and the byte estimates below stay in u64.
+    if cfg.layers > MAX_LAYERS || cfg.hidden > MAX_WIDTH || cfg.heads > MAX_HEADS {
+        return Err(Error::Unsupported(format!(
+            "a model of {} layers x {} hidden x {} heads: at most {MAX_LAYERS} layers, {MAX_WIDTH} hidden and {MAX_HEADS} heads",
+            cfg.layers, cfg.hidden, cfg.heads
+        )));
+    }
+    // Options a model does not have are refused, not ignored (the README says so).
+    if cfg.heads != 1 && !takes_heads(cfg.model) {
+        return Err(Error::Unsupported(format!("{} has no attention heads: leave out --heads {}", cfg.model, cfg.heads)));
     }
     if !(0.0..1.0).contains(&cfg.dropout) {
         return Err(Error::Unsupported(format!("dropout must be in [0, 1), got {}", cfg.dropout)));

@@ -16,6 +16,12 @@ use tcgnn::util::rng::SplitMix64;
 /// otherwise — the kernels' PTX not loading above all — fails the test: skipping then made every
 /// GPU test of a binary report "ok" with nothing run (bench/NOTES.md, 2026-11-27 late night, item
 /// 6). One context per test binary.
+///
+/// The calling test then holds the binary's one GPU lock until its thread ends: all tests share
+/// one context and one stream, and a CUDA-graph capture in one test is invalidated by another
+/// test's allocation or launch (seen once the tests became one binary: two capturing tests
+/// failed with `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`). GPU tests run one at a time; CPU
+/// tests stay parallel.
 pub fn gpu_or_skip(test: &str) -> Option<Arc<Gpu>> {
     // (skip, reason) when there is no GPU to use.
     static GPU: OnceLock<Result<Arc<Gpu>, (bool, String)>> = OnceLock::new();
@@ -23,13 +29,33 @@ pub fn gpu_or_skip(test: &str) -> Option<Arc<Gpu>> {
         Gpu::probe().map_err(|e| (matches!(e, tcgnn::error::Error::NoGpu(_) | tcgnn::error::Error::Unsupported(_)), e.to_string()))
     });
     match probed {
-        Ok(g) => Some(g.clone()),
+        Ok(g) => {
+            hold_gpu_lock();
+            Some(g.clone())
+        }
         Err((true, e)) => {
             println!("{test}: skipped: {e}");
             None
         }
         Err((false, e)) => panic!("{test}: a GPU is present but unusable: {e}"),
     }
+}
+
+/// Takes the binary's GPU lock for the calling thread (once: a second call on the thread is a
+/// no-op); the harness runs each test on a thread of its own, so the lock goes with the test's
+/// thread, panicking or not.
+fn hold_gpu_lock() {
+    static GPU_TESTS: Mutex<()> = Mutex::new(());
+    thread_local! {
+        static HELD: std::cell::RefCell<Option<MutexGuard<'static, ()>>> = const { std::cell::RefCell::new(None) };
+    }
+    HELD.with(|held| {
+        let mut held = held.borrow_mut();
+        if held.is_none() {
+            // A test that panicked while holding it leaves it poisoned; the GPU is still usable.
+            *held = Some(GPU_TESTS.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    });
 }
 
 /// [`gpu_or_skip`] for a test that records CUDA graphs: the binary's tests share one GPU

@@ -221,25 +221,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
             });
         }
     }
-    let gpu = match a.device {
-        Device::Cpu => None,
-        Device::Gpu => Some(Gpu::probe()?),
-        Device::Auto => match Gpu::probe() {
-            Ok(g) => Some(g),
-            Err(e) => {
-                eprintln!("{e}: training on the CPU");
-                None
-            }
-        },
-    };
-    if gpu.is_none() && (a.precision != Precision::F32 || a.imp != Impl::Auto) {
-        // The CPU backend has one arithmetic (f32, or f64 with --f64) and one SpMM.
-        let asked = format!("--precision {:?} --impl {:?}", a.precision, a.imp).to_lowercase();
-        if a.device == Device::Cpu {
-            return Err(Error::Unsupported(format!("{asked} needs the GPU; --device cpu trains in f32 with the CPU SpMM")));
-        }
-        eprintln!("warning: {asked} applies to the GPU only; training on the CPU in {}", if a.f64 { "f64" } else { "f32" });
-    }
+    let gpu = gpu_for(a)?;
     let mut runs = Vec::new();
     for &seed in &a.seeds {
         let run = match &gpu {
@@ -310,6 +292,31 @@ fn check_hyperparameters(a: &TrainArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The GPU `--device` asks for (`None`: the CPU, saying why under `auto`); refuses or warns about
+/// GPU-only options on the CPU. Every task's `train` starts here.
+pub fn gpu_for(a: &TrainArgs) -> Result<Option<Arc<Gpu>>> {
+    let gpu = match a.device {
+        Device::Cpu => None,
+        Device::Gpu => Some(Gpu::probe()?),
+        Device::Auto => match Gpu::probe() {
+            Ok(g) => Some(g),
+            Err(e) => {
+                eprintln!("{e}: training on the CPU");
+                None
+            }
+        },
+    };
+    if gpu.is_none() && (a.precision != Precision::F32 || a.imp != Impl::Auto) {
+        // The CPU backend has one arithmetic (f32, or f64 with --f64) and one SpMM.
+        let asked = format!("--precision {:?} --impl {:?}", a.precision, a.imp).to_lowercase();
+        if a.device == Device::Cpu {
+            return Err(Error::Unsupported(format!("{asked} needs the GPU; --device cpu trains in f32 with the CPU SpMM")));
+        }
+        eprintln!("warning: {asked} applies to the GPU only; training on the CPU in {}", if a.f64 { "f64" } else { "f32" });
+    }
+    Ok(gpu)
 }
 
 /// Loads the data the way the CLI describes and checks it against the model before allocating.

@@ -7,16 +7,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use tcgnn::gpu::Gpu;
 use tcgnn::graph::tu;
 use tcgnn::nn::models::{default_graph_pooling, model_info};
 use tcgnn::nn::{Backend, CpuBackend, CudaBackend, ModelConfig, Ops};
 use tcgnn::ops::nn::segment_pool::Pooling;
-use tcgnn::ops::{Impl, Precision};
 use tcgnn::task::graph::{FoldResult, Folds, GraphModel, GraphSet, GraphTrainConfig, summarize, train_fold};
 use tcgnn::{Error, Result};
 
-use crate::cli::train_cmd::{Device, TrainArgs};
+use crate::cli::train_cmd::{TrainArgs, gpu_for};
 
 /// Options of `--task graph` (with `--batch-size` and `--sample-workers` of the sampled
 /// training, which mean the same here).
@@ -144,20 +142,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         return Err(Error::Unsupported("--only-folds must be at least 1".into()));
     }
     let set = Arc::new(set);
-    let gpu = match a.device {
-        Device::Cpu => None,
-        Device::Gpu => Some(Gpu::probe()?),
-        Device::Auto => match Gpu::probe() {
-            Ok(g) => Some(g),
-            Err(e) => {
-                eprintln!("{e}: training on the CPU");
-                None
-            }
-        },
-    };
-    if gpu.is_none() && (a.precision != Precision::F32 || a.imp != Impl::Auto) && a.device == Device::Cpu {
-        return Err(Error::Unsupported("--precision / --impl need the GPU; --device cpu trains in f32 with the CPU SpMM".into()));
-    }
+    let gpu = gpu_for(a)?;
     let (device, results) = match &gpu {
         Some(gpu) => {
             let b = CudaBackend::new(gpu.clone(), a.precision, a.imp)?;

@@ -7,12 +7,10 @@ use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tcgnn::bench::train::{mean_std, write_json};
-use tcgnn::gpu::Gpu;
 use tcgnn::nn::models::{ModelConfig, model_info};
 use tcgnn::nn::saved::ModelMeta;
 use tcgnn::nn::train::Flow;
 use tcgnn::nn::{CpuBackend, CudaBackend, EdgeLayout, Ops};
-use tcgnn::ops::{Impl, Precision};
 use tcgnn::task::link::decoder::DecoderKind;
 use tcgnn::task::link::metric::HITS_K;
 use tcgnn::task::link::predict::{LinkMeta, SavedLinkModel};
@@ -21,7 +19,7 @@ use tcgnn::task::link::train::{LinkConfig, LinkHistory, LinkTrainer};
 use tcgnn::tensor::Matrix;
 use tcgnn::{Error, Result};
 
-use crate::cli::train_cmd::{Device, TrainArgs, load_dataset};
+use crate::cli::train_cmd::{TrainArgs, gpu_for, load_dataset};
 
 /// Options of `--task link` (ignored by the other tasks).
 #[derive(clap::Args, Clone, Debug)]
@@ -65,24 +63,7 @@ struct LinkRun {
 
 pub fn run(a: &TrainArgs) -> Result<()> {
     check_options(a)?;
-    let gpu = match a.device {
-        Device::Cpu => None,
-        Device::Gpu => Some(Gpu::probe()?),
-        Device::Auto => match Gpu::probe() {
-            Ok(g) => Some(g),
-            Err(e) => {
-                eprintln!("{e}: training on the CPU");
-                None
-            }
-        },
-    };
-    if gpu.is_none() && (a.precision != Precision::F32 || a.imp != Impl::Auto) {
-        let asked = format!("--precision {:?} --impl {:?}", a.precision, a.imp).to_lowercase();
-        if a.device == Device::Cpu {
-            return Err(Error::Unsupported(format!("{asked} needs the GPU; --device cpu trains in f32 with the CPU SpMM")));
-        }
-        eprintln!("warning: {asked} applies to the GPU only; training on the CPU in {}", if a.f64 { "f64" } else { "f32" });
-    }
+    let gpu = gpu_for(a)?;
     let mut runs = Vec::new();
     for &seed in &a.seeds {
         let r = match &gpu {

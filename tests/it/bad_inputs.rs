@@ -11,23 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::cli::{Outcome, bin, run_tcgnn};
 use tcgnn::graph::Csr;
 use tcgnn::graph::npz::{Features, NodeData, Split, write_npz};
 
 /// The binary under test: cargo's, or `TCGNN_BIN` where the tests run away from the build
 /// (the staged GPU machine).
-fn bin() -> String {
-    std::env::var("TCGNN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tcgnn").to_string())
-}
-/// Address-space limit for the runs (KiB): far below what the hostile sizes ask for.
-const LIMIT_KB: u64 = 8 << 20;
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-struct Outcome {
-    code: Option<i32>,
-    stderr: String,
-    stdout: String,
-}
 
 fn scratch(test: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tcgnn-bad-{test}-{}", std::process::id()));
@@ -38,34 +28,7 @@ fn scratch(test: &str) -> PathBuf {
 /// Runs `tcgnn ARGS` in `dir` under the address-space limit; kills it past the timeout.
 fn run_in(dir: &Path, args: &[&str]) -> Outcome {
     let out = dir.join(format!("stdout-{}", args.join("_").replace('/', "_").chars().take(60).collect::<String>()));
-    let err = out.with_extension("err");
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!("ulimit -v {LIMIT_KB} && exec \"$0\" \"$@\""))
-        .arg(bin())
-        .args(args)
-        .current_dir(dir)
-        .env("TCGNN_DATASETS", dir)
-        .env("RUST_BACKTRACE", "0")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > TIMEOUT {
-            child.kill().ok();
-            child.wait().ok();
-            panic!("tcgnn {args:?} hung (still running after {TIMEOUT:?})");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let read = |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned();
-    Outcome { code: status.code(), stderr: read(&err), stdout: read(&out) }
+    run_tcgnn(dir, args, &out, TIMEOUT)
 }
 
 /// `tcgnn ARGS` must fail cleanly with every one of `expect` in its error message.

@@ -15,8 +15,9 @@ use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::common::cli::{bin, run_tcgnn};
 use tcgnn::graph::Csr;
 use tcgnn::graph::edgelist::{EdgeListOptions, read_edgelist};
 use tcgnn::graph::mtx::read_mtx;
@@ -28,10 +29,6 @@ use tcgnn::nn::saved::TensorFile;
 const LIB_LIMIT: Duration = Duration::from_secs(20);
 /// Per binary run.
 const BIN_LIMIT: Duration = Duration::from_secs(60);
-
-fn bin() -> String {
-    std::env::var("TCGNN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tcgnn").to_string())
-}
 
 fn scratch(test: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tcgnn-suite-{test}-{}", std::process::id()));
@@ -582,35 +579,8 @@ fn node_data_files() {
 
 /// Runs `tcgnn ARGS` in `dir` under a memory limit: (exit code, stdout, stderr); a hang fails.
 fn tcgnn(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = dir.join(".stdout");
-    let err = dir.join(".stderr");
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 8388608 && exec \"$0\" \"$@\"")
-        .arg(bin())
-        .args(args)
-        .current_dir(dir)
-        .env("TCGNN_DATASETS", dir)
-        .env("RUST_BACKTRACE", "0")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > BIN_LIMIT {
-            child.kill().ok();
-            child.wait().ok();
-            panic!("tcgnn {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let read = |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned();
-    (status.code(), read(&out), read(&err))
+    let o = run_tcgnn(dir, args, &dir.join(".stdout"), BIN_LIMIT);
+    (o.code, o.stdout, o.stderr)
 }
 
 /// A binary case: refused with exit 1 or 2 and every one of `parts` in the message.

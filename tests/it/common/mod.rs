@@ -2,6 +2,7 @@
 //! lookup, random graphs with the odd shapes every kernel must survive.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod sample;
 
 use std::path::PathBuf;

@@ -4,7 +4,9 @@
 # repository), PyG's edge_index / TF32 / CSR adj_t / torch.compile variants of every model
 # (bench/pyg/train.py --fastest) and `tcgnn bench train` on the very same files, then
 # `tcgnn train --profile-ops` per model (where an eager step's time goes, op by op).
-#   bash bench/run-large-on-gpu.sh SEED [STAGE...]     stages: graphs pyg tcgnn profile (default: all)
+#   bash bench/run-large-on-gpu.sh SEED [STAGE...]     stages: graphs pyg tcgnn profile ncu (default: all but ncu)
+# ncu: per-kernel time, DRAM and L2 traffic of ~NCU_COUNT consecutive eager launches in the steady
+# state of each model (NCU_MODELS, default all five) on each graph (NCU_GRAPHS: sbm rmat).
 # Models as the issue's table: GCN 2x16, GAT 2x8x8, AGNN 4x16, SAGE 2x64, GIN 2x64.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +14,7 @@ seed=${1:?usage: run-large-on-gpu.sh SEED [graphs] [pyg] [tcgnn] [profile]}
 shift
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(graphs pyg tcgnn profile)
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 out=${OUT:-gpu-out}
 g=/tmp/tcgnn-graphs
 mkdir -p "$out" $g
@@ -50,6 +53,34 @@ for stage in "${stages[@]}"; do
         timeout 60 $tcgnn train $sbm --model ${m%%:*} --layers $layers --hidden ${m##*:} --precision f16 --epochs 3 --quiet \
           --profile-ops > "$out/profile-sbm-${m%%:*}.log" 2>&1 || echo "profile ${m%%:*}: exit $?"
         echo "-- ${m%%:*} on SBM 1M (f16)"; grep -A14 -iE "op.*ms|where" "$out/profile-sbm-${m%%:*}.log" | head -16
+      done ;;
+    ncu)
+      for gr in ${NCU_GRAPHS:-sbm rmat}; do
+        f=$sbm; extra=(); [ $gr = rmat ] && { f=$rmat; extra=(--features 500 --classes 16); }
+        for m in ${NCU_MODELS:-gcn:16 gat:8 agnn:16 sage:64 gin:64}; do
+          layers=2; [ ${m%%:*} = agnn ] && layers=4
+          timeout 240 $ncu --clock-control none --csv --metrics gpu__time_duration.sum,dram__bytes.sum,lts__t_bytes.sum \
+            --launch-skip ${NCU_SKIP:-600} --launch-count ${NCU_COUNT:-300} \
+            $tcgnn train $f "${extra[@]}" --model ${m%%:*} --layers $layers --hidden ${m##*:} --precision f16 --epochs 40 \
+            --no-cuda-graph --quiet > "$out/ncu-$gr-${m%%:*}.csv" 2> "$out/ncu-$gr-${m%%:*}.err" || echo "ncu $gr ${m%%:*}: exit $?"
+          python3 bench/ncu_kernels.py "$out/ncu-$gr-${m%%:*}.csv" > "$out/ncu-$gr-${m%%:*}.txt" 2>&1
+          echo "-- ncu ${m%%:*} on $gr (f16, eager)"; head -9 "$out/ncu-$gr-${m%%:*}.txt"
+        done
+      done ;;
+    reorder)
+      # The same graph renumbered once (Louvain communities, RCM) against as generated, node data
+      # left out (synthetic features of the same width), for the step time alone.
+      d=$g/plain; mkdir -p $d; cp $sbm $d/sbm.mtx.gz
+      for method in ${REORDER_METHODS:-community rcm}; do
+        [ -f $d/sbm-$method.mtx.gz ] || { s0=$SECONDS; timeout 300 $tcgnn reorder $d/sbm.mtx.gz --method $method -o $d/sbm-$method.mtx.gz \
+          > "$out/reorder-$method.log" 2>&1; echo "reorder $method: exit $? in $((SECONDS - s0)) s"; tail -3 "$out/reorder-$method.log"; }
+      done
+      for f in sbm $(for m in ${REORDER_METHODS:-community rcm}; do echo sbm-$m; done); do
+        for m in ${REORDER_MODELS:-gcn:16 gat:8 sage:64}; do
+          timeout 120 $tcgnn train $d/$f.mtx.gz --features 64 --classes 8 --model ${m%%:*} --hidden ${m##*:} --precision f16 --epochs 20 --quiet \
+            > "$out/reorder-train-$f-${m%%:*}.log" 2>&1 || echo "train $f ${m%%:*}: exit $?"
+          echo "$f ${m%%:*}: $(grep -o 'step [0-9.]* ms[a-z ]*' "$out/reorder-train-$f-${m%%:*}.log" | head -1)"
+        done
       done ;;
     *) echo "unknown stage $stage" >&2 ;;
   esac

@@ -17,11 +17,23 @@ use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::halo_hook::HaloHook;
 use crate::nn::param::Param;
-use crate::ops::backend::{Ops, Side};
+use crate::ops::backend::{Side, op_set};
 use crate::tensor::Matrix;
 
+op_set!(
+    /// What an AGNN layer needs: the fused attention (or the edge-wise ops it replaces) and the row norms.
+    pub trait AgnnOps:
+    crate::nn::linear::LinearOps,
+    crate::ops::nn::fused_attention::FusedAttentionOp,
+    crate::ops::nn::edge_softmax::EdgeSoftmaxOp,
+    crate::ops::nn::row_normalize::RowNormalizeOp,
+    crate::ops::nn::add_assign::AddAssignOp,
+    crate::ops::nn::sddmm::SddmmOp,
+    crate::ops::nn::transpose_edges::TransposeEdgesOp,
+);
+
 /// The pattern of A + I, shared by every `AgnnConv` of a model.
-pub struct AgnnGraph<B: Ops> {
+pub struct AgnnGraph<B: AgnnOps> {
     pub graph: B::Graph,
     /// On one part of a partitioned graph: the halo exchange of every conv's input (see
     /// [`crate::nn::halo_hook`]); `None` otherwise.
@@ -35,7 +47,7 @@ pub fn loops_pattern(a: &Csr) -> Result<Csr> {
     Ok(crate::graph::ops::pattern(&with_loops))
 }
 
-impl<B: Ops> AgnnGraph<B> {
+impl<B: AgnnOps> AgnnGraph<B> {
     pub fn new(b: &B, a: &Csr) -> Result<Self> {
         Self::from_pattern(b, loops_pattern(a)?, None)
     }
@@ -46,7 +58,7 @@ impl<B: Ops> AgnnGraph<B> {
     }
 }
 
-pub struct AgnnConv<B: Ops> {
+pub struct AgnnConv<B: AgnnOps> {
     pub beta: Param<B>,
     n: B::Mat,
     inv_norm: B::Mat,
@@ -57,7 +69,7 @@ pub struct AgnnConv<B: Ops> {
 /// How the attention runs: fused (one op each way, per-row softmax statistics only; see
 /// [`crate::ops::nn::fused_attention`]) or as the separate SDDMM, edge softmax and SpMMs with
 /// their per-edge arrays (kept to check and time the fused op against).
-enum Path<B: Ops> {
+enum Path<B: AgnnOps> {
     Fused {
         /// Softmax (max, sum) per row (rows x 2).
         stats: B::Mat,
@@ -70,7 +82,7 @@ enum Path<B: Ops> {
     Unfused(Box<Unfused<B>>),
 }
 
-struct Unfused<B: Ops> {
+struct Unfused<B: AgnnOps> {
     cos: B::Edges,
     alpha: B::Edges,
     alpha_t: B::Edges,
@@ -82,7 +94,7 @@ struct Unfused<B: Ops> {
     dn_t: B::Mat,
 }
 
-impl<B: Ops> AgnnConv<B> {
+impl<B: AgnnOps> AgnnConv<B> {
     /// A layer over `rows` nodes of width `dim`, β initialised to 1 (as PyG), on the fused op.
     /// (`_g`: the fused op allocates nothing per edge.)
     pub fn new(b: &B, _g: &AgnnGraph<B>, rows: usize, dim: usize) -> Result<Self> {

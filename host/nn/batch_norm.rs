@@ -5,11 +5,18 @@
 
 use crate::error::Result;
 use crate::nn::param::Param;
-use crate::ops::backend::Ops;
+use crate::ops::backend::{Backend, op_set};
 use crate::ops::nn::batch_norm::BatchNormHyper;
 use crate::tensor::Matrix;
 
-pub struct BatchNorm<B: Ops> {
+op_set!(
+    /// What BatchNorm needs.
+    pub trait BatchNormOps:
+    crate::nn::param::ParamOps,
+    crate::ops::nn::batch_norm::BatchNormOp,
+);
+
+pub struct BatchNorm<B: Backend> {
     pub weight: Param<B>,
     pub bias: Param<B>,
     pub running_mean: B::Mat,
@@ -21,7 +28,7 @@ pub struct BatchNorm<B: Ops> {
     dx: B::Mat,
 }
 
-impl<B: Ops> BatchNorm<B> {
+impl<B: BatchNormOps> BatchNorm<B> {
     pub fn new(b: &B, rows: usize, cols: usize) -> Result<Self> {
         let ones = Matrix { rows: 1, cols, data: vec![1.0; cols] };
         Ok(BatchNorm {

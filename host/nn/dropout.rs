@@ -4,9 +4,19 @@
 use crate::error::Result;
 use crate::gpu::memory::padded_ld;
 use crate::nn::operand::Operand;
-use crate::ops::backend::Ops;
+use crate::ops::backend::{Backend, op_set};
 
-pub struct Dropout<B: Ops> {
+op_set!(
+    /// What a dropout layer needs: the mask draws and the fused backward passes.
+    pub trait DropoutOps:
+    crate::nn::operand::OperandOps,
+    crate::ops::nn::dropout::DropoutOp,
+    crate::ops::nn::relu_dropout::ReluDropoutOp,
+    crate::ops::nn::elu_dropout::EluDropoutOp,
+    crate::ops::nn::copy::CopyOp,
+);
+
+pub struct Dropout<B: Backend> {
     p: f32,
     seed: u64,
     /// Added to every element's mask index: `first_row * ld` on a part of a partitioned graph.
@@ -16,7 +26,7 @@ pub struct Dropout<B: Ops> {
     mask: B::Mask,
 }
 
-impl<B: Ops> Dropout<B> {
+impl<B: DropoutOps> Dropout<B> {
     pub fn new(b: &B, rows: usize, cols: usize, p: f32, seed: u64) -> Result<Self> {
         Ok(Dropout { p, seed, offset: 0, cols, out: b.matrix(rows, cols)?, mask: b.mask(rows, cols)? })
     }

@@ -33,14 +33,28 @@ use crate::nn::halo_hook::{self, HaloHook, PartContext};
 use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, glorot};
-use crate::ops::backend::{Ops, Side};
+use crate::ops::backend::{Side, op_set};
 use crate::ops::nn::gat_attention::{GatAttention, GradInputs};
 use crate::ops::nn::gat_edge_logits::GAT_SLOPE;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
+op_set!(
+    /// What a GAT layer needs: its scores, the fused attention (or the edge-wise ops it replaces) and head columns.
+    pub trait GatOps:
+    crate::nn::linear::LinearOps,
+    crate::nn::dropout::DropoutOps,
+    crate::ops::nn::gat_attention::GatAttentionOp,
+    crate::ops::nn::gat_scores::GatScoresOp,
+    crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp,
+    crate::ops::nn::edge_softmax::EdgeSoftmaxOp,
+    crate::ops::nn::head_columns::HeadColumnsOp,
+    crate::ops::nn::sddmm::SddmmOp,
+    crate::ops::nn::transpose_edges::TransposeEdgesOp,
+);
+
 /// The pattern of A + I (unit values), shared by every `GatConv` of a model.
-pub struct GatGraph<B: Ops> {
+pub struct GatGraph<B: GatOps> {
     pub graph: B::Graph,
     /// On one part of a partitioned graph: the halo exchange of every conv's Wh (see
     /// [`crate::nn::halo_hook`]) and the global index of the part's first edge (attention
@@ -49,7 +63,7 @@ pub struct GatGraph<B: Ops> {
     pub first_edge: u64,
 }
 
-impl<B: Ops> GatGraph<B> {
+impl<B: GatOps> GatGraph<B> {
     /// From the raw adjacency: one self-loop per node (PyG removes existing ones and adds one
     /// each; in a pattern that is the same as adding the missing ones).
     pub fn new(b: &B, a: &Csr) -> Result<Self> {
@@ -63,7 +77,7 @@ impl<B: Ops> GatGraph<B> {
 }
 
 /// Edge buffers of one head.
-struct Head<B: Ops> {
+struct Head<B: GatOps> {
     logits: B::Edges,
     alpha: B::Edges,
     /// α after attention dropout (what the SpMM read), and its mask.
@@ -73,7 +87,7 @@ struct Head<B: Ops> {
     wh: B::Mat,
 }
 
-pub struct GatConv<B: Ops> {
+pub struct GatConv<B: GatOps> {
     pub lin: Linear<B>,
     pub att_src: Param<B>,
     pub att_dst: Param<B>,
@@ -101,7 +115,7 @@ pub struct GatConv<B: Ops> {
 }
 
 /// How the attention runs.
-enum Path<B: Ops> {
+enum Path<B: GatOps> {
     /// One op each way: per node and head the softmax's (max, sum) (n x 2H), and the
     /// backward's D (n x H).
     Fused {
@@ -112,7 +126,7 @@ enum Path<B: Ops> {
 }
 
 /// The buffers of the unfused path.
-struct Unfused<B: Ops> {
+struct Unfused<B: GatOps> {
     /// β = 1 for the edge softmax (a plain softmax of the logits) and its unused gradient.
     one: B::Mat,
     dbeta: B::Mat,
@@ -130,7 +144,7 @@ struct Unfused<B: Ops> {
     dz_t: B::Edges,
 }
 
-impl<B: Ops> GatConv<B> {
+impl<B: GatOps> GatConv<B> {
     /// A layer over `rows` nodes, `fan_in -> heads x dim` (concatenated: `heads * dim` outputs;
     /// averaged: `dim`), attention dropout `p` with masks derived from `seed`. Glorot weights and
     /// attention vectors (PyG's `glorot` on `att` of shape (1, H, F): bound sqrt(6 / (H + F))),
@@ -386,7 +400,7 @@ fn head_seed(seed: u64, h: usize) -> u64 {
     SplitMix64::new(seed ^ ((h as u64 + 1) << 48)).next_u64()
 }
 
-impl<B: Ops> Unfused<B> {
+impl<B: GatOps> Unfused<B> {
     fn new(b: &B, g: &GatGraph<B>, rows: usize, heads: usize, dim: usize) -> Result<Self> {
         let fwd = || b.edges(&g.graph, Side::Forward);
         let bwd = || b.edges(&g.graph, Side::Transposed);

@@ -13,12 +13,18 @@ use crate::nn::halo_hook::{self, HaloHook};
 use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
-use crate::ops::backend::{Ops, Side};
+use crate::ops::backend::{Side, op_set};
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
+op_set!(
+    /// What a GCN layer needs: the linear part and the fixed matrix's SpMM.
+    pub trait GcnOps:
+    crate::nn::linear::LinearOps,
+);
+
 /// Â of a graph, translated and uploaded once and shared by every `GcnConv` of a model.
-pub struct GcnAdjacency<B: Ops> {
+pub struct GcnAdjacency<B: GcnOps> {
     pub graph: B::Graph,
     values: B::Edges,
     values_t: B::Edges,
@@ -31,7 +37,7 @@ pub struct GcnAdjacency<B: Ops> {
     pub halo: Option<Rc<dyn HaloHook<B>>>,
 }
 
-impl<B: Ops> GcnAdjacency<B> {
+impl<B: GcnOps> GcnAdjacency<B> {
     /// Â from the raw adjacency `a` (self-loops added where missing, symmetric normalisation by
     /// the degrees of A + I, as PyG's `gcn_norm`).
     pub fn new(b: &B, a: &Csr) -> Result<Self> {
@@ -89,7 +95,7 @@ impl<B: Ops> GcnAdjacency<B> {
     }
 }
 
-pub struct GcnConv<B: Ops> {
+pub struct GcnConv<B: GcnOps> {
     pub lin: Linear<B>,
     pub bias: Param<B>,
     /// Âᵀ dY in the backward pass.
@@ -97,7 +103,7 @@ pub struct GcnConv<B: Ops> {
     out: B::Mat,
 }
 
-impl<B: Ops> GcnConv<B> {
+impl<B: GcnOps> GcnConv<B> {
     pub fn new(b: &B, rows: usize, fan_in: usize, fan_out: usize, rng: &mut SplitMix64) -> Result<Self> {
         Ok(GcnConv {
             lin: Linear::with_bias(b, rows, fan_in, fan_out, false, rng)?,
@@ -142,7 +148,7 @@ impl<B: Ops> GcnConv<B> {
     }
 }
 
-impl<B: Ops> crate::nn::stack::Conv<B> for GcnConv<B> {
+impl<B: GcnOps> crate::nn::stack::Conv<B> for GcnConv<B> {
     type Adj = GcnAdjacency<B>;
     fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
         GcnConv::forward(self, b, adj, x).map(|_| ())

@@ -23,16 +23,26 @@ use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, torch_linear_uniform};
 use crate::nn::stack::Conv;
-use crate::ops::backend::Ops;
+use crate::ops::backend::{Backend, op_set};
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
+op_set!(
+    /// What a GIN layer needs.
+    pub trait GinOps:
+    crate::nn::linear::LinearOps,
+    crate::nn::batch_norm::BatchNormOps,
+    crate::ops::nn::add_assign::AddAssignOp,
+    crate::ops::nn::dot::DotOp,
+    crate::ops::nn::scaled_add::ScaledAddOp,
+);
+
 /// The sum-aggregation pattern of adjacency `a`: its entries with value 1.
-pub fn sum_adjacency<B: Ops>(b: &B, a: &Csr) -> Result<GcnAdjacency<B>> {
+pub fn sum_adjacency<B: crate::nn::gcn_conv::GcnOps>(b: &B, a: &Csr) -> Result<GcnAdjacency<B>> {
     GcnAdjacency::from_normalized(b, pattern(a))
 }
 
-pub struct GinConv<B: Ops> {
+pub struct GinConv<B: Backend> {
     /// The MLP's first Linear, applied before the sum; its bias is added after it.
     pub lin1: Linear<B>,
     pub bias1: Param<B>,
@@ -47,7 +57,7 @@ pub struct GinConv<B: Ops> {
     dp: B::Mat,
 }
 
-impl<B: Ops> GinConv<B> {
+impl<B: GinOps> GinConv<B> {
     /// A layer over `rows` nodes, MLP `fan_in -> hidden -> fan_out`.
     pub fn new(b: &B, rows: usize, fan_in: usize, hidden: usize, fan_out: usize, train_eps: bool, rng: &mut SplitMix64) -> Result<Self> {
         let lin1 = Linear::torch_default(b, rows, fan_in, hidden, false, rng)?;
@@ -64,7 +74,7 @@ impl<B: Ops> GinConv<B> {
     }
 }
 
-impl<B: Ops> GinConv<B> {
+impl<B: GinOps> GinConv<B> {
     /// The layer up to the MLP's second product, which gets its bias when `bias`.
     fn forward_mlp(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, bias: bool) -> Result<()> {
         self.lin1.forward(b, x)?;
@@ -82,7 +92,7 @@ impl<B: Ops> GinConv<B> {
     }
 }
 
-impl<B: Ops> Conv<B> for GinConv<B> {
+impl<B: GinOps> Conv<B> for GinConv<B> {
     type Adj = GcnAdjacency<B>;
 
     fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {

@@ -10,12 +10,20 @@ use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::models::ModelConfig;
 use crate::nn::operand::Operand;
-use crate::ops::backend::{Ops, Side};
+use crate::ops::backend::{Side, op_set};
 use crate::tensor::Matrix;
+
+op_set!(
+    /// What the input features need: uploads, the input dropout and its fused products.
+    pub trait InputOps:
+    crate::nn::operand::OperandOps,
+    crate::ops::nn::dropout::DropoutOp,
+    crate::ops::nn::transpose_edges::TransposeEdgesOp,
+);
 
 /// `offset` is added to the input dropout's mask indices (0 unless the features are one part's
 /// rows of a partitioned graph's: see [`InputFeatures::keyed_from`]).
-pub enum InputFeatures<B: Ops> {
+pub enum InputFeatures<B: crate::ops::nn::dropout_gemm::DropoutGemmOp> {
     /// `dropped`: x after the input dropout, which the first layer's products read; no mask (the
     /// features need no gradient). `half`: x stored once more in f16, which the dropout reads
     /// instead where the backend does ([`InputFeatures::with_half_features`]).
@@ -118,7 +126,7 @@ impl HostFeatures {
     }
 }
 
-impl<B: Ops> InputFeatures<B> {
+impl<B: InputOps> InputFeatures<B> {
     /// [`InputFeatures::new`] of features the caller gives up: dense ones through
     /// [`Backend::upload_owned`](crate::ops::backend::Backend::upload_owned), so they are held
     /// once (the host copy is freed after the upload, or becomes the CPU backend's).

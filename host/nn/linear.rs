@@ -3,18 +3,28 @@
 use crate::error::Result;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, glorot, torch_linear_uniform};
-use crate::ops::backend::Ops;
+use crate::ops::backend::{Backend, op_set};
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
-pub struct Linear<B: Ops> {
+op_set!(
+    /// What a linear layer needs: its products, bias and ReLU passes, and Adam.
+    pub trait LinearOps:
+    crate::nn::param::ParamOps,
+    crate::nn::operand::OperandOps,
+    crate::ops::nn::bias_add::BiasAddOp,
+    crate::ops::nn::col_sums::ColSumsOp,
+    crate::ops::nn::relu::ReluOp,
+);
+
+pub struct Linear<B: Backend> {
     pub weight: Param<B>,
     /// None for a layer whose owner adds its bias later (GcnConv adds it after aggregating).
     pub bias: Option<Param<B>>,
     out: B::Mat,
 }
 
-impl<B: Ops> Linear<B> {
+impl<B: LinearOps> Linear<B> {
     /// A layer for `rows` nodes, `fan_in -> fan_out`, Glorot weights and zero bias.
     pub fn new(b: &B, rows: usize, fan_in: usize, fan_out: usize, rng: &mut SplitMix64) -> Result<Self> {
         Self::with_bias(b, rows, fan_in, fan_out, true, rng)

@@ -5,9 +5,18 @@
 //! `dropout(X)` with its mask regenerated in each product (`ops::nn::dropout_gemm`).
 
 use crate::error::Result;
-use crate::ops::backend::{Ops, Side};
+use crate::ops::backend::{Backend, Side, op_set};
 
-pub enum Operand<'a, B: Ops> {
+op_set!(
+    /// What the products of an operand need.
+    pub trait OperandOps:
+    Backend,
+    crate::ops::nn::gemm::GemmOp,
+    crate::ops::nn::spmm::SpmmOp,
+    crate::ops::nn::dropout_gemm::DropoutGemmOp,
+);
+
+pub enum Operand<'a, B: crate::ops::nn::dropout_gemm::DropoutGemmOp> {
     Dense(&'a B::Mat),
     /// `X` as a pattern with values in forward order and the same values laid out for `Xᵀ`.
     Sparse {
@@ -39,7 +48,7 @@ pub enum Operand<'a, B: Ops> {
     },
 }
 
-impl<B: Ops> Operand<'_, B> {
+impl<B: OperandOps> Operand<'_, B> {
     /// `out = X w`.
     pub fn times(&self, b: &B, w: &B::Mat, out: &mut B::Mat) -> Result<()> {
         match self {

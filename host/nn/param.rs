@@ -1,19 +1,26 @@
 //! A trainable tensor: its value, its gradient and Adam's two moments, all allocated once.
 
 use crate::error::Result;
-use crate::ops::backend::{AdamHyper, Ops};
+use crate::ops::backend::{AdamHyper, Backend, op_set};
 use crate::ops::nn::adam::AdamTensors;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
-pub struct Param<B: Ops> {
+op_set!(
+    /// What a parameter needs: memory and Adam.
+    pub trait ParamOps:
+    Backend,
+    crate::ops::nn::adam::AdamOp,
+);
+
+pub struct Param<B: Backend> {
     pub value: B::Mat,
     pub grad: B::Mat,
     m: B::Mat,
     v: B::Mat,
 }
 
-impl<B: Ops> Param<B> {
+impl<B: ParamOps> Param<B> {
     pub fn new(b: &B, init: &Matrix) -> Result<Self> {
         Ok(Param {
             value: b.upload(init)?,

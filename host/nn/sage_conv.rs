@@ -21,12 +21,21 @@ use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
 use crate::nn::stack::Conv;
-use crate::ops::backend::Ops;
+use crate::ops::backend::{Backend, op_set};
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
+op_set!(
+    /// What a SAGE layer needs.
+    pub trait SageOps:
+    crate::nn::linear::LinearOps,
+    crate::ops::nn::add_assign::AddAssignOp,
+    crate::ops::nn::copy::CopyOp,
+    crate::ops::nn::row_normalize::RowNormalizeOp,
+);
+
 /// The mean-aggregation pattern of adjacency `a`: its entries with values 1 / (entries in the row).
-pub fn mean_adjacency<B: Ops>(b: &B, a: &Csr) -> Result<GcnAdjacency<B>> {
+pub fn mean_adjacency<B: crate::nn::gcn_conv::GcnOps>(b: &B, a: &Csr) -> Result<GcnAdjacency<B>> {
     GcnAdjacency::from_normalized(b, mean_matrix(a)?)
 }
 
@@ -42,7 +51,7 @@ pub fn mean_matrix(a: &Csr) -> Result<Csr> {
     p.with_values(vals)
 }
 
-pub struct SageConv<B: Ops> {
+pub struct SageConv<B: Backend> {
     /// W_l (applied before the mean, see the module note); its bias is added after aggregating.
     pub lin_l: Linear<B>,
     pub bias: Param<B>,
@@ -57,7 +66,7 @@ pub struct SageConv<B: Ops> {
     g: B::Mat,
 }
 
-struct Normalize<B: Ops> {
+struct Normalize<B: Backend> {
     n: B::Mat,
     inv_norm: B::Mat,
     out: B::Mat,
@@ -65,7 +74,7 @@ struct Normalize<B: Ops> {
     zeros: B::Mat,
 }
 
-impl<B: Ops> SageConv<B> {
+impl<B: SageOps> SageConv<B> {
     pub fn new(b: &B, rows: usize, fan_in: usize, fan_out: usize, normalize: bool, rng: &mut SplitMix64) -> Result<Self> {
         let norm = if normalize {
             Some(Normalize {
@@ -89,7 +98,7 @@ impl<B: Ops> SageConv<B> {
     }
 }
 
-impl<B: Ops> SageConv<B> {
+impl<B: SageOps> SageConv<B> {
     /// Both products and their sum, before the bias.
     fn forward_products(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
         self.lin_l.forward(b, x)?;
@@ -115,7 +124,7 @@ impl<B: Ops> SageConv<B> {
     }
 }
 
-impl<B: Ops> Conv<B> for SageConv<B> {
+impl<B: SageOps> Conv<B> for SageConv<B> {
     type Adj = GcnAdjacency<B>;
 
     fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {

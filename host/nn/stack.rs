@@ -27,13 +27,24 @@ use crate::nn::input::InputFeatures;
 use crate::nn::models::{Model, ModelConfig, dropout_seed, widths};
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
-use crate::ops::backend::Ops;
+use crate::ops::backend::{Ops, op_set};
+
+op_set!(
+    /// What the stack adds around its convs: input features, dropout, BatchNorm, residual sums.
+    pub trait StackOps:
+    crate::nn::input::InputOps,
+    crate::nn::dropout::DropoutOps,
+    crate::nn::batch_norm::BatchNormOps,
+    crate::ops::nn::add_assign::AddAssignOp,
+    crate::ops::nn::copy::CopyOp,
+    crate::ops::nn::relu::ReluOp,
+);
 use crate::util::rng::SplitMix64;
 
 /// A graph convolution the stack can drive: output buffer (the stack applies its activation in
 /// place, so a conv whose backward needs its output keeps its own copy), backward next to the
 /// forward, parameters. `Adj` is the fixed graph operand the convs of one model share.
-pub trait Conv<B: Ops> {
+pub trait Conv<B: crate::nn::operand::OperandOps> {
     type Adj;
     fn forward(&mut self, b: &B, adj: &Self::Adj, x: &Operand<B>) -> Result<()>;
     /// `forward` followed by a ReLU of the output in place where the conv can fuse it into its
@@ -61,7 +72,7 @@ pub trait Conv<B: Ops> {
 }
 
 /// What a hidden layer adds around its conv.
-struct Hidden<B: Ops> {
+struct Hidden<B: StackOps> {
     bn: Option<BatchNorm<B>>,
     /// h_l = a_l + h_{l-1} for a residual layer.
     res: Option<B::Mat>,
@@ -75,7 +86,7 @@ struct Hidden<B: Ops> {
 }
 
 /// h_l: the residual sum, else a_l (BatchNorm's output or the conv's, after the ReLU).
-fn hidden_out<'a, B: Ops, C: Conv<B>>(conv: &'a C, bn: &'a Option<BatchNorm<B>>, res: &'a Option<B::Mat>) -> &'a B::Mat {
+fn hidden_out<'a, B: StackOps, C: Conv<B>>(conv: &'a C, bn: &'a Option<BatchNorm<B>>, res: &'a Option<B::Mat>) -> &'a B::Mat {
     match (res, bn) {
         (Some(r), _) => r,
         (None, Some(bn)) => bn.out(),
@@ -84,7 +95,7 @@ fn hidden_out<'a, B: Ops, C: Conv<B>>(conv: &'a C, bn: &'a Option<BatchNorm<B>>,
 }
 
 /// dL/dz_l, the gradient hidden conv l receives, once its layer's chain is done.
-fn dz<B: Ops>(h: &Hidden<B>) -> &B::Mat {
+fn dz<B: StackOps>(h: &Hidden<B>) -> &B::Mat {
     match (&h.bn, &h.da) {
         (Some(bn), _) => bn.dx(),
         (None, Some(da)) => da,
@@ -92,7 +103,7 @@ fn dz<B: Ops>(h: &Hidden<B>) -> &B::Mat {
     }
 }
 
-pub struct Stack<B: Ops, C: Conv<B>> {
+pub struct Stack<B: StackOps, C: Conv<B>> {
     adj: C::Adj,
     convs: Vec<C>,
     hidden: Vec<Hidden<B>>,
@@ -115,7 +126,7 @@ pub fn check_options(cfg: &ModelConfig, widths: &[usize]) -> Result<()> {
     Ok(())
 }
 
-impl<B: Ops, C: Conv<B, Adj = GcnAdjacency<B>>> Stack<B, C> {
+impl<B: StackOps + crate::nn::gcn_conv::GcnOps, C: Conv<B, Adj = GcnAdjacency<B>>> Stack<B, C> {
     /// The stack over the model's matrix `s` (values used as they are: Â, the mean or the sum,
     /// or a sampled batch's weighted one), whole or one part's extended rows with `part`;
     /// `conv(n, fan_in, fan_out, rng)` builds each layer, all from the seed `cfg.seed`.
@@ -141,7 +152,7 @@ impl<B: Ops, C: Conv<B, Adj = GcnAdjacency<B>>> Stack<B, C> {
     }
 }
 
-impl<B: Ops, C: Conv<B>> Stack<B, C> {
+impl<B: StackOps, C: Conv<B>> Stack<B, C> {
     /// The stack over `convs` (conv l maps widths[l] -> widths[l + 1]) for `n` nodes.
     pub fn new(b: &B, n: usize, adj: C::Adj, convs: Vec<C>, widths: &[usize], cfg: &ModelConfig) -> Result<Self> {
         check_options(cfg, widths)?;

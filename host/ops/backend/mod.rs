@@ -140,76 +140,55 @@ use crate::ops::nn::{
     spmm::SpmmOp, transpose_edges::TransposeEdgesOp,
 };
 
-/// Every op a layer may use, on one backend: what a model asks for (`B: Ops`). A new op is its
-/// file in `ops/nn/` and one bound here.
-pub trait Ops:
-    Backend
-    + GemmOp
-    + BiasAddOp
-    + ColSumsOp
-    + AddAssignOp
-    + CopyOp
-    + ReluOp
-    + DropoutOp
-    + crate::ops::nn::dropout_gemm::DropoutGemmOp
-    + crate::ops::nn::relu_dropout::ReluDropoutOp
-    + crate::ops::nn::elu_dropout::EluDropoutOp
-    + RowNormalizeOp
-    + SpmmOp
-    + SddmmOp
-    + TransposeEdgesOp
-    + EdgeSoftmaxOp
-    + crate::ops::nn::fused_attention::FusedAttentionOp
-    + crate::ops::nn::elu::EluOp
-    + crate::ops::nn::gat_attention::GatAttentionOp
-    + crate::ops::nn::gat_scores::GatScoresOp
-    + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp
-    + crate::ops::nn::head_columns::HeadColumnsOp
-    + CrossEntropyOp
-    + AdamOp
-    + ScaledAddOp
-    + DotOp
-    + BatchNormOp
-    + crate::ops::nn::segment_pool::SegmentPoolOp
-    + crate::ops::nn::bce_logits::BceLogitsOp
-    + crate::ops::nn::hadamard::HadamardOp
-    + crate::ops::nn::negative_sample::NegativeSampleOp
-    + bind::BindOps
-{
+/// Declares a trait that names a set of ops and implements it for every backend that has them,
+/// so the list is written once: `op_set!(pub trait LinearOps: ParamOps, GemmOp, BiasAddOp);`.
+/// A layer asks for the set it uses (`impl<B: LinearOps> Linear<B>`); a model, which composes
+/// layers chosen at run time, asks for [`Ops`].
+#[macro_export]
+macro_rules! op_set {
+    ($(#[$meta:meta])* $vis:vis trait $name:ident: $($op:path),+ $(,)?) => {
+        $(#[$meta])*
+        $vis trait $name: $($op +)+ {}
+        impl<T: $($op +)+ ?Sized> $name for T {}
+    };
 }
+pub use crate::op_set;
 
-impl<B> Ops for B where
-    B: Backend
-        + GemmOp
-        + BiasAddOp
-        + ColSumsOp
-        + AddAssignOp
-        + CopyOp
-        + ReluOp
-        + DropoutOp
-        + crate::ops::nn::dropout_gemm::DropoutGemmOp
-        + crate::ops::nn::relu_dropout::ReluDropoutOp
-        + crate::ops::nn::elu_dropout::EluDropoutOp
-        + RowNormalizeOp
-        + SpmmOp
-        + SddmmOp
-        + TransposeEdgesOp
-        + EdgeSoftmaxOp
-        + crate::ops::nn::fused_attention::FusedAttentionOp
-        + crate::ops::nn::elu::EluOp
-        + crate::ops::nn::gat_attention::GatAttentionOp
-        + crate::ops::nn::gat_scores::GatScoresOp
-        + crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp
-        + crate::ops::nn::head_columns::HeadColumnsOp
-        + CrossEntropyOp
-        + AdamOp
-        + ScaledAddOp
-        + DotOp
-        + BatchNormOp
-        + crate::ops::nn::segment_pool::SegmentPoolOp
-        + crate::ops::nn::bce_logits::BceLogitsOp
-        + crate::ops::nn::hadamard::HadamardOp
-        + crate::ops::nn::negative_sample::NegativeSampleOp
-        + bind::BindOps
-{
-}
+op_set!(
+    /// Every op on one backend: what a model asks for (`B: Ops`), since the registry builds any
+    /// layer behind one type. A layer names only the ops it uses (`nn/*.rs`, each an `op_set!`);
+    /// a new op is its file in `ops/nn/` and one line here.
+    pub trait Ops:
+    Backend,
+    GemmOp,
+    BiasAddOp,
+    ColSumsOp,
+    AddAssignOp,
+    CopyOp,
+    ReluOp,
+    DropoutOp,
+    crate::ops::nn::dropout_gemm::DropoutGemmOp,
+    crate::ops::nn::relu_dropout::ReluDropoutOp,
+    crate::ops::nn::elu_dropout::EluDropoutOp,
+    RowNormalizeOp,
+    SpmmOp,
+    SddmmOp,
+    TransposeEdgesOp,
+    EdgeSoftmaxOp,
+    crate::ops::nn::fused_attention::FusedAttentionOp,
+    crate::ops::nn::elu::EluOp,
+    crate::ops::nn::gat_attention::GatAttentionOp,
+    crate::ops::nn::gat_scores::GatScoresOp,
+    crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp,
+    crate::ops::nn::head_columns::HeadColumnsOp,
+    CrossEntropyOp,
+    AdamOp,
+    ScaledAddOp,
+    DotOp,
+    BatchNormOp,
+    crate::ops::nn::segment_pool::SegmentPoolOp,
+    crate::ops::nn::bce_logits::BceLogitsOp,
+    crate::ops::nn::hadamard::HadamardOp,
+    crate::ops::nn::negative_sample::NegativeSampleOp,
+    bind::BindOps,
+);

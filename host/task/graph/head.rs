@@ -17,9 +17,18 @@ use crate::nn::dropout::Dropout;
 use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
-use crate::ops::backend::Ops;
+use crate::ops::backend::op_set;
 use crate::ops::nn::segment_pool::Pooling;
 use crate::util::rng::SplitMix64;
+
+op_set!(
+    /// What the graph head needs: BatchNorm, pooling, its MLP and dropout.
+    pub trait GraphHeadOps:
+    crate::nn::linear::LinearOps,
+    crate::nn::batch_norm::BatchNormOps,
+    crate::nn::dropout::DropoutOps,
+    crate::ops::nn::segment_pool::SegmentPoolOp,
+);
 
 /// What a head is built for.
 #[derive(Clone, Copy, Debug)]
@@ -37,7 +46,7 @@ pub struct HeadShape {
     pub seed: u64,
 }
 
-pub struct GraphHead<B: Ops> {
+pub struct GraphHead<B: GraphHeadOps> {
     pooling: Pooling,
     norm: Option<BatchNorm<B>>,
     /// dL/da (with the norm).
@@ -56,7 +65,7 @@ pub struct GraphHead<B: Ops> {
     dh: B::Mat,
 }
 
-impl<B: Ops> GraphHead<B> {
+impl<B: GraphHeadOps> GraphHead<B> {
     /// A head for a batch whose graph g owns node rows `offsets[g]..offsets[g + 1]`.
     pub fn new(b: &B, s: &HeadShape, offsets: &[u32]) -> Result<Self> {
         let mut rng = SplitMix64::new(s.seed ^ 0x4EAD_0000_0000);

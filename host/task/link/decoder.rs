@@ -14,10 +14,23 @@
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::param::{Param, torch_linear_uniform};
-use crate::ops::backend::{Ops, Side};
+use crate::ops::backend::{Side, op_set};
 use crate::task::link::pairs::PairSet;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
+
+op_set!(
+    /// What pair scoring needs: the pairs' patterns and negative draws, SDDMM (dot) or the
+    /// Hadamard MLP.
+    pub trait DecoderOps:
+    crate::nn::linear::LinearOps,
+    crate::ops::nn::sddmm::SddmmOp,
+    crate::ops::nn::hadamard::HadamardOp,
+    crate::ops::nn::add_assign::AddAssignOp,
+    crate::ops::nn::transpose_edges::TransposeEdgesOp,
+    crate::ops::nn::negative_sample::NegativeSampleOp,
+    crate::ops::backend::bind::BindOps,
+);
 
 /// Which decoder scores the pairs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
@@ -30,7 +43,7 @@ pub enum DecoderKind {
 }
 
 /// The MLP's parameters and its constant 1 x 1 one.
-struct MlpParams<B: Ops> {
+struct MlpParams<B: DecoderOps> {
     w1: Param<B>,
     b1: Param<B>,
     w2: Param<B>,
@@ -39,7 +52,7 @@ struct MlpParams<B: Ops> {
 }
 
 /// What the MLP keeps per pair list: the selection patterns and the P-row activations.
-pub struct MlpPairs<B: Ops> {
+pub struct MlpPairs<B: DecoderOps> {
     gu: B::Graph,
     gv: B::Graph,
     t: B::Graph,
@@ -59,7 +72,7 @@ pub struct MlpPairs<B: Ops> {
     dzv: B::Mat,
 }
 
-impl<B: Ops> MlpPairs<B> {
+impl<B: DecoderOps> MlpPairs<B> {
     fn new(b: &B, n: usize, d: usize, pairs: &[[u32; 2]]) -> Result<Self> {
         let p = pairs.len();
         let ptr: Vec<u32> = (0..=p as u32).collect();
@@ -91,7 +104,7 @@ impl<B: Ops> MlpPairs<B> {
     }
 }
 
-pub struct Decoder<B: Ops> {
+pub struct Decoder<B: DecoderOps> {
     kind: DecoderKind,
     n: usize,
     d: usize,
@@ -100,7 +113,7 @@ pub struct Decoder<B: Ops> {
     mlp: Option<MlpParams<B>>,
 }
 
-impl<B: Ops> Decoder<B> {
+impl<B: DecoderOps> Decoder<B> {
     /// A decoder of `kind` for `n` nodes of width `d`; the MLP's weights as torch's
     /// `nn.Linear` initialises them, from `seed`.
     pub fn new(b: &B, kind: DecoderKind, n: usize, d: usize, seed: u64) -> Result<Self> {

@@ -8,10 +8,10 @@
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
-use crate::ops::backend::{Ops, Side};
+use crate::ops::backend::Side;
 use crate::task::link::split::Pair;
 
-pub struct PairSet<B: Ops> {
+pub struct PairSet<B: crate::task::link::decoder::DecoderOps> {
     pub graph: B::Graph,
     /// The pairs in pattern (CSR) order, and whether each is a positive.
     pub pairs: Vec<Pair>,
@@ -24,7 +24,7 @@ pub struct PairSet<B: Ops> {
     pub mlp: Option<crate::task::link::decoder::MlpPairs<B>>,
 }
 
-impl<B: Ops> PairSet<B> {
+impl<B: crate::task::link::decoder::DecoderOps> PairSet<B> {
     /// The pattern of `pos` and `neg` on `n` nodes. A pair given twice (within or across the
     /// lists) or out of range is refused: a score would be counted twice.
     pub fn new(b: &B, n: usize, pos: &[Pair], neg: &[Pair]) -> Result<Self> {

@@ -374,3 +374,38 @@ fn gpu_head_columns_and_elu_match_cpu() {
         close(&format!("{what} elu backward"), &down(&dy_d), &dy.data);
     }
 }
+
+/// The layers' SDDMM samples the pattern only; our GPU kernels scale by S's values and the CPU
+/// reference does not, so a graph with other values is refused on both rather than answered two
+/// ways (and a unit-valued one agrees).
+#[test]
+fn layer_sddmm_refuses_weighted_patterns_on_both_backends() {
+    use tcgnn::ops::nn::sddmm::SddmmOp;
+    let weighted = Csr::new(3, 3, vec![0, 2, 3, 4], vec![0, 2, 1, 0], vec![1.0, 2.0, 1.0, 1.0]).unwrap();
+    let unit = Csr::new(3, 3, vec![0, 2, 3, 4], vec![0, 2, 1, 0], vec![1.0; 4]).unwrap();
+    let x = Matrix::from_vec(3, 2, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let cpu = C::new();
+    let run = |b: &C, s: &Csr| -> tcgnn::Result<Vec<f32>> {
+        let g = b.graph(s.clone())?;
+        let xm = b.upload(&x)?;
+        let mut out = b.edges(&g, Side::Forward)?;
+        b.sddmm(&g, &xm, &xm, &mut out)?;
+        b.download_edges(&out, s.nnz())
+    };
+    let err = run(&cpu, &weighted).unwrap_err().to_string();
+    assert!(err.contains("not all 1"), "{err}");
+    // x_r . x_c on the entries (0,0), (0,2), (1,1), (2,0).
+    assert_eq!(run(&cpu, &unit).unwrap(), vec![5.0, 17.0, 25.0, 17.0]);
+    let Some(gpu) = common::gpu_or_skip("layer_sddmm_refuses_weighted_patterns_on_both_backends") else { return };
+    let b = CudaBackend::new(gpu.clone(), Precision::F32, Impl::Auto).unwrap();
+    let run_gpu = |s: &Csr| -> tcgnn::Result<Vec<f32>> {
+        let g = b.graph(s.clone())?;
+        let xm = b.upload(&x)?;
+        let mut out = b.edges(&g, Side::Forward)?;
+        b.sddmm(&g, &xm, &xm, &mut out)?;
+        b.download_edges(&out, s.nnz())
+    };
+    let err = run_gpu(&weighted).unwrap_err().to_string();
+    assert!(err.contains("not all 1"), "{err}");
+    assert_eq!(run_gpu(&unit).unwrap(), vec![5.0, 17.0, 25.0, 17.0]);
+}

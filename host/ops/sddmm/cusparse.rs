@@ -15,13 +15,10 @@ struct CusparseSddmm {
     plans: Mutex<HashMap<(u64, u64, u64, usize), SddmmPlan>>,
 }
 
-/// Whether every value of the handle's CSR is 1 (checked once per graph, not per call).
-struct UnitValues(bool);
-
 /// C = (A B^T) .* spy(S). Refuses graphs whose values are not all 1, since cuSPARSE would
 /// silently drop them.
 pub fn sddmm_cusparse(g: &GraphHandle, a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, out: &mut DeviceVec<f32>) -> Result<()> {
-    if !g.cached(1, || Ok(UnitValues(g.csr().values().iter().all(|&v| v == 1.0))))?.0 {
+    if !super::has_unit_values(g)? {
         return Err(Error::Unsupported("cuSPARSE SDDMM samples the pattern only; use a unit-valued graph".into()));
     }
     let gpu = g.gpu()?;

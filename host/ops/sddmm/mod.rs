@@ -86,6 +86,14 @@ pub fn sddmm_device<'a, 'b>(
     }
 }
 
+/// Whether every value of the handle's CSR is 1 (checked once per graph, not per call): our
+/// kernels scale each entry by S's value, cuSPARSE's do not, and the layers' SDDMM
+/// ([`crate::ops::nn::sddmm::SddmmOp`]) reads the pattern only; on a unit-valued graph all agree.
+pub fn has_unit_values(g: &GraphHandle) -> Result<bool> {
+    struct UnitValues(bool);
+    Ok(g.cached(1, || Ok(UnitValues(g.csr().values().iter().all(|&v| v == 1.0))))?.0)
+}
+
 fn check_shapes(g: &GraphHandle, a_rows: usize, a_cols: usize, b_rows: usize, b_cols: usize) -> Result<()> {
     g.require_original_order("SDDMM")?;
     let (n, m) = (g.csr().n_rows(), g.csr().n_cols());

@@ -20,7 +20,8 @@ pub enum Impl {
     Auto,
     /// Rayon on the host.
     Cpu,
-    /// CUDA cores on CSR: a warp per row.
+    /// CUDA cores on CSR: a group of lanes a row sized to the feature width (f32 or f16
+    /// features, f32 arithmetic).
     Csr,
     /// CUDA cores, hybrid-parallel (HP-SpMM / HP-SDDMM): nnz-balanced warps over row-sorted COO.
     Hp,

@@ -1,8 +1,11 @@
 // Launch shapes shared by the device kernels and their host launchers: the host `include!`s
 // this file, so a block size lives in one place.
 
-/// Warps (rows) per block of the CSR warp-per-row SpMM.
+/// Warps per block of the CSR SpMM (each runs 32 / lanes-a-row rows).
 pub const CSR_SPMM_WARPS: u32 = 8;
+/// Above this many entries in one row of a warp, the CSR SpMM takes that warp's rows one at a
+/// time with all 32 lanes (a hub spread over the warp) instead of a lane group per row.
+pub const CSR_SPMM_LONG_ROW: u32 = 128;
 
 /// Warps per block of HP-SpMM.
 pub const HP_SPMM_WARPS: u32 = 8;

@@ -18,7 +18,7 @@ pub struct AutoChoice(pub Impl);
 /// Candidates for a feature storage type, fastest-first by expectation (ties keep this order).
 fn candidates(x: FeaturesRef<'_>) -> &'static [Impl] {
     match x {
-        FeaturesRef::F16(_) => &[Impl::Tc8, Impl::Tc16, Impl::Cusparse],
+        FeaturesRef::F16(_) => &[Impl::Tc8, Impl::Tc16, Impl::Csr, Impl::Cusparse],
         FeaturesRef::F32(_) => &[Impl::Tc8, Impl::Tc16, Impl::Hp, Impl::Csr, Impl::Cusparse],
     }
 }

@@ -33,8 +33,8 @@ pub fn spmm(g: &GraphHandle, x: &Matrix, imp: Impl, prec: Precision) -> Result<M
 }
 
 /// Device SpMM into a preallocated Y with the handle's edge values. The precision follows X's
-/// storage and the implementation: f16 features run f16 tensor cores; f32 features run f32
-/// (Csr, Hp) or tf32 (Tc*). `Impl::Auto` times the candidates once per (graph, storage type, K)
+/// storage and the implementation: f16 features run f16 tensor cores (Tc*) or f16 loads with
+/// f32 arithmetic (Csr); f32 features run f32 (Csr, Hp) or tf32 (Tc*). `Impl::Auto` times the candidates once per (graph, storage type, K)
 /// and keeps the fastest; with f32 features that includes the tf32 tensor-core kernels.
 /// On a reordered handle (`GraphHandle::with_reorder`) X and Y are in the original node order:
 /// X's rows are gathered into the reordered order, Y's gathered back (two extra launches).
@@ -66,8 +66,9 @@ pub fn value_order(imp: Impl) -> Option<ValueOrder> {
 
 /// Device SpMM Y = S X with this call's edge values on the handle's pattern (for training: the
 /// same graph with GCN weights, attention values, gradients). Supported: Csr, Hp and Cusparse
-/// with [`EdgeValues::Csr`] (f32 features; Cusparse also f16 features, casting the values to f16
-/// on the device into a buffer kept in the handle), Tc8 with [`EdgeValues::MeBcrs`] (f32
+/// with [`EdgeValues::Csr`] (f32 features; Csr also f16 features, reading the f32 values;
+/// Cusparse also f16 features, casting the values to f16 on the device into a buffer kept in
+/// the handle), Tc8 with [`EdgeValues::MeBcrs`] (f32
 /// features, tf32) or [`EdgeValues::MeBcrsF16`] (f16 features). `Impl::Auto` picks the fastest
 /// implementation whose [`value_order`] is the values' order (measured once per graph, storage
 /// type, K and order). Values must hold exactly `g.value_len(order)` entries (`Error::Shape`);
@@ -143,7 +144,7 @@ fn run_kernel(g: &GraphHandle, values: Option<EdgeValues>, x: FeaturesRef<'_>, y
         _ => None,
     };
     match (imp, x) {
-        (Impl::Csr, FeaturesRef::F32(x)) => csr::spmm_csr_values(g, csr_values, x, y),
+        (Impl::Csr, x) => csr::spmm_csr_values(g, csr_values, x, y),
         (Impl::Hp, FeaturesRef::F32(x)) => hp::spmm_hp_values(g, csr_values, x, y),
         (Impl::Tc8, x) => tc8::spmm_tc8_values(g, values, x, y, tc8::Tc8Source::Auto),
         (Impl::Tc16, x) => tc16::spmm_tc16(g, x, y),

@@ -57,16 +57,21 @@ kernel_args! {
         pub y: PtrMut<u32>,
     }
 
-    /// CSR SpMM, f32: a warp per row, lanes over K in float4s.
+    /// CSR SpMM on CUDA cores (f32 or f16 X by instance, f32 values and Y): a group of
+    /// `2^group_log2` lanes a row, each lane a 16-byte chunk of the row's columns.
     pub struct CsrSpmmArgs {
         pub n_rows: u32,
         /// Padded row stride of X and Y, in elements (a multiple of 8).
         pub ld: u32,
+        /// log2 of the lanes a row (0..=5): the power of two covering a row's 16-byte chunks,
+        /// at most 32.
+        pub group_log2: u32,
         pub row_ptr: Ptr<u32>,
         pub col_idx: Ptr<u32>,
         /// One value per nonzero, CSR order.
         pub values: Ptr<f32>,
-        pub x: Ptr<f32>,
+        /// X (n_cols x ld) in the instance's type, read as 32-bit words.
+        pub x: Ptr<u32>,
         pub y: PtrMut<f32>,
     }
 
@@ -135,7 +140,8 @@ kernels! {
     spmm_tc8a_e4m3(Tc8SpmmArgs) = crate::spmm::tc8::tc8_spmm::<E4m3, CpAsync<2>, F32Out, 8>;
     quantize_rows_e4m3(QuantizeE4m3Args) = crate::spmm::tc8::quantize::quantize_rows_e4m3;
     tc8_zero_windows(ZeroWindowsArgs) = crate::spmm::windows::zero_windows::<{ crate::config::TC8_BLOCK_VECTORS }>;
-    spmm_csr_f32(CsrSpmmArgs) = crate::spmm::csr::csr_spmm;
+    spmm_csr_f32(CsrSpmmArgs) = crate::spmm::csr::csr_spmm::<crate::spmm::csr::F32>;
+    spmm_csr_f16(CsrSpmmArgs) = crate::spmm::csr::csr_spmm::<crate::spmm::csr::F16>;
     spmm_hp_f32(HpSpmmArgs) = crate::spmm::hp::hp_spmm;
     spmm_tc16s_f16_nt4(Tc16SpmmArgs) = crate::spmm::tc16::tc16_spmm::<crate::spmm::tc16::F16, 4>;
     spmm_tc16s_f16_nt8(Tc16SpmmArgs) = crate::spmm::tc16::tc16_spmm::<crate::spmm::tc16::F16, 8>;

@@ -57,12 +57,53 @@ fn check_gpu_with(
     assert!(err < tol, "{label} {prec:?} on {name}, K={k}: relative error {err} >= {tol}");
 }
 
+/// Graphs for the CSR kernel beyond `odd_shapes`: rows past its long-row threshold in many
+/// warps (each such warp sums its rows with all lanes), a hub among short rows, and row counts
+/// around its rows per block (`32 / lanes a row` rows a warp, 8 warps a block).
+fn csr_kernel_shapes(seed: u64) -> Vec<(String, Csr)> {
+    let mut v = common::odd_shapes(seed);
+    v.push(("n=600 rows up to 400 entries, every 11th empty".into(), common::random_graph(600, 200, 11, seed + 10)));
+    v.push(("n=100000 one huge row".into(), common::one_huge_row(100_000, 4, seed + 11)));
+    for n in [127, 129, 257, 1023] {
+        v.push((format!("n={n} random"), common::random_graph(n, 3, 5, seed + n as u64)));
+    }
+    v
+}
+
+/// The CSR kernel with f16 features reads f32 values and adds in f32: against the f64 product
+/// of X rounded to f16 and the exact values it must be f32-accurate, not only f16-accurate.
+fn check_csr_f16_exact_values(gpu: &std::sync::Arc<tcgnn::gpu::Gpu>, name: &str, s: &Csr, k: usize) {
+    let x = Matrix::random(s.n_cols(), k, 0xc5 + k as u64 + s.nnz() as u64).rounded_f16();
+    let want = tcgnn::ops::spmm::cpu::spmm_reference_f64(s, &x);
+    let g = GraphHandle::new(s.clone(), Some(gpu.clone()));
+    let xd = DeviceFeatures::upload(gpu, &x, Precision::F16).unwrap();
+    let mut y = DeviceMatrix::<f32>::zeros(gpu, s.n_rows(), k).unwrap();
+    y.poison().unwrap();
+    spmm_device(&g, &xd, &mut y, Impl::Csr).unwrap();
+    let got = y.download().unwrap();
+    let err = rel_error(&got.data, &want);
+    println!("Csr f16 features, f32 values {name} K={k}: rel err {err:.2e}");
+    assert!(err < 1e-5, "Csr with f16 features on {name}, K={k}: relative error {err} against the f32 values");
+    assert!(got.data.iter().all(|v| v.is_finite()), "Csr f16 on {name}, K={k}: a poisoned output survived");
+}
+
 #[test]
 fn gpu_csr_spmm_matches_reference() {
     let Some(gpu) = common::gpu_or_skip("gpu_csr_spmm_matches_reference") else { return };
-    for (name, s) in common::odd_shapes(11) {
-        for k in [8, 24, 128, 264] {
+    for (name, s) in csr_kernel_shapes(11) {
+        for k in [1, 7, 8, 16, 17, 24, 64, 100, 128, 264] {
             check_gpu(&gpu, &name, &s, k, Impl::Csr, Precision::F32);
+            check_gpu(&gpu, &name, &s, k, Impl::Csr, Precision::F16);
+        }
+    }
+}
+
+#[test]
+fn gpu_csr_spmm_f16_features_keep_f32_accuracy() {
+    let Some(gpu) = common::gpu_or_skip("gpu_csr_spmm_f16_features_keep_f32_accuracy") else { return };
+    for (name, s) in csr_kernel_shapes(15) {
+        for k in [1, 8, 16, 17, 64, 100, 520] {
+            check_csr_f16_exact_values(&gpu, &name, &s, k);
         }
     }
 }
@@ -276,4 +317,10 @@ fn gpu_auto_picks_a_correct_kernel() {
     let s = common::random_graph(5000, 20, 9, 21);
     check_gpu(&gpu, "n=5000", &s, 64, Impl::Auto, Precision::Tf32);
     check_gpu(&gpu, "n=5000", &s, 64, Impl::Auto, Precision::F16);
+    // Very sparse and scattered (where the CSR kernel is Auto's f16 candidate of choice), at
+    // the narrow widths of a GCN.
+    let sparse = common::random_graph(200_000, 5, 0, 22);
+    for k in [8, 16, 64] {
+        check_gpu(&gpu, "n=200000 degree 5", &sparse, k, Impl::Auto, Precision::F16);
+    }
 }

@@ -22,8 +22,9 @@ use tcgnn::tensor::{Matrix, rel_error};
 use tcgnn::util::rng::SplitMix64;
 
 /// Every supported per-call combination: (implementation, precision, order).
-const SUPPORTED: [(Impl, Precision, ValueOrder); 6] = [
+const SUPPORTED: [(Impl, Precision, ValueOrder); 7] = [
     (Impl::Csr, Precision::F32, ValueOrder::Csr),
+    (Impl::Csr, Precision::F16, ValueOrder::Csr),
     (Impl::Hp, Precision::F32, ValueOrder::Csr),
     (Impl::Cusparse, Precision::F32, ValueOrder::Csr),
     (Impl::Cusparse, Precision::F16, ValueOrder::Csr),

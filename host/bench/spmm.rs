@@ -15,8 +15,9 @@ use crate::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
 use crate::tensor::{Matrix, rel_error};
 
 /// The variants a run covers, as (implementation, precision).
-pub const SPMM_VARIANTS: [(Impl, Precision); 10] = [
+pub const SPMM_VARIANTS: [(Impl, Precision); 11] = [
     (Impl::Csr, Precision::F32),
+    (Impl::Csr, Precision::F16),
     (Impl::Hp, Precision::F32),
     (Impl::Tc16, Precision::Tf32),
     (Impl::Tc16, Precision::F16),
@@ -39,6 +40,16 @@ pub struct SpmmBenchOptions {
     /// Hybrid thresholds to run instead of the cost model's choice (one variant "hybrid t=T"
     /// each; empty = the cost model's t, variant "hybrid").
     pub hybrid_t: Vec<usize>,
+}
+
+/// Bytes of an edge value and of a feature a variant reads (its floor's): the CSR kernel reads
+/// f32 values beside f16 features.
+pub fn value_feature_bytes(imp: Impl, prec: Precision) -> (usize, usize) {
+    match (imp, prec) {
+        (Impl::Csr, Precision::F16) => (4, 2),
+        (_, Precision::F16) => (2, 2),
+        _ => (4, 4),
+    }
 }
 
 fn label(imp: Impl, prec: Precision) -> String {
@@ -129,10 +140,11 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
         if !opt.only.is_empty() && !opt.only.contains(&imp) {
             continue;
         }
-        let (x, reference, fb) = match prec {
-            Precision::F16 => (&x16, &reference_f16, (2, 2)),
-            _ => (&x32, &reference, (4, 4)),
+        let (x, reference) = match prec {
+            Precision::F16 => (&x16, &reference_f16),
+            _ => (&x32, &reference),
         };
+        let fb = value_feature_bytes(imp, prec);
         let mut measure = |run: &dyn Fn(&mut DeviceMatrix<f32>) -> Result<()>| -> Result<(f64, f64)> {
             y.poison()?;
             run(&mut y)?; // first call: translation + upload, outside timing

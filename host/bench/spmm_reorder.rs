@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::bench::floor::spmm_bytes;
-use crate::bench::spmm::{SPMM_VARIANTS, SpmmBenchOptions, bench_spmm};
+use crate::bench::spmm::{SPMM_VARIANTS, SpmmBenchOptions, bench_spmm, value_feature_bytes};
 use crate::bench::{Problem, Record};
 use crate::error::Result;
 use crate::gpu::timing::time_gpu;
@@ -60,10 +60,11 @@ pub fn bench_spmm_reordered(
         if !opt.only.is_empty() && !opt.only.contains(&imp) {
             continue;
         }
-        let (reference, reference_p, fb) = match prec {
-            Precision::F16 => (&reference_f16, &reference_f16_p, (2, 2)),
-            _ => (&reference, &reference_p, (4, 4)),
+        let (reference, reference_p) = match prec {
+            Precision::F16 => (&reference_f16, &reference_f16_p),
+            _ => (&reference, &reference_p),
         };
+        let fb = value_feature_bytes(imp, prec);
         let floor = spmm_bytes(n, csr.n_cols(), nnz, k, fb.0, fb.1);
         let (e2e, alone) = reordered_labels(&format!("{} {}", format!("{imp:?}").to_lowercase(), format!("{prec:?}").to_lowercase()), how);
         for (label, xin, want, whole) in [(e2e, &x, reference, true), (alone, &xp, reference_p, false)] {

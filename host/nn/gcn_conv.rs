@@ -49,7 +49,7 @@ impl<B: GcnOps> GcnAdjacency<B> {
         let graph = b.graph(s)?;
         let values = b.graph_values(&graph, Side::Forward)?;
         let values_t = b.graph_values(&graph, Side::Transposed)?;
-        let fixed = Some([b.fix(&values)?, b.fix(&values_t)?]);
+        let fixed = Some([b.fix(&graph, Side::Forward, &values)?, b.fix(&graph, Side::Transposed, &values_t)?]);
         Ok(GcnAdjacency { graph, values, values_t, fixed, halo: None })
     }
 

@@ -104,6 +104,25 @@ pub fn scatter_to_mebcrs<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAs
     }
 }
 
+/// ME-BCRS-ordered edge values (k = 8, f32) back into CSR order: `dst[e] = src[slot of e]`
+/// (`nnz` values), the inverse of [`scatter_to_mebcrs`]. For values kept in the tensor-core
+/// kernels' order that a CSR kernel is also to read (`SpmmOp::fix`).
+pub fn gather_from_mebcrs(g: &GraphHandle, src: &DeviceVec<f32>, dst: &mut DeviceVec<f32>) -> Result<()> {
+    let gpu = g.gpu()?;
+    let nnz = g.csr().nnz();
+    check_len("gather_from_mebcrs: the source", src.len(), g.value_len(ValueOrder::MeBcrs)?, ValueOrder::MeBcrs)?;
+    check_len("gather_from_mebcrs: the destination", dst.len(), nnz, ValueOrder::Csr)?;
+    if nnz == 0 {
+        return Ok(());
+    }
+    let map = g.device_csr_to_slot()?;
+    let n = count_u32(nnz, "gather_from_mebcrs")?;
+    let args = GatherValuesArgs { n, map: map.0.arg(gpu), src: src.arg(gpu), dst: dst.arg_mut(gpu) };
+    // SAFETY: the slot map and dst hold nnz entries; every slot is below the ME-BCRS value count
+    // src holds (checked above); src and dst are distinct buffers (a shared and a unique borrow).
+    unsafe { gather_values_f32.launch(gpu, Shape::linear(grid(gpu, n), BLOCK, 0), &args) }
+}
+
 /// Host counterpart of [`transpose_values`] in CSR order: S's values (`nnz`, CSR order) in the
 /// CSR order of Sᵀ. Needs a canonical CSR, like the device path.
 pub fn transpose_values_cpu<T: Copy + Send + Sync>(g: &GraphHandle, src: &[T]) -> Result<Vec<T>> {

@@ -425,3 +425,74 @@ fn fixed_f16_adjacency_follows_rewritten_values() {
         }
     }
 }
+
+#[test]
+fn fixed_adjacency_every_path_matches_cpu() {
+    // Products on fixed values (GCN's, SAGE's, GIN's adjacency) run the backend's own kernel,
+    // or the CSR kernel on a CSR-ordered copy (f16 or f32 X): each forced in turn, and the
+    // measured choice of `Impl::Auto`, on both sides of a directed graph with empty rows and a
+    // hub, at odd widths, output poisoned, against the f64 CPU.
+    let Some(gpu) = common::gpu_or_skip("fixed_adjacency_every_path_matches_cpu") else { return };
+    let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    use tcgnn::nn::Backend;
+    use tcgnn::nn::EdgeLayout;
+    use tcgnn::nn::gcn_conv::GcnAdjacency;
+    use tcgnn::ops::nn::spmm::FixedPath;
+    let a = common::one_huge_row(2000, 6, 17);
+    let cpu = CpuBackend::<f64>::new();
+    let cadj = GcnAdjacency::new(&cpu, &a).unwrap();
+    let paths = [None, Some(FixedPath::Stored), Some(FixedPath::CsrHalf), Some(FixedPath::CsrF32)];
+    for prec in [Precision::F32, Precision::Tf32, Precision::F16] {
+        for layout in [EdgeLayout::Kernel, EdgeLayout::Csr] {
+            for path in paths {
+                let b = CudaBackend::new(gpu.clone(), prec, Impl::Auto).unwrap().with_edge_layout(layout).with_fixed_spmm(path);
+                let adj = GcnAdjacency::new(&b, &a).unwrap();
+                for k in [1, 8, 16, 17, 64] {
+                    let x = Matrix::random(a.n_rows(), k, 90 + k as u64);
+                    let (xd, xc) = (b.upload(&x).unwrap(), cpu.upload(&x).unwrap());
+                    let (mut y, mut yc) = (b.matrix(a.n_rows(), k).unwrap(), cpu.matrix(a.n_rows(), k).unwrap());
+                    for transposed in [false, true] {
+                        if transposed {
+                            cadj.transposed(&cpu, &xc, &mut yc).unwrap();
+                        } else {
+                            cadj.forward(&cpu, &xc, &mut yc).unwrap();
+                        }
+                        y.poison().unwrap();
+                        if transposed {
+                            adj.transposed(&b, &xd, &mut y).unwrap();
+                        } else {
+                            adj.forward(&b, &xd, &mut y).unwrap();
+                        }
+                        let want = cpu.download(&yc).unwrap();
+                        let err = rel_error(&b.download(&y).unwrap().data, &to_f64(&want));
+                        // f16 X (the f16 backend's own kernel, or CsrHalf anywhere) rounds the
+                        // features; tf32 rounds in the tensor cores; CsrF32 and f32 are exact.
+                        let tol = match (prec, path) {
+                            (_, Some(FixedPath::CsrHalf)) | (Precision::F16, _) => Precision::F16.tolerance(),
+                            (Precision::Tf32, None | Some(FixedPath::Stored)) => Precision::Tf32.tolerance(),
+                            _ => Precision::F32.tolerance(),
+                        };
+                        println!("{prec:?} {layout:?} {path:?} K={k} transposed {transposed}: rel err {err:.2e}");
+                        assert!(err < tol, "{prec:?} {layout:?} {path:?} K={k} transposed {transposed}: rel err {err:.2e} >= {tol}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gcn_f16_auto_on_a_sparse_graph_captures_its_measured_choice() {
+    // `Impl::Auto` measures its fixed-value products in the eager warm-up step; the recorded
+    // step must replay that choice (a measurement under capture would invalidate it).
+    let Some(gpu) = common::gpu_or_skip("gcn_f16_auto_on_a_sparse_graph_captures_its_measured_choice") else { return };
+    let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    use tcgnn::nn::data::{Dataset, SyntheticNodeData};
+    let data = Dataset::load("sbm:20000:4:3", None, &SyntheticNodeData { features: 16, classes: 4, seed: 2 }).unwrap();
+    for model in ["gcn", "sage", "gin"] {
+        let make = || CudaBackend::new(gpu.clone(), Precision::F16, Impl::Auto).unwrap();
+        let worst = captured_against_eager(make, &data, &default_config(model).unwrap(), model);
+        println!("{model} f16 auto: captured vs eager loss curves differ by at most {worst:.1e} (30 epochs)");
+        assert!(worst < 1e-2, "{model}: captured and eager training diverge ({worst:.2e})");
+    }
+}

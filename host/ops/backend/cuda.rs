@@ -79,6 +79,11 @@ pub struct CudaBackend {
     pub(crate) precision: Precision,
     /// The SpMM implementation (`Auto` measures the ones that read `order` once per K).
     pub(crate) spmm_impl: Impl,
+    /// `Impl::Auto` was asked for: products on fixed values (`SpmmOp::spmm_fixed`) measure
+    /// `spmm_impl` against the CSR kernel once per (side, width) and keep the faster.
+    pub(crate) spmm_auto: bool,
+    /// Products on fixed values along this path instead (`None`: as `spmm_auto` says).
+    pub(crate) fixed_spmm: Option<crate::ops::nn::spmm::FixedPath>,
     pub(crate) sddmm_impl: Impl,
     pub(crate) order: ValueOrder,
     pub(crate) math: GemmMath,
@@ -116,7 +121,8 @@ pub struct CudaBackend {
 
 impl CudaBackend {
     /// A backend for `precision`; `imp` picks the sparse kernels (`Auto`: HP-SpMM on CUDA
-    /// cores in f32, TC8 on tensor cores in tf32 and f16).
+    /// cores in f32, TC8 on tensor cores in tf32 and f16; products on fixed values, GCN's,
+    /// SAGE's and GIN's adjacency, also measure the CSR kernel, see `SpmmOp::spmm_fixed`).
     ///
     /// cuSPARSE is not an `Auto` choice here: its SpMM broke CUDA-graph capture of the training
     /// step on pubmed (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, H100, CUDA 13), and the step is
@@ -159,6 +165,8 @@ impl CudaBackend {
             gpu,
             precision,
             spmm_impl,
+            spmm_auto: imp == Impl::Auto,
+            fixed_spmm: None,
             sddmm_impl,
             order,
             math,
@@ -183,6 +191,13 @@ impl CudaBackend {
                 (ValueOrder::Csr, _) => Impl::Hp,
             };
         }
+        self
+    }
+
+    /// Run products on fixed values (GCN's, SAGE's and GIN's adjacency) along `path` rather
+    /// than the measured choice of `Impl::Auto` (`None`): for tests and comparisons.
+    pub fn with_fixed_spmm(mut self, path: Option<crate::ops::nn::spmm::FixedPath>) -> Self {
+        self.fixed_spmm = path;
         self
     }
 
@@ -366,10 +381,11 @@ impl Backend for CudaBackend {
 
     fn describe(&self) -> String {
         format!(
-            "{} {:?} spmm {:?} sddmm {:?} edges {:?}",
+            "{} {:?} spmm {:?}{} sddmm {:?} edges {:?}",
             self.gpu.info().name,
             self.precision,
             self.spmm_impl,
+            if self.spmm_auto { " (auto: or csr on fixed values)" } else { "" },
             self.sddmm_impl,
             self.order
         )

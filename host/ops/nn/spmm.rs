@@ -7,12 +7,12 @@
 //! CSR kernel moves a fraction of its bytes (bench/NOTES.md, issue 42).
 
 use crate::error::{Error, Result};
+use crate::gpu::timing::time_gpu;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
 use crate::ops::backend::{Backend, Side};
 use crate::ops::spmm::cpu::spmm_rows;
-use crate::gpu::timing::time_gpu;
 use crate::ops::spmm::spmm_device_values;
 use crate::ops::values::{cast_to_f16, gather_from_mebcrs};
 use crate::ops::{EdgeValues, FeaturesRef, Impl, Precision, ValueOrder};
@@ -88,7 +88,7 @@ pub struct FixedValues {
 
 /// One way to run a product on fixed values ([`CudaBackend::with_fixed_spmm`] forces one;
 /// by default `Impl::Auto` measures them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FixedPath {
     /// The backend's own kernel (`spmm_impl`) as [`SpmmOp::spmm`] runs it (on the f16 copy
     /// where there is one).

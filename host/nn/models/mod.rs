@@ -327,10 +327,12 @@ pub fn edge_bytes(n: u64, nnz: u64) -> u64 {
     2 * (nnz + n) * 4
 }
 
-/// Bytes of a fixed adjacency ([`crate::nn::gcn_conv::GcnAdjacency`]): both sides' values and,
-/// in f16, their f16 copies (counted in every precision: a small over-estimate in f32 / tf32).
+/// Bytes of a fixed adjacency ([`crate::nn::gcn_conv::GcnAdjacency`]): both sides' values, in
+/// f16 their f16 copies, and under `Impl::Auto` their CSR-ordered copies for the CSR kernel
+/// (`SpmmOp::fix`; one f32 per edge and side: half an `edge_bytes`, counted at one). Counted in
+/// every precision and implementation: an over-estimate where some are not made.
 pub fn adjacency_bytes(n: u64, nnz: u64) -> u64 {
-    3 * edge_bytes(n, nnz)
+    4 * edge_bytes(n, nnz)
 }
 
 /// Bytes the [`crate::nn::stack::Stack`] adds around the hidden layers of `widths` for `n`

@@ -438,42 +438,52 @@ fn fixed_adjacency_every_path_matches_cpu() {
     use tcgnn::nn::EdgeLayout;
     use tcgnn::nn::gcn_conv::GcnAdjacency;
     use tcgnn::ops::nn::spmm::FixedPath;
-    let a = common::one_huge_row(2000, 6, 17);
-    let cpu = CpuBackend::<f64>::new();
-    let cadj = GcnAdjacency::new(&cpu, &a).unwrap();
-    let paths = [None, Some(FixedPath::Stored), Some(FixedPath::CsrHalf), Some(FixedPath::CsrF32)];
-    for prec in [Precision::F32, Precision::Tf32, Precision::F16] {
-        for layout in [EdgeLayout::Kernel, EdgeLayout::Csr] {
-            for path in paths {
-                let b = CudaBackend::new(gpu.clone(), prec, Impl::Auto).unwrap().with_edge_layout(layout).with_fixed_spmm(path);
-                let adj = GcnAdjacency::new(&b, &a).unwrap();
-                for k in [1, 8, 16, 17, 64] {
-                    let x = Matrix::random(a.n_rows(), k, 90 + k as u64);
-                    let (xd, xc) = (b.upload(&x).unwrap(), cpu.upload(&x).unwrap());
-                    let (mut y, mut yc) = (b.matrix(a.n_rows(), k).unwrap(), cpu.matrix(a.n_rows(), k).unwrap());
-                    for transposed in [false, true] {
-                        if transposed {
-                            cadj.transposed(&cpu, &xc, &mut yc).unwrap();
-                        } else {
-                            cadj.forward(&cpu, &xc, &mut yc).unwrap();
+    // The paths forced on a small graph; the measured choice (`None`) on one large enough to be
+    // measured (`FIXED_MEASURE_MIN_NNZ`; below it `None` is the backend's own kernel).
+    let small = common::one_huge_row(2000, 6, 17);
+    let large = common::one_huge_row(300_000, 4, 18);
+    assert!(large.nnz() >= tcgnn::ops::nn::spmm::FIXED_MEASURE_MIN_NNZ);
+    let cases = [(&small, vec![None, Some(FixedPath::Stored), Some(FixedPath::CsrHalf), Some(FixedPath::CsrF32)]), (&large, vec![None])];
+    for (a, paths) in cases {
+        let cpu = CpuBackend::<f64>::new();
+        let cadj = GcnAdjacency::new(&cpu, a).unwrap();
+        for prec in [Precision::F32, Precision::Tf32, Precision::F16] {
+            for layout in [EdgeLayout::Kernel, EdgeLayout::Csr] {
+                for &path in &paths {
+                    let b = CudaBackend::new(gpu.clone(), prec, Impl::Auto).unwrap().with_edge_layout(layout).with_fixed_spmm(path);
+                    let adj = GcnAdjacency::new(&b, a).unwrap();
+                    for k in [1, 8, 16, 17, 64] {
+                        let x = Matrix::random(a.n_rows(), k, 90 + k as u64);
+                        let (xd, xc) = (b.upload(&x).unwrap(), cpu.upload(&x).unwrap());
+                        let (mut y, mut yc) = (b.matrix(a.n_rows(), k).unwrap(), cpu.matrix(a.n_rows(), k).unwrap());
+                        for transposed in [false, true] {
+                            if transposed {
+                                cadj.transposed(&cpu, &xc, &mut yc).unwrap();
+                            } else {
+                                cadj.forward(&cpu, &xc, &mut yc).unwrap();
+                            }
+                            y.poison().unwrap();
+                            if transposed {
+                                adj.transposed(&b, &xd, &mut y).unwrap();
+                            } else {
+                                adj.forward(&b, &xd, &mut y).unwrap();
+                            }
+                            let want = cpu.download(&yc).unwrap();
+                            let err = rel_error(&b.download(&y).unwrap().data, &to_f64(&want));
+                            // f16 X (the f16 backend's own kernel, or CsrHalf anywhere) rounds the
+                            // features; tf32 rounds in the tensor cores; CsrF32 and f32 are exact.
+                            let tol = match (prec, path) {
+                                (_, Some(FixedPath::CsrHalf)) | (Precision::F16, _) => Precision::F16.tolerance(),
+                                (Precision::Tf32, None | Some(FixedPath::Stored)) => Precision::Tf32.tolerance(),
+                                _ => Precision::F32.tolerance(),
+                            };
+                            println!("n={} {prec:?} {layout:?} {path:?} K={k} transposed {transposed}: rel err {err:.2e}", a.n_rows());
+                            assert!(
+                                err < tol,
+                                "n={} {prec:?} {layout:?} {path:?} K={k} transposed {transposed}: rel err {err:.2e}",
+                                a.n_rows()
+                            );
                         }
-                        y.poison().unwrap();
-                        if transposed {
-                            adj.transposed(&b, &xd, &mut y).unwrap();
-                        } else {
-                            adj.forward(&b, &xd, &mut y).unwrap();
-                        }
-                        let want = cpu.download(&yc).unwrap();
-                        let err = rel_error(&b.download(&y).unwrap().data, &to_f64(&want));
-                        // f16 X (the f16 backend's own kernel, or CsrHalf anywhere) rounds the
-                        // features; tf32 rounds in the tensor cores; CsrF32 and f32 are exact.
-                        let tol = match (prec, path) {
-                            (_, Some(FixedPath::CsrHalf)) | (Precision::F16, _) => Precision::F16.tolerance(),
-                            (Precision::Tf32, None | Some(FixedPath::Stored)) => Precision::Tf32.tolerance(),
-                            _ => Precision::F32.tolerance(),
-                        };
-                        println!("{prec:?} {layout:?} {path:?} K={k} transposed {transposed}: rel err {err:.2e}");
-                        assert!(err < tol, "{prec:?} {layout:?} {path:?} K={k} transposed {transposed}: rel err {err:.2e} >= {tol}");
                     }
                 }
             }
@@ -488,7 +498,9 @@ fn gcn_f16_auto_on_a_sparse_graph_captures_its_measured_choice() {
     let Some(gpu) = common::gpu_or_skip("gcn_f16_auto_on_a_sparse_graph_captures_its_measured_choice") else { return };
     let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     use tcgnn::nn::data::{Dataset, SyntheticNodeData};
-    let data = Dataset::load("sbm:20000:4:3", None, &SyntheticNodeData { features: 16, classes: 4, seed: 2 }).unwrap();
+    // Large enough to be measured (`FIXED_MEASURE_MIN_NNZ` entries with GCN's self-loops).
+    let data = Dataset::load("sbm:200000:4:6", None, &SyntheticNodeData { features: 16, classes: 4, seed: 2 }).unwrap();
+    assert!(data.graph.nnz() >= tcgnn::ops::nn::spmm::FIXED_MEASURE_MIN_NNZ, "{} entries", data.graph.nnz());
     for model in ["gcn", "sage", "gin"] {
         let make = || CudaBackend::new(gpu.clone(), Precision::F16, Impl::Auto).unwrap();
         let worst = captured_against_eager(make, &data, &default_config(model).unwrap(), model);

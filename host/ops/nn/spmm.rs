@@ -99,6 +99,12 @@ pub enum FixedPath {
     CsrF32,
 }
 
+/// Below this many entries `Impl::Auto` keeps the backend's own kernel for fixed values without
+/// measuring: a product there takes microseconds, and the measurement (21 products a side and
+/// width) would cost more than it saves on a short run or on a sampled batch's model, which is
+/// built per batch. The CSR kernel's advantage is on large sparse graphs (bench/NOTES.md).
+pub const FIXED_MEASURE_MIN_NNZ: usize = 1 << 20;
+
 /// [`FixedPath`] measured fastest for one side's handle at one width and precision.
 struct FixedChoice(FixedPath);
 
@@ -117,8 +123,8 @@ impl SpmmOp for CudaBackend {
         } else {
             None
         };
-        let csr = if self.csr_copy() {
-            let h = g.side(side)?;
+        let h = g.side(side)?;
+        let csr = if self.csr_copy(h.csr().nnz()) {
             let mut v = DeviceVec::zeros(&self.gpu, h.csr().nnz().max(1))?;
             gather_from_mebcrs(&h, values, &mut v)?;
             Some(v)
@@ -167,12 +173,17 @@ impl CudaBackend {
         self.spmm_auto && self.spmm_impl != Impl::Csr
     }
 
-    /// Whether [`SpmmOp::fix`] keeps a CSR-ordered copy of ME-BCRS-ordered values: the CSR
-    /// kernel may read them (measured or forced).
-    fn csr_copy(&self) -> bool {
+    /// Whether products on fixed values of a pattern of `nnz` entries are measured.
+    fn measures(&self, nnz: usize) -> bool {
+        self.csr_candidate() && nnz >= FIXED_MEASURE_MIN_NNZ
+    }
+
+    /// Whether [`SpmmOp::fix`] keeps a CSR-ordered copy of ME-BCRS-ordered values of a pattern
+    /// of `nnz` entries: the CSR kernel may read them (measured or forced).
+    fn csr_copy(&self, nnz: usize) -> bool {
         self.order == ValueOrder::MeBcrs
             && match self.fixed_spmm {
-                None => self.csr_candidate(),
+                None => self.measures(nnz),
                 Some(FixedPath::Stored) => false,
                 Some(FixedPath::CsrHalf | FixedPath::CsrF32) => true,
             }
@@ -218,7 +229,8 @@ impl CudaBackend {
         if let Some(path) = self.fixed_spmm {
             return Ok(path);
         }
-        if !self.csr_candidate() || (self.order == ValueOrder::MeBcrs && p.fixed.csr.is_none()) {
+        let h = p.g.side(p.side)?;
+        if !self.measures(h.csr().nnz()) || (self.order == ValueOrder::MeBcrs && p.fixed.csr.is_none()) {
             return Ok(FixedPath::Stored);
         }
         let mut cands = vec![FixedPath::Stored, FixedPath::CsrF32];
@@ -235,7 +247,6 @@ impl CudaBackend {
             ValueOrder::MeBcrs => 1,
         };
         let key = x.ld as u64 | (prec_tag << 32) | (order_tag << 34) | ((self.spmm_impl as u64) << 36);
-        let h = p.g.side(p.side)?;
         let choice = h.cached(key, || {
             let mut best: Option<(f64, FixedPath)> = None;
             let mut errors = Vec::new();

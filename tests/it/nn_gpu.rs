@@ -440,8 +440,13 @@ fn fixed_adjacency_every_path_matches_cpu() {
     use tcgnn::ops::nn::spmm::FixedPath;
     // The paths forced on a small graph; the measured choice (`None`) on one large enough to be
     // measured (`FIXED_MEASURE_MIN_NNZ`; below it `None` is the backend's own kernel).
-    let small = common::one_huge_row(2000, 6, 17);
-    let large = common::one_huge_row(300_000, 4, 18);
+    // GCN's normalisation takes non-negative weights only: the generator's values made positive.
+    let positive = |a: Csr| {
+        let v = a.values().iter().map(|v| v.abs() + 0.01).collect();
+        Csr::new(a.n_rows(), a.n_cols(), a.row_ptr().to_vec(), a.col_idx().to_vec(), v).unwrap()
+    };
+    let small = positive(common::one_huge_row(2000, 6, 17));
+    let large = positive(common::one_huge_row(300_000, 4, 18));
     assert!(large.nnz() >= tcgnn::ops::nn::spmm::FIXED_MEASURE_MIN_NNZ);
     let cases = [(&small, vec![None, Some(FixedPath::Stored), Some(FixedPath::CsrHalf), Some(FixedPath::CsrF32)]), (&large, vec![None])];
     for (a, paths) in cases {

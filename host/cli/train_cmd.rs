@@ -341,11 +341,8 @@ pub fn gpu_for(a: &TrainArgs) -> Result<Option<Arc<Gpu>>> {
 
 /// Loads the data the way the CLI describes and checks it against the model before allocating.
 pub fn load_dataset(a: &TrainArgs, seed: u64) -> Result<Dataset> {
-    let synth = SyntheticNodeData {
-        features: a.features.unwrap_or(SYNTHETIC_FEATURES),
-        classes: a.classes.unwrap_or(SYNTHETIC_CLASSES),
-        seed,
-    };
+    let synth =
+        SyntheticNodeData { features: a.features.unwrap_or(SYNTHETIC_FEATURES), classes: a.classes.unwrap_or(SYNTHETIC_CLASSES), seed };
     let mut data = Dataset::load(&a.graph, a.npz.as_deref(), &synth)?;
     if !a.raw_features && !data.synthetic && data.features.is_nonnegative() {
         data.features.normalize_rows();
@@ -522,12 +519,16 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
                 let dir = dir.display();
                 let keep = "--resume continues with the checkpoint's model and optimiser settings";
                 return Err(Error::Unsupported(match (*flag, asked.as_str()) {
-                    (_, "given") => format!("{flag} differs from the checkpoint in {dir} (trained without {flag}); {keep}: leave {flag} out"),
+                    (_, "given") => {
+                        format!("{flag} differs from the checkpoint in {dir} (trained without {flag}); {keep}: leave {flag} out")
+                    }
                     ("--model", _) => format!(
                         "--model {asked}{} differs from the checkpoint in {dir} (a {had} model); {keep}: give --model {had}",
                         if *asked == a.model && a.model == "gcn" { " (the default when --model is left out)" } else { "" }
                     ),
-                    _ => format!("{flag} {asked} differs from the checkpoint in {dir} ({flag} {had} there); {keep}: give {flag} {had} or leave it out"),
+                    _ => format!(
+                        "{flag} {asked} differs from the checkpoint in {dir} ({flag} {had} there); {keep}: give {flag} {had} or leave it out"
+                    ),
                 }));
             }
             eprintln!(

@@ -195,12 +195,19 @@ pub fn gather_rows(x: &HostFeatures, nodes: &[u32]) -> Result<HostFeatures> {
 
 /// Which sampler makes the batches.
 pub enum BatchSource {
-    Saint { sampler: Arc<SaintSampler>, aggregation: Option<Aggregation> },
+    Saint {
+        sampler: Arc<SaintSampler>,
+        aggregation: Option<Aggregation>,
+    },
     /// Neighbour sampling, every layer on the union subgraph, normalised by the model.
     Neighbor(Arc<NeighborSampler>),
     /// Neighbour sampling with the full graph's normalisation, per-layer blocks when `per_layer`
     /// ([`TrainBatch::from_blocks_normalized`]).
-    NeighborNormalized { sampler: Arc<NeighborSampler>, aggregation: Aggregation, per_layer: bool },
+    NeighborNormalized {
+        sampler: Arc<NeighborSampler>,
+        aggregation: Aggregation,
+        per_layer: bool,
+    },
 }
 
 impl BatchSource {

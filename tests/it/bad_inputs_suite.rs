@@ -1080,12 +1080,18 @@ fn options() {
     // Huge epoch counts would loop for ever: refused before anything is read, in every task.
     for task in ["node", "link", "graph"] {
         for e in [max, "4294967296", "1000001"] {
-            other(&["train", "ring.mtx", "--task", task, "--device", "cpu", "--quiet", "--epochs", e], &[&format!("--epochs {e}"), "1000000"]);
+            other(
+                &["train", "ring.mtx", "--task", task, "--device", "cpu", "--quiet", "--epochs", e],
+                &[&format!("--epochs {e}"), "1000000"],
+            );
         }
     }
     other(&["train", "ring.mtx", "--device", "cpu", "--quiet", "--epochs", max, "--partitions", "2"], &["--epochs"]);
     // Synthetic node data takes them; an sbm: spec fixes its classes.
-    other(&["train", "sbm:60:3", "--device", "cpu", "--quiet", "--epochs", "1", "--classes", "4"], &["--classes 4", "3 classes", "sbm: spec"]);
+    other(
+        &["train", "sbm:60:3", "--device", "cpu", "--quiet", "--epochs", "1", "--classes", "4"],
+        &["--classes 4", "3 classes", "sbm: spec"],
+    );
     other(&["partition", "ring.mtx", "--parts", "7"], &["7 parts", "6 nodes"]);
     other(&["partition", "ring.mtx", "--parts", "1000000"], &["1000000 parts"]);
     other(&["partition", "ring.mtx", "--parts", max], &["parts"]);

@@ -49,7 +49,14 @@ fn node_data(n: usize, f: usize, classes: usize) -> NodeData {
 }
 
 /// The logits of `batch`'s first `rows` nodes, in evaluation mode, with `net`'s parameters.
-fn batch_logits(b: &CpuBackend<f64>, net: &mut dyn models::Model<CpuBackend<f64>>, batch: &TrainBatch, rows: usize, classes: usize, cfg: &ModelConfig) -> Vec<f64> {
+fn batch_logits(
+    b: &CpuBackend<f64>,
+    net: &mut dyn models::Model<CpuBackend<f64>>,
+    batch: &TrainBatch,
+    rows: usize,
+    classes: usize,
+    cfg: &ModelConfig,
+) -> Vec<f64> {
     let mut model = build_batch_model(b, batch, classes, cfg).unwrap();
     swap_state(net, model.as_mut()).unwrap();
     let mut input = InputFeatures::new(b, &batch.features).unwrap();

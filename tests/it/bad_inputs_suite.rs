@@ -1059,6 +1059,10 @@ fn options() {
         (vec!["--sampler", "neighbor", "--batch-size", "0"], vec!["--batch-size"]),
         (vec!["--batch-size", "8"], vec!["--batch-size", "--sampler"]),
         (vec!["--fanout", "5"], vec!["--fanout", "--sampler"]),
+        (vec!["--neighbor-union"], vec!["--neighbor-union", "--sampler"]),
+        (vec!["--sampler", "saint-rw", "--neighbor-union"], vec!["--neighbor-union", "--sampler neighbor"]),
+        // The GPU sampler makes the union batches only: asked for per-layer ones, it says so.
+        (vec!["--sampler", "neighbor", "--sample-on", "gpu"], vec!["--sample-on gpu", "--neighbor-union"]),
         (vec!["--npz", "missing.npz"], vec!["missing.npz"]),
         (vec!["--npz", "ring.mtx"], vec!["ring.mtx"]),
         (vec!["--resume", "ring.mtx"], vec!["ring.mtx"]),

@@ -165,12 +165,13 @@ if [[ "$what" == *" gpuneighbor "* ]]; then
     echo "== $t"; .gpu/bin/test-test-$t --nocapture 2>&1 | grep -E "test result|FAILED|panicked|skipped" | head -20
   done
   for on in gpu cpu; do
-    $T train tolokers --model gcn --sampler neighbor --sample-on $on --epochs 10 2>&1 | grep -E "rror|accuracy|idle|epoch 10|sampl" | tail -6
+    # The GPU sampler makes the union batches (--neighbor-union); the default per-layer ones are the CPU workers'.
+    $T train tolokers --model gcn --sampler neighbor --sample-on $on $([ $on = gpu ] && echo --neighbor-union) --epochs 10 2>&1 | grep -E "rror|accuracy|idle|epoch 10|sampl" | tail -6
   done
   if [ -z "${NB_QUICK:-}" ]; then
     for on in ${NB_ON:-gpu cpu}; do
       timeout 200 $T bench sample cora citeseer tolokers twitch_DE musae_facebook --device gpu --samplers neighbor --no-full \
-        --sample-on $on --epochs 30 --seeds 0 --out "/tmp/nb-$on" > /tmp/nb-$on.log 2>&1 || echo "bench sample neighbor --sample-on $on failed ($?)"
+        --sample-on $on $([ $on = gpu ] && echo --neighbor-union) --epochs 30 --seeds 0 --out "/tmp/nb-$on" > /tmp/nb-$on.log 2>&1 || echo "bench sample neighbor --sample-on $on failed ($?)"
       grep -E "rror" /tmp/nb-$on.log; cp /tmp/nb-$on/sample.json "$out/nb-$on.json"; cut -d'|' -f2-8,12-17 /tmp/nb-$on/sample.md
     done
     for gr in cora citeseer tolokers twitch_DE musae_facebook; do
@@ -185,7 +186,7 @@ if [[ "$what" == *" sparseneighbor "* ]]; then
     echo "== $t"; .gpu/bin/test-test-$t --nocapture 2>&1 | grep -E "test result|FAILED|panicked|skipped" | head -20
   done
   for fo in auto gpu; do
-    timeout 150 $T bench sample twitch_DE musae_facebook --device gpu --samplers neighbor --no-full --features-on $fo \
+    timeout 150 $T bench sample twitch_DE musae_facebook --device gpu --samplers neighbor --neighbor-union --no-full --features-on $fo \
       --epochs 30 --seeds 0 --out "/tmp/snb-$fo" > /tmp/snb-$fo.log 2>&1 || echo "bench sample neighbor --features-on $fo failed ($?)"
     grep -E "rror" /tmp/snb-$fo.log; cp /tmp/snb-$fo/sample.json "$out/snb-$fo.json"; cut -d'|' -f2-8,12-17 /tmp/snb-$fo/sample.md
   done

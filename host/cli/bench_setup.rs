@@ -63,8 +63,8 @@ struct SetupReport {
 pub fn run(a: &BenchSetupArgs) -> tcgnn::Result<()> {
     let gpu = Gpu::probe()?;
     let mut ta = TrainArgs::for_graph(&a.graph);
-    ta.features = a.features;
-    ta.classes = a.classes;
+    ta.features = Some(a.features);
+    ta.classes = Some(a.classes);
     ta.precision = a.precision;
     ta.model = tcgnn::nn::models::model_info(&a.model)?.name;
     let seed = 0;

@@ -266,7 +266,7 @@ fn train_args(a: &BenchTrainArgs, graph: &str) -> TrainArgs {
     TrainArgs {
         device: super::train_cmd::Device::Gpu,
         seeds: a.seeds.clone(),
-        features: a.features,
+        features: Some(a.features),
         quiet: true,
         ..TrainArgs::for_graph(graph)
     }

@@ -106,9 +106,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     if !bad.is_empty() {
         return Err(Error::Unsupported(format!("{} not supported with distributed training yet", bad.join(", "))));
     }
-    if a.epochs == 0 {
-        return Err(Error::Unsupported("--epochs must be at least 1".into()));
-    }
+    crate::cli::train_cmd::check_epochs(a)?;
     if (d.gpus.is_some() || d.rank.is_some()) && (a.device == Device::Cpu || a.f64) {
         return Err(Error::Unsupported("--rank / --gpus train over NCCL on GPUs; on the CPU use --partitions P".into()));
     }
@@ -150,6 +148,7 @@ struct Setup {
 fn setup(a: &TrainArgs, parts: usize) -> Result<Setup> {
     let seed = a.seeds[0];
     let data = load_dataset(a, seed)?;
+    crate::cli::train_cmd::check_synthetic_options(a, &data)?;
     let cfg = model_config(a, seed)?;
     tcgnn::nn::models::check(&cfg)?;
     let tcfg = train_config(a)?;

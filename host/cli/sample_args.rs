@@ -42,6 +42,13 @@ pub struct SampleArgs {
     /// 15,10 for two layers, else 10 per layer).
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub fanout: Option<Vec<i32>>,
+    /// Neighbour sampling: run every layer on the union of the hops' edges, normalised as the
+    /// model normalises that subgraph (the batches the GPU sampler makes, and the only kind
+    /// before issue 45). Default: layer l on hop l's block alone with the full graph's
+    /// normalisation (GCN, SAGE, GIN; the union where --batch-norm or the hops differ from the
+    /// layers).
+    #[arg(long)]
+    pub neighbor_union: bool,
     /// Batches per epoch. Default: GraphSAINT, enough to draw about N nodes (N / the mean
     /// distinct nodes of 5 probe batches, at least 1); neighbor, every train node once.
     #[arg(long)]
@@ -104,11 +111,15 @@ impl SampleArgs {
         let given = [
             ("--batch-size", self.batch_size.is_some()),
             ("--fanout", self.fanout.is_some()),
+            ("--neighbor-union", self.neighbor_union),
             ("--steps-per-epoch", self.steps_per_epoch.is_some()),
             ("--inference", self.inference.is_some()),
             ("--inference-batch-edges", self.inference_batch_edges.is_some()),
             ("--sample-on", self.sample_on != SampleOn::Auto),
         ];
+        if self.neighbor_union && self.sampler.is_some_and(|k| k != SamplerKind::Neighbor) {
+            return Err(Error::Unsupported("--neighbor-union applies to --sampler neighbor".into()));
+        }
         match given.iter().find(|g| g.1) {
             Some((flag, _)) if self.sampler.is_none() => {
                 Err(Error::Unsupported(format!("{flag} applies to sampled training: add --sampler")))
@@ -146,10 +157,18 @@ impl SampleArgs {
                     None if cfg.layers == 2 => vec![15, 10],
                     None => vec![10; cfg.layers],
                 };
+                // Layer l on block l alone needs a block per layer; BatchNorm would take the
+                // outputs of the rows a layer does not aggregate into its statistics.
+                let per_layer = fanouts.len() == cfg.layers && !cfg.batch_norm;
                 let config = NeighborConfig { fanouts, batch_size: self.batch_size.unwrap_or(512), shuffle: true, seed };
-                let s = NeighborSampler::new(graph, train, config)?;
+                let s = Arc::new(NeighborSampler::new(graph, train, config)?);
                 let steps = self.steps_per_epoch.unwrap_or(s.batches_per_epoch()).min(s.batches_per_epoch());
-                (BatchSource::Neighbor(Arc::new(s)), steps)
+                let aggregation = if self.neighbor_union { None } else { Aggregation::for_model(cfg.model, &data.graph)? };
+                let source = match aggregation {
+                    Some(aggregation) => BatchSource::NeighborNormalized { sampler: s, aggregation, per_layer },
+                    None => BatchSource::Neighbor(s),
+                };
+                (source, steps)
             }
             _ => {
                 let kind = match kind {

@@ -60,6 +60,7 @@ pub struct TrainArgs {
     /// unfused attention ops (default: fused).
     #[arg(long)]
     pub variant: bool,
+    /// Training epochs (at most 10^6).
     #[arg(long, default_value_t = 200)]
     pub epochs: usize,
     /// Learning rate (default per model: 0.01, GAT 0.005).
@@ -85,12 +86,14 @@ pub struct TrainArgs {
     /// Node data (.npz); default: NAME.npz beside the graph, else synthetic.
     #[arg(long)]
     pub npz: Option<PathBuf>,
-    /// Width of synthetic features (graphs without node data, and sbm:).
-    #[arg(long, default_value_t = 500)]
-    pub features: usize,
-    /// Classes of synthetic labels.
-    #[arg(long, default_value_t = 8)]
-    pub classes: usize,
+    /// Width of synthetic features (graphs without node data, and sbm:; default 500). Refused
+    /// where it contradicts the graph's node data (a .npz fixes the features).
+    #[arg(long)]
+    pub features: Option<usize>,
+    /// Classes of synthetic labels (graphs without node data; default 8). Refused where it
+    /// contradicts the graph's node data (a .npz or an sbm: spec fixes the classes).
+    #[arg(long)]
+    pub classes: Option<usize>,
     /// Keep the node features as stored (default: non-negative features from node data get
     /// their rows scaled to sum 1, PyG's NormalizeFeatures).
     #[arg(long)]
@@ -173,9 +176,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
         check_hyperparameters(a)?;
         return crate::cli::dist_train_cmd::run(a);
     }
-    if a.epochs == 0 {
-        return Err(Error::Unsupported("--epochs must be at least 1".into()));
-    }
+    check_epochs(a)?;
     if a.seeds.is_empty() {
         return Err(Error::Unsupported("--seeds needs at least one seed".into()));
     }
@@ -272,6 +273,25 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     Ok(())
 }
 
+/// Most epochs a run takes: far past any schedule in the literature (hundreds to a few
+/// thousand), and a count that ends in a human's lifetime on a tiny graph.
+pub const MAX_EPOCHS: usize = 1_000_000;
+
+/// Default synthetic feature width and classes (graphs without node data).
+pub const SYNTHETIC_FEATURES: usize = 500;
+pub const SYNTHETIC_CLASSES: usize = 8;
+
+/// `--epochs` between 1 and [`MAX_EPOCHS`] (every task): 2^64 - 1 would loop for ever.
+pub fn check_epochs(a: &TrainArgs) -> Result<()> {
+    if a.epochs == 0 {
+        return Err(Error::Unsupported("--epochs must be at least 1".into()));
+    }
+    if a.epochs > MAX_EPOCHS {
+        return Err(Error::Unsupported(format!("--epochs {} is more than {MAX_EPOCHS}", a.epochs)));
+    }
+    Ok(())
+}
+
 /// Learning rate, weight decay and sizes a careful user would not mean: refused up front rather
 /// than trained into NaN or aborted on an allocation.
 fn check_hyperparameters(a: &TrainArgs) -> Result<()> {
@@ -282,8 +302,8 @@ fn check_hyperparameters(a: &TrainArgs) -> Result<()> {
         ("--hidden", a.hidden, MAX_WIDTH),
         ("--layers", a.layers, MAX_LAYERS),
         ("--heads", a.heads, MAX_HEADS),
-        ("--features", Some(a.features), MAX_WIDTH),
-        ("--classes", Some(a.classes), MAX_WIDTH),
+        ("--features", a.features, MAX_WIDTH),
+        ("--classes", a.classes, MAX_WIDTH),
     ] {
         if let Some(v) = v
             && v > max
@@ -321,13 +341,44 @@ pub fn gpu_for(a: &TrainArgs) -> Result<Option<Arc<Gpu>>> {
 
 /// Loads the data the way the CLI describes and checks it against the model before allocating.
 pub fn load_dataset(a: &TrainArgs, seed: u64) -> Result<Dataset> {
-    let synth = SyntheticNodeData { features: a.features, classes: a.classes, seed };
+    let synth =
+        SyntheticNodeData { features: a.features.unwrap_or(SYNTHETIC_FEATURES), classes: a.classes.unwrap_or(SYNTHETIC_CLASSES), seed };
     let mut data = Dataset::load(&a.graph, a.npz.as_deref(), &synth)?;
     if !a.raw_features && !data.synthetic && data.features.is_nonnegative() {
         data.features.normalize_rows();
     }
     data.store_features(a.feature_storage)?;
     Ok(data)
+}
+
+/// `--features` / `--classes` shape synthetic node data only: where the graph's node data fixes
+/// them (a .npz; an sbm: spec's classes), a different value would be silently ignored. Every
+/// task's `train` checks it after loading (benchmarks pass a width meant for the graphs
+/// without node data, and do not).
+pub fn check_synthetic_options(a: &TrainArgs, data: &Dataset) -> Result<()> {
+    if data.synthetic {
+        return Ok(());
+    }
+    let from = if a.graph.starts_with("sbm:") { "its sbm: spec" } else { "its node data (.npz)" };
+    let name = tcgnn::graph::text::escaped(&data.name);
+    // sbm: draws its features at --features wide: only the classes come from the spec.
+    if let Some(f) = a.features
+        && f != data.features.cols()
+    {
+        return Err(Error::Unsupported(format!(
+            "--features {f}: {name} has {} features from {from}; --features sets the width of synthetic features (graphs without node data): leave it out",
+            data.features.cols()
+        )));
+    }
+    if let Some(c) = a.classes
+        && c != data.classes
+    {
+        return Err(Error::Unsupported(format!(
+            "--classes {c}: {name} has {} classes from {from}; --classes sets the classes of synthetic labels (graphs without node data): leave it out",
+            data.classes
+        )));
+    }
+    Ok(())
 }
 
 /// The edge layout asked for, else the one that suits the model (see `--edge-layout`).
@@ -432,6 +483,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     let resumed = a.resume.as_deref().map(Checkpoint::read).transpose()?;
     let t_read = std::time::Instant::now();
     let mut data = load_dataset(a, seed)?;
+    check_synthetic_options(a, &data)?;
     let read_s = t_read.elapsed().as_secs_f64();
     let (cfg, tcfg) = match &resumed {
         Some(c) => {
@@ -447,22 +499,37 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
             // The checkpoint's model and optimiser go on (the same command plus --resume is how
             // a run resumes): a different setting asked for here would be silently ignored.
             let m = &c.meta.model;
+            // (flag, asked, the checkpoint's): an option given here that differs from it.
+            let asked = |v: Option<String>, had: String| v.filter(|v| *v != had).map(|v| (v, had));
+            let on = |b: bool| b.then(|| "given".to_string());
             let differs = [
-                ("--layers", a.layers.is_some_and(|v| v != m.layers)),
-                ("--hidden", a.hidden.is_some_and(|v| v != m.hidden)),
-                ("--heads", a.heads.is_some_and(|v| v != m.heads)),
-                ("--dropout", a.dropout.is_some_and(|v| v != m.dropout)),
-                ("--lr", a.lr.is_some_and(|v| v != c.train.lr)),
-                ("--weight-decay", a.weight_decay.is_some_and(|v| v != c.train.weight_decay)),
-                ("--batch-norm", a.batch_norm && !m.batch_norm),
-                ("--residual", a.residual && !m.residual),
-                ("--variant", a.variant && !m.variant),
+                // --model has a default: a checkpoint of another model needs --model given.
+                ("--model", asked(Some(a.model.to_string()), m.model.to_string())),
+                ("--layers", asked(a.layers.map(|v| v.to_string()), m.layers.to_string())),
+                ("--hidden", asked(a.hidden.map(|v| v.to_string()), m.hidden.to_string())),
+                ("--heads", asked(a.heads.map(|v| v.to_string()), m.heads.to_string())),
+                ("--dropout", asked(a.dropout.map(|v| v.to_string()), m.dropout.to_string())),
+                ("--lr", asked(a.lr.map(|v| v.to_string()), c.train.lr.to_string())),
+                ("--weight-decay", asked(a.weight_decay.map(|v| v.to_string()), c.train.weight_decay.to_string())),
+                ("--batch-norm", on(a.batch_norm && !m.batch_norm).map(|v| (v, "off".into()))),
+                ("--residual", on(a.residual && !m.residual).map(|v| (v, "off".into()))),
+                ("--variant", on(a.variant && !m.variant).map(|v| (v, "off".into()))),
             ];
-            if let Some((flag, _)) = differs.iter().find(|g| g.1) {
-                return Err(Error::Unsupported(format!(
-                    "{flag}: differs from the checkpoint in {}, and --resume continues with the checkpoint's model and optimiser settings; leave {flag} out or give its value",
-                    dir.display()
-                )));
+            if let Some((flag, Some((asked, had)))) = differs.iter().find(|g| g.1.is_some()) {
+                let dir = dir.display();
+                let keep = "--resume continues with the checkpoint's model and optimiser settings";
+                return Err(Error::Unsupported(match (*flag, asked.as_str()) {
+                    (_, "given") => {
+                        format!("{flag} differs from the checkpoint in {dir} (trained without {flag}); {keep}: leave {flag} out")
+                    }
+                    ("--model", _) => format!(
+                        "--model {asked}{} differs from the checkpoint in {dir} (a {had} model); {keep}: give --model {had}",
+                        if *asked == a.model && a.model == "gcn" { " (the default when --model is left out)" } else { "" }
+                    ),
+                    _ => format!(
+                        "{flag} {asked} differs from the checkpoint in {dir} ({flag} {had} there); {keep}: give {flag} {had} or leave it out"
+                    ),
+                }));
             }
             eprintln!(
                 "resuming {} after epoch {} of {} (its model and optimiser settings)",

@@ -89,9 +89,7 @@ struct Report<'a> {
 }
 
 pub fn run(a: &TrainArgs) -> Result<()> {
-    if a.epochs == 0 {
-        return Err(Error::Unsupported("--epochs must be at least 1".into()));
-    }
+    crate::cli::train_cmd::check_epochs(a)?;
     if a.sample.sampler.is_some() || a.dist.is_distributed() || a.save.is_some() || a.checkpoint.is_some() || a.resume.is_some() {
         return Err(Error::Unsupported(
             "--task graph trains on mini-batches of whole graphs: --sampler, --partitions / --gpus, --save, --checkpoint and --resume do not apply"

@@ -84,9 +84,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
 
 /// Refuses what `--task link` does not do, before anything is loaded.
 fn check_options(a: &TrainArgs) -> Result<()> {
-    if a.epochs == 0 {
-        return Err(Error::Unsupported("--epochs must be at least 1".into()));
-    }
+    crate::cli::train_cmd::check_epochs(a)?;
     if a.seeds.is_empty() {
         return Err(Error::Unsupported("--seeds needs at least one seed".into()));
     }
@@ -179,6 +177,7 @@ fn split_for(a: &TrainArgs, graph: &tcgnn::graph::Csr) -> Result<LinkSplit> {
 
 fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Result<LinkRun> {
     let data = load_dataset(a, seed)?;
+    crate::cli::train_cmd::check_synthetic_options(a, &data)?;
     let split = split_for(a, &data.graph)?;
     let cfg = encoder_config(a, seed)?;
     let lcfg = link_config(a, seed)?;

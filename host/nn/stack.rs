@@ -85,6 +85,11 @@ struct Hidden<B: StackOps> {
     drop: Dropout<B>,
 }
 
+/// Conv `l`'s graph operand: its own in `later`, else the shared one.
+fn adj_of<'a, A>(adj: &'a A, later: &'a [A], l: usize) -> &'a A {
+    if l == 0 || later.is_empty() { adj } else { &later[l - 1] }
+}
+
 /// h_l: the residual sum, else a_l (BatchNorm's output or the conv's, after the ReLU).
 fn hidden_out<'a, B: StackOps, C: Conv<B>>(conv: &'a C, bn: &'a Option<BatchNorm<B>>, res: &'a Option<B::Mat>) -> &'a B::Mat {
     match (res, bn) {
@@ -104,7 +109,11 @@ fn dz<B: StackOps>(h: &Hidden<B>) -> &B::Mat {
 }
 
 pub struct Stack<B: StackOps, C: Conv<B>> {
+    /// The graph operand of conv 0, and of every conv when `later` is empty.
     adj: C::Adj,
+    /// Per-layer operands of convs 1.. (a neighbour-sampled batch's blocks: layer l aggregates
+    /// into its own destination nodes only); empty: every conv shares `adj`.
+    later: Vec<C::Adj>,
     convs: Vec<C>,
     hidden: Vec<Hidden<B>>,
     p: f32,
@@ -170,17 +179,42 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
                 drop: Dropout::new(b, n, w, cfg.dropout, dropout_seed(cfg.seed, l as u64 + 1))?,
             });
         }
-        Ok(Stack { adj, convs, hidden, p: cfg.dropout, input_seed: dropout_seed(cfg.seed, 0) })
+        Ok(Stack { adj, later: Vec::new(), convs, hidden, p: cfg.dropout, input_seed: dropout_seed(cfg.seed, 0) })
     }
 
     pub fn convs(&self) -> &[C] {
         &self.convs
     }
 
-    /// The graph operand the convs share, for a model rebound to a new graph of the same shape
-    /// (`sample::bound`: one model per sampled run, its graph rewritten per batch).
+    /// The graph operand the convs share (conv 0's when they have their own), for a model
+    /// rebound to a new graph of the same shape (`sample::bound`: one model per sampled run,
+    /// its graph rewritten per batch).
     pub fn adjacency_mut(&mut self) -> &mut C::Adj {
         &mut self.adj
+    }
+
+    /// Gives convs 1.. their own operands (`later[l - 1]` for conv l; the shape of the shared
+    /// one: every layer's matrix is n x n over the same nodes); an empty list shares one again.
+    pub fn set_later_adjacencies(&mut self, later: Vec<C::Adj>) -> Result<()> {
+        if !later.is_empty() && later.len() + 1 != self.convs.len() {
+            return Err(Error::Shape(format!("{} per-layer graphs for a stack of {} layers", later.len() + 1, self.convs.len())));
+        }
+        self.later = later;
+        Ok(())
+    }
+
+    /// Conv `l`'s graph operand.
+    pub fn layer_adjacency_mut(&mut self, l: usize) -> &mut C::Adj {
+        match l {
+            0 => &mut self.adj,
+            _ if self.later.is_empty() => &mut self.adj,
+            _ => &mut self.later[l - 1],
+        }
+    }
+
+    /// Whether the convs have graph operands of their own.
+    pub fn has_layer_adjacencies(&self) -> bool {
+        !self.later.is_empty()
     }
 
     /// Keys the hidden dropouts' masks by global row (a part of a partitioned graph whose rows
@@ -292,7 +326,8 @@ impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
                 let (done, rest) = self.convs.split_at_mut(l);
                 let Hidden { bn, res, drop, .. } = &self.hidden[l - 1];
                 let x = drop.output(hidden_out(&done[l - 1], bn, res), train);
-                relu_done = Self::conv_forward(&mut rest[0], self.hidden.get(l), fused, b, &self.adj, &Operand::Dense(x))?;
+                let adj = adj_of(&self.adj, &self.later, l);
+                relu_done = Self::conv_forward(&mut rest[0], self.hidden.get(l), fused, b, adj, &Operand::Dense(x))?;
             }
             if l + 1 < self.convs.len() {
                 self.hidden_forward(b, l, train, relu_done)?;
@@ -315,7 +350,7 @@ impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
             } else {
                 let Hidden { bn, res, drop, din, .. } = &mut h_lo[l - 1];
                 let x = drop.output(hidden_out(&done[l - 1], bn, res), true);
-                rest[0].backward(b, &self.adj, &Operand::Dense(x), dy, Some(din))?;
+                rest[0].backward(b, adj_of(&self.adj, &self.later, l), &Operand::Dense(x), dy, Some(din))?;
             }
         }
         Ok(())

@@ -5,12 +5,21 @@
 //!
 //! Per model with a fixed aggregation (the Stack models):
 //! - GCN: Â = D^-1/2 (A + I) D^-1/2 of the full graph; the self-loop of v (weight 1: it is in
-//!   every batch that holds v) is added to every row, as `gcn_normalize` adds it;
+//!   every batch that holds v) is added to every row, as `gcn_normalize` adds it (a loop among
+//!   the raw entries is carried by it, its entry 0);
 //! - SAGE (mean): 1 / (v's full row length);
 //! - GIN (sum): 1.
 //!
 //! Attention models (GAT, AGNN) renormalise over the edges they see, so they take the batch's
 //! raw subgraph and normalise it themselves ([`Aggregation::for_model`] returns `None`).
+//!
+//! Neighbour sampling ([`Aggregation::block_matrix`]) uses the same full-graph values: row v of
+//! a block holds k of v's deg(v) entries, each weighted `deg(v) / k` (the sum over a uniform
+//! k-subset times deg / k estimates the full row's sum without bias; every entry drawn: the
+//! full row exactly), plus v's self-loop. For GCN that is Â's 1/sqrt(d_v d_u) with the full
+//! graph's degrees (as GraphSAINT and a GCN on PyG's `NeighborLoader` with a precomputed
+//! normalisation use), not the degrees inside the batch, which differ from the full graph's
+//! the evaluation runs on; for SAGE's mean it is the mean over the drawn neighbours, as before.
 
 use crate::error::Result;
 use crate::graph::Csr;
@@ -21,7 +30,8 @@ use crate::nn::models::{FixedAggregation, model_info};
 pub struct Aggregation {
     /// Value of raw entry e (position in the full graph's arrays).
     entry: Vec<f32>,
-    /// The self-loop value of node v to add (0: none, or the graph has v's loop among its entries).
+    /// The self-loop value of node v to add (0: none; GCN's always, a raw loop entry's value
+    /// then 0).
     self_loop: Vec<f32>,
 }
 
@@ -50,15 +60,14 @@ impl Aggregation {
         for (v, own) in self_loop.iter_mut().enumerate() {
             let (cols, vals) = (&a_hat.col_idx()[a_hat.row_range(v)], &a_hat.values()[a_hat.row_range(v)]);
             let find = |u: u32| cols.binary_search(&u).map(|k| vals[k]).unwrap_or(0.0);
-            let mut has_loop = false;
+            // The self-loop is v's own term, in every batch that holds v: always added with
+            // weight 1, and a loop among the raw entries contributes nothing as an entry (a
+            // neighbour sampler may leave that entry out, or scale it as a drawn neighbour).
             for e in g.row_range(v) {
                 let u = g.col_idx()[e];
-                has_loop |= u as usize == v;
-                entry[e] = find(u);
+                entry[e] = if u as usize == v { 0.0 } else { find(u) };
             }
-            if !has_loop {
-                *own = find(v as u32);
-            }
+            *own = find(v as u32);
         }
         Ok(Aggregation { entry, self_loop })
     }
@@ -119,6 +128,56 @@ impl Aggregation {
             row_ptr.push(cols.len() as u32);
         }
         Some(Csr::new(n, n, row_ptr, cols, vals))
+    }
+
+    /// The aggregation matrix of one neighbour-sampling block over a batch of `n` nodes: `block`
+    /// is n_dst x n_src on local ids (sorted rows; local id i = global `nodes[i]`, output i =
+    /// input i), `edge_ids` its entries' positions in `full` (the whole graph, whose row lengths
+    /// are the degrees). Square n x n, rows past n_dst empty (see the module docs).
+    pub fn block_matrix(&self, full: &Csr, block: &Csr, edge_ids: &[u32], nodes: &[u32], n: usize) -> Result<Csr> {
+        if block.n_rows() > n || block.n_cols() > n || nodes.len() < block.n_rows() || edge_ids.len() != block.nnz() {
+            return Err(crate::error::Error::Shape(format!(
+                "a {}x{} block of {} entries ({} edge ids) over a batch of {n} nodes ({} ids)",
+                block.n_rows(),
+                block.n_cols(),
+                block.nnz(),
+                edge_ids.len(),
+                nodes.len()
+            )));
+        }
+        let mut row_ptr = Vec::with_capacity(n + 1);
+        row_ptr.push(0u32);
+        let mut cols = Vec::with_capacity(block.nnz() + block.n_rows());
+        let mut vals = Vec::with_capacity(block.nnz() + block.n_rows());
+        for (d, &v) in nodes[..block.n_rows()].iter().enumerate() {
+            let (d32, range) = (d as u32, block.row_range(d));
+            let scale = full.row_len(v as usize) as f64 / range.len().max(1) as f64;
+            let s = self.self_loop[v as usize];
+            let mut loop_left = s != 0.0;
+            for k in range {
+                let c = block.col_idx()[k];
+                let x = (self.entry[edge_ids[k] as usize] as f64 * scale) as f32;
+                if loop_left && c >= d32 {
+                    loop_left = false;
+                    if c == d32 {
+                        cols.push(c);
+                        vals.push(x + s);
+                        continue;
+                    }
+                    cols.push(d32);
+                    vals.push(s);
+                }
+                cols.push(c);
+                vals.push(x);
+            }
+            if loop_left {
+                cols.push(d32);
+                vals.push(s);
+            }
+            row_ptr.push(cols.len() as u32);
+        }
+        row_ptr.resize(n + 1, cols.len() as u32);
+        Csr::new(n, n, row_ptr, cols, vals)
     }
 
     fn batch_adjacency_triplets(&self, sub: &Csr, nodes: &[u32], edge_ids: &[u32]) -> Result<Csr> {

@@ -4,10 +4,17 @@
 //! - GraphSAINT: the induced subgraph; the loss over its train nodes, weighted by the
 //!   normalisation when there is one; the aggregation weights folded into the model's
 //!   full-graph normalisation ([`Aggregation`]) for models with a fixed aggregation.
-//! - Neighbour sampling: the sampled nodes with the union of every layer's sampled edges, the
-//!   loss on the seed nodes only. This is what PyG's `NeighborLoader` hands a model that does
-//!   not call `trim_to_layer`: every layer runs on the whole sampled subgraph (running layer l
-//!   on block l alone is a follow-up).
+//! - Neighbour sampling, for models with a fixed aggregation ([`TrainBatch::from_blocks_normalized`]):
+//!   one matrix per layer, layer l aggregating block l's edges into block l's destination
+//!   nodes only (as PyG's `trim_to_layer` and DGL's blocks), each with the full graph's
+//!   normalisation ([`Aggregation::block_matrix`]); the loss on the seed nodes only. Every
+//!   matrix is n x n over the batch's nodes with the rows past the block's destinations empty:
+//!   the outputs there are never read (layer l + 1's columns and the loss rows are a prefix of
+//!   layer l's destinations), so their gradients are zero.
+//! - Neighbour sampling as before ([`TrainBatch::from_blocks`]; attention models, BatchNorm
+//!   with the union below, `--neighbor-union`, the GPU sampler): the union of every layer's
+//!   sampled edges, which PyG's `NeighborLoader` hands a model that does not call
+//!   `trim_to_layer`: every layer runs on the whole sampled subgraph.
 
 use std::sync::Arc;
 
@@ -36,8 +43,13 @@ pub struct TrainBatch {
     /// The subgraph on local ids, values 1: what a model normalises itself.
     pub graph: Csr,
     /// The aggregation with the GraphSAINT weights already in (models with a fixed aggregation,
-    /// normalised GraphSAINT batches); `None`: the model normalises `graph` itself.
+    /// normalised GraphSAINT batches), or neighbour sampling's with the full graph's
+    /// normalisation (layer 0's when `later` is not empty); `None`: the model normalises
+    /// `graph` itself.
     pub adjacency: Option<Csr>,
+    /// The matrices of layers 1.. (neighbour sampling on per-layer blocks; empty: every layer
+    /// multiplies `adjacency`).
+    pub later: Vec<Csr>,
     pub features: HostFeatures,
     pub labels: Vec<i32>,
     /// Only [`TRAIN_BIT`], on the nodes the loss covers.
@@ -79,6 +91,7 @@ impl TrainBatch {
             mask_bits,
             loss_scale,
             adjacency,
+            later: Vec::new(),
             graph,
             nodes: b.nodes,
             sampled_edges,
@@ -86,20 +99,33 @@ impl TrainBatch {
     }
 
     /// A neighbour-sampling batch: the union of the blocks' edges over the input nodes, the loss
-    /// on the output (seed) nodes.
+    /// on the output (seed) nodes; the model normalises the union itself.
     pub fn from_blocks(b: Blocks, data: &NodeData) -> Result<Self> {
+        let (graph, _) = union(&b)?;
+        Self::neighbor(b, data, graph, None, Vec::new())
+    }
+
+    /// A neighbour-sampling batch with the full graph's normalisation `agg` of `full` (the
+    /// sampler's graph): one matrix per block when `per_layer` (layer l on block l), else every
+    /// layer on the union of the blocks (see the module docs).
+    pub fn from_blocks_normalized(b: Blocks, data: &NodeData, agg: &Aggregation, full: &Csr, per_layer: bool) -> Result<Self> {
         let n = b.input_nodes.len();
-        let mut t: Vec<(u32, u32, f32)> = Vec::with_capacity(b.n_edges());
-        for block in &b.layers {
-            let g = &block.graph;
-            for r in 0..g.n_rows() {
-                t.extend(g.col_idx()[g.row_range(r)].iter().map(|&c| (r as u32, c, 1.0)));
+        let (graph, edge_ids) = union(&b)?;
+        let mut mats = Vec::with_capacity(b.layers.len());
+        if per_layer {
+            for block in &b.layers {
+                mats.push(agg.block_matrix(full, &block.graph, &block.edge_ids, &b.input_nodes, n)?);
             }
+        } else {
+            mats.push(agg.block_matrix(full, &graph, &edge_ids, &b.input_nodes, n)?);
         }
-        // An edge drawn for several layers is one edge of the union.
-        t.sort_unstable_by_key(|&(r, c, _)| (r, c));
-        t.dedup_by_key(|&mut (r, c, _)| (r, c));
-        let graph = Csr::from_triplets(n, n, &t)?;
+        let mut mats = mats.into_iter();
+        let first = mats.next();
+        Self::neighbor(b, data, graph, first, mats.collect())
+    }
+
+    fn neighbor(b: Blocks, data: &NodeData, graph: Csr, adjacency: Option<Csr>, later: Vec<Csr>) -> Result<Self> {
+        let n = b.input_nodes.len();
         let mut mask_bits = vec![0u8; n];
         mask_bits[..b.output_nodes.len()].fill(TRAIN_BIT);
         Ok(TrainBatch {
@@ -107,12 +133,39 @@ impl TrainBatch {
             labels: b.input_nodes.iter().map(|&v| data.labels[v as usize]).collect(),
             mask_bits,
             loss_scale: None,
-            adjacency: None,
+            adjacency,
+            later,
             sampled_edges: b.n_edges(),
             graph,
             nodes: b.input_nodes,
         })
     }
+}
+
+/// The union of the blocks' edges over the input nodes (n x n, values 1), with each entry's
+/// position in the full graph (an edge drawn for several layers is one edge of the union).
+fn union(b: &Blocks) -> Result<(Csr, Vec<u32>)> {
+    let n = b.input_nodes.len();
+    let mut t: Vec<(u32, u32, u32)> = Vec::with_capacity(b.n_edges());
+    for block in &b.layers {
+        let g = &block.graph;
+        for r in 0..g.n_rows() {
+            let range = g.row_range(r);
+            t.extend(g.col_idx()[range.clone()].iter().zip(&block.edge_ids[range]).map(|(&c, &e)| (r as u32, c, e)));
+        }
+    }
+    t.sort_unstable_by_key(|&(r, c, _)| (r, c));
+    t.dedup_by_key(|&mut (r, c, _)| (r, c));
+    let mut row_ptr = vec![0u32; n + 1];
+    for &(r, _, _) in &t {
+        row_ptr[r as usize + 1] += 1;
+    }
+    for r in 0..n {
+        row_ptr[r + 1] += row_ptr[r];
+    }
+    let cols = t.iter().map(|x| x.1).collect();
+    let edge_ids = t.iter().map(|x| x.2).collect();
+    Ok((Csr::new(n, n, row_ptr, cols, vec![1.0; t.len()])?, edge_ids))
 }
 
 /// Rows `nodes` of the features, in that order.
@@ -142,8 +195,19 @@ pub fn gather_rows(x: &HostFeatures, nodes: &[u32]) -> Result<HostFeatures> {
 
 /// Which sampler makes the batches.
 pub enum BatchSource {
-    Saint { sampler: Arc<SaintSampler>, aggregation: Option<Aggregation> },
+    Saint {
+        sampler: Arc<SaintSampler>,
+        aggregation: Option<Aggregation>,
+    },
+    /// Neighbour sampling, every layer on the union subgraph, normalised by the model.
     Neighbor(Arc<NeighborSampler>),
+    /// Neighbour sampling with the full graph's normalisation, per-layer blocks when `per_layer`
+    /// ([`TrainBatch::from_blocks_normalized`]).
+    NeighborNormalized {
+        sampler: Arc<NeighborSampler>,
+        aggregation: Aggregation,
+        per_layer: bool,
+    },
 }
 
 impl BatchSource {
@@ -154,6 +218,9 @@ impl BatchSource {
                 TrainBatch::from_saint(sampler.batch(epoch, i), data, n_all, aggregation.as_ref())
             }
             BatchSource::Neighbor(s) => TrainBatch::from_blocks(s.batch(epoch, i), data),
+            BatchSource::NeighborNormalized { sampler, aggregation, per_layer } => {
+                TrainBatch::from_blocks_normalized(sampler.batch(epoch, i), data, aggregation, sampler.graph(), *per_layer)
+            }
         }
     }
 }

@@ -28,6 +28,7 @@ use super::prepared::{PaddedBatch, PreparedBatch, PreparedFeatures};
 use super::train::{Step, swap_state};
 use crate::error::{Error, Result};
 use crate::graph::Csr;
+use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models::{self, FixedMatrixModel, Model, ModelConfig};
 
@@ -42,12 +43,15 @@ pub struct Capacity {
     pub edges: usize,
     /// Nonzeros of sparse features (0 for dense ones).
     pub feature_nnz: usize,
+    /// Matrices of their own for layers 1.. (per-layer neighbour blocks: each holds `edges`);
+    /// 0: every layer multiplies one matrix. A batch fits only a model with as many.
+    pub later: usize,
 }
 
 impl Capacity {
     /// Whether `p` fits.
     pub fn holds(&self, p: &PreparedBatch) -> bool {
-        self.holds_sizes(p.n, p.matrix.s.nnz(), p.features.nnz())
+        p.later.len() == self.later && self.holds_sizes(p.n, p.matrix_nnz(), p.features.nnz())
     }
 
     /// Whether a batch of `nodes`, a matrix of `edges` nonzeros and sparse features of
@@ -58,7 +62,7 @@ impl Capacity {
 
     /// The capacity for `p` with `growth` headroom, never below `self`.
     pub fn grown_for(&self, p: &PreparedBatch, growth: f64) -> Capacity {
-        self.grown_to(p.n, p.matrix.s.nnz(), p.features.nnz(), growth)
+        Capacity { later: p.later.len(), ..self.grown_to(p.n, p.matrix_nnz(), p.features.nnz(), growth) }
     }
 
     /// [`Capacity::grown_for`] a batch of these sizes.
@@ -68,6 +72,7 @@ impl Capacity {
             nodes: self.nodes.max(up(nodes)).max(1),
             edges: self.edges.max(up(edges)).max(1),
             feature_nnz: self.feature_nnz.max(up(feature_nnz)),
+            later: self.later,
         }
     }
 }
@@ -162,7 +167,13 @@ impl<B: Ops + 'static> BoundModel<B> {
             ..capacity
         };
         let s = template(rows, rows, capacity.edges)?;
-        let model = models::build_on_matrix(b, s, features, classes, cfg)?;
+        let mut model = models::build_on_matrix(b, s, features, classes, cfg)?;
+        if capacity.later > 0 {
+            let later = (0..capacity.later)
+                .map(|_| GcnAdjacency::from_normalized(b, template(rows, rows, capacity.edges)?))
+                .collect::<Result<Vec<_>>>()?;
+            model.set_later_adjacencies(later)?;
+        }
         let x = if sparse {
             HostFeatures::Sparse(template(rows, features, capacity.feature_nnz)?)
         } else {
@@ -206,9 +217,10 @@ impl<B: Ops + 'static> BoundModel<B> {
     pub fn bind(&mut self, b: &B, p: &PreparedBatch) -> Result<()> {
         if !self.capacity.holds(p) {
             return Err(Error::Shape(format!(
-                "a batch of {} nodes and {} nonzeros does not fit {:?}",
+                "a batch of {} nodes and {} nonzeros in {} matrices does not fit {:?}",
                 p.n,
-                p.matrix.s.nnz(),
+                p.matrix_nnz(),
+                p.later.len() + 1,
                 self.capacity
             )));
         }
@@ -221,10 +233,12 @@ impl<B: Ops + 'static> BoundModel<B> {
                 &made
             }
         };
-        let (graph, values, values_t) = self.model.adjacency().parts_mut();
-        b.bind_edges(values, padded.matrix.s.values())?;
-        b.bind_edges(values_t, padded.matrix.t.values())?;
-        b.bind_graph(graph, &padded.matrix)?;
+        for (l, m) in std::iter::once(&padded.matrix).chain(&padded.later).enumerate() {
+            let (graph, values, values_t) = self.model.layer_adjacency(l).parts_mut();
+            b.bind_edges(values, m.s.values())?;
+            b.bind_edges(values_t, m.t.values())?;
+            b.bind_graph(graph, m)?;
+        }
         match (&padded.features, &mut self.input) {
             // Rebinding x would leave an f16 snapshot of it stale (only fixed features have one).
             (_, InputFeatures::DenseFused { half: Some(_), .. }) => {

@@ -85,6 +85,7 @@ impl<B: Ops + 'static> LayerwiseInference<B> {
             nodes: c.nodes.max(r.prepared.n).max(1),
             edges: c.edges.max(r.prepared.matrix.s.nnz()).max(1),
             feature_nnz: 0,
+            later: 0,
         });
         // Padded once here, on all cores: every bind copies them as they are.
         let mut batches = batches;
@@ -256,6 +257,7 @@ fn row_batch(m: &Csr, first: usize, end: usize) -> Result<RowBatch> {
         nodes,
         sampled_edges: s.nnz(),
         matrix: WithTranspose::new(s),
+        later: Vec::new(),
         // Rows come from the resident layer input, by node id.
         features: PreparedFeatures::Dense(Matrix::zeros(0, 0)),
         labels: vec![0; n_loc],

@@ -57,8 +57,10 @@ pub struct PreparedBatch {
     /// Their global ids (local id = position): what a rebound model gathers resident feature
     /// rows by.
     pub nodes: Vec<u32>,
-    /// The matrix the model multiplies (n x n).
+    /// The matrix the model multiplies (n x n; layer 0's when `later` is not empty).
     pub matrix: WithTranspose,
+    /// The matrices of layers 1.. (per-layer neighbour blocks; empty: one matrix for all).
+    pub later: Vec<WithTranspose>,
     pub features: PreparedFeatures,
     pub labels: Vec<i32>,
     pub mask_bits: Vec<u8>,
@@ -74,6 +76,7 @@ pub struct PreparedBatch {
 pub struct PaddedBatch {
     pub capacity: Capacity,
     pub matrix: PaddedPattern,
+    pub later: Vec<PaddedPattern>,
     /// Sparse features (`None`: dense ones, copied row by row as they are).
     pub features: Option<PaddedPattern>,
     pub labels: Vec<i32>,
@@ -87,6 +90,7 @@ impl PaddedBatch {
     pub fn new(p: &PreparedBatch, capacity: Capacity) -> Result<Self> {
         let rows = capacity.nodes + 1;
         let matrix = padded_pattern(&p.matrix, rows, rows, capacity.edges)?;
+        let later = p.later.iter().map(|m| padded_pattern(m, rows, rows, capacity.edges)).collect::<Result<Vec<_>>>()?;
         let features = match &p.features {
             PreparedFeatures::Dense(_) => None,
             PreparedFeatures::Sparse(w) => Some(padded_pattern(w, rows, w.s.n_cols(), capacity.feature_nnz)?),
@@ -103,11 +107,16 @@ impl PaddedBatch {
             None => vec![(1.0 / n_loss) as f32; p.n],
         };
         weights.resize(rows, 0.0);
-        Ok(PaddedBatch { capacity, matrix, features, labels, mask_bits, weights })
+        Ok(PaddedBatch { capacity, matrix, later, features, labels, mask_bits, weights })
     }
 }
 
 impl PreparedBatch {
+    /// The most nonzeros of its matrices (what a rebound model's matrices must hold).
+    pub fn matrix_nnz(&self) -> usize {
+        self.later.iter().map(|m| m.s.nnz()).fold(self.matrix.s.nnz(), usize::max)
+    }
+
     /// Pads the batch for a model of `capacity` now (on the worker thread), if it fits.
     pub fn pad_for(&mut self, capacity: Capacity) -> Result<()> {
         if capacity.holds(self) {
@@ -136,6 +145,7 @@ impl PreparedBatch {
             n: batch.nodes.len(),
             nodes: batch.nodes,
             matrix: WithTranspose::new(matrix),
+            later: batch.later.into_iter().map(WithTranspose::new).collect(),
             features: match batch.features {
                 HostFeatures::Dense(m) => PreparedFeatures::Dense(m),
                 HostFeatures::Sparse(c) => PreparedFeatures::Sparse(WithTranspose::new(c)),

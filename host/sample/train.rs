@@ -184,6 +184,10 @@ impl SampledTraining {
         match &*self.source {
             BatchSource::Saint { sampler, aggregation } => super::device_saint::unsupported(sampler, aggregation.as_ref()),
             BatchSource::Neighbor(sampler) => super::device_neighbor::unsupported(sampler, self.cfg.model),
+            // The device sampler makes the union subgraph normalised by itself (`--neighbor-union`).
+            BatchSource::NeighborNormalized { .. } => Some(
+                "neighbour batches with the full graph's normalisation (and per-layer blocks) are made by the CPU workers; --neighbor-union makes the union batches the GPU sampler makes".into(),
+            ),
         }
     }
 
@@ -389,6 +393,9 @@ impl SampledTraining {
                 }
                 BatchSource::Neighbor(sampler) => {
                     Box::new(DeviceNeighbor::new(cuda.gpu(), sampler, self.cfg.model, &self.data.labels, sparse)?)
+                }
+                BatchSource::NeighborNormalized { .. } => {
+                    return Err(Error::Unsupported(self.gpu_sampling_unsupported().unwrap_or_default()));
                 }
             };
             self.features_on_gpu = sparse.is_none();
@@ -599,10 +606,12 @@ impl SampledTraining {
 pub fn build_batch_model<B: Ops + 'static>(b: &B, batch: &TrainBatch, classes: usize, cfg: &ModelConfig) -> Result<Box<dyn Model<B>>> {
     let (n, f) = (batch.nodes.len(), batch.features.cols());
     if let Some(adj) = &batch.adjacency {
-        // The weighted aggregation is the model's matrix, used as it is (`build_on`).
+        // The weighted aggregation is the model's matrix, used as it is (`build_on`); per-layer
+        // blocks give each layer its own.
         debug_assert_eq!(adj.n_rows(), n);
         if models::model_info(cfg.model)?.aggregation.is_some() {
-            return Ok(models::build_on_matrix(b, adj.clone(), f, classes, cfg)?);
+            let mats = std::iter::once(adj).chain(&batch.later).cloned().collect();
+            return Ok(models::build_on_matrices(b, mats, f, classes, cfg)?);
         }
     }
     models::build(b, &batch.graph, f, classes, cfg)

@@ -851,7 +851,11 @@ fn checkpoints() {
         (vec!["--epochs", "2"], vec!["--epochs 2", "3 epochs already"]),
         (vec!["--epochs", "3"], vec!["--epochs 3", "3 epochs already"]),
         (vec!["--epochs", "9", "--lr", "0.1"], vec!["--lr", "differs", "checkpoint in ck"]),
-        (vec!["--epochs", "9", "--hidden", "8"], vec!["--hidden", "differs"]),
+        (vec!["--epochs", "9", "--hidden", "8"], vec!["--hidden 8", "differs", "--hidden 16 there"]),
+        (vec!["--epochs", "9", "--layers", "3"], vec!["--layers 3", "differs", "--layers 2 there"]),
+        // --model has a default: another model than the checkpoint's is named with both.
+        (vec!["--epochs", "9", "--model", "sage"], vec!["--model sage", "differs", "a gcn model", "give --model gcn"]),
+        (vec!["--epochs", "9", "--model", "gat", "--heads", "2"], vec!["--model gat", "a gcn model"]),
         (vec!["--epochs", "9", "--dropout", "0.1"], vec!["--dropout", "differs"]),
         (vec!["--epochs", "9", "--batch-norm"], vec!["--batch-norm", "differs"]),
         (vec!["--epochs", "9", "--resume", "c5"], vec!["c5/checkpoint.safetensors", "step counter 0"]),
@@ -1027,6 +1031,10 @@ fn options() {
         (vec!["--features", max, "--npz", "ring.npz"], vec!["--features"]),
         (vec!["--classes", max], vec!["--classes"]),
         (vec!["--epochs", "0"], vec!["--epochs"]),
+        // ring.npz holds 3 features and 2 classes: other values would be silently ignored.
+        (vec!["--features", "64"], vec!["--features 64", "3 features", "node data"]),
+        (vec!["--classes", "5"], vec!["--classes 5", "2 classes", "node data"]),
+        (vec!["--task", "link", "--features", "64"], vec!["--features 64", "3 features"]),
         (vec!["--seeds", ""], vec!["--seeds"]),
         (vec!["--checkpoint-every", "0"], vec!["--checkpoint-every"]),
         (vec!["--partitions", "7"], vec!["7 parts", "6 nodes"]),
@@ -1051,6 +1059,10 @@ fn options() {
         (vec!["--sampler", "neighbor", "--batch-size", "0"], vec!["--batch-size"]),
         (vec!["--batch-size", "8"], vec!["--batch-size", "--sampler"]),
         (vec!["--fanout", "5"], vec!["--fanout", "--sampler"]),
+        (vec!["--neighbor-union"], vec!["--neighbor-union", "--sampler"]),
+        (vec!["--sampler", "saint-rw", "--neighbor-union"], vec!["--neighbor-union", "--sampler neighbor"]),
+        // The GPU sampler makes the union batches only: asked for per-layer ones, it says so.
+        (vec!["--sampler", "neighbor", "--sample-on", "gpu"], vec!["--sample-on gpu", "--neighbor-union"]),
         (vec!["--npz", "missing.npz"], vec!["missing.npz"]),
         (vec!["--npz", "ring.mtx"], vec!["ring.mtx"]),
         (vec!["--resume", "ring.mtx"], vec!["ring.mtx"]),
@@ -1069,6 +1081,21 @@ fn options() {
         count += 1;
         failures.extend(cli(&dir, args, parts));
     };
+    // Huge epoch counts would loop for ever: refused before anything is read, in every task.
+    for task in ["node", "link", "graph"] {
+        for e in [max, "4294967296", "1000001"] {
+            other(
+                &["train", "ring.mtx", "--task", task, "--device", "cpu", "--quiet", "--epochs", e],
+                &[&format!("--epochs {e}"), "1000000"],
+            );
+        }
+    }
+    other(&["train", "ring.mtx", "--device", "cpu", "--quiet", "--epochs", max, "--partitions", "2"], &["--epochs"]);
+    // Synthetic node data takes them; an sbm: spec fixes its classes.
+    other(
+        &["train", "sbm:60:3", "--device", "cpu", "--quiet", "--epochs", "1", "--classes", "4"],
+        &["--classes 4", "3 classes", "sbm: spec"],
+    );
     other(&["partition", "ring.mtx", "--parts", "7"], &["7 parts", "6 nodes"]);
     other(&["partition", "ring.mtx", "--parts", "1000000"], &["1000000 parts"]);
     other(&["partition", "ring.mtx", "--parts", max], &["parts"]);

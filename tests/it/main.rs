@@ -38,6 +38,7 @@ mod persist;
 mod pinned_upload;
 mod reorder;
 mod sample;
+mod sample_blocks;
 mod sample_bound;
 mod sample_device;
 mod sample_device_neighbor;

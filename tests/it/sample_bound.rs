@@ -54,9 +54,23 @@ fn sources(d: &Dataset, model: &str) -> Vec<(&'static str, BatchSource)> {
         BatchSource::Saint { sampler: Arc::new(s), aggregation }
     };
     let train: Vec<u32> = (0..d.n() as u32).filter(|&v| d.mask_bits[v as usize] & TRAIN_BIT != 0).collect();
-    let nb =
-        NeighborSampler::new(g.clone(), train, NeighborConfig { fanouts: vec![4, 3], batch_size: 24, shuffle: true, seed: 2 }).unwrap();
-    vec![("saint-rw normalised", saint(10)), ("saint-rw", saint(0)), ("neighbor", BatchSource::Neighbor(Arc::new(nb)))]
+    let nb = Arc::new(
+        NeighborSampler::new(g.clone(), train, NeighborConfig { fanouts: vec![4, 3], batch_size: 24, shuffle: true, seed: 2 }).unwrap(),
+    );
+    // Per-layer blocks (a matrix per layer in the rebound model) and the union, both with the
+    // full graph's normalisation.
+    let normalized = |per_layer| BatchSource::NeighborNormalized {
+        sampler: nb.clone(),
+        aggregation: Aggregation::for_model(model, &d.graph).unwrap().unwrap(),
+        per_layer,
+    };
+    vec![
+        ("saint-rw normalised", saint(10)),
+        ("saint-rw", saint(0)),
+        ("neighbor blocks", normalized(true)),
+        ("neighbor union normalised", normalized(false)),
+        ("neighbor", BatchSource::Neighbor(nb.clone())),
+    ]
 }
 
 /// Steps `net` once on `batch` with a model built for it; returns the loss.
@@ -175,7 +189,7 @@ fn a_batch_that_does_not_fit_is_refused_not_truncated() {
     let b = CpuBackend::<f32>::new();
     let source = &sources(&d, "gcn")[0].1;
     let p = PreparedBatch::new(source.make(&node_data(&d), d.n(), 0, 0).unwrap(), "gcn").unwrap();
-    let small = Capacity { nodes: p.n - 1, edges: p.matrix.s.nnz(), feature_nnz: 0 };
+    let small = Capacity { nodes: p.n - 1, edges: p.matrix.s.nnz(), feature_nnz: 0, later: 0 };
     let mut m = BoundModel::new(&b, small, d.features.cols(), false, d.classes, &cfg).unwrap();
     assert!(!m.capacity().holds(&p));
     let err = m.bind(&b, &p).unwrap_err().to_string();

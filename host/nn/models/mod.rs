@@ -149,6 +149,11 @@ pub trait FixedMatrixModel<B: Ops>: Model<B> {
     /// Itself as a [`Model`].
     fn model(&mut self) -> &mut dyn Model<B>;
     fn adjacency(&mut self) -> &mut GcnAdjacency<B>;
+    /// Gives layers 1.. matrices of their own (`later[l - 1]` for layer l, each n x n as the
+    /// shared one, which stays layer 0's): a neighbour-sampled batch's per-layer blocks.
+    fn set_later_adjacencies(&mut self, later: Vec<GcnAdjacency<B>>) -> Result<()>;
+    /// Layer `l`'s matrix (the shared one when the layers share one).
+    fn layer_adjacency(&mut self, l: usize) -> &mut GcnAdjacency<B>;
     /// The last conv's output (the logits) of the last forward.
     fn logits(&self) -> &B::Mat;
 }
@@ -159,6 +164,12 @@ impl<B: Ops + 'static, C: Conv<B, Adj = GcnAdjacency<B>> + 'static> FixedMatrixM
     }
     fn adjacency(&mut self) -> &mut GcnAdjacency<B> {
         self.adjacency_mut()
+    }
+    fn set_later_adjacencies(&mut self, later: Vec<GcnAdjacency<B>>) -> Result<()> {
+        Stack::set_later_adjacencies(self, later)
+    }
+    fn layer_adjacency(&mut self, l: usize) -> &mut GcnAdjacency<B> {
+        self.layer_adjacency_mut(l)
     }
     fn logits(&self) -> &B::Mat {
         self.convs().last().expect("at least one layer").out()
@@ -236,6 +247,25 @@ macro_rules! registry {
 }
 
 registry!(gcn, agnn, gat, sage, gin; fixed: gcn, sage, gin);
+
+/// [`build_on_matrix`] with a matrix per layer (`matrices[l]` for layer l, all n x n over the
+/// same nodes; one matrix: shared by every layer).
+pub fn build_on_matrices<B: Ops + 'static>(
+    b: &B,
+    matrices: Vec<Csr>,
+    features: usize,
+    classes: usize,
+    cfg: &ModelConfig,
+) -> Result<Box<dyn FixedMatrixModel<B>>> {
+    let mut it = matrices.into_iter();
+    let first = it.next().ok_or_else(|| Error::Shape("a model on no matrix".into()))?;
+    let mut model = build_on_matrix(b, first, features, classes, cfg)?;
+    let later = it.map(|m| GcnAdjacency::from_normalized(b, m)).collect::<Result<Vec<_>>>()?;
+    if !later.is_empty() {
+        model.set_later_adjacencies(later)?;
+    }
+    Ok(model)
+}
 
 fn unknown(name: &str) -> Error {
     let names: Vec<&str> = MODELS.iter().map(|m| m.name).collect();

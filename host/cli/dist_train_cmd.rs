@@ -234,15 +234,6 @@ fn report(a: &TrainArgs, s: &Setup, history: &History, timing: &[StepTiming], ba
         history.test_acc * 100.0,
         if s.data.synthetic { " (synthetic labels: accuracy is meaningless)" } else { "" }
     );
-    let relabelled = s.partition.perm.new_to_old().iter().enumerate().any(|(new, &old)| new != old as usize);
-    if relabelled && s.cfg.dropout > 0.0 && !a.quiet {
-        // Dropout masks are keyed by the relabelled global row, so the random draws (not the
-        // model) differ from an unpartitioned run's: curves agree to the noise of dropout only.
-        eprintln!(
-            "note: the {} partition relabelled the nodes, so dropout draws differ from an unpartitioned run; --partition-method contiguous (or --dropout 0) gives its loss curve exactly",
-            s.partition.method
-        );
-    }
     for (r, t) in timing.iter().enumerate() {
         let per = |x: f64| 1e3 * x / t.steps.max(1) as f64;
         println!(

@@ -345,3 +345,17 @@ fn extended_part_graphs_are_canonical_and_cover_every_edge() {
     }
     assert_eq!(edges, s.nnz());
 }
+
+/// A rank's device ordinal (`TCGNN_LOCAL_GPU`, set by `--gpus` for each rank it spawns) that is
+/// not a number is a clear error naming the variable, before any GPU or NCCL is touched.
+#[test]
+fn bad_local_gpu_ordinal_is_named() {
+    let bin = std::env::var("TCGNN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tcgnn").to_string());
+    let out = std::process::Command::new(&bin)
+        .args(["train", "sbm:100", "--rank", "0", "--world-size", "1", "--master", "127.0.0.1:9", "--quiet"])
+        .env("TCGNN_LOCAL_GPU", "first")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("TCGNN_LOCAL_GPU") && err.contains("ordinal"), "{err}");
+}

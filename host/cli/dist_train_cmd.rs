@@ -86,7 +86,8 @@ pub struct DistArgs {
     #[arg(long, requires_all = ["rank", "world_size"])]
     pub master: Option<String>,
     /// How the graph is cut: metis, community (Louvain order cut into edge-balanced ranges),
-    /// contiguous (the graph's own order cut the same way).
+    /// contiguous (the graph's own order cut the same way), lp (parallel label propagation: for
+    /// graphs too large for METIS).
     #[arg(long, default_value = "metis")]
     pub partition_method: String,
     /// Halo exchange: auto (all-gather when a part's halo is over half of one), p2p, all-gather.

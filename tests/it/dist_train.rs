@@ -129,9 +129,9 @@ fn f32_equals_unpartitioned_to_1e6() {
 }
 
 /// Issue 46: with dropout on (0.5 on the features, the hidden layers and GAT's attention), any
-/// partition (METIS, Louvain community order, a random assignment; P = 1..4) gives the loss
-/// curve of one device on the ORIGINAL graph from epoch 1: every mask is keyed by the original
-/// node and edge ids, whatever the relabelling.
+/// partition (METIS, Louvain community order, label propagation, a random assignment; P = 1..4)
+/// gives the loss curve of one device on the ORIGINAL graph from epoch 1: every mask is keyed by
+/// the original node and edge ids, whatever the relabelling.
 #[test]
 fn dropout_curves_equal_one_device_under_any_partition() {
     let data = sbm(240);
@@ -148,6 +148,7 @@ fn dropout_curves_equal_one_device_under_any_partition() {
                 ("community", Partition::new(&data.graph, parts, PartitionMethod::Community).unwrap()),
                 ("random", Partition::from_assignment(&data.graph, &random_assignment(data.n(), parts, 11), parts).unwrap()),
             ];
+            partitions.push(("lp", Partition::new(&data.graph, parts, PartitionMethod::LabelProp).unwrap()));
             if cfg!(feature = "metis") {
                 partitions.push(("metis", Partition::new(&data.graph, parts, PartitionMethod::Metis).unwrap()));
             }

@@ -33,6 +33,7 @@ pub struct BenchDistArgs {
     /// Models (comma separated).
     #[arg(long, value_delimiter = ',', default_value = "gcn,gat", value_parser = parse_model_name)]
     pub models: Vec<&'static str>,
+    /// metis, community, contiguous or lp (see `train --partition-method`).
     #[arg(long, default_value = "metis")]
     pub partition_method: String,
     /// auto (all-gather when a part's halo is over half of one), p2p, all-gather.

@@ -5,9 +5,9 @@
 //!   with its own backend and model: on the CPU, or all on one GPU (each thread its own stream;
 //!   halo rows and gradients copied device to device, or staged through the host with
 //!   `--halo-path host`): the checking mode.
-//! - `--gpus N`: one process per GPU of this host, spawned here with `CUDA_VISIBLE_DEVICES` = the
-//!   r-th visible device and `NCCL_NVLS_ENABLE=0`, rendezvous on a free local port, exchanges over
-//!   NCCL on device buffers.
+//! - `--gpus N`: one process per GPU of this host, spawned here with `TCGNN_LOCAL_GPU` = r (the
+//!   r-th visible device; every device stays visible, so NCCL can go GPU to GPU) and
+//!   `NCCL_NVLS_ENABLE=0`, rendezvous on a free local port, exchanges over NCCL on device buffers.
 //! - `--rank R --world-size W --master ADDR:PORT`: one rank of a multi-host run (rank 0 listens
 //!   on ADDR:PORT and hands out NCCL's id). Every rank loads the graph and partitions it the same
 //!   way (the partitioners are deterministic), then builds only its part's model.
@@ -33,10 +33,29 @@ use crate::cli::train_cmd::{Device, TrainArgs, edge_layout, load_dataset, model_
 /// How long a rank waits for its peers (rendezvous, in-process receives) before an error.
 pub(crate) const PEER_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// The environment variable through which `--gpus` tells each rank its device: an ordinal among
+/// the devices the process sees (all of the parent's: see [`spawn_ranks`]).
+pub(crate) const LOCAL_GPU_VAR: &str = "TCGNN_LOCAL_GPU";
+
+/// This rank's device: ordinal `TCGNN_LOCAL_GPU` where `--gpus` set it, else the first visible
+/// one (a multi-host rank started by hand, with its own CUDA_VISIBLE_DEVICES).
+fn rank_gpu() -> Result<Arc<Gpu>> {
+    match std::env::var(LOCAL_GPU_VAR) {
+        Ok(v) => {
+            let n = v
+                .trim()
+                .parse::<usize>()
+                .map_err(|_| Error::Unsupported(format!("{LOCAL_GPU_VAR}={v:?}: want a device ordinal (0, 1, ...)")))?;
+            Gpu::new(n)
+        }
+        Err(_) => Gpu::probe(),
+    }
+}
+
 /// This rank's GPU and its NCCL communicator: rank 0 makes the unique id and serves it at
 /// `master`, the others fetch it from there (`train --rank` and `bench dist --rank` alike).
 pub(crate) fn connect_nccl(rank: usize, world: usize, master: &str) -> Result<(Arc<Gpu>, Rc<NcclCommunicator>)> {
-    let gpu = Gpu::probe()?;
+    let gpu = rank_gpu()?;
     let id = if rank == 0 {
         let id = new_unique_id()?;
         serve_at(master, world, &id, PEER_TIMEOUT)?;
@@ -54,7 +73,7 @@ pub struct DistArgs {
     /// model, halo rows exchanged in memory): the distributed step checked on one device.
     #[arg(long)]
     pub partitions: Option<usize>,
-    /// One process per GPU of this host (spawned, CUDA_VISIBLE_DEVICES per child), over NCCL.
+    /// One process per GPU of this host (spawned, the r-th visible device for rank r), over NCCL.
     #[arg(long)]
     pub gpus: Option<usize>,
     /// This process's rank in a multi-host run (with --world-size and --master).
@@ -67,7 +86,8 @@ pub struct DistArgs {
     #[arg(long, requires_all = ["rank", "world_size"])]
     pub master: Option<String>,
     /// How the graph is cut: metis, community (Louvain order cut into edge-balanced ranges),
-    /// contiguous (the graph's own order cut the same way).
+    /// contiguous (the graph's own order cut the same way), lp (parallel label propagation: for
+    /// graphs too large for METIS).
     #[arg(long, default_value = "metis")]
     pub partition_method: String,
     /// Halo exchange: auto (all-gather when a part's halo is over half of one), p2p, all-gather.
@@ -233,15 +253,6 @@ fn report(a: &TrainArgs, s: &Setup, history: &History, timing: &[StepTiming], ba
         history.test_acc * 100.0,
         if s.data.synthetic { " (synthetic labels: accuracy is meaningless)" } else { "" }
     );
-    let relabelled = s.partition.perm.new_to_old().iter().enumerate().any(|(new, &old)| new != old as usize);
-    if relabelled && s.cfg.dropout > 0.0 && !a.quiet {
-        // Dropout masks are keyed by the relabelled global row, so the random draws (not the
-        // model) differ from an unpartitioned run's: curves agree to the noise of dropout only.
-        eprintln!(
-            "note: the {} partition relabelled the nodes, so dropout draws differ from an unpartitioned run; --partition-method contiguous (or --dropout 0) gives its loss curve exactly",
-            s.partition.method
-        );
-    }
     for (r, t) in timing.iter().enumerate() {
         let per = |x: f64| 1e3 * x / t.steps.max(1) as f64;
         println!(
@@ -290,7 +301,11 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
     if a.dist.verbose {
         let mut nccl: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("NCCL_")).collect();
         nccl.sort();
-        eprintln!("rank {rank}/{world}: CUDA_VISIBLE_DEVICES={:?} {nccl:?}", std::env::var("CUDA_VISIBLE_DEVICES").ok());
+        eprintln!(
+            "rank {rank}/{world}: CUDA_VISIBLE_DEVICES={:?} {LOCAL_GPU_VAR}={:?} {nccl:?}",
+            std::env::var("CUDA_VISIBLE_DEVICES").ok(),
+            std::env::var(LOCAL_GPU_VAR).ok()
+        );
     }
     let (gpu, comm) = connect_nccl(rank, world, master)?;
     let s = setup(a, world)?;
@@ -383,20 +398,23 @@ pub(crate) fn spawn_ranks(n: usize, args: Vec<String>, quiet: bool) -> Result<()
         .and_then(|l| l.local_addr())
         .map_err(|e| Error::comm("--gpus", format!("no free local port for the rendezvous: {e}")))?
         .port();
-    // Child r gets the r-th device this process may use (all of them when unrestricted).
-    let devices: Vec<String> = match std::env::var("CUDA_VISIBLE_DEVICES") {
-        Ok(v) if !v.trim().is_empty() => v.split(',').map(|d| d.trim().to_string()).collect(),
-        _ => (0..n).map(|r| r.to_string()).collect(),
-    };
-    if devices.len() < n {
-        return Err(Error::Unsupported(format!("--gpus {n}, but CUDA_VISIBLE_DEVICES names {} device(s)", devices.len())));
+    // Child r uses the r-th device this process may use (all of them when unrestricted), chosen
+    // by ordinal, every device left visible to every child: hiding the peers with a per-child
+    // CUDA_VISIBLE_DEVICES can keep NCCL off its direct GPU-to-GPU (P2P over NVLink) transport,
+    // which needs the peer device in the process (NCCL then stages through host memory or a
+    // socket: the likely cause of the 1.5-2 ms exchanges measured on 2 x H200, bench/NOTES.md).
+    if let Ok(v) = std::env::var("CUDA_VISIBLE_DEVICES")
+        && !v.trim().is_empty()
+        && v.split(',').count() < n
+    {
+        return Err(Error::Unsupported(format!("--gpus {n}, but CUDA_VISIBLE_DEVICES names {} device(s)", v.split(',').count())));
     }
     let mut children = Vec::with_capacity(n);
-    for (r, device) in devices.iter().take(n).enumerate() {
+    for r in 0..n {
         let mut cmd = std::process::Command::new(&exe);
         cmd.args(&args)
             .args(["--rank", &r.to_string(), "--world-size", &n.to_string(), "--master", &format!("127.0.0.1:{port}")])
-            .env("CUDA_VISIBLE_DEVICES", device)
+            .env(LOCAL_GPU_VAR, r.to_string())
             .env("NCCL_NVLS_ENABLE", "0");
         // Only rank 0 shows progress (a flag given twice is a clap error: add it only if absent).
         if quiet && r > 0 && !args.iter().any(|x| x == "--quiet") {

@@ -20,7 +20,9 @@ pub struct PartitionArgs {
     #[arg(long, default_value_t = 2)]
     pub parts: usize,
     /// contiguous (the graph's order cut into edge-balanced ranges), community (Louvain order,
-    /// then cut), metis (METIS k-way, vertex weights = row nonzeros + 1).
+    /// then cut), metis (METIS k-way, vertex weights = row nonzeros + 1), lp (parallel
+    /// label propagation: clusters packed into edge-balanced parts, then refined; for graphs
+    /// too large for METIS).
     #[arg(long, default_value = "metis")]
     pub method: String,
     /// Write partition.json and each part's blocks (partP.json, partP.{local,remote}.mtx.gz) into

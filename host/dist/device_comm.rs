@@ -11,6 +11,8 @@
 //!   waits for its stream before it hands out an address (the data is there) and for its peers'
 //!   acknowledgements before it returns (they have copied it, so the caller may overwrite it).
 
+use std::ops::Range;
+
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 use cudarc::nccl::{ReduceOp, group_end, group_start};
 
@@ -24,9 +26,16 @@ use crate::gpu::launch::{Ptr, PtrMut};
 
 pub trait DeviceComm: Communicator {
     /// Grouped point-to-point on `gpu`'s stream: every `(peer, view)` in `sends` goes to `peer`,
-    /// every `(peer, view)` in `recvs` is filled from `peer` (one message per peer and direction;
-    /// lengths must match the peer's send).
-    fn exchange_device(&self, gpu: &Gpu, sends: &[(usize, CudaView<'_, f32>)], recvs: &mut [(usize, CudaViewMut<'_, f32>)]) -> Result<()>;
+    /// and for every `(peer, range)` in `recvs` elements `range` of `into` are filled from `peer`
+    /// (one message per peer and direction; lengths must match the peer's send). Receiving into
+    /// ranges of one buffer lets the halo rows land where they belong (x's own rows).
+    fn exchange_device(
+        &self,
+        gpu: &Gpu,
+        sends: &[(usize, CudaView<'_, f32>)],
+        into: &mut CudaViewMut<'_, f32>,
+        recvs: &[(usize, Range<usize>)],
+    ) -> Result<()>;
 
     /// Element-wise sum over the ranks, in place, identical on every rank. `buf.len()` is a
     /// multiple of 4 (whole padded matrices).
@@ -36,19 +45,29 @@ pub trait DeviceComm: Communicator {
 fn check_peers<C: Communicator>(
     c: &C,
     sends: &[(usize, CudaView<'_, f32>)],
-    recvs: &[(usize, CudaViewMut<'_, f32>)],
+    into: &CudaViewMut<'_, f32>,
+    recvs: &[(usize, Range<usize>)],
     op: &str,
 ) -> Result<()> {
     for p in sends.iter().map(|s| s.0).chain(recvs.iter().map(|r| r.0)) {
         check_peer(c.rank(), c.world_size(), p, op)?;
     }
+    if let Some((p, r)) = recvs.iter().find(|(_, r)| r.start > r.end || r.end > into.len()) {
+        return Err(Error::Shape(format!("{op}: elements {r:?} from rank {p} of a buffer of {}", into.len())));
+    }
     Ok(())
 }
 
 impl DeviceComm for NcclCommunicator {
-    fn exchange_device(&self, gpu: &Gpu, sends: &[(usize, CudaView<'_, f32>)], recvs: &mut [(usize, CudaViewMut<'_, f32>)]) -> Result<()> {
+    fn exchange_device(
+        &self,
+        gpu: &Gpu,
+        sends: &[(usize, CudaView<'_, f32>)],
+        into: &mut CudaViewMut<'_, f32>,
+        recvs: &[(usize, Range<usize>)],
+    ) -> Result<()> {
         const OP: &str = "ncclSend/ncclRecv (device)";
-        check_peers(self, sends, recvs, OP)?;
+        check_peers(self, sends, into, recvs, OP)?;
         self.check_stream(gpu, OP)?;
         guarded("ncclGroupStart", group_start)?;
         // group_end runs even when a call inside the group failed, so NCCL is never left in a group.
@@ -56,8 +75,10 @@ impl DeviceComm for NcclCommunicator {
             for (p, v) in sends.iter().filter(|(_, v)| !v.is_empty()) {
                 guarded(OP, || self.comm().send(v, *p as i32))?;
             }
-            for (p, v) in recvs.iter_mut().filter(|(_, v)| !v.is_empty()) {
-                guarded(OP, || self.comm().recv(v, *p as i32).map(|_| ()))?;
+            for (p, r) in recvs.iter().filter(|(_, r)| !r.is_empty()) {
+                // The view is only needed while NCCL enqueues the receive.
+                let mut v = into.slice_mut(r.clone());
+                guarded(OP, || self.comm().recv(&mut v, *p as i32).map(|_| ()))?;
             }
             Ok(())
         };
@@ -101,10 +122,16 @@ impl InProcess {
 }
 
 impl DeviceComm for InProcess {
-    fn exchange_device(&self, gpu: &Gpu, sends: &[(usize, CudaView<'_, f32>)], recvs: &mut [(usize, CudaViewMut<'_, f32>)]) -> Result<()> {
+    fn exchange_device(
+        &self,
+        gpu: &Gpu,
+        sends: &[(usize, CudaView<'_, f32>)],
+        into: &mut CudaViewMut<'_, f32>,
+        recvs: &[(usize, Range<usize>)],
+    ) -> Result<()> {
         const OP: &str = "device exchange";
         const ACK: &str = "device exchange done";
-        check_peers(self, sends, recvs, OP)?;
+        check_peers(self, sends, into, recvs, OP)?;
         if sends.is_empty() && recvs.is_empty() {
             // No peer expects anything (a part with no halo, P = 1): no wait either.
             return Ok(());
@@ -116,15 +143,16 @@ impl DeviceComm for InProcess {
             let (ptr, _sync) = v.device_ptr(stream);
             self.post(*p, OP, address(ptr, v.len()))?;
         }
-        for (p, v) in recvs.iter_mut() {
+        for (p, r) in recvs {
             let a = self.take::<u64>(*p, OP, 2)?;
-            if a[1] as usize != v.len() {
-                return Err(Error::comm(OP, format!("rank {} expects {} elements from rank {p}, got {}", self.rank(), v.len(), a[1])));
+            if a[1] as usize != r.len() {
+                return Err(Error::comm(OP, format!("rank {} expects {} elements from rank {p}, got {}", self.rank(), r.len(), a[1])));
             }
-            if v.is_empty() {
+            if r.is_empty() {
                 continue;
             }
-            let len = v.len();
+            let len = r.len();
+            let mut v = into.slice_mut(r.clone());
             let (dst, _sync) = v.device_ptr_mut(stream);
             // SAFETY: the peer's buffer holds `len` f32 (sent with its address) in the same
             // primary context, and stays untouched until this rank acknowledges below, after its

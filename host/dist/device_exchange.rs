@@ -4,9 +4,10 @@
 //!
 //! Forward (`fill`): one `gather_rows` launch packs the rows every peer needs (this part's send
 //! lists, uploaded once as rows of the extended matrix) into one send buffer, peer after peer;
-//! [`DeviceComm::exchange_device`] moves each peer's slice; what arrives from each owner is
-//! copied into its halo rows of x (one contiguous block per owner: the owners below this part
-//! fill the top rows, those above the bottom ones).
+//! [`DeviceComm::exchange_device`] moves each peer's slice, and what arrives from each owner
+//! lands directly in its halo rows of x (one contiguous block per owner, with x's stride: the
+//! owners below this part fill the top rows, those above the bottom ones): no staging buffer,
+//! no copy into place.
 //!
 //! Backward (`give_back`): each owner's block of halo-row gradients goes back as it lies in g;
 //! what comes back from each peer is added into the rows it was sent (`scatter_add_rows`, one
@@ -24,7 +25,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaView, CudaViewMut};
+use std::ops::Range;
+
+use cudarc::driver::{CudaEvent, CudaSlice, CudaView};
 
 use crate::dist::device_comm::DeviceComm;
 use crate::dist::exchange::ExchangeCounters;
@@ -49,10 +52,12 @@ struct Block {
 
 struct State {
     send: Option<CudaSlice<f32>>,
-    /// One buffer per peer: forward, what each owner sends; backward, what each peer returns.
-    recv: Vec<Option<CudaSlice<f32>>>,
-    back: Vec<Option<CudaSlice<f32>>>,
+    /// What the peers return (backward), in send-list order.
+    back: Option<CudaSlice<f32>>,
+    /// The (start, end) events of the exchanges since the last `take_counters`: the first
+    /// `used` of `events`, which are created once and reused (no event created per exchange).
     events: Vec<(CudaEvent, CudaEvent)>,
+    used: usize,
     counters: ExchangeCounters,
 }
 
@@ -101,13 +106,7 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
         if let Some(b) = recvs.iter().find(|b| b.first < layout.below && b.first + b.rows > layout.below) {
             return Err(Error::Shape(format!("part {}: the halo rows from part {} straddle its owned rows", halo.part(), b.peer)));
         }
-        let state = State {
-            send: None,
-            recv: recvs.iter().map(|_| None).collect(),
-            back: sends.iter().map(|_| None).collect(),
-            events: Vec::new(),
-            counters: ExchangeCounters::default(),
-        };
+        let state = State { send: None, back: None, events: Vec::new(), used: 0, counters: ExchangeCounters::default() };
         Ok(DeviceHaloExchange {
             comm,
             layout,
@@ -122,10 +121,11 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
     /// The counters since the last call, reset (waits for the exchanges' end events).
     pub fn take_counters(&self) -> Result<ExchangeCounters> {
         let s = &mut *self.state.borrow_mut();
-        for (start, end) in s.events.drain(..) {
+        for (start, end) in &s.events[..s.used] {
             end.synchronize().map_err(|e| Error::cuda("halo exchange timing", e))?;
-            s.counters.seconds += f64::from(start.elapsed_ms(&end).map_err(|e| Error::cuda("halo exchange timing", e))?) / 1e3;
+            s.counters.seconds += f64::from(start.elapsed_ms(end).map_err(|e| Error::cuda("halo exchange timing", e))?) / 1e3;
         }
+        s.used = 0;
         Ok(std::mem::take(&mut s.counters))
     }
 
@@ -146,15 +146,19 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
         Ok(())
     }
 
-    /// Runs `f` between two events on the stream and counts `elems` f32 moved.
+    /// Runs `f` between two events on the stream and counts `elems` f32 moved. The events are
+    /// the pool's next pair (created the first time a step reaches this many exchanges).
     fn timed(&self, gpu: &Gpu, elems: usize, f: impl FnOnce(&mut State) -> Result<()>) -> Result<()> {
-        let ev = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| Error::cuda("cuEventCreate", e));
-        let (start, end) = (ev()?, ev()?);
-        start.record(gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
         let s = &mut *self.state.borrow_mut();
+        if s.used == s.events.len() {
+            let ev = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| Error::cuda("cuEventCreate", e));
+            s.events.push((ev()?, ev()?));
+        }
+        let at = s.used;
+        s.events[at].0.record(gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
         f(s)?;
-        end.record(gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
-        s.events.push((start, end));
+        s.events[at].1.record(gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
+        s.used += 1;
         s.counters.bytes += (elems * 4) as u64;
         s.counters.calls += 1;
         Ok(())
@@ -186,25 +190,17 @@ impl<C: DeviceComm> HaloHook<CudaBackend> for DeviceHaloExchange<C> {
             }
             let sends: Vec<(usize, CudaView<'_, f32>)> =
                 self.sends.iter().map(|b| (b.peer, send.slice(b.first * ld..(b.first + b.rows) * ld))).collect();
-            for (buf, b) in s.recv.iter_mut().zip(&self.recvs) {
-                at_least(buf, &gpu, b.rows * ld)?;
-            }
-            let mut recvs: Vec<(usize, CudaViewMut<'_, f32>)> = s
-                .recv
-                .iter_mut()
-                .zip(&self.recvs)
-                .map(|(buf, b)| (b.peer, buf.as_mut().expect("grown above").slice_mut(0..b.rows * ld)))
+            // Each owner's rows straight into their place in x (disjoint row blocks).
+            let recvs: Vec<(usize, Range<usize>)> = self
+                .recvs
+                .iter()
+                .map(|b| {
+                    let at = self.halo_row(b.first) * ld;
+                    (b.peer, at..at + b.rows * ld)
+                })
                 .collect();
-            self.comm.exchange_device(&gpu, &sends, &mut recvs)?;
-            drop(recvs);
-            for (buf, b) in s.recv.iter().zip(&self.recvs) {
-                let at = self.halo_row(b.first) * ld;
-                let src = buf.as_ref().expect("grown above").slice(0..b.rows * ld);
-                gpu.stream()
-                    .memcpy_dtod(&src, &mut x.slice_mut().slice_mut(at..at + b.rows * ld))
-                    .map_err(|e| Error::cuda("halo rows into place", e))?;
-            }
-            Ok(())
+            let mut into = x.slice_mut().slice_mut(0..self.layout.rows() * ld);
+            self.comm.exchange_device(&gpu, &sends, &mut into, &recvs)
         })
     }
 
@@ -214,9 +210,8 @@ impl<C: DeviceComm> HaloHook<CudaBackend> for DeviceHaloExchange<C> {
         let ld = g.ld;
         let ExtendedLayout { below, owned, above } = self.layout;
         self.timed(&gpu, self.halo_rows * ld, |s| {
-            for (buf, b) in s.back.iter_mut().zip(&self.sends) {
-                at_least(buf, &gpu, b.rows * ld)?;
-            }
+            let total: usize = self.sends.iter().map(|b| b.rows).sum();
+            let back = at_least(&mut s.back, &gpu, total * ld)?;
             {
                 let whole = g.slice();
                 let sends: Vec<(usize, CudaView<'_, f32>)> = self
@@ -227,28 +222,28 @@ impl<C: DeviceComm> HaloHook<CudaBackend> for DeviceHaloExchange<C> {
                         (b.peer, whole.slice(at..at + b.rows * ld))
                     })
                     .collect();
-                let mut recvs: Vec<(usize, CudaViewMut<'_, f32>)> = s
-                    .back
-                    .iter_mut()
-                    .zip(&self.sends)
-                    .map(|(buf, b)| (b.peer, buf.as_mut().expect("grown above").slice_mut(0..b.rows * ld)))
-                    .collect();
-                self.comm.exchange_device(&gpu, &sends, &mut recvs)?;
+                // What each peer returns, in send-list order (its rows' block of `back`).
+                let recvs: Vec<(usize, Range<usize>)> =
+                    self.sends.iter().map(|b| (b.peer, b.first * ld..(b.first + b.rows) * ld)).collect();
+                let mut into = back.slice_mut(0..total * ld);
+                self.comm.exchange_device(&gpu, &sends, &mut into, &recvs)?;
             }
             let (ld4, shift) = row_geometry(g);
             // Increasing peer order (`sends` is sorted by peer): a fixed order of sums.
-            for (buf, b) in s.back.iter().zip(&self.sends) {
+            let back_at = back.device_ptr_raw(&gpu);
+            for b in &self.sends {
                 let args = ScatterAddRowsArgs {
                     n_rows: b.rows as u32,
                     ld4,
                     shift,
                     idx: Ptr::new(self.send_idx.ptr(&gpu) + (b.first * 4) as u64),
-                    src: Ptr::new(buf.as_ref().expect("grown above").device_ptr_raw(&gpu)),
+                    src: Ptr::new(back_at + (b.first * ld * 4) as u64),
                     dst: PtrMut::new(g.ptr_mut()),
                 };
                 let shape = crate::ops::nn::row_shape(&gpu, b.rows as u64, 32 >> shift, 0);
                 // SAFETY: the peer's list holds b.rows distinct owned rows of g (one writer per
-                // row); buf holds b.rows x ld f32, g's stride is ld (16-byte rows).
+                // row); back holds its b.rows x ld f32 from row b.first, g's stride is ld
+                // (16-byte rows).
                 unsafe { scatter_add_rows.launch(&gpu, shape, &args) }?;
             }
             // The rows now belong to their owners' sums: zero here, so nothing counts them twice.

@@ -11,6 +11,7 @@ pub mod exchange;
 pub mod halo;
 pub mod host_rows;
 pub mod inproc;
+pub mod label_prop;
 pub mod nccl;
 pub mod part_file;
 pub mod part_graph;

@@ -6,7 +6,9 @@
 //! nodes above it ([`ExtendedLayout`]). The renumbering is monotone, so every row keeps the whole
 //! matrix's entry order and stays sorted (the GPU's edge-value transposes need canonical rows),
 //! and a part's edges are exactly edges `row_ptr[first]..row_ptr[end]` of the whole matrix, in
-//! that order: what keys the attention dropout by global edge.
+//! that order. Dropout masks are keyed by the ORIGINAL ids (before the partition relabelled
+//! the graph: [`local_node_ids`], [`original_edge_ids`], [`feature_ids`]), so every partition
+//! draws the masks of the unpartitioned run on the original graph.
 
 use crate::dist::partition::PartBlocks;
 use crate::error::{Error, Result};
@@ -113,14 +115,80 @@ pub fn part_data(data: &Dataset, first: usize, layout: ExtendedLayout) -> Result
     })
 }
 
-/// Where the part's input dropout starts in the whole feature matrix's mask: local row 0 is
-/// global row `first - below` for dense features (`(first - below) * ld`); sparse ones key
-/// nonzeros, and the halo rows below hold none (`row_ptr[first]`).
-pub fn feature_offset(features: &HostFeatures, first: usize, layout: ExtendedLayout) -> u64 {
-    match features {
-        HostFeatures::Dense(m) => ((first - layout.below) * crate::gpu::memory::padded_ld(m.cols)) as u64,
-        HostFeatures::Sparse(c) => c.row_ptr()[first] as u64,
+/// The original node id (before the partition relabelled the graph: `new_to_old`) of every
+/// local row of a part ([`ExtendedLayout`]: the halo rows below, the owned rows
+/// `first..first + owned`, the halo rows above; `halo` their sorted global ids). Dropout masks
+/// are keyed by it, so any partition draws the unpartitioned run's masks.
+pub fn local_node_ids(new_to_old: &[u32], first: usize, layout: ExtendedLayout, halo: &[u32]) -> Vec<u32> {
+    let (below, above) = halo.split_at(layout.below);
+    let old = |g: &u32| new_to_old[*g as usize];
+    below.iter().map(old).chain(new_to_old[first..first + layout.owned].iter().copied()).chain(above.iter().map(old)).collect()
+}
+
+/// Where each row of the original matrix starts: `s` is the original matrix relabelled by a
+/// partition (`new_to_old`), so original row u has the entries of relabelled row
+/// `old_to_new[u]`.
+fn original_row_starts(s: &Csr, new_to_old: &[u32]) -> Vec<u64> {
+    let mut len = vec![0u64; s.n_rows()];
+    for (r, &u) in new_to_old.iter().enumerate() {
+        len[u as usize] = s.row_len(r) as u64;
     }
+    let mut start = Vec::with_capacity(len.len());
+    let mut at = 0u64;
+    for l in len {
+        start.push(at);
+        at += l;
+    }
+    start
+}
+
+/// The original index of each edge of rows `first..first + rows` of `s`, the original square
+/// matrix relabelled by `new_to_old` (rows sorted by column, as the original's are): relabelled
+/// row r is original row u = `new_to_old[r]`, and its k-th entry (in relabelled column order)
+/// is the entry of u whose original column ranks where its own does among the row's original
+/// columns. The attention dropout is keyed by it.
+pub fn original_edge_ids(s: &Csr, new_to_old: &[u32], first: usize, rows: usize) -> Result<Vec<u32>> {
+    let start = original_row_starts(s, new_to_old);
+    if start.last().map_or(0, |&l| l + s.row_len(s.n_rows() - 1) as u64) > u32::MAX as u64 {
+        return Err(Error::Unsupported(format!("original edge ids of a matrix of {} entries (u32 ids)", s.nnz())));
+    }
+    let mut ids = Vec::with_capacity(s.row_ptr()[first + rows] as usize - s.row_ptr()[first] as usize);
+    let mut order: Vec<(u32, u32)> = Vec::new();
+    for r in first..first + rows {
+        let base = start[new_to_old[r] as usize] as u32;
+        // (original column, position in the relabelled row), sorted by original column: the
+        // rank of each entry in the original row.
+        order.clear();
+        order.extend(s.col_idx()[s.row_range(r)].iter().enumerate().map(|(k, &c)| (new_to_old[c as usize], k as u32)));
+        order.sort_unstable();
+        let at = ids.len();
+        ids.resize(at + order.len(), 0);
+        for (rank, &(_, k)) in order.iter().enumerate() {
+            ids[at + k as usize] = base + rank as u32;
+        }
+    }
+    Ok(ids)
+}
+
+/// The keys of the part's input dropout: dense features by row (its local rows' original node
+/// ids, `row_ids`), sparse ones by nonzero (each local nonzero's index in the original feature
+/// matrix; relabelling moves whole rows, so a row's nonzeros keep their order; the halo rows
+/// hold none).
+pub fn feature_ids(features: &HostFeatures, new_to_old: &[u32], first: usize, owned: usize, row_ids: &[u32]) -> Result<Vec<u32>> {
+    let c = match features {
+        HostFeatures::Dense(_) => return Ok(row_ids.to_vec()),
+        HostFeatures::Sparse(c) => c,
+    };
+    let start = original_row_starts(c, new_to_old);
+    if c.nnz() > u32::MAX as usize {
+        return Err(Error::Unsupported(format!("original nonzero ids of {} feature nonzeros (u32 ids)", c.nnz())));
+    }
+    let mut ids = Vec::with_capacity(c.row_ptr()[first + owned] as usize - c.row_ptr()[first] as usize);
+    for r in first..first + owned {
+        let base = start[new_to_old[r] as usize] as u32;
+        ids.extend((0..c.row_len(r) as u32).map(|k| base + k));
+    }
+    Ok(ids)
 }
 
 /// The whole dataset relabelled by a partition's permutation (features, labels and masks moved

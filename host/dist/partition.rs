@@ -14,7 +14,8 @@
 //!
 //! Balance: a part's weight is Σ (row nnz + 1) over its nodes (edges, the SpMM work, plus one per
 //! node so that isolated nodes still spread). The cut orders: the given order (contiguous), our
-//! Louvain community order, or METIS k-way with those vertex weights.
+//! Louvain community order, METIS k-way with those vertex weights, or parallel label propagation
+//! ([`crate::dist::label_prop`]).
 
 use crate::error::{Error, Result};
 use crate::graph::ops::{pattern, remove_self_loops, symmetrize, transpose};
@@ -30,6 +31,9 @@ pub enum PartitionMethod {
     Community,
     /// METIS k-way (edge cut minimised, vertex weights = row nnz + 1); needs the `metis` feature.
     Metis,
+    /// Parallel size-constrained label propagation ([`crate::dist::label_prop`]): clusters
+    /// packed into edge-balanced parts, then refined; for graphs too large for METIS.
+    LabelProp,
 }
 
 impl std::str::FromStr for PartitionMethod {
@@ -39,7 +43,8 @@ impl std::str::FromStr for PartitionMethod {
             "contiguous" => Ok(PartitionMethod::Contiguous),
             "community" | "louvain" => Ok(PartitionMethod::Community),
             "metis" => Ok(PartitionMethod::Metis),
-            o => Err(Error::Unsupported(format!("partition method '{o}' (contiguous, community, metis)"))),
+            "lp" | "label-propagation" => Ok(PartitionMethod::LabelProp),
+            o => Err(Error::Unsupported(format!("partition method '{o}' (contiguous, community, metis, lp)"))),
         }
     }
 }
@@ -50,6 +55,7 @@ impl std::fmt::Display for PartitionMethod {
             PartitionMethod::Contiguous => "contiguous",
             PartitionMethod::Community => "community",
             PartitionMethod::Metis => "metis",
+            PartitionMethod::LabelProp => "lp",
         })
     }
 }
@@ -140,6 +146,9 @@ impl Partition {
             PartitionMethod::Metis => {
                 let assign = metis_parts(graph, &weights, parts)?;
                 relabel_by_part(&assign, parts)?
+            }
+            PartitionMethod::LabelProp => {
+                relabel_by_part(&crate::dist::label_prop::label_propagation_parts(graph, &weights, parts), parts)?
             }
         };
         Self::from_relabelling(graph, method, perm, offsets)

@@ -8,7 +8,8 @@
 //!   1 / global count), its value and the correct counts are all-reduced;
 //! - the weight gradients (sums over rows) are all-reduced in one fused buffer, and every rank
 //!   takes the same Adam step, so the weights stay identical on every rank;
-//! - dropout masks are keyed by global row / global edge, so they are the whole graph's.
+//! - dropout masks are keyed by original node / original edge (the ids before the partition
+//!   relabelled the graph), so every partition draws the unpartitioned run's masks.
 //!
 //! BatchNorm's batch statistics would need an all-reduce too: refused for now.
 
@@ -20,7 +21,7 @@ use crate::dist::comm::Communicator;
 use crate::dist::dist_backend::{CountedHook, DistBackend, HaloPath};
 use crate::dist::exchange::ExchangeCounters;
 use crate::dist::halo::{ExchangeMethod, Halo};
-use crate::dist::part_graph::{ExtendedLayout, extended_rows, feature_offset, halo_ids, part_data};
+use crate::dist::part_graph::{ExtendedLayout, extended_rows, feature_ids, halo_ids, local_node_ids, original_edge_ids, part_data};
 use crate::dist::partition::Partition;
 use crate::error::{Error, Result};
 use crate::nn::data::Dataset;
@@ -121,21 +122,23 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         // The model's matrix of the whole graph (GCN: normalised with global degrees), then this
         // part's rows of it.
         let s = models::model_graph(model.model, &data.graph)?;
-        // The halo rows below the owned ones are empty: a part's first edge is the whole
-        // matrix's edge row_ptr[first].
-        let first_edge = s.row_ptr()[first] as usize;
+        // The dropout keys, built once: the original id of every local row, edge and feature
+        // nonzero (the halo rows below the owned ones are empty: the part's edges are the
+        // owned rows' edges).
+        let new_to_old = partition.perm.new_to_old();
+        let layout = ExtendedLayout::new(first, owned, &halo);
+        let row_ids = local_node_ids(new_to_old, first, layout, &halo);
+        let edge_ids = original_edge_ids(&s, new_to_old, first, owned)?;
+        let input_ids = feature_ids(&data.features, new_to_old, first, owned, &row_ids)?;
         let part_graph = extended_rows(&s, first, owned, &halo)?;
         drop(s);
-        let layout = ExtendedLayout::new(first, owned, &halo);
         let local = part_data(data, first, layout)?;
         let exchange = b.halo_hook(Halo::from_partition(partition, rank, method)?, comm.clone(), layout, path)?;
-        // Local row r is global row r + first - below (for the owned rows: the others' masks
-        // are never used).
         let hook: Rc<dyn crate::nn::halo_hook::HaloHook<B>> = exchange.clone();
-        let ctx = PartContext { hook, first_row: first - layout.below, first_edge };
+        let ctx = PartContext { hook, row_ids: Rc::new(b.ids(&row_ids)?), edge_ids: Rc::new(b.ids(&edge_ids)?) };
         let n = layout.rows();
         let net = models::build_part(b, part_graph, data.features.cols(), data.classes, model, &ctx)?;
-        let input = InputFeatures::for_model(b, &local.features, model)?.keyed_from(feature_offset(&data.features, first, layout));
+        let input = InputFeatures::for_model(b, &local.features, model)?.keyed_by(Some(b.ids(&input_ids)?));
         let labels = b.labels(&local.labels, &local.mask_bits)?;
         Ok(DistTrainer {
             net,

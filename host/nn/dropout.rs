@@ -1,10 +1,12 @@
 //! Inverted dropout on a hidden activation, its mask kept for the backward pass. The mask is
 //! drawn on the device from (seed, step counter), so a replayed CUDA graph draws a fresh one.
 
+use std::rc::Rc;
+
 use crate::error::Result;
-use crate::gpu::memory::padded_ld;
 use crate::nn::operand::Operand;
 use crate::ops::backend::{Backend, op_set};
+use crate::ops::nn::dropout::DropKey;
 
 op_set!(
     /// What a dropout layer needs: the mask draws and the fused backward passes.
@@ -19,29 +21,34 @@ op_set!(
 pub struct Dropout<B: Backend> {
     p: f32,
     seed: u64,
-    /// Added to every element's mask index: `first_row * ld` on a part of a partitioned graph.
-    offset: u64,
-    cols: usize,
+    /// On a part of a partitioned graph, its local rows' original node ids (shared by the
+    /// part's dropouts): row r draws the whole graph's row `ids[r]`. `None` on one device.
+    ids: Option<Rc<B::Ids>>,
     out: B::Mat,
     mask: B::Mask,
 }
 
 impl<B: DropoutOps> Dropout<B> {
     pub fn new(b: &B, rows: usize, cols: usize, p: f32, seed: u64) -> Result<Self> {
-        Ok(Dropout { p, seed, offset: 0, cols, out: b.matrix(rows, cols)?, mask: b.mask(rows, cols)? })
+        Ok(Dropout { p, seed, ids: None, out: b.matrix(rows, cols)?, mask: b.mask(rows, cols)? })
     }
 
     /// A dropout only ever drawn inside products ([`Dropout::operand`]) and backward passes that
     /// draw the mask again ([`Dropout::backward_elu_product`]): no output or mask buffer (its
     /// `forward`, `output` and `backward` have nothing to work on).
     pub fn redrawn_only(b: &B, cols: usize, p: f32, seed: u64) -> Result<Self> {
-        Ok(Dropout { p, seed, offset: 0, cols, out: b.matrix(0, cols)?, mask: b.mask(0, cols)? })
+        Ok(Dropout { p, seed, ids: None, out: b.matrix(0, cols)?, mask: b.mask(0, cols)? })
     }
 
-    /// Draws row r's mask as global row `first_row + r` of the whole graph's (a part of a
-    /// partitioned graph whose rows start at `first_row`).
-    pub fn set_first_row(&mut self, first_row: usize) {
-        self.offset = (first_row * padded_ld(self.cols)) as u64;
+    /// Draws row r's mask as row `ids[r]` of the whole graph's (a part of a partitioned graph:
+    /// its local rows' original node ids), so every partition draws the one-device mask.
+    pub fn set_row_ids(&mut self, ids: Rc<B::Ids>) {
+        self.ids = Some(ids);
+    }
+
+    /// Which mask this dropout draws.
+    pub fn key(&self) -> DropKey<'_, B::Ids> {
+        DropKey::new(self.p, self.seed).with_ids(self.ids.as_deref())
     }
 
     /// Whether `forward` drops anything (training with p > 0).
@@ -51,7 +58,8 @@ impl<B: DropoutOps> Dropout<B> {
 
     pub fn forward(&mut self, b: &B, x: &B::Mat, train: bool) -> Result<()> {
         if self.is_active(train) {
-            b.dropout_at(x, &mut self.out, &mut self.mask, self.p, self.seed, self.offset)?;
+            let key = DropKey::new(self.p, self.seed).with_ids(self.ids.as_deref());
+            b.dropout_at(x, &mut self.out, &mut self.mask, key)?;
         }
         Ok(())
     }
@@ -64,12 +72,8 @@ impl<B: DropoutOps> Dropout<B> {
     /// This dropout of `x` as the left operand of the product that follows it, the mask drawn
     /// inside the product ([`Operand::Dropped`]: no dropped copy written; `x` itself when
     /// inactive): for [`Dropout::backward_redrawn`], not [`Dropout::backward`].
-    pub fn operand<'a>(&self, x: &'a B::Mat, train: bool) -> Operand<'a, B> {
-        if self.is_active(train) {
-            Operand::Dropped { x, half: None, p: self.p, seed: self.seed, offset: self.offset }
-        } else {
-            Operand::Dense(x)
-        }
+    pub fn operand<'a>(&'a self, x: &'a B::Mat, train: bool) -> Operand<'a, B> {
+        if self.is_active(train) { Operand::Dropped { x, half: None, key: self.key() } } else { Operand::Dense(x) }
     }
 
     /// dx = dropout'(dy) after a product of [`Dropout::operand`] in this step: the mask drawn
@@ -78,14 +82,16 @@ impl<B: DropoutOps> Dropout<B> {
         if self.p == 0.0 {
             return b.copy(dy, dx);
         }
-        b.dropout_at(dy, dx, &mut self.mask, self.p, self.seed, self.offset)
+        let key = DropKey::new(self.p, self.seed).with_ids(self.ids.as_deref());
+        b.dropout_at(dy, dx, &mut self.mask, key)
     }
 
     /// The output of `dropout(max(z + bias, 0))` in one pass (a hidden layer's bias, ReLU and
     /// this dropout fused; the mask is not stored): for [`Dropout::backward_relu`], not
     /// [`Dropout::backward`]. Only while active.
     pub fn forward_bias_relu(&mut self, b: &B, z: &B::Mat, bias: &B::Mat) -> Result<()> {
-        b.bias_relu_dropout(z, bias, &mut self.out, self.p, self.seed, self.offset)
+        let key = DropKey::new(self.p, self.seed).with_ids(self.ids.as_deref());
+        b.bias_relu_dropout(z, bias, &mut self.out, key)
     }
 
     /// dz = relu'(dropout'(dy)) after [`Dropout::forward_bias_relu`], from its output alone.
@@ -99,25 +105,22 @@ impl<B: DropoutOps> Dropout<B> {
     /// `h` the ELU's output, or its input with `h_is_input` (after `elu_operand`), its values
     /// read from `h16` where the forward wrote them only in f16; with `dz_col_sums`, dz's
     /// column sums too (the bias gradient of the layer whose output h is).
-    #[allow(clippy::too_many_arguments)]
     pub fn backward_elu_product(
         &self,
         b: &B,
-        g: &B::Mat,
-        w: &B::Mat,
-        h: (&B::Mat, bool),
-        h16: Option<&B::Half>,
+        gw: (&B::Mat, &B::Mat),
+        (h, h16): ((&B::Mat, bool), Option<&B::Half>),
         dz: &mut B::Mat,
         dz_col_sums: Option<&mut B::Mat>,
     ) -> Result<()> {
-        b.elu_dropout_backward_product(g, w, h, h16, self.p, self.seed, self.offset, dz, dz_col_sums)
+        b.elu_dropout_backward_product(gw, h, h16, self.key(), dz, dz_col_sums)
     }
 
     /// `dropout(ELU(x))` as the left operand of the product that follows (x the ELU's input;
     /// both applied inside the product: [`Operand::EluDropped`]). Only while active.
     /// `half`: x's values in f16, read instead of x.
-    pub fn elu_operand<'a>(&self, x: &'a B::Mat, half: Option<&'a B::Half>) -> Operand<'a, B> {
-        Operand::EluDropped { x, half, p: self.p, seed: self.seed, offset: self.offset }
+    pub fn elu_operand<'a>(&'a self, x: &'a B::Mat, half: Option<&'a B::Half>) -> Operand<'a, B> {
+        Operand::EluDropped { x, half, key: self.key() }
     }
 
     /// dx = dropout'(dy) (a copy when p = 0).

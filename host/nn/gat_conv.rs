@@ -34,6 +34,7 @@ use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, glorot};
 use crate::ops::backend::{Side, op_set};
+use crate::ops::nn::dropout::DropKey;
 use crate::ops::nn::gat_attention::{GatAttention, GradInputs};
 use crate::ops::nn::gat_edge_logits::GAT_SLOPE;
 use crate::tensor::Matrix;
@@ -57,10 +58,10 @@ op_set!(
 pub struct GatGraph<B: GatOps> {
     pub graph: B::Graph,
     /// On one part of a partitioned graph: the halo exchange of every conv's Wh (see
-    /// [`crate::nn::halo_hook`]) and the global index of the part's first edge (attention
-    /// dropout is keyed by global edge); `None` and 0 otherwise.
+    /// [`crate::nn::halo_hook`]) and the original index of each of its edges (attention
+    /// dropout is keyed by it, so any partition draws the one-device masks); `None` otherwise.
     pub halo: Option<Rc<dyn HaloHook<B>>>,
-    pub first_edge: u64,
+    pub edge_ids: Option<Rc<B::Ids>>,
 }
 
 impl<B: GatOps> GatGraph<B> {
@@ -72,7 +73,7 @@ impl<B: GatOps> GatGraph<B> {
 
     /// The pattern of A + I as it is (whole, or one part's extended rows with `part`).
     pub fn from_pattern(b: &B, s: Csr, part: Option<&PartContext<B>>) -> Result<Self> {
-        Ok(GatGraph { graph: b.graph(s)?, halo: part.map(|p| p.hook.clone()), first_edge: part.map_or(0, |p| p.first_edge as u64) })
+        Ok(GatGraph { graph: b.graph(s)?, halo: part.map(|p| p.hook.clone()), edge_ids: part.map(|p| p.edge_ids.clone()) })
     }
 }
 
@@ -249,14 +250,15 @@ impl<B: GatOps> GatConv<B> {
     }
 
     /// The fused op's view of this layer (attention dropout only in training).
-    fn attention(&self, g: &GatGraph<B>) -> GatAttention {
+    fn attention<'g>(&self, g: &'g GatGraph<B>) -> GatAttention<'g, B::Ids> {
         GatAttention {
             heads: self.heads,
             dim: self.dim,
             slope: GAT_SLOPE,
             p: if self.dropped { self.p } else { 0.0 },
             seed: self.seed,
-            first_edge: g.first_edge,
+            first_edge: 0,
+            edge_ids: g.edge_ids.as_deref(),
         }
     }
 
@@ -304,7 +306,12 @@ impl<B: GatOps> GatConv<B> {
             b.gat_edge_logits(&g.graph, &self.s_dst, &self.s_src, h, GAT_SLOPE, &mut hd.logits)?;
             b.edge_softmax(&g.graph, &u.one, &hd.logits, &mut hd.alpha)?;
             let used = if self.dropped {
-                b.dropout_edges_at(&hd.alpha, &mut hd.alpha_drop, &mut hd.mask, self.p, seed, g.first_edge)?;
+                b.dropout_edges_at(
+                    &hd.alpha,
+                    &mut hd.alpha_drop,
+                    &mut hd.mask,
+                    DropKey::new(self.p, seed).with_ids(g.edge_ids.as_deref()),
+                )?;
                 &hd.alpha_drop
             } else {
                 &hd.alpha

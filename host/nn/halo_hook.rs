@@ -31,13 +31,12 @@ pub trait HaloHook<B: Backend> {
 #[derive(Clone)]
 pub struct PartContext<B: Backend> {
     pub hook: Rc<dyn HaloHook<B>>,
-    /// Global id of the part's local row 0 (for its owned rows: local row r is global row
-    /// `first_row + r`): dropout masks are keyed by global row, so a part draws exactly its rows
-    /// of the whole graph's mask.
-    pub first_row: usize,
-    /// Global index of the part's first edge in the model's own graph (GAT: A + I), for the
-    /// attention dropout, keyed by global edge.
-    pub first_edge: usize,
+    /// The original node id of every local row (its id before any partition relabelled the
+    /// graph): dropout masks are keyed by it, so any partition draws the one-device masks.
+    pub row_ids: Rc<B::Ids>,
+    /// The original index of every local edge in the model's own graph (GAT: A + I), for the
+    /// attention dropout, keyed the same way.
+    pub edge_ids: Rc<B::Ids>,
 }
 
 /// `hook.fill(x)` when there is a hook (`None`: the unpartitioned model, nothing to do).

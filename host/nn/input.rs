@@ -11,6 +11,7 @@ use crate::graph::Csr;
 use crate::nn::models::ModelConfig;
 use crate::nn::operand::Operand;
 use crate::ops::backend::{Side, op_set};
+use crate::ops::nn::dropout::DropKey;
 use crate::tensor::Matrix;
 
 op_set!(
@@ -21,8 +22,8 @@ op_set!(
     crate::ops::nn::transpose_edges::TransposeEdgesOp,
 );
 
-/// `offset` is added to the input dropout's mask indices (0 unless the features are one part's
-/// rows of a partitioned graph's: see [`InputFeatures::keyed_from`]).
+/// `ids`: the original ids the input dropout keys the rows (dense) or nonzeros (sparse) by, on
+/// one part of a partitioned graph ([`InputFeatures::keyed_by`]); `None` on one device.
 pub enum InputFeatures<B: crate::ops::nn::dropout_gemm::DropoutGemmOp> {
     /// `dropped`: x after the input dropout, which the first layer's products read; no mask (the
     /// features need no gradient). `half`: x stored once more in f16, which the dropout reads
@@ -31,7 +32,7 @@ pub enum InputFeatures<B: crate::ops::nn::dropout_gemm::DropoutGemmOp> {
         x: B::Mat,
         dropped: B::Mat,
         half: Option<B::Half>,
-        offset: u64,
+        ids: Option<B::Ids>,
     },
     /// `seed`: the input dropout's, remembered by `forward` for the backward's `operand`.
     /// `half`: x stored once more in f16, which the products read instead where the backend
@@ -40,7 +41,7 @@ pub enum InputFeatures<B: crate::ops::nn::dropout_gemm::DropoutGemmOp> {
     DenseFused {
         x: B::Mat,
         half: Option<B::Half>,
-        offset: u64,
+        ids: Option<B::Ids>,
         seed: u64,
     },
     Sparse {
@@ -50,7 +51,7 @@ pub enum InputFeatures<B: crate::ops::nn::dropout_gemm::DropoutGemmOp> {
         dropped: B::Edges,
         dropped_t: B::Edges,
         mask: B::Mask,
-        offset: u64,
+        ids: Option<B::Ids>,
     },
 }
 
@@ -137,9 +138,9 @@ impl<B: InputOps> InputFeatures<B> {
                 let (rows, cols) = (m.rows, m.cols);
                 let x = b.upload_owned(m)?;
                 if b.fused_input_dropout_pays(cols, model.first_product_columns()) && b.fuses_input_dropout(rows, cols) {
-                    return Ok(InputFeatures::DenseFused { x, half: None, offset: 0, seed: 0 });
+                    return Ok(InputFeatures::DenseFused { x, half: None, ids: None, seed: 0 });
                 }
-                Ok(InputFeatures::Dense { x, dropped: b.matrix(rows, cols)?, half: None, offset: 0 })
+                Ok(InputFeatures::Dense { x, dropped: b.matrix(rows, cols)?, half: None, ids: None })
             }
             sparse => Self::new(b, &sparse),
         }
@@ -164,8 +165,8 @@ impl<B: InputOps> InputFeatures<B> {
     /// dropped copy (sparse features ignore it). The CPU backend runs both, for the tests.
     pub fn with_fusion(b: &B, host: &HostFeatures, fused: bool) -> Result<Self> {
         Ok(match host {
-            HostFeatures::Dense(m) if fused => InputFeatures::DenseFused { x: b.upload(m)?, half: None, offset: 0, seed: 0 },
-            HostFeatures::Dense(m) => InputFeatures::Dense { x: b.upload(m)?, dropped: b.matrix(m.rows, m.cols)?, half: None, offset: 0 },
+            HostFeatures::Dense(m) if fused => InputFeatures::DenseFused { x: b.upload(m)?, half: None, ids: None, seed: 0 },
+            HostFeatures::Dense(m) => InputFeatures::Dense { x: b.upload(m)?, dropped: b.matrix(m.rows, m.cols)?, half: None, ids: None },
             HostFeatures::Sparse(c) => {
                 let x = b.graph(c.clone())?;
                 let values = b.graph_values(&x, Side::Forward)?;
@@ -173,7 +174,7 @@ impl<B: InputOps> InputFeatures<B> {
                 let dropped = b.edges(&x, Side::Forward)?;
                 let dropped_t = b.edges(&x, Side::Transposed)?;
                 let mask = b.edge_mask(&dropped)?;
-                InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask, offset: 0 }
+                InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask, ids: None }
             }
         })
     }
@@ -193,14 +194,12 @@ impl<B: InputOps> InputFeatures<B> {
         Ok(self)
     }
 
-    /// The input dropout keyed from element `offset` of the whole graph's mask: a part whose
-    /// rows start at global row r0 passes `r0 * padded_ld(cols)` for dense features and the
-    /// whole feature matrix's `row_ptr[r0]` for sparse ones.
-    pub fn keyed_from(mut self, at: u64) -> Self {
+    /// The input dropout keyed by original ids (one part of a partitioned graph): for dense
+    /// features its rows' original node ids, for sparse ones its nonzeros' indices in the
+    /// original feature matrix, so that the part draws the one-device mask's entries.
+    pub fn keyed_by(mut self, by: Option<B::Ids>) -> Self {
         match &mut self {
-            InputFeatures::Dense { offset, .. } | InputFeatures::DenseFused { offset, .. } | InputFeatures::Sparse { offset, .. } => {
-                *offset = at
-            }
+            InputFeatures::Dense { ids, .. } | InputFeatures::DenseFused { ids, .. } | InputFeatures::Sparse { ids, .. } => *ids = by,
         }
         self
     }
@@ -217,25 +216,25 @@ impl<B: InputOps> InputFeatures<B> {
     pub fn forward(&mut self, b: &B, train: bool, p: f32, seed: u64) -> Result<Operand<'_, B>> {
         let drop = train && p > 0.0;
         Ok(match self {
-            InputFeatures::Dense { x, dropped, half, offset } => {
+            InputFeatures::Dense { x, dropped, half, ids } => {
                 if !drop {
                     return Ok(Operand::Dense(x));
                 }
-                b.input_dropout(x, half.as_ref(), dropped, p, seed, *offset)?;
+                b.input_dropout(x, half.as_ref(), dropped, DropKey::new(p, seed).with_ids(ids.as_ref()))?;
                 Operand::Dense(dropped)
             }
-            InputFeatures::DenseFused { x, half, offset, seed: kept } => {
+            InputFeatures::DenseFused { x, half, ids, seed: kept } => {
                 if !drop {
                     return Ok(Operand::Dense(x));
                 }
                 *kept = seed;
-                Operand::Dropped { x, half: half.as_ref(), p, seed, offset: *offset }
+                Operand::Dropped { x, half: half.as_ref(), key: DropKey::new(p, seed).with_ids(ids.as_ref()) }
             }
-            InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask, offset } => {
+            InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask, ids } => {
                 if !drop {
                     return Ok(Operand::Sparse { x, values, values_t });
                 }
-                b.dropout_edges_at(values, dropped, mask, p, seed, *offset)?;
+                b.dropout_edges_at(values, dropped, mask, DropKey::new(p, seed).with_ids(ids.as_ref()))?;
                 b.transpose_edges(x, dropped, dropped_t)?;
                 Operand::Sparse { x, values: dropped, values_t: dropped_t }
             }
@@ -247,9 +246,9 @@ impl<B: InputOps> InputFeatures<B> {
         let dropped = train && p > 0.0;
         match self {
             InputFeatures::Dense { x, dropped: d, .. } => Operand::Dense(if dropped { d } else { x }),
-            InputFeatures::DenseFused { x, half, offset, seed } => {
+            InputFeatures::DenseFused { x, half, ids, seed } => {
                 if dropped {
-                    Operand::Dropped { x, half: half.as_ref(), p, seed: *seed, offset: *offset }
+                    Operand::Dropped { x, half: half.as_ref(), key: DropKey::new(p, *seed).with_ids(ids.as_ref()) }
                 } else {
                     Operand::Dense(x)
                 }

@@ -6,6 +6,7 @@
 
 use crate::error::Result;
 use crate::ops::backend::{Backend, Side, op_set};
+use crate::ops::nn::dropout::DropKey;
 
 op_set!(
     /// What the products of an operand need.
@@ -24,17 +25,14 @@ pub enum Operand<'a, B: crate::ops::nn::dropout_gemm::DropoutGemmOp> {
         values: &'a B::Edges,
         values_t: &'a B::Edges,
     },
-    /// `dropout(x)` with probability `p`, the mask of (`seed`, the step counter) keyed from
-    /// `offset`, as [`DropoutOp::dropout_at`](crate::ops::nn::dropout::DropoutOp::dropout_at)
+    /// `dropout(x)`, the mask of `key` and the step counter, as [`DropoutOp::dropout_at`](crate::ops::nn::dropout::DropoutOp::dropout_at)
     /// would draw it; regenerated in both products, so forward and backward must run in one
     /// step. `half`: x's f16 copy, read instead where the backend can
     /// ([`DropoutGemmOp::half_features`](crate::ops::nn::dropout_gemm::DropoutGemmOp::half_features)).
     Dropped {
         x: &'a B::Mat,
         half: Option<&'a B::Half>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'a, B::Ids>,
     },
     /// `dropout(ELU(x))` (x the layer below's pre-activation), ELU and mask applied inside both
     /// products as for `Dropped` ([`DropoutGemmOp::elu_dropout_gemm`](crate::ops::nn::dropout_gemm::DropoutGemmOp::elu_dropout_gemm)).
@@ -42,9 +40,7 @@ pub enum Operand<'a, B: crate::ops::nn::dropout_gemm::DropoutGemmOp> {
     EluDropped {
         x: &'a B::Mat,
         half: Option<&'a B::Half>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'a, B::Ids>,
     },
 }
 
@@ -54,8 +50,8 @@ impl<B: OperandOps> Operand<'_, B> {
         match self {
             Operand::Dense(x) => b.gemm(x, false, w, false, 0.0, out),
             Operand::Sparse { x, values, .. } => b.spmm(x, Side::Forward, values, w, out),
-            Operand::Dropped { x, half, p, seed, offset } => b.dropout_gemm(x, *half, w, out, *p, *seed, *offset),
-            Operand::EluDropped { x, half, p, seed, offset } => b.elu_dropout_gemm(x, *half, w, out, *p, *seed, *offset),
+            Operand::Dropped { x, half, key } => b.dropout_gemm(x, *half, w, out, *key),
+            Operand::EluDropped { x, half, key } => b.elu_dropout_gemm(x, *half, w, out, *key),
         }
     }
 
@@ -64,8 +60,8 @@ impl<B: OperandOps> Operand<'_, B> {
         match self {
             Operand::Dense(x) => b.gemm(x, true, g, false, 0.0, out),
             Operand::Sparse { x, values_t, .. } => b.spmm(x, Side::Transposed, values_t, g, out),
-            Operand::Dropped { x, half, p, seed, offset } => b.dropout_gemm_dw(x, *half, g, out, *p, *seed, *offset),
-            Operand::EluDropped { x, half, p, seed, offset } => b.elu_dropout_gemm_dw(x, *half, g, out, *p, *seed, *offset),
+            Operand::Dropped { x, half, key } => b.dropout_gemm_dw(x, *half, g, out, *key),
+            Operand::EluDropped { x, half, key } => b.elu_dropout_gemm_dw(x, *half, g, out, *key),
         }
     }
 }

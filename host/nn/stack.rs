@@ -155,7 +155,7 @@ impl<B: StackOps + crate::nn::gcn_conv::GcnOps, C: Conv<B, Adj = GcnAdjacency<B>
         let adj = GcnAdjacency::from_normalized(b, s)?.with_halo(part.map(|p| p.hook.clone()));
         let mut stack = Stack::new(b, n, adj, convs, &widths, cfg)?;
         if let Some(p) = part {
-            stack.set_first_row(p.first_row);
+            stack.set_row_ids(p.row_ids.clone());
         }
         Ok(stack)
     }
@@ -217,10 +217,10 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
         !self.later.is_empty()
     }
 
-    /// Keys the hidden dropouts' masks by global row (a part of a partitioned graph whose rows
-    /// start at `first_row`).
-    pub fn set_first_row(&mut self, first_row: usize) {
-        self.hidden.iter_mut().for_each(|h| h.drop.set_first_row(first_row));
+    /// Keys the hidden dropouts' masks by original node id (a part of a partitioned graph: `ids`
+    /// of its local rows).
+    pub fn set_row_ids(&mut self, ids: std::rc::Rc<B::Ids>) {
+        self.hidden.iter_mut().for_each(|h| h.drop.set_row_ids(ids.clone()));
     }
 
     /// Whether hidden layer `l` runs its tail fused (see the module note): a plain layer under

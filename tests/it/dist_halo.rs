@@ -104,7 +104,8 @@ fn check<T: Real>(g: &Csr, p: &Partition, method: ExchangeMethod, k: usize, tol:
     compare(g, p, (&x, &dy), k, out, tol, &format!("{method:?}"));
 }
 
-const METHODS: [PartitionMethod; 3] = [PartitionMethod::Contiguous, PartitionMethod::Community, PartitionMethod::Metis];
+const METHODS: [PartitionMethod; 4] =
+    [PartitionMethod::Contiguous, PartitionMethod::Community, PartitionMethod::Metis, PartitionMethod::LabelProp];
 const EXCHANGES: [ExchangeMethod; 2] = [ExchangeMethod::PointToPoint, ExchangeMethod::AllGather];
 
 #[test]

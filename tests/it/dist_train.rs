@@ -1,7 +1,7 @@
 //! The partitioned training step reproduces the unpartitioned loss curve: P = 1..4 parts as
 //! threads (the in-process communicator), every model, f64 to 1e-12 and f32 to 1e-6, against
-//! `Trainer` on the same relabelled graph with the same seed (dropout on features, hidden layers
-//! and GAT's attention included). Odd partitions: an empty part, a part with no halo, a hub row,
+//! `Trainer` on the original (unrelabelled) graph with the same seed (dropout on features,
+//! hidden layers and GAT's attention included: masks are keyed by original node and edge ids). Odd partitions: an empty part, a part with no halo, a hub row,
 //! sparse input features. The weights stay identical on every rank.
 
 use std::rc::Rc;
@@ -84,7 +84,7 @@ fn check_models_with<T: Real>(tol: f64, accuracy: bool, models: &[&str], parts: 
                 ("random", Partition::from_assignment(&data.graph, &random_assignment(data.n(), parts, 3), parts).unwrap()),
             ] {
                 let d = relabel(&data, &p.perm).unwrap();
-                let want = reference::<T>(&d, &cfg, &tcfg);
+                let want = reference::<T>(&data, &cfg, &tcfg);
                 let method = if parts == 3 { ExchangeMethod::AllGather } else { ExchangeMethod::PointToPoint };
                 let got = partitioned::<T>(&d, &p, method, &cfg, &tcfg);
                 assert_curves(&format!("{model} P = {parts} {name} {method:?}"), &got, &want, tol, accuracy);
@@ -128,6 +128,41 @@ fn f32_equals_unpartitioned_to_1e6() {
     check_models_with::<f32>(1e-5, false, &["gin"], &[2, 3]);
 }
 
+/// Issue 46: with dropout on (0.5 on the features, the hidden layers and GAT's attention), any
+/// partition (METIS, Louvain community order, label propagation, a random assignment; P = 1..4)
+/// gives the loss curve of one device on the ORIGINAL graph from epoch 1: every mask is keyed by
+/// the original node and edge ids, whatever the relabelling.
+#[test]
+fn dropout_curves_equal_one_device_under_any_partition() {
+    let data = sbm(240);
+    for model in ["gcn", "gat"] {
+        let (mut cfg, tcfg) = config(model);
+        cfg.dropout = 0.5;
+        let want = reference::<f64>(&data, &cfg, &tcfg);
+        // Dropout changes the curve (else the test could not see a mask keyed wrongly).
+        let mut off = cfg;
+        off.dropout = 0.0;
+        assert!((reference::<f64>(&data, &off, &tcfg)[0].loss - want[0].loss).abs() > 1e-6, "{model}: dropout changes nothing");
+        for parts in 1..=4 {
+            let mut partitions = vec![
+                ("community", Partition::new(&data.graph, parts, PartitionMethod::Community).unwrap()),
+                ("random", Partition::from_assignment(&data.graph, &random_assignment(data.n(), parts, 11), parts).unwrap()),
+            ];
+            partitions.push(("lp", Partition::new(&data.graph, parts, PartitionMethod::LabelProp).unwrap()));
+            if cfg!(feature = "metis") {
+                partitions.push(("metis", Partition::new(&data.graph, parts, PartitionMethod::Metis).unwrap()));
+            }
+            for (name, p) in partitions {
+                let relabelled = p.perm.new_to_old().iter().enumerate().any(|(i, &o)| i != o as usize);
+                assert!(relabelled || name != "random" || parts == 1, "{name} P = {parts}: the random assignment left the order alone");
+                let d = relabel(&data, &p.perm).unwrap();
+                let got = partitioned::<f64>(&d, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg);
+                assert_same(&format!("{model} dropout 0.5, {name} P = {parts}"), &got, &want, 1e-9);
+            }
+        }
+    }
+}
+
 #[test]
 fn options_equal_unpartitioned() {
     // SAGE normalised, GIN with learnable eps, a deeper residual GCN: still exact.
@@ -137,7 +172,7 @@ fn options_equal_unpartitioned() {
     for (model, variant, residual, layers) in [("sage", true, false, 2), ("gin", true, false, 2), ("gcn", false, true, 4)] {
         let (mut cfg, tcfg) = config(model);
         (cfg.variant, cfg.residual, cfg.layers) = (variant, residual, layers);
-        let want = reference::<f64>(&d, &cfg, &tcfg);
+        let want = reference::<f64>(&data, &cfg, &tcfg);
         let got = partitioned::<f64>(&d, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg);
         assert_same(&format!("{model} variant {variant} residual {residual} layers {layers}"), &got, &want, 1e-12);
     }
@@ -152,7 +187,7 @@ fn sparse_features_equal_unpartitioned() {
     let d = relabel(&data, &p.perm).unwrap();
     for model in ["gcn", "gat"] {
         let (cfg, tcfg) = config(model);
-        let want = reference::<f64>(&d, &cfg, &tcfg);
+        let want = reference::<f64>(&data, &cfg, &tcfg);
         let got = partitioned::<f64>(&d, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg);
         assert_same(&format!("{model} sparse features"), &got, &want, 1e-12);
     }
@@ -191,7 +226,7 @@ fn odd_partitions_equal_unpartitioned() {
         let d = relabel(&data, &p.perm).unwrap();
         for model in ["gcn", "agnn", "gat", "sage", "gin"] {
             let (cfg, tcfg) = config(model);
-            let want = reference::<f64>(&d, &cfg, &tcfg);
+            let want = reference::<f64>(&data, &cfg, &tcfg);
             for method in [ExchangeMethod::PointToPoint, ExchangeMethod::AllGather] {
                 let got = partitioned::<f64>(&d, &p, method, &cfg, &tcfg);
                 assert_same(&format!("{model} {what} {method:?}"), &got, &want, 1e-12);
@@ -310,4 +345,18 @@ fn extended_part_graphs_are_canonical_and_cover_every_edge() {
         edges += e.nnz();
     }
     assert_eq!(edges, s.nnz());
+}
+
+/// A rank's device ordinal (`TCGNN_LOCAL_GPU`, set by `--gpus` for each rank it spawns) that is
+/// not a number is a clear error naming the variable, before any GPU or NCCL is touched.
+#[test]
+fn bad_local_gpu_ordinal_is_named() {
+    let bin = std::env::var("TCGNN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tcgnn").to_string());
+    let out = std::process::Command::new(&bin)
+        .args(["train", "sbm:100", "--rank", "0", "--world-size", "1", "--master", "127.0.0.1:9", "--quiet"])
+        .env("TCGNN_LOCAL_GPU", "first")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("TCGNN_LOCAL_GPU") && err.contains("ordinal"), "{err}");
 }

@@ -67,7 +67,7 @@ fn in_process_on_one_gpu_matches_unpartitioned() {
         let d = relabel(&data, &p.perm).unwrap();
         for model in ["gcn", "agnn", "gat", "sage", "gin"] {
             let (cfg, tcfg) = config(model);
-            let want = reference(&gpu, &d, &cfg, &tcfg);
+            let want = reference(&gpu, &data, &cfg, &tcfg);
             let method = if parts == 3 { ExchangeMethod::AllGather } else { ExchangeMethod::PointToPoint };
             let (h, _) =
                 train_in_process(&d, &p, method, &cfg, &tcfg, Duration::from_secs(300), |_| Ok(backend(Gpu::probe()?, model)), |_| {})

@@ -24,7 +24,7 @@ use tcgnn::nn::models::{self, Model, default_config};
 use tcgnn::nn::{CpuBackend, ModelConfig};
 use tcgnn::ops::nn::cross_entropy::CrossEntropyOp;
 use tcgnn::ops::nn::dropout_gemm::*;
-use tcgnn::ops::nn::{dropout_matrix, dropout_matrix_cpu_at, input_dropout_matrix, step_increment};
+use tcgnn::ops::nn::{DropKey, dropout_matrix, dropout_matrix_cpu_at, input_dropout_matrix, step_increment};
 use tcgnn::ops::{DeviceFeatures, Precision};
 use tcgnn::tensor::{Matrix, rel_error};
 use tcgnn::util::rng::SplitMix64;
@@ -51,7 +51,7 @@ fn unfused(
 ) -> (Vec<f64>, Vec<f64>) {
     let mut xd = vec![0.0; rows * k];
     let mut mask = vec![0u8; rows * padded_ld(k)];
-    dropout_matrix_cpu_at(x, rows, k, &mut xd, &mut mask, p, seed, step, offset).unwrap();
+    dropout_matrix_cpu_at(x, rows, k, &mut xd, &mut mask, DropKey::new(p, seed).at(offset), step).unwrap();
     let mut y = vec![0.0; rows * n];
     let mut dw = vec![0.0; k * n];
     for r in 0..rows {
@@ -81,20 +81,20 @@ fn cpu_fused_products_equal_dropout_then_product() {
         let (x, w, dy) = (rand(rows * k, 1), rand(k * n, 2), rand(rows * n, 3));
         let (want_y, want_dw) = unfused(&x, rows, k, &w, &dy, n, p, seed, step, offset);
         let mut y = vec![f64::NAN; rows * n];
-        dropout_gemm_cpu(&x, rows, k, &w, n, &mut y, p, seed, step, offset).unwrap();
+        dropout_gemm_cpu(&x, (rows, k), &w, n, &mut y, DropKey::new(p, seed).at(offset), step).unwrap();
         assert!(rel64(&y, &want_y) < 1e-14, "y {rows}x{k}x{n}: {}", rel64(&y, &want_y));
         let mut dw = vec![f64::NAN; k * n];
-        dropout_gemm_dw_cpu(&x, rows, k, &dy, n, &mut dw, p, seed, step, offset).unwrap();
+        dropout_gemm_dw_cpu(&x, (rows, k), &dy, n, &mut dw, DropKey::new(p, seed).at(offset), step).unwrap();
         assert!(rel64(&dw, &want_dw) < 1e-13, "dw {rows}x{k}x{n}: {}", rel64(&dw, &want_dw));
         // A different step draws a different mask (the products are not the undropped ones).
         let mut y2 = vec![0.0; rows * n];
-        dropout_gemm_cpu(&x, rows, k, &w, n, &mut y2, p, seed, step + 1, offset).unwrap();
+        dropout_gemm_cpu(&x, (rows, k), &w, n, &mut y2, DropKey::new(p, seed).at(offset), step + 1).unwrap();
         assert!(rows * k < 8 || y2 != y, "step {step} and {} drew the same mask", step + 1);
     }
     // p outside [0, 1) and wrong lengths are errors, not panics.
     let mut y = vec![0.0; 4];
-    assert!(dropout_gemm_cpu(&[0.0; 4], 2, 2, &[0.0; 4], 2, &mut y, 1.0, 0, 0, 0).is_err());
-    assert!(dropout_gemm_cpu(&[0.0; 3], 2, 2, &[0.0; 4], 2, &mut y, 0.5, 0, 0, 0).is_err());
+    assert!(dropout_gemm_cpu(&[0.0; 4], (2, 2), &[0.0; 4], 2, &mut y, DropKey::new(1.0, 0).at(0), 0).is_err());
+    assert!(dropout_gemm_cpu(&[0.0; 3], (2, 2), &[0.0; 4], 2, &mut y, DropKey::new(0.5, 0).at(0), 0).is_err());
 }
 
 #[test]
@@ -104,11 +104,11 @@ fn cpu_fused_weight_gradient_matches_finite_differences() {
     let (x, mut w, dy) = (rand(rows * k, 4), rand(k * n, 5), rand(rows * n, 6));
     let loss = |w: &[f64]| {
         let mut y = vec![0.0; rows * n];
-        dropout_gemm_cpu(&x, rows, k, w, n, &mut y, p, seed, step, 0).unwrap();
+        dropout_gemm_cpu(&x, (rows, k), w, n, &mut y, DropKey::new(p, seed).at(0), step).unwrap();
         y.iter().zip(&dy).map(|(a, b)| a * b).sum::<f64>()
     };
     let mut dw = vec![0.0; k * n];
-    dropout_gemm_dw_cpu(&x, rows, k, &dy, n, &mut dw, p, seed, step, 0).unwrap();
+    dropout_gemm_dw_cpu(&x, (rows, k), &dy, n, &mut dw, DropKey::new(p, seed).at(0), step).unwrap();
     let h = 1e-6;
     let fd: Vec<f64> = (0..k * n)
         .map(|i| {
@@ -286,7 +286,7 @@ fn gpu_fused_products_match_cpu() {
                 let (xd, wd, dyd) = (up(rows, k, &x), up(k, n, &w), up(rows, n, &dy));
                 let mut yd = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
                 yd.poison().unwrap();
-                dropout_gemm(&xd, &wd, &mut yd, p, seed, &step, offset, math).unwrap();
+                dropout_gemm(&xd, &wd, &mut yd, DropKey::new(p, seed).at(offset), &step, math).unwrap();
                 let what = format!("{math:?} {rows} x {k} x {n} offset {offset}");
                 // A product's padding is zero and its values match the reference.
                 let check = |m: &DeviceMatrix<f32>, r: usize, want: &[f64], what: &str| {
@@ -301,11 +301,11 @@ fn gpu_fused_products_match_cpu() {
                 let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false).unwrap()).unwrap();
                 let mut dwd = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
                 dwd.poison().unwrap();
-                dropout_gemm_dw(&xd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
+                dropout_gemm_dw(&xd, &dyd, &mut dwd, &mut scratch, DropKey::new(p, seed).at(offset), &step, math).unwrap();
                 check(&dwd, k, &want_dw, &format!("{what} dw"));
                 // Deterministic: a second run gives the same bits.
                 let dw = dwd.download_padded().unwrap();
-                dropout_gemm_dw(&xd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
+                dropout_gemm_dw(&xd, &dyd, &mut dwd, &mut scratch, DropKey::new(p, seed).at(offset), &step, math).unwrap();
                 assert_eq!(dwd.download_padded().unwrap(), dw, "{what}: dw not deterministic");
 
                 // x stored in f16 (the f16 precision's features): the streaming kernels read it
@@ -321,16 +321,19 @@ fn gpu_fused_products_match_cpu() {
                 let DeviceFeatures::F16(xhd) = xhd else { panic!("f16 upload gave f32") };
                 let takes = takes_f16_features(k, n);
                 if !takes || math == GemmMath::F32 {
-                    assert!(dropout_gemm(&xhd, &wd, &mut yd, p, seed, &step, offset, math).is_err(), "{what}: f16 x accepted");
+                    assert!(
+                        dropout_gemm(&xhd, &wd, &mut yd, DropKey::new(p, seed).at(offset), &step, math).is_err(),
+                        "{what}: f16 x accepted"
+                    );
                     continue;
                 }
                 let (want_y, want_dw) = unfused(&xh, rows, k, &w, &dy, n, p, seed, 5, offset);
                 yd.poison().unwrap();
-                dropout_gemm(&xhd, &wd, &mut yd, p, seed, &step, offset, math).unwrap();
+                dropout_gemm(&xhd, &wd, &mut yd, DropKey::new(p, seed).at(offset), &step, math).unwrap();
                 check(&yd, rows, &want_y, &format!("{what} f16 x: y"));
                 let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, true).unwrap()).unwrap();
                 dwd.poison().unwrap();
-                dropout_gemm_dw(&xhd, &dyd, &mut dwd, &mut scratch, p, seed, &step, offset, math).unwrap();
+                dropout_gemm_dw(&xhd, &dyd, &mut dwd, &mut scratch, DropKey::new(p, seed).at(offset), &step, math).unwrap();
                 check(&dwd, k, &want_dw, &format!("{what} f16 x: dw"));
             }
         }
@@ -340,7 +343,7 @@ fn gpu_fused_products_match_cpu() {
     let dy = DeviceMatrix::<f32>::zeros(&gpu, 1000, 16).unwrap();
     let mut dw = DeviceMatrix::<f32>::zeros(&gpu, 40, 16).unwrap();
     let mut small = DeviceVec::<f32>::zeros(&gpu, 1).unwrap();
-    assert!(dropout_gemm_dw(&x, &dy, &mut dw, &mut small, 0.5, 0, &step, 0, GemmMath::Tf32).is_err());
+    assert!(dropout_gemm_dw(&x, &dy, &mut dw, &mut small, DropKey::new(0.5, 0).at(0), &step, GemmMath::Tf32).is_err());
 }
 
 /// The wide f16 products (`dropout_gemm_wide` / `dropout_gemm_dw_wide`: outputs of 33-64
@@ -379,7 +382,7 @@ fn gpu_wide_products_match_cpu() {
             for with_bits in [false, true] {
                 let mut yd = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
                 yd.poison().unwrap();
-                dropout_gemm_wide(&x16, &wd, &mut yd, with_bits.then_some(&mut bits), p, seed, &step, offset).unwrap();
+                dropout_gemm_wide(&x16, &wd, &mut yd, with_bits.then_some(&mut bits), DropKey::new(p, seed).at(offset), &step).unwrap();
                 let got = yd.download_padded().unwrap();
                 assert!(got.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what}: y padding not zero");
                 let gv: Vec<f32> = (0..rows * n).map(|i| got[(i / n) * ld + i % n]).collect();
@@ -395,13 +398,13 @@ fn gpu_wide_products_match_cpu() {
                 let mut dwd = DeviceMatrix::<f32>::zeros(&gpu, k, n).unwrap();
                 dwd.poison().unwrap();
                 let b = with_bits.then_some(&bits);
-                dropout_gemm_dw_wide(&x16, &dyd, &mut dwd, &mut scratch, b, p, seed, &step, offset).unwrap();
+                dropout_gemm_dw_wide(&x16, &dyd, &mut dwd, &mut scratch, b, DropKey::new(p, seed).at(offset), &step).unwrap();
                 let got = dwd.download_padded().unwrap();
                 assert!(got.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what}: dw padding not zero");
                 let gv: Vec<f32> = (0..k * n).map(|i| got[(i / n) * ld + i % n]).collect();
                 let e = rel_error(&gv, &want_dw);
                 assert!(e < 5e-3, "{what}, bits {with_bits}: dw rel error {e:.2e} (tf32 tolerance: dy rounded to tf32)");
-                dropout_gemm_dw_wide(&x16, &dyd, &mut dwd, &mut scratch, b, p, seed, &step, offset).unwrap();
+                dropout_gemm_dw_wide(&x16, &dyd, &mut dwd, &mut scratch, b, DropKey::new(p, seed).at(offset), &step).unwrap();
                 assert_eq!(dwd.download_padded().unwrap(), got, "{what}: dw not deterministic");
             }
         }
@@ -414,7 +417,7 @@ fn gpu_wide_products_match_cpu() {
         let wd = DeviceMatrix::upload(&gpu, &Matrix::random(k, n, 2)).unwrap();
         let mut yd = DeviceMatrix::<f32>::zeros(&gpu, rows, n).unwrap();
         let mut bits = DeviceVec::<u32>::zeros(&gpu, bits_len).unwrap();
-        dropout_gemm_wide(&x16, &wd, &mut yd, Some(&mut bits), 0.5, 1, &step, 0).is_err()
+        dropout_gemm_wide(&x16, &wd, &mut yd, Some(&mut bits), DropKey::new(0.5, 1).at(0), &step).is_err()
     };
     let full = keep_bits_len(100, 500);
     assert!(
@@ -448,10 +451,14 @@ fn gpu_fused_products_time() {
         let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, false).unwrap()).unwrap();
         for math in [GemmMath::Tf32, GemmMath::F32] {
             // p = 0 skips the mask: the products' time without the hash.
-            let fwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm(&x, &w, &mut y, 0.0, 7, &step, 0, math)).unwrap().median_ms;
-            let bwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&x, &dy, &mut dw, &mut scratch, 0.0, 7, &step, 0, math)).unwrap().median_ms;
-            let fwd = time_gpu(&gpu, 3, 20, || dropout_gemm(&x, &w, &mut y, 0.5, 7, &step, 0, math)).unwrap().median_ms;
-            let bwd = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&x, &dy, &mut dw, &mut scratch, 0.5, 7, &step, 0, math)).unwrap().median_ms;
+            let fwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm(&x, &w, &mut y, DropKey::new(0.0, 7).at(0), &step, math)).unwrap().median_ms;
+            let bwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&x, &dy, &mut dw, &mut scratch, DropKey::new(0.0, 7).at(0), &step, math))
+                .unwrap()
+                .median_ms;
+            let fwd = time_gpu(&gpu, 3, 20, || dropout_gemm(&x, &w, &mut y, DropKey::new(0.5, 7).at(0), &step, math)).unwrap().median_ms;
+            let bwd = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&x, &dy, &mut dw, &mut scratch, DropKey::new(0.5, 7).at(0), &step, math))
+                .unwrap()
+                .median_ms;
             let unf = time_gpu(&gpu, 3, 20, || {
                 dropout_matrix(&x, &mut xd, &mut mask, 0.5, 7, &step)?;
                 blas.gemm(math, 1.0, &xd, false, &w, false, 0.0, &mut y)?;
@@ -468,13 +475,17 @@ fn gpu_fused_products_time() {
         if wide_fits(k, n) {
             // The wide f16 forward (GAT's first layer), with and without the dropped copy,
             // against what it replaces: the unfused dropout from the f16 copy, then cuBLAS.
-            let wide = time_gpu(&gpu, 3, 20, || dropout_gemm_wide(&xh, &w, &mut y, None, 0.5, 7, &step, 0)).unwrap().median_ms;
-            let wide0 = time_gpu(&gpu, 3, 20, || dropout_gemm_wide(&xh, &w, &mut y, None, 0.0, 7, &step, 0)).unwrap().median_ms;
+            let wide =
+                time_gpu(&gpu, 3, 20, || dropout_gemm_wide(&xh, &w, &mut y, None, DropKey::new(0.5, 7).at(0), &step)).unwrap().median_ms;
+            let wide0 =
+                time_gpu(&gpu, 3, 20, || dropout_gemm_wide(&xh, &w, &mut y, None, DropKey::new(0.0, 7).at(0), &step)).unwrap().median_ms;
             let mut bits = DeviceVec::<u32>::zeros(&gpu, keep_bits_len(rows, k)).unwrap();
             let wide_bits =
-                time_gpu(&gpu, 3, 20, || dropout_gemm_wide(&xh, &w, &mut y, Some(&mut bits), 0.5, 7, &step, 0)).unwrap().median_ms;
+                time_gpu(&gpu, 3, 20, || dropout_gemm_wide(&xh, &w, &mut y, Some(&mut bits), DropKey::new(0.5, 7).at(0), &step))
+                    .unwrap()
+                    .median_ms;
             let unf = time_gpu(&gpu, 3, 20, || {
-                input_dropout_matrix(&x, Some(&xh), &mut xd, 0.5, 7, &step, 0)?;
+                input_dropout_matrix(&x, Some(&xh), &mut xd, DropKey::new(0.5, 7).at(0), &step)?;
                 blas.gemm(GemmMath::Tf32, 1.0, &xd, false, &w, false, 0.0, &mut y)
             })
             .unwrap()
@@ -483,12 +494,18 @@ fn gpu_fused_products_time() {
                 time_gpu(&gpu, 3, 20, || blas.gemm(GemmMath::Tf32, 1.0, &xd, true, &dy, false, 0.0, &mut dw)).unwrap().median_ms;
             let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_wide_scratch_len(&gpu, rows, k, n).unwrap()).unwrap();
             let dw_wide =
-                time_gpu(&gpu, 3, 20, || dropout_gemm_dw_wide(&xh, &dy, &mut dw, &mut scratch, None, 0.5, 7, &step, 0)).unwrap().median_ms;
-            let dw_bits = time_gpu(&gpu, 3, 20, || dropout_gemm_dw_wide(&xh, &dy, &mut dw, &mut scratch, Some(&bits), 0.5, 7, &step, 0))
-                .unwrap()
-                .median_ms;
+                time_gpu(&gpu, 3, 20, || dropout_gemm_dw_wide(&xh, &dy, &mut dw, &mut scratch, None, DropKey::new(0.5, 7).at(0), &step))
+                    .unwrap()
+                    .median_ms;
+            let dw_bits = time_gpu(&gpu, 3, 20, || {
+                dropout_gemm_dw_wide(&xh, &dy, &mut dw, &mut scratch, Some(&bits), DropKey::new(0.5, 7).at(0), &step)
+            })
+            .unwrap()
+            .median_ms;
             let dw_wide0 =
-                time_gpu(&gpu, 3, 20, || dropout_gemm_dw_wide(&xh, &dy, &mut dw, &mut scratch, None, 0.0, 7, &step, 0)).unwrap().median_ms;
+                time_gpu(&gpu, 3, 20, || dropout_gemm_dw_wide(&xh, &dy, &mut dw, &mut scratch, None, DropKey::new(0.0, 7).at(0), &step))
+                    .unwrap()
+                    .median_ms;
             println!(
                 "dropout_gemm_wide {rows} x {k} -> {n} f16: forward {wide:.3} ms (p = 0: {wide0:.3}; writing the keep bits {wide_bits:.3}) vs f16 dropout + cuBLAS {unf:.3} ms; dw {dw_wide:.3} ms (from the bits {dw_bits:.3}; p = 0: {dw_wide0:.3}) vs cuBLAS on the dropped copy {dw_cublas:.3} ms; fused total {:.3} vs unfused {:.3}",
                 wide_bits + dw_bits,
@@ -499,11 +516,14 @@ fn gpu_fused_products_time() {
             // x stored in f16: half the bytes.
             let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, k, n, true).unwrap()).unwrap();
             let math = GemmMath::Tf32;
-            let fwd = time_gpu(&gpu, 3, 20, || dropout_gemm(&xh, &w, &mut y, 0.5, 7, &step, 0, math)).unwrap().median_ms;
-            let bwd = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&xh, &dy, &mut dw, &mut scratch, 0.5, 7, &step, 0, math)).unwrap().median_ms;
-            let fwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm(&xh, &w, &mut y, 0.0, 7, &step, 0, math)).unwrap().median_ms;
-            let bwd0 =
-                time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&xh, &dy, &mut dw, &mut scratch, 0.0, 7, &step, 0, math)).unwrap().median_ms;
+            let fwd = time_gpu(&gpu, 3, 20, || dropout_gemm(&xh, &w, &mut y, DropKey::new(0.5, 7).at(0), &step, math)).unwrap().median_ms;
+            let bwd = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&xh, &dy, &mut dw, &mut scratch, DropKey::new(0.5, 7).at(0), &step, math))
+                .unwrap()
+                .median_ms;
+            let fwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm(&xh, &w, &mut y, DropKey::new(0.0, 7).at(0), &step, math)).unwrap().median_ms;
+            let bwd0 = time_gpu(&gpu, 3, 20, || dropout_gemm_dw(&xh, &dy, &mut dw, &mut scratch, DropKey::new(0.0, 7).at(0), &step, math))
+                .unwrap()
+                .median_ms;
             println!(
                 "dropout_gemm {rows} x {k} -> {n} f16 x, tf32: forward {fwd:.3} ms ({:.0} GB/s of x), dw {bwd:.3} ms, fused total {:.3} ms; p = 0: forward {fwd0:.3}, dw {bwd0:.3}",
                 bytes / 2.0 / fwd / 1e6,

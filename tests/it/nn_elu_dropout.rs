@@ -7,6 +7,7 @@ use crate::common;
 
 use tcgnn::gpu::memory::padded_ld;
 use tcgnn::nn::{Backend, CpuBackend, CudaBackend, Ops};
+use tcgnn::ops::nn::DropKey;
 use tcgnn::ops::nn::elu_dropout::EluDropoutOp;
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::tensor::Matrix;
@@ -19,12 +20,12 @@ fn both<B: Ops>(b: &B, rows: usize, cols: usize, p: f32, offset: u64) -> [Matrix
     b.begin_step().unwrap(); // step 2: not the first mask
     let (mut h1, mut y1, mut dz1) = (b.upload(&z).unwrap(), b.matrix(rows, cols).unwrap(), b.matrix(rows, cols).unwrap());
     let dyd = b.upload(&dy).unwrap();
-    b.elu_dropout(&mut h1, &mut y1, p, 0xC0FFEE, offset).unwrap();
-    b.elu_dropout_backward(&dyd, &h1, p, 0xC0FFEE, offset, &mut dz1).unwrap();
+    b.elu_dropout(&mut h1, &mut y1, DropKey::new(p, 0xC0FFEE).at(offset)).unwrap();
+    b.elu_dropout_backward(&dyd, &h1, DropKey::new(p, 0xC0FFEE).at(offset), &mut dz1).unwrap();
     let (mut h2, mut y2, mut dz2) = (b.upload(&z).unwrap(), b.matrix(rows, cols).unwrap(), b.matrix(rows, cols).unwrap());
     let mut mask = b.mask(rows, cols).unwrap();
     b.elu(&mut h2).unwrap();
-    b.dropout_at(&h2, &mut y2, &mut mask, p, 0xC0FFEE, offset).unwrap();
+    b.dropout_at(&h2, &mut y2, &mut mask, DropKey::new(p, 0xC0FFEE).at(offset)).unwrap();
     b.dropout_backward(&dyd, &mask, p, &mut dz2).unwrap();
     b.elu_backward(&h2, &mut dz2).unwrap();
     [h1, y1, dz1, h2, y2, dz2].map(|m| b.download(&m).unwrap())
@@ -61,7 +62,7 @@ fn gpu_elu_dropout_is_elu_then_dropout() {
     // The padding of the fused outputs stays zero (download drops it: read it raw).
     let z = Matrix::random(37, 13, 5);
     let (mut h, mut y) = (b.upload(&z).unwrap(), b.matrix(37, 13).unwrap());
-    b.elu_dropout(&mut h, &mut y, 0.5, 1, 0).unwrap();
+    b.elu_dropout(&mut h, &mut y, DropKey::new(0.5, 1).at(0)).unwrap();
     for m in [&h, &y] {
         let raw = m.download_padded().unwrap();
         assert!(raw.iter().enumerate().all(|(i, &v)| i % padded_ld(13) < 13 || v == 0.0), "padding");
@@ -80,12 +81,12 @@ fn product_backward<B: Ops>(b: &B, rows: usize, cols: usize, k: usize, p: f32, o
     b.begin_step().unwrap();
     let (mut h, mut y) = (b.upload(&z).unwrap(), b.matrix(rows, cols).unwrap());
     if !pre {
-        b.elu_dropout(&mut h, &mut y, p, 0xC0FFEE, offset).unwrap();
+        b.elu_dropout(&mut h, &mut y, DropKey::new(p, 0xC0FFEE).at(offset)).unwrap();
     }
     let (gd, wd) = (b.upload(&g).unwrap(), b.upload(&w).unwrap());
     let mut dz = b.matrix(rows, cols).unwrap();
     let mut sums = b.upload(&Matrix::random(1, cols, 9)).unwrap();
-    b.elu_dropout_backward_product(&gd, &wd, (&h, pre), None, p, 0xC0FFEE, offset, &mut dz, Some(&mut sums)).unwrap();
+    b.elu_dropout_backward_product((&gd, &wd), (&h, pre), None, DropKey::new(p, 0xC0FFEE).at(offset), &mut dz, Some(&mut sums)).unwrap();
     (b.download(&dz).unwrap(), b.download(&sums).unwrap())
 }
 
@@ -114,11 +115,11 @@ fn gpu_elu_dropout_backward_of_a_product_matches_cpu() {
     // Poisoned output, padding written zero.
     let z = Matrix::random(37, 13, 5);
     let (mut h, mut y) = (b.upload(&z).unwrap(), b.matrix(37, 13).unwrap());
-    b.elu_dropout(&mut h, &mut y, 0.5, 1, 0).unwrap();
+    b.elu_dropout(&mut h, &mut y, DropKey::new(0.5, 1).at(0)).unwrap();
     let (g, w) = (b.upload(&Matrix::random(37, 5, 1)).unwrap(), b.upload(&Matrix::random(13, 5, 2)).unwrap());
     let mut dz = b.matrix(37, 13).unwrap();
     dz.poison().unwrap();
-    b.elu_dropout_backward_product(&g, &w, (&h, false), None, 0.5, 1, 0, &mut dz, None).unwrap();
+    b.elu_dropout_backward_product((&g, &w), (&h, false), None, DropKey::new(0.5, 1).at(0), &mut dz, None).unwrap();
     let raw = dz.download_padded().unwrap();
     assert!(raw.iter().all(|v| v.is_finite()), "poison left in dz");
     assert!(raw.iter().enumerate().all(|(i, &v)| i % padded_ld(13) < 13 || v == 0.0), "padding");
@@ -145,8 +146,8 @@ fn gpu_elu_dropout_products_match_cpu() {
                 cpu.begin_step().unwrap();
                 let (xd, wd, dyd) = (cpu.upload(x).unwrap(), cpu.upload(w).unwrap(), cpu.upload(dy).unwrap());
                 let (mut y, mut dw) = (cpu.matrix(rows, n).unwrap(), cpu.matrix(cols, n).unwrap());
-                cpu.elu_dropout_gemm(&xd, None, &wd, &mut y, p, 7, offset).unwrap();
-                cpu.elu_dropout_gemm_dw(&xd, None, &dyd, &mut dw, p, 7, offset).unwrap();
+                cpu.elu_dropout_gemm(&xd, None, &wd, &mut y, DropKey::new(p, 7).at(offset)).unwrap();
+                cpu.elu_dropout_gemm_dw(&xd, None, &dyd, &mut dw, DropKey::new(p, 7).at(offset)).unwrap();
                 (cpu.download(&y).unwrap(), cpu.download(&dw).unwrap())
             });
             let got = on(&|x, w, dy| {
@@ -155,8 +156,8 @@ fn gpu_elu_dropout_products_match_cpu() {
                 let (mut y, mut dw) = (b.matrix(rows, n).unwrap(), b.matrix(cols, n).unwrap());
                 y.poison().unwrap();
                 dw.poison().unwrap();
-                b.elu_dropout_gemm(&xd, None, &wd, &mut y, p, 7, offset).unwrap();
-                b.elu_dropout_gemm_dw(&xd, None, &dyd, &mut dw, p, 7, offset).unwrap();
+                b.elu_dropout_gemm(&xd, None, &wd, &mut y, DropKey::new(p, 7).at(offset)).unwrap();
+                b.elu_dropout_gemm_dw(&xd, None, &dyd, &mut dw, DropKey::new(p, 7).at(offset)).unwrap();
                 (b.download(&y).unwrap(), b.download(&dw).unwrap())
             });
             for (g, w, what) in [(&got.0, &want.0, "y"), (&got.1, &want.1, "dw")] {
@@ -169,7 +170,7 @@ fn gpu_elu_dropout_products_match_cpu() {
     let (x, w) = (b.upload(&Matrix::random(10, 64, 1)).unwrap(), b.upload(&Matrix::random(64, 64, 2)).unwrap());
     let mut y = b.matrix(10, 64).unwrap();
     assert!(!b.takes_elu_input(64, 64) && b.takes_elu_input(64, 8));
-    assert!(b.elu_dropout_gemm(&x, None, &w, &mut y, 0.5, 1, 0).is_err());
+    assert!(b.elu_dropout_gemm(&x, None, &w, &mut y, DropKey::new(0.5, 1).at(0)).is_err());
 }
 
 /// x (or h) rounded to f16, as an f16 activation holds it.
@@ -197,10 +198,11 @@ fn gpu_f16_activations_match_cpu() {
             let (xd, wd, dyd) = (cpu.upload(&x16).unwrap(), cpu.upload(&w).unwrap(), cpu.upload(&dy).unwrap());
             let (mut y, mut dw, mut dz, mut sums) =
                 (cpu.matrix(rows, n).unwrap(), cpu.matrix(cols, n).unwrap(), cpu.matrix(rows, cols).unwrap(), cpu.matrix(1, cols).unwrap());
-            cpu.elu_dropout_gemm(&xd, None, &wd, &mut y, p, 7, offset).unwrap();
-            cpu.elu_dropout_gemm_dw(&xd, None, &dyd, &mut dw, p, 7, offset).unwrap();
+            cpu.elu_dropout_gemm(&xd, None, &wd, &mut y, DropKey::new(p, 7).at(offset)).unwrap();
+            cpu.elu_dropout_gemm_dw(&xd, None, &dyd, &mut dw, DropKey::new(p, 7).at(offset)).unwrap();
             let gd = cpu.upload(&g).unwrap();
-            cpu.elu_dropout_backward_product(&gd, &wd, (&xd, true), None, p, 7, offset, &mut dz, Some(&mut sums)).unwrap();
+            cpu.elu_dropout_backward_product((&gd, &wd), (&xd, true), None, DropKey::new(p, 7).at(offset), &mut dz, Some(&mut sums))
+                .unwrap();
             let want = [&y, &dw, &dz, &sums].map(|m| cpu.download(m).unwrap());
 
             b.begin_step().unwrap();
@@ -214,9 +216,10 @@ fn gpu_f16_activations_match_cpu() {
             for m in [&mut y, &mut dw, &mut dz, &mut sums] {
                 m.poison().unwrap();
             }
-            b.elu_dropout_gemm(&xd, Some(&half), &wd, &mut y, p, 7, offset).unwrap();
-            b.elu_dropout_gemm_dw(&xd, Some(&half), &dyd, &mut dw, p, 7, offset).unwrap();
-            b.elu_dropout_backward_product(&gd, &wd, (&xd, true), Some(&half), p, 7, offset, &mut dz, Some(&mut sums)).unwrap();
+            b.elu_dropout_gemm(&xd, Some(&half), &wd, &mut y, DropKey::new(p, 7).at(offset)).unwrap();
+            b.elu_dropout_gemm_dw(&xd, Some(&half), &dyd, &mut dw, DropKey::new(p, 7).at(offset)).unwrap();
+            b.elu_dropout_backward_product((&gd, &wd), (&xd, true), Some(&half), DropKey::new(p, 7).at(offset), &mut dz, Some(&mut sums))
+                .unwrap();
             let got = [&y, &dw, &dz, &sums].map(|m| b.download(m).unwrap());
             for ((gm, wm), what) in got.iter().zip(&want).zip(["y", "dw", "dz", "dz's column sums"]) {
                 let e = rel(gm, wm);
@@ -228,5 +231,5 @@ fn gpu_f16_activations_match_cpu() {
     let x = b.matrix(10, 16).unwrap();
     let half = b.half_activation(11, 16, 8).unwrap().unwrap();
     let (w, mut y) = (b.upload(&Matrix::random(16, 8, 2)).unwrap(), b.matrix(10, 8).unwrap());
-    assert!(b.elu_dropout_gemm(&x, Some(&half), &w, &mut y, 0.5, 1, 0).is_err());
+    assert!(b.elu_dropout_gemm(&x, Some(&half), &w, &mut y, DropKey::new(0.5, 1).at(0)).is_err());
 }

@@ -126,7 +126,9 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
         let (t, t_of) = tcgnn::graph::ops::transpose_with_map(&s);
         for (heads, dim) in SHAPES {
             for p in [0.0f32, 0.3] {
-                let a = GatAttention { heads, dim, slope: 0.2, p, seed: 5, first_edge: 17 };
+                let a = GatAttention { heads, dim, slope: 0.2, p, seed: 5, first_edge: 17, edge_ids: None };
+                let ad: GatAttention<'_, DeviceVec<u32>> =
+                    GatAttention { heads, dim, slope: 0.2, p, seed: 5, first_edge: 17, edge_ids: None };
                 let w = heads * dim;
                 let what = format!("{name}, {heads} x {dim}, dropout {p}");
                 let (wh, s_src, s_dst, bias, dout) = (mat(n, w, 1), mat(n, heads, 2), mat(n, heads, 3), mat(1, w, 4), mat(n, w, 5));
@@ -178,7 +180,7 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
                 let step_dev = DeviceVec::upload(&gpu, &[step]).unwrap();
                 let (whd, srcd, dstd, biasd, doutd) = (dev(&wh), dev(&s_src), dev(&s_dst), dev(&bias), dev(&dout));
                 let (mut outd, mut statsd) = (poisoned(n, w), poisoned(n, 2 * heads));
-                gat_attention(&g, &a, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut outd, &mut statsd).unwrap();
+                gat_attention(&g, &ad, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut outd, &mut statsd).unwrap();
                 close(&down(&outd), &out, 1e-5, &format!("{what}: out"));
                 close(&down(&statsd), &stats, 1e-5, &format!("{what}: statistics"));
                 if dim == 8 {
@@ -186,14 +188,14 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
                     let mut out16 = DeviceMatrix::<half::f16>::zeros(&gpu, n, w).unwrap();
                     out16.poison().unwrap();
                     statsd.poison().unwrap();
-                    gat_attention_half(&g, &a, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut out16, &mut statsd).unwrap();
+                    gat_attention_half(&g, &ad, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut out16, &mut statsd).unwrap();
                     let got: Vec<f64> = out16.download().unwrap().data.iter().map(|&v| v as f64).collect();
                     close(&got, &out, 1e-2, &format!("{what}: f16 out"));
                     close(&down(&statsd), &stats, 1e-5, &format!("{what}: statistics (f16 out)"));
                 } else {
                     let mut out16 = DeviceMatrix::<half::f16>::zeros(&gpu, n, w).unwrap();
                     assert!(
-                        gat_attention_half(&g, &a, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut out16, &mut statsd).is_err(),
+                        gat_attention_half(&g, &ad, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut out16, &mut statsd).is_err(),
                         "{what}: f16 out refused"
                     );
                 }
@@ -202,7 +204,7 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
                     let what = format!("{what}{}", if att.is_some() { ", scores' part added" } else { "" });
                     let (mut drd, mut ddd, mut dsd, mut dwd) = (poisoned(n, heads), poisoned(n, heads), poisoned(n, heads), poisoned(n, w));
                     let inputs = GradInputs { wh: &whd, s_src: &srcd, s_dst: &dstd, stats: &statsd, dout: &doutd, att };
-                    gat_attention_backward(&g, &a, step_dev.arg(&gpu), inputs, &mut drd, &mut ddd, &mut dsd, &mut dwd).unwrap();
+                    gat_attention_backward(&g, &ad, step_dev.arg(&gpu), inputs, &mut drd, &mut ddd, &mut dsd, &mut dwd).unwrap();
                     close(&down(&drd), &d_row, 1e-5, &format!("{what}: D"));
                     close(&down(&ddd), &ds_dst, 1e-5, &format!("{what}: ds_dst"));
                     close(&down(&dsd), &ds_src, 1e-5, &format!("{what}: ds_src"));

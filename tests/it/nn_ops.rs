@@ -640,17 +640,17 @@ fn gpu_dropout_masks_match_cpu() {
             // its f16 copy (then y is x rounded to f16, dropped), keyed from an offset.
             let offset = 7 * ld as u64;
             let (mut in_mask, mut in_y) = (vec![0u8; rows * ld], vec![0.0; rows * cols]);
-            dropout_matrix_cpu_at(&x, rows, cols, &mut in_y, &mut in_mask, p, seed, 11, offset).unwrap();
+            dropout_matrix_cpu_at(&x, rows, cols, &mut in_y, &mut in_mask, DropKey::new(p, seed).at(offset), 11).unwrap();
             let mut in_yd = poisoned(&gpu, rows, cols);
-            input_dropout_matrix(&xd, None, &mut in_yd, p, seed, &step, offset).unwrap();
+            input_dropout_matrix(&xd, None, &mut in_yd, DropKey::new(p, seed).at(offset), &step).unwrap();
             assert_close(&format!("input_dropout_matrix {rows} x {cols}"), &host(&in_yd), &in_y);
             assert_padding_zero(&in_yd, "input_dropout_matrix");
             let mut x16 = DeviceMatrix::<half::f16>::zeros(&gpu, rows, cols).unwrap();
             tcgnn::ops::values::cast_matrix_to_f16(&xd, &mut x16).unwrap();
             let rounded: Vec<f64> = x.iter().map(|&v| half::f16::from_f64(v).to_f64()).collect();
-            dropout_matrix_cpu_at(&rounded, rows, cols, &mut in_y, &mut in_mask, p, seed, 11, offset).unwrap();
+            dropout_matrix_cpu_at(&rounded, rows, cols, &mut in_y, &mut in_mask, DropKey::new(p, seed).at(offset), 11).unwrap();
             let mut in_yd = poisoned(&gpu, rows, cols);
-            input_dropout_matrix(&xd, Some(&x16), &mut in_yd, p, seed, &step, offset).unwrap();
+            input_dropout_matrix(&xd, Some(&x16), &mut in_yd, DropKey::new(p, seed).at(offset), &step).unwrap();
             assert_close(&format!("input_dropout_matrix from f16 {rows} x {cols}"), &host(&in_yd), &in_y);
             assert_padding_zero(&in_yd, "input_dropout_matrix from f16");
 
@@ -1149,7 +1149,7 @@ fn unfused_tail(
     bias_add_cpu(&mut a, rows, cols, b);
     relu_cpu(&mut a);
     let (mut y, mut mask) = (vec![0.0; rows * cols], vec![0u8; rows * padded_ld(cols)]);
-    dropout_matrix_cpu_at(&a, rows, cols, &mut y, &mut mask, p, seed, step, offset).unwrap();
+    dropout_matrix_cpu_at(&a, rows, cols, &mut y, &mut mask, DropKey::new(p, seed).at(offset), step).unwrap();
     let mut dz = vec![0.0; rows * cols];
     dropout_backward_matrix_cpu(dy, &mask, rows, cols, p, &mut dz).unwrap();
     relu_backward_cpu(&a, &mut dz);
@@ -1167,7 +1167,7 @@ fn cpu_fused_relu_dropout_equals_the_unfused_ops() {
             let (b, dy) = (rand(cols, 3), rand(rows * cols, 4));
             let (want_y, want_dz) = unfused_tail(&z, rows, cols, &b, &dy, p, 77, 9, offset);
             let mut y = vec![f64::NAN; rows * cols];
-            bias_relu_dropout_cpu(&z, rows, cols, &b, &mut y, p, 77, 9, offset).unwrap();
+            bias_relu_dropout_cpu(&z, (rows, cols), &b, &mut y, DropKey::new(p, 77).at(offset), 9).unwrap();
             assert_eq!(y, want_y, "forward {rows} x {cols} p {p}");
             let mut dz = vec![f64::NAN; rows * cols];
             relu_dropout_backward_cpu(&dy, &y, p, &mut dz).unwrap();
@@ -1175,8 +1175,8 @@ fn cpu_fused_relu_dropout_equals_the_unfused_ops() {
         }
     }
     let mut y = vec![0.0; 4];
-    assert!(bias_relu_dropout_cpu(&[0.0; 4], 2, 2, &[0.0; 2], &mut y, 1.0, 1, 1, 0).is_err());
-    assert!(bias_relu_dropout_cpu(&[0.0; 4], 2, 2, &[0.0; 3], &mut y, 0.5, 1, 1, 0).is_err());
+    assert!(bias_relu_dropout_cpu(&[0.0; 4], (2, 2), &[0.0; 2], &mut y, DropKey::new(1.0, 1).at(0), 1).is_err());
+    assert!(bias_relu_dropout_cpu(&[0.0; 4], (2, 2), &[0.0; 3], &mut y, DropKey::new(0.5, 1).at(0), 1).is_err());
 }
 
 #[test]
@@ -1192,7 +1192,8 @@ fn gpu_fused_relu_dropout_matches_cpu() {
                 let (want_y, want_dz) = unfused_tail(&z, rows, cols, &b, &dy, p, 0xFEED, 13, offset);
                 let step = DeviceVec::upload(&gpu, &[13u32]).unwrap();
                 let mut yd = poisoned(&gpu, rows, cols);
-                bias_relu_dropout(&dev(&gpu, rows, cols, &z), &dev(&gpu, 1, cols, &b), &mut yd, p, 0xFEED, &step, offset).unwrap();
+                bias_relu_dropout(&dev(&gpu, rows, cols, &z), &dev(&gpu, 1, cols, &b), &mut yd, DropKey::new(p, 0xFEED).at(offset), &step)
+                    .unwrap();
                 let what = format!("{rows} x {cols} p {p} offset {offset}");
                 let y = host(&yd);
                 // Same mask as the CPU's: the zeros agree exactly.
@@ -1205,5 +1206,134 @@ fn gpu_fused_relu_dropout_matches_cpu() {
                 assert_padding_zero(&dzd, "relu_dropout_backward");
             }
         }
+    }
+}
+
+/// `n` distinct ids below `bound`, in random order (a part's rows' original node ids).
+fn original_ids(n: usize, bound: u32, seed: u64) -> Vec<u32> {
+    let mut rng = SplitMix64::new(seed);
+    let mut ids: Vec<u32> = (0..bound).collect();
+    for i in (1..ids.len()).rev() {
+        ids.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    ids.truncate(n);
+    ids
+}
+
+/// A dropout keyed by original row ids draws, for local row r, exactly row ids[r] of the
+/// unkeyed mask of the whole matrix (CPU reference; what makes any partition's masks the
+/// one-device masks), and an edge dropout keyed by edge ids element ids[e] of the whole one.
+#[test]
+fn dropout_keyed_by_ids_draws_the_whole_graphs_rows() {
+    let (whole, cols, p, seed, step) = (50usize, 13usize, 0.5f32, 0xD1CE, 4u32);
+    let ld = padded_ld(cols);
+    let x = rand(whole * cols, 1);
+    let (mut wy, mut wm) = (vec![0.0; whole * cols], vec![0u8; whole * ld]);
+    dropout_matrix_cpu(&x, whole, cols, &mut wy, &mut wm, p, seed, step).unwrap();
+    let ids = original_ids(17, whole as u32, 2);
+    let part: Vec<f64> = ids.iter().flat_map(|&r| x[r as usize * cols..(r as usize + 1) * cols].to_vec()).collect();
+    let (mut y, mut m) = (vec![0.0; ids.len() * cols], vec![0u8; ids.len() * ld]);
+    dropout_matrix_cpu_at(&part, ids.len(), cols, &mut y, &mut m, DropKey::new(p, seed).with_ids(Some(&ids[..])), step).unwrap();
+    for (r, &g) in ids.iter().enumerate() {
+        let g = g as usize;
+        assert_eq!(&m[r * ld..(r + 1) * ld], &wm[g * ld..(g + 1) * ld], "row {r} (original {g})");
+        assert_eq!(&y[r * cols..(r + 1) * cols], &wy[g * cols..(g + 1) * cols], "row {r} (original {g})");
+    }
+    // Edges.
+    let (mut ey, mut em) = (vec![0.0; 300], vec![0u8; 300]);
+    let ex = rand(300, 3);
+    dropout_cpu(&ex, &mut ey, &mut em, p, seed, step).unwrap();
+    let eids = original_ids(41, 300, 4);
+    let epart: Vec<f64> = eids.iter().map(|&e| ex[e as usize]).collect();
+    let (mut py, mut pm) = (vec![0.0; 41], vec![0u8; 41]);
+    dropout_cpu_at(&epart, &mut py, &mut pm, DropKey::new(p, seed).with_ids(Some(&eids[..])), step).unwrap();
+    for (k, &e) in eids.iter().enumerate() {
+        assert_eq!((pm[k], py[k]), (em[e as usize], ey[e as usize]), "edge {k} (original {e})");
+    }
+    // Too few ids is an error, not a panic.
+    assert!(dropout_cpu_at(&ex, &mut ey, &mut em, DropKey::new(p, seed).with_ids(Some(&eids[..])), step).is_err());
+}
+
+/// The GPU's id-keyed dropouts (matrix, input dropout from f16, fused bias-ReLU, fused ELU and
+/// its backward, the dropout products, the edge dropout) draw the CPU reference's masks.
+#[test]
+fn gpu_dropout_keyed_by_ids_matches_cpu() {
+    use tcgnn::ops::nn::dropout_gemm::{dropout_gemm, dropout_gemm_cpu, dropout_gemm_dw, dropout_gemm_dw_cpu, dropout_gemm_dw_scratch_len};
+    use tcgnn::ops::nn::elu_dropout::{elu_dropout, elu_dropout_backward, elu_dropout_backward_cpu, elu_dropout_cpu};
+    use tcgnn::ops::nn::relu_dropout::{bias_relu_dropout, bias_relu_dropout_cpu};
+    let Some(gpu) = common::gpu_or_skip("gpu_dropout_keyed_by_ids_matches_cpu") else { return };
+    let (seed, step_v, p) = (0xBEEF, 9u32, 0.5f32);
+    let step = DeviceVec::upload(&gpu, &[step_v]).unwrap();
+    for (rows, cols) in [(37usize, 21usize), (130, 8), (5, 64)] {
+        let ld = padded_ld(cols);
+        let ids = original_ids(rows, 10 * rows as u32 + 3, rows as u64);
+        let idsd = DeviceVec::upload(&gpu, &ids).unwrap();
+        let (key, keyd) = (DropKey::new(p, seed).with_ids(Some(&ids[..])), DropKey::new(p, seed).with_ids(Some(&idsd)));
+        let what = format!("{rows} x {cols}");
+        let x = rand(rows * cols, (rows * cols) as u64);
+        let xd = dev(&gpu, rows, cols, &x);
+        // Matrix dropout and its mask.
+        let (mut wy, mut wm) = (vec![0.0; rows * cols], vec![0u8; rows * ld]);
+        dropout_matrix_cpu_at(&x, rows, cols, &mut wy, &mut wm, key, step_v).unwrap();
+        let mut yd = poisoned(&gpu, rows, cols);
+        let mut md = DeviceVec::upload(&gpu, &vec![0xAAu8; rows * ld]).unwrap();
+        dropout_matrix_at(&xd, &mut yd, &mut md, keyd, &step).unwrap();
+        assert_eq!(md.download(&gpu).unwrap(), wm, "dropout_matrix_at mask {what}");
+        assert_close(&format!("dropout_matrix_at {what}"), &host(&yd), &wy);
+        // Input dropout from the f16 copy.
+        let mut x16 = DeviceMatrix::<half::f16>::zeros(&gpu, rows, cols).unwrap();
+        tcgnn::ops::values::cast_matrix_to_f16(&xd, &mut x16).unwrap();
+        let rounded: Vec<f64> = x.iter().map(|&v| half::f16::from_f64(v).to_f64()).collect();
+        let (mut ry, mut rm) = (vec![0.0; rows * cols], vec![0u8; rows * ld]);
+        dropout_matrix_cpu_at(&rounded, rows, cols, &mut ry, &mut rm, key, step_v).unwrap();
+        let mut in_yd = poisoned(&gpu, rows, cols);
+        input_dropout_matrix(&xd, Some(&x16), &mut in_yd, keyd, &step).unwrap();
+        assert_close(&format!("input_dropout_matrix from f16 {what}"), &host(&in_yd), &ry);
+        // Bias, ReLU and dropout.
+        let b = rand(cols, 5);
+        let mut want = vec![0.0; rows * cols];
+        bias_relu_dropout_cpu(&x, (rows, cols), &b, &mut want, key, step_v).unwrap();
+        let mut yd = poisoned(&gpu, rows, cols);
+        bias_relu_dropout(&xd, &dev(&gpu, 1, cols, &b), &mut yd, keyd, &step).unwrap();
+        assert_close(&format!("bias_relu_dropout {what}"), &host(&yd), &want);
+        // ELU and dropout, and the backward drawing the mask again.
+        let (mut h, mut ey) = (x.clone(), vec![0.0; rows * cols]);
+        elu_dropout_cpu(&mut h, (rows, cols), &mut ey, key, step_v).unwrap();
+        let (mut hd, mut eyd) = (dev(&gpu, rows, cols, &x), poisoned(&gpu, rows, cols));
+        elu_dropout(&mut hd, &mut eyd, keyd, &step).unwrap();
+        assert_close(&format!("elu_dropout {what}"), &host(&eyd), &ey);
+        let dy = rand(rows * cols, 8);
+        let mut dz = vec![0.0; rows * cols];
+        elu_dropout_backward_cpu(&dy, &h, (rows, cols), key, step_v, &mut dz).unwrap();
+        let mut dzd = poisoned(&gpu, rows, cols);
+        elu_dropout_backward(&dev(&gpu, rows, cols, &dy), &hd, keyd, &step, &mut dzd).unwrap();
+        assert_close(&format!("elu_dropout_backward {what}"), &host(&dzd), &dz);
+        // The dropout products (3xTF32: f32 accuracy).
+        let n = 16;
+        let w = rand(cols * n, 9);
+        let mut py = vec![0.0; rows * n];
+        dropout_gemm_cpu(&x, (rows, cols), &w, n, &mut py, key, step_v).unwrap();
+        let mut pyd = poisoned(&gpu, rows, n);
+        dropout_gemm(&xd, &dev(&gpu, cols, n, &w), &mut pyd, keyd, &step, tcgnn::gpu::cublas::GemmMath::F32).unwrap();
+        assert_close(&format!("dropout_gemm {what}"), &host(&pyd), &py);
+        let g = rand(rows * n, 10);
+        let mut dw = vec![0.0; cols * n];
+        dropout_gemm_dw_cpu(&x, (rows, cols), &g, n, &mut dw, key, step_v).unwrap();
+        let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_scratch_len(&gpu, rows, cols, n, false).unwrap()).unwrap();
+        let mut dwd = poisoned(&gpu, cols, n);
+        dropout_gemm_dw(&xd, &dev(&gpu, rows, n, &g), &mut dwd, &mut scratch, keyd, &step, tcgnn::gpu::cublas::GemmMath::F32).unwrap();
+        assert_close(&format!("dropout_gemm_dw {what}"), &host(&dwd), &dw);
+        // Edges (ids one per element, in any order).
+        let e = rows * cols + 3;
+        let eids = original_ids(e, 4 * e as u32, 11);
+        let ex = rand(e, 12);
+        let (mut wey, mut wem) = (vec![0.0; e], vec![0u8; e]);
+        dropout_cpu_at(&ex, &mut wey, &mut wem, DropKey::new(p, seed).with_ids(Some(&eids[..])), step_v).unwrap();
+        let eidsd = DeviceVec::upload(&gpu, &eids).unwrap();
+        let exd = DeviceVec::upload(&gpu, &to_f32(&ex)).unwrap();
+        let (mut eyd, mut emd) = (poisoned_vec(&gpu, e), DeviceVec::<u8>::zeros(&gpu, e).unwrap());
+        dropout_at(&gpu, &exd, &mut eyd, &mut emd, e, DropKey::new(p, seed).with_ids(Some(&eidsd)), &step).unwrap();
+        assert_eq!(emd.download(&gpu).unwrap(), wem, "edge dropout mask {what}");
+        assert_close(&format!("edge dropout {what}"), &eyd.download(&gpu).unwrap(), &wey);
     }
 }

@@ -60,7 +60,7 @@ pub fn build_on<B: Ops>(
     let g = AgnnGraph::from_pattern(b, s, part.map(|p| p.hook.clone()))?;
     let mut m = Agnn::new(b, g, features, classes, cfg)?;
     if let Some(p) = part {
-        m.drop_out.set_first_row(p.first_row);
+        m.drop_out.set_row_ids(p.row_ids.clone());
     }
     Ok(m)
 }

@@ -63,7 +63,7 @@ pub fn build_on<B: Ops>(
 ) -> Result<Gat<B>> {
     let mut m = Gat::new(b, GatGraph::from_pattern(b, s, part)?, features, classes, cfg)?;
     if let Some(p) = part {
-        m.drops.iter_mut().for_each(|d| d.set_first_row(p.first_row));
+        m.drops.iter_mut().for_each(|d| d.set_row_ids(p.row_ids.clone()));
     }
     Ok(m)
 }
@@ -227,7 +227,7 @@ impl<B: Ops> Model<B> for Gat<B> {
                 let x = if in_product { drop.elu_operand(h, h16) } else { drop.operand(h, true) };
                 rest[0].backward(b, &self.graph, &x, dout, None, summed)?;
                 let (h, h16, bias_grad) = below[l - 1].out_and_bias_grad();
-                drop.backward_elu_product(b, rest[0].d_wh(), rest[0].weight(), (h, in_product), h16, &mut self.d_h, Some(bias_grad))?;
+                drop.backward_elu_product(b, (rest[0].d_wh(), rest[0].weight()), ((h, in_product), h16), &mut self.d_h, Some(bias_grad))?;
                 d_h_summed = true;
             } else {
                 let h = below[l - 1].out();

@@ -78,6 +78,7 @@ impl<T: Real> Backend for CpuBackend<T> {
     type Mat = HostMat<T>;
     type Edges = Vec<T>;
     type Graph = HostGraph<T>;
+    type Ids = Vec<u32>;
     type Mask = Vec<u8>;
     type Labels = (Vec<i32>, Vec<u8>);
     type Stats = [T; 4];
@@ -136,6 +137,9 @@ impl<T: Real> Backend for CpuBackend<T> {
     }
     fn edge_mask(&self, edges: &Vec<T>) -> Result<Vec<u8>> {
         Ok(vec![0; edges.len()])
+    }
+    fn ids(&self, ids: &[u32]) -> Result<Vec<u32>> {
+        Ok(ids.to_vec())
     }
     fn labels(&self, labels: &[i32], mask_bits: &[u8]) -> Result<(Vec<i32>, Vec<u8>)> {
         Ok((labels.to_vec(), mask_bits.to_vec()))

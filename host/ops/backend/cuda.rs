@@ -374,6 +374,7 @@ impl Backend for CudaBackend {
     type Mat = DeviceMatrix<f32>;
     type Edges = DeviceVec<f32>;
     type Graph = GpuGraph;
+    type Ids = DeviceVec<u32>;
     type Mask = DeviceVec<u8>;
     type Labels = (DeviceVec<i32>, DeviceVec<u8>);
     type Stats = DeviceVec<f32>;
@@ -450,6 +451,9 @@ impl Backend for CudaBackend {
     }
     fn edge_mask(&self, edges: &DeviceVec<f32>) -> Result<DeviceVec<u8>> {
         DeviceVec::zeros(&self.gpu, edges.len())
+    }
+    fn ids(&self, ids: &[u32]) -> Result<DeviceVec<u32>> {
+        DeviceVec::upload(&self.gpu, ids)
     }
     fn labels(&self, labels: &[i32], mask_bits: &[u8]) -> Result<(DeviceVec<i32>, DeviceVec<u8>)> {
         Ok((DeviceVec::upload(&self.gpu, labels)?, DeviceVec::upload(&self.gpu, mask_bits)?))

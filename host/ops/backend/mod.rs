@@ -35,6 +35,9 @@ pub trait Backend {
     type Graph;
     /// A dropout mask.
     type Mask;
+    /// u32 ids, one per row or edge: the original ids a part of a partitioned graph keys its
+    /// dropout masks by ([`crate::ops::nn::dropout::DropKey`]).
+    type Ids;
     /// Labels and the train / validation / test membership of every node.
     type Labels;
     /// The loss and the correct counts of one `cross_entropy` (see [`Stats`]).
@@ -103,6 +106,8 @@ pub trait Backend {
     /// A mask for dropout over the values of `edges`.
     fn edge_mask(&self, edges: &Self::Edges) -> Result<Self::Mask>;
     fn labels(&self, labels: &[i32], mask_bits: &[u8]) -> Result<Self::Labels>;
+    /// `ids` where the ops read them (model build time).
+    fn ids(&self, ids: &[u32]) -> Result<Self::Ids>;
     fn stats(&self) -> Result<Self::Stats>;
     /// Waits for the queued work and reads the statistics.
     fn read_stats(&self, s: &Self::Stats) -> Result<Stats>;

@@ -22,7 +22,7 @@
 
 use rayon::prelude::*;
 
-use super::dropout::{check_p, dropout_matrix_cpu_at, input_dropout_matrix, scale_f32};
+use super::dropout::{DropKey, check_p, dropout_matrix_cpu_at, input_dropout_matrix, scale_f32};
 use super::{ROW_BLOCK, check_gpu, check_matrix_64};
 use crate::error::{Error, Result};
 use crate::gpu::abi::dropout_gemm::*;
@@ -83,17 +83,15 @@ pub fn keep_bits_len(rows: usize, cols: usize) -> usize {
 /// [`dropout_gemm`]'s. Where `keep_bits` is given (at least [`keep_bits_len`] words) the mask
 /// is also left there, a bit an element, for [`dropout_gemm_dw_wide`] to read instead of
 /// drawing it again.
-#[allow(clippy::too_many_arguments)]
 pub fn dropout_gemm_wide(
     x16: &DeviceMatrix<f16>,
     w: &DeviceMatrix<f32>,
     y: &mut DeviceMatrix<f32>,
     keep_bits: Option<&mut DeviceVec<u32>>,
-    p: f32,
-    seed: u64,
+    key: DropKey<'_, DeviceVec<u32>>,
     step: &DeviceVec<u32>,
-    offset: u64,
 ) -> Result<()> {
+    let p = key.p;
     check_p(p)?;
     if w.rows != x16.cols || y.rows != x16.rows || y.cols != w.cols {
         return Err(Error::Shape(format!(
@@ -122,6 +120,7 @@ pub fn dropout_gemm_wide(
         ))
     })?;
     let kernel = if keep_bits.is_some() { dropout_gemm_wide_h16_bits } else { dropout_gemm_wide_h16 };
+    let ids = key.ids_arg(&gpu, x16.rows, "dropout_gemm_wide")?;
     let args = DropoutGemmArgs {
         rows: x16.rows as u32,
         k: x16.cols as u32,
@@ -136,11 +135,12 @@ pub fn dropout_gemm_wide(
         w: w.arg(),
         y: y.arg_mut(),
         scale: scale_f32(p),
-        seed_key: dropout_seed_key(seed),
+        seed_key: dropout_seed_key(key.seed),
         step: step.arg(&gpu),
-        offset,
+        offset: key.offset,
         keep_bits: keep_bits.map_or(PtrMut::null(), |b| b.arg_mut(&gpu)),
         elu: 0,
+        ids,
     };
     let warps = (DG_WIDE_THREADS / 32) as usize;
     let per_sm = kernel.max_active_blocks_per_sm(&gpu, DG_WIDE_THREADS, smem as u32)?.max(1) as usize;
@@ -184,18 +184,16 @@ pub fn dropout_gemm_dw_wide_scratch_len(gpu: &Gpu, rows: usize, k: usize, n: usi
 /// copy. `scratch` holds at least [`dropout_gemm_dw_wide_scratch_len`] floats (per-split
 /// partial sums, added in a fixed order: deterministic). The mask is read from `keep_bits`
 /// where given (the forward's of the same step), else drawn again.
-#[allow(clippy::too_many_arguments)]
 pub fn dropout_gemm_dw_wide(
     x16: &DeviceMatrix<f16>,
     dy: &DeviceMatrix<f32>,
     dw: &mut DeviceMatrix<f32>,
     scratch: &mut DeviceVec<f32>,
     keep_bits: Option<&DeviceVec<u32>>,
-    p: f32,
-    seed: u64,
+    key: DropKey<'_, DeviceVec<u32>>,
     step: &DeviceVec<u32>,
-    offset: u64,
 ) -> Result<()> {
+    let p = key.p;
     check_p(p)?;
     if let Some(b) = keep_bits {
         check_keep_bits(b.len(), x16, "dropout_gemm_dw_wide")?;
@@ -232,6 +230,7 @@ pub fn dropout_gemm_dw_wide(
             scratch.len()
         )));
     }
+    let ids = key.ids_arg(&gpu, x16.rows, "dropout_gemm_dw_wide")?;
     let args = DropoutGemmDwArgs {
         rows: x16.rows as u32,
         k: k as u32,
@@ -245,11 +244,12 @@ pub fn dropout_gemm_dw_wide(
         dy: dy.arg(),
         partial: scratch.arg_mut(&gpu),
         scale: scale_f32(p),
-        seed_key: dropout_seed_key(seed),
+        seed_key: dropout_seed_key(key.seed),
         step: step.arg(&gpu),
-        offset,
+        offset: key.offset,
         keep_bits: keep_bits.map_or(Ptr::null(), |b| b.arg(&gpu)),
         elu: 0,
+        ids,
     };
     // SAFETY: shapes checked above; block b (split b / groups) writes rows < k (its 128 columns
     // of x), columns < ldw of partial[split], inside the `need` floats checked; it copies
@@ -298,31 +298,28 @@ fn x_operand(x: FeaturesRef<'_>, what: &str) -> Result<XOperand> {
 }
 
 /// Row `r` of `x` (rows x k, unpadded) dropped out as `dropout_matrix_cpu_at` drops it.
-fn dropped_row<T: Real>(x: &[T], k: usize, r: usize, key: (u64, u32, u32, u64), keep_frac: T, out: &mut [T]) {
-    let (seed_key, step, thr, offset) = key;
+fn dropped_row<T: Real>(x: &[T], k: usize, r: usize, (key, step): (DropKey<'_>, u32), keep_frac: T, out: &mut [T]) {
+    let (seed_key, thr) = (dropout_seed_key(key.seed), dropout_threshold(key.p));
     let ld = padded_ld(k) as u64;
     for (c, o) in out.iter_mut().enumerate() {
-        let keep = dropout_keep_keyed(seed_key, step, offset + r as u64 * ld + c as u64, thr);
+        let keep = dropout_keep_keyed(seed_key, step, key.offset + key.row(r) * ld + c as u64, thr);
         *o = if keep { x[r * k + c] / keep_frac } else { T::zero() };
     }
 }
 
 /// y = dropout(x) w on the host: `x` rows x k, `w` k x n, `y` rows x n (unpadded); the mask of
-/// (`seed`, `step`) keyed from `offset`. The same values, in the same order, as
-/// `dropout_matrix_cpu_at` followed by the host GEMM (bit for bit).
-#[allow(clippy::too_many_arguments)]
+/// `key` and `step`. The same values, in the same order, as `dropout_matrix_cpu_at` followed
+/// by the host GEMM (bit for bit).
 pub fn dropout_gemm_cpu<T: Real>(
     x: &[T],
-    rows: usize,
-    k: usize,
+    (rows, k): (usize, usize),
     w: &[T],
     n: usize,
     y: &mut [T],
-    p: f32,
-    seed: u64,
+    key: DropKey<'_>,
     step: u32,
-    offset: u64,
 ) -> Result<()> {
+    let p = key.p;
     check_p(p)?;
     if x.len() != rows * k || w.len() != k * n || y.len() != rows * n {
         return Err(Error::Shape(format!(
@@ -335,7 +332,8 @@ pub fn dropout_gemm_cpu<T: Real>(
     if n == 0 {
         return Ok(());
     }
-    let key = (dropout_seed_key(seed), step, dropout_threshold(p), offset);
+    key.check_ids(rows, "dropout_gemm_cpu")?;
+    let key = (key, step);
     let keep_frac = T::one() - T::from_f64(p as f64);
     y.par_chunks_mut(n).enumerate().for_each_init(
         || vec![T::zero(); k],
@@ -356,19 +354,16 @@ pub fn dropout_gemm_cpu<T: Real>(
 
 /// dw = dropout(x)ᵀ dy on the host (`dy` rows x n, `dw` k x n), the mask of
 /// [`dropout_gemm_cpu`]. Partial sums over fixed runs of rows, added in order: deterministic.
-#[allow(clippy::too_many_arguments)]
 pub fn dropout_gemm_dw_cpu<T: Real>(
     x: &[T],
-    rows: usize,
-    k: usize,
+    (rows, k): (usize, usize),
     dy: &[T],
     n: usize,
     dw: &mut [T],
-    p: f32,
-    seed: u64,
+    key: DropKey<'_>,
     step: u32,
-    offset: u64,
 ) -> Result<()> {
+    let p = key.p;
     check_p(p)?;
     if x.len() != rows * k || dy.len() != rows * n || dw.len() != k * n {
         return Err(Error::Shape(format!(
@@ -378,7 +373,8 @@ pub fn dropout_gemm_dw_cpu<T: Real>(
             dw.len()
         )));
     }
-    let key = (dropout_seed_key(seed), step, dropout_threshold(p), offset);
+    key.check_ids(rows, "dropout_gemm_dw_cpu")?;
+    let key = (key, step);
     let keep_frac = T::one() - T::from_f64(p as f64);
     let partials: Vec<Vec<T>> = (0..rows.div_ceil(ROW_BLOCK))
         .into_par_iter()
@@ -458,36 +454,30 @@ fn check_half(half: bool, stream: bool, math: GemmMath, what: &str, out_cols: us
 }
 
 /// y = dropout(x) w on the device (`math` F32: 3xTF32; Tf32: tf32), the mask drawn with
-/// `step[0]` when the kernel runs, keyed from `offset`. Writes y's padding as zero.
-#[allow(clippy::too_many_arguments)]
+/// `step[0]` when the kernel runs, keyed by `key`. Writes y's padding as zero.
 pub fn dropout_gemm<'a>(
     x: impl Into<FeaturesRef<'a>>,
     w: &DeviceMatrix<f32>,
     y: &mut DeviceMatrix<f32>,
-    p: f32,
-    seed: u64,
+    key: DropKey<'_, DeviceVec<u32>>,
     step: &DeviceVec<u32>,
-    offset: u64,
     math: GemmMath,
 ) -> Result<()> {
-    checked_forward("dropout_gemm", x.into(), w, y, (p, seed, offset, false), step, math)
+    checked_forward("dropout_gemm", x.into(), w, y, (key, false), step, math)
 }
 
 /// y = dropout(ELU(x)) w on the device: the layer below's ELU applied as x is loaded (x holds
 /// its input, f32 or f16; f16 in tf32 math only), then the draw of [`dropout_gemm`]. The
 /// streaming kernels only: outputs of at most 32 columns ([`elu_input_fits`]).
-#[allow(clippy::too_many_arguments)]
 pub fn elu_dropout_gemm<'a>(
     x: impl Into<FeaturesRef<'a>>,
     w: &DeviceMatrix<f32>,
     y: &mut DeviceMatrix<f32>,
-    p: f32,
-    seed: u64,
+    key: DropKey<'_, DeviceVec<u32>>,
     step: &DeviceVec<u32>,
-    offset: u64,
     math: GemmMath,
 ) -> Result<()> {
-    checked_forward("elu_dropout_gemm", x.into(), w, y, (p, seed, offset, true), step, math)
+    checked_forward("elu_dropout_gemm", x.into(), w, y, (key, true), step, math)
 }
 
 /// [`dropout_gemm`] (ELU on load with `elu`) after checking p and the shapes of y = x w.
@@ -496,15 +486,15 @@ fn checked_forward(
     x: FeaturesRef<'_>,
     w: &DeviceMatrix<f32>,
     y: &mut DeviceMatrix<f32>,
-    (p, seed, offset, elu): (f32, u64, u64, bool),
+    (key, elu): (DropKey<'_, DeviceVec<u32>>, bool),
     step: &DeviceVec<u32>,
     math: GemmMath,
 ) -> Result<()> {
-    check_p(p)?;
+    check_p(key.p)?;
     if w.rows != x.cols() || y.rows != x.rows() || y.cols != w.cols {
         return Err(Error::Shape(format!("{what}: x {} x {}, w {} x {}, y {} x {}", x.rows(), x.cols(), w.rows, w.cols, y.rows, y.cols)));
     }
-    forward(x, w, false, y, p, seed, step, offset, math, elu)
+    forward(x, (w, false), y, (key, elu), step, math)
 }
 
 /// Whether [`elu_dropout_gemm`] / [`elu_dropout_gemm_dw`] take x of `cols` columns into
@@ -525,19 +515,15 @@ fn check_elu(elu: bool, stream: bool, what: &str, out_cols: usize) -> Result<()>
 
 /// y = dropout(x) op(w), op(w) = wᵀ when `w_trans` (shapes checked by the callers; the
 /// transposed form and f16 x only on the streaming kernels).
-#[allow(clippy::too_many_arguments)]
 fn forward(
     x: FeaturesRef<'_>,
-    w: &DeviceMatrix<f32>,
-    w_trans: bool,
+    (w, w_trans): (&DeviceMatrix<f32>, bool),
     y: &mut DeviceMatrix<f32>,
-    p: f32,
-    seed: u64,
+    (key, elu): (DropKey<'_, DeviceVec<u32>>, bool),
     step: &DeviceVec<u32>,
-    offset: u64,
     math: GemmMath,
-    elu: bool,
 ) -> Result<()> {
+    let p = key.p;
     let XOperand { ptr: x_ptr, rows: x_rows, cols: x_cols, ld: x_ld, half, gpu } = x_operand(x, "dropout_gemm x")?;
     for (m, name) in [(w, "dropout_gemm w"), (&*y, "dropout_gemm y")] {
         check_matrix_64(m, name)?;
@@ -552,6 +538,7 @@ fn forward(
     let stream = stream_smem(x_ld, y.ld, half);
     check_half(half, stream.is_some(), math, "dropout_gemm", y.cols)?;
     check_elu(elu, stream.is_some(), "dropout_gemm", y.cols)?;
+    let ids = key.ids_arg(&gpu, x_rows, "dropout_gemm")?;
     let args = DropoutGemmArgs {
         rows: x_rows as u32,
         k: x_cols as u32,
@@ -566,11 +553,12 @@ fn forward(
         w: w.arg(),
         y: y.arg_mut(),
         scale: scale_f32(p),
-        seed_key: dropout_seed_key(seed),
+        seed_key: dropout_seed_key(key.seed),
         step: step.arg(&gpu),
-        offset,
+        offset: key.offset,
         keep_bits: PtrMut::null(),
         elu: elu as u32,
+        ids,
     };
     let split = math == GemmMath::F32;
     if let Some(smem) = stream {
@@ -671,36 +659,30 @@ pub fn dropout_gemm_dw_scratch_len(gpu: &Gpu, rows: usize, k: usize, n: usize, h
 
 /// dw = dropout(x)ᵀ dy on the device, the mask of [`dropout_gemm`]; `scratch` holds at least
 /// [`dropout_gemm_dw_scratch_len`] floats (per-split partial sums, added in a fixed order).
-#[allow(clippy::too_many_arguments)]
 pub fn dropout_gemm_dw<'a>(
     x: impl Into<FeaturesRef<'a>>,
     dy: &DeviceMatrix<f32>,
     dw: &mut DeviceMatrix<f32>,
     scratch: &mut DeviceVec<f32>,
-    p: f32,
-    seed: u64,
+    key: DropKey<'_, DeviceVec<u32>>,
     step: &DeviceVec<u32>,
-    offset: u64,
     math: GemmMath,
 ) -> Result<()> {
-    weight_grad(x.into(), dy, dw, scratch, (p, seed, offset, false), step, math)
+    weight_grad(x.into(), dy, dw, scratch, (key, false), step, math)
 }
 
 /// dw = dropout(ELU(x))ᵀ dy on the device, the mask of [`elu_dropout_gemm`] (the streaming
 /// kernels only: [`elu_input_fits`]; x f32 or f16); `scratch` as [`dropout_gemm_dw`]'s.
-#[allow(clippy::too_many_arguments)]
 pub fn elu_dropout_gemm_dw<'a>(
     x: impl Into<FeaturesRef<'a>>,
     dy: &DeviceMatrix<f32>,
     dw: &mut DeviceMatrix<f32>,
     scratch: &mut DeviceVec<f32>,
-    p: f32,
-    seed: u64,
+    key: DropKey<'_, DeviceVec<u32>>,
     step: &DeviceVec<u32>,
-    offset: u64,
     math: GemmMath,
 ) -> Result<()> {
-    weight_grad(x.into(), dy, dw, scratch, (p, seed, offset, true), step, math)
+    weight_grad(x.into(), dy, dw, scratch, (key, true), step, math)
 }
 
 /// [`dropout_gemm_dw`], x entering as ELU(x) with `elu`.
@@ -709,10 +691,11 @@ fn weight_grad(
     dy: &DeviceMatrix<f32>,
     dw: &mut DeviceMatrix<f32>,
     scratch: &mut DeviceVec<f32>,
-    (p, seed, offset, elu): (f32, u64, u64, bool),
+    (key, elu): (DropKey<'_, DeviceVec<u32>>, bool),
     step: &DeviceVec<u32>,
     math: GemmMath,
 ) -> Result<()> {
+    let p = key.p;
     check_p(p)?;
     let XOperand { ptr: x_ptr, rows: x_rows, cols: x_cols, ld: x_ld, half, gpu } = x_operand(x, "dropout_gemm_dw x")?;
     for (m, name) in [(dy, "dropout_gemm_dw dy"), (&*dw, "dropout_gemm_dw dw")] {
@@ -747,6 +730,7 @@ fn weight_grad(
     if blocks > i32::MAX as usize {
         return Err(Error::Unsupported(format!("dropout_gemm_dw: {blocks} blocks")));
     }
+    let ids = key.ids_arg(&gpu, x_rows, "dropout_gemm_dw")?;
     let args = DropoutGemmDwArgs {
         rows: x_rows as u32,
         k: k as u32,
@@ -760,11 +744,12 @@ fn weight_grad(
         dy: dy.arg(),
         partial: scratch.arg_mut(&gpu),
         scale: scale_f32(p),
-        seed_key: dropout_seed_key(seed),
+        seed_key: dropout_seed_key(key.seed),
         step: step.arg(&gpu),
-        offset,
+        offset: key.offset,
         keep_bits: Ptr::null(),
         elu: elu as u32,
+        ids,
     };
     if stream {
         let kernel = dw_stream_instance(nt, split, half);
@@ -830,9 +815,9 @@ pub fn skinny_gemm(
         return Err(Error::Unsupported(format!("skinny_gemm: C {} x {} from a {} wide reduction", c.rows, c.cols, ka)));
     }
     if ta {
-        dropout_gemm_dw(a, b, c, scratch, 0.0, 0, step, 0, math)
+        dropout_gemm_dw(a, b, c, scratch, DropKey::new(0.0, 0), step, math)
     } else {
-        forward(FeaturesRef::F32(a), b, tb, c, 0.0, 0, step, 0, math, false)
+        forward(FeaturesRef::F32(a), (b, tb), c, (DropKey::new(0.0, 0), false), step, math)
     }
 }
 
@@ -863,32 +848,26 @@ pub trait DropoutGemmOp: Backend {
     /// copy): `y = dropout(x)` with the mask [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at)
     /// draws, not stored (the features need no gradient: nothing would read it); x read from
     /// `half`, its f16 copy, where given.
-    fn input_dropout(&self, x: &Self::Mat, half: Option<&Self::Half>, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    fn input_dropout(&self, x: &Self::Mat, half: Option<&Self::Half>, y: &mut Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
     /// `y = dropout(x) w`, x's mask drawn as [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at)
-    /// draws it from (`seed`, the step counter, `offset`); x read from `half` (its f16 copy)
+    /// draws it from `key` and the step counter; x read from `half` (its f16 copy)
     /// where given and the shapes allow.
-    #[allow(clippy::too_many_arguments)]
     fn dropout_gemm(
         &self,
         x: &Self::Mat,
         half: Option<&Self::Half>,
         w: &Self::Mat,
         y: &mut Self::Mat,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, Self::Ids>,
     ) -> Result<()>;
     /// `dw = dropout(x)ᵀ dy` with the mask of [`DropoutGemmOp::dropout_gemm`] (same step).
-    #[allow(clippy::too_many_arguments)]
     fn dropout_gemm_dw(
         &self,
         x: &Self::Mat,
         half: Option<&Self::Half>,
         dy: &Self::Mat,
         dw: &mut Self::Mat,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, Self::Ids>,
     ) -> Result<()>;
     /// Whether [`DropoutGemmOp::elu_dropout_gemm`] takes x of `cols` columns into `out_cols`
     /// (everything on the CPU; the streaming kernels on the GPU: at most 32 columns).
@@ -901,28 +880,22 @@ pub trait DropoutGemmOp: Backend {
     /// `y = dropout(ELU(x)) w`: the layer below's ELU applied as x is read (x holds its input),
     /// then the draw of [`DropoutGemmOp::dropout_gemm`]; no ELU or dropped copy written. `half`:
     /// x's values in f16 ([`DropoutGemmOp::half_activation`]), read instead of x.
-    #[allow(clippy::too_many_arguments)]
     fn elu_dropout_gemm(
         &self,
         x: &Self::Mat,
         half: Option<&Self::Half>,
         w: &Self::Mat,
         y: &mut Self::Mat,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, Self::Ids>,
     ) -> Result<()>;
     /// `dw = dropout(ELU(x))ᵀ dy` with the mask of [`DropoutGemmOp::elu_dropout_gemm`].
-    #[allow(clippy::too_many_arguments)]
     fn elu_dropout_gemm_dw(
         &self,
         x: &Self::Mat,
         half: Option<&Self::Half>,
         dy: &Self::Mat,
         dw: &mut Self::Mat,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, Self::Ids>,
     ) -> Result<()>;
 }
 
@@ -940,26 +913,17 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
     fn half_input(&self, _: &HostMat<T>) -> Result<Option<()>> {
         Ok(None)
     }
-    fn input_dropout(&self, x: &HostMat<T>, _: Option<&()>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn input_dropout(&self, x: &HostMat<T>, _: Option<&()>, y: &mut HostMat<T>, key: DropKey<'_, Vec<u32>>) -> Result<()> {
         same_shape("input_dropout", y, x)?;
         // The CPU draws through the masked dropout (a scratch mask: the same y).
         let mut mask = vec![0u8; x.rows * padded_ld(x.cols)];
-        dropout_matrix_cpu_at(&x.data, x.rows, x.cols, &mut y.data, &mut mask, p, seed, self.step(), offset)
+        dropout_matrix_cpu_at(&x.data, x.rows, x.cols, &mut y.data, &mut mask, key.host(), self.step())
     }
-    fn dropout_gemm(
-        &self,
-        x: &HostMat<T>,
-        _: Option<&()>,
-        w: &HostMat<T>,
-        y: &mut HostMat<T>,
-        p: f32,
-        seed: u64,
-        offset: u64,
-    ) -> Result<()> {
+    fn dropout_gemm(&self, x: &HostMat<T>, _: Option<&()>, w: &HostMat<T>, y: &mut HostMat<T>, key: DropKey<'_, Vec<u32>>) -> Result<()> {
         if w.rows != x.cols || y.rows != x.rows || y.cols != w.cols {
             return Err(Error::Shape(format!("dropout_gemm: x {}x{}, w {}x{}, y {}x{}", x.rows, x.cols, w.rows, w.cols, y.rows, y.cols)));
         }
-        dropout_gemm_cpu(&x.data, x.rows, x.cols, &w.data, w.cols, &mut y.data, p, seed, self.step(), offset)
+        dropout_gemm_cpu(&x.data, (x.rows, x.cols), &w.data, w.cols, &mut y.data, key.host(), self.step())
     }
     fn dropout_gemm_dw(
         &self,
@@ -967,9 +931,7 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
         _: Option<&()>,
         dy: &HostMat<T>,
         dw: &mut HostMat<T>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, Vec<u32>>,
     ) -> Result<()> {
         if dy.rows != x.rows || dw.rows != x.cols || dw.cols != dy.cols {
             return Err(Error::Shape(format!(
@@ -977,7 +939,7 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
                 x.rows, x.cols, dy.rows, dy.cols, dw.rows, dw.cols
             )));
         }
-        dropout_gemm_dw_cpu(&x.data, x.rows, x.cols, &dy.data, dy.cols, &mut dw.data, p, seed, self.step(), offset)
+        dropout_gemm_dw_cpu(&x.data, (x.rows, x.cols), &dy.data, dy.cols, &mut dw.data, key.host(), self.step())
     }
     fn takes_elu_input(&self, _cols: usize, _out_cols: usize) -> bool {
         true
@@ -991,12 +953,10 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
         _: Option<&()>,
         w: &HostMat<T>,
         y: &mut HostMat<T>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, Vec<u32>>,
     ) -> Result<()> {
         // The reference: ELU into a copy, then the product of its dropout.
-        self.dropout_gemm(&elu_copy(x), None, w, y, p, seed, offset)
+        self.dropout_gemm(&elu_copy(x), None, w, y, key)
     }
     fn elu_dropout_gemm_dw(
         &self,
@@ -1004,11 +964,9 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
         _: Option<&()>,
         dy: &HostMat<T>,
         dw: &mut HostMat<T>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, Vec<u32>>,
     ) -> Result<()> {
-        self.dropout_gemm_dw(&elu_copy(x), None, dy, dw, p, seed, offset)
+        self.dropout_gemm_dw(&elu_copy(x), None, dy, dw, key)
     }
 }
 
@@ -1077,11 +1035,9 @@ impl DropoutGemmOp for CudaBackend {
         x: &DeviceMatrix<f32>,
         half: Option<&DeviceMatrix<f16>>,
         y: &mut DeviceMatrix<f32>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, DeviceVec<u32>>,
     ) -> Result<()> {
-        self.timed("input dropout", || input_dropout_matrix(x, half, y, p, seed, &self.step_ptr(), offset))
+        self.timed("input dropout", || input_dropout_matrix(x, half, y, key, &self.step_ptr()))
     }
     fn dropout_gemm(
         &self,
@@ -1089,17 +1045,14 @@ impl DropoutGemmOp for CudaBackend {
         half: Option<&DeviceMatrix<f16>>,
         w: &DeviceMatrix<f32>,
         y: &mut DeviceMatrix<f32>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, DeviceVec<u32>>,
     ) -> Result<()> {
         if let Some(h) = self.wide_x(x, half, y.cols) {
-            return self.with_keep_bits(h, |bits| {
-                self.timed("dropout gemm", || dropout_gemm_wide(h, w, y, Some(bits), p, seed, &self.step_ptr(), offset))
-            });
+            return self
+                .with_keep_bits(h, |bits| self.timed("dropout gemm", || dropout_gemm_wide(h, w, y, Some(bits), key, &self.step_ptr())));
         }
         let x = self.product_x(x, half, y.cols);
-        self.timed("dropout gemm", || dropout_gemm(x, w, y, p, seed, &self.step_ptr(), offset, self.math))
+        self.timed("dropout gemm", || dropout_gemm(x, w, y, key, &self.step_ptr(), self.math))
     }
     fn dropout_gemm_dw(
         &self,
@@ -1107,9 +1060,7 @@ impl DropoutGemmOp for CudaBackend {
         half: Option<&DeviceMatrix<f16>>,
         dy: &DeviceMatrix<f32>,
         dw: &mut DeviceMatrix<f32>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, DeviceVec<u32>>,
     ) -> Result<()> {
         if let Some(h) = self.wide_x(x, half, dy.cols) {
             let need = dropout_gemm_dw_wide_scratch_len(&self.gpu, h.rows, h.cols, dy.cols)?;
@@ -1117,14 +1068,14 @@ impl DropoutGemmOp for CudaBackend {
             // is forward-then-backward within a step).
             return self.with_keep_bits(h, |bits| {
                 self.with_dropout_gemm_scratch(need, |s| {
-                    self.timed("dropout gemm dw", || dropout_gemm_dw_wide(h, dy, dw, s, Some(bits), p, seed, &self.step_ptr(), offset))
+                    self.timed("dropout gemm dw", || dropout_gemm_dw_wide(h, dy, dw, s, Some(bits), key, &self.step_ptr()))
                 })
             });
         }
         let x = self.product_x(x, half, dy.cols);
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;
         self.with_dropout_gemm_scratch(need, |s| {
-            self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math))
+            self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, key, &self.step_ptr(), self.math))
         })
     }
     fn takes_elu_input(&self, cols: usize, out_cols: usize) -> bool {
@@ -1142,12 +1093,10 @@ impl DropoutGemmOp for CudaBackend {
         half: Option<&DeviceMatrix<f16>>,
         w: &DeviceMatrix<f32>,
         y: &mut DeviceMatrix<f32>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, DeviceVec<u32>>,
     ) -> Result<()> {
         let x = activation(x, half)?;
-        self.timed("dropout gemm", || elu_dropout_gemm(x, w, y, p, seed, &self.step_ptr(), offset, self.math))
+        self.timed("dropout gemm", || elu_dropout_gemm(x, w, y, key, &self.step_ptr(), self.math))
     }
     fn elu_dropout_gemm_dw(
         &self,
@@ -1155,14 +1104,12 @@ impl DropoutGemmOp for CudaBackend {
         half: Option<&DeviceMatrix<f16>>,
         dy: &DeviceMatrix<f32>,
         dw: &mut DeviceMatrix<f32>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, DeviceVec<u32>>,
     ) -> Result<()> {
         let x = activation(x, half)?;
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;
         self.with_dropout_gemm_scratch(need, |s| {
-            self.timed("dropout gemm dw", || elu_dropout_gemm_dw(x, dy, dw, s, p, seed, &self.step_ptr(), offset, self.math))
+            self.timed("dropout gemm dw", || elu_dropout_gemm_dw(x, dy, dw, s, key, &self.step_ptr(), self.math))
         })
     }
 }

@@ -11,7 +11,7 @@
 use rayon::prelude::*;
 
 use super::col_sums::{ColSumsOp, col_sums};
-use super::dropout::{check_p, matrix_keep, scale_f32};
+use super::dropout::{DropKey, check_p, matrix_keep, scale_f32};
 use super::elu::{elu_backward1, elu1};
 use super::{check_gpu, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
@@ -32,17 +32,8 @@ use half::f16;
 
 /// h = ELU(h), y = dropout(h) on the host (`h`, `y` rows x cols unpadded): the values of
 /// `elu_cpu` then `dropout_matrix_cpu_at` with the same key.
-#[allow(clippy::too_many_arguments)]
-pub fn elu_dropout_cpu<T: Real>(
-    h: &mut [T],
-    rows: usize,
-    cols: usize,
-    y: &mut [T],
-    p: f32,
-    seed: u64,
-    step: u32,
-    offset: u64,
-) -> Result<()> {
+pub fn elu_dropout_cpu<T: Real>(h: &mut [T], (rows, cols): (usize, usize), y: &mut [T], key: DropKey<'_>, step: u32) -> Result<()> {
+    let p = key.p;
     check_p(p)?;
     if h.len() != rows * cols || y.len() != rows * cols {
         return Err(Error::Shape(format!("elu_dropout_cpu: h {}, y {} for {rows} x {cols}", h.len(), y.len())));
@@ -50,7 +41,8 @@ pub fn elu_dropout_cpu<T: Real>(
     if cols == 0 {
         return Ok(());
     }
-    let keep = matrix_keep(cols, p, seed, step, offset);
+    key.check_ids(rows, "elu_dropout_cpu")?;
+    let keep = matrix_keep(cols, key, step);
     let keep_frac = T::one() - T::from_f64(p as f64);
     h.par_chunks_mut(cols).zip(y.par_chunks_mut(cols)).enumerate().with_min_len(64).for_each(|(r, (hr, yr))| {
         for (c, (v, out)) in hr.iter_mut().zip(yr.iter_mut()).enumerate() {
@@ -63,18 +55,15 @@ pub fn elu_dropout_cpu<T: Real>(
 
 /// dz = keep ? dy / (1 - p) · ELU'(h) : 0 on the host (`h` the forward's ELU output): the values
 /// of `dropout_backward_cpu` then `elu_backward_cpu`.
-#[allow(clippy::too_many_arguments)]
 pub fn elu_dropout_backward_cpu<T: Real>(
     dy: &[T],
     h: &[T],
-    rows: usize,
-    cols: usize,
-    p: f32,
-    seed: u64,
+    (rows, cols): (usize, usize),
+    key: DropKey<'_>,
     step: u32,
-    offset: u64,
     dz: &mut [T],
 ) -> Result<()> {
+    let p = key.p;
     check_p(p)?;
     if dy.len() != rows * cols || h.len() != rows * cols || dz.len() != rows * cols {
         return Err(Error::Shape(format!("elu_dropout_backward_cpu: dy {}, h {}, dz {} for {rows} x {cols}", dy.len(), h.len(), dz.len())));
@@ -82,7 +71,8 @@ pub fn elu_dropout_backward_cpu<T: Real>(
     if cols == 0 {
         return Ok(());
     }
-    let keep = matrix_keep(cols, p, seed, step, offset);
+    key.check_ids(rows, "elu_dropout_backward_cpu")?;
+    let keep = matrix_keep(cols, key, step);
     let keep_frac = T::one() - T::from_f64(p as f64);
     dz.par_chunks_mut(cols).enumerate().with_min_len(64).for_each(|(r, dr)| {
         for (c, d) in dr.iter_mut().enumerate() {
@@ -101,44 +91,46 @@ fn check_step(step: &DeviceVec<u32>, what: &str) -> Result<()> {
 }
 
 /// h = ELU(h), y = dropout(h) on the device (whole padded buffers), the mask of `step[0]` when
-/// the kernel runs, keyed from `offset` as [`super::dropout::dropout_matrix_at`]'s.
+/// the kernel runs, keyed by `key` as [`super::dropout::dropout_matrix_at`]'s.
 pub fn elu_dropout(
     h: &mut DeviceMatrix<f32>,
     y: &mut DeviceMatrix<f32>,
-    p: f32,
-    seed: u64,
+    key: DropKey<'_, DeviceVec<u32>>,
     step: &DeviceVec<u32>,
-    offset: u64,
 ) -> Result<()> {
+    let p = key.p;
     check_p(p)?;
     check_same(h, y, "elu_dropout")?;
     check_step(step, "elu_dropout")?;
     let gpu = h.gpu().clone();
     let n4 = n4(h);
-    let (threshold, scale, seed_key) = (dropout_threshold(p), scale_f32(p), dropout_seed_key(seed));
-    let args = EluDropoutArgs { n4, h: h.arg_mut(), y: y.arg_mut(), threshold, scale, seed_key, step: step.arg(&gpu), offset };
-    // SAFETY: h and y hold n4 float4s each (distinct: two unique borrows), step one u32.
+    let ids = key.ids_arg(&gpu, h.rows, "elu_dropout")?;
+    let (threshold, scale, seed_key, offset) = (dropout_threshold(p), scale_f32(p), dropout_seed_key(key.seed), key.offset);
+    let (ld4, step) = ((h.ld / 4) as u32, step.arg(&gpu));
+    let args = EluDropoutArgs { n4, h: h.arg_mut(), y: y.arg_mut(), threshold, scale, seed_key, step, offset, ld4, ids };
+    // SAFETY: h and y hold n4 float4s each (distinct: two unique borrows), step one u32, ids
+    // (if any) one per row.
     unsafe { elu_dropout_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 /// dz = keep ? dy · scale · ELU'(h) : 0 on the device (whole padded buffers; h the forward's
-/// ELU output, the mask of [`elu_dropout`] with the same `seed`, step and `offset`).
+/// ELU output, the mask of [`elu_dropout`] with the same key and step).
 pub fn elu_dropout_backward(
     dy: &DeviceMatrix<f32>,
     h: &DeviceMatrix<f32>,
-    p: f32,
-    seed: u64,
+    key: DropKey<'_, DeviceVec<u32>>,
     step: &DeviceVec<u32>,
-    offset: u64,
     dz: &mut DeviceMatrix<f32>,
 ) -> Result<()> {
+    let p = key.p;
     check_p(p)?;
     check_same(dy, h, "elu_dropout_backward")?;
     check_same(dy, dz, "elu_dropout_backward")?;
     check_step(step, "elu_dropout_backward")?;
     let gpu = dy.gpu().clone();
     let n4 = n4(dy);
-    let (threshold, scale, seed_key) = (dropout_threshold(p), scale_f32(p), dropout_seed_key(seed));
+    let ids = key.ids_arg(&gpu, h.rows, "elu_dropout_backward")?;
+    let (threshold, scale, seed_key, offset) = (dropout_threshold(p), scale_f32(p), dropout_seed_key(key.seed), key.offset);
     let args = EluDropoutBackwardArgs {
         n4,
         dy: dy.arg(),
@@ -151,6 +143,8 @@ pub fn elu_dropout_backward(
         dz: dz.arg_mut(),
         pre: 0,
         h16: 0,
+        ld4: (h.ld / 4) as u32,
+        ids,
     };
     // SAFETY: dy, h and dz hold n4 float4s each (dz distinct from both: a unique borrow), step
     // one u32.
@@ -162,22 +156,17 @@ pub fn elu_dropout_backward(
 /// x cols. Elsewhere (k past 8, rows past 1024 columns or 2^32 float4s) dy is formed by cuBLAS
 /// into dz first and the backward runs in place. With `h16` (h's shape), h's values are read
 /// from it instead (h itself unread: an activation the forward wrote in f16 only).
-#[allow(clippy::too_many_arguments)]
 pub fn elu_dropout_backward_product(
-    blas: &crate::gpu::cublas::Blas,
-    math: crate::gpu::cublas::GemmMath,
-    g: &DeviceMatrix<f32>,
-    w: &DeviceMatrix<f32>,
+    (blas, math): (&crate::gpu::cublas::Blas, crate::gpu::cublas::GemmMath),
+    (g, w): (&DeviceMatrix<f32>, &DeviceMatrix<f32>),
     (h, h_is_input): (&DeviceMatrix<f32>, bool),
     h16: Option<&DeviceMatrix<f16>>,
-    p: f32,
-    seed: u64,
-    step: &DeviceVec<u32>,
-    offset: u64,
+    (key, step): (DropKey<'_, DeviceVec<u32>>, &DeviceVec<u32>),
     dz: &mut DeviceMatrix<f32>,
     dz_col_sums: Option<&mut DeviceMatrix<f32>>,
 ) -> Result<()> {
     let what = "elu_dropout_backward_product";
+    let p = key.p;
     check_p(p)?;
     check_same(h, dz, what)?;
     check_step(step, what)?;
@@ -205,7 +194,8 @@ pub fn elu_dropout_backward_product(
         None => (h.arg(), 0),
     };
     let gpu = h.gpu().clone();
-    let (threshold, scale, seed_key) = (dropout_threshold(p), scale_f32(p), dropout_seed_key(seed));
+    let ids = key.ids_arg(&gpu, h.rows, what)?;
+    let (threshold, scale, seed_key, offset) = (dropout_threshold(p), scale_f32(p), dropout_seed_key(key.seed), key.offset);
     let n4 = n4(h);
     let q = h.ld / 4;
     let shape = elementwise_shape(&gpu, n4);
@@ -238,6 +228,7 @@ pub fn elu_dropout_backward_product(
             col_sums: col_sums_arg,
             pre: h_is_input as u32,
             h16: h16_flag,
+            ids,
         };
         // SAFETY: h and dz hold n4 float4s (rows x ld), g rows x 8 and w cols x 8 floats (the
         // kernel reads rows < h's rows and w rows < cols); dz distinct (a unique borrow); the
@@ -258,6 +249,8 @@ pub fn elu_dropout_backward_product(
         dz: dz.arg_mut(),
         pre: h_is_input as u32,
         h16: h16_flag,
+        ld4: (h.ld / 4) as u32,
+        ids,
     };
     // SAFETY: as `elu_dropout_backward`'s, with dy = dz: each thread reads the float4 it then
     // writes, nothing else.
@@ -269,11 +262,11 @@ pub fn elu_dropout_backward_product(
 
 pub trait EluDropoutOp: Backend + DropoutGemmOp {
     /// `h = ELU(h)` and `y = dropout(h)` with the mask [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at)
-    /// would draw for (`seed`, the step counter, `offset`), not stored.
-    fn elu_dropout(&self, h: &mut Self::Mat, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    /// would draw for `key` and the step counter, not stored.
+    fn elu_dropout(&self, h: &mut Self::Mat, y: &mut Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
     /// `dz = keep ? dy / (1 - p) · ELU'(h) : 0` after [`EluDropoutOp::elu_dropout`] in the same
-    /// step (same `seed` and `offset`).
-    fn elu_dropout_backward(&self, dy: &Self::Mat, h: &Self::Mat, p: f32, seed: u64, offset: u64, dz: &mut Self::Mat) -> Result<()>;
+    /// step (same key).
+    fn elu_dropout_backward(&self, dy: &Self::Mat, h: &Self::Mat, key: DropKey<'_, Self::Ids>, dz: &mut Self::Mat) -> Result<()>;
     /// [`EluDropoutOp::elu_dropout_backward`] of dy = g wᵀ (the next layer's dX: g its output
     /// gradient, w its weight), dy never stored where the backend can avoid it (the GPU for g
     /// of at most 8 columns); `h` the ELU's output, or its input with `h_is_input` (the ELU
@@ -281,40 +274,33 @@ pub trait EluDropoutOp: Backend + DropoutGemmOp {
     /// (1 x cols, overwritten) also dz's column sums (the layer below's bias gradient), summed
     /// in the same pass where the backend can. `h16`: h's values in f16 where the forward wrote
     /// them so ([`DropoutGemmOp::half_activation`]), read instead of h.
-    #[allow(clippy::too_many_arguments)]
     fn elu_dropout_backward_product(
         &self,
-        g: &Self::Mat,
-        w: &Self::Mat,
+        gw: (&Self::Mat, &Self::Mat),
         h: (&Self::Mat, bool),
         h16: Option<&Self::Half>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, Self::Ids>,
         dz: &mut Self::Mat,
         dz_col_sums: Option<&mut Self::Mat>,
     ) -> Result<()>;
 }
 
 impl<T: Real> EluDropoutOp for CpuBackend<T> {
-    fn elu_dropout(&self, h: &mut HostMat<T>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn elu_dropout(&self, h: &mut HostMat<T>, y: &mut HostMat<T>, key: DropKey<'_, Vec<u32>>) -> Result<()> {
         same_shape("elu_dropout", y, h)?;
-        elu_dropout_cpu(&mut h.data, h.rows, h.cols, &mut y.data, p, seed, self.step(), offset)
+        elu_dropout_cpu(&mut h.data, (h.rows, h.cols), &mut y.data, key.host(), self.step())
     }
-    fn elu_dropout_backward(&self, dy: &HostMat<T>, h: &HostMat<T>, p: f32, seed: u64, offset: u64, dz: &mut HostMat<T>) -> Result<()> {
+    fn elu_dropout_backward(&self, dy: &HostMat<T>, h: &HostMat<T>, key: DropKey<'_, Vec<u32>>, dz: &mut HostMat<T>) -> Result<()> {
         same_shape("elu_dropout_backward", dy, h)?;
         same_shape("elu_dropout_backward", dz, h)?;
-        elu_dropout_backward_cpu(&dy.data, &h.data, h.rows, h.cols, p, seed, self.step(), offset, &mut dz.data)
+        elu_dropout_backward_cpu(&dy.data, &h.data, (h.rows, h.cols), key.host(), self.step(), &mut dz.data)
     }
     fn elu_dropout_backward_product(
         &self,
-        g: &HostMat<T>,
-        w: &HostMat<T>,
+        (g, w): (&HostMat<T>, &HostMat<T>),
         (h, h_is_input): (&HostMat<T>, bool),
         _h16: Option<&()>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, Vec<u32>>,
         dz: &mut HostMat<T>,
         dz_col_sums: Option<&mut HostMat<T>>,
     ) -> Result<()> {
@@ -329,7 +315,7 @@ impl<T: Real> EluDropoutOp for CpuBackend<T> {
         } else {
             h
         };
-        self.elu_dropout_backward(&dy, h, p, seed, offset, dz)?;
+        self.elu_dropout_backward(&dy, h, key, dz)?;
         match dz_col_sums {
             Some(s) => self.col_sums(dz, s),
             None => Ok(()),
@@ -338,34 +324,29 @@ impl<T: Real> EluDropoutOp for CpuBackend<T> {
 }
 
 impl EluDropoutOp for CudaBackend {
-    fn elu_dropout(&self, h: &mut DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, p: f32, seed: u64, offset: u64) -> Result<()> {
-        self.timed("elu dropout", || elu_dropout(h, y, p, seed, &self.step_ptr(), offset))
+    fn elu_dropout(&self, h: &mut DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>, key: DropKey<'_, DeviceVec<u32>>) -> Result<()> {
+        self.timed("elu dropout", || elu_dropout(h, y, key, &self.step_ptr()))
     }
     fn elu_dropout_backward(
         &self,
         dy: &DeviceMatrix<f32>,
         h: &DeviceMatrix<f32>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, DeviceVec<u32>>,
         dz: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
-        self.timed("elu dropout backward", || elu_dropout_backward(dy, h, p, seed, &self.step_ptr(), offset, dz))
+        self.timed("elu dropout backward", || elu_dropout_backward(dy, h, key, &self.step_ptr(), dz))
     }
     fn elu_dropout_backward_product(
         &self,
-        g: &DeviceMatrix<f32>,
-        w: &DeviceMatrix<f32>,
+        gw: (&DeviceMatrix<f32>, &DeviceMatrix<f32>),
         h: (&DeviceMatrix<f32>, bool),
         h16: Option<&DeviceMatrix<f16>>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, DeviceVec<u32>>,
         dz: &mut DeviceMatrix<f32>,
         dz_col_sums: Option<&mut DeviceMatrix<f32>>,
     ) -> Result<()> {
         self.timed("elu dropout backward", || {
-            elu_dropout_backward_product(&self.blas, self.math, g, w, h, h16, p, seed, &self.step_ptr(), offset, dz, dz_col_sums)
+            elu_dropout_backward_product((&self.blas, self.math), gw, h, h16, (key, &self.step_ptr()), dz, dz_col_sums)
         })
     }
 }

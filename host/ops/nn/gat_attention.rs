@@ -15,13 +15,13 @@ use rayon::prelude::*;
 
 use super::{DeviceElem, check_gpu, check_matrix_64, row_split};
 use crate::error::{Error, Result};
-use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::gat_attention::{
     GatAttentionArgs, gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32, gat_attention_forward_d8,
     gat_attention_forward_d8_h16, gat_attention_forward_d8_one_head, gat_attention_forward_d16, gat_attention_forward_d32,
     gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32,
 };
 use crate::gpu::launch::{Kernel, Ptr, PtrMut};
+use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::graph::Csr;
 use crate::ops::ValueOrder;
 use crate::ops::backend::Backend;
@@ -32,8 +32,7 @@ use crate::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold
 use crate::util::Real;
 
 /// One layer's attention as the fused op takes it.
-#[derive(Clone, Copy, Debug)]
-pub struct GatAttention {
+pub struct GatAttention<'a, I: ?Sized = [u32]> {
     pub heads: usize,
     /// Columns per head.
     pub dim: usize,
@@ -42,12 +41,30 @@ pub struct GatAttention {
     /// Attention dropout (0: none, as in evaluation) and the seed of its masks.
     pub p: f32,
     pub seed: u64,
-    /// The global index of the graph's first edge (a part of a partitioned graph), so the
-    /// masks are keyed by global edge.
+    /// Added to every edge's mask index.
     pub first_edge: u64,
+    /// The edges' original indices in the whole graph (a part of a partitioned graph: edge e is
+    /// keyed `first_edge + edge_ids[e]`, so any partition draws the one-device masks); `None`:
+    /// `first_edge + e`.
+    pub edge_ids: Option<&'a I>,
 }
 
-impl GatAttention {
+impl<I: ?Sized> Clone for GatAttention<'_, I> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<I: ?Sized> Copy for GatAttention<'_, I> {}
+
+impl<'a> GatAttention<'a, Vec<u32>> {
+    /// The CPU backend's attention as the CPU references take it.
+    pub fn host(&self) -> GatAttention<'a, [u32]> {
+        let GatAttention { heads, dim, slope, p, seed, first_edge, edge_ids } = *self;
+        GatAttention { heads, dim, slope, p, seed, first_edge, edge_ids: edge_ids.map(|v| v.as_slice()) }
+    }
+}
+
+impl GatAttention<'_> {
     /// Whether the fused kernels take `heads` heads of `dim` columns (at most 32 of each: a
     /// lane per head, the head's columns in its registers); else the layer runs unfused.
     pub fn fits(heads: usize, dim: usize) -> bool {
@@ -74,11 +91,12 @@ fn leaky<T: Real>(z: T, slope: T) -> (T, T) {
 }
 
 /// The dropout factor of edge `e`, head `h` (1 without dropout).
-fn keep<T: Real>(a: &GatAttention, step: u32, e: usize, h: usize) -> T {
+fn keep<T: Real>(a: &GatAttention<'_>, step: u32, e: usize, h: usize) -> T {
     if a.p <= 0.0 {
         return T::one();
     }
-    let index = (a.first_edge + e as u64) * a.heads as u64 + h as u64;
+    let e = a.edge_ids.map_or(e as u64, |ids| ids[e] as u64);
+    let index = (a.first_edge + e) * a.heads as u64 + h as u64;
     if dropout_keep_keyed(dropout_seed_key(a.seed), step, index, dropout_threshold(a.p)) {
         T::one() / (T::one() - T::from_f64(a.p as f64))
     } else {
@@ -86,7 +104,36 @@ fn keep<T: Real>(a: &GatAttention, step: u32, e: usize, h: usize) -> T {
     }
 }
 
-fn check(a: &GatAttention, s: &Csr, rows: usize, mats: &[(&str, (usize, usize), usize)], what: &str) -> Result<()> {
+/// How many ids a backend's id buffer holds.
+trait IdCount {
+    fn count(&self) -> usize;
+}
+impl IdCount for [u32] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+}
+impl IdCount for Vec<u32> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+}
+impl IdCount for DeviceVec<u32> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+}
+fn id_count<I: ?Sized + IdCount>(ids: &I) -> usize {
+    ids.count()
+}
+
+fn check<I: ?Sized + IdCount>(
+    a: &GatAttention<'_, I>,
+    s: &Csr,
+    rows: usize,
+    mats: &[(&str, (usize, usize), usize)],
+    what: &str,
+) -> Result<()> {
     if !GatAttention::fits(a.heads, a.dim) {
         return Err(Error::Unsupported(format!(
             "{what}: {} heads of {} columns (the fused kernels take at most 32 heads of at most 32 columns)",
@@ -103,6 +150,9 @@ fn check(a: &GatAttention, s: &Csr, rows: usize, mats: &[(&str, (usize, usize), 
             s.n_cols()
         )));
     }
+    if let Some(n) = a.edge_ids.map(|ids| id_count(ids)).filter(|&n| a.p > 0.0 && n < s.nnz()) {
+        return Err(Error::Shape(format!("{what}: {n} original edge ids for {} edges", s.nnz())));
+    }
     for &(name, shape, cols) in mats {
         if shape != (rows, cols) {
             return Err(Error::Shape(format!("{what}: {name} is {} x {} (want {rows} x {cols})", shape.0, shape.1)));
@@ -116,7 +166,7 @@ fn check(a: &GatAttention, s: &Csr, rows: usize, mats: &[(&str, (usize, usize), 
 #[allow(clippy::too_many_arguments)]
 pub fn gat_attention_cpu<T: Real>(
     s: &Csr,
-    a: &GatAttention,
+    a: &GatAttention<'_>,
     step: u32,
     wh: &[T],
     s_src: &[T],
@@ -172,7 +222,7 @@ pub fn gat_attention_backward_cpu<T: Real>(
     s: &Csr,
     t: &Csr,
     t_of: &[u32],
-    a: &GatAttention,
+    a: &GatAttention<'_>,
     step: u32,
     x: GradInputs<'_, [T]>,
     d_row: &mut [T],
@@ -254,7 +304,7 @@ fn pick(kernels: [Kernel<GatAttentionArgs>; 3], dim: usize) -> Kernel<GatAttenti
 /// The arguments shared by the three kernels (outputs null; each launcher sets its own).
 fn args(
     g: &GpuGraph,
-    a: &GatAttention,
+    a: &GatAttention<'_, DeviceVec<u32>>,
     step: Ptr<u32>,
     (wh, s_src, s_dst): (&DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>),
     what: &str,
@@ -299,7 +349,8 @@ fn args(
         keep_scale: 1.0 / (1.0 - a.p),
         seed_key: dropout_seed_key(a.seed),
         first_edge: a.first_edge,
-        low_index: ((a.first_edge + h.csr().nnz() as u64) * a.heads as u64 <= 1 << 32) as u32,
+        // With original edge ids the largest index is not known here: the 64-bit path.
+        low_index: (a.edge_ids.is_none() && (a.first_edge + h.csr().nnz() as u64) * a.heads as u64 <= 1 << 32) as u32,
         step,
         wh: wh.arg(),
         s_src: s_src.arg(),
@@ -315,6 +366,7 @@ fn args(
         dwh: PtrMut::null(),
         a_src: Ptr::null(),
         a_dst: Ptr::null(),
+        edge_ids: a.edge_ids.map_or(Ptr::null(), |ids| ids.arg(&gpu)),
     })
 }
 
@@ -335,7 +387,7 @@ fn check_out<T: DeviceElem>(m: &DeviceMatrix<T>, rows: usize, cols: usize, ld: u
 #[allow(clippy::too_many_arguments)]
 pub fn gat_attention(
     g: &GpuGraph,
-    a: &GatAttention,
+    a: &GatAttention<'_, DeviceVec<u32>>,
     step: Ptr<u32>,
     wh: &DeviceMatrix<f32>,
     s_src: &DeviceMatrix<f32>,
@@ -359,7 +411,7 @@ pub fn gat_attention(
 #[allow(clippy::too_many_arguments)]
 pub fn gat_attention_half(
     g: &GpuGraph,
-    a: &GatAttention,
+    a: &GatAttention<'_, DeviceVec<u32>>,
     step: Ptr<u32>,
     wh: &DeviceMatrix<f32>,
     s_src: &DeviceMatrix<f32>,
@@ -385,7 +437,7 @@ pub fn gat_attention_half(
 /// `out` must hold Wh's rows x (H F) in the element type `kernel` writes, with Wh's stride.
 unsafe fn forward(
     g: &GpuGraph,
-    a: &GatAttention,
+    a: &GatAttention<'_, DeviceVec<u32>>,
     step: Ptr<u32>,
     (wh, s_src, s_dst, bias): (&DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>),
     (out, kernel): (PtrMut<f32>, Kernel<GatAttentionArgs>),
@@ -448,7 +500,7 @@ fn short_max(dim: usize) -> u32 {
 #[allow(clippy::too_many_arguments)]
 pub fn gat_attention_backward(
     g: &GpuGraph,
-    a: &GatAttention,
+    a: &GatAttention<'_, DeviceVec<u32>>,
     step: Ptr<u32>,
     inputs: GradInputs<'_, DeviceMatrix<f32>>,
     d_row: &mut DeviceMatrix<f32>,
@@ -506,7 +558,7 @@ pub trait GatAttentionOp: Backend + DropoutGemmOp {
     fn gat_attention(
         &self,
         g: &Self::Graph,
-        a: &GatAttention,
+        a: &GatAttention<'_, Self::Ids>,
         wh: &Self::Mat,
         s_src: &Self::Mat,
         s_dst: &Self::Mat,
@@ -520,7 +572,7 @@ pub trait GatAttentionOp: Backend + DropoutGemmOp {
     fn gat_attention_half(
         &self,
         g: &Self::Graph,
-        a: &GatAttention,
+        a: &GatAttention<'_, Self::Ids>,
         wh: &Self::Mat,
         s_src: &Self::Mat,
         s_dst: &Self::Mat,
@@ -534,7 +586,7 @@ pub trait GatAttentionOp: Backend + DropoutGemmOp {
     fn gat_attention_backward(
         &self,
         g: &Self::Graph,
-        a: &GatAttention,
+        a: &GatAttention<'_, Self::Ids>,
         inputs: GradInputs<'_, Self::Mat>,
         d_row: &mut Self::Mat,
         ds_dst: &mut Self::Mat,
@@ -547,7 +599,7 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
     fn gat_attention(
         &self,
         g: &HostGraph<T>,
-        a: &GatAttention,
+        a: &GatAttention<'_, Vec<u32>>,
         wh: &HostMat<T>,
         s_src: &HostMat<T>,
         s_dst: &HostMat<T>,
@@ -573,13 +625,13 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
         if bias.data.len() != w {
             return Err(Error::Shape(format!("{what}: bias of {} values for {w} columns", bias.data.len())));
         }
-        gat_attention_cpu(&g.s, a, self.step(), &wh.data, &s_src.data, &s_dst.data, &bias.data, &mut out.data, &mut stats.data);
+        gat_attention_cpu(&g.s, &a.host(), self.step(), &wh.data, &s_src.data, &s_dst.data, &bias.data, &mut out.data, &mut stats.data);
         Ok(())
     }
     fn gat_attention_half(
         &self,
         _: &HostGraph<T>,
-        _: &GatAttention,
+        _: &GatAttention<'_, Vec<u32>>,
         _: &HostMat<T>,
         _: &HostMat<T>,
         _: &HostMat<T>,
@@ -592,7 +644,7 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
     fn gat_attention_backward(
         &self,
         g: &HostGraph<T>,
-        a: &GatAttention,
+        a: &GatAttention<'_, Vec<u32>>,
         inputs: GradInputs<'_, HostMat<T>>,
         d_row: &mut HostMat<T>,
         ds_dst: &mut HostMat<T>,
@@ -633,7 +685,7 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
             &g.s,
             &g.t,
             &g.t_of,
-            a,
+            &a.host(),
             self.step(),
             inputs,
             &mut d_row.data,
@@ -649,7 +701,7 @@ impl GatAttentionOp for CudaBackend {
     fn gat_attention(
         &self,
         g: &GpuGraph,
-        a: &GatAttention,
+        a: &GatAttention<'_, DeviceVec<u32>>,
         wh: &DeviceMatrix<f32>,
         s_src: &DeviceMatrix<f32>,
         s_dst: &DeviceMatrix<f32>,
@@ -662,7 +714,7 @@ impl GatAttentionOp for CudaBackend {
     fn gat_attention_half(
         &self,
         g: &GpuGraph,
-        a: &GatAttention,
+        a: &GatAttention<'_, DeviceVec<u32>>,
         wh: &DeviceMatrix<f32>,
         s_src: &DeviceMatrix<f32>,
         s_dst: &DeviceMatrix<f32>,
@@ -675,7 +727,7 @@ impl GatAttentionOp for CudaBackend {
     fn gat_attention_backward(
         &self,
         g: &GpuGraph,
-        a: &GatAttention,
+        a: &GatAttention<'_, DeviceVec<u32>>,
         inputs: GradInputs<'_, DeviceMatrix<f32>>,
         d_row: &mut DeviceMatrix<f32>,
         ds_dst: &mut DeviceMatrix<f32>,

@@ -11,7 +11,7 @@
 
 use rayon::prelude::*;
 
-use super::dropout::{check_p, matrix_keep, scale_f32};
+use super::dropout::{DropKey, check_p, matrix_keep, scale_f32};
 use super::{check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{BiasReluDropoutArgs, ReluDropoutBackwardArgs, bias_relu_dropout_f32, relu_dropout_backward_f32};
@@ -23,20 +23,17 @@ use crate::shared::rng::{dropout_seed_key, dropout_threshold};
 use crate::util::Real;
 
 /// y = dropout(max(z + b, 0)) on the host (`z`, `y` rows x cols unpadded, `b` cols), element
-/// (r, c) keyed `offset + r padded_ld(cols) + c` as `dropout_matrix_cpu_at` keys it: the values
-/// of `bias_add_cpu`, `relu_cpu`, then that dropout.
-#[allow(clippy::too_many_arguments)]
+/// (r, c) keyed by `key` as `dropout_matrix_cpu_at` keys it: the values of `bias_add_cpu`,
+/// `relu_cpu`, then that dropout.
 pub fn bias_relu_dropout_cpu<T: Real>(
     z: &[T],
-    rows: usize,
-    cols: usize,
+    (rows, cols): (usize, usize),
     b: &[T],
     y: &mut [T],
-    p: f32,
-    seed: u64,
+    key: DropKey<'_>,
     step: u32,
-    offset: u64,
 ) -> Result<()> {
+    let p = key.p;
     check_p(p)?;
     if z.len() != rows * cols || y.len() != rows * cols || b.len() != cols {
         return Err(Error::Shape(format!("bias_relu_dropout_cpu: z {}, y {}, b {} for {rows} x {cols}", z.len(), y.len(), b.len())));
@@ -44,7 +41,8 @@ pub fn bias_relu_dropout_cpu<T: Real>(
     if cols == 0 {
         return Ok(());
     }
-    let keep = matrix_keep(cols, p, seed, step, offset);
+    key.check_ids(rows, "bias_relu_dropout_cpu")?;
+    let keep = matrix_keep(cols, key, step);
     let keep_frac = T::one() - T::from_f64(p as f64);
     y.par_chunks_mut(cols).enumerate().with_min_len(64).for_each(|(r, yr)| {
         for (c, out) in yr.iter_mut().enumerate() {
@@ -70,16 +68,15 @@ pub fn relu_dropout_backward_cpu<T: Real>(dy: &[T], y: &[T], p: f32, dz: &mut [T
 }
 
 /// y = dropout(max(z + b, 0)) on the device (whole padded buffers), the mask of `step[0]` when
-/// the kernel runs, keyed from `offset` as [`super::dropout::dropout_matrix_at`]'s.
+/// the kernel runs, keyed by `key` as [`super::dropout::dropout_matrix_at`]'s.
 pub fn bias_relu_dropout(
     z: &DeviceMatrix<f32>,
     b: &DeviceMatrix<f32>,
     y: &mut DeviceMatrix<f32>,
-    p: f32,
-    seed: u64,
+    key: DropKey<'_, DeviceVec<u32>>,
     step: &DeviceVec<u32>,
-    offset: u64,
 ) -> Result<()> {
+    let p = key.p;
     check_p(p)?;
     check_same(z, y, "bias_relu_dropout")?;
     check_matrix_64(b, "bias_relu_dropout b")?;
@@ -95,6 +92,7 @@ pub fn bias_relu_dropout(
     let gpu = z.gpu().clone();
     super::check_gpu(&gpu, b.gpu(), "bias_relu_dropout")?;
     let n4 = n4(z);
+    let ids = key.ids_arg(&gpu, z.rows, "bias_relu_dropout")?;
     let args = BiasReluDropoutArgs {
         n4,
         ld4: (z.ld / 4) as u32,
@@ -103,12 +101,13 @@ pub fn bias_relu_dropout(
         y: y.arg_mut(),
         threshold: dropout_threshold(p),
         scale: scale_f32(p),
-        seed_key: dropout_seed_key(seed),
+        seed_key: dropout_seed_key(key.seed),
         step: step.arg(&gpu),
-        offset,
+        offset: key.offset,
+        ids,
     };
     // SAFETY: z and y hold n4 float4s of rows of ld floats (distinct buffers: a shared and a
-    // unique borrow), b one row of ld, step one u32.
+    // unique borrow), b one row of ld, step one u32, ids (if any) one per row.
     unsafe { bias_relu_dropout_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
@@ -128,16 +127,16 @@ pub fn relu_dropout_backward(dy: &DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f
 
 pub trait ReluDropoutOp: Backend {
     /// `y = dropout(max(z + b, 0))` with the mask [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at)
-    /// would draw for (`seed`, the step counter, `offset`), not stored.
-    fn bias_relu_dropout(&self, z: &Self::Mat, b: &Self::Mat, y: &mut Self::Mat, p: f32, seed: u64, offset: u64) -> Result<()>;
+    /// would draw for `key` and the step counter, not stored.
+    fn bias_relu_dropout(&self, z: &Self::Mat, b: &Self::Mat, y: &mut Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
     /// `dz = y > 0 ? dy / (1 - p) : 0` for the `y` of [`ReluDropoutOp::bias_relu_dropout`].
     fn relu_dropout_backward(&self, dy: &Self::Mat, y: &Self::Mat, p: f32, dz: &mut Self::Mat) -> Result<()>;
 }
 
 impl<T: Real> ReluDropoutOp for CpuBackend<T> {
-    fn bias_relu_dropout(&self, z: &HostMat<T>, b: &HostMat<T>, y: &mut HostMat<T>, p: f32, seed: u64, offset: u64) -> Result<()> {
+    fn bias_relu_dropout(&self, z: &HostMat<T>, b: &HostMat<T>, y: &mut HostMat<T>, key: DropKey<'_, Vec<u32>>) -> Result<()> {
         same_shape("bias_relu_dropout", y, z)?;
-        bias_relu_dropout_cpu(&z.data, z.rows, z.cols, &b.data, &mut y.data, p, seed, self.step(), offset)
+        bias_relu_dropout_cpu(&z.data, (z.rows, z.cols), &b.data, &mut y.data, key.host(), self.step())
     }
     fn relu_dropout_backward(&self, dy: &HostMat<T>, y: &HostMat<T>, p: f32, dz: &mut HostMat<T>) -> Result<()> {
         same_shape("relu_dropout_backward", dy, y)?;
@@ -152,11 +151,9 @@ impl ReluDropoutOp for CudaBackend {
         z: &DeviceMatrix<f32>,
         b: &DeviceMatrix<f32>,
         y: &mut DeviceMatrix<f32>,
-        p: f32,
-        seed: u64,
-        offset: u64,
+        key: DropKey<'_, DeviceVec<u32>>,
     ) -> Result<()> {
-        self.timed("bias relu dropout", || bias_relu_dropout(z, b, y, p, seed, &self.step_ptr(), offset))
+        self.timed("bias relu dropout", || bias_relu_dropout(z, b, y, key, &self.step_ptr()))
     }
     fn relu_dropout_backward(&self, dy: &DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f32, dz: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("relu dropout backward", || relu_dropout_backward(dy, y, p, dz))

@@ -74,6 +74,8 @@ kernel_args! {
         /// 1: x enters as ELU(x), then dropped out (the layer below's activation applied on
         /// load; the streaming kernels on f32 x only).
         pub elu: u32,
+        /// x's rows' original ids (row r keyed as row ids[r], as `DropoutArgs::ids`), or null.
+        pub ids: Ptr<u32>,
     }
 
     /// partial[s] = dropout(x[rows of split s])ᵀ dy[same rows] (k x ldw each, stride ldw):
@@ -104,6 +106,8 @@ kernel_args! {
         pub keep_bits: Ptr<u32>,
         /// 1: x enters as ELU(x), then dropped out (as `DropoutGemmArgs::elu`).
         pub elu: u32,
+        /// As `DropoutGemmArgs::ids`.
+        pub ids: Ptr<u32>,
     }
 
     /// out[i] = sum over s < splits of partial[s n + i] (a warp per i, fixed order: deterministic).

@@ -59,6 +59,9 @@ kernel_args! {
         /// scores' backward need not read and write dWh again.
         pub a_src: Ptr<f32>,
         pub a_dst: Ptr<f32>,
+        /// The edges' original indices (edge e keyed as first_edge + edge_ids[e]: a part of a
+        /// partitioned graph draws the whole graph's masks), or null (first_edge + e).
+        pub edge_ids: Ptr<u32>,
     }
 }
 

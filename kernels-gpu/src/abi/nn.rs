@@ -120,9 +120,14 @@ kernel_args! {
         pub seed_key: u64,
         /// The step, read when the kernel runs (a fresh mask per step).
         pub step: Ptr<u32>,
-        /// Added to every element's index before hashing (mask and values stay at `i`): a part
-        /// of a partitioned graph draws its rows' entries of the whole graph's mask.
+        /// Added to every element's index before hashing (mask and values stay at `i`).
         pub offset: u64,
+        /// Where a part of a partitioned graph draws its rows of the whole graph's mask: element
+        /// i = r ld + c is keyed `offset + ids[r] ld + c` (`ids`: the part's rows' original node
+        /// ids; `ld` = 1 for a vector of edges, ids then the edges' original indices); null:
+        /// keyed `offset + i`.
+        pub ids: Ptr<u32>,
+        pub ld: u32,
     }
 
     /// dx = mask ? dy * scale : 0 over the first `n` elements.
@@ -217,6 +222,9 @@ kernel_args! {
         pub seed_key: u64,
         pub step: Ptr<u32>,
         pub offset: u64,
+        /// float4s per row, and the rows' original ids or null (as `DropoutArgs::ids`).
+        pub ld4: u32,
+        pub ids: Ptr<u32>,
     }
 
     /// dz = keep ? dy · scale · ELU'(h) : 0, the mask drawn again: the backward of
@@ -236,6 +244,9 @@ kernel_args! {
         pub pre: u32,
         /// 1: h is f16 (same shape and stride), else f32.
         pub h16: u32,
+        /// As `EluDropoutArgs::ld4` and `ids`.
+        pub ld4: u32,
+        pub ids: Ptr<u32>,
     }
 
     /// `EluDropoutBackwardArgs` with dy = g wᵀ formed per element: g rows x k (k ≤ 8, stride
@@ -259,6 +270,8 @@ kernel_args! {
         /// As `EluDropoutBackwardArgs::pre` and `h16`.
         pub pre: u32,
         pub h16: u32,
+        /// The rows' original ids or null (as `DropoutArgs::ids`; rows of q float4s).
+        pub ids: Ptr<u32>,
     }
 
     /// GAT's per-node scores s[i][h] = sum_f wh[i][h*head_dim + f] a[h*head_dim + f].
@@ -433,6 +446,8 @@ kernel_args! {
         pub seed_key: u64,
         pub step: Ptr<u32>,
         pub offset: u64,
+        /// The rows' original ids or null (as `DropoutArgs::ids`).
+        pub ids: Ptr<u32>,
     }
 
     /// dz = y > 0 ? dy · scale : 0: the backward of `BiasReluDropoutArgs`'s ReLU and dropout.

@@ -31,6 +31,7 @@ use crate::abi::dropout_gemm::{
     DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DG_WIDE_DW_STAGES, DG_WIDE_DW_THREADS, DG_WIDE_K_STEP, DropoutGemmArgs,
     DropoutGemmDwArgs, SplitSumArgs, keep_words_per_row,
 };
+use super::dropout::key_row;
 use crate::ptx;
 use crate::rng::DropoutStep;
 use crate::translate::{div_or_zero, rem_or_zero};
@@ -43,15 +44,16 @@ const X_STRIDE: u32 = BK + 4;
 /// columns, 32 distinct banks).
 const XT_STRIDE: u32 = DG_BLOCK_K + 8;
 
-/// Four consecutive elements of x from flat index `o` (a multiple of 4), dropped out and
+/// Four consecutive elements of x at (row, col) (col a multiple of 4), dropped out and
 /// scaled: the dropout kernel's draw, element by element (`drop4`).
 #[inline(always)]
-unsafe fn load_dropped(x: *const f32, o: u64, key: DropKey, scale: f32) -> [f32; 4] {
-    drop4(unsafe { ptx::ld_nc_v4_f32(x.add(o as usize)) }, o, key, scale)
+unsafe fn load_dropped(x: *const f32, row: u32, col: u32, ldx: u32, key: DropKey, scale: f32) -> [f32; 4] {
+    drop4(unsafe { ptx::ld_nc_v4_f32(x.add(row as usize * ldx as usize + col as usize)) }, row, col, ldx, key, scale)
 }
 
-/// What a product needs to redraw x's mask: (seed key, the step's draw, threshold, offset).
-type DropKey = (u64, DropoutStep, u32, u64);
+/// What a product needs to redraw x's mask: (seed key, the step's draw, threshold, offset,
+/// the rows' original ids or null: `DropoutGemmArgs::ids`).
+type DropKey = (u64, DropoutStep, u32, u64, *const u32);
 
 /// The mask of x (`rows` x `ldx`) for the streaming kernels: its `DropKey`, and whether every
 /// index lies below 2^32 from an even offset (then an element's index is 32-bit arithmetic and
@@ -69,10 +71,12 @@ struct StreamMask {
 
 impl StreamMask {
     #[inline(always)]
-    fn new(seed_key: u64, step: *const u32, threshold: u32, offset: u64, rows: u32, ldx: u32) -> Self {
+    fn new(key: (u64, *const u32, u32, u64, *const u32), rows: u32, ldx: u32) -> Self {
+        let (seed_key, step, threshold, offset, ids) = key;
         let draw = DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) });
-        let low = offset & 1 == 0 && offset + rows as u64 * ldx as u64 <= 1 << 32;
-        StreamMask { key: (seed_key, draw, threshold, offset), low, elu: false, round: false }
+        // With row ids the largest key is not known here: the 64-bit path.
+        let low = ids.is_null() && offset & 1 == 0 && offset + rows as u64 * ldx as u64 <= 1 << 32;
+        StreamMask { key: (seed_key, draw, threshold, offset, ids), low, elu: false, round: false }
     }
 
     /// ELU on load when `elu`, for x of `V` (2: f16, whose ELU is rounded to tf32 here).
@@ -86,14 +90,14 @@ impl StreamMask {
     fn drop4_at(self, v: [f32; 4], row: u32, col: u32, ldx: u32, scale: f32) -> [f32; 4] {
         let v = if self.elu { v.map(elu1) } else { v };
         let v = if self.round { v.map(|e| f32::from_bits(ptx::cvt_tf32(e))) } else { v };
-        let (seed_key, draw, threshold, offset) = self.key;
+        let (seed_key, draw, threshold, offset, ids) = self.key;
         if threshold == 0 {
             return [v[0] * scale, v[1] * scale, v[2] * scale, v[3] * scale];
         }
         let keep = if self.low {
             draw.keep4_low((offset as u32).wrapping_add(row.wrapping_mul(ldx)).wrapping_add(col), threshold)
         } else {
-            draw.keep4(seed_key, offset + row as u64 * ldx as u64 + col as u64, threshold)
+            draw.keep4(seed_key, offset + key_row(ids, row) * ldx as u64 + col as u64, threshold)
         };
         let mut out = [0f32; 4];
         crate::unroll4!(e => {
@@ -188,13 +192,14 @@ pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs)
         offset,
         keep_bits: _,
         elu: _,
+        ids,
     } = args;
     let bn = 8 * NT as u32;
     let w_stride = bn + 8;
     let (row0, col0) = (div_or_zero(ptx::ctaid_x(), col_tiles) * DG_BLOCK_ROWS, rem_or_zero(ptx::ctaid_x(), col_tiles) * bn);
     let tid = ptx::tid_x();
     let (warp, g, t) = (tid / 32, (tid % 32) / 4, tid % 4);
-    let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset);
+    let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset, ids);
     let xs = ptx::dyn_smem_base();
     let ws = xs + 4 * DG_BLOCK_ROWS * X_STRIDE;
     let mut acc = [[0f32; 4]; NT];
@@ -205,7 +210,7 @@ pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs)
         while i < DG_BLOCK_ROWS * BK / 4 {
             let (r, c) = (i / (BK / 4), 4 * (i % (BK / 4)));
             let v = if row0 + r < rows && k0 + c < ldx {
-                unsafe { load_dropped(x, (row0 + r) as u64 * ldx as u64 + (k0 + c) as u64, key, scale) }
+                unsafe { load_dropped(x, row0 + r, k0 + c, ldx, key, scale) }
             } else {
                 [0.0; 4]
             };
@@ -262,6 +267,7 @@ pub unsafe fn weight_grad<const NT: usize, const SPLIT: bool>(args: DropoutGemmD
         offset,
         keep_bits: _,
         elu: _,
+        ids,
     } = args;
     let bn = 8 * NT as u32;
     let d_stride = bn + 8;
@@ -272,7 +278,7 @@ pub unsafe fn weight_grad<const NT: usize, const SPLIT: bool>(args: DropoutGemmD
     let (kc0, col0) = (rem_or_zero(div_or_zero(b, col_tiles), k_tiles) * DG_BLOCK_K, rem_or_zero(b, col_tiles) * bn);
     let tid = ptx::tid_x();
     let (warp, g, t) = (tid / 32, (tid % 32) / 4, tid % 4);
-    let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset);
+    let key = (seed_key, DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) }), threshold, offset, ids);
     let xs = ptx::dyn_smem_base();
     let ds = xs + 4 * DG_DW_STEP_ROWS * XT_STRIDE;
     let r_begin = split * rows_per_split;
@@ -285,7 +291,7 @@ pub unsafe fn weight_grad<const NT: usize, const SPLIT: bool>(args: DropoutGemmD
         while i < DG_DW_STEP_ROWS * DG_BLOCK_K / 4 {
             let (r, c) = (i / (DG_BLOCK_K / 4), 4 * (i % (DG_BLOCK_K / 4)));
             let v = if r0 + r < r_end && kc0 + c < ldx {
-                unsafe { load_dropped(x, (r0 + r) as u64 * ldx as u64 + (kc0 + c) as u64, key, scale) }
+                unsafe { load_dropped(x, r0 + r, kc0 + c, ldx, key, scale) }
             } else {
                 [0.0; 4]
             };
@@ -396,12 +402,12 @@ fn unit<const V: usize>(raw: [u32; 4], u: usize) -> [f32; 4] {
 /// of 4), scaled (p = 0: scaled only, no hash). Apart from the load, so that the streaming
 /// kernels issue every load of an iteration before the first hash.
 #[inline(always)]
-fn drop4(v: [f32; 4], o: u64, key: DropKey, scale: f32) -> [f32; 4] {
-    let (seed_key, draw, threshold, offset) = key;
+fn drop4(v: [f32; 4], row: u32, col: u32, ldx: u32, key: DropKey, scale: f32) -> [f32; 4] {
+    let (seed_key, draw, threshold, offset, ids) = key;
     if threshold == 0 {
         return [v[0] * scale, v[1] * scale, v[2] * scale, v[3] * scale];
     }
-    let keep = draw.keep4(seed_key, offset + o, threshold);
+    let keep = draw.keep4(seed_key, offset + key_row(ids, row) * ldx as u64 + col as u64, threshold);
     let mut out = [0f32; 4];
     crate::unroll4!(e => {
         if keep[e] {
@@ -483,12 +489,12 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize,
     let chunks = args.ldx.div_ceil(32 * step_chunks) * step_chunks;
     let ws = ptx::dyn_smem_base();
     unsafe { stage_w_fragments::<NT, V>(&args, chunks, ws) };
-    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, scale, seed_key, step, offset, elu, .. } = args;
+    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, scale, seed_key, step, offset, elu, ids, .. } = args;
     // f16 x (V = 2) is exact in tf32 as stored: kept elements enter the products unscaled and
     // unrounded, the sums are scaled once at the end.
     let x_scale = if V == 2 { 1.0 } else { scale };
     ptx::sync_threads();
-    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx).with_elu::<V>(elu != 0);
+    let mask = StreamMask::new((seed_key, step, threshold, offset, ids), rows, ldx).with_elu::<V>(elu != 0);
     let lane = ptx::tid_x() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let warps = ptx::ntid_x() / 32;
@@ -610,6 +616,7 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
         offset,
         keep_bits: _,
         elu,
+        ids,
     } = args;
     let b = ptx::ctaid_x();
     let (split, group) = (div_or_zero(b, panel_groups), rem_or_zero(b, panel_groups));
@@ -620,7 +627,7 @@ pub unsafe fn weight_grad_stream<const NT: usize, const SPLIT: bool, const V: us
     }
     let lane = ptx::tid_x() % 32;
     let (g, t) = (lane / 4, lane % 4);
-    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx).with_elu::<V>(elu != 0);
+    let mask = StreamMask::new((seed_key, step, threshold, offset, ids), rows, ldx).with_elu::<V>(elu != 0);
     let r_begin = split * rows_per_split;
     let r_end = rows.min(r_begin.saturating_add(rows_per_split));
     let col = col0 + 4 * V as u32 * g;
@@ -751,15 +758,16 @@ impl StreamMask {
     /// dropped elements zeroed, kept ones unscaled, and their keep bits (bit e: column col + e).
     #[inline(always)]
     fn drop8_h16(self, raw: [u32; 4], row: u32, col: u32, ldx: u32) -> ([u32; 4], u32) {
-        let (seed_key, draw, threshold, offset) = self.key;
+        let (seed_key, draw, threshold, offset, ids) = self.key;
         if threshold == 0 {
             return (raw, 0xFF);
         }
+        let krow = if self.low { row as u64 } else { key_row(ids, row) };
         let keep = |c: u32| {
             if self.low {
                 draw.keep4_low((offset as u32).wrapping_add(row.wrapping_mul(ldx)).wrapping_add(c), threshold)
             } else {
-                draw.keep4(seed_key, offset + row as u64 * ldx as u64 + c as u64, threshold)
+                draw.keep4(seed_key, offset + krow * ldx as u64 + c as u64, threshold)
             }
         };
         let (lo, hi) = (keep(col), keep(col + 4));
@@ -784,10 +792,10 @@ pub unsafe fn forward_wide_h16<const BITS: bool>(args: DropoutGemmArgs) {
     let chunks = args.ldx.div_ceil(32 * WIDE_ITER) * WIDE_ITER;
     let ws = ptx::dyn_smem_base();
     unsafe { stage_w_h16(&args, chunks, ws) };
-    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, keep_bits, scale, seed_key, step, offset, .. } = args;
+    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, keep_bits, scale, seed_key, step, offset, ids, .. } = args;
     let words = keep_words_per_row(ldx);
     ptx::sync_threads();
-    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx);
+    let mask = StreamMask::new((seed_key, step, threshold, offset, ids), rows, ldx);
     let lane = ptx::tid_x() % 32;
     let (g, t) = (lane / 4, lane % 4);
     let warps = ptx::ntid_x() / 32;
@@ -908,6 +916,7 @@ pub unsafe fn weight_grad_wide_h16(args: DropoutGemmDwArgs) {
         step,
         offset,
         keep_bits,
+        ids,
         ..
     } = args;
     const STAGES: u32 = DG_WIDE_DW_STAGES;
@@ -917,7 +926,7 @@ pub unsafe fn weight_grad_wide_h16(args: DropoutGemmDwArgs) {
     let tid = ptx::tid_x();
     let (warp, lane) = (tid / 32, tid % 32);
     let (g, t) = (lane / 4, lane % 4);
-    let mask = StreamMask::new(seed_key, step, threshold, offset, rows, ldx);
+    let mask = StreamMask::new((seed_key, step, threshold, offset, ids), rows, ldx);
     let r_begin = split * rows_per_split;
     let r_end = rows.min(r_begin.saturating_add(rows_per_split));
     let iters = if r_end > r_begin { (r_end - r_begin).div_ceil(R) } else { 0 };

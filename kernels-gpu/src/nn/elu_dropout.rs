@@ -3,7 +3,8 @@
 //! stays 0: ELU(0) = 0).
 //!
 //! Forward: h = ELU(h) in place (the backward's ELU' reads it, as the unfused ELU's does) and
-//! y = dropout(h), the mask drawn as the dropout kernel draws it (element i keyed `offset + i`),
+//! y = dropout(h), the mask drawn as the dropout kernel draws it (element i keyed `offset + i`,
+//! or by its row's original id: `DropoutArgs::ids`),
 //! not stored. Backward: the mask drawn again, dz = keep ? dy · scale · ELU'(h) : 0 with
 //! ELU' = 1 where h > 0, else h + 1 — the unfused dropout' then ELU', in the same order. Where
 //! dy is the next layer's dX = g wᵀ with g at most 8 columns wide (GAT's output layer: the
@@ -14,6 +15,7 @@
 
 use super::col_sums::{add_to_block, flush_block};
 use super::elu::elu1;
+use super::dropout::keep4_rows;
 use super::{global_thread, grid_stride};
 use crate::abi::nn::{EluDropoutArgs, EluDropoutBackwardArgs, EluDropoutBackwardProductArgs};
 use crate::ptx;
@@ -23,13 +25,13 @@ use crate::translate::{div_or_zero, rem_or_zero};
 /// h = ELU(h), y = dropout(h) over `n4` float4s.
 #[inline(always)]
 pub unsafe fn elu_dropout(args: EluDropoutArgs) {
-    let EluDropoutArgs { n4, h, y, threshold, scale, seed_key, step, offset } = args;
+    let EluDropoutArgs { n4, h, y, threshold, scale, seed_key, step, offset, ld4, ids } = args;
     let draw = DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) });
     for i in grid_stride(n4) {
         let o = 4 * i;
         let p = unsafe { h.add(o as usize) };
         let v = unsafe { ptx::ld_v4_f32(p) };
-        let keep = draw.keep4(seed_key, offset + o, threshold);
+        let keep = keep4_rows(draw, seed_key, threshold, offset, ids, ld4, i);
         let a = [elu1(v[0]), elu1(v[1]), elu1(v[2]), elu1(v[3])];
         let mut out = [0f32; 4];
         crate::unroll4!(k => {
@@ -72,13 +74,13 @@ unsafe fn h4(h: *const f32, o: u64, h16: bool) -> [f32; 4] {
 /// dz = keep ? dy · scale · ELU'(h) : 0 over `n4` float4s (h: the forward's ELU output).
 #[inline(always)]
 pub unsafe fn elu_dropout_backward(args: EluDropoutBackwardArgs) {
-    let EluDropoutBackwardArgs { n4, dy, h, threshold, scale, seed_key, step, offset, dz, pre, h16 } = args;
+    let EluDropoutBackwardArgs { n4, dy, h, threshold, scale, seed_key, step, offset, dz, pre, h16, ld4, ids } = args;
     let draw = DropoutStep::new(seed_key, unsafe { ptx::ld_nc_u32(step) });
     for i in grid_stride(n4) {
         let o = 4 * i;
         let hv = unsafe { h4(h, o as u64, h16 != 0) };
         let d = unsafe { ptx::ld_nc_v4_f32(dy.add(o as usize)) };
-        let out = grad4(d, hv, draw.keep4(seed_key, offset + o, threshold), scale, pre != 0);
+        let out = grad4(d, hv, keep4_rows(draw, seed_key, threshold, offset, ids, ld4, i), scale, pre != 0);
         unsafe { ptx::st_v4_f32(dz.add(o as usize), out) };
     }
 }
@@ -92,7 +94,7 @@ pub unsafe fn elu_dropout_backward(args: EluDropoutBackwardArgs) {
 /// column sums are added there too: the layer below's bias gradient, without reading dz again.
 #[inline(always)]
 pub unsafe fn elu_dropout_backward_product(args: EluDropoutBackwardProductArgs) {
-    let EluDropoutBackwardProductArgs { n4, q, cols, g, w, h, threshold, scale, seed_key, step, offset, dz, col_sums, pre, h16 } = args;
+    let EluDropoutBackwardProductArgs { n4, q, cols, g, w, h, threshold, scale, seed_key, step, offset, dz, col_sums, pre, h16, ids } = args;
     let ws = ptx::dyn_smem_base();
     let width = 4 * q;
     // The block's column sums, after wᵀ.
@@ -124,7 +126,12 @@ pub unsafe fn elu_dropout_backward_product(args: EluDropoutBackwardProductArgs) 
         }
         let o = 4 * i;
         let hv = unsafe { h4(h, o as u64, h16 != 0) };
-        let out = grad4(d, hv, draw.keep4(seed_key, offset + o, threshold), scale, pre != 0);
+        let keep = if ids.is_null() {
+            draw.keep4(seed_key, offset + o, threshold)
+        } else {
+            draw.keep4(seed_key, offset + super::dropout::key_row(ids, r) * width as u64 + c as u64, threshold)
+        };
+        let out = grad4(d, hv, keep, scale, pre != 0);
         unsafe { ptx::st_v4_f32(dz.add(o as usize), out) };
         crate::unroll4!(k => {
             acc[k] += out[k];

@@ -77,6 +77,8 @@ fn keep(a: &GatAttentionArgs, step: DropoutStep, e: u32, h: u32) -> f32 {
     if a.threshold == 0 {
         return 1.0;
     }
+    // A part's edge draws as its original edge (`GatAttentionArgs::edge_ids`).
+    let e = if a.edge_ids.is_null() { e } else { unsafe { ptx::ld_nc_u32(a.edge_ids.add(e as usize)) } };
     let kept = if a.low_index != 0 {
         let index = (a.first_edge as u32).wrapping_add(e).wrapping_mul(a.heads).wrapping_add(h);
         crate::rng::dropout_bits_span(step.span0, index) >= a.threshold

@@ -7,6 +7,7 @@
 //! y = a · keep · scale, y > 0 exactly where the ReLU passed and the element was kept, so
 //! dz = y > 0 ? dy · scale : 0 — the two backwards from y alone, no mask and no a.
 
+use super::dropout::keep4_rows;
 use super::grid_stride;
 use crate::abi::nn::{BiasReluDropoutArgs, ReluDropoutBackwardArgs};
 use crate::index::split_offset;
@@ -16,7 +17,7 @@ use crate::rng::DropoutStep;
 /// y = dropout(max(z + b, 0)) over `n4` float4s.
 #[inline(always)]
 pub unsafe fn bias_relu_dropout(args: BiasReluDropoutArgs) {
-    let BiasReluDropoutArgs { n4, ld4, z, b, y, threshold, scale, seed_key, step, offset } = args;
+    let BiasReluDropoutArgs { n4, ld4, z, b, y, threshold, scale, seed_key, step, offset, ids } = args;
     if ld4 == 0 {
         return; // no columns (n4 = 0 too); also lets `% ld4` compile without a panic path
     }
@@ -25,7 +26,7 @@ pub unsafe fn bias_relu_dropout(args: BiasReluDropoutArgs) {
         let o = 4 * i;
         let bias = unsafe { ptx::ld_nc_v4_f32(b.add(4 * split_offset(i, ld4).1 as usize)) };
         let v = unsafe { ptx::ld_nc_v4_f32(z.add(o as usize)) };
-        let keep = draw.keep4(seed_key, offset + o, threshold);
+        let keep = keep4_rows(draw, seed_key, threshold, offset, ids, ld4, i);
         let mut out = [0f32; 4];
         crate::unroll4!(k => {
             // As the ReLU kernel: NaN and -0 become 0; then as the dropout kernel.

@@ -5,6 +5,7 @@
 # (bench/pyg/train.py --fastest) and `tcgnn bench train` on the very same files, then
 # `tcgnn train --profile-ops` per model (where an eager step's time goes, op by op).
 #   bash bench/run-large-on-gpu.sh SEED [STAGE...]     stages: graphs pyg tcgnn profile ncu (default: all but ncu)
+# LARGE_GRAPHS (default "rmat18 sbm1m") limits the pyg and tcgnn stages; PYG_AGNN=0 skips PyG's AGNN.
 # ncu: per-kernel time, DRAM and L2 traffic of ~NCU_COUNT consecutive eager launches in the steady
 # state of each model (NCU_MODELS, default all five) on each graph (NCU_GRAPHS: sbm rmat).
 # Models as the table: GCN 2x16, GAT 2x8x8, AGNN 4x16, SAGE 2x64, GIN 2x64.
@@ -34,17 +35,19 @@ for stage in "${stages[@]}"; do
       # 500 random features on R-MAT (no node data); SBM's own 64 (its .npz beside it).
       for spec in "rmat18 $rmat" "sbm1m $sbm"; do
         set -- $spec
+        [[ " ${LARGE_GRAPHS:-rmat18 sbm1m} " == *" $1 "* ]] || continue
         common=(--timing-only --features 500 --no-feature-norm --fastest)
         timeout 240 python3 bench/pyg/train.py "$2" --model gcn gat sage gin "${common[@]}" --out "$out/pyg-$1.json" \
           > "$out/pyg-$1.log" 2>&1 || echo "pyg $1: exit $?"
-        timeout 120 python3 bench/pyg/train.py "$2" --model agnn --hidden 16 "${common[@]}" --out "$out/pyg-$1-agnn.json" \
+        [ "${PYG_AGNN:-1}" = 1 ] && timeout 120 python3 bench/pyg/train.py "$2" --model agnn --hidden 16 "${common[@]}" --out "$out/pyg-$1-agnn.json" \
           >> "$out/pyg-$1.log" 2>&1 || echo "pyg $1 agnn: exit $?"
         grep -E "fastest|failed|Error" "$out/pyg-$1.log" | tail -12
       done ;;
     tcgnn)
       pyg=()
       for f in "$out"/pyg-*.json; do [ -f "$f" ] && pyg+=(--pyg "$f"); done
-      timeout 300 $tcgnn bench train $rmat $sbm --models gcn:2x16,agnn:4x16,gat,sage,gin --precisions tf32,f16 --accuracy-max-nodes 0 \
+      graphs=(); [[ " ${LARGE_GRAPHS:-rmat18 sbm1m} " == *" rmat18 "* ]] && graphs+=($rmat); [[ " ${LARGE_GRAPHS:-rmat18 sbm1m} " == *" sbm1m "* ]] && graphs+=($sbm)
+      timeout 300 $tcgnn bench train "${graphs[@]}" --models gcn:2x16,agnn:4x16,gat,sage,gin --precisions tf32,f16 --accuracy-max-nodes 0 \
         "${pyg[@]}" --out "$out" > "$out/bench-train.log" 2>&1 || echo "bench train: exit $?"
       tail -30 "$out/bench-train.log" ;;
     profile)

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Multi-GPU checks and figures (issue 46) in one device call on nvidia-h200-x2:
+#   bash bench/run-dist-on-gpu.sh SEED [STAGE...]    stages: tests small exchange rmat partition (default: all)
+# tests: the GPU dist tests; small: `bench dist` on citeseer, cora, pubmed at 1 and 2 GPUs (GCN,
+# GAT); exchange: citeseer's 2-GPU step with NCCL's transport log; rmat: `bench dist` on R-MAT
+# 2^22 x 16 relabelled with SEED, lp partition; partition: an SBM of 10M nodes / 100M entries
+# generated with SEED, partitioned by lp into 2 parts and written (`partition -o`), timed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+seed=${1:?usage: run-dist-on-gpu.sh SEED [STAGE...]}
+shift
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(tests small exchange rmat partition)
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+[ -x .gpu/bin/tcgnn ] || bash .gpu/unpack
+export NCCL_NVLS_ENABLE=0 TCGNN_DATASETS=$PWD/.gpu/datasets TCGNN_BIN=$PWD/.gpu/bin/tcgnn PYTHONUNBUFFERED=1
+T=.gpu/bin/tcgnn
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+for stage in "${stages[@]}"; do
+  echo "== $stage ($(date -u +%T))"
+  case "$stage" in
+    tests)
+      timeout 150 .gpu/bin/test-test-it dist_train dist_device_gpu dist_halo nn_ops::gpu_dropout > "$out/tests.log" 2>&1
+      grep -E "test result|FAILED|panicked" "$out/tests.log" | head ;;
+    small)
+      timeout 150 $T bench dist citeseer cora pubmed --gpus 1,2 --models gcn,gat --reps 30 --out "$out/dist_small" > "$out/dist-small.log" 2>&1 \
+        || echo "bench dist small: exit $?"
+      tail -12 "$out/dist-small.log" ;;
+    exchange)
+      NCCL_DEBUG=INFO timeout 60 $T train citeseer --model gcn --gpus 2 --epochs 50 --verbose > "$out/citeseer-2gpu.log" 2>&1 || echo "2-GPU citeseer: exit $?"
+      grep -E " via |NET/|step" "$out/citeseer-2gpu.log" | grep -v "^\s*$" | head -12 ;;
+    rmat)
+      timeout 200 $T bench dist rmat:22:16:$seed:relabel --gpus 1,2 --partition-method lp --models gcn,gat --reps 20 --out "$out/dist_rmat22" \
+        > "$out/dist-rmat22.log" 2>&1 || echo "bench dist rmat22: exit $?"
+      tail -12 "$out/dist-rmat22.log" ;;
+    partition)
+      s0=$SECONDS
+      timeout 100 $T gen sbm --n 10000000 --avg-degree 10 --seed $seed -o /tmp/sbm10m.tcg > "$out/sbm10m-gen.log" 2>&1 || echo "gen: exit $?"
+      echo "generated in $((SECONDS - s0)) s"; s0=$SECONDS
+      timeout 150 $T partition /tmp/sbm10m.tcg --parts 2 --method lp -o /tmp/sbm10m-lp > "$out/sbm10m-partition.log" 2>&1 || echo "partition: exit $?"
+      echo "partitioned (lp, 2 parts, written) in $((SECONDS - s0)) s"; tail -8 "$out/sbm10m-partition.log" ;;
+    *) echo "unknown stage $stage" >&2 ;;
+  esac
+done
+tar -czf "$out/dist-results.tgz" -C "$out" --exclude dist-results.tgz . && echo "wrote $out/dist-results.tgz"

@@ -73,7 +73,7 @@ pub fn run(a: &BenchDtpArgs) -> Result<()> {
     for graph in &a.graphs {
         for &sampler in &a.samplers {
             let mut t = TrainArgs::for_graph(graph);
-            t.model = "gcn";
+            t.model = tcgnn::nn::models::DEFAULT_MODEL;
             t.sample = SampleArgs { sampler: Some(sampler), ..a.sample.clone() };
             let data = load_dataset(&t, 0)?;
             let cfg = model_config(&t, 0)?;

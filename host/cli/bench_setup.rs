@@ -26,7 +26,7 @@ pub struct BenchSetupArgs {
     pub features: usize,
     #[arg(long, default_value_t = 8)]
     pub classes: usize,
-    #[arg(long, default_value = "gcn")]
+    #[arg(long, default_value = tcgnn::nn::models::DEFAULT_MODEL)]
     pub model: String,
     #[arg(long, value_enum, default_value = "tf32")]
     pub precision: Precision,

@@ -39,7 +39,7 @@ pub struct TrainArgs {
     #[arg(long, value_enum, default_value = "node")]
     pub task: tcgnn::task::TaskKind,
     /// The model: gcn, agnn, gat, sage, gin (`tcgnn models` lists them with their defaults).
-    #[arg(long, default_value = "gcn", value_parser = parse_model_name)]
+    #[arg(long, default_value = tcgnn::nn::models::DEFAULT_MODEL, value_parser = parse_model_name)]
     pub model: &'static str,
     /// Graph layers (default per model: GCN 2, AGNN 4, GAT 2, SAGE 2, GIN 2).
     #[arg(long)]
@@ -524,7 +524,11 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
                     }
                     ("--model", _) => format!(
                         "--model {asked}{} differs from the checkpoint in {dir} (a {had} model); {keep}: give --model {had}",
-                        if *asked == a.model && a.model == "gcn" { " (the default when --model is left out)" } else { "" }
+                        if *asked == a.model && a.model == tcgnn::nn::models::DEFAULT_MODEL {
+                            " (the default when --model is left out)"
+                        } else {
+                            ""
+                        }
                     ),
                     _ => format!(
                         "{flag} {asked} differs from the checkpoint in {dir} ({flag} {had} there); {keep}: give {flag} {had} or leave it out"

@@ -273,6 +273,9 @@ fn unknown(name: &str) -> Error {
 }
 
 /// The registry entry named `name` (case-insensitive).
+/// The model `train` and the benchmarks take when none is named (PyG's first example's).
+pub const DEFAULT_MODEL: &str = "gcn";
+
 pub fn model_info(name: &str) -> Result<&'static ModelInfo> {
     MODELS.iter().copied().find(|m| m.name.eq_ignore_ascii_case(name)).ok_or_else(|| unknown(name))
 }

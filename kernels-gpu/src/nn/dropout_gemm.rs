@@ -26,12 +26,12 @@
 //! to `partial[split]`, and `split_sum` adds the splits in a fixed order (deterministic, no
 //! atomics).
 
+use super::dropout::key_row;
 use super::elu::elu1;
 use crate::abi::dropout_gemm::{
     DG_BLOCK_K, DG_BLOCK_ROWS, DG_DW_STEP_ROWS, DG_THREADS, DG_WIDE_DW_STAGES, DG_WIDE_DW_THREADS, DG_WIDE_K_STEP, DropoutGemmArgs,
     DropoutGemmDwArgs, SplitSumArgs, keep_words_per_row,
 };
-use super::dropout::key_row;
 use crate::ptx;
 use crate::rng::DropoutStep;
 use crate::translate::{div_or_zero, rem_or_zero};
@@ -209,11 +209,7 @@ pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs)
         let mut i = tid;
         while i < DG_BLOCK_ROWS * BK / 4 {
             let (r, c) = (i / (BK / 4), 4 * (i % (BK / 4)));
-            let v = if row0 + r < rows && k0 + c < ldx {
-                unsafe { load_dropped(x, row0 + r, k0 + c, ldx, key, scale) }
-            } else {
-                [0.0; 4]
-            };
+            let v = if row0 + r < rows && k0 + c < ldx { unsafe { load_dropped(x, row0 + r, k0 + c, ldx, key, scale) } } else { [0.0; 4] };
             unsafe { ptx::st_shared_v4_f32(xs + 4 * (r * X_STRIDE + c), v) };
             i += DG_THREADS;
         }
@@ -290,11 +286,7 @@ pub unsafe fn weight_grad<const NT: usize, const SPLIT: bool>(args: DropoutGemmD
         let mut i = tid;
         while i < DG_DW_STEP_ROWS * DG_BLOCK_K / 4 {
             let (r, c) = (i / (DG_BLOCK_K / 4), 4 * (i % (DG_BLOCK_K / 4)));
-            let v = if r0 + r < r_end && kc0 + c < ldx {
-                unsafe { load_dropped(x, r0 + r, kc0 + c, ldx, key, scale) }
-            } else {
-                [0.0; 4]
-            };
+            let v = if r0 + r < r_end && kc0 + c < ldx { unsafe { load_dropped(x, r0 + r, kc0 + c, ldx, key, scale) } } else { [0.0; 4] };
             unsafe { ptx::st_shared_v4_f32(xs + 4 * (r * XT_STRIDE + c), v) };
             i += DG_THREADS;
         }

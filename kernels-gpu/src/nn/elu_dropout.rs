@@ -14,8 +14,8 @@
 //! ELU'(z) = e^z for z ≤ 0.
 
 use super::col_sums::{add_to_block, flush_block};
-use super::elu::elu1;
 use super::dropout::keep4_rows;
+use super::elu::elu1;
 use super::{global_thread, grid_stride};
 use crate::abi::nn::{EluDropoutArgs, EluDropoutBackwardArgs, EluDropoutBackwardProductArgs};
 use crate::ptx;
@@ -94,7 +94,8 @@ pub unsafe fn elu_dropout_backward(args: EluDropoutBackwardArgs) {
 /// column sums are added there too: the layer below's bias gradient, without reading dz again.
 #[inline(always)]
 pub unsafe fn elu_dropout_backward_product(args: EluDropoutBackwardProductArgs) {
-    let EluDropoutBackwardProductArgs { n4, q, cols, g, w, h, threshold, scale, seed_key, step, offset, dz, col_sums, pre, h16, ids } = args;
+    let EluDropoutBackwardProductArgs { n4, q, cols, g, w, h, threshold, scale, seed_key, step, offset, dz, col_sums, pre, h16, ids } =
+        args;
     let ws = ptx::dyn_smem_base();
     let width = 4 * q;
     // The block's column sums, after wᵀ.

@@ -213,15 +213,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     });
     check_hyperparameters(a)?;
     a.sample.check_used()?;
-    if let Some(dir) = &a.out {
-        // Checked now, not after training (a missing folder is created when writing).
-        if dir.exists() && !dir.is_dir() {
-            return Err(Error::Io {
-                path: dir.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder"),
-            });
-        }
-    }
+    check_out_folder(a)?;
     let gpu = gpu_for(a)?;
     let mut runs = Vec::new();
     for &seed in &a.seeds {
@@ -312,6 +304,18 @@ fn check_hyperparameters(a: &TrainArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--out` checked before any work, not after training: a missing folder is created when the
+/// report is written, a file there is refused (every task).
+pub fn check_out_folder(a: &TrainArgs) -> Result<()> {
+    match &a.out {
+        Some(dir) if dir.exists() && !dir.is_dir() => Err(Error::Io {
+            path: dir.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The GPU `--device` asks for (`None`: the CPU, saying why under `auto`); refuses or warns about

@@ -99,15 +99,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     if a.seeds.len() > 1 {
         return Err(Error::Unsupported("--task graph: one seed (the folds are the repetitions); give --seeds S".into()));
     }
-    if let Some(dir) = &a.out
-        && dir.exists()
-        && !dir.is_dir()
-    {
-        return Err(Error::Io {
-            path: dir.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder"),
-        });
-    }
+    super::train_cmd::check_out_folder(a)?;
     let (mut cfg, k) = config(a)?;
     let set = GraphSet::new(tu::load(&a.graph)?)?;
     cfg.model.classes = set.classes();

@@ -111,15 +111,7 @@ fn check_options(a: &TrainArgs) -> Result<()> {
     if let Some(p) = &a.save {
         tcgnn::util::atomic::check_output_path(p)?;
     }
-    if let Some(dir) = &a.out
-        && dir.exists()
-        && !dir.is_dir()
-    {
-        return Err(Error::Io {
-            path: dir.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "--out is a file; give a folder"),
-        });
-    }
+    super::train_cmd::check_out_folder(a)?;
     link_config(a, 0)?;
     Ok(())
 }

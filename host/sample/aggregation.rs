@@ -97,33 +97,9 @@ impl Aggregation {
         let mut cols = Vec::with_capacity(sub.nnz() + n);
         let mut vals = Vec::with_capacity(sub.nnz() + n);
         for (r, &v) in nodes.iter().enumerate() {
-            let r32 = r as u32;
-            let s = self.self_loop[v as usize];
-            let mut loop_left = s != 0.0;
-            let mut prev: Option<u32> = None;
-            for k in sub.row_range(r) {
-                let c = sub.col_idx()[k];
-                if prev.is_some_and(|p| p >= c) {
-                    return None;
-                }
-                prev = Some(c);
-                let x = self.entry[edge_ids[k] as usize] * sub.values()[k];
-                if loop_left && c >= r32 {
-                    loop_left = false;
-                    if c == r32 {
-                        cols.push(c);
-                        vals.push(x + s);
-                        continue;
-                    }
-                    cols.push(r32);
-                    vals.push(s);
-                }
-                cols.push(c);
-                vals.push(x);
-            }
-            if loop_left {
-                cols.push(r32);
-                vals.push(s);
+            let entries = sub.row_range(r).map(|k| (sub.col_idx()[k], self.entry[edge_ids[k] as usize] * sub.values()[k]));
+            if !push_row(&mut cols, &mut vals, r as u32, self.self_loop[v as usize], entries) {
+                return None;
             }
             row_ptr.push(cols.len() as u32);
         }
@@ -150,29 +126,11 @@ impl Aggregation {
         let mut cols = Vec::with_capacity(block.nnz() + block.n_rows());
         let mut vals = Vec::with_capacity(block.nnz() + block.n_rows());
         for (d, &v) in nodes[..block.n_rows()].iter().enumerate() {
-            let (d32, range) = (d as u32, block.row_range(d));
+            let range = block.row_range(d);
             let scale = full.row_len(v as usize) as f64 / range.len().max(1) as f64;
-            let s = self.self_loop[v as usize];
-            let mut loop_left = s != 0.0;
-            for k in range {
-                let c = block.col_idx()[k];
-                let x = (self.entry[edge_ids[k] as usize] as f64 * scale) as f32;
-                if loop_left && c >= d32 {
-                    loop_left = false;
-                    if c == d32 {
-                        cols.push(c);
-                        vals.push(x + s);
-                        continue;
-                    }
-                    cols.push(d32);
-                    vals.push(s);
-                }
-                cols.push(c);
-                vals.push(x);
-            }
-            if loop_left {
-                cols.push(d32);
-                vals.push(s);
+            let entries = range.map(|k| (block.col_idx()[k], (self.entry[edge_ids[k] as usize] as f64 * scale) as f32));
+            if !push_row(&mut cols, &mut vals, d as u32, self.self_loop[v as usize], entries) {
+                return Err(crate::error::Error::Shape(format!("block row {d}: columns not strictly increasing")));
             }
             row_ptr.push(cols.len() as u32);
         }
@@ -193,6 +151,38 @@ impl Aggregation {
         }
         Csr::from_triplets(nodes.len(), nodes.len(), &t)
     }
+}
+
+/// Appends one row's `entries` (strictly increasing columns) with the self-loop weight `s`
+/// merged in at column `r`: added to an entry there (as `from_triplets` sums duplicates), else
+/// inserted in column order (nothing when `s` is 0). False when the columns are not strictly
+/// increasing (the caller discards the row).
+fn push_row(cols: &mut Vec<u32>, vals: &mut Vec<f32>, r: u32, s: f32, entries: impl Iterator<Item = (u32, f32)>) -> bool {
+    let mut loop_left = s != 0.0;
+    let mut prev: Option<u32> = None;
+    for (c, x) in entries {
+        if prev.is_some_and(|p| p >= c) {
+            return false;
+        }
+        prev = Some(c);
+        if loop_left && c >= r {
+            loop_left = false;
+            if c == r {
+                cols.push(c);
+                vals.push(x + s);
+                continue;
+            }
+            cols.push(r);
+            vals.push(s);
+        }
+        cols.push(c);
+        vals.push(x);
+    }
+    if loop_left {
+        cols.push(r);
+        vals.push(s);
+    }
+    true
 }
 
 #[cfg(test)]

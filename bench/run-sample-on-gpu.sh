@@ -3,7 +3,7 @@
 # plain-PyTorch baseline: `tcgnn bench sample` (GCN and SAGE, every sampler at its defaults, and
 # full-graph training, 5 seeds, 200 epochs) and bench/pyg/sample.py with the same samplers,
 # batch sizes, walk length, fan-outs, coverage, epochs and seeds (both tools' defaults agree:
-# 500 roots x walk 2, 4000 node draws, 500 edges, 512 seeds x fan-out 15,10, coverage 50).
+# max(1000, N/20) roots x walk 2, 4000 node draws, 500 edges, 512 seeds x fan-out 15,10, coverage 50).
 #   bash bench/run-sample-on-gpu.sh [GRAPH...]        (default: cora citeseer tolokers twitch_DE musae_facebook)
 # One graph per device call keeps each call under 10 minutes (cora: ~3-5 min, estimated).
 # twitch_DE and musae_facebook have sparse multi-hot features and no split of their own (a

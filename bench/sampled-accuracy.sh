@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sampled vs full-graph accuracy on the CPU (issue 45): 5 seeds per setting, one line per
 # setting "graph model sampler epochs: mean ± std". Usage: bench/sampled-accuracy.sh BINARY OUT
-# [GRAPHS...]. Neighbour sampling runs NB_EPOCHS epochs on the larger graphs (default 50: an
+# [GRAPHS...]. DEVICE=gpu runs on the GPU. Neighbour sampling runs NB_EPOCHS epochs on the larger graphs (default 50: an
 # epoch visits every train node, 20-30 steps there) and 200 on cora / citeseer (one batch an
 # epoch); the others 200 (one step an epoch in full-graph, GraphSAINT's epoch draws about N
 # nodes). EXTRA adds options to every run.
@@ -22,7 +22,7 @@ for g in $GRAPHS; do
         *) args=(--sampler "$s"); ep=200 ;;
       esac
       t0=$(date +%s)
-      line=$(nice -n 10 "$BIN" train "$g" --device cpu --model "$m" --seeds "$SEEDS" --epochs "$ep" "${args[@]}" ${EXTRA:-} 2>&1 | grep "test accuracy")
+      line=$(nice -n 10 "$BIN" train "$g" --device "${DEVICE:-cpu}" --model "$m" --seeds "$SEEDS" --epochs "$ep" "${args[@]}" ${EXTRA:-} 2>&1 | grep "test accuracy")
       acc=$(echo "$line" | sed -E 's/.*epoch ([0-9.]+ ± [0-9.]+)%.*/\1/')
       echo "$g $m $s $ep ${EXTRA:-} : $acc ($(( $(date +%s) - t0 )) s)" >> "$OUT"
     done

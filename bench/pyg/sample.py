@@ -40,7 +40,8 @@ from torch_geometric.nn import GCNConv, SAGEConv  # noqa: E402
 SAMPLERS = ("saint-rw", "saint-node", "saint-edge", "neighbor")
 # Per sampler: what --batch-size counts, and its default. Mirrored by the Rust side.
 SAMPLER_DEFAULTS = {
-    "saint-rw": dict(batch_size=500, unit="walk roots", walk_length=2, coverage=50),
+    # saint-rw: None = max(1000, N // 20) roots, resolved on the graph (as the Rust side).
+    "saint-rw": dict(batch_size=None, unit="walk roots", walk_length=2, coverage=50),
     "saint-node": dict(batch_size=4000, unit="node draws (with replacement, then unique)", coverage=50),
     "saint-edge": dict(batch_size=500, unit="edges (without replacement)", coverage=50),
     "neighbor": dict(batch_size=512, unit="seed (train) nodes", fanout=[15, 10]),
@@ -753,6 +754,8 @@ def main(argv=None):
         graph = Graph(g, device)
         print(f"# {g['name']}: n={g['n']} edges={graph.e} (removed {graph.removed}) F={g['x'].shape[1]}", flush=True)
         for cfg in configs(args):
+            if cfg["batch_size"] is None:  # saint-rw's default roots, resolved on the graph as the Rust side
+                cfg["batch_size"] = max(1000, g["n"] // 20)
             rec = {
                 "graph": g["name"],
                 "n": g["n"],

@@ -32,7 +32,8 @@ pub struct SampleArgs {
     #[arg(long, value_enum)]
     pub sampler: Option<SamplerKind>,
     /// Roots (saint-rw), node draws (saint-node), edge draws (saint-edge) or train nodes
-    /// (neighbor) per batch. Default: 500, 4000, 500, 512 (as bench/pyg/sample.py).
+    /// (neighbor) per batch. Default: max(1000, N/20) roots, 4000, 500, 512 (as
+    /// bench/pyg/sample.py).
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// Steps of each random walk (saint-rw).
@@ -105,7 +106,19 @@ pub enum Inference {
     Layerwise,
 }
 
+/// GraphSAINT random walks' default roots per batch: at least 1000, and a twentieth of the
+/// nodes on larger graphs. The sampled normalisation (C_v, C_{v,u}) is an estimate from the
+/// batches; with few roots each node keeps few of its neighbours and GCN's estimate is noisy
+/// (measured over 5 seeds in bench/NOTES.md, "sampled vs full-graph accuracy").
+pub fn default_walk_roots(n_nodes: usize) -> usize {
+    (n_nodes / 20).max(1000)
+}
+
 impl SampleArgs {
+    fn walk_roots(&self, n_nodes: usize) -> usize {
+        self.batch_size.unwrap_or_else(|| default_walk_roots(n_nodes))
+    }
+
     /// Sampler options given without --sampler would be silently ignored: refuse them.
     pub fn check_used(&self) -> Result<()> {
         let given = [
@@ -172,7 +185,7 @@ impl SampleArgs {
             }
             _ => {
                 let kind = match kind {
-                    SamplerKind::SaintRw => SaintKind::RandomWalk { roots: self.batch_size.unwrap_or(500), walk_length: self.walk_length },
+                    SamplerKind::SaintRw => SaintKind::RandomWalk { roots: self.walk_roots(n), walk_length: self.walk_length },
                     SamplerKind::SaintNode => SaintKind::Node { budget: self.batch_size.unwrap_or(4000) },
                     _ => SaintKind::Edge { budget: self.batch_size.unwrap_or(500) },
                 };
@@ -263,7 +276,7 @@ impl SampleArgs {
         // least a fixed floor so the defaults work on tiny graphs.
         let budget = sample_budget(graph);
         let per_batch: u128 = match kind {
-            SamplerKind::SaintRw => self.batch_size.unwrap_or(500) as u128 * (self.walk_length as u128 + 1),
+            SamplerKind::SaintRw => self.walk_roots(graph.n_rows()) as u128 * (self.walk_length as u128 + 1),
             SamplerKind::SaintNode => self.batch_size.unwrap_or(4000) as u128,
             SamplerKind::SaintEdge => 2 * self.batch_size.unwrap_or(500) as u128,
             // At most the train nodes are seeds: a larger batch is one batch of all of them.
@@ -271,7 +284,7 @@ impl SampleArgs {
         };
         if per_batch > budget as u128 {
             let what = match kind {
-                SamplerKind::SaintRw => format!("--batch-size {} x --walk-length {}", self.batch_size.unwrap_or(500), self.walk_length),
+                SamplerKind::SaintRw => format!("--batch-size {} x --walk-length {}", self.walk_roots(graph.n_rows()), self.walk_length),
                 _ => format!("--batch-size {}", self.batch_size.unwrap_or(0)),
             };
             return bad(format!(

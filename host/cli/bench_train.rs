@@ -77,6 +77,13 @@ struct Row {
     pyg_step_ms: Option<f64>,
     pyg_accuracy: Option<f64>,
     speedup_vs_pyg: Option<f64>,
+    /// Device memory this row's model took (MiB): in use after the timed steps less what was in
+    /// use before its backend was made (cuMemGetInfo; the CUDA context is in the baseline,
+    /// library handles and workspaces are not). The step's buffers are allocated once and
+    /// reused, so this is the step's peak (a replayed CUDA graph allocates nothing).
+    gpu_memory_mb: Option<f64>,
+    /// PyG's least peak over its configurations (`torch.cuda.max_memory_allocated`, MiB).
+    pyg_peak_memory_mb: Option<f64>,
     /// The fewest bytes a step moves ([`tcgnn::nn::models::traffic`]) and that over the
     /// measured bandwidths; `floor_fraction` = floor / step (1 = at the floor).
     traffic: Option<StepTraffic>,
@@ -124,11 +131,25 @@ fn model_label(cfg: &ModelConfig) -> String {
 /// test accuracy (percent) for (graph, model, layers, hidden), as `bench/pyg/train.py` writes
 /// them (`records[].config.{model,layers,hidden}`, `step_ms.median`,
 /// `test_acc_mean` as a fraction). Graph names are file stems on both sides.
-fn pyg_lookup(pyg: &Option<serde_json::Value>, graph: &str, model: &str, layers: usize, hidden: usize) -> (Option<f64>, Option<f64>) {
-    let Some(v) = pyg else { return (None, None) };
+/// PyG's figures for one (graph, model, layers, hidden) from its JSON records.
+#[derive(Default)]
+struct PygFigures {
+    step_ms: Option<f64>,
+    accuracy: Option<f64>,
+    /// The least `torch.cuda.max_memory_allocated` of its configurations (MiB): the leanest
+    /// PyG, the strictest comparison for ours.
+    peak_memory_mb: Option<f64>,
+}
+
+fn pyg_lookup(pyg: &Option<serde_json::Value>, graph: &str, model: &str, layers: usize, hidden: usize) -> PygFigures {
+    let mut out = PygFigures::default();
+    let Some(v) = pyg else { return out };
     let want_kind = model.to_lowercase();
     let records = v.get("records").and_then(|r| r.as_array()).into_iter().flatten();
-    let (mut step, mut acc) = (None, None);
+    let min = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some(f64::min(a, b)),
+        (a, b) => a.or(b),
+    };
     for r in records {
         let c = r.get("config").unwrap_or(r);
         let s = |o: &serde_json::Value, k: &str| o.get(k).and_then(|x| x.as_str()).unwrap_or("").to_lowercase();
@@ -138,17 +159,19 @@ fn pyg_lookup(pyg: &Option<serde_json::Value>, graph: &str, model: &str, layers:
             // fastest over every file given (e.g. torch.compile timed in a run of its own).
             let fastest = r.get("fastest").and_then(|f| f.get("step_ms")).and_then(|x| x.get("median")).and_then(|x| x.as_f64());
             let this = fastest.or_else(|| r.get("step_ms").and_then(|x| x.get("median")).and_then(|x| x.as_f64()));
-            step = match (step, this) {
-                (Some(a), Some(b)) => Some(f64::min(a, b)),
-                (a, b) => a.or(b),
-            };
+            out.step_ms = min(out.step_ms, this);
+            // A variant that failed records no memory (or 0): only measured peaks count.
+            let peaks = std::iter::once(r).chain(r.get("variants").and_then(|v| v.as_array()).into_iter().flatten());
+            for p in peaks.filter_map(|x| x.get("peak_memory_mb").and_then(|m| m.as_f64())).filter(|&m| m > 0.0) {
+                out.peak_memory_mb = min(out.peak_memory_mb, Some(p));
+            }
             let synthetic = r.get("synthetic_labels").and_then(|x| x.as_bool()).unwrap_or(false);
             if !synthetic {
-                acc = acc.or_else(|| r.get("test_acc_mean").and_then(|x| x.as_f64()).map(|a| a * 100.0));
+                out.accuracy = out.accuracy.or_else(|| r.get("test_acc_mean").and_then(|x| x.as_f64()).map(|a| a * 100.0));
             }
         }
     }
-    (step, acc)
+    out
 }
 
 pub fn run(a: &BenchTrainArgs) -> Result<()> {
@@ -248,6 +271,8 @@ fn empty_row() -> Row {
         pyg_step_ms: None,
         pyg_accuracy: None,
         speedup_vs_pyg: None,
+        gpu_memory_mb: None,
+        pyg_peak_memory_mb: None,
         traffic: None,
         floor_ms: None,
         floor_fraction: None,
@@ -286,6 +311,8 @@ fn bench_one(
     check_fits(gpu, data, &cfg)?;
     let info = model_info(cfg.model)?;
     let tcfg = TrainConfig { lr: info.lr, weight_decay: info.weight_decay, ..TrainConfig::default() };
+    gpu.synchronize()?;
+    let used_before = gpu.sample_used_memory()?;
     let layout = super::train_cmd::edge_layout(cfg.model, None)?;
     let mut backend = CudaBackend::new(gpu.clone(), prec, Impl::Auto)?.with_edge_layout(layout);
     if let Some(row_max) = a.attention_tc {
@@ -296,6 +323,9 @@ fn bench_one(
     let setup_ms = trainer.setup_seconds * 1e3;
     let recorded = trainer.record()?;
     let phases = trainer.profile(a.warmup, a.reps)?;
+    gpu.synchronize()?;
+    let gpu_memory_mb = gpu.sample_used_memory()?.saturating_sub(used_before) as f64 / (1u64 << 20) as f64;
+    drop(trainer);
     let mut accuracies = Vec::new();
     if !data.synthetic && data.n() <= a.accuracy_max_nodes {
         for &seed in &a.seeds {
@@ -305,7 +335,8 @@ fn bench_one(
             accuracies.push(t.fit(tcfg.epochs, |_| {})?.test_acc * 100.0);
         }
     }
-    let (pyg_step_ms, pyg_accuracy) = pyg_lookup(pyg, &data.name, cfg.model, cfg.layers, cfg.hidden);
+    let pyg = pyg_lookup(pyg, &data.name, cfg.model, cfg.layers, cfg.hidden);
+    let (pyg_step_ms, pyg_accuracy) = (pyg.step_ms, pyg.accuracy);
     let step = phases.step_ms();
     let shape = StepShape {
         n: data.n(),
@@ -335,6 +366,8 @@ fn bench_one(
         accuracies,
         cuda_graph: recorded,
         speedup_vs_pyg: pyg_step_ms.map(|p| p / step),
+        gpu_memory_mb: Some(gpu_memory_mb),
+        pyg_peak_memory_mb: pyg.peak_memory_mb,
         pyg_step_ms,
         pyg_accuracy,
         traffic: Some(traffic),
@@ -348,7 +381,7 @@ fn print_row(r: &Row) {
     match &r.error {
         Some(e) => println!("{:<14} {:<14} {:<5} error: {e}", r.graph, r.model, r.precision),
         None => println!(
-            "{:<14} {:<14} {:<5} step {:>8.3} ms (eager {:>8.3}) floor {:>5} setup {:>8.1} ms acc {:>13} pyg {:>8} speedup {:>7}",
+            "{:<14} {:<14} {:<5} step {:>8.3} ms (eager {:>8.3}) floor {:>5} setup {:>8.1} ms acc {:>13} pyg {:>8} speedup {:>7} memory {:>8} MiB (pyg {})",
             r.graph,
             r.model,
             r.precision,
@@ -359,6 +392,8 @@ fn print_row(r: &Row) {
             r.accuracy.map_or("-".into(), |(m, s)| format!("{m:.1} ± {s:.1}%")),
             r.pyg_step_ms.map_or("-".into(), |p| format!("{p:.3}")),
             r.speedup_vs_pyg.map_or("-".into(), |s| format!("{s:.1}x")),
+            r.gpu_memory_mb.map_or("-".into(), |m| format!("{m:.0}")),
+            r.pyg_peak_memory_mb.map_or("-".into(), |m| format!("{m:.0}")),
         ),
     }
 }
@@ -368,16 +403,16 @@ fn markdown(r: &Report) -> String {
         "# Training step times ({}, {}, commit {})\n\nMedian of {} event-timed steps after {} warm-up steps; a step is forward + loss + backward + Adam. \
          `graph` = the step replayed as a CUDA graph, `eager` = launched kernel by kernel. \
          `floor`: the step's fraction of its memory floor (the fewest bytes a step moves, `nn/models/traffic.rs`, over {:.0} GB/s device copy and {:.0} GB/s L2 reads, both measured; 1 = at the floor). Accuracy: test accuracy at the best validation epoch, 200 epochs, mean ± std over seeds.\n\n\
-         | graph | model | precision | step (graph) ms | step (eager) ms | floor | fwd | bwd | adam | setup ms | accuracy | PyG step ms | PyG acc | speedup vs PyG |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         | graph | model | precision | step (graph) ms | step (eager) ms | floor | fwd | bwd | adam | setup ms | accuracy | PyG step ms | PyG acc | speedup vs PyG | GPU MiB | PyG MiB |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         r.gpu.name, r.date, r.commit, r.reps, r.warmup, r.copy_bandwidth_gbs, r.l2_bandwidth_gbs
     );
     for x in &r.rows {
         if let Some(e) = &x.error {
-            s += &format!("| {} | {} | {} | error: {e} ||||||||||| \n", x.graph, x.model, x.precision);
+            s += &format!("| {} | {} | {} | error: {e} ||||||||||||| \n", x.graph, x.model, x.precision);
             continue;
         }
         s += &format!(
-            "| {} | {} | {} | {} | {:.3} | {} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {:.3} | {} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} | {} | {} | {} | {} |\n",
             x.graph,
             x.model,
             x.precision,
@@ -392,6 +427,8 @@ fn markdown(r: &Report) -> String {
             x.pyg_step_ms.map_or("-".into(), |v| format!("{v:.3}")),
             x.pyg_accuracy.map_or("-".into(), |v| format!("{v:.1}")),
             x.speedup_vs_pyg.map_or("-".into(), |v| format!("{v:.1}x")),
+            x.gpu_memory_mb.map_or("-".into(), |v| format!("{v:.0}")),
+            x.pyg_peak_memory_mb.map_or("-".into(), |v| format!("{v:.0}")),
         );
     }
     s
@@ -481,9 +518,20 @@ mod tests {
             r
         };
         let pyg = Some(serde_json::json!({ "records": [rec(2.0, Some(1.5)), rec(1.8, None), rec(3.0, Some(1.2))] }));
-        assert_eq!(pyg_lookup(&pyg, "cora", "gcn", 2, 16).0, Some(1.2));
-        assert_eq!(pyg_lookup(&pyg, "cora", "gcn", 2, 64).0, None);
-        assert_eq!(pyg_lookup(&None, "cora", "gcn", 2, 16).0, None);
+        assert_eq!(pyg_lookup(&pyg, "cora", "gcn", 2, 16).step_ms, Some(1.2));
+        assert_eq!(pyg_lookup(&pyg, "cora", "gcn", 2, 64).step_ms, None);
+        assert_eq!(pyg_lookup(&None, "cora", "gcn", 2, 16).step_ms, None);
+    }
+
+    #[test]
+    fn pyg_lookup_takes_the_least_measured_peak_memory() {
+        let mut r =
+            serde_json::json!({ "graph": "cora", "config": { "model": "gcn", "layers": 2, "hidden": 16 }, "peak_memory_mb": 900.0 });
+        // A failed variant records 0: not a measurement.
+        r["variants"] = serde_json::json!([{ "peak_memory_mb": 700.0 }, { "peak_memory_mb": 0.0 }, { "name": "no figure" }]);
+        let pyg = Some(serde_json::json!({ "records": [r] }));
+        assert_eq!(pyg_lookup(&pyg, "cora", "gcn", 2, 16).peak_memory_mb, Some(700.0));
+        assert_eq!(pyg_lookup(&pyg, "cora", "sage", 2, 16).peak_memory_mb, None);
     }
 
     #[test]

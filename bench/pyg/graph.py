@@ -235,7 +235,8 @@ def accuracy(args, s, data, folds, device):
     from torch_geometric.loader import DataLoader
 
     curves, epoch_s = [], []
-    for k in range(min(len(folds), args.only_folds or len(folds))):
+    ks = [args.fold] if args.fold is not None else range(min(len(folds), args.only_folds or len(folds)))
+    for k in ks:
         test = set(folds[k].tolist())
         train_ds = [data[g] for g in range(s["graphs"]) if g not in test]
         test_ds = [data[g] for g in folds[k]]
@@ -255,11 +256,35 @@ def accuracy(args, s, data, folds, device):
             curve.append(evaluate(model, vl, device) / len(test_ds))
         curves.append(curve)
         print(f"fold {k}: last {100 * curve[-1]:.2f}%, best {100 * max(curve):.2f}%", flush=True)
+    return summarise(curves, epoch_s, pooling, list(ks))
+
+
+def summarise(curves, epoch_s, pooling, folds_run):
+    """The GIN paper's rule over the folds' held-out curves: the epoch of the best mean."""
     a = np.asarray(curves)
     best = int(np.argmax(a.mean(0)))
     return dict(best_epoch=best + 1, best_mean=float(a[:, best].mean()), best_std=float(a[:, best].std()),
                 last_mean=float(a[:, -1].mean()), last_std=float(a[:, -1].std()), folds_run=len(curves),
-                epoch_s_median=statistics.median(epoch_s), pooling=pooling, curves=curves)
+                folds=folds_run, epoch_s_median=statistics.median(epoch_s), epoch_s=epoch_s, pooling=pooling, curves=curves)
+
+
+def merge(args):
+    """One accuracy record from per-fold runs (`accuracy --fold K`, e.g. run side by side)."""
+    recs = [json.loads(Path(f).read_text()) for f in args.inputs]
+    keys = [(r["set"], r["model"], r["epochs"]) for r in recs]
+    if len(set(keys)) != 1:
+        sys.exit(f"merge: the files are of different runs: {sorted(set(keys))}")
+    folds = [k for r in recs for k in r["result"]["folds"]]
+    if len(set(folds)) != len(folds):
+        sys.exit(f"merge: a fold appears twice: {sorted(folds)}")
+    curves = [c for r in recs for c in r["result"]["curves"]]
+    epoch_s = [t for r in recs for t in r["result"]["epoch_s"]]
+    rec = dict(recs[0], result=summarise(curves, epoch_s, recs[0]["result"]["pooling"], folds))
+    r = rec["result"]
+    print(f"{rec['set']} {rec['model']}: {100 * r['best_mean']:.2f} ± {100 * r['best_std']:.2f}% at epoch {r['best_epoch']} "
+          f"over folds {sorted(folds)}, last {100 * r['last_mean']:.2f} ± {100 * r['last_std']:.2f}%, epoch {r['epoch_s_median'] * 1e3:.1f} ms")
+    if args.out:
+        Path(args.out).write_text(json.dumps(rec, indent=1))
 
 
 def speed(args, s, data, device):
@@ -363,8 +388,9 @@ def generate(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["accuracy", "speed", "generate"])
+    p.add_argument("what", choices=["accuracy", "speed", "generate", "merge"])
     p.add_argument("set", nargs="?")
+    p.add_argument("inputs", nargs="*", help="merge: the per-fold accuracy files")
     p.add_argument("--model", default="gin", choices=["gin", "gcn", "sage", "gat"])
     p.add_argument("--layers", type=int, default=5)
     p.add_argument("--hidden", type=int, default=None)
@@ -374,6 +400,7 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--epochs", type=int, default=350)
     p.add_argument("--only-folds", type=int, default=None)
+    p.add_argument("--fold", type=int, default=None, help="accuracy: run this fold alone (merge the files after)")
     p.add_argument("--speed-epochs", type=int, default=3)
     p.add_argument("--folds-file")
     p.add_argument("--seed", type=int, default=0)
@@ -386,6 +413,9 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.what == "generate":
         return generate(args)
+    if args.what == "merge":
+        args.inputs = [args.set] + args.inputs if args.set else args.inputs
+        return merge(args)
     if not args.set:
         sys.exit("give a set: NAME or DIR/NAME")
     warnings.filterwarnings("ignore", message=".*torch.jit.script.* is deprecated")

@@ -51,6 +51,10 @@ pub struct BenchTrainArgs {
     pub attention_tc: Option<u32>,
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
+    /// Print where each row's device memory is after the timed steps: live bytes by the source
+    /// line that allocated them (the largest 12), and keep them in the JSON.
+    #[arg(long)]
+    pub memory_ledger: bool,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -84,6 +88,8 @@ struct Row {
     gpu_memory_mb: Option<f64>,
     /// PyG's least peak over its configurations (`torch.cuda.max_memory_allocated`, MiB).
     pyg_peak_memory_mb: Option<f64>,
+    /// With `--memory-ledger`: this row's live device buffers by allocating line (MiB, count).
+    memory_ledger: Vec<(String, f64, u64)>,
     /// The fewest bytes a step moves ([`tcgnn::nn::models::traffic`]) and that over the
     /// measured bandwidths; `floor_fraction` = floor / step (1 = at the floor).
     traffic: Option<StepTraffic>,
@@ -273,6 +279,7 @@ fn empty_row() -> Row {
         speedup_vs_pyg: None,
         gpu_memory_mb: None,
         pyg_peak_memory_mb: None,
+        memory_ledger: vec![],
         traffic: None,
         floor_ms: None,
         floor_fraction: None,
@@ -313,6 +320,7 @@ fn bench_one(
     let tcfg = TrainConfig { lr: info.lr, weight_decay: info.weight_decay, ..TrainConfig::default() };
     gpu.synchronize()?;
     let used_before = gpu.sample_used_memory()?;
+    tcgnn::gpu::ledger::set_enabled(a.memory_ledger);
     let layout = super::train_cmd::edge_layout(cfg.model, None)?;
     let mut backend = CudaBackend::new(gpu.clone(), prec, Impl::Auto)?.with_edge_layout(layout);
     if let Some(row_max) = a.attention_tc {
@@ -325,6 +333,20 @@ fn bench_one(
     let phases = trainer.profile(a.warmup, a.reps)?;
     gpu.synchronize()?;
     let gpu_memory_mb = gpu.sample_used_memory()?.saturating_sub(used_before) as f64 / (1u64 << 20) as f64;
+    let memory_ledger: Vec<(String, f64, u64)> =
+        tcgnn::gpu::ledger::live().into_iter().map(|(site, l)| (site, l.bytes as f64 / (1u64 << 20) as f64, l.buffers)).collect();
+    tcgnn::gpu::ledger::set_enabled(false);
+    if a.memory_ledger {
+        let counted: f64 = memory_ledger.iter().map(|x| x.1).sum();
+        eprintln!(
+            "{} {}: {gpu_memory_mb:.0} MiB on the device, {counted:.0} MiB in device vectors; the largest:",
+            data.name,
+            model_label(&cfg)
+        );
+        for (site, mib, n) in memory_ledger.iter().take(12) {
+            eprintln!("  {mib:>9.1} MiB in {n:>4} buffers  {site}");
+        }
+    }
     drop(trainer);
     let mut accuracies = Vec::new();
     if !data.synthetic && data.n() <= a.accuracy_max_nodes {
@@ -367,6 +389,7 @@ fn bench_one(
         cuda_graph: recorded,
         speedup_vs_pyg: pyg_step_ms.map(|p| p / step),
         gpu_memory_mb: Some(gpu_memory_mb),
+        memory_ledger,
         pyg_peak_memory_mb: pyg.peak_memory_mb,
         pyg_step_ms,
         pyg_accuracy,

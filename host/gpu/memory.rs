@@ -9,17 +9,36 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZero
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
 use crate::gpu::launch::{Ptr, PtrMut};
 use crate::gpu::pinned::{STAGED_MIN_BYTES, chunk_elems};
+use crate::gpu::{Gpu, ledger};
 use crate::tensor::Matrix;
 
 /// A device vector.
 pub struct DeviceVec<T> {
     pub(crate) data: CudaSlice<T>,
+    /// Where it was allocated, while the [`ledger`] records (given back on drop).
+    site: Option<ledger::Site>,
+}
+
+impl<T> DeviceVec<T> {
+    #[track_caller]
+    fn new(data: CudaSlice<T>) -> Self {
+        let site = ledger::allocated(std::panic::Location::caller(), data.len() * std::mem::size_of::<T>());
+        DeviceVec { data, site }
+    }
+}
+
+impl<T> Drop for DeviceVec<T> {
+    fn drop(&mut self) {
+        if let Some(site) = self.site {
+            ledger::released(site, self.data.len() * std::mem::size_of::<T>());
+        }
+    }
 }
 
 impl<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin> DeviceVec<T> {
+    #[track_caller]
     pub fn upload(gpu: &Gpu, host: &[T]) -> Result<Self>
     where
         T: Send + Sync,
@@ -37,7 +56,7 @@ impl<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin> DeviceVec<T> {
                     Ok(())
                 })
             })?;
-            return Ok(DeviceVec { data });
+            return Ok(DeviceVec::new(data));
         }
         // cuMemAlloc refuses 0 bytes in some drivers: keep one element for empty inputs.
         let data = if host.is_empty() {
@@ -46,12 +65,13 @@ impl<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin> DeviceVec<T> {
             gpu.clock().uploading(std::mem::size_of_val(host), || gpu.stream.clone_htod(host))
         }
         .map_err(|e| Error::cuda(format!("upload of {} elements", host.len()), e))?;
-        Ok(DeviceVec { data })
+        Ok(DeviceVec::new(data))
     }
+    #[track_caller]
     pub fn zeros(gpu: &Gpu, len: usize) -> Result<Self> {
         gpu.refuse_in_capture(|| format!("allocating {len} elements of {}", std::any::type_name::<T>()))?;
         let data = gpu.stream.alloc_zeros::<T>(len.max(1)).map_err(|e| Error::cuda(format!("alloc of {len} elements"), e))?;
-        Ok(DeviceVec { data })
+        Ok(DeviceVec::new(data))
     }
     pub fn download(&self, gpu: &Gpu) -> Result<Vec<T>> {
         gpu.stream.clone_dtoh(&self.data).map_err(|e| Error::cuda("download", e))
@@ -136,6 +156,7 @@ impl<T: Element> DeviceMatrix<T> {
     /// Upload (converting from f32) with zero padding columns, through a staging buffer of
     /// about [`UPLOAD_STAGING_BYTES`]: never a host copy of the whole padded matrix (10M x 500
     /// features are 20 GB; a whole padded copy doubled the host memory of a training run).
+    #[track_caller]
     pub fn upload(gpu: &Arc<Gpu>, m: &Matrix) -> Result<Self> {
         let mut d = DeviceMatrix::zeros(gpu, m.rows, m.cols)?;
         let ld = d.ld;
@@ -177,6 +198,7 @@ impl<T: Element> DeviceMatrix<T> {
         Ok(d)
     }
 
+    #[track_caller]
     pub fn zeros(gpu: &Arc<Gpu>, rows: usize, cols: usize) -> Result<Self> {
         let ld = padded_ld(cols);
         Ok(DeviceMatrix { rows, cols, ld, buf: DeviceVec::zeros(gpu, rows * ld)?, gpu: gpu.clone() })

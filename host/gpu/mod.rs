@@ -2,7 +2,7 @@
 //!
 //! [`device`] finds a GPU without ever panicking, [`module`] holds the embedded PTX and the
 //! kernel functions, [`abi`] a typed handle and argument struct per kernel, [`memory`] the typed
-//! device buffers ([`pinned`]: large uploads through pinned staging), [`timing`] event timing, [`launch`] the one thin unsafe launch wrapper,
+//! device buffers ([`pinned`]: large uploads through pinned staging; [`ledger`]: live bytes by allocating line), [`timing`] event timing, [`launch`] the one thin unsafe launch wrapper,
 //! [`cusparse`] the in-process baseline, [`cublas`] dense
 //! GEMM, [`graph`] CUDA graph capture and replay, [`csr`] a CSR on the device, [`translate`] the
 //! CSR -> ME-BCRS / SGT translations on the GPU. All of it runs on the one stream the [`Gpu`]
@@ -15,6 +15,7 @@ pub mod cusparse;
 pub mod device;
 pub mod graph;
 pub mod launch;
+pub mod ledger;
 pub mod memory;
 pub mod module;
 pub mod pinned;

@@ -393,9 +393,11 @@ impl Backend for CudaBackend {
         .to_lowercase()
     }
 
+    #[track_caller]
     fn matrix(&self, rows: usize, cols: usize) -> Result<DeviceMatrix<f32>> {
         DeviceMatrix::zeros(&self.gpu, rows, cols)
     }
+    #[track_caller]
     fn upload(&self, m: &Matrix) -> Result<DeviceMatrix<f32>> {
         DeviceMatrix::upload(&self.gpu, m)
     }
@@ -436,9 +438,11 @@ impl Backend for CudaBackend {
     fn graph_shape(g: &GpuGraph) -> (usize, usize) {
         (g.handle.csr().n_rows(), g.handle.csr().n_cols())
     }
+    #[track_caller]
     fn edges(&self, g: &GpuGraph, side: Side) -> Result<DeviceVec<f32>> {
         DeviceVec::zeros(&self.gpu, g.side(side)?.value_len(self.order)?)
     }
+    #[track_caller]
     fn graph_values(&self, g: &GpuGraph, side: Side) -> Result<DeviceVec<f32>> {
         let h = g.side(side)?;
         match self.order {
@@ -446,18 +450,23 @@ impl Backend for CudaBackend {
             ValueOrder::MeBcrs => h.device_mebcrs_values(),
         }
     }
+    #[track_caller]
     fn mask(&self, rows: usize, cols: usize) -> Result<DeviceVec<u8>> {
         DeviceVec::zeros(&self.gpu, rows * crate::gpu::memory::padded_ld(cols))
     }
+    #[track_caller]
     fn edge_mask(&self, edges: &DeviceVec<f32>) -> Result<DeviceVec<u8>> {
         DeviceVec::zeros(&self.gpu, edges.len())
     }
+    #[track_caller]
     fn ids(&self, ids: &[u32]) -> Result<DeviceVec<u32>> {
         DeviceVec::upload(&self.gpu, ids)
     }
+    #[track_caller]
     fn labels(&self, labels: &[i32], mask_bits: &[u8]) -> Result<(DeviceVec<i32>, DeviceVec<u8>)> {
         Ok((DeviceVec::upload(&self.gpu, labels)?, DeviceVec::upload(&self.gpu, mask_bits)?))
     }
+    #[track_caller]
     fn stats(&self) -> Result<DeviceVec<f32>> {
         DeviceVec::zeros(&self.gpu, 4)
     }

@@ -33,7 +33,7 @@ pub struct BenchAttentionArgs {
     #[arg(long, value_enum, default_value = "f16")]
     pub precision: Precision,
     /// The layer: agnn, or gat (`--heads` heads of K / heads columns, concatenated).
-    #[arg(long, value_enum, default_value = "agnn")]
+    #[arg(long, value_enum, default_value_t = AttentionModel::Agnn)]
     pub model: AttentionModel,
     #[arg(long, default_value_t = 8)]
     pub heads: usize,
@@ -55,6 +55,16 @@ pub struct BenchAttentionArgs {
 pub enum AttentionModel {
     Agnn,
     Gat,
+}
+
+impl AttentionModel {
+    /// The registry's name of the model whose layer this is (the reports' `model`).
+    fn name(self) -> &'static str {
+        match self {
+            AttentionModel::Agnn => tcgnn::nn::models::agnn::INFO.name,
+            AttentionModel::Gat => tcgnn::nn::models::gat::INFO.name,
+        }
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -166,7 +176,7 @@ pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
                 Ok(t.median_ms)
             };
             let r = Row {
-                model: format!("{:?}", a.model).to_lowercase(),
+                model: a.model.name().to_string(),
                 graph: name.clone(),
                 nodes: n,
                 edges: nnz,

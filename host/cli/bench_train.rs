@@ -1,5 +1,5 @@
-//! `tcgnn bench train`: step times of GCN 2x16, GCN 2x128 and AGNN 4x32 in every precision on
-//! the suite graphs (median of >= 50 event-timed steps after warm-up, eager and as a CUDA
+//! `tcgnn bench train`: step times of every registered model (at its defaults and the extra
+//! shapes its `ModelInfo::bench_shapes` lists) in every precision on the suite graphs (median of >= 50 event-timed steps after warm-up, eager and as a CUDA
 //! graph), the one-time setup, accuracy over seeds where the graph has real labels, and the
 //! PyTorch Geometric figures of `bench/pyg/train.py` side by side.
 
@@ -10,8 +10,8 @@ use serde::Serialize;
 use tcgnn::bench::floor::{copy_bandwidth_gbs, l2_bandwidth_gbs, step_floor_ms};
 use tcgnn::bench::train::{mean_std, write_json, write_text};
 use tcgnn::gpu::Gpu;
-use tcgnn::nn::models::model_info;
 use tcgnn::nn::models::traffic::{StepShape, StepTraffic};
+use tcgnn::nn::models::{MODELS, model_info};
 use tcgnn::nn::{CudaBackend, ModelConfig, TrainConfig, Trainer};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::{Error, Result};
@@ -22,8 +22,9 @@ use super::train_cmd::{TrainArgs, check_fits, load_dataset};
 pub struct BenchTrainArgs {
     /// Graphs (default: cora, citeseer, pubmed, rmat:18:16, sbm:1000000).
     pub graphs: Vec<String>,
-    /// Models as NAME or NAME:LAYERSxHIDDEN, the rest at the model's defaults (default gcn:2x16,
-    /// gcn:2x128, agnn:4x32, gat, sage, gin).
+    /// Models as NAME or NAME:LAYERSxHIDDEN, the rest at the model's defaults (default: every
+    /// registered model at its defaults and at its `bench_shapes`: gcn:2x16, gcn:2x128,
+    /// agnn:4x32, gat, sage, gin).
     #[arg(long, value_delimiter = ',')]
     pub models: Vec<String>,
     #[arg(long, value_enum, value_delimiter = ',', default_value = "f32,tf32,f16")]
@@ -123,6 +124,18 @@ fn parse_model(s: &str) -> Result<ModelConfig> {
     Ok(ModelConfig { layers: l.parse().map_err(|_| bad())?, hidden: h.parse().map_err(|_| bad())?, ..d })
 }
 
+/// The models `bench train` times when none are named: every registered model at its defaults,
+/// then at each of its `bench_shapes`.
+fn default_suite() -> Vec<ModelConfig> {
+    MODELS
+        .iter()
+        .flat_map(|m| {
+            let d = m.defaults;
+            std::iter::once(d).chain(m.bench_shapes.iter().map(move |&(layers, hidden)| ModelConfig { layers, hidden, ..d }))
+        })
+        .collect()
+}
+
 /// The name reports use for a model config: "gcn 2x16", "gat 2x8x8" (layers x heads x hidden).
 fn model_label(cfg: &ModelConfig) -> String {
     let v = if cfg.variant { " variant" } else { "" };
@@ -194,16 +207,7 @@ pub fn run(a: &BenchTrainArgs) -> Result<()> {
     } else {
         a.graphs.clone()
     };
-    let models = if a.models.is_empty() {
-        ["gcn:2x16", "gcn:2x128", "agnn:4x32", "gat", "sage", "gin"]
-            .iter()
-            .filter(|m| model_info(m.split(':').next().unwrap_or("")).is_ok())
-            .map(|m| m.to_string())
-            .collect()
-    } else {
-        a.models.clone()
-    };
-    let models = models.iter().map(|m| parse_model(m)).collect::<Result<Vec<_>>>()?;
+    let models = if a.models.is_empty() { default_suite() } else { a.models.iter().map(|m| parse_model(m)).collect::<Result<Vec<_>>>()? };
     let mut pyg_records = Vec::new();
     for p in &a.pyg {
         let text = std::fs::read_to_string(p).map_err(|e| Error::Io { path: p.clone(), source: e })?;
@@ -529,42 +533,63 @@ fn speedup_svg(r: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{model_label, parse_model, pyg_lookup};
+    use tcgnn::nn::ModelConfig;
+    use tcgnn::nn::models::{DEFAULT_MODEL, MODELS, agnn, gat, model_info};
+
+    use super::{default_suite, model_label, parse_model, pyg_lookup};
 
     #[test]
     fn pyg_lookup_takes_the_fastest_over_every_record() {
+        let (m, d) = (DEFAULT_MODEL, model_info(DEFAULT_MODEL).unwrap().defaults);
         let rec = |step: f64, fastest: Option<f64>| {
-            let mut r = serde_json::json!({ "graph": "cora", "config": { "model": "gcn", "layers": 2, "hidden": 16 }, "step_ms": { "median": step } });
+            let mut r = serde_json::json!({ "graph": "cora", "config": { "model": m, "layers": d.layers, "hidden": d.hidden }, "step_ms": { "median": step } });
             if let Some(f) = fastest {
                 r["fastest"] = serde_json::json!({ "step_ms": { "median": f } });
             }
             r
         };
         let pyg = Some(serde_json::json!({ "records": [rec(2.0, Some(1.5)), rec(1.8, None), rec(3.0, Some(1.2))] }));
-        assert_eq!(pyg_lookup(&pyg, "cora", "gcn", 2, 16).step_ms, Some(1.2));
-        assert_eq!(pyg_lookup(&pyg, "cora", "gcn", 2, 64).step_ms, None);
-        assert_eq!(pyg_lookup(&None, "cora", "gcn", 2, 16).step_ms, None);
+        assert_eq!(pyg_lookup(&pyg, "cora", m, d.layers, d.hidden).step_ms, Some(1.2));
+        assert_eq!(pyg_lookup(&pyg, "cora", m, d.layers, d.hidden + 1).step_ms, None);
+        assert_eq!(pyg_lookup(&None, "cora", m, d.layers, d.hidden).step_ms, None);
     }
 
     #[test]
     fn pyg_lookup_takes_the_least_measured_peak_memory() {
-        let mut r =
-            serde_json::json!({ "graph": "cora", "config": { "model": "gcn", "layers": 2, "hidden": 16 }, "peak_memory_mb": 900.0 });
+        let (m, d) = (DEFAULT_MODEL, model_info(DEFAULT_MODEL).unwrap().defaults);
+        let other = MODELS.iter().find(|i| i.name != m).unwrap().name;
+        let mut r = serde_json::json!({ "graph": "cora", "config": { "model": m, "layers": d.layers, "hidden": d.hidden }, "peak_memory_mb": 900.0 });
         // A failed variant records 0: not a measurement.
         r["variants"] = serde_json::json!([{ "peak_memory_mb": 700.0 }, { "peak_memory_mb": 0.0 }, { "name": "no figure" }]);
         let pyg = Some(serde_json::json!({ "records": [r] }));
-        assert_eq!(pyg_lookup(&pyg, "cora", "gcn", 2, 16).peak_memory_mb, Some(700.0));
-        assert_eq!(pyg_lookup(&pyg, "cora", "sage", 2, 16).peak_memory_mb, None);
+        assert_eq!(pyg_lookup(&pyg, "cora", m, d.layers, d.hidden).peak_memory_mb, Some(700.0));
+        assert_eq!(pyg_lookup(&pyg, "cora", other, d.layers, d.hidden).peak_memory_mb, None);
     }
 
     #[test]
     fn model_specs_take_a_shape_and_the_variant() {
-        let c = parse_model("gat+variant").unwrap();
-        assert!(c.variant && c.model == "gat");
-        assert_eq!(model_label(&c), "gat 2x8x8 variant");
-        let c = parse_model("agnn:3x16+variant").unwrap();
+        let (gat, agnn) = (gat::INFO.name, agnn::INFO.name);
+        let c = parse_model(&format!("{gat}+variant")).unwrap();
+        assert!(c.variant && c.model == gat && c == ModelConfig { variant: true, ..gat::INFO.defaults });
+        let c = ModelConfig { layers: 3, heads: 4, hidden: 5, ..c };
+        assert_eq!(model_label(&c), format!("{gat} 3x4x5 variant"));
+        let c = parse_model(&format!("{agnn}:3x16+variant")).unwrap();
         assert!(c.variant && (c.layers, c.hidden) == (3, 16));
-        assert!(!parse_model("gcn:2x16").unwrap().variant);
-        assert!(parse_model("gcn:2x16+other").is_err());
+        assert_eq!(model_label(&c), format!("{agnn} 3x16 variant"));
+        assert!(!parse_model(&format!("{DEFAULT_MODEL}:2x16")).unwrap().variant);
+        assert!(parse_model(&format!("{DEFAULT_MODEL}:2x16+other")).is_err());
+    }
+
+    #[test]
+    fn the_default_suite_is_every_model_then_its_bench_shapes() {
+        let suite = default_suite();
+        let mut want = Vec::new();
+        for m in MODELS {
+            want.push((m.name, m.defaults.layers, m.defaults.hidden));
+            want.extend(m.bench_shapes.iter().map(|&(l, h)| (m.name, l, h)));
+        }
+        assert_eq!(suite.iter().map(|c| (c.model, c.layers, c.hidden)).collect::<Vec<_>>(), want);
+        assert!(MODELS.iter().all(|m| suite.iter().any(|c| c.model == m.name)));
+        assert!(suite.iter().all(|c| !c.variant && c.heads == model_info(c.model).unwrap().defaults.heads));
     }
 }

@@ -41,6 +41,7 @@ pub const INFO: ModelInfo = ModelInfo {
     aggregation: None,
     estimate_bytes,
     step_traffic,
+    bench_shapes: &[],
 };
 
 pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Gat<B>> {

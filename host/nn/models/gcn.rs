@@ -32,6 +32,7 @@ pub const INFO: ModelInfo = ModelInfo {
     aggregation: Some(FixedAggregation::GcnNorm),
     estimate_bytes,
     step_traffic,
+    bench_shapes: &[(2, 128)],
 };
 
 pub fn build<B: Ops>(b: &B, graph: &Csr, features: usize, classes: usize, cfg: &ModelConfig) -> Result<Gcn<B>> {

@@ -38,6 +38,7 @@ pub const INFO: ModelInfo = ModelInfo {
     aggregation: Some(FixedAggregation::Sum),
     estimate_bytes,
     step_traffic,
+    bench_shapes: &[],
 };
 
 pub type Gin<B> = Stack<B, GinConv<B>>;

@@ -123,6 +123,9 @@ pub struct ModelInfo {
     /// The fewest bytes one training step moves on a graph of `shape` (raw edges, before the
     /// model's self-loops): the step floor of `bench train` ([`traffic`]).
     pub step_traffic: fn(cfg: &ModelConfig, shape: &traffic::StepShape) -> traffic::StepTraffic,
+    /// Shapes (layers, hidden) `bench train`'s default suite times besides the defaults (the
+    /// widths PyG's benchmarks also report for it).
+    pub bench_shapes: &'static [(usize, usize)],
 }
 
 impl ModelInfo {
@@ -272,10 +275,10 @@ fn unknown(name: &str) -> Error {
     Error::Unsupported(format!("unknown model '{}'; models: {}", crate::graph::text::show(name.as_bytes()), names.join(", ")))
 }
 
-/// The registry entry named `name` (case-insensitive).
 /// The model `train` and the benchmarks take when none is named (PyG's first example's).
 pub const DEFAULT_MODEL: &str = "gcn";
 
+/// The registry entry named `name` (case-insensitive).
 pub fn model_info(name: &str) -> Result<&'static ModelInfo> {
     MODELS.iter().copied().find(|m| m.name.eq_ignore_ascii_case(name)).ok_or_else(|| unknown(name))
 }

@@ -34,6 +34,7 @@ pub const INFO: ModelInfo = ModelInfo {
     aggregation: Some(FixedAggregation::Mean),
     estimate_bytes,
     step_traffic,
+    bench_shapes: &[],
 };
 
 pub type Sage<B> = Stack<B, SageConv<B>>;

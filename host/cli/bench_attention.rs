@@ -13,7 +13,7 @@ use tcgnn::bench::train::write_json;
 use tcgnn::gpu::Gpu;
 use tcgnn::graph::source;
 use tcgnn::nn::agnn_conv::{AgnnConv, AgnnGraph, loops_pattern};
-use tcgnn::nn::gat_conv::{GatConv, GatGraph};
+use tcgnn::nn::gat_conv::{GatConv, GatGraph, GatShape};
 use tcgnn::nn::operand::Operand;
 use tcgnn::nn::{Backend, CudaBackend, EdgeLayout};
 use tcgnn::ops::{Impl, Precision};
@@ -159,11 +159,9 @@ pub fn run(a: &BenchAttentionArgs) -> tcgnn::Result<()> {
                 } else {
                     let g = gat.as_ref().expect("one of the two graphs is built");
                     let (heads, dim, mut rng) = (a.heads, k / a.heads, SplitMix64::new(3));
-                    let mut conv = if fused {
-                        GatConv::new(&b, g, n, k, heads, dim, true, 0.0, 4, &mut rng)?
-                    } else {
-                        GatConv::new_unfused(&b, g, n, k, heads, dim, true, 0.0, 4, &mut rng)?
-                    };
+                    let shape = GatShape { rows: n, fan_in: k, heads, dim, concat: true };
+                    let conv = if fused { GatConv::new } else { GatConv::new_unfused };
+                    let mut conv = conv(&b, g, shape, 0.0, 4, &mut rng)?;
                     let x = Operand::Dense(&h);
                     b.time(a.warmup, a.reps, &mut || {
                         conv.forward(&b, g, &x, true)?;

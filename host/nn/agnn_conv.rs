@@ -18,6 +18,8 @@ use crate::graph::Csr;
 use crate::nn::halo_hook::HaloHook;
 use crate::nn::param::Param;
 use crate::ops::backend::{Side, op_set};
+use crate::ops::nn::edge_softmax::Softmaxed;
+use crate::ops::nn::fused_attention::{GradInputs, Grads, Normalized, Outputs};
 use crate::tensor::Matrix;
 
 op_set!(
@@ -133,7 +135,8 @@ impl<B: AgnnOps> AgnnConv<B> {
         match &mut self.path {
             // The normalisation is the fused op's (it writes what its kernels gather).
             Path::Fused { stats, copy, .. } => {
-                b.attention_forward(&g.graph, &self.beta.value, h, &mut self.n, &mut self.inv_norm, &mut self.out, stats, copy)?
+                let outputs = Outputs { n: &mut self.n, inv_norm: &mut self.inv_norm, out: &mut self.out, stats };
+                b.attention_forward(&g.graph, &self.beta.value, h, outputs, copy)?
             }
             Path::Unfused(u) => {
                 b.row_normalize(h, &mut self.n, &mut self.inv_norm)?;
@@ -156,8 +159,9 @@ impl<B: AgnnOps> AgnnConv<B> {
     pub fn backward(&mut self, b: &B, g: &AgnnGraph<B>, h: &B::Mat, dout: &B::Mat, dh: &mut B::Mat) -> Result<()> {
         let u = match &mut self.path {
             Path::Fused { stats, copy, dn, d_row } => {
-                let (beta, n, inv) = (&self.beta.value, &self.n, &self.inv_norm);
-                return b.attention_backward(&g.graph, beta, h, n, inv, stats, copy, &self.out, dout, dn, d_row, dh, &mut self.beta.grad);
+                let x = Normalized { beta: &self.beta.value, h, n: &self.n, inv_norm: &self.inv_norm };
+                let inputs = GradInputs { x, stats: &*stats, out: &self.out, dout };
+                return b.attention_backward(&g.graph, inputs, copy, Grads { dn, d_row, dh, dbeta: &mut self.beta.grad });
             }
             Path::Unfused(u) => u,
         };
@@ -166,7 +170,8 @@ impl<B: AgnnOps> AgnnConv<B> {
         b.spmm(&g.graph, Side::Transposed, &u.alpha_t, dout, dh)?;
         b.sddmm(&g.graph, dout, h, &mut u.dalpha)?;
         // Through the softmax and β.
-        b.edge_softmax_backward(&g.graph, &self.beta.value, &u.alpha, &u.dalpha, &u.cos, &mut u.dcos, &mut self.beta.grad)?;
+        let fwd = Softmaxed { beta: &self.beta.value, cos: &u.cos, alpha: &u.alpha };
+        b.edge_softmax_backward(&g.graph, fwd, &u.dalpha, &mut u.dcos, &mut self.beta.grad)?;
         // Through cos_ij = n_i · n_j: both ends of every edge.
         b.spmm(&g.graph, Side::Forward, &u.dcos, &self.n, &mut u.dn)?;
         b.transpose_edges(&g.graph, &u.dcos, &mut u.dcos_t)?;

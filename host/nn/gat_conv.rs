@@ -35,8 +35,9 @@ use crate::nn::operand::Operand;
 use crate::nn::param::{Param, glorot};
 use crate::ops::backend::{Side, op_set};
 use crate::ops::nn::dropout::DropKey;
-use crate::ops::nn::gat_attention::{GatAttention, GradInputs};
-use crate::ops::nn::gat_edge_logits::GAT_SLOPE;
+use crate::ops::nn::edge_softmax::Softmaxed;
+use crate::ops::nn::gat_attention::{GatAttention, GradInputs, GradOutputs, Inputs};
+use crate::ops::nn::gat_edge_logits::{GAT_SLOPE, HeadLogits};
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
@@ -145,42 +146,30 @@ struct Unfused<B: GatOps> {
     dz_t: B::Edges,
 }
 
+/// A GAT layer's shape: `rows` nodes, `fan_in -> heads x dim`, the heads concatenated
+/// (`heads * dim` outputs) or averaged (`dim`).
+#[derive(Clone, Copy, Debug)]
+pub struct GatShape {
+    pub rows: usize,
+    pub fan_in: usize,
+    pub heads: usize,
+    pub dim: usize,
+    pub concat: bool,
+}
+
 impl<B: GatOps> GatConv<B> {
-    /// A layer over `rows` nodes, `fan_in -> heads x dim` (concatenated: `heads * dim` outputs;
-    /// averaged: `dim`), attention dropout `p` with masks derived from `seed`. Glorot weights and
-    /// attention vectors (PyG's `glorot` on `att` of shape (1, H, F): bound sqrt(6 / (H + F))),
-    /// zero bias. On the fused op where [`GatConv::fuses`] says it can, else unfused.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        b: &B,
-        g: &GatGraph<B>,
-        rows: usize,
-        fan_in: usize,
-        heads: usize,
-        dim: usize,
-        concat: bool,
-        p: f32,
-        seed: u64,
-        rng: &mut SplitMix64,
-    ) -> Result<Self> {
-        Self::build(b, g, (rows, fan_in, heads, dim, concat), p, seed, rng, Self::fuses(heads, dim, concat))
+    /// A layer of `shape`, attention dropout `p` with masks derived from `seed`. Glorot
+    /// weights and attention vectors (PyG's `glorot` on `att` of shape (1, H, F): bound
+    /// sqrt(6 / (H + F))), zero bias. On the fused op where [`GatConv::fuses`] says it can, else
+    /// unfused.
+    pub fn new(b: &B, g: &GatGraph<B>, shape: GatShape, p: f32, seed: u64, rng: &mut SplitMix64) -> Result<Self> {
+        let fused = Self::fuses(shape.heads, shape.dim, shape.concat);
+        Self::build(b, g, shape, (p, seed), rng, fused)
     }
 
     /// [`GatConv::new`] on the unfused per-head ops (the same parameters from the same `rng`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new_unfused(
-        b: &B,
-        g: &GatGraph<B>,
-        rows: usize,
-        fan_in: usize,
-        heads: usize,
-        dim: usize,
-        concat: bool,
-        p: f32,
-        seed: u64,
-        rng: &mut SplitMix64,
-    ) -> Result<Self> {
-        Self::build(b, g, (rows, fan_in, heads, dim, concat), p, seed, rng, false)
+    pub fn new_unfused(b: &B, g: &GatGraph<B>, shape: GatShape, p: f32, seed: u64, rng: &mut SplitMix64) -> Result<Self> {
+        Self::build(b, g, shape, (p, seed), rng, false)
     }
 
     /// Whether a layer of `heads x dim` runs fused: at most 32 heads of at most 32 columns,
@@ -197,9 +186,8 @@ impl<B: GatOps> GatConv<B> {
     fn build(
         b: &B,
         g: &GatGraph<B>,
-        (rows, fan_in, heads, dim, concat): (usize, usize, usize, usize, bool),
-        p: f32,
-        seed: u64,
+        GatShape { rows, fan_in, heads, dim, concat }: GatShape,
+        (p, seed): (f32, u64),
         rng: &mut SplitMix64,
         fused: bool,
     ) -> Result<Self> {
@@ -285,14 +273,13 @@ impl<B: GatOps> GatConv<B> {
         let a = self.attention(g);
         let u = match &mut self.path {
             Path::Fused { stats, .. } => {
+                let x = Inputs { wh: self.lin.out(), s_src: &self.s_src, s_dst: &self.s_dst, bias: &self.bias.value };
                 match self.out16.as_mut().filter(|_| half) {
                     Some(out16) => {
-                        b.gat_attention_half(&g.graph, &a, self.lin.out(), &self.s_src, &self.s_dst, &self.bias.value, out16, stats)?;
+                        b.gat_attention_half(&g.graph, &a, x, out16, stats)?;
                         self.wrote_half = true;
                     }
-                    None => {
-                        b.gat_attention(&g.graph, &a, self.lin.out(), &self.s_src, &self.s_dst, &self.bias.value, &mut self.out, stats)?
-                    }
+                    None => b.gat_attention(&g.graph, &a, x, &mut self.out, stats)?,
                 }
                 return Ok(());
             }
@@ -303,7 +290,8 @@ impl<B: GatOps> GatConv<B> {
             let seed = head_seed(self.seed, h);
             let hd = &mut u.head[h];
             b.head_take(self.lin.out(), h * self.dim, 1.0, &mut hd.wh)?;
-            b.gat_edge_logits(&g.graph, &self.s_dst, &self.s_src, h, GAT_SLOPE, &mut hd.logits)?;
+            let x = HeadLogits { s_dst: &self.s_dst, s_src: &self.s_src, head: h, slope: GAT_SLOPE };
+            b.gat_edge_logits(&g.graph, x, &mut hd.logits)?;
             b.edge_softmax(&g.graph, &u.one, &hd.logits, &mut hd.alpha)?;
             let used = if self.dropped {
                 b.dropout_edges_at(
@@ -372,7 +360,8 @@ impl<B: GatOps> GatConv<B> {
                 // The column pass adds the per-node scores' part to dWh as it writes it.
                 let att = Some((&self.att_src.value, &self.att_dst.value));
                 let inputs = GradInputs { wh: self.lin.out(), s_src: &self.s_src, s_dst: &self.s_dst, stats: &*stats, dout, att };
-                b.gat_attention_backward(&g.graph, &a, inputs, d_row, &mut self.ds_dst, &mut self.ds_src, &mut self.dwh)?;
+                let grads = GradOutputs { d_row, ds_dst: &mut self.ds_dst, ds_src: &mut self.ds_src, dwh: &mut self.dwh };
+                b.gat_attention_backward(&g.graph, &a, inputs, grads)?;
             }
             Path::Unfused(u) => {
                 let shape = (self.heads, self.dim, self.concat, self.dropped, self.p);
@@ -463,8 +452,10 @@ impl<B: GatOps> Unfused<B> {
                 &self.dalpha
             };
             // Through the softmax (β = 1) and the LeakyReLU, to both ends of every edge.
-            b.edge_softmax_backward(&g.graph, &self.one, &hd.alpha, dalpha, &hd.logits, &mut self.dlogits, &mut self.dbeta)?;
-            b.gat_edge_logits_backward(&g.graph, s_dst, s_src, h, GAT_SLOPE, &self.dlogits, &mut self.dz, ds_dst)?;
+            let fwd = Softmaxed { beta: &self.one, cos: &hd.logits, alpha: &hd.alpha };
+            b.edge_softmax_backward(&g.graph, fwd, dalpha, &mut self.dlogits, &mut self.dbeta)?;
+            let x = HeadLogits { s_dst, s_src, head: h, slope: GAT_SLOPE };
+            b.gat_edge_logits_backward(&g.graph, x, &self.dlogits, &mut self.dz, ds_dst)?;
             b.transpose_edges(&g.graph, &self.dz, &mut self.dz_t)?;
             b.edge_row_sums(&g.graph, Side::Transposed, &self.dz_t, h, ds_src)?;
         }

@@ -13,7 +13,7 @@ use tcgnn::nn::backend::cpu::HostMat;
 use tcgnn::nn::{Backend, CpuBackend, CudaBackend};
 use tcgnn::ops::DeviceFeatures;
 use tcgnn::ops::nn::attention_tc::{attention_backward_tc, attention_forward_tc};
-use tcgnn::ops::nn::fused_attention::{FusedAttentionOp, attention_backward, attention_forward};
+use tcgnn::ops::nn::fused_attention::{FusedAttentionOp, GradInputs, Grads, Normalized, Outputs, attention_backward, attention_forward};
 use tcgnn::ops::nn::row_normalize::RowNormalizeOp;
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::tensor::{Matrix, rel_error};
@@ -114,10 +114,15 @@ fn cpu_fused_refuses_bad_shapes() {
     let b = CpuBackend::<f64>::new();
     let g = b.graph(Csr::from_triplets(3, 4, &[(0, 1, 1.0)]).unwrap()).unwrap();
     let m = |r, c| HostMat::<f64>::zeros(r, c);
-    let err = b.attention_forward(&g, &m(1, 1), &m(3, 4), &mut m(3, 4), &mut m(3, 1), &mut m(3, 4), &mut m(3, 2), &mut ()).unwrap_err();
+    let outputs = |stats_rows| (m(3, 4), m(3, 1), m(3, 4), m(stats_rows, 2));
+    let (mut n, mut inv_norm, mut out, mut stats) = outputs(3);
+    let o = Outputs { n: &mut n, inv_norm: &mut inv_norm, out: &mut out, stats: &mut stats };
+    let err = b.attention_forward(&g, &m(1, 1), &m(3, 4), o, &mut ()).unwrap_err();
     assert!(err.to_string().contains("square"), "{err}");
     let g = b.graph(Csr::from_triplets(3, 3, &[(0, 1, 1.0)]).unwrap()).unwrap();
-    let err = b.attention_forward(&g, &m(1, 1), &m(3, 4), &mut m(3, 4), &mut m(3, 1), &mut m(3, 4), &mut m(2, 2), &mut ()).unwrap_err();
+    let (mut n, mut inv_norm, mut out, mut stats) = outputs(2);
+    let o = Outputs { n: &mut n, inv_norm: &mut inv_norm, out: &mut out, stats: &mut stats };
+    let err = b.attention_forward(&g, &m(1, 1), &m(3, 4), o, &mut ()).unwrap_err();
     assert!(err.to_string().contains("stats"), "{err}");
 }
 
@@ -154,11 +159,14 @@ fn gpu_fused_attention_matches_cpu() {
                 let mut out = b.upload(&poison(n, d)).unwrap();
                 let mut stats = b.upload(&poison(n, 2)).unwrap();
                 let mut copy = b.attention_copy();
-                b.attention_forward(&g, &bd, &hd, &mut nd, &mut inv, &mut out, &mut stats, &mut copy).unwrap();
+                let o = Outputs { n: &mut nd, inv_norm: &mut inv, out: &mut out, stats: &mut stats };
+                b.attention_forward(&g, &bd, &hd, o, &mut copy).unwrap();
                 let (mut dn, mut d_row, mut dh) =
                     (b.upload(&poison(n, d)).unwrap(), b.upload(&poison(n, 1)).unwrap(), b.upload(&poison(n, d)).unwrap());
                 let mut dbeta = b.upload(&poison(1, 1)).unwrap();
-                b.attention_backward(&g, &bd, &hd, &nd, &inv, &stats, &copy, &out, &dd, &mut dn, &mut d_row, &mut dh, &mut dbeta).unwrap();
+                let x = Normalized { beta: &bd, h: &hd, n: &nd, inv_norm: &inv };
+                let inputs = GradInputs { x, stats: &stats, out: &out, dout: &dd };
+                b.attention_backward(&g, inputs, &copy, Grads { dn: &mut dn, d_row: &mut d_row, dh: &mut dh, dbeta: &mut dbeta }).unwrap();
 
                 let eo = rel_error(&b.download(&out).unwrap().data, &out_ref);
                 let eh = rel_error(&b.download(&dh).unwrap().data, &dh_ref);
@@ -180,26 +188,13 @@ fn gpu_fused_attention_matches_cpu() {
                 let (hh, dh16) = (half(&h), half(&dout));
                 let mut out = b.upload(&poison(n, d)).unwrap();
                 let mut stats = b.upload(&poison(n, 2)).unwrap();
-                attention_forward(&g.handle, &bd, &nd, &hd, Some(&hh), &inv, &mut out, &mut stats).unwrap();
+                attention_forward(&g.handle, x, Some(&hh), &mut out, &mut stats).unwrap();
                 let (mut dn, mut d_row, mut dh) =
                     (b.upload(&poison(n, d)).unwrap(), b.upload(&poison(n, 1)).unwrap(), b.upload(&poison(n, d)).unwrap());
                 let mut dbeta = b.upload(&poison(1, 1)).unwrap();
-                attention_backward(
-                    &g.handle,
-                    &bd,
-                    &nd,
-                    &hd,
-                    Some((&hh, &dh16)),
-                    &inv,
-                    &stats,
-                    &out,
-                    &dd,
-                    &mut dn,
-                    &mut d_row,
-                    &mut dh,
-                    &mut dbeta,
-                )
-                .unwrap();
+                let inputs = GradInputs { x, stats: &stats, out: &out, dout: &dd };
+                let grads = Grads { dn: &mut dn, d_row: &mut d_row, dh: &mut dh, dbeta: &mut dbeta };
+                attention_backward(&g.handle, inputs, Some((&hh, &dh16)), grads).unwrap();
                 let eo = rel_error(&b.download(&out).unwrap().data, &out_ref);
                 let eh = rel_error(&b.download(&dh).unwrap().data, &dh_ref);
                 let db = b.download(&dbeta).unwrap().data[0] as f64;
@@ -267,27 +262,15 @@ fn gpu_tensor_core_attention_matches_cpu() {
             for row_max in [1, 4, 256] {
                 let mut out = b.upload(&poison(n, d)).unwrap();
                 let mut stats = b.upload(&poison(n, 2)).unwrap();
-                attention_forward_tc(&g.handle, &bd, &nd, &nh, &hd, &inv, &mut out, &mut stats, row_max).unwrap();
+                let x = Normalized { beta: &bd, h: &hd, n: &nd, inv_norm: &inv };
+                attention_forward_tc(&g.handle, x, &nh, &mut out, &mut stats, row_max).unwrap();
                 // The statistics as the CUDA-core backward reads them.
                 let (mut dn, mut d_row, mut dh) =
                     (b.upload(&poison(n, d)).unwrap(), b.upload(&poison(n, 1)).unwrap(), b.upload(&poison(n, d)).unwrap());
                 let mut dbeta = b.upload(&poison(1, 1)).unwrap();
-                b.attention_backward(
-                    &g,
-                    &bd,
-                    &hd,
-                    &nd,
-                    &inv,
-                    &stats,
-                    &b.attention_copy(),
-                    &out,
-                    &dd,
-                    &mut dn,
-                    &mut d_row,
-                    &mut dh,
-                    &mut dbeta,
-                )
-                .unwrap();
+                let inputs = GradInputs { x, stats: &stats, out: &out, dout: &dd };
+                let grads = Grads { dn: &mut dn, d_row: &mut d_row, dh: &mut dh, dbeta: &mut dbeta };
+                b.attention_backward(&g, inputs, &b.attention_copy(), grads).unwrap();
                 let out_h = b.download(&out).unwrap();
                 assert!(out_h.data.iter().all(|v| v.is_finite()), "{name} d={d} row_max={row_max}: unwritten output");
                 let eo = rel_error(&out_h.data, &out_ref);
@@ -305,24 +288,9 @@ fn gpu_tensor_core_attention_matches_cpu() {
                 let (mut dn, mut d_row, mut dh) =
                     (b.upload(&poison(n, d)).unwrap(), b.upload(&poison(n, 1)).unwrap(), b.upload(&poison(n, d)).unwrap());
                 let mut dbeta = b.upload(&poison(1, 1)).unwrap();
-                attention_backward_tc(
-                    &g.handle,
-                    &bd,
-                    &nd,
-                    &nh,
-                    &hd,
-                    &inv,
-                    &stats,
-                    &out,
-                    &dd,
-                    &mut dout16,
-                    &mut dn,
-                    &mut d_row,
-                    &mut dh,
-                    &mut dbeta,
-                    row_max,
-                )
-                .unwrap();
+                let inputs = GradInputs { x, stats: &stats, out: &out, dout: &dd };
+                let grads = Grads { dn: &mut dn, d_row: &mut d_row, dh: &mut dh, dbeta: &mut dbeta };
+                attention_backward_tc(&g.handle, inputs, &nh, &mut dout16, grads, row_max).unwrap();
                 let bits = |v: Vec<half::f16>| v.into_iter().map(|x| x.to_bits()).collect::<Vec<u16>>();
                 assert_eq!(bits(dout16.download_padded().unwrap()), bits(want16), "{name} d={d} row_max={row_max}: dout's f16 copy");
                 let dh_h = b.download(&dh).unwrap();
@@ -351,29 +319,18 @@ fn gpu_tensor_core_attention_matches_cpu() {
         let (mut nd, mut inv) = (bt.upload(&poison(n, 32)).unwrap(), bt.upload(&poison(n, 1)).unwrap());
         let (mut out, mut stats) = (bt.upload(&poison(n, 32)).unwrap(), bt.upload(&poison(n, 2)).unwrap());
         let mut copy = bt.attention_copy();
-        bt.attention_forward(&g, &bd, &hd, &mut nd, &mut inv, &mut out, &mut stats, &mut copy).unwrap();
+        let o = Outputs { n: &mut nd, inv_norm: &mut inv, out: &mut out, stats: &mut stats };
+        bt.attention_forward(&g, &bd, &hd, o, &mut copy).unwrap();
         let eo = rel_error(&bt.download(&out).unwrap().data, &out_ref);
         for own_copy in [true, false] {
             let (mut dn, mut d_row, mut dh) =
                 (bt.upload(&poison(n, 32)).unwrap(), bt.upload(&poison(n, 1)).unwrap(), bt.upload(&poison(n, 32)).unwrap());
             let mut dbeta = bt.upload(&poison(1, 1)).unwrap();
             let other = bt.attention_copy();
-            bt.attention_backward(
-                &g,
-                &bd,
-                &hd,
-                &nd,
-                &inv,
-                &stats,
-                if own_copy { &copy } else { &other },
-                &out,
-                &dd,
-                &mut dn,
-                &mut d_row,
-                &mut dh,
-                &mut dbeta,
-            )
-            .unwrap();
+            let x = Normalized { beta: &bd, h: &hd, n: &nd, inv_norm: &inv };
+            let inputs = GradInputs { x, stats: &stats, out: &out, dout: &dd };
+            let grads = Grads { dn: &mut dn, d_row: &mut d_row, dh: &mut dh, dbeta: &mut dbeta };
+            bt.attention_backward(&g, inputs, if own_copy { &copy } else { &other }, grads).unwrap();
             let eh = rel_error(&bt.download(&dh).unwrap().data, &dh_ref);
             let db = bt.download(&dbeta).unwrap().data[0] as f64;
             println!("backend, tensor cores {name} (forward's copy {own_copy}): out {eo:.1e}, dh {eh:.1e}, dbeta {db} against {db_ref}");
@@ -390,9 +347,11 @@ fn gpu_tensor_core_attention_matches_cpu() {
         _ => panic!("f16 upload gave f32"),
     };
     let (mut out, mut stats) = (b.matrix(40, 32).unwrap(), b.matrix(40, 2).unwrap());
-    let err = attention_forward_tc(&g.handle, &bd, &nd, &nh, &nd, &inv, &mut out, &mut stats, 257).unwrap_err();
+    let x = Normalized { beta: &bd, h: &nd, n: &nd, inv_norm: &inv };
+    let err = attention_forward_tc(&g.handle, x, &nh, &mut out, &mut stats, 257).unwrap_err();
     assert!(err.to_string().contains("row_max"), "{err}");
     let (n64, mut out64) = (b.matrix(40, 64).unwrap(), b.matrix(40, 64).unwrap());
-    let err = attention_forward_tc(&g.handle, &bd, &n64, &nh, &n64, &inv, &mut out64, &mut stats, 256).unwrap_err();
+    let x = Normalized { beta: &bd, h: &n64, n: &n64, inv_norm: &inv };
+    let err = attention_forward_tc(&g.handle, x, &nh, &mut out64, &mut stats, 256).unwrap_err();
     assert!(err.to_string().contains("stride"), "{err}");
 }

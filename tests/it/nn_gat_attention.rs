@@ -16,11 +16,12 @@ use crate::common;
 use tcgnn::gpu::{DeviceMatrix, DeviceVec};
 use tcgnn::graph::Csr;
 use tcgnn::nn::backend::cpu::HostMat;
-use tcgnn::nn::gat_conv::{GatConv, GatGraph};
+use tcgnn::nn::gat_conv::{GatConv, GatGraph, GatShape};
 use tcgnn::nn::operand::Operand;
 use tcgnn::nn::{Backend, CpuBackend, CudaBackend};
 use tcgnn::ops::nn::gat_attention::{
-    GatAttention, GradInputs, gat_attention, gat_attention_backward, gat_attention_backward_cpu, gat_attention_cpu, gat_attention_half,
+    GatAttention, GradInputs, GradOutputs, Inputs, gat_attention, gat_attention_backward, gat_attention_backward_cpu, gat_attention_cpu,
+    gat_attention_half,
 };
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::tensor::Matrix;
@@ -57,8 +58,9 @@ fn fused_gat_conv_equals_the_unfused_one_on_the_cpu() {
             let fan_in = 6;
             let x = b.upload(&Matrix::random(n, fan_in, 11)).unwrap();
             let w = b.upload(&Matrix::random(n, heads * dim, 12)).unwrap();
-            let mut fused = GatConv::new(&b, &g, n, fan_in, heads, dim, true, 0.0, 7, &mut SplitMix64::new(1)).unwrap();
-            let mut plain = GatConv::new_unfused(&b, &g, n, fan_in, heads, dim, true, 0.0, 7, &mut SplitMix64::new(1)).unwrap();
+            let shape = GatShape { rows: n, fan_in, heads, dim, concat: true };
+            let mut fused = GatConv::new(&b, &g, shape, 0.0, 7, &mut SplitMix64::new(1)).unwrap();
+            let mut plain = GatConv::new_unfused(&b, &g, shape, 0.0, 7, &mut SplitMix64::new(1)).unwrap();
             assert!(fused.is_fused() && !plain.is_fused());
             // A non-zero bias, so its place in the fused output is checked too.
             for conv in [&mut fused, &mut plain] {
@@ -135,7 +137,8 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
                 let step = 3u32;
                 let mut out = vec![0.0; n * w];
                 let mut stats = vec![0.0; n * 2 * heads];
-                gat_attention_cpu(&s, &a, step, &wh.data, &s_src.data, &s_dst.data, &bias.data, &mut out, &mut stats);
+                let x = Inputs { wh: &wh.data[..], s_src: &s_src.data[..], s_dst: &s_dst.data[..], bias: &bias.data[..] };
+                gat_attention_cpu(&s, &a, step, x, &mut out, &mut stats);
                 // The attention vectors, for the backward that adds the scores' part to dWh.
                 let (a_src, a_dst) = (mat(1, w, 6), mat(1, w, 7));
                 let (mut d_row, mut ds_dst, mut ds_src, mut dwh) =
@@ -148,7 +151,8 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
                     dout: &dout.data[..],
                     att: None,
                 };
-                gat_attention_backward_cpu(&s, &t, &t_of, &a, step, inputs, &mut d_row, &mut ds_dst, &mut ds_src, &mut dwh);
+                let grads = GradOutputs { d_row: &mut d_row[..], ds_dst: &mut ds_dst[..], ds_src: &mut ds_src[..], dwh: &mut dwh[..] };
+                gat_attention_backward_cpu((&s, &t, &t_of), &a, step, inputs, grads);
                 let mut dwh_att = vec![0.0; n * w];
                 let inputs = GradInputs {
                     wh: &wh.data[..],
@@ -158,18 +162,10 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
                     dout: &dout.data[..],
                     att: Some((&a_src.data[..], &a_dst.data[..])),
                 };
-                gat_attention_backward_cpu(
-                    &s,
-                    &t,
-                    &t_of,
-                    &a,
-                    step,
-                    inputs,
-                    &mut d_row.clone(),
-                    &mut ds_dst.clone(),
-                    &mut ds_src.clone(),
-                    &mut dwh_att,
-                );
+                let (mut d_row2, mut ds_dst2, mut ds_src2) = (d_row.clone(), ds_dst.clone(), ds_src.clone());
+                let grads =
+                    GradOutputs { d_row: &mut d_row2[..], ds_dst: &mut ds_dst2[..], ds_src: &mut ds_src2[..], dwh: &mut dwh_att[..] };
+                gat_attention_backward_cpu((&s, &t, &t_of), &a, step, inputs, grads);
                 // ... which is the aggregation's part plus ds_src a_src + ds_dst a_dst.
                 for (k, (&with, &without)) in dwh_att.iter().zip(&dwh).enumerate() {
                     let (j, c) = (k / w, k % w);
@@ -180,7 +176,8 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
                 let step_dev = DeviceVec::upload(&gpu, &[step]).unwrap();
                 let (whd, srcd, dstd, biasd, doutd) = (dev(&wh), dev(&s_src), dev(&s_dst), dev(&bias), dev(&dout));
                 let (mut outd, mut statsd) = (poisoned(n, w), poisoned(n, 2 * heads));
-                gat_attention(&g, &ad, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut outd, &mut statsd).unwrap();
+                let xd = Inputs { wh: &whd, s_src: &srcd, s_dst: &dstd, bias: &biasd };
+                gat_attention(&g, &ad, step_dev.arg(&gpu), xd, &mut outd, &mut statsd).unwrap();
                 close(&down(&outd), &out, 1e-5, &format!("{what}: out"));
                 close(&down(&statsd), &stats, 1e-5, &format!("{what}: statistics"));
                 if dim == 8 {
@@ -188,14 +185,14 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
                     let mut out16 = DeviceMatrix::<half::f16>::zeros(&gpu, n, w).unwrap();
                     out16.poison().unwrap();
                     statsd.poison().unwrap();
-                    gat_attention_half(&g, &ad, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut out16, &mut statsd).unwrap();
+                    gat_attention_half(&g, &ad, step_dev.arg(&gpu), xd, &mut out16, &mut statsd).unwrap();
                     let got: Vec<f64> = out16.download().unwrap().data.iter().map(|&v| v as f64).collect();
                     close(&got, &out, 1e-2, &format!("{what}: f16 out"));
                     close(&down(&statsd), &stats, 1e-5, &format!("{what}: statistics (f16 out)"));
                 } else {
                     let mut out16 = DeviceMatrix::<half::f16>::zeros(&gpu, n, w).unwrap();
                     assert!(
-                        gat_attention_half(&g, &ad, step_dev.arg(&gpu), &whd, &srcd, &dstd, &biasd, &mut out16, &mut statsd).is_err(),
+                        gat_attention_half(&g, &ad, step_dev.arg(&gpu), xd, &mut out16, &mut statsd).is_err(),
                         "{what}: f16 out refused"
                     );
                 }
@@ -204,7 +201,8 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
                     let what = format!("{what}{}", if att.is_some() { ", scores' part added" } else { "" });
                     let (mut drd, mut ddd, mut dsd, mut dwd) = (poisoned(n, heads), poisoned(n, heads), poisoned(n, heads), poisoned(n, w));
                     let inputs = GradInputs { wh: &whd, s_src: &srcd, s_dst: &dstd, stats: &statsd, dout: &doutd, att };
-                    gat_attention_backward(&g, &ad, step_dev.arg(&gpu), inputs, &mut drd, &mut ddd, &mut dsd, &mut dwd).unwrap();
+                    let grads = GradOutputs { d_row: &mut drd, ds_dst: &mut ddd, ds_src: &mut dsd, dwh: &mut dwd };
+                    gat_attention_backward(&g, &ad, step_dev.arg(&gpu), inputs, grads).unwrap();
                     close(&down(&drd), &d_row, 1e-5, &format!("{what}: D"));
                     close(&down(&ddd), &ds_dst, 1e-5, &format!("{what}: ds_dst"));
                     close(&down(&dsd), &ds_src, 1e-5, &format!("{what}: ds_src"));

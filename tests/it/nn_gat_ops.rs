@@ -15,7 +15,7 @@ use tcgnn::nn::backend::cpu::{HostGraph, HostMat};
 use tcgnn::nn::backend::cuda::GpuGraph;
 use tcgnn::nn::{Backend, CpuBackend, CudaBackend, Side};
 use tcgnn::ops::nn::elu::EluOp;
-use tcgnn::ops::nn::gat_edge_logits::{GAT_SLOPE, GatEdgeLogitsOp};
+use tcgnn::ops::nn::gat_edge_logits::{GAT_SLOPE, GatEdgeLogitsOp, HeadLogits};
 use tcgnn::ops::nn::gat_scores::GatScoresOp;
 use tcgnn::ops::nn::head_columns::HeadColumnsOp;
 use tcgnn::ops::nn::transpose_edges::TransposeEdgesOp;
@@ -108,10 +108,17 @@ fn cpu_gat_edge_logits_backward_and_row_sums() {
         let mut ds_src = mat(n, HEADS, 14);
         for h in 0..HEADS {
             let mut logits = b.edges(&g, Side::Forward).unwrap();
-            b.gat_edge_logits(&g, &s_dst, &s_src, h, GAT_SLOPE, &mut logits).unwrap();
+            b.gat_edge_logits(&g, HeadLogits { s_dst: &s_dst, s_src: &s_src, head: h, slope: GAT_SLOPE }, &mut logits).unwrap();
             let de = rand(s.nnz(), 15 + h as u64);
             let mut dz = b.edges(&g, Side::Forward).unwrap();
-            b.gat_edge_logits_backward(&g, &s_dst, &s_src, h, GAT_SLOPE, &de, &mut dz, &mut ds_dst).unwrap();
+            b.gat_edge_logits_backward(
+                &g,
+                HeadLogits { s_dst: &s_dst, s_src: &s_src, head: h, slope: GAT_SLOPE },
+                &de,
+                &mut dz,
+                &mut ds_dst,
+            )
+            .unwrap();
             let mut dz_t = b.edges(&g, Side::Transposed).unwrap();
             b.transpose_edges(&g, &dz, &mut dz_t).unwrap();
             b.edge_row_sums(&g, Side::Transposed, &dz_t, h, &mut ds_src).unwrap();
@@ -297,19 +304,33 @@ fn gpu_gat_edge_logits_match_cpu() {
             let (mut ds_dst_d, mut ds_src_d) = (poisoned(&b, n, HEADS), poisoned(&b, n, HEADS));
             for h in 0..HEADS {
                 let mut logits = c.edges(&cg, Side::Forward).unwrap();
-                c.gat_edge_logits(&cg, &s_dst, &s_src, h, GAT_SLOPE, &mut logits).unwrap();
+                c.gat_edge_logits(&cg, HeadLogits { s_dst: &s_dst, s_src: &s_src, head: h, slope: GAT_SLOPE }, &mut logits).unwrap();
                 let de = rand(s.nnz(), 40 + h as u64);
                 let mut dz = c.edges(&cg, Side::Forward).unwrap();
-                c.gat_edge_logits_backward(&cg, &s_dst, &s_src, h, GAT_SLOPE, &de, &mut dz, &mut ds_dst).unwrap();
+                c.gat_edge_logits_backward(
+                    &cg,
+                    HeadLogits { s_dst: &s_dst, s_src: &s_src, head: h, slope: GAT_SLOPE },
+                    &de,
+                    &mut dz,
+                    &mut ds_dst,
+                )
+                .unwrap();
                 let mut dz_t = c.edges(&cg, Side::Transposed).unwrap();
                 c.transpose_edges(&cg, &dz, &mut dz_t).unwrap();
                 c.edge_row_sums(&cg, Side::Transposed, &dz_t, h, &mut ds_src).unwrap();
 
                 let mut logits_d = poisoned_edges(&b, &g, Side::Forward);
-                b.gat_edge_logits(&g, &s_dst_d, &s_src_d, h, GAT_SLOPE, &mut logits_d).unwrap();
+                b.gat_edge_logits(&g, HeadLogits { s_dst: &s_dst_d, s_src: &s_src_d, head: h, slope: GAT_SLOPE }, &mut logits_d).unwrap();
                 let de_d = place(&b, &g, Side::Forward, order, &de);
                 let mut dz_d = poisoned_edges(&b, &g, Side::Forward);
-                b.gat_edge_logits_backward(&g, &s_dst_d, &s_src_d, h, GAT_SLOPE, &de_d, &mut dz_d, &mut ds_dst_d).unwrap();
+                b.gat_edge_logits_backward(
+                    &g,
+                    HeadLogits { s_dst: &s_dst_d, s_src: &s_src_d, head: h, slope: GAT_SLOPE },
+                    &de_d,
+                    &mut dz_d,
+                    &mut ds_dst_d,
+                )
+                .unwrap();
                 let mut dz_t_d = poisoned_edges(&b, &g, Side::Transposed);
                 b.transpose_edges(&g, &dz_d, &mut dz_t_d).unwrap();
                 b.edge_row_sums(&g, Side::Transposed, &dz_t_d, h, &mut ds_src_d).unwrap();
@@ -324,7 +345,14 @@ fn gpu_gat_edge_logits_match_cpu() {
             for h in 0..HEADS {
                 let de_d = place(&b, &g, Side::Forward, order, &rand(s.nnz(), 40 + h as u64));
                 let mut dz_d = poisoned_edges(&b, &g, Side::Forward);
-                b.gat_edge_logits_backward(&g, &s_dst_d, &s_src_d, h, GAT_SLOPE, &de_d, &mut dz_d, &mut again_dst).unwrap();
+                b.gat_edge_logits_backward(
+                    &g,
+                    HeadLogits { s_dst: &s_dst_d, s_src: &s_src_d, head: h, slope: GAT_SLOPE },
+                    &de_d,
+                    &mut dz_d,
+                    &mut again_dst,
+                )
+                .unwrap();
                 let mut dz_t_d = poisoned_edges(&b, &g, Side::Transposed);
                 b.transpose_edges(&g, &dz_d, &mut dz_t_d).unwrap();
                 b.edge_row_sums(&g, Side::Transposed, &dz_t_d, h, &mut again_src).unwrap();

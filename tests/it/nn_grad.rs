@@ -179,7 +179,7 @@ fn gat_unfused_attention_gradients() {
 fn three_layer_gat_gradients_mean_heads() {
     // Three layers (two hidden, ELU between) and an output layer averaging 3 heads: the mean
     // path of GatConv, which the 1-head default output layer leaves untested.
-    use tcgnn::nn::gat_conv::{GatConv, GatGraph};
+    use tcgnn::nn::gat_conv::{GatConv, GatGraph, GatShape};
     use tcgnn::nn::operand::Operand;
     let cfg = ModelConfig { layers: 3, ..small("gat", 0.2) };
     check_model(cfg, false);
@@ -188,7 +188,7 @@ fn three_layer_gat_gradients_mean_heads() {
     let b = B::new();
     let g = GatGraph::new(&b, &p.graph).unwrap();
     let mut rng = SplitMix64::new(5);
-    let mut conv = GatConv::new(&b, &g, 19, 4, 3, 5, false, 0.0, 1, &mut rng).unwrap();
+    let mut conv = GatConv::new(&b, &g, GatShape { rows: 19, fan_in: 4, heads: 3, dim: 5, concat: false }, 0.0, 1, &mut rng).unwrap();
     let x = b
         .upload(match &p.features {
             tcgnn::nn::input::HostFeatures::Dense(m) => m,

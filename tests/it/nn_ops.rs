@@ -806,7 +806,8 @@ fn gpu_edge_softmax_scaled_and_backward() {
                 let dalphad = DeviceVec::upload(&gpu, &place(&s, &m, order, &dalpha, 0.0)).unwrap();
                 let mut dcosd = DeviceVec::upload(&gpu, &place(&s, &m, order, &vec![f64::NAN; s.nnz()], sentinel)).unwrap();
                 let mut dbetad = poisoned(&gpu, 1, 1);
-                edge_softmax_backward(&g, order, &betad, &alphad, &dalphad, &cosd, &mut dcosd, &mut dbetad).unwrap();
+                let fwd = Softmaxed { beta: &betad, cos: &cosd, alpha: &alphad };
+                edge_softmax_backward(&g, order, fwd, &dalphad, &mut dcosd, &mut dbetad).unwrap();
                 let got = gather(&s, &m, order, &dcosd.download(&gpu).unwrap(), sentinel, &what);
                 if s.nnz() > 0 {
                     assert_close(&format!("edge_softmax_backward dcos {what}"), &got, &dcos);

@@ -7,7 +7,7 @@
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::dropout::Dropout;
-use crate::nn::gat_conv::{GatConv, GatGraph};
+use crate::nn::gat_conv::{GatConv, GatGraph, GatShape};
 use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
@@ -152,7 +152,7 @@ impl<B: Ops> Gat<B> {
             let seed = dropout_seed(cfg.seed, 100 + l as u64);
             // --variant: the unfused per-head ops (kept to check and time the fused op against).
             let conv = if cfg.variant { GatConv::new_unfused } else { GatConv::new };
-            convs.push(conv(b, &g, n, fan_in, heads, dim, concat, cfg.dropout, seed, &mut rng)?);
+            convs.push(conv(b, &g, GatShape { rows: n, fan_in, heads, dim, concat }, cfg.dropout, seed, &mut rng)?);
         }
         // Each drawn inside the next conv's products and again in the ELU's backward: no buffers.
         let drops = (1..cfg.layers)

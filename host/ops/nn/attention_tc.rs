@@ -16,7 +16,7 @@ use std::sync::Arc;
 use half::f16;
 use rayon::prelude::*;
 
-use super::fused_attention::{BackwardPasses, attention_forward_rows};
+use super::fused_attention::{BackwardPasses, GradInputs, Grads, Normalized, attention_forward_rows};
 use super::row_split::ROW_LONG_MIN;
 use super::{NN_BLOCKS_PER_SM, check_gpu, check_same};
 use crate::error::{Error, Result};
@@ -206,18 +206,15 @@ fn check_tc(n: &DeviceMatrix<f32>, copies: &[&DeviceMatrix<f16>], row_max: u32, 
 /// entries on the CUDA-core kernel: `out` (padding 0) and `stats` as
 /// [`super::fused_attention::attention_forward`] writes them. `n16` is `n` in f16. The first
 /// call on a graph builds its lists: warm up before capturing a CUDA graph.
-#[allow(clippy::too_many_arguments)]
 pub fn attention_forward_tc(
     g: &GraphHandle,
-    beta: &DeviceMatrix<f32>,
-    n: &DeviceMatrix<f32>,
+    x: Normalized<'_, DeviceMatrix<f32>>,
     n16: &DeviceMatrix<f16>,
-    h: &DeviceMatrix<f32>,
-    inv_norm: &DeviceMatrix<f32>,
     out: &mut DeviceMatrix<f32>,
     stats: &mut DeviceMatrix<f32>,
     row_max: u32,
 ) -> Result<()> {
+    let Normalized { beta, n, inv_norm, .. } = x;
     let what = "attention_forward_tc";
     check_tc(n, &[n16], row_max, what)?;
     check_same(n, out, what)?;
@@ -235,7 +232,7 @@ pub fn attention_forward_tc(
     // `attention_forward_rows` also checks the graph, beta, inv_norm, stats and h, before the
     // windows' launch.
     gpu.fork_join(
-        || attention_forward_rows(g, beta, n, h, None, inv_norm, out, stats, Some(row_max)),
+        || attention_forward_rows(g, x, None, (out, stats), Some(row_max)),
         // SAFETY: shapes checked: n16 and out are rows x 32, inv_norm and stats cover the rows;
         // the lists are this graph's (column ids < n_rows).
         || if win.n_windows == 0 { Ok(()) } else { unsafe { attention_forward_tc_d32.launch(&gpu, Shape::linear(blocks, 256, 0), &args) } },
@@ -248,27 +245,19 @@ pub fn attention_forward_tc(
 /// [`super::fused_attention::attention_backward`] has them. `n16`: n in f16; `dout16` (shaped
 /// as `n`) is written with dout in f16 by the row pass, for the column pass to gather (every
 /// window is walked, so every row). Builds Sᵀ's lists on first use.
-#[allow(clippy::too_many_arguments)]
 pub fn attention_backward_tc(
     g: &GraphHandle,
-    beta: &DeviceMatrix<f32>,
-    n: &DeviceMatrix<f32>,
+    inputs: GradInputs<'_, DeviceMatrix<f32>>,
     n16: &DeviceMatrix<f16>,
-    h: &DeviceMatrix<f32>,
-    inv_norm: &DeviceMatrix<f32>,
-    stats: &DeviceMatrix<f32>,
-    out: &DeviceMatrix<f32>,
-    dout: &DeviceMatrix<f32>,
     dout16: &mut DeviceMatrix<f16>,
-    dn: &mut DeviceMatrix<f32>,
-    d_row: &mut DeviceMatrix<f32>,
-    dh: &mut DeviceMatrix<f32>,
-    dbeta: &mut DeviceMatrix<f32>,
+    grads: Grads<'_, DeviceMatrix<f32>>,
     row_max: u32,
 ) -> Result<()> {
     let what = "attention_backward_tc";
+    let GradInputs { x: Normalized { beta, n, inv_norm, .. }, stats, out, dout } = inputs;
+    let Grads { dn, d_row, dh, dbeta } = grads;
     check_tc(n, &[n16, dout16], row_max, what)?;
-    let p = BackwardPasses { g, beta, n, h, half: None, inv_norm, stats, out, dout, rows_from: Some(row_max) };
+    let p = BackwardPasses::new(g, inputs, None, Some(row_max));
     p.check(dn, d_row, dh, dbeta)?;
     let t = g.transpose()?;
     let ((win_s, blocks_s), (win_t, blocks_t)) = (windows_arg(g, row_max, what)?, windows_arg(&t, row_max, what)?);

@@ -21,6 +21,22 @@ use crate::ops::sddmm::ValueOrder;
 use crate::shared::config::{NN_EDGE_GROUP, NN_LONG_ROW, NN_LONG_ROW_BLOCK};
 use crate::util::Real;
 
+/// What the backward reads of its forward: `beta` (1 x 1), the cosines it scaled and the
+/// softmax `alpha` (one value per edge each).
+pub struct Softmaxed<'a, M: ?Sized, E: ?Sized> {
+    pub beta: &'a M,
+    pub cos: &'a E,
+    pub alpha: &'a E,
+}
+
+// By hand: references copy whatever M and E are (a derive would ask them to be Copy).
+impl<M: ?Sized, E: ?Sized> Clone for Softmaxed<'_, M, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M: ?Sized, E: ?Sized> Copy for Softmaxed<'_, M, E> {}
+
 /// alpha_e = exp(s_e - max_row s) / sum_row exp(s - max_row s) with s_e = beta * cos_e, values
 /// in CSR order (one per edge). Rows without edges write nothing.
 pub fn edge_softmax_scaled_cpu<T: Real>(row_ptr: &[u32], beta: T, cos: &[T], alpha: &mut [T]) {
@@ -178,17 +194,15 @@ pub fn edge_softmax_scaled(
 
 /// Backward of `edge_softmax_scaled` on the device: writes dcos (edge slots only) and
 /// dbeta (1 x 1; zeroed with a memset, then one atomic add per block).
-#[allow(clippy::too_many_arguments)]
 pub fn edge_softmax_backward(
     g: &GraphHandle,
     order: ValueOrder,
-    beta: &DeviceMatrix<f32>,
-    alpha: &DeviceVec<f32>,
+    fwd: Softmaxed<'_, DeviceMatrix<f32>, DeviceVec<f32>>,
     dalpha: &DeviceVec<f32>,
-    cos: &DeviceVec<f32>,
     dcos: &mut DeviceVec<f32>,
     dbeta: &mut DeviceMatrix<f32>,
 ) -> Result<()> {
+    let Softmaxed { beta, cos, alpha } = fwd;
     let gpu = g.gpu()?.clone();
     check_beta(&gpu, beta, "edge_softmax_backward beta")?;
     check_beta(&gpu, dbeta, "edge_softmax_backward dbeta")?;
@@ -226,14 +240,11 @@ pub trait EdgeSoftmaxOp: Backend {
     /// `alpha = softmax over each row of beta * cos` (`beta` a `1 x 1` matrix).
     fn edge_softmax(&self, g: &Self::Graph, beta: &Self::Mat, cos: &Self::Edges, alpha: &mut Self::Edges) -> Result<()>;
     /// The backward of [`EdgeSoftmaxOp::edge_softmax`]: `dcos`, and `dbeta` (overwritten).
-    #[allow(clippy::too_many_arguments)]
     fn edge_softmax_backward(
         &self,
         g: &Self::Graph,
-        beta: &Self::Mat,
-        alpha: &Self::Edges,
+        fwd: Softmaxed<'_, Self::Mat, Self::Edges>,
         dalpha: &Self::Edges,
-        cos: &Self::Edges,
         dcos: &mut Self::Edges,
         dbeta: &mut Self::Mat,
     ) -> Result<()>;
@@ -247,13 +258,12 @@ impl<T: Real> EdgeSoftmaxOp for CpuBackend<T> {
     fn edge_softmax_backward(
         &self,
         g: &HostGraph<T>,
-        beta: &HostMat<T>,
-        alpha: &Vec<T>,
+        fwd: Softmaxed<'_, HostMat<T>, Vec<T>>,
         dalpha: &Vec<T>,
-        cos: &Vec<T>,
         dcos: &mut Vec<T>,
         dbeta: &mut HostMat<T>,
     ) -> Result<()> {
+        let Softmaxed { beta, cos, alpha } = fwd;
         dbeta.data[0] = edge_softmax_backward_cpu(g.s.row_ptr(), beta.data[0], alpha, dalpha, cos, dcos);
         Ok(())
     }
@@ -266,13 +276,11 @@ impl EdgeSoftmaxOp for CudaBackend {
     fn edge_softmax_backward(
         &self,
         g: &GpuGraph,
-        beta: &DeviceMatrix<f32>,
-        alpha: &DeviceVec<f32>,
+        fwd: Softmaxed<'_, DeviceMatrix<f32>, DeviceVec<f32>>,
         dalpha: &DeviceVec<f32>,
-        cos: &DeviceVec<f32>,
         dcos: &mut DeviceVec<f32>,
         dbeta: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
-        self.timed("edge softmax backward", || edge_softmax_backward(&g.handle, self.order, beta, alpha, dalpha, cos, dcos, dbeta))
+        self.timed("edge softmax backward", || edge_softmax_backward(&g.handle, self.order, fwd, dalpha, dcos, dbeta))
     }
 }

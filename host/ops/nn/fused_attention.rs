@@ -38,6 +38,56 @@ use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
 use crate::util::Real;
 
+/// The attention's operands once h is normalised: beta (1 x 1), the layer's input h, n =
+/// rownorm(h) and its inverse row norms (rows x 1).
+pub struct Normalized<'a, M: ?Sized> {
+    pub beta: &'a M,
+    pub h: &'a M,
+    pub n: &'a M,
+    pub inv_norm: &'a M,
+}
+
+/// What the backward reads: the operands, what the forward wrote (`out`, and `stats`: rows x
+/// 2), and dout.
+pub struct GradInputs<'a, M: ?Sized> {
+    pub x: Normalized<'a, M>,
+    pub stats: &'a M,
+    pub out: &'a M,
+    pub dout: &'a M,
+}
+
+// By hand: references copy whatever M is (a derive would ask M: Copy).
+impl<M: ?Sized> Clone for Normalized<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M: ?Sized> Copy for Normalized<'_, M> {}
+impl<M: ?Sized> Clone for GradInputs<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M: ?Sized> Copy for GradInputs<'_, M> {}
+
+/// What the backward writes: `dh` (overwritten) and `dbeta` (1 x 1), through the scratch `dn`
+/// (n's shape: the row pass's part of dn) and `d_row` (D per row, rows x 1).
+pub struct Grads<'a, M: ?Sized> {
+    pub dn: &'a mut M,
+    pub d_row: &'a mut M,
+    pub dh: &'a mut M,
+    pub dbeta: &'a mut M,
+}
+
+/// What the backend op's forward writes: n = rownorm(h) and inv_norm (it normalises h itself),
+/// out, and the per-row `stats`.
+pub struct Outputs<'a, M: ?Sized> {
+    pub n: &'a mut M,
+    pub inv_norm: &'a mut M,
+    pub out: &'a mut M,
+    pub stats: &'a mut M,
+}
+
 fn dot<T: Real>(a: &[T], b: &[T]) -> T {
     a.iter().zip(b).map(|(&x, &y)| x * y).sum()
 }
@@ -93,24 +143,15 @@ pub fn attention_forward_cpu<T: Real>(s: &Csr, beta: T, h: &[T], n: &[T], cols: 
     });
 }
 
-/// The backward on the host, from the forward's `stats` and `dout`: writes `dh` (overwritten),
-/// the scratch `dn` (rows x cols: the row pass's part of dn) and `d_row` (D per row), and
-/// returns dbeta. `t` is Sᵀ. Per row sums run in a fixed order: deterministic.
-#[allow(clippy::too_many_arguments)]
-pub fn attention_backward_cpu<T: Real>(
-    s: &Csr,
-    t: &Csr,
-    beta: T,
-    h: &[T],
-    n: &[T],
-    inv_norm: &[T],
-    stats: &[T],
-    dout: &[T],
-    cols: usize,
-    dn: &mut [T],
-    d_row: &mut [T],
-    dh: &mut [T],
-) -> T {
+/// The backward on the host, from the forward's `stats` and `dout` (rows of `cols` values; `out`
+/// is not read): writes `dh` (overwritten), `dbeta[0]`, the scratch `dn` (rows x cols: the row
+/// pass's part of dn) and `d_row` (D per row). `t` is Sᵀ. Per row sums run in a fixed order:
+/// deterministic.
+pub fn attention_backward_cpu<T: Real>(s: &Csr, t: &Csr, x: GradInputs<'_, [T]>, cols: usize, grads: Grads<'_, [T]>) {
+    let GradInputs { x: Normalized { beta, h, n, inv_norm }, stats, dout, .. } = x;
+    let Grads { dn, d_row, dh, dbeta } = grads;
+    assert_eq!((beta.len(), dbeta.len()), (1, 1), "attention_backward_cpu: beta and dbeta are not 1 x 1");
+    let beta = beta[0];
     let rows = s.n_rows();
     for (name, len) in [("h", h.len()), ("n", n.len()), ("dout", dout.len()), ("dn", dn.len()), ("dh", dh.len())] {
         assert_eq!(len, rows * cols, "attention_backward_cpu: {name} is not {rows} x {cols}");
@@ -122,7 +163,8 @@ pub fn attention_backward_cpu<T: Real>(
     if cols == 0 {
         dh.fill(T::zero());
         d_row.fill(T::zero());
-        return T::zero();
+        dbeta[0] = T::zero();
+        return;
     }
     let row = |m: &[T], i: usize| -> Vec<T> { m[i * cols..(i + 1) * cols].to_vec() };
     // alpha_ij, cos_ij and dalpha_ij = dout_i . h_j of edge (i, j).
@@ -182,7 +224,7 @@ pub fn attention_backward_cpu<T: Real>(
             dhj[c] += (dnj[c] - nj[c] * nd) * inv_norm[j];
         }
     });
-    dbeta_rows.into_iter().fold(T::zero(), |a, b| a + b)
+    dbeta[0] = dbeta_rows.into_iter().fold(T::zero(), |a, b| a + b);
 }
 
 // -- the GPU launchers --
@@ -297,32 +339,23 @@ fn gather_ptr(m: &DeviceMatrix<f32>, half: Option<&DeviceMatrix<f16>>, what: &st
 /// (2 values per row). `beta` (1 x 1) is read when the kernel runs. The neighbour rows are read
 /// from `h` (n_j = h_j inv_norm_j), or from its f16 copy `h_half`. The first call on a graph
 /// uploads its CSR and row lists: warm up before capturing a CUDA graph.
-#[allow(clippy::too_many_arguments)]
 pub fn attention_forward(
     g: &GraphHandle,
-    beta: &DeviceMatrix<f32>,
-    n: &DeviceMatrix<f32>,
-    h: &DeviceMatrix<f32>,
+    x: Normalized<'_, DeviceMatrix<f32>>,
     h_half: Option<&DeviceMatrix<f16>>,
-    inv_norm: &DeviceMatrix<f32>,
     out: &mut DeviceMatrix<f32>,
     stats: &mut DeviceMatrix<f32>,
 ) -> Result<()> {
-    attention_forward_rows(g, beta, n, h, h_half, inv_norm, out, stats, None)
+    attention_forward_rows(g, x, h_half, (out, stats), None)
 }
 
 /// [`attention_forward`] over all rows, or with `rows_from` only over the rows of at least that
 /// many entries (the tensor-core forward's hub rows).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn attention_forward_rows(
     g: &GraphHandle,
-    beta: &DeviceMatrix<f32>,
-    n: &DeviceMatrix<f32>,
-    h: &DeviceMatrix<f32>,
+    Normalized { beta, h, n, inv_norm }: Normalized<'_, DeviceMatrix<f32>>,
     h_half: Option<&DeviceMatrix<f16>>,
-    inv_norm: &DeviceMatrix<f32>,
-    out: &mut DeviceMatrix<f32>,
-    stats: &mut DeviceMatrix<f32>,
+    (out, stats): (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
     rows_from: Option<u32>,
 ) -> Result<()> {
     let (inv_norm, stats) = (&inv_norm.buf, &mut stats.buf);
@@ -357,23 +390,14 @@ pub(crate) fn attention_forward_rows(
 /// zeroed here then added to atomically), through the scratch `dn` (shape of `n`) and `d_row`
 /// (a value per row). `out` and `stats` are the forward's. With `half` (f16 copies of `h` and
 /// `dout`) the neighbour rows are read from them. Uploads Sᵀ's CSR on first use.
-#[allow(clippy::too_many_arguments)]
 pub fn attention_backward(
     g: &GraphHandle,
-    beta: &DeviceMatrix<f32>,
-    n: &DeviceMatrix<f32>,
-    h: &DeviceMatrix<f32>,
+    inputs: GradInputs<'_, DeviceMatrix<f32>>,
     half: Option<(&DeviceMatrix<f16>, &DeviceMatrix<f16>)>,
-    inv_norm: &DeviceMatrix<f32>,
-    stats: &DeviceMatrix<f32>,
-    out: &DeviceMatrix<f32>,
-    dout: &DeviceMatrix<f32>,
-    dn: &mut DeviceMatrix<f32>,
-    d_row: &mut DeviceMatrix<f32>,
-    dh: &mut DeviceMatrix<f32>,
-    dbeta: &mut DeviceMatrix<f32>,
+    grads: Grads<'_, DeviceMatrix<f32>>,
 ) -> Result<()> {
-    let p = BackwardPasses { g, beta, n, h, half, inv_norm, stats, out, dout, rows_from: None };
+    let p = BackwardPasses::new(g, inputs, half, None);
+    let Grads { dn, d_row, dh, dbeta } = grads;
     p.check(dn, d_row, dh, dbeta)?;
     dbeta.zero()?;
     p.row_pass(dn, d_row, dbeta)?;
@@ -396,8 +420,18 @@ pub(crate) struct BackwardPasses<'a> {
     pub rows_from: Option<u32>,
 }
 
-impl BackwardPasses<'_> {
+impl<'a> BackwardPasses<'a> {
     const WHAT: &'static str = "attention_backward";
+
+    pub fn new(
+        g: &'a GraphHandle,
+        inputs: GradInputs<'a, DeviceMatrix<f32>>,
+        half: Option<(&'a DeviceMatrix<f16>, &'a DeviceMatrix<f16>)>,
+        rows_from: Option<u32>,
+    ) -> Self {
+        let GradInputs { x: Normalized { beta, h, n, inv_norm }, stats, out, dout } = inputs;
+        BackwardPasses { g, beta, n, h, half, inv_norm, stats, out, dout, rows_from }
+    }
 
     /// Shapes and devices of every operand.
     pub fn check(
@@ -518,36 +552,22 @@ pub trait FusedAttentionOp: Backend {
     /// `n = rownorm(h)` with `inv_norm` (as [`super::row_normalize`]), then
     /// `out = softmax_row(beta cos) h` over the edges of `g` with per-row `stats`; `copy` is
     /// written for the backward.
-    #[allow(clippy::too_many_arguments)]
     fn attention_forward(
         &self,
         g: &Self::Graph,
         beta: &Self::Mat,
         h: &Self::Mat,
-        n: &mut Self::Mat,
-        inv_norm: &mut Self::Mat,
-        out: &mut Self::Mat,
-        stats: &mut Self::Mat,
+        outputs: Outputs<'_, Self::Mat>,
         copy: &mut Self::AttentionCopy,
     ) -> Result<()>;
     /// The backward of [`FusedAttentionOp::attention_forward`], from what it wrote: `dh`
     /// (overwritten) and `dbeta`, through the scratch `dn` and `d_row`.
-    #[allow(clippy::too_many_arguments)]
     fn attention_backward(
         &self,
         g: &Self::Graph,
-        beta: &Self::Mat,
-        h: &Self::Mat,
-        n: &Self::Mat,
-        inv_norm: &Self::Mat,
-        stats: &Self::Mat,
+        inputs: GradInputs<'_, Self::Mat>,
         copy: &Self::AttentionCopy,
-        out: &Self::Mat,
-        dout: &Self::Mat,
-        dn: &mut Self::Mat,
-        d_row: &mut Self::Mat,
-        dh: &mut Self::Mat,
-        dbeta: &mut Self::Mat,
+        grads: Grads<'_, Self::Mat>,
     ) -> Result<()>;
 }
 
@@ -569,12 +589,10 @@ impl<T: Real> FusedAttentionOp for CpuBackend<T> {
         g: &HostGraph<T>,
         beta: &HostMat<T>,
         h: &HostMat<T>,
-        n: &mut HostMat<T>,
-        inv_norm: &mut HostMat<T>,
-        out: &mut HostMat<T>,
-        stats: &mut HostMat<T>,
+        outputs: Outputs<'_, HostMat<T>>,
         _copy: &mut (),
     ) -> Result<()> {
+        let Outputs { n, inv_norm, out, stats } = outputs;
         let what = "attention_forward";
         check_square(&g.s, h.rows, what)?;
         check_host(h.rows, h.cols, &[("n", n, 0), ("inv_norm", inv_norm, 1), ("out", out, 0), ("stats", stats, 2)], what)?;
@@ -585,19 +603,12 @@ impl<T: Real> FusedAttentionOp for CpuBackend<T> {
     fn attention_backward(
         &self,
         g: &HostGraph<T>,
-        beta: &HostMat<T>,
-        h: &HostMat<T>,
-        n: &HostMat<T>,
-        inv_norm: &HostMat<T>,
-        stats: &HostMat<T>,
+        inputs: GradInputs<'_, HostMat<T>>,
         _copy: &(),
-        out: &HostMat<T>,
-        dout: &HostMat<T>,
-        dn: &mut HostMat<T>,
-        d_row: &mut HostMat<T>,
-        dh: &mut HostMat<T>,
-        dbeta: &mut HostMat<T>,
+        grads: Grads<'_, HostMat<T>>,
     ) -> Result<()> {
+        let GradInputs { x: Normalized { beta, h, n, inv_norm }, stats, out, dout } = inputs;
+        let Grads { dn, d_row, dh, dbeta } = grads;
         let what = "attention_backward";
         check_square(&g.s, h.rows, what)?;
         let mats = [
@@ -611,20 +622,11 @@ impl<T: Real> FusedAttentionOp for CpuBackend<T> {
             ("dh", &*dh, 0),
         ];
         check_host(h.rows, h.cols, &mats, what)?;
-        dbeta.data[0] = attention_backward_cpu(
-            &g.s,
-            &g.t,
-            beta.data[0],
-            &h.data,
-            &n.data,
-            &inv_norm.data,
-            &stats.data,
-            &dout.data,
-            h.cols,
-            &mut dn.data,
-            &mut d_row.data,
-            &mut dh.data,
-        );
+        check_host(1, 1, &[("beta", beta, 1), ("dbeta", &*dbeta, 1)], what)?;
+        let x = Normalized { beta: &beta.data[..], h: &h.data[..], n: &n.data[..], inv_norm: &inv_norm.data[..] };
+        let inputs = GradInputs { x, stats: &stats.data[..], out: &out.data[..], dout: &dout.data[..] };
+        let grads = Grads { dn: &mut dn.data[..], d_row: &mut d_row.data[..], dh: &mut dh.data[..], dbeta: &mut dbeta.data[..] };
+        attention_backward_cpu(&g.s, &g.t, inputs, h.cols, grads);
         Ok(())
     }
 }
@@ -669,12 +671,10 @@ impl FusedAttentionOp for CudaBackend {
         g: &GpuGraph,
         beta: &DeviceMatrix<f32>,
         h: &DeviceMatrix<f32>,
-        n: &mut DeviceMatrix<f32>,
-        inv_norm: &mut DeviceMatrix<f32>,
-        out: &mut DeviceMatrix<f32>,
-        stats: &mut DeviceMatrix<f32>,
+        outputs: Outputs<'_, DeviceMatrix<f32>>,
         copy: &mut DeviceAttentionCopy,
     ) -> Result<()> {
+        let Outputs { n, inv_norm, out, stats } = outputs;
         copy.of = None;
         if self.attention_on_tc(g, n)? {
             let fits = copy.n16.as_ref().is_some_and(|c| (c.rows, c.cols, c.ld) == (n.rows, n.cols, n.ld));
@@ -684,44 +684,34 @@ impl FusedAttentionOp for CudaBackend {
             let n16 = copy.n16.as_mut().expect("allocated above");
             self.timed("row normalize", || row_normalize_with_half(h, n, Some(n16), &mut inv_norm.buf))?;
             copy.of = Some(n.ptr());
-            return self.timed("fused attention", || {
-                attention_forward_tc(&g.handle, beta, n, n16, h, inv_norm, out, stats, self.attention_tc_row_max)
-            });
+            let x = Normalized { beta, h, n: &*n, inv_norm: &*inv_norm };
+            return self.timed("fused attention", || attention_forward_tc(&g.handle, x, n16, out, stats, self.attention_tc_row_max));
         }
         self.timed("row normalize", || row_normalize(h, n, &mut inv_norm.buf))?;
+        let x = Normalized { beta, h, n: &*n, inv_norm: &*inv_norm };
         self.timed("fused attention", || {
             if self.half_gathers(h) {
                 // f16 copy of h in scratch slot 1 (2 holds dout's in the backward).
-                self.with_half(h, 1, |hh| attention_forward(&g.handle, beta, n, h, Some(hh), inv_norm, out, stats))
+                self.with_half(h, 1, |hh| attention_forward(&g.handle, x, Some(hh), out, stats))
             } else {
-                attention_forward(&g.handle, beta, n, h, None, inv_norm, out, stats)
+                attention_forward(&g.handle, x, None, out, stats)
             }
         })
     }
     fn attention_backward(
         &self,
         g: &GpuGraph,
-        beta: &DeviceMatrix<f32>,
-        h: &DeviceMatrix<f32>,
-        n: &DeviceMatrix<f32>,
-        inv_norm: &DeviceMatrix<f32>,
-        stats: &DeviceMatrix<f32>,
+        inputs: GradInputs<'_, DeviceMatrix<f32>>,
         copy: &DeviceAttentionCopy,
-        out: &DeviceMatrix<f32>,
-        dout: &DeviceMatrix<f32>,
-        dn: &mut DeviceMatrix<f32>,
-        d_row: &mut DeviceMatrix<f32>,
-        dh: &mut DeviceMatrix<f32>,
-        dbeta: &mut DeviceMatrix<f32>,
+        grads: Grads<'_, DeviceMatrix<f32>>,
     ) -> Result<()> {
+        let (h, n, dout) = (inputs.x.h, inputs.x.n, inputs.dout);
         self.timed("fused attention backward", || {
             if self.attention_on_tc(g, n)? {
                 let row_max = self.attention_tc_row_max;
                 // dout's f16 copy in scratch slot 2, written by the row pass.
-                let mut run = |nh: &DeviceMatrix<f16>| {
-                    self.with_half_scratch(dout.rows, dout.cols, 2, |gh| {
-                        attention_backward_tc(&g.handle, beta, n, nh, h, inv_norm, stats, out, dout, gh, dn, d_row, dh, dbeta, row_max)
-                    })
+                let run = |nh: &DeviceMatrix<f16>| {
+                    self.with_half_scratch(dout.rows, dout.cols, 2, |gh| attention_backward_tc(&g.handle, inputs, nh, gh, grads, row_max))
                 };
                 return match copy.of(n) {
                     Some(nh) => run(nh),
@@ -730,13 +720,9 @@ impl FusedAttentionOp for CudaBackend {
                 };
             }
             if self.half_gathers(h) {
-                self.with_half(h, 1, |hh| {
-                    self.with_half(dout, 2, |gh| {
-                        attention_backward(&g.handle, beta, n, h, Some((hh, gh)), inv_norm, stats, out, dout, dn, d_row, dh, dbeta)
-                    })
-                })
+                self.with_half(h, 1, |hh| self.with_half(dout, 2, |gh| attention_backward(&g.handle, inputs, Some((hh, gh)), grads)))
             } else {
-                attention_backward(&g.handle, beta, n, h, None, inv_norm, stats, out, dout, dn, d_row, dh, dbeta)
+                attention_backward(&g.handle, inputs, None, grads)
             }
         })
     }

@@ -72,6 +72,23 @@ impl GatAttention<'_> {
     }
 }
 
+/// What the forward reads: Wh (n x H F), the per-node scores (n x H each) and the bias (H F
+/// values).
+pub struct Inputs<'a, M: ?Sized> {
+    pub wh: &'a M,
+    pub s_src: &'a M,
+    pub s_dst: &'a M,
+    pub bias: &'a M,
+}
+
+// By hand: references copy whatever M is (a derive would ask M: Copy).
+impl<M: ?Sized> Clone for Inputs<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M: ?Sized> Copy for Inputs<'_, M> {}
+
 /// What the backward reads: the forward's Wh, scores and softmax statistics, and dout; and,
 /// optionally, the attention vectors (a_src, a_dst), each 1 x H F: given, dWh also gets the
 /// per-node scores' part ds_src ⊗ a_src + ds_dst ⊗ a_dst (the column pass adds it as it writes
@@ -84,6 +101,15 @@ pub struct GradInputs<'a, M: ?Sized> {
     pub stats: &'a M,
     pub dout: &'a M,
     pub att: Option<(&'a M, &'a M)>,
+}
+
+/// What the backward writes (each overwritten): D per row and head (`d_row`, n x H, the row
+/// pass's scratch), the gradients of both per-node scores (n x H each) and of Wh (n x H F).
+pub struct GradOutputs<'a, M: ?Sized> {
+    pub d_row: &'a mut M,
+    pub ds_dst: &'a mut M,
+    pub ds_src: &'a mut M,
+    pub dwh: &'a mut M,
 }
 
 fn leaky<T: Real>(z: T, slope: T) -> (T, T) {
@@ -163,18 +189,8 @@ fn check<I: ?Sized + IdCount>(
 
 /// The forward on the host: `out` (n x H F) and `stats` (n x 2H, (max, sum) per head; (0, 0)
 /// for an empty row, whose output is the bias).
-#[allow(clippy::too_many_arguments)]
-pub fn gat_attention_cpu<T: Real>(
-    s: &Csr,
-    a: &GatAttention<'_>,
-    step: u32,
-    wh: &[T],
-    s_src: &[T],
-    s_dst: &[T],
-    bias: &[T],
-    out: &mut [T],
-    stats: &mut [T],
-) {
+pub fn gat_attention_cpu<T: Real>(s: &Csr, a: &GatAttention<'_>, step: u32, x: Inputs<'_, [T]>, out: &mut [T], stats: &mut [T]) {
+    let Inputs { wh, s_src, s_dst, bias } = x;
     let (hs, f) = (a.heads, a.dim);
     let w = hs * f;
     let slope = T::from_f64(a.slope as f64);
@@ -217,20 +233,15 @@ pub fn gat_attention_cpu<T: Real>(
 /// `ds_dst`; the column pass (over Sᵀ = `t`, `t_of` its entries' places in S) writes `ds_src`
 /// and `dwh` (both overwritten; with `x.att`, dWh includes the scores' part). Fixed summation
 /// order: deterministic.
-#[allow(clippy::too_many_arguments)]
 pub fn gat_attention_backward_cpu<T: Real>(
-    s: &Csr,
-    t: &Csr,
-    t_of: &[u32],
+    (s, t, t_of): (&Csr, &Csr, &[u32]),
     a: &GatAttention<'_>,
     step: u32,
     x: GradInputs<'_, [T]>,
-    d_row: &mut [T],
-    ds_dst: &mut [T],
-    ds_src: &mut [T],
-    dwh: &mut [T],
+    grads: GradOutputs<'_, [T]>,
 ) {
     let GradInputs { wh, s_src, s_dst, stats, dout, att } = x;
+    let GradOutputs { d_row, ds_dst, ds_src, dwh } = grads;
     let (hs, f) = (a.heads, a.dim);
     let w = hs * f;
     let slope = T::from_f64(a.slope as f64);
@@ -384,18 +395,15 @@ fn check_out<T: DeviceElem>(m: &DeviceMatrix<T>, rows: usize, cols: usize, ld: u
 }
 
 /// The fused forward on the device (see [`gat_attention_cpu`]).
-#[allow(clippy::too_many_arguments)]
 pub fn gat_attention(
     g: &GpuGraph,
     a: &GatAttention<'_, DeviceVec<u32>>,
     step: Ptr<u32>,
-    wh: &DeviceMatrix<f32>,
-    s_src: &DeviceMatrix<f32>,
-    s_dst: &DeviceMatrix<f32>,
-    bias: &DeviceMatrix<f32>,
+    x: Inputs<'_, DeviceMatrix<f32>>,
     out: &mut DeviceMatrix<f32>,
     stats: &mut DeviceMatrix<f32>,
 ) -> Result<()> {
+    let wh = x.wh;
     check_out(out, wh.rows, a.heads * a.dim, wh.ld, "out", "gat_attention")?;
     let kernel = if a.heads == 1 && a.dim <= 8 {
         gat_attention_forward_d8_one_head
@@ -403,23 +411,20 @@ pub fn gat_attention(
         pick([gat_attention_forward_d8, gat_attention_forward_d16, gat_attention_forward_d32], a.dim)
     };
     // SAFETY: out checked above: rows x (H F) with Wh's stride.
-    unsafe { forward(g, a, step, (wh, s_src, s_dst, bias), (out.arg_mut(), kernel), stats) }
+    unsafe { forward(g, a, step, x, (out.arg_mut(), kernel), stats) }
 }
 
 /// [`gat_attention`] writing out in f16 (rounded once, as it is written): heads of exactly 8
 /// columns (the hidden layers of GAT's default), out of Wh's shape and stride.
-#[allow(clippy::too_many_arguments)]
 pub fn gat_attention_half(
     g: &GpuGraph,
     a: &GatAttention<'_, DeviceVec<u32>>,
     step: Ptr<u32>,
-    wh: &DeviceMatrix<f32>,
-    s_src: &DeviceMatrix<f32>,
-    s_dst: &DeviceMatrix<f32>,
-    bias: &DeviceMatrix<f32>,
+    x: Inputs<'_, DeviceMatrix<f32>>,
     out: &mut DeviceMatrix<f16>,
     stats: &mut DeviceMatrix<f32>,
 ) -> Result<()> {
+    let wh = x.wh;
     let what = "gat_attention_half";
     if a.dim != 8 {
         return Err(Error::Unsupported(format!("{what}: heads of {} columns (an f16 output takes heads of 8)", a.dim)));
@@ -428,7 +433,7 @@ pub fn gat_attention_half(
     check_gpu(wh.gpu(), out.gpu(), what)?;
     // SAFETY: out checked above: rows x (H 8) f16 with Wh's stride (a multiple of 8: every
     // head's 8 values one aligned 16-byte store).
-    unsafe { forward(g, a, step, (wh, s_src, s_dst, bias), (out.arg_mut().cast(), gat_attention_forward_d8_h16), stats) }
+    unsafe { forward(g, a, step, x, (out.arg_mut().cast(), gat_attention_forward_d8_h16), stats) }
 }
 
 /// The forward's checks of its inputs and launch, into `out` by `kernel`.
@@ -439,7 +444,7 @@ unsafe fn forward(
     g: &GpuGraph,
     a: &GatAttention<'_, DeviceVec<u32>>,
     step: Ptr<u32>,
-    (wh, s_src, s_dst, bias): (&DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>, &DeviceMatrix<f32>),
+    Inputs { wh, s_src, s_dst, bias }: Inputs<'_, DeviceMatrix<f32>>,
     (out, kernel): (PtrMut<f32>, Kernel<GatAttentionArgs>),
     stats: &mut DeviceMatrix<f32>,
 ) -> Result<()> {
@@ -497,19 +502,16 @@ fn short_max(dim: usize) -> u32 {
 
 /// The fused backward on the device (see [`gat_attention_backward_cpu`]): the row pass then
 /// the column pass.
-#[allow(clippy::too_many_arguments)]
 pub fn gat_attention_backward(
     g: &GpuGraph,
     a: &GatAttention<'_, DeviceVec<u32>>,
     step: Ptr<u32>,
     inputs: GradInputs<'_, DeviceMatrix<f32>>,
-    d_row: &mut DeviceMatrix<f32>,
-    ds_dst: &mut DeviceMatrix<f32>,
-    ds_src: &mut DeviceMatrix<f32>,
-    dwh: &mut DeviceMatrix<f32>,
+    grads: GradOutputs<'_, DeviceMatrix<f32>>,
 ) -> Result<()> {
     let what = "gat_attention_backward";
     let GradInputs { wh, s_src, s_dst, stats, dout, att } = inputs;
+    let GradOutputs { d_row, ds_dst, ds_src, dwh } = grads;
     let mut x = args(g, a, step, (wh, s_src, s_dst), what)?;
     let w = a.heads * a.dim;
     check_out(dout, wh.rows, w, wh.ld, "dout", what)?;
@@ -554,44 +556,32 @@ pub fn gat_attention_backward(
 /// GAT's fused attention and its backward.
 pub trait GatAttentionOp: Backend + DropoutGemmOp {
     /// `out = [alpha'_h Wh_h]_h + bias` and the softmax statistics (`stats`, n x 2H).
-    #[allow(clippy::too_many_arguments)]
     fn gat_attention(
         &self,
         g: &Self::Graph,
         a: &GatAttention<'_, Self::Ids>,
-        wh: &Self::Mat,
-        s_src: &Self::Mat,
-        s_dst: &Self::Mat,
-        bias: &Self::Mat,
+        x: Inputs<'_, Self::Mat>,
         out: &mut Self::Mat,
         stats: &mut Self::Mat,
     ) -> Result<()>;
     /// [`GatAttentionOp::gat_attention`] with out in f16 ([`DropoutGemmOp::half_activation`]'s
     /// buffer; heads of 8 columns), where the backend has f16 buffers (the GPU).
-    #[allow(clippy::too_many_arguments)]
     fn gat_attention_half(
         &self,
         g: &Self::Graph,
         a: &GatAttention<'_, Self::Ids>,
-        wh: &Self::Mat,
-        s_src: &Self::Mat,
-        s_dst: &Self::Mat,
-        bias: &Self::Mat,
+        x: Inputs<'_, Self::Mat>,
         out: &mut Self::Half,
         stats: &mut Self::Mat,
     ) -> Result<()>;
     /// From `dout`: `dwh` (overwritten: the aggregation's part, plus the scores' part where
     /// `inputs.att` is given), `ds_dst`, `ds_src`, through the scratch `d_row` (n x H).
-    #[allow(clippy::too_many_arguments)]
     fn gat_attention_backward(
         &self,
         g: &Self::Graph,
         a: &GatAttention<'_, Self::Ids>,
         inputs: GradInputs<'_, Self::Mat>,
-        d_row: &mut Self::Mat,
-        ds_dst: &mut Self::Mat,
-        ds_src: &mut Self::Mat,
-        dwh: &mut Self::Mat,
+        grads: GradOutputs<'_, Self::Mat>,
     ) -> Result<()>;
 }
 
@@ -600,13 +590,11 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
         &self,
         g: &HostGraph<T>,
         a: &GatAttention<'_, Vec<u32>>,
-        wh: &HostMat<T>,
-        s_src: &HostMat<T>,
-        s_dst: &HostMat<T>,
-        bias: &HostMat<T>,
+        x: Inputs<'_, HostMat<T>>,
         out: &mut HostMat<T>,
         stats: &mut HostMat<T>,
     ) -> Result<()> {
+        let Inputs { wh, s_src, s_dst, bias } = x;
         let (n, w, hs) = (wh.rows, a.heads * a.dim, a.heads);
         let what = "gat_attention";
         check(
@@ -625,17 +613,15 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
         if bias.data.len() != w {
             return Err(Error::Shape(format!("{what}: bias of {} values for {w} columns", bias.data.len())));
         }
-        gat_attention_cpu(&g.s, &a.host(), self.step(), &wh.data, &s_src.data, &s_dst.data, &bias.data, &mut out.data, &mut stats.data);
+        let x = Inputs { wh: &wh.data[..], s_src: &s_src.data[..], s_dst: &s_dst.data[..], bias: &bias.data[..] };
+        gat_attention_cpu(&g.s, &a.host(), self.step(), x, &mut out.data, &mut stats.data);
         Ok(())
     }
     fn gat_attention_half(
         &self,
         _: &HostGraph<T>,
         _: &GatAttention<'_, Vec<u32>>,
-        _: &HostMat<T>,
-        _: &HostMat<T>,
-        _: &HostMat<T>,
-        _: &HostMat<T>,
+        _: Inputs<'_, HostMat<T>>,
         _: &mut (),
         _: &mut HostMat<T>,
     ) -> Result<()> {
@@ -646,12 +632,10 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
         g: &HostGraph<T>,
         a: &GatAttention<'_, Vec<u32>>,
         inputs: GradInputs<'_, HostMat<T>>,
-        d_row: &mut HostMat<T>,
-        ds_dst: &mut HostMat<T>,
-        ds_src: &mut HostMat<T>,
-        dwh: &mut HostMat<T>,
+        grads: GradOutputs<'_, HostMat<T>>,
     ) -> Result<()> {
         let GradInputs { wh, s_src, s_dst, stats, dout, att } = inputs;
+        let GradOutputs { d_row, ds_dst, ds_src, dwh } = grads;
         let (n, w, hs) = (wh.rows, a.heads * a.dim, a.heads);
         let shapes = [
             ("Wh", (wh.rows, wh.cols), w),
@@ -681,18 +665,9 @@ impl<T: Real> GatAttentionOp for CpuBackend<T> {
             dout: &dout.data[..],
             att,
         };
-        gat_attention_backward_cpu(
-            &g.s,
-            &g.t,
-            &g.t_of,
-            &a.host(),
-            self.step(),
-            inputs,
-            &mut d_row.data,
-            &mut ds_dst.data,
-            &mut ds_src.data,
-            &mut dwh.data,
-        );
+        let grads =
+            GradOutputs { d_row: &mut d_row.data[..], ds_dst: &mut ds_dst.data[..], ds_src: &mut ds_src.data[..], dwh: &mut dwh.data[..] };
+        gat_attention_backward_cpu((&g.s, &g.t, &g.t_of), &a.host(), self.step(), inputs, grads);
         Ok(())
     }
 }
@@ -702,40 +677,29 @@ impl GatAttentionOp for CudaBackend {
         &self,
         g: &GpuGraph,
         a: &GatAttention<'_, DeviceVec<u32>>,
-        wh: &DeviceMatrix<f32>,
-        s_src: &DeviceMatrix<f32>,
-        s_dst: &DeviceMatrix<f32>,
-        bias: &DeviceMatrix<f32>,
+        x: Inputs<'_, DeviceMatrix<f32>>,
         out: &mut DeviceMatrix<f32>,
         stats: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
-        self.timed("gat attention", || gat_attention(g, a, self.step_ptr().arg(&self.gpu), wh, s_src, s_dst, bias, out, stats))
+        self.timed("gat attention", || gat_attention(g, a, self.step_ptr().arg(&self.gpu), x, out, stats))
     }
     fn gat_attention_half(
         &self,
         g: &GpuGraph,
         a: &GatAttention<'_, DeviceVec<u32>>,
-        wh: &DeviceMatrix<f32>,
-        s_src: &DeviceMatrix<f32>,
-        s_dst: &DeviceMatrix<f32>,
-        bias: &DeviceMatrix<f32>,
+        x: Inputs<'_, DeviceMatrix<f32>>,
         out: &mut DeviceMatrix<f16>,
         stats: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
-        self.timed("gat attention", || gat_attention_half(g, a, self.step_ptr().arg(&self.gpu), wh, s_src, s_dst, bias, out, stats))
+        self.timed("gat attention", || gat_attention_half(g, a, self.step_ptr().arg(&self.gpu), x, out, stats))
     }
     fn gat_attention_backward(
         &self,
         g: &GpuGraph,
         a: &GatAttention<'_, DeviceVec<u32>>,
         inputs: GradInputs<'_, DeviceMatrix<f32>>,
-        d_row: &mut DeviceMatrix<f32>,
-        ds_dst: &mut DeviceMatrix<f32>,
-        ds_src: &mut DeviceMatrix<f32>,
-        dwh: &mut DeviceMatrix<f32>,
+        grads: GradOutputs<'_, DeviceMatrix<f32>>,
     ) -> Result<()> {
-        self.timed("gat attention backward", || {
-            gat_attention_backward(g, a, self.step_ptr().arg(&self.gpu), inputs, d_row, ds_dst, ds_src, dwh)
-        })
+        self.timed("gat attention backward", || gat_attention_backward(g, a, self.step_ptr().arg(&self.gpu), inputs, grads))
     }
 }

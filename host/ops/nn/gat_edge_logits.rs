@@ -30,6 +30,23 @@ use crate::util::Real;
 /// PyG's GATConv `negative_slope`.
 pub const GAT_SLOPE: f32 = 0.2;
 
+/// One head's edge logits as the op takes them: the per-node scores of every head (n x H
+/// each), the head, and LeakyReLU's negative slope.
+pub struct HeadLogits<'a, M: ?Sized> {
+    pub s_dst: &'a M,
+    pub s_src: &'a M,
+    pub head: usize,
+    pub slope: f32,
+}
+
+// By hand: references copy whatever M is (a derive would ask M: Copy).
+impl<M: ?Sized> Clone for HeadLogits<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M: ?Sized> Copy for HeadLogits<'_, M> {}
+
 fn check_scores(s: &Csr, s_dst: (usize, usize), s_src: (usize, usize), head: usize, what: &str) -> Result<()> {
     if s_dst.0 != s.n_rows() || s_src.0 != s.n_cols() || s_dst.1 != s_src.1 || head >= s_dst.1 {
         return Err(Error::Shape(format!(
@@ -53,14 +70,9 @@ fn check_len(len: usize, want: usize, name: &str, what: &str) -> Result<()> {
 }
 
 /// logits_e = LeakyReLU(s_dst[row(e)][head] + s_src[col(e)][head], slope), CSR order.
-pub fn gat_edge_logits_cpu<T: Real>(
-    s: &Csr,
-    s_dst: &HostMat<T>,
-    s_src: &HostMat<T>,
-    head: usize,
-    slope: T,
-    logits: &mut [T],
-) -> Result<()> {
+pub fn gat_edge_logits_cpu<T: Real>(s: &Csr, x: HeadLogits<'_, HostMat<T>>, logits: &mut [T]) -> Result<()> {
+    let HeadLogits { s_dst, s_src, head, slope } = x;
+    let slope = T::from_f64(slope as f64);
     check_scores(s, (s_dst.rows, s_dst.cols), (s_src.rows, s_src.cols), head, "gat_edge_logits")?;
     check_len(logits.len(), s.nnz(), "logits", "gat_edge_logits")?;
     let (rp, ci, h) = (s.row_ptr(), s.col_idx(), s_dst.cols);
@@ -78,17 +90,15 @@ pub fn gat_edge_logits_cpu<T: Real>(
 
 /// dz_e = de_e (z_e > 0 ? 1 : slope) and ds_dst[r][head] = sum of row r's dz (every row
 /// written, 0 for an empty one); CSR order.
-#[allow(clippy::too_many_arguments)]
 pub fn gat_edge_logits_backward_cpu<T: Real>(
     s: &Csr,
-    s_dst: &HostMat<T>,
-    s_src: &HostMat<T>,
-    head: usize,
-    slope: T,
+    x: HeadLogits<'_, HostMat<T>>,
     de: &[T],
     dz: &mut [T],
     ds_dst: &mut HostMat<T>,
 ) -> Result<()> {
+    let HeadLogits { s_dst, s_src, head, slope } = x;
+    let slope = T::from_f64(slope as f64);
     check_scores(s, (s_dst.rows, s_dst.cols), (s_src.rows, s_src.cols), head, "gat_edge_logits_backward")?;
     check_len(de.len(), s.nnz(), "de", "gat_edge_logits_backward")?;
     check_len(dz.len(), s.nnz(), "dz", "gat_edge_logits_backward")?;
@@ -154,15 +164,8 @@ fn device_slots(g: &GraphHandle, order: ValueOrder) -> Result<(Ptr<u32>, usize)>
     Ok((slot_of, g.value_len(order)?))
 }
 
-fn gat_edges(
-    g: &GraphHandle,
-    order: ValueOrder,
-    s_dst: &DeviceMatrix<f32>,
-    s_src: &DeviceMatrix<f32>,
-    head: usize,
-    slope: f32,
-    what: &str,
-) -> Result<(GatEdges, usize)> {
+fn gat_edges(g: &GraphHandle, order: ValueOrder, x: HeadLogits<'_, DeviceMatrix<f32>>, what: &str) -> Result<(GatEdges, usize)> {
+    let HeadLogits { s_dst, s_src, head, slope } = x;
     let gpu = g.gpu()?;
     check_matrix(s_dst, what)?;
     check_matrix(s_src, what)?;
@@ -197,13 +200,10 @@ fn gat_edges(
 pub fn gat_edge_logits(
     g: &GraphHandle,
     order: ValueOrder,
-    s_dst: &DeviceMatrix<f32>,
-    s_src: &DeviceMatrix<f32>,
-    head: usize,
-    slope: f32,
+    x: HeadLogits<'_, DeviceMatrix<f32>>,
     logits: &mut DeviceVec<f32>,
 ) -> Result<()> {
-    let (edges, slots) = gat_edges(g, order, s_dst, s_src, head, slope, "gat_edge_logits")?;
+    let (edges, slots) = gat_edges(g, order, x, "gat_edge_logits")?;
     check_len(logits.len(), slots, "logits", "gat_edge_logits")?;
     let gpu = g.gpu()?.clone();
     if edges.nnz == 0 {
@@ -218,20 +218,17 @@ pub fn gat_edge_logits(
 
 /// [`gat_edge_logits_backward_cpu`] on the device: dz and its row sums in one pass, a lane
 /// group per short row and a thread block per long row (no atomics: the same bits every run).
-#[allow(clippy::too_many_arguments)]
 pub fn gat_edge_logits_backward(
     g: &GraphHandle,
     order: ValueOrder,
-    s_dst: &DeviceMatrix<f32>,
-    s_src: &DeviceMatrix<f32>,
-    head: usize,
-    slope: f32,
+    x: HeadLogits<'_, DeviceMatrix<f32>>,
     de: &DeviceVec<f32>,
     dz: &mut DeviceVec<f32>,
     ds_dst: &mut DeviceMatrix<f32>,
 ) -> Result<()> {
     let what = "gat_edge_logits_backward";
-    let (edges, slots) = gat_edges(g, order, s_dst, s_src, head, slope, what)?;
+    let (edges, slots) = gat_edges(g, order, x, what)?;
+    let s_dst = x.s_dst;
     check_len(de.len(), slots, "de", what)?;
     check_len(dz.len(), slots, "dz", what)?;
     check_matrix(ds_dst, what)?;
@@ -301,25 +298,12 @@ pub fn edge_row_sums(g: &GraphHandle, order: ValueOrder, values: &DeviceVec<f32>
 /// GAT's edge logits of one head from the per-node scores, their backward, and edge row sums.
 pub trait GatEdgeLogitsOp: Backend {
     /// `logits_ij = LeakyReLU(s_dst[i][head] + s_src[j][head], slope)` on the edges of S.
-    #[allow(clippy::too_many_arguments)]
-    fn gat_edge_logits(
-        &self,
-        g: &Self::Graph,
-        s_dst: &Self::Mat,
-        s_src: &Self::Mat,
-        head: usize,
-        slope: f32,
-        logits: &mut Self::Edges,
-    ) -> Result<()>;
+    fn gat_edge_logits(&self, g: &Self::Graph, x: HeadLogits<'_, Self::Mat>, logits: &mut Self::Edges) -> Result<()>;
     /// `dz = de ⊙ LeakyReLU'(z)`, and `ds_dst[:, head]` = its row sums.
-    #[allow(clippy::too_many_arguments)]
     fn gat_edge_logits_backward(
         &self,
         g: &Self::Graph,
-        s_dst: &Self::Mat,
-        s_src: &Self::Mat,
-        head: usize,
-        slope: f32,
+        x: HeadLogits<'_, Self::Mat>,
         de: &Self::Edges,
         dz: &mut Self::Edges,
         ds_dst: &mut Self::Mat,
@@ -329,29 +313,18 @@ pub trait GatEdgeLogitsOp: Backend {
 }
 
 impl<T: Real> GatEdgeLogitsOp for CpuBackend<T> {
-    fn gat_edge_logits(
-        &self,
-        g: &HostGraph<T>,
-        s_dst: &HostMat<T>,
-        s_src: &HostMat<T>,
-        head: usize,
-        slope: f32,
-        logits: &mut Vec<T>,
-    ) -> Result<()> {
-        gat_edge_logits_cpu(&g.s, s_dst, s_src, head, T::from_f64(slope as f64), logits)
+    fn gat_edge_logits(&self, g: &HostGraph<T>, x: HeadLogits<'_, HostMat<T>>, logits: &mut Vec<T>) -> Result<()> {
+        gat_edge_logits_cpu(&g.s, x, logits)
     }
     fn gat_edge_logits_backward(
         &self,
         g: &HostGraph<T>,
-        s_dst: &HostMat<T>,
-        s_src: &HostMat<T>,
-        head: usize,
-        slope: f32,
+        x: HeadLogits<'_, HostMat<T>>,
         de: &Vec<T>,
         dz: &mut Vec<T>,
         ds_dst: &mut HostMat<T>,
     ) -> Result<()> {
-        gat_edge_logits_backward_cpu(&g.s, s_dst, s_src, head, T::from_f64(slope as f64), de, dz, ds_dst)
+        gat_edge_logits_backward_cpu(&g.s, x, de, dz, ds_dst)
     }
     fn edge_row_sums(&self, g: &HostGraph<T>, side: Side, values: &Vec<T>, col: usize, out: &mut HostMat<T>) -> Result<()> {
         edge_row_sums_cpu(self.side(g, side), values, col, out)
@@ -359,31 +332,18 @@ impl<T: Real> GatEdgeLogitsOp for CpuBackend<T> {
 }
 
 impl GatEdgeLogitsOp for CudaBackend {
-    fn gat_edge_logits(
-        &self,
-        g: &GpuGraph,
-        s_dst: &DeviceMatrix<f32>,
-        s_src: &DeviceMatrix<f32>,
-        head: usize,
-        slope: f32,
-        logits: &mut DeviceVec<f32>,
-    ) -> Result<()> {
-        self.timed("gat edge logits", || gat_edge_logits(&g.handle, self.order, s_dst, s_src, head, slope, logits))
+    fn gat_edge_logits(&self, g: &GpuGraph, x: HeadLogits<'_, DeviceMatrix<f32>>, logits: &mut DeviceVec<f32>) -> Result<()> {
+        self.timed("gat edge logits", || gat_edge_logits(&g.handle, self.order, x, logits))
     }
     fn gat_edge_logits_backward(
         &self,
         g: &GpuGraph,
-        s_dst: &DeviceMatrix<f32>,
-        s_src: &DeviceMatrix<f32>,
-        head: usize,
-        slope: f32,
+        x: HeadLogits<'_, DeviceMatrix<f32>>,
         de: &DeviceVec<f32>,
         dz: &mut DeviceVec<f32>,
         ds_dst: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
-        self.timed("gat edge logits backward", || {
-            gat_edge_logits_backward(&g.handle, self.order, s_dst, s_src, head, slope, de, dz, ds_dst)
-        })
+        self.timed("gat edge logits backward", || gat_edge_logits_backward(&g.handle, self.order, x, de, dz, ds_dst))
     }
     fn edge_row_sums(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, col: usize, out: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("edge row sums", || {

@@ -66,7 +66,7 @@ pub use dropout::{
     dropout_cpu, dropout_cpu_at, dropout_matrix, dropout_matrix_at, dropout_matrix_cpu, dropout_matrix_cpu_at, dropout_matrix_rows_cpu,
     input_dropout_matrix,
 };
-pub use edge_softmax::{edge_softmax_backward, edge_softmax_backward_cpu, edge_softmax_scaled, edge_softmax_scaled_cpu};
+pub use edge_softmax::{Softmaxed, edge_softmax_backward, edge_softmax_backward_cpu, edge_softmax_scaled, edge_softmax_scaled_cpu};
 pub use relu::{relu, relu_backward, relu_backward_cpu, relu_cpu};
 pub use row_normalize::{row_normalize, row_normalize_backward, row_normalize_backward_cpu, row_normalize_cpu, row_normalize_with_half};
 pub use scaled_add::{scaled_add, scaled_add_cpu};

@@ -244,7 +244,7 @@ fn cpu_dropout_matrix_uses_padded_index() {
         let ld = padded_ld(cols);
         let x = rand(rows * cols, 10);
         let (mut y, mut mask) = (vec![0.0; rows * cols], vec![9u8; rows * ld]);
-        dropout_matrix_cpu(&x, rows, cols, &mut y, &mut mask, p, seed, step).unwrap();
+        dropout_matrix_cpu_at(&x, rows, cols, &mut y, &mut mask, DropKey::new(p, seed), step).unwrap();
         let thr = dropout_threshold(p);
         for r in 0..rows {
             for c in 0..ld {
@@ -268,7 +268,7 @@ fn cpu_dropout_matrix_uses_padded_index() {
         // The mask is padded: an unpadded one is refused.
         if ld != cols {
             let mut short = vec![0u8; rows * cols];
-            assert!(dropout_matrix_cpu(&x, rows, cols, &mut y, &mut short, p, seed, step).is_err());
+            assert!(dropout_matrix_cpu_at(&x, rows, cols, &mut y, &mut short, DropKey::new(p, seed), step).is_err());
         }
     }
 }
@@ -596,7 +596,7 @@ fn gpu_dropout_masks_match_cpu() {
             let mut yd = poisoned_vec(&gpu, n + 3);
             let mut md = DeviceVec::upload(&gpu, &vec![0xAAu8; n + 3]).unwrap();
             let mut step = DeviceVec::upload(&gpu, &[5u32]).unwrap();
-            dropout(&gpu, &xd, &mut yd, &mut md, n, p, seed, &step).unwrap();
+            dropout_at(&gpu, &xd, &mut yd, &mut md, n, DropKey::new(p, seed), &step).unwrap();
             let (y, m) = (yd.download(&gpu).unwrap(), md.download(&gpu).unwrap());
             let (mut wy, mut wm) = (vec![0.0; n], vec![0u8; n]);
             dropout_cpu(&x, &mut wy, &mut wm, p, seed, 5).unwrap();
@@ -606,7 +606,7 @@ fn gpu_dropout_masks_match_cpu() {
 
             // The step is read on the device: advance it there, draw again.
             step_increment(&gpu, &mut step).unwrap();
-            dropout(&gpu, &xd, &mut yd, &mut md, n, p, seed, &step).unwrap();
+            dropout_at(&gpu, &xd, &mut yd, &mut md, n, DropKey::new(p, seed), &step).unwrap();
             assert_eq!(step.download(&gpu).unwrap()[0], 6);
             dropout_cpu(&x, &mut wy, &mut wm, p, seed, 6).unwrap();
             assert_eq!(&md.download(&gpu).unwrap()[..n], &wm[..], "dropout mask after step_increment, n = {n}");
@@ -631,7 +631,7 @@ fn gpu_dropout_masks_match_cpu() {
             let step = DeviceVec::upload(&gpu, &[11u32]).unwrap();
             dropout_matrix(&xd, &mut yd, &mut md, p, seed, &step).unwrap();
             let (mut wy, mut wm) = (vec![0.0; rows * cols], vec![0u8; rows * ld]);
-            dropout_matrix_cpu(&x, rows, cols, &mut wy, &mut wm, p, seed, 11).unwrap();
+            dropout_matrix_cpu_at(&x, rows, cols, &mut wy, &mut wm, DropKey::new(p, seed), 11).unwrap();
             assert_eq!(md.download(&gpu).unwrap(), wm, "dropout_matrix mask {rows} x {cols}");
             assert_close(&format!("dropout_matrix {rows} x {cols}"), &host(&yd), &wy);
             assert_padding_zero(&yd, "dropout_matrix");
@@ -668,8 +668,8 @@ fn gpu_dropout_masks_match_cpu() {
     let mut yd = DeviceVec::<f32>::zeros(&gpu, 8).unwrap();
     let mut md = DeviceVec::<u8>::zeros(&gpu, 8).unwrap();
     let step = DeviceVec::upload(&gpu, &[1u32]).unwrap();
-    assert!(matches!(dropout(&gpu, &xd, &mut yd, &mut md, 8, 1.0, 1, &step), Err(tcgnn::Error::Unsupported(_))));
-    assert!(matches!(dropout(&gpu, &xd, &mut yd, &mut md, 9, 0.5, 1, &step), Err(tcgnn::Error::Shape(_))));
+    assert!(matches!(dropout_at(&gpu, &xd, &mut yd, &mut md, 8, DropKey::new(1.0, 1), &step), Err(tcgnn::Error::Unsupported(_))));
+    assert!(matches!(dropout_at(&gpu, &xd, &mut yd, &mut md, 9, DropKey::new(0.5, 1), &step), Err(tcgnn::Error::Shape(_))));
     let xm = DeviceMatrix::<f32>::zeros(&gpu, 3, 5).unwrap();
     let mut ym = DeviceMatrix::<f32>::zeros(&gpu, 3, 5).unwrap();
     assert!(matches!(dropout_matrix(&xm, &mut ym, &mut md, 0.5, 1, &step), Err(tcgnn::Error::Shape(_)))); // mask < 3 * 8
@@ -1230,7 +1230,7 @@ fn dropout_keyed_by_ids_draws_the_whole_graphs_rows() {
     let ld = padded_ld(cols);
     let x = rand(whole * cols, 1);
     let (mut wy, mut wm) = (vec![0.0; whole * cols], vec![0u8; whole * ld]);
-    dropout_matrix_cpu(&x, whole, cols, &mut wy, &mut wm, p, seed, step).unwrap();
+    dropout_matrix_cpu_at(&x, whole, cols, &mut wy, &mut wm, DropKey::new(p, seed), step).unwrap();
     let ids = original_ids(17, whole as u32, 2);
     let part: Vec<f64> = ids.iter().flat_map(|&r| x[r as usize * cols..(r as usize + 1) * cols].to_vec()).collect();
     let (mut y, mut m) = (vec![0.0; ids.len() * cols], vec![0u8; ids.len() * ld]);

@@ -99,7 +99,7 @@ fn rows_of(row0: usize, rows: usize, cols: usize) -> Vec<f64> {
     (row0..row0 + rows).flat_map(|r| (0..cols).map(move |c| value(r, c))).collect()
 }
 
-/// `dropout_matrix_rows_cpu` of rows whose elements cross 2^32 (generic: f32 and f64) draws the
+/// `dropout_matrix_cpu_at` of rows (`DropKey::at_row`) whose elements cross 2^32 (generic: f32 and f64) draws the
 /// mask at the 64-bit index, not at the index wrapped to 32 bits.
 fn dropout_rows_past_2_32<T: tcgnn::util::Real>() {
     let (cols, p, seed, step) = (500usize, 0.3f32, 77u64, 4u32);
@@ -108,7 +108,7 @@ fn dropout_rows_past_2_32<T: tcgnn::util::Real>() {
     let rows = 20;
     let x: Vec<T> = rows_of(row0, rows, cols).into_iter().map(T::from_f64).collect();
     let (mut y, mut mask) = (vec![T::zero(); rows * cols], vec![0u8; rows * ld]);
-    dropout_matrix_rows_cpu(&x, row0, rows, cols, &mut y, &mut mask, p, seed, step).unwrap();
+    dropout_matrix_cpu_at(&x, rows, cols, &mut y, &mut mask, DropKey::new(p, seed).at_row(row0, cols), step).unwrap();
     let thr = dropout_threshold(p);
     let (mut past, mut differs) = (0, 0);
     for r in 0..rows {
@@ -191,7 +191,7 @@ fn gpu_ops_over_2_32_elements() {
     for &r in &samples {
         let xr = rows_of(r, 1, cols);
         let (mut wy, mut wm) = (vec![0f64; cols], vec![0u8; ld]);
-        dropout_matrix_rows_cpu(&xr, r, 1, cols, &mut wy, &mut wm, p, seed, 3).unwrap();
+        dropout_matrix_cpu_at(&xr, 1, cols, &mut wy, &mut wm, DropKey::new(p, seed).at_row(r, cols), 3).unwrap();
         assert_eq!(mask_host(r), wm, "dropout mask of row {r}");
         close("dropout", r, &row_of(&y, r), &wy);
         want_y.push((xr, wy));

@@ -66,6 +66,14 @@ impl<'a, I: ?Sized> DropKey<'a, I> {
     pub fn at(self, offset: u64) -> Self {
         DropKey { offset, ..self }
     }
+    /// This key for rows `row0..` of a matrix of `cols` columns in the padded layout (element
+    /// (r, c) keyed `(row0 + r) * padded_ld(cols) + c`, 64 bits): a slice of a larger matrix's
+    /// rows draws its rows of the whole mask (the GPU tests check samples of rows of a matrix
+    /// of more than 2^32 elements so, and the CPU tests the 64-bit index with a `row0` past
+    /// 2^32 / ld).
+    pub fn at_row(self, row0: usize, cols: usize) -> Self {
+        self.at(row0 as u64 * padded_ld(cols) as u64)
+    }
     /// This key with rows (or edges) keyed by `ids`.
     pub fn with_ids(self, ids: Option<&'a I>) -> Self {
         DropKey { ids, ..self }
@@ -152,45 +160,10 @@ pub fn dropout_cpu_at<T: Real>(x: &[T], y: &mut [T], mask: &mut [u8], key: DropK
     Ok(())
 }
 
-/// Dropout of an unpadded rows x cols matrix with the padded index `r * padded_ld(cols) + c`;
-/// `mask` is `rows * padded_ld(cols)` bytes in the padded layout (padding entries written too):
-/// the same bytes `dropout_matrix` writes on the GPU.
-#[allow(clippy::too_many_arguments)]
-pub fn dropout_matrix_cpu<T: Real>(
-    x: &[T],
-    rows: usize,
-    cols: usize,
-    y: &mut [T],
-    mask: &mut [u8],
-    p: f32,
-    seed: u64,
-    step: u32,
-) -> Result<()> {
-    dropout_matrix_cpu_at(x, rows, cols, y, mask, DropKey::new(p, seed), step)
-}
-
-/// `dropout_matrix_cpu` of rows `row0 .. row0 + rows` of a larger matrix: `x`, `y` and `mask`
-/// hold only those rows, whose elements draw with their index in the whole matrix,
-/// `(row0 + r) * ld + c` (64 bits, as the kernel's). The GPU tests check samples of rows of a
-/// matrix of more than 2^32 elements with it, and the CPU tests run the 64-bit index path with a
-/// small `rows` and a `row0` past 2^32 / ld.
-#[allow(clippy::too_many_arguments)]
-pub fn dropout_matrix_rows_cpu<T: Real>(
-    x: &[T],
-    row0: usize,
-    rows: usize,
-    cols: usize,
-    y: &mut [T],
-    mask: &mut [u8],
-    p: f32,
-    seed: u64,
-    step: u32,
-) -> Result<()> {
-    dropout_matrix_cpu_at(x, rows, cols, y, mask, DropKey::new(p, seed).at(row0 as u64 * padded_ld(cols) as u64), step)
-}
-
-/// [`dropout_matrix_cpu`] with element (r, c) keyed as `key.offset + row(r) * ld + c` (64
-/// bits): a part draws exactly its rows of the whole mask.
+/// Dropout of an unpadded rows x cols matrix with element (r, c) keyed as `key.offset + row(r) *
+/// ld + c` (64 bits; ld = `padded_ld(cols)`): a part draws exactly its rows of the whole mask.
+/// `mask` is `rows * ld` bytes in the padded layout (padding entries written too): the same
+/// bytes `dropout_matrix_at` writes on the GPU.
 pub fn dropout_matrix_cpu_at<T: Real>(
     x: &[T],
     rows: usize,
@@ -205,7 +178,7 @@ pub fn dropout_matrix_cpu_at<T: Real>(
     let ld = padded_ld(cols);
     if x.len() != rows * cols || y.len() != rows * cols || mask.len() != rows * ld {
         return Err(Error::Shape(format!(
-            "dropout_matrix_cpu: {rows} x {cols} (ld {ld}) with x {}, y {}, mask {} elements",
+            "dropout_matrix_cpu_at: {rows} x {cols} (ld {ld}) with x {}, y {}, mask {} elements",
             x.len(),
             y.len(),
             mask.len()
@@ -214,7 +187,7 @@ pub fn dropout_matrix_cpu_at<T: Real>(
     if rows == 0 || cols == 0 {
         return Ok(()); // ld = 0 when cols = 0: no mask either
     }
-    key.check_ids(rows, "dropout_matrix_cpu")?;
+    key.check_ids(rows, "dropout_matrix_cpu_at")?;
     let keep_at = matrix_keep(cols, key, step);
     let keep_frac = T::one() - T::from_f64(p as f64);
     y.par_chunks_mut(cols).zip(mask.par_chunks_mut(ld)).enumerate().with_min_len(64).for_each(|(r, (yr, mr))| {
@@ -243,7 +216,7 @@ pub fn dropout_backward_cpu<T: Real>(dy: &[T], mask: &[u8], p: f32, dx: &mut [T]
 }
 
 /// dx = mask ? dy / (1 - p) : 0 for unpadded rows x cols `dy`, `dx` and the padded mask of
-/// `dropout_matrix_cpu` / `dropout_matrix`.
+/// `dropout_matrix_cpu_at` / `dropout_matrix_at`.
 pub fn dropout_backward_matrix_cpu<T: Real>(dy: &[T], mask: &[u8], rows: usize, cols: usize, p: f32, dx: &mut [T]) -> Result<()> {
     check_p(p)?;
     let ld = padded_ld(cols);
@@ -267,23 +240,9 @@ pub fn dropout_backward_matrix_cpu<T: Real>(dy: &[T], mask: &[u8], rows: usize, 
     Ok(())
 }
 
-/// Dropout of the first `n` elements of flat device buffers: y = keep ? x / (1 - p) : 0,
-/// mask = keep; `step[0]` is read when the kernel runs.
-#[allow(clippy::too_many_arguments)]
-pub fn dropout(
-    gpu: &Gpu,
-    x: &DeviceVec<f32>,
-    y: &mut DeviceVec<f32>,
-    mask: &mut DeviceVec<u8>,
-    n: usize,
-    p: f32,
-    seed: u64,
-    step: &DeviceVec<u32>,
-) -> Result<()> {
-    dropout_at(gpu, x, y, mask, n, DropKey::new(p, seed), step)
-}
-
-/// [`dropout`] with element i keyed as `key.offset + row(i)` (a vector of edges).
+/// Dropout of the first `n` elements of flat device buffers: y = keep ? x / (1 - p) : 0, mask =
+/// keep, element i keyed as `key.offset + row(i)` (a vector of edges); `step[0]` is read when
+/// the kernel runs.
 pub fn dropout_at(
     gpu: &Gpu,
     x: &DeviceVec<f32>,

@@ -62,9 +62,8 @@ pub use col_sums::{col_sums, col_sums_cpu};
 pub use cross_entropy::{MASK_TEST, MASK_TRAIN, MASK_VAL, cross_entropy, cross_entropy_cpu};
 pub use dot::{dot, dot_cpu};
 pub use dropout::{
-    DropKey, dropout, dropout_at, dropout_backward, dropout_backward_cpu, dropout_backward_matrix, dropout_backward_matrix_cpu,
-    dropout_cpu, dropout_cpu_at, dropout_matrix, dropout_matrix_at, dropout_matrix_cpu, dropout_matrix_cpu_at, dropout_matrix_rows_cpu,
-    input_dropout_matrix,
+    DropKey, dropout_at, dropout_backward, dropout_backward_cpu, dropout_backward_matrix, dropout_backward_matrix_cpu, dropout_cpu,
+    dropout_cpu_at, dropout_matrix, dropout_matrix_at, dropout_matrix_cpu_at, input_dropout_matrix,
 };
 pub use edge_softmax::{Softmaxed, edge_softmax_backward, edge_softmax_backward_cpu, edge_softmax_scaled, edge_softmax_scaled_cpu};
 pub use relu::{relu, relu_backward, relu_backward_cpu, relu_cpu};

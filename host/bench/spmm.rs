@@ -110,8 +110,8 @@ pub fn bench_spmm(gpu: &Arc<Gpu>, name: &str, g: &GraphHandle, k: usize, opt: &S
                     for alg in SpmmAlg::ALL {
                         let a = if alg.layout() == Layout::Coo { &a_coo } else { &a_csr };
                         let res = match dtype {
-                            DataType::F32 => time_cusparse::<f32>(gpu, &handle, a, &x, dtype, &mut y, alg, opt),
-                            DataType::F16 => time_cusparse::<half::f16>(gpu, &handle, a, &x, dtype, &mut y, alg, opt),
+                            DataType::F32 => time_cusparse::<f32>(&handle, a, &x, dtype, &mut y, alg, opt),
+                            DataType::F16 => time_cusparse::<half::f16>(&handle, a, &x, dtype, &mut y, alg, opt),
                         }
                         .and_then(|ms| Ok((ms, rel_error(&y.download()?.data, reference))));
                         match res {
@@ -271,9 +271,7 @@ type SourceRow = (String, std::result::Result<(f64, f64), String>, (usize, usize
 
 /// Median time of cuSPARSE SpMM with algorithm `alg`: plan (descriptors, workspace,
 /// preprocessing) built outside the timed loop.
-#[allow(clippy::too_many_arguments)]
 fn time_cusparse<T: crate::gpu::memory::Element>(
-    gpu: &Arc<Gpu>,
     handle: &Arc<cusparse::Handle>,
     a: &Arc<SparseMatrix>,
     x: &Matrix,
@@ -282,6 +280,7 @@ fn time_cusparse<T: crate::gpu::memory::Element>(
     alg: SpmmAlg,
     opt: &SpmmBenchOptions,
 ) -> Result<f64> {
+    let gpu = handle.gpu();
     let xm = DeviceMatrix::<T>::upload(gpu, x)?;
     y.poison()?;
     let mut plan = SpmmPlan::new(handle, a, &xm, dtype, y, alg)?;

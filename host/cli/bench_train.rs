@@ -308,7 +308,6 @@ fn train_args(a: &BenchTrainArgs, graph: &str) -> TrainArgs {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn bench_one(
     gpu: &Arc<Gpu>,
     a: &BenchTrainArgs,

@@ -231,20 +231,17 @@ impl Blas {
         &self.gpu
     }
 
-    /// Row-major `C = alpha op(A) op(B) + beta C` on f32 matrices, `op(X)` = X or Xᵀ (`trans_*`),
-    /// queued on the GPU's stream. op(A) must be `m x k`, op(B) `k x n`, C `m x n`
+    /// Row-major `C = alpha op(A) op(B) + beta C` on f32 matrices, each operand given with
+    /// whether it is transposed (`op(X)` = X or Xᵀ), queued on the GPU's stream. op(A) must be `m x k`, op(B) `k x n`, C `m x n`
     /// (`Error::Shape` otherwise). Only the `m x n` values of C are written: padding columns are
     /// left untouched. With `beta = 0`, C's old contents are never read (NaN in C does not
     /// propagate). An empty C is a no-op; `k = 0` gives `C = beta C`.
-    #[allow(clippy::too_many_arguments)]
     pub fn gemm(
         &self,
         math: GemmMath,
         alpha: f32,
-        a: &DeviceMatrix<f32>,
-        trans_a: bool,
-        b: &DeviceMatrix<f32>,
-        trans_b: bool,
+        (a, trans_a): (&DeviceMatrix<f32>, bool),
+        (b, trans_b): (&DeviceMatrix<f32>, bool),
         beta: f32,
         c: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
@@ -252,25 +249,22 @@ impl Blas {
         // SAFETY: the three are live buffers of this Gpu holding rows * ld elements (checked
         // above); C is borrowed mutably, so it cannot overlap A or B; a DeviceMatrix frees its
         // buffer stream-ordered on this same stream, so the buffers outlive the queued GEMM.
-        unsafe { self.gemm_raw::<f32>(math, alpha, ra, trans_a, rb, trans_b, beta, rc) }
+        unsafe { self.gemm_raw::<f32>(math, alpha, (ra, trans_a), (rb, trans_b), beta, rc) }
     }
 
     /// As [`Blas::gemm`] with f16 inputs: f32 output, f32 accumulation on tensor cores
     /// (`cublasGemmEx`, `CUDA_R_16F` inputs, `CUBLAS_COMPUTE_32F`).
-    #[allow(clippy::too_many_arguments)]
     pub fn gemm_f16(
         &self,
         alpha: f32,
-        a: &DeviceMatrix<half::f16>,
-        trans_a: bool,
-        b: &DeviceMatrix<half::f16>,
-        trans_b: bool,
+        (a, trans_a): (&DeviceMatrix<half::f16>, bool),
+        (b, trans_b): (&DeviceMatrix<half::f16>, bool),
         beta: f32,
         c: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
         let (ra, rb, rc) = (self.operand("A", a)?, self.operand("B", b)?, self.operand_mut("C", c)?);
         // SAFETY: as in `gemm`.
-        unsafe { self.gemm_raw::<half::f16>(GemmMath::F32, alpha, ra, trans_a, rb, trans_b, beta, rc) }
+        unsafe { self.gemm_raw::<half::f16>(GemmMath::F32, alpha, (ra, trans_a), (rb, trans_b), beta, rc) }
     }
 
     /// [`Blas::gemm`] on raw device operands (e.g. row blocks of larger matrices): row-major
@@ -287,15 +281,12 @@ impl Blas {
     /// - The memory stays allocated until the queued GEMM has run (memory freed stream-ordered on
     ///   the GPU's stream after this call is fine), and, when the call is captured into a graph,
     ///   for as long as the graph is replayed. The host must not read C before synchronising.
-    #[allow(clippy::too_many_arguments)]
     pub unsafe fn gemm_raw<T: GemmInput>(
         &self,
         math: GemmMath,
         alpha: f32,
-        a: RawMatrix,
-        trans_a: bool,
-        b: RawMatrix,
-        trans_b: bool,
+        (a, trans_a): (RawMatrix, bool),
+        (b, trans_b): (RawMatrix, bool),
         beta: f32,
         c: RawMatrix,
     ) -> Result<()> {

@@ -28,6 +28,13 @@ pub struct Handle {
 }
 
 impl Handle {
+    /// The GPU whose stream the handle queues on.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+}
+
+impl Handle {
     pub fn new(gpu: &Arc<Gpu>) -> Result<Self> {
         if !available() {
             return Err(Error::Unsupported("libcusparse was not found (set LD_LIBRARY_PATH to CUDA's lib64)".into()));
@@ -383,7 +390,6 @@ macro_rules! sddmm_call {
 impl SddmmPlan {
     /// Bind A (n_rows x K), B (n_cols x K) and the CSR pattern (device `row_ptr`, `col_idx`)
     /// with `out` (nnz f32) as C's values; workspace and preprocessing done here.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         handle: &Arc<Handle>,
         (n_rows, n_cols, nnz): (usize, usize, usize),

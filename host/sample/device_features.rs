@@ -19,7 +19,6 @@ use crate::shared::config::SCAN_TILE;
 /// A device batch's features into a rebound model's input, for either sampler: dense rows
 /// gathered by node id from the model's resident copy (`sparse` None), or the batch's sparse rows
 /// and transpose padded into its sparse input.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn bind_input(
     g: &Gpu,
     (input, resident): (&mut InputFeatures<CudaBackend>, Option<&DeviceMatrix<f32>>),

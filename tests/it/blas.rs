@@ -139,9 +139,9 @@ fn check_all(gpu: &Arc<Gpu>, blas: &Blas, kind: Kind) {
                 }
                 let before = raw(gpu, &c);
                 match kind {
-                    Kind::F32 => blas.gemm(GemmMath::F32, alpha, &da, ta, &db, tb, beta, &mut c),
-                    Kind::Tf32 => blas.gemm(GemmMath::Tf32, alpha, &da, ta, &db, tb, beta, &mut c),
-                    Kind::F16 => blas.gemm_f16(alpha, &ha, ta, &hb, tb, beta, &mut c),
+                    Kind::F32 => blas.gemm(GemmMath::F32, alpha, (&da, ta), (&db, tb), beta, &mut c),
+                    Kind::Tf32 => blas.gemm(GemmMath::Tf32, alpha, (&da, ta), (&db, tb), beta, &mut c),
+                    Kind::F16 => blas.gemm_f16(alpha, (&ha, ta), (&hb, tb), beta, &mut c),
                 }
                 .unwrap();
                 gpu.synchronize().unwrap();
@@ -308,9 +308,9 @@ fn gemm_k_zero_and_empty_shapes() {
             }
             let before = raw(&gpu, &c);
             if f16 {
-                blas.gemm_f16(1.5, &ha, ta, &hb, tb, beta, &mut c).unwrap();
+                blas.gemm_f16(1.5, (&ha, ta), (&hb, tb), beta, &mut c).unwrap();
             } else {
-                blas.gemm(GemmMath::F32, 1.5, &a, ta, &b, tb, beta, &mut c).unwrap();
+                blas.gemm(GemmMath::F32, 1.5, (&a, ta), (&b, tb), beta, &mut c).unwrap();
             }
             gpu.synchronize().unwrap();
             let got = c.download().unwrap();
@@ -324,11 +324,11 @@ fn gemm_k_zero_and_empty_shapes() {
     let a = DeviceMatrix::<f32>::zeros(&gpu, 0, 4).unwrap();
     let b = DeviceMatrix::<f32>::upload(&gpu, &Matrix::random(4, 7, 5)).unwrap();
     let mut c = DeviceMatrix::<f32>::zeros(&gpu, 0, 7).unwrap();
-    blas.gemm(GemmMath::F32, 1.0, &a, false, &b, false, 0.0, &mut c).unwrap();
+    blas.gemm(GemmMath::F32, 1.0, (&a, false), (&b, false), 0.0, &mut c).unwrap();
     let a = DeviceMatrix::<f32>::upload(&gpu, &Matrix::random(5, 4, 6)).unwrap();
     let b = DeviceMatrix::<f32>::zeros(&gpu, 4, 0).unwrap();
     let mut c = DeviceMatrix::<f32>::zeros(&gpu, 5, 0).unwrap();
-    blas.gemm(GemmMath::Tf32, 1.0, &a, false, &b, false, 1.0, &mut c).unwrap();
+    blas.gemm(GemmMath::Tf32, 1.0, (&a, false), (&b, false), 1.0, &mut c).unwrap();
     gpu.synchronize().unwrap();
 }
 
@@ -337,18 +337,18 @@ fn gemm_shape_mismatch_is_an_error() {
     let Some((gpu, blas, _lock)) = setup("gemm_shape_mismatch_is_an_error") else { return };
     let m = |r, c, s| DeviceMatrix::<f32>::upload(&gpu, &Matrix::random(r, c, s)).unwrap();
     let (a, b, mut c) = (m(3, 4, 1), m(5, 6, 2), m(3, 6, 3));
-    match blas.gemm(GemmMath::F32, 1.0, &a, false, &b, false, 0.0, &mut c) {
+    match blas.gemm(GemmMath::F32, 1.0, (&a, false), (&b, false), 0.0, &mut c) {
         Err(Error::Shape(msg)) => assert!(msg.contains("A 3x4") && msg.contains("B 5x6") && msg.contains("C 3x6"), "{msg}"),
         other => panic!("expected a shape error, got {other:?}"),
     }
     // Right inner dimension, wrong C; and a transpose that breaks an otherwise good product.
     let (b, mut c_bad) = (m(4, 6, 4), m(6, 3, 5));
-    assert!(matches!(blas.gemm(GemmMath::Tf32, 1.0, &a, false, &b, false, 0.0, &mut c_bad), Err(Error::Shape(_))));
-    assert!(matches!(blas.gemm(GemmMath::F32, 1.0, &a, true, &b, false, 0.0, &mut c), Err(Error::Shape(_))));
+    assert!(matches!(blas.gemm(GemmMath::Tf32, 1.0, (&a, false), (&b, false), 0.0, &mut c_bad), Err(Error::Shape(_))));
+    assert!(matches!(blas.gemm(GemmMath::F32, 1.0, (&a, true), (&b, false), 0.0, &mut c), Err(Error::Shape(_))));
     let h = |r, c, s| DeviceMatrix::<half::f16>::upload(&gpu, &Matrix::random(r, c, s)).unwrap();
-    assert!(matches!(blas.gemm_f16(1.0, &h(3, 4, 6), false, &h(3, 6, 7), false, 0.0, &mut c), Err(Error::Shape(_))));
+    assert!(matches!(blas.gemm_f16(1.0, (&h(3, 4, 6), false), (&h(3, 6, 7), false), 0.0, &mut c), Err(Error::Shape(_))));
     // The good product still works afterwards.
-    blas.gemm(GemmMath::F32, 1.0, &a, false, &b, false, 0.0, &mut c).unwrap();
+    blas.gemm(GemmMath::F32, 1.0, (&a, false), (&b, false), 0.0, &mut c).unwrap();
     gpu.synchronize().unwrap();
 }
 
@@ -388,7 +388,7 @@ fn captured_gemm_spmm_memset_replays_on_new_inputs() {
     let step =
         |x: &DeviceMatrix<f32>, w: &DeviceMatrix<f32>, h: &mut DeviceFeatures, y: &mut DeviceMatrix<f32>, z: &mut DeviceMatrix<f32>| {
             let DeviceFeatures::F32(hm) = h else { unreachable!() };
-            blas.gemm(GemmMath::F32, 1.0, x, false, w, false, 0.0, hm)?;
+            blas.gemm(GemmMath::F32, 1.0, (x, false), (w, false), 0.0, hm)?;
             spmm_device(&g, &*h, y, Impl::Hp)?;
             z.zero()
         };
@@ -443,7 +443,7 @@ fn capture_errors_end_the_capture() {
             "{what}: the stream is still capturing"
         );
         c.poison().unwrap();
-        blas.gemm(GemmMath::F32, 1.0, &a, false, &b, false, 0.0, &mut c).unwrap();
+        blas.gemm(GemmMath::F32, 1.0, (&a, false), (&b, false), 0.0, &mut c).unwrap();
         gpu.synchronize().unwrap();
         let err = rel_error(&c.download().unwrap().data, &want);
         assert!(err < 1e-5, "{what}: relative error {err}");
@@ -460,8 +460,8 @@ fn capture_errors_end_the_capture() {
     // Work queued, then a failure (a shape error) inside the capture.
     let mut c2 = DeviceMatrix::<f32>::zeros(&gpu, 33, 7).unwrap();
     let r = gpu.capture(|| {
-        blas.gemm(GemmMath::F32, 1.0, &a, false, &b, false, 0.0, &mut c2)?;
-        blas.gemm(GemmMath::F32, 1.0, &b, false, &a, false, 0.0, &mut c2)
+        blas.gemm(GemmMath::F32, 1.0, (&a, false), (&b, false), 0.0, &mut c2)?;
+        blas.gemm(GemmMath::F32, 1.0, (&b, false), (&a, false), 0.0, &mut c2)
     });
     assert!(matches!(r, Err(Error::Shape(_))), "{r:?}");
     eager_gemm_works("after a shape error inside the capture");
@@ -485,7 +485,7 @@ fn capture_errors_end_the_capture() {
     eager_gemm_works("after a panic inside the capture");
 
     // And capturing works again.
-    let graph = gpu.capture(|| blas.gemm(GemmMath::F32, 1.0, &a, false, &b, false, 0.0, &mut c2)).unwrap();
+    let graph = gpu.capture(|| blas.gemm(GemmMath::F32, 1.0, (&a, false), (&b, false), 0.0, &mut c2)).unwrap();
     c2.poison().unwrap();
     graph.replay().unwrap();
     gpu.synchronize().unwrap();

@@ -461,8 +461,8 @@ fn gpu_fused_products_time() {
                 .median_ms;
             let unf = time_gpu(&gpu, 3, 20, || {
                 dropout_matrix(&x, &mut xd, &mut mask, 0.5, 7, &step)?;
-                blas.gemm(math, 1.0, &xd, false, &w, false, 0.0, &mut y)?;
-                blas.gemm(math, 1.0, &xd, true, &dy, false, 0.0, &mut dw)
+                blas.gemm(math, 1.0, (&xd, false), (&w, false), 0.0, &mut y)?;
+                blas.gemm(math, 1.0, (&xd, true), (&dy, false), 0.0, &mut dw)
             })
             .unwrap()
             .median_ms;
@@ -486,12 +486,12 @@ fn gpu_fused_products_time() {
                     .median_ms;
             let unf = time_gpu(&gpu, 3, 20, || {
                 input_dropout_matrix(&x, Some(&xh), &mut xd, DropKey::new(0.5, 7).at(0), &step)?;
-                blas.gemm(GemmMath::Tf32, 1.0, &xd, false, &w, false, 0.0, &mut y)
+                blas.gemm(GemmMath::Tf32, 1.0, (&xd, false), (&w, false), 0.0, &mut y)
             })
             .unwrap()
             .median_ms;
             let dw_cublas =
-                time_gpu(&gpu, 3, 20, || blas.gemm(GemmMath::Tf32, 1.0, &xd, true, &dy, false, 0.0, &mut dw)).unwrap().median_ms;
+                time_gpu(&gpu, 3, 20, || blas.gemm(GemmMath::Tf32, 1.0, (&xd, true), (&dy, false), 0.0, &mut dw)).unwrap().median_ms;
             let mut scratch = DeviceVec::<f32>::zeros(&gpu, dropout_gemm_dw_wide_scratch_len(&gpu, rows, k, n).unwrap()).unwrap();
             let dw_wide =
                 time_gpu(&gpu, 3, 20, || dropout_gemm_dw_wide(&xh, &dy, &mut dw, &mut scratch, None, DropKey::new(0.5, 7).at(0), &step))
@@ -624,7 +624,7 @@ fn gpu_skinny_gemm_matches_cpu() {
                 let mut c = DeviceMatrix::<f32>::zeros(&gpu, out_rows, n).unwrap();
                 c.poison().unwrap();
                 assert!(skinny_gemm_fits(&ad, ta, tb, &c), "{what}: not on the streaming kernels");
-                skinny_gemm(&ad, ta, b, tb, &mut c, &step, &mut scratch, math).unwrap();
+                skinny_gemm((&ad, ta), (b, tb), &mut c, &step, &mut scratch, math).unwrap();
                 let got = c.download_padded().unwrap();
                 let ld = padded_ld(n);
                 assert!(got.iter().enumerate().all(|(i, v)| i % ld < n || *v == 0.0), "{what}: padding not zero");
@@ -640,7 +640,7 @@ fn gpu_skinny_gemm_matches_cpu() {
     let mut c = DeviceMatrix::<f32>::zeros(&gpu, 100, 64).unwrap();
     let mut scratch = DeviceVec::<f32>::zeros(&gpu, 1).unwrap();
     assert!(!skinny_gemm_fits(&a, false, false, &c));
-    assert!(skinny_gemm(&a, false, &b, false, &mut c, &step, &mut scratch, GemmMath::Tf32).is_err());
+    assert!(skinny_gemm((&a, false), (&b, false), &mut c, &step, &mut scratch, GemmMath::Tf32).is_err());
 }
 
 /// The narrow GEMMs against cuBLAS at GCN's second layer on SBM 1M (1M x 16 -> 8, its weight
@@ -661,14 +661,14 @@ fn gpu_skinny_gemm_time() {
         let m = GemmMath::Tf32;
         let t = |f: &mut dyn FnMut() -> tcgnn::error::Result<()>| time_gpu(&gpu, 3, 20, f).unwrap().median_ms;
         let ours = [
-            t(&mut || skinny_gemm(&h, false, &w, false, &mut z, &step, &mut scratch, m)),
-            t(&mut || skinny_gemm(&h, true, &dz, false, &mut dw, &step, &mut scratch, m)),
-            t(&mut || skinny_gemm(&dz, false, &w, true, &mut dh, &step, &mut scratch, m)),
+            t(&mut || skinny_gemm((&h, false), (&w, false), &mut z, &step, &mut scratch, m)),
+            t(&mut || skinny_gemm((&h, true), (&dz, false), &mut dw, &step, &mut scratch, m)),
+            t(&mut || skinny_gemm((&dz, false), (&w, true), &mut dh, &step, &mut scratch, m)),
         ];
         let cublas = [
-            t(&mut || blas.gemm(m, 1.0, &h, false, &w, false, 0.0, &mut z)),
-            t(&mut || blas.gemm(m, 1.0, &h, true, &dz, false, 0.0, &mut dw)),
-            t(&mut || blas.gemm(m, 1.0, &dz, false, &w, true, 0.0, &mut dh)),
+            t(&mut || blas.gemm(m, 1.0, (&h, false), (&w, false), 0.0, &mut z)),
+            t(&mut || blas.gemm(m, 1.0, (&h, true), (&dz, false), 0.0, &mut dw)),
+            t(&mut || blas.gemm(m, 1.0, (&dz, false), (&w, true), 0.0, &mut dh)),
         ];
         println!(
             "skinny gemm {rows} x {k} -> {n} tf32: h w {:.3} ms (cuBLAS {:.3}), hT dz {:.3} ({:.3}), dz wT {:.3} ({:.3})",

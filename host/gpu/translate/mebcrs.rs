@@ -39,7 +39,7 @@ pub fn mebcrs_on_device(gpu: &Arc<Gpu>, csr: &Csr, d: &DeviceCsr, k: usize) -> R
     }
     let plan = plan_windows(csr.row_ptr(), MEBCRS_WINDOW);
     let mut large = LargeWindows::new(gpu, &plan)?;
-    let wc = window_cols(gpu, n_rows, nnz, MEBCRS_WINDOW, &d.row_ptr, &d.col_idx, &plan, &mut large, true)?;
+    let wc = window_cols(gpu, (csr, d), MEBCRS_WINDOW, &plan, &mut large, true)?;
     let (win_ptr, _) = window_scan(gpu, plan.n_windows, &wc.counts, None)?;
     let n_vectors = read_at(gpu, &win_ptr, plan.n_windows)? as usize;
     let mut out = DeviceMeBcrsParts {

@@ -45,7 +45,7 @@ pub fn sgt_on_device(gpu: &Arc<Gpu>, csr: &Csr, d: &DeviceCsr, block_w: usize) -
     }
     let plan = plan_windows(csr.row_ptr(), SGT_WINDOW);
     let mut large = LargeWindows::new(gpu, &plan)?;
-    let wc = window_cols(gpu, n_rows, nnz, SGT_WINDOW, &d.row_ptr, &d.col_idx, &plan, &mut large, false)?;
+    let wc = window_cols(gpu, (csr, d), SGT_WINDOW, &plan, &mut large, false)?;
     let (win_ptr, blk_ptr) = window_scan(gpu, plan.n_windows, &wc.counts, Some(block_w as u32))?;
     let blk_ptr = blk_ptr.expect("asked for block pointers");
     let n_unique = read_at(gpu, &win_ptr, plan.n_windows)? as usize;

@@ -3,9 +3,11 @@
 
 use crate::error::Result;
 use crate::gpu::abi::format::{self as kernels, LargeWindowList, WindowColsArgs, WindowColsLargeArgs};
+use crate::gpu::csr::DeviceCsr;
 use crate::gpu::launch::{PtrMut, Shape};
 use crate::gpu::translate::plan::WindowPlan;
 use crate::gpu::{DeviceVec, Gpu};
+use crate::graph::Csr;
 use crate::shared::translate::{LARGE_THREADS, WINDOW_THREADS, window_smem_bytes};
 
 /// The large windows' list and sort scratch, kept for a second sort over the same windows.
@@ -41,20 +43,17 @@ pub struct WindowCols {
     pub dup: Option<DeviceVec<u32>>,
 }
 
-/// Run step 1 over windows of `win` rows of the CSR (`row_ptr`, `col_idx` on the device,
-/// `n_rows` rows, `nnz` edges) as planned by `plan`.
-#[allow(clippy::too_many_arguments)]
+/// Run step 1 over windows of `win` rows of `csr` (its arrays `d` on the device) as planned by
+/// `plan`.
 pub fn window_cols(
     gpu: &Gpu,
-    n_rows: usize,
-    nnz: usize,
+    (csr, d): (&Csr, &DeviceCsr),
     win: usize,
-    row_ptr: &DeviceVec<u32>,
-    col_idx: &DeviceVec<u32>,
     plan: &WindowPlan,
     large: &mut LargeWindows,
     with_dup: bool,
 ) -> Result<WindowCols> {
+    let (n_rows, nnz, row_ptr, col_idx) = (csr.n_rows(), csr.nnz(), &d.row_ptr, &d.col_idx);
     let mut out = WindowCols {
         loc: DeviceVec::zeros(gpu, nnz)?,
         ucol: DeviceVec::zeros(gpu, nnz)?,

@@ -67,7 +67,6 @@ fn row<T: Real>(x: &[T], label: i32, bits: u8, inv_n_train: T, d: &mut [T]) -> [
 
 /// Loss, gradient and accuracy counts of `logits` (rows x cols); returns
 /// [loss, correct train, correct val, correct test]. Deterministic (fixed summation order).
-#[allow(clippy::too_many_arguments)]
 pub fn cross_entropy_cpu<T: Real>(
     logits: &[T],
     rows: usize,

@@ -795,12 +795,9 @@ pub fn skinny_gemm_fits(a: &DeviceMatrix<f32>, ta: bool, tb: bool, c: &DeviceMat
 /// c = op(a) op(b) for the shapes of [`skinny_gemm_fits`]: the dropout products with p = 0
 /// (no mask drawn). `step` is any live counter (not read for p = 0, but passed); `scratch`
 /// as [`dropout_gemm_dw`]'s when `ta`.
-#[allow(clippy::too_many_arguments)]
 pub fn skinny_gemm(
-    a: &DeviceMatrix<f32>,
-    ta: bool,
-    b: &DeviceMatrix<f32>,
-    tb: bool,
+    (a, ta): (&DeviceMatrix<f32>, bool),
+    (b, tb): (&DeviceMatrix<f32>, bool),
     c: &mut DeviceMatrix<f32>,
     step: &DeviceVec<u32>,
     scratch: &mut DeviceVec<f32>,

@@ -236,7 +236,7 @@ pub fn elu_dropout_backward_product(
         unsafe { elu_dropout_backward_product_f32.launch(&gpu, Shape { smem_bytes: smem as u32, ..shape }, &args)? };
         return apart.map_or(Ok(()), |s| col_sums(dz, s));
     }
-    blas.gemm(math, 1.0, g, false, w, true, 0.0, dz)?;
+    blas.gemm(math, 1.0, (g, false), (w, true), 0.0, dz)?;
     let args = EluDropoutBackwardArgs {
         n4,
         dy: dz.arg(),

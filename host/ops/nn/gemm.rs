@@ -38,10 +38,10 @@ impl GemmOp for CudaBackend {
             // Only the weight-gradient form (aᵀ b) uses the split scratch.
             let need = if ta { dropout_gemm_dw_scratch_len(&self.gpu, a.rows, a.cols, c.cols, false)? } else { 0 };
             return self.with_dropout_gemm_scratch(need, |s| {
-                self.timed("gemm (narrow)", || skinny_gemm(a, ta, b, tb, c, &self.step_ptr(), s, self.math))
+                self.timed("gemm (narrow)", || skinny_gemm((a, ta), (b, tb), c, &self.step_ptr(), s, self.math))
             });
         }
-        self.timed("gemm", || self.blas.gemm(self.math, 1.0, a, ta, b, tb, beta, c))
+        self.timed("gemm", || self.blas.gemm(self.math, 1.0, (a, ta), (b, tb), beta, c))
     }
 }
 

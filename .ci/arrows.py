@@ -6,7 +6,12 @@ exits 1 if there is any.
 Ranks (README, Architecture): error < util, shared (constants shared with the device crate) < tensor < graph < format < gpu < ops < nn <
 task/sample/dist < bench < cli (the binary: host/main.rs and host/cli/, which see the library as
 `tcgnn::`). A file's `#[cfg(test)]` tail is not checked: unit tests may build inputs with layers
-above the one they test."""
+above the one they test.
+
+Inside a layer, the sub-folders (`ops/nn`, `ops/backend`, `nn/models`, ...; the layer's own files
+are its root, `ops`) may import each other, but not in a circle: each circle is printed. A circle
+in KNOWN_LOOPS is listed as still to break; any other fails the check, and so does a listed one
+that is gone (take it off the list, so that it cannot come back unnoticed)."""
 import pathlib
 import re
 import sys
@@ -18,6 +23,11 @@ RANK = {
     "bench": 9, "cli": 10,
 }
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "host"
+# Circles between sub-folders of one layer that exist today (issue 41), each as its sorted folders.
+KNOWN_LOOPS: set[tuple[str, ...]] = {
+    ("nn", "nn/models"),
+    ("ops", "ops/backend", "ops/nn", "ops/sddmm", "ops/spmm"),
+}
 # `crate::x` (library) or `tcgnn::x` (the binary's view of the library), in use lines and paths.
 REF = re.compile(r"\b(?:crate|tcgnn)::([a-z_]+)")
 
@@ -30,8 +40,95 @@ def layer_of(path: pathlib.Path) -> str | None:
     return rel[0]
 
 
+def folder_of(path: pathlib.Path) -> str | None:
+    """The layer sub-folder a file belongs to (`ops/nn`), or the layer's root (`ops`)."""
+    rel = path.relative_to(ROOT).parts
+    if len(rel) == 1:
+        return None
+    if len(rel) == 2:
+        return rel[0]
+    return f"{rel[0]}/{rel[1]}"
+
+
+# `crate::layer::sub::...`: the folder a path names (`ops/nn` where host/ops/nn is a folder).
+PATH = re.compile(r"\b(?:crate|tcgnn)::([a-z_]+)(?:::([a-z_]+))?")
+
+
+def target_folder(layer: str, sub: str | None) -> str:
+    if sub and (ROOT / layer / sub).is_dir():
+        return f"{layer}/{sub}"
+    return layer
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one folder (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def loops(texts: dict[pathlib.Path, str]) -> int:
+    """Prints the circles between sub-folders of one layer; returns how many fail the check."""
+    edges: dict[str, set[str]] = {}
+    why: dict[tuple[str, str], str] = {}
+    for path, code in texts.items():
+        me = folder_of(path)
+        if me is None:
+            continue
+        layer = me.split("/")[0]
+        for m in PATH.finditer(code):
+            if m.group(1) != layer:
+                continue
+            other = target_folder(layer, m.group(2))
+            if other != me:
+                edges.setdefault(me, set()).add(other)
+                line = code[: m.start()].count("\n") + 1
+                why.setdefault((me, other), f"{path.relative_to(ROOT.parent)}:{line}")
+    failed = 0
+    found = set()
+    for comp in circles(edges):
+        key = tuple(comp)
+        found.add(key)
+        known = key in KNOWN_LOOPS
+        failed += not known
+        print(f"{'known (to break)' if known else 'NEW'} import circle: {' <-> '.join(comp)}")
+        for a in comp:
+            for b in comp:
+                if (a, b) in why:
+                    print(f"    {a} -> {b} (first at {why[(a, b)]})")
+    for key in sorted(KNOWN_LOOPS - found):
+        print(f"gone: {' <-> '.join(key)} (take it off KNOWN_LOOPS)")
+        failed += 1
+    return failed
+
+
 def main() -> int:
     bad = []
+    texts = {}
     for path in sorted(ROOT.rglob("*.rs")):
         me = layer_of(path)
         if me is None:
@@ -39,6 +136,7 @@ def main() -> int:
         text = path.read_text().split("#[cfg(test)]")[0]
         # Doc comments and ordinary comments name other layers freely.
         code = "\n".join(line.split("//")[0] for line in text.splitlines())
+        texts[path] = code
         for m in REF.finditer(code):
             other = m.group(1)
             if other not in RANK or other == me:
@@ -48,10 +146,14 @@ def main() -> int:
                 bad.append(f"{path.relative_to(ROOT.parent)}:{line}: {me} (rank {RANK[me]}) imports {other} (rank {RANK[other]})")
     for b in bad:
         print(b)
+    failed = loops(texts)
     if bad:
         print(f"arrows: {len(bad)} import(s) climb a layer or cross to a folder of the same rank", file=sys.stderr)
+    if failed:
+        print(f"arrows: {failed} import circle(s) between sub-folders of a layer not in KNOWN_LOOPS, or listed and gone", file=sys.stderr)
+    if bad or failed:
         return 1
-    print("arrows: every import points downwards")
+    print("arrows: every import points downwards; no new circle inside a layer")
     return 0
 
 

@@ -192,14 +192,7 @@ impl BindOps for CudaBackend {
         })
     }
     fn bind_rows_gathered(&self, m: &mut DeviceMatrix<f32>, full: &DeviceMatrix<f32>, ids: &[u32]) -> Result<()> {
-        // The ids go through the pinned arena into a buffer kept by the backend (grown once).
-        let mut buf = self.gather_ids.lock().expect("gather ids poisoned");
-        if buf.as_ref().is_none_or(|b| b.len() < ids.len()) {
-            *buf = Some(DeviceVec::zeros(&self.gpu, ids.len().max(1))?);
-        }
-        let buf = buf.as_mut().expect("made above");
-        self.gpu.copy_htod_pinned(buf.ptr(&self.gpu), ids.len(), |h: &mut [u32]| h.copy_from_slice(ids))?;
-        crate::ops::nn::gather_rows::gather_rows(full, buf, ids, m)
+        self.gather_ids.gather(&self.gpu, full, ids, m)
     }
     fn bind_labels(&self, l: &mut (DeviceVec<i32>, DeviceVec<u8>), labels: &[i32], mask_bits: &[u8]) -> Result<()> {
         same_len("bind_labels", l.0.len(), labels.len().max(1))?;

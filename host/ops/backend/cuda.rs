@@ -26,6 +26,10 @@ use crate::graph::Csr;
 use crate::ops::ValueOrder;
 use crate::ops::backend::{Backend, Side, Stats};
 use crate::ops::nn as k;
+use crate::ops::nn::adam::AdamTables;
+use crate::ops::nn::attention_tc::TcPolicy;
+use crate::ops::nn::dropout_gemm::DropoutGemmScratch;
+use crate::ops::nn::gather_rows::GatherIds;
 use crate::ops::spmm::{spmm_device_values, value_order};
 use crate::ops::values::{cast_matrix_to_f16, scatter_to_mebcrs};
 use crate::ops::{EdgeValues, FeaturesRef, GraphHandle, Impl, Precision};
@@ -99,24 +103,13 @@ pub struct CudaBackend {
     /// Whether tall products with at most 32 output columns run on the streaming kernels
     /// (`ops::nn::dropout_gemm::skinny_gemm`) rather than cuBLAS; on unless turned off.
     pub(crate) skinny_gemm: bool,
-    /// AGNN's fused attention (forward and backward) in f16 at width 32 on the tensor cores for
-    /// rows shorter than this (`ops::nn::attention_tc`; the longer ones on the CUDA-core
-    /// kernels); 0: all rows on the CUDA-core kernels.
-    pub(crate) attention_tc_row_max: u32,
-    /// ... on graphs of at least this many entries a row on average (the default
-    /// `TC_MIN_DEGREE`; 0 once asked for with [`CudaBackend::with_attention_tc`]).
-    pub(crate) attention_tc_min_degree: f64,
-    /// The fused weight gradient's per-split partial sums, allocated on first use.
-    pub(crate) dropout_gemm_scratch: Mutex<Option<DeviceVec<f32>>>,
-    /// The wide input-dropout products' mask bits, by the address of the f16 features they
-    /// drop out (`ops::nn::dropout_gemm::dropout_gemm_wide`); never evicted (a recorded step
-    /// keeps writing its own).
-    pub(crate) keep_bits: Mutex<std::collections::HashMap<u64, DeviceVec<u32>>>,
-    /// Multi-tensor Adam's tables (`ops::nn::adam::adam_table`), by the addresses they list; one
-    /// per model trained on this backend, never evicted (a recorded step keeps reading its own).
-    pub(crate) adam_tables: Mutex<std::collections::HashMap<Vec<u64>, DeviceVec<u64>>>,
-    /// A rebound batch's node ids, for gathering its feature rows on the device.
-    pub(crate) gather_ids: Mutex<Option<DeviceVec<u32>>>,
+    /// When AGNN's fused attention (forward and backward) runs on the tensor cores.
+    pub(crate) attention_tc: TcPolicy,
+    // What ops keep between calls, each of a type its op's file defines and manages (the
+    // backend only holds them: one per backend, as the ops run on its stream).
+    pub(crate) dropout_gemm_scratch: DropoutGemmScratch,
+    pub(crate) adam_tables: AdamTables,
+    pub(crate) gather_ids: GatherIds,
 }
 
 impl CudaBackend {
@@ -156,12 +149,10 @@ impl CudaBackend {
             op_events: Mutex::new(None),
             fuse_input_dropout: true,
             skinny_gemm: true,
-            attention_tc_row_max: crate::ops::nn::attention_tc::TC_ROW_MAX,
-            attention_tc_min_degree: crate::ops::nn::attention_tc::TC_MIN_DEGREE,
-            dropout_gemm_scratch: Mutex::new(None),
-            keep_bits: Mutex::default(),
-            adam_tables: Mutex::new(std::collections::HashMap::new()),
-            gather_ids: Mutex::new(None),
+            attention_tc: TcPolicy::default(),
+            dropout_gemm_scratch: DropoutGemmScratch::default(),
+            adam_tables: AdamTables::default(),
+            gather_ids: GatherIds::default(),
             gpu,
             precision,
             spmm_impl,
@@ -223,8 +214,7 @@ impl CudaBackend {
     /// where neighbours are local (road networks, batched molecules) the CUDA-core kernels'
     /// gathers hit the caches (bench/NOTES.md, 2026-11-27 evening).
     pub fn with_attention_tc(mut self, row_max: u32) -> Self {
-        self.attention_tc_row_max = row_max;
-        self.attention_tc_min_degree = 0.0;
+        self.attention_tc = TcPolicy::always(row_max);
         self
     }
 
@@ -316,27 +306,6 @@ impl CudaBackend {
         }
         totals.sort_by(|a, b| b.1.total_cmp(&a.1));
         Ok(totals)
-    }
-
-    /// Runs `f` on the dropout products' split scratch, grown to at least `need` floats (and
-    /// one) first. Sized by the first (eager) step and kept: a recorded step keeps its address.
-    pub(crate) fn with_dropout_gemm_scratch<R>(&self, need: usize, f: impl FnOnce(&mut DeviceVec<f32>) -> Result<R>) -> Result<R> {
-        let mut scratch = self.dropout_gemm_scratch.lock().expect("dropout gemm scratch poisoned");
-        if scratch.as_ref().is_none_or(|s| s.len() < need.max(1)) {
-            *scratch = Some(DeviceVec::zeros(&self.gpu, need.max(1))?);
-        }
-        f(scratch.as_mut().expect("allocated above"))
-    }
-
-    /// Runs `f` on the keep bits of the wide products on `x16` (allocated on first use).
-    pub(crate) fn with_keep_bits<R>(&self, x16: &DeviceMatrix<half::f16>, f: impl FnOnce(&mut DeviceVec<u32>) -> Result<R>) -> Result<R> {
-        let mut all = self.keep_bits.lock().expect("keep bits poisoned");
-        let need = crate::ops::nn::dropout_gemm::keep_bits_len(x16.rows, x16.cols);
-        let key = x16.ptr();
-        if all.get(&key).is_none_or(|b| b.len() < need) {
-            all.insert(key, DeviceVec::zeros(&self.gpu, need.max(1))?);
-        }
-        f(all.get_mut(&key).expect("inserted above"))
     }
 
     pub(crate) fn step_ptr(&self) -> std::sync::MutexGuard<'_, DeviceVec<u32>> {

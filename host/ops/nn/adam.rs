@@ -1,6 +1,10 @@
 //! Adam (as `torch.optim.Adam` with L2 `weight_decay`, `amsgrad=False`): CPU and the launchers
 //! of `kernels-gpu/src/nn/adam.rs` (`adam_f32`, `step_increment`).
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::{Arc, Mutex};
+
 use rayon::prelude::*;
 
 use super::{MIN_PAR_LEN, check_same, elementwise_shape, n4};
@@ -12,6 +16,26 @@ use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::util::Real;
+
+/// Multi-tensor Adam's tables on the GPU ([`adam_table`]), by the addresses they list: one per
+/// model trained on a backend, never evicted (a recorded step keeps reading its own).
+#[derive(Default)]
+pub struct AdamTables(Mutex<HashMap<Vec<u64>, DeviceVec<u64>>>);
+
+impl AdamTables {
+    /// Runs `f` on the table of `addrs`, uploaded the first time they are seen.
+    pub(crate) fn with<R>(&self, gpu: &Arc<Gpu>, addrs: Vec<u64>, f: impl FnOnce(&DeviceVec<u64>) -> Result<R>) -> Result<R> {
+        let mut tables = self.0.lock().expect("adam tables poisoned");
+        let table = match tables.entry(addrs) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let t = DeviceVec::upload(gpu, e.key())?;
+                e.insert(t)
+            }
+        };
+        f(table)
+    }
+}
 
 /// Adam's hyperparameters; `Default` is torch's (lr 1e-3, betas (0.9, 0.999), eps 1e-8,
 /// weight_decay 0).
@@ -201,12 +225,9 @@ impl AdamOp for CudaBackend {
     /// seen and kept (keyed by the addresses): a recorded step finds it and uploads nothing.
     fn adam_many(&self, tensors: &mut [AdamTensors<'_, DeviceMatrix<f32>>], hyper: &AdamHyper) -> Result<()> {
         let addrs = adam_table(tensors)?;
-        let mut tables = self.adam_tables.lock().expect("adam tables poisoned");
-        if !tables.contains_key(&addrs) {
-            let table = DeviceVec::upload(&self.gpu, &addrs)?;
-            tables.insert(addrs.clone(), table);
-        }
-        let (table, total4) = (&tables[&addrs], addrs[addrs.len() - 1]);
-        self.timed("adam", || adam_many(&self.gpu, table, tensors.len(), total4, hyper, &self.step_ptr()))
+        let total4 = addrs[addrs.len() - 1];
+        self.adam_tables.with(&self.gpu, addrs, |table| {
+            self.timed("adam", || adam_many(&self.gpu, table, tensors.len(), total4, hyper, &self.step_ptr()))
+        })
     }
 }

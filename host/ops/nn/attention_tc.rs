@@ -171,9 +171,38 @@ fn windows_arg(g: &GraphHandle, row_max: u32, what: &str) -> Result<(TcWindows, 
     Ok((arg, blocks))
 }
 
+/// When the backend runs AGNN's fused attention (f16 precision, 32 features) on the tensor
+/// cores: rows shorter than `row_max` there (0: never), on graphs of at least `min_degree`
+/// entries a row on average.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TcPolicy {
+    pub row_max: u32,
+    pub min_degree: f64,
+}
+
+impl Default for TcPolicy {
+    /// Every row the CUDA-core kernels do not cut into segments, on graphs of `TC_MIN_DEGREE`.
+    fn default() -> Self {
+        TcPolicy { row_max: TC_ROW_MAX, min_degree: TC_MIN_DEGREE }
+    }
+}
+
+impl TcPolicy {
+    /// Rows shorter than `row_max` on the tensor cores on every graph (0: never).
+    pub fn always(row_max: u32) -> Self {
+        TcPolicy { row_max, min_degree: 0.0 }
+    }
+
+    /// Whether the tensor-core kernels take these shapes: on, 32 features at stride 32, a
+    /// square graph of at least `min_degree` entries a row on average, with lists.
+    pub(crate) fn applies(&self, g: &GraphHandle, n: &DeviceMatrix<f32>) -> Result<bool> {
+        Ok(self.row_max > 0 && tc_applies(g, n, self.row_max, self.min_degree)?)
+    }
+}
+
 /// Whether the tensor-core kernels take these shapes: 32 features at stride 32, a square
 /// graph of at least `min_degree` entries a row on average, with lists.
-pub(crate) fn tc_applies(g: &GraphHandle, n: &DeviceMatrix<f32>, row_max: u32, min_degree: f64) -> Result<bool> {
+fn tc_applies(g: &GraphHandle, n: &DeviceMatrix<f32>, row_max: u32, min_degree: f64) -> Result<bool> {
     let s = g.csr();
     Ok(n.ld == TC_WIDTH
         && n.cols <= TC_WIDTH

@@ -38,7 +38,8 @@ use crate::ops::{FeaturesRef, Precision};
 use crate::shared::rng::{dropout_keep_keyed, dropout_seed_key, dropout_threshold};
 use crate::util::Real;
 use half::f16;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Blocks per SM the weight gradient's splits aim for (each holds 18 KB of shared memory).
 const DW_BLOCKS_PER_SM: usize = 8;
@@ -983,6 +984,40 @@ fn activation<'a>(x: &'a DeviceMatrix<f32>, half: Option<&'a DeviceMatrix<f16>>)
     }
 }
 
+/// What the dropout products (and the narrow products of `skinny_gemm`) keep between calls on
+/// the GPU; one per backend.
+#[derive(Default)]
+pub struct DropoutGemmScratch {
+    /// The fused weight gradient's per-split partial sums, allocated on first use.
+    split: Mutex<Option<DeviceVec<f32>>>,
+    /// The wide input-dropout products' mask bits, by the address of the f16 features they
+    /// drop out ([`dropout_gemm_wide`]); never evicted (a recorded step keeps writing its own).
+    keep_bits: Mutex<HashMap<u64, DeviceVec<u32>>>,
+}
+
+impl DropoutGemmScratch {
+    /// Runs `f` on the split scratch, grown to at least `need` floats (and one) first. Sized by
+    /// the first (eager) step and kept: a recorded step keeps its address.
+    pub(crate) fn with_split<R>(&self, gpu: &Arc<Gpu>, need: usize, f: impl FnOnce(&mut DeviceVec<f32>) -> Result<R>) -> Result<R> {
+        let mut scratch = self.split.lock().expect("dropout gemm scratch poisoned");
+        if scratch.as_ref().is_none_or(|s| s.len() < need.max(1)) {
+            *scratch = Some(DeviceVec::zeros(gpu, need.max(1))?);
+        }
+        f(scratch.as_mut().expect("allocated above"))
+    }
+
+    /// Runs `f` on the keep bits of the wide products on `x16` (allocated on first use).
+    fn with_keep_bits<R>(&self, gpu: &Arc<Gpu>, x16: &DeviceMatrix<f16>, f: impl FnOnce(&mut DeviceVec<u32>) -> Result<R>) -> Result<R> {
+        let mut all = self.keep_bits.lock().expect("keep bits poisoned");
+        let need = keep_bits_len(x16.rows, x16.cols);
+        let key = x16.ptr();
+        if all.get(&key).is_none_or(|b| b.len() < need) {
+            all.insert(key, DeviceVec::zeros(gpu, need.max(1))?);
+        }
+        f(all.get_mut(&key).expect("inserted above"))
+    }
+}
+
 impl CudaBackend {
     /// x's f16 copy where the wide kernels take this product (`out_cols` of 33-64; the copy
     /// exists only in f16 precision).
@@ -1045,8 +1080,9 @@ impl DropoutGemmOp for CudaBackend {
         key: DropKey<'_, DeviceVec<u32>>,
     ) -> Result<()> {
         if let Some(h) = self.wide_x(x, half, y.cols) {
-            return self
-                .with_keep_bits(h, |bits| self.timed("dropout gemm", || dropout_gemm_wide(h, w, y, Some(bits), key, &self.step_ptr())));
+            let run =
+                |bits: &mut DeviceVec<u32>| self.timed("dropout gemm", || dropout_gemm_wide(h, w, y, Some(bits), key, &self.step_ptr()));
+            return self.dropout_gemm_scratch.with_keep_bits(&self.gpu, h, run);
         }
         let x = self.product_x(x, half, y.cols);
         self.timed("dropout gemm", || dropout_gemm(x, w, y, key, &self.step_ptr(), self.math))
@@ -1063,15 +1099,16 @@ impl DropoutGemmOp for CudaBackend {
             let need = dropout_gemm_dw_wide_scratch_len(&self.gpu, h.rows, h.cols, dy.cols)?;
             // The forward of this step left the mask's bits (it always runs first: the operand
             // is forward-then-backward within a step).
-            return self.with_keep_bits(h, |bits| {
-                self.with_dropout_gemm_scratch(need, |s| {
+            let scratch = &self.dropout_gemm_scratch;
+            return scratch.with_keep_bits(&self.gpu, h, |bits| {
+                scratch.with_split(&self.gpu, need, |s| {
                     self.timed("dropout gemm dw", || dropout_gemm_dw_wide(h, dy, dw, s, Some(bits), key, &self.step_ptr()))
                 })
             });
         }
         let x = self.product_x(x, half, dy.cols);
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;
-        self.with_dropout_gemm_scratch(need, |s| {
+        self.dropout_gemm_scratch.with_split(&self.gpu, need, |s| {
             self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, key, &self.step_ptr(), self.math))
         })
     }
@@ -1105,7 +1142,7 @@ impl DropoutGemmOp for CudaBackend {
     ) -> Result<()> {
         let x = activation(x, half)?;
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;
-        self.with_dropout_gemm_scratch(need, |s| {
+        self.dropout_gemm_scratch.with_split(&self.gpu, need, |s| {
             self.timed("dropout gemm dw", || elu_dropout_gemm_dw(x, dy, dw, s, key, &self.step_ptr(), self.math))
         })
     }

@@ -5,7 +5,9 @@
 use super::{check_gpu, check_matrix_64, elementwise_shape};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{GatherRowsArgs, gather_rows_f32};
-use crate::gpu::{DeviceMatrix, DeviceVec};
+use std::sync::Mutex;
+
+use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::backend::cpu::HostMat;
 use crate::util::Real;
 
@@ -30,6 +32,24 @@ pub fn gather_rows_cpu<T: Real>(src: &HostMat<T>, ids: &[u32], dst: &mut HostMat
         }
     }
     Ok(())
+}
+
+/// A rebound batch's node ids on the GPU, for gathering its feature rows there: one buffer per
+/// backend, grown to the largest batch.
+#[derive(Default)]
+pub struct GatherIds(Mutex<Option<DeviceVec<u32>>>);
+
+impl GatherIds {
+    /// `dst` = the rows `ids` of `full`, the ids copied through the pinned arena into the buffer.
+    pub(crate) fn gather(&self, gpu: &Gpu, full: &DeviceMatrix<f32>, ids: &[u32], dst: &mut DeviceMatrix<f32>) -> Result<()> {
+        let mut buf = self.0.lock().expect("gather ids poisoned");
+        if buf.as_ref().is_none_or(|b| b.len() < ids.len()) {
+            *buf = Some(DeviceVec::zeros(gpu, ids.len().max(1))?);
+        }
+        let buf = buf.as_mut().expect("made above");
+        gpu.copy_htod_pinned(buf.ptr(gpu), ids.len(), |h: &mut [u32]| h.copy_from_slice(ids))?;
+        gather_rows(full, buf, ids, dst)
+    }
 }
 
 /// [`gather_rows_cpu`] on the device; `ids` are already on it (`host_ids`, the same ids on the

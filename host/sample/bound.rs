@@ -281,6 +281,21 @@ impl<B: Ops + 'static> BoundModel<B> {
         }
     }
 
+    /// [`BoundModel::parts`] with layer `l`'s matrix (its own where the layers have their own:
+    /// per-layer blocks; the shared one otherwise).
+    pub(super) fn layer_parts(&mut self, l: usize) -> BoundParts<'_, B> {
+        let (graph, values, values_t) = self.model.layer_adjacency(l).parts_mut();
+        BoundParts {
+            graph,
+            values,
+            values_t,
+            input: &mut self.input,
+            labels: &mut self.labels,
+            weights: &mut self.scale.1,
+            resident: self.resident.as_ref(),
+        }
+    }
+
     /// Replaces the resident dense features the batches' rows are gathered from (a layer-wise
     /// inference gives each layer's model the previous layer's output); returns the old ones.
     pub fn replace_resident(&mut self, resident: Option<B::Mat>) -> Option<B::Mat> {

@@ -53,6 +53,13 @@ pub trait DeviceBatches {
     /// it), and gathers its feature rows.
     fn bind(&self, m: &mut super::bound::BoundModel<CudaBackend>, b: &DeviceBatch) -> Result<()>;
 
+    /// Matrices of their own for layers 1.. that the batches bring (per-layer blocks; 0: one
+    /// matrix for every layer): a rebound model must be built with as many
+    /// ([`super::bound::Capacity::later`]).
+    fn later_matrices(&self) -> usize {
+        0
+    }
+
     /// Makes batch `i` of `epoch` and returns its sizes (waits for it).
     fn sample(&mut self, epoch: u32, i: u32) -> Result<DeviceBatch> {
         let p = self.enqueue(epoch, i)?;
@@ -67,7 +74,8 @@ pub struct Pending {
 }
 
 /// A batch's five sizes on the device and on their way to the host:
-/// [sampled edges, loss nodes, nodes, entries, feature entries].
+/// [sampled edges, loss nodes, nodes, entries, feature entries], then the sampler's own
+/// (per-layer blocks' entries).
 pub(super) struct Sizes {
     pub device: DeviceVec<u32>,
     host: PinnedHostSlice<u32>,
@@ -78,10 +86,15 @@ pub(super) struct Sizes {
 
 impl Sizes {
     pub fn new(gpu: &Arc<Gpu>) -> Result<Self> {
+        Self::with_extra(gpu, 0)
+    }
+
+    /// With `extra` sizes of the sampler's own after the five ([`Sizes::extra`]).
+    pub fn with_extra(gpu: &Arc<Gpu>, extra: usize) -> Result<Self> {
         Ok(Sizes {
-            device: DeviceVec::zeros(gpu, 5)?,
+            device: DeviceVec::zeros(gpu, 5 + extra)?,
             // SAFETY: written by the copy before it is read (`read` waits for it).
-            host: unsafe { gpu.ctx.alloc_pinned::<u32>(5) }.map_err(|e| Error::cuda("pinning a batch's sizes", e))?,
+            host: unsafe { gpu.ctx.alloc_pinned::<u32>(5 + extra) }.map_err(|e| Error::cuda("pinning a batch's sizes", e))?,
             copied: gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DISABLE_TIMING)).map_err(|e| Error::cuda("a batch's event", e))?,
         })
     }
@@ -104,6 +117,12 @@ impl Sizes {
             nnz: t[3] as usize,
             feature_nnz: t[4] as usize,
         })
+    }
+
+    /// The sizes after the five, as the last [`Sizes::read`] saw them (call it after that).
+    pub fn extra(&self) -> Result<Vec<usize>> {
+        let t = self.host.as_slice().map_err(|e| Error::cuda("a batch's sizes", e))?;
+        Ok(t[5..].iter().map(|&x| x as usize).collect())
     }
 }
 

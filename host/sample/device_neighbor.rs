@@ -5,6 +5,14 @@
 //! five sizes back. The batch is the CPU sampler's bit for bit (same counter streams, same
 //! node order, same layout; tested), so `--sample-on gpu` and `cpu` train the same model.
 //!
+//! Per-layer blocks with the full graph's normalisation (`BatchSource::NeighborNormalized`
+//! with `per_layer`, [`DeviceNeighbor::new`] given the [`Aggregation`]): instead of the union,
+//! one matrix per layer, layer l on hop H - 1 - l's block over the batch's local ids with
+//! `Aggregation::block_matrix`'s values (from the full graph's degrees and per-entry values,
+//! resident) and its transpose, each bound into the layer's own matrix of the rebound model;
+//! bit for bit the CPU workers' `TrainBatch::from_blocks_normalized` (tested). The graph's rows
+//! must be sorted with unique columns (an entry's raw position is found by binary search).
+//!
 //! What it takes (else the CPU workers run): a model with a fixed aggregation (GCN, SAGE, GIN)
 //! on a rebound model. Dense features are gathered from the model's resident copy; sparse ones
 //! stay sparse (`device_features.rs` cuts each batch's rows and their transpose). Any graph:
@@ -13,6 +21,7 @@
 use crate::nn::models::{FixedAggregation, model_info};
 use std::sync::Arc;
 
+use super::aggregation::Aggregation;
 use super::bound::BoundModel;
 use super::device_batch::{BatchLoss, BatchMatrix, Sizes, bind_matrix, linear, longest_rows, scan, warp_per_item};
 pub use super::device_batch::{DeviceBatch, DeviceBatches, Pending};
@@ -32,10 +41,13 @@ use crate::shared::config::SCAN_TILE;
 /// A batch downloaded (tests): what `PreparedBatch` holds for the same batch on the CPU.
 pub struct NeighborHostBatch {
     pub nodes: Vec<u32>,
-    /// The model's matrix and its transpose, with the transpose's map.
+    /// The model's matrix and its transpose, with the transpose's map (layer 0's with
+    /// per-layer blocks).
     pub s: Csr,
     pub t: Csr,
     pub t_of: Vec<u32>,
+    /// Layers 1..'s matrices, transposes and maps (per-layer blocks; else empty).
+    pub later: Vec<(Csr, Csr, Vec<u32>)>,
     /// Sparse features: the batch's rows, their transpose and its map (the transpose's rows
     /// list the batch's nodes in node-id order, not local order).
     pub features: Option<(Csr, Csr, Vec<u32>)>,
@@ -63,6 +75,24 @@ pub fn unsupported(sampler: &NeighborSampler, model: &str) -> Option<String> {
         return Some("no hops (--fanout is empty)".into());
     }
     None
+}
+
+/// Why the device sampler cannot make `sampler`'s per-layer blocks with the full graph's
+/// normalisation for `model` (`None`: it can).
+pub fn unsupported_per_layer(sampler: &NeighborSampler, model: &str) -> Option<String> {
+    if let Some(why) = unsupported(sampler, model) {
+        return Some(why);
+    }
+    if !sampler.graph().is_canonical() {
+        return Some("per-layer blocks need the graph's rows sorted with unique columns".into());
+    }
+    None
+}
+
+/// The full graph's normalisation on the device (per-layer blocks).
+struct BlockNorm {
+    entry: DeviceVec<f32>,
+    self_loops: DeviceVec<f32>,
 }
 
 /// Bounds of every hop: the most rows (nodes so far) and draws it can have.
@@ -127,15 +157,18 @@ pub struct DeviceNeighbor {
     t_cursor: DeviceVec<u32>,
     tile_sums: DeviceVec<u32>,
     tile_offsets: DeviceVec<u32>,
+    /// Per-layer blocks: the full graph's normalisation (`None`: the union).
+    blocks: Option<BlockNorm>,
     /// Two batches' outputs: batch i + 1 is made into one while batch i, in the other, is bound
     /// and trained on.
     sets: [BatchSet; 2],
     next_set: usize,
+    /// Entries of each matrix of the batch in each set (read with its sizes).
+    set_nnz: [Vec<usize>; 2],
 }
 
-/// One batch as the kernels leave it.
-struct BatchSet {
-    nodes: DeviceVec<u32>,
+/// A batch's matrix as the kernels leave it, with its transpose.
+struct MatrixSet {
     row_ptr: DeviceVec<u32>,
     cols: DeviceVec<u32>,
     values: DeviceVec<f32>,
@@ -145,15 +178,11 @@ struct BatchSet {
     t_rows: DeviceVec<u32>,
     t_values: DeviceVec<f32>,
     t_of: DeviceVec<u32>,
-    features: Option<FeatureSet>,
-    sizes: Sizes,
 }
 
-impl BatchSet {
-    fn new(gpu: &Arc<Gpu>, max_nodes: usize, max_entries: usize, features: Option<&DeviceFeatures>) -> Result<Self> {
-        let (n, e) = (max_nodes, max_entries);
-        Ok(BatchSet {
-            nodes: DeviceVec::zeros(gpu, n)?,
+impl MatrixSet {
+    fn new(gpu: &Arc<Gpu>, n: usize, e: usize) -> Result<Self> {
+        Ok(MatrixSet {
             row_ptr: DeviceVec::zeros(gpu, n + 1)?,
             cols: DeviceVec::zeros(gpu, e)?,
             values: DeviceVec::zeros(gpu, e)?,
@@ -163,8 +192,49 @@ impl BatchSet {
             t_rows: DeviceVec::zeros(gpu, e)?,
             t_values: DeviceVec::zeros(gpu, e)?,
             t_of: DeviceVec::zeros(gpu, e)?,
+        })
+    }
+
+    fn batch_matrix<'a>(&'a self, nodes: &'a DeviceVec<u32>) -> BatchMatrix<'a> {
+        BatchMatrix {
+            row_ptr: &self.row_ptr,
+            cols: &self.cols,
+            entry_rows: &self.entry_rows,
+            values: &self.values,
+            t_pattern: Some((&self.t_ptr, &self.t_cols, &self.t_rows)),
+            t_values: &self.t_values,
+            t_of: &self.t_of,
+            nodes,
+        }
+    }
+
+    fn download(&self, g: &Gpu, n: usize, nnz: usize) -> Result<(Csr, Csr, Vec<u32>)> {
+        let take = |v: &DeviceVec<u32>, k: usize| -> Result<Vec<u32>> { Ok(v.download(g)?[..k].to_vec()) };
+        let takef = |v: &DeviceVec<f32>, k: usize| -> Result<Vec<f32>> { Ok(v.download(g)?[..k].to_vec()) };
+        let s = Csr::new(n, n, take(&self.row_ptr, n + 1)?, take(&self.cols, nnz)?, takef(&self.values, nnz)?)?;
+        let t = Csr::new(n, n, take(&self.t_ptr, n + 1)?, take(&self.t_cols, nnz)?, takef(&self.t_values, nnz)?)?;
+        Ok((s, t, take(&self.t_of, nnz)?))
+    }
+}
+
+/// One batch as the kernels leave it.
+struct BatchSet {
+    nodes: DeviceVec<u32>,
+    /// The union's matrix, or every layer's block (layer l's at l).
+    matrices: Vec<MatrixSet>,
+    features: Option<FeatureSet>,
+    sizes: Sizes,
+}
+
+impl BatchSet {
+    /// A set for batches of up to `max_nodes` nodes, one matrix per entry bound of `entries`.
+    fn new(gpu: &Arc<Gpu>, max_nodes: usize, entries: &[usize], features: Option<&DeviceFeatures>) -> Result<Self> {
+        Ok(BatchSet {
+            nodes: DeviceVec::zeros(gpu, max_nodes)?,
+            matrices: entries.iter().map(|&e| MatrixSet::new(gpu, max_nodes, e)).collect::<Result<_>>()?,
             features: features.map(|f| f.set(gpu)).transpose()?,
-            sizes: Sizes::new(gpu)?,
+            // The blocks' entries after the five (none for the union, which has one matrix).
+            sizes: Sizes::with_extra(gpu, if entries.len() > 1 { entries.len() } else { 0 })?,
         })
     }
 }
@@ -173,9 +243,19 @@ impl DeviceNeighbor {
     /// The device copy of `sampler` for `model` (its normalisation) with the node labels;
     /// fails with the reason where [`unsupported`] says so. With `sparse_features` (N x F),
     /// each batch gets its rows of them and their transpose; else the batches' dense rows are
-    /// gathered from the rebound model's resident features.
-    pub fn new(gpu: &Arc<Gpu>, sampler: &NeighborSampler, model: &str, labels: &[i32], sparse_features: Option<&Csr>) -> Result<Self> {
-        if let Some(why) = unsupported(sampler, model) {
+    /// gathered from the rebound model's resident features. With `per_layer` (the model's
+    /// normalisation of the sampler's graph), per-layer blocks with it instead of the union
+    /// (see the module docs; [`unsupported_per_layer`]).
+    pub fn new(
+        gpu: &Arc<Gpu>,
+        sampler: &NeighborSampler,
+        model: &str,
+        labels: &[i32],
+        sparse_features: Option<&Csr>,
+        per_layer: Option<&Aggregation>,
+    ) -> Result<Self> {
+        let why = if per_layer.is_some() { unsupported_per_layer(sampler, model) } else { unsupported(sampler, model) };
+        if let Some(why) = why {
             return Err(Error::Unsupported(format!("sampling on the GPU: {why}; use --sample-on cpu")));
         }
         let g = sampler.graph();
@@ -183,6 +263,21 @@ impl DeviceNeighbor {
         if labels.len() != n {
             return Err(Error::Shape(format!("sampling on the GPU: {} labels for {n} nodes", labels.len())));
         }
+        let blocks = match per_layer.map(|a| a.parts()) {
+            Some((entry, own)) if entry.len() != g.nnz() || own.len() != n => {
+                return Err(Error::Shape(format!(
+                    "sampling on the GPU: a normalisation of {} entries and {} nodes for a graph of {} and {n}",
+                    entry.len(),
+                    own.len(),
+                    g.nnz()
+                )));
+            }
+            Some((entry, own)) => Some(BlockNorm {
+                entry: DeviceVec::upload(gpu, if entry.is_empty() { &[0.0] } else { entry })?,
+                self_loops: DeviceVec::upload(gpu, if own.is_empty() { &[0.0] } else { own })?,
+            }),
+            None => None,
+        };
         let cfg = sampler.config();
         let n_targets = sampler.targets().len();
         let bounds = HopBounds::new(g, cfg.batch_size.min(n_targets), &cfg.fanouts);
@@ -202,6 +297,11 @@ impl DeviceNeighbor {
         }
         let widest_hop = bounds.entries.iter().chain(&bounds.rows).copied().max().expect("one");
         let tiles = (widest_hop.max(max_nodes) + 1).div_ceil(SCAN_TILE as usize);
+        // Layer l's block is hop H - 1 - l's draws plus a self-loop per row.
+        let matrix_entries: Vec<usize> = match &blocks {
+            Some(_) => (0..cfg.fanouts.len()).rev().map(|h| (bounds.entries[h] + bounds.rows[h]).max(1)).collect(),
+            None => vec![max_entries],
+        };
         let u32s = |v: &[usize]| v.iter().map(|&x| x as u32).collect::<Vec<u32>>();
         let absent = vec![u32::MAX; n.max(1)];
         let features = match sparse_features {
@@ -245,9 +345,11 @@ impl DeviceNeighbor {
             tile_sums: DeviceVec::zeros(gpu, tiles)?,
             tile_offsets: DeviceVec::zeros(gpu, tiles + 1)?,
             sets: [
-                BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?,
-                BatchSet::new(gpu, max_nodes, max_entries, features.as_ref())?,
+                BatchSet::new(gpu, max_nodes, &matrix_entries, features.as_ref())?,
+                BatchSet::new(gpu, max_nodes, &matrix_entries, features.as_ref())?,
             ],
+            set_nnz: [Vec::new(), Vec::new()],
+            blocks,
             features,
             next_set: 0,
             bounds,
@@ -257,15 +359,53 @@ impl DeviceNeighbor {
     /// The last batch, downloaded (tests and inspection).
     pub fn download(&self, b: &DeviceBatch) -> Result<NeighborHostBatch> {
         let (g, set) = (&self.gpu, &self.sets[b.set]);
-        let take = |v: &DeviceVec<u32>, k: usize| -> Result<Vec<u32>> { Ok(v.download(g)?[..k].to_vec()) };
-        let takef = |v: &DeviceVec<f32>, k: usize| -> Result<Vec<f32>> { Ok(v.download(g)?[..k].to_vec()) };
-        let s = Csr::new(b.n, b.n, take(&set.row_ptr, b.n + 1)?, take(&set.cols, b.nnz)?, takef(&set.values, b.nnz)?)?;
-        let t = Csr::new(b.n, b.n, take(&set.t_ptr, b.n + 1)?, take(&set.t_cols, b.nnz)?, takef(&set.t_values, b.nnz)?)?;
+        let nnz = &self.set_nnz[b.set];
+        let mut matrices = set.matrices.iter().zip(nnz).map(|(m, &k)| m.download(g, b.n, k)).collect::<Result<Vec<_>>>()?.into_iter();
+        let (s, t, t_of) = matrices.next().expect("one matrix at least");
         let features = match (&self.features, &set.features) {
             (Some(f), Some(fs)) => Some(f.download(g, fs, b.n, b.feature_nnz)?),
             _ => None,
         };
-        Ok(NeighborHostBatch { nodes: take(&set.nodes, b.n)?, s, t, t_of: take(&set.t_of, b.nnz)?, features })
+        let nodes = set.nodes.download(g)?[..b.n].to_vec();
+        Ok(NeighborHostBatch { nodes, s, t, t_of, later: matrices.collect(), features })
+    }
+
+    /// Queues per-layer step 3 and the transposes: every hop's block into its layer's matrix.
+    fn enqueue_blocks(&mut self, set: usize, union: &NeighborBatchArgs) -> Result<()> {
+        let g = &*self.gpu;
+        let out = &mut self.sets[set];
+        let hops = self.fanouts.len();
+        for (l, m) in out.matrices.iter_mut().enumerate() {
+            let h = hops - 1 - l;
+            let args = NeighborBatchArgs {
+                entries: (self.bounds.entries[h] + self.bounds.rows[h]) as u32,
+                block: h as u32,
+                row_ptr: m.row_ptr.arg(g),
+                cols: m.cols.arg_mut(g),
+                values: m.values.arg_mut(g),
+                entry_rows: m.entry_rows.arg_mut(g),
+                t_ptr: m.t_ptr.arg(g),
+                t_cols: m.t_cols.arg_mut(g),
+                t_rows: m.t_rows.arg_mut(g),
+                t_values: m.t_values.arg_mut(g),
+                t_of: m.t_of.arg_mut(g),
+                block_nnz: PtrMut::new(out.sizes.device.ptr(g) + 4 * (5 + l) as u64),
+                ..*union
+            };
+            let n = self.max_nodes;
+            // SAFETY: the block has at most `rows` (max_nodes) rows and `entries` entries (the
+            // hop's draws and a self-loop per row: the matrix's buffers); its rows' scratch is
+            // the hop's draws' place in the scratch (the hops' draws in all); the graph's rows
+            // are sorted and unique (checked at construction), and the normalisation holds a
+            // value per graph entry and node; the sizes hold 5 + layers values.
+            unsafe { kernels::neighbor_block_count.launch(g, warp_per_item(g, n), &args)? };
+            scan(g, (&self.tile_sums, &self.tile_offsets), n, self.counts.ptr(g), m.row_ptr.ptr(g), 0)?;
+            unsafe { kernels::neighbor_block_fill.launch(g, warp_per_item(g, n), &args)? };
+            scan(g, (&self.tile_sums, &self.tile_offsets), n, self.t_counts.ptr(g), m.t_ptr.ptr(g), 0)?;
+            unsafe { kernels::neighbor_transpose_fill.launch(g, linear(g, args.entries as usize), &args)? };
+            unsafe { kernels::neighbor_transpose_sort.launch(g, warp_per_item(g, n), &args)? };
+        }
+        Ok(())
     }
 }
 
@@ -327,6 +467,9 @@ impl DeviceBatches for DeviceNeighbor {
             scan(g, (&self.tile_sums, &self.tile_offsets), entries, self.flags.ptr(g), self.new_pos.ptr(g), 0)?;
             unsafe { kernels::neighbor_hop_assign.launch(g, linear(g, entries), &args)? };
         }
+        let first = &mut out.matrices[0];
+        let null = Ptr::null();
+        let (entry_values, self_loops) = self.blocks.as_ref().map_or((null, null), |b| (b.entry.arg(g), b.self_loops.arg(g)));
         let args = NeighborBatchArgs {
             hops: self.fanouts.len() as u32,
             rows: self.max_nodes as u32,
@@ -342,31 +485,43 @@ impl DeviceBatches for DeviceNeighbor {
             scratch: self.scratch.arg_mut(g),
             counts: self.counts.arg_mut(g),
             unique: self.unique.arg_mut(g),
-            row_ptr: out.row_ptr.arg(g),
-            cols: out.cols.arg_mut(g),
-            values: out.values.arg_mut(g),
-            entry_rows: out.entry_rows.arg_mut(g),
+            row_ptr: first.row_ptr.arg(g),
+            cols: first.cols.arg_mut(g),
+            values: first.values.arg_mut(g),
+            entry_rows: first.entry_rows.arg_mut(g),
             t_counts: self.t_counts.arg_mut(g),
             t_cursor: self.t_cursor.arg_mut(g),
-            t_ptr: out.t_ptr.arg(g),
-            t_cols: out.t_cols.arg_mut(g),
-            t_rows: out.t_rows.arg_mut(g),
-            t_values: out.t_values.arg_mut(g),
-            t_of: out.t_of.arg_mut(g),
+            t_ptr: first.t_ptr.arg(g),
+            t_cols: first.t_cols.arg_mut(g),
+            t_rows: first.t_rows.arg_mut(g),
+            t_values: first.t_values.arg_mut(g),
+            t_of: first.t_of.arg_mut(g),
             fx_ptr: out.features.as_ref().map_or(Ptr::null(), |f| f.fx_ptr.arg(g)),
             totals: out.sizes.device.arg_mut(g),
+            block: 0,
+            graph_ptr: self.row_ptr.arg(g),
+            graph_cols: self.col_idx.arg(g),
+            entry_values,
+            self_loops,
+            block_nnz: PtrMut::null(),
         };
         let n = self.max_nodes;
-        // SAFETY: the batch has at most max_nodes nodes and max_entries entries (every hop's
-        // draws plus a self-loop per node), the sizes of every per-row and per-entry buffer;
-        // each row's union fits at the sum of its hop rows' starts in the scratch (the hops'
-        // draws in all).
-        unsafe { kernels::neighbor_union_count.launch(g, warp_per_item(g, n), &args)? };
-        scan(g, (&self.tile_sums, &self.tile_offsets), n, self.counts.ptr(g), out.row_ptr.ptr(g), 0)?;
-        unsafe { kernels::neighbor_union_fill.launch(g, warp_per_item(g, n), &args)? };
-        scan(g, (&self.tile_sums, &self.tile_offsets), n, self.t_counts.ptr(g), out.t_ptr.ptr(g), 0)?;
-        unsafe { kernels::neighbor_transpose_fill.launch(g, linear(g, self.max_entries), &args)? };
-        unsafe { kernels::neighbor_transpose_sort.launch(g, warp_per_item(g, n), &args)? };
+        if self.blocks.is_some() {
+            self.enqueue_blocks(set, &args)?;
+        } else {
+            let m = &self.sets[set].matrices[0];
+            // SAFETY: the batch has at most max_nodes nodes and max_entries entries (every hop's
+            // draws plus a self-loop per node), the sizes of every per-row and per-entry buffer;
+            // each row's union fits at the sum of its hop rows' starts in the scratch (the hops'
+            // draws in all).
+            unsafe { kernels::neighbor_union_count.launch(g, warp_per_item(g, n), &args)? };
+            scan(g, (&self.tile_sums, &self.tile_offsets), n, self.counts.ptr(g), m.row_ptr.ptr(g), 0)?;
+            unsafe { kernels::neighbor_union_fill.launch(g, warp_per_item(g, n), &args)? };
+            scan(g, (&self.tile_sums, &self.tile_offsets), n, self.t_counts.ptr(g), m.t_ptr.ptr(g), 0)?;
+            unsafe { kernels::neighbor_transpose_fill.launch(g, linear(g, self.max_entries), &args)? };
+            unsafe { kernels::neighbor_transpose_sort.launch(g, warp_per_item(g, n), &args)? };
+        }
+        let out = &mut self.sets[set];
         if let (Some(f), Some(fs)) = (&mut self.features, &mut out.features) {
             // Before `finish` clears the local ids that say which nodes are in the batch.
             let batch = BatchNodes {
@@ -377,15 +532,36 @@ impl DeviceBatches for DeviceNeighbor {
             };
             f.enqueue(g, &batch, fs)?;
         }
+        // `totals[3]`: the entries of the first matrix (the union's, or layer 0's block).
         unsafe { kernels::neighbor_finish.launch(g, linear(g, n), &args)? };
         out.sizes.send(g)?;
         Ok(Pending { set })
     }
 
     fn wait(&mut self, p: Pending) -> Result<DeviceBatch> {
-        let batch = self.sets[p.set].sizes.read(p.set)?;
+        let sizes = &self.sets[p.set].sizes;
+        let mut batch = sizes.read(p.set)?;
+        let nnz = if self.blocks.is_some() { sizes.extra()? } else { vec![batch.nnz] };
+        if nnz.first() != Some(&batch.nnz) {
+            return Err(Error::Shape(format!("a device neighbour batch's first matrix has {} entries and {nnz:?}", batch.nnz)));
+        }
+        // What a rebound model's matrices must each hold: the largest.
+        batch.nnz = nnz.iter().copied().max().unwrap_or(0);
         check_bounds(&batch, (self.max_nodes, self.max_entries), self.features.as_ref(), "neighbour")?;
+        for (l, (&k, m)) in nnz.iter().zip(&self.sets[p.set].matrices).enumerate() {
+            if k > m.cols.len() {
+                return Err(Error::Shape(format!(
+                    "a device neighbour batch's layer {l} block of {k} entries past its bound {}",
+                    m.cols.len()
+                )));
+            }
+        }
+        self.set_nnz[p.set] = nnz;
         Ok(batch)
+    }
+
+    fn later_matrices(&self) -> usize {
+        self.sets[0].matrices.len() - 1
     }
 
     fn bind(&self, m: &mut BoundModel<CudaBackend>, b: &DeviceBatch) -> Result<()> {
@@ -393,20 +569,22 @@ impl DeviceBatches for DeviceNeighbor {
         if !cap.holds_sizes(b.n, b.nnz, b.feature_nnz) {
             return Err(Error::Shape(format!("a device batch of {} nodes and {} entries into a model of {cap:?}", b.n, b.nnz)));
         }
+        if cap.later != self.later_matrices() {
+            return Err(Error::Shape(format!(
+                "a device batch of {} matrices into a model of {} (per-layer blocks need a matrix per layer)",
+                self.later_matrices() + 1,
+                cap.later + 1
+            )));
+        }
         let rows = m.rows();
         let (g, set) = (&self.gpu, &self.sets[b.set]);
-        let mut parts = m.parts();
-        let matrix = BatchMatrix {
-            row_ptr: &set.row_ptr,
-            cols: &set.cols,
-            entry_rows: &set.entry_rows,
-            values: &set.values,
-            t_pattern: Some((&set.t_ptr, &set.t_cols, &set.t_rows)),
-            t_values: &set.t_values,
-            t_of: &set.t_of,
-            nodes: &set.nodes,
-        };
-        bind_matrix(g, &mut parts, rows, b, matrix, &self.labels, BatchLoss::Targets)?;
+        // Each layer's matrix with its own entries (labels and loss weights rewritten alike).
+        for (l, (matrix, &nnz)) in set.matrices.iter().zip(&self.set_nnz[b.set]).enumerate() {
+            let mut parts = m.layer_parts(l);
+            let layer = DeviceBatch { nnz, ..*b };
+            bind_matrix(g, &mut parts, rows, &layer, matrix.batch_matrix(&set.nodes), &self.labels, BatchLoss::Targets)?;
+        }
+        let parts = m.parts();
         let sparse = self.features.as_ref().zip(set.features.as_ref());
         bind_input(g, (parts.input, parts.resident), rows, b, &set.nodes, self.n_nodes, sparse)
     }

@@ -184,9 +184,14 @@ impl SampledTraining {
         match &*self.source {
             BatchSource::Saint { sampler, aggregation } => super::device_saint::unsupported(sampler, aggregation.as_ref()),
             BatchSource::Neighbor(sampler) => super::device_neighbor::unsupported(sampler, self.cfg.model),
-            // The device sampler makes the union subgraph normalised by itself (`--neighbor-union`).
-            BatchSource::NeighborNormalized { .. } => Some(
-                "neighbour batches with the full graph's normalisation (and per-layer blocks) are made by the CPU workers; --neighbor-union makes the union batches the GPU sampler makes".into(),
+            // The device sampler makes per-layer blocks with the full graph's normalisation, and
+            // the union normalised by itself (`--neighbor-union`); not the union with the full
+            // graph's normalisation (fan-outs other than one per layer).
+            BatchSource::NeighborNormalized { sampler, per_layer: true, .. } => {
+                super::device_neighbor::unsupported_per_layer(sampler, self.cfg.model)
+            }
+            BatchSource::NeighborNormalized { per_layer: false, .. } => Some(
+                "neighbour batches on the union with the full graph's normalisation (fan-outs not one per layer) are made by the CPU workers".into(),
             ),
         }
     }
@@ -392,9 +397,12 @@ impl SampledTraining {
                         as Box<dyn DeviceBatches>
                 }
                 BatchSource::Neighbor(sampler) => {
-                    Box::new(DeviceNeighbor::new(cuda.gpu(), sampler, self.cfg.model, &self.data.labels, sparse)?)
+                    Box::new(DeviceNeighbor::new(cuda.gpu(), sampler, self.cfg.model, &self.data.labels, sparse, None)?)
                 }
-                BatchSource::NeighborNormalized { .. } => {
+                BatchSource::NeighborNormalized { sampler, aggregation, per_layer: true } => {
+                    Box::new(DeviceNeighbor::new(cuda.gpu(), sampler, self.cfg.model, &self.data.labels, sparse, Some(aggregation))?)
+                }
+                BatchSource::NeighborNormalized { per_layer: false, .. } => {
                     return Err(Error::Unsupported(self.gpu_sampling_unsupported().unwrap_or_default()));
                 }
             };
@@ -417,7 +425,9 @@ impl SampledTraining {
         let mut next = Some(self.enqueue_device(epoch_u32, 0)?);
         for i in 0..self.steps {
             let t = Instant::now();
-            let batch = self.device.as_mut().expect("made above").wait(next.take().expect("queued"))?;
+            let device = self.device.as_mut().expect("made above");
+            let batch = device.wait(next.take().expect("queued"))?;
+            let later = device.later_matrices();
             if i + 1 < self.steps {
                 next = Some(self.enqueue_device(epoch_u32, i as u32 + 1)?);
             }
@@ -427,7 +437,7 @@ impl SampledTraining {
                 .bound
                 .as_ref()
                 .and_then(|m| m.downcast_ref::<BoundModel<B>>())
-                .is_some_and(|m| m.capacity().holds_sizes(batch.n, batch.nnz, batch.feature_nnz));
+                .is_some_and(|m| m.capacity().later == later && m.capacity().holds_sizes(batch.n, batch.nnz, batch.feature_nnz));
             if !fits {
                 let (old, rebuilds) = match self.bound.take().and_then(|m| m.downcast::<BoundModel<B>>().ok()) {
                     Some(m) => (m.capacity(), m.rebuilds + 1),
@@ -436,7 +446,7 @@ impl SampledTraining {
                 let resident = self.resident();
                 let sparse = resident.is_none();
                 let cols = resident.map_or(self.data.features.cols(), |m| m.cols);
-                let capacity = old.grown_to(batch.n, batch.nnz, batch.feature_nnz, self.growth);
+                let capacity = Capacity { later, ..old.grown_to(batch.n, batch.nnz, batch.feature_nnz, self.growth) };
                 let mut m = BoundModel::<B>::with_resident(&**b, capacity, cols, sparse, resident, self.classes, &self.cfg)?;
                 m.rebuilds = rebuilds;
                 self.bound = Some(Box::new(m));

@@ -296,8 +296,19 @@ kernel_args! {
         pub t_of: PtrMut<u32>,
         /// The batch's sparse feature row pointers (`rows + 1`; null: dense features).
         pub fx_ptr: Ptr<u32>,
-        /// [drawn entries, targets, nodes, entries, feature entries (0 for dense features)].
+        /// [drawn entries, targets, nodes, entries, feature entries (0 for dense features)],
+        /// then each per-layer block's entries (layer l at 5 + l).
         pub totals: PtrMut<u32>,
+        /// Per-layer blocks (`block_*`; unused by the union's kernels): the hop whose draws make
+        /// the block, the full graph (row pointers: the degrees; columns sorted and unique in
+        /// every row), its normalisation per raw entry and per node's self-loop
+        /// (`Aggregation::parts`), and where the block's entry count goes (null: nowhere).
+        pub block: u32,
+        pub graph_ptr: Ptr<u32>,
+        pub graph_cols: Ptr<u32>,
+        pub entry_values: Ptr<f32>,
+        pub self_loops: Ptr<f32>,
+        pub block_nnz: PtrMut<u32>,
     }
 }
 
@@ -323,6 +334,8 @@ kernels! {
     neighbor_hop_assign(NeighborHopArgs) = crate::sample::neighbor::hop_assign;
     neighbor_union_count(NeighborBatchArgs) = crate::sample::neighbor::union_count;
     neighbor_union_fill(NeighborBatchArgs) = crate::sample::neighbor::union_fill;
+    neighbor_block_count(NeighborBatchArgs) = crate::sample::neighbor::block_count;
+    neighbor_block_fill(NeighborBatchArgs) = crate::sample::neighbor::block_fill;
     neighbor_transpose_fill(NeighborBatchArgs) = crate::sample::neighbor::transpose_fill;
     neighbor_transpose_sort(NeighborBatchArgs) = crate::sample::neighbor::transpose_sort;
     neighbor_finish(NeighborBatchArgs) = crate::sample::neighbor::finish;

@@ -12,6 +12,9 @@
 //! 3. `union_count` / a scan / `union_fill`: per row the union of its hops' draws, sorted and
 //!    deduplicated, with the model's normalisation (GCN's self-loop inserted and D^-1/2 on both
 //!    sides in f64, SAGE's 1 / row length, GIN's 1), counting every column's entries;
+//!    Per-layer blocks (`NeighborNormalized`) instead: per hop, `block_count` / a scan /
+//!    `block_fill` make the hop's block with the full graph's normalisation over the batch's
+//!    local ids (`Aggregation::block_matrix`), then step 4 transposes it;
 //! 4. `transpose_fill` (atomic cursors, any order) and `transpose_sort` (a warp sorts each
 //!    column's entries by position, so the order is a counting transpose's: deterministic);
 //! 5. `finish`: clears the local ids and writes the batch's sizes; `bind.rs` pads it into the
@@ -384,6 +387,130 @@ pub unsafe fn union_fill(a: NeighborBatchArgs) {
         }
         if with_loop && lane == 0 {
             put(q0 + below, d);
+        }
+        d += warps;
+    }
+}
+
+/// Per-layer step 3a (instead of the union's): per row (0 past the block's rows, up to the
+/// bound) its entries in block `a.block`'s matrix: the hop row's draws, plus the self-loop
+/// where the node has one to add (`self_loops[v] != 0`) and did not draw itself; the column
+/// counters cleared. A warp per row.
+#[inline(always)]
+pub unsafe fn block_count(a: NeighborBatchArgs) {
+    let n_dst = unsafe { *a.sizes.add(a.block as usize) };
+    let ptr = unsafe { a.hop_ptr.add(*a.ptr_at.add(a.block as usize) as usize) };
+    let nbrs = unsafe { a.hop_nbrs.add(*a.nbr_at.add(a.block as usize) as usize) };
+    let lane = ptx::lane_id();
+    let (mut d, warps) = global_warp();
+    while d < a.rows {
+        if lane == 0 {
+            unsafe {
+                *a.t_counts.add(d as usize) = 0;
+                *a.t_cursor.add(d as usize) = 0;
+            }
+        }
+        // d is the warp's: the ballot below is uniform.
+        let count = if d < n_dst {
+            let v = unsafe { *a.nodes.add(d as usize) };
+            let (lo, hi) = unsafe { (*ptr.add(d as usize), *ptr.add(d as usize + 1)) };
+            let mut own = false;
+            let mut e = lo + lane;
+            while e < hi {
+                own |= unsafe { *nbrs.add(e as usize) } == v;
+                e += 32;
+            }
+            let own = ptx::ballot(own) != 0;
+            (hi - lo) + (unsafe { *a.self_loops.add(v as usize) } != 0.0 && !own) as u32
+        } else {
+            0
+        };
+        if lane == 0 {
+            unsafe { *a.counts.add(d as usize) = count };
+        }
+        d += warps;
+    }
+}
+
+/// The position of `u` among the `len` sorted, unique columns at `cols` (it is there: a drawn
+/// neighbour of the row).
+#[inline(always)]
+unsafe fn find_column(cols: *const u32, len: u32, u: u32) -> u32 {
+    let (mut lo, mut hi) = (0u32, len);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if unsafe { *cols.add(mid as usize) } < u {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Per-layer step 3b: block `a.block`'s rows at their scanned offsets, as
+/// `Aggregation::block_matrix` builds them: row d (node v of deg(v) neighbours, k drawn) holds
+/// its draws by local column, each the full graph's value of its raw entry times deg(v) / k
+/// (in f64, rounded once), with v's self-loop value added at column d (to a drawn loop, else
+/// inserted in column order). A warp per row: the draws' local ids are sorted in the row's
+/// place of the scratch (the hop's draws' own offsets), each entry's raw position found by a
+/// binary search of its neighbour in v's sorted row. Thread 0 also writes the block's entries
+/// to `block_nnz` (the scan before this launch made them).
+#[inline(always)]
+pub unsafe fn block_fill(a: NeighborBatchArgs) {
+    let n_dst = unsafe { *a.sizes.add(a.block as usize) };
+    if global_thread() == 0 && !a.block_nnz.is_null() {
+        unsafe { *a.block_nnz = *a.row_ptr.add(*a.sizes.add(a.hops as usize) as usize) };
+    }
+    let ptr = unsafe { a.hop_ptr.add(*a.ptr_at.add(a.block as usize) as usize) };
+    let at = unsafe { *a.nbr_at.add(a.block as usize) } as usize;
+    let nbrs = unsafe { a.hop_nbrs.add(at) };
+    let lane = ptx::lane_id();
+    let (mut d, warps) = global_warp();
+    while d < n_dst {
+        let v = unsafe { *a.nodes.add(d as usize) };
+        let (lo, hi) = unsafe { (*ptr.add(d as usize), *ptr.add(d as usize + 1)) };
+        let k = hi - lo;
+        let sorted = unsafe { a.scratch.add(at + lo as usize) };
+        let mut i = lane;
+        while i < k {
+            unsafe { *sorted.add(i as usize) = *a.local.add(*nbrs.add((lo + i) as usize) as usize) };
+            i += 32;
+        }
+        ptx::sync_warp();
+        unsafe { warp_sort(sorted, k) };
+        ptx::sync_warp();
+        let (start, end) = unsafe { (*a.graph_ptr.add(v as usize), *a.graph_ptr.add(v as usize + 1)) };
+        let row_cols = unsafe { a.graph_cols.add(start as usize) };
+        let scale = (end - start) as f64 / (if k > 0 { k } else { 1 }) as f64;
+        let own = unsafe { *a.self_loops.add(v as usize) };
+        let q0 = unsafe { *a.row_ptr.add(d as usize) };
+        let with_loop = unsafe { *a.row_ptr.add(d as usize + 1) } - q0 > k;
+        let put = |q: u32, c: u32, value: f32| unsafe {
+            *a.cols.add(q as usize) = c;
+            *a.entry_rows.add(q as usize) = d;
+            *a.values.add(q as usize) = value;
+            ptx::red_add_u32(a.t_counts.add(c as usize), 1);
+        };
+        let mut below = 0u32;
+        let mut i0 = 0u32;
+        while i0 < k {
+            let i = i0 + lane;
+            let c = if i < k { unsafe { *sorted.add(i as usize) } } else { u32::MAX };
+            if i < k {
+                let u = unsafe { *a.nodes.add(c as usize) };
+                let e = start + unsafe { find_column(row_cols, end - start, u) };
+                let mut x = (unsafe { *a.entry_values.add(e as usize) } as f64 * scale) as f32;
+                if c == d && own != 0.0 {
+                    x += own;
+                }
+                put(q0 + i + (with_loop && c > d) as u32, c, x);
+            }
+            below += ptx::ballot(i < k && c < d).count_ones();
+            i0 += 32;
+        }
+        if with_loop && lane == 0 {
+            put(q0 + below, d, own);
         }
         d += warps;
     }

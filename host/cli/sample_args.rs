@@ -44,8 +44,7 @@ pub struct SampleArgs {
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub fanout: Option<Vec<i32>>,
     /// Neighbour sampling: run every layer on the union of the hops' edges, normalised as the
-    /// model normalises that subgraph (the batches the GPU sampler makes, and the only kind
-    /// before issue 45). Default: layer l on hop l's block alone with the full graph's
+    /// model normalises that subgraph (the only kind before issue 45). Default: layer l on hop l's block alone with the full graph's
     /// normalisation (GCN, SAGE, GIN; the union where --batch-norm or the hops differ from the
     /// layers).
     #[arg(long)]

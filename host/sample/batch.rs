@@ -12,8 +12,8 @@
 //!   the outputs there are never read (layer l + 1's columns and the loss rows are a prefix of
 //!   layer l's destinations), so their gradients are zero.
 //! - Neighbour sampling as before ([`TrainBatch::from_blocks`]; attention models, BatchNorm
-//!   with the union below, `--neighbor-union`, the GPU sampler): the union of every layer's
-//!   sampled edges, which PyG's `NeighborLoader` hands a model that does not call
+//!   with the union below, `--neighbor-union`, the GPU sampler's union batches): the union of
+//!   every layer's sampled edges, which PyG's `NeighborLoader` hands a model that does not call
 //!   `trim_to_layer`: every layer runs on the whole sampled subgraph.
 
 use std::sync::Arc;

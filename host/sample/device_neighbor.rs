@@ -227,14 +227,14 @@ struct BatchSet {
 }
 
 impl BatchSet {
-    /// A set for batches of up to `max_nodes` nodes, one matrix per entry bound of `entries`.
-    fn new(gpu: &Arc<Gpu>, max_nodes: usize, entries: &[usize], features: Option<&DeviceFeatures>) -> Result<Self> {
+    /// A set for batches of up to `max_nodes` nodes, one matrix per entry bound of `entries`
+    /// (per-layer blocks when `blocks`, whose entries come after the five sizes; else the union).
+    fn new(gpu: &Arc<Gpu>, max_nodes: usize, (entries, blocks): (&[usize], bool), features: Option<&DeviceFeatures>) -> Result<Self> {
         Ok(BatchSet {
             nodes: DeviceVec::zeros(gpu, max_nodes)?,
             matrices: entries.iter().map(|&e| MatrixSet::new(gpu, max_nodes, e)).collect::<Result<_>>()?,
             features: features.map(|f| f.set(gpu)).transpose()?,
-            // The blocks' entries after the five (none for the union, which has one matrix).
-            sizes: Sizes::with_extra(gpu, if entries.len() > 1 { entries.len() } else { 0 })?,
+            sizes: Sizes::with_extra(gpu, if blocks { entries.len() } else { 0 })?,
         })
     }
 }
@@ -345,8 +345,8 @@ impl DeviceNeighbor {
             tile_sums: DeviceVec::zeros(gpu, tiles)?,
             tile_offsets: DeviceVec::zeros(gpu, tiles + 1)?,
             sets: [
-                BatchSet::new(gpu, max_nodes, &matrix_entries, features.as_ref())?,
-                BatchSet::new(gpu, max_nodes, &matrix_entries, features.as_ref())?,
+                BatchSet::new(gpu, max_nodes, (&matrix_entries, blocks.is_some()), features.as_ref())?,
+                BatchSet::new(gpu, max_nodes, (&matrix_entries, blocks.is_some()), features.as_ref())?,
             ],
             set_nnz: [Vec::new(), Vec::new()],
             blocks,

@@ -1061,8 +1061,10 @@ fn options() {
         (vec!["--fanout", "5"], vec!["--fanout", "--sampler"]),
         (vec!["--neighbor-union"], vec!["--neighbor-union", "--sampler"]),
         (vec!["--sampler", "saint-rw", "--neighbor-union"], vec!["--neighbor-union", "--sampler neighbor"]),
-        // The GPU sampler makes the union batches only: asked for per-layer ones, it says so.
-        (vec!["--sampler", "neighbor", "--sample-on", "gpu"], vec!["--sample-on gpu", "--neighbor-union"]),
+        // The GPU sampler makes per-layer blocks and the --neighbor-union batches, not the union
+        // with the full graph's normalisation (hops other than layers): asked for it, it says so.
+        (vec!["--sampler", "neighbor", "--fanout", "5", "--sample-on", "gpu"], vec!["--sample-on gpu", "fan-outs not one per layer"]),
+        (vec!["--sampler", "neighbor", "--sample-on", "gpu"], vec!["--sample-on gpu", "needs a GPU"]),
         (vec!["--npz", "missing.npz"], vec!["missing.npz"]),
         (vec!["--npz", "ring.mtx"], vec!["ring.mtx"]),
         (vec!["--resume", "ring.mtx"], vec!["ring.mtx"]),

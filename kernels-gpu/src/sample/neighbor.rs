@@ -452,9 +452,10 @@ unsafe fn find_column(cols: *const u32, len: u32, u: u32) -> u32 {
 /// `Aggregation::block_matrix` builds them: row d (node v of deg(v) neighbours, k drawn) holds
 /// its draws by local column, each the full graph's value of its raw entry times deg(v) / k
 /// (in f64, rounded once), with v's self-loop value added at column d (to a drawn loop, else
-/// inserted in column order). A warp per row: the draws' local ids are sorted in the row's
-/// place of the scratch (the hop's draws' own offsets), each entry's raw position found by a
-/// binary search of its neighbour in v's sorted row. Thread 0 also writes the block's entries
+/// inserted in column order). A warp per row: up to 32 draws are ranked by local id in
+/// registers, longer rows sorted in the row's place of the scratch (the hop's draws' own
+/// offsets); each entry's raw position is found by a binary search of its neighbour in v's
+/// sorted row. Thread 0 also writes the block's entries
 /// to `block_nnz` (the scan before this launch made them).
 #[inline(always)]
 pub unsafe fn block_fill(a: NeighborBatchArgs) {
@@ -471,15 +472,6 @@ pub unsafe fn block_fill(a: NeighborBatchArgs) {
         let v = unsafe { *a.nodes.add(d as usize) };
         let (lo, hi) = unsafe { (*ptr.add(d as usize), *ptr.add(d as usize + 1)) };
         let k = hi - lo;
-        let sorted = unsafe { a.scratch.add(at + lo as usize) };
-        let mut i = lane;
-        while i < k {
-            unsafe { *sorted.add(i as usize) = *a.local.add(*nbrs.add((lo + i) as usize) as usize) };
-            i += 32;
-        }
-        ptx::sync_warp();
-        unsafe { warp_sort(sorted, k) };
-        ptx::sync_warp();
         let (start, end) = unsafe { (*a.graph_ptr.add(v as usize), *a.graph_ptr.add(v as usize + 1)) };
         let row_cols = unsafe { a.graph_cols.add(start as usize) };
         let scale = (end - start) as f64 / (if k > 0 { k } else { 1 }) as f64;
@@ -492,22 +484,48 @@ pub unsafe fn block_fill(a: NeighborBatchArgs) {
             *a.values.add(q as usize) = value;
             ptx::red_add_u32(a.t_counts.add(c as usize), 1);
         };
-        let mut below = 0u32;
-        let mut i0 = 0u32;
-        while i0 < k {
-            let i = i0 + lane;
-            let c = if i < k { unsafe { *sorted.add(i as usize) } } else { u32::MAX };
-            if i < k {
-                let u = unsafe { *a.nodes.add(c as usize) };
-                let e = start + unsafe { find_column(row_cols, end - start, u) };
-                let mut x = (unsafe { *a.entry_values.add(e as usize) } as f64 * scale) as f32;
-                if c == d && own != 0.0 {
-                    x += own;
-                }
-                put(q0 + i + (with_loop && c > d) as u32, c, x);
+        // The draw of local column c, at `rank` among the row's draws by column.
+        let entry = |rank: u32, c: u32| {
+            let u = unsafe { *a.nodes.add(c as usize) };
+            let e = start + unsafe { find_column(row_cols, end - start, u) };
+            let mut x = (unsafe { *a.entry_values.add(e as usize) } as f64 * scale) as f32;
+            if c == d && own != 0.0 {
+                x += own;
             }
-            below += ptx::ballot(i < k && c < d).count_ones();
-            i0 += 32;
+            put(q0 + rank + (with_loop && c > d) as u32, c, x);
+        };
+        let mut below = 0u32;
+        if k <= 32 {
+            // In registers: lane j's draw goes to its rank (the columns are distinct).
+            let c = if lane < k { unsafe { *a.local.add(*nbrs.add((lo + lane) as usize) as usize) } } else { u32::MAX };
+            let mut rank = 0u32;
+            for m in 0..k {
+                rank += (ptx::shfl_idx_u32(c, m) < c) as u32;
+            }
+            if lane < k {
+                entry(rank, c);
+            }
+            below = ptx::ballot(lane < k && c < d).count_ones();
+        } else {
+            let sorted = unsafe { a.scratch.add(at + lo as usize) };
+            let mut i = lane;
+            while i < k {
+                unsafe { *sorted.add(i as usize) = *a.local.add(*nbrs.add((lo + i) as usize) as usize) };
+                i += 32;
+            }
+            ptx::sync_warp();
+            unsafe { warp_sort(sorted, k) };
+            ptx::sync_warp();
+            let mut i0 = 0u32;
+            while i0 < k {
+                let i = i0 + lane;
+                let c = if i < k { unsafe { *sorted.add(i as usize) } } else { u32::MAX };
+                if i < k {
+                    entry(i, c);
+                }
+                below += ptx::ballot(i < k && c < d).count_ones();
+                i0 += 32;
+            }
         }
         if with_loop && lane == 0 {
             put(q0 + below, d, own);

@@ -7,16 +7,23 @@
 //! sqrt(var + eps)` for the backward pass, which is the standard one through the batch
 //! statistics: with xhat = (x - mean) inv_std,
 //! dgamma = Σ_r dy xhat, dbeta = Σ_r dy, dx = gamma inv_std / N (N dy - dbeta - xhat dgamma).
+//!
+//! Live rows: a model built at a capacity and rebound per batch (graph classification) pads its
+//! batches with rows past the live ones. Given a count of live rows (`live`: one u32 where the
+//! ops read it, rewritten per batch), both passes run over the leading `live` rows alone, as on
+//! the unpadded batch, and write 0 to the padded rows' outputs and input gradients.
 
 use rayon::prelude::*;
 
-use super::col_sums::{col_sums, col_sums_cpu};
+use super::col_sums::col_sums_cpu;
 use super::{check_gpu, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
-use crate::gpu::DeviceMatrix;
+use crate::gpu::launch::Ptr;
+use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::gpu::abi::nn::{
-    BatchNormApplyArgs, BatchNormBackwardArgs, BatchNormBackwardSumsArgs, BatchNormFinishArgs, BatchNormSqArgs, batch_norm_apply_f32,
-    batch_norm_backward_f32, batch_norm_backward_sums_f32, batch_norm_finish_f32, batch_norm_sq_f32,
+    BatchNormApplyArgs, BatchNormBackwardArgs, BatchNormBackwardSumsArgs, BatchNormFinishArgs, BatchNormSqArgs, BatchNormSumArgs,
+    batch_norm_apply_f32, batch_norm_backward_f32, batch_norm_backward_sums_f32, batch_norm_finish_f32, batch_norm_sq_f32,
+    batch_norm_sum_f32,
 };
 use crate::gpu::launch::Shape;
 use crate::ops::backend::Backend;
@@ -157,8 +164,18 @@ fn reduce_shape(x: &DeviceMatrix<f32>, sums: u32) -> Shape {
     Shape::linear(blocks as u32, NN_BLOCK, smem)
 }
 
+/// The device address of a live-row count (null: every row counts), checked to hold one.
+fn live_arg(x: &DeviceMatrix<f32>, live: Option<&DeviceVec<u32>>, what: &str) -> Result<Ptr<u32>> {
+    match live {
+        None => Ok(Ptr::null()),
+        Some(v) if v.is_empty() => Err(Error::Shape(format!("{what}: an empty live-row count"))),
+        Some(v) => Ok(v.arg(x.gpu())),
+    }
+}
+
 /// The forward pass on the device (see [`batch_norm_cpu`]); `saved` = (mean, inv_std) also
-/// serve as the scratch for the batch's column sums and centred sums of squares.
+/// serve as the scratch for the batch's column sums and centred sums of squares. With `live`,
+/// over its leading rows only (see the module note).
 pub fn batch_norm(
     x: &DeviceMatrix<f32>,
     affine: (&DeviceMatrix<f32>, &DeviceMatrix<f32>),
@@ -166,8 +183,10 @@ pub fn batch_norm(
     hyper: BatchNormHyper,
     y: &mut DeviceMatrix<f32>,
     saved: (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
+    live: Option<&DeviceVec<u32>>,
 ) -> Result<()> {
     check_same(x, y, "batch_norm")?;
+    let live = live_arg(x, live, "batch_norm")?;
     let (gamma, beta) = affine;
     let (rm, rv) = running;
     let (mean, inv_std) = saved;
@@ -185,9 +204,14 @@ pub fn batch_norm(
     let ld4 = (x.ld / 4) as u32;
     if hyper.train {
         // sum -> mean's buffer, centred squares -> inv_std's; `finish` turns them into both.
-        col_sums(x, mean)?;
+        mean.zero()?;
+        let sum = BatchNormSumArgs { rows: x.rows as u32, cols: x.cols as u32, ld4, live, x: x.arg(), sum: mean.arg_mut() };
+        // SAFETY: x holds rows x ld floats, sum one padded row (zeroed above); the shared memory is
+        // what the narrow tiling uses for one sum; `live` is null or one u32.
+        unsafe { batch_norm_sum_f32.launch(&gpu, reduce_shape(x, 1), &sum)? };
         inv_std.zero()?;
-        let args = BatchNormSqArgs { rows: x.rows as u32, cols: x.cols as u32, ld4, x: x.arg(), sum: mean.arg(), sq: inv_std.arg_mut() };
+        let args =
+            BatchNormSqArgs { rows: x.rows as u32, cols: x.cols as u32, ld4, live, x: x.arg(), sum: mean.arg(), sq: inv_std.arg_mut() };
         // SAFETY: x holds rows x ld floats, sum and sq one padded row; the shared memory is what
         // the narrow tiling uses for one sum.
         unsafe { batch_norm_sq_f32.launch(&gpu, reduce_shape(x, 1), &args)? };
@@ -195,6 +219,7 @@ pub fn batch_norm(
     let finish = BatchNormFinishArgs {
         rows: x.rows as u32,
         cols: x.cols as u32,
+        live,
         train: hyper.train as u32,
         eps: hyper.eps,
         momentum: hyper.momentum,
@@ -212,6 +237,7 @@ pub fn batch_norm(
     let apply = BatchNormApplyArgs {
         n4,
         ld4,
+        live,
         x: x.arg(),
         y: y.arg_mut(),
         mean: mean.arg(),
@@ -223,7 +249,8 @@ pub fn batch_norm(
     unsafe { batch_norm_apply_f32.launch(&gpu, elementwise_shape(&gpu, n4), &apply) }
 }
 
-/// The backward pass on the device (see [`batch_norm_backward_cpu`]).
+/// The backward pass on the device (see [`batch_norm_backward_cpu`]); with `live`, over its
+/// leading rows only.
 pub fn batch_norm_backward(
     x: &DeviceMatrix<f32>,
     dy: &DeviceMatrix<f32>,
@@ -231,8 +258,10 @@ pub fn batch_norm_backward(
     saved: (&DeviceMatrix<f32>, &DeviceMatrix<f32>),
     dx: &mut DeviceMatrix<f32>,
     grads: (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
+    live: Option<&DeviceVec<u32>>,
 ) -> Result<()> {
     check_same(x, dy, "batch_norm_backward")?;
+    let live = live_arg(x, live, "batch_norm_backward")?;
     check_same(x, dx, "batch_norm_backward")?;
     let (mean, inv_std) = saved;
     let (dgamma, dbeta) = grads;
@@ -252,6 +281,7 @@ pub fn batch_norm_backward(
         rows: x.rows as u32,
         cols: x.cols as u32,
         ld4,
+        live,
         x: x.arg(),
         dy: dy.arg(),
         mean: mean.arg(),
@@ -266,6 +296,7 @@ pub fn batch_norm_backward(
         n4,
         ld4,
         rows: x.rows as u32,
+        live,
         x: x.arg(),
         dy: dy.arg(),
         mean: mean.arg(),
@@ -283,7 +314,9 @@ pub fn batch_norm_backward(
 
 pub trait BatchNormOp: Backend {
     /// `y = BN(x)` with `affine` = (gamma, beta), `running` = (mean, var) and `saved` = (mean,
-    /// inv_std) for the backward, all `1 x cols`.
+    /// inv_std) for the backward, all `1 x cols`; with `live` (a count of one id, see
+    /// [`crate::ops::backend::bind::BindOps::bind_ids`]) over the leading rows it counts, the
+    /// others 0.
     fn batch_norm(
         &self,
         x: &Self::Mat,
@@ -292,8 +325,10 @@ pub trait BatchNormOp: Backend {
         hyper: BatchNormHyper,
         y: &mut Self::Mat,
         saved: (&mut Self::Mat, &mut Self::Mat),
+        live: Option<&Self::Ids>,
     ) -> Result<()>;
-    /// `dx` and `grads` = (dgamma, dbeta) from `dy` after a training `batch_norm` of `x`.
+    /// `dx` and `grads` = (dgamma, dbeta) from `dy` after a training `batch_norm` of `x` (with
+    /// the same `live`).
     fn batch_norm_backward(
         &self,
         x: &Self::Mat,
@@ -302,6 +337,7 @@ pub trait BatchNormOp: Backend {
         saved: (&Self::Mat, &Self::Mat),
         dx: &mut Self::Mat,
         grads: (&mut Self::Mat, &mut Self::Mat),
+        live: Option<&Self::Ids>,
     ) -> Result<()>;
 }
 
@@ -314,6 +350,15 @@ fn host_vecs<T>(cols: usize, vs: &[(&HostMat<T>, &str)]) -> Result<()> {
     Ok(())
 }
 
+/// The live rows of a `rows`-row matrix: all, or the count `live` holds (at most `rows`).
+fn host_live(rows: usize, live: Option<&Vec<u32>>, what: &str) -> Result<usize> {
+    match live.map(|v| v.first()) {
+        None => Ok(rows),
+        Some(Some(&n)) => Ok(rows.min(n as usize)),
+        Some(None) => Err(Error::Shape(format!("{what}: an empty live-row count"))),
+    }
+}
+
 impl<T: Real> BatchNormOp for CpuBackend<T> {
     fn batch_norm(
         &self,
@@ -323,20 +368,24 @@ impl<T: Real> BatchNormOp for CpuBackend<T> {
         hyper: BatchNormHyper,
         y: &mut HostMat<T>,
         saved: (&mut HostMat<T>, &mut HostMat<T>),
+        live: Option<&Vec<u32>>,
     ) -> Result<()> {
         same_shape("batch_norm", y, x)?;
         let c = x.cols;
         host_vecs(c, &[(affine.0, "batch_norm gamma"), (affine.1, "batch_norm beta"), (running.0, "batch_norm running mean")])?;
         host_vecs(c, &[(running.1, "batch_norm running var"), (saved.0, "batch_norm mean"), (saved.1, "batch_norm inv_std")])?;
+        // The live rows are the batch: normalised as an unpadded one, the rest written 0.
+        let n = host_live(x.rows, live, "batch_norm")? * c;
         batch_norm_cpu(
-            &x.data,
+            &x.data[..n],
             c,
             (&affine.0.data, &affine.1.data),
             (&mut running.0.data, &mut running.1.data),
             hyper,
-            &mut y.data,
+            &mut y.data[..n],
             (&mut saved.0.data, &mut saved.1.data),
         );
+        y.data[n..].fill(T::zero());
         Ok(())
     }
     fn batch_norm_backward(
@@ -347,6 +396,7 @@ impl<T: Real> BatchNormOp for CpuBackend<T> {
         saved: (&HostMat<T>, &HostMat<T>),
         dx: &mut HostMat<T>,
         grads: (&mut HostMat<T>, &mut HostMat<T>),
+        live: Option<&Vec<u32>>,
     ) -> Result<()> {
         same_shape("batch_norm_backward", dy, x)?;
         same_shape("batch_norm_backward", dx, x)?;
@@ -356,15 +406,17 @@ impl<T: Real> BatchNormOp for CpuBackend<T> {
             &[(gamma, "batch_norm_backward gamma"), (saved.0, "batch_norm_backward mean"), (saved.1, "batch_norm_backward inv_std")],
         )?;
         host_vecs(c, &[(grads.0, "batch_norm_backward dgamma"), (grads.1, "batch_norm_backward dbeta")])?;
+        let n = host_live(x.rows, live, "batch_norm_backward")? * c;
         batch_norm_backward_cpu(
-            &x.data,
-            &dy.data,
+            &x.data[..n],
+            &dy.data[..n],
             c,
             &gamma.data,
             (&saved.0.data, &saved.1.data),
-            &mut dx.data,
+            &mut dx.data[..n],
             (&mut grads.0.data, &mut grads.1.data),
         );
+        dx.data[n..].fill(T::zero());
         Ok(())
     }
 }
@@ -378,8 +430,9 @@ impl BatchNormOp for CudaBackend {
         hyper: BatchNormHyper,
         y: &mut DeviceMatrix<f32>,
         saved: (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
+        live: Option<&DeviceVec<u32>>,
     ) -> Result<()> {
-        self.timed("batch norm", || batch_norm(x, affine, running, hyper, y, saved))
+        self.timed("batch norm", || batch_norm(x, affine, running, hyper, y, saved, live))
     }
     fn batch_norm_backward(
         &self,
@@ -389,7 +442,8 @@ impl BatchNormOp for CudaBackend {
         saved: (&DeviceMatrix<f32>, &DeviceMatrix<f32>),
         dx: &mut DeviceMatrix<f32>,
         grads: (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
+        live: Option<&DeviceVec<u32>>,
     ) -> Result<()> {
-        self.timed("batch norm backward", || batch_norm_backward(x, dy, gamma, saved, dx, grads))
+        self.timed("batch norm backward", || batch_norm_backward(x, dy, gamma, saved, dx, grads, live))
     }
 }

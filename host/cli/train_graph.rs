@@ -68,6 +68,8 @@ fn config(a: &TrainArgs) -> Result<(GraphTrainConfig, usize)> {
         lr_halve_every: g.lr_halve_every,
         weight_decay: a.weight_decay.unwrap_or(0.0),
         workers,
+        rebind: !a.sample.build_per_batch,
+        record: !a.sample.eager_steps,
     };
     Ok((cfg, g.folds.unwrap_or(10)))
 }

@@ -19,6 +19,7 @@ mod gen_tcg;
 mod gin_tf32;
 mod gpu_mma;
 mod graph_formats;
+mod graph_bound;
 mod graph_task;
 mod hybrid;
 mod layerwise_inference;

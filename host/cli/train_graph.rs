@@ -59,7 +59,7 @@ fn config(a: &TrainArgs) -> Result<(GraphTrainConfig, usize)> {
         seed: a.seeds.first().copied().unwrap_or(0),
         ..d
     };
-    let workers = a.sample.sample_workers.unwrap_or(2);
+    let workers = a.sample.workers();
     let cfg = GraphTrainConfig {
         model: GraphModel { encoder, pooling: g.pooling.unwrap_or(default_graph_pooling(a.model)), classes: 0, features: 0 },
         batch_size: a.sample.batch_size.unwrap_or(128),

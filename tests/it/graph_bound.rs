@@ -65,7 +65,10 @@ fn padded_batch_gives_the_unpadded_batchs_logits_and_gradients() {
                 fresh.gradients(&b, &mut sf).unwrap();
                 bound.gradients(&b, &mut sb).unwrap();
                 let (lf, lb) = (b.read_stats(&sf).unwrap(), b.read_stats(&sb).unwrap());
-                assert!((lf.loss - lb.loss / g as f64).abs() < 1e-10 * lf.loss.abs().max(1.0), "{what}: loss {} vs {}", lb.loss / g as f64, lf.loss);
+                // The per-batch net scales each graph's loss by 1 / g rounded to f32; the bound
+                // net's sum is divided by g when read: they part at f32's rounding of 1 / g.
+                let lbm = lb.loss / g as f64;
+                assert!((lf.loss - lbm).abs() < 1e-7 * lf.loss.abs().max(1.0), "{what}: loss {lbm} vs {}", lf.loss);
                 assert_eq!(lf.correct[0], lb.correct[0], "{what}: correct");
                 let (pf, pb) = (fresh.params(), bound.params());
                 assert_eq!(pf.len(), pb.len(), "{what}: parameters");
@@ -128,7 +131,9 @@ fn bound_training_curve_matches_nets_built_per_batch_cpu() {
         let per_batch = curve(&b, &set, &folds, &GraphTrainConfig { rebind: false, ..cfg });
         assert!(bound.bound.is_some() && per_batch.bound.is_none(), "{model}: the paths taken");
         for (x, y) in bound.epochs.iter().zip(&per_batch.epochs) {
-            assert!((x.train_loss - y.train_loss).abs() < 1e-9, "{model} epoch {}: loss {} vs {}", x.epoch, x.train_loss, y.train_loss);
+            // The reported loss parts at f32's rounding of 1 / g (see above); the gradients'
+            // scale is the same f32 on both paths, so the training itself does not part.
+            assert!((x.train_loss - y.train_loss).abs() < 1e-7, "{model} epoch {}: loss {} vs {}", x.epoch, x.train_loss, y.train_loss);
             assert_eq!((x.train_acc, x.test_acc), (y.train_acc, y.test_acc), "{model} epoch {}", x.epoch);
         }
     }

@@ -68,13 +68,12 @@ impl<B: BatchNormOps> BatchNorm<B> {
     /// `BN(x)` into [`BatchNorm::out`]; training also moves the running statistics.
     pub fn forward(&mut self, b: &B, x: &B::Mat, train: bool) -> Result<()> {
         b.batch_norm(
-            x,
+            (x, self.live.as_ref()),
             (&self.weight.value, &self.bias.value),
             (&mut self.running_mean, &mut self.running_var),
             BatchNormHyper::torch(train),
             &mut self.out,
             (&mut self.mean, &mut self.inv_std),
-            self.live.as_ref(),
         )
     }
 
@@ -89,13 +88,12 @@ impl<B: BatchNormOps> BatchNorm<B> {
     /// of `x`.
     pub fn backward(&mut self, b: &B, x: &B::Mat, dy: &B::Mat) -> Result<()> {
         b.batch_norm_backward(
-            x,
+            (x, self.live.as_ref()),
             dy,
             &self.weight.value,
             (&self.mean, &self.inv_std),
             &mut self.dx,
             (&mut self.weight.grad, &mut self.bias.grad),
-            self.live.as_ref(),
         )
     }
 

@@ -157,13 +157,34 @@ fn bound_training_curve_gpu_eager_and_replayed_match_cpu() {
         // Recorded at the second step, again at the halved learning rate (epoch 3).
         assert_eq!(br.recordings, 2, "{model}: recordings");
         for ((c, e), r) in cpu.epochs.iter().zip(&eager.epochs).zip(&replayed.epochs) {
-            println!("{model} epoch {}: loss cpu {:.6} eager {:.6} replayed {:.6}; test {} {} {}", c.epoch, c.train_loss, e.train_loss, r.train_loss, c.test_acc, e.test_acc, r.test_acc);
+            println!(
+                "{model} epoch {}: loss cpu {:.6} eager {:.6} replayed {:.6}; test {} {} {}",
+                c.epoch, c.train_loss, e.train_loss, r.train_loss, c.test_acc, e.test_acc, r.test_acc
+            );
             // f32 kernels with atomics against f64: the curve, not the bits.
             for (w, x) in [("eager", e), ("replayed", r)] {
-                assert!((x.train_loss - c.train_loss).abs() < 2e-3 * c.train_loss.max(1.0), "{model} {w} epoch {}: loss {} vs {}", c.epoch, x.train_loss, c.train_loss);
-                assert!((x.test_acc - c.test_acc).abs() <= 0.1, "{model} {w} epoch {}: test accuracy {} vs {}", c.epoch, x.test_acc, c.test_acc);
+                assert!(
+                    (x.train_loss - c.train_loss).abs() < 2e-3 * c.train_loss.max(1.0),
+                    "{model} {w} epoch {}: loss {} vs {}",
+                    c.epoch,
+                    x.train_loss,
+                    c.train_loss
+                );
+                assert!(
+                    (x.test_acc - c.test_acc).abs() <= 0.1,
+                    "{model} {w} epoch {}: test accuracy {} vs {}",
+                    c.epoch,
+                    x.test_acc,
+                    c.test_acc
+                );
             }
-            assert!((e.train_loss - r.train_loss).abs() < 1e-3 * c.train_loss.max(1.0), "{model} epoch {}: eager {} vs replayed {}", c.epoch, e.train_loss, r.train_loss);
+            assert!(
+                (e.train_loss - r.train_loss).abs() < 1e-3 * c.train_loss.max(1.0),
+                "{model} epoch {}: eager {} vs replayed {}",
+                c.epoch,
+                e.train_loss,
+                r.train_loss
+            );
         }
     }
     std::fs::remove_dir_all(&dir).ok();
@@ -188,9 +209,9 @@ fn batch_norm_over_live_rows_gpu_matches_cpu() {
         let (xc, dyc, gc, bc) = (up(&xl), up(&dyl), up(&gamma), up(&beta));
         let (mut rmc, mut rvc) = (cpu.matrix(1, cols).unwrap(), up(&rv));
         let (mut yc, mut mc, mut sc) = (cpu.matrix(live, cols).unwrap(), cpu.matrix(1, cols).unwrap(), cpu.matrix(1, cols).unwrap());
-        cpu.batch_norm(&xc, (&gc, &bc), (&mut rmc, &mut rvc), BatchNormHyper::torch(true), &mut yc, (&mut mc, &mut sc), None).unwrap();
+        cpu.batch_norm((&xc, None), (&gc, &bc), (&mut rmc, &mut rvc), BatchNormHyper::torch(true), &mut yc, (&mut mc, &mut sc)).unwrap();
         let (mut dxc, mut dgc, mut dbc) = (cpu.matrix(live, cols).unwrap(), cpu.matrix(1, cols).unwrap(), cpu.matrix(1, cols).unwrap());
-        cpu.batch_norm_backward(&xc, &dyc, &gc, (&mc, &sc), &mut dxc, (&mut dgc, &mut dbc), None).unwrap();
+        cpu.batch_norm_backward((&xc, None), &dyc, &gc, (&mc, &sc), &mut dxc, (&mut dgc, &mut dbc)).unwrap();
         // The GPU on the whole matrix with the count in device memory (set, then rewritten).
         let dev = |m: &Matrix| DeviceMatrix::upload(&gpu, m).unwrap();
         let poison = |r: usize, c: usize| {
@@ -201,7 +222,7 @@ fn batch_norm_over_live_rows_gpu_matches_cpu() {
         let (xd, dyd, gd, bd) = (dev(&x), dev(&dy), dev(&gamma), dev(&beta));
         let (mut rmd, mut rvd) = (dev(&Matrix::zeros(1, cols)), dev(&rv));
         let (mut yd, mut md, mut sd) = (poison(rows, cols), poison(1, cols), poison(1, cols));
-        let mut count = DeviceVec::upload(&*gpu, &[rows as u32 + 7]).unwrap();
+        let mut count = DeviceVec::upload(&gpu, &[rows as u32 + 7]).unwrap();
         let b = CudaBackend::new(gpu.clone(), Precision::F32, Impl::Auto).unwrap();
         b.bind_ids(&mut count, &[live as u32]).unwrap();
         batch_norm(&xd, (&gd, &bd), (&mut rmd, &mut rvd), BatchNormHyper::torch(true), &mut yd, (&mut md, &mut sd), Some(&count)).unwrap();

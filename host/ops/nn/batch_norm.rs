@@ -18,14 +18,14 @@ use rayon::prelude::*;
 use super::col_sums::col_sums_cpu;
 use super::{check_gpu, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
-use crate::gpu::launch::Ptr;
-use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::gpu::abi::nn::{
     BatchNormApplyArgs, BatchNormBackwardArgs, BatchNormBackwardSumsArgs, BatchNormFinishArgs, BatchNormSqArgs, BatchNormSumArgs,
     batch_norm_apply_f32, batch_norm_backward_f32, batch_norm_backward_sums_f32, batch_norm_finish_f32, batch_norm_sq_f32,
     batch_norm_sum_f32,
 };
+use crate::gpu::launch::Ptr;
 use crate::gpu::launch::Shape;
+use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
@@ -314,30 +314,28 @@ pub fn batch_norm_backward(
 
 pub trait BatchNormOp: Backend {
     /// `y = BN(x)` with `affine` = (gamma, beta), `running` = (mean, var) and `saved` = (mean,
-    /// inv_std) for the backward, all `1 x cols`; with `live` (a count of one id, see
-    /// [`crate::ops::backend::bind::BindOps::bind_ids`]) over the leading rows it counts, the
-    /// others 0.
+    /// inv_std) for the backward, all `1 x cols`; `input` = (x, live): with a count of live rows
+    /// (one id, see [`crate::ops::backend::bind::BindOps::bind_ids`]) over the leading rows it
+    /// counts, the others 0.
     fn batch_norm(
         &self,
-        x: &Self::Mat,
+        input: (&Self::Mat, Option<&Self::Ids>),
         affine: (&Self::Mat, &Self::Mat),
         running: (&mut Self::Mat, &mut Self::Mat),
         hyper: BatchNormHyper,
         y: &mut Self::Mat,
         saved: (&mut Self::Mat, &mut Self::Mat),
-        live: Option<&Self::Ids>,
     ) -> Result<()>;
-    /// `dx` and `grads` = (dgamma, dbeta) from `dy` after a training `batch_norm` of `x` (with
-    /// the same `live`).
+    /// `dx` and `grads` = (dgamma, dbeta) from `dy` after a training `batch_norm` of `input` =
+    /// (x, live).
     fn batch_norm_backward(
         &self,
-        x: &Self::Mat,
+        input: (&Self::Mat, Option<&Self::Ids>),
         dy: &Self::Mat,
         gamma: &Self::Mat,
         saved: (&Self::Mat, &Self::Mat),
         dx: &mut Self::Mat,
         grads: (&mut Self::Mat, &mut Self::Mat),
-        live: Option<&Self::Ids>,
     ) -> Result<()>;
 }
 
@@ -362,13 +360,12 @@ fn host_live(rows: usize, live: Option<&Vec<u32>>, what: &str) -> Result<usize> 
 impl<T: Real> BatchNormOp for CpuBackend<T> {
     fn batch_norm(
         &self,
-        x: &HostMat<T>,
+        (x, live): (&HostMat<T>, Option<&Vec<u32>>),
         affine: (&HostMat<T>, &HostMat<T>),
         running: (&mut HostMat<T>, &mut HostMat<T>),
         hyper: BatchNormHyper,
         y: &mut HostMat<T>,
         saved: (&mut HostMat<T>, &mut HostMat<T>),
-        live: Option<&Vec<u32>>,
     ) -> Result<()> {
         same_shape("batch_norm", y, x)?;
         let c = x.cols;
@@ -390,13 +387,12 @@ impl<T: Real> BatchNormOp for CpuBackend<T> {
     }
     fn batch_norm_backward(
         &self,
-        x: &HostMat<T>,
+        (x, live): (&HostMat<T>, Option<&Vec<u32>>),
         dy: &HostMat<T>,
         gamma: &HostMat<T>,
         saved: (&HostMat<T>, &HostMat<T>),
         dx: &mut HostMat<T>,
         grads: (&mut HostMat<T>, &mut HostMat<T>),
-        live: Option<&Vec<u32>>,
     ) -> Result<()> {
         same_shape("batch_norm_backward", dy, x)?;
         same_shape("batch_norm_backward", dx, x)?;
@@ -424,25 +420,23 @@ impl<T: Real> BatchNormOp for CpuBackend<T> {
 impl BatchNormOp for CudaBackend {
     fn batch_norm(
         &self,
-        x: &DeviceMatrix<f32>,
+        (x, live): (&DeviceMatrix<f32>, Option<&DeviceVec<u32>>),
         affine: (&DeviceMatrix<f32>, &DeviceMatrix<f32>),
         running: (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
         hyper: BatchNormHyper,
         y: &mut DeviceMatrix<f32>,
         saved: (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
-        live: Option<&DeviceVec<u32>>,
     ) -> Result<()> {
         self.timed("batch norm", || batch_norm(x, affine, running, hyper, y, saved, live))
     }
     fn batch_norm_backward(
         &self,
-        x: &DeviceMatrix<f32>,
+        (x, live): (&DeviceMatrix<f32>, Option<&DeviceVec<u32>>),
         dy: &DeviceMatrix<f32>,
         gamma: &DeviceMatrix<f32>,
         saved: (&DeviceMatrix<f32>, &DeviceMatrix<f32>),
         dx: &mut DeviceMatrix<f32>,
         grads: (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
-        live: Option<&DeviceVec<u32>>,
     ) -> Result<()> {
         self.timed("batch norm backward", || batch_norm_backward(x, dy, gamma, saved, dx, grads, live))
     }

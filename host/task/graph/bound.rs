@@ -28,8 +28,8 @@
 //! learning rate (halved every 50 epochs) records it again.
 
 use crate::error::{Error, Result};
-use crate::graph::pad::{WithTranspose, template};
 use crate::graph::Csr;
+use crate::graph::pad::{WithTranspose, template};
 use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models::{self, FixedMatrixModel};
 use crate::nn::param::Param;

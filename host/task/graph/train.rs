@@ -183,7 +183,8 @@ pub fn train_fold<B: Ops + 'static>(
     let steps = train.len().div_ceil(cfg.batch_size);
     let mut stream = batch_stream(set, train.clone(), cfg, seed, Ok)?;
     let mut trained: Option<GraphNet<B>> = None;
-    let mut out = FoldResult { fold, train_graphs: train.len(), test_graphs: test.len(), epochs: Vec::with_capacity(cfg.epochs), bound: None };
+    let mut out =
+        FoldResult { fold, train_graphs: train.len(), test_graphs: test.len(), epochs: Vec::with_capacity(cfg.epochs), bound: None };
     for epoch in 0..cfg.epochs {
         let halvings = epoch.checked_div(cfg.lr_halve_every).unwrap_or(0);
         let hyper = AdamHyper { lr: cfg.lr * 0.5f32.powi(halvings as i32), weight_decay: cfg.weight_decay, ..AdamHyper::default() };
@@ -262,14 +263,14 @@ fn train_fold_bound<B: Ops + 'static>(
     b.set_steps(0)?;
     let mut net = BoundGraphNet::new(b, capacity, &model)?;
     net.record = cfg.record;
-    let eval: Vec<PaddedGraphBatch> =
-        test.chunks(bs).map(|ids| PaddedGraphBatch::of(set, ids, name, capacity)).collect::<Result<_>>()?;
+    let eval: Vec<PaddedGraphBatch> = test.chunks(bs).map(|ids| PaddedGraphBatch::of(set, ids, name, capacity)).collect::<Result<_>>()?;
     let steps = train.len().div_ceil(bs);
     let mut stream = batch_stream(set, train.clone(), cfg, seed, move |batch| PaddedGraphBatch::new(batch, name, capacity))?;
     // One statistics buffer per step, reused every epoch (read at its end).
     let mut stats: Vec<B::Stats> = (0..steps).map(|_| b.stats()).collect::<Result<_>>()?;
     let mut graphs = vec![0usize; steps];
-    let mut out = FoldResult { fold, train_graphs: train.len(), test_graphs: test.len(), epochs: Vec::with_capacity(cfg.epochs), bound: None };
+    let mut out =
+        FoldResult { fold, train_graphs: train.len(), test_graphs: test.len(), epochs: Vec::with_capacity(cfg.epochs), bound: None };
     for epoch in 0..cfg.epochs {
         let halvings = epoch.checked_div(cfg.lr_halve_every).unwrap_or(0);
         let hyper = AdamHyper { lr: cfg.lr * 0.5f32.powi(halvings as i32), weight_decay: cfg.weight_decay, ..AdamHyper::default() };

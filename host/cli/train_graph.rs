@@ -175,6 +175,20 @@ pub fn run(a: &TrainArgs) -> Result<()> {
             median(|e| e.wait_s)
         );
     }
+    match results.first().and_then(|f| f.bound.as_ref()) {
+        Some(r) => println!(
+            "one net per fold, rebound per batch: capacity {} nodes, {} nonzeros, {} graphs; step {}",
+            r.capacity.nodes,
+            r.capacity.edges,
+            r.capacity.graphs,
+            match (&r.record_error, r.recordings) {
+                (Some(e), _) => format!("eager (recording failed: {e})"),
+                (None, 0) => "eager".to_string(),
+                (None, n) => format!("replayed (recorded {n} time(s) in fold 0)"),
+            }
+        ),
+        None => println!("a net per batch (build ms: building them)"),
+    }
     let partial = if run_folds < folds.k() { format!(" (PARTIAL: {run_folds} of {} folds)", folds.k()) } else { String::new() };
     println!(
         "{name} {} {:?} pooling, {} folds{partial}: test accuracy {:.2} ± {:.2}% at epoch {} (best mean over folds), {:.2} ± {:.2}% at the last epoch; epoch {:.1} ms (median); {device}",

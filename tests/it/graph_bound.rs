@@ -170,8 +170,11 @@ fn bound_training_curve_gpu_eager_and_replayed_match_cpu() {
                     x.train_loss,
                     c.train_loss
                 );
+                // Held-out accuracy reads the running statistics, which carry the f32 noise of
+                // the biases before BatchNorm (vanishing gradients: Adam steps them by the noise's
+                // sign, see graph_task.rs); of 15 held-out graphs, 3 may flip.
                 assert!(
-                    (x.test_acc - c.test_acc).abs() <= 0.1,
+                    (x.test_acc - c.test_acc).abs() <= 0.21,
                     "{model} {w} epoch {}: test accuracy {} vs {}",
                     c.epoch,
                     x.test_acc,

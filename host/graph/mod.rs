@@ -9,6 +9,7 @@ pub mod mtx;
 pub mod npy;
 pub mod npz;
 pub mod ops;
+pub mod pad;
 pub mod perm;
 pub mod reorder;
 pub mod rmat;

@@ -2,6 +2,11 @@
 //! (init 0) per column, batch statistics in training (the running mean and variance follow with
 //! momentum 0.1), the running statistics in evaluation. The running statistics are buffers, not
 //! parameters: Adam never sees them, a saved model does ([`BatchNorm::buffers`]).
+//!
+//! A BatchNorm built at a capacity for batches padded to it (graph classification) is given a
+//! count of live rows ([`BatchNorm::set_live_rows`], rewritten per batch in device memory, so a
+//! recorded step reads each batch's): the statistics are the live rows' alone, and the padded
+//! rows' outputs and input gradients are 0.
 
 use crate::error::Result;
 use crate::nn::param::Param;
@@ -14,6 +19,7 @@ op_set!(
     pub trait BatchNormOps:
     crate::nn::param::ParamOps,
     crate::ops::nn::batch_norm::BatchNormOp,
+    crate::ops::backend::bind::BindOps,
 );
 
 pub struct BatchNorm<B: Backend> {
@@ -26,6 +32,8 @@ pub struct BatchNorm<B: Backend> {
     inv_std: B::Mat,
     out: B::Mat,
     dx: B::Mat,
+    /// The count of live rows (`None`: every row is live).
+    live: Option<B::Ids>,
 }
 
 impl<B: BatchNormOps> BatchNorm<B> {
@@ -40,13 +48,27 @@ impl<B: BatchNormOps> BatchNorm<B> {
             inv_std: b.matrix(1, cols)?,
             out: b.matrix(rows, cols)?,
             dx: b.matrix(rows, cols)?,
+            live: None,
         })
+    }
+
+    /// Only the leading `rows` rows are the batch from now on (see the module note): the count
+    /// is made once and rewritten in place after.
+    pub fn set_live_rows(&mut self, b: &B, rows: usize) -> Result<()> {
+        let n = [u32::try_from(rows).map_err(|_| crate::error::Error::Shape(format!("{rows} live rows (at most 2^32 - 1)")))?];
+        match &mut self.live {
+            Some(ids) => b.bind_ids(ids, &n),
+            None => {
+                self.live = Some(b.ids(&n)?);
+                Ok(())
+            }
+        }
     }
 
     /// `BN(x)` into [`BatchNorm::out`]; training also moves the running statistics.
     pub fn forward(&mut self, b: &B, x: &B::Mat, train: bool) -> Result<()> {
         b.batch_norm(
-            x,
+            (x, self.live.as_ref()),
             (&self.weight.value, &self.bias.value),
             (&mut self.running_mean, &mut self.running_var),
             BatchNormHyper::torch(train),
@@ -66,7 +88,7 @@ impl<B: BatchNormOps> BatchNorm<B> {
     /// of `x`.
     pub fn backward(&mut self, b: &B, x: &B::Mat, dy: &B::Mat) -> Result<()> {
         b.batch_norm_backward(
-            x,
+            (x, self.live.as_ref()),
             dy,
             &self.weight.value,
             (&self.mean, &self.inv_std),

@@ -379,6 +379,10 @@ impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
         out
     }
 
+    fn batch_norms(&mut self) -> Vec<&mut BatchNorm<B>> {
+        self.hidden.iter_mut().filter_map(|h| h.bn.as_mut()).collect()
+    }
+
     fn embedding(&self, layer: usize) -> Option<&B::Mat> {
         // h_l: the hidden layer's output after ReLU (and the residual sum), before dropout.
         let h = self.hidden.get(layer)?;

@@ -28,6 +28,7 @@ use super::prepared::{PaddedBatch, PreparedBatch, PreparedFeatures};
 use super::train::{Step, swap_state};
 use crate::error::{Error, Result};
 use crate::graph::Csr;
+use crate::graph::pad::template;
 use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models::{self, FixedMatrixModel, Model, ModelConfig};
@@ -115,18 +116,6 @@ pub struct BoundModel<B: Ops> {
     /// Why recording failed, if it did (the steps then run eagerly).
     pub record_error: Option<String>,
     steps_run: usize,
-}
-
-/// A canonical `rows x cols` pattern of `nnz` nonzeros (row-major fill) to build buffers of
-/// that size on; every batch's pattern overwrites it.
-fn template(rows: usize, cols: usize, nnz: usize) -> Result<Csr> {
-    if nnz > rows * cols {
-        return Err(Error::Shape(format!("a {rows}x{cols} template cannot hold {nnz} nonzeros")));
-    }
-    let mut row_ptr: Vec<u32> = (0..=rows).map(|r| (r * cols).min(nnz) as u32).collect();
-    row_ptr[rows] = nnz as u32;
-    let col_idx = (0..nnz).map(|k| (k % cols) as u32).collect();
-    Csr::new(rows, cols, row_ptr, col_idx, vec![0.0; nnz])
 }
 
 impl<B: Ops + 'static> BoundModel<B> {

@@ -22,7 +22,7 @@ use tcgnn::util::rng::SplitMix64;
 
 const KINDS: [Pooling; 3] = [Pooling::Sum, Pooling::Mean, Pooling::Max];
 
-fn tmp_dir(name: &str) -> PathBuf {
+pub(crate) fn tmp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tcgnn-graph-task-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -148,7 +148,7 @@ fn segment_pool_gradients_match_finite_differences() {
 
 /// A random TU set in `dir` with `graphs` graphs of 1..=12 nodes (random edges both ways, some
 /// graphs without edges), `classes` graph classes and node labels unless `no_node_labels`.
-fn write_random_set(dir: &Path, name: &str, graphs: usize, classes: u64, no_node_labels: bool, seed: u64) {
+pub(crate) fn write_random_set(dir: &Path, name: &str, graphs: usize, classes: u64, no_node_labels: bool, seed: u64) {
     let mut rng = SplitMix64::new(seed);
     let (mut a, mut ind, mut gl, mut nl) = (String::new(), String::new(), String::new(), String::new());
     let mut first = 1u64;
@@ -175,7 +175,7 @@ fn write_random_set(dir: &Path, name: &str, graphs: usize, classes: u64, no_node
     }
 }
 
-fn graph_model(set: &GraphSet, model: &str, pooling: Pooling) -> GraphModel {
+pub(crate) fn graph_model(set: &GraphSet, model: &str, pooling: Pooling) -> GraphModel {
     let d = default_config(model).unwrap();
     let heads = d.heads.max(1);
     let encoder = ModelConfig { layers: 3, hidden: (16 / heads).max(1), batch_norm: true, dropout: 0.5, seed: 7, ..d };

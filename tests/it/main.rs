@@ -18,6 +18,7 @@ mod fuzz_regressions;
 mod gen_tcg;
 mod gin_tf32;
 mod gpu_mma;
+mod graph_bound;
 mod graph_formats;
 mod graph_task;
 mod hybrid;

@@ -1063,7 +1063,7 @@ fn gpu_scaled_add_dot_batch_norm() {
             for train in [true, false] {
                 let hyper = BatchNormHyper::torch(train);
                 batch_norm_cpu(&x, cols, (&gamma, &beta), (&mut rm, &mut rv), hyper, &mut y, (&mut m, &mut s));
-                batch_norm(&xd, (&gd, &bd), (&mut rmd, &mut rvd), hyper, &mut yd, (&mut md, &mut sd)).unwrap();
+                batch_norm(&xd, (&gd, &bd), (&mut rmd, &mut rvd), hyper, &mut yd, (&mut md, &mut sd), None).unwrap();
                 let w = format!("batch_norm train={train} {what}");
                 assert_close(&w, &host(&yd), &y);
                 assert_close(&format!("{w} running mean"), &host(&rmd), &rm);
@@ -1071,11 +1071,11 @@ fn gpu_scaled_add_dot_batch_norm() {
                 assert_padding_zero(&yd, &w);
             }
             batch_norm_cpu(&x, cols, (&gamma, &beta), (&mut rm, &mut rv), BatchNormHyper::torch(true), &mut y, (&mut m, &mut s));
-            batch_norm(&xd, (&gd, &bd), (&mut rmd, &mut rvd), BatchNormHyper::torch(true), &mut yd, (&mut md, &mut sd)).unwrap();
+            batch_norm(&xd, (&gd, &bd), (&mut rmd, &mut rvd), BatchNormHyper::torch(true), &mut yd, (&mut md, &mut sd), None).unwrap();
             let (mut dx, mut dg, mut db) = (vec![0.0; rows * cols], vec![0.0; cols], vec![0.0; cols]);
             batch_norm_backward_cpu(&x, &z, cols, &gamma, (&m, &s), &mut dx, (&mut dg, &mut db));
             let (mut dxd, mut dgd, mut dbd) = (poisoned(&gpu, rows, cols), poisoned(&gpu, 1, cols), poisoned(&gpu, 1, cols));
-            batch_norm_backward(&xd, &dev(&gpu, rows, cols, &z), &gd, (&md, &sd), &mut dxd, (&mut dgd, &mut dbd)).unwrap();
+            batch_norm_backward(&xd, &dev(&gpu, rows, cols, &z), &gd, (&md, &sd), &mut dxd, (&mut dgd, &mut dbd), None).unwrap();
             // dx subtracts nearly equal terms: compare against the size of its parts.
             let scale = 1.0 + dx.iter().map(|v| v.abs()).fold(0.0, f64::max);
             let err = host(&dxd).iter().zip(&dx).map(|(a, b)| (*a as f64 - b).abs()).fold(0.0, f64::max) / scale;

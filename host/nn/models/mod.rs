@@ -39,6 +39,11 @@ pub trait Model<B: Ops> {
     fn buffers(&mut self) -> Vec<(String, &mut B::Mat)> {
         Vec::new()
     }
+    /// Its BatchNorm layers, for a model rebound to batches padded to a capacity (each is told
+    /// its live rows: [`crate::nn::batch_norm::BatchNorm::set_live_rows`]); none by default.
+    fn batch_norms(&mut self) -> Vec<&mut crate::nn::batch_norm::BatchNorm<B>> {
+        Vec::new()
+    }
 }
 
 /// Shape, regularisation and options of a model. Every model reads the fields it has and

@@ -33,6 +33,16 @@ pub struct PaddedPattern {
     pub t_rows: Vec<u32>,
 }
 
+impl PaddedPattern {
+    /// `w` padded to `rows x cols` with `nnz` nonzeros ([`crate::graph::pad::pad_with_transpose`])
+    /// with the COO rows of both sides.
+    pub fn new(w: &crate::graph::pad::WithTranspose, rows: usize, cols: usize, nnz: usize) -> Result<Self> {
+        let (s, t, t_of) = crate::graph::pad::pad_with_transpose(w, rows, cols, nnz)?;
+        let (s_rows, t_rows) = (coo_rows(&s), coo_rows(&t));
+        Ok(PaddedPattern { s, t, t_of, s_rows, t_rows })
+    }
+}
+
 pub trait BindOps: Backend {
     /// Whether this backend's sparse kernels can run on a rebound graph (else: build per batch).
     fn can_bind(&self) -> bool;
@@ -49,6 +59,8 @@ pub trait BindOps: Backend {
     fn bind_rows_gathered(&self, m: &mut Self::Mat, full: &Self::Mat, ids: &[u32]) -> Result<()>;
     /// Rewrites labels and membership bits (as many as `l` was made with).
     fn bind_labels(&self, l: &mut Self::Labels, labels: &[i32], mask_bits: &[u8]) -> Result<()>;
+    /// Rewrites `ids` (of `values.len()` entries) with `values` (a live-row count, per batch).
+    fn bind_ids(&self, ids: &mut Self::Ids, values: &[u32]) -> Result<()>;
     /// `dst := src` (a recorded step's statistics kept per batch), queued.
     fn copy_stats(&self, src: &Self::Stats, dst: &mut Self::Stats) -> Result<()>;
 }
@@ -110,6 +122,11 @@ impl<T: Real> BindOps for CpuBackend<T> {
         same_len("bind_labels (membership)", l.1.len(), mask_bits.len())?;
         l.0.copy_from_slice(labels);
         l.1.copy_from_slice(mask_bits);
+        Ok(())
+    }
+    fn bind_ids(&self, ids: &mut Vec<u32>, values: &[u32]) -> Result<()> {
+        same_len("bind_ids", ids.len(), values.len())?;
+        ids.copy_from_slice(values);
         Ok(())
     }
     fn copy_stats(&self, src: &[T; 4], dst: &mut [T; 4]) -> Result<()> {
@@ -199,6 +216,10 @@ impl BindOps for CudaBackend {
         same_len("bind_labels (membership)", l.1.len(), mask_bits.len().max(1))?;
         overwrite(&self.gpu, &l.0, labels, "bind_labels")?;
         overwrite(&self.gpu, &l.1, mask_bits, "bind_labels (membership)")
+    }
+    fn bind_ids(&self, ids: &mut DeviceVec<u32>, values: &[u32]) -> Result<()> {
+        same_len("bind_ids", ids.len(), values.len().max(1))?;
+        overwrite(&self.gpu, ids, values, "bind_ids")
     }
     fn copy_stats(&self, src: &DeviceVec<f32>, dst: &mut DeviceVec<f32>) -> Result<()> {
         same_len("copy_stats", dst.len(), src.len())?;

@@ -7,18 +7,25 @@
 //! sqrt(var + eps)` for the backward pass, which is the standard one through the batch
 //! statistics: with xhat = (x - mean) inv_std,
 //! dgamma = Σ_r dy xhat, dbeta = Σ_r dy, dx = gamma inv_std / N (N dy - dbeta - xhat dgamma).
+//!
+//! Live rows: a model built at a capacity and rebound per batch (graph classification) pads its
+//! batches with rows past the live ones. Given a count of live rows (`live`: one u32 where the
+//! ops read it, rewritten per batch), both passes run over the leading `live` rows alone, as on
+//! the unpadded batch, and write 0 to the padded rows' outputs and input gradients.
 
 use rayon::prelude::*;
 
-use super::col_sums::{col_sums, col_sums_cpu};
+use super::col_sums::col_sums_cpu;
 use super::{check_gpu, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
-use crate::gpu::DeviceMatrix;
 use crate::gpu::abi::nn::{
-    BatchNormApplyArgs, BatchNormBackwardArgs, BatchNormBackwardSumsArgs, BatchNormFinishArgs, BatchNormSqArgs, batch_norm_apply_f32,
-    batch_norm_backward_f32, batch_norm_backward_sums_f32, batch_norm_finish_f32, batch_norm_sq_f32,
+    BatchNormApplyArgs, BatchNormBackwardArgs, BatchNormBackwardSumsArgs, BatchNormFinishArgs, BatchNormSqArgs, BatchNormSumArgs,
+    batch_norm_apply_f32, batch_norm_backward_f32, batch_norm_backward_sums_f32, batch_norm_finish_f32, batch_norm_sq_f32,
+    batch_norm_sum_f32,
 };
+use crate::gpu::launch::Ptr;
 use crate::gpu::launch::Shape;
+use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
@@ -157,8 +164,18 @@ fn reduce_shape(x: &DeviceMatrix<f32>, sums: u32) -> Shape {
     Shape::linear(blocks as u32, NN_BLOCK, smem)
 }
 
+/// The device address of a live-row count (null: every row counts), checked to hold one.
+fn live_arg(x: &DeviceMatrix<f32>, live: Option<&DeviceVec<u32>>, what: &str) -> Result<Ptr<u32>> {
+    match live {
+        None => Ok(Ptr::null()),
+        Some(v) if v.is_empty() => Err(Error::Shape(format!("{what}: an empty live-row count"))),
+        Some(v) => Ok(v.arg(x.gpu())),
+    }
+}
+
 /// The forward pass on the device (see [`batch_norm_cpu`]); `saved` = (mean, inv_std) also
-/// serve as the scratch for the batch's column sums and centred sums of squares.
+/// serve as the scratch for the batch's column sums and centred sums of squares. With `live`,
+/// over its leading rows only (see the module note).
 pub fn batch_norm(
     x: &DeviceMatrix<f32>,
     affine: (&DeviceMatrix<f32>, &DeviceMatrix<f32>),
@@ -166,8 +183,10 @@ pub fn batch_norm(
     hyper: BatchNormHyper,
     y: &mut DeviceMatrix<f32>,
     saved: (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
+    live: Option<&DeviceVec<u32>>,
 ) -> Result<()> {
     check_same(x, y, "batch_norm")?;
+    let live = live_arg(x, live, "batch_norm")?;
     let (gamma, beta) = affine;
     let (rm, rv) = running;
     let (mean, inv_std) = saved;
@@ -185,9 +204,14 @@ pub fn batch_norm(
     let ld4 = (x.ld / 4) as u32;
     if hyper.train {
         // sum -> mean's buffer, centred squares -> inv_std's; `finish` turns them into both.
-        col_sums(x, mean)?;
+        mean.zero()?;
+        let sum = BatchNormSumArgs { rows: x.rows as u32, cols: x.cols as u32, ld4, live, x: x.arg(), sum: mean.arg_mut() };
+        // SAFETY: x holds rows x ld floats, sum one padded row (zeroed above); the shared memory is
+        // what the narrow tiling uses for one sum; `live` is null or one u32.
+        unsafe { batch_norm_sum_f32.launch(&gpu, reduce_shape(x, 1), &sum)? };
         inv_std.zero()?;
-        let args = BatchNormSqArgs { rows: x.rows as u32, cols: x.cols as u32, ld4, x: x.arg(), sum: mean.arg(), sq: inv_std.arg_mut() };
+        let args =
+            BatchNormSqArgs { rows: x.rows as u32, cols: x.cols as u32, ld4, live, x: x.arg(), sum: mean.arg(), sq: inv_std.arg_mut() };
         // SAFETY: x holds rows x ld floats, sum and sq one padded row; the shared memory is what
         // the narrow tiling uses for one sum.
         unsafe { batch_norm_sq_f32.launch(&gpu, reduce_shape(x, 1), &args)? };
@@ -195,6 +219,7 @@ pub fn batch_norm(
     let finish = BatchNormFinishArgs {
         rows: x.rows as u32,
         cols: x.cols as u32,
+        live,
         train: hyper.train as u32,
         eps: hyper.eps,
         momentum: hyper.momentum,
@@ -212,6 +237,7 @@ pub fn batch_norm(
     let apply = BatchNormApplyArgs {
         n4,
         ld4,
+        live,
         x: x.arg(),
         y: y.arg_mut(),
         mean: mean.arg(),
@@ -223,7 +249,8 @@ pub fn batch_norm(
     unsafe { batch_norm_apply_f32.launch(&gpu, elementwise_shape(&gpu, n4), &apply) }
 }
 
-/// The backward pass on the device (see [`batch_norm_backward_cpu`]).
+/// The backward pass on the device (see [`batch_norm_backward_cpu`]); with `live`, over its
+/// leading rows only.
 pub fn batch_norm_backward(
     x: &DeviceMatrix<f32>,
     dy: &DeviceMatrix<f32>,
@@ -231,8 +258,10 @@ pub fn batch_norm_backward(
     saved: (&DeviceMatrix<f32>, &DeviceMatrix<f32>),
     dx: &mut DeviceMatrix<f32>,
     grads: (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
+    live: Option<&DeviceVec<u32>>,
 ) -> Result<()> {
     check_same(x, dy, "batch_norm_backward")?;
+    let live = live_arg(x, live, "batch_norm_backward")?;
     check_same(x, dx, "batch_norm_backward")?;
     let (mean, inv_std) = saved;
     let (dgamma, dbeta) = grads;
@@ -252,6 +281,7 @@ pub fn batch_norm_backward(
         rows: x.rows as u32,
         cols: x.cols as u32,
         ld4,
+        live,
         x: x.arg(),
         dy: dy.arg(),
         mean: mean.arg(),
@@ -266,6 +296,7 @@ pub fn batch_norm_backward(
         n4,
         ld4,
         rows: x.rows as u32,
+        live,
         x: x.arg(),
         dy: dy.arg(),
         mean: mean.arg(),
@@ -283,20 +314,23 @@ pub fn batch_norm_backward(
 
 pub trait BatchNormOp: Backend {
     /// `y = BN(x)` with `affine` = (gamma, beta), `running` = (mean, var) and `saved` = (mean,
-    /// inv_std) for the backward, all `1 x cols`.
+    /// inv_std) for the backward, all `1 x cols`; `input` = (x, live): with a count of live rows
+    /// (one id, see [`crate::ops::backend::bind::BindOps::bind_ids`]) over the leading rows it
+    /// counts, the others 0.
     fn batch_norm(
         &self,
-        x: &Self::Mat,
+        input: (&Self::Mat, Option<&Self::Ids>),
         affine: (&Self::Mat, &Self::Mat),
         running: (&mut Self::Mat, &mut Self::Mat),
         hyper: BatchNormHyper,
         y: &mut Self::Mat,
         saved: (&mut Self::Mat, &mut Self::Mat),
     ) -> Result<()>;
-    /// `dx` and `grads` = (dgamma, dbeta) from `dy` after a training `batch_norm` of `x`.
+    /// `dx` and `grads` = (dgamma, dbeta) from `dy` after a training `batch_norm` of `input` =
+    /// (x, live).
     fn batch_norm_backward(
         &self,
-        x: &Self::Mat,
+        input: (&Self::Mat, Option<&Self::Ids>),
         dy: &Self::Mat,
         gamma: &Self::Mat,
         saved: (&Self::Mat, &Self::Mat),
@@ -314,10 +348,19 @@ fn host_vecs<T>(cols: usize, vs: &[(&HostMat<T>, &str)]) -> Result<()> {
     Ok(())
 }
 
+/// The live rows of a `rows`-row matrix: all, or the count `live` holds (at most `rows`).
+fn host_live(rows: usize, live: Option<&Vec<u32>>, what: &str) -> Result<usize> {
+    match live.map(|v| v.first()) {
+        None => Ok(rows),
+        Some(Some(&n)) => Ok(rows.min(n as usize)),
+        Some(None) => Err(Error::Shape(format!("{what}: an empty live-row count"))),
+    }
+}
+
 impl<T: Real> BatchNormOp for CpuBackend<T> {
     fn batch_norm(
         &self,
-        x: &HostMat<T>,
+        (x, live): (&HostMat<T>, Option<&Vec<u32>>),
         affine: (&HostMat<T>, &HostMat<T>),
         running: (&mut HostMat<T>, &mut HostMat<T>),
         hyper: BatchNormHyper,
@@ -328,20 +371,23 @@ impl<T: Real> BatchNormOp for CpuBackend<T> {
         let c = x.cols;
         host_vecs(c, &[(affine.0, "batch_norm gamma"), (affine.1, "batch_norm beta"), (running.0, "batch_norm running mean")])?;
         host_vecs(c, &[(running.1, "batch_norm running var"), (saved.0, "batch_norm mean"), (saved.1, "batch_norm inv_std")])?;
+        // The live rows are the batch: normalised as an unpadded one, the rest written 0.
+        let n = host_live(x.rows, live, "batch_norm")? * c;
         batch_norm_cpu(
-            &x.data,
+            &x.data[..n],
             c,
             (&affine.0.data, &affine.1.data),
             (&mut running.0.data, &mut running.1.data),
             hyper,
-            &mut y.data,
+            &mut y.data[..n],
             (&mut saved.0.data, &mut saved.1.data),
         );
+        y.data[n..].fill(T::zero());
         Ok(())
     }
     fn batch_norm_backward(
         &self,
-        x: &HostMat<T>,
+        (x, live): (&HostMat<T>, Option<&Vec<u32>>),
         dy: &HostMat<T>,
         gamma: &HostMat<T>,
         saved: (&HostMat<T>, &HostMat<T>),
@@ -356,15 +402,17 @@ impl<T: Real> BatchNormOp for CpuBackend<T> {
             &[(gamma, "batch_norm_backward gamma"), (saved.0, "batch_norm_backward mean"), (saved.1, "batch_norm_backward inv_std")],
         )?;
         host_vecs(c, &[(grads.0, "batch_norm_backward dgamma"), (grads.1, "batch_norm_backward dbeta")])?;
+        let n = host_live(x.rows, live, "batch_norm_backward")? * c;
         batch_norm_backward_cpu(
-            &x.data,
-            &dy.data,
+            &x.data[..n],
+            &dy.data[..n],
             c,
             &gamma.data,
             (&saved.0.data, &saved.1.data),
-            &mut dx.data,
+            &mut dx.data[..n],
             (&mut grads.0.data, &mut grads.1.data),
         );
+        dx.data[n..].fill(T::zero());
         Ok(())
     }
 }
@@ -372,24 +420,24 @@ impl<T: Real> BatchNormOp for CpuBackend<T> {
 impl BatchNormOp for CudaBackend {
     fn batch_norm(
         &self,
-        x: &DeviceMatrix<f32>,
+        (x, live): (&DeviceMatrix<f32>, Option<&DeviceVec<u32>>),
         affine: (&DeviceMatrix<f32>, &DeviceMatrix<f32>),
         running: (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
         hyper: BatchNormHyper,
         y: &mut DeviceMatrix<f32>,
         saved: (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
     ) -> Result<()> {
-        self.timed("batch norm", || batch_norm(x, affine, running, hyper, y, saved))
+        self.timed("batch norm", || batch_norm(x, affine, running, hyper, y, saved, live))
     }
     fn batch_norm_backward(
         &self,
-        x: &DeviceMatrix<f32>,
+        (x, live): (&DeviceMatrix<f32>, Option<&DeviceVec<u32>>),
         dy: &DeviceMatrix<f32>,
         gamma: &DeviceMatrix<f32>,
         saved: (&DeviceMatrix<f32>, &DeviceMatrix<f32>),
         dx: &mut DeviceMatrix<f32>,
         grads: (&mut DeviceMatrix<f32>, &mut DeviceMatrix<f32>),
     ) -> Result<()> {
-        self.timed("batch norm backward", || batch_norm_backward(x, dy, gamma, saved, dx, grads))
+        self.timed("batch norm backward", || batch_norm_backward(x, dy, gamma, saved, dx, grads, live))
     }
 }

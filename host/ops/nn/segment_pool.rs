@@ -255,6 +255,14 @@ pub fn segment_pool_backward(kind: Pooling, seg: &DeviceSegments, dout: &DeviceM
 
 // -- the op on each backend --
 
+/// `new` may replace `old`: as many offsets, valid over the same rows.
+fn same_segments(old: &[u32], new: &[u32]) -> Result<()> {
+    if old.len() != new.len() {
+        return Err(Error::Shape(format!("bind_segments: {} offsets into segments made with {}", new.len(), old.len())));
+    }
+    check_offsets(new, *old.last().expect("checked when made") as usize)
+}
+
 /// The segments of a batch on the CPU backend: the offsets and the max pooling's argmax.
 pub struct HostSegments {
     pub offsets: Vec<u32>,
@@ -265,6 +273,9 @@ pub trait SegmentPoolOp: Backend {
     /// A batch's segments (checked) for pooling `rows x cols` node rows with `kind`.
     type Segments;
     fn segments(&self, offsets: &[u32], rows: usize, cols: usize, kind: Pooling) -> Result<Self::Segments>;
+    /// Rewrites the offsets of `seg` (as many, over the same rows: a batch padded to the
+    /// capacity it was made for), queued; checked as [`SegmentPoolOp::segments`] checks them.
+    fn bind_segments(&self, seg: &mut Self::Segments, offsets: &[u32]) -> Result<()>;
     /// `out = pool(x)`, one row per segment.
     fn segment_pool(&self, kind: Pooling, x: &Self::Mat, seg: &mut Self::Segments, out: &mut Self::Mat) -> Result<()>;
     /// `dx` from `dout` after a `segment_pool` forward on the same segments.
@@ -277,6 +288,11 @@ impl<T: Real> SegmentPoolOp for CpuBackend<T> {
         check_offsets(offsets, rows)?;
         let argmax = if kind == Pooling::Max { vec![NO_ROW; (offsets.len() - 1) * cols] } else { Vec::new() };
         Ok(HostSegments { offsets: offsets.to_vec(), argmax })
+    }
+    fn bind_segments(&self, seg: &mut HostSegments, offsets: &[u32]) -> Result<()> {
+        same_segments(&seg.offsets, offsets)?;
+        seg.offsets.copy_from_slice(offsets);
+        Ok(())
     }
     fn segment_pool(&self, kind: Pooling, x: &HostMat<T>, seg: &mut HostSegments, out: &mut HostMat<T>) -> Result<()> {
         if x.cols != out.cols || out.rows + 1 != seg.offsets.len() || x.rows != *seg.offsets.last().unwrap_or(&0) as usize {
@@ -310,6 +326,13 @@ impl SegmentPoolOp for CudaBackend {
     type Segments = DeviceSegments;
     fn segments(&self, offsets: &[u32], rows: usize, cols: usize, kind: Pooling) -> Result<DeviceSegments> {
         DeviceSegments::new(&self.gpu, offsets, rows, cols, kind)
+    }
+    fn bind_segments(&self, seg: &mut DeviceSegments, offsets: &[u32]) -> Result<()> {
+        same_segments(&seg.offsets_host, offsets)?;
+        // Through pinned memory, queued behind the work that read the previous offsets.
+        self.gpu.copy_htod_pinned(seg.offsets.ptr(&self.gpu), offsets.len(), |h: &mut [u32]| h.copy_from_slice(offsets))?;
+        seg.offsets_host.copy_from_slice(offsets);
+        Ok(())
     }
     fn segment_pool(&self, kind: Pooling, x: &DeviceMatrix<f32>, seg: &mut DeviceSegments, out: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("segment pool", || segment_pool(kind, x, seg, out))

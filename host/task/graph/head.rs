@@ -141,6 +141,20 @@ impl<B: GraphHeadOps> GraphHead<B> {
         }
     }
 
+    /// Rebinds a head built at a capacity to a padded batch: the segments `offsets` (as many
+    /// as it was built with), of which the first `graphs` are the batch's, over node rows of
+    /// which the first `nodes` are (both norms then see only those).
+    pub fn bind(&mut self, b: &B, offsets: &[u32], nodes: usize, graphs: usize) -> Result<()> {
+        b.bind_segments(&mut self.seg, offsets)?;
+        if let Some(bn) = &mut self.norm {
+            bn.set_live_rows(b, nodes)?;
+        }
+        if let Some(bn) = &mut self.graph_norm {
+            bn.set_live_rows(b, graphs)?;
+        }
+        Ok(())
+    }
+
     pub fn params(&mut self) -> Vec<(String, &mut Param<B>)> {
         let mut out: Vec<(String, &mut Param<B>)> = Vec::new();
         if let Some(bn) = &mut self.norm {

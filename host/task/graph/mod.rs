@@ -5,6 +5,7 @@
 //! [`train`]). `tcgnn train tu:NAME --task graph`.
 
 pub mod batch;
+pub mod bound;
 pub mod dataset;
 pub mod folds;
 pub mod head;
@@ -12,8 +13,9 @@ pub mod net;
 pub mod train;
 
 pub use batch::GraphBatch;
+pub use bound::{BoundGraphNet, GraphCapacity, PaddedGraphBatch};
 pub use dataset::{FeatureSource, GraphSet};
 pub use folds::Folds;
 pub use head::{GraphHead, HeadShape};
 pub use net::{GraphModel, GraphNet};
-pub use train::{CvSummary, EpochLog, FoldResult, GraphTrainConfig, mean_std, summarize, train_fold};
+pub use train::{BoundReport, CvSummary, EpochLog, FoldResult, GraphTrainConfig, mean_std, summarize, train_fold};

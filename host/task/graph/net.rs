@@ -29,7 +29,7 @@ impl GraphModel {
     pub fn width(&self) -> usize {
         self.encoder.hidden * self.encoder.heads.max(1)
     }
-    fn encoder_config(&self) -> ModelConfig {
+    pub(super) fn encoder_config(&self) -> ModelConfig {
         ModelConfig { dropout: 0.0, ..self.encoder }
     }
 }

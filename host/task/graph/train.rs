@@ -16,6 +16,7 @@ use crate::util::prefetch::{Prefetch, PrefetchConfig};
 use crate::util::rng::SplitMix64;
 
 use super::batch::GraphBatch;
+use super::bound::{self, BoundGraphNet, GraphCapacity, PaddedGraphBatch};
 use super::dataset::GraphSet;
 use super::folds::Folds;
 use super::net::{GraphModel, GraphNet};
@@ -31,6 +32,11 @@ pub struct GraphTrainConfig {
     pub weight_decay: f32,
     /// Threads assembling batches ahead of the step.
     pub workers: usize,
+    /// One net per fold rebound to every batch where the model and backend allow it
+    /// ([`bound::can_bind`]); else a net per batch.
+    pub rebind: bool,
+    /// Replay a recording of the rebound net's step (GPU); else every step eagerly.
+    pub record: bool,
 }
 
 /// One epoch of one fold.
@@ -48,7 +54,7 @@ pub struct EpochLog {
     pub train_s: f64,
     /// Of which building the batches' nets (allocations, the batch graph's translation and
     /// upload, features, labels; on the GPU also any wait for the queued steps these calls
-    /// imply).
+    /// imply), or with one bound net per fold binding the batches into it (copies queued).
     pub build_s: f64,
     /// Of which waiting for the workers' next batch.
     pub wait_s: f64,
@@ -60,6 +66,18 @@ pub struct FoldResult {
     pub train_graphs: usize,
     pub test_graphs: usize,
     pub epochs: Vec<EpochLog>,
+    /// With one rebound net for the fold: its capacity and whether its step was replayed.
+    pub bound: Option<BoundReport>,
+}
+
+/// How a fold's rebound net ran.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BoundReport {
+    pub capacity: GraphCapacity,
+    /// Times the step was recorded (0: every step eager; 1 more per learning-rate change).
+    pub recordings: usize,
+    /// Why recording failed, if it did.
+    pub record_error: Option<String>,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -107,8 +125,15 @@ fn shuffled(train: &[u32], seed: u64, epoch: usize) -> Vec<u32> {
     v
 }
 
-/// The training batches of one fold, epoch after epoch, made on worker threads.
-fn batch_stream(set: &Arc<GraphSet>, train: Vec<u32>, cfg: &GraphTrainConfig, seed: u64) -> Result<Prefetch<Result<GraphBatch>>> {
+/// The training batches of one fold, epoch after epoch, made on worker threads (`make` turns
+/// each into what the step copies).
+fn batch_stream<T: Send + 'static>(
+    set: &Arc<GraphSet>,
+    train: Vec<u32>,
+    cfg: &GraphTrainConfig,
+    seed: u64,
+    make: impl Fn(GraphBatch) -> Result<T> + Send + Sync + 'static,
+) -> Result<Prefetch<Result<T>>> {
     let steps = train.len().div_ceil(cfg.batch_size);
     let (set, bs) = (Arc::clone(set), cfg.batch_size);
     // One shuffle per epoch, shared by the workers.
@@ -123,7 +148,7 @@ fn batch_stream(set: &Arc<GraphSet>, train: Vec<u32>, cfg: &GraphTrainConfig, se
             }
             Arc::clone(&o.as_ref().expect("set above").1)
         };
-        GraphBatch::new(&set, &ids[i * bs..((i + 1) * bs).min(ids.len())])
+        make(GraphBatch::new(&set, &ids[i * bs..((i + 1) * bs).min(ids.len())])?)
     })
 }
 
@@ -140,6 +165,9 @@ pub fn train_fold<B: Ops + 'static>(
     if cfg.batch_size == 0 {
         return Err(Error::Unsupported("--batch-size must be at least 1".into()));
     }
+    if cfg.rebind && bound::can_bind(b, &cfg.model) {
+        return train_fold_bound(b, set, folds, fold, cfg, on_epoch);
+    }
     let train = folds.train(fold);
     let test = folds.test[fold].clone();
     let mut model = cfg.model;
@@ -153,9 +181,10 @@ pub fn train_fold<B: Ops + 'static>(
         .map(|ids| Ok((GraphNet::new(b, &GraphBatch::new(set, ids)?, &model)?, ids.len())))
         .collect::<Result<_>>()?;
     let steps = train.len().div_ceil(cfg.batch_size);
-    let mut stream = batch_stream(set, train.clone(), cfg, seed)?;
+    let mut stream = batch_stream(set, train.clone(), cfg, seed, Ok)?;
     let mut trained: Option<GraphNet<B>> = None;
-    let mut out = FoldResult { fold, train_graphs: train.len(), test_graphs: test.len(), epochs: Vec::with_capacity(cfg.epochs) };
+    let mut out =
+        FoldResult { fold, train_graphs: train.len(), test_graphs: test.len(), epochs: Vec::with_capacity(cfg.epochs), bound: None };
     for epoch in 0..cfg.epochs {
         let halvings = epoch.checked_div(cfg.lr_halve_every).unwrap_or(0);
         let hyper = AdamHyper { lr: cfg.lr * 0.5f32.powi(halvings as i32), weight_decay: cfg.weight_decay, ..AdamHyper::default() };
@@ -203,5 +232,85 @@ pub fn train_fold<B: Ops + 'static>(
         on_epoch(&log);
         out.epochs.push(log);
     }
+    Ok(out)
+}
+
+/// [`train_fold`] with one net per fold ([`BoundGraphNet`]): built at the capacity of the fold's
+/// batches (every epoch's shuffle and the held-out batches, planned ahead), each batch padded
+/// to it on the workers and copied in, the step recorded once and replayed.
+fn train_fold_bound<B: Ops + 'static>(
+    b: &B,
+    set: &Arc<GraphSet>,
+    folds: &Folds,
+    fold: usize,
+    cfg: &GraphTrainConfig,
+    on_epoch: &mut dyn FnMut(&EpochLog),
+) -> Result<FoldResult> {
+    let train = folds.train(fold);
+    let test = folds.test[fold].clone();
+    let mut model = cfg.model;
+    model.encoder.seed = cfg.model.encoder.seed.wrapping_add(fold as u64);
+    let seed = model.encoder.seed;
+    let name = model.encoder.model;
+    let nnz = bound::model_nnz(set, name)?;
+    let bs = cfg.batch_size;
+    // Every batch the fold will see: each epoch's shuffle (a pure function of seed and epoch,
+    // as the workers draw it) and the held-out batches.
+    let mut capacity = GraphCapacity::plan(set, &nnz, test.chunks(bs));
+    for e in 0..cfg.epochs {
+        shuffled(&train, seed, e).chunks(bs).for_each(|ids| capacity.hold(set, &nnz, ids));
+    }
+    b.set_steps(0)?;
+    let mut net = BoundGraphNet::new(b, capacity, &model)?;
+    net.record = cfg.record;
+    let eval: Vec<PaddedGraphBatch> = test.chunks(bs).map(|ids| PaddedGraphBatch::of(set, ids, name, capacity)).collect::<Result<_>>()?;
+    let steps = train.len().div_ceil(bs);
+    let mut stream = batch_stream(set, train.clone(), cfg, seed, move |batch| PaddedGraphBatch::new(batch, name, capacity))?;
+    // One statistics buffer per step, reused every epoch (read at its end).
+    let mut stats: Vec<B::Stats> = (0..steps).map(|_| b.stats()).collect::<Result<_>>()?;
+    let mut graphs = vec![0usize; steps];
+    let mut out =
+        FoldResult { fold, train_graphs: train.len(), test_graphs: test.len(), epochs: Vec::with_capacity(cfg.epochs), bound: None };
+    for epoch in 0..cfg.epochs {
+        let halvings = epoch.checked_div(cfg.lr_halve_every).unwrap_or(0);
+        let hyper = AdamHyper { lr: cfg.lr * 0.5f32.powi(halvings as i32), weight_decay: cfg.weight_decay, ..AdamHyper::default() };
+        let t0 = Instant::now();
+        let waited = stream.waited();
+        let mut build_s = 0.0;
+        for (s, g) in stats.iter_mut().zip(graphs.iter_mut()) {
+            let batch = stream.next().ok_or_else(|| Error::Unsupported("the batch stream ended early".into()))??;
+            let tb = Instant::now();
+            net.bind(b, &batch)?;
+            build_s += tb.elapsed().as_secs_f64();
+            *g = batch.graphs;
+            net.step(b, &hyper, s)?;
+        }
+        let (mut loss, mut correct) = (0.0, 0.0);
+        for (s, &g) in stats.iter().zip(&graphs) {
+            let s = b.read_stats(s)?;
+            // The step's loss is the batch's sum: its mean, as a per-batch net reports.
+            loss += s.loss / g.max(1) as f64;
+            correct += s.correct[0];
+        }
+        let train_s = t0.elapsed().as_secs_f64();
+        let mut right = 0.0;
+        for p in &eval {
+            net.bind(b, p)?;
+            right += net.correct(b)?;
+        }
+        let log = EpochLog {
+            fold,
+            epoch: epoch + 1,
+            train_loss: loss / steps as f64,
+            train_acc: correct / train.len() as f64,
+            test_acc: right / test.len() as f64,
+            train_s,
+            build_s,
+            wait_s: (stream.waited() - waited).as_secs_f64(),
+        };
+        on_epoch(&log);
+        out.epochs.push(log);
+    }
+    out.bound = Some(BoundReport { capacity, recordings: net.recordings, record_error: net.record_error.clone() });
     Ok(out)
 }

@@ -542,16 +542,35 @@ kernel_args! {
         pub cols: u32,
         /// float4s per row of x.
         pub ld4: u32,
+        /// Live rows (a device count; null: all `rows`): rows past it are padding, left out of the
+        /// statistics, and written 0.
+        pub live: Ptr<u32>,
         pub x: Ptr<f32>,
         /// Column sums of x.
         pub sum: Ptr<f32>,
         pub sq: PtrMut<f32>,
     }
 
+    /// sum[c] += sum_r x[r][c] over the live rows (sum zeroed by the launcher).
+    pub struct BatchNormSumArgs {
+        pub rows: u32,
+        pub cols: u32,
+        /// float4s per row of x.
+        pub ld4: u32,
+        /// Live rows (a device count; null: all `rows`): rows past it are padding, left out of the
+        /// statistics, and written 0.
+        pub live: Ptr<u32>,
+        pub x: Ptr<f32>,
+        pub sum: PtrMut<f32>,
+    }
+
     /// Per column: mean and 1 / sqrt(var + eps) from the batch (train != 0, running statistics
     /// updated with `momentum`) or from the running statistics.
     pub struct BatchNormFinishArgs {
         pub rows: u32,
+        /// Live rows (a device count; null: all `rows`): rows past it are padding, left out of the
+        /// statistics, and written 0.
+        pub live: Ptr<u32>,
         pub cols: u32,
         pub train: u32,
         pub eps: f32,
@@ -570,6 +589,9 @@ kernel_args! {
         pub n4: u64,
         /// float4s per row.
         pub ld4: u32,
+        /// Live rows (a device count; null: all `rows`): rows past it are padding, left out of the
+        /// statistics, and written 0.
+        pub live: Ptr<u32>,
         pub x: Ptr<f32>,
         pub y: PtrMut<f32>,
         pub mean: Ptr<f32>,
@@ -584,6 +606,9 @@ kernel_args! {
         pub cols: u32,
         /// float4s per row.
         pub ld4: u32,
+        /// Live rows (a device count; null: all `rows`): rows past it are padding, left out of the
+        /// statistics, and written 0.
+        pub live: Ptr<u32>,
         pub x: Ptr<f32>,
         pub dy: Ptr<f32>,
         pub mean: Ptr<f32>,
@@ -599,6 +624,9 @@ kernel_args! {
         /// float4s per row.
         pub ld4: u32,
         pub rows: u32,
+        /// Live rows (a device count; null: all `rows`): rows past it are padding, left out of the
+        /// statistics, and written 0.
+        pub live: Ptr<u32>,
         pub x: Ptr<f32>,
         pub dy: Ptr<f32>,
         pub mean: Ptr<f32>,
@@ -695,6 +723,7 @@ kernels! {
     negative_sample(NegativeSampleArgs) = crate::nn::negative_sample::negative_sample;
     bce_logits_f32(BceLogitsArgs) = crate::nn::bce_logits::bce_logits;
     hadamard_f32(HadamardArgs) = crate::nn::hadamard::hadamard;
+    batch_norm_sum_f32(BatchNormSumArgs) = crate::nn::batch_norm::batch_norm_sum;
     batch_norm_sq_f32(BatchNormSqArgs) = crate::nn::batch_norm::batch_norm_sq;
     batch_norm_finish_f32(BatchNormFinishArgs) = crate::nn::batch_norm::batch_norm_finish;
     batch_norm_apply_f32(BatchNormApplyArgs) = crate::nn::batch_norm::batch_norm_apply;

@@ -9,18 +9,30 @@
 //! - backward: `batch_norm_backward_sums` (dbeta = sum_r dy, dgamma = sum_r dy * xhat), then
 //!   `batch_norm_backward` (dx = gamma * inv_std / N * (N dy - dbeta - xhat dgamma)).
 //!
+//! A device count of live rows (`live`, null: every row) restricts every step to the leading
+//! rows: a batch padded to a model's capacity keeps its padding out of the statistics, and the
+//! padded rows' outputs and input gradients are written 0 (`sum` replaces `col_sums` for it).
+//!
 //! The per-column vectors are `1 x cols` matrices with the same padded stride as x and padding
 //! 0, so the elementwise kernels run over whole padded rows and write padding 0 (gamma's padding
 //! is 0).
 
 use super::{global_thread, grid_stride};
-use crate::abi::nn::{BatchNormApplyArgs, BatchNormBackwardArgs, BatchNormBackwardSumsArgs, BatchNormFinishArgs, BatchNormSqArgs};
+use crate::abi::nn::{
+    BatchNormApplyArgs, BatchNormBackwardArgs, BatchNormBackwardSumsArgs, BatchNormFinishArgs, BatchNormSqArgs, BatchNormSumArgs,
+};
 use crate::index::split_offset;
 use crate::ptx;
 
 #[inline(always)]
 unsafe fn v4(p: *const f32, c4: u32) -> [f32; 4] {
     unsafe { ptx::ld_nc_v4_f32(p.add(4 * c4 as usize)) }
+}
+
+/// The rows that count: `rows`, or the device count `live` when given (never more than `rows`).
+#[inline(always)]
+unsafe fn live_rows(rows: u32, live: *const u32) -> u32 {
+    if live.is_null() { rows } else { rows.min(unsafe { ptx::ld_u32(live) }) }
 }
 
 /// out[k][c] += sum_r f(r, c4)[k][c % 4] for every column c < cols: the tiling of `col_sums`
@@ -98,8 +110,18 @@ unsafe fn col_reduce<const N: usize>(rows: u32, cols: u32, ld4: u32, f: impl Fn(
 }
 
 #[inline(always)]
+pub unsafe fn batch_norm_sum(args: BatchNormSumArgs) {
+    let BatchNormSumArgs { rows, cols, ld4, live, x, sum } = args;
+    let rows = unsafe { live_rows(rows, live) };
+    let ld = 4 * ld4 as usize;
+    let f = |r: u32, c4: u32| [unsafe { v4(x.add(r as usize * ld), c4) }];
+    unsafe { col_reduce::<1>(rows, cols, ld4, f, [sum]) };
+}
+
+#[inline(always)]
 pub unsafe fn batch_norm_sq(args: BatchNormSqArgs) {
-    let BatchNormSqArgs { rows, cols, ld4, x, sum, sq } = args;
+    let BatchNormSqArgs { rows, cols, ld4, live, x, sum, sq } = args;
+    let rows = unsafe { live_rows(rows, live) };
     let ld = 4 * ld4 as usize;
     let inv_n = 1.0 / rows.max(1) as f32;
     let f = |r: u32, c4: u32| {
@@ -116,11 +138,12 @@ pub unsafe fn batch_norm_sq(args: BatchNormSqArgs) {
 
 #[inline(always)]
 pub unsafe fn batch_norm_finish(args: BatchNormFinishArgs) {
-    let BatchNormFinishArgs { rows, cols, train, eps, momentum, sum, sq, running_mean, running_var, mean, inv_std } = args;
+    let BatchNormFinishArgs { rows, cols, live, train, eps, momentum, sum, sq, running_mean, running_var, mean, inv_std } = args;
     let c = global_thread();
     if c >= cols {
         return;
     }
+    let rows = unsafe { live_rows(rows, live) };
     let c = c as usize;
     let (m, var) = if train != 0 {
         let n = rows.max(1) as f32;
@@ -146,13 +169,18 @@ pub unsafe fn batch_norm_finish(args: BatchNormFinishArgs) {
 
 #[inline(always)]
 pub unsafe fn batch_norm_apply(args: BatchNormApplyArgs) {
-    let BatchNormApplyArgs { n4, ld4, x, y, mean, inv_std, gamma, beta } = args;
+    let BatchNormApplyArgs { n4, ld4, live, x, y, mean, inv_std, gamma, beta } = args;
     if ld4 == 0 {
         return; // no columns; also lets `% ld4` compile without a panic path
     }
+    let rows = unsafe { live_rows(u32::MAX, live) };
     for i in grid_stride(n4) {
-        let c4 = split_offset(i, ld4).1;
+        let (r, c4) = split_offset(i, ld4);
         let o = 4 * i as usize;
+        if r >= rows {
+            unsafe { ptx::st_v4_f32(y.add(o), [0.0; 4]) };
+            continue;
+        }
         let (v, m, s, g, be) = unsafe { (v4(x.add(o), 0), v4(mean, c4), v4(inv_std, c4), v4(gamma, c4), v4(beta, c4)) };
         let mut out = [0f32; 4];
         for j in 0..4 {
@@ -164,7 +192,8 @@ pub unsafe fn batch_norm_apply(args: BatchNormApplyArgs) {
 
 #[inline(always)]
 pub unsafe fn batch_norm_backward_sums(args: BatchNormBackwardSumsArgs) {
-    let BatchNormBackwardSumsArgs { rows, cols, ld4, x, dy, mean, inv_std, dgamma, dbeta } = args;
+    let BatchNormBackwardSumsArgs { rows, cols, ld4, live, x, dy, mean, inv_std, dgamma, dbeta } = args;
+    let rows = unsafe { live_rows(rows, live) };
     let ld = 4 * ld4 as usize;
     let f = |r: u32, c4: u32| {
         let at = r as usize * ld;
@@ -180,15 +209,20 @@ pub unsafe fn batch_norm_backward_sums(args: BatchNormBackwardSumsArgs) {
 
 #[inline(always)]
 pub unsafe fn batch_norm_backward(args: BatchNormBackwardArgs) {
-    let BatchNormBackwardArgs { n4, ld4, rows, x, dy, mean, inv_std, gamma, dgamma, dbeta, dx } = args;
+    let BatchNormBackwardArgs { n4, ld4, rows, live, x, dy, mean, inv_std, gamma, dgamma, dbeta, dx } = args;
     if ld4 == 0 {
         return; // no columns; also lets `% ld4` compile without a panic path
     }
+    let rows = unsafe { live_rows(rows, live) };
     let n = rows as f32;
     let inv_n = 1.0 / rows.max(1) as f32;
     for i in grid_stride(n4) {
-        let c4 = split_offset(i, ld4).1;
+        let (r, c4) = split_offset(i, ld4);
         let o = 4 * i as usize;
+        if r >= rows {
+            unsafe { ptx::st_v4_f32(dx.add(o), [0.0; 4]) };
+            continue;
+        }
         let (v, d, m, s, g) = unsafe { (v4(x.add(o), 0), v4(dy.add(o), 0), v4(mean, c4), v4(inv_std, c4), v4(gamma, c4)) };
         let (dg, db) = unsafe { (v4(dgamma, c4), v4(dbeta, c4)) };
         let mut out = [0f32; 4];

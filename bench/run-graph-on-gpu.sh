@@ -29,7 +29,7 @@ for stage in "${stages[@]}"; do
   echo "== $stage ($(date -u +%T))"
   case "$stage" in
     tests)
-      .gpu/bin/test-t-it graph_task:: graph_bound:: --test-threads 1 --nocapture 2>&1 | tee "$out/tests.txt" ;;
+      .gpu/bin/test-test-it graph_task:: graph_bound:: --test-threads 1 --nocapture 2>&1 | tee "$out/tests.txt" ;;
     acc)
       for s in $sets; do for m in $models; do
         $tcgnn train tu:$s --task graph --model $m --epochs $epochs --folds-file $folds/$s.folds.json --quiet \

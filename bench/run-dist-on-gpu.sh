@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Multi-GPU checks and figures (issue 46) in one device call on nvidia-h200-x2:
-#   bash bench/run-dist-on-gpu.sh SEED [STAGE...]    stages: tests small exchange rmat partition (default: all)
+#   bash bench/run-dist-on-gpu.sh SEED [STAGE...]    stages: tests small exchange rmat partition sbm (default: all)
 # tests: the GPU dist tests; small: `bench dist` on citeseer, cora, pubmed at 1 and 2 GPUs (GCN,
 # GAT); exchange: citeseer's 2-GPU step with NCCL's transport log; rmat: `bench dist` on R-MAT
 # 2^22 x 16 relabelled with SEED, lp partition; partition: an SBM of 10M nodes / 100M entries
-# generated with SEED, partitioned by lp into 2 parts and written (`partition -o`), timed.
+# generated with SEED, partitioned by lp into 2 parts and written (`partition -o`), timed; sbm:
+# `bench dist` on an SBM of 10M nodes / mean degree 10 / 64 features (generated in the run, lp
+# partition) for GCN and GAT on 1 and 2 GPUs, the halo exchange overlapped and serial.
+# rmat and sbm measure overlapped and serial steps (`--overlap true,false`).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seed=${1:?usage: run-dist-on-gpu.sh SEED [STAGE...]}
 shift
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(tests small exchange rmat partition)
+[ ${#stages[@]} -eq 0 ] && stages=(tests small exchange rmat partition sbm)
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 [ -x .gpu/bin/tcgnn ] || bash .gpu/unpack
@@ -21,7 +24,7 @@ for stage in "${stages[@]}"; do
   echo "== $stage ($(date -u +%T))"
   case "$stage" in
     tests)
-      timeout 150 .gpu/bin/test-test-it dist_train dist_device_gpu dist_halo nn_ops::gpu_dropout > "$out/tests.log" 2>&1
+      timeout 300 .gpu/bin/test-test-it dist_train dist_device_gpu dist_halo dist_overlap nn_gat_attention nn_ops::gpu_dropout > "$out/tests.log" 2>&1
       grep -E "test result|FAILED|panicked" "$out/tests.log" | head ;;
     small)
       timeout 150 $T bench dist citeseer cora pubmed --gpus 1,2 --models gcn,gat --reps 30 --out "$out/dist_small" > "$out/dist-small.log" 2>&1 \
@@ -31,15 +34,22 @@ for stage in "${stages[@]}"; do
       NCCL_DEBUG=INFO timeout 60 $T train citeseer --model gcn --gpus 2 --epochs 50 --verbose > "$out/citeseer-2gpu.log" 2>&1 || echo "2-GPU citeseer: exit $?"
       grep -E " via |NET/|step" "$out/citeseer-2gpu.log" | grep -v "^\s*$" | head -12 ;;
     rmat)
-      timeout 200 $T bench dist rmat:22:16:$seed:relabel --gpus 1,2 --partition-method lp --models gcn,gat --reps 20 --out "$out/dist_rmat22" \
+      timeout 300 $T bench dist rmat:22:16:$seed:relabel --gpus 1,2 --partition-method lp --models gcn,gat --overlap true,false --reps 20 --out "$out/dist_rmat22" \
         > "$out/dist-rmat22.log" 2>&1 || echo "bench dist rmat22: exit $?"
       tail -12 "$out/dist-rmat22.log" ;;
     partition)
       s0=$SECONDS
       timeout 100 $T gen sbm --n 10000000 --avg-degree 10 --seed $seed -o /tmp/sbm10m.tcg > "$out/sbm10m-gen.log" 2>&1 || echo "gen: exit $?"
       echo "generated in $((SECONDS - s0)) s"; s0=$SECONDS
+      mkdir -p /tmp/sbm10m-lp
       timeout 150 $T partition /tmp/sbm10m.tcg --parts 2 --method lp -o /tmp/sbm10m-lp > "$out/sbm10m-partition.log" 2>&1 || echo "partition: exit $?"
       echo "partitioned (lp, 2 parts, written) in $((SECONDS - s0)) s"; tail -8 "$out/sbm10m-partition.log" ;;
+    sbm)
+      # sbm:N:CLASSES:DEGREE generates the graph, its label-correlated features (--features 64)
+      # and masks in the run; every rank generates the same one and partitions it by lp.
+      timeout 590 $T bench dist sbm:10000000:8:10 --gpus 1,2 --partition-method lp --models gcn,gat --features 64 --overlap true,false \
+        --warmup 3 --reps 10 --out "$out/dist_sbm10m" > "$out/dist-sbm10m.log" 2>&1 || echo "bench dist sbm10m: exit $?"
+      tail -12 "$out/dist-sbm10m.log" ;;
     *) echo "unknown stage $stage" >&2 ;;
   esac
 done

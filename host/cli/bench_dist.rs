@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use tcgnn::bench::report::today;
 use tcgnn::dist::part_graph::relabel;
-use tcgnn::dist::{Communicator, DistBackend, DistTrainer, ExchangeMethod, HaloPath, InProcess, Partition, PartitionMethod, StepTiming};
+use tcgnn::dist::{
+    Communicator, DistBackend, DistOptions, DistTrainer, ExchangeMethod, HaloPath, InProcess, Partition, PartitionMethod, StepTiming,
+};
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::models::parse_model_name;
 use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, ModelConfig, TrainConfig};
@@ -52,6 +54,10 @@ pub struct BenchDistArgs {
     /// device (device-to-device copies), host (staged through host memory).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "device")]
     pub halo_path: Vec<HaloPath>,
+    /// Whether the halo exchanges overlap the products (GCN, SAGE, GIN, GAT on the device path;
+    /// comma separated, each measured): true, false (serial), or true,false for both.
+    #[arg(long, value_delimiter = ',', default_value = "true", action = clap::ArgAction::Set)]
+    pub overlap: Vec<bool>,
     /// Folder for dist.json and dist.md.
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
@@ -93,10 +99,19 @@ pub(crate) struct DistRecord {
     pub(crate) exchange: String,
     /// device or host ("host" on the CPU, whose memory is both).
     pub(crate) halo_path: HaloPath,
+    /// Whether the exchanges overlapped the products (the device path): then
+    /// `halo_exchange_ms` is the exchanges' own time, partly hidden, and `compute_ms` is the
+    /// step less the all-reduce (what of the exchange shows is in it).
+    #[serde(default)]
+    pub(crate) overlap: bool,
     /// Mean over parts of halo rows / all-gather rows, and the largest part's edges / the mean.
     pub(crate) halo_ratio: f64,
     pub(crate) edge_balance: f64,
     pub(crate) halo_rows: usize,
+    /// Rows (all parts) that read no halo row: what an overlapped forward multiplies beside the
+    /// exchange (each part puts them first).
+    #[serde(default)]
+    pub(crate) interior_rows: usize,
     pub(crate) step_ms: f64,
     pub(crate) compute_ms: f64,
     pub(crate) halo_exchange_ms: f64,
@@ -152,18 +167,18 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                 let d = relabel(&data, &p.perm)?;
                 // The CPU's memory is host and device at once: one path to measure there.
                 let paths = if gpu.is_some() { a.halo_path.clone() } else { vec![HaloPath::Host] };
-                for path in paths {
+                for (path, overlap) in settings(&paths, &a.overlap) {
+                    let options = DistOptions { method, path, overlap };
+                    let at = Point { graph, d: &d, model, p: &p, options };
                     let timing = match &gpu {
-                        Some(_) => measure(&d, &p, method, path, &cfg, &tcfg, a, |_| {
+                        Some(_) => measure(&at, &cfg, &tcfg, a, |_| {
                             Ok(CudaBackend::new(Gpu::probe()?, args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?))
                         })?,
-                        None => measure(&d, &p, method, path, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
+                        None => measure(&at, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
                     };
-                    // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
-                    let shown = if path == HaloPath::Device && gpu.is_some() { ExchangeMethod::PointToPoint } else { method };
-                    let r = record(graph, &d, model, &p, shown, path, &timing, a.reps);
+                    let r = record(&at, &timing, a.reps);
                     eprintln!(
-                        "{graph} {model} P = {parts} ({path:?} path): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
+                        "{graph} {model} P = {parts} ({path:?} path, overlap {overlap}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
                         r.step_ms,
                         r.compute_ms,
                         r.halo_exchange_ms,
@@ -221,21 +236,42 @@ pub(crate) fn write_report(dir: &std::path::Path, report: &DistReport) -> Result
     Ok(())
 }
 
+/// The (path, overlap) pairs to measure: overlap only where it can differ (the device path).
+pub(crate) fn settings(paths: &[HaloPath], overlaps: &[bool]) -> Vec<(HaloPath, bool)> {
+    let mut out = Vec::new();
+    for &path in paths {
+        for &o in overlaps {
+            let o = o && path == HaloPath::Device;
+            if !out.contains(&(path, o)) {
+                out.push((path, o));
+            }
+        }
+    }
+    out
+}
+
+/// One measured point: the graph (its spec and relabelled data), the model, the partition and
+/// how the ranks exchange.
+pub(crate) struct Point<'a> {
+    pub(crate) graph: &'a str,
+    pub(crate) d: &'a Dataset,
+    pub(crate) model: &'a str,
+    pub(crate) p: &'a Partition,
+    pub(crate) options: DistOptions,
+}
+
 /// Every rank's step timing over `reps` steps after `warmup`.
-#[allow(clippy::too_many_arguments)]
 fn measure<B: DistBackend<InProcess>>(
-    d: &Dataset,
-    p: &Partition,
-    method: ExchangeMethod,
-    path: HaloPath,
+    at: &Point<'_>,
     cfg: &ModelConfig,
     tcfg: &TrainConfig,
     a: &BenchDistArgs,
     make: impl Fn(usize) -> Result<B> + Sync,
 ) -> Result<Vec<StepTiming>> {
+    let Point { d, p, options, .. } = *at;
     InProcess::run(p.parts(), Duration::from_secs(600), |comm| {
         let rank = comm.rank();
-        let mut t = DistTrainer::with_path(Arc::new(make(rank)?), Rc::new(comm), d, p, method, path, cfg, tcfg)?;
+        let mut t = DistTrainer::with_options(Arc::new(make(rank)?), Rc::new(comm), d, p, options, cfg, tcfg)?;
         for _ in 0..a.warmup {
             t.step()?;
         }
@@ -247,17 +283,12 @@ fn measure<B: DistBackend<InProcess>>(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn record(
-    graph: &str,
-    d: &Dataset,
-    model: &str,
-    p: &Partition,
-    method: ExchangeMethod,
-    path: HaloPath,
-    timing: &[StepTiming],
-    reps: usize,
-) -> DistRecord {
+/// The point's record from every rank's timing over `reps` steps.
+pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> DistRecord {
+    let Point { graph, d, model, p, options } = *at;
+    let DistOptions { method, path, overlap } = options;
+    // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
+    let method = if path == HaloPath::Device { ExchangeMethod::PointToPoint } else { method };
     let per = |s: f64| 1e3 * s / reps as f64;
     let ranks: Vec<RankRecord> = timing
         .iter()
@@ -281,11 +312,14 @@ pub(crate) fn record(
         partition_method: p.method.to_string(),
         exchange: format!("{method:?}"),
         halo_path: path,
+        overlap,
         halo_ratio: p.halo_ratio(),
         edge_balance: p.edge_balance(),
         halo_rows: p.blocks.iter().map(|b| b.halo_rows()).sum(),
+        interior_rows: p.blocks.iter().map(|b| (0..b.rows).filter(|&r| b.remote.row_len(r) == 0).count()).sum(),
         step_ms: slowest.step_ms,
-        compute_ms: slowest.step_ms - slowest.halo_exchange_ms - slowest.all_reduce_ms,
+        // Overlapped, the exchanges' time is partly hidden in the step: not subtracted.
+        compute_ms: slowest.step_ms - if overlap { 0.0 } else { slowest.halo_exchange_ms } - slowest.all_reduce_ms,
         halo_exchange_ms: slowest.halo_exchange_ms,
         all_reduce_ms: slowest.all_reduce_ms,
         halo_bytes: ranks.iter().map(|r| r.halo_bytes).sum(),
@@ -305,19 +339,21 @@ fn markdown(r: &DistReport) -> String {
     );
     let _ = writeln!(
         s,
-        "| graph | model | parts | method | exchange | path | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step | speedup | efficiency |"
+        "| graph | model | parts | method | exchange | path | overlap | interior | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step | speedup | efficiency |"
     );
-    let _ = writeln!(s, "|---|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for x in &r.records {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {:?} | {:.3} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:?} | {} | {:.0}% | {:.3} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} |",
             x.graph,
             x.model,
             x.parts,
             x.partition_method,
             x.exchange,
             x.halo_path,
+            if x.overlap { "yes" } else { "no" },
+            100.0 * x.interior_rows as f64 / x.nodes.max(1) as f64,
             x.halo_ratio,
             x.edge_balance,
             x.step_ms,

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use tcgnn::dist::part_graph::relabel;
-use tcgnn::dist::{DistTrainer, ExchangeMethod, HaloPath, Partition, PartitionMethod};
+use tcgnn::dist::{DistOptions, DistTrainer, HaloPath, Partition, PartitionMethod};
 use tcgnn::nn::CudaBackend;
 use tcgnn::{Error, Result};
 
-use super::bench_dist::{BenchDistArgs, DistReport, exchange_method, graphs, record, write_report};
+use super::bench_dist::{BenchDistArgs, DistReport, Point, exchange_method, graphs, record, settings, write_report};
 use super::dist_train_cmd::{connect_nccl, gather_timing, same_partition_everywhere, spawn_ranks, without_flag};
 use crate::cli::train_cmd::{TrainArgs, edge_layout, load_dataset, model_config, train_config};
 
@@ -41,10 +41,17 @@ pub fn run_gpus(a: &BenchDistArgs) -> Result<()> {
          (path device) or staged through the host (path host)",
         a.gpus
     );
-    let base: Vec<(String, String, HaloPath, f64)> =
-        report.records.iter().filter(|r| r.parts == 1).map(|r| (r.graph.clone(), r.model.clone(), r.halo_path, r.step_ms)).collect();
+    let base: Vec<(String, String, HaloPath, bool, f64)> = report
+        .records
+        .iter()
+        .filter(|r| r.parts == 1)
+        .map(|r| (r.graph.clone(), r.model.clone(), r.halo_path, r.overlap, r.step_ms))
+        .collect();
     for r in &mut report.records {
-        if let Some((.., one)) = base.iter().find(|(g, m, p, _)| *g == r.graph && *m == r.model && *p == r.halo_path) {
+        let same = |(g, m, p, o, _): &&(String, String, HaloPath, bool, f64)| {
+            *g == r.graph && *m == r.model && *p == r.halo_path && *o == r.overlap
+        };
+        if let Some((.., one)) = base.iter().find(same) {
             r.speedup = Some(one / r.step_ms);
             r.efficiency = Some(one / r.step_ms / r.parts as f64);
         }
@@ -77,10 +84,11 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
         for &model in &a.models {
             args.model = model;
             let (cfg, tcfg) = (model_config(&args, 0)?, train_config(&args)?);
-            for &path in &a.halo_path {
+            for (path, overlap) in settings(&a.halo_path, &a.overlap) {
                 let backend =
                     Arc::new(CudaBackend::new(gpu.clone(), args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?));
-                let mut t = DistTrainer::with_path(backend, comm.clone(), &d, &p, method, path, &cfg, &tcfg)?;
+                let options = DistOptions { method, path, overlap };
+                let mut t = DistTrainer::with_options(backend, comm.clone(), &d, &p, options, &cfg, &tcfg)?;
                 for _ in 0..a.warmup {
                     t.step()?;
                 }
@@ -90,11 +98,9 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
                 }
                 let timing = gather_timing(&*comm, t.take_timing())?;
                 if rank == 0 {
-                    // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
-                    let shown = if path == HaloPath::Device { ExchangeMethod::PointToPoint } else { method };
-                    let r = record(graph, &d, model, &p, shown, path, &timing, a.reps);
+                    let r = record(&Point { graph, d: &d, model, p: &p, options }, &timing, a.reps);
                     eprintln!(
-                        "{graph} {model} {world} GPU(s) ({path:?} path): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
+                        "{graph} {model} {world} GPU(s) ({path:?} path, overlap {overlap}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
                         r.step_ms,
                         r.compute_ms,
                         r.halo_exchange_ms,

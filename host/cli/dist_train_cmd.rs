@@ -22,7 +22,9 @@ use tcgnn::dist::halo::{ALL_GATHER_THRESHOLD, ExchangeMethod, choose_exchange};
 use tcgnn::dist::nccl::{NcclCommunicator, new_unique_id};
 use tcgnn::dist::part_graph::relabel;
 use tcgnn::dist::rendezvous::{join, serve_at};
-use tcgnn::dist::{Communicator, DistTrainer, HaloPath, Partition, PartitionMethod, StepTiming, train_in_process, train_in_process_on};
+use tcgnn::dist::{
+    Communicator, DistOptions, DistTrainer, HaloPath, InProcessRun, Partition, PartitionMethod, StepTiming, train_in_process,
+};
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::train::History;
 use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, ModelConfig, TrainConfig};
@@ -101,6 +103,10 @@ pub struct DistArgs {
     /// the reference path).
     #[arg(long, value_enum, default_value = "device")]
     pub halo_path: HaloPath,
+    /// Run each layer's halo exchange before its product (serial), instead of beside the
+    /// product of the rows that need no halo row (GCN, SAGE, GIN, GAT).
+    #[arg(long)]
+    pub no_overlap: bool,
 }
 
 impl DistArgs {
@@ -163,6 +169,26 @@ struct Setup {
     method: ExchangeMethod,
     cfg: ModelConfig,
     tcfg: TrainConfig,
+    /// Whether GCN's exchanges overlap its products (`--no-overlap` clears it).
+    overlap: bool,
+}
+
+impl Setup {
+    fn options(&self) -> DistOptions {
+        DistOptions::new(self.method).with_overlap(self.overlap)
+    }
+
+    /// The in-process run of this setup.
+    fn run(&self) -> InProcessRun<'_> {
+        InProcessRun {
+            data: &self.data,
+            partition: &self.partition,
+            options: self.options(),
+            model: &self.cfg,
+            train: &self.tcfg,
+            timeout: PEER_TIMEOUT,
+        }
+    }
 }
 
 fn setup(a: &TrainArgs, parts: usize) -> Result<Setup> {
@@ -177,7 +203,7 @@ fn setup(a: &TrainArgs, parts: usize) -> Result<Setup> {
     let partition = Partition::new(&data.graph, parts, pm)?;
     let method = exchange_method(&a.dist.exchange, &partition)?;
     let data = relabel(&data, &partition.perm)?;
-    Ok(Setup { data, partition, method, cfg, tcfg })
+    Ok(Setup { data, partition, method, cfg, tcfg, overlap: !a.dist.no_overlap })
 }
 
 fn use_gpu(a: &TrainArgs) -> Result<bool> {
@@ -216,25 +242,14 @@ fn run_in_process(a: &TrainArgs, parts: usize) -> Result<()> {
     let (history, timing, backend) = if gpu {
         // Each thread opens the GPU itself: its own context handle, stream and kernels.
         let path = a.dist.halo_path;
-        let (h, t) = train_in_process_on(
-            path,
-            &s.data,
-            &s.partition,
-            s.method,
-            &s.cfg,
-            &s.tcfg,
-            PEER_TIMEOUT,
-            |_| cuda_backend(a, Gpu::probe()?),
-            show,
-        )?;
+        let run = InProcessRun { options: s.options().with_path(path), ..s.run() };
+        let (h, t) = train_in_process(&run, |_| cuda_backend(a, Gpu::probe()?), show)?;
         (h, t, format!("{} threads on one GPU ({:?}, halo path {path:?})", parts, a.precision).to_lowercase())
     } else if a.f64 {
-        let (h, t) =
-            train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| Ok(CpuBackend::<f64>::new()), show)?;
+        let (h, t) = train_in_process(&s.run(), |_| Ok(CpuBackend::<f64>::new()), show)?;
         (h, t, format!("{parts} threads on the CPU (f64)"))
     } else {
-        let (h, t) =
-            train_in_process(&s.data, &s.partition, s.method, &s.cfg, &s.tcfg, PEER_TIMEOUT, |_| Ok(CpuBackend::<f32>::new()), show)?;
+        let (h, t) = train_in_process(&s.run(), |_| Ok(CpuBackend::<f32>::new()), show)?;
         (h, t, format!("{parts} threads on the CPU (f32)"))
     };
     report(a, &s, &history, &timing, &backend)
@@ -313,7 +328,7 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
     let backend = Arc::new(cuda_backend(a, gpu)?);
     let path = a.dist.halo_path;
     let describe = format!("{} rank(s) over NCCL, halo path {path:?}, {}", world, tcgnn::nn::Backend::describe(&*backend));
-    let mut t = DistTrainer::with_path(backend, comm.clone(), &s.data, &s.partition, s.method, path, &s.cfg, &s.tcfg)?;
+    let mut t = DistTrainer::with_options(backend, comm.clone(), &s.data, &s.partition, s.options().with_path(path), &s.cfg, &s.tcfg)?;
     let quiet = a.quiet || rank != 0;
     let history = t.fit(s.tcfg.epochs, |e| {
         if !quiet {

@@ -1,11 +1,14 @@
 //! What ranks say to each other over DEVICE buffers (the GPU step): the halo exchange and the
 //! gradient all-reduce without a trip through the host.
 //!
-//! Both operations are ordered on the caller's stream (the rank's [`crate::gpu::Gpu::stream`],
-//! where the backend queues everything): the buffers are read and written in that order, and work
-//! the caller queues afterwards sees the results.
+//! Both operations are ordered with the caller's stream (the rank's [`crate::gpu::Gpu::stream`],
+//! where the backend queues everything): the buffers are read and written after what was queued
+//! there before, and work the caller queues afterwards sees the results. An exchange may also be
+//! only started ([`DeviceComm::exchange_device_start`]): it then runs beside what the caller
+//! queues next, until [`DeviceComm::join_device`] (the overlapped step).
 //! - NCCL ([`NcclCommunicator`]): grouped `ncclSend`/`ncclRecv` and `ncclAllReduce` on the device
-//!   pointers, enqueued on the stream; nothing waits on the host.
+//!   pointers, enqueued on NCCL's own stream, which waits for the caller's through an event (and
+//!   the caller's for it, unless only started); nothing waits on the host.
 //! - In-process ([`InProcess`], P ranks as threads on one GPU sharing its primary context): the
 //!   ranks hand each other device addresses over their channels and copy device to device. A rank
 //!   waits for its stream before it hands out an address (the data is there) and for its peers'
@@ -40,6 +43,37 @@ pub trait DeviceComm: Communicator {
     /// Element-wise sum over the ranks, in place, identical on every rank. `buf.len()` is a
     /// multiple of 4 (whole padded matrices).
     fn all_reduce_device(&self, gpu: &Gpu, buf: &mut CudaViewMut<'_, f32>) -> Result<()>;
+
+    /// [`DeviceComm::exchange_device`] that `gpu`'s stream does not wait for: it starts after
+    /// what that stream holds now and runs beside what is queued there next, until
+    /// [`DeviceComm::join_device`]. Until then the caller must not touch `into`'s `recvs`
+    /// ranges, nor write the `sends` views. By default the ordered exchange.
+    fn exchange_device_start(
+        &self,
+        gpu: &Gpu,
+        sends: &[(usize, CudaView<'_, f32>)],
+        into: &mut CudaViewMut<'_, f32>,
+        recvs: &[(usize, Range<usize>)],
+    ) -> Result<()> {
+        self.exchange_device(gpu, sends, into, recvs)
+    }
+
+    /// Work queued on `gpu`'s stream after this sees every exchange started before it.
+    fn join_device(&self, _gpu: &Gpu) -> Result<()> {
+        Ok(())
+    }
+
+    /// Whether [`DeviceComm::exchange_device_start`] really runs beside the caller's stream
+    /// (its own stream, as NCCL's); else it completes in order, as the in-process ranks' copies.
+    fn overlaps(&self) -> bool {
+        false
+    }
+
+    /// The stream an overlapped exchange runs on (its timing events go there); the caller's
+    /// stream where exchanges are ordered with it.
+    fn exchange_stream(&self, gpu: &Gpu) -> std::sync::Arc<CudaStream> {
+        gpu.stream().clone()
+    }
 }
 
 fn check_peers<C: Communicator>(
@@ -67,8 +101,22 @@ impl DeviceComm for NcclCommunicator {
         recvs: &[(usize, Range<usize>)],
     ) -> Result<()> {
         const OP: &str = "ncclSend/ncclRecv (device)";
+        self.exchange_device_start(gpu, sends, into, recvs)?;
+        self.before_caller(gpu, OP)
+    }
+
+    fn exchange_device_start(
+        &self,
+        gpu: &Gpu,
+        sends: &[(usize, CudaView<'_, f32>)],
+        into: &mut CudaViewMut<'_, f32>,
+        recvs: &[(usize, Range<usize>)],
+    ) -> Result<()> {
+        const OP: &str = "ncclSend/ncclRecv (device)";
         check_peers(self, sends, into, recvs, OP)?;
         self.check_stream(gpu, OP)?;
+        // The send rows were written on the GPU's stream (and the receive rows last read there).
+        self.after_caller(gpu, OP)?;
         guarded("ncclGroupStart", group_start)?;
         // group_end runs even when a call inside the group failed, so NCCL is never left in a group.
         let mut inner = || -> Result<()> {
@@ -94,7 +142,21 @@ impl DeviceComm for NcclCommunicator {
         if buf.is_empty() {
             return Ok(());
         }
-        guarded(OP, || self.comm().all_reduce_in_place(buf, &ReduceOp::Sum).map(|_| ()))
+        self.after_caller(gpu, OP)?;
+        guarded(OP, || self.comm().all_reduce_in_place(buf, &ReduceOp::Sum).map(|_| ()))?;
+        self.before_caller(gpu, OP)
+    }
+
+    fn join_device(&self, gpu: &Gpu) -> Result<()> {
+        self.before_caller(gpu, "joining the halo exchange")
+    }
+
+    fn overlaps(&self) -> bool {
+        true
+    }
+
+    fn exchange_stream(&self, _gpu: &Gpu) -> std::sync::Arc<CudaStream> {
+        self.nccl_stream().clone()
     }
 }
 

@@ -15,11 +15,17 @@
 //! same order on every run, and no two threads of a launch add into one row); then the halo rows
 //! are zeroed.
 //!
+//! Overlapped (a [`RowSplit`] given): `fill_start` gathers and starts the exchange, which runs on
+//! the communicator's stream beside the interior rows' product; `fill_finish` makes the GPU's
+//! stream wait for it. `give_back_start` sends the halo rows of g (formed first) while the owned
+//! rows are formed; `give_back_finish` waits, then adds and zeroes as above.
+//!
 //! Rows travel with their padded stride, as on the host path. Every exchange is point-to-point:
 //! the all-gather variant of [`crate::dist::ExchangeMethod`] is the host path's (it moves more
 //! bytes and would only pay on NCCL rings for halos near an all-gather; not built on the
 //! device yet). Time is measured with CUDA events on the stream, from the gather to the last
-//! halo row in place, so it counts waiting for a peer but not the compute queued before.
+//! halo row in place (on the communicator's stream when overlapped: the exchange's own time,
+//! partly hidden), so it counts waiting for a peer but not the compute queued before.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -27,7 +33,7 @@ use std::rc::Rc;
 use cudarc::driver::sys::CUevent_flags;
 use std::ops::Range;
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaView};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView};
 
 use crate::dist::device_comm::DeviceComm;
 use crate::dist::exchange::ExchangeCounters;
@@ -37,7 +43,7 @@ use crate::error::{Error, Result};
 use crate::gpu::abi::perm::{GatherRowsArgs, ScatterAddRowsArgs, gather_rows, scatter_add_rows};
 use crate::gpu::launch::{Ptr, PtrMut};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
-use crate::nn::halo_hook::HaloHook;
+use crate::nn::halo_hook::{HaloHook, RowSplit};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::shared::partition::nn_row_group_shift;
 
@@ -70,6 +76,8 @@ pub struct DeviceHaloExchange<C: DeviceComm> {
     /// The send lists concatenated in peer order, as rows of the extended matrix.
     send_idx: DeviceVec<u32>,
     state: RefCell<State>,
+    /// Where the exchanges overlap the products (`None`: serial, on the GPU's stream).
+    split: Option<RowSplit>,
 }
 
 /// A buffer of at least `n` f32 (grown, never shrunk: the widths of a model's layers differ).
@@ -87,8 +95,14 @@ fn row_geometry(x: &DeviceMatrix<f32>) -> (u32, u32) {
 }
 
 impl<C: DeviceComm> DeviceHaloExchange<C> {
-    /// For a part whose extended matrices have `layout`'s rows (halo below, owned, halo above).
-    pub fn new(gpu: &Gpu, halo: &Halo, comm: Rc<C>, layout: ExtendedLayout) -> Result<Self> {
+    /// For a part whose extended matrices have `layout`'s rows (halo below, owned, halo above);
+    /// `interior`: overlap the exchanges with the products, the first `interior` rows reading
+    /// no halo row (see [`RowSplit`]), or `None` (serial).
+    pub fn new(gpu: &Gpu, halo: &Halo, comm: Rc<C>, layout: ExtendedLayout, interior: Option<usize>) -> Result<Self> {
+        if let Some(r) = interior.filter(|&r| r > layout.rows()) {
+            return Err(Error::Shape(format!("{r} interior rows of a part of {} rows", layout.rows())));
+        }
+        let split = interior.map(|interior| RowSplit { interior, owned: layout.owned_rows(), rows: layout.rows() });
         if halo.halo_rows() != layout.below + layout.above {
             return Err(Error::Shape(format!("{} halo rows for a layout of {} + {}", halo.halo_rows(), layout.below, layout.above)));
         }
@@ -115,6 +129,7 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
             recvs,
             send_idx: DeviceVec::upload(gpu, &idx)?,
             state: RefCell::new(state),
+            split,
         })
     }
 
@@ -146,9 +161,11 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
         Ok(())
     }
 
-    /// Runs `f` between two events on the stream and counts `elems` f32 moved. The events are
-    /// the pool's next pair (created the first time a step reaches this many exchanges).
-    fn timed(&self, gpu: &Gpu, elems: usize, f: impl FnOnce(&mut State) -> Result<()>) -> Result<()> {
+    /// Runs `f` between two events and counts `elems` f32 moved: the start on the GPU's stream,
+    /// the end on `end_on` (the GPU's stream, or the communicator's where `f` left the exchange
+    /// running beside the GPU's stream). The events are the pool's next pair (created the first
+    /// time a step reaches this many exchanges).
+    fn timed(&self, gpu: &Gpu, end_on: &CudaStream, elems: usize, f: impl FnOnce(&mut State) -> Result<()>) -> Result<()> {
         let s = &mut *self.state.borrow_mut();
         if s.used == s.events.len() {
             let ev = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| Error::cuda("cuEventCreate", e));
@@ -157,7 +174,7 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
         let at = s.used;
         s.events[at].0.record(gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
         f(s)?;
-        s.events[at].1.record(gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
+        s.events[at].1.record(end_on).map_err(|e| Error::cuda("cuEventRecord", e))?;
         s.used += 1;
         s.counters.bytes += (elems * 4) as u64;
         s.counters.calls += 1;
@@ -165,13 +182,16 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
     }
 }
 
-impl<C: DeviceComm> HaloHook<CudaBackend> for DeviceHaloExchange<C> {
-    fn fill(&self, _b: &CudaBackend, x: &mut DeviceMatrix<f32>) -> Result<()> {
+impl<C: DeviceComm> DeviceHaloExchange<C> {
+    /// Gathers the rows every peer needs into the send buffer and starts (`overlap`) or runs
+    /// the exchange that puts each owner's rows into x's halo rows.
+    fn fill_on(&self, x: &mut DeviceMatrix<f32>, overlap: bool) -> Result<()> {
         self.check(x, "halo fill")?;
         let gpu = x.gpu().clone();
         let ld = x.ld;
         let total: usize = self.sends.iter().map(|b| b.rows).sum();
-        self.timed(&gpu, self.halo_rows * ld, |s| {
+        let end_on = if overlap { self.comm.exchange_stream(&gpu) } else { gpu.stream().clone() };
+        self.timed(&gpu, &end_on, self.halo_rows * ld, |s| {
             let send = at_least(&mut s.send, &gpu, total * ld)?;
             if total > 0 {
                 let (ld4, shift) = row_geometry(x);
@@ -200,62 +220,112 @@ impl<C: DeviceComm> HaloHook<CudaBackend> for DeviceHaloExchange<C> {
                 })
                 .collect();
             let mut into = x.slice_mut().slice_mut(0..self.layout.rows() * ld);
-            self.comm.exchange_device(&gpu, &sends, &mut into, &recvs)
+            if overlap {
+                self.comm.exchange_device_start(&gpu, &sends, &mut into, &recvs)
+            } else {
+                self.comm.exchange_device(&gpu, &sends, &mut into, &recvs)
+            }
         })
     }
 
-    fn give_back(&self, _b: &CudaBackend, g: &mut DeviceMatrix<f32>) -> Result<()> {
+    /// Sends g's halo rows to their owners, receiving what the peers return into `back`; started
+    /// (`overlap`) or run in order.
+    fn send_back(&self, g: &mut DeviceMatrix<f32>, overlap: bool) -> Result<()> {
         self.check(g, "halo give_back")?;
         let gpu = g.gpu().clone();
         let ld = g.ld;
-        let ExtendedLayout { below, owned, above } = self.layout;
-        self.timed(&gpu, self.halo_rows * ld, |s| {
+        let end_on = if overlap { self.comm.exchange_stream(&gpu) } else { gpu.stream().clone() };
+        self.timed(&gpu, &end_on, self.halo_rows * ld, |s| {
             let total: usize = self.sends.iter().map(|b| b.rows).sum();
             let back = at_least(&mut s.back, &gpu, total * ld)?;
-            {
-                let whole = g.slice();
-                let sends: Vec<(usize, CudaView<'_, f32>)> = self
-                    .recvs
-                    .iter()
-                    .map(|b| {
-                        let at = self.halo_row(b.first) * ld;
-                        (b.peer, whole.slice(at..at + b.rows * ld))
-                    })
-                    .collect();
-                // What each peer returns, in send-list order (its rows' block of `back`).
-                let recvs: Vec<(usize, Range<usize>)> =
-                    self.sends.iter().map(|b| (b.peer, b.first * ld..(b.first + b.rows) * ld)).collect();
-                let mut into = back.slice_mut(0..total * ld);
-                self.comm.exchange_device(&gpu, &sends, &mut into, &recvs)?;
+            let whole = g.slice();
+            let sends: Vec<(usize, CudaView<'_, f32>)> = self
+                .recvs
+                .iter()
+                .map(|b| {
+                    let at = self.halo_row(b.first) * ld;
+                    (b.peer, whole.slice(at..at + b.rows * ld))
+                })
+                .collect();
+            // What each peer returns, in send-list order (its rows' block of `back`).
+            let recvs: Vec<(usize, Range<usize>)> = self.sends.iter().map(|b| (b.peer, b.first * ld..(b.first + b.rows) * ld)).collect();
+            let mut into = back.slice_mut(0..total * ld);
+            if overlap {
+                self.comm.exchange_device_start(&gpu, &sends, &mut into, &recvs)
+            } else {
+                self.comm.exchange_device(&gpu, &sends, &mut into, &recvs)
             }
-            let (ld4, shift) = row_geometry(g);
-            // Increasing peer order (`sends` is sorted by peer): a fixed order of sums.
-            let back_at = back.device_ptr_raw(&gpu);
-            for b in &self.sends {
-                let args = ScatterAddRowsArgs {
-                    n_rows: b.rows as u32,
-                    ld4,
-                    shift,
-                    idx: Ptr::new(self.send_idx.ptr(&gpu) + (b.first * 4) as u64),
-                    src: Ptr::new(back_at + (b.first * ld * 4) as u64),
-                    dst: PtrMut::new(g.ptr_mut()),
-                };
-                let shape = crate::ops::nn::row_shape(&gpu, b.rows as u64, 32 >> shift, 0);
-                // SAFETY: the peer's list holds b.rows distinct owned rows of g (one writer per
-                // row); back holds its b.rows x ld f32 from row b.first, g's stride is ld
-                // (16-byte rows).
-                unsafe { scatter_add_rows.launch(&gpu, shape, &args) }?;
-            }
-            // The rows now belong to their owners' sums: zero here, so nothing counts them twice.
-            let stream = gpu.stream().clone();
-            let whole = g.slice_mut();
-            for range in [0..below * ld, (below + owned) * ld..(below + owned + above) * ld] {
-                if !range.is_empty() {
-                    stream.memset_zeros(&mut whole.slice_mut(range)).map_err(|e| Error::cuda("zeroing the halo rows", e))?;
-                }
-            }
-            Ok(())
         })
+    }
+
+    /// What the peers returned (in `back`) added into the rows they were sent, then g's halo
+    /// rows zeroed; on the GPU's stream, after the exchange that filled `back`.
+    fn add_back(&self, g: &mut DeviceMatrix<f32>) -> Result<()> {
+        let gpu = g.gpu().clone();
+        let ld = g.ld;
+        let ExtendedLayout { below, owned, above } = self.layout;
+        let s = &mut *self.state.borrow_mut();
+        let total: usize = self.sends.iter().map(|b| b.rows).sum();
+        let back = at_least(&mut s.back, &gpu, total * ld)?;
+        let (ld4, shift) = row_geometry(g);
+        // Increasing peer order (`sends` is sorted by peer): a fixed order of sums.
+        let back_at = back.device_ptr_raw(&gpu);
+        for b in &self.sends {
+            let args = ScatterAddRowsArgs {
+                n_rows: b.rows as u32,
+                ld4,
+                shift,
+                idx: Ptr::new(self.send_idx.ptr(&gpu) + (b.first * 4) as u64),
+                src: Ptr::new(back_at + (b.first * ld * 4) as u64),
+                dst: PtrMut::new(g.ptr_mut()),
+            };
+            let shape = crate::ops::nn::row_shape(&gpu, b.rows as u64, 32 >> shift, 0);
+            // SAFETY: the peer's list holds b.rows distinct owned rows of g (one writer per
+            // row); back holds its b.rows x ld f32 from row b.first, g's stride is ld
+            // (16-byte rows).
+            unsafe { scatter_add_rows.launch(&gpu, shape, &args) }?;
+        }
+        // The rows now belong to their owners' sums: zero here, so nothing counts them twice.
+        let stream = gpu.stream().clone();
+        let whole = g.slice_mut();
+        for range in [0..below * ld, (below + owned) * ld..(below + owned + above) * ld] {
+            if !range.is_empty() {
+                stream.memset_zeros(&mut whole.slice_mut(range)).map_err(|e| Error::cuda("zeroing the halo rows", e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<C: DeviceComm> HaloHook<CudaBackend> for DeviceHaloExchange<C> {
+    fn fill(&self, _b: &CudaBackend, x: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.fill_on(x, false)
+    }
+
+    fn give_back(&self, _b: &CudaBackend, g: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.send_back(g, false)?;
+        self.add_back(g)
+    }
+
+    fn split(&self) -> Option<RowSplit> {
+        self.split.clone()
+    }
+
+    fn fill_start(&self, _b: &CudaBackend, x: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.fill_on(x, self.split.is_some())
+    }
+
+    fn fill_finish(&self, _b: &CudaBackend, x: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.comm.join_device(x.gpu())
+    }
+
+    fn give_back_start(&self, _b: &CudaBackend, g: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.send_back(g, self.split.is_some())
+    }
+
+    fn give_back_finish(&self, _b: &CudaBackend, g: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.comm.join_device(g.gpu())?;
+        self.add_back(g)
     }
 }
 

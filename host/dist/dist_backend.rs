@@ -17,9 +17,10 @@ use crate::dist::exchange::{ExchangeCounters, HaloExchange};
 use crate::dist::halo::Halo;
 use crate::dist::host_rows::HostRows;
 use crate::dist::part_graph::ExtendedLayout;
+use crate::dist::split_host::SplitHost;
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::nn::halo_hook::HaloHook;
+use crate::nn::halo_hook::{HaloHook, RowSplit};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::CpuBackend;
 use crate::ops::backend::cuda::CudaBackend;
@@ -58,8 +59,17 @@ pub trait DistBackend<C: Communicator>: HostRows + Sized + 'static {
     /// Buffers the gradient all-reduce keeps across steps (and its timing).
     type Fused: Default;
 
-    /// The hook of one part's model.
-    fn halo_hook(&self, halo: Halo, comm: Rc<C>, layout: ExtendedLayout, path: HaloPath) -> Result<Rc<dyn CountedHook<Self>>>;
+    /// The hook of one part's model; `interior`: overlap the exchanges with the products, the
+    /// part's first `interior` rows reading no halo row (where the backend can: the GPU's
+    /// device path; elsewhere ignored).
+    fn halo_hook(
+        &self,
+        halo: Halo,
+        comm: Rc<C>,
+        layout: ExtendedLayout,
+        path: HaloPath,
+        interior: Option<usize>,
+    ) -> Result<Rc<dyn CountedHook<Self>>>;
 
     /// Every matrix of `mats` summed over the ranks, in one collective, identical on every rank;
     /// returns the bytes reduced.
@@ -104,8 +114,20 @@ fn all_reduce_on_host<B: HostRows, C: Communicator>(b: &B, comm: &C, mats: &mut 
 
 impl<T: Real, C: Communicator + 'static> DistBackend<C> for CpuBackend<T> {
     type Fused = HostFused<T>;
-    fn halo_hook(&self, halo: Halo, comm: Rc<C>, layout: ExtendedLayout, _path: HaloPath) -> Result<Rc<dyn CountedHook<Self>>> {
-        Ok(Rc::new(HaloExchange::<Self, C>::new(halo, comm, layout)?))
+    fn halo_hook(
+        &self,
+        halo: Halo,
+        comm: Rc<C>,
+        layout: ExtendedLayout,
+        _path: HaloPath,
+        interior: Option<usize>,
+    ) -> Result<Rc<dyn CountedHook<Self>>> {
+        let inner = HaloExchange::<Self, C>::new(halo, comm, layout)?;
+        Ok(match interior {
+            // The GPU step's blocked products, the exchanges in order.
+            Some(interior) => Rc::new(SplitHost { inner, split: RowSplit { interior, owned: layout.owned_rows(), rows: layout.rows() } }),
+            None => Rc::new(inner),
+        })
     }
     fn all_reduce_mats(&self, comm: &C, mats: &mut [&mut Self::Mat], fused: &mut Self::Fused, _path: HaloPath) -> Result<u64> {
         all_reduce_on_host(self, comm, mats, fused)
@@ -158,10 +180,17 @@ fn all_reduce_on_device<C: DeviceComm>(comm: &C, mats: &mut [&mut DeviceMatrix<f
 
 impl<C: DeviceComm + 'static> DistBackend<C> for CudaBackend {
     type Fused = CudaFused;
-    fn halo_hook(&self, halo: Halo, comm: Rc<C>, layout: ExtendedLayout, path: HaloPath) -> Result<Rc<dyn CountedHook<Self>>> {
+    fn halo_hook(
+        &self,
+        halo: Halo,
+        comm: Rc<C>,
+        layout: ExtendedLayout,
+        path: HaloPath,
+        interior: Option<usize>,
+    ) -> Result<Rc<dyn CountedHook<Self>>> {
         Ok(match path {
             HaloPath::Host => Rc::new(HaloExchange::<Self, C>::new(halo, comm, layout)?),
-            HaloPath::Device => Rc::new(DeviceHaloExchange::new(self.gpu(), &halo, comm, layout)?),
+            HaloPath::Device => Rc::new(DeviceHaloExchange::new(self.gpu(), &halo, comm, layout, interior)?),
         })
     }
     fn all_reduce_mats(&self, comm: &C, mats: &mut [&mut Self::Mat], fused: &mut Self::Fused, path: HaloPath) -> Result<u64> {

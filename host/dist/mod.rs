@@ -17,6 +17,7 @@ pub mod part_file;
 pub mod part_graph;
 pub mod partition;
 pub mod rendezvous;
+pub mod split_host;
 pub mod train;
 
 pub use comm::Communicator;
@@ -26,4 +27,4 @@ pub use halo::{ALL_GATHER_THRESHOLD, ExchangeMethod, Halo, choose_exchange};
 pub use inproc::InProcess;
 pub use nccl::NcclCommunicator;
 pub use partition::{PartBlocks, Partition, PartitionMethod, PartitionStats};
-pub use train::{DistTrainer, StepTiming, train_in_process, train_in_process_on};
+pub use train::{DistOptions, DistTrainer, InProcessRun, StepTiming, train_in_process};

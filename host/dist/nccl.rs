@@ -61,11 +61,13 @@ pub fn new_unique_id() -> Result<UniqueId> {
     Ok(id.internal().map(|c| c as u8))
 }
 
-/// One rank's NCCL communicator on one GPU.
+/// One rank's NCCL communicator on one GPU. NCCL runs on a stream of its own (high priority, so
+/// its kernels take SMs as soon as a block of the compute beside it ends): the device
+/// operations ([`crate::dist::DeviceComm`]) order it with the GPU's stream through events.
 pub struct NcclCommunicator {
     comm: Comm,
     stream: Arc<CudaStream>,
-    _gpu: Arc<Gpu>,
+    gpu: Arc<Gpu>,
 }
 
 impl NcclCommunicator {
@@ -77,11 +79,12 @@ impl NcclCommunicator {
             return Err(Error::comm("ncclCommInitRank", format!("rank {rank} of a world of {world}")));
         }
         disable_nvls();
-        let stream = gpu.stream().clone();
-        stream.context().bind_to_thread().map_err(|e| Error::cuda("binding the context for NCCL", e))?;
+        gpu.stream().context().bind_to_thread().map_err(|e| Error::cuda("binding the context for NCCL", e))?;
+        // The greatest priority: CUDA clamps a value beyond its range to the range's end.
+        let stream = gpu.ctx.new_stream_with_priority(-1000).map_err(|e| Error::cuda("cuStreamCreateWithPriority (NCCL)", e))?;
         let id = Id::uninit(id.map(|b| b as core::ffi::c_char));
         let comm = guarded("ncclCommInitRank", || Comm::from_rank(stream.clone(), rank, world, id))?;
-        Ok(NcclCommunicator { comm, stream, _gpu: gpu })
+        Ok(NcclCommunicator { comm, stream, gpu })
     }
 
     /// The cudarc communicator, for collectives on device buffers (the GPU step).
@@ -89,13 +92,27 @@ impl NcclCommunicator {
         &self.comm
     }
 
-    /// NCCL calls run on the communicator's stream: device buffers of the caller's stream may be
-    /// handed over without a wait only when the two are one stream.
+    /// Device buffers handed to NCCL must live on the communicator's GPU.
     pub(crate) fn check_stream(&self, gpu: &Gpu, what: &str) -> Result<()> {
-        if gpu.stream().cu_stream() != self.stream.cu_stream() {
-            return Err(Error::comm(what, "the buffers are on another GPU stream than the communicator's (build both from one Gpu)"));
+        if gpu.stream().cu_stream() != self.gpu.stream().cu_stream() {
+            return Err(Error::comm(what, "the buffers are on another GPU than the communicator's (build both from one Gpu)"));
         }
         Ok(())
+    }
+
+    /// NCCL's stream waits for everything queued on `gpu`'s stream so far.
+    pub(crate) fn after_caller(&self, gpu: &Gpu, what: &str) -> Result<()> {
+        self.stream.join(gpu.stream()).map_err(|e| Error::cuda(format!("{what}: ordering NCCL after the GPU's stream"), e))
+    }
+
+    /// `gpu`'s stream waits for everything queued on NCCL's stream so far.
+    pub(crate) fn before_caller(&self, gpu: &Gpu, what: &str) -> Result<()> {
+        gpu.stream().join(&self.stream).map_err(|e| Error::cuda(format!("{what}: ordering the GPU's stream after NCCL"), e))
+    }
+
+    /// NCCL's own stream (the overlapped exchange's timing events are recorded on it).
+    pub(crate) fn nccl_stream(&self) -> &Arc<CudaStream> {
+        &self.stream
     }
 
     fn sync(&self, what: &str) -> Result<()> {

@@ -77,27 +77,40 @@ pub fn extended_rows(s: &Csr, first: usize, rows: usize, halo: &[u32]) -> Result
     Csr::new(n, n, row_ptr, cols, s.values()[lo..hi].to_vec())
 }
 
-/// The part's rows of the node data in its [`ExtendedLayout`]: zero features, label 0 and no
-/// mask bit for each halo row (halo rows are never in the loss).
-pub fn part_data(data: &Dataset, first: usize, layout: ExtendedLayout) -> Result<Dataset> {
+/// The global row of every local row of a part ([`ExtendedLayout`]; `halo` the sorted global
+/// ids of its halo rows).
+pub fn global_rows(first: usize, layout: ExtendedLayout, halo: &[u32]) -> impl Iterator<Item = usize> + '_ {
+    let (below, above) = halo.split_at(layout.below.min(halo.len()));
+    below.iter().map(|&g| g as usize).chain(first..first + layout.owned).chain(above.iter().map(|&g| g as usize))
+}
+
+/// The part's rows of the node data in its [`ExtendedLayout`]: the halo rows with their
+/// features (the input layer multiplies them where they are, instead of receiving its product's
+/// rows: see [`crate::nn::halo_hook::HaloHook`]), label 0 and no mask bit (halo rows are never
+/// in the loss).
+pub fn part_data(data: &Dataset, first: usize, layout: ExtendedLayout, halo: &[u32]) -> Result<Dataset> {
     let end = first + layout.owned;
-    if end > data.graph.n_rows() {
-        return Err(Error::Shape(format!("rows {first}..{end} of a dataset of {} nodes", data.graph.n_rows())));
+    let nodes = data.graph.n_rows();
+    if end > nodes || halo.len() != layout.below + layout.above || halo.iter().any(|&g| g as usize >= nodes) {
+        return Err(Error::Shape(format!("rows {first}..{end} and {} halo rows of a dataset of {nodes} nodes", halo.len())));
     }
     let n = layout.rows();
     let features = match &data.features {
         HostFeatures::Dense(m) => {
-            let mut d = vec![0.0; layout.below * m.cols];
-            d.extend_from_slice(&m.data[first * m.cols..end * m.cols]);
-            d.resize(n * m.cols, 0.0);
+            let mut d = Vec::with_capacity(n * m.cols);
+            for g in global_rows(first, layout, halo) {
+                d.extend_from_slice(&m.data[g * m.cols..(g + 1) * m.cols]);
+            }
             HostFeatures::Dense(Matrix::from_vec(n, m.cols, d)?)
         }
         HostFeatures::Sparse(c) => {
-            let (lo, hi) = (c.row_ptr()[first] as usize, c.row_ptr()[end] as usize);
-            let mut row_ptr = vec![0u32; layout.below];
-            row_ptr.extend(c.row_ptr()[first..=end].iter().map(|&p| p - lo as u32));
-            row_ptr.resize(n + 1, (hi - lo) as u32);
-            HostFeatures::Sparse(Csr::new(n, c.n_cols(), row_ptr, c.col_idx()[lo..hi].to_vec(), c.values()[lo..hi].to_vec())?)
+            let (mut row_ptr, mut cols, mut vals) = (vec![0u32], Vec::new(), Vec::new());
+            for g in global_rows(first, layout, halo) {
+                cols.extend_from_slice(&c.col_idx()[c.row_range(g)]);
+                vals.extend_from_slice(&c.values()[c.row_range(g)]);
+                row_ptr.push(cols.len() as u32);
+            }
+            HostFeatures::Sparse(Csr::new(n, c.n_cols(), row_ptr, cols, vals)?)
         }
     };
     fn spread<T: Copy + Default>(v: &[T], l: ExtendedLayout) -> Vec<T> {
@@ -172,9 +185,16 @@ pub fn original_edge_ids(s: &Csr, new_to_old: &[u32], first: usize, rows: usize)
 
 /// The keys of the part's input dropout: dense features by row (its local rows' original node
 /// ids, `row_ids`), sparse ones by nonzero (each local nonzero's index in the original feature
-/// matrix; relabelling moves whole rows, so a row's nonzeros keep their order; the halo rows
-/// hold none).
-pub fn feature_ids(features: &HostFeatures, new_to_old: &[u32], first: usize, owned: usize, row_ids: &[u32]) -> Result<Vec<u32>> {
+/// matrix; relabelling moves whole rows, so a row's nonzeros keep their order), the halo rows'
+/// included ([`part_data`] gives them their features).
+pub fn feature_ids(
+    features: &HostFeatures,
+    new_to_old: &[u32],
+    first: usize,
+    layout: ExtendedLayout,
+    halo: &[u32],
+    row_ids: &[u32],
+) -> Result<Vec<u32>> {
     let c = match features {
         HostFeatures::Dense(_) => return Ok(row_ids.to_vec()),
         HostFeatures::Sparse(c) => c,
@@ -183,8 +203,8 @@ pub fn feature_ids(features: &HostFeatures, new_to_old: &[u32], first: usize, ow
     if c.nnz() > u32::MAX as usize {
         return Err(Error::Unsupported(format!("original nonzero ids of {} feature nonzeros (u32 ids)", c.nnz())));
     }
-    let mut ids = Vec::with_capacity(c.row_ptr()[first + owned] as usize - c.row_ptr()[first] as usize);
-    for r in first..first + owned {
+    let mut ids = Vec::new();
+    for r in global_rows(first, layout, halo) {
         let base = start[new_to_old[r] as usize] as u32;
         ids.extend((0..c.row_len(r) as u32).map(|k| base + k));
     }

@@ -25,7 +25,8 @@ use crate::graph::{Csr, Permutation};
 /// How nodes are assigned to parts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PartitionMethod {
-    /// The graph's own node order cut into edge-balanced ranges.
+    /// The graph's own node order cut into edge-balanced ranges (each part's interior nodes
+    /// then moved before its boundary nodes, as for every method).
     Contiguous,
     /// Louvain community order ([`community_order`]) cut into edge-balanced ranges.
     Community,
@@ -166,6 +167,7 @@ impl Partition {
 
     fn from_relabelling(graph: &Csr, method: PartitionMethod, perm: Permutation, offsets: Vec<usize>) -> Result<Partition> {
         use rayon::prelude::*;
+        let perm = interior_first(graph, perm, &offsets)?;
         let identity = perm.new_to_old().iter().enumerate().all(|(i, &o)| i == o as usize);
         let a = if identity { graph.clone() } else { perm.apply_to_csr(graph)? };
         let parts = offsets.len() - 1;
@@ -306,6 +308,38 @@ fn relabel_by_part(assign: &[u32], parts: usize) -> Result<(Permutation, Vec<usi
     Ok((Permutation::from_new_to_old(new_to_old)?, offsets))
 }
 
+/// `perm` with each part's nodes reordered (stably) so that its *interior* nodes, whose every
+/// neighbour it owns, come before its *boundary* nodes (some neighbour owned elsewhere). A
+/// part's rows that read no halo row are then one leading range of its rows, which the GPU step
+/// multiplies while the halo exchange is in flight ([`crate::nn::halo_hook`]). Within a part the
+/// order is otherwise free: dropout is keyed by original ids, and a part's rows, halo and send
+/// lists all follow from the relabelling.
+fn interior_first(graph: &Csr, perm: Permutation, offsets: &[usize]) -> Result<Permutation> {
+    use rayon::prelude::*;
+    let (new_to_old, old_to_new) = (perm.new_to_old(), perm.old_to_new());
+    let parts = offsets.len() - 1;
+    let reordered: Vec<Vec<u32>> = (0..parts)
+        .into_par_iter()
+        .map(|p| {
+            let (lo, hi) = (offsets[p], offsets[p + 1]);
+            let interior = |old: u32| {
+                graph.col_idx()[graph.row_range(old as usize)].iter().all(|&c| (lo..hi).contains(&(old_to_new[c as usize] as usize)))
+            };
+            let (mut inner, mut outer): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
+            for &old in &new_to_old[lo..hi] {
+                if interior(old) { inner.push(old) } else { outer.push(old) }
+            }
+            inner.extend(outer);
+            inner
+        })
+        .collect();
+    let v: Vec<u32> = reordered.concat();
+    if v.as_slice() == new_to_old {
+        return Ok(perm);
+    }
+    Permutation::from_new_to_old(v)
+}
+
 /// Part `p`'s rows of the relabelled matrix `a` split into local and remote blocks.
 fn split_rows(a: &Csr, offsets: &[usize], p: usize) -> Result<PartBlocks> {
     let (lo, hi) = (offsets[p], offsets[p + 1]);
@@ -436,14 +470,18 @@ mod tests {
         let g = ring(8);
         let p = Partition::new(&g, 2, PartitionMethod::Contiguous).unwrap();
         assert_eq!(p.offsets, vec![0, 4, 8]);
+        // Interior nodes first in each part: 1 2 | 0 3 and 5 6 | 4 7.
+        assert_eq!(p.perm.new_to_old(), &[1, 2, 0, 3, 5, 6, 4, 7]);
         let b0 = &p.blocks[0];
-        // Rows 0..4 reach 7 (owner 1, local 3) and 4 (owner 1, local 0).
-        assert_eq!(b0.halo, vec![(1, 0), (1, 3)]);
+        // Part 0's rows reach 4 (owner 1, local 2) and 7 (owner 1, local 3).
+        assert_eq!(b0.halo, vec![(1, 2), (1, 3)]);
         assert_eq!(b0.recv_ptr, vec![0, 0, 2]);
         assert_eq!(b0.local.nnz() + b0.remote.nnz(), 8);
         assert_eq!(b0.remote.nnz(), 2);
-        // Part 1 sends its local rows 0 and 3 to part 0, in part 0's halo order.
-        assert_eq!(p.blocks[1].send[0], vec![0, 3]);
+        // Only the boundary rows (the last two of each part) read remote columns.
+        assert!((0..4).all(|r| (b0.remote.row_len(r) > 0) == (r >= 2)));
+        // Part 1 sends its local rows 2 and 3 to part 0, in part 0's halo order.
+        assert_eq!(p.blocks[1].send[0], vec![2, 3]);
         assert!(p.blocks[0].send[0].is_empty());
         assert_eq!(b0.remote_t.n_rows(), 2);
         let s = p.stats();

@@ -46,6 +46,43 @@ pub struct StepTiming {
     pub all_reduce_bytes: u64,
 }
 
+/// How a rank's step moves rows between the parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DistOptions {
+    /// The host path's exchange pattern (the device path is point-to-point).
+    pub method: ExchangeMethod,
+    /// Where a GPU rank's exchanges run.
+    pub path: HaloPath,
+    /// Whether each layer's halo exchange runs beside the owned columns' product (GCN, SAGE,
+    /// GIN) or the fused attention of the rows that read no halo row (GAT), and its give-back
+    /// beside the owned rows' transposed product / column pass (the GPU's device path; the CPU
+    /// runs the same blocks with its exchanges in order, which checks them there; AGNN, GAT's
+    /// unfused path and the GPU's host path stay serial); and whether the input layer (GCN,
+    /// SAGE, GIN, GAT) forms its halo rows from the halo nodes' own features instead of
+    /// exchanging them (every path). `false`: serial, whole products, every layer's exchanges.
+    pub overlap: bool,
+}
+
+impl DistOptions {
+    /// `method` on the device path, overlapped.
+    pub fn new(method: ExchangeMethod) -> Self {
+        DistOptions { method, path: HaloPath::Device, overlap: true }
+    }
+    pub fn with_path(self, path: HaloPath) -> Self {
+        DistOptions { path, ..self }
+    }
+    pub fn with_overlap(self, overlap: bool) -> Self {
+        DistOptions { overlap, ..self }
+    }
+}
+
+/// The leading rows of a part's extended matrix `s` whose columns are all owned (`owned`): the
+/// empty halo rows below the owned ones, then the owned rows the partition put first because
+/// every neighbour of theirs is owned ([`crate::dist::Partition`]).
+pub fn interior_rows(s: &crate::graph::Csr, owned: std::ops::Range<usize>) -> usize {
+    (0..s.n_rows()).take_while(|&r| s.col_idx()[s.row_range(r)].iter().all(|&c| owned.contains(&(c as usize)))).count()
+}
+
 pub struct DistTrainer<B: DistBackend<C>, C: Communicator + 'static> {
     backend: Arc<B>,
     comm: Rc<C>,
@@ -69,6 +106,8 @@ pub struct DistTrainer<B: DistBackend<C>, C: Communicator + 'static> {
     /// Rows this rank owns and the halo rows it receives.
     pub owned: usize,
     pub halo_rows: usize,
+    /// Owned rows that read no halo row (multiplied beside the exchange when overlapped).
+    pub interior_rows: usize,
 }
 
 impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
@@ -84,22 +123,22 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         model: &ModelConfig,
         train: &TrainConfig,
     ) -> Result<Self> {
-        Self::with_path(backend, comm, data, partition, method, HaloPath::Device, model, train)
+        Self::with_options(backend, comm, data, partition, DistOptions::new(method), model, train)
     }
 
-    /// [`DistTrainer::new`] with the exchanges on `path` (the GPU's host-staged path is the
-    /// reference the device path is tested against).
-    #[allow(clippy::too_many_arguments)]
-    pub fn with_path(
+    /// [`DistTrainer::new`] with the exchanges as `options` say (the GPU's host-staged path is
+    /// the reference the device path is tested against; the serial exchange the overlapped
+    /// one's).
+    pub fn with_options(
         backend: Arc<B>,
         comm: Rc<C>,
         data: &Dataset,
         partition: &Partition,
-        method: ExchangeMethod,
-        path: HaloPath,
+        options: DistOptions,
         model: &ModelConfig,
         train: &TrainConfig,
     ) -> Result<Self> {
+        let DistOptions { method, path, overlap } = options;
         let rank = comm.rank();
         if comm.world_size() != partition.parts() || partition.nodes() != data.n() {
             return Err(Error::Unsupported(format!(
@@ -129,13 +168,17 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         let layout = ExtendedLayout::new(first, owned, &halo);
         let row_ids = local_node_ids(new_to_old, first, layout, &halo);
         let edge_ids = original_edge_ids(&s, new_to_old, first, owned)?;
-        let input_ids = feature_ids(&data.features, new_to_old, first, owned, &row_ids)?;
+        let input_ids = feature_ids(&data.features, new_to_old, first, layout, &halo, &row_ids)?;
         let part_graph = extended_rows(&s, first, owned, &halo)?;
         drop(s);
-        let local = part_data(data, first, layout)?;
-        let exchange = b.halo_hook(Halo::from_partition(partition, rank, method)?, comm.clone(), layout, path)?;
+        let local = part_data(data, first, layout, &halo)?;
+        let interior = interior_rows(&part_graph, layout.owned_rows());
+        let exchange =
+            b.halo_hook(Halo::from_partition(partition, rank, method)?, comm.clone(), layout, path, overlap.then_some(interior))?;
         let hook: Rc<dyn crate::nn::halo_hook::HaloHook<B>> = exchange.clone();
-        let ctx = PartContext { hook, row_ids: Rc::new(b.ids(&row_ids)?), edge_ids: Rc::new(b.ids(&edge_ids)?) };
+        // The input layer's exchanges are skipped with the overlapped step (part_data gives the
+        // halo rows their features either way).
+        let ctx = PartContext { hook, row_ids: Rc::new(b.ids(&row_ids)?), edge_ids: Rc::new(b.ids(&edge_ids)?), local_input: overlap };
         let n = layout.rows();
         let net = models::build_part(b, part_graph, data.features.cols(), data.classes, model, &ctx)?;
         let input = InputFeatures::for_model(b, &local.features, model)?.keyed_by(Some(b.ids(&input_ids)?));
@@ -156,6 +199,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
             timing: StepTiming::default(),
             owned,
             halo_rows: halo.len(),
+            interior_rows: interior.saturating_sub(layout.below),
             exchange,
             comm,
             path,
@@ -263,40 +307,45 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
     }
 }
 
-/// Runs `parts` ranks as threads of this process ([`crate::dist::InProcess`]), each with the
-/// backend `make(rank)` returns, and returns rank 0's history (every rank's is the same: its
-/// records are all-reduced). `on_epoch` sees rank 0's records. Exchanges on the device where
-/// the backend has one ([`train_in_process_on`] chooses).
-#[allow(clippy::too_many_arguments)]
-pub fn train_in_process<B: DistBackend<crate::dist::InProcess>>(
-    data: &Dataset,
-    partition: &Partition,
-    method: ExchangeMethod,
-    model: &ModelConfig,
-    train: &TrainConfig,
-    timeout: std::time::Duration,
-    make: impl Fn(usize) -> Result<B> + Sync,
-    on_epoch: impl Fn(&EpochRecord) + Sync,
-) -> Result<(History, Vec<StepTiming>)> {
-    train_in_process_on(HaloPath::Device, data, partition, method, model, train, timeout, make, on_epoch)
+/// One in-process run ([`train_in_process`]): `parts` ranks as threads of this process.
+pub struct InProcessRun<'a> {
+    /// The whole dataset, relabelled by the partition.
+    pub data: &'a Dataset,
+    pub partition: &'a Partition,
+    pub options: DistOptions,
+    pub model: &'a ModelConfig,
+    pub train: &'a TrainConfig,
+    /// How long a rank waits for a peer.
+    pub timeout: std::time::Duration,
 }
 
-/// [`train_in_process`] with the exchanges on `path`.
-#[allow(clippy::too_many_arguments)]
-pub fn train_in_process_on<B: DistBackend<crate::dist::InProcess>>(
-    path: HaloPath,
-    data: &Dataset,
-    partition: &Partition,
-    method: ExchangeMethod,
-    model: &ModelConfig,
-    train: &TrainConfig,
-    timeout: std::time::Duration,
+impl<'a> InProcessRun<'a> {
+    /// `method` on the device path, overlapped ([`DistOptions::new`]).
+    pub fn new(
+        data: &'a Dataset,
+        partition: &'a Partition,
+        method: ExchangeMethod,
+        model: &'a ModelConfig,
+        train: &'a TrainConfig,
+        timeout: std::time::Duration,
+    ) -> Self {
+        InProcessRun { data, partition, options: DistOptions::new(method), model, train, timeout }
+    }
+}
+
+/// Runs the partition's ranks as threads of this process ([`crate::dist::InProcess`]), each
+/// with the backend `make(rank)` returns, and returns rank 0's history (every rank's is the
+/// same: its records are all-reduced) and every rank's timing. `on_epoch` sees rank 0's
+/// records.
+pub fn train_in_process<B: DistBackend<crate::dist::InProcess>>(
+    run: &InProcessRun<'_>,
     make: impl Fn(usize) -> Result<B> + Sync,
     on_epoch: impl Fn(&EpochRecord) + Sync,
 ) -> Result<(History, Vec<StepTiming>)> {
+    let InProcessRun { data, partition, options, model, train, timeout } = *run;
     let runs = crate::dist::InProcess::run(partition.parts(), timeout, |comm| {
         let rank = comm.rank();
-        let mut t = DistTrainer::with_path(Arc::new(make(rank)?), Rc::new(comm), data, partition, method, path, model, train)?;
+        let mut t = DistTrainer::with_options(Arc::new(make(rank)?), Rc::new(comm), data, partition, options, model, train)?;
         let h = t.fit(train.epochs, |e| {
             if rank == 0 {
                 on_epoch(e)

@@ -276,6 +276,33 @@ impl<T: Element> DeviceMatrix<T> {
         Ok(row0 * self.ld..(row0 + n) * self.ld)
     }
 
+    /// Runs `f` on rows `rows` as a matrix of their own, on the same memory (no copy): the
+    /// view's buffer is never freed (this matrix owns it), and the borrow keeps this matrix
+    /// untouched meanwhile.
+    pub fn with_rows<R>(&mut self, rows: std::ops::Range<usize>, f: impl FnOnce(&mut DeviceMatrix<T>) -> Result<R>) -> Result<R> {
+        let range = self.row_range(rows.start, rows.len(), rows.len() * self.ld, "with_rows")?;
+        let at = self.ptr_mut() + (range.start * std::mem::size_of::<T>()) as u64;
+        // SAFETY: rows.start.. rows.end of this matrix's allocation (checked above), which
+        // outlives the view (borrowed mutably for the call); the view is leaked below, never
+        // freed, and on a panic in `f` it is simply never dropped.
+        let data = unsafe { self.gpu.stream.upgrade_device_ptr::<T>(at, range.len()) };
+        let mut view = std::mem::ManuallyDrop::new(DeviceMatrix {
+            rows: rows.len(),
+            cols: self.cols,
+            ld: self.ld,
+            // Not the ledger's: this matrix's allocation is already counted.
+            buf: DeviceVec { data, site: None },
+            gpu: self.gpu.clone(),
+        });
+        let r = f(&mut view);
+        // SAFETY: the view is not used or dropped after these reads: its slice is leaked (the
+        // memory is this matrix's) and its GPU handle dropped; its `site` is None.
+        let (data, gpu) = unsafe { (std::ptr::read(&view.buf.data), std::ptr::read(&view.gpu)) };
+        data.leak();
+        drop(gpu);
+        r
+    }
+
     pub fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
     }

@@ -25,11 +25,12 @@
 //! runs on the SpMM / SDDMM kernels as above. The two draw different dropout masks (the fused op
 //! keys them by edge and head); at p = 0 they agree.
 
+use std::ops::Range;
 use std::rc::Rc;
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::nn::halo_hook::{self, HaloHook, PartContext};
+use crate::nn::halo_hook::{HaloHook, PartContext, RowSplit};
 use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, glorot};
@@ -38,6 +39,7 @@ use crate::ops::nn::dropout::DropKey;
 use crate::ops::nn::edge_softmax::Softmaxed;
 use crate::ops::nn::gat_attention::{GatAttention, GradInputs, GradOutputs, Inputs};
 use crate::ops::nn::gat_edge_logits::{GAT_SLOPE, HeadLogits};
+use crate::ops::nn::row_split::RowRange;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
@@ -63,6 +65,11 @@ pub struct GatGraph<B: GatOps> {
     /// dropout is keyed by it, so any partition draws the one-device masks); `None` otherwise.
     pub halo: Option<Rc<dyn HaloHook<B>>>,
     pub edge_ids: Option<Rc<B::Ids>>,
+    /// The part's input features hold its halo rows ([`PartContext::local_input`]), and
+    /// whether the calls now are the input layer's (set by the model around them): then no
+    /// exchange.
+    local_input: bool,
+    input_layer: std::cell::Cell<bool>,
 }
 
 impl<B: GatOps> GatGraph<B> {
@@ -74,7 +81,25 @@ impl<B: GatOps> GatGraph<B> {
 
     /// The pattern of A + I as it is (whole, or one part's extended rows with `part`).
     pub fn from_pattern(b: &B, s: Csr, part: Option<&PartContext<B>>) -> Result<Self> {
-        Ok(GatGraph { graph: b.graph(s)?, halo: part.map(|p| p.hook.clone()), edge_ids: part.map(|p| p.edge_ids.clone()) })
+        Ok(GatGraph {
+            graph: b.graph(s)?,
+            halo: part.map(|p| p.hook.clone()),
+            edge_ids: part.map(|p| p.edge_ids.clone()),
+            local_input: part.is_some_and(|p| p.local_input),
+            input_layer: Default::default(),
+        })
+    }
+
+    /// Marks the calls that follow as the input layer's (`on`) or not: where the part's input
+    /// features hold its halo rows, the input layer exchanges nothing.
+    pub fn set_input_layer(&self, on: bool) {
+        self.input_layer.set(on);
+    }
+
+    /// The hook of the calls now (`None`: unpartitioned, or the input layer of a part whose
+    /// input holds its halo rows).
+    fn hook(&self) -> Option<&Rc<dyn HaloHook<B>>> {
+        self.halo.as_ref().filter(|_| !(self.local_input && self.input_layer.get()))
     }
 }
 
@@ -247,7 +272,50 @@ impl<B: GatOps> GatConv<B> {
             seed: self.seed,
             first_edge: 0,
             edge_ids: g.edge_ids.as_deref(),
+            rows: None,
+            cols: None,
         }
+    }
+
+    /// Where the part's exchanges overlap this layer's attention (the fused path only).
+    fn split(&self, g: &GatGraph<B>) -> Option<RowSplit> {
+        g.hook().and_then(|h| h.split()).filter(|_| self.is_fused())
+    }
+
+    /// The fused attention over rows `rows` of S (all: `None`), into out (or its f16 home).
+    fn attend(&mut self, b: &B, g: &GatGraph<B>, rows: RowRange, half: bool) -> Result<()> {
+        let a = GatAttention { rows, ..self.attention(g) };
+        let Path::Fused { stats, .. } = &mut self.path else {
+            return Err(crate::error::Error::Unsupported("GAT: row blocks of the unfused attention".into()));
+        };
+        let x = Inputs { wh: self.lin.out(), s_src: &self.s_src, s_dst: &self.s_dst, bias: &self.bias.value };
+        match self.out16.as_mut().filter(|_| half) {
+            Some(out16) => {
+                b.gat_attention_half(&g.graph, &a, x, out16, stats)?;
+                self.wrote_half = true;
+            }
+            None => b.gat_attention(&g.graph, &a, x, &mut self.out, stats)?,
+        }
+        Ok(())
+    }
+
+    /// The overlapped forward (Wh formed): every row's scores (the halo rows' redone once their
+    /// Wh rows are in), the halo exchange started, the interior rows' attention beside it, then
+    /// the other rows'.
+    fn forward_overlapped(&mut self, b: &B, g: &GatGraph<B>, split: &RowSplit, half: bool) -> Result<()> {
+        let Some(hook) = g.hook() else { return self.attend(b, g, None, half) };
+        let att = (&self.att_src.value, &self.att_dst.value);
+        b.gat_scores(self.lin.out(), att, (&mut self.s_src, &mut self.s_dst))?;
+        hook.fill_start(b, self.lin.out_mut())?;
+        let inner = self.attend(b, g, Some((0, split.interior)), half);
+        // Joined even when the attention failed: nothing may be left running on Wh.
+        hook.fill_finish(b, self.lin.out_mut())?;
+        inner?;
+        let att = (&self.att_src.value, &self.att_dst.value);
+        for rows in [0..split.owned.start, split.owned.end..split.rows] {
+            scores_on(b, self.lin.out_mut(), att, (&mut self.s_src, &mut self.s_dst), rows)?;
+        }
+        self.attend(b, g, Some((split.interior, split.rows)), half)
     }
 
     /// Output columns: `heads * dim` concatenated, `dim` averaged.
@@ -266,8 +334,13 @@ impl<B: GatOps> GatConv<B> {
         self.dropped = train && self.p > 0.0;
         self.wrote_half = false;
         self.lin.forward(b, x)?;
+        if let Some(split) = self.split(g) {
+            return self.forward_overlapped(b, g, &split, half);
+        }
         // The scores, logits and aggregation read neighbours' Wh rows: a part fills its halo.
-        halo_hook::fill(&g.halo, b, self.lin.out_mut())?;
+        if let Some(h) = g.hook() {
+            h.fill(b, self.lin.out_mut())?;
+        }
         let wh = self.lin.out();
         b.gat_scores(wh, (&self.att_src.value, &self.att_dst.value), (&mut self.s_src, &mut self.s_dst))?;
         let a = self.attention(g);
@@ -355,13 +428,38 @@ impl<B: GatOps> GatConv<B> {
             b.col_sums(dout, &mut self.bias.grad)?;
         }
         let a = self.attention(g);
+        let split = self.split(g);
+        // Whether dWh's halo rows are on their way (overlapped): finished below.
+        let mut started = false;
         match &mut self.path {
             Path::Fused { stats, d_row } => {
                 // The column pass adds the per-node scores' part to dWh as it writes it.
                 let att = Some((&self.att_src.value, &self.att_dst.value));
                 let inputs = GradInputs { wh: self.lin.out(), s_src: &self.s_src, s_dst: &self.s_dst, stats: &*stats, dout, att };
-                let grads = GradOutputs { d_row, ds_dst: &mut self.ds_dst, ds_src: &mut self.ds_src, dwh: &mut self.dwh };
-                b.gat_attention_backward(&g.graph, &a, inputs, grads)?;
+                let (ds_dst, ds_src, dwh) = (&mut self.ds_dst, &mut self.ds_src, &mut self.dwh);
+                match (split, g.hook()) {
+                    (Some(sp), Some(hook)) => {
+                        // The row pass and the halo rows' column pass (dWh's rows for the owners)
+                        // first; they travel while the owned rows' column pass runs.
+                        let n = sp.rows;
+                        let halo_lo = GatAttention { cols: Some((0, sp.owned.start)), ..a };
+                        let grads = GradOutputs { d_row: &mut *d_row, ds_dst: &mut *ds_dst, ds_src: &mut *ds_src, dwh: &mut *dwh };
+                        b.gat_attention_backward(&g.graph, &halo_lo, inputs, grads)?;
+                        let halo_hi = GatAttention { rows: Some((0, 0)), cols: Some((sp.owned.end, n)), ..a };
+                        let grads = GradOutputs { d_row: &mut *d_row, ds_dst: &mut *ds_dst, ds_src: &mut *ds_src, dwh: &mut *dwh };
+                        b.gat_attention_backward(&g.graph, &halo_hi, inputs, grads)?;
+                        hook.give_back_start(b, dwh)?;
+                        started = true;
+                        let owned = GatAttention { rows: Some((0, 0)), cols: Some((sp.owned.start, sp.owned.end)), ..a };
+                        let grads = GradOutputs { d_row: &mut *d_row, ds_dst: &mut *ds_dst, ds_src: &mut *ds_src, dwh: &mut *dwh };
+                        if let Err(e) = b.gat_attention_backward(&g.graph, &owned, inputs, grads) {
+                            // Nothing may be left running on dWh.
+                            let _ = hook.give_back_finish(b, dwh);
+                            return Err(e);
+                        }
+                    }
+                    _ => b.gat_attention_backward(&g.graph, &a, inputs, GradOutputs { d_row, ds_dst, ds_src, dwh })?,
+                }
             }
             Path::Unfused(u) => {
                 let shape = (self.heads, self.dim, self.concat, self.dropped, self.p);
@@ -382,13 +480,28 @@ impl<B: GatOps> GatConv<B> {
             (&mut att_src.grad, &mut att_dst.grad),
         )?;
         // The halo rows of dWh (from the edges and the source scores) belong to their owners.
-        halo_hook::give_back(&g.halo, b, &mut self.dwh)?;
+        match (g.hook(), started) {
+            (Some(hook), true) => hook.give_back_finish(b, &mut self.dwh)?,
+            (Some(hook), false) => hook.give_back(b, &mut self.dwh)?,
+            (None, _) => {}
+        }
         self.lin.backward(b, x, &self.dwh, dx)
     }
 
     pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
         vec![("lin.weight", &mut self.lin.weight), ("att_src", &mut self.att_src), ("att_dst", &mut self.att_dst), ("bias", &mut self.bias)]
     }
+}
+
+/// The per-node scores of rows `rows` only (the halo rows', once their Wh rows arrived).
+fn scores_on<B: GatOps>(b: &B, wh: &mut B::Mat, att: (&B::Mat, &B::Mat), s: (&mut B::Mat, &mut B::Mat), rows: Range<usize>) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let (s_src, s_dst) = s;
+    b.on_rows(wh, rows.clone(), &mut |wh| {
+        b.on_rows(s_src, rows.clone(), &mut |s_src| b.on_rows(s_dst, rows.clone(), &mut |s_dst| b.gat_scores(wh, att, (s_src, s_dst))))
+    })
 }
 
 /// The seed of head `h`'s attention-dropout masks (unfused path).

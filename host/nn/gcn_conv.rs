@@ -5,11 +5,12 @@
 //! a product with the transposed pattern and Â's values laid out for it, both built once: a
 //! directed graph has Âᵀ ≠ Â.
 
+use std::ops::Range;
 use std::rc::Rc;
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::nn::halo_hook::{self, HaloHook};
+use crate::nn::halo_hook::{HaloHook, PartContext, RowSplit};
 use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
@@ -21,6 +22,7 @@ op_set!(
     /// What a GCN layer needs: the linear part and the fixed matrix's SpMM.
     pub trait GcnOps:
     crate::nn::linear::LinearOps,
+    crate::ops::nn::add_assign::AddAssignOp,
 );
 
 /// Â of a graph, translated and uploaded once and shared by every `GcnConv` of a model.
@@ -35,6 +37,125 @@ pub struct GcnAdjacency<B: GcnOps> {
     /// On one part of a partitioned graph: the halo exchange around every product (see
     /// [`crate::nn::halo_hook`]); `None` otherwise.
     pub halo: Option<Rc<dyn HaloHook<B>>>,
+    /// Where the hook overlaps its exchanges with the products: the products in row blocks.
+    overlap: Option<Overlap<B>>,
+    /// The part's input features hold its halo rows ([`PartContext::local_input`]), and
+    /// whether the calls now are the input layer's (set by the stack around them): then no
+    /// exchange, whole products.
+    local_input: bool,
+    input_layer: std::cell::Cell<bool>,
+}
+
+/// Rows `rows` of a matrix (Â or Âᵀ) as a product of their own: they write only those rows of
+/// the output.
+struct RowBlock<B: GcnOps> {
+    rows: Range<usize>,
+    graph: B::Graph,
+    values: B::Edges,
+    fixed: B::Fixed,
+}
+
+impl<B: GcnOps> RowBlock<B> {
+    /// Rows `rows` of `s`; `None` for no rows or no entries.
+    fn new(b: &B, s: &Csr, rows: Range<usize>) -> Result<Option<Self>> {
+        Self::with_columns(b, s, rows, |_| true)
+    }
+
+    /// Rows `rows` of `s` with only their entries in the columns `keep` keeps; `None` for no
+    /// rows or no entries.
+    fn with_columns(b: &B, s: &Csr, rows: Range<usize>, keep: impl Fn(usize) -> bool) -> Result<Option<Self>> {
+        let (mut row_ptr, mut cols, mut vals) = (vec![0u32], Vec::new(), Vec::new());
+        for r in rows.clone() {
+            for k in s.row_range(r) {
+                if keep(s.col_idx()[k] as usize) {
+                    cols.push(s.col_idx()[k]);
+                    vals.push(s.values()[k]);
+                }
+            }
+            row_ptr.push(cols.len() as u32);
+        }
+        if cols.is_empty() {
+            return Ok(None);
+        }
+        let block = Csr::new(rows.len(), s.n_cols(), row_ptr, cols, vals)?;
+        let graph = b.graph(block)?;
+        let values = b.graph_values(&graph, Side::Forward)?;
+        let fixed = b.fix(&graph, Side::Forward, &values)?;
+        Ok(Some(RowBlock { rows, graph, values, fixed }))
+    }
+
+    /// Its rows of `y` := its rows of the matrix times `x`.
+    fn product(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
+        b.on_rows(y, self.rows.clone(), &mut |v| b.spmm_fixed(&self.graph, Side::Forward, &self.values, &self.fixed, x, v))
+    }
+}
+
+/// A part's products in the blocks of its [`RowSplit`]:
+/// - forward, Â's entries in owned columns (`local`, every row: the interior rows whole, the
+///   boundary rows' owned part), multiplied while the halo rows travel, then the boundary rows'
+///   entries in halo columns (`remote`, rows `interior..`) into `scratch`, added on;
+/// - backward, Âᵀ's halo rows (below and above the owned ones: the entries of halo columns)
+///   formed first and given back while its owned rows are formed.
+///
+/// A boundary row's sum is its owned columns' then its halo columns' (the whole product's runs
+/// in column order): equal to rounding. The rest is summed as in the whole product.
+struct Overlap<B: GcnOps> {
+    local: RowBlock<B>,
+    remote: Option<RowBlock<B>>,
+    halo_t: Vec<RowBlock<B>>,
+    owned_t: RowBlock<B>,
+    /// The remote part of the boundary rows, one matrix per layer width.
+    scratch: std::cell::RefCell<Vec<B::Mat>>,
+}
+
+impl<B: GcnOps> Overlap<B> {
+    /// `None` where a block that must write its rows would hold no entry (a part with no
+    /// owned column in any row, say): its kernel might not run at all, so such a part keeps
+    /// the whole products.
+    fn new(b: &B, s: &Csr, split: &RowSplit) -> Result<Option<Self>> {
+        let n = s.n_rows();
+        if split.rows != n || split.interior > n || split.owned.end > n || split.owned.start > split.owned.end {
+            return Err(crate::error::Error::Shape(format!("a row split {split:?} of a part of {n} rows")));
+        }
+        let t = crate::graph::ops::transpose(s);
+        let mut halo_t = Vec::new();
+        for rows in [0..split.owned.start, split.owned.end..n].into_iter().filter(|r| !r.is_empty()) {
+            match RowBlock::new(b, &t, rows)? {
+                Some(r) => halo_t.push(r),
+                None => return Ok(None),
+            }
+        }
+        let owned = split.owned.clone();
+        let (Some(local), Some(owned_t)) =
+            (RowBlock::with_columns(b, s, 0..n, |c| owned.contains(&c))?, RowBlock::new(b, &t, split.owned.clone())?)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Overlap {
+            local,
+            remote: RowBlock::with_columns(b, s, split.interior..n, |c| !owned.contains(&c))?,
+            halo_t,
+            owned_t,
+            scratch: Default::default(),
+        }))
+    }
+
+    /// `y`'s boundary rows += their halo columns' part (after the fill).
+    fn add_remote(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
+        let Some(r) = &self.remote else { return Ok(()) };
+        let cols = B::shape(x).1;
+        let mut scratch = self.scratch.borrow_mut();
+        let at = match scratch.iter().position(|m| B::shape(m) == (r.rows.len(), cols)) {
+            Some(at) => at,
+            None => {
+                scratch.push(b.matrix(r.rows.len(), cols)?);
+                scratch.len() - 1
+            }
+        };
+        let part = &mut scratch[at];
+        b.spmm_fixed(&r.graph, Side::Forward, &r.values, &r.fixed, x, part)?;
+        b.on_rows(y, r.rows.clone(), &mut |v| b.add_assign(v, part))
+    }
 }
 
 impl<B: GcnOps> GcnAdjacency<B> {
@@ -50,7 +171,7 @@ impl<B: GcnOps> GcnAdjacency<B> {
         let values = b.graph_values(&graph, Side::Forward)?;
         let values_t = b.graph_values(&graph, Side::Transposed)?;
         let fixed = Some([b.fix(&graph, Side::Forward, &values)?, b.fix(&graph, Side::Transposed, &values_t)?]);
-        Ok(GcnAdjacency { graph, values, values_t, fixed, halo: None })
+        Ok(GcnAdjacency { graph, values, values_t, fixed, halo: None, overlap: None, local_input: false, input_layer: Default::default() })
     }
 
     /// The same adjacency on one part of a partitioned graph, exchanging halo rows through `hook`.
@@ -58,16 +179,41 @@ impl<B: GcnOps> GcnAdjacency<B> {
         GcnAdjacency { halo: hook, ..self }
     }
 
+    /// [`GcnAdjacency::from_normalized`] on one part's extended rows `s` exchanging through
+    /// `hook`; where the hook overlaps ([`HaloHook::split`]) the products are also built in its
+    /// row blocks ([`GcnAdjacency::fill_forward`], [`GcnAdjacency::transposed_give_back`]).
+    pub fn for_part(b: &B, s: Csr, part: Option<&PartContext<B>>) -> Result<Self> {
+        let hook = part.map(|p| p.hook.clone());
+        let overlap = match hook.as_ref().and_then(|h| h.split()) {
+            Some(split) => Overlap::new(b, &s, &split)?,
+            None => None,
+        };
+        let local_input = part.is_some_and(|p| p.local_input);
+        Ok(GcnAdjacency { overlap, local_input, ..Self::from_normalized(b, s)?.with_halo(hook) })
+    }
+
+    /// Marks the calls that follow as the input layer's (`on`) or not: where the part's input
+    /// features hold its halo rows, the input layer exchanges nothing.
+    pub fn set_input_layer(&self, on: bool) {
+        self.input_layer.set(on);
+    }
+
+    /// The hook of the calls now (`None`: unpartitioned, or the input layer of a part whose
+    /// input holds its halo rows).
+    fn hook(&self) -> Option<&Rc<dyn HaloHook<B>>> {
+        self.halo.as_ref().filter(|_| !(self.local_input && self.input_layer.get()))
+    }
+
     /// Before a product reads `x`'s neighbour rows: its halo rows := their owners' (no-op
     /// unpartitioned).
     pub fn fill(&self, b: &B, x: &mut B::Mat) -> Result<()> {
-        halo_hook::fill(&self.halo, b, x)
+        self.hook().map_or(Ok(()), |h| h.fill(b, x))
     }
 
     /// After a transposed product wrote `g`: its halo rows go to their owners (no-op
     /// unpartitioned).
     pub fn give_back(&self, b: &B, g: &mut B::Mat) -> Result<()> {
-        halo_hook::give_back(&self.halo, b, g)
+        self.hook().map_or(Ok(()), |h| h.give_back(b, g))
     }
 
     /// The pattern and both value layouts, to be rewritten in place by a model rebound per
@@ -75,7 +221,40 @@ impl<B: GcnOps> GcnAdjacency<B> {
     /// once are dropped: from here on every product reads the values as they are then.
     pub fn parts_mut(&mut self) -> (&mut B::Graph, &mut B::Edges, &mut B::Edges) {
         self.fixed = None;
+        self.overlap = None;
         (&mut self.graph, &mut self.values, &mut self.values_t)
+    }
+
+    /// `y = Â x` after `x`'s halo rows are filled. Where the hook overlaps, the fill runs
+    /// beside the product of the owned columns (every row), and the boundary rows' halo
+    /// columns are added after it.
+    pub fn fill_forward(&self, b: &B, x: &mut B::Mat, y: &mut B::Mat) -> Result<()> {
+        let (Some(o), Some(h)) = (&self.overlap, self.hook()) else {
+            self.fill(b, x)?;
+            return self.forward(b, x, y);
+        };
+        h.fill_start(b, x)?;
+        let local = o.local.product(b, x, y);
+        // Joined even when the product failed: nothing may be left running on x.
+        h.fill_finish(b, x)?;
+        local?;
+        o.add_remote(b, x, y)
+    }
+
+    /// `g = Âᵀ dy`, then g's halo rows given back to their owners. Where the hook overlaps,
+    /// the halo rows are formed first and travel while the owned rows are formed.
+    pub fn transposed_give_back(&self, b: &B, dy: &B::Mat, g: &mut B::Mat) -> Result<()> {
+        let (Some(o), Some(h)) = (&self.overlap, self.hook()) else {
+            self.transposed(b, dy, g)?;
+            return self.give_back(b, g);
+        };
+        for r in &o.halo_t {
+            r.product(b, dy, g)?;
+        }
+        h.give_back_start(b, g)?;
+        let owned = o.owned_t.product(b, dy, g);
+        h.give_back_finish(b, g)?;
+        owned
     }
 
     /// `y = Â x`.
@@ -138,8 +317,7 @@ impl<B: GcnOps> GcnConv<B> {
     /// Fills the weight and bias gradients, and dX into `dx` when asked.
     pub fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
         b.col_sums(dy, &mut self.bias.grad)?;
-        adj.transposed(b, dy, &mut self.g)?;
-        adj.give_back(b, &mut self.g)?;
+        adj.transposed_give_back(b, dy, &mut self.g)?;
         self.lin.backward(b, x, &self.g, dx)
     }
 
@@ -161,8 +339,7 @@ impl<B: GcnOps> crate::nn::stack::Conv<B> for GcnConv<B> {
     }
     fn forward_pre_bias(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
         self.lin.forward(b, x)?;
-        adj.fill(b, self.lin.out_mut())?;
-        adj.forward(b, self.lin.out(), &mut self.out)
+        adj.fill_forward(b, self.lin.out_mut(), &mut self.out)
     }
     fn out(&self) -> &B::Mat {
         &self.out
@@ -172,6 +349,9 @@ impl<B: GcnOps> crate::nn::stack::Conv<B> for GcnConv<B> {
     }
     fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
         GcnConv::backward(self, b, adj, x, dy, dx)
+    }
+    fn input_layer(adj: &GcnAdjacency<B>, on: bool) {
+        adj.set_input_layer(on)
     }
     fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
         GcnConv::params(self)

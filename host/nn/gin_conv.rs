@@ -78,9 +78,8 @@ impl<B: GinOps> GinConv<B> {
     /// The layer up to the MLP's second product, which gets its bias when `bias`.
     fn forward_mlp(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, bias: bool) -> Result<()> {
         self.lin1.forward(b, x)?;
-        adj.fill(b, self.lin1.out_mut())?;
+        adj.fill_forward(b, self.lin1.out_mut(), &mut self.h)?;
         let p = self.lin1.out();
-        adj.forward(b, p, &mut self.h)?;
         b.sum_bias_relu(&mut self.h, p, self.eps.as_ref().map(|e| &e.value), &self.bias1.value)?;
         let h = Operand::Dense(&self.h);
         if bias {
@@ -119,8 +118,7 @@ impl<B: GinOps> Conv<B> for GinConv<B> {
         self.lin2.backward(b, &Operand::Dense(&self.h), dy, Some(&mut self.dh))?;
         b.relu_backward(&self.h, &mut self.dh)?;
         b.col_sums(&self.dh, &mut self.bias1.grad)?;
-        adj.transposed(b, &self.dh, &mut self.dp)?;
-        adj.give_back(b, &mut self.dp)?;
+        adj.transposed_give_back(b, &self.dh, &mut self.dp)?;
         match &mut self.eps {
             Some(eps) => {
                 b.dot(&self.dh, self.lin1.out(), &mut eps.grad)?;
@@ -131,6 +129,9 @@ impl<B: GinOps> Conv<B> for GinConv<B> {
         self.lin1.backward(b, x, &self.dp, dx)
     }
 
+    fn input_layer(adj: &GcnAdjacency<B>, on: bool) {
+        adj.set_input_layer(on)
+    }
     fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
         let mut p = vec![
             ("nn.lins.0.weight", &mut self.lin1.weight),

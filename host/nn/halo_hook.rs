@@ -25,6 +25,53 @@ pub trait HaloHook<B: Backend> {
     /// The halo rows of `g` are added into their owners' rows of the same matrix (on the owning
     /// parts), then set to zero here.
     fn give_back(&self, b: &B, g: &mut B::Mat) -> Result<()>;
+
+    /// Where the hook overlaps its exchanges with the products ([`RowSplit`]); `None`: each
+    /// exchange runs where `fill` / `give_back` are called and the products stay whole.
+    fn split(&self) -> Option<RowSplit> {
+        None
+    }
+
+    /// The first half of [`HaloHook::fill`]: starts moving the halo rows of `x` (its owned rows
+    /// are final); until [`HaloHook::fill_finish`] the caller may read only `x`'s owned rows and
+    /// must not write `x`. By default the whole fill.
+    fn fill_start(&self, b: &B, x: &mut B::Mat) -> Result<()> {
+        self.fill(b, x)
+    }
+
+    /// Work queued after this sees `x`'s halo rows in place.
+    fn fill_finish(&self, _b: &B, _x: &mut B::Mat) -> Result<()> {
+        Ok(())
+    }
+
+    /// The first half of [`HaloHook::give_back`]: starts sending `g`'s halo rows (final);
+    /// until [`HaloHook::give_back_finish`] the caller may write only `g`'s owned rows. By
+    /// default nothing (the finish does it all).
+    fn give_back_start(&self, _b: &B, _g: &mut B::Mat) -> Result<()> {
+        Ok(())
+    }
+
+    /// The owners' sums added into `g`'s owned rows, its halo rows zeroed (`g`'s owned rows
+    /// final). By default the whole give-back.
+    fn give_back_finish(&self, b: &B, g: &mut B::Mat) -> Result<()> {
+        self.give_back(b, g)
+    }
+}
+
+/// How a part's extended rows divide for an overlapped exchange (a layer runs its product in
+/// blocks around the exchange):
+/// - forward: rows `0..interior` read no halo row (the empty halo rows below the owned ones and
+///   the owned rows whose neighbours are all owned: the partition puts them first). GCN / SAGE /
+///   GIN form every row's owned-column part while the halo rows travel and add the halo-column
+///   part of rows `interior..rows` after; GAT's attention (a softmax over each whole row) runs
+///   rows `0..interior` while they travel and rows `interior..rows` after;
+/// - backward (the transposed product, GAT's column pass): the halo rows (`0..owned.start`,
+///   `owned.end..rows`) are formed first and sent back while the `owned` rows are formed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowSplit {
+    pub interior: usize,
+    pub owned: std::ops::Range<usize>,
+    pub rows: usize,
 }
 
 /// What a model built on one part of a partitioned graph needs besides its extended graph.
@@ -37,6 +84,11 @@ pub struct PartContext<B: Backend> {
     /// The original index of every local edge in the model's own graph (GAT: A + I), for the
     /// attention dropout, keyed the same way.
     pub edge_ids: Rc<B::Ids>,
+    /// The part's input features hold its halo rows' own features: the input layer forms its
+    /// halo rows' product rows itself (forward) and keeps their gradient rows for its weight
+    /// gradient (backward) instead of exchanging them. Every part's weight gradient then holds
+    /// the halo rows' terms that the owners held before; their sum over the parts is the same.
+    pub local_input: bool,
 }
 
 /// `hook.fill(x)` when there is a hook (`None`: the unpartitioned model, nothing to do).

@@ -102,8 +102,7 @@ impl<B: SageOps> SageConv<B> {
     /// Both products and their sum, before the bias.
     fn forward_products(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
         self.lin_l.forward(b, x)?;
-        adj.fill(b, self.lin_l.out_mut())?;
-        adj.forward(b, self.lin_l.out(), &mut self.pre)?;
+        adj.fill_forward(b, self.lin_l.out_mut(), &mut self.pre)?;
         b.add_assign(&mut self.pre, self.lin_r.forward(b, x)?)
     }
 
@@ -169,8 +168,7 @@ impl<B: SageOps> Conv<B> for SageConv<B> {
             None => dy,
         };
         b.col_sums(d, &mut self.bias.grad)?;
-        adj.transposed(b, d, &mut self.g)?;
-        adj.give_back(b, &mut self.g)?;
+        adj.transposed_give_back(b, d, &mut self.g)?;
         match dx {
             Some(dx) => {
                 self.lin_l.backward(b, x, &self.g, Some(&mut *dx))?;
@@ -184,6 +182,9 @@ impl<B: SageOps> Conv<B> for SageConv<B> {
         }
     }
 
+    fn input_layer(adj: &GcnAdjacency<B>, on: bool) {
+        adj.set_input_layer(on)
+    }
     fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
         vec![("lin_l.weight", &mut self.lin_l.weight), ("lin_l.bias", &mut self.bias), ("lin_r.weight", &mut self.lin_r.weight)]
     }

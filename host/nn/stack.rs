@@ -69,6 +69,9 @@ pub trait Conv<B: crate::nn::operand::OperandOps> {
     /// Every parameter's gradient from `dy` = dL/d(out), and dL/dx into `dx` when asked.
     fn backward(&mut self, b: &B, adj: &Self::Adj, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()>;
     fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)>;
+    /// Marks the calls on `adj` that follow as the input layer's (`on`) or not (a part whose
+    /// input features hold its halo rows exchanges nothing there: [`GcnAdjacency::set_input_layer`]).
+    fn input_layer(_adj: &Self::Adj, _on: bool) {}
 }
 
 /// What a hidden layer adds around its conv.
@@ -152,7 +155,7 @@ impl<B: StackOps + crate::nn::gcn_conv::GcnOps, C: Conv<B, Adj = GcnAdjacency<B>
         let mut rng = SplitMix64::new(cfg.seed);
         let widths = widths(features, cfg.hidden, cfg.layers, classes);
         let convs = widths.windows(2).map(|w| conv(n, w[0], w[1], &mut rng)).collect::<Result<Vec<_>>>()?;
-        let adj = GcnAdjacency::from_normalized(b, s)?.with_halo(part.map(|p| p.hook.clone()));
+        let adj = GcnAdjacency::for_part(b, s, part)?;
         let mut stack = Stack::new(b, n, adj, convs, &widths, cfg)?;
         if let Some(p) = part {
             stack.set_row_ids(p.row_ids.clone());
@@ -318,7 +321,10 @@ impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
         let mut relu_done = {
             let fused = Self::fuses_tail(&self.convs, &self.hidden, 0, train);
             let x0 = input.forward(b, train, self.p, self.input_seed)?;
-            Self::conv_forward(&mut self.convs[0], self.hidden.first(), fused, b, &self.adj, &x0)?
+            C::input_layer(&self.adj, true);
+            let done = Self::conv_forward(&mut self.convs[0], self.hidden.first(), fused, b, &self.adj, &x0);
+            C::input_layer(&self.adj, false);
+            done?
         };
         for l in 0..self.convs.len() {
             if l > 0 {
@@ -346,7 +352,10 @@ impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
             let (h_lo, h_hi) = self.hidden.split_at_mut(l);
             let dy = if l == last { dlogits } else { dz(&h_hi[0]) };
             if l == 0 {
-                rest[0].backward(b, &self.adj, &input.operand(true, self.p), dy, None)?;
+                C::input_layer(&self.adj, true);
+                let done = rest[0].backward(b, &self.adj, &input.operand(true, self.p), dy, None);
+                C::input_layer(&self.adj, false);
+                done?;
             } else {
                 let Hidden { bn, res, drop, din, .. } = &mut h_lo[l - 1];
                 let x = drop.output(hidden_out(&done[l - 1], bn, res), true);

@@ -16,7 +16,7 @@ use crate::common;
 use tcgnn::dist::device_exchange::DeviceHaloExchange;
 use tcgnn::dist::exchange::HaloExchange;
 use tcgnn::dist::part_graph::{ExtendedLayout, halo_ids, relabel};
-use tcgnn::dist::{Communicator, ExchangeMethod, Halo, HaloPath, InProcess, Partition, PartitionMethod, train_in_process_on};
+use tcgnn::dist::{Communicator, ExchangeMethod, Halo, HaloPath, InProcess, InProcessRun, Partition, PartitionMethod, train_in_process};
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::halo_hook::HaloHook;
@@ -63,7 +63,7 @@ fn device_exchange_equals_host_exchange() {
                 let halo = Halo::from_partition(&p, rank, ExchangeMethod::PointToPoint)?;
                 let comm = Rc::new(comm);
                 let host = HaloExchange::<CudaBackend, InProcess>::new(halo.clone(), comm.clone(), layout)?;
-                let device = DeviceHaloExchange::new(b.gpu(), &halo, comm.clone(), layout)?;
+                let device = DeviceHaloExchange::new(b.gpu(), &halo, comm.clone(), layout, None)?;
                 // Owned rows: their global rows; halo rows: garbage the fill must overwrite.
                 let mut m = Matrix::zeros(layout.rows(), k);
                 for r in 0..layout.rows() {
@@ -126,7 +126,9 @@ fn device_path_curves_match_host_path_and_one_part() {
         let run = |parts: usize, path: HaloPath| {
             let p = Partition::new(&data.graph, parts, PartitionMethod::Community).unwrap();
             let d = relabel(&data, &p.perm).unwrap();
-            train_in_process_on(path, &d, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg, Duration::from_secs(300), backend, |_| {}).unwrap()
+            let run = InProcessRun::new(&d, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg, Duration::from_secs(300));
+            let options = run.options.with_path(path);
+            train_in_process(&InProcessRun { options, ..run }, backend, |_| {}).unwrap()
         };
         let (one, _) = run(1, HaloPath::Device);
         for parts in [2, 3] {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tcgnn::dist::part_graph::relabel;
-use tcgnn::dist::{DistTrainer, ExchangeMethod, InProcess, Partition, PartitionMethod, train_in_process};
+use tcgnn::dist::{DistTrainer, ExchangeMethod, InProcess, InProcessRun, Partition, PartitionMethod, train_in_process};
 use tcgnn::graph::Csr;
 use tcgnn::nn::data::{Dataset, FeatureStorage, SyntheticNodeData};
 use tcgnn::nn::models::{ModelConfig, default_config, model_info};
@@ -44,7 +44,8 @@ fn reference<T: Real>(data: &Dataset, cfg: &ModelConfig, tcfg: &TrainConfig) -> 
 }
 
 fn partitioned<T: Real>(data: &Dataset, p: &Partition, method: ExchangeMethod, cfg: &ModelConfig, tcfg: &TrainConfig) -> Vec<EpochRecord> {
-    let (h, timing) = train_in_process(data, p, method, cfg, tcfg, TIMEOUT, |_| Ok(CpuBackend::<T>::new()), |_| {}).unwrap();
+    let (h, timing) =
+        train_in_process(&InProcessRun::new(data, p, method, cfg, tcfg, TIMEOUT), |_| Ok(CpuBackend::<T>::new()), |_| {}).unwrap();
     assert_eq!(timing.len(), p.parts());
     assert!(timing.iter().all(|t| t.steps == tcfg.epochs as u64));
     h.epochs
@@ -239,6 +240,8 @@ fn odd_partitions_equal_unpartitioned() {
 fn weights_stay_identical_on_every_rank() {
     let data = sbm(160);
     let p = Partition::new(&data.graph, 3, PartitionMethod::Contiguous).unwrap();
+    // Contiguous ranges, each part's interior rows first: the data follows the relabelling.
+    let data = relabel(&data, &p.perm).unwrap();
     let (cfg, tcfg) = config("gat");
     let weights = Mutex::new(Vec::new());
     InProcess::run(3, TIMEOUT, |comm| {
@@ -259,10 +262,15 @@ fn weights_stay_identical_on_every_rank() {
 fn batch_norm_is_refused_clearly() {
     let data = sbm(100);
     let p = Partition::new(&data.graph, 2, PartitionMethod::Contiguous).unwrap();
+    let data = relabel(&data, &p.perm).unwrap();
     let (mut cfg, tcfg) = config("gcn");
     cfg.batch_norm = true;
-    let e = train_in_process(&data, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg, TIMEOUT, |_| Ok(CpuBackend::<f32>::new()), |_| {})
-        .unwrap_err();
+    let e = train_in_process(
+        &InProcessRun::new(&data, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg, TIMEOUT),
+        |_| Ok(CpuBackend::<f32>::new()),
+        |_| {},
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("--batch-norm"), "{e}");
 }
 

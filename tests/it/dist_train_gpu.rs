@@ -16,7 +16,7 @@ use crate::common;
 
 use tcgnn::dist::nccl::{nccl_present, new_unique_id};
 use tcgnn::dist::part_graph::relabel;
-use tcgnn::dist::{DistTrainer, ExchangeMethod, NcclCommunicator, Partition, PartitionMethod, train_in_process};
+use tcgnn::dist::{DistTrainer, ExchangeMethod, InProcessRun, NcclCommunicator, Partition, PartitionMethod, train_in_process};
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::models::{ModelConfig, default_config, model_info};
@@ -69,9 +69,12 @@ fn in_process_on_one_gpu_matches_unpartitioned() {
             let (cfg, tcfg) = config(model);
             let want = reference(&gpu, &data, &cfg, &tcfg);
             let method = if parts == 3 { ExchangeMethod::AllGather } else { ExchangeMethod::PointToPoint };
-            let (h, _) =
-                train_in_process(&d, &p, method, &cfg, &tcfg, Duration::from_secs(300), |_| Ok(backend(Gpu::probe()?, model)), |_| {})
-                    .unwrap();
+            let (h, _) = train_in_process(
+                &InProcessRun::new(&d, &p, method, &cfg, &tcfg, Duration::from_secs(300)),
+                |_| Ok(backend(Gpu::probe()?, model)),
+                |_| {},
+            )
+            .unwrap();
             assert_close(&format!("{model} P = {parts} on one GPU"), &h.epochs, &want);
             println!("{model} P = {parts}: last loss {:.6} (unpartitioned {:.6})", h.epochs[EPOCHS - 1].loss, want[EPOCHS - 1].loss);
         }

@@ -11,6 +11,7 @@ mod curves;
 mod datasets;
 mod dist_device_gpu;
 mod dist_halo;
+mod dist_overlap;
 mod dist_train;
 mod dist_train_gpu;
 mod fused_attention;

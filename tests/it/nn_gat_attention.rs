@@ -128,9 +128,9 @@ fn gpu_fused_gat_attention_equals_the_cpu() {
         let (t, t_of) = tcgnn::graph::ops::transpose_with_map(&s);
         for (heads, dim) in SHAPES {
             for p in [0.0f32, 0.3] {
-                let a = GatAttention { heads, dim, slope: 0.2, p, seed: 5, first_edge: 17, edge_ids: None };
+                let a = GatAttention { heads, dim, slope: 0.2, p, seed: 5, first_edge: 17, edge_ids: None, rows: None, cols: None };
                 let ad: GatAttention<'_, DeviceVec<u32>> =
-                    GatAttention { heads, dim, slope: 0.2, p, seed: 5, first_edge: 17, edge_ids: None };
+                    GatAttention { heads, dim, slope: 0.2, p, seed: 5, first_edge: 17, edge_ids: None, rows: None, cols: None };
                 let w = heads * dim;
                 let what = format!("{name}, {heads} x {dim}, dropout {p}");
                 let (wh, s_src, s_dst, bias, dout) = (mat(n, w, 1), mat(n, heads, 2), mat(n, heads, 3), mat(1, w, 4), mat(n, w, 5));

@@ -193,7 +193,11 @@ impl<B: Ops> Model<B> for Gat<B> {
         }
         {
             let x0 = input.forward(b, train, self.p, self.input_seed)?;
-            self.convs[0].forward_half(b, &self.graph, &x0, train, last > 0 && self.elu_in[0])?;
+            // A part whose input holds its halo rows exchanges nothing in the input layer.
+            self.graph.set_input_layer(true);
+            let done = self.convs[0].forward_half(b, &self.graph, &x0, train, last > 0 && self.elu_in[0]);
+            self.graph.set_input_layer(false);
+            done?;
         }
         for l in 1..=last {
             let (below, rest) = self.convs.split_at_mut(l);
@@ -240,7 +244,10 @@ impl<B: Ops> Model<B> for Gat<B> {
         }
         let dout = if last == 0 { dlogits } else { &self.d_h };
         let x0 = input.operand(true, self.p);
-        self.convs[0].backward(b, &self.graph, &x0, dout, None, last > 0 && d_h_summed)
+        self.graph.set_input_layer(true);
+        let done = self.convs[0].backward(b, &self.graph, &x0, dout, None, last > 0 && d_h_summed);
+        self.graph.set_input_layer(false);
+        done
     }
 
     fn params(&mut self) -> Vec<(String, &mut Param<B>)> {

@@ -115,6 +115,16 @@ impl<T: Real> Backend for CpuBackend<T> {
     fn shape(m: &HostMat<T>) -> (usize, usize) {
         (m.rows, m.cols)
     }
+    fn on_rows(&self, m: &mut HostMat<T>, rows: std::ops::Range<usize>, f: &mut dyn FnMut(&mut HostMat<T>) -> Result<()>) -> Result<()> {
+        if rows.start > rows.end || rows.end > m.rows {
+            return Err(Error::Shape(format!("on_rows: rows {rows:?} of a matrix of {} rows", m.rows)));
+        }
+        let at = rows.start * m.cols..rows.end * m.cols;
+        let mut part = HostMat { rows: rows.len(), cols: m.cols, data: m.data[at.clone()].to_vec() };
+        f(&mut part)?;
+        m.data[at].copy_from_slice(&part.data);
+        Ok(())
+    }
     fn graph(&self, csr: Csr) -> Result<HostGraph<T>> {
         let (t, t_of) = crate::graph::ops::transpose_with_map(&csr);
         let values = csr.values().iter().map(|&v| T::from_f64(v as f64)).collect();

@@ -397,6 +397,14 @@ impl Backend for CudaBackend {
     fn shape(m: &DeviceMatrix<f32>) -> (usize, usize) {
         (m.rows, m.cols)
     }
+    fn on_rows(
+        &self,
+        m: &mut DeviceMatrix<f32>,
+        rows: std::ops::Range<usize>,
+        f: &mut dyn FnMut(&mut DeviceMatrix<f32>) -> Result<()>,
+    ) -> Result<()> {
+        m.with_rows(rows, |v| f(v))
+    }
     fn graph(&self, csr: Csr) -> Result<GpuGraph> {
         Ok(GpuGraph {
             handle: Arc::new(GraphHandle::new(csr, Some(self.gpu.clone()))),

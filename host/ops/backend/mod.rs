@@ -77,6 +77,10 @@ pub trait Backend {
         Ok(())
     }
     fn shape(m: &Self::Mat) -> (usize, usize);
+    /// Runs `f` on rows `rows` of `m` as a matrix of their own: a product over a range of rows
+    /// (a part's interior rows while its halo exchange runs) writes straight into them. The
+    /// GPU's is a view of the same memory; the CPU's a copy written back.
+    fn on_rows(&self, m: &mut Self::Mat, rows: std::ops::Range<usize>, f: &mut dyn FnMut(&mut Self::Mat) -> Result<()>) -> Result<()>;
     /// The pattern of `csr` with its transpose; `csr`'s values become [`Backend::graph_values`].
     fn graph(&self, csr: Csr) -> Result<Self::Graph>;
     /// Rows and columns of the pattern as built.

@@ -316,7 +316,7 @@ unsafe fn launch_rows<A: cudarc::driver::DeviceRepr>(
     let split = row_split::Pass { shift, short_max, pstride, slot_rows: rows_from.is_none() };
     // SAFETY: row_ptr / col_idx are g's CSR (col ids < n_rows, checked square); the split is
     // of g's rows; shared memory as the kernels use it.
-    unsafe { row_split::launch_rows(gpu, g, kernel, split, |split| args(AttnRows { split, ..rows })) }
+    unsafe { row_split::launch_rows(gpu, g, kernel, split, None, |split| args(AttnRows { split, ..rows })) }
 }
 
 /// The address the kernels gather `m`'s rows from: `m`, or its f16 copy `half` (checked to

@@ -13,6 +13,7 @@
 use half::f16;
 use rayon::prelude::*;
 
+use super::row_split::RowRange;
 use super::{DeviceElem, check_gpu, check_matrix_64, row_split};
 use crate::error::{Error, Result};
 use crate::gpu::abi::gat_attention::{
@@ -47,6 +48,13 @@ pub struct GatAttention<'a, I: ?Sized = [u32]> {
     /// keyed `first_edge + edge_ids[e]`, so any partition draws the one-device masks); `None`:
     /// `first_edge + e`.
     pub edge_ids: Option<&'a I>,
+    /// The rows a call covers (all: `None`; a part's overlapped step runs the op in row blocks
+    /// around its halo exchange, [`crate::nn::halo_hook::RowSplit`]): forward, the rows of S
+    /// whose output and statistics are written (the others' left as they are); backward, the
+    /// row pass's rows of S (D, ds_dst). Each row is computed as in a whole call.
+    pub rows: RowRange,
+    /// Backward: the column pass's rows of Sᵀ, the nodes whose dWh and ds_src rows are written.
+    pub cols: RowRange,
 }
 
 impl<I: ?Sized> Clone for GatAttention<'_, I> {
@@ -59,8 +67,8 @@ impl<I: ?Sized> Copy for GatAttention<'_, I> {}
 impl<'a> GatAttention<'a, Vec<u32>> {
     /// The CPU backend's attention as the CPU references take it.
     pub fn host(&self) -> GatAttention<'a, [u32]> {
-        let GatAttention { heads, dim, slope, p, seed, first_edge, edge_ids } = *self;
-        GatAttention { heads, dim, slope, p, seed, first_edge, edge_ids: edge_ids.map(|v| v.as_slice()) }
+        let GatAttention { heads, dim, slope, p, seed, first_edge, edge_ids, rows, cols } = *self;
+        GatAttention { heads, dim, slope, p, seed, first_edge, edge_ids: edge_ids.map(|v| v.as_slice()), rows, cols }
     }
 }
 
@@ -93,7 +101,6 @@ impl<M: ?Sized> Copy for Inputs<'_, M> {}
 /// optionally, the attention vectors (a_src, a_dst), each 1 x H F: given, dWh also gets the
 /// per-node scores' part ds_src ⊗ a_src + ds_dst ⊗ a_dst (the column pass adds it as it writes
 /// dWh, so the scores' backward need not read and write dWh again).
-#[derive(Clone, Copy)]
 pub struct GradInputs<'a, M: ?Sized> {
     pub wh: &'a M,
     pub s_src: &'a M,
@@ -110,6 +117,19 @@ pub struct GradOutputs<'a, M: ?Sized> {
     pub ds_dst: &'a mut M,
     pub ds_src: &'a mut M,
     pub dwh: &'a mut M,
+}
+
+// References only: copied whatever M is (a derive would ask M: Copy).
+impl<M: ?Sized> Clone for GradInputs<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M: ?Sized> Copy for GradInputs<'_, M> {}
+
+/// Whether `range` covers row `r`.
+fn covers(range: RowRange, r: usize) -> bool {
+    range.is_none_or(|(lo, hi)| (lo..hi).contains(&r))
 }
 
 fn leaky<T: Real>(z: T, slope: T) -> (T, T) {
@@ -176,6 +196,11 @@ fn check<I: ?Sized + IdCount>(
             s.n_cols()
         )));
     }
+    for (name, range) in [("rows", a.rows), ("cols", a.cols)] {
+        if let Some((lo, hi)) = range.filter(|&(lo, hi)| lo > hi || hi > rows) {
+            return Err(Error::Shape(format!("{what}: {name} {lo}..{hi} of {rows}")));
+        }
+    }
     if let Some(n) = a.edge_ids.map(|ids| id_count(ids)).filter(|&n| a.p > 0.0 && n < s.nnz()) {
         return Err(Error::Shape(format!("{what}: {n} original edge ids for {} edges", s.nnz())));
     }
@@ -196,6 +221,9 @@ pub fn gat_attention_cpu<T: Real>(s: &Csr, a: &GatAttention<'_>, step: u32, x: I
     let slope = T::from_f64(a.slope as f64);
     let (rp, ci) = (s.row_ptr(), s.col_idx());
     out.par_chunks_mut(w).zip(stats.par_chunks_mut(2 * hs)).enumerate().with_min_len(64).for_each(|(i, (o, st))| {
+        if !covers(a.rows, i) {
+            return;
+        }
         let edges = rp[i] as usize..rp[i + 1] as usize;
         for h in 0..hs {
             let logit = |e: usize| leaky(s_dst[i * hs + h] + s_src[ci[e] as usize * hs + h], slope).0;
@@ -254,6 +282,9 @@ pub fn gat_attention_backward_cpu<T: Real>(
     let head = |m: &[T], r: usize, h: usize| -> Vec<T> { m[r * w + h * f..r * w + (h + 1) * f].to_vec() };
     let (rp, ci) = (s.row_ptr(), s.col_idx());
     d_row.par_chunks_mut(hs).zip(ds_dst.par_chunks_mut(hs)).enumerate().with_min_len(64).for_each(|(i, (dr, dd))| {
+        if !covers(a.rows, i) {
+            return;
+        }
         for h in 0..hs {
             let g = head(dout, i, h);
             let edges = rp[i] as usize..rp[i + 1] as usize;
@@ -276,6 +307,9 @@ pub fn gat_attention_backward_cpu<T: Real>(
     let (d_row, d_row_ds_dst) = (&*d_row, &*ds_dst);
     let (tp, tc) = (t.row_ptr(), t.col_idx());
     dwh.par_chunks_mut(w).zip(ds_src.par_chunks_mut(hs)).enumerate().with_min_len(64).for_each(|(j, (dw, dsrc))| {
+        if !covers(a.cols, j) {
+            return;
+        }
         dw.fill(T::zero());
         for h in 0..hs {
             let x = head(wh, j, h);
@@ -468,7 +502,7 @@ unsafe fn forward(
     // SAFETY: checked above and by the caller: S square over Wh's rows (device CSR and
     // transpose of the handle), Wh and out rows x (H F) with one stride, the scores rows x H
     // with one stride, stats rows x 2H, bias H F values; lanes touch columns below H F only.
-    unsafe { launch_rows(&gpu, &g.handle, kernel, &x, a.dim) }
+    unsafe { launch_rows(&gpu, &g.handle, kernel, &x, a.dim, a.rows) }
 }
 
 /// Launches a pass over the rows of `h` (S, or Sᵀ for the column pass; `row_split`), with its
@@ -483,10 +517,11 @@ unsafe fn launch_rows(
     kernel: Kernel<GatAttentionArgs>,
     x: &GatAttentionArgs,
     dim: usize,
+    range: RowRange,
 ) -> Result<()> {
     let pass = row_split::Pass { shift: x.shift, short_max: short_max(dim), pstride: x.heads * (2 + x.dim).max(3), slot_rows: true };
     // SAFETY: as the caller guarantees, for any split of h's rows.
-    unsafe { row_split::launch_rows(gpu, h, kernel, pass, |split| GatAttentionArgs { split, ..*x }) }
+    unsafe { row_split::launch_rows(gpu, h, kernel, pass, range, |split| GatAttentionArgs { split, ..*x }) }
 }
 
 /// Rows shorter than this are walked by one slot of lanes (no shuffles, no merge of slots): 16
@@ -546,8 +581,9 @@ pub fn gat_attention_backward(
     // the scores' shape; the row pass writes D and ds_dst, which the column pass (queued after
     // it) reads; stats is only read. The column pass walks Sᵀ's rows (its long rows listed).
     unsafe {
-        launch_rows(&gpu, &g.handle, pick([gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32], d), &x, d)?;
-        launch_rows(&gpu, &t, pick([gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32], d), &x, d)
+        let row_grad = pick([gat_attention_row_grad_d8, gat_attention_row_grad_d16, gat_attention_row_grad_d32], d);
+        launch_rows(&gpu, &g.handle, row_grad, &x, d, a.rows)?;
+        launch_rows(&gpu, &t, pick([gat_attention_col_grad_d8, gat_attention_col_grad_d16, gat_attention_col_grad_d32], d), &x, d, a.cols)
     }
 }
 

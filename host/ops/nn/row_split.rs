@@ -43,18 +43,47 @@ fn row_list(g: &GraphHandle, key: u64, build: impl FnOnce() -> Vec<u32>) -> Resu
 /// Cache key of [`short_rows`]' lists (apart from [`listed_rows`]', keyed by `min` < 2^32).
 const SHORT_ROWS_KEY: u64 = 1 << 40;
 
-/// The rows of at least `min` entries of a pattern, in row order.
-pub(crate) fn listed_rows(g: &GraphHandle, min: u32) -> Result<Arc<RowList>> {
-    let rp = g.csr().row_ptr();
-    row_list(g, min as u64, || (0..g.csr().n_rows()).filter(|&r| rp[r + 1] - rp[r] >= min).map(|r| r as u32).collect())
+/// Rows `lo..hi` of a pattern, or all of them: the rows a launch covers (a part's overlapped
+/// step runs its attention in row blocks around the halo exchange). Each row is walked the
+/// same way whichever rows a launch covers, so the blocks' results are the whole launch's.
+pub type RowRange = Option<(usize, usize)>;
+
+fn in_range(range: RowRange, r: usize) -> bool {
+    range.is_none_or(|(lo, hi)| (lo..hi).contains(&r))
 }
 
-/// The rows of fewer than `max` entries of a pattern, longest first (rows of one length in
-/// row order): the slot blocks' list. A warp's slots each walk one row alone; in row order
-/// their lengths differ (on power-law graphs most rows hold one or two entries and a few of
-/// every 32 hold ten), and the warp runs until its longest row is done.
-pub(crate) fn short_rows(g: &GraphHandle, max: u32) -> Result<Arc<RowList>> {
-    row_list(g, SHORT_ROWS_KEY | max as u64, || longest_first(g.csr().row_ptr(), max))
+/// A cache key's part for `range` (0 for all rows): a mix of its ends with the top bit set,
+/// apart from every key of all rows.
+fn range_key(range: RowRange) -> u64 {
+    match range {
+        None => 0,
+        Some((lo, hi)) => {
+            let mut z = ((lo as u64) << 32 ^ hi as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) | 1 << 63
+        }
+    }
+}
+
+/// The rows of at least `min` entries of a pattern (within `range`), in row order.
+pub(crate) fn listed_rows(g: &GraphHandle, min: u32, range: RowRange) -> Result<Arc<RowList>> {
+    let rp = g.csr().row_ptr();
+    row_list(g, min as u64 ^ range_key(range), || {
+        (0..g.csr().n_rows()).filter(|&r| rp[r + 1] - rp[r] >= min && in_range(range, r)).map(|r| r as u32).collect()
+    })
+}
+
+/// The rows of fewer than `max` entries of a pattern (within `range`), longest first (rows of
+/// one length in row order): the slot blocks' list. A warp's slots each walk one row alone; in
+/// row order their lengths differ (on power-law graphs most rows hold one or two entries and a
+/// few of every 32 hold ten), and the warp runs until its longest row is done.
+pub(crate) fn short_rows(g: &GraphHandle, max: u32, range: RowRange) -> Result<Arc<RowList>> {
+    row_list(g, (SHORT_ROWS_KEY | max as u64) ^ range_key(range), || {
+        let mut rows = longest_first(g.csr().row_ptr(), max);
+        rows.retain(|&r| in_range(range, r as usize));
+        rows
+    })
 }
 
 /// The rows of fewer than `max` entries of the pattern with row pointers `rp`, longest first,
@@ -90,14 +119,14 @@ struct Segments {
     seg_ptr: DeviceVec<u32>,
 }
 
-fn segments(h: &GraphHandle) -> Result<Arc<Segments>> {
+fn segments(h: &GraphHandle, range: RowRange) -> Result<Arc<Segments>> {
     let gpu = h.gpu()?.clone();
-    h.cached(ROW_SEGMENT as u64, || {
+    h.cached(ROW_SEGMENT as u64 ^ range_key(range), || {
         let rp = h.csr().row_ptr();
         let (mut segs, mut rows, mut seg_ptr) = (Vec::new(), Vec::new(), vec![0u32]);
         for r in 0..h.csr().n_rows() {
             let (start, end) = (rp[r], rp[r + 1]);
-            if end - start < ROW_LONG_MIN {
+            if end - start < ROW_LONG_MIN || !in_range(range, r) {
                 continue;
             }
             let n = (end - start).div_ceil(ROW_SEGMENT);
@@ -155,7 +184,8 @@ pub(crate) struct Pass {
 /// kinds of block — a block per segment of the rows of at least [`ROW_LONG_MIN`] entries, a
 /// warp per row of at least `short_max`, a slot of lanes per shorter row (longest first) —
 /// then, where there are long rows, the combine launch (`RowSplit::combine` = 1) that merges
-/// each long row's segments. The lists are made once per graph.
+/// each long row's segments. Only the rows in `range` (all: `None`) are listed. The lists are
+/// made once per graph and range.
 ///
 /// # Safety
 /// `args(split)` must be valid arguments of `kernel` for the rows of `h` given that split.
@@ -164,12 +194,19 @@ pub(crate) unsafe fn launch_rows<A: DeviceRepr>(
     h: &GraphHandle,
     kernel: Kernel<A>,
     pass: Pass,
+    range: RowRange,
     args: impl Fn(RowSplit) -> A,
 ) -> Result<()> {
-    let short = if pass.slot_rows { Some(short_rows(h, pass.short_max)?) } else { None };
+    if let Some((lo, hi)) = range.filter(|&(lo, hi)| lo > hi || hi > h.csr().n_rows()) {
+        return Err(Error::Shape(format!("fused row kernel: rows {lo}..{hi} of a pattern of {} rows", h.csr().n_rows())));
+    }
+    if range.is_some_and(|(lo, hi)| lo == hi) {
+        return Ok(());
+    }
+    let short = if pass.slot_rows { Some(short_rows(h, pass.short_max, range)?) } else { None };
     let n_short = short.as_ref().map_or(0, |s| s.n);
-    let mid = listed_rows(h, pass.short_max)?;
-    let long = segments(h)?;
+    let mid = listed_rows(h, pass.short_max, range)?;
+    let long = segments(h, range)?;
     let (warps, cap) = ((ROW_BLOCK / 32) as u64, (gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
     let warp_blocks = if mid.n > long.n_long { (mid.n as u64).div_ceil(warps).min(cap) } else { 0 };
     let slot_blocks = (n_short as u64).div_ceil(warps * (32 >> pass.shift) as u64).min(cap);

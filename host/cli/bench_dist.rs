@@ -56,7 +56,7 @@ pub struct BenchDistArgs {
     pub halo_path: Vec<HaloPath>,
     /// Whether the halo exchanges overlap the products (GCN, SAGE, GIN, GAT on the device path;
     /// comma separated, each measured): true, false (serial), or true,false for both.
-    #[arg(long, value_delimiter = ',', default_value = "true", action = clap::ArgAction::Set)]
+    #[arg(long, value_delimiter = ',', default_value = "false", action = clap::ArgAction::Set)]
     pub overlap: Vec<bool>,
     /// Folder for dist.json and dist.md.
     #[arg(long, default_value = "bench/results")]

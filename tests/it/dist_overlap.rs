@@ -241,8 +241,8 @@ fn two_gpus_over_nccl_overlapped_equals_serial() {
     }
     for model in ["gcn", "gat"] {
         let base = ["train", "sbm:20000", "--model", model, "--gpus", "2", "--epochs", "6", "--partition-method", "lp", "--seeds", "3"];
-        let over = cli_losses(&base);
-        let serial = cli_losses(&[&base[..], &["--no-overlap"]].concat());
+        let serial = cli_losses(&base);
+        let over = cli_losses(&[&base[..], &["--overlap"]].concat());
         assert_eq!(over.len(), serial.len(), "{model}");
         for (e, (a, b)) in over.iter().zip(&serial).enumerate() {
             // Printed to 6 decimals.

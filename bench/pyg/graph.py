@@ -235,6 +235,8 @@ def accuracy(args, s, data, folds, device):
     from torch_geometric.loader import DataLoader
 
     curves, epoch_s = [], []
+    if args.fold is not None and not 0 <= args.fold < len(folds):
+        sys.exit(f"--fold {args.fold}: the folds file has folds 0 to {len(folds) - 1}")
     ks = [args.fold] if args.fold is not None else range(min(len(folds), args.only_folds or len(folds)))
     for k in ks:
         test = set(folds[k].tolist())
@@ -268,6 +270,13 @@ def summarise(curves, epoch_s, pooling, folds_run):
                 folds=folds_run, epoch_s_median=statistics.median(epoch_s), epoch_s=epoch_s, pooling=pooling, curves=curves)
 
 
+def write_json(path, rec):
+    """Written to a temporary name, then renamed: a reader never sees half a file."""
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(json.dumps(rec, indent=1))
+    os.replace(tmp, path)
+
+
 def merge(args):
     """One accuracy record from per-fold runs (`accuracy --fold K`, e.g. run side by side)."""
     recs = [json.loads(Path(f).read_text()) for f in args.inputs]
@@ -284,7 +293,7 @@ def merge(args):
     print(f"{rec['set']} {rec['model']}: {100 * r['best_mean']:.2f} ± {100 * r['best_std']:.2f}% at epoch {r['best_epoch']} "
           f"over folds {sorted(folds)}, last {100 * r['last_mean']:.2f} ± {100 * r['last_std']:.2f}%, epoch {r['epoch_s_median'] * 1e3:.1f} ms")
     if args.out:
-        Path(args.out).write_text(json.dumps(rec, indent=1))
+        write_json(args.out, rec)
 
 
 def speed(args, s, data, device):
@@ -443,7 +452,7 @@ def main(argv=None):
             sys.exit("speed needs a GPU")
         rec["speed"] = speed(args, s, data, device)
     if args.out:
-        Path(args.out).write_text(json.dumps(rec, indent=1))
+        write_json(args.out, rec)
 
 
 if __name__ == "__main__":

@@ -258,16 +258,8 @@ impl<B: Ops + 'static> BoundModel<B> {
     /// The buffers a batch is written into, for a sampler that writes them on the device
     /// ([`super::device_saint`]).
     pub(super) fn parts(&mut self) -> BoundParts<'_, B> {
-        let (graph, values, values_t) = self.model.adjacency().parts_mut();
-        BoundParts {
-            graph,
-            values,
-            values_t,
-            input: &mut self.input,
-            labels: &mut self.labels,
-            weights: &mut self.scale.1,
-            resident: self.resident.as_ref(),
-        }
+        // Layer 0's matrix is the model's shared one.
+        self.layer_parts(0)
     }
 
     /// [`BoundModel::parts`] with layer `l`'s matrix (its own where the layers have their own:

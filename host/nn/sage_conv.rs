@@ -4,6 +4,11 @@
 //! values 1 / deg(i), no self-loops added; a row with no entries aggregates to 0 (PyG's mean of
 //! nothing).
 //!
+//! Initialised as PyG's: `lin_l` and `lin_r` are PyG `Linear`s with their default initialiser
+//! (torch's kaiming-uniform with a = sqrt(5): U(±1/sqrt(fan_in))), the bias U(±1/sqrt(fan_in)).
+//! Glorot weights (as GCNConv's) start the dot products of link prediction ~2.4x larger and
+//! moved cora's test AUC 2.7 points away from PyG's on the same split.
+//!
 //! Order of the products: PyG aggregates, then applies lin_l. The mean is linear, so
 //! mean(X) W_l = mean(X W_l); this layer transforms first and aggregates the `fan_out`-wide
 //! result. That is the cheaper order whenever fan_out <= fan_in (every default stack: features →
@@ -19,10 +24,9 @@ use crate::graph::ops::pattern;
 use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
-use crate::nn::param::Param;
+use crate::nn::param::{Param, torch_linear_uniform};
 use crate::nn::stack::Conv;
 use crate::ops::backend::{Backend, op_set};
-use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
 op_set!(
@@ -88,9 +92,9 @@ impl<B: SageOps> SageConv<B> {
             None
         };
         Ok(SageConv {
-            lin_l: Linear::with_bias(b, rows, fan_in, fan_out, false, rng)?,
-            bias: Param::new(b, &Matrix::zeros(1, fan_out))?,
-            lin_r: Linear::with_bias(b, rows, fan_in, fan_out, false, rng)?,
+            lin_l: Linear::torch_default(b, rows, fan_in, fan_out, false, rng)?,
+            bias: Param::new(b, &torch_linear_uniform(fan_in, 1, fan_out, rng))?,
+            lin_r: Linear::torch_default(b, rows, fan_in, fan_out, false, rng)?,
             pre: b.matrix(rows, fan_out)?,
             norm,
             g: b.matrix(rows, fan_out)?,

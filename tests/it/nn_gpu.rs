@@ -406,7 +406,7 @@ fn fixed_f16_adjacency_follows_rewritten_values() {
             let err = rel_error(&got.data, &to_f64(&want));
             assert!(err < Precision::F16.tolerance(), "{layout:?} transposed {transposed}: fixed f16 values off by {err:.2e}");
             // Double every value through the rebinding path: products must double exactly.
-            let (_, values, values_t) = adj.parts_mut();
+            let (_, values, values_t) = adj.parts_mut().unwrap();
             for v in [values, values_t] {
                 let doubled: Vec<f32> = v.download(&gpu).unwrap().iter().map(|x| 2.0 * x).collect();
                 b.bind_edges(v, &doubled).unwrap();
@@ -417,7 +417,7 @@ fn fixed_f16_adjacency_follows_rewritten_values() {
                 assert_eq!(*g2, 2.0 * g1, "{layout:?} transposed {transposed}: a product used values from before the rewrite");
             }
             // Back to Â for the next side.
-            let (_, values, values_t) = adj.parts_mut();
+            let (_, values, values_t) = adj.parts_mut().unwrap();
             for v in [values, values_t] {
                 let halved: Vec<f32> = v.download(&gpu).unwrap().iter().map(|x| 0.5 * x).collect();
                 b.bind_edges(v, &halved).unwrap();

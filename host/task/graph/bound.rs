@@ -249,7 +249,7 @@ impl<B: Ops + 'static> BoundGraphNet<B> {
         if p.capacity != self.capacity {
             return Err(Error::Shape(format!("a batch padded to {:?} for a net of {:?}", p.capacity, self.capacity)));
         }
-        let (graph, values, values_t) = self.encoder.adjacency().parts_mut();
+        let (graph, values, values_t) = self.encoder.adjacency().parts_mut()?;
         b.bind_edges(values, p.matrix.s.values())?;
         b.bind_edges(values_t, p.matrix.t.values())?;
         b.bind_graph(graph, &p.matrix)?;

@@ -230,7 +230,7 @@ impl<B: Ops + 'static> BoundModel<B> {
         }
         match (&padded.features, &mut self.input) {
             // Rebinding x would leave an f16 snapshot of it stale (only fixed features have one).
-            (_, InputFeatures::DenseFused { half: Some(_), .. }) => {
+            (_, InputFeatures::DenseFused { half: Some(_), .. } | InputFeatures::Half { .. }) => {
                 return Err(Error::Unsupported("a batch's features rebound into features stored in f16 as well".into()));
             }
             // Dense features on the GPU are held for the fused input dropout; either way x is the

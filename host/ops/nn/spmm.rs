@@ -343,7 +343,11 @@ impl CudaBackend {
     /// same bits as [`SpmmOp::fix`] made: the f16 scatter rounds as the cast does, slots
     /// without an edge stay 0).
     fn restore_stored(&self, p: &FixedProduct<'_>) -> Result<Stored> {
-        let csr = p.fixed.csr.as_ref().ok_or_else(|| Error::Unsupported("spmm_fixed: fixed values released without a CSR-ordered copy".into()))?;
+        let csr = p
+            .fixed
+            .csr
+            .as_ref()
+            .ok_or_else(|| Error::Unsupported("spmm_fixed: fixed values released without a CSR-ordered copy".into()))?;
         let h = p.g.side(p.side)?;
         Ok(if self.half_kernel_order() {
             let mut vh = DeviceVec::zeros(&self.gpu, p.fixed.len)?;
@@ -358,7 +362,14 @@ impl CudaBackend {
 
     /// A product with the backend's own kernel on values passed per call (f16 on ME-BCRS
     /// order: cast into a scratch copy first).
-    fn spmm_values(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn spmm_values(
+        &self,
+        g: &GpuGraph,
+        side: Side,
+        values: &DeviceVec<f32>,
+        x: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         if !self.half_kernel_order() {
             return self.spmm_as_stored(g, side, values, x, y);
         }

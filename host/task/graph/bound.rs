@@ -255,7 +255,7 @@ impl<B: Ops + 'static> BoundGraphNet<B> {
         b.bind_graph(graph, &p.matrix)?;
         match &mut self.input {
             // Rebinding x would leave an f16 snapshot of it stale.
-            InputFeatures::DenseFused { half: Some(_), .. } | InputFeatures::Dense { half: Some(_), .. } => {
+            InputFeatures::DenseFused { half: Some(_), .. } | InputFeatures::Dense { half: Some(_), .. } | InputFeatures::Half { .. } => {
                 return Err(Error::Unsupported("a batch's features rebound into features stored in f16 as well".into()));
             }
             InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. } => b.bind_rows(x, &p.features)?,

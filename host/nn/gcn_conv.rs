@@ -202,6 +202,15 @@ impl<B: GcnOps> GcnAdjacency<B> {
         Ok(GcnAdjacency { overlap, local_input, ..Self::from_normalized(b, s)?.with_halo(hook) })
     }
 
+    /// Both sides' values as taken for unchanged products ([forward, transposed]); `None` once
+    /// handed out to be rewritten.
+    pub fn fixed(&self) -> Option<&[B::Fixed; 2]> {
+        match &self.values {
+            Values::Fixed(f) => Some(f),
+            _ => None,
+        }
+    }
+
     /// Marks the calls that follow as the input layer's (`on`) or not: where the part's input
     /// features hold its halo rows, the input layer exchanges nothing.
     pub fn set_input_layer(&self, on: bool) {

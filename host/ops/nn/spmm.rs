@@ -103,6 +103,16 @@ pub struct FixedValues {
 }
 
 impl FixedValues {
+    /// Bytes these values hold on the device now (the accounts of issue 42's item 4, tests).
+    pub fn device_bytes(&self) -> usize {
+        let stored = match &*self.stored.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(Stored::F32(v)) => 4 * v.len(),
+            Some(Stored::F16(v)) => 2 * v.len(),
+            None => 0,
+        };
+        stored + 4 * (self.kept.as_ref().map_or(0, |v| v.len()) + self.csr.as_ref().map_or(0, |v| v.len()))
+    }
+
     /// Frees what the backend's own kernel reads, where the CSR-ordered copy can make it again
     /// and no measured width chose that kernel.
     fn release_stored(&self) {

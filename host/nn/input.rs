@@ -195,7 +195,8 @@ impl<B: InputOps> InputFeatures<B> {
     /// GPU in f16 precision). Half the bytes read every step. Only for features that stay fixed
     /// for the whole run (not rebound per batch).
     ///
-    /// Where every first-layer product then runs on the f16 copy, evaluation too
+    /// Where the model drops its input out and every first-layer product then runs on the f16
+    /// copy, evaluation too
     /// (`DropoutGemmOp::half_suffices`: the GPU's f16 kernels of at most 64 columns), the f32
     /// features are dropped and the f16 ones are the only copy ([`InputFeatures::Half`]): the
     /// training step reads exactly what it read before; evaluation reads the f16 copy through
@@ -208,7 +209,8 @@ impl<B: InputOps> InputFeatures<B> {
             InputFeatures::Dense { x, half, .. } if model.dropout > 0.0 => *half = b.half_input(x)?,
             _ => {}
         }
-        if !b.half_suffices(self.cols(), model.first_product_width()) {
+        // Without input dropout the step reads the f32 features (`Operand::Dense`): kept then.
+        if model.dropout <= 0.0 || !b.half_suffices(self.cols(), model.first_product_width()) {
             return Ok(self);
         }
         Ok(match self {

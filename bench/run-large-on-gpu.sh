@@ -6,6 +6,7 @@
 # `tcgnn train --profile-ops` per model (where an eager step's time goes, op by op).
 #   bash bench/run-large-on-gpu.sh SEED [STAGE...]     stages: graphs pyg tcgnn profile ncu (default: all but ncu)
 # LARGE_GRAPHS (default "rmat18 sbm1m") limits the pyg and tcgnn stages; PYG_AGNN=0 skips PyG's AGNN.
+# MEMORY_LEDGER=1: the tcgnn stage also prints each row's device memory by allocating line.
 # ncu: per-kernel time, DRAM and L2 traffic of ~NCU_COUNT consecutive eager launches in the steady
 # state of each model (NCU_MODELS, default all five) on each graph (NCU_GRAPHS: sbm rmat).
 # Models as the table: GCN 2x16, GAT 2x8x8, AGNN 4x16, SAGE 2x64, GIN 2x64.
@@ -48,7 +49,7 @@ for stage in "${stages[@]}"; do
       for f in "$out"/pyg-*.json; do [ -f "$f" ] && pyg+=(--pyg "$f"); done
       graphs=(); [[ " ${LARGE_GRAPHS:-rmat18 sbm1m} " == *" rmat18 "* ]] && graphs+=($rmat); [[ " ${LARGE_GRAPHS:-rmat18 sbm1m} " == *" sbm1m "* ]] && graphs+=($sbm)
       timeout 300 $tcgnn bench train "${graphs[@]}" --models gcn:2x16,agnn:4x16,gat,sage,gin --precisions tf32,f16 --accuracy-max-nodes 0 \
-        "${pyg[@]}" --out "$out" > "$out/bench-train.log" 2>&1 || echo "bench train: exit $?"
+        ${MEMORY_LEDGER:+--memory-ledger} "${pyg[@]}" --out "$out" > "$out/bench-train.log" 2>&1 || echo "bench train: exit $?"
       tail -30 "$out/bench-train.log" ;;
     profile)
       for m in gcn:16 agnn:16 gat:8 sage:64 gin:64; do

@@ -33,6 +33,13 @@ impl<B: DropoutOps> Dropout<B> {
         Ok(Dropout { p, seed, ids: None, out: b.matrix(rows, cols)?, mask: b.mask(rows, cols)? })
     }
 
+    /// A dropout whose mask is never stored (its forward and backward run fused, see
+    /// [`Dropout::forward_bias_relu`] and [`Dropout::backward_relu`], or it is never active):
+    /// its output buffer only; `forward`, `backward` and `backward_redrawn` refuse (no mask).
+    pub fn without_mask(b: &B, rows: usize, cols: usize, p: f32, seed: u64) -> Result<Self> {
+        Ok(Dropout { p, seed, ids: None, out: b.matrix(rows, cols)?, mask: b.mask(0, cols)? })
+    }
+
     /// A dropout only ever drawn inside products ([`Dropout::operand`]) and backward passes that
     /// draw the mask again ([`Dropout::backward_elu_product`]): no output or mask buffer (its
     /// `forward`, `output` and `backward` have nothing to work on).

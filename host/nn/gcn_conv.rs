@@ -28,12 +28,8 @@ op_set!(
 /// Â of a graph, translated and uploaded once and shared by every `GcnConv` of a model.
 pub struct GcnAdjacency<B: GcnOps> {
     pub graph: B::Graph,
-    values: B::Edges,
-    values_t: B::Edges,
-    /// Both sides' values prepared once for products that leave them unchanged (an f16 backend's
-    /// f16 copies); dropped for good once the values are handed out to be rewritten
-    /// ([`GcnAdjacency::parts_mut`]), after which each product prepares its own.
-    fixed: Option<[B::Fixed; 2]>,
+    /// Both sides' values, [forward, transposed].
+    values: Values<B>,
     /// On one part of a partitioned graph: the halo exchange around every product (see
     /// [`crate::nn::halo_hook`]); `None` otherwise.
     pub halo: Option<Rc<dyn HaloHook<B>>>,
@@ -46,12 +42,26 @@ pub struct GcnAdjacency<B: GcnOps> {
     input_layer: std::cell::Cell<bool>,
 }
 
+/// Both sides' values: taken once for products that leave them unchanged (the backend keeps
+/// what its products read: an f16 backend their f16 copies, not the f32 ones), or as they are
+/// once handed out to be rewritten ([`GcnAdjacency::parts_mut`]), after which each product
+/// prepares its own.
+enum Values<B: GcnOps> {
+    Fixed(Box<[B::Fixed; 2]>),
+    Plain([B::Edges; 2]),
+    /// Giving the fixed values back failed ([`GcnAdjacency::parts_mut`]): products refuse.
+    Lost,
+}
+
+fn lost() -> crate::error::Error {
+    crate::error::Error::Unsupported("the adjacency's values were lost when giving them back for rewriting failed".into())
+}
+
 /// Rows `rows` of a matrix (Â or Âᵀ) as a product of their own: they write only those rows of
 /// the output.
 struct RowBlock<B: GcnOps> {
     rows: Range<usize>,
     graph: B::Graph,
-    values: B::Edges,
     fixed: B::Fixed,
 }
 
@@ -80,13 +90,13 @@ impl<B: GcnOps> RowBlock<B> {
         let block = Csr::new(rows.len(), s.n_cols(), row_ptr, cols, vals)?;
         let graph = b.graph(block)?;
         let values = b.graph_values(&graph, Side::Forward)?;
-        let fixed = b.fix(&graph, Side::Forward, &values)?;
-        Ok(Some(RowBlock { rows, graph, values, fixed }))
+        let fixed = b.fix(&graph, Side::Forward, values)?;
+        Ok(Some(RowBlock { rows, graph, fixed }))
     }
 
     /// Its rows of `y` := its rows of the matrix times `x`.
     fn product(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
-        b.on_rows(y, self.rows.clone(), &mut |v| b.spmm_fixed(&self.graph, Side::Forward, &self.values, &self.fixed, x, v))
+        b.on_rows(y, self.rows.clone(), &mut |v| b.spmm_fixed(&self.graph, Side::Forward, &self.fixed, x, v))
     }
 }
 
@@ -153,7 +163,7 @@ impl<B: GcnOps> Overlap<B> {
             }
         };
         let part = &mut scratch[at];
-        b.spmm_fixed(&r.graph, Side::Forward, &r.values, &r.fixed, x, part)?;
+        b.spmm_fixed(&r.graph, Side::Forward, &r.fixed, x, part)?;
         b.on_rows(y, r.rows.clone(), &mut |v| b.add_assign(v, part))
     }
 }
@@ -170,8 +180,8 @@ impl<B: GcnOps> GcnAdjacency<B> {
         let graph = b.graph(s)?;
         let values = b.graph_values(&graph, Side::Forward)?;
         let values_t = b.graph_values(&graph, Side::Transposed)?;
-        let fixed = Some([b.fix(&graph, Side::Forward, &values)?, b.fix(&graph, Side::Transposed, &values_t)?]);
-        Ok(GcnAdjacency { graph, values, values_t, fixed, halo: None, overlap: None, local_input: false, input_layer: Default::default() })
+        let values = Values::Fixed(Box::new([b.fix(&graph, Side::Forward, values)?, b.fix(&graph, Side::Transposed, values_t)?]));
+        Ok(GcnAdjacency { graph, values, halo: None, overlap: None, local_input: false, input_layer: Default::default() })
     }
 
     /// The same adjacency on one part of a partitioned graph, exchanging halo rows through `hook`.
@@ -190,6 +200,15 @@ impl<B: GcnOps> GcnAdjacency<B> {
         };
         let local_input = part.is_some_and(|p| p.local_input);
         Ok(GcnAdjacency { overlap, local_input, ..Self::from_normalized(b, s)?.with_halo(hook) })
+    }
+
+    /// Both sides' values as taken for unchanged products ([forward, transposed]); `None` once
+    /// handed out to be rewritten.
+    pub fn fixed(&self) -> Option<&[B::Fixed; 2]> {
+        match &self.values {
+            Values::Fixed(f) => Some(f),
+            _ => None,
+        }
     }
 
     /// Marks the calls that follow as the input layer's (`on`) or not: where the part's input
@@ -217,12 +236,20 @@ impl<B: GcnOps> GcnAdjacency<B> {
     }
 
     /// The pattern and both value layouts, to be rewritten in place by a model rebound per
-    /// sampled batch (same shape and nonzero count: see `sample::bound`). The values prepared
-    /// once are dropped: from here on every product reads the values as they are then.
-    pub fn parts_mut(&mut self) -> (&mut B::Graph, &mut B::Edges, &mut B::Edges) {
-        self.fixed = None;
+    /// sampled batch (same shape and nonzero count: see `sample::bound`). The values taken once
+    /// are given back (made again on the device where the backend kept only its copies): from
+    /// here on every product reads the values as they are then.
+    pub fn parts_mut(&mut self) -> Result<(&mut B::Graph, &mut B::Edges, &mut B::Edges)> {
         self.overlap = None;
-        (&mut self.graph, &mut self.values, &mut self.values_t)
+        if let Values::Fixed(_) = self.values {
+            let Values::Fixed(f) = std::mem::replace(&mut self.values, Values::Lost) else { unreachable!("matched above") };
+            let [fw, tr] = *f;
+            self.values = Values::Plain([B::unfix(&self.graph, Side::Forward, fw)?, B::unfix(&self.graph, Side::Transposed, tr)?]);
+        }
+        match &mut self.values {
+            Values::Plain([values, values_t]) => Ok((&mut self.graph, values, values_t)),
+            _ => Err(lost()),
+        }
     }
 
     /// `y = Â x` after `x`'s halo rows are filled. Where the hook overlaps, the fill runs
@@ -259,17 +286,19 @@ impl<B: GcnOps> GcnAdjacency<B> {
 
     /// `y = Â x`.
     pub fn forward(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
-        match &self.fixed {
-            Some([f, _]) => b.spmm_fixed(&self.graph, Side::Forward, &self.values, f, x, y),
-            None => b.spmm(&self.graph, Side::Forward, &self.values, x, y),
+        match &self.values {
+            Values::Fixed(f) => b.spmm_fixed(&self.graph, Side::Forward, &f[0], x, y),
+            Values::Plain([v, _]) => b.spmm(&self.graph, Side::Forward, v, x, y),
+            Values::Lost => Err(lost()),
         }
     }
 
     /// `y = Âᵀ x`.
     pub fn transposed(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
-        match &self.fixed {
-            Some([_, f]) => b.spmm_fixed(&self.graph, Side::Transposed, &self.values_t, f, x, y),
-            None => b.spmm(&self.graph, Side::Transposed, &self.values_t, x, y),
+        match &self.values {
+            Values::Fixed(f) => b.spmm_fixed(&self.graph, Side::Transposed, &f[1], x, y),
+            Values::Plain([_, v]) => b.spmm(&self.graph, Side::Transposed, v, x, y),
+            Values::Lost => Err(lost()),
         }
     }
 }

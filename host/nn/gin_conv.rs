@@ -53,8 +53,10 @@ pub struct GinConv<B: Backend> {
     h: B::Mat,
     /// dH, then dZ in place.
     dh: B::Mat,
-    /// dP.
-    dp: B::Mat,
+    /// dP where eps is learnable (its gradient reads P, `lin1`'s output, after dP is formed);
+    /// with eps fixed dP is formed in `lin1`'s output buffer, as P is read by nothing after the
+    /// forward (a `rows x hidden` buffer fewer: bench/NOTES.md, issue 42 item 4).
+    dp: Option<B::Mat>,
 }
 
 impl<B: GinOps> GinConv<B> {
@@ -69,7 +71,7 @@ impl<B: GinOps> GinConv<B> {
             eps: if train_eps { Some(Param::new(b, &Matrix::zeros(1, 1))?) } else { None },
             h: b.matrix(rows, hidden)?,
             dh: b.matrix(rows, hidden)?,
-            dp: b.matrix(rows, hidden)?,
+            dp: if train_eps { Some(b.matrix(rows, hidden)?) } else { None },
         })
     }
 }
@@ -118,15 +120,20 @@ impl<B: GinOps> Conv<B> for GinConv<B> {
         self.lin2.backward(b, &Operand::Dense(&self.h), dy, Some(&mut self.dh))?;
         b.relu_backward(&self.h, &mut self.dh)?;
         b.col_sums(&self.dh, &mut self.bias1.grad)?;
-        adj.transposed_give_back(b, &self.dh, &mut self.dp)?;
-        match &mut self.eps {
-            Some(eps) => {
+        match (&mut self.eps, &mut self.dp) {
+            (Some(eps), Some(dp)) => {
+                adj.transposed_give_back(b, &self.dh, dp)?;
                 b.dot(&self.dh, self.lin1.out(), &mut eps.grad)?;
-                b.scaled_add(&mut self.dp, &self.dh, &eps.value, 1.0)?;
+                b.scaled_add(dp, &self.dh, &eps.value, 1.0)?;
+                self.lin1.backward(b, x, dp, dx)
             }
-            None => b.add_assign(&mut self.dp, &self.dh)?,
+            (None, _) => {
+                adj.transposed_give_back(b, &self.dh, self.lin1.out_mut())?;
+                b.add_assign(self.lin1.out_mut(), &self.dh)?;
+                self.lin1.backward_from_out(b, x, dx)
+            }
+            (Some(_), None) => Err(crate::error::Error::Shape("GIN with a learnable eps built without its dP buffer".into())),
         }
-        self.lin1.backward(b, x, &self.dp, dx)
     }
 
     fn input_layer(adj: &GcnAdjacency<B>, on: bool) {

@@ -44,6 +44,16 @@ pub enum InputFeatures<B: crate::ops::nn::dropout_gemm::DropoutGemmOp> {
         ids: Option<B::Ids>,
         seed: u64,
     },
+    /// Dense features held only in f16 where every first-layer product reads them so, in
+    /// training and evaluation ([`InputFeatures::with_half_features`]): the f32 features are
+    /// not kept beside them. `dropped`: the unfused input dropout's output (f32, what the
+    /// products read in training), `None` where the products fuse it; `seed` as `DenseFused`'s.
+    Half {
+        x: B::Half,
+        dropped: Option<B::Mat>,
+        ids: Option<B::Ids>,
+        seed: u64,
+    },
     Sparse {
         x: B::Graph,
         values: B::Edges,
@@ -184,6 +194,14 @@ impl<B: InputOps> InputFeatures<B> {
     /// of at most 64 columns); unfused, by the input dropout (`DropoutGemmOp::half_input`: the
     /// GPU in f16 precision). Half the bytes read every step. Only for features that stay fixed
     /// for the whole run (not rebound per batch).
+    ///
+    /// Where the model drops its input out and every first-layer product then runs on the f16
+    /// copy, evaluation too
+    /// (`DropoutGemmOp::half_suffices`: the GPU's f16 kernels of at most 64 columns), the f32
+    /// features are dropped and the f16 ones are the only copy ([`InputFeatures::Half`]): the
+    /// training step reads exactly what it read before; evaluation reads the f16 copy through
+    /// the same kernels with p = 0 instead of the f32 features through cuBLAS or the narrow
+    /// products (the features rounded to f16, as the step reads them).
     pub fn with_half_features(mut self, b: &B, model: &ModelConfig) -> Result<Self> {
         match &mut self {
             InputFeatures::DenseFused { x, half, .. } => *half = b.half_features(x, model.first_product_columns())?,
@@ -191,7 +209,15 @@ impl<B: InputOps> InputFeatures<B> {
             InputFeatures::Dense { x, half, .. } if model.dropout > 0.0 => *half = b.half_input(x)?,
             _ => {}
         }
-        Ok(self)
+        // Without input dropout the step reads the f32 features (`Operand::Dense`): kept then.
+        if model.dropout <= 0.0 || !b.half_suffices(self.cols(), model.first_product_width()) {
+            return Ok(self);
+        }
+        Ok(match self {
+            InputFeatures::DenseFused { half: Some(x), ids, seed, .. } => InputFeatures::Half { x, dropped: None, ids, seed },
+            InputFeatures::Dense { half: Some(x), dropped, ids, .. } => InputFeatures::Half { x, dropped: Some(dropped), ids, seed: 0 },
+            other => other,
+        })
     }
 
     /// The input dropout keyed by original ids (one part of a partitioned graph): for dense
@@ -199,7 +225,10 @@ impl<B: InputOps> InputFeatures<B> {
     /// original feature matrix, so that the part draws the one-device mask's entries.
     pub fn keyed_by(mut self, by: Option<B::Ids>) -> Self {
         match &mut self {
-            InputFeatures::Dense { ids, .. } | InputFeatures::DenseFused { ids, .. } | InputFeatures::Sparse { ids, .. } => *ids = by,
+            InputFeatures::Dense { ids, .. }
+            | InputFeatures::DenseFused { ids, .. }
+            | InputFeatures::Half { ids, .. }
+            | InputFeatures::Sparse { ids, .. } => *ids = by,
         }
         self
     }
@@ -207,6 +236,7 @@ impl<B: InputOps> InputFeatures<B> {
     pub fn cols(&self) -> usize {
         match self {
             InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. } => B::shape(x).1,
+            InputFeatures::Half { x, .. } => B::half_shape(x).1,
             InputFeatures::Sparse { x, .. } => B::graph_shape(x).1,
         }
     }
@@ -229,6 +259,22 @@ impl<B: InputOps> InputFeatures<B> {
                 }
                 *kept = seed;
                 Operand::Dropped { x, half: half.as_ref(), key: DropKey::new(p, seed).with_ids(ids.as_ref()) }
+            }
+            InputFeatures::Half { x, dropped, ids, seed: kept } => {
+                if !drop {
+                    return Ok(Operand::Half { x, key: DropKey::new(0.0, 0).with_ids(ids.as_ref()) });
+                }
+                let key = DropKey::new(p, seed).with_ids(ids.as_ref());
+                match dropped {
+                    Some(d) => {
+                        b.half_input_dropout(x, d, key)?;
+                        Operand::Dense(d)
+                    }
+                    None => {
+                        *kept = seed;
+                        Operand::Half { x, key }
+                    }
+                }
             }
             InputFeatures::Sparse { x, values, values_t, dropped, dropped_t, mask, ids } => {
                 if !drop {
@@ -253,6 +299,11 @@ impl<B: InputOps> InputFeatures<B> {
                     Operand::Dense(x)
                 }
             }
+            InputFeatures::Half { x, dropped: d, ids, seed } => match (d, dropped) {
+                (Some(d), true) => Operand::Dense(d),
+                (None, true) => Operand::Half { x, key: DropKey::new(p, *seed).with_ids(ids.as_ref()) },
+                (_, false) => Operand::Half { x, key: DropKey::new(0.0, 0).with_ids(ids.as_ref()) },
+            },
             InputFeatures::Sparse { x, values, values_t, dropped: d, dropped_t: dt, .. } => {
                 if dropped {
                     Operand::Sparse { x, values: d, values_t: dt }

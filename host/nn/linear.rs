@@ -92,6 +92,19 @@ impl<B: LinearOps> Linear<B> {
         }
     }
 
+    /// [`Linear::backward`] with dY in this layer's own output buffer (an owner that formed dY
+    /// there, the output being read by nothing after its forward).
+    pub fn backward_from_out(&mut self, b: &B, x: &Operand<B>, dx: Option<&mut B::Mat>) -> Result<()> {
+        if let Some(bias) = &mut self.bias {
+            b.col_sums(&self.out, &mut bias.grad)?;
+        }
+        x.transposed_times(b, &self.out, &mut self.weight.grad)?;
+        match dx {
+            Some(dx) => b.gemm(&self.out, false, &self.weight.value, true, 0.0, dx),
+            None => Ok(()),
+        }
+    }
+
     pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
         let mut p = vec![("weight", &mut self.weight)];
         if let Some(bias) = &mut self.bias {

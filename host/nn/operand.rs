@@ -34,6 +34,13 @@ pub enum Operand<'a, B: crate::ops::nn::dropout_gemm::DropoutGemmOp> {
         half: Option<&'a B::Half>,
         key: DropKey<'a, B::Ids>,
     },
+    /// `dropout(x)` of node features held only in f16 (the f32 ones not kept), as `Dropped`
+    /// reads them from its f16 copy; p = 0 in evaluation
+    /// ([`DropoutGemmOp::half_suffices`](crate::ops::nn::dropout_gemm::DropoutGemmOp::half_suffices)).
+    Half {
+        x: &'a B::Half,
+        key: DropKey<'a, B::Ids>,
+    },
     /// `dropout(ELU(x))` (x the layer below's pre-activation), ELU and mask applied inside both
     /// products as for `Dropped` ([`DropoutGemmOp::elu_dropout_gemm`](crate::ops::nn::dropout_gemm::DropoutGemmOp::elu_dropout_gemm)).
     /// `half`: x's values in f16, read instead of x (which the forward then left unwritten).
@@ -51,6 +58,7 @@ impl<B: OperandOps> Operand<'_, B> {
             Operand::Dense(x) => b.gemm(x, false, w, false, 0.0, out),
             Operand::Sparse { x, values, .. } => b.spmm(x, Side::Forward, values, w, out),
             Operand::Dropped { x, half, key } => b.dropout_gemm(x, *half, w, out, *key),
+            Operand::Half { x, key } => b.half_dropout_gemm(x, w, out, *key),
             Operand::EluDropped { x, half, key } => b.elu_dropout_gemm(x, *half, w, out, *key),
         }
     }
@@ -61,6 +69,7 @@ impl<B: OperandOps> Operand<'_, B> {
             Operand::Dense(x) => b.gemm(x, true, g, false, 0.0, out),
             Operand::Sparse { x, values_t, .. } => b.spmm(x, Side::Transposed, values_t, g, out),
             Operand::Dropped { x, half, key } => b.dropout_gemm_dw(x, *half, g, out, *key),
+            Operand::Half { x, key } => b.half_dropout_gemm_dw(x, g, out, *key),
             Operand::EluDropped { x, half, key } => b.elu_dropout_gemm_dw(x, *half, g, out, *key),
         }
     }

@@ -57,17 +57,21 @@ pub fn mean_matrix(a: &Csr) -> Result<Csr> {
 
 pub struct SageConv<B: Backend> {
     /// W_l (applied before the mean, see the module note); its bias is added after aggregating.
+    /// Its product goes to `t` (no output buffer of its own, as `lin_r`).
     pub lin_l: Linear<B>,
     pub bias: Param<B>,
     /// W_r, without bias (as PyG's `lin_r`).
     pub lin_r: Linear<B>,
+    /// X W_l until the mean has read it, then X W_r until it is added, then in the backward
+    /// Mᵀ D: one buffer for the three, as none is read after the next is written (and the
+    /// backward needs neither product: the weight gradients read X and D). Two `rows x
+    /// fan_out` buffers fewer than one each (bench/NOTES.md, issue 42 item 4).
+    t: B::Mat,
     /// Mean(X W_l) + X W_r + b.
     pre: B::Mat,
     /// With `normalize`: the normalised rows, 1 / their norms, the layer's output (a copy of the
     /// normalised rows the stack's ReLU may overwrite), dL/d(pre) and a zero matrix to reset it.
     norm: Option<Normalize<B>>,
-    /// Mᵀ D in the backward pass.
-    g: B::Mat,
 }
 
 struct Normalize<B: Backend> {
@@ -92,12 +96,13 @@ impl<B: SageOps> SageConv<B> {
             None
         };
         Ok(SageConv {
-            lin_l: Linear::torch_default(b, rows, fan_in, fan_out, false, rng)?,
+            // No output buffers of their own (0 rows): the products go to `t`.
+            lin_l: Linear::torch_default(b, 0, fan_in, fan_out, false, rng)?,
             bias: Param::new(b, &torch_linear_uniform(fan_in, 1, fan_out, rng))?,
-            lin_r: Linear::torch_default(b, rows, fan_in, fan_out, false, rng)?,
+            lin_r: Linear::torch_default(b, 0, fan_in, fan_out, false, rng)?,
+            t: b.matrix(rows, fan_out)?,
             pre: b.matrix(rows, fan_out)?,
             norm,
-            g: b.matrix(rows, fan_out)?,
         })
     }
 }
@@ -105,9 +110,10 @@ impl<B: SageOps> SageConv<B> {
 impl<B: SageOps> SageConv<B> {
     /// Both products and their sum, before the bias.
     fn forward_products(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
-        self.lin_l.forward(b, x)?;
-        adj.fill_forward(b, self.lin_l.out_mut(), &mut self.pre)?;
-        b.add_assign(&mut self.pre, self.lin_r.forward(b, x)?)
+        x.times(b, &self.lin_l.weight.value, &mut self.t)?;
+        adj.fill_forward(b, &mut self.t, &mut self.pre)?;
+        x.times(b, &self.lin_r.weight.value, &mut self.t)?;
+        b.add_assign(&mut self.pre, &self.t)
     }
 
     /// The layer's forward, with a ReLU fused into the bias add when `relu` (only without the
@@ -172,15 +178,15 @@ impl<B: SageOps> Conv<B> for SageConv<B> {
             None => dy,
         };
         b.col_sums(d, &mut self.bias.grad)?;
-        adj.transposed_give_back(b, d, &mut self.g)?;
+        adj.transposed_give_back(b, d, &mut self.t)?;
         match dx {
             Some(dx) => {
-                self.lin_l.backward(b, x, &self.g, Some(&mut *dx))?;
+                self.lin_l.backward(b, x, &self.t, Some(&mut *dx))?;
                 self.lin_r.backward(b, x, d, None)?;
                 b.gemm(d, false, &self.lin_r.weight.value, true, 1.0, dx)
             }
             None => {
-                self.lin_l.backward(b, x, &self.g, None)?;
+                self.lin_l.backward(b, x, &self.t, None)?;
                 self.lin_r.backward(b, x, d, None)
             }
         }

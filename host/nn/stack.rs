@@ -169,9 +169,16 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
     pub fn new(b: &B, n: usize, adj: C::Adj, convs: Vec<C>, widths: &[usize], cfg: &ModelConfig) -> Result<Self> {
         check_options(cfg, widths)?;
         let mut hidden = Vec::new();
-        for l in 0..convs.len().saturating_sub(1) {
+        let n_hidden = convs.len().saturating_sub(1);
+        let has_residual = |l: usize| cfg.residual && l >= 1 && widths[l] == widths[l + 1];
+        for l in 0..n_hidden {
             let w = widths[l + 1];
-            let residual = cfg.residual && l >= 1 && widths[l] == w;
+            let residual = has_residual(l);
+            // The mask is stored and read only by a tail that does not run fused under an active
+            // dropout (`fuses_tail`, whose conditions other than `train` are fixed here): the
+            // fused tail's backward reads the dropped output alone (issue 42 item 4).
+            let fused = !cfg.batch_norm && !residual && !(l + 1 < n_hidden && has_residual(l + 1)) && convs[l].deferred_bias().is_some();
+            let seed = dropout_seed(cfg.seed, l as u64 + 1);
             hidden.push(Hidden {
                 bn: if cfg.batch_norm { Some(BatchNorm::new(b, n, w)?) } else { None },
                 res: if residual { Some(b.matrix(n, w)?) } else { None },
@@ -179,7 +186,11 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
                 g: b.matrix(n, w)?,
                 din: b.matrix(n, w)?,
                 // Seeds as the two-layer GCN always had: layer l + 1's input dropout.
-                drop: Dropout::new(b, n, w, cfg.dropout, dropout_seed(cfg.seed, l as u64 + 1))?,
+                drop: if fused || cfg.dropout <= 0.0 {
+                    Dropout::without_mask(b, n, w, cfg.dropout, seed)?
+                } else {
+                    Dropout::new(b, n, w, cfg.dropout, seed)?
+                },
             });
         }
         Ok(Stack { adj, later: Vec::new(), convs, hidden, p: cfg.dropout, input_seed: dropout_seed(cfg.seed, 0) })

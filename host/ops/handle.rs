@@ -51,8 +51,15 @@ pub enum Translate {
 /// ME-BCRS (k = 8) values in f16, for the f16 tensor-core kernels.
 pub struct DeviceMeBcrsF16(pub DeviceVec<half::f16>);
 
-/// The ME-BCRS (k = 8) slot of every CSR nonzero, for outputs written in ME-BCRS order.
-pub struct DeviceCsrToSlot(pub DeviceVec<u32>);
+/// The ME-BCRS (k = 8) slot of every CSR nonzero, for outputs written in ME-BCRS order: the
+/// translation's own array (shared, not copied: 4 bytes an entry).
+pub struct DeviceCsrToSlot(Arc<DeviceMeBcrs>);
+
+impl DeviceCsrToSlot {
+    pub fn slots(&self) -> &DeviceVec<u32> {
+        &self.0.csr_to_slot
+    }
+}
 
 /// Sᵀ's handle and, for every CSR nonzero of Sᵀ, the CSR nonzero of S holding the same edge.
 struct Transposed {
@@ -195,6 +202,23 @@ impl GraphHandle {
         Ok(value)
     }
 
+    /// The value of type `T` under `key` where it was built already (nothing is built).
+    fn peek<T: Any + Send + Sync>(&self, key: u64) -> Option<Arc<T>> {
+        let v = self.cache.lock().expect("graph cache poisoned").get(&(TypeId::of::<T>(), key)).cloned()?;
+        Some(v.downcast::<T>().expect("cache entry type matches its key"))
+    }
+
+    /// Frees the device copy of the graph's own ME-BCRS values where one was made (4 bytes a
+    /// slot, 8 slots a vector: on a scattered graph 8x the entries), for a handle whose every
+    /// product passes its values per call: a model's fixed adjacency once it holds its own
+    /// copies ([`SpmmOp::fix`](crate::ops::nn::spmm::SpmmOp::fix)). Its own TC8 products and
+    /// TC8 SDDMM, and downloads of its ME-BCRS, refuse afterwards.
+    pub fn release_own_values(&self) {
+        if let Some(m) = self.peek::<DeviceMeBcrs>(8) {
+            m.release_values();
+        }
+    }
+
     /// ME-BCRS with `k` vectors per block, translated once per graph: on the GPU when the
     /// handle has one (downloaded from [`GraphHandle::device_mebcrs`]'s arrays for k = 8), else
     /// on the CPU.
@@ -244,13 +268,7 @@ impl GraphHandle {
 
     /// CSR nonzero -> ME-BCRS (k = 8) slot, on the device.
     pub fn device_csr_to_slot(&self) -> Result<Arc<DeviceCsrToSlot>> {
-        let gpu = self.gpu()?.clone();
-        self.cached(8, || {
-            let m = self.device_mebcrs()?;
-            let mut copy = DeviceVec::zeros(&gpu, m.csr_to_slot.len())?;
-            gpu.stream().memcpy_dtod(m.csr_to_slot.slice(), copy.slice_mut()).map_err(|e| Error::cuda("csr_to_slot copy", e))?;
-            Ok(DeviceCsrToSlot(copy))
-        })
+        self.cached(8, || Ok(DeviceCsrToSlot(self.device_mebcrs()?)))
     }
 
     /// The COO row array uploaded to the device (shared by HP-SpMM and HP-SDDMM).
@@ -281,9 +299,11 @@ impl GraphHandle {
     pub fn device_mebcrs_values(&self) -> Result<DeviceVec<f32>> {
         let gpu = self.gpu()?.clone();
         let m = self.device_mebcrs()?;
-        let mut copy = DeviceVec::zeros(&gpu, m.values.len())?;
-        gpu.stream().memcpy_dtod(m.values.slice(), copy.slice_mut()).map_err(|e| Error::cuda("ME-BCRS values copy", e))?;
-        Ok(copy)
+        m.with_values(|v| {
+            let mut copy = DeviceVec::zeros(&gpu, v.len())?;
+            gpu.stream().memcpy_dtod(v.slice(), copy.slice_mut()).map_err(|e| Error::cuda("ME-BCRS values copy", e))?;
+            Ok(copy)
+        })
     }
 
     /// ME-BCRS (k = 8) window pointers on the host (what TC8 work lists are planned from):

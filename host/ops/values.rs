@@ -90,7 +90,7 @@ pub fn scatter_to_mebcrs<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAs
     }
     let map = g.device_csr_to_slot()?;
     let n = count_u32(nnz, "scatter_to_mebcrs")?;
-    let (slot_of, src, dst) = (map.0.arg(gpu), src.arg(gpu), dst.arg_mut(gpu));
+    let (slot_of, src, dst) = (map.slots().arg(gpu), src.arg(gpu), dst.arg_mut(gpu));
     let shape = Shape::linear(grid(gpu, n), BLOCK, 0);
     // SAFETY: the slot map has nnz entries, each a slot below the ME-BCRS value count that dst
     // holds (checked above); src holds nnz values; dst's elements are f16 or f32 as its size
@@ -117,7 +117,7 @@ pub fn gather_from_mebcrs(g: &GraphHandle, src: &DeviceVec<f32>, dst: &mut Devic
     }
     let map = g.device_csr_to_slot()?;
     let n = count_u32(nnz, "gather_from_mebcrs")?;
-    let args = GatherValuesArgs { n, map: map.0.arg(gpu), src: src.arg(gpu), dst: dst.arg_mut(gpu) };
+    let args = GatherValuesArgs { n, map: map.slots().arg(gpu), src: src.arg(gpu), dst: dst.arg_mut(gpu) };
     // SAFETY: the slot map and dst hold nnz entries; every slot is below the ME-BCRS value count
     // src holds (checked above); src and dst are distinct buffers (a shared and a unique borrow).
     unsafe { gather_values_f32.launch(gpu, Shape::linear(grid(gpu, n), BLOCK, 0), &args) }

@@ -223,14 +223,14 @@ impl<B: Ops + 'static> BoundModel<B> {
             }
         };
         for (l, m) in std::iter::once(&padded.matrix).chain(&padded.later).enumerate() {
-            let (graph, values, values_t) = self.model.layer_adjacency(l).parts_mut();
+            let (graph, values, values_t) = self.model.layer_adjacency(l).parts_mut()?;
             b.bind_edges(values, m.s.values())?;
             b.bind_edges(values_t, m.t.values())?;
             b.bind_graph(graph, m)?;
         }
         match (&padded.features, &mut self.input) {
             // Rebinding x would leave an f16 snapshot of it stale (only fixed features have one).
-            (_, InputFeatures::DenseFused { half: Some(_), .. }) => {
+            (_, InputFeatures::DenseFused { half: Some(_), .. } | InputFeatures::Half { .. }) => {
                 return Err(Error::Unsupported("a batch's features rebound into features stored in f16 as well".into()));
             }
             // Dense features on the GPU are held for the fused input dropout; either way x is the
@@ -257,16 +257,16 @@ impl<B: Ops + 'static> BoundModel<B> {
 
     /// The buffers a batch is written into, for a sampler that writes them on the device
     /// ([`super::device_saint`]).
-    pub(super) fn parts(&mut self) -> BoundParts<'_, B> {
+    pub(super) fn parts(&mut self) -> Result<BoundParts<'_, B>> {
         // Layer 0's matrix is the model's shared one.
         self.layer_parts(0)
     }
 
     /// [`BoundModel::parts`] with layer `l`'s matrix (its own where the layers have their own:
     /// per-layer blocks; the shared one otherwise).
-    pub(super) fn layer_parts(&mut self, l: usize) -> BoundParts<'_, B> {
-        let (graph, values, values_t) = self.model.layer_adjacency(l).parts_mut();
-        BoundParts {
+    pub(super) fn layer_parts(&mut self, l: usize) -> Result<BoundParts<'_, B>> {
+        let (graph, values, values_t) = self.model.layer_adjacency(l).parts_mut()?;
+        Ok(BoundParts {
             graph,
             values,
             values_t,
@@ -274,7 +274,7 @@ impl<B: Ops + 'static> BoundModel<B> {
             labels: &mut self.labels,
             weights: &mut self.scale.1,
             resident: self.resident.as_ref(),
-        }
+        })
     }
 
     /// Replaces the resident dense features the batches' rows are gathered from (a layer-wise

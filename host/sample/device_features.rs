@@ -30,7 +30,7 @@ pub(super) fn bind_input(
 ) -> Result<()> {
     match (input, resident, sparse) {
         // Rebinding x would leave an f16 snapshot of it stale (only fixed features have one).
-        (InputFeatures::DenseFused { half: Some(_), .. }, _, _) => {
+        (InputFeatures::DenseFused { half: Some(_), .. } | InputFeatures::Half { .. }, _, _) => {
             Err(Error::Unsupported("a device batch's features rebound into features stored in f16 as well".into()))
         }
         (InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. }, Some(full), None) => {

@@ -580,11 +580,11 @@ impl DeviceBatches for DeviceNeighbor {
         let (g, set) = (&self.gpu, &self.sets[b.set]);
         // Each layer's matrix with its own entries (labels and loss weights rewritten alike).
         for (l, (matrix, &nnz)) in set.matrices.iter().zip(&self.set_nnz[b.set]).enumerate() {
-            let mut parts = m.layer_parts(l);
+            let mut parts = m.layer_parts(l)?;
             let layer = DeviceBatch { nnz, ..*b };
             bind_matrix(g, &mut parts, rows, &layer, matrix.batch_matrix(&set.nodes), &self.labels, BatchLoss::Targets)?;
         }
-        let parts = m.parts();
+        let parts = m.parts()?;
         let sparse = self.features.as_ref().zip(set.features.as_ref());
         bind_input(g, (parts.input, parts.resident), rows, b, &set.nodes, self.n_nodes, sparse)
     }

@@ -338,7 +338,7 @@ impl DeviceBatches for DeviceSaint {
         }
         let rows = m.rows();
         let (g, set) = (&self.gpu, &self.sets[b.set]);
-        let mut parts = m.parts();
+        let mut parts = m.parts()?;
         let matrix = BatchMatrix {
             row_ptr: &set.batch_ptr,
             cols: &set.cols,

@@ -564,9 +564,12 @@ fn gpu_models_fused_and_unfused_agree() {
                 } else {
                     InputFeatures::new(&b, &p.features).unwrap()
                 };
-                assert_eq!(matches!(input, InputFeatures::DenseFused { .. }), fused);
-                if wide && fused {
-                    assert!(matches!(input, InputFeatures::DenseFused { half: Some(_), .. }), "{name}: no f16 copy for the wide kernels");
+                // Fused: no dropped copy, the features in f32 or (where every first-layer
+                // product reads them in f16, the wide ones included) in f16 alone.
+                let fused_kind = matches!(input, InputFeatures::DenseFused { .. } | InputFeatures::Half { dropped: None, .. });
+                assert_eq!(fused_kind, fused);
+                if wide {
+                    assert!(matches!(input, InputFeatures::Half { .. }), "{name}: the wide kernels' features not held in f16 alone");
                 }
                 let labels = b.labels(&p.labels, &p.bits).unwrap();
                 b.begin_step().unwrap();
@@ -594,6 +597,63 @@ fn gpu_models_fused_and_unfused_agree() {
                 assert!(e < tol, "{name} {prec:?}: gradient {i} fused vs unfused {e:.2e}");
             }
         }
+    }
+}
+
+/// Node features held only in f16 (`InputFeatures::Half`, issue 42 item 4): the training
+/// step's products on them are the very ones it ran on the f32 features with their f16 copy
+/// (`Operand::Dropped` with `half`, the unfused input dropout from the copy), bit for bit, for
+/// the narrow (16 columns) and the wide (64) kernels, features 37 and 500 wide; evaluation
+/// (p = 0) reads the copy through the same kernels, within f16's tolerance of the f32 product.
+#[test]
+fn gpu_features_held_in_f16_alone_train_as_with_the_f32_copy() {
+    let Some(gpu) = common::gpu_or_skip("gpu_features_held_in_f16_alone_train_as_with_the_f32_copy") else { return };
+    use tcgnn::nn::CudaBackend;
+    use tcgnn::nn::operand::Operand;
+    use tcgnn::ops::Impl;
+    let b = CudaBackend::new(gpu.clone(), Precision::F16, Impl::Auto).unwrap();
+    b.begin_step().unwrap();
+    for (rows, cols, out) in [(700, 37, 16), (701, 37, 64), (3001, 500, 16), (2999, 500, 64)] {
+        let what = format!("{rows} x {cols} -> {out}");
+        assert!(b.half_suffices(cols, out), "{what}: not taken from f16 alone");
+        let x = Matrix::from_vec(rows, cols, SplitMix64::new(rows as u64).vec_f32(rows * cols)).unwrap();
+        let w = Matrix::from_vec(cols, out, SplitMix64::new(7).vec_f32(cols * out)).unwrap();
+        let dy = Matrix::from_vec(rows, out, SplitMix64::new(8).vec_f32(rows * out)).unwrap();
+        let (xd, wd, dyd) = (b.upload(&x).unwrap(), b.upload(&w).unwrap(), b.upload(&dy).unwrap());
+        let half = b.half_features(&xd, out).unwrap().expect("an f16 copy in f16 precision");
+        let key = DropKey::new(0.3, 11);
+        let run = |op: &Operand<CudaBackend>| {
+            let (mut y, mut dw) = (b.matrix(rows, out).unwrap(), b.matrix(cols, out).unwrap());
+            y.poison().unwrap();
+            dw.poison().unwrap();
+            op.times(&b, &wd, &mut y).unwrap();
+            op.transposed_times(&b, &dyd, &mut dw).unwrap();
+            (b.download(&y).unwrap(), b.download(&dw).unwrap())
+        };
+        let bits = |m: &Matrix| m.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let (y0, dw0) = run(&Operand::Dropped { x: &xd, half: Some(&half), key });
+        let (y1, dw1) = run(&Operand::Half { x: &half, key });
+        assert_eq!(bits(&y0), bits(&y1), "{what}: the forward product changed");
+        assert_eq!(bits(&dw0), bits(&dw1), "{what}: the weight gradient changed");
+        // The unfused input dropout (SAGE) from the copy: the same dropped matrix.
+        let (mut d0, mut d1) = (b.matrix(rows, cols).unwrap(), b.matrix(rows, cols).unwrap());
+        d1.poison().unwrap();
+        b.input_dropout(&xd, Some(&half), &mut d0, key).unwrap();
+        b.half_input_dropout(&half, &mut d1, key).unwrap();
+        assert_eq!(bits(&b.download(&d0).unwrap()), bits(&b.download(&d1).unwrap()), "{what}: the input dropout changed");
+        // Evaluation: x W from the copy against the f64 product of x.
+        let (ye, _) = run(&Operand::Half { x: &half, key: DropKey::new(0.0, 0) });
+        let mut want = vec![0.0f64; rows * out];
+        for r in 0..rows {
+            for k in 0..cols {
+                let a = x.data[r * cols + k] as f64;
+                for c in 0..out {
+                    want[r * out + c] += a * w.data[k * out + c] as f64;
+                }
+            }
+        }
+        let e = rel_error(&ye.data, &want);
+        assert!(e < Precision::F16.tolerance(), "{what}: evaluation from the f16 copy off by {e:.2e}");
     }
 }
 

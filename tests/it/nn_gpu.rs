@@ -406,7 +406,7 @@ fn fixed_f16_adjacency_follows_rewritten_values() {
             let err = rel_error(&got.data, &to_f64(&want));
             assert!(err < Precision::F16.tolerance(), "{layout:?} transposed {transposed}: fixed f16 values off by {err:.2e}");
             // Double every value through the rebinding path: products must double exactly.
-            let (_, values, values_t) = adj.parts_mut();
+            let (_, values, values_t) = adj.parts_mut().unwrap();
             for v in [values, values_t] {
                 let doubled: Vec<f32> = v.download(&gpu).unwrap().iter().map(|x| 2.0 * x).collect();
                 b.bind_edges(v, &doubled).unwrap();
@@ -417,7 +417,7 @@ fn fixed_f16_adjacency_follows_rewritten_values() {
                 assert_eq!(*g2, 2.0 * g1, "{layout:?} transposed {transposed}: a product used values from before the rewrite");
             }
             // Back to Â for the next side.
-            let (_, values, values_t) = adj.parts_mut();
+            let (_, values, values_t) = adj.parts_mut().unwrap();
             for v in [values, values_t] {
                 let halved: Vec<f32> = v.download(&gpu).unwrap().iter().map(|x| 0.5 * x).collect();
                 b.bind_edges(v, &halved).unwrap();
@@ -493,6 +493,60 @@ fn fixed_adjacency_every_path_matches_cpu() {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn fixed_adjacency_keeps_only_what_its_products_read() {
+    // Issue 42 item 4: a fixed adjacency on a measured graph holds, per side, the copy the
+    // backend's own kernel reads (f16 in f16: not the f32 ME-BCRS values beside it) and the
+    // CSR-ordered copy, never more; the handle's own ME-BCRS values are freed once the model
+    // holds its copies (its own products refuse clearly), and the products still match the CPU.
+    let Some(gpu) = common::gpu_or_skip("fixed_adjacency_keeps_only_what_its_products_read") else { return };
+    let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    use tcgnn::nn::Backend;
+    use tcgnn::nn::gcn_conv::GcnAdjacency;
+    use tcgnn::ops::ValueOrder;
+    let positive = |a: Csr| {
+        let v = a.values().iter().map(|v| v.abs() + 0.01).collect();
+        Csr::new(a.n_rows(), a.n_cols(), a.row_ptr().to_vec(), a.col_idx().to_vec(), v).unwrap()
+    };
+    let a = positive(common::one_huge_row(300_000, 4, 19));
+    let cpu = CpuBackend::<f64>::new();
+    let cadj = GcnAdjacency::new(&cpu, &a).unwrap();
+    for prec in [Precision::F16, Precision::Tf32] {
+        let b = CudaBackend::new(gpu.clone(), prec, Impl::Auto).unwrap();
+        let adj = GcnAdjacency::new(&b, &a).unwrap();
+        let handles = [adj.graph.handle.clone(), adj.graph.handle.transpose().unwrap()];
+        let check = |when: &str| {
+            for (h, f) in handles.iter().zip(adj.fixed().expect("fixed values")) {
+                assert!(h.csr().nnz() >= tcgnn::ops::nn::spmm::FIXED_MEASURE_MIN_NNZ);
+                let (len, nnz) = (h.value_len(ValueOrder::MeBcrs).unwrap(), h.csr().nnz());
+                let stored = if prec == Precision::F16 { 2 } else { 4 };
+                assert!(f.device_bytes() <= stored * len + 4 * nnz, "{prec:?} {when}: {} bytes held", f.device_bytes());
+                let own = h.device_mebcrs().unwrap().with_values(|_| Ok(()));
+                assert!(matches!(own, Err(tcgnn::Error::Unsupported(_))), "{prec:?} {when}: the handle's own values were kept");
+            }
+        };
+        check("built");
+        for k in [8, 16, 64] {
+            let x = Matrix::random(a.n_rows(), k, 7 + k as u64);
+            let (xd, xc) = (b.upload(&x).unwrap(), cpu.upload(&x).unwrap());
+            let (mut y, mut yc) = (b.matrix(a.n_rows(), k).unwrap(), cpu.matrix(a.n_rows(), k).unwrap());
+            for transposed in [false, true] {
+                y.poison().unwrap();
+                if transposed {
+                    adj.transposed(&b, &xd, &mut y).unwrap();
+                    cadj.transposed(&cpu, &xc, &mut yc).unwrap();
+                } else {
+                    adj.forward(&b, &xd, &mut y).unwrap();
+                    cadj.forward(&cpu, &xc, &mut yc).unwrap();
+                }
+                let err = rel_error(&b.download(&y).unwrap().data, &to_f64(&cpu.download(&yc).unwrap()));
+                assert!(err < prec.tolerance(), "{prec:?} K={k} transposed {transposed}: rel err {err:.2e}");
+            }
+        }
+        check("measured");
     }
 }
 

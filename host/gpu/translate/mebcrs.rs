@@ -1,7 +1,7 @@
 //! CSR -> ME-BCRS on the GPU: steps 1 (windows of 8 rows, duplicate chains) and 2, then
 //! `mebcrs_scatter` (kernels-gpu/src/format/mebcrs.rs).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::format::{MEBCRS_WINDOW, MeBcrs};
@@ -22,7 +22,9 @@ pub struct DeviceMeBcrsParts {
     pub n_vectors: usize,
     pub win_ptr: DeviceVec<u32>,
     pub vec_col: DeviceVec<u32>,
-    pub values: DeviceVec<f32>,
+    /// The matrix's own values in the slots ([`DeviceMeBcrsParts::with_values`]); `None` once
+    /// released ([`DeviceMeBcrsParts::release_values`]).
+    values: Mutex<Option<DeviceVec<f32>>>,
     pub csr_to_slot: DeviceVec<u32>,
 }
 
@@ -42,12 +44,13 @@ pub fn mebcrs_on_device(gpu: &Arc<Gpu>, csr: &Csr, d: &DeviceCsr, k: usize) -> R
     let wc = window_cols(gpu, (csr, d), MEBCRS_WINDOW, &plan, &mut large, true)?;
     let (win_ptr, _) = window_scan(gpu, plan.n_windows, &wc.counts, None)?;
     let n_vectors = read_at(gpu, &win_ptr, plan.n_windows)? as usize;
+    let mut values = DeviceVec::zeros(gpu, 8 * n_vectors)?;
     let mut out = DeviceMeBcrsParts {
         k,
         n_vectors,
         win_ptr,
         vec_col: DeviceVec::zeros(gpu, n_vectors)?,
-        values: DeviceVec::zeros(gpu, 8 * n_vectors)?,
+        values: Mutex::new(None),
         csr_to_slot: DeviceVec::zeros(gpu, nnz)?,
     };
     let dup = wc.dup.as_ref().expect("asked for duplicate chains");
@@ -61,7 +64,7 @@ pub fn mebcrs_on_device(gpu: &Arc<Gpu>, csr: &Csr, d: &DeviceCsr, k: usize) -> R
         dup: dup.arg(gpu),
         win_ptr: out.win_ptr.arg(gpu),
         vec_col: out.vec_col.arg_mut(gpu),
-        values_out: out.values.arg_mut(gpu),
+        values_out: values.arg_mut(gpu),
         csr_to_slot: out.csr_to_slot.arg_mut(gpu),
     };
     // SAFETY: one block per window of 8 rows; row_ptr (n_rows + 1),
@@ -70,10 +73,30 @@ pub fn mebcrs_on_device(gpu: &Arc<Gpu>, csr: &Csr, d: &DeviceCsr, k: usize) -> R
     // slots below 8 * n_vectors (values, zeroed above); dup chains stay inside the window.
     let shape = Shape::linear(plan.n_windows as u32, WINDOW_THREADS, window_smem_bytes(0));
     unsafe { mebcrs_scatter.launch(gpu, shape, &args)? };
+    out.values = Mutex::new(Some(values));
     Ok(out)
 }
 
 impl DeviceMeBcrsParts {
+    /// Runs `f` on the matrix's own values (`8 * n_vectors` slots); `Error::Unsupported` once
+    /// they were released.
+    pub fn with_values<R>(&self, f: impl FnOnce(&DeviceVec<f32>) -> Result<R>) -> Result<R> {
+        let values = self.values.lock().unwrap_or_else(|e| e.into_inner());
+        let v = values.as_ref().ok_or_else(|| {
+            Error::Unsupported(
+                "the graph's own ME-BCRS values were released (its products take their values per call): pass the values".into(),
+            )
+        })?;
+        f(v)
+    }
+
+    /// Frees the matrix's own values (4 bytes a slot), for a matrix whose every product passes
+    /// its values per call (a model's fixed adjacency holding its own copies): the kernels read
+    /// only the pattern arrays then.
+    pub fn release_values(&self) {
+        *self.values.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
     /// The host [`MeBcrs`] of these arrays (`csr` is the matrix they were translated from).
     pub fn download(&self, gpu: &Gpu, csr: &Csr) -> Result<MeBcrs> {
         Ok(MeBcrs {
@@ -82,7 +105,7 @@ impl DeviceMeBcrsParts {
             k: self.k,
             win_ptr: download_n(gpu, &self.win_ptr, csr.n_rows().div_ceil(MEBCRS_WINDOW) + 1)?,
             vec_col: download_n(gpu, &self.vec_col, self.n_vectors)?,
-            values: download_n(gpu, &self.values, 8 * self.n_vectors)?,
+            values: self.with_values(|v| download_n(gpu, v, 8 * self.n_vectors))?,
             csr_to_slot: download_n(gpu, &self.csr_to_slot, csr.nnz())?,
         })
     }
@@ -94,7 +117,7 @@ impl DeviceMeBcrsParts {
             n_vectors: m.vec_col.len(),
             win_ptr: DeviceVec::upload(gpu, &m.win_ptr)?,
             vec_col: DeviceVec::upload(gpu, &m.vec_col)?,
-            values: DeviceVec::upload(gpu, &m.values)?,
+            values: Mutex::new(Some(DeviceVec::upload(gpu, &m.values)?)),
             csr_to_slot: DeviceVec::upload(gpu, &m.csr_to_slot)?,
         })
     }

@@ -80,6 +80,14 @@ impl ModelConfig {
             _ => self.hidden,
         }
     }
+
+    /// Columns of each of those products (SAGE's two are `hidden` wide each).
+    pub fn first_product_width(&self) -> usize {
+        match self.model {
+            "sage" => self.hidden,
+            _ => self.first_product_columns(),
+        }
+    }
 }
 
 /// [`ModelConfig`] as read from a file: the name owned, then looked up in the registry.

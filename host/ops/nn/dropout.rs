@@ -345,6 +345,32 @@ pub fn input_dropout_matrix(
     unsafe { launch_dropout(&gpu, dropout_from_f16, n, (h.arg().cast(), y.arg_mut(), PtrMut::null()), key, ids, step.arg(&gpu)) }
 }
 
+/// [`input_dropout_matrix`] of node features held only in f16 (`x16`, of y's shape): the
+/// draw and the values of the f16 path there.
+pub fn input_dropout_half(
+    x16: &DeviceMatrix<f16>,
+    y: &mut DeviceMatrix<f32>,
+    key: DropKey<'_, DeviceVec<u32>>,
+    step: &DeviceVec<u32>,
+) -> Result<()> {
+    check_p(key.p)?;
+    if (x16.rows, x16.cols, x16.ld) != (y.rows, y.cols, y.ld) || !Arc::ptr_eq(x16.gpu(), y.gpu()) {
+        return Err(Error::Shape(format!(
+            "input_dropout: f16 x {} x {} (stride {}), y {} x {} (stride {})",
+            x16.rows, x16.cols, x16.ld, y.rows, y.cols, y.ld
+        )));
+    }
+    if step.is_empty() {
+        return Err(Error::Shape("input_dropout: no step counter".into()));
+    }
+    let gpu = x16.gpu().clone();
+    let n = x16.rows * x16.ld;
+    let ids = (key.ids_arg(&gpu, x16.rows, "input_dropout")?, x16.ld as u32);
+    // SAFETY: x16 holds rows * ld = n halves (n a multiple of 8: ld is padded to 8), y n
+    // floats (same shape and stride, checked), step one u32; no mask.
+    unsafe { launch_dropout(&gpu, dropout_from_f16, n, (x16.arg().cast(), y.arg_mut(), PtrMut::null()), key, ids, step.arg(&gpu)) }
+}
+
 /// `kernel` (`dropout_f32`, or `dropout_from_f16` with x's f16 copy behind `x`) over `n`
 /// elements, four a thread: (x, y, mask), the key, and its ids with the row width they key
 /// (`DropoutArgs::ids`, `ld`).

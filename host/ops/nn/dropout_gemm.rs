@@ -867,6 +867,21 @@ pub trait DropoutGemmOp: Backend {
         dw: &mut Self::Mat,
         key: DropKey<'_, Self::Ids>,
     ) -> Result<()>;
+    /// Rows and columns of node features stored in f16.
+    fn half_shape(h: &Self::Half) -> (usize, usize);
+    /// Whether every first-layer product `out_cols` wide on `cols` node features, in training
+    /// and evaluation, runs on their f16 copy alone ([`DropoutGemmOp::half_dropout_gemm`] and
+    /// its weight gradient; the unfused input dropout reads it as it is), so that the f32
+    /// features need not be kept beside it: the GPU in f16 precision where the streaming or
+    /// the wide kernels take the shape; never the CPU (no f16 copies).
+    fn half_suffices(&self, cols: usize, out_cols: usize) -> bool;
+    /// [`DropoutGemmOp::dropout_gemm`] of features held only in f16 (p = 0 in evaluation).
+    fn half_dropout_gemm(&self, x16: &Self::Half, w: &Self::Mat, y: &mut Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
+    /// [`DropoutGemmOp::dropout_gemm_dw`] of features held only in f16, with the mask of
+    /// [`DropoutGemmOp::half_dropout_gemm`] (same step).
+    fn half_dropout_gemm_dw(&self, x16: &Self::Half, dy: &Self::Mat, dw: &mut Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
+    /// [`DropoutGemmOp::input_dropout`] of features held only in f16.
+    fn half_input_dropout(&self, x16: &Self::Half, y: &mut Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
     /// Whether [`DropoutGemmOp::elu_dropout_gemm`] takes x of `cols` columns into `out_cols`
     /// (everything on the CPU; the streaming kernels on the GPU: at most 32 columns).
     fn takes_elu_input(&self, cols: usize, out_cols: usize) -> bool;
@@ -939,6 +954,21 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
         }
         dropout_gemm_dw_cpu(&x.data, (x.rows, x.cols), &dy.data, dy.cols, &mut dw.data, key.host(), self.step())
     }
+    fn half_shape(_: &()) -> (usize, usize) {
+        (0, 0)
+    }
+    fn half_suffices(&self, _: usize, _: usize) -> bool {
+        false
+    }
+    fn half_dropout_gemm(&self, _: &(), _: &HostMat<T>, _: &mut HostMat<T>, _: DropKey<'_, Vec<u32>>) -> Result<()> {
+        Err(no_half_features())
+    }
+    fn half_dropout_gemm_dw(&self, _: &(), _: &HostMat<T>, _: &mut HostMat<T>, _: DropKey<'_, Vec<u32>>) -> Result<()> {
+        Err(no_half_features())
+    }
+    fn half_input_dropout(&self, _: &(), _: &mut HostMat<T>, _: DropKey<'_, Vec<u32>>) -> Result<()> {
+        Err(no_half_features())
+    }
     fn takes_elu_input(&self, _cols: usize, _out_cols: usize) -> bool {
         true
     }
@@ -966,6 +996,11 @@ impl<T: Real> DropoutGemmOp for CpuBackend<T> {
     ) -> Result<()> {
         self.dropout_gemm_dw(&elu_copy(x), None, dy, dw, key)
     }
+}
+
+/// The CPU holds no f16 copies ([`DropoutGemmOp::half_suffices`] is false there).
+fn no_half_features() -> Error {
+    Error::Unsupported("node features held only in f16 on the CPU backend (it keeps no f16 copies)".into())
 }
 
 /// ELU(x) as a new matrix (the CPU's reference of ELU on load).
@@ -1034,6 +1069,19 @@ impl CudaBackend {
             }
             _ => FeaturesRef::F32(x),
         }
+    }
+}
+
+impl CudaBackend {
+    /// Features held only in f16 are read by these products only where they take the shape.
+    fn half_only(&self, x16: &DeviceMatrix<f16>, out_cols: usize) -> Result<()> {
+        if !self.half_suffices(x16.cols, out_cols) {
+            return Err(Error::Unsupported(format!(
+                "a product of {} node features held only in f16 into {out_cols} columns (the f16 kernels take at most 64 columns, in f16 precision)",
+                x16.cols
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -1111,6 +1159,64 @@ impl DropoutGemmOp for CudaBackend {
         self.dropout_gemm_scratch.with_split(&self.gpu, need, |s| {
             self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, key, &self.step_ptr(), self.math))
         })
+    }
+    fn half_shape(h: &DeviceMatrix<f16>) -> (usize, usize) {
+        (h.rows, h.cols)
+    }
+    fn half_suffices(&self, cols: usize, out_cols: usize) -> bool {
+        self.precision == Precision::F16 && self.math == GemmMath::Tf32 && (takes_f16_features(cols, out_cols) || wide_fits(cols, out_cols))
+    }
+    fn half_dropout_gemm(
+        &self,
+        x16: &DeviceMatrix<f16>,
+        w: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+        key: DropKey<'_, DeviceVec<u32>>,
+    ) -> Result<()> {
+        self.half_only(x16, y.cols)?;
+        if self.math == GemmMath::Tf32 && wide_fits(x16.cols, y.cols) {
+            // Without dropout (evaluation) no weight gradient follows and nothing is drawn: the
+            // step's mask bits are left alone.
+            if key.p == 0.0 {
+                return self.timed("dropout gemm", || dropout_gemm_wide(x16, w, y, None, key, &self.step_ptr()));
+            }
+            let run =
+                |bits: &mut DeviceVec<u32>| self.timed("dropout gemm", || dropout_gemm_wide(x16, w, y, Some(bits), key, &self.step_ptr()));
+            return self.dropout_gemm_scratch.with_keep_bits(&self.gpu, x16, run);
+        }
+        self.timed("dropout gemm", || dropout_gemm(FeaturesRef::F16(x16), w, y, key, &self.step_ptr(), self.math))
+    }
+    fn half_dropout_gemm_dw(
+        &self,
+        x16: &DeviceMatrix<f16>,
+        dy: &DeviceMatrix<f32>,
+        dw: &mut DeviceMatrix<f32>,
+        key: DropKey<'_, DeviceVec<u32>>,
+    ) -> Result<()> {
+        self.half_only(x16, dy.cols)?;
+        if self.math == GemmMath::Tf32 && wide_fits(x16.cols, dy.cols) {
+            let need = dropout_gemm_dw_wide_scratch_len(&self.gpu, x16.rows, x16.cols, dy.cols)?;
+            let scratch = &self.dropout_gemm_scratch;
+            if key.p == 0.0 {
+                // Nothing dropped: no mask bits were left (nor are any needed).
+                return scratch.with_split(&self.gpu, need, |s| {
+                    self.timed("dropout gemm dw", || dropout_gemm_dw_wide(x16, dy, dw, s, None, key, &self.step_ptr()))
+                });
+            }
+            // The forward of this step left the mask's bits (it always runs first).
+            return scratch.with_keep_bits(&self.gpu, x16, |bits| {
+                scratch.with_split(&self.gpu, need, |s| {
+                    self.timed("dropout gemm dw", || dropout_gemm_dw_wide(x16, dy, dw, s, Some(bits), key, &self.step_ptr()))
+                })
+            });
+        }
+        let need = dropout_gemm_dw_scratch_len(&self.gpu, x16.rows, x16.cols, dy.cols, true)?;
+        self.dropout_gemm_scratch.with_split(&self.gpu, need, |s| {
+            self.timed("dropout gemm dw", || dropout_gemm_dw(FeaturesRef::F16(x16), dy, dw, s, key, &self.step_ptr(), self.math))
+        })
+    }
+    fn half_input_dropout(&self, x16: &DeviceMatrix<f16>, y: &mut DeviceMatrix<f32>, key: DropKey<'_, DeviceVec<u32>>) -> Result<()> {
+        self.timed("input dropout", || crate::ops::nn::dropout::input_dropout_half(x16, y, key, &self.step_ptr()))
     }
     fn takes_elu_input(&self, cols: usize, out_cols: usize) -> bool {
         elu_input_fits(cols, out_cols)

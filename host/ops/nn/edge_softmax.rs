@@ -100,7 +100,7 @@ fn edge_layout(g: &GraphHandle, order: ValueOrder) -> Result<(Ptr<u32>, Ptr<u32>
     let row_ptr = csr.row_ptr.arg(gpu);
     Ok(match order {
         ValueOrder::Csr => (row_ptr, Ptr::null(), g.csr().nnz()),
-        ValueOrder::MeBcrs => (row_ptr, g.device_csr_to_slot()?.0.arg(gpu), g.mebcrs(8)?.values.len()),
+        ValueOrder::MeBcrs => (row_ptr, g.device_csr_to_slot()?.slots().arg(gpu), g.mebcrs(8)?.values.len()),
     })
 }
 

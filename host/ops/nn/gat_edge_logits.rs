@@ -159,7 +159,7 @@ fn device_slots(g: &GraphHandle, order: ValueOrder) -> Result<(Ptr<u32>, usize)>
     let gpu = g.gpu()?;
     let slot_of = match order {
         ValueOrder::Csr => Ptr::null(),
-        ValueOrder::MeBcrs => g.device_csr_to_slot()?.0.arg(gpu),
+        ValueOrder::MeBcrs => g.device_csr_to_slot()?.slots().arg(gpu),
     };
     Ok((slot_of, g.value_len(order)?))
 }

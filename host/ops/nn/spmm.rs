@@ -14,47 +14,52 @@ use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
 use crate::ops::backend::{Backend, Side};
 use crate::ops::spmm::cpu::spmm_rows;
 use crate::ops::spmm::spmm_device_values;
-use crate::ops::values::{cast_to_f16, gather_from_mebcrs};
+use crate::ops::values::{cast_to_f16, gather_from_mebcrs, scatter_to_mebcrs};
 use crate::ops::{EdgeValues, FeaturesRef, Impl, Precision, ValueOrder};
 use crate::util::Real;
 use half::f16;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub trait SpmmOp: Backend {
-    /// What values that stay fixed across many products keep beside them (see [`SpmmOp::fix`]).
+    /// Values that stay fixed across many products, with what the backend keeps beside them
+    /// (see [`SpmmOp::fix`]); they own the values.
     type Fixed;
 
     /// `y = S x` (or `Sᵀ x`) with `values` laid out for that side.
     fn spmm(&self, g: &Self::Graph, side: Side, values: &Self::Edges, x: &Self::Mat, y: &mut Self::Mat) -> Result<()>;
 
-    /// Prepares `values` (laid out for `side` of `g`) for many products that leave them
-    /// unchanged (GCN's Â): on an f16 GPU backend in ME-BCRS order their f16 copy, cast once
-    /// instead of before every product; on a GPU backend choosing its kernels (`Impl::Auto`)
-    /// with values in ME-BCRS order also a CSR-ordered copy for the CSR kernel; nothing
-    /// elsewhere. The copies are snapshots: whoever rewrites `values` must drop them.
-    fn fix(&self, g: &Self::Graph, side: Side, values: &Self::Edges) -> Result<Self::Fixed>;
+    /// Takes `values` (laid out for `side` of `g`) for many products that leave them unchanged
+    /// (GCN's Â): on an f16 GPU backend in ME-BCRS order their f16 copy, cast once instead of
+    /// before every product; on a GPU backend choosing its kernels (`Impl::Auto`) with values in
+    /// ME-BCRS order also a CSR-ordered copy for the CSR kernel; nothing elsewhere. Only what
+    /// the products read is kept on the device: the f32 ME-BCRS values of an f16 backend are
+    /// not (its kernel reads the f16 copy), nor, once every measured width took the CSR kernel,
+    /// the copy the backend's own kernel reads (made again from the CSR-ordered copy where a
+    /// later width measures it; bench/NOTES.md, issue 42 item 4).
+    fn fix(&self, g: &Self::Graph, side: Side, values: Self::Edges) -> Result<Self::Fixed>;
 
-    /// [`SpmmOp::spmm`] with `values` as [`SpmmOp::fix`] prepared them (`fixed` made from these
-    /// very values, unchanged since).
-    fn spmm_fixed(
-        &self,
-        g: &Self::Graph,
-        side: Side,
-        values: &Self::Edges,
-        fixed: &Self::Fixed,
-        x: &Self::Mat,
-        y: &mut Self::Mat,
-    ) -> Result<()>;
+    /// [`SpmmOp::spmm`] with the values [`SpmmOp::fix`] took.
+    fn spmm_fixed(&self, g: &Self::Graph, side: Side, fixed: &Self::Fixed, x: &Self::Mat, y: &mut Self::Mat) -> Result<()>;
+
+    /// The values [`SpmmOp::fix`] took, given back to be rewritten (made again on the device
+    /// where they were not kept: bit for bit the ones taken).
+    fn unfix(g: &Self::Graph, side: Side, fixed: Self::Fixed) -> Result<Self::Edges>;
 }
 
 impl<T: Real> SpmmOp for CpuBackend<T> {
-    type Fixed = ();
+    type Fixed = Vec<T>;
 
-    fn fix(&self, _: &HostGraph<T>, _: Side, _: &Vec<T>) -> Result<()> {
-        Ok(())
+    fn fix(&self, _: &HostGraph<T>, _: Side, values: Vec<T>) -> Result<Vec<T>> {
+        Ok(values)
     }
 
-    fn spmm_fixed(&self, g: &HostGraph<T>, side: Side, values: &Vec<T>, _: &(), x: &HostMat<T>, y: &mut HostMat<T>) -> Result<()> {
+    fn spmm_fixed(&self, g: &HostGraph<T>, side: Side, values: &Vec<T>, x: &HostMat<T>, y: &mut HostMat<T>) -> Result<()> {
         self.spmm(g, side, values, x, y)
+    }
+
+    fn unfix(_: &HostGraph<T>, _: Side, values: Vec<T>) -> Result<Vec<T>> {
+        Ok(values)
     }
 
     fn spmm(&self, g: &HostGraph<T>, side: Side, values: &Vec<T>, x: &HostMat<T>, y: &mut HostMat<T>) -> Result<()> {
@@ -77,13 +82,50 @@ impl<T: Real> SpmmOp for CpuBackend<T> {
     }
 }
 
-/// Fixed edge values as [`SpmmOp::fix`] prepared them on the GPU.
+/// Fixed edge values as [`SpmmOp::fix`] took them on the GPU: only what the products read.
 pub struct FixedValues {
-    /// f16 copy of ME-BCRS-ordered values (f16 backend, `ValueOrder::MeBcrs`): what TC8 reads.
-    half: Option<DeviceVec<f16>>,
-    /// CSR-ordered copy of ME-BCRS-ordered values (`Impl::Auto`): what the CSR kernel reads.
-    /// Values already in CSR order are read as they are.
+    /// What the backend's own kernel reads ([`FixedPath::Stored`]): the values as given (f32,
+    /// in the backend's order) or, f16 on ME-BCRS order, their f16 copy. `None` while released:
+    /// on ME-BCRS order with a CSR-ordered copy, once the measured widths all took the CSR
+    /// kernel (or a CSR path is forced); made again from `csr` when a measurement runs the
+    /// backend's kernel (eager: a recorded step only replays measured choices).
+    stored: Mutex<Option<Stored>>,
+    /// The f32 values as given, beside an f16 `stored` where no CSR-ordered copy can give them
+    /// back ([`SpmmOp::unfix`]): patterns too small to be measured.
+    kept: Option<DeviceVec<f32>>,
+    /// CSR-ordered copy of ME-BCRS-ordered values (`Impl::Auto` measuring, or a CSR path forced):
+    /// what the CSR kernel reads. Values already in CSR order are `stored`, read as they are.
     csr: Option<DeviceVec<f32>>,
+    /// How many values the backend's order holds ([`GraphHandle::value_len`](crate::ops::GraphHandle::value_len)).
+    len: usize,
+    /// A measured width took the backend's own kernel: `stored` is never released again.
+    stored_chosen: AtomicBool,
+}
+
+impl FixedValues {
+    /// Bytes these values hold on the device now (the accounts of issue 42's item 4, tests).
+    pub fn device_bytes(&self) -> usize {
+        let stored = match &*self.stored.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(Stored::F32(v)) => 4 * v.len(),
+            Some(Stored::F16(v)) => 2 * v.len(),
+            None => 0,
+        };
+        stored + 4 * (self.kept.as_ref().map_or(0, |v| v.len()) + self.csr.as_ref().map_or(0, |v| v.len()))
+    }
+
+    /// Frees what the backend's own kernel reads, where the CSR-ordered copy can make it again
+    /// and no measured width chose that kernel.
+    fn release_stored(&self) {
+        if self.csr.is_some() && !self.stored_chosen.load(Ordering::Relaxed) {
+            *self.stored.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+}
+
+/// The values the backend's own kernel reads.
+enum Stored {
+    F32(DeviceVec<f32>),
+    F16(DeviceVec<f16>),
 }
 
 /// One way to run a product on fixed values ([`CudaBackend::with_fixed_spmm`] forces one;
@@ -112,45 +154,57 @@ impl SpmmOp for CudaBackend {
     type Fixed = FixedValues;
 
     fn spmm(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed(self.op_name(side, FixedPath::Stored), || self.spmm_stored(g, side, values, None, x, y))
+        self.timed(self.op_name(side, FixedPath::Stored), || self.spmm_values(g, side, values, x, y))
     }
 
-    fn fix(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>) -> Result<FixedValues> {
-        let half = if self.half_kernel_order() {
-            let mut vh = DeviceVec::zeros(&self.gpu, values.len())?;
-            cast_to_f16(&self.gpu, values, &mut vh)?;
-            Some(vh)
-        } else {
-            None
-        };
+    fn fix(&self, g: &GpuGraph, side: Side, values: DeviceVec<f32>) -> Result<FixedValues> {
         let h = g.side(side)?;
+        let len = values.len();
         let csr = if self.csr_copy(h.csr().nnz()) {
             let mut v = DeviceVec::zeros(&self.gpu, h.csr().nnz().max(1))?;
-            gather_from_mebcrs(&h, values, &mut v)?;
+            gather_from_mebcrs(&h, &values, &mut v)?;
             Some(v)
         } else {
             None
         };
-        Ok(FixedValues { half, csr })
+        // A forced CSR path never runs the backend's kernel; the CSR copy gives the values back.
+        let csr_forced = csr.is_some() && matches!(self.fixed_spmm, Some(FixedPath::CsrHalf | FixedPath::CsrF32));
+        let (stored, kept) = if csr_forced {
+            (None, None)
+        } else if self.half_kernel_order() {
+            let mut vh = DeviceVec::zeros(&self.gpu, len)?;
+            cast_to_f16(&self.gpu, &values, &mut vh)?;
+            // The f32 values are read by no product: kept only where nothing else gives them back.
+            (Some(Stored::F16(vh)), csr.is_none().then_some(values))
+        } else {
+            (Some(Stored::F32(values)), None)
+        };
+        // The graph is this backend's own (`Backend::graph`): its products all pass values, so
+        // the handle's copy of the values, from which `values` was copied, is read no more.
+        h.release_own_values();
+        Ok(FixedValues { stored: Mutex::new(stored), kept, csr, len, stored_chosen: AtomicBool::new(false) })
     }
 
-    fn spmm_fixed(
-        &self,
-        g: &GpuGraph,
-        side: Side,
-        values: &DeviceVec<f32>,
-        fixed: &FixedValues,
-        x: &DeviceMatrix<f32>,
-        y: &mut DeviceMatrix<f32>,
-    ) -> Result<()> {
-        if let Some(vh) = &fixed.half
-            && vh.len() != values.len()
-        {
-            return Err(Error::Shape(format!("spmm_fixed: {} fixed f16 values for {} values", vh.len(), values.len())));
-        }
-        let p = FixedProduct { g, side, values, fixed };
+    fn spmm_fixed(&self, g: &GpuGraph, side: Side, fixed: &FixedValues, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+        let p = FixedProduct { g, side, fixed };
         let path = self.fixed_path(&p, x, y)?;
         self.timed(self.op_name(side, path), || self.run_fixed(&p, path, x, y))
+    }
+
+    fn unfix(g: &GpuGraph, side: Side, fixed: FixedValues) -> Result<DeviceVec<f32>> {
+        let FixedValues { stored, kept, csr, len, .. } = fixed;
+        if let Some(v) = kept {
+            return Ok(v);
+        }
+        if let Some(Stored::F32(v)) = stored.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Ok(v);
+        }
+        // Released or f16: the values were in ME-BCRS order and their CSR-ordered copy is kept.
+        let csr = csr.ok_or_else(|| Error::Unsupported("unfix: fixed values neither kept in f32 nor in CSR order".into()))?;
+        let h = g.side(side)?;
+        let mut v = DeviceVec::zeros(h.gpu()?, len)?;
+        scatter_to_mebcrs(&h, &csr, &mut v)?;
+        Ok(v)
     }
 }
 
@@ -158,7 +212,6 @@ impl SpmmOp for CudaBackend {
 struct FixedProduct<'a> {
     g: &'a GpuGraph,
     side: Side,
-    values: &'a DeviceVec<f32>,
     fixed: &'a FixedValues,
 }
 
@@ -259,50 +312,76 @@ impl CudaBackend {
                     Err(e) => errors.push(format!("{path:?}: {e}")),
                 }
             }
-            best.map(|(_, p)| FixedChoice(p)).ok_or_else(|| Error::Unsupported(format!("no SpMM path ran: {}", errors.join("; "))))
+            let (_, path) = best.ok_or_else(|| Error::Unsupported(format!("no SpMM path ran: {}", errors.join("; "))))?;
+            // What this width's choice leaves unread goes now (eager: measured outside capture).
+            if path == FixedPath::Stored {
+                p.fixed.stored_chosen.store(true, Ordering::Relaxed);
+            } else {
+                p.fixed.release_stored();
+            }
+            Ok(FixedChoice(path))
         })?;
         Ok(choice.0)
     }
 
     /// One product on fixed values along `path`.
     fn run_fixed(&self, p: &FixedProduct<'_>, path: FixedPath, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
-        let csr_values = || -> Result<&DeviceVec<f32>> {
-            match self.order {
-                ValueOrder::Csr => Ok(p.values),
-                ValueOrder::MeBcrs => {
-                    p.fixed.csr.as_ref().ok_or_else(|| Error::Unsupported("spmm_fixed: no CSR-ordered copy of the values".into()))
-                }
+        let mut stored = p.fixed.stored.lock().unwrap_or_else(|e| e.into_inner());
+        if path == FixedPath::Stored {
+            if stored.is_none() {
+                *stored = Some(self.restore_stored(p)?);
             }
+            return match stored.as_ref().expect("made above") {
+                Stored::F32(v) => self.spmm_as_stored(p.g, p.side, v, x, y),
+                Stored::F16(vh) => self.spmm_half_values(p.g, p.side, vh, x, y),
+            };
+        }
+        // Values in CSR order are read as they are (never released: there is no other copy).
+        let v = match (&p.fixed.csr, stored.as_ref()) {
+            (Some(v), _) if self.order == ValueOrder::MeBcrs => v,
+            (_, Some(Stored::F32(v))) if self.order == ValueOrder::Csr => v,
+            _ => return Err(Error::Unsupported("spmm_fixed: no CSR-ordered copy of the values".into())),
         };
+        let h = p.g.side(p.side)?;
         match path {
-            FixedPath::Stored => self.spmm_stored(p.g, p.side, p.values, p.fixed.half.as_ref(), x, y),
-            FixedPath::CsrHalf => {
-                let (h, v) = (p.g.side(p.side)?, csr_values()?);
-                self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::Csr(v), FeaturesRef::F16(xh), y, Impl::Csr))
-            }
-            FixedPath::CsrF32 => {
-                let h = p.g.side(p.side)?;
-                spmm_device_values(&h, EdgeValues::Csr(csr_values()?), FeaturesRef::F32(x), y, Impl::Csr)
-            }
+            FixedPath::CsrHalf => self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::Csr(v), FeaturesRef::F16(xh), y, Impl::Csr)),
+            _ => spmm_device_values(&h, EdgeValues::Csr(v), FeaturesRef::F32(x), y, Impl::Csr),
         }
     }
 
-    /// A product with the backend's own kernel; `half`: the values' f16 copy where one was
-    /// made once ([`SpmmOp::fix`]), else (f16 on ME-BCRS order) cast into a scratch copy now.
-    fn spmm_stored(
+    /// The values the backend's own kernel reads, made again from the CSR-ordered copy (the
+    /// same bits as [`SpmmOp::fix`] made: the f16 scatter rounds as the cast does, slots
+    /// without an edge stay 0).
+    fn restore_stored(&self, p: &FixedProduct<'_>) -> Result<Stored> {
+        let csr = p
+            .fixed
+            .csr
+            .as_ref()
+            .ok_or_else(|| Error::Unsupported("spmm_fixed: fixed values released without a CSR-ordered copy".into()))?;
+        let h = p.g.side(p.side)?;
+        Ok(if self.half_kernel_order() {
+            let mut vh = DeviceVec::zeros(&self.gpu, p.fixed.len)?;
+            scatter_to_mebcrs(&h, csr, &mut vh)?;
+            Stored::F16(vh)
+        } else {
+            let mut v = DeviceVec::zeros(&self.gpu, p.fixed.len)?;
+            scatter_to_mebcrs(&h, csr, &mut v)?;
+            Stored::F32(v)
+        })
+    }
+
+    /// A product with the backend's own kernel on values passed per call (f16 on ME-BCRS
+    /// order: cast into a scratch copy first).
+    fn spmm_values(
         &self,
         g: &GpuGraph,
         side: Side,
         values: &DeviceVec<f32>,
-        half: Option<&DeviceVec<f16>>,
         x: &DeviceMatrix<f32>,
         y: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
         if !self.half_kernel_order() {
             return self.spmm_as_stored(g, side, values, x, y);
-        }
-        if let Some(vh) = half {
-            return self.spmm_half_values(g, side, vh, x, y);
         }
         // Values that change every step: cast into a scratch copy per product.
         let taken = self.half.lock().expect("f16 scratch poisoned").vecs.remove(&values.len());

@@ -31,7 +31,7 @@ pub fn sddmm_hp(g: &GraphHandle, a: &DeviceMatrix<f32>, b: &DeviceMatrix<f32>, o
             let m = g.device_csr_to_slot()?;
             // Edges fill only their own slots; the zeros inside blocks must read as zero.
             gpu.stream().memset_zeros(out.slice_mut()).map_err(|e| crate::Error::cuda("memset", e))?;
-            m.0.arg(gpu)
+            m.slots().arg(gpu)
         }
     };
     // DTP as for HP SpMM (InEq. 5), with K's term at 1: the SDDMM has no K split (a warp's lane

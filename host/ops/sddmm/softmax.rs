@@ -23,7 +23,7 @@ pub fn edge_softmax_device(g: &GraphHandle, values: &mut DeviceVec<f32>, order: 
         ValueOrder::Csr => Ptr::null(),
         ValueOrder::MeBcrs => {
             let m = g.device_csr_to_slot()?;
-            m.0.arg(gpu)
+            m.slots().arg(gpu)
         }
     };
     let n = g.csr().n_rows() as u32;

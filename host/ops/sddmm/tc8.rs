@@ -97,7 +97,8 @@ pub fn sddmm_tc8(g: &GraphHandle, a: FeaturesRef<'_>, b: FeaturesRef<'_>, out: &
         ld: ld as u32,
         win_ptr: m.win_ptr.arg(gpu),
         vec_col: m.vec_col.arg(gpu),
-        values: m.values.arg(gpu),
+        // Released only by whoever runs every product on this graph with values of its own.
+        values: m.with_values(|v| Ok(v.arg(gpu)))?,
         slot_to_csr,
         item_win: f.item_win.arg(gpu),
         item_v0: f.item_v0.arg(gpu),

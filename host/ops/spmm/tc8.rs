@@ -201,7 +201,8 @@ pub fn spmm_tc8_values<'y>(
     // The values the kernel reads: ME-BCRS slots in the features' storage type.
     let handle_f16;
     let values_ptr = match (values, x) {
-        (None, FeaturesRef::F32(_)) => m.values.ptr(gpu),
+        // Released only by whoever runs every product on this graph with values of its own.
+        (None, FeaturesRef::F32(_)) => m.with_values(|v| Ok(v.ptr(gpu)))?,
         (None, FeaturesRef::F16(_)) => {
             handle_f16 = g.device_mebcrs_f16()?;
             handle_f16.0.ptr(gpu)

@@ -249,13 +249,13 @@ impl<B: Ops + 'static> BoundGraphNet<B> {
         if p.capacity != self.capacity {
             return Err(Error::Shape(format!("a batch padded to {:?} for a net of {:?}", p.capacity, self.capacity)));
         }
-        let (graph, values, values_t) = self.encoder.adjacency().parts_mut();
+        let (graph, values, values_t) = self.encoder.adjacency().parts_mut()?;
         b.bind_edges(values, p.matrix.s.values())?;
         b.bind_edges(values_t, p.matrix.t.values())?;
         b.bind_graph(graph, &p.matrix)?;
         match &mut self.input {
             // Rebinding x would leave an f16 snapshot of it stale.
-            InputFeatures::DenseFused { half: Some(_), .. } | InputFeatures::Dense { half: Some(_), .. } => {
+            InputFeatures::DenseFused { half: Some(_), .. } | InputFeatures::Dense { half: Some(_), .. } | InputFeatures::Half { .. } => {
                 return Err(Error::Unsupported("a batch's features rebound into features stored in f16 as well".into()));
             }
             InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. } => b.bind_rows(x, &p.features)?,

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use tcgnn::nn::ModelConfig;
 use tcgnn::nn::input::HostFeatures;
-use tcgnn::sample::seed_blocks::NeighborSeedBlocks;
 use tcgnn::sample::PrefetchConfig;
+use tcgnn::sample::seed_blocks::NeighborSeedBlocks;
 use tcgnn::task::link::sampled::SampledLink;
 use tcgnn::task::link::split::LinkSplit;
 use tcgnn::{Error, Result};

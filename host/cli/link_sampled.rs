@@ -64,17 +64,28 @@ pub fn sampled(a: &TrainArgs, split: &LinkSplit, features: &HostFeatures, cfg: &
     if a.sample.sampler.is_none() {
         return Ok(None);
     }
-    let fanouts = a.sample.fanout.clone().unwrap_or_else(|| vec![DEFAULT_FANOUT; cfg.layers]);
+    let fanouts = fanouts(a, cfg);
     if fanouts.len() != cfg.layers {
         return Err(Error::Unsupported(format!("--fanout gives {} hops for {} layers: one per layer", fanouts.len(), cfg.layers)));
     }
     let graph = Arc::new(split.message_passing_graph()?);
-    let features = Arc::new(match features {
-        HostFeatures::Dense(m) => HostFeatures::Dense(m.clone()),
-        HostFeatures::Sparse(c) => HostFeatures::Sparse(c.clone()),
-    });
-    let blocks = NeighborSeedBlocks::new(graph, features, cfg.model, fanouts, seed)?;
+    // The workers gather each batch's rows from their own copy (the trainer keeps the dataset's).
+    let blocks = NeighborSeedBlocks::new(graph, Arc::new(features.clone()), cfg.model, fanouts, seed)?;
     let prefetch = PrefetchConfig { workers: a.sample.workers(), ahead: 1 };
     let batch = a.sample.batch_size.unwrap_or(DEFAULT_BATCH_SIZE);
     Ok(Some(SampledLink::new(Arc::new(blocks), cfg, a.link.embedding, batch, prefetch)?))
+}
+
+fn fanouts(a: &TrainArgs, cfg: &ModelConfig) -> Vec<i32> {
+    a.sample.fanout.clone().unwrap_or_else(|| vec![DEFAULT_FANOUT; cfg.layers])
+}
+
+/// The sampled run's settings in words (the table's second line).
+pub fn describe(a: &TrainArgs, cfg: &ModelConfig) -> String {
+    let f: Vec<String> = fanouts(a, cfg).iter().map(|k| k.to_string()).collect();
+    format!(
+        "link-neighbour sampled: {} seed edges a batch, fan-out {}, per-layer blocks with the full graph's normalisation",
+        a.sample.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
+        f.join(",")
+    )
 }

@@ -58,6 +58,8 @@ struct LinkRun {
     precision: String,
     seed: u64,
     setup_ms: f64,
+    /// Link-neighbour sampling's settings and per-batch sizes (`None`: full-graph epochs).
+    sampled: Option<String>,
     history: LinkHistory,
 }
 
@@ -200,8 +202,9 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
         None => trainer.fit(Vec::new(), a.epochs, &mut on_epoch)?,
     };
     bar.finish_and_clear();
+    let sampled = sampled.map(|s| format!("{}; {}", crate::cli::link_sampled::describe(a, &cfg), s.summary()));
     if let (Some(s), false) = (&sampled, a.quiet) {
-        eprintln!("{}", s.summary());
+        eprintln!("{s}");
     }
     if let (Some(path), Some((rec, weights))) = (&a.save, best) {
         let meta = ModelMeta {
@@ -245,6 +248,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
         precision,
         seed,
         setup_ms: trainer.setup_seconds * 1e3,
+        sampled,
         history,
     })
 }
@@ -265,6 +269,9 @@ fn print_table(runs: &[LinkRun]) {
         runs.len(),
         if r0.synthetic_features { " (random node features)" } else { "" }
     );
+    if let Some(s) = &r0.sampled {
+        println!("{}", s.split("; ").next().unwrap_or(s));
+    }
     let col = |f: &dyn Fn(&LinkHistory) -> f64| {
         let v: Vec<f64> = runs.iter().map(|r| 100.0 * f(&r.history)).collect();
         let (m, s) = mean_std(&v);

@@ -11,6 +11,7 @@ pub mod bench_train;
 pub mod demo;
 pub mod dist_train_cmd;
 pub mod graph_cmds;
+pub mod link_sampled;
 pub mod partition_cmd;
 pub mod predict_cmd;
 pub mod predict_link;

@@ -28,19 +28,22 @@ pub enum SamplerKind {
 
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct SampleArgs {
-    /// Train on sampled subgraphs instead of the full graph (evaluation stays exact, on the full graph).
+    /// Train on sampled subgraphs instead of the full graph (evaluation stays exact, on the full
+    /// graph). --task link takes neighbor: batches of training edges plus negatives, blocks
+    /// around their end points (PyG's LinkNeighborLoader).
     #[arg(long, value_enum)]
     pub sampler: Option<SamplerKind>,
     /// Roots (saint-rw), node draws (saint-node), edge draws (saint-edge) or train nodes
-    /// (neighbor) per batch. Default: max(1000, N/20) roots, 4000, 500, 512 (as
-    /// bench/pyg/sample.py).
+    /// (neighbor) per batch; with --task link, seed edges per batch. Default: max(1000, N/20)
+    /// roots, 4000, 500, 512 (as bench/pyg/sample.py); --task link 512.
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// Steps of each random walk (saint-rw).
     #[arg(long, default_value_t = 2)]
     pub walk_length: usize,
-    /// Neighbours per node per hop from the train nodes outwards, -1 = all (neighbor; default
-    /// 15,10 for two layers, else 10 per layer).
+    /// Neighbours per node per hop from the train nodes (--task link: the seed edges' end
+    /// points) outwards, -1 = all (neighbor; default 15,10 for two layers, else 10 per layer;
+    /// --task link 10 per layer, one hop per layer).
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub fanout: Option<Vec<i32>>,
     /// Neighbour sampling: run every layer on the union of the hops' edges, normalised as the

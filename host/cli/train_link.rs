@@ -58,6 +58,8 @@ struct LinkRun {
     precision: String,
     seed: u64,
     setup_ms: f64,
+    /// Link-neighbour sampling's settings and per-batch sizes (`None`: full-graph epochs).
+    sampled: Option<String>,
     history: LinkHistory,
 }
 
@@ -93,7 +95,6 @@ fn check_options(a: &TrainArgs) -> Result<()> {
     }
     let unsupported = [
         ("--partitions / --gpus / --world-size", a.dist.is_distributed()),
-        ("--sampler", a.sample.sampler.is_some()),
         ("--checkpoint", a.checkpoint.is_some()),
         ("--resume", a.resume.is_some()),
         ("--profile-ops", a.profile_ops),
@@ -101,6 +102,7 @@ fn check_options(a: &TrainArgs) -> Result<()> {
     if let Some((what, _)) = unsupported.iter().find(|u| u.1) {
         return Err(Error::Unsupported(format!("{what} is not available with --task link yet")));
     }
+    crate::cli::link_sampled::check(a)?;
     let l = &a.link;
     if !(l.neg_ratio.is_finite() && l.neg_ratio > 0.0 && l.neg_ratio <= 1000.0) {
         return Err(Error::Unsupported(format!("--neg-ratio {} must be a number in (0, 1000]", l.neg_ratio)));
@@ -185,16 +187,25 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
         ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} epochs {msg}").expect("static template").progress_chars("=> "),
     );
     bar.set_prefix(format!("{} {} link seed {seed}", data.name, cfg.model));
+    let mut sampled = crate::cli::link_sampled::sampled(a, &split, &data.features, &cfg, seed)?;
     let mut best: Option<(tcgnn::task::link::train::LinkEpoch, Vec<(String, Matrix)>)> = None;
-    let history = trainer.fit(Vec::new(), a.epochs, |t, e| {
+    let mut on_epoch = |t: &mut LinkTrainer<B>, e: &tcgnn::task::link::train::LinkEpoch| {
         bar.set_message(format!("loss {:.4} val AUC {:.4} test AUC {:.4}", e.loss, e.val.auc, e.test.auc));
         bar.inc(1);
         if a.save.is_some() && best.as_ref().is_none_or(|(b, _)| e.val.auc > b.val.auc) {
             best = Some((*e, t.weights()?));
         }
         Ok(Flow::Continue)
-    })?;
+    };
+    let history = match &mut sampled {
+        Some(s) => s.fit(&mut trainer, a.epochs, &mut on_epoch)?,
+        None => trainer.fit(Vec::new(), a.epochs, &mut on_epoch)?,
+    };
     bar.finish_and_clear();
+    let sampled = sampled.map(|s| format!("{}; {}", crate::cli::link_sampled::describe(a, &cfg), s.summary()));
+    if let (Some(s), false) = (&sampled, a.quiet) {
+        eprintln!("{s}");
+    }
     if let (Some(path), Some((rec, weights))) = (&a.save, best) {
         let meta = ModelMeta {
             model: cfg,
@@ -237,6 +248,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
         precision,
         seed,
         setup_ms: trainer.setup_seconds * 1e3,
+        sampled,
         history,
     })
 }
@@ -257,6 +269,9 @@ fn print_table(runs: &[LinkRun]) {
         runs.len(),
         if r0.synthetic_features { " (random node features)" } else { "" }
     );
+    if let Some(s) = &r0.sampled {
+        println!("{}", s.split("; ").next().unwrap_or(s));
+    }
     let col = |f: &dyn Fn(&LinkHistory) -> f64| {
         let v: Vec<f64> = runs.iter().map(|r| 100.0 * f(&r.history)).collect();
         let (m, s) = mean_std(&v);

@@ -21,6 +21,7 @@ pub mod param;
 pub mod predict;
 pub mod sage_conv;
 pub mod saved;
+pub mod seed_blocks;
 pub mod stack;
 pub mod train;
 

@@ -39,6 +39,7 @@ pub mod saint_edge;
 pub mod saint_node;
 pub mod saint_norm;
 pub mod saint_rw;
+pub mod seed_blocks;
 pub mod shuffle;
 pub mod stream;
 pub mod train;

@@ -410,3 +410,24 @@ pub fn default_graph_pooling(name: &str) -> crate::ops::nn::segment_pool::Poolin
     use crate::ops::nn::segment_pool::Pooling;
     if name == gin::INFO.name { Pooling::Sum } else { Pooling::Mean }
 }
+
+/// Swaps the parameters and buffers of two models of one config (names checked: a mismatch is
+/// a bug, reported rather than trained on).
+pub fn swap_state<B: Ops>(a: &mut dyn Model<B>, b: &mut dyn Model<B>) -> Result<()> {
+    let (mut pa, mut pb) = (a.params(), b.params());
+    if pa.len() != pb.len() || pa.iter().zip(&pb).any(|(x, y)| x.0 != y.0) {
+        return Err(Error::Unsupported("a batch's model has other parameters than the trained model".into()));
+    }
+    for ((_, x), (_, y)) in pa.iter_mut().zip(pb.iter_mut()) {
+        std::mem::swap(&mut **x, &mut **y);
+    }
+    drop((pa, pb));
+    let (mut ba, mut bb) = (a.buffers(), b.buffers());
+    if ba.len() != bb.len() || ba.iter().zip(&bb).any(|(x, y)| x.0 != y.0) {
+        return Err(Error::Unsupported("a batch's model has other buffers than the trained model".into()));
+    }
+    for ((_, x), (_, y)) in ba.iter_mut().zip(bb.iter_mut()) {
+        std::mem::swap(&mut **x, &mut **y);
+    }
+    Ok(())
+}

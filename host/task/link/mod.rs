@@ -15,5 +15,6 @@ pub mod decoder;
 pub mod metric;
 pub mod pairs;
 pub mod predict;
+pub mod sampled;
 pub mod split;
 pub mod train;

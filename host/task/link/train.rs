@@ -69,7 +69,7 @@ pub struct LinkHistory {
 }
 
 impl LinkHistory {
-    fn new(epochs: Vec<LinkEpoch>, seconds: f64, mut train_ms: Vec<f64>, mut eval_ms: Vec<f64>) -> Self {
+    pub(crate) fn new(epochs: Vec<LinkEpoch>, seconds: f64, mut train_ms: Vec<f64>, mut eval_ms: Vec<f64>) -> Self {
         let best = epochs.iter().fold(None::<&LinkEpoch>, |best, e| match best {
             Some(b) if b.val.auc >= e.val.auc => Some(b),
             _ => Some(e),
@@ -253,5 +253,17 @@ impl<B: Ops + 'static> LinkTrainer<B> {
             out.push((name, b.download(m)?));
         }
         Ok(out)
+    }
+
+    /// What the sampled loop (`sampled.rs`) trains and draws from.
+    pub(crate) fn sampled_parts(&mut self) -> crate::task::link::sampled::TrainerParts<'_, B> {
+        crate::task::link::sampled::TrainerParts {
+            net: &mut *self.net,
+            decoder: &mut self.decoder,
+            train_pos: &self.train_pos,
+            full: &self.full,
+            hyper: &self.hyper,
+            cfg: &self.cfg,
+        }
     }
 }

@@ -17,6 +17,7 @@ use crate::nn::param::Param;
 use crate::nn::train::Flow;
 use crate::ops::backend::{AdamHyper, Ops, Side};
 use crate::ops::nn::negative_sample::EMPTY;
+use crate::ops::nn::pair_dot::PairDotOp;
 use crate::shared::rng::negative_stream_key;
 use crate::task::link::decoder::{Decoder, DecoderKind};
 use crate::task::link::metric::LinkMetrics;
@@ -79,12 +80,23 @@ impl LinkHistory {
     }
 }
 
+/// Negative slots an epoch: `neg_ratio` per training edge, at least one.
+fn negative_count(train: usize, neg_ratio: f64) -> usize {
+    ((train as f64 * neg_ratio).round() as usize).max(1)
+}
+
 fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// The dot decoder's pair lists of a training step.
+struct DotPairs<B: Ops> {
+    pos: <B as PairDotOp>::Pairs,
+    neg: <B as PairDotOp>::Pairs,
 }
 
 pub struct LinkTrainer<B: Ops + 'static> {
@@ -98,6 +110,11 @@ pub struct LinkTrainer<B: Ops + 'static> {
     val: PairSet<B>,
     test: PairSet<B>,
     decoder: Decoder<B>,
+    /// The dot decoder's training pairs as symmetric pair patterns (`ops::nn::pair_dot`): the
+    /// training positives (built once) and the epoch's negatives (rebuilt on the backend every
+    /// epoch: nothing of a step goes through the host). `None` with the MLP decoder, which
+    /// scores a host-built `PairSet`.
+    dot_pairs: Option<DotPairs<B>>,
     dz: B::Mat,
     stats: B::Stats,
     hyper: AdamHyper,
@@ -137,6 +154,13 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         let test = PairSet::new(b, n, &split.test_pos, &split.test_neg)?;
         val.check_order(b)?;
         let hyper = AdamHyper { lr: cfg.lr, weight_decay: cfg.weight_decay, ..AdamHyper::default() };
+        let dot_pairs = match cfg.decoder {
+            DecoderKind::Dot => Some(DotPairs {
+                pos: b.pair_list(n, &split.train, true)?,
+                neg: b.negative_list(n, negative_count(split.train.len(), cfg.neg_ratio))?,
+            }),
+            DecoderKind::Mlp => None,
+        };
         let trainer = LinkTrainer {
             net,
             input,
@@ -146,6 +170,7 @@ impl<B: Ops + 'static> LinkTrainer<B> {
             val,
             test,
             decoder: Decoder::new(b, cfg.decoder, n, embedding, model.seed)?,
+            dot_pairs,
             dz: b.matrix(n, embedding)?,
             stats: b.stats()?,
             hyper,
@@ -161,10 +186,15 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         &self.backend
     }
 
+    /// Negative slots drawn an epoch.
+    pub fn negative_count(&self) -> usize {
+        negative_count(self.train_pos.len(), self.cfg.neg_ratio)
+    }
+
     /// The training negatives of `epoch` (0-based): empty slots and repeats dropped; returns
     /// them with the number dropped.
     pub fn negatives(&self, epoch: usize) -> Result<(Vec<Pair>, usize)> {
-        let count = ((self.train_pos.len() as f64 * self.cfg.neg_ratio).round() as usize).max(1);
+        let count = self.negative_count();
         let key = negative_stream_key(self.cfg.seed, epoch as u32);
         let mut negs = self.backend.negative_pairs(&self.full, key, count)?;
         negs.retain(|p| p[0] != EMPTY);
@@ -178,6 +208,13 @@ impl<B: Ops + 'static> LinkTrainer<B> {
     /// One training step on the training edges and `epoch`'s negatives; returns the loss and
     /// the negatives dropped.
     pub fn train_epoch(&mut self, epoch: usize) -> Result<(f64, usize)> {
+        if self.dot_pairs.is_some() {
+            self.step(epoch)?;
+            let b = &*self.backend;
+            let loss = b.read_stats(&self.stats)?.loss;
+            let pairs = self.dot_pairs.as_ref().expect("checked above");
+            return Ok((loss, self.negative_count() - b.pair_distinct(&pairs.neg)?));
+        }
         let (negs, dropped) = self.negatives(epoch)?;
         let b = self.backend.clone();
         let b = &*b;
@@ -194,6 +231,31 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         Param::adam_all(b, params, &self.hyper)?;
         let loss = b.read_stats(&self.stats)?.loss;
         Ok((loss, dropped))
+    }
+
+    /// The dot decoder's training step of `epoch`, enqueued only (the loss stays in the stats;
+    /// nothing is read back): the negatives drawn into their pattern on the backend, the
+    /// encoder's forward, the scores of both lists, the loss, the gradient of z through both
+    /// patterns, the encoder's backward and Adam. What `bench link` times.
+    pub fn step(&mut self, epoch: usize) -> Result<()> {
+        let count = self.negative_count();
+        let key = negative_stream_key(self.cfg.seed, epoch as u32);
+        let b = self.backend.clone();
+        let b = &*b;
+        let Some(p) = self.dot_pairs.as_mut() else {
+            return Err(Error::Unsupported("LinkTrainer::step is the dot decoder's step; the MLP decoder trains by train_epoch".into()));
+        };
+        b.negative_pattern(&self.full, key, count, &mut p.neg)?;
+        b.begin_step()?;
+        let z = self.net.forward(b, &mut self.input, true)?;
+        b.pair_dot(&mut p.pos, z)?;
+        b.pair_dot(&mut p.neg, z)?;
+        b.pair_bce(&mut p.pos, &mut p.neg, &mut self.stats)?;
+        b.pair_dot_backward(&p.pos, z, false, &mut self.dz)?;
+        b.pair_dot_backward(&p.neg, z, true, &mut self.dz)?;
+        self.net.backward(b, &self.input, &self.dz)?;
+        let params = self.net.params().into_iter().chain(self.decoder.params()).map(|(_, p)| p);
+        Param::adam_all(b, params, &self.hyper)
     }
 
     /// Scores of the validation and test pairs in evaluation mode, and their metrics.

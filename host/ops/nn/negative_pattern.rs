@@ -104,10 +104,7 @@ pub fn negative_pattern_device(full: &GpuGraph, key: u64, count: usize, out: &mu
         return Err(Error::Unsupported("negative_pattern: the pattern was not made for drawing (negative_pairs_device)".into()));
     };
     if count > s.count || n != out.n {
-        return Err(Error::Shape(format!(
-            "negative_pattern: {count} negatives on {n} nodes into room for {} on {} nodes",
-            s.count, out.n
-        )));
+        return Err(Error::Shape(format!("negative_pattern: {count} negatives on {n} nodes into room for {} on {} nodes", s.count, out.n)));
     }
     negative_sample_device(full, key, count, &mut s.slots)?;
     let st = g.stream();
@@ -148,7 +145,13 @@ impl<T: Real> NegativePatternOp for CpuBackend<T> {
     fn negative_list(&self, n: usize, _count: usize) -> Result<HostPairs<T>> {
         Ok(HostPairs::new(PairPattern::new(n, &[], -1.0)?))
     }
-    fn negative_pattern(&self, full: &crate::ops::backend::cpu::HostGraph<T>, key: u64, count: usize, out: &mut HostPairs<T>) -> Result<()> {
+    fn negative_pattern(
+        &self,
+        full: &crate::ops::backend::cpu::HostGraph<T>,
+        key: u64,
+        count: usize,
+        out: &mut HostPairs<T>,
+    ) -> Result<()> {
         *out = HostPairs::new(negative_pattern_cpu(&full.s, key, count)?);
         Ok(())
     }

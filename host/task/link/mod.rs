@@ -11,6 +11,7 @@
 //! - [`metric`]: ROC AUC and OGB's Hits@K;
 //! - [`train`]: the loop, best-validation weights kept.
 
+pub mod checkpoint;
 pub mod decoder;
 pub mod metric;
 pub mod pairs;

@@ -300,6 +300,57 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         Ok(LinkHistory::new(run, t0.elapsed().as_secs_f64(), train_ms, eval_ms))
     }
 
+    /// Every parameter (encoder's, then decoder's) with Adam's moments and the encoder's
+    /// buffers (`param.NAME`, `m.NAME`, `v.NAME`, `buffer.NAME`; downloaded) and the step
+    /// counter: what a checkpoint holds.
+    pub fn optimizer_state(&mut self) -> Result<(Vec<(String, Matrix)>, u32)> {
+        let b = self.backend.clone();
+        let mut out = Vec::new();
+        for (name, p) in self.net.params().into_iter().chain(self.decoder.params()) {
+            out.push((format!("param.{name}"), b.download(&p.value)?));
+            let [m, v] = p.moments();
+            out.push((format!("m.{name}"), b.download(m)?));
+            out.push((format!("v.{name}"), b.download(v)?));
+        }
+        for (name, m) in self.net.buffers() {
+            out.push((format!("buffer.{name}"), b.download(m)?));
+        }
+        Ok((out, b.steps()?))
+    }
+
+    /// Restores [`LinkTrainer::optimizer_state`]: every tensor by name and shape (a missing or
+    /// misshapen one is refused naming it) and the step counter.
+    pub fn load_optimizer_state(&mut self, state: &[(String, Matrix)], steps: u32) -> Result<()> {
+        let b = self.backend.clone();
+        let find = |name: &str, shape: (usize, usize)| -> Result<&Matrix> {
+            let m = state
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, m)| m)
+                .ok_or_else(|| Error::Unsupported(format!("the checkpoint has no tensor '{name}' (a checkpoint of another model?)")))?;
+            if (m.rows, m.cols) != shape {
+                return Err(Error::Unsupported(format!(
+                    "checkpoint tensor '{name}' is {} x {}, the model's {} x {}",
+                    m.rows, m.cols, shape.0, shape.1
+                )));
+            }
+            Ok(m)
+        };
+        for (name, p) in self.net.params().into_iter().chain(self.decoder.params()) {
+            let shape = B::shape(&p.value);
+            p.value = b.upload(find(&format!("param.{name}"), shape)?)?;
+            let (m, v) = (b.upload(find(&format!("m.{name}"), shape)?)?, b.upload(find(&format!("v.{name}"), shape)?)?);
+            let [pm, pv] = p.moments();
+            *pm = m;
+            *pv = v;
+        }
+        for (name, m) in self.net.buffers() {
+            let shape = B::shape(m);
+            *m = b.upload(find(&format!("buffer.{name}"), shape)?)?;
+        }
+        b.set_steps(steps)
+    }
+
     /// The encoder's and the decoder's parameters and the encoder's buffers by name
     /// (downloaded): what a saved model holds.
     pub fn weights(&mut self) -> Result<Vec<(String, Matrix)>> {

@@ -74,7 +74,9 @@ impl LinkCheckpoint {
         match f.metadata.get(FORMAT_KEY) {
             Some(t) if *t == want => {}
             Some(t) => {
-                return Err(bad(format!("a checkpoint of another task ({t}); --task link resumes one written by --task link --checkpoint")));
+                return Err(bad(format!(
+                    "a checkpoint of another task ({t}); --task link resumes one written by --task link --checkpoint"
+                )));
             }
             None => return Err(bad("no tcgnn format tag: not a checkpoint written by tcgnn".into())),
         }

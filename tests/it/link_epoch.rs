@@ -118,10 +118,11 @@ fn pair_dot_step_matches_the_pair_set_decoder() {
     // Both entries of a pair carry its score.
     let (pat, scores, _) = b.read_pairs(&p_pos).unwrap();
     for u in 0..n {
-        for e in pat.row_ptr[u] as usize..pat.row_ptr[u + 1] as usize {
-            let c = (pat.keys[e] >> 1) as usize;
+        let row = pat.row_ptr[u] as usize..pat.row_ptr[u + 1] as usize;
+        for (&key, &got) in pat.keys[row.clone()].iter().zip(&scores[row]) {
+            let c = (key >> 1) as usize;
             let want: f64 = (0..d).map(|k| z.data[u * d + k] as f64 * z.data[c * d + k] as f64).sum();
-            assert!((scores[e] - want).abs() < 1e-12, "entry ({u}, {c}): {} against {want}", scores[e]);
+            assert!((got - want).abs() < 1e-12, "entry ({u}, {c}): {got} against {want}");
         }
     }
 }

@@ -5,6 +5,7 @@
 //! bit for bit (GPU tests skip without one).
 
 use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
 
 use tcgnn::graph::Csr;
 use tcgnn::nn::{Backend, CpuBackend, CudaBackend, EdgeLayout};
@@ -205,6 +206,45 @@ fn gpu_negative_pattern_and_pair_dot_match_cpu() {
         let gd: Vec<f64> = got.data.iter().map(|&v| v as f64).collect();
         let e = rel64(&gd, &cdz.data);
         assert!(e < 1e-5, "n {n}: dz rel. error {e:.2e}");
+    }
+}
+
+#[test]
+fn gpu_link_epochs_match_cpu_with_the_device_pattern() {
+    // 60 nodes, ~150 training edges and 3 negatives per edge an epoch: repeats every epoch, so
+    // the device's repeat marks and its pair count (the loss's divisor) are in the comparison.
+    // The CPU half runs everywhere (it checks that premise); the GPU half skips without one.
+    let g = full_graph(60, 6, 12);
+    let split = tcgnn::task::link::split::LinkSplit::new(&g, 1).unwrap();
+    let mut rng = SplitMix64::new(8);
+    let x = tcgnn::nn::input::HostFeatures::Dense(Matrix::from_vec(60, 13, rng.vec_f32(60 * 13)).unwrap());
+    let lcfg = tcgnn::task::link::train::LinkConfig { seed: 6, neg_ratio: 3.0, ..Default::default() };
+    let cfg = |model: &str| tcgnn::nn::models::ModelConfig {
+        hidden: 16,
+        dropout: 0.0,
+        seed: 2,
+        ..tcgnn::nn::models::default_config(model).unwrap()
+    };
+    let epochs = |b: &mut dyn FnMut(usize) -> (f64, usize)| (0..4).map(&mut *b).collect::<Vec<_>>();
+    let mut wants = Vec::new();
+    for model in ["gcn", "sage"] {
+        let mut tc =
+            tcgnn::task::link::train::LinkTrainer::new(Arc::new(CpuBackend::<f64>::new()), &x, &split, &cfg(model), 8, &lcfg).unwrap();
+        let want = epochs(&mut |e| tc.train_epoch(e).unwrap());
+        assert!(want.iter().all(|w| w.1 > 0), "{model}: no repeat drawn in some epoch: the test tests less than it says");
+        wants.push((want, tc.evaluate().unwrap().0.auc));
+    }
+    let Some(gpu) = gpu_or_skip("gpu_link_epochs_match_cpu_with_the_device_pattern") else { return };
+    for (model, (want, want_auc)) in ["gcn", "sage"].into_iter().zip(wants) {
+        let cuda = CudaBackend::new(gpu.clone(), Precision::F32, Impl::Auto).unwrap().with_edge_layout(EdgeLayout::Csr);
+        let mut tg = tcgnn::task::link::train::LinkTrainer::new(Arc::new(cuda), &x, &split, &cfg(model), 8, &lcfg).unwrap();
+        let got = epochs(&mut |e| tg.train_epoch(e).unwrap());
+        for (e, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert_eq!(g.1, w.1, "{model} epoch {e}: {} negatives dropped on the GPU, {} on the CPU", g.1, w.1);
+            assert!((g.0 - w.0).abs() <= 1e-5 * w.0.abs(), "{model} epoch {e}: loss {} on the GPU, {} on the CPU", g.0, w.0);
+        }
+        let auc = tg.evaluate().unwrap().0.auc;
+        assert!((auc - want_auc).abs() < 1e-3, "{model}: validation AUC {auc} on the GPU, {want_auc} on the CPU");
     }
 }
 

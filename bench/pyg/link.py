@@ -274,6 +274,13 @@ def time_steps(kind, d, args, device, tf32, compiled):
         torch.backends.cuda.matmul.allow_tf32 = saved
 
 
+def write_json(path, result):
+    """`result` into `path` through a temporary name (never a half-written file)."""
+    tmp = Path(path + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    tmp.replace(path)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("graph", help="dataset name (TCGNN_DATASETS or ../shared/datasets) or .mtx[.gz] path")
@@ -331,6 +338,8 @@ def main():
             ok = {k: v["median_ms"] for k, v in rec["timing"].items() if "median_ms" in v}
             rec["fastest"] = min(ok, key=ok.get) if ok else None
         result["models"][kind] = rec
+        if args.out:
+            write_json(args.out, result)  # after every model: a run cut short keeps what it measured
         timing = " ".join(f"{k} {v.get('median_ms', float('nan')):.3f} ms" for k, v in rec.get("timing", {}).items())
         if not runs:
             print(f"{d['name']} {kind}: step {timing}", flush=True)
@@ -342,9 +351,7 @@ def main():
             flush=True,
         )
     if args.out:
-        tmp = Path(args.out + ".tmp")
-        tmp.write_text(json.dumps(result, indent=1))
-        tmp.replace(args.out)
+        write_json(args.out, result)
         print(f"wrote {args.out}")
 
 

@@ -5,7 +5,9 @@
 //! cross entropy with logits (mean over the pairs), and one Adam step; then scores the fixed
 //! validation and test pairs in evaluation mode. The run reports the test metrics of the epoch
 //! with the best validation AUC, whose weights it keeps. Generic over the backend: the same code
-//! on the CPU and the GPU.
+//! on the CPU and the GPU. With the dot decoder the training step keeps its pairs as symmetric
+//! pair patterns on the backend ([`LinkTrainer::step`]: the negatives drawn into theirs on the
+//! device, nothing read back); the MLP decoder builds each epoch's `PairSet` on the host.
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -113,6 +113,13 @@ fn check_options(a: &TrainArgs) -> Result<()> {
     if let Some(p) = &a.save {
         tcgnn::util::atomic::check_output_path(p)?;
     }
+    // Refused now, not after the first --checkpoint-every epochs of training.
+    if let Some(c) = &a.checkpoint
+        && c.exists()
+        && !c.is_dir()
+    {
+        return Err(Error::Unsupported(format!("--checkpoint {}: is a file, not a folder", c.display())));
+    }
     super::train_cmd::check_out_folder(a)?;
     link_config(a, 0)?;
     Ok(())

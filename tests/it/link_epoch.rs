@@ -335,6 +335,7 @@ fn link_resume_continues_the_uninterrupted_curve() {
     refuses(&dir, &with(&["--decoder", "mlp", "--epochs", "8", "--resume", "ck", "--lr", "0.02"]), "--resume continues a run");
     refuses(&dir, &with(&["--decoder", "mlp", "--epochs", "3", "--resume", "ck"]), "trained 4 epochs already");
     refuses(&dir, &with(&["--decoder", "mlp", "--epochs", "8", "--resume", "nowhere"]), "no checkpoint here");
+    refuses(&dir, &with(&["--epochs", "8", "--checkpoint", "g.mtx"]), "is a file, not a folder");
     succeeds(&dir, &["train", "g.mtx", "--device", "cpu", "--quiet", "--features", "8", "--epochs", "2", "--checkpoint", "node-ck"]);
     refuses(&dir, &with(&["--epochs", "8", "--resume", "node-ck"]), "another task");
     std::fs::remove_dir_all(&dir).ok();

@@ -22,7 +22,10 @@ Conventions (the same as tcgnn's, see host/task/link/):
   keeps torch.randn(n, --features) seeded with --data-seed. (With randn against tcgnn's
   uniform features pubmed's test AUC differed by 1.8 / 4.5 points, GCN / SAGE.)
 - step = negative sampling + forward + loss + backward + Adam, CUDA-event timed, median of
-  --steps (>= 20) after --warmup steps.
+  --steps (>= 20) after --warmup steps. `--timing-only` times the three configurations without
+  accuracy runs (ogbl-ddi, SBM 1M: `tcgnn bench link --pyg` reads the JSON's fastest figure);
+  a generated graph is read from the .mtx.gz (+ .npz features) `tcgnn gen` writes, the same
+  file `tcgnn bench link` trains on.
 
 Needs torch, torch_geometric and numpy only.
 """
@@ -271,6 +274,13 @@ def time_steps(kind, d, args, device, tf32, compiled):
         torch.backends.cuda.matmul.allow_tf32 = saved
 
 
+def write_json(path, result):
+    """`result` into `path` through a temporary name (never a half-written file)."""
+    tmp = Path(path + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    tmp.replace(path)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("graph", help="dataset name (TCGNN_DATASETS or ../shared/datasets) or .mtx[.gz] path")
@@ -290,14 +300,19 @@ def main():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--no-timing", action="store_true")
+    p.add_argument("--timing-only", action="store_true", help="only the step timing (no accuracy runs; --seeds ignored)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", help="JSON file to write")
     args = p.parse_args()
     if args.steps < 20 and not args.no_timing:
         p.error("--steps must be >= 20 (medians of at least 20 timed steps)")
+    if args.timing_only and args.no_timing:
+        p.error("--timing-only and --no-timing leave nothing to do")
     device = torch.device(args.device)
     d = setup(args, args.graph, device)
-    seeds = [int(s) for s in args.seeds.split(",") if s]
+    seeds = [] if args.timing_only else [int(s) for s in args.seeds.split(",") if s]
+    if not seeds and not args.timing_only:
+        p.error("--seeds is empty (use --timing-only for the step timing alone)")
     result = {
         "facts": d["facts"],
         "torch": torch.__version__,
@@ -312,7 +327,7 @@ def main():
         for part in ("val", "test"):
             for key in ["auc"] + [f"hits@{k}" for k in HITS_K]:
                 v = [100 * r[part][key] for r in runs]
-                rec[f"{part}_{key}_mean"] = statistics.fmean(v)
+                rec[f"{part}_{key}_mean"] = statistics.fmean(v) if v else None
                 rec[f"{part}_{key}_std"] = statistics.pstdev(v) if len(v) > 1 else 0.0
         if not args.no_timing:
             rec["timing"] = {
@@ -323,7 +338,12 @@ def main():
             ok = {k: v["median_ms"] for k, v in rec["timing"].items() if "median_ms" in v}
             rec["fastest"] = min(ok, key=ok.get) if ok else None
         result["models"][kind] = rec
+        if args.out:
+            write_json(args.out, result)  # after every model: a run cut short keeps what it measured
         timing = " ".join(f"{k} {v.get('median_ms', float('nan')):.3f} ms" for k, v in rec.get("timing", {}).items())
+        if not runs:
+            print(f"{d['name']} {kind}: step {timing}", flush=True)
+            continue
         print(
             f"{d['name']} {kind}: test AUC {rec['test_auc_mean']:.2f} ± {rec['test_auc_std']:.2f}, "
             f"Hits@20 {rec['test_hits@20_mean']:.2f}, Hits@50 {rec['test_hits@50_mean']:.2f}, Hits@100 {rec['test_hits@100_mean']:.2f} "
@@ -331,9 +351,7 @@ def main():
             flush=True,
         )
     if args.out:
-        tmp = Path(args.out + ".tmp")
-        tmp.write_text(json.dumps(result, indent=1))
-        tmp.replace(args.out)
+        write_json(args.out, result)
         print(f"wrote {args.out}")
 
 

@@ -39,6 +39,9 @@ pub enum BenchCmd {
     Attention(super::bench_attention::BenchAttentionArgs),
     /// HP SpMM on sampled batches: Dynamic Task Partition against fixed nonzeros per warp.
     Dtp(super::bench_dtp::BenchDtpArgs),
+    /// Link prediction's training step on the GPU (per encoder), with PyG's fastest
+    /// configuration of bench/pyg/link.py side by side.
+    Link(super::bench_link::BenchLinkArgs),
 }
 
 #[derive(clap::Args)]
@@ -97,6 +100,7 @@ pub fn run(a: &BenchArgs) -> tcgnn::Result<()> {
         BenchCmd::Sample(s) => super::bench_sample::run(s),
         BenchCmd::Attention(t) => super::bench_attention::run(t),
         BenchCmd::Dtp(d) => super::bench_dtp::run(d),
+        BenchCmd::Link(l) => super::bench_link::run(l),
     }
 }
 

@@ -5,6 +5,7 @@ pub mod bench_cmd;
 pub mod bench_dist;
 pub mod bench_dist_gpus;
 pub mod bench_dtp;
+pub mod bench_link;
 pub mod bench_sample;
 pub mod bench_setup;
 pub mod bench_train;

@@ -11,6 +11,7 @@ use tcgnn::nn::models::{ModelConfig, model_info};
 use tcgnn::nn::saved::ModelMeta;
 use tcgnn::nn::train::Flow;
 use tcgnn::nn::{CpuBackend, CudaBackend, EdgeLayout, Ops};
+use tcgnn::task::link::checkpoint::LinkCheckpoint;
 use tcgnn::task::link::decoder::DecoderKind;
 use tcgnn::task::link::metric::HITS_K;
 use tcgnn::task::link::predict::{LinkMeta, SavedLinkModel};
@@ -90,13 +91,16 @@ fn check_options(a: &TrainArgs) -> Result<()> {
     if a.seeds.is_empty() {
         return Err(Error::Unsupported("--seeds needs at least one seed".into()));
     }
-    if a.seeds.len() > 1 && a.save.is_some() {
-        return Err(Error::Unsupported("--save follows one run: give one seed".into()));
+    if a.seeds.len() > 1 && (a.save.is_some() || a.checkpoint.is_some() || a.resume.is_some()) {
+        return Err(Error::Unsupported("--save, --checkpoint and --resume follow one run: give one seed".into()));
+    }
+    if a.checkpoint_every == 0 {
+        return Err(Error::Unsupported("--checkpoint-every must be at least 1".into()));
     }
     let unsupported = [
         ("--partitions / --gpus / --world-size", a.dist.is_distributed()),
-        ("--checkpoint", a.checkpoint.is_some()),
-        ("--resume", a.resume.is_some()),
+        // The sampled loop keeps no optimizer state between runs (yet).
+        ("--checkpoint / --resume with --sampler", a.sample.sampler.is_some() && (a.checkpoint.is_some() || a.resume.is_some())),
         ("--profile-ops", a.profile_ops),
     ];
     if let Some((what, _)) = unsupported.iter().find(|u| u.1) {
@@ -113,6 +117,13 @@ fn check_options(a: &TrainArgs) -> Result<()> {
     if let Some(p) = &a.save {
         tcgnn::util::atomic::check_output_path(p)?;
     }
+    // Refused now, not after the first --checkpoint-every epochs of training.
+    if let Some(c) = &a.checkpoint
+        && c.exists()
+        && !c.is_dir()
+    {
+        return Err(Error::Unsupported(format!("--checkpoint {}: is a file, not a folder", c.display())));
+    }
     super::train_cmd::check_out_folder(a)?;
     link_config(a, 0)?;
     Ok(())
@@ -120,7 +131,7 @@ fn check_options(a: &TrainArgs) -> Result<()> {
 
 /// The encoder: the model's registry defaults with PyG's link_pred.py widths (hidden 128) and no
 /// dropout, unless given.
-fn encoder_config(a: &TrainArgs, seed: u64) -> Result<ModelConfig> {
+pub(crate) fn encoder_config(a: &TrainArgs, seed: u64) -> Result<ModelConfig> {
     let d = model_info(a.model)?.defaults;
     let cfg = ModelConfig {
         layers: a.layers.unwrap_or(d.layers),
@@ -138,7 +149,7 @@ fn encoder_config(a: &TrainArgs, seed: u64) -> Result<ModelConfig> {
 }
 
 /// Adam at lr 0.01 without weight decay (link_pred.py), unless given.
-fn link_config(a: &TrainArgs, seed: u64) -> Result<LinkConfig> {
+pub(crate) fn link_config(a: &TrainArgs, seed: u64) -> Result<LinkConfig> {
     let (lr, weight_decay) = (a.lr.unwrap_or(0.01), a.weight_decay.unwrap_or(0.0));
     if !(lr.is_finite() && lr > 0.0) {
         return Err(Error::Unsupported(format!("--lr {lr} must be a finite number > 0")));
@@ -150,7 +161,7 @@ fn link_config(a: &TrainArgs, seed: u64) -> Result<LinkConfig> {
 }
 
 /// The split of `graph`: read from --split-file when it exists, else made (and written there).
-fn split_for(a: &TrainArgs, graph: &tcgnn::graph::Csr) -> Result<LinkSplit> {
+pub(crate) fn split_for(a: &TrainArgs, graph: &tcgnn::graph::Csr) -> Result<LinkSplit> {
     match &a.link.split_file {
         Some(p) if p.exists() => {
             let s = LinkSplit::read(p, graph)?;
@@ -176,7 +187,18 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
     let cfg = encoder_config(a, seed)?;
     let lcfg = link_config(a, seed)?;
     let embedding = a.link.embedding;
+    let resumed = a.resume.as_deref().map(LinkCheckpoint::read).transpose()?;
+    if let (Some(c), Some(dir)) = (&resumed, &a.resume) {
+        check_resume(a, c, dir, &cfg, &lcfg, data.features.cols(), split.seed)?;
+    }
     let mut trainer = LinkTrainer::new(backend.clone(), &data.features, &split, &cfg, embedding, &lcfg)?;
+    let mut done = Vec::new();
+    let mut best: Option<(tcgnn::task::link::train::LinkEpoch, Vec<(String, Matrix)>)> = None;
+    if let Some(c) = resumed {
+        trainer.load_optimizer_state(&c.state, c.steps)?;
+        done = c.history;
+        best = c.best;
+    }
     let precision = if backend.describe().starts_with("cpu") {
         if a.f64 { "f64".to_string() } else { "f32".to_string() }
     } else {
@@ -187,19 +209,50 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
         ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} epochs {msg}").expect("static template").progress_chars("=> "),
     );
     bar.set_prefix(format!("{} {} link seed {seed}", data.name, cfg.model));
+    bar.set_position(done.len() as u64);
+    let meta = |rec: &tcgnn::task::link::train::LinkEpoch| ModelMeta {
+        model: cfg,
+        features: data.features.cols(),
+        classes: embedding,
+        raw_features: a.raw_features,
+        graph: data.name.clone(),
+        epoch: rec.epoch,
+        val_acc: rec.val.auc,
+        test_acc: rec.test.auc,
+        precision: precision.clone(),
+    };
+    let keep_best = a.save.is_some() || a.checkpoint.is_some();
+    let mut curve = done.clone();
     let mut sampled = crate::cli::link_sampled::sampled(a, &split, &data.features, &cfg, seed)?;
-    let mut best: Option<(tcgnn::task::link::train::LinkEpoch, Vec<(String, Matrix)>)> = None;
     let mut on_epoch = |t: &mut LinkTrainer<B>, e: &tcgnn::task::link::train::LinkEpoch| {
         bar.set_message(format!("loss {:.4} val AUC {:.4} test AUC {:.4}", e.loss, e.val.auc, e.test.auc));
         bar.inc(1);
-        if a.save.is_some() && best.as_ref().is_none_or(|(b, _)| e.val.auc > b.val.auc) {
+        curve.push(*e);
+        // The first epoch of the highest validation AUC, as the report picks it.
+        if keep_best && best.as_ref().is_none_or(|(b, _)| e.val.auc > b.val.auc) {
             best = Some((*e, t.weights()?));
+        }
+        if let Some(dir) = &a.checkpoint
+            && (e.epoch % a.checkpoint_every == 0 || e.epoch == a.epochs)
+        {
+            let (state, steps) = t.optimizer_state()?;
+            let link = LinkMeta { decoder: lcfg.decoder, split_seed: split.seed };
+            let ckpt = LinkCheckpoint {
+                meta: meta(e),
+                link: lcfg,
+                split_seed: link.split_seed,
+                steps,
+                history: curve.clone(),
+                state,
+                best: best.clone(),
+            };
+            ckpt.write(dir)?;
         }
         Ok(Flow::Continue)
     };
     let history = match &mut sampled {
         Some(s) => s.fit(&mut trainer, a.epochs, &mut on_epoch)?,
-        None => trainer.fit(Vec::new(), a.epochs, &mut on_epoch)?,
+        None => trainer.fit(done, a.epochs, &mut on_epoch)?,
     };
     bar.finish_and_clear();
     let sampled = sampled.map(|s| format!("{}; {}", crate::cli::link_sampled::describe(a, &cfg), s.summary()));
@@ -207,18 +260,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
         eprintln!("{s}");
     }
     if let (Some(path), Some((rec, weights))) = (&a.save, best) {
-        let meta = ModelMeta {
-            model: cfg,
-            features: data.features.cols(),
-            classes: embedding,
-            raw_features: a.raw_features,
-            graph: data.name.clone(),
-            epoch: rec.epoch,
-            val_acc: rec.val.auc,
-            test_acc: rec.test.auc,
-            precision: precision.clone(),
-        };
-        SavedLinkModel { meta, link: LinkMeta { decoder: lcfg.decoder, split_seed: split.seed }, weights }.write(path)?;
+        SavedLinkModel { meta: meta(&rec), link: LinkMeta { decoder: lcfg.decoder, split_seed: split.seed }, weights }.write(path)?;
         eprintln!(
             "saved the weights of epoch {} (validation AUC {:.4}, test AUC {:.4}) to {}",
             rec.epoch,
@@ -251,6 +293,46 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
         sampled,
         history,
     })
+}
+
+/// Refuses to resume `c` (read from `dir`) under settings other than its own: the same command
+/// plus `--resume` continues a run; anything else would be silently another run.
+fn check_resume(
+    a: &TrainArgs,
+    c: &LinkCheckpoint,
+    dir: &std::path::Path,
+    cfg: &ModelConfig,
+    lcfg: &LinkConfig,
+    features: usize,
+    split_seed: u64,
+) -> Result<()> {
+    let path = LinkCheckpoint::path(dir);
+    let bad = |msg: String| Error::BadFile {
+        path: path.clone(),
+        msg: format!("{msg}; --resume continues a run: give the options of the checkpointed run"),
+    };
+    if c.meta.model != *cfg {
+        return Err(bad(format!("the checkpoint's encoder is {:?}, this command's {:?}", c.meta.model, cfg)));
+    }
+    if c.link != *lcfg {
+        return Err(bad(format!("the checkpoint's link settings are {:?}, this command's {:?}", c.link, lcfg)));
+    }
+    if c.meta.classes != a.link.embedding || c.meta.features != features {
+        return Err(bad(format!(
+            "the checkpoint is of {} features -> embedding {}, this command's {features} -> {}",
+            c.meta.features, c.meta.classes, a.link.embedding
+        )));
+    }
+    if c.split_seed != split_seed {
+        return Err(bad(format!("the checkpoint trained on the split of seed {}, this command's is of seed {split_seed}", c.split_seed)));
+    }
+    if a.epochs <= c.meta.epoch {
+        return Err(bad(format!(
+            "--epochs {}: the checkpoint has trained {} epochs already (--epochs counts all of them)",
+            a.epochs, c.meta.epoch
+        )));
+    }
+    Ok(())
 }
 
 fn print_table(runs: &[LinkRun]) {

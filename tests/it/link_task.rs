@@ -435,7 +435,6 @@ fn link_cli_refuses_bad_input() {
     refuses(&dir, &["train", "empty.mtx", "--task", "link", "--device", "cpu", "--quiet"], "no edges");
     refuses(&dir, &train(&["--neg-ratio", "0"]), "--neg-ratio");
     refuses(&dir, &train(&["--embedding", "0"]), "--embedding");
-    refuses(&dir, &train(&["--checkpoint", "ck"]), "not available with --task link");
     // A split file of another graph.
     std::fs::write(dir.join("other.split"), "tcgnn-link-split 1\nnodes 5\nedges 1\nseed 0\n").unwrap();
     refuses(&dir, &train(&["--split-file", "other.split"]), "other.split:2");

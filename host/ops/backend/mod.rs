@@ -199,5 +199,7 @@ op_set!(
     crate::ops::nn::bce_logits::BceLogitsOp,
     crate::ops::nn::hadamard::HadamardOp,
     crate::ops::nn::negative_sample::NegativeSampleOp,
+    crate::ops::nn::pair_dot::PairDotOp,
+    crate::ops::nn::negative_pattern::NegativePatternOp,
     bind::BindOps,
 );

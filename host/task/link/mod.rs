@@ -9,8 +9,10 @@
 //!   list, or an MLP on their Hadamard product);
 //! - the loss: binary cross entropy with logits (`ops::nn::bce_logits`);
 //! - [`metric`]: ROC AUC and OGB's Hits@K;
-//! - [`train`]: the loop, best-validation weights kept.
+//! - [`train`]: the loop, best-validation weights kept;
+//! - [`checkpoint`]: `--checkpoint` / `--resume` of a run.
 
+pub mod checkpoint;
 pub mod decoder;
 pub mod metric;
 pub mod pairs;

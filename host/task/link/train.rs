@@ -5,7 +5,9 @@
 //! cross entropy with logits (mean over the pairs), and one Adam step; then scores the fixed
 //! validation and test pairs in evaluation mode. The run reports the test metrics of the epoch
 //! with the best validation AUC, whose weights it keeps. Generic over the backend: the same code
-//! on the CPU and the GPU.
+//! on the CPU and the GPU. With the dot decoder the training step keeps its pairs as symmetric
+//! pair patterns on the backend ([`LinkTrainer::step`]: the negatives drawn into theirs on the
+//! device, nothing read back); the MLP decoder builds each epoch's `PairSet` on the host.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,6 +19,7 @@ use crate::nn::param::Param;
 use crate::nn::train::Flow;
 use crate::ops::backend::{AdamHyper, Ops, Side};
 use crate::ops::nn::negative_sample::EMPTY;
+use crate::ops::nn::pair_dot::PairDotOp;
 use crate::shared::rng::negative_stream_key;
 use crate::task::link::decoder::{Decoder, DecoderKind};
 use crate::task::link::metric::LinkMetrics;
@@ -79,12 +82,23 @@ impl LinkHistory {
     }
 }
 
+/// Negative slots an epoch: `neg_ratio` per training edge, at least one.
+fn negative_count(train: usize, neg_ratio: f64) -> usize {
+    ((train as f64 * neg_ratio).round() as usize).max(1)
+}
+
 fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// The dot decoder's pair lists of a training step.
+struct DotPairs<B: Ops> {
+    pos: <B as PairDotOp>::Pairs,
+    neg: <B as PairDotOp>::Pairs,
 }
 
 pub struct LinkTrainer<B: Ops + 'static> {
@@ -98,6 +112,11 @@ pub struct LinkTrainer<B: Ops + 'static> {
     val: PairSet<B>,
     test: PairSet<B>,
     decoder: Decoder<B>,
+    /// The dot decoder's training pairs as symmetric pair patterns (`ops::nn::pair_dot`): the
+    /// training positives (built once) and the epoch's negatives (rebuilt on the backend every
+    /// epoch: nothing of a step goes through the host). `None` with the MLP decoder, which
+    /// scores a host-built `PairSet`.
+    dot_pairs: Option<DotPairs<B>>,
     dz: B::Mat,
     stats: B::Stats,
     hyper: AdamHyper,
@@ -137,6 +156,13 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         let test = PairSet::new(b, n, &split.test_pos, &split.test_neg)?;
         val.check_order(b)?;
         let hyper = AdamHyper { lr: cfg.lr, weight_decay: cfg.weight_decay, ..AdamHyper::default() };
+        let dot_pairs = match cfg.decoder {
+            DecoderKind::Dot => Some(DotPairs {
+                pos: b.pair_list(n, &split.train, true)?,
+                neg: b.negative_list(n, negative_count(split.train.len(), cfg.neg_ratio))?,
+            }),
+            DecoderKind::Mlp => None,
+        };
         let trainer = LinkTrainer {
             net,
             input,
@@ -146,6 +172,7 @@ impl<B: Ops + 'static> LinkTrainer<B> {
             val,
             test,
             decoder: Decoder::new(b, cfg.decoder, n, embedding, model.seed)?,
+            dot_pairs,
             dz: b.matrix(n, embedding)?,
             stats: b.stats()?,
             hyper,
@@ -161,10 +188,15 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         &self.backend
     }
 
+    /// Negative slots drawn an epoch.
+    pub fn negative_count(&self) -> usize {
+        negative_count(self.train_pos.len(), self.cfg.neg_ratio)
+    }
+
     /// The training negatives of `epoch` (0-based): empty slots and repeats dropped; returns
     /// them with the number dropped.
     pub fn negatives(&self, epoch: usize) -> Result<(Vec<Pair>, usize)> {
-        let count = ((self.train_pos.len() as f64 * self.cfg.neg_ratio).round() as usize).max(1);
+        let count = self.negative_count();
         let key = negative_stream_key(self.cfg.seed, epoch as u32);
         let mut negs = self.backend.negative_pairs(&self.full, key, count)?;
         negs.retain(|p| p[0] != EMPTY);
@@ -178,6 +210,13 @@ impl<B: Ops + 'static> LinkTrainer<B> {
     /// One training step on the training edges and `epoch`'s negatives; returns the loss and
     /// the negatives dropped.
     pub fn train_epoch(&mut self, epoch: usize) -> Result<(f64, usize)> {
+        if self.dot_pairs.is_some() {
+            self.step(epoch)?;
+            let b = &*self.backend;
+            let loss = b.read_stats(&self.stats)?.loss;
+            let pairs = self.dot_pairs.as_ref().expect("checked above");
+            return Ok((loss, self.negative_count() - b.pair_distinct(&pairs.neg)?));
+        }
         let (negs, dropped) = self.negatives(epoch)?;
         let b = self.backend.clone();
         let b = &*b;
@@ -194,6 +233,31 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         Param::adam_all(b, params, &self.hyper)?;
         let loss = b.read_stats(&self.stats)?.loss;
         Ok((loss, dropped))
+    }
+
+    /// The dot decoder's training step of `epoch`, enqueued only (the loss stays in the stats;
+    /// nothing is read back): the negatives drawn into their pattern on the backend, the
+    /// encoder's forward, the scores of both lists, the loss, the gradient of z through both
+    /// patterns, the encoder's backward and Adam. What `bench link` times.
+    pub fn step(&mut self, epoch: usize) -> Result<()> {
+        let count = self.negative_count();
+        let key = negative_stream_key(self.cfg.seed, epoch as u32);
+        let b = self.backend.clone();
+        let b = &*b;
+        let Some(p) = self.dot_pairs.as_mut() else {
+            return Err(Error::Unsupported("LinkTrainer::step is the dot decoder's step; the MLP decoder trains by train_epoch".into()));
+        };
+        b.negative_pattern(&self.full, key, count, &mut p.neg)?;
+        b.begin_step()?;
+        let z = self.net.forward(b, &mut self.input, true)?;
+        b.pair_dot(&mut p.pos, z)?;
+        b.pair_dot(&mut p.neg, z)?;
+        b.pair_bce(&mut p.pos, &mut p.neg, &mut self.stats)?;
+        b.pair_dot_backward(&p.pos, z, false, &mut self.dz)?;
+        b.pair_dot_backward(&p.neg, z, true, &mut self.dz)?;
+        self.net.backward(b, &self.input, &self.dz)?;
+        let params = self.net.params().into_iter().chain(self.decoder.params()).map(|(_, p)| p);
+        Param::adam_all(b, params, &self.hyper)
     }
 
     /// Scores of the validation and test pairs in evaluation mode, and their metrics.
@@ -236,6 +300,57 @@ impl<B: Ops + 'static> LinkTrainer<B> {
             }
         }
         Ok(LinkHistory::new(run, t0.elapsed().as_secs_f64(), train_ms, eval_ms))
+    }
+
+    /// Every parameter (encoder's, then decoder's) with Adam's moments and the encoder's
+    /// buffers (`param.NAME`, `m.NAME`, `v.NAME`, `buffer.NAME`; downloaded) and the step
+    /// counter: what a checkpoint holds.
+    pub fn optimizer_state(&mut self) -> Result<(Vec<(String, Matrix)>, u32)> {
+        let b = self.backend.clone();
+        let mut out = Vec::new();
+        for (name, p) in self.net.params().into_iter().chain(self.decoder.params()) {
+            out.push((format!("param.{name}"), b.download(&p.value)?));
+            let [m, v] = p.moments();
+            out.push((format!("m.{name}"), b.download(m)?));
+            out.push((format!("v.{name}"), b.download(v)?));
+        }
+        for (name, m) in self.net.buffers() {
+            out.push((format!("buffer.{name}"), b.download(m)?));
+        }
+        Ok((out, b.steps()?))
+    }
+
+    /// Restores [`LinkTrainer::optimizer_state`]: every tensor by name and shape (a missing or
+    /// misshapen one is refused naming it) and the step counter.
+    pub fn load_optimizer_state(&mut self, state: &[(String, Matrix)], steps: u32) -> Result<()> {
+        let b = self.backend.clone();
+        let find = |name: &str, shape: (usize, usize)| -> Result<&Matrix> {
+            let m = state
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, m)| m)
+                .ok_or_else(|| Error::Unsupported(format!("the checkpoint has no tensor '{name}' (a checkpoint of another model?)")))?;
+            if (m.rows, m.cols) != shape {
+                return Err(Error::Unsupported(format!(
+                    "checkpoint tensor '{name}' is {} x {}, the model's {} x {}",
+                    m.rows, m.cols, shape.0, shape.1
+                )));
+            }
+            Ok(m)
+        };
+        for (name, p) in self.net.params().into_iter().chain(self.decoder.params()) {
+            let shape = B::shape(&p.value);
+            p.value = b.upload(find(&format!("param.{name}"), shape)?)?;
+            let (m, v) = (b.upload(find(&format!("m.{name}"), shape)?)?, b.upload(find(&format!("v.{name}"), shape)?)?);
+            let [pm, pv] = p.moments();
+            *pm = m;
+            *pv = v;
+        }
+        for (name, m) in self.net.buffers() {
+            let shape = B::shape(m);
+            *m = b.upload(find(&format!("buffer.{name}"), shape)?)?;
+        }
+        b.set_steps(steps)
     }
 
     /// The encoder's and the decoder's parameters and the encoder's buffers by name

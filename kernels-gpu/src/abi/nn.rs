@@ -650,6 +650,67 @@ kernel_args! {
         pub out: PtrMut<u32>,
     }
 
+    /// An epoch's negatives into a symmetric pair pattern (`nn/negative_pattern.rs`); one
+    /// struct for its three kernels.
+    pub struct NegativePatternArgs {
+        /// Slots drawn (pairs in `slots`).
+        pub count: u32,
+        /// Rows (nodes).
+        pub n: u32,
+        /// `2 count` u32s: (u, v) a slot, `u32::MAX` twice for an empty one.
+        pub slots: Ptr<u32>,
+        /// `n` row counters: counted up by `count`, down by `fill`.
+        pub counts: PtrMut<u32>,
+        /// `n + 1` row offsets (the scan of the counts).
+        pub row_ptr: Ptr<u32>,
+        /// `2 count` entries: `col << 1 | end`.
+        pub keys: PtrMut<u32>,
+        /// Per entry: -1 (a negative) or 0 (a repeat).
+        pub targets: PtrMut<f32>,
+        /// Distinct pairs (one u32, zeroed by the launcher).
+        pub distinct: PtrMut<u32>,
+    }
+
+    /// scores[e] = z_row . z_col over a symmetric pair pattern (`nn/pair_dot.rs`).
+    pub struct PairDotArgs {
+        pub n: u32,
+        /// Columns of z and its stride.
+        pub d: u32,
+        pub ld: u32,
+        pub row_ptr: Ptr<u32>,
+        pub keys: Ptr<u32>,
+        pub z: Ptr<f32>,
+        pub scores: PtrMut<f32>,
+    }
+
+    /// The pair list's loss and its gradient, over the pairs of two lists.
+    pub struct PairBceArgs {
+        pub n: u32,
+        /// `n + 1` offsets: the entries are `row_ptr[n]` (read on the device).
+        pub row_ptr: Ptr<u32>,
+        pub scores: Ptr<f32>,
+        pub targets: Ptr<f32>,
+        /// The two lists' distinct pairs (one u32 each): the mean's divisor.
+        pub count_a: Ptr<u32>,
+        pub count_b: Ptr<u32>,
+        pub grad: PtrMut<f32>,
+        pub stats: PtrMut<f32>,
+    }
+
+    /// dz (= or +=) the gradient of z through a symmetric pair pattern.
+    pub struct PairDotBackwardArgs {
+        pub n: u32,
+        /// z's and dz's stride.
+        pub ld: u32,
+        pub row_ptr: Ptr<u32>,
+        pub keys: Ptr<u32>,
+        pub grad: Ptr<f32>,
+        pub z: Ptr<f32>,
+        /// 0: dz = the sum, else dz += it.
+        pub accumulate: u32,
+        pub dz: PtrMut<f32>,
+    }
+
     /// y = a ⊙ b over `n4` float4s.
     pub struct HadamardArgs {
         /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
@@ -721,6 +782,12 @@ kernels! {
     segment_mean_backward_f32(SegmentPoolBackwardArgs) = crate::nn::segment_pool::segment_pool_backward::<1>;
     segment_max_backward_f32(SegmentPoolBackwardArgs) = crate::nn::segment_pool::segment_pool_backward::<2>;
     negative_sample(NegativeSampleArgs) = crate::nn::negative_sample::negative_sample;
+    negative_pattern_count(NegativePatternArgs) = crate::nn::negative_pattern::count;
+    negative_pattern_fill(NegativePatternArgs) = crate::nn::negative_pattern::fill;
+    negative_pattern_sort(NegativePatternArgs) = crate::nn::negative_pattern::sort;
+    pair_dot_f32(PairDotArgs) = crate::nn::pair_dot::pair_dot;
+    pair_bce_f32(PairBceArgs) = crate::nn::pair_dot::pair_bce;
+    pair_dot_backward_f32(PairDotBackwardArgs) = crate::nn::pair_dot::pair_dot_backward;
     bce_logits_f32(BceLogitsArgs) = crate::nn::bce_logits::bce_logits;
     hadamard_f32(HadamardArgs) = crate::nn::hadamard::hadamard;
     batch_norm_sum_f32(BatchNormSumArgs) = crate::nn::batch_norm::batch_norm_sum;

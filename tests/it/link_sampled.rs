@@ -223,7 +223,11 @@ fn one_batch_with_every_neighbour_is_the_full_graph_step() {
         for epoch in 0..3 {
             let (want, _) = full.train_epoch(epoch).unwrap();
             let (got, _) = s.train_epoch(&mut t, epoch).unwrap();
-            assert!((got - want).abs() <= 1e-12 * want.abs(), "{model} {decoder:?} epoch {epoch}: sampled loss {got}, full-graph {want}");
+            // The full-graph dot step divides by the device's pair count in the backend's
+            // arithmetic; the sampled step passes 1 / len rounded to f32 (`bce_logits`' scale):
+            // the two means differ by that rounding alone (the MLP decoder's path shares it).
+            let tol = if decoder == DecoderKind::Dot { 2.0 * f32::EPSILON as f64 } else { 1e-12 };
+            assert!((got - want).abs() <= tol * want.abs(), "{model} {decoder:?} epoch {epoch}: sampled loss {got}, full-graph {want}");
         }
         for ((name, a), (_, b)) in t.weights().unwrap().iter().zip(&full.weights().unwrap()) {
             let bd: Vec<f64> = b.data.iter().map(|&v| v as f64).collect();

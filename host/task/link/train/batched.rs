@@ -20,8 +20,8 @@ fn shuffle<T>(v: &mut [T], rng: &mut SplitMix64) {
     }
 }
 
-/// Batch `i` of `count` items split into `batches` consecutive shares proportional to `of`
-/// positives out of `total`: items [lo, hi).
+/// The share of `count` items (the negatives) of batch `i`, whose positives are [i k, (i + 1) k)
+/// of `total`: consecutive ranges in proportion to the positives.
 fn share(i: usize, k: usize, total: usize, count: usize) -> std::ops::Range<usize> {
     let at = |p: usize| ((p.min(total) as u128 * count as u128) / total.max(1) as u128) as usize;
     at(i * k)..at((i + 1) * k)

@@ -185,10 +185,13 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         let t0 = Instant::now();
         let n = split.nodes;
         let input: NodeInput = input.into();
-        if let NodeInput::Features(f) = input
-            && f.rows() != n
-        {
-            return Err(Error::Shape(format!("link prediction: {} feature rows for {n} nodes", f.rows())));
+        match input {
+            NodeInput::Features(f) if f.rows() != n => {
+                return Err(Error::Shape(format!("link prediction: {} feature rows for {n} nodes", f.rows())));
+            }
+            // Refused before the model is built.
+            NodeInput::Learnable { width } => crate::nn::embedding::check_table(n, width)?,
+            NodeInput::Features(_) => {}
         }
         if cfg.batch_edges == Some(0) {
             return Err(Error::Unsupported("--batch-edges 0: a batch needs at least one training edge".into()));

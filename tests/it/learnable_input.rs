@@ -240,7 +240,11 @@ fn learnable_input_cli_saves_predicts_and_refuses() {
     assert!(lines.len() == 2 && lines.iter().all(|l| score(l).is_finite()), "{csv}");
     // A graph of another node count: the table has a row per node of the training graph.
     std::fs::write(dir.join("low.txt"), "0 1\n").unwrap();
-    refuses(&dir, &["predict", "m.safetensors", "small.mtx", "--device", "cpu", "--pairs", "low.txt", "--out", "t.csv"], "this graph has 30 nodes");
+    refuses(
+        &dir,
+        &["predict", "m.safetensors", "small.mtx", "--device", "cpu", "--pairs", "low.txt", "--out", "t.csv"],
+        "this graph has 30 nodes",
+    );
     refuses(&dir, &["train", "g.mtx", "--epochs", "1", "--device", "cpu", "--quiet", "--features", "learnable:8"], "--task link only");
     refuses(&dir, &with(&["--features", "learnable"]), "learnable:D");
     refuses(&dir, &with(&["--features", "learnable:0"]), "--features");

@@ -249,5 +249,7 @@ fn learnable_input_cli_saves_predicts_and_refuses() {
     refuses(&dir, &with(&["--features", "learnable"]), "learnable:D");
     refuses(&dir, &with(&["--features", "learnable:0"]), "--features");
     refuses(&dir, &with(&["--batch-edges", "0"]), "--batch-edges");
+    refuses(&dir, &with(&["--features", "learnable:8", "--sampler", "neighbor"]), "not available with --sampler neighbor");
+    refuses(&dir, &with(&["--batch-edges", "100", "--sampler", "neighbor"]), "--batch-size");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -279,7 +279,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
             best = Some((*e, t.weights()?));
         }
         if let Some(dir) = &a.checkpoint
-            && (e.epoch % a.checkpoint_every == 0 || e.epoch == a.epochs)
+            && (e.epoch.is_multiple_of(a.checkpoint_every) || e.epoch == a.epochs)
         {
             let (state, steps) = t.optimizer_state()?;
             let link = LinkMeta { decoder: lcfg.decoder, split_seed: split.seed };

@@ -1,12 +1,21 @@
 #!/usr/bin/env python3
 """PyTorch Geometric baseline for `tcgnn train GRAPH --task link`: link prediction as PyG's
 examples/link_pred.py, on the very split tcgnn trains on (its split file), with GCN and SAGE
-encoders and the dot-product decoder. Reports test ROC AUC and Hits@20/50/100 (OGB's rule) at
-the best-validation-AUC epoch over seeds, and the training step time in every configuration:
-eager, eager + TF32, torch.compile(model) + TF32 (compiled during the warm-up).
+encoders and the dot-product or MLP decoder. Reports test ROC AUC and Hits@20/50/100 (OGB's rule)
+at the best-validation epoch (by AUC, or by Hits@K as OGB: --best-by) over seeds, and the
+training step time in every configuration: eager, eager + TF32, torch.compile(model) + TF32
+(compiled during the warm-up).
 
     tcgnn train cora --task link --split-file cora.split --epochs 1      # writes the split once
     python3 bench/pyg/link.py cora --split-file cora.split --model gcn sage --seeds 0,1,2,3,4 --out pyg-link.json
+
+OGB's ogbl-ddi protocol (examples/linkproppred/ddi/gnn.py, SAGE) as `tcgnn train ogbl-ddi
+--task link --features learnable:256 --hidden 256 --embedding 256 --dropout 0.5 --lr 0.005
+--decoder mlp --batch-edges 65536 --best-by hits20` runs it:
+
+    python3 bench/pyg/link.py ogbl-ddi --split-file ddi.split --model sage --features learnable:256 \
+        --hidden 256 --embedding 256 --dropout 0.5 --lr 0.005 --decoder mlp --batch-edges 65536 \
+        --best-by hits20 --epochs 200 --seeds 0 --out pyg-ddi.json
 
 Conventions (the same as tcgnn's, see host/task/link/):
 - the encoder runs on the split's training edges in both directions (the message-passing graph);
@@ -14,6 +23,18 @@ Conventions (the same as tcgnn's, see host/task/link/):
   (torch_geometric.utils.negative_sampling on all split edges, both directions);
 - loss: binary cross entropy with logits, mean over the positives and negatives; Adam lr 0.01,
   no weight decay, no dropout; encoder 2 layers, hidden 128, output 64 (link_pred.py);
+- --dropout p: tcgnn's stack, x -> dropout -> conv -> ReLU -> dropout -> ... -> conv, except that
+  a learnable input is not dropped (OGB's baselines drop between layers only);
+- --decoder mlp: Linear(d, d) -> ReLU -> Linear(d, 1) on z_u * z_v (torch's default init), no
+  dropout (tcgnn's `--decoder mlp`; OGB's predictor has 3 layers and dropout);
+- --features learnable:D: torch.nn.Embedding(n, D) with xavier_uniform_ init as the encoder's
+  input, trained by the same Adam (OGB's ddi baseline; tcgnn's `--features learnable:D`);
+- --batch-edges K: an epoch is ceil(len(train) / K) optimiser steps on the training edges
+  permuted, each with len(batch) fresh negatives and the encoder recomputed (OGB's DataLoader
+  over the training edges, batch 64 * 1024 on ddi); timing then times one such step and reports
+  the epoch as the measured wall time of the accuracy runs' training epochs too;
+- --best-by: the validation metric that picks the reported epoch (auc, or hits20 as OGB's ddi
+  leaderboard);
 - validation and test pairs (positives and fixed negatives) from the split file;
 - node features: NAME.npz's x (rows scaled to sum 1, as PyG's NormalizeFeatures), else by
   default the very matrix tcgnn draws for a featureless graph (`--random-features tcgnn`: its
@@ -105,18 +126,63 @@ def tcgnn_random_features(n, f, run_seed):
 
 
 class Encoder(torch.nn.Module):
-    def __init__(self, kind, fin, hidden, out):
+    """tcgnn's stack: [dropout] -> conv -> ReLU -> dropout -> ... -> conv (input dropout only on
+    node features: `drop_input`)."""
+
+    def __init__(self, kind, fin, hidden, out, layers=2, dropout=0.0, drop_input=True):
         super().__init__()
         conv = {"gcn": GCNConv, "sage": SAGEConv}[kind]
-        self.conv1 = conv(fin, hidden)
-        self.conv2 = conv(hidden, out)
+        widths = [fin] + [hidden] * (layers - 1) + [out]
+        self.convs = torch.nn.ModuleList([conv(a, b) for a, b in zip(widths[:-1], widths[1:])])
+        self.dropout, self.drop_input = dropout, drop_input
 
     def forward(self, x, edge_index):
-        return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
+        p = self.dropout
+        if self.drop_input and p > 0:
+            x = torch.nn.functional.dropout(x, p, self.training)
+        for conv in self.convs[:-1]:
+            x = conv(x, edge_index).relu()
+            if p > 0:
+                x = torch.nn.functional.dropout(x, p, self.training)
+        return self.convs[-1](x, edge_index)
 
 
-def decode(z, pairs):
+class MlpDecoder(torch.nn.Module):
+    """tcgnn's `--decoder mlp`: Linear(d, d) -> ReLU -> Linear(d, 1) on z_u * z_v."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.lin1, self.lin2 = torch.nn.Linear(d, d), torch.nn.Linear(d, 1)
+
+    def forward(self, z, pairs):
+        return self.lin2(self.lin1(z[pairs[0]] * z[pairs[1]]).relu()).squeeze(-1)
+
+
+def dot_decode(z, pairs):
     return (z[pairs[0]] * z[pairs[1]]).sum(dim=-1)
+
+
+class Net(torch.nn.Module):
+    """Input (node features, or a learnable embedding table), encoder, decoder: every trained
+    parameter in one module, so one Adam steps them all."""
+
+    def __init__(self, kind, d, args):
+        super().__init__()
+        if args.learnable:
+            self.emb = torch.nn.Embedding(d["n"], args.learnable)
+            torch.nn.init.xavier_uniform_(self.emb.weight)
+            fin = args.learnable
+        else:
+            self.emb, fin = None, d["x"].size(1)
+        self.encoder = Encoder(kind, fin, args.hidden, args.embedding, args.layers, args.dropout, drop_input=self.emb is None)
+        self.decoder = MlpDecoder(args.embedding) if args.decoder == "mlp" else None
+        self.x = d["x"]
+
+    def encode(self, mp):
+        return self.encoder(self.emb.weight if self.emb is not None else self.x, mp)
+
+    def decode(self, z, pairs):
+        return self.decoder(z, pairs) if self.decoder is not None else dot_decode(z, pairs)
 
 
 def roc_auc(pos, neg):
@@ -152,7 +218,9 @@ def setup(args, graph_arg, device):
     name, mtx, npz = resolve_graph(graph_arg)
     n, n_cols, rows, cols, _ = read_mtx(mtx)
     split = read_split(args.split_file, n)
-    if npz is not None and not args.synthetic:
+    if args.learnable:
+        x, features = None, f"learnable torch.nn.Embedding(n, {args.learnable}), xavier_uniform_"
+    elif npz is not None and not args.synthetic:
         z = np.load(npz)
         if "x" in z.files:
             x = np.asarray(z["x"], dtype=np.float32)
@@ -181,6 +249,7 @@ def setup(args, graph_arg, device):
         "x": None if x is None else torch.as_tensor(x, device=device),
         "features": args.features,
         "device": device,
+        "learnable": args.learnable,
         "mp": mp,
         "full": full,
         "train": train,
@@ -191,48 +260,82 @@ def setup(args, graph_arg, device):
     return d
 
 
-def train_step(model, opt, d):
-    model.train()
+def train_step(net, opt, d, pos=None):
+    """One optimiser step on the positives `pos` (default: every training edge) and as many
+    fresh negatives; the encoder recomputed on the whole message-passing graph."""
+    pos = d["train"] if pos is None else pos
+    net.train()
     opt.zero_grad()
-    z = model(d["x"], d["mp"])
-    neg = negative_sampling(d["full"], num_nodes=d["n"], num_neg_samples=d["train"].size(1), method="sparse")
-    pairs = torch.cat([d["train"], neg], dim=1)
-    label = torch.cat([torch.ones(d["train"].size(1), device=z.device), torch.zeros(neg.size(1), device=z.device)])
-    loss = torch.nn.functional.binary_cross_entropy_with_logits(decode(z, pairs), label)
+    z = net.encode(d["mp"])
+    neg = negative_sampling(d["full"], num_nodes=d["n"], num_neg_samples=pos.size(1), method="sparse")
+    pairs = torch.cat([pos, neg], dim=1)
+    label = torch.cat([torch.ones(pos.size(1), device=z.device), torch.zeros(neg.size(1), device=z.device)])
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(net.decode(z, pairs), label)
     loss.backward()
     opt.step()
     return loss
 
 
+def train_epoch(net, opt, d, batch_edges):
+    """One epoch: one step on every training edge, or (--batch-edges K) one step per K of them,
+    permuted; returns the mean loss over the steps' pairs."""
+    m = d["train"].size(1)
+    if not batch_edges:
+        return float(train_step(net, opt, d))
+    perm = torch.randperm(m, device=d["train"].device)
+    total, count = 0.0, 0
+    for lo in range(0, m, batch_edges):
+        idx = perm[lo : lo + batch_edges]
+        total += float(train_step(net, opt, d, d["train"][:, idx])) * len(idx)
+        count += len(idx)
+    return total / count
+
+
 @torch.no_grad()
-def evaluate(model, d):
-    model.eval()
-    z = model(d["x"], d["mp"])
+def evaluate(net, d):
+    net.eval()
+    z = net.encode(d["mp"])
     out = []
     for pos, neg in (d["val"], d["test"]):
-        out.append(metrics(decode(z, pos).cpu().numpy(), decode(z, neg).cpu().numpy()))
+        out.append(metrics(net.decode(z, pos).cpu().numpy(), net.decode(z, neg).cpu().numpy()))
     return out
 
 
 def features_for(d, seed):
     """The setup with the node features of the run with `seed` (tcgnn's random features
-    depend on it; file features and randn do not)."""
-    if d["x"] is not None:
+    depend on it; file features and randn do not; a learnable input has none)."""
+    if d["x"] is not None or d["learnable"]:
         return d
     return {**d, "x": torch.as_tensor(tcgnn_random_features(d["n"], d["features"], seed), device=d["device"])}
+
+
+def best_key(args):
+    return {"auc": "auc", "hits20": "hits@20", "hits50": "hits@50", "hits100": "hits@100"}[args.best_by]
 
 
 def accuracy_run(kind, d, seed, args, device):
     d = features_for(d, seed)
     torch.manual_seed(seed)
-    model = Encoder(kind, d["x"].size(1), args.hidden, args.embedding).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    best = None
+    net = Net(kind, d, args).to(device)
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr)
+    key = best_key(args)
+    best, epoch_s, curve = None, [], []
     for epoch in range(1, args.epochs + 1):
-        loss = float(train_step(model, opt, d))
-        val, test = evaluate(model, d)
-        if best is None or val["auc"] > best["val"]["auc"]:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        loss = train_epoch(net, opt, d, args.batch_edges)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        epoch_s.append(time.perf_counter() - t)
+        val, test = evaluate(net, d)
+        curve.append({"epoch": epoch, "loss": loss, "val_hits@20": val["hits@20"], "val_auc": val["auc"], "test_hits@20": test["hits@20"]})
+        if best is None or val[key] > best["val"][key]:
             best = {"epoch": epoch, "loss": loss, "val": val, "test": test}
+        if args.verbose:
+            print(f"  seed {seed} epoch {epoch}: loss {loss:.4f} val AUC {val['auc']:.4f} val Hits@20 {val['hits@20']:.4f} test Hits@20 {test['hits@20']:.4f} ({epoch_s[-1]:.2f} s)", flush=True)
+    best["train_epoch_s_median"] = statistics.median(epoch_s)
+    best["curve"] = curve
     return best
 
 
@@ -243,13 +346,15 @@ def time_steps(kind, d, args, device, tf32, compiled):
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     try:
-        model = Encoder(kind, d["x"].size(1), args.hidden, args.embedding).to(device)
+        net = Net(kind, d, args).to(device)
         if compiled:
-            model = torch.compile(model)
-        opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+            net.encoder = torch.compile(net.encoder)
+        opt = torch.optim.Adam(net.parameters(), lr=args.lr)
+        # One optimiser step: on every training edge, or on a batch of --batch-edges of them.
+        pos = d["train"][:, : args.batch_edges] if args.batch_edges else None
         t0 = time.perf_counter()
         for _ in range(args.warmup):
-            train_step(model, opt, d)
+            train_step(net, opt, d, pos)
         if device.type == "cuda":
             torch.cuda.synchronize()
         warm_s = time.perf_counter() - t0
@@ -259,15 +364,24 @@ def time_steps(kind, d, args, device, tf32, compiled):
                 torch.cuda.synchronize()
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 a.record()
-                train_step(model, opt, d)
+                train_step(net, opt, d, pos)
                 b.record()
                 b.synchronize()
                 ms.append(a.elapsed_time(b))
             else:
                 t = time.perf_counter()
-                train_step(model, opt, d)
+                train_step(net, opt, d, pos)
                 ms.append((time.perf_counter() - t) * 1e3)
-        return {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms), "steps": len(ms), "warmup_s": warm_s}
+        steps = -(-d["train"].size(1) // args.batch_edges) if args.batch_edges else 1
+        return {
+            "median_ms": statistics.median(ms),
+            "min_ms": min(ms),
+            "max_ms": max(ms),
+            "steps": len(ms),
+            "warmup_s": warm_s,
+            "steps_per_epoch": steps,
+            "epoch_ms": steps * statistics.median(ms),
+        }
     except Exception as e:  # a configuration that cannot run here is recorded, not fatal
         return {"error": f"{type(e).__name__}: {e}"}
     finally:
@@ -291,10 +405,16 @@ def main():
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--embedding", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--features", type=int, default=64, help="random feature width for graphs without node data")
+    p.add_argument("--features", default="64", help="random feature width for graphs without node data, or learnable:D (an embedding table)")
     p.add_argument("--random-features", choices=["tcgnn", "randn"], default="tcgnn",
                    help="for graphs without node data: tcgnn's own matrix per run seed (default) or torch.randn seeded with --data-seed")
     p.add_argument("--data-seed", type=int, default=0, help="seeds --random-features randn")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--decoder", choices=["dot", "mlp"], default="dot")
+    p.add_argument("--batch-edges", type=int, default=None, help="training edges per optimiser step (default: all, one step an epoch)")
+    p.add_argument("--best-by", choices=["auc", "hits20", "hits50", "hits100"], default="auc")
+    p.add_argument("--verbose", action="store_true", help="print every epoch of the accuracy runs")
     p.add_argument("--synthetic", action="store_true", help="random features even where NAME.npz exists")
     p.add_argument("--no-feature-norm", action="store_true")
     p.add_argument("--warmup", type=int, default=10)
@@ -308,6 +428,24 @@ def main():
         p.error("--steps must be >= 20 (medians of at least 20 timed steps)")
     if args.timing_only and args.no_timing:
         p.error("--timing-only and --no-timing leave nothing to do")
+    args.learnable = None
+    if args.features.startswith("learnable:"):
+        try:
+            args.learnable = int(args.features[len("learnable:") :])
+        except ValueError:
+            p.error(f"--features {args.features}: learnable:D with D a width")
+        if args.learnable < 1:
+            p.error("--features learnable:D needs D >= 1")
+        args.features = args.learnable
+    else:
+        try:
+            args.features = int(args.features)
+        except ValueError:
+            p.error(f"--features {args.features}: a width, or learnable:D")
+    if args.batch_edges is not None and args.batch_edges < 1:
+        p.error("--batch-edges must be >= 1")
+    if args.layers < 1 or not 0.0 <= args.dropout < 1.0:
+        p.error("--layers >= 1 and --dropout in [0, 1)")
     device = torch.device(args.device)
     d = setup(args, args.graph, device)
     seeds = [] if args.timing_only else [int(s) for s in args.seeds.split(",") if s]
@@ -318,12 +456,15 @@ def main():
         "torch": torch.__version__,
         "torch_geometric": torch_geometric.__version__,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
-        "config": {k: getattr(args, k) for k in ("epochs", "hidden", "embedding", "lr", "warmup", "steps")},
+        "config": {
+            k: getattr(args, k)
+            for k in ("epochs", "layers", "hidden", "embedding", "lr", "dropout", "decoder", "batch_edges", "best_by", "learnable", "warmup", "steps")
+        },
         "models": {},
     }
     for kind in args.model:
         runs = [accuracy_run(kind, d, s, args, device) for s in seeds]
-        rec = {"runs": runs}
+        rec = {"runs": runs, "train_epoch_s_median": statistics.median(r["train_epoch_s_median"] for r in runs) if runs else None}
         for part in ("val", "test"):
             for key in ["auc"] + [f"hits@{k}" for k in HITS_K]:
                 v = [100 * r[part][key] for r in runs]
@@ -346,8 +487,9 @@ def main():
             continue
         print(
             f"{d['name']} {kind}: test AUC {rec['test_auc_mean']:.2f} ± {rec['test_auc_std']:.2f}, "
-            f"Hits@20 {rec['test_hits@20_mean']:.2f}, Hits@50 {rec['test_hits@50_mean']:.2f}, Hits@100 {rec['test_hits@100_mean']:.2f} "
-            f"({len(seeds)} seeds); step {timing}",
+            f"Hits@20 {rec['test_hits@20_mean']:.2f} ± {rec['test_hits@20_std']:.2f}, Hits@50 {rec['test_hits@50_mean']:.2f}, "
+            f"Hits@100 {rec['test_hits@100_mean']:.2f} ({len(seeds)} seeds, best by validation {args.best_by}, "
+            f"epochs {[r['epoch'] for r in runs]}); training epoch {rec['train_epoch_s_median']:.3f} s; step {timing}",
             flush=True,
         )
     if args.out:

@@ -158,7 +158,7 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
     for graph in &graphs {
         for &model in &a.models {
             let mut args = TrainArgs::for_graph(graph);
-            (args.model, args.features, args.quiet) = (model, Some(a.features), true);
+            (args.model, args.features, args.quiet) = (model, Some(a.features.into()), true);
             let data = load_dataset(&args, 0)?;
             let (cfg, tcfg) = (model_config(&args, 0)?, train_config(&args)?);
             for &parts in &a.parts {

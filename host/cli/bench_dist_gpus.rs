@@ -74,7 +74,7 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
     for graph in &graphs(a, true) {
         // One graph, one partition for every model (METIS on 10M nodes takes minutes).
         let mut args = TrainArgs::for_graph(graph);
-        (args.features, args.quiet) = (Some(a.features), true);
+        (args.features, args.quiet) = (Some(a.features.into()), true);
         let data = load_dataset(&args, 0)?;
         let p = Partition::new(&data.graph, world, pm)?;
         same_partition_everywhere(&*comm, &p)?;

@@ -99,7 +99,7 @@ pub fn run(a: &BenchLinkArgs) -> Result<()> {
     let gpu = Gpu::probe()?;
     let mut rows = Vec::new();
     for graph in &a.graphs {
-        let mut args = TrainArgs { features: Some(a.features), quiet: true, hidden: Some(a.hidden), ..TrainArgs::for_graph(graph) };
+        let mut args = TrainArgs { features: Some(a.features.into()), quiet: true, hidden: Some(a.hidden), ..TrainArgs::for_graph(graph) };
         args.link.embedding = a.embedding;
         let data = match load_dataset(&args, 0) {
             Ok(d) => d,

@@ -63,7 +63,7 @@ struct SetupReport {
 pub fn run(a: &BenchSetupArgs) -> tcgnn::Result<()> {
     let gpu = Gpu::probe()?;
     let mut ta = TrainArgs::for_graph(&a.graph);
-    ta.features = Some(a.features);
+    ta.features = Some(a.features.into());
     ta.classes = Some(a.classes);
     ta.precision = a.precision;
     ta.model = tcgnn::nn::models::model_info(&a.model)?.name;

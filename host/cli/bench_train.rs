@@ -302,7 +302,7 @@ fn train_args(a: &BenchTrainArgs, graph: &str) -> TrainArgs {
     TrainArgs {
         device: super::train_cmd::Device::Gpu,
         seeds: a.seeds.clone(),
-        features: Some(a.features),
+        features: Some(a.features.into()),
         quiet: true,
         ..TrainArgs::for_graph(graph)
     }

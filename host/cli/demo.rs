@@ -33,7 +33,8 @@ impl Default for DemoArgs {
 
 pub fn run(a: &DemoArgs) -> tcgnn::Result<()> {
     println!("tcgnn demo 1/2: GCN 2x16 trained on a generated stochastic block model (20,000 nodes, 8 classes)");
-    let train = super::train_cmd::TrainArgs { epochs: 100, features: Some(32), ..super::train_cmd::TrainArgs::for_graph("sbm:20000:8:10") };
+    let train =
+        super::train_cmd::TrainArgs { epochs: 100, features: Some(32.into()), ..super::train_cmd::TrainArgs::for_graph("sbm:20000:8:10") };
     super::train_cmd::run(&train)?;
     println!();
     print!("tcgnn demo 2/2: ");

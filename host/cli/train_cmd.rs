@@ -88,8 +88,10 @@ pub struct TrainArgs {
     pub npz: Option<PathBuf>,
     /// Width of synthetic features (graphs without node data, and sbm:; default 500). Refused
     /// where it contradicts the graph's node data (a .npz fixes the features).
+    /// `learnable:D` (--task link): a learnable D-wide input per node instead, trained with the
+    /// model (OGB's torch.nn.Embedding baselines; xavier-uniform from the seed; saved with --save).
     #[arg(long)]
-    pub features: Option<usize>,
+    pub features: Option<tcgnn::nn::embedding::FeatureSpec>,
     /// Classes of synthetic labels (graphs without node data; default 8). Refused where it
     /// contradicts the graph's node data (a .npz or an sbm: spec fixes the classes).
     #[arg(long)]
@@ -164,6 +166,14 @@ impl TrainArgs {
 }
 
 pub fn run(a: &TrainArgs) -> Result<()> {
+    if a.task != TaskKind::Link
+        && let Some(f) = a.features.filter(|f| f.is_learnable())
+    {
+        return Err(Error::Unsupported(format!(
+            "--features learnable:{} is available with --task link only (node and graph classification train on the node data's features)",
+            f.width()
+        )));
+    }
     match a.task {
         TaskKind::Node => {}
         TaskKind::Link => return crate::cli::train_link::run(a),
@@ -294,7 +304,7 @@ fn check_hyperparameters(a: &TrainArgs) -> Result<()> {
         ("--hidden", a.hidden, MAX_WIDTH),
         ("--layers", a.layers, MAX_LAYERS),
         ("--heads", a.heads, MAX_HEADS),
-        ("--features", a.features, MAX_WIDTH),
+        ("--features", a.features.map(|f| f.width()), MAX_WIDTH),
         ("--classes", a.classes, MAX_WIDTH),
     ] {
         if let Some(v) = v
@@ -345,14 +355,22 @@ pub fn gpu_for(a: &TrainArgs) -> Result<Option<Arc<Gpu>>> {
 
 /// Loads the data the way the CLI describes and checks it against the model before allocating.
 pub fn load_dataset(a: &TrainArgs, seed: u64) -> Result<Dataset> {
-    let synth =
-        SyntheticNodeData { features: a.features.unwrap_or(SYNTHETIC_FEATURES), classes: a.classes.unwrap_or(SYNTHETIC_CLASSES), seed };
+    let synth = SyntheticNodeData { features: synthetic_width(a), classes: a.classes.unwrap_or(SYNTHETIC_CLASSES), seed };
     let mut data = Dataset::load(&a.graph, a.npz.as_deref(), &synth)?;
     if !a.raw_features && !data.synthetic && data.features.is_nonnegative() {
         data.features.normalize_rows();
     }
     data.store_features(a.feature_storage)?;
     Ok(data)
+}
+
+/// The width of synthetic features `--features` asks for: its width, the default without it,
+/// and one column under a learnable input (which replaces them: nothing wide is drawn).
+fn synthetic_width(a: &TrainArgs) -> usize {
+    match a.features {
+        Some(f) => f.random_width().unwrap_or(1),
+        None => SYNTHETIC_FEATURES,
+    }
 }
 
 /// `--features` / `--classes` shape synthetic node data only: where the graph's node data fixes
@@ -366,7 +384,7 @@ pub fn check_synthetic_options(a: &TrainArgs, data: &Dataset) -> Result<()> {
     let from = if a.graph.starts_with("sbm:") { "its sbm: spec" } else { "its node data (.npz)" };
     let name = tcgnn::graph::text::escaped(&data.name);
     // sbm: draws its features at --features wide: only the classes come from the spec.
-    if let Some(f) = a.features
+    if let Some(f) = a.features.and_then(|f| f.random_width())
         && f != data.features.cols()
     {
         return Err(Error::Unsupported(format!(
@@ -630,6 +648,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
         val_acc: rec.map_or(0.0, |r| r.val_acc),
         test_acc: rec.map_or(0.0, |r| r.test_acc),
         precision: precision.clone(),
+        learnable_input: false,
     };
     let sample_gpu = || gpu.as_ref().map(|g| g.sample_used_memory()).transpose();
     sample_gpu()?;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tcgnn::bench::train::{mean_std, write_json};
+use tcgnn::nn::embedding::NodeInput;
 use tcgnn::nn::models::{ModelConfig, model_info};
 use tcgnn::nn::saved::ModelMeta;
 use tcgnn::nn::train::Flow;
@@ -16,7 +17,7 @@ use tcgnn::task::link::decoder::DecoderKind;
 use tcgnn::task::link::metric::HITS_K;
 use tcgnn::task::link::predict::{LinkMeta, SavedLinkModel};
 use tcgnn::task::link::split::LinkSplit;
-use tcgnn::task::link::train::{LinkConfig, LinkHistory, LinkTrainer};
+use tcgnn::task::link::train::{BestBy, LinkConfig, LinkHistory, LinkTrainer};
 use tcgnn::tensor::Matrix;
 use tcgnn::{Error, Result};
 
@@ -41,6 +42,14 @@ pub struct LinkArgs {
     /// Width of the node representations (the encoder's output; PyG's link_pred.py: 64).
     #[arg(long, default_value_t = 64)]
     pub embedding: usize,
+    /// Training edges per optimiser step, each batch with its own negatives and the encoder
+    /// recomputed (OGB's ogbl-ddi baseline: 65536); default: all of them, one step an epoch.
+    #[arg(long)]
+    pub batch_edges: Option<usize>,
+    /// The validation metric that picks the reported epoch and the saved weights (PyG's
+    /// link_pred.py: auc; OGB's ogbl-ddi leaderboard: hits20).
+    #[arg(long, value_enum, default_value = "auc")]
+    pub best_by: BestBy,
 }
 
 /// One seed's run, as written to link.json.
@@ -51,6 +60,9 @@ struct LinkRun {
     undirected_edges: usize,
     features: usize,
     synthetic_features: bool,
+    /// The input is a learnable `features`-wide table (`--features learnable:D`).
+    #[serde(default)]
+    learnable_input: bool,
     model: ModelConfig,
     embedding: usize,
     link: LinkConfig,
@@ -107,12 +119,27 @@ fn check_options(a: &TrainArgs) -> Result<()> {
         return Err(Error::Unsupported(format!("{what} is not available with --task link yet")));
     }
     crate::cli::link_sampled::check(a)?;
+    if a.sample.sampler.is_some() {
+        // The sampled loop gathers each batch's rows of fixed features and builds a model per
+        // batch: a learnable table's rows and gradients would need gathering and scattering.
+        if a.features.is_some_and(|f| f.is_learnable()) {
+            return Err(Error::Unsupported("--features learnable:D is not available with --sampler neighbor yet".into()));
+        }
+        if a.link.batch_edges.is_some() {
+            return Err(Error::Unsupported(
+                "--batch-edges batches the full-graph epoch; --sampler neighbor batches by --batch-size".into(),
+            ));
+        }
+    }
     let l = &a.link;
     if !(l.neg_ratio.is_finite() && l.neg_ratio > 0.0 && l.neg_ratio <= 1000.0) {
         return Err(Error::Unsupported(format!("--neg-ratio {} must be a number in (0, 1000]", l.neg_ratio)));
     }
     if l.embedding == 0 || l.embedding > 1 << 16 {
         return Err(Error::Unsupported(format!("--embedding {} must be in [1, 65536]", l.embedding)));
+    }
+    if l.batch_edges == Some(0) {
+        return Err(Error::Unsupported("--batch-edges 0: a step needs at least one training edge".into()));
     }
     if let Some(p) = &a.save {
         tcgnn::util::atomic::check_output_path(p)?;
@@ -157,7 +184,15 @@ pub(crate) fn link_config(a: &TrainArgs, seed: u64) -> Result<LinkConfig> {
     if !(weight_decay.is_finite() && weight_decay >= 0.0) {
         return Err(Error::Unsupported(format!("--weight-decay {weight_decay} must be a finite number >= 0")));
     }
-    Ok(LinkConfig { lr, weight_decay, neg_ratio: a.link.neg_ratio, seed, decoder: a.link.decoder })
+    Ok(LinkConfig {
+        lr,
+        weight_decay,
+        neg_ratio: a.link.neg_ratio,
+        seed,
+        decoder: a.link.decoder,
+        batch_edges: a.link.batch_edges,
+        best_by: a.link.best_by,
+    })
 }
 
 /// The split of `graph`: read from --split-file when it exists, else made (and written there).
@@ -187,11 +222,21 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
     let cfg = encoder_config(a, seed)?;
     let lcfg = link_config(a, seed)?;
     let embedding = a.link.embedding;
+    let input = match a.features {
+        Some(f) if f.is_learnable() => {
+            if !data.synthetic {
+                eprintln!("note: --features {}: a learnable input replaces {}'s node features", spec(f), data.name);
+            }
+            NodeInput::Learnable { width: f.width() }
+        }
+        _ => NodeInput::Features(&data.features),
+    };
+    let (input_width, learnable_input) = (input.cols(), input.is_learnable());
     let resumed = a.resume.as_deref().map(LinkCheckpoint::read).transpose()?;
     if let (Some(c), Some(dir)) = (&resumed, &a.resume) {
-        check_resume(a, c, dir, &cfg, &lcfg, data.features.cols(), split.seed)?;
+        check_resume(a, c, dir, &cfg, &lcfg, input_width, split.seed)?;
     }
-    let mut trainer = LinkTrainer::new(backend.clone(), &data.features, &split, &cfg, embedding, &lcfg)?;
+    let mut trainer = LinkTrainer::new(backend.clone(), input, &split, &cfg, embedding, &lcfg)?;
     let mut done = Vec::new();
     let mut best: Option<(tcgnn::task::link::train::LinkEpoch, Vec<(String, Matrix)>)> = None;
     if let Some(c) = resumed {
@@ -212,7 +257,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
     bar.set_position(done.len() as u64);
     let meta = |rec: &tcgnn::task::link::train::LinkEpoch| ModelMeta {
         model: cfg,
-        features: data.features.cols(),
+        features: input_width,
         classes: embedding,
         raw_features: a.raw_features,
         graph: data.name.clone(),
@@ -220,6 +265,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
         val_acc: rec.val.auc,
         test_acc: rec.test.auc,
         precision: precision.clone(),
+        learnable_input,
     };
     let keep_best = a.save.is_some() || a.checkpoint.is_some();
     let mut curve = done.clone();
@@ -228,12 +274,12 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
         bar.set_message(format!("loss {:.4} val AUC {:.4} test AUC {:.4}", e.loss, e.val.auc, e.test.auc));
         bar.inc(1);
         curve.push(*e);
-        // The first epoch of the highest validation AUC, as the report picks it.
-        if keep_best && best.as_ref().is_none_or(|(b, _)| e.val.auc > b.val.auc) {
+        // The first epoch of the highest validation metric, as the report picks it.
+        if keep_best && best.as_ref().is_none_or(|(b, _)| lcfg.best_by.of(&e.val) > lcfg.best_by.of(&b.val)) {
             best = Some((*e, t.weights()?));
         }
         if let Some(dir) = &a.checkpoint
-            && (e.epoch % a.checkpoint_every == 0 || e.epoch == a.epochs)
+            && (e.epoch.is_multiple_of(a.checkpoint_every) || e.epoch == a.epochs)
         {
             let (state, steps) = t.optimizer_state()?;
             let link = LinkMeta { decoder: lcfg.decoder, split_seed: split.seed };
@@ -280,8 +326,9 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
         graph: data.name.clone(),
         n: data.n(),
         undirected_edges: split.train.len() + split.val_pos.len() + split.test_pos.len(),
-        features: data.features.cols(),
-        synthetic_features: data.synthetic,
+        features: input_width,
+        synthetic_features: data.synthetic && !learnable_input,
+        learnable_input,
         model: cfg,
         embedding,
         link: lcfg,
@@ -323,6 +370,14 @@ fn check_resume(
             c.meta.features, c.meta.classes, a.link.embedding
         )));
     }
+    let learnable = a.features.is_some_and(|f| f.is_learnable());
+    if c.meta.learnable_input != learnable {
+        return Err(bad(format!(
+            "the checkpoint's input is {}, this command's {}",
+            if c.meta.learnable_input { "a learnable table" } else { "node features" },
+            if learnable { "a learnable table" } else { "node features" }
+        )));
+    }
     if c.split_seed != split_seed {
         return Err(bad(format!("the checkpoint trained on the split of seed {}, this command's is of seed {split_seed}", c.split_seed)));
     }
@@ -333,6 +388,20 @@ fn check_resume(
         )));
     }
     Ok(())
+}
+
+/// `--features learnable:D` as given.
+fn spec(f: tcgnn::nn::embedding::FeatureSpec) -> String {
+    if f.is_learnable() { format!("learnable:{}", f.width()) } else { f.width().to_string() }
+}
+
+fn best_by_name(b: BestBy) -> &'static str {
+    match b {
+        BestBy::Auc => "val AUC",
+        BestBy::Hits20 => "val H@20",
+        BestBy::Hits50 => "val H@50",
+        BestBy::Hits100 => "val H@100",
+    }
 }
 
 fn print_table(runs: &[LinkRun]) {
@@ -349,7 +418,13 @@ fn print_table(runs: &[LinkRun]) {
         r0.precision,
         r0.split_seed,
         runs.len(),
-        if r0.synthetic_features { " (random node features)" } else { "" }
+        if r0.learnable_input {
+            format!(" (learnable input {})", r0.features)
+        } else if r0.synthetic_features {
+            " (random node features)".to_string()
+        } else {
+            String::new()
+        }
     );
     if let Some(s) = &r0.sampled {
         println!("{}", s.split("; ").next().unwrap_or(s));
@@ -359,9 +434,16 @@ fn print_table(runs: &[LinkRun]) {
         let (m, s) = mean_std(&v);
         format!("{m:>7.2} ± {s:<5.2}")
     };
-    println!("{:<12} {:>15} {:>15} {:>15} {:>15}", "at best val", "AUC %", "Hits@20 %", "Hits@50 %", "Hits@100 %");
     println!(
-        "{:<12} {} {} {} {}",
+        "{:<14} {:>15} {:>15} {:>15} {:>15}",
+        format!("best {}", best_by_name(r0.link.best_by)),
+        "AUC %",
+        "Hits@20 %",
+        "Hits@50 %",
+        "Hits@100 %"
+    );
+    println!(
+        "{:<14} {} {} {} {}",
         "validation",
         col(&|h| h.best_val.auc),
         col(&|h| h.best_val.hits[0]),
@@ -369,7 +451,7 @@ fn print_table(runs: &[LinkRun]) {
         col(&|h| h.best_val.hits[2])
     );
     println!(
-        "{:<12} {} {} {} {}",
+        "{:<14} {} {} {} {}",
         "test",
         col(&|h| h.test.auc),
         col(&|h| h.test.hits[0]),

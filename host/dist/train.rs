@@ -224,7 +224,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         b.begin_step()?;
         let logits = self.net.forward(b, &mut self.input, true)?;
         b.cross_entropy(logits, &self.labels, self.inv_n_train, &mut self.dlogits, &mut self.train_stats)?;
-        self.net.backward(b, &self.input, &self.dlogits)?;
+        self.net.backward(b, &mut self.input, &self.dlogits)?;
         self.all_reduce_gradients()?;
         Param::adam_all(b, self.net.params().into_iter().map(|(_, p)| p), &self.hyper)?;
         b.synchronize()?;

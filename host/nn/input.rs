@@ -5,11 +5,15 @@
 //! input dropout into the first product (`DropoutGemmOp::fuses_input_dropout`: the GPU), dense
 //! features are held as `DenseFused`: no dropped copy, no mask, the first layer's operand is
 //! `Operand::Dropped` and both of its products regenerate the mask.
+//!
+//! A graph without node features may instead learn its input: `Learnable`, an n x d table
+//! trained with the model (OGB's `torch.nn.Embedding` baselines, see [`crate::nn::embedding`]).
 
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::models::ModelConfig;
 use crate::nn::operand::Operand;
+use crate::nn::param::Param;
 use crate::ops::backend::{Side, op_set};
 use crate::ops::nn::dropout::DropKey;
 use crate::tensor::Matrix;
@@ -20,6 +24,7 @@ op_set!(
     crate::nn::operand::OperandOps,
     crate::ops::nn::dropout::DropoutOp,
     crate::ops::nn::transpose_edges::TransposeEdgesOp,
+    crate::nn::param::ParamOps,
 );
 
 /// `ids`: the original ids the input dropout keys the rows (dense) or nonzeros (sparse) by, on
@@ -62,6 +67,13 @@ pub enum InputFeatures<B: crate::ops::nn::dropout_gemm::DropoutGemmOp> {
         dropped_t: B::Edges,
         mask: B::Mask,
         ids: Option<B::Ids>,
+    },
+    /// A learnable n x d input (one row per node), trained with the model: the first layer
+    /// writes dL/dX into its gradient ([`InputFeatures::backward_operand`]) and the optimiser
+    /// steps it with the other parameters ([`InputFeatures::params`]). No input dropout: OGB's
+    /// embedding baselines drop between layers only.
+    Learnable {
+        table: Param<B>,
     },
 }
 
@@ -229,6 +241,8 @@ impl<B: InputOps> InputFeatures<B> {
             | InputFeatures::DenseFused { ids, .. }
             | InputFeatures::Half { ids, .. }
             | InputFeatures::Sparse { ids, .. } => *ids = by,
+            // One table for the whole graph: nothing is drawn per row.
+            InputFeatures::Learnable { .. } => {}
         }
         self
     }
@@ -238,6 +252,31 @@ impl<B: InputOps> InputFeatures<B> {
             InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. } => B::shape(x).1,
             InputFeatures::Half { x, .. } => B::half_shape(x).1,
             InputFeatures::Sparse { x, .. } => B::graph_shape(x).1,
+            InputFeatures::Learnable { table } => B::shape(&table.value).1,
+        }
+    }
+
+    /// Whether the input is a learnable table (its gradient is computed, it is trained).
+    pub fn is_learnable(&self) -> bool {
+        matches!(self, InputFeatures::Learnable { .. })
+    }
+
+    /// The input's trainable tensors under stable names (the learnable table as `emb.weight`,
+    /// OGB's name for it; none for node features), for the optimiser and a saved model.
+    pub fn params(&mut self) -> Vec<(String, &mut Param<B>)> {
+        match self {
+            InputFeatures::Learnable { table } => vec![(crate::nn::embedding::EMBEDDING_NAME.to_string(), table)],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The operand of the last training `forward` for the first layer's backward, and where
+    /// that layer writes dL/dX (overwritten): the learnable table's gradient, `None` for node
+    /// features (they need none, so the first layer skips the product).
+    pub fn backward_operand(&mut self, p: f32) -> (Operand<'_, B>, Option<&mut B::Mat>) {
+        match self {
+            InputFeatures::Learnable { table } => (Operand::Dense(&table.value), Some(&mut table.grad)),
+            other => (other.operand(true, p), None),
         }
     }
 
@@ -284,6 +323,7 @@ impl<B: InputOps> InputFeatures<B> {
                 b.transpose_edges(x, dropped, dropped_t)?;
                 Operand::Sparse { x, values: dropped, values_t: dropped_t }
             }
+            InputFeatures::Learnable { table } => Operand::Dense(&table.value),
         })
     }
 
@@ -311,6 +351,7 @@ impl<B: InputOps> InputFeatures<B> {
                     Operand::Sparse { x, values, values_t }
                 }
             }
+            InputFeatures::Learnable { table } => Operand::Dense(&table.value),
         }
     }
 }

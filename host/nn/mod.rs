@@ -9,6 +9,7 @@ pub mod batch_norm;
 pub mod checkpoint;
 pub mod data;
 pub mod dropout;
+pub mod embedding;
 pub mod gat_conv;
 pub mod gcn_conv;
 pub mod gin_conv;

@@ -35,6 +35,11 @@ pub struct ModelMeta {
     pub test_acc: f64,
     /// The precision it trained in ("f32", "tf32", "f16", "f64").
     pub precision: String,
+    /// The input is a learnable table (`features` wide, one row per node of the graph it was
+    /// trained on), saved as the tensor `emb.weight` ([`crate::nn::embedding`]); else the node
+    /// features. Absent in files from before it existed: features.
+    #[serde(default)]
+    pub learnable_input: bool,
 }
 
 /// Named tensors and their metadata, as read from or written to a file.
@@ -139,6 +144,9 @@ impl SavedModel {
             ));
         }
         let meta = read_meta(path, &f.metadata)?;
+        if meta.learnable_input {
+            return Err(bad(path, "a model with a learnable input: node classification takes node features".into()));
+        }
         check_tensor_sizes(path, &meta, &f.tensors)?;
         Ok(SavedModel { meta, weights: f.tensors })
     }
@@ -272,6 +280,7 @@ mod tests {
                     val_acc: 0.5,
                     test_acc: 0.5,
                     precision: "f32".into(),
+                    learnable_input: false,
                 };
                 check_tensor_sizes(Path::new("m"), &meta, &tensors).unwrap_or_else(|e| panic!("{} {layers} layers: {e}", info.name));
                 let mut big = meta.clone();

@@ -353,7 +353,7 @@ impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
         Ok(self.convs.last().expect("at least one layer").out())
     }
 
-    fn backward(&mut self, b: &B, input: &InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
+    fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
         let last = self.convs.len() - 1;
         for l in (0..=last).rev() {
             if l < last {
@@ -364,7 +364,9 @@ impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
             let dy = if l == last { dlogits } else { dz(&h_hi[0]) };
             if l == 0 {
                 C::input_layer(&self.adj, true);
-                let done = rest[0].backward(b, &self.adj, &input.operand(true, self.p), dy, None);
+                // dX only for a learnable input (features need no gradient).
+                let (x0, dx0) = input.backward_operand(self.p);
+                let done = rest[0].backward(b, &self.adj, &x0, dy, dx0);
                 C::input_layer(&self.adj, false);
                 done?;
             } else {

@@ -227,7 +227,7 @@ impl<B: Ops + 'static> Trainer<B> {
     }
 
     pub fn backward(&mut self) -> Result<()> {
-        self.net.backward(&*self.backend, &self.input, &self.dlogits)
+        self.net.backward(&*self.backend, &mut self.input, &self.dlogits)
     }
 
     pub fn optimize(&mut self) -> Result<()> {

@@ -25,6 +25,7 @@ mod graph_task;
 mod hybrid;
 mod layerwise_inference;
 mod layout;
+mod learnable_input;
 mod link_epoch;
 mod link_sampled;
 mod link_task;

@@ -579,7 +579,7 @@ fn gpu_models_fused_and_unfused_agree() {
                 let mut d = b.matrix(r, c).unwrap();
                 let mut s = b.stats().unwrap();
                 b.cross_entropy(logits, &labels, 0.01, &mut d, &mut s).unwrap();
-                net.backward(&b, &input, &d).unwrap();
+                net.backward(&b, &mut input, &d).unwrap();
                 let grads: Vec<Matrix> = net.params().iter().map(|(_, q)| b.download(&q.grad).unwrap()).collect();
                 (host, grads)
             };

@@ -152,7 +152,7 @@ impl<B: Ops> Model<B> for Agnn<B> {
         self.lin_out.forward(b, &self.drop_out.operand(top, train))
     }
 
-    fn backward(&mut self, b: &B, input: &InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
+    fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
         let top = self.convs.last().expect("at least one layer").out();
         self.lin_out.backward(b, &self.drop_out.operand(top, true), dlogits, Some(&mut self.d_top))?;
         self.drop_out.backward_redrawn(b, &self.d_top, &mut self.d_a)?;
@@ -164,8 +164,9 @@ impl<B: Ops> Model<B> for Agnn<B> {
             std::mem::swap(&mut self.d_a, &mut self.d_b);
         }
         b.relu_backward(self.lin_in.out(), &mut self.d_a)?;
-        let x0 = input.operand(true, self.p);
-        self.lin_in.backward(b, &x0, &self.d_a, None)
+        // dX only for a learnable input (features need no gradient).
+        let (x0, dx0) = input.backward_operand(self.p);
+        self.lin_in.backward(b, &x0, &self.d_a, dx0)
     }
 
     fn params(&mut self) -> Vec<(String, &mut Param<B>)> {

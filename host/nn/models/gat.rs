@@ -214,7 +214,7 @@ impl<B: Ops> Model<B> for Gat<B> {
         Ok(self.convs[last].out())
     }
 
-    fn backward(&mut self, b: &B, input: &InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
+    fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
         let last = self.convs.len() - 1;
         // Whether d_h's column sums (conv l - 1's bias gradient) were summed as it was formed.
         let mut d_h_summed = false;
@@ -243,9 +243,10 @@ impl<B: Ops> Model<B> for Gat<B> {
             }
         }
         let dout = if last == 0 { dlogits } else { &self.d_h };
-        let x0 = input.operand(true, self.p);
+        // dX only for a learnable input (features need no gradient).
+        let (x0, dx0) = input.backward_operand(self.p);
         self.graph.set_input_layer(true);
-        let done = self.convs[0].backward(b, &self.graph, &x0, dout, None, last > 0 && d_h_summed);
+        let done = self.convs[0].backward(b, &self.graph, &x0, dout, dx0, last > 0 && d_h_summed);
         self.graph.set_input_layer(false);
         done
     }

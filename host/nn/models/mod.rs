@@ -27,8 +27,9 @@ use crate::util::rng::SplitMix64;
 pub trait Model<B: Ops> {
     /// The logits of every node (train: dropout active, buffers kept for the backward).
     fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat>;
-    /// Every parameter's gradient from dL/dlogits, after a training `forward`.
-    fn backward(&mut self, b: &B, input: &InputFeatures<B>, dlogits: &B::Mat) -> Result<()>;
+    /// Every parameter's gradient from dL/dlogits, after a training `forward`; a learnable
+    /// input's too (the first layer's dL/dX, written into it: [`InputFeatures::backward_operand`]).
+    fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()>;
     /// Every trainable tensor under a stable name (the keys of a saved model), in a fixed order.
     fn params(&mut self) -> Vec<(String, &mut Param<B>)>;
     /// The node representations after hidden layer `layer` (0-based) of the last `forward`, for

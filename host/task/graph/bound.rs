@@ -259,7 +259,9 @@ impl<B: Ops + 'static> BoundGraphNet<B> {
                 return Err(Error::Unsupported("a batch's features rebound into features stored in f16 as well".into()));
             }
             InputFeatures::Dense { x, .. } | InputFeatures::DenseFused { x, .. } => b.bind_rows(x, &p.features)?,
-            InputFeatures::Sparse { .. } => return Err(Error::Unsupported("the graph task's features are dense".into())),
+            InputFeatures::Sparse { .. } | InputFeatures::Learnable { .. } => {
+                return Err(Error::Unsupported("the graph task's features are dense node data".into()));
+            }
         }
         b.bind_labels(&mut self.labels, &p.labels, &p.mask_bits)?;
         b.bind_edges(&mut self.scale.1, &p.weights)?;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
+use crate::nn::embedding::EMBEDDING_NAME;
 use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models;
 use crate::nn::saved::{FORMAT_KEY, ModelMeta, TensorFile, check_names, meta_map, read_meta};
@@ -77,7 +78,9 @@ pub fn is_link_model(metadata: &HashMap<String, String>) -> bool {
 
 /// The scores (logits) of `pairs` (any order, each once, in range) under the saved model: the
 /// encoder runs on `graph`'s undirected edges in both directions (the known graph: training
-/// ran it on its training edges only), in evaluation mode.
+/// ran it on its training edges only), in evaluation mode. A model with a learnable input reads
+/// its trained table (one row per node: the graph must have as many nodes as the one it was
+/// trained on) and ignores `features`.
 pub fn predict_pairs<B: Ops + 'static>(
     b: &Arc<B>,
     path: &Path,
@@ -87,13 +90,32 @@ pub fn predict_pairs<B: Ops + 'static>(
     pairs: &[Pair],
 ) -> Result<Vec<f32>> {
     let m = &saved.meta;
-    if features.cols() != m.features {
+    let n = graph.n_rows();
+    let bad = |msg: String| Error::BadFile { path: path.to_path_buf(), msg };
+    let table = match m.learnable_input {
+        true => {
+            let t = saved
+                .weights
+                .iter()
+                .find(|(name, _)| name == EMBEDDING_NAME)
+                .map(|(_, t)| t)
+                .ok_or_else(|| bad(format!("the learnable input '{EMBEDDING_NAME}' is missing")))?;
+            if (t.rows, t.cols) != (n, m.features) {
+                return Err(bad(format!(
+                    "the learnable input is {} x {} (a row per node of the graph it was trained on, {} wide); this graph has {n} nodes",
+                    t.rows, t.cols, m.features
+                )));
+            }
+            Some(t)
+        }
+        false => None,
+    };
+    if table.is_none() && features.cols() != m.features {
         return Err(Error::BadFile {
             path: path.to_path_buf(),
             msg: format!("the model takes {} input features, the graph's node data has {}", m.features, features.cols()),
         });
     }
-    let n = graph.n_rows();
     if pairs.is_empty() {
         return Err(Error::Unsupported("no pairs to score".into()));
     }
@@ -112,7 +134,10 @@ pub fn predict_pairs<B: Ops + 'static>(
         let w = find(&name).ok_or_else(|| Error::BadFile { path: path.to_path_buf(), msg: format!("buffer '{name}' is missing") })?;
         *buf = bk.upload(w)?;
     }
-    let mut input = InputFeatures::for_model(bk, features, &m.model)?.with_half_features(bk, &m.model)?;
+    let mut input = match table {
+        Some(t) => InputFeatures::learnable(bk, t)?,
+        None => InputFeatures::for_model(bk, features, &m.model)?.with_half_features(bk, &m.model)?,
+    };
     // The pattern sorts the pairs (and refuses repeats and ids out of range); scores are mapped
     // back to the caller's order.
     let mut set = PairSet::new(bk, n, pairs, &[])?;

@@ -218,7 +218,7 @@ impl SampledLink {
             decoder.score(b, &mut set, z)?;
             b.bce_logits(&set.scores, &set.targets, 1.0 / set.len() as f32, &mut grad, &mut stats)?;
             decoder.backward(b, &mut set, z, &grad, &mut grad_t, &mut dz)?;
-            model.backward(b, &input, &dz)?;
+            model.backward(b, &mut input, &dz)?;
             let params = model.params().into_iter().chain(decoder.params()).map(|(_, p)| p);
             Param::adam_all(b, params, p.hyper)
         })();
@@ -283,7 +283,8 @@ impl SampledLink {
                 break;
             }
         }
-        Ok(LinkHistory::new(run, t0.elapsed().as_secs_f64(), train_ms, eval_ms))
+        let by = t.sampled_parts().cfg.best_by;
+        Ok(LinkHistory::new(run, by, t0.elapsed().as_secs_f64(), train_ms, eval_ms))
     }
 
     /// One line on the epochs so far.

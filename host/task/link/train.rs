@@ -8,12 +8,15 @@
 //! on the CPU and the GPU. With the dot decoder the training step keeps its pairs as symmetric
 //! pair patterns on the backend ([`LinkTrainer::step`]: the negatives drawn into theirs on the
 //! device, nothing read back); the MLP decoder builds each epoch's `PairSet` on the host.
+//! The best epoch is by validation AUC or Hits@K ([`BestBy`]). With `batch_edges` an epoch is
+//! several steps instead, as OGB's baselines train (`batched`).
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::nn::input::{HostFeatures, InputFeatures};
+use crate::nn::embedding::NodeInput;
+use crate::nn::input::InputFeatures;
 use crate::nn::models::{self, Model, ModelConfig};
 use crate::nn::param::Param;
 use crate::nn::train::Flow;
@@ -37,12 +40,52 @@ pub struct LinkConfig {
     /// Seeds the training negatives (the split has its own seed).
     pub seed: u64,
     pub decoder: DecoderKind,
+    /// Training positives per optimiser step (`None`: all of them, one step an epoch).
+    #[serde(default)]
+    pub batch_edges: Option<usize>,
+    /// Which validation metric picks the reported epoch.
+    #[serde(default)]
+    pub best_by: BestBy,
+}
+
+/// The validation metric that picks the run's epoch (its test metrics are reported, its weights
+/// kept): ROC AUC as PyG's link_pred.py, or Hits@K as OGB's leaderboards (ogbl-ddi: Hits@20).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+pub enum BestBy {
+    #[default]
+    Auc,
+    #[value(name = "hits20")]
+    Hits20,
+    #[value(name = "hits50")]
+    Hits50,
+    #[value(name = "hits100")]
+    Hits100,
+}
+
+impl BestBy {
+    /// The metric's value in `m`.
+    pub fn of(self, m: &LinkMetrics) -> f64 {
+        match self {
+            BestBy::Auc => m.auc,
+            BestBy::Hits20 => m.hits[0],
+            BestBy::Hits50 => m.hits[1],
+            BestBy::Hits100 => m.hits[2],
+        }
+    }
 }
 
 impl Default for LinkConfig {
     /// PyG's `link_pred.py`: Adam at lr 0.01 without weight decay, one negative per edge.
     fn default() -> Self {
-        LinkConfig { lr: 0.01, weight_decay: 0.0, neg_ratio: 1.0, seed: 0, decoder: DecoderKind::Dot }
+        LinkConfig {
+            lr: 0.01,
+            weight_decay: 0.0,
+            neg_ratio: 1.0,
+            seed: 0,
+            decoder: DecoderKind::Dot,
+            batch_edges: None,
+            best_by: BestBy::Auc,
+        }
     }
 }
 
@@ -61,7 +104,7 @@ pub struct LinkEpoch {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct LinkHistory {
     pub epochs: Vec<LinkEpoch>,
-    /// The first epoch with the highest validation AUC (1-based) and its metrics.
+    /// The first epoch with the highest validation metric ([`BestBy`]; 1-based) and its metrics.
     pub best_epoch: usize,
     pub best_val: LinkMetrics,
     pub test: LinkMetrics,
@@ -72,9 +115,9 @@ pub struct LinkHistory {
 }
 
 impl LinkHistory {
-    pub(crate) fn new(epochs: Vec<LinkEpoch>, seconds: f64, mut train_ms: Vec<f64>, mut eval_ms: Vec<f64>) -> Self {
+    pub(crate) fn new(epochs: Vec<LinkEpoch>, by: BestBy, seconds: f64, mut train_ms: Vec<f64>, mut eval_ms: Vec<f64>) -> Self {
         let best = epochs.iter().fold(None::<&LinkEpoch>, |best, e| match best {
-            Some(b) if b.val.auc >= e.val.auc => Some(b),
+            Some(b) if by.of(&b.val) >= by.of(&e.val) => Some(b),
             _ => Some(e),
         });
         let (best_epoch, best_val, test) = best.map_or((0, LinkMetrics::default(), LinkMetrics::default()), |b| (b.epoch, b.val, b.test));
@@ -100,6 +143,8 @@ struct DotPairs<B: Ops> {
     pos: <B as PairDotOp>::Pairs,
     neg: <B as PairDotOp>::Pairs,
 }
+
+mod batched;
 
 pub struct LinkTrainer<B: Ops + 'static> {
     backend: Arc<B>,
@@ -127,10 +172,11 @@ pub struct LinkTrainer<B: Ops + 'static> {
 
 impl<B: Ops + 'static> LinkTrainer<B> {
     /// The encoder `model` (output width = `embedding`) on `split`'s message-passing graph with
-    /// node features `features`, and the fixed validation and test pairs.
-    pub fn new(
+    /// `input` (node features, or a learnable table trained with the model), and the fixed
+    /// validation and test pairs.
+    pub fn new<'a>(
         backend: Arc<B>,
-        features: &HostFeatures,
+        input: impl Into<NodeInput<'a>>,
         split: &LinkSplit,
         model: &ModelConfig,
         embedding: usize,
@@ -138,8 +184,17 @@ impl<B: Ops + 'static> LinkTrainer<B> {
     ) -> Result<Self> {
         let t0 = Instant::now();
         let n = split.nodes;
-        if features.rows() != n {
-            return Err(Error::Shape(format!("link prediction: {} feature rows for {n} nodes", features.rows())));
+        let input: NodeInput = input.into();
+        match input {
+            NodeInput::Features(f) if f.rows() != n => {
+                return Err(Error::Shape(format!("link prediction: {} feature rows for {n} nodes", f.rows())));
+            }
+            // Refused before the model is built.
+            NodeInput::Learnable { width } => crate::nn::embedding::check_table(n, width)?,
+            NodeInput::Features(_) => {}
+        }
+        if cfg.batch_edges == Some(0) {
+            return Err(Error::Unsupported("--batch-edges 0: a batch needs at least one training edge".into()));
         }
         if !(cfg.neg_ratio.is_finite() && cfg.neg_ratio > 0.0 && cfg.neg_ratio <= 1000.0) {
             return Err(Error::Unsupported(format!("--neg-ratio {} must be in (0, 1000]", cfg.neg_ratio)));
@@ -149,8 +204,8 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         }
         let b = &*backend;
         let mp = split.message_passing_graph()?;
-        let net = models::build(b, &mp, features.cols(), embedding, model)?;
-        let input = InputFeatures::for_model(b, features, model)?.with_half_features(b, model)?;
+        let net = models::build(b, &mp, input.cols(), embedding, model)?;
+        let input = input.build(b, n, model)?;
         let full = b.graph(split.full_graph()?)?;
         let val = PairSet::new(b, n, &split.val_pos, &split.val_neg)?;
         let test = PairSet::new(b, n, &split.test_pos, &split.test_neg)?;
@@ -210,6 +265,9 @@ impl<B: Ops + 'static> LinkTrainer<B> {
     /// One training step on the training edges and `epoch`'s negatives; returns the loss and
     /// the negatives dropped.
     pub fn train_epoch(&mut self, epoch: usize) -> Result<(f64, usize)> {
+        if let Some(k) = self.cfg.batch_edges {
+            return self.train_epoch_batched(epoch, k);
+        }
         if self.dot_pairs.is_some() {
             self.step(epoch)?;
             let b = &*self.backend;
@@ -228,8 +286,8 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         self.decoder.score(b, &mut set, z)?;
         b.bce_logits(&set.scores, &set.targets, 1.0 / set.len() as f32, &mut grad, &mut self.stats)?;
         self.decoder.backward(b, &mut set, z, &grad, &mut grad_t, &mut self.dz)?;
-        self.net.backward(b, &self.input, &self.dz)?;
-        let params = self.net.params().into_iter().chain(self.decoder.params()).map(|(_, p)| p);
+        self.net.backward(b, &mut self.input, &self.dz)?;
+        let params = self.net.params().into_iter().chain(self.decoder.params()).chain(self.input.params()).map(|(_, p)| p);
         Param::adam_all(b, params, &self.hyper)?;
         let loss = b.read_stats(&self.stats)?.loss;
         Ok((loss, dropped))
@@ -255,8 +313,8 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         b.pair_bce(&mut p.pos, &mut p.neg, &mut self.stats)?;
         b.pair_dot_backward(&p.pos, z, false, &mut self.dz)?;
         b.pair_dot_backward(&p.neg, z, true, &mut self.dz)?;
-        self.net.backward(b, &self.input, &self.dz)?;
-        let params = self.net.params().into_iter().chain(self.decoder.params()).map(|(_, p)| p);
+        self.net.backward(b, &mut self.input, &self.dz)?;
+        let params = self.net.params().into_iter().chain(self.decoder.params()).chain(self.input.params()).map(|(_, p)| p);
         Param::adam_all(b, params, &self.hyper)
     }
 
@@ -299,16 +357,16 @@ impl<B: Ops + 'static> LinkTrainer<B> {
                 break;
             }
         }
-        Ok(LinkHistory::new(run, t0.elapsed().as_secs_f64(), train_ms, eval_ms))
+        Ok(LinkHistory::new(run, self.cfg.best_by, t0.elapsed().as_secs_f64(), train_ms, eval_ms))
     }
 
-    /// Every parameter (encoder's, then decoder's) with Adam's moments and the encoder's
+    /// Every parameter (encoder's, decoder's, a learnable input's) with Adam's moments and the encoder's
     /// buffers (`param.NAME`, `m.NAME`, `v.NAME`, `buffer.NAME`; downloaded) and the step
     /// counter: what a checkpoint holds.
     pub fn optimizer_state(&mut self) -> Result<(Vec<(String, Matrix)>, u32)> {
         let b = self.backend.clone();
         let mut out = Vec::new();
-        for (name, p) in self.net.params().into_iter().chain(self.decoder.params()) {
+        for (name, p) in self.net.params().into_iter().chain(self.decoder.params()).chain(self.input.params()) {
             out.push((format!("param.{name}"), b.download(&p.value)?));
             let [m, v] = p.moments();
             out.push((format!("m.{name}"), b.download(m)?));
@@ -338,7 +396,7 @@ impl<B: Ops + 'static> LinkTrainer<B> {
             }
             Ok(m)
         };
-        for (name, p) in self.net.params().into_iter().chain(self.decoder.params()) {
+        for (name, p) in self.net.params().into_iter().chain(self.decoder.params()).chain(self.input.params()) {
             let shape = B::shape(&p.value);
             p.value = b.upload(find(&format!("param.{name}"), shape)?)?;
             let (m, v) = (b.upload(find(&format!("m.{name}"), shape)?)?, b.upload(find(&format!("v.{name}"), shape)?)?);
@@ -353,8 +411,8 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         b.set_steps(steps)
     }
 
-    /// The encoder's and the decoder's parameters and the encoder's buffers by name
-    /// (downloaded): what a saved model holds.
+    /// The encoder's, the decoder's and a learnable input's parameters and the encoder's
+    /// buffers by name (downloaded): what a saved model holds.
     pub fn weights(&mut self) -> Result<Vec<(String, Matrix)>> {
         let b = self.backend.clone();
         let mut out: Vec<(String, Matrix)> = self
@@ -362,6 +420,7 @@ impl<B: Ops + 'static> LinkTrainer<B> {
             .params()
             .into_iter()
             .chain(self.decoder.params())
+            .chain(self.input.params())
             .map(|(name, p)| Ok((name, b.download(&p.value)?)))
             .collect::<Result<_>>()?;
         for (name, m) in self.net.buffers() {

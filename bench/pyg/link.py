@@ -405,7 +405,7 @@ def main():
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--embedding", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--features", default="64", help="random feature width for graphs without node data, or learnable:D (an embedding table)")
+    p.add_argument("--features", default="500", help="random feature width for graphs without node data (default: tcgnn train's, 500), or learnable:D (an embedding table)")
     p.add_argument("--random-features", choices=["tcgnn", "randn"], default="tcgnn",
                    help="for graphs without node data: tcgnn's own matrix per run seed (default) or torch.randn seeded with --data-seed")
     p.add_argument("--data-seed", type=int, default=0, help="seeds --random-features randn")

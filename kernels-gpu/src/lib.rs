@@ -77,6 +77,7 @@ pub mod translate {
     include!("translate.rs");
 }
 pub mod values;
+pub mod warp_sort;
 
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {

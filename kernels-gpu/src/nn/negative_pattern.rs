@@ -11,6 +11,7 @@
 use super::{global_thread, global_warp, grid_threads};
 use crate::abi::nn::NegativePatternArgs;
 use crate::ptx;
+use crate::warp_sort::warp_sort;
 
 /// counts[u] += 1 and counts[v] += 1 for every drawn (non-empty) slot.
 #[inline(always)]
@@ -72,7 +73,7 @@ pub unsafe fn sort(a: NegativePatternArgs) {
                 unsafe { *keys.add(rank as usize) = k };
             }
         } else {
-            unsafe { warp_bitonic(keys, len) };
+            unsafe { warp_sort(keys, len) };
         }
         ptx::sync_warp();
         let mut firsts = 0u32;
@@ -98,47 +99,3 @@ pub unsafe fn sort(a: NegativePatternArgs) {
     }
 }
 
-/// Sorts the `len` u32s at `p` ascending, the warp together, in place (global memory): a
-/// bitonic network whose merges start by comparing mirrored positions, so every comparator
-/// puts the smaller value first and the positions past `len` act as +inf (their comparators
-/// are skipped). Lanes own disjoint comparators within a stage; `bar.warp.sync` orders the
-/// stages' memory accesses.
-#[inline(always)]
-unsafe fn warp_bitonic(p: *mut u32, len: u32) {
-    let lane = ptx::lane_id();
-    let swap_if = |i: u32, j: u32| {
-        if j < len {
-            let (x, y) = unsafe { (*p.add(i as usize), *p.add(j as usize)) };
-            if x > y {
-                unsafe {
-                    *p.add(i as usize) = y;
-                    *p.add(j as usize) = x;
-                }
-            }
-        }
-    };
-    let mut k = 2u32;
-    while k / 2 < len {
-        let mut i = lane;
-        while i < len {
-            if i & (k / 2) == 0 {
-                swap_if(i, i ^ (k - 1));
-            }
-            i += 32;
-        }
-        ptx::sync_warp();
-        let mut j = k / 4;
-        while j > 0 {
-            let mut i = lane;
-            while i < len {
-                if i & j == 0 {
-                    swap_if(i, i | j);
-                }
-                i += 32;
-            }
-            ptx::sync_warp();
-            j /= 2;
-        }
-        k *= 2;
-    }
-}

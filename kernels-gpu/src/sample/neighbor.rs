@@ -26,6 +26,7 @@
 use crate::abi::sample::{NEIGHBOR_NORM_GCN, NEIGHBOR_NORM_MEAN, NeighborBatchArgs, NeighborHopArgs, NeighborTargetsArgs};
 use crate::nn::{global_thread, global_warp, grid_threads};
 use crate::ptx;
+use crate::warp_sort::warp_sort;
 use crate::rng::{sample_below, sample_draw, sample_permuted_index};
 
 /// The local id of a node not (yet) in the batch, and a `first` entry between uses.
@@ -590,54 +591,6 @@ pub unsafe fn transpose_sort(a: NeighborBatchArgs) {
             q += 32;
         }
         c += warps;
-    }
-}
-
-/// Sorts `len` distinct u32s at `p` ascending, the whole warp together, in place: a bitonic
-/// network whose comparators all put the smaller value first (each merge of two sorted halves
-/// starts by comparing mirrored positions), so the positions past `len` act as +inf and their
-/// comparators are skipped. Lanes own disjoint pairs; `bar.warp.sync` orders the global writes
-/// between stages.
-#[inline(always)]
-unsafe fn warp_sort(p: *mut u32, len: u32) {
-    if len < 2 {
-        return;
-    }
-    let lane = ptx::lane_id();
-    let swap_if = |i: u32, j: u32| {
-        if j < len {
-            let (x, y) = unsafe { (*p.add(i as usize), *p.add(j as usize)) };
-            if x > y {
-                unsafe {
-                    *p.add(i as usize) = y;
-                    *p.add(j as usize) = x;
-                }
-            }
-        }
-    };
-    let mut k = 2u32;
-    while k / 2 < len {
-        let mut i = lane;
-        while i < len {
-            if i & (k / 2) == 0 {
-                swap_if(i, i ^ (k - 1));
-            }
-            i += 32;
-        }
-        ptx::sync_warp();
-        let mut j = k / 4;
-        while j > 0 {
-            let mut i = lane;
-            while i < len {
-                if i & j == 0 {
-                    swap_if(i, i | j);
-                }
-                i += 32;
-            }
-            ptx::sync_warp();
-            j /= 2;
-        }
-        k *= 2;
     }
 }
 

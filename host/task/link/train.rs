@@ -276,21 +276,11 @@ impl<B: Ops + 'static> LinkTrainer<B> {
             return Ok((loss, self.negative_count() - b.pair_distinct(&pairs.neg)?));
         }
         let (negs, dropped) = self.negatives(epoch)?;
-        let b = self.backend.clone();
-        let b = &*b;
-        let mut set = PairSet::new(b, self.n, &self.train_pos, &negs)?;
-        let mut grad = b.edges(&set.graph, Side::Forward)?;
-        let mut grad_t = b.edges(&set.graph, Side::Transposed)?;
-        b.begin_step()?;
-        let z = self.net.forward(b, &mut self.input, true)?;
-        self.decoder.score(b, &mut set, z)?;
-        b.bce_logits(&set.scores, &set.targets, 1.0 / set.len() as f32, &mut grad, &mut self.stats)?;
-        self.decoder.backward(b, &mut set, z, &grad, &mut grad_t, &mut self.dz)?;
-        self.net.backward(b, &mut self.input, &self.dz)?;
-        let params = self.net.params().into_iter().chain(self.decoder.params()).chain(self.input.params()).map(|(_, p)| p);
-        Param::adam_all(b, params, &self.hyper)?;
-        let loss = b.read_stats(&self.stats)?.loss;
-        Ok((loss, dropped))
+        // The whole training set as one batch (`step_on`, the batched epoch's step).
+        let pos = std::mem::take(&mut self.train_pos);
+        let loss = self.step_on(&pos, &negs);
+        self.train_pos = pos;
+        Ok((loss?, dropped))
     }
 
     /// The dot decoder's training step of `epoch`, enqueued only (the loss stays in the stats;

@@ -49,7 +49,7 @@ impl<B: Ops + 'static> LinkTrainer<B> {
 
     /// One optimiser step on the positives `pos` and negatives `neg` (the encoder on the whole
     /// message-passing graph, the decoder on these pairs); returns the mean loss over them.
-    fn step_on(&mut self, pos: &[Pair], neg: &[Pair]) -> Result<f64> {
+    pub(super) fn step_on(&mut self, pos: &[Pair], neg: &[Pair]) -> Result<f64> {
         let b = self.backend.clone();
         let b = &*b;
         let mut set = PairSet::new(b, self.n, pos, neg)?;

@@ -98,4 +98,3 @@ pub unsafe fn sort(a: NegativePatternArgs) {
         r += warps;
     }
 }
-

@@ -26,8 +26,8 @@
 use crate::abi::sample::{NEIGHBOR_NORM_GCN, NEIGHBOR_NORM_MEAN, NeighborBatchArgs, NeighborHopArgs, NeighborTargetsArgs};
 use crate::nn::{global_thread, global_warp, grid_threads};
 use crate::ptx;
-use crate::warp_sort::warp_sort;
 use crate::rng::{sample_below, sample_draw, sample_permuted_index};
+use crate::warp_sort::warp_sort;
 
 /// The local id of a node not (yet) in the batch, and a `first` entry between uses.
 const ABSENT: u32 = u32::MAX;

@@ -501,10 +501,13 @@ def main():
                 rec[f"{part}_{key}_mean"] = statistics.fmean(v) if v else None
                 rec[f"{part}_{key}_std"] = statistics.pstdev(v) if len(v) > 1 else 0.0
         if not args.no_timing:
+            # The sampler is part of the configuration's name (`tcgnn bench link --pyg` picks the
+            # fastest over every file it is given and prints the name).
+            sfx = "+device-negatives" if args.negatives == "device" else ""
             rec["timing"] = {
-                "eager": time_steps(kind, d, args, device, tf32=False, compiled=False),
-                "eager+tf32": time_steps(kind, d, args, device, tf32=True, compiled=False),
-                "compile+tf32": time_steps(kind, d, args, device, tf32=True, compiled=True),
+                "eager" + sfx: time_steps(kind, d, args, device, tf32=False, compiled=False),
+                "eager+tf32" + sfx: time_steps(kind, d, args, device, tf32=True, compiled=False),
+                "compile+tf32" + sfx: time_steps(kind, d, args, device, tf32=True, compiled=True),
             }
             ok = {k: v["median_ms"] for k, v in rec["timing"].items() if "median_ms" in v}
             rec["fastest"] = min(ok, key=ok.get) if ok else None

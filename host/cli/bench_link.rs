@@ -53,6 +53,9 @@ pub struct BenchLinkArgs {
     pub pyg: Vec<PathBuf>,
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
+    /// After the timing, time every op of 5 eager steps and print where a step's time goes.
+    #[arg(long)]
+    pub profile_ops: bool,
 }
 
 #[derive(Serialize, Clone, Debug, Default)]
@@ -190,6 +193,22 @@ fn time_one<B: Ops + 'static>(
     }
     row.epoch_wall_ms = median(&mut wall);
     row.eval_ms = median(&mut eval);
+    if a.profile_ops {
+        const STEPS: usize = 5;
+        let ops = backend.time_ops(&mut || {
+            for _ in 0..STEPS {
+                epoch += 1;
+                t.step(epoch)?;
+            }
+            Ok(())
+        })?;
+        let total: f64 = ops.iter().map(|o| o.1).sum::<f64>() / STEPS as f64;
+        println!("{} {} {}: per-op time of a step (sum {total:.3} ms)", row.graph, row.model, row.precision);
+        for (name, ms, calls) in &ops {
+            let ms = ms / STEPS as f64;
+            println!("  {name:<28} {ms:>8.3} ms {:>5.1}%  {:>4.1} calls", 100.0 * ms / total, *calls as f64 / STEPS as f64);
+        }
+    }
     Ok(())
 }
 

@@ -49,12 +49,15 @@ pub unsafe fn fill(a: NegativePatternArgs) {
 }
 
 /// A warp a row: sorts the row's keys ascending, then writes each entry's target (-1: a
-/// negative, 0: a repeat of the entry before it, skipped by the loss) and adds the row's
-/// distinct pairs seen from their first end (low bit 0: each pair once) to `distinct[0]`.
+/// negative, 0: a repeat of the entry before it, skipped by the loss) and counts the row's
+/// distinct pairs seen from their first end (low bit 0: each pair once); a warp adds its rows'
+/// count to `distinct[0]` once, after its last row (one atomic a row on one address serialised
+/// a million of them on a 1M-node graph).
 #[inline(always)]
 pub unsafe fn sort(a: NegativePatternArgs) {
     let lane = ptx::lane_id();
     let (mut r, warps) = global_warp();
+    let mut firsts = 0u32;
     while r < a.n {
         let (lo, hi) = unsafe { (*a.row_ptr.add(r as usize), *a.row_ptr.add(r as usize + 1)) };
         let len = hi - lo;
@@ -76,7 +79,6 @@ pub unsafe fn sort(a: NegativePatternArgs) {
             unsafe { warp_sort(keys, len) };
         }
         ptx::sync_warp();
-        let mut firsts = 0u32;
         let mut e = lane;
         while e < len {
             let k = unsafe { *keys.add(e as usize) };
@@ -85,16 +87,16 @@ pub unsafe fn sort(a: NegativePatternArgs) {
             firsts += (!repeat && k & 1 == 0) as u32;
             e += 32;
         }
-        // Lane sums by shuffles (every lane takes part: the loop bounds are warp-uniform).
-        let mut m = 16;
-        while m > 0 {
-            firsts += ptx::shfl_xor_u32(firsts, m);
-            m >>= 1;
-        }
-        if lane == 0 && firsts > 0 {
-            unsafe { ptx::red_add_u32(a.distinct, firsts) };
-        }
         ptx::sync_warp();
         r += warps;
+    }
+    // Lane sums by shuffles (every lane takes part: the row loop's bounds are warp-uniform).
+    let mut m = 16;
+    while m > 0 {
+        firsts += ptx::shfl_xor_u32(firsts, m);
+        m >>= 1;
+    }
+    if lane == 0 && firsts > 0 {
+        unsafe { ptx::red_add_u32(a.distinct, firsts) };
     }
 }

@@ -236,7 +236,13 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
     if let (Some(c), Some(dir)) = (&resumed, &a.resume) {
         check_resume(a, c, dir, &cfg, &lcfg, input_width, split.seed)?;
     }
-    let mut trainer = LinkTrainer::new(backend.clone(), input, &split, &cfg, embedding, &lcfg)?;
+    // Layer-wise evaluation keeps the whole-graph model out of memory: the trainer holds the
+    // parameters only (the sampled batches borrow them).
+    let mut representations = crate::cli::link_sampled::representations(a, &*backend, &split, &data.features, &cfg)?;
+    let mut trainer = match representations {
+        Some(_) => LinkTrainer::params_only(backend.clone(), input_width, &split, &cfg, embedding, &lcfg)?,
+        None => LinkTrainer::new(backend.clone(), input, &split, &cfg, embedding, &lcfg)?,
+    };
     let mut done = Vec::new();
     let mut best: Option<(tcgnn::task::link::train::LinkEpoch, Vec<(String, Matrix)>)> = None;
     if let Some(c) = resumed {
@@ -297,7 +303,10 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, backend: Arc<B>) -> Res
         Ok(Flow::Continue)
     };
     let history = match &mut sampled {
-        Some(s) => s.fit(&mut trainer, a.epochs, &mut on_epoch)?,
+        Some(s) => {
+            let eval = representations.as_mut().map(|r| r as &mut dyn tcgnn::task::link::train::Representations<B>);
+            s.fit(&mut trainer, a.epochs, eval, &mut on_epoch)?
+        }
         None => trainer.fit(done, a.epochs, &mut on_epoch)?,
     };
     bar.finish_and_clear();

@@ -66,18 +66,43 @@ impl<B: Ops + 'static> LayerwiseInference<B> {
     /// For model `cfg` on `graph` (the raw adjacency) with dense `features` (uploaded once),
     /// scored against `targets`; batches of about `batch_edges` nonzeros.
     pub fn new(b: &B, graph: &Csr, features: &Matrix, targets: Targets, cfg: &ModelConfig, batch_edges: usize) -> Result<Self> {
+        Self::build(b, graph, features, targets, cfg, batch_edges)
+    }
+
+    /// For the node representations (`width` wide) of model `cfg` alone, with nothing to score
+    /// them against (link prediction scores pairs of them): [`LayerwiseInference::logits`] only.
+    pub fn representations(b: &B, graph: &Csr, features: &Matrix, width: usize, cfg: &ModelConfig, batch_edges: usize) -> Result<Self> {
+        let targets = Targets { classes: width, labels: Vec::new(), mask_bits: Vec::new() };
+        Self::build_unchecked_targets(b, graph, features, targets, cfg, batch_edges)
+    }
+
+    fn build(b: &B, graph: &Csr, features: &Matrix, targets: Targets, cfg: &ModelConfig, batch_edges: usize) -> Result<Self> {
+        let n = graph.n_rows();
+        if targets.labels.len() != n || targets.mask_bits.len() != n {
+            return Err(Error::Shape(format!(
+                "layer-wise inference over {n} nodes given {} labels, {} masks",
+                targets.labels.len(),
+                targets.mask_bits.len()
+            )));
+        }
+        Self::build_unchecked_targets(b, graph, features, targets, cfg, batch_edges)
+    }
+
+    fn build_unchecked_targets(
+        b: &B,
+        graph: &Csr,
+        features: &Matrix,
+        targets: Targets,
+        cfg: &ModelConfig,
+        batch_edges: usize,
+    ) -> Result<Self> {
         let Targets { classes, labels, mask_bits } = targets;
         if !supports(cfg) {
             return Err(Error::Unsupported(format!("{}: layer-wise inference runs GCN, SAGE and GIN without --batch-norm", cfg.model)));
         }
         let n = graph.n_rows();
-        if features.rows != n || labels.len() != n || mask_bits.len() != n {
-            return Err(Error::Shape(format!(
-                "layer-wise inference over {n} nodes given {} feature rows, {} labels, {} masks",
-                features.rows,
-                labels.len(),
-                mask_bits.len()
-            )));
+        if features.rows != n {
+            return Err(Error::Shape(format!("layer-wise inference over {n} nodes given {} feature rows", features.rows)));
         }
         let m = models::model_graph(cfg.model, graph)?;
         let batches = row_batches(&m, batch_edges.max(1))?;
@@ -162,6 +187,9 @@ impl<B: Ops + 'static> LayerwiseInference<B> {
 
 impl<B: Ops + 'static> Evaluate<B> for LayerwiseInference<B> {
     fn correct(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<[f64; 3]> {
+        if self.labels.len() != self.n {
+            return Err(Error::Unsupported("this layer-wise inference was made for representations only (no labels to score)".into()));
+        }
         let t0 = std::time::Instant::now();
         let logits = self.logits(b, net)?;
         self.passes += 1;

@@ -9,16 +9,19 @@ use std::sync::Arc;
 
 use tcgnn::graph::Csr;
 use tcgnn::nn::input::HostFeatures;
+use tcgnn::nn::input::HostFeatures::Dense;
+use tcgnn::nn::models::Model;
 use tcgnn::nn::models::{ModelConfig, default_config};
 use tcgnn::nn::seed_blocks::SeedBlockSampler;
 use tcgnn::nn::{CpuBackend, CudaBackend, EdgeLayout, Ops};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::sample::PrefetchConfig;
+use tcgnn::sample::layerwise::LayerwiseInference;
 use tcgnn::sample::seed_blocks::NeighborSeedBlocks;
 use tcgnn::task::link::decoder::DecoderKind;
 use tcgnn::task::link::sampled::{BatchPairs, LinkBatch, SampledLink};
 use tcgnn::task::link::split::{LinkSplit, Pair};
-use tcgnn::task::link::train::{LinkConfig, LinkTrainer};
+use tcgnn::task::link::train::{LinkConfig, LinkTrainer, Representations};
 use tcgnn::tensor::{Matrix, rel_error};
 use tcgnn::util::rng::SplitMix64;
 
@@ -267,6 +270,45 @@ fn gpu_sampled_link_steps_match_cpu() {
     }
 }
 
+/// Layer-wise inference as the link task's representations (what the CLI wires).
+struct Layerwise<B: Ops>(LayerwiseInference<B>);
+
+impl<B: Ops + 'static> Representations<B> for Layerwise<B> {
+    fn all_nodes(&mut self, b: &B, net: &mut dyn Model<B>) -> tcgnn::Result<Matrix> {
+        self.0.logits(b, net)
+    }
+}
+
+#[test]
+fn layerwise_evaluation_of_a_params_only_trainer_equals_the_full_graph_evaluation() {
+    let p = Problem::new(97, 5, 8);
+    let Dense(x) = &p.x else { unreachable!() };
+    let mp = p.split.message_passing_graph().unwrap();
+    for (model, decoder) in [("gcn", DecoderKind::Dot), ("sage", DecoderKind::Mlp), ("gin", DecoderKind::Dot)] {
+        // Two sampled epochs move the parameters off their init; then both evaluate them.
+        let mut full = p.trainer(CpuBackend::<f64>::new(), model, decoder);
+        let mut s = p.sampled(model, &[3, 2], 30);
+        for e in 0..2 {
+            s.train_epoch(&mut full, e).unwrap();
+        }
+        let (val, test) = full.evaluate().unwrap();
+        let lcfg = LinkConfig { seed: 5, decoder, neg_ratio: 1.5, ..LinkConfig::default() };
+        let mut lean = LinkTrainer::params_only(Arc::new(CpuBackend::<f64>::new()), 11, &p.split, &encoder(model), 8, &lcfg).unwrap();
+        let (state, steps) = full.optimizer_state().unwrap();
+        lean.load_optimizer_state(&state, steps).unwrap();
+        // Batches of about 40 nonzeros: several a layer.
+        let b = CpuBackend::<f64>::new();
+        let mut r = Layerwise(LayerwiseInference::representations(&b, &mp, x, 8, &encoder(model), 40).unwrap());
+        let (lval, ltest) = lean.evaluate_from(&mut r).unwrap();
+        for (what, a, b) in [("validation", lval, val), ("test", ltest, test)] {
+            assert!((a.auc - b.auc).abs() < 1e-12, "{model}: {what} AUC {} layer-wise, {} full", a.auc, b.auc);
+            assert_eq!(a.hits, b.hits, "{model}: {what} Hits@K");
+        }
+        // A params-only trainer has no full-graph step.
+        assert!(lean.step(0).is_err());
+    }
+}
+
 #[test]
 fn sampled_link_refuses_what_it_does_not_do() {
     let p = Problem::new(60, 4, 5);
@@ -301,6 +343,30 @@ fn link_cli_trains_sampled_and_refuses_bad_options() {
     let (code, out) = run(&["--sampler", "neighbor", "--fanout", "3,2", "--batch-size", "20"]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("AUC"), "{out}");
+    let (code, lw) = run(&[
+        "--sampler",
+        "neighbor",
+        "--fanout",
+        "3,2",
+        "--batch-size",
+        "20",
+        "--inference",
+        "layerwise",
+        "--inference-batch-edges",
+        "50",
+    ]);
+    assert_eq!(code, Some(0), "{lw}");
+    // The same run evaluated layer by layer: the same metrics (f32 sums in another order may
+    // move the last printed digit, 0.01 points).
+    let table = |o: &str| -> Vec<f64> {
+        o.lines()
+            .filter(|l| l.starts_with("validation") || l.starts_with("test"))
+            .flat_map(|l| l.split_whitespace().skip(1).filter_map(|w| w.parse::<f64>().ok()).collect::<Vec<_>>())
+            .collect()
+    };
+    let (a, b) = (table(&out), table(&lw));
+    assert!(a.len() >= 8 && a.len() == b.len(), "full:\n{out}\nlayer-wise:\n{lw}");
+    assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 0.011), "full:\n{out}\nlayer-wise:\n{lw}");
     for (extra, expect) in [
         (&["--sampler", "saint-rw"][..], "--sampler neighbor"),
         (&["--sampler", "neighbor", "--fanout", "5"], "1 hops for 2 layers"),
@@ -309,6 +375,8 @@ fn link_cli_trains_sampled_and_refuses_bad_options() {
         (&["--sampler", "neighbor", "--batch-size", "0"], "--batch-size"),
         (&["--sampler", "neighbor", "--neighbor-union"], "--neighbor-union"),
         (&["--fanout", "5,5"], "add --sampler"),
+        (&["--sampler", "neighbor", "--inference-batch-edges", "100"], "add --inference layerwise"),
+        (&["--sampler", "neighbor", "--inference", "layerwise", "--batch-norm"], "--batch-norm"),
     ] {
         let (code, out) = run(extra);
         assert!(matches!(code, Some(1) | Some(2)), "{extra:?}: exit {code:?}\n{out}");

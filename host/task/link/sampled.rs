@@ -5,7 +5,10 @@
 //! blocks (one per layer, with the full graph's normalisation: a [`SeedBlockSampler`], e.g.
 //! `sample::seed_blocks`), the encoder runs on the blocks, the decoder scores the seed pairs on
 //! their block-local rows, binary cross entropy (mean over the batch's pairs), one Adam step.
-//! Evaluation is the full-graph trainer's ([`LinkTrainer::evaluate`]).
+//! Evaluation is the full-graph trainer's ([`LinkTrainer::evaluate`]), or, for graphs whose
+//! full-graph model does not fit, layer by layer from the parameters alone
+//! ([`LinkTrainer::params_only`], [`LinkTrainer::evaluate_from`]; the CLI's `--inference
+//! layerwise` hands `sample::layerwise` in as the [`Representations`]).
 //!
 //! The negatives: the epoch draws the very slots the full-graph path draws
 //! (`negative_stream_key(seed, epoch)`, `round(neg_ratio * train edges)` slots); batch i takes the
@@ -34,7 +37,7 @@ use crate::shared::rng::{negative_stream_key, sample_permuted_index, sample_stre
 use crate::task::link::decoder::Decoder;
 use crate::task::link::pairs::PairSet;
 use crate::task::link::split::Pair;
-use crate::task::link::train::{LinkConfig, LinkEpoch, LinkHistory, LinkTrainer};
+use crate::task::link::train::{LinkConfig, LinkEpoch, LinkHistory, LinkTrainer, Representations};
 use crate::util::prefetch::{Prefetch, PrefetchConfig};
 
 /// The part of a [`LinkTrainer`] the sampled loop reads and trains.
@@ -256,12 +259,14 @@ impl SampledLink {
         Ok((loss / stats.len().max(1) as f64, dropped))
     }
 
-    /// [`LinkTrainer::fit`] with sampled epochs: trains epochs `0..epochs`, evaluating on the
-    /// full graph after each; `on_epoch` sees the trainer after each and may stop the run.
+    /// [`LinkTrainer::fit`] with sampled epochs: trains epochs `0..epochs`, evaluating after
+    /// each on the full graph, or from the representations `eval` computes (layer by layer);
+    /// `on_epoch` sees the trainer after each and may stop the run.
     pub fn fit<B: Ops + 'static>(
         &mut self,
         t: &mut LinkTrainer<B>,
         epochs: usize,
+        mut eval: Option<&mut dyn Representations<B>>,
         mut on_epoch: impl FnMut(&mut LinkTrainer<B>, &LinkEpoch) -> Result<Flow>,
     ) -> Result<LinkHistory> {
         let t0 = Instant::now();
@@ -275,7 +280,10 @@ impl SampledLink {
                 return Err(Error::Unsupported(format!("the loss became {loss} at epoch {}; try a smaller --lr", e + 1)));
             }
             let t1 = Instant::now();
-            let (val, test) = t.evaluate()?;
+            let (val, test) = match eval.as_deref_mut() {
+                Some(r) => t.evaluate_from(r)?,
+                None => t.evaluate()?,
+            };
             eval_ms.push(t1.elapsed().as_secs_f64() * 1e3);
             let rec = LinkEpoch { epoch: e + 1, loss, val, test, negatives_dropped };
             run.push(rec);

@@ -138,6 +138,37 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// What the encoder of a [`LinkTrainer`] is built on: the message-passing graph and the input
+/// over its nodes (`full_batch`: the full-graph step's pair patterns are made too), or one node.
+struct Encoder<'a> {
+    graph: &'a crate::graph::Csr,
+    input: NodeInput<'a>,
+    full_batch: bool,
+}
+
+/// Every node's representation from an encoder's parameters, computed another way than its
+/// full-graph forward (layer by layer in node batches: `sample::layerwise`, wired by the CLI,
+/// since the task and sample layers do not import each other).
+pub trait Representations<B: Ops> {
+    /// The n x width output of `net`'s parameters, rows in node order.
+    fn all_nodes(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<Matrix>;
+}
+
+/// The validation and test pairs scored from `z` in evaluation mode, and their metrics.
+fn score_sets<B: Ops + 'static>(
+    b: &B,
+    decoder: &Decoder<B>,
+    val: &mut PairSet<B>,
+    test: &mut PairSet<B>,
+    z: &B::Mat,
+) -> Result<(LinkMetrics, LinkMetrics)> {
+    decoder.score(b, val, z)?;
+    decoder.score(b, test, z)?;
+    let (vp, vn) = val.split_scores(b)?;
+    let (tp, tn) = test.split_scores(b)?;
+    Ok((LinkMetrics::of(&vp, &vn)?, LinkMetrics::of(&tp, &tn)?))
+}
+
 /// The dot decoder's pair lists of a training step.
 struct DotPairs<B: Ops> {
     pos: <B as PairDotOp>::Pairs,
@@ -183,15 +214,40 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         cfg: &LinkConfig,
     ) -> Result<Self> {
         let t0 = Instant::now();
-        let n = split.nodes;
         let input: NodeInput = input.into();
+        Self::check(split.nodes, Some(&input), cfg, embedding)?;
+        let mp = split.message_passing_graph()?;
+        let t = Self::build_on(backend, Encoder { graph: &mp, input, full_batch: true }, split, model, embedding, cfg)?;
+        Ok(LinkTrainer { setup_seconds: t0.elapsed().as_secs_f64(), ..t })
+    }
+
+    /// A trainer whose encoder holds only the parameters (and Adam's moments), built on a
+    /// one-node graph with a one-row input of the features' width: it never runs on the whole
+    /// graph. For link-neighbour sampled training (the batches borrow the parameters) evaluated
+    /// by [`LinkTrainer::evaluate_from`] (layer by layer) where the full-graph model does not fit.
+    pub fn params_only(
+        backend: Arc<B>,
+        feature_width: usize,
+        split: &LinkSplit,
+        model: &ModelConfig,
+        embedding: usize,
+        cfg: &LinkConfig,
+    ) -> Result<Self> {
+        Self::check(split.nodes, None, cfg, embedding)?;
+        let one = crate::graph::Csr::new(1, 1, vec![0, 0], Vec::new(), Vec::new())?;
+        let x = crate::nn::input::HostFeatures::Dense(Matrix::zeros(1, feature_width));
+        Self::build_on(backend, Encoder { graph: &one, input: NodeInput::Features(&x), full_batch: false }, split, model, embedding, cfg)
+    }
+
+    /// What `new` refuses before anything is built.
+    fn check(n: usize, input: Option<&NodeInput>, cfg: &LinkConfig, embedding: usize) -> Result<()> {
         match input {
-            NodeInput::Features(f) if f.rows() != n => {
+            Some(NodeInput::Features(f)) if f.rows() != n => {
                 return Err(Error::Shape(format!("link prediction: {} feature rows for {n} nodes", f.rows())));
             }
             // Refused before the model is built.
-            NodeInput::Learnable { width } => crate::nn::embedding::check_table(n, width)?,
-            NodeInput::Features(_) => {}
+            Some(NodeInput::Learnable { width }) => crate::nn::embedding::check_table(n, *width)?,
+            _ => {}
         }
         if cfg.batch_edges == Some(0) {
             return Err(Error::Unsupported("--batch-edges 0: a batch needs at least one training edge".into()));
@@ -202,21 +258,29 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         if embedding == 0 {
             return Err(Error::Unsupported("the embedding width must be at least 1".into()));
         }
+        Ok(())
+    }
+
+    /// The trainer with its encoder as `enc` says; the evaluation pairs, the negatives' graph and
+    /// the decoder over all of `split`'s nodes.
+    fn build_on(backend: Arc<B>, enc: Encoder, split: &LinkSplit, model: &ModelConfig, embedding: usize, cfg: &LinkConfig) -> Result<Self> {
+        let t0 = Instant::now();
+        let Encoder { graph, input, full_batch } = enc;
+        let n = split.nodes;
         let b = &*backend;
-        let mp = split.message_passing_graph()?;
-        let net = models::build(b, &mp, input.cols(), embedding, model)?;
-        let input = input.build(b, n, model)?;
+        let net = models::build(b, graph, input.cols(), embedding, model)?;
+        let input = input.build(b, graph.n_rows(), model)?;
         let full = b.graph(split.full_graph()?)?;
         let val = PairSet::new(b, n, &split.val_pos, &split.val_neg)?;
         let test = PairSet::new(b, n, &split.test_pos, &split.test_neg)?;
         val.check_order(b)?;
         let hyper = AdamHyper { lr: cfg.lr, weight_decay: cfg.weight_decay, ..AdamHyper::default() };
         let dot_pairs = match cfg.decoder {
-            DecoderKind::Dot => Some(DotPairs {
+            DecoderKind::Dot if full_batch => Some(DotPairs {
                 pos: b.pair_list(n, &split.train, true)?,
                 neg: b.negative_list(n, negative_count(split.train.len(), cfg.neg_ratio))?,
             }),
-            DecoderKind::Mlp => None,
+            DecoderKind::Dot | DecoderKind::Mlp => None,
         };
         let trainer = LinkTrainer {
             net,
@@ -293,7 +357,9 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         let b = self.backend.clone();
         let b = &*b;
         let Some(p) = self.dot_pairs.as_mut() else {
-            return Err(Error::Unsupported("LinkTrainer::step is the dot decoder's step; the MLP decoder trains by train_epoch".into()));
+            return Err(Error::Unsupported(
+                "LinkTrainer::step is the full-graph dot decoder's step (the MLP decoder and a params-only trainer train otherwise)".into(),
+            ));
         };
         b.negative_pattern(&self.full, key, count, &mut p.neg)?;
         b.begin_step()?;
@@ -313,11 +379,27 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         let b = self.backend.clone();
         let b = &*b;
         let z = self.net.forward(b, &mut self.input, false)?;
-        self.decoder.score(b, &mut self.val, z)?;
-        self.decoder.score(b, &mut self.test, z)?;
-        let (vp, vn) = self.val.split_scores(b)?;
-        let (tp, tn) = self.test.split_scores(b)?;
-        Ok((LinkMetrics::of(&vp, &vn)?, LinkMetrics::of(&tp, &tn)?))
+        score_sets(b, &self.decoder, &mut self.val, &mut self.test, z)
+    }
+
+    /// [`LinkTrainer::evaluate`] with every node's representation computed by `r` from the
+    /// encoder's parameters (layer by layer, for a [`LinkTrainer::params_only`] trainer) instead
+    /// of the full-graph forward.
+    pub fn evaluate_from(&mut self, r: &mut dyn Representations<B>) -> Result<(LinkMetrics, LinkMetrics)> {
+        let b = self.backend.clone();
+        let b = &*b;
+        let z = r.all_nodes(b, &mut *self.net)?;
+        if (z.rows, z.cols) != (self.n, B::shape(&self.dz).1) {
+            return Err(Error::Shape(format!(
+                "representations of {} x {} for {} nodes of width {}",
+                z.rows,
+                z.cols,
+                self.n,
+                B::shape(&self.dz).1
+            )));
+        }
+        let z = b.upload(&z)?;
+        score_sets(b, &self.decoder, &mut self.val, &mut self.test, &z)
     }
 
     /// Trains epochs `done.len()..epochs` (continuing `done`, empty for a new run); `on_epoch`

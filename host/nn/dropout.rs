@@ -26,25 +26,36 @@ pub struct Dropout<B: Backend> {
     ids: Option<Rc<B::Ids>>,
     out: B::Mat,
     mask: B::Mask,
+    /// The fused tail writes its output over its input ([`Dropout::in_place`]): `output` is the
+    /// input buffer itself.
+    in_place: bool,
 }
 
 impl<B: DropoutOps> Dropout<B> {
     pub fn new(b: &B, rows: usize, cols: usize, p: f32, seed: u64) -> Result<Self> {
-        Ok(Dropout { p, seed, ids: None, out: b.matrix(rows, cols)?, mask: b.mask(rows, cols)? })
+        Ok(Dropout { p, seed, ids: None, out: b.matrix(rows, cols)?, mask: b.mask(rows, cols)?, in_place: false })
     }
 
     /// A dropout whose mask is never stored (its forward and backward run fused, see
     /// [`Dropout::forward_bias_relu`] and [`Dropout::backward_relu`], or it is never active):
     /// its output buffer only; `forward`, `backward` and `backward_redrawn` refuse (no mask).
     pub fn without_mask(b: &B, rows: usize, cols: usize, p: f32, seed: u64) -> Result<Self> {
-        Ok(Dropout { p, seed, ids: None, out: b.matrix(rows, cols)?, mask: b.mask(0, cols)? })
+        Ok(Dropout { p, seed, ids: None, out: b.matrix(rows, cols)?, mask: b.mask(0, cols)?, in_place: false })
     }
 
     /// A dropout only ever drawn inside products ([`Dropout::operand`]) and backward passes that
     /// draw the mask again ([`Dropout::backward_elu_product`]): no output or mask buffer (its
     /// `forward`, `output` and `backward` have nothing to work on).
     pub fn redrawn_only(b: &B, cols: usize, p: f32, seed: u64) -> Result<Self> {
-        Ok(Dropout { p, seed, ids: None, out: b.matrix(0, cols)?, mask: b.mask(0, cols)? })
+        Ok(Dropout { p, seed, ids: None, out: b.matrix(0, cols)?, mask: b.mask(0, cols)?, in_place: false })
+    }
+
+    /// A dropout whose output is written over its input ([`Dropout::forward_bias_relu_in_place`],
+    /// [`Dropout::backward_relu_in_place`]), or that is never active: no output or mask buffer;
+    /// [`Dropout::output`] is the input buffer itself. A hidden layer's fused tail then holds
+    /// no dropped copy beside its pre-activation (bench/NOTES.md, issue 42 item 4).
+    pub fn in_place(b: &B, cols: usize, p: f32, seed: u64) -> Result<Self> {
+        Ok(Dropout { p, seed, ids: None, out: b.matrix(0, cols)?, mask: b.mask(0, cols)?, in_place: true })
     }
 
     /// Draws row r's mask as row `ids[r]` of the whole graph's (a part of a partitioned graph:
@@ -71,9 +82,10 @@ impl<B: DropoutOps> Dropout<B> {
         Ok(())
     }
 
-    /// What the last `forward` of `x` produced: `x` itself when inactive (no copy).
+    /// What the last `forward` of `x` produced: `x` itself when inactive (no copy) or when the
+    /// output was written over it ([`Dropout::in_place`]).
     pub fn output<'a>(&'a self, x: &'a B::Mat, train: bool) -> &'a B::Mat {
-        if self.is_active(train) { &self.out } else { x }
+        if self.is_active(train) && !self.in_place { &self.out } else { x }
     }
 
     /// This dropout of `x` as the left operand of the product that follows it, the mask drawn
@@ -99,6 +111,19 @@ impl<B: DropoutOps> Dropout<B> {
     pub fn forward_bias_relu(&mut self, b: &B, z: &B::Mat, bias: &B::Mat) -> Result<()> {
         let key = DropKey::new(self.p, self.seed).with_ids(self.ids.as_deref());
         b.bias_relu_dropout(z, bias, &mut self.out, key)
+    }
+
+    /// [`Dropout::forward_bias_relu`] written over `zy` (z before, the output after), for a
+    /// dropout made [`Dropout::in_place`]. Only while active.
+    pub fn forward_bias_relu_in_place(&self, b: &B, zy: &mut B::Mat, bias: &B::Mat) -> Result<()> {
+        let key = DropKey::new(self.p, self.seed).with_ids(self.ids.as_deref());
+        b.bias_relu_dropout_in_place(zy, bias, key)
+    }
+
+    /// [`Dropout::backward_relu`] after [`Dropout::forward_bias_relu_in_place`] (`y` its output,
+    /// the input buffer), dz written over dy (`d`).
+    pub fn backward_relu_in_place(&self, b: &B, d: &mut B::Mat, y: &B::Mat) -> Result<()> {
+        b.relu_dropout_backward_in_place(d, y, self.p)
     }
 
     /// dz = relu'(dropout'(dy)) after [`Dropout::forward_bias_relu`], from its output alone.

@@ -3,7 +3,10 @@
 //!
 //! Backward: db = 1ᵀ dY; G = Âᵀ dY; then the Linear's backward of G: dW = Xᵀ G, dX = G Wᵀ. Âᵀ is
 //! a product with the transposed pattern and Â's values laid out for it, both built once: a
-//! directed graph has Âᵀ ≠ Â.
+//! directed graph has Âᵀ ≠ Â. Where Â is its own transpose array for array
+//! ([`crate::graph::ops::is_symmetric`]: an undirected graph's Â, GIN's sum), the transposed
+//! product is the forward one and nothing is built or held for the transposed side (bench/NOTES.md,
+//! issue 42 item 4).
 
 use std::ops::Range;
 use std::rc::Rc;
@@ -48,6 +51,9 @@ pub struct GcnAdjacency<B: GcnOps> {
 /// prepares its own.
 enum Values<B: GcnOps> {
     Fixed(Box<[B::Fixed; 2]>),
+    /// Â = Âᵀ array for array: one set of fixed values, read by both products (Âᵀ x runs as
+    /// Â x: the arrays the transposed side would be translated to are the forward side's).
+    Symmetric(Box<B::Fixed>),
     Plain([B::Edges; 2]),
     /// Giving the fixed values back failed ([`GcnAdjacency::parts_mut`]): products refuse.
     Lost,
@@ -177,10 +183,15 @@ impl<B: GcnOps> GcnAdjacency<B> {
 
     /// A pattern with values used as they are (a sampled block with its own normalisation).
     pub fn from_normalized(b: &B, s: Csr) -> Result<Self> {
+        let symmetric = crate::graph::ops::is_symmetric(&s);
         let graph = b.graph(s)?;
         let values = b.graph_values(&graph, Side::Forward)?;
-        let values_t = b.graph_values(&graph, Side::Transposed)?;
-        let values = Values::Fixed(Box::new([b.fix(&graph, Side::Forward, values)?, b.fix(&graph, Side::Transposed, values_t)?]));
+        let values = if symmetric {
+            Values::Symmetric(Box::new(b.fix(&graph, Side::Forward, values)?))
+        } else {
+            let values_t = b.graph_values(&graph, Side::Transposed)?;
+            Values::Fixed(Box::new([b.fix(&graph, Side::Forward, values)?, b.fix(&graph, Side::Transposed, values_t)?]))
+        };
         Ok(GcnAdjacency { graph, values, halo: None, overlap: None, local_input: false, input_layer: Default::default() })
     }
 
@@ -202,11 +213,12 @@ impl<B: GcnOps> GcnAdjacency<B> {
         Ok(GcnAdjacency { overlap, local_input, ..Self::from_normalized(b, s)?.with_halo(hook) })
     }
 
-    /// Both sides' values as taken for unchanged products ([forward, transposed]); `None` once
-    /// handed out to be rewritten.
-    pub fn fixed(&self) -> Option<&[B::Fixed; 2]> {
+    /// Both sides' values as taken for unchanged products ([forward, transposed]), or the one
+    /// set both read where Â = Âᵀ; `None` once handed out to be rewritten.
+    pub fn fixed(&self) -> Option<&[B::Fixed]> {
         match &self.values {
-            Values::Fixed(f) => Some(f),
+            Values::Fixed(f) => Some(&f[..]),
+            Values::Symmetric(f) => Some(std::slice::from_ref(&**f)),
             _ => None,
         }
     }
@@ -241,10 +253,15 @@ impl<B: GcnOps> GcnAdjacency<B> {
     /// here on every product reads the values as they are then.
     pub fn parts_mut(&mut self) -> Result<(&mut B::Graph, &mut B::Edges, &mut B::Edges)> {
         self.overlap = None;
-        if let Values::Fixed(_) = self.values {
-            let Values::Fixed(f) = std::mem::replace(&mut self.values, Values::Lost) else { unreachable!("matched above") };
-            let [fw, tr] = *f;
-            self.values = Values::Plain([B::unfix(&self.graph, Side::Forward, fw)?, B::unfix(&self.graph, Side::Transposed, tr)?]);
+        match std::mem::replace(&mut self.values, Values::Lost) {
+            Values::Fixed(f) => {
+                let [fw, tr] = *f;
+                self.values = Values::Plain([B::unfix(&self.graph, Side::Forward, fw)?, B::unfix(&self.graph, Side::Transposed, tr)?]);
+            }
+            // The rewritten graph need not be symmetric: both layouts from here on (the
+            // transposed one is the forward one's copy: the same arrays).
+            Values::Symmetric(f) => self.values = Values::Plain(B::unfix_symmetric(&self.graph, *f)?),
+            other => self.values = other,
         }
         match &mut self.values {
             Values::Plain([values, values_t]) => Ok((&mut self.graph, values, values_t)),
@@ -288,6 +305,7 @@ impl<B: GcnOps> GcnAdjacency<B> {
     pub fn forward(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
         match &self.values {
             Values::Fixed(f) => b.spmm_fixed(&self.graph, Side::Forward, &f[0], x, y),
+            Values::Symmetric(f) => b.spmm_fixed(&self.graph, Side::Forward, f, x, y),
             Values::Plain([v, _]) => b.spmm(&self.graph, Side::Forward, v, x, y),
             Values::Lost => Err(lost()),
         }
@@ -297,6 +315,7 @@ impl<B: GcnOps> GcnAdjacency<B> {
     pub fn transposed(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
         match &self.values {
             Values::Fixed(f) => b.spmm_fixed(&self.graph, Side::Transposed, &f[1], x, y),
+            Values::Symmetric(f) => b.spmm_fixed(&self.graph, Side::Forward, f, x, y),
             Values::Plain([_, v]) => b.spmm(&self.graph, Side::Transposed, v, x, y),
             Values::Lost => Err(lost()),
         }
@@ -304,10 +323,10 @@ impl<B: GcnOps> GcnAdjacency<B> {
 }
 
 pub struct GcnConv<B: GcnOps> {
+    /// X W in its output until Â has read it; in the backward Âᵀ dY (X W is read by nothing
+    /// after the forward: one `rows x fan_out` buffer for both, bench/NOTES.md, issue 42 item 4).
     pub lin: Linear<B>,
     pub bias: Param<B>,
-    /// Âᵀ dY in the backward pass.
-    g: B::Mat,
     out: B::Mat,
 }
 
@@ -316,7 +335,6 @@ impl<B: GcnOps> GcnConv<B> {
         Ok(GcnConv {
             lin: Linear::with_bias(b, rows, fan_in, fan_out, false, rng)?,
             bias: Param::new(b, &Matrix::zeros(1, fan_out))?,
-            g: b.matrix(rows, fan_out)?,
             out: b.matrix(rows, fan_out)?,
         })
     }
@@ -346,8 +364,8 @@ impl<B: GcnOps> GcnConv<B> {
     /// Fills the weight and bias gradients, and dX into `dx` when asked.
     pub fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
         b.col_sums(dy, &mut self.bias.grad)?;
-        adj.transposed_give_back(b, dy, &mut self.g)?;
-        self.lin.backward(b, x, &self.g, dx)
+        adj.transposed_give_back(b, dy, self.lin.out_mut())?;
+        self.lin.backward_from_out(b, x, dx)
     }
 
     pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
@@ -365,6 +383,9 @@ impl<B: GcnOps> crate::nn::stack::Conv<B> for GcnConv<B> {
     }
     fn deferred_bias(&self) -> Option<&B::Mat> {
         Some(&self.bias.value)
+    }
+    fn out_mut_with_deferred_bias(&mut self) -> Option<(&mut B::Mat, &B::Mat)> {
+        Some((&mut self.out, &self.bias.value))
     }
     fn forward_pre_bias(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
         self.lin.forward(b, x)?;

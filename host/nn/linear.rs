@@ -78,6 +78,11 @@ impl<B: LinearOps> Linear<B> {
     pub fn out_mut(&mut self) -> &mut B::Mat {
         &mut self.out
     }
+    /// The output buffer and the bias (if any) at once (a caller that rewrites the output with
+    /// the bias, as a fused tail after [`Linear::forward_pre_bias`]).
+    pub fn out_mut_with_bias(&mut self) -> (&mut B::Mat, Option<&B::Mat>) {
+        (&mut self.out, self.bias.as_ref().map(|p| &p.value))
+    }
 
     /// Gradients of weight and bias from `dy`, and dX = dY Wᵀ into `dx` when asked (the node
     /// features need none).

@@ -151,6 +151,9 @@ impl<B: SageOps> Conv<B> for SageConv<B> {
     fn deferred_bias(&self) -> Option<&B::Mat> {
         self.norm.is_none().then_some(&self.bias.value)
     }
+    fn out_mut_with_deferred_bias(&mut self) -> Option<(&mut B::Mat, &B::Mat)> {
+        self.norm.is_none().then_some((&mut self.pre, &self.bias.value))
+    }
     fn forward_pre_bias(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
         if self.norm.is_some() {
             return Err(crate::error::Error::Unsupported("SAGE with normalisation adds its bias before normalising".into()));

@@ -14,8 +14,10 @@
 //! A plain hidden layer (no BatchNorm, no residual here or in the next layer) under an active
 //! dropout whose conv can defer its bias ([`Conv::deferred_bias`]) runs its tail fused: x_{l+1} =
 //! dropout(max(z_l + b_l, 0)) in one pass from the pre-bias output z_l, and dz = relu'(dropout'(
-//! dL/dx_{l+1})) from x_{l+1} alone (`ops::nn::relu_dropout`); a_l and the mask are not stored
-//! (the conv's output holds z_l after such a forward). Same values as the unfused path.
+//! dL/dx_{l+1})) from x_{l+1} alone (`ops::nn::relu_dropout`); a_l and the mask are not stored.
+//! Both run in place: x_{l+1} is written over z_l in the conv's output buffer, and dz over
+//! dL/dx_{l+1} in `din`, so such a layer holds neither a dropped copy nor a gradient copy
+//! (bench/NOTES.md, issue 42 item 4). Same values as the unfused path.
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
@@ -64,6 +66,12 @@ pub trait Conv<B: crate::nn::operand::OperandOps> {
     fn forward_pre_bias(&mut self, _b: &B, _adj: &Self::Adj, _x: &Operand<B>) -> Result<()> {
         Err(Error::Unsupported("this convolution cannot defer its bias".into()))
     }
+    /// The output buffer to write the fused tail over, with [`Conv::deferred_bias`]'s bias
+    /// (both at once: the tail reads the bias while it rewrites the output). `None` (the
+    /// default) where the conv defers no bias; every conv that defers one gives both.
+    fn out_mut_with_deferred_bias(&mut self) -> Option<(&mut B::Mat, &B::Mat)> {
+        None
+    }
     fn out(&self) -> &B::Mat;
     fn out_mut(&mut self) -> &mut B::Mat;
     /// Every parameter's gradient from `dy` = dL/d(out), and dL/dx into `dx` when asked.
@@ -81,11 +89,14 @@ struct Hidden<B: StackOps> {
     res: Option<B::Mat>,
     /// dL/da_l for a residual layer (g_l itself must survive for layer l-1).
     da: Option<B::Mat>,
-    /// g_l = dL/dh_l.
+    /// g_l = dL/dh_l (0 rows where the tail runs fused: dz is formed over `din`).
     g: B::Mat,
-    /// dL/dx_{l+1} (the next conv's input gradient).
+    /// dL/dx_{l+1} (the next conv's input gradient); dL/dz_l after a fused tail's backward.
     din: B::Mat,
     drop: Dropout<B>,
+    /// The tail runs fused whenever training ([`Stack::fuses_tail`] with `train`): in place
+    /// over the conv's output forward and over `din` backward.
+    fused: bool,
 }
 
 /// Conv `l`'s graph operand: its own in `later`, else the shared one.
@@ -104,6 +115,9 @@ fn hidden_out<'a, B: StackOps, C: Conv<B>>(conv: &'a C, bn: &'a Option<BatchNorm
 
 /// dL/dz_l, the gradient hidden conv l receives, once its layer's chain is done.
 fn dz<B: StackOps>(h: &Hidden<B>) -> &B::Mat {
+    if h.fused {
+        return &h.din;
+    }
     match (&h.bn, &h.da) {
         (Some(bn), _) => bn.dx(),
         (None, Some(da)) => da,
@@ -178,19 +192,24 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
             // dropout (`fuses_tail`, whose conditions other than `train` are fixed here): the
             // fused tail's backward reads the dropped output alone (issue 42 item 4).
             let fused = !cfg.batch_norm && !residual && !(l + 1 < n_hidden && has_residual(l + 1)) && convs[l].deferred_bias().is_some();
+            // `fuses_tail` when training: the tail's output and its gradient are written in
+            // place, so the layer keeps neither the dropout's output nor g.
+            let fused_active = fused && cfg.dropout > 0.0;
             let seed = dropout_seed(cfg.seed, l as u64 + 1);
             hidden.push(Hidden {
                 bn: if cfg.batch_norm { Some(BatchNorm::new(b, n, w)?) } else { None },
                 res: if residual { Some(b.matrix(n, w)?) } else { None },
                 da: if residual { Some(b.matrix(n, w)?) } else { None },
-                g: b.matrix(n, w)?,
+                g: b.matrix(if fused_active { 0 } else { n }, w)?,
                 din: b.matrix(n, w)?,
-                // Seeds as the two-layer GCN always had: layer l + 1's input dropout.
+                // Seeds as the two-layer GCN always had: layer l + 1's input dropout. A dropout
+                // that is never active needs no buffer either (its output is its input).
                 drop: if fused || cfg.dropout <= 0.0 {
-                    Dropout::without_mask(b, n, w, cfg.dropout, seed)?
+                    Dropout::in_place(b, w, cfg.dropout, seed)?
                 } else {
                     Dropout::new(b, n, w, cfg.dropout, seed)?
                 },
+                fused: fused_active,
             });
         }
         Ok(Stack { adj, later: Vec::new(), convs, hidden, p: cfg.dropout, input_seed: dropout_seed(cfg.seed, 0) })
@@ -265,9 +284,10 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
     /// bias, ReLU and dropout in one pass where the tail is fused.
     fn hidden_forward(&mut self, b: &B, l: usize, train: bool, relu_done: bool) -> Result<()> {
         if Self::fuses_tail(&self.convs, &self.hidden, l, train) {
-            let conv = &self.convs[l];
-            let bias = conv.deferred_bias().expect("fuses_tail checked it");
-            return self.hidden[l].drop.forward_bias_relu(b, conv.out(), bias);
+            let (zy, bias) = self.convs[l]
+                .out_mut_with_deferred_bias()
+                .ok_or_else(|| Error::Unsupported("a convolution that defers its bias gives no output to write the tail over".into()))?;
+            return self.hidden[l].drop.forward_bias_relu_in_place(b, zy, bias);
         }
         let (c_lo, c_hi) = self.convs.split_at_mut(l);
         let (h_lo, h_hi) = self.hidden.split_at_mut(l);
@@ -300,8 +320,8 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
     /// Hidden layer l's chain from dL/dx_{l+1} (in `din`) to dL/dz_l.
     fn hidden_backward(&mut self, b: &B, l: usize) -> Result<()> {
         if Self::fuses_tail(&self.convs, &self.hidden, l, true) {
-            let Hidden { g, din, drop, .. } = &mut self.hidden[l];
-            return drop.backward_relu(b, din, g);
+            let Hidden { din, drop, .. } = &mut self.hidden[l];
+            return drop.backward_relu_in_place(b, din, self.convs[l].out());
         }
         let (h_lo, h_hi) = self.hidden.split_at_mut(l + 1);
         let Hidden { bn, da, g, din, drop, .. } = &mut h_lo[l];

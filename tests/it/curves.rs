@@ -55,3 +55,15 @@ fn loss_curves_are_the_recorded_ones_bit_for_bit() {
         }
     }
 }
+
+/// The block model of the curves is undirected: GCN's Â and GIN's sum are their own transpose
+/// array for array, so the curves run the one-sided (symmetric) adjacency for those two models
+/// and the two-sided one for SAGE's mean (issue 42 item 4: both paths held to the recording).
+#[test]
+fn the_curves_cover_the_symmetric_and_the_two_sided_adjacency() {
+    use tcgnn::graph::ops::{gcn_normalize, is_symmetric, pattern};
+    let data = Dataset::load("sbm:600:4:6", None, &SyntheticNodeData { features: 12, classes: 4, seed: 3 }).unwrap();
+    assert!(is_symmetric(&gcn_normalize(&data.graph).unwrap()));
+    assert!(is_symmetric(&pattern(&data.graph)));
+    assert!(!is_symmetric(&tcgnn::nn::sage_conv::mean_matrix(&data.graph).unwrap()));
+}

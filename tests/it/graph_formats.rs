@@ -199,3 +199,24 @@ fn mtx_text_round_trips() {
         assert_eq!(parse_mtx(&text[..], std::path::Path::new("r.mtx")).unwrap(), g);
     }
 }
+
+/// `is_symmetric` (what lets a model's adjacency hold one side, issue 42 item 4): true exactly
+/// when the transpose gives back the very arrays.
+#[test]
+fn is_symmetric_means_transpose_gives_the_same_arrays() {
+    use tcgnn::graph::ops::is_symmetric;
+    let m = |n: usize, t: &[(u32, u32, f32)]| Csr::from_triplets(n, n, t).unwrap();
+    let sym = m(4, &[(0, 1, 2.0), (1, 0, 2.0), (1, 1, 5.0), (2, 3, -1.0), (3, 2, -1.0)]);
+    assert!(is_symmetric(&sym));
+    assert_eq!(transpose(&sym), sym);
+    // A value that differs in its bits only (-0 against 0), a missing mirror, a non-square
+    // matrix, a repeated entry: none is.
+    assert!(!is_symmetric(&m(2, &[(0, 1, 0.0), (1, 0, -0.0)])));
+    assert!(!is_symmetric(&m(3, &[(0, 1, 1.0), (1, 0, 1.0), (2, 0, 1.0)])));
+    assert!(!is_symmetric(&Csr::from_triplets(2, 3, &[(0, 1, 1.0), (1, 0, 1.0)]).unwrap()));
+    let repeated = Csr::new(2, 2, vec![0, 2, 3], vec![1, 1, 0], vec![1.0, 1.0, 1.0]).unwrap();
+    assert!(!is_symmetric(&repeated));
+    // Empty rows and an empty matrix are symmetric.
+    assert!(is_symmetric(&m(3, &[(0, 2, 1.0), (2, 0, 1.0)])));
+    assert!(is_symmetric(&m(0, &[])));
+}

@@ -240,7 +240,9 @@ fn gpu_gat_heads_of_eight_match_cpu() {
 }
 
 /// BatchNorm (batch statistics, running statistics in the next evaluation), residual stacks,
-/// GIN's learnable eps and SAGE's normalisation on the GPU against the CPU.
+/// GIN's learnable eps and SAGE's normalisation on the GPU against the CPU; and three plain
+/// layers, whose two hidden tails run fused in place (the conv's output and `din` rewritten)
+/// and whose GIN layers share one work matrix (with eps fixed and learnable).
 #[test]
 fn gpu_deep_options_match_cpu() {
     let Some(gpu) = common::gpu_or_skip("gpu_deep_options_match_cpu") else { return };
@@ -248,7 +250,7 @@ fn gpu_deep_options_match_cpu() {
     let p = problem(common::random_graph(300, 6, 5, 4), 24, 4, false, 3);
     for kind in ["gcn", "sage", "gin"] {
         let d = default_config(kind).unwrap();
-        for (batch_norm, residual, variant) in [(true, true, false), (true, false, true), (false, true, true)] {
+        for (batch_norm, residual, variant) in [(true, true, false), (true, false, true), (false, true, true), (false, false, false), (false, false, true)] {
             if kind == "gcn" && variant {
                 continue;
             }
@@ -565,5 +567,122 @@ fn gcn_f16_auto_on_a_sparse_graph_captures_its_measured_choice() {
         let worst = captured_against_eager(make, &data, &default_config(model).unwrap(), model);
         println!("{model} f16 auto: captured vs eager loss curves differ by at most {worst:.1e} (30 epochs)");
         assert!(worst < 1e-2, "{model}: captured and eager training diverge ({worst:.2e})");
+    }
+}
+
+/// y = Aᵀ x in f64 on the host from the explicitly transposed CSR (not through any adjacency),
+/// `x` n x k row-major.
+fn transposed_product_f64(a: &Csr, x: &Matrix) -> Vec<f64> {
+    let t = tcgnn::graph::ops::transpose(a);
+    let k = x.cols;
+    let mut y = vec![0.0f64; t.n_rows() * k];
+    for r in 0..t.n_rows() {
+        for e in t.row_range(r) {
+            let (c, v) = (t.col_idx()[e] as usize, t.values()[e] as f64);
+            for j in 0..k {
+                y[r * k + j] += v * x.data[c * k + j] as f64;
+            }
+        }
+    }
+    y
+}
+
+/// Issue 42 item 4: an adjacency that is its own transpose array for array (an undirected
+/// graph's Â, GIN's unit sum) holds one set of fixed values, its transposed product runs as
+/// the forward one, and giving the values back for rewriting yields both layouts. On the CPU
+/// (f64): Aᵀ x equals A x bit for bit and the product with the explicit transpose within
+/// rounding; a directed matrix keeps two sides.
+#[test]
+fn cpu_symmetric_adjacency_holds_one_side() {
+    use tcgnn::nn::Backend;
+    use tcgnn::nn::gcn_conv::GcnAdjacency;
+    let a = tcgnn::graph::ops::symmetrize(&common::random_graph(500, 5, 7, 21)).unwrap();
+    let cpu = CpuBackend::<f64>::new();
+    for (what, s) in [("unit sum", pattern(&a)), ("gcn", tcgnn::graph::ops::gcn_normalize(&pattern(&a)).unwrap())] {
+        assert!(tcgnn::graph::ops::is_symmetric(&s), "{what}: the test's matrix is not symmetric");
+        let mut adj = GcnAdjacency::from_normalized(&cpu, s.clone()).unwrap();
+        assert_eq!(adj.fixed().map(|f| f.len()), Some(1), "{what}: one set of values for both sides");
+        for k in [1, 7, 16] {
+            let x = Matrix::random(s.n_rows(), k, 3 + k as u64);
+            let xc = cpu.upload(&x).unwrap();
+            let (mut y, mut yt) = (cpu.matrix(s.n_rows(), k).unwrap(), cpu.matrix(s.n_rows(), k).unwrap());
+            adj.forward(&cpu, &xc, &mut y).unwrap();
+            adj.transposed(&cpu, &xc, &mut yt).unwrap();
+            let want = transposed_product_f64(&s, &x);
+            let (yh, yth) = (cpu.download(&y).unwrap(), cpu.download(&yt).unwrap());
+            assert_eq!(yh.data, yth.data, "{what} K={k}: Aᵀ x and A x of a symmetric A");
+            assert!(rel_error(&yth.data, &want) < 1e-6, "{what} K={k}: Aᵀ x off the explicit transpose's");
+        }
+        let (_, v, vt) = adj.parts_mut().unwrap();
+        assert_eq!(v, vt, "{what}: the transposed layout given back is the forward one's");
+        assert_eq!(v.len(), s.nnz());
+    }
+    // A directed matrix keeps two sides.
+    let directed = pattern(&common::random_graph(300, 4, 5, 22).canonical());
+    assert!(!tcgnn::graph::ops::is_symmetric(&directed));
+    let adj = GcnAdjacency::from_normalized(&cpu, directed).unwrap();
+    assert_eq!(adj.fixed().map(|f| f.len()), Some(2));
+}
+
+/// The symmetric adjacency on the GPU: one side translated and held, every path (forced, and
+/// `Impl::Auto`'s measured choice on a graph large enough to be measured) at odd widths in
+/// every precision and layout, outputs poisoned, both products against the f64 CPU product
+/// with the explicit transpose; after giving the values back both layouts are equal and the
+/// products (now on values passed per call, the transposed one on the transposed handle) still
+/// match.
+#[test]
+fn gpu_symmetric_adjacency_holds_one_side_and_matches_cpu() {
+    let Some(gpu) = common::gpu_or_skip("gpu_symmetric_adjacency_holds_one_side_and_matches_cpu") else { return };
+    let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    use tcgnn::nn::Backend;
+    use tcgnn::nn::EdgeLayout;
+    use tcgnn::nn::gcn_conv::GcnAdjacency;
+    use tcgnn::ops::nn::spmm::FixedPath;
+    let small = tcgnn::graph::ops::symmetrize(&common::one_huge_row(2000, 6, 23)).unwrap();
+    let large = tcgnn::graph::ops::symmetrize(&common::random_graph(300_000, 4, 9, 24)).unwrap();
+    let small_gcn = tcgnn::graph::ops::gcn_normalize(&pattern(&small)).unwrap();
+    assert!(large.nnz() >= tcgnn::ops::nn::spmm::FIXED_MEASURE_MIN_NNZ);
+    let forced = vec![None, Some(FixedPath::Stored), Some(FixedPath::CsrHalf), Some(FixedPath::CsrF32)];
+    let cases = [("small unit sum", pattern(&small), forced.clone()), ("small gcn", small_gcn, forced), ("large unit sum", pattern(&large), vec![None])];
+    for (name, s, paths) in cases {
+        assert!(tcgnn::graph::ops::is_symmetric(&s), "{name}: not symmetric");
+        for prec in [Precision::F32, Precision::Tf32, Precision::F16] {
+            for layout in [EdgeLayout::Kernel, EdgeLayout::Csr] {
+                for &path in &paths {
+                    let b = CudaBackend::new(gpu.clone(), prec, Impl::Auto).unwrap().with_edge_layout(layout).with_fixed_spmm(path);
+                    let mut adj = GcnAdjacency::from_normalized(&b, s.clone()).unwrap();
+                    assert_eq!(adj.fixed().map(|f| f.len()), Some(1), "{name}: one set of values");
+                    let tol = match (prec, path) {
+                        (_, Some(FixedPath::CsrHalf)) | (Precision::F16, _) => Precision::F16.tolerance(),
+                        (Precision::Tf32, None | Some(FixedPath::Stored)) => Precision::Tf32.tolerance(),
+                        _ => Precision::F32.tolerance(),
+                    };
+                    let check = |adj: &GcnAdjacency<CudaBackend>, when: &str| {
+                        for k in [1, 8, 17, 64] {
+                            let x = Matrix::random(s.n_rows(), k, 40 + k as u64);
+                            let want = transposed_product_f64(&s, &x);
+                            let xd = b.upload(&x).unwrap();
+                            let mut y = b.matrix(s.n_rows(), k).unwrap();
+                            for transposed in [false, true] {
+                                y.poison().unwrap();
+                                if transposed {
+                                    adj.transposed(&b, &xd, &mut y).unwrap();
+                                } else {
+                                    adj.forward(&b, &xd, &mut y).unwrap();
+                                }
+                                let err = rel_error(&b.download(&y).unwrap().data, &want);
+                                let what = format!("{name} {prec:?} {layout:?} {path:?} K={k} transposed {transposed} {when}");
+                                println!("{what}: rel err {err:.2e}");
+                                assert!(err < tol, "{what}: rel err {err:.2e}");
+                            }
+                        }
+                    };
+                    check(&adj, "fixed");
+                    let (_, v, vt) = adj.parts_mut().unwrap();
+                    assert_eq!(v.download(&gpu).unwrap(), vt.download(&gpu).unwrap(), "{name}: both layouts given back equal");
+                    check(&adj, "given back");
+                }
+            }
+        }
     }
 }

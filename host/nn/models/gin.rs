@@ -9,7 +9,7 @@
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::nn::gin_conv::GinConv;
+use crate::nn::gin_conv::{GinConv, GinWork};
 use crate::nn::halo_hook::PartContext;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{FixedAggregation, ModelConfig, ModelInfo, adjacency_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
@@ -62,7 +62,9 @@ pub fn build_on<B: Ops>(
     cfg: &ModelConfig,
     part: Option<&PartContext<B>>,
 ) -> Result<Gin<B>> {
-    Stack::on_matrix(b, s, features, classes, cfg, part, |n, i, o, rng| GinConv::new(b, n, i, cfg.hidden, o, cfg.variant, rng))
+    // One work matrix for every layer's P, dH and dZ (each read only in the call that writes it).
+    let work = GinWork::new(b, s.n_rows(), cfg.hidden)?;
+    Stack::on_matrix(b, s, features, classes, cfg, part, |_, i, o, rng| GinConv::new(b, &work, i, o, cfg.variant, rng))
 }
 
 fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> u64 {

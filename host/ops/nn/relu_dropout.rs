@@ -14,7 +14,10 @@ use rayon::prelude::*;
 use super::dropout::{DropKey, check_p, matrix_keep, scale_f32};
 use super::{check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
-use crate::gpu::abi::nn::{BiasReluDropoutArgs, ReluDropoutBackwardArgs, bias_relu_dropout_f32, relu_dropout_backward_f32};
+use crate::gpu::abi::nn::{
+    BiasReluDropoutArgs, ReluDropoutBackwardArgs, bias_relu_dropout_f32, bias_relu_dropout_in_place_f32, relu_dropout_backward_f32,
+    relu_dropout_backward_in_place_f32,
+};
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
@@ -50,6 +53,42 @@ pub fn bias_relu_dropout_cpu<T: Real>(
             let a = if a > T::zero() { a } else { T::zero() };
             *out = if keep(r, c) { a / keep_frac } else { T::zero() };
         }
+    });
+    Ok(())
+}
+
+/// [`bias_relu_dropout_cpu`] with y written over z (`zy`: z before, y after): the same values.
+pub fn bias_relu_dropout_in_place_cpu<T: Real>(zy: &mut [T], (rows, cols): (usize, usize), b: &[T], key: DropKey<'_>, step: u32) -> Result<()> {
+    let p = key.p;
+    check_p(p)?;
+    if zy.len() != rows * cols || b.len() != cols {
+        return Err(Error::Shape(format!("bias_relu_dropout_in_place_cpu: zy {}, b {} for {rows} x {cols}", zy.len(), b.len())));
+    }
+    if cols == 0 {
+        return Ok(());
+    }
+    key.check_ids(rows, "bias_relu_dropout_in_place_cpu")?;
+    let keep = matrix_keep(cols, key, step);
+    let keep_frac = T::one() - T::from_f64(p as f64);
+    zy.par_chunks_mut(cols).enumerate().with_min_len(64).for_each(|(r, row)| {
+        for (c, v) in row.iter_mut().enumerate() {
+            let a = *v + b[c];
+            let a = if a > T::zero() { a } else { T::zero() };
+            *v = if keep(r, c) { a / keep_frac } else { T::zero() };
+        }
+    });
+    Ok(())
+}
+
+/// [`relu_dropout_backward_cpu`] with dz written over dy (`d`: dy before, dz after).
+pub fn relu_dropout_backward_in_place_cpu<T: Real>(d: &mut [T], y: &[T], p: f32) -> Result<()> {
+    check_p(p)?;
+    if d.len() != y.len() {
+        return Err(Error::Shape(format!("relu_dropout_backward_in_place_cpu: d {}, y {} elements", d.len(), y.len())));
+    }
+    let keep_frac = T::one() - T::from_f64(p as f64);
+    d.par_iter_mut().zip(y.par_iter()).with_min_len(super::MIN_PAR_LEN).for_each(|(d, &o)| {
+        *d = if o > T::zero() { *d / keep_frac } else { T::zero() };
     });
     Ok(())
 }
@@ -123,6 +162,61 @@ pub fn relu_dropout_backward(dy: &DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f
     unsafe { relu_dropout_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
+/// [`bias_relu_dropout`] with y written over z (`zy`: z before, y after; the in-place kernel).
+pub fn bias_relu_dropout_in_place(
+    zy: &mut DeviceMatrix<f32>,
+    b: &DeviceMatrix<f32>,
+    key: DropKey<'_, DeviceVec<u32>>,
+    step: &DeviceVec<u32>,
+) -> Result<()> {
+    let p = key.p;
+    check_p(p)?;
+    check_matrix_64(b, "bias_relu_dropout_in_place b")?;
+    if b.rows != 1 || b.cols != zy.cols {
+        return Err(Error::Shape(format!(
+            "bias_relu_dropout_in_place: zy is {} x {}, b is {} x {} (want 1 x {})",
+            zy.rows, zy.cols, b.rows, b.cols, zy.cols
+        )));
+    }
+    if step.is_empty() {
+        return Err(Error::Shape("bias_relu_dropout_in_place: empty step counter".into()));
+    }
+    let gpu = zy.gpu().clone();
+    super::check_gpu(&gpu, b.gpu(), "bias_relu_dropout_in_place")?;
+    let n4 = n4(zy);
+    let ids = key.ids_arg(&gpu, zy.rows, "bias_relu_dropout_in_place")?;
+    let args = BiasReluDropoutArgs {
+        n4,
+        ld4: (zy.ld / 4) as u32,
+        z: zy.arg(),
+        b: b.arg(),
+        y: zy.arg_mut(),
+        threshold: dropout_threshold(p),
+        scale: scale_f32(p),
+        seed_key: dropout_seed_key(key.seed),
+        step: step.arg(&gpu),
+        offset: key.offset,
+        ids,
+    };
+    // SAFETY: zy holds n4 float4s of rows of ld floats, read and written by the in-place kernel
+    // (each float4 by one thread, read before written, with coherent loads); b one row of ld,
+    // step one u32, ids (if any) one per row.
+    unsafe { bias_relu_dropout_in_place_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
+}
+
+/// [`relu_dropout_backward`] with dz written over dy (`d`: dy before, dz after; the in-place
+/// kernel).
+pub fn relu_dropout_backward_in_place(d: &mut DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f32) -> Result<()> {
+    check_p(p)?;
+    check_same(d, y, "relu_dropout_backward_in_place")?;
+    let gpu = d.gpu().clone();
+    let n4 = n4(d);
+    let args = ReluDropoutBackwardArgs { n4, dy: d.arg(), y: y.arg(), scale: scale_f32(p), dz: d.arg_mut() };
+    // SAFETY: d and y hold n4 float4s each (d distinct from y: a unique and a shared borrow); d
+    // is read and written by the in-place kernel, each float4 by one thread, coherent loads.
+    unsafe { relu_dropout_backward_in_place_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
+}
+
 // -- the op on each backend --
 
 pub trait ReluDropoutOp: Backend {
@@ -131,6 +225,10 @@ pub trait ReluDropoutOp: Backend {
     fn bias_relu_dropout(&self, z: &Self::Mat, b: &Self::Mat, y: &mut Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
     /// `dz = y > 0 ? dy / (1 - p) : 0` for the `y` of [`ReluDropoutOp::bias_relu_dropout`].
     fn relu_dropout_backward(&self, dy: &Self::Mat, y: &Self::Mat, p: f32, dz: &mut Self::Mat) -> Result<()>;
+    /// [`ReluDropoutOp::bias_relu_dropout`] with y written over z (`zy`: z before, y after).
+    fn bias_relu_dropout_in_place(&self, zy: &mut Self::Mat, b: &Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
+    /// [`ReluDropoutOp::relu_dropout_backward`] with dz written over dy (`d`: dy before, dz after).
+    fn relu_dropout_backward_in_place(&self, d: &mut Self::Mat, y: &Self::Mat, p: f32) -> Result<()>;
 }
 
 impl<T: Real> ReluDropoutOp for CpuBackend<T> {
@@ -142,6 +240,14 @@ impl<T: Real> ReluDropoutOp for CpuBackend<T> {
         same_shape("relu_dropout_backward", dy, y)?;
         same_shape("relu_dropout_backward", dz, y)?;
         relu_dropout_backward_cpu(&dy.data, &y.data, p, &mut dz.data)
+    }
+    fn bias_relu_dropout_in_place(&self, zy: &mut HostMat<T>, b: &HostMat<T>, key: DropKey<'_, Vec<u32>>) -> Result<()> {
+        let shape = (zy.rows, zy.cols);
+        bias_relu_dropout_in_place_cpu(&mut zy.data, shape, &b.data, key.host(), self.step())
+    }
+    fn relu_dropout_backward_in_place(&self, d: &mut HostMat<T>, y: &HostMat<T>, p: f32) -> Result<()> {
+        same_shape("relu_dropout_backward_in_place", d, y)?;
+        relu_dropout_backward_in_place_cpu(&mut d.data, &y.data, p)
     }
 }
 
@@ -157,5 +263,11 @@ impl ReluDropoutOp for CudaBackend {
     }
     fn relu_dropout_backward(&self, dy: &DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f32, dz: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("relu dropout backward", || relu_dropout_backward(dy, y, p, dz))
+    }
+    fn bias_relu_dropout_in_place(&self, zy: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>, key: DropKey<'_, DeviceVec<u32>>) -> Result<()> {
+        self.timed("bias relu dropout", || bias_relu_dropout_in_place(zy, b, key, &self.step_ptr()))
+    }
+    fn relu_dropout_backward_in_place(&self, d: &mut DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f32) -> Result<()> {
+        self.timed("relu dropout backward", || relu_dropout_backward_in_place(d, y, p))
     }
 }

@@ -45,6 +45,12 @@ pub trait SpmmOp: Backend {
     /// The values [`SpmmOp::fix`] took, given back to be rewritten (made again on the device
     /// where they were not kept: bit for bit the ones taken).
     fn unfix(g: &Self::Graph, side: Side, fixed: Self::Fixed) -> Result<Self::Edges>;
+
+    /// [`SpmmOp::unfix`] of the forward side's values of a graph that is its own transpose
+    /// array for array ([`crate::graph::ops::is_symmetric`]), whose one fixed set stood for both
+    /// sides: [forward, transposed] layouts, the second a copy of the first (the transposed
+    /// side's arrays are the forward side's, so are its value slots).
+    fn unfix_symmetric(g: &Self::Graph, fixed: Self::Fixed) -> Result<[Self::Edges; 2]>;
 }
 
 impl<T: Real> SpmmOp for CpuBackend<T> {
@@ -60,6 +66,10 @@ impl<T: Real> SpmmOp for CpuBackend<T> {
 
     fn unfix(_: &HostGraph<T>, _: Side, values: Vec<T>) -> Result<Vec<T>> {
         Ok(values)
+    }
+
+    fn unfix_symmetric(_: &HostGraph<T>, values: Vec<T>) -> Result<[Vec<T>; 2]> {
+        Ok([values.clone(), values])
     }
 
     fn spmm(&self, g: &HostGraph<T>, side: Side, values: &Vec<T>, x: &HostMat<T>, y: &mut HostMat<T>) -> Result<()> {
@@ -205,6 +215,14 @@ impl SpmmOp for CudaBackend {
         let mut v = DeviceVec::zeros(h.gpu()?, len)?;
         scatter_to_mebcrs(&h, &csr, &mut v)?;
         Ok(v)
+    }
+
+    fn unfix_symmetric(g: &GpuGraph, fixed: FixedValues) -> Result<[DeviceVec<f32>; 2]> {
+        let v = Self::unfix(g, Side::Forward, fixed)?;
+        let gpu = g.handle.gpu()?;
+        let mut t = DeviceVec::zeros(gpu, v.len())?;
+        gpu.stream().memcpy_dtod(v.slice(), t.slice_mut()).map_err(|e| Error::cuda("symmetric values copy", e))?;
+        Ok([v, t])
     }
 }
 

@@ -250,7 +250,9 @@ fn gpu_deep_options_match_cpu() {
     let p = problem(common::random_graph(300, 6, 5, 4), 24, 4, false, 3);
     for kind in ["gcn", "sage", "gin"] {
         let d = default_config(kind).unwrap();
-        for (batch_norm, residual, variant) in [(true, true, false), (true, false, true), (false, true, true), (false, false, false), (false, false, true)] {
+        for (batch_norm, residual, variant) in
+            [(true, true, false), (true, false, true), (false, true, true), (false, false, false), (false, false, true)]
+        {
             if kind == "gcn" && variant {
                 continue;
             }
@@ -643,7 +645,11 @@ fn gpu_symmetric_adjacency_holds_one_side_and_matches_cpu() {
     let small_gcn = tcgnn::graph::ops::gcn_normalize(&pattern(&small)).unwrap();
     assert!(large.nnz() >= tcgnn::ops::nn::spmm::FIXED_MEASURE_MIN_NNZ);
     let forced = vec![None, Some(FixedPath::Stored), Some(FixedPath::CsrHalf), Some(FixedPath::CsrF32)];
-    let cases = [("small unit sum", pattern(&small), forced.clone()), ("small gcn", small_gcn, forced), ("large unit sum", pattern(&large), vec![None])];
+    let cases = [
+        ("small unit sum", pattern(&small), forced.clone()),
+        ("small gcn", small_gcn, forced),
+        ("large unit sum", pattern(&large), vec![None]),
+    ];
     for (name, s, paths) in cases {
         assert!(tcgnn::graph::ops::is_symmetric(&s), "{name}: not symmetric");
         for prec in [Precision::F32, Precision::Tf32, Precision::F16] {

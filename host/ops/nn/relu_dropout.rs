@@ -58,7 +58,13 @@ pub fn bias_relu_dropout_cpu<T: Real>(
 }
 
 /// [`bias_relu_dropout_cpu`] with y written over z (`zy`: z before, y after): the same values.
-pub fn bias_relu_dropout_in_place_cpu<T: Real>(zy: &mut [T], (rows, cols): (usize, usize), b: &[T], key: DropKey<'_>, step: u32) -> Result<()> {
+pub fn bias_relu_dropout_in_place_cpu<T: Real>(
+    zy: &mut [T],
+    (rows, cols): (usize, usize),
+    b: &[T],
+    key: DropKey<'_>,
+    step: u32,
+) -> Result<()> {
     let p = key.p;
     check_p(p)?;
     if zy.len() != rows * cols || b.len() != cols {
@@ -264,7 +270,12 @@ impl ReluDropoutOp for CudaBackend {
     fn relu_dropout_backward(&self, dy: &DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f32, dz: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("relu dropout backward", || relu_dropout_backward(dy, y, p, dz))
     }
-    fn bias_relu_dropout_in_place(&self, zy: &mut DeviceMatrix<f32>, b: &DeviceMatrix<f32>, key: DropKey<'_, DeviceVec<u32>>) -> Result<()> {
+    fn bias_relu_dropout_in_place(
+        &self,
+        zy: &mut DeviceMatrix<f32>,
+        b: &DeviceMatrix<f32>,
+        key: DropKey<'_, DeviceVec<u32>>,
+    ) -> Result<()> {
         self.timed("bias relu dropout", || bias_relu_dropout_in_place(zy, b, key, &self.step_ptr()))
     }
     fn relu_dropout_backward_in_place(&self, d: &mut DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f32) -> Result<()> {

@@ -36,13 +36,6 @@ impl<B: DropoutOps> Dropout<B> {
         Ok(Dropout { p, seed, ids: None, out: b.matrix(rows, cols)?, mask: b.mask(rows, cols)?, in_place: false })
     }
 
-    /// A dropout whose mask is never stored (its forward and backward run fused, see
-    /// [`Dropout::forward_bias_relu`] and [`Dropout::backward_relu`], or it is never active):
-    /// its output buffer only; `forward`, `backward` and `backward_redrawn` refuse (no mask).
-    pub fn without_mask(b: &B, rows: usize, cols: usize, p: f32, seed: u64) -> Result<Self> {
-        Ok(Dropout { p, seed, ids: None, out: b.matrix(rows, cols)?, mask: b.mask(0, cols)?, in_place: false })
-    }
-
     /// A dropout only ever drawn inside products ([`Dropout::operand`]) and backward passes that
     /// draw the mask again ([`Dropout::backward_elu_product`]): no output or mask buffer (its
     /// `forward`, `output` and `backward` have nothing to work on).
@@ -105,30 +98,18 @@ impl<B: DropoutOps> Dropout<B> {
         b.dropout_at(dy, dx, &mut self.mask, key)
     }
 
-    /// The output of `dropout(max(z + bias, 0))` in one pass (a hidden layer's bias, ReLU and
-    /// this dropout fused; the mask is not stored): for [`Dropout::backward_relu`], not
-    /// [`Dropout::backward`]. Only while active.
-    pub fn forward_bias_relu(&mut self, b: &B, z: &B::Mat, bias: &B::Mat) -> Result<()> {
-        let key = DropKey::new(self.p, self.seed).with_ids(self.ids.as_deref());
-        b.bias_relu_dropout(z, bias, &mut self.out, key)
-    }
-
-    /// [`Dropout::forward_bias_relu`] written over `zy` (z before, the output after), for a
-    /// dropout made [`Dropout::in_place`]. Only while active.
+    /// `dropout(max(z + bias, 0))` in one pass written over `zy` (z before, the output after: a
+    /// hidden layer's bias, ReLU and this dropout fused, the mask not stored), for a dropout
+    /// made [`Dropout::in_place`]. Only while active.
     pub fn forward_bias_relu_in_place(&self, b: &B, zy: &mut B::Mat, bias: &B::Mat) -> Result<()> {
         let key = DropKey::new(self.p, self.seed).with_ids(self.ids.as_deref());
         b.bias_relu_dropout_in_place(zy, bias, key)
     }
 
-    /// [`Dropout::backward_relu`] after [`Dropout::forward_bias_relu_in_place`] (`y` its output,
-    /// the input buffer), dz written over dy (`d`).
+    /// dz = relu'(dropout'(dy)) after [`Dropout::forward_bias_relu_in_place`] from its output
+    /// `y` alone (the input buffer), written over dy (`d`).
     pub fn backward_relu_in_place(&self, b: &B, d: &mut B::Mat, y: &B::Mat) -> Result<()> {
         b.relu_dropout_backward_in_place(d, y, self.p)
-    }
-
-    /// dz = relu'(dropout'(dy)) after [`Dropout::forward_bias_relu`], from its output alone.
-    pub fn backward_relu(&self, b: &B, dy: &B::Mat, dz: &mut B::Mat) -> Result<()> {
-        b.relu_dropout_backward(dy, &self.out, self.p, dz)
     }
 
     /// dz = ELU'(dropout'(dy)) with dy = g wᵀ (the next layer's dX from its output gradient g

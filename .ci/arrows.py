@@ -4,8 +4,11 @@ its own folder. Folders of one rank may not import each other. Prints every clim
 exits 1 if there is any.
 
 Ranks (README, Architecture): error < util, shared (constants shared with the device crate) < tensor < graph < format < gpu < ops < nn <
-task/sample/dist < bench < cli (the binary: host/main.rs and host/cli/, which see the library as
-`tcgnn::`). A file's `#[cfg(test)]` tail is not checked: unit tests may build inputs with layers
+task < sample/dist < bench < cli (the binary: host/main.rs and host/cli/, which see the library as
+`tcgnn::`). A task (its split, head, loss, metric and loop) sits below sample and dist because
+they are ways of running one: the sampler implements node classification's `EpochSteps` and
+`Evaluate`, partitioning trains its `Dataset` into its records; neither names the other, and the
+CLI composes model x task x sampler x partitioning. A file's `#[cfg(test)]` tail is not checked: unit tests may build inputs with layers
 above the one they test.
 
 Inside a layer, the sub-folders (`ops/nn`, `ops/backend`, `nn/models`, ...; the layer's own files
@@ -19,8 +22,8 @@ import sys
 RANK = {
     "error": 0, "util": 1, "shared": 1, "tensor": 2,
     "graph": 3, "format": 4, "gpu": 5, "ops": 6, "nn": 7,
-    "task": 8, "sample": 8, "dist": 8,
-    "bench": 9, "cli": 10,
+    "task": 8, "sample": 9, "dist": 9,
+    "bench": 10, "cli": 11,
 }
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "host"
 # Circles between sub-folders of one layer that exist today (issue 41), each as its sorted folders.

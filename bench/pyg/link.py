@@ -112,7 +112,7 @@ GAMMA = 0x9E3779B97F4A7C15
 
 
 def tcgnn_random_features(n, f, run_seed):
-    """tcgnn's `Matrix::random(n, f, seed ^ 0xFEA7)` (host/util/rng.rs, host/nn/data.rs): draw k
+    """tcgnn's `Matrix::random(n, f, seed ^ 0xFEA7)` (host/util/rng.rs, host/task/node/data.rs): draw k
     of SplitMix64 mixes state seed + (k + 1) * GAMMA; the value is -1 + 2 * f32(u), u the top 53
     bits as an f64 in [0, 1), in f32 arithmetic as the Rust code does it."""
     seed = np.uint64((run_seed ^ 0xFEA7) & 0xFFFFFFFFFFFFFFFF)

@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(c) = tcgnn::nn::checkpoint::Checkpoint::parse(data, Path::new("fuzz/checkpoint.safetensors")) {
+    if let Ok(c) = tcgnn::task::node::checkpoint::Checkpoint::parse(data, Path::new("fuzz/checkpoint.safetensors")) {
         assert!(c.train.problem().is_none());
         assert_eq!(c.history.len(), c.meta.epoch);
         assert!(c.steps as usize >= c.meta.epoch);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::nn::train::{EpochRecord, History, PhaseTimes};
+use crate::task::node::train::{EpochRecord, History, PhaseTimes};
 
 /// One training run as `tcgnn train` reports it.
 #[derive(Serialize, Clone, Debug)]
@@ -19,7 +19,7 @@ pub struct TrainRun {
     pub classes: usize,
     pub synthetic_labels: bool,
     pub model: crate::nn::ModelConfig,
-    pub train: crate::nn::TrainConfig,
+    pub train: crate::task::node::TrainConfig,
     pub backend: String,
     pub precision: String,
     pub seed: u64,

@@ -20,7 +20,8 @@ use tcgnn::dist::{
 };
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::models::parse_model_name;
-use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, ModelConfig, TrainConfig};
+use tcgnn::nn::{CpuBackend, CudaBackend, ModelConfig};
+use tcgnn::task::node::{Dataset, TrainConfig};
 use tcgnn::{Error, Result};
 
 use crate::cli::train_cmd::{Device, TrainArgs, edge_layout, load_dataset, model_config, train_config};

@@ -162,7 +162,7 @@ pub fn run(a: &BenchLinkArgs) -> Result<()> {
 fn time_one<B: Ops + 'static>(
     a: &BenchLinkArgs,
     args: &TrainArgs,
-    data: &tcgnn::nn::Dataset,
+    data: &tcgnn::task::node::Dataset,
     split: &tcgnn::task::link::split::LinkSplit,
     backend: Arc<B>,
     row: &mut Row,

@@ -15,9 +15,10 @@ use clap::ValueEnum;
 use tcgnn::bench::train::{mean_std, write_json, write_text};
 use tcgnn::gpu::Gpu;
 use tcgnn::gpu::timing::StepSpans;
-use tcgnn::nn::{CpuBackend, CudaBackend, Ops, Trainer};
+use tcgnn::nn::{CpuBackend, CudaBackend, Ops};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::sample::{SampleTimes, SampledTraining};
+use tcgnn::task::node::Trainer;
 use tcgnn::{Error, Result};
 
 use super::sample_args::{SampleArgs, SamplerKind};

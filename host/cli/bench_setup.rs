@@ -10,10 +10,10 @@ use std::time::Instant;
 
 use tcgnn::gpu::Gpu;
 use tcgnn::graph::source;
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
-use tcgnn::nn::train::Trainer;
 use tcgnn::ops::backend::cuda::CudaBackend;
 use tcgnn::ops::{Impl, Precision};
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
+use tcgnn::task::node::train::Trainer;
 
 use super::train_cmd::{TrainArgs, edge_layout, model_config, train_config};
 

@@ -12,8 +12,9 @@ use tcgnn::bench::train::{mean_std, write_json, write_text};
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::models::traffic::{StepShape, StepTraffic};
 use tcgnn::nn::models::{MODELS, model_info};
-use tcgnn::nn::{CudaBackend, ModelConfig, TrainConfig, Trainer};
+use tcgnn::nn::{CudaBackend, ModelConfig};
 use tcgnn::ops::{Impl, Precision};
+use tcgnn::task::node::{TrainConfig, Trainer};
 use tcgnn::{Error, Result};
 
 use super::train_cmd::{TrainArgs, check_fits, load_dataset};
@@ -78,7 +79,7 @@ struct Row {
     accuracy: Option<(f64, f64)>,
     accuracies: Vec<f64>,
     /// Whether the step ran as a CUDA graph (the reason when capture failed).
-    cuda_graph: tcgnn::nn::train::Recorded,
+    cuda_graph: tcgnn::task::node::train::Recorded,
     pyg_step_ms: Option<f64>,
     pyg_accuracy: Option<f64>,
     speedup_vs_pyg: Option<f64>,
@@ -277,7 +278,7 @@ fn empty_row() -> Row {
         evaluate_ms: f64::NAN,
         accuracy: None,
         accuracies: vec![],
-        cuda_graph: tcgnn::nn::train::Recorded::NotSupported,
+        cuda_graph: tcgnn::task::node::train::Recorded::NotSupported,
         pyg_step_ms: None,
         pyg_accuracy: None,
         speedup_vs_pyg: None,
@@ -311,7 +312,7 @@ fn train_args(a: &BenchTrainArgs, graph: &str) -> TrainArgs {
 fn bench_one(
     gpu: &Arc<Gpu>,
     a: &BenchTrainArgs,
-    data: &tcgnn::nn::Dataset,
+    data: &tcgnn::task::node::Dataset,
     cfg: &ModelConfig,
     prec: Precision,
     pyg: &Option<serde_json::Value>,

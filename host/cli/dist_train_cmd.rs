@@ -26,8 +26,9 @@ use tcgnn::dist::{
     Communicator, DistOptions, DistTrainer, HaloPath, InProcessRun, Partition, PartitionMethod, StepTiming, train_in_process,
 };
 use tcgnn::gpu::Gpu;
-use tcgnn::nn::train::History;
-use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, ModelConfig, TrainConfig};
+use tcgnn::nn::{CpuBackend, CudaBackend, ModelConfig};
+use tcgnn::task::node::train::History;
+use tcgnn::task::node::{Dataset, TrainConfig};
 use tcgnn::{Error, Result};
 
 use crate::cli::train_cmd::{Device, TrainArgs, edge_layout, load_dataset, model_config, train_config};
@@ -228,7 +229,7 @@ fn cuda_backend(a: &TrainArgs, gpu: Arc<Gpu>) -> Result<CudaBackend> {
 fn run_in_process(a: &TrainArgs, parts: usize) -> Result<()> {
     let s = setup(a, parts)?;
     let gpu = use_gpu(a)?;
-    let show = |e: &tcgnn::nn::train::EpochRecord| {
+    let show = |e: &tcgnn::task::node::train::EpochRecord| {
         if !a.quiet {
             eprintln!(
                 "epoch {:>4} loss {:.6} train {:.2}% val {:.2}% test {:.2}%",

@@ -9,11 +9,12 @@ use std::sync::Arc;
 use tcgnn::gpu::Gpu;
 use tcgnn::graph::npy::{NpyArray, NpyData, write_npy};
 use tcgnn::graph::text::escaped;
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
-use tcgnn::nn::predict::{Prediction, predict};
 use tcgnn::nn::saved::SavedModel;
-use tcgnn::nn::{CpuBackend, CudaBackend, FeatureStorage};
+use tcgnn::nn::{CpuBackend, CudaBackend};
 use tcgnn::ops::{Impl, Precision};
+use tcgnn::task::node::FeatureStorage;
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
+use tcgnn::task::node::predict::{Prediction, predict};
 use tcgnn::util::atomic::{AtomicFile, check_outputs};
 use tcgnn::{Error, Result};
 
@@ -57,7 +58,7 @@ pub struct PredictArgs {
 
 pub fn run(a: &PredictArgs) -> Result<()> {
     // Never over the model, the graph or the node data it reads.
-    let mut inputs = tcgnn::nn::data::input_files(&a.graph, a.npz.as_deref());
+    let mut inputs = tcgnn::task::node::data::input_files(&a.graph, a.npz.as_deref());
     inputs.push(a.model.clone());
     if let Some(pairs) = &a.pairs {
         inputs.push(pairs.clone());

@@ -7,10 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tcgnn::gpu::Gpu;
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
-use tcgnn::nn::{CpuBackend, CudaBackend, EdgeLayout, FeatureStorage};
+use tcgnn::nn::{CpuBackend, CudaBackend, EdgeLayout};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::task::link::predict::{SavedLinkModel, predict_pairs};
+use tcgnn::task::node::FeatureStorage;
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
 use tcgnn::util::atomic::AtomicFile;
 use tcgnn::{Error, Result};
 

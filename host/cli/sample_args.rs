@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use tcgnn::graph::Csr;
-use tcgnn::nn::Dataset;
 use tcgnn::nn::backend::TRAIN_BIT;
 use tcgnn::sample::aggregation::Aggregation;
 use tcgnn::sample::batch::{BatchSource, NodeData};
 use tcgnn::sample::{NeighborConfig, NeighborSampler, PrefetchConfig, SaintConfig, SaintKind, SaintSampler, SampledTraining};
+use tcgnn::task::node::Dataset;
 use tcgnn::{Error, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]

@@ -8,15 +8,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use indicatif::{ProgressBar, ProgressStyle};
 use tcgnn::bench::train::{TrainRun, curve_svg, mean_std, write_json, write_text};
 use tcgnn::gpu::Gpu;
-use tcgnn::nn::checkpoint::Checkpoint;
 use tcgnn::nn::input::HostFeatures;
 use tcgnn::nn::models::{estimate_bytes, model_info, parse_model_name};
 use tcgnn::nn::saved::{ModelMeta, SavedModel, check_names};
-use tcgnn::nn::train::{EpochRecord, Flow};
-use tcgnn::nn::{CpuBackend, CudaBackend, Dataset, FeatureStorage, ModelConfig, Ops, SyntheticNodeData, TrainConfig, Trainer};
+use tcgnn::nn::{CpuBackend, CudaBackend, ModelConfig, Ops};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::sample::layerwise::{self, LayerwiseInference, Targets};
+use tcgnn::task::Flow;
 use tcgnn::task::TaskKind;
+use tcgnn::task::node::checkpoint::Checkpoint;
+use tcgnn::task::node::train::EpochRecord;
+use tcgnn::task::node::{Dataset, FeatureStorage, SyntheticNodeData, TrainConfig, Trainer};
 use tcgnn::tensor::Matrix;
 
 use crate::cli::sample_args::Inference;
@@ -198,7 +200,7 @@ pub fn run(a: &TrainArgs) -> Result<()> {
     }
     if let Some(p) = &a.save {
         // Never over the graph or node data it trains on, nor over the checkpoint it resumes.
-        let mut inputs = tcgnn::nn::data::input_files(&a.graph, a.npz.as_deref());
+        let mut inputs = tcgnn::task::node::data::input_files(&a.graph, a.npz.as_deref());
         inputs.extend(a.resume.as_deref().map(Checkpoint::path));
         let inputs: Vec<&std::path::Path> = inputs.iter().map(PathBuf::as_path).collect();
         tcgnn::util::atomic::check_outputs(&inputs, &[p])?;
@@ -688,7 +690,7 @@ fn train_one<B: Ops + 'static>(a: &TrainArgs, seed: u64, make: impl FnOnce() -> 
     if gpu.is_some()
         && !sampled
         && !a.no_cuda_graph
-        && let tcgnn::nn::train::Recorded::Failed(why) = trainer.record()?
+        && let tcgnn::task::node::train::Recorded::Failed(why) = trainer.record()?
     {
         eprintln!("CUDA graph capture failed, training eagerly: {why}");
     }

@@ -13,8 +13,8 @@
 use crate::dist::partition::PartBlocks;
 use crate::error::{Error, Result};
 use crate::graph::Csr;
-use crate::nn::data::Dataset;
 use crate::nn::input::HostFeatures;
+use crate::task::node::data::Dataset;
 use crate::tensor::Matrix;
 
 /// Global ids of a part's halo columns, in halo order (`offsets` of the partition).

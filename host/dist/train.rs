@@ -24,13 +24,13 @@ use crate::dist::halo::{ExchangeMethod, Halo};
 use crate::dist::part_graph::{ExtendedLayout, extended_rows, feature_ids, halo_ids, local_node_ids, original_edge_ids, part_data};
 use crate::dist::partition::Partition;
 use crate::error::{Error, Result};
-use crate::nn::data::Dataset;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
 use crate::nn::models::{self, Model, ModelConfig};
 use crate::nn::param::Param;
-use crate::nn::train::{EpochRecord, History, MaskSizes, TrainConfig};
 use crate::ops::backend::{AdamHyper, TEST_BIT, TRAIN_BIT, VAL_BIT};
+use crate::task::node::data::Dataset;
+use crate::task::node::train::{EpochRecord, History, MaskSizes, TrainConfig};
 use crate::util::Real;
 
 /// Where a rank's step time went since the last [`DistTrainer::take_timing`].

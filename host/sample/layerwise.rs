@@ -23,8 +23,8 @@ use super::prepared::{PaddedBatch, PreparedBatch, PreparedFeatures, WithTranspos
 use crate::error::{Error, Result};
 use crate::graph::Csr;
 use crate::nn::models::{self, Model, ModelConfig, widths};
-use crate::nn::train::Evaluate;
 use crate::ops::backend::{Ops, TEST_BIT, TRAIN_BIT, VAL_BIT};
+use crate::task::node::train::Evaluate;
 use crate::tensor::Matrix;
 
 /// Nonzeros per inference batch unless the caller says otherwise: about 1 M keeps a

@@ -3,13 +3,22 @@
 //! only the encoder (graph + features -> node representations, `nn::models`), so any model of the
 //! registry serves any task.
 //!
-//! - node classification: `nn::train` (the encoder's last layer is the head, one logit per
-//!   class), trained by `tcgnn train --task node` (the default);
+//! - [`node`] classification: a class per node (the encoder's last layer is the head, one logit
+//!   per class), trained by `tcgnn train --task node` (the default);
 //! - [`link`] prediction: pairs of nodes scored from their two representations;
 //! - [`graph`] classification: many small graphs batched, node representations pooled per graph.
 
 pub mod graph;
 pub mod link;
+pub mod node;
+
+/// Whether a task's loop goes on after an epoch (what its `on_epoch` callback returns: keep the
+/// best weights, write a checkpoint, stop early).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Stop,
+}
 
 /// The task `tcgnn train --task` trains.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, clap::ValueEnum)]

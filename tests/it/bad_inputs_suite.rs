@@ -472,8 +472,8 @@ fn node_data(n: usize) -> NodeData {
 
 /// A dataset load through the library, as `train` does it: a summary or the error.
 fn load_dataset(graph: &Path, npz: &Path) -> Result<String, String> {
-    let synth = tcgnn::nn::SyntheticNodeData { features: 4, classes: 2, seed: 0 };
-    tcgnn::nn::Dataset::load(&graph.to_string_lossy(), Some(npz), &synth)
+    let synth = tcgnn::task::node::SyntheticNodeData { features: 4, classes: 2, seed: 0 };
+    tcgnn::task::node::Dataset::load(&graph.to_string_lossy(), Some(npz), &synth)
         .map(|d| format!("{} nodes {} features {} classes", d.n(), d.features.cols(), d.classes))
         .map_err(|e| e.to_string())
 }
@@ -624,11 +624,11 @@ fn edit_meta(path: &Path, out: &Path, key: &str, edit: impl FnOnce(&mut serde_js
 /// (what `tcgnn predict` runs): the predicted classes, or the error.
 fn predict_on_ring(dir: &Path, model: &Path) -> Result<String, String> {
     let saved = tcgnn::nn::saved::SavedModel::read(model).map_err(|e| e.to_string())?;
-    let synth = tcgnn::nn::SyntheticNodeData { features: 3, classes: 2, seed: 0 };
-    let data = tcgnn::nn::Dataset::load(&dir.join("ring.mtx").to_string_lossy(), Some(&dir.join("ring.npz")), &synth)
+    let synth = tcgnn::task::node::SyntheticNodeData { features: 3, classes: 2, seed: 0 };
+    let data = tcgnn::task::node::Dataset::load(&dir.join("ring.mtx").to_string_lossy(), Some(&dir.join("ring.npz")), &synth)
         .map_err(|e| e.to_string())?;
     let b = std::sync::Arc::new(tcgnn::nn::CpuBackend::<f32>::new());
-    tcgnn::nn::predict::predict(&b, model, &saved, &data, None).map(|p| format!("{:?}", p.classes)).map_err(|e| e.to_string())
+    tcgnn::task::node::predict::predict(&b, model, &saved, &data, None).map(|p| format!("{:?}", p.classes)).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -767,7 +767,7 @@ fn model_files() {
 fn checkpoints() {
     let dir = trained("ckpt");
     let good = dir.join("ck/checkpoint.safetensors");
-    tcgnn::nn::checkpoint::Checkpoint::read(&dir.join("ck")).unwrap();
+    tcgnn::task::node::checkpoint::Checkpoint::read(&dir.join("ck")).unwrap();
     let mut cases = Vec::new();
     use serde_json::json;
     type Edit = Box<dyn FnOnce(&mut std::collections::HashMap<String, String>)>;
@@ -840,7 +840,7 @@ fn checkpoints() {
         edit(&mut meta);
         TensorFile::write(&sub.join("checkpoint.safetensors"), &f.tensors, meta).unwrap();
         cases.push(case(format!("checkpoint {label}"), refused(&[&format!("c{i}/checkpoint.safetensors"), why]), move || {
-            tcgnn::nn::checkpoint::Checkpoint::read(&sub).map(|c| format!("epoch {}", c.meta.epoch)).map_err(|e| e.to_string())
+            tcgnn::task::node::checkpoint::Checkpoint::read(&sub).map(|c| format!("epoch {}", c.meta.epoch)).map_err(|e| e.to_string())
         }));
     }
     let n = run_cases(cases);
@@ -937,7 +937,7 @@ fn partition_folders() {
 #[test]
 fn generator_specs() {
     let mut cases = Vec::new();
-    let synth = || tcgnn::nn::SyntheticNodeData { features: 4, classes: 2, seed: 0 };
+    let synth = || tcgnn::task::node::SyntheticNodeData { features: 4, classes: 2, seed: 0 };
     for spec in [
         "rmat:",
         "rmat::",
@@ -984,12 +984,12 @@ fn generator_specs() {
         let shown = tcgnn::graph::text::escaped(spec);
         let shown = shown.split(':').next().unwrap().to_string() + ":";
         cases.push(case(format!("spec {spec:?}"), refused(&[&shown]), move || {
-            tcgnn::nn::Dataset::load(spec, None, &synth()).map(|d| format!("{} nodes", d.n())).map_err(|e| e.to_string())
+            tcgnn::task::node::Dataset::load(spec, None, &synth()).map(|d| format!("{} nodes", d.n())).map_err(|e| e.to_string())
         }));
     }
     for (spec, want) in [("rmat:4:2", "16 nodes"), ("sbm:50", "50 nodes"), ("sbm:40:4:3", "40 nodes"), ("rmat:3:1:7:relabel", "8 nodes")] {
         cases.push(case(format!("spec {spec}"), Expect::Gives(want.into()), move || {
-            tcgnn::nn::Dataset::load(spec, None, &synth()).map(|d| format!("{} nodes", d.n())).map_err(|e| e.to_string())
+            tcgnn::task::node::Dataset::load(spec, None, &synth()).map(|d| format!("{} nodes", d.n())).map_err(|e| e.to_string())
         }));
     }
     let n = run_cases(cases);

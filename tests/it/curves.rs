@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::models::{MODELS, default_config};
-use tcgnn::nn::{CpuBackend, FeatureStorage, ModelConfig, TrainConfig, Trainer};
+use tcgnn::nn::{CpuBackend, ModelConfig};
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
+use tcgnn::task::node::{FeatureStorage, TrainConfig, Trainer};
 
 const EPOCHS: usize = 6;
 

@@ -18,12 +18,13 @@ use tcgnn::dist::exchange::HaloExchange;
 use tcgnn::dist::part_graph::{ExtendedLayout, halo_ids, relabel};
 use tcgnn::dist::{Communicator, ExchangeMethod, Halo, HaloPath, InProcess, InProcessRun, Partition, PartitionMethod, train_in_process};
 use tcgnn::gpu::Gpu;
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::halo_hook::HaloHook;
 use tcgnn::nn::models::{default_config, model_info};
-use tcgnn::nn::train::EpochRecord;
-use tcgnn::nn::{Backend, CudaBackend, TrainConfig};
+use tcgnn::nn::{Backend, CudaBackend};
 use tcgnn::ops::{Impl, Precision};
+use tcgnn::task::node::TrainConfig;
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
+use tcgnn::task::node::train::EpochRecord;
 use tcgnn::tensor::Matrix;
 use tcgnn::util::rng::SplitMix64;
 

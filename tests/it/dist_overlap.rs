@@ -23,12 +23,13 @@ use tcgnn::dist::{
     Communicator, DistOptions, DistTrainer, ExchangeMethod, Halo, InProcess, InProcessRun, Partition, PartitionMethod, train_in_process,
 };
 use tcgnn::gpu::Gpu;
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::halo_hook::HaloHook;
 use tcgnn::nn::models::{ModelConfig, default_config, model_info};
-use tcgnn::nn::train::EpochRecord;
-use tcgnn::nn::{Backend, CpuBackend, CudaBackend, TrainConfig};
+use tcgnn::nn::{Backend, CpuBackend, CudaBackend};
 use tcgnn::ops::{Impl, Precision};
+use tcgnn::task::node::TrainConfig;
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
+use tcgnn::task::node::train::EpochRecord;
 use tcgnn::tensor::Matrix;
 use tcgnn::util::rng::SplitMix64;
 

@@ -11,10 +11,11 @@ use std::time::Duration;
 use tcgnn::dist::part_graph::relabel;
 use tcgnn::dist::{DistTrainer, ExchangeMethod, InProcess, InProcessRun, Partition, PartitionMethod, train_in_process};
 use tcgnn::graph::Csr;
-use tcgnn::nn::data::{Dataset, FeatureStorage, SyntheticNodeData};
+use tcgnn::nn::CpuBackend;
 use tcgnn::nn::models::{ModelConfig, default_config, model_info};
-use tcgnn::nn::train::EpochRecord;
-use tcgnn::nn::{CpuBackend, TrainConfig, Trainer};
+use tcgnn::task::node::data::{Dataset, FeatureStorage, SyntheticNodeData};
+use tcgnn::task::node::train::EpochRecord;
+use tcgnn::task::node::{TrainConfig, Trainer};
 use tcgnn::util::Real;
 use tcgnn::util::rng::SplitMix64;
 

@@ -18,11 +18,12 @@ use tcgnn::dist::nccl::{nccl_present, new_unique_id};
 use tcgnn::dist::part_graph::relabel;
 use tcgnn::dist::{DistTrainer, ExchangeMethod, InProcessRun, NcclCommunicator, Partition, PartitionMethod, train_in_process};
 use tcgnn::gpu::Gpu;
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
+use tcgnn::nn::CudaBackend;
 use tcgnn::nn::models::{ModelConfig, default_config, model_info};
-use tcgnn::nn::train::EpochRecord;
-use tcgnn::nn::{CudaBackend, TrainConfig, Trainer};
 use tcgnn::ops::{Impl, Precision};
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
+use tcgnn::task::node::train::EpochRecord;
+use tcgnn::task::node::{TrainConfig, Trainer};
 
 const EPOCHS: usize = 6;
 const TOL: f64 = 1e-4;

@@ -8,13 +8,13 @@ use crate::common;
 
 use tcgnn::graph::Csr;
 use tcgnn::graph::ops::pattern;
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::input::{HostFeatures, InputFeatures};
 use tcgnn::nn::models::{self, ModelConfig, default_config};
-use tcgnn::nn::train::{TrainConfig, Trainer};
 use tcgnn::nn::{CpuBackend, CudaBackend, Ops};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::sample::layerwise::{LayerwiseInference, Targets, score};
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
+use tcgnn::task::node::train::{TrainConfig, Trainer};
 use tcgnn::tensor::Matrix;
 use tcgnn::util::rng::SplitMix64;
 

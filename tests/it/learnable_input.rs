@@ -162,7 +162,7 @@ fn batched_link_epochs_with_a_learnable_input() {
     let start = t.weights().unwrap().into_iter().find(|w| w.0 == EMBEDDING_NAME).unwrap().1;
     let lcfg = LinkConfig { best_by: BestBy::Hits20, ..lcfg };
     let mut t = trainer(Arc::new(CpuBackend::<f32>::new()), &split, "sage", &lcfg);
-    let h = t.fit(Vec::new(), 25, |_, _| Ok(tcgnn::nn::train::Flow::Continue)).unwrap();
+    let h = t.fit(Vec::new(), 25, |_, _| Ok(tcgnn::task::Flow::Continue)).unwrap();
     let end = t.weights().unwrap().into_iter().find(|w| w.0 == EMBEDDING_NAME).unwrap().1;
     assert_eq!((end.rows, end.cols), (200, 12));
     let moved = rel_error(&end.data, &start.data.iter().map(|&v| v as f64).collect::<Vec<_>>());

@@ -264,15 +264,15 @@ fn gpu_deep_options_match_cpu() {
 
 /// The largest relative difference between the loss curves of 30 epochs trained eagerly and
 /// as a captured CUDA graph (asserting the capture), each on a fresh backend from `make`.
-fn captured_against_eager(make: impl Fn() -> CudaBackend, data: &tcgnn::nn::data::Dataset, cfg: &ModelConfig, what: &str) -> f64 {
-    use tcgnn::nn::{TrainConfig, Trainer};
+fn captured_against_eager(make: impl Fn() -> CudaBackend, data: &tcgnn::task::node::data::Dataset, cfg: &ModelConfig, what: &str) -> f64 {
+    use tcgnn::task::node::{TrainConfig, Trainer};
     let tcfg = TrainConfig { epochs: 30, ..TrainConfig::default() };
     let mut curves = Vec::new();
     for graph in [false, true] {
         let mut t = Trainer::new(Arc::new(make()), data, cfg, &tcfg).unwrap();
         if graph {
             // record()'s warm-up step trains nothing (the state is put back): no step to match.
-            assert_eq!(t.record().unwrap(), tcgnn::nn::train::Recorded::Yes, "{what}");
+            assert_eq!(t.record().unwrap(), tcgnn::task::node::train::Recorded::Yes, "{what}");
         }
         let h = t.fit(30, |_| {}).unwrap();
         curves.push(h.epochs.iter().map(|e| e.loss).collect::<Vec<_>>());
@@ -287,18 +287,18 @@ fn captured_against_eager(make: impl Fn() -> CudaBackend, data: &tcgnn::nn::data
 fn cpu_eager_and_captured_curves_are_one_from_epoch_one() {
     let Some(gpu) = common::gpu_or_skip("cpu_eager_and_captured_curves_are_one_from_epoch_one") else { return };
     let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    use tcgnn::nn::data::{Dataset, SyntheticNodeData};
-    use tcgnn::nn::{TrainConfig, Trainer};
+    use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
+    use tcgnn::task::node::{TrainConfig, Trainer};
     let data = Dataset::load("sbm:2000:4:8", None, &SyntheticNodeData { features: 16, classes: 4, seed: 4 }).unwrap();
     for info in MODELS {
         let cfg = ModelConfig { seed: 9, ..info.defaults };
         let tcfg = TrainConfig { epochs: 5, lr: info.lr, weight_decay: info.weight_decay };
-        let losses = |h: tcgnn::nn::History| h.epochs.iter().map(|e| e.loss).collect::<Vec<f64>>();
+        let losses = |h: tcgnn::task::node::History| h.epochs.iter().map(|e| e.loss).collect::<Vec<f64>>();
         let cpu = losses(Trainer::new(Arc::new(CpuBackend::<f64>::new()), &data, &cfg, &tcfg).unwrap().fit(5, |_| {}).unwrap());
         let make = || Arc::new(CudaBackend::new(gpu.clone(), Precision::F32, Impl::Hp).unwrap());
         let eager = losses(Trainer::new(make(), &data, &cfg, &tcfg).unwrap().fit(5, |_| {}).unwrap());
         let mut t = Trainer::new(make(), &data, &cfg, &tcfg).unwrap();
-        assert_eq!(t.record().unwrap(), tcgnn::nn::train::Recorded::Yes, "{}", info.name);
+        assert_eq!(t.record().unwrap(), tcgnn::task::node::train::Recorded::Yes, "{}", info.name);
         let graph = losses(t.fit(5, |_| {}).unwrap());
         for (epoch, ((c, e), g)) in cpu.iter().zip(&eager).zip(&graph).enumerate() {
             let (de, dg) = (((e - c) / c).abs(), ((g - c) / c).abs());
@@ -312,7 +312,7 @@ fn cpu_eager_and_captured_curves_are_one_from_epoch_one() {
 fn captured_step_matches_eager_steps() {
     let Some(gpu) = common::gpu_or_skip("captured_step_matches_eager_steps") else { return };
     let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    use tcgnn::nn::data::{Dataset, SyntheticNodeData};
+    use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
     let data = Dataset::load("sbm:3000:4:8", None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap();
     // Every model as registered, and the stack's options (BatchNorm's running statistics and
     // GIN's eps change between replays).
@@ -343,7 +343,7 @@ fn captured_step_matches_eager_steps() {
 fn captured_tensor_core_attention_matches_eager() {
     let Some(gpu) = common::gpu_or_skip("captured_tensor_core_attention_matches_eager") else { return };
     let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    use tcgnn::nn::data::{Dataset, SyntheticNodeData};
+    use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
     for graph_spec in ["sbm:3000:4:8", "rmat:12:16"] {
         let data = Dataset::load(graph_spec, None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap();
         let make = || CudaBackend::new(gpu.clone(), Precision::F16, Impl::Auto).unwrap().with_attention_tc(256);
@@ -360,8 +360,9 @@ fn one_backend_trains_several_graphs() {
     // later graph whose handle reused a freed address got a buffer of the wrong size.
     let Some(gpu) = common::gpu_or_skip("one_backend_trains_several_graphs") else { return };
     let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    use tcgnn::nn::data::{Dataset, SyntheticNodeData};
-    use tcgnn::nn::{EdgeLayout, TrainConfig, Trainer};
+    use tcgnn::nn::EdgeLayout;
+    use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
+    use tcgnn::task::node::{TrainConfig, Trainer};
     for prec in [Precision::Tf32, Precision::F16] {
         let b = Arc::new(CudaBackend::new(gpu.clone(), prec, Impl::Auto).unwrap().with_edge_layout(EdgeLayout::Csr));
         for (i, n) in [1500usize, 2600, 900].into_iter().enumerate() {
@@ -560,7 +561,7 @@ fn gcn_f16_auto_on_a_sparse_graph_captures_its_measured_choice() {
     // step must replay that choice (a measurement under capture would invalidate it).
     let Some(gpu) = common::gpu_or_skip("gcn_f16_auto_on_a_sparse_graph_captures_its_measured_choice") else { return };
     let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    use tcgnn::nn::data::{Dataset, SyntheticNodeData};
+    use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
     // Large enough to be measured (`FIXED_MEASURE_MIN_NNZ` entries with GCN's self-loops).
     let data = Dataset::load("sbm:200000:4:6", None, &SyntheticNodeData { features: 16, classes: 4, seed: 2 }).unwrap();
     assert!(data.graph.nnz() >= tcgnn::ops::nn::spmm::FIXED_MEASURE_MIN_NNZ, "{} entries", data.graph.nnz());

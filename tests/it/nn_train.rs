@@ -4,15 +4,16 @@
 
 use std::sync::Arc;
 
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::models::default_config;
-use tcgnn::nn::{CpuBackend, ModelConfig, TrainConfig, Trainer};
+use tcgnn::nn::{CpuBackend, ModelConfig};
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
+use tcgnn::task::node::{TrainConfig, Trainer};
 
 fn sbm() -> Dataset {
     Dataset::load("sbm:2000:4:8", None, &SyntheticNodeData { features: 16, classes: 4, seed: 1 }).unwrap()
 }
 
-fn train(kind: &str, seed: u64, epochs: usize) -> tcgnn::nn::History {
+fn train(kind: &str, seed: u64, epochs: usize) -> tcgnn::task::node::History {
     let data = sbm();
     let cfg = ModelConfig { seed, ..default_config(kind).unwrap() };
     let tcfg = TrainConfig { epochs, ..TrainConfig::default() };
@@ -49,7 +50,7 @@ fn same_seed_same_loss_curve() {
     let a = train("gcn", 7, 15);
     let b = train("gcn", 7, 15);
     let c = train("gcn", 8, 15);
-    let losses = |h: &tcgnn::nn::History| h.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
+    let losses = |h: &tcgnn::task::node::History| h.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
     assert_eq!(losses(&a), losses(&b));
     assert_ne!(losses(&a), losses(&c));
 }

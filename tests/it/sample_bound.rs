@@ -8,7 +8,6 @@ use crate::common;
 use std::sync::Arc;
 
 use tcgnn::graph::Csr;
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::input::{HostFeatures, InputFeatures};
 use tcgnn::nn::models::{self, Model, ModelConfig, default_config};
 use tcgnn::nn::{CpuBackend, CudaBackend, Ops};
@@ -20,6 +19,7 @@ use tcgnn::sample::bound::{BoundModel, Capacity};
 use tcgnn::sample::prepared::{PreparedBatch, PreparedFeatures};
 use tcgnn::sample::train::{Step, build_batch_model, train_step};
 use tcgnn::sample::{NeighborConfig, NeighborSampler, SaintConfig, SaintKind, SaintSampler};
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
 use tcgnn::util::rng::SplitMix64;
 
 /// An SBM graph with dense features, or the same graph with sparse multi-hot features.
@@ -201,8 +201,8 @@ fn a_batch_that_does_not_fit_is_refused_not_truncated() {
 
 #[test]
 fn seeded_sampled_runs_on_the_rebound_model_repeat_exactly() {
-    use tcgnn::nn::{TrainConfig, Trainer};
     use tcgnn::sample::{PrefetchConfig, SampledTraining};
+    use tcgnn::task::node::{TrainConfig, Trainer};
     let d = data(true);
     let cfg = ModelConfig { seed: 9, ..default_config("sage").unwrap() };
     let run = || {

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use common::sample::{assert_batch_features, dataset, graph, node_data, sampled_losses, sparse_features};
 use tcgnn::graph::Csr;
 use tcgnn::nn::ModelConfig;
-use tcgnn::nn::data::Dataset;
 use tcgnn::nn::input::HostFeatures;
 use tcgnn::nn::models::default_config;
 use tcgnn::sample::aggregation::Aggregation;
@@ -21,6 +20,7 @@ use tcgnn::sample::batch::TrainBatch;
 use tcgnn::sample::device_saint::{DeviceBatches, DeviceSaint};
 use tcgnn::sample::prepared::PreparedBatch;
 use tcgnn::sample::{SaintConfig, SaintKind, SaintSampler};
+use tcgnn::task::node::data::Dataset;
 
 /// A symmetric graph of `n` nodes: random pairs, every `loops_every`-th node with a self-loop,
 /// node 1 joined to every `hub_every`-th node, the last tenth of the nodes isolated.

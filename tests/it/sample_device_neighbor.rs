@@ -14,7 +14,6 @@ use std::sync::Arc;
 use common::sample::{assert_batch_features, dataset, graph, node_data, sampled_losses, sparse_features};
 use tcgnn::graph::Csr;
 use tcgnn::nn::ModelConfig;
-use tcgnn::nn::data::Dataset;
 use tcgnn::nn::input::HostFeatures;
 use tcgnn::nn::models::default_config;
 use tcgnn::ops::backend::TRAIN_BIT;
@@ -22,6 +21,7 @@ use tcgnn::sample::batch::{BatchSource, TrainBatch};
 use tcgnn::sample::device_neighbor::{DeviceBatches, DeviceNeighbor, unsupported};
 use tcgnn::sample::prepared::PreparedBatch;
 use tcgnn::sample::{NeighborConfig, NeighborSampler};
+use tcgnn::task::node::data::Dataset;
 
 fn train_nodes(d: &Dataset) -> Vec<u32> {
     (0..d.n() as u32).filter(|&v| d.mask_bits[v as usize] & TRAIN_BIT != 0).collect()

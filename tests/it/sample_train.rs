@@ -9,15 +9,16 @@ use std::sync::Arc;
 
 use tcgnn::graph::Csr;
 use tcgnn::graph::generate::grid;
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::input::HostFeatures;
 use tcgnn::nn::models::default_config;
-use tcgnn::nn::{CpuBackend, CudaBackend, MODELS, ModelConfig, Ops, TrainConfig, Trainer};
+use tcgnn::nn::{CpuBackend, CudaBackend, MODELS, ModelConfig, Ops};
 use tcgnn::ops::backend::TRAIN_BIT;
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::sample::aggregation::Aggregation;
 use tcgnn::sample::batch::{BatchSource, NodeData, TrainBatch};
 use tcgnn::sample::{NeighborConfig, NeighborSampler, PrefetchConfig, SaintConfig, SaintKind, SaintSampler, SampledTraining};
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
+use tcgnn::task::node::{TrainConfig, Trainer};
 
 fn grid_data() -> Dataset {
     // Every node has an edge, so the node sampler can draw all of them.

@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::input::HostFeatures;
 use tcgnn::nn::models::default_config;
-use tcgnn::nn::{CpuBackend, ModelConfig, TrainConfig, Trainer};
+use tcgnn::nn::{CpuBackend, ModelConfig};
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
+use tcgnn::task::node::{TrainConfig, Trainer};
 use tcgnn::util::Real;
 
 fn data() -> Dataset {
@@ -26,7 +27,7 @@ fn curves<T: Real>() {
         HostFeatures::Sparse(_) => panic!("sbm features are dense"),
     }
     let got = taking.fit(5, |_| {}).unwrap();
-    let losses = |h: &tcgnn::nn::History| h.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
+    let losses = |h: &tcgnn::task::node::History| h.epochs.iter().map(|e| e.loss).collect::<Vec<_>>();
     assert_eq!(losses(&got), losses(&want), "loss curves of new_taking_features and new");
 }
 

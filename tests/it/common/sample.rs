@@ -2,10 +2,10 @@
 //! `sample_device_neighbor`).
 
 use tcgnn::graph::Csr;
-use tcgnn::nn::data::{Dataset, SyntheticNodeData};
 use tcgnn::nn::input::HostFeatures;
 use tcgnn::ops::backend::TRAIN_BIT;
 use tcgnn::sample::batch::NodeData;
+use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
 use tcgnn::util::rng::SplitMix64;
 
 /// `pairs` random edges among the first nine tenths of `n` nodes (both ways when `symmetric`),
@@ -114,8 +114,9 @@ pub fn sampled_losses(
     epochs: usize,
 ) -> Vec<f64> {
     use std::sync::Arc;
-    use tcgnn::nn::{CudaBackend, TrainConfig, Trainer};
+    use tcgnn::nn::CudaBackend;
     use tcgnn::ops::{Impl, Precision};
+    use tcgnn::task::node::{TrainConfig, Trainer};
     let mut s =
         tcgnn::sample::SampledTraining::new(source, node_data(d), d.n(), steps, tcgnn::sample::PrefetchConfig::default(), cfg, d.classes)
             .unwrap();

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::nn::saved::{ModelMeta, TensorFile, check_tensor_sizes, meta_map, read_meta};
-use crate::nn::train::{EpochRecord, TrainConfig};
+use crate::task::node::train::{EpochRecord, TrainConfig};
 use crate::tensor::Matrix;
 
 pub struct Checkpoint {

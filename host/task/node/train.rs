@@ -1,17 +1,19 @@
-//! Training: one step is forward (train mode), loss, backward and Adam on every parameter; an
-//! epoch adds an evaluation forward that counts correct nodes per mask. Reports follow PyG's
-//! examples: test accuracy at the epoch of best validation accuracy.
+//! Node classification's training loop: one step is forward (train mode), the loss (softmax
+//! cross entropy over the train mask), backward and Adam on every parameter; an epoch adds an
+//! evaluation forward that counts correct nodes per mask (the metric: accuracy). Reports follow
+//! PyG's examples: test accuracy at the epoch of best validation accuracy.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::gpu::timing::Timing;
-use crate::nn::data::Dataset;
 use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models::{self, Model, ModelConfig};
 use crate::nn::param::Param;
 use crate::ops::backend::{AdamHyper, Ops, Stats, TEST_BIT, TRAIN_BIT, VAL_BIT};
+use crate::task::Flow;
+use crate::task::node::data::Dataset;
 use crate::tensor::Matrix;
 
 /// Optimiser settings of a run (the model's own are in [`ModelConfig`]).
@@ -530,13 +532,6 @@ struct Shape<'a> {
     features: usize,
     labels: &'a [i32],
     mask_bits: &'a [u8],
-}
-
-/// Whether [`Trainer::fit_from`] goes on after an epoch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flow {
-    Continue,
-    Stop,
 }
 
 fn find<'a>(tensors: &'a [(String, Matrix)], name: &str) -> Result<&'a Matrix> {

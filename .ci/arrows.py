@@ -28,7 +28,6 @@ RANK = {
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "host"
 # Circles between sub-folders of one layer that exist today (issue 41), each as its sorted folders.
 KNOWN_LOOPS: set[tuple[str, ...]] = {
-    ("nn", "nn/models"),
     ("ops", "ops/backend", "ops/nn", "ops/sddmm", "ops/spmm"),
 }
 # `crate::x` (library) or `tcgnn::x` (the binary's view of the library), in use lines and paths.

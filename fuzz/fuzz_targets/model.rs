@@ -8,7 +8,7 @@ use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
     let path = Path::new("fuzz.safetensors");
-    if let Ok(m) = tcgnn::nn::saved::SavedModel::parse(data, path) {
+    if let Ok(m) = tcgnn::task::saved::SavedModel::parse(data, path) {
         let held: usize = m.weights.iter().map(|(_, t)| t.data.len()).sum();
         assert!(m.meta.features.min(m.meta.classes) <= held.max(1));
     }

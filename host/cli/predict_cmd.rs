@@ -9,12 +9,12 @@ use std::sync::Arc;
 use tcgnn::gpu::Gpu;
 use tcgnn::graph::npy::{NpyArray, NpyData, write_npy};
 use tcgnn::graph::text::escaped;
-use tcgnn::nn::saved::SavedModel;
 use tcgnn::nn::{CpuBackend, CudaBackend};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::task::node::FeatureStorage;
 use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
 use tcgnn::task::node::predict::{Prediction, predict};
+use tcgnn::task::saved::SavedModel;
 use tcgnn::util::atomic::{AtomicFile, check_outputs};
 use tcgnn::{Error, Result};
 

@@ -10,7 +10,6 @@ use tcgnn::bench::train::{TrainRun, curve_svg, mean_std, write_json, write_text}
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::input::HostFeatures;
 use tcgnn::nn::models::{estimate_bytes, model_info, parse_model_name};
-use tcgnn::nn::saved::{ModelMeta, SavedModel, check_names};
 use tcgnn::nn::{CpuBackend, CudaBackend, ModelConfig, Ops};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::sample::layerwise::{self, LayerwiseInference, Targets};
@@ -19,6 +18,7 @@ use tcgnn::task::TaskKind;
 use tcgnn::task::node::checkpoint::Checkpoint;
 use tcgnn::task::node::train::EpochRecord;
 use tcgnn::task::node::{Dataset, FeatureStorage, SyntheticNodeData, TrainConfig, Trainer};
+use tcgnn::task::saved::{ModelMeta, SavedModel, check_names};
 use tcgnn::tensor::Matrix;
 
 use crate::cli::sample_args::Inference;

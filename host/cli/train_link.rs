@@ -9,7 +9,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tcgnn::bench::train::{mean_std, write_json};
 use tcgnn::nn::embedding::NodeInput;
 use tcgnn::nn::models::{ModelConfig, model_info};
-use tcgnn::nn::saved::ModelMeta;
 use tcgnn::nn::{CpuBackend, CudaBackend, EdgeLayout, Ops};
 use tcgnn::task::Flow;
 use tcgnn::task::link::checkpoint::LinkCheckpoint;
@@ -18,6 +17,7 @@ use tcgnn::task::link::metric::HITS_K;
 use tcgnn::task::link::predict::{LinkMeta, SavedLinkModel};
 use tcgnn::task::link::split::LinkSplit;
 use tcgnn::task::link::train::{BestBy, LinkConfig, LinkHistory, LinkTrainer};
+use tcgnn::task::saved::ModelMeta;
 use tcgnn::tensor::Matrix;
 use tcgnn::{Error, Result};
 

@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::nn::input::{HostFeatures, InputFeatures, InputOps};
-use crate::nn::models::{MAX_WIDTH, ModelConfig};
+use crate::nn::model::{MAX_WIDTH, ModelConfig};
 use crate::nn::param::{Param, glorot};
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;

@@ -11,7 +11,7 @@
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::nn::models::ModelConfig;
+use crate::nn::model::ModelConfig;
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
 use crate::ops::backend::{Side, op_set};

@@ -16,11 +16,11 @@ pub mod gin_conv;
 pub mod halo_hook;
 pub mod input;
 pub mod linear;
+pub mod model;
 pub mod models;
 pub mod operand;
 pub mod param;
 pub mod sage_conv;
-pub mod saved;
 pub mod seed_blocks;
 pub mod stack;
 

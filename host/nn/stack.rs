@@ -26,7 +26,7 @@ use crate::nn::dropout::Dropout;
 use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
-use crate::nn::models::{Model, ModelConfig, dropout_seed, widths};
+use crate::nn::model::{Model, ModelConfig, dropout_seed, widths};
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
 use crate::ops::backend::{Ops, op_set};

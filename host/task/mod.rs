@@ -11,6 +11,7 @@
 pub mod graph;
 pub mod link;
 pub mod node;
+pub mod saved;
 
 /// Whether a task's loop goes on after an epoch (what its `on_epoch` callback returns: keep the
 /// best weights, write a checkpoint, stop early).

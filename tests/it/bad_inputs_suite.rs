@@ -23,7 +23,7 @@ use tcgnn::graph::edgelist::{EdgeListOptions, read_edgelist};
 use tcgnn::graph::mtx::read_mtx;
 use tcgnn::graph::npz::{Features, NodeData, Split, read_npz, write_npz};
 use tcgnn::graph::tcg::{read_tcg, write_tcg};
-use tcgnn::nn::saved::TensorFile;
+use tcgnn::task::saved::TensorFile;
 
 /// Per library case: far above what any of these small inputs takes when handled right.
 const LIB_LIMIT: Duration = Duration::from_secs(20);
@@ -623,7 +623,7 @@ fn edit_meta(path: &Path, out: &Path, key: &str, edit: impl FnOnce(&mut serde_js
 /// Predicts with the model file `model` on the ring and its node data, through the library
 /// (what `tcgnn predict` runs): the predicted classes, or the error.
 fn predict_on_ring(dir: &Path, model: &Path) -> Result<String, String> {
-    let saved = tcgnn::nn::saved::SavedModel::read(model).map_err(|e| e.to_string())?;
+    let saved = tcgnn::task::saved::SavedModel::read(model).map_err(|e| e.to_string())?;
     let synth = tcgnn::task::node::SyntheticNodeData { features: 3, classes: 2, seed: 0 };
     let data = tcgnn::task::node::Dataset::load(&dir.join("ring.mtx").to_string_lossy(), Some(&dir.join("ring.npz")), &synth)
         .map_err(|e| e.to_string())?;

@@ -74,7 +74,7 @@ fn tcg_model_checkpoint_regressions() {
     type Parse = fn(&[u8], &Path) -> Result<(), String>;
     let targets: [(&str, Parse); 3] = [
         ("tcg", |d, p| tcgnn::graph::tcg::parse_tcg(d, d.len() as u64, p).map(drop).map_err(|e| e.to_string())),
-        ("model", |d, p| tcgnn::nn::saved::SavedModel::parse(d, p).map(drop).map_err(|e| e.to_string())),
+        ("model", |d, p| tcgnn::task::saved::SavedModel::parse(d, p).map(drop).map_err(|e| e.to_string())),
         ("checkpoint", |d, p| tcgnn::task::node::checkpoint::Checkpoint::parse(d, p).map(drop).map_err(|e| e.to_string())),
     ];
     for (target, parse) in targets {

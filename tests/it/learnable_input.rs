@@ -234,7 +234,7 @@ fn learnable_input_cli_saves_predicts_and_refuses() {
     );
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("learnable input 8") && out.contains("best val H@20"), "{out}");
-    let saved = tcgnn::nn::saved::TensorFile::read(&dir.join("m.safetensors")).unwrap();
+    let saved = tcgnn::task::saved::TensorFile::read(&dir.join("m.safetensors")).unwrap();
     let table = saved.get(EMBEDDING_NAME).expect("the table is saved");
     assert_eq!((table.rows, table.cols), (200, 8));
     std::fs::write(dir.join("pairs.txt"), "0 1\n150 3\n").unwrap();

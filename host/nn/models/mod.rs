@@ -12,65 +12,20 @@ pub mod gin;
 pub mod sage;
 pub mod traffic;
 
+// What a model is (its trait and config) sits below the models, in `nn::model`, so the layers
+// and the stack that the models are built from can name it without importing the registry.
+pub use crate::nn::model::{MAX_HEADS, MAX_LAYERS, MAX_WIDTH, Model, ModelConfig, dropout_seed, widths};
+
 use crate::error::{Error, Result};
 use crate::graph::Csr;
 use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::halo_hook::PartContext;
-use crate::nn::input::InputFeatures;
-use crate::nn::param::Param;
 use crate::nn::stack::{Conv, Stack};
 use crate::ops::backend::Ops;
 use crate::ops::backend::cuda::EdgeLayout;
-use crate::util::rng::SplitMix64;
 
-/// A whole model: logits from node features, gradients of every parameter from dL/dlogits.
-pub trait Model<B: Ops> {
-    /// The logits of every node (train: dropout active, buffers kept for the backward).
-    fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat>;
-    /// Every parameter's gradient from dL/dlogits, after a training `forward`; a learnable
-    /// input's too (the first layer's dL/dX, written into it: [`InputFeatures::backward_operand`]).
-    fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()>;
-    /// Every trainable tensor under a stable name (the keys of a saved model), in a fixed order.
-    fn params(&mut self) -> Vec<(String, &mut Param<B>)>;
-    /// The node representations after hidden layer `layer` (0-based) of the last `forward`, for
-    /// `predict --embeddings`; `None` past the last hidden layer.
-    fn embedding(&self, layer: usize) -> Option<&B::Mat>;
-    /// State that is saved with the model but not trained (BatchNorm's running statistics),
-    /// under stable names, in a fixed order.
-    fn buffers(&mut self) -> Vec<(String, &mut B::Mat)> {
-        Vec::new()
-    }
-    /// Its BatchNorm layers, for a model rebound to batches padded to a capacity (each is told
-    /// its live rows: [`crate::nn::batch_norm::BatchNorm::set_live_rows`]); none by default.
-    fn batch_norms(&mut self) -> Vec<&mut crate::nn::batch_norm::BatchNorm<B>> {
-        Vec::new()
-    }
-}
-
-/// Shape, regularisation and options of a model. Every model reads the fields it has and
-/// ignores the others (GCN has no heads); [`ModelInfo::defaults`] fills them per model.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct ModelConfig {
-    /// The registry name ("gcn", "gat", ...).
-    pub model: &'static str,
-    /// Graph layers (the hidden ones plus the output one, as PyG's `num_layers`).
-    pub layers: usize,
-    /// Hidden width (per head for GAT).
-    pub hidden: usize,
-    /// Attention heads of the hidden layers (GAT).
-    pub heads: usize,
-    /// Dropout on features (and attention, for GAT).
-    pub dropout: f32,
-    /// BatchNorm1d after every hidden layer.
-    pub batch_norm: bool,
-    /// Residual connections around hidden layers of equal width.
-    pub residual: bool,
-    /// GIN: eps learnable (else fixed 0); SAGE: L2-normalise the outputs.
-    pub variant: bool,
-    /// Seeds the weights and the dropout masks.
-    pub seed: u64,
-}
-
+// ModelConfig's methods that depend on which model it is stay with the models (the only place
+// a model's name is matched).
 impl ModelConfig {
     /// Columns the first layer's products on the input features produce in all (SAGE has two:
     /// the neighbours' and the root's; GAT one per head).
@@ -312,13 +267,6 @@ fn takes_heads(name: &str) -> bool {
     model_info(name).is_ok_and(|m| m.defaults.heads > 1)
 }
 
-/// Most graph layers of a model (deep GCNs in the literature stop near a thousand).
-pub const MAX_LAYERS: usize = 1024;
-/// Widest hidden layer, and most features or classes.
-pub const MAX_WIDTH: usize = 1 << 24;
-/// Most attention heads.
-pub const MAX_HEADS: usize = 1024;
-
 /// Sizes a model can be built with.
 pub fn check(cfg: &ModelConfig) -> Result<()> {
     model_info(cfg.model)?;
@@ -350,16 +298,6 @@ pub fn check(cfg: &ModelConfig) -> Result<()> {
 /// Device bytes model `cfg` takes (see [`ModelInfo::estimate_bytes`]).
 pub fn estimate_bytes(cfg: &ModelConfig, n: usize, nnz: usize, features: usize, classes: usize) -> Result<u64> {
     Ok((model_info(cfg.model)?.estimate_bytes)(cfg, n, nnz, features, classes))
-}
-
-/// Seeds of the dropout layers: distinct per layer, all derived from the model seed.
-pub fn dropout_seed(model_seed: u64, layer: u64) -> u64 {
-    SplitMix64::new(model_seed ^ 0xD80F_0000 ^ (layer << 32)).next_u64()
-}
-
-/// The widths of a stack of `layers` layers from `features` to `classes` through `hidden`.
-pub fn widths(features: usize, hidden: usize, layers: usize, classes: usize) -> Vec<usize> {
-    std::iter::once(features).chain(std::iter::repeat_n(hidden, layers - 1)).chain([classes]).collect()
 }
 
 /// Bytes of an `n x cols` f32 device matrix (rows padded to 8 columns).

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::nn::saved::{FORMAT_KEY, ModelMeta, TensorFile, meta_map, read_meta};
 use crate::task::link::train::{LinkConfig, LinkEpoch};
+use crate::task::saved::{FORMAT_KEY, ModelMeta, TensorFile, meta_map, read_meta};
 use crate::tensor::Matrix;
 
 pub struct LinkCheckpoint {

@@ -12,11 +12,11 @@ use crate::graph::Csr;
 use crate::nn::embedding::EMBEDDING_NAME;
 use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models;
-use crate::nn::saved::{FORMAT_KEY, ModelMeta, TensorFile, check_names, meta_map, read_meta};
 use crate::ops::backend::Ops;
 use crate::task::link::decoder::{Decoder, DecoderKind};
 use crate::task::link::pairs::PairSet;
 use crate::task::link::split::{Pair, symmetric_graph, undirected_edges};
+use crate::task::saved::{FORMAT_KEY, ModelMeta, TensorFile, check_names, meta_map, read_meta};
 use crate::tensor::Matrix;
 
 /// The format tag of a link model file.

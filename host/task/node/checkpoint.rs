@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::nn::saved::{ModelMeta, TensorFile, check_tensor_sizes, meta_map, read_meta};
 use crate::task::node::train::{EpochRecord, TrainConfig};
+use crate::task::saved::{ModelMeta, TensorFile, check_tensor_sizes, meta_map, read_meta};
 use crate::tensor::Matrix;
 
 pub struct Checkpoint {

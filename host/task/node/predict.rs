@@ -9,9 +9,9 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::nn::input::InputFeatures;
 use crate::nn::models::{self, Model};
-use crate::nn::saved::{SavedModel, check_names};
 use crate::ops::backend::{Ops, TEST_BIT, TRAIN_BIT, VAL_BIT};
 use crate::task::node::data::Dataset;
+use crate::task::saved::{SavedModel, check_names};
 use crate::tensor::Matrix;
 
 /// What a prediction gives back.

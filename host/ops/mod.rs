@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod handle;
+pub mod launch_shape;
 pub mod nn;
 pub mod permute;
 pub mod sddmm;

@@ -94,7 +94,7 @@ pub fn gather_rows<T: Element>(idx: &DeviceVec<u32>, src: &DeviceMatrix<T>, dst:
         src: Ptr::new(src.ptr()),
         dst: PtrMut::new(dst.ptr_mut()),
     };
-    let shape = crate::ops::nn::row_shape(&gpu, dst.rows as u64, 32 >> shift, 0);
+    let shape = crate::ops::launch_shape::row_shape(&gpu, dst.rows as u64, 32 >> shift, 0);
     // SAFETY: idx holds dst.rows entries; the caller's indices are rows of src (a permutation
     // of 0..n here: `Permutation` checks bijectivity); src and dst hold rows x ld elements of
     // the same size, ld * size a multiple of 16 (checked), allocations 16-byte aligned.

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use tcgnn::format::mebcrs::MeBcrs;
 use tcgnn::gpu::{DeviceVec, Gpu};
 use tcgnn::graph::Csr;
-use tcgnn::ops::sddmm::cpu::{edge_softmax_reference_f64, sddmm_reference_f64};
+use tcgnn::ops::nn::edge_softmax::{edge_softmax_device, edge_softmax_reference_f64};
+use tcgnn::ops::sddmm::cpu::sddmm_reference_f64;
 use tcgnn::ops::sddmm::tc8::mebcrs_len;
-use tcgnn::ops::sddmm::{ValueOrder, edge_softmax_device, sddmm_device};
+use tcgnn::ops::sddmm::{ValueOrder, sddmm_device};
 use tcgnn::ops::{DeviceFeatures, GraphHandle, Impl, Precision};
 use tcgnn::tensor::{Matrix, rel_error};
 
@@ -144,7 +145,7 @@ fn cpu_sddmm_host_api() {
     let got = tcgnn::ops::sddmm::sddmm(&g, &a, &b, Impl::Auto, Precision::F32).unwrap();
     assert!(rel_error(&got, &sddmm_reference_f64(&s, &a, &b)) < 1e-5);
     assert!(tcgnn::ops::sddmm::sddmm(&g, &a, &Matrix::random(59, 12, 2), Impl::Cpu, Precision::F32).is_err());
-    let sm = tcgnn::ops::sddmm::edge_softmax(&g, &got).unwrap();
+    let sm = tcgnn::ops::nn::edge_softmax::edge_softmax(&g, &got).unwrap();
     assert!(rel_error(&sm, &edge_softmax_reference_f64(&s, &got)) < 1e-5);
 }
 

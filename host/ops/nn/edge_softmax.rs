@@ -1,7 +1,9 @@
 //! AGNN attention: alpha = softmax over each row's edges of beta * cos, and its backward
 //! (with d beta): CPU (CSR order) and the launchers of `kernels-gpu/src/nn/edge_softmax.rs`
 //! (values in either [`ValueOrder`]: CSR order, or the ME-BCRS (k = 8) slot `csr_to_slot[e]`
-//! of each CSR edge e; slots that hold no edge are never touched).
+//! of each CSR edge e; slots that hold no edge are never touched). Also the plain row softmax
+//! (beta = 1) of SDDMM scores on a graph handle, on the CPU and with its own kernel
+//! (`kernels-gpu/src/sddmm/`), and its f64 reference.
 
 use rayon::prelude::*;
 
@@ -11,8 +13,10 @@ use crate::gpu::abi::nn::{
     EdgeSoftmaxBackwardArgs, EdgeSoftmaxBackwardLongArgs, EdgeSoftmaxScaledArgs, EdgeSoftmaxScaledLongArgs, SoftmaxBackwardEdges,
     SoftmaxScaledEdges, edge_softmax_backward_f32, edge_softmax_backward_long_f32, edge_softmax_scaled_f32, edge_softmax_scaled_long_f32,
 };
+use crate::gpu::abi::sddmm::{EdgeSoftmaxArgs, edge_softmax_f32};
 use crate::gpu::launch::{Kernel, Ptr, Shape};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::graph::Csr;
 use crate::ops::GraphHandle;
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
@@ -282,5 +286,67 @@ impl EdgeSoftmaxOp for CudaBackend {
         dbeta: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
         self.timed("edge softmax backward", || edge_softmax_backward(&g.handle, self.order, fwd, dalpha, dcos, dbeta))
+    }
+}
+
+/// Row-wise softmax of CSR-ordered values, max-subtracted; empty rows produce nothing (the
+/// one CPU edge softmax, [`edge_softmax_scaled_cpu`], with β = 1).
+pub fn edge_softmax_cpu(s: &Csr, values: &[f32]) -> Vec<f32> {
+    assert_eq!(values.len(), s.nnz(), "one value per nonzero");
+    let mut out = vec![0f32; values.len()];
+    edge_softmax_scaled_cpu(s.row_ptr(), 1.0, values, &mut out);
+    out
+}
+
+/// The same in f64.
+pub fn edge_softmax_reference_f64(s: &Csr, values: &[f32]) -> Vec<f64> {
+    assert_eq!(values.len(), s.nnz(), "one value per nonzero");
+    let v64: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+    let mut out = vec![0f64; values.len()];
+    edge_softmax_scaled_cpu(s.row_ptr(), 1.0, &v64, &mut out);
+    out
+}
+
+/// CPU softmax of CSR-ordered values.
+pub fn edge_softmax(g: &GraphHandle, values: &[f32]) -> Result<Vec<f32>> {
+    if values.len() != g.csr().nnz() {
+        return Err(Error::Shape(format!("{} values for {} nonzeros", values.len(), g.csr().nnz())));
+    }
+    Ok(edge_softmax_cpu(g.csr(), values))
+}
+
+/// In-place softmax of device values in `order` (a warp per row).
+pub fn edge_softmax_device(g: &GraphHandle, values: &mut DeviceVec<f32>, order: ValueOrder) -> Result<()> {
+    let gpu = g.gpu()?;
+    let csr = g.device_csr()?;
+    let slot_of = match order {
+        ValueOrder::Csr => Ptr::null(),
+        ValueOrder::MeBcrs => {
+            let m = g.device_csr_to_slot()?;
+            m.slots().arg(gpu)
+        }
+    };
+    let n = g.csr().n_rows() as u32;
+    let args = EdgeSoftmaxArgs { n_rows: n, row_ptr: csr.row_ptr.arg(gpu), slot_of, vals: values.arg_mut(gpu) };
+    // SAFETY: row_ptr has n + 1 entries and every (mapped) index is inside `values`, which
+    // holds the graph's values in `order`.
+    unsafe { edge_softmax_f32.launch(gpu, Shape::linear(n.div_ceil(8), 256, 0), &args) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn softmax_rows_sum_to_one() {
+        let s = Csr::from_triplets(3, 3, &[(0, 1, 2.0), (0, 2, -1.0), (2, 0, 0.5)]).unwrap();
+        let sm = edge_softmax_cpu(&s, &[4.0, -3.0, 2.5]);
+        assert!((sm[0] + sm[1] - 1.0).abs() < 1e-6 && (sm[2] - 1.0).abs() < 1e-6);
+        assert!(sm[0] > sm[1]);
+        let r = edge_softmax_reference_f64(&s, &[4.0, -3.0, 2.5]);
+        assert!((r[0] - sm[0] as f64).abs() < 1e-6);
+        // Large values do not overflow (max-subtracted).
+        let big = edge_softmax_cpu(&s, &[1000.0, 999.0, -1000.0]);
+        assert!(big.iter().all(|v| v.is_finite()));
     }
 }

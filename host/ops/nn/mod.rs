@@ -75,9 +75,9 @@ pub use scaled_add::{scaled_add, scaled_add_cpu};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::gpu::launch::Shape;
 use crate::gpu::memory::padded_ld;
 use crate::gpu::{DeviceMatrix, Gpu};
+pub(crate) use crate::ops::launch_shape::{elementwise_shape, row_shape};
 use crate::shared::config::{NN_BLOCK, NN_BLOCKS_PER_SM};
 
 /// What a device matrix's elements may be (f32, f16).
@@ -151,21 +151,6 @@ pub(crate) fn check_gpu(a: &Arc<Gpu>, b: &Arc<Gpu>, what: &str) -> Result<()> {
 /// Float4s in a valid matrix's padded buffer (ld is a multiple of 8); u64, as the kernels'.
 pub(crate) fn n4(m: &DeviceMatrix<f32>) -> u64 {
     (m.rows * m.ld / 4) as u64
-}
-
-/// Grid-stride launch over `items` (one per thread), at most `NN_BLOCKS_PER_SM` blocks per SM.
-pub(crate) fn elementwise_shape(gpu: &Gpu, items: u64) -> Shape {
-    let blocks = items.div_ceil(NN_BLOCK as u64).min((gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
-    Shape::linear(blocks as u32, NN_BLOCK, 0)
-}
-
-/// Row-kernel launch over `rows` (grid-stride) with `rows_per_warp` rows per warp and step
-/// (`32 >> nn_row_group_shift(..)`, 1 for a warp per row) and `smem_bytes` of dynamic shared
-/// memory.
-pub(crate) fn row_shape(gpu: &Gpu, rows: u64, rows_per_warp: u32, smem_bytes: u32) -> Shape {
-    let rows_per_block = (NN_BLOCK / 32 * rows_per_warp) as u64;
-    let blocks = rows.div_ceil(rows_per_block).min((gpu.info().sm_count * NN_BLOCKS_PER_SM) as u64);
-    Shape::linear(blocks as u32, NN_BLOCK, smem_bytes)
 }
 
 /// Cut `data` (one value per CSR edge, CSR order) into runs of whole rows, `ROW_BLOCK` rows per

@@ -4,7 +4,6 @@
 use rayon::prelude::*;
 
 use crate::graph::Csr;
-use crate::ops::nn::edge_softmax::edge_softmax_scaled_cpu;
 use crate::tensor::Matrix;
 use crate::util::Real;
 use crate::util::split::split_lengths;
@@ -41,43 +40,17 @@ pub fn sddmm_reference_f64(s: &Csr, a: &Matrix, b: &Matrix) -> Vec<f64> {
     out
 }
 
-/// Row-wise softmax of CSR-ordered values, max-subtracted; empty rows produce nothing (the
-/// one CPU edge softmax, [`edge_softmax_scaled_cpu`], with β = 1).
-pub fn edge_softmax_cpu(s: &Csr, values: &[f32]) -> Vec<f32> {
-    assert_eq!(values.len(), s.nnz(), "one value per nonzero");
-    let mut out = vec![0f32; values.len()];
-    edge_softmax_scaled_cpu(s.row_ptr(), 1.0, values, &mut out);
-    out
-}
-
-/// The same in f64.
-pub fn edge_softmax_reference_f64(s: &Csr, values: &[f32]) -> Vec<f64> {
-    assert_eq!(values.len(), s.nnz(), "one value per nonzero");
-    let v64: Vec<f64> = values.iter().map(|&v| v as f64).collect();
-    let mut out = vec![0f64; values.len()];
-    edge_softmax_scaled_cpu(s.row_ptr(), 1.0, &v64, &mut out);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn sddmm_matches_dense_and_softmax_rows_sum_to_one() {
+    fn sddmm_matches_dense() {
         let s = Csr::from_triplets(3, 3, &[(0, 1, 2.0), (0, 2, -1.0), (2, 0, 0.5)]).unwrap();
         let a = Matrix::from_vec(3, 2, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
         let b = Matrix::from_vec(3, 2, vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0]).unwrap();
         // row 0: col 1 -> 2 * (1*0 + 2*1) = 4; col 2 -> -1 * (1 + 2) = -3; row 2: col 0 -> 0.5 * 5
         assert_eq!(sddmm_cpu(&s, &a, &b), vec![4.0, -3.0, 2.5]);
         assert_eq!(sddmm_reference_f64(&s, &a, &b), vec![4.0, -3.0, 2.5]);
-        let sm = edge_softmax_cpu(&s, &[4.0, -3.0, 2.5]);
-        assert!((sm[0] + sm[1] - 1.0).abs() < 1e-6 && (sm[2] - 1.0).abs() < 1e-6);
-        assert!(sm[0] > sm[1]);
-        let r = edge_softmax_reference_f64(&s, &[4.0, -3.0, 2.5]);
-        assert!((r[0] - sm[0] as f64).abs() < 1e-6);
-        // Large values do not overflow (max-subtracted).
-        let big = edge_softmax_cpu(&s, &[1000.0, 999.0, -1000.0]);
-        assert!(big.iter().all(|v| v.is_finite()));
     }
 }

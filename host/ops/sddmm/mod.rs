@@ -1,4 +1,5 @@
-//! SDDMM: O = (A B^T) .* S sampled at the nonzeros of S (A, B dense N x K), and edge softmax.
+//! SDDMM: O = (A B^T) .* S sampled at the nonzeros of S (A, B dense N x K). The row softmax of
+//! its scores is the edge-softmax op's (`ops::nn::edge_softmax`).
 //!
 //! Outputs are one value per nonzero, in the order the consumer reads: CSR order, or the
 //! ME-BCRS (k = 8) slot order that TC8 SpMM reads, written directly by the kernel.
@@ -13,7 +14,6 @@
 pub mod cpu;
 pub mod cusparse;
 pub mod hp;
-pub mod softmax;
 pub mod tc16;
 pub mod tc8;
 
@@ -21,8 +21,6 @@ use crate::error::{Error, Result};
 use crate::gpu::DeviceVec;
 use crate::ops::{DeviceFeatures, FeaturesRef, GraphHandle, Impl, Precision};
 use crate::tensor::Matrix;
-
-pub use softmax::{edge_softmax, edge_softmax_device};
 
 /// Where output values go (defined in `ops`, shared with SpMM's per-call values).
 pub use crate::ops::ValueOrder;

@@ -152,6 +152,45 @@ fn batch_stream<T: Send + 'static>(
     })
 }
 
+/// Adam's settings for epoch `epoch` (0-based): the learning rate halved every
+/// `lr_halve_every` epochs (the GIN paper's schedule; never with 0).
+fn epoch_hyper(cfg: &GraphTrainConfig, epoch: usize) -> AdamHyper {
+    let halvings = epoch.checked_div(cfg.lr_halve_every).unwrap_or(0);
+    AdamHyper { lr: cfg.lr * 0.5f32.powi(halvings as i32), weight_decay: cfg.weight_decay, ..AdamHyper::default() }
+}
+
+/// What both fold loops count in an epoch: the sum of the batches' mean losses over `steps`
+/// batches, training graphs classified correctly, held-out graphs classified correctly, and
+/// the times of [`EpochLog`].
+struct EpochCounts {
+    loss: f64,
+    steps: usize,
+    correct: f64,
+    right: f64,
+    train_s: f64,
+    build_s: f64,
+    wait_s: f64,
+}
+
+impl FoldResult {
+    /// Logs epoch `epoch` (0-based) of this fold from its counts, shows the log to `on_epoch`
+    /// and keeps it.
+    fn push_epoch(&mut self, epoch: usize, c: EpochCounts, on_epoch: &mut dyn FnMut(&EpochLog)) {
+        let log = EpochLog {
+            fold: self.fold,
+            epoch: epoch + 1,
+            train_loss: c.loss / c.steps as f64,
+            train_acc: c.correct / self.train_graphs as f64,
+            test_acc: c.right / self.test_graphs as f64,
+            train_s: c.train_s,
+            build_s: c.build_s,
+            wait_s: c.wait_s,
+        };
+        on_epoch(&log);
+        self.epochs.push(log);
+    }
+}
+
 /// Trains fold `fold` of `folds` and measures its held-out accuracy after every epoch;
 /// `on_epoch` sees each epoch's log as it ends.
 pub fn train_fold<B: Ops + 'static>(
@@ -186,8 +225,7 @@ pub fn train_fold<B: Ops + 'static>(
     let mut out =
         FoldResult { fold, train_graphs: train.len(), test_graphs: test.len(), epochs: Vec::with_capacity(cfg.epochs), bound: None };
     for epoch in 0..cfg.epochs {
-        let halvings = epoch.checked_div(cfg.lr_halve_every).unwrap_or(0);
-        let hyper = AdamHyper { lr: cfg.lr * 0.5f32.powi(halvings as i32), weight_decay: cfg.weight_decay, ..AdamHyper::default() };
+        let hyper = epoch_hyper(cfg, epoch);
         let t0 = Instant::now();
         let waited = stream.waited();
         let mut build_s = 0.0;
@@ -219,18 +257,8 @@ pub fn train_fold<B: Ops + 'static>(
         for (net, _) in &mut eval {
             right += net.with_state(trained, |n| n.correct(b))?;
         }
-        let log = EpochLog {
-            fold,
-            epoch: epoch + 1,
-            train_loss: loss / steps as f64,
-            train_acc: correct / train.len() as f64,
-            test_acc: right / test.len() as f64,
-            train_s,
-            build_s,
-            wait_s: (stream.waited() - waited).as_secs_f64(),
-        };
-        on_epoch(&log);
-        out.epochs.push(log);
+        let wait_s = (stream.waited() - waited).as_secs_f64();
+        out.push_epoch(epoch, EpochCounts { loss, steps, correct, right, train_s, build_s, wait_s }, on_epoch);
     }
     Ok(out)
 }
@@ -272,8 +300,7 @@ fn train_fold_bound<B: Ops + 'static>(
     let mut out =
         FoldResult { fold, train_graphs: train.len(), test_graphs: test.len(), epochs: Vec::with_capacity(cfg.epochs), bound: None };
     for epoch in 0..cfg.epochs {
-        let halvings = epoch.checked_div(cfg.lr_halve_every).unwrap_or(0);
-        let hyper = AdamHyper { lr: cfg.lr * 0.5f32.powi(halvings as i32), weight_decay: cfg.weight_decay, ..AdamHyper::default() };
+        let hyper = epoch_hyper(cfg, epoch);
         let t0 = Instant::now();
         let waited = stream.waited();
         let mut build_s = 0.0;
@@ -298,18 +325,8 @@ fn train_fold_bound<B: Ops + 'static>(
             net.bind(b, p)?;
             right += net.correct(b)?;
         }
-        let log = EpochLog {
-            fold,
-            epoch: epoch + 1,
-            train_loss: loss / steps as f64,
-            train_acc: correct / train.len() as f64,
-            test_acc: right / test.len() as f64,
-            train_s,
-            build_s,
-            wait_s: (stream.waited() - waited).as_secs_f64(),
-        };
-        on_epoch(&log);
-        out.epochs.push(log);
+        let wait_s = (stream.waited() - waited).as_secs_f64();
+        out.push_epoch(epoch, EpochCounts { loss, steps, correct, right, train_s, build_s, wait_s }, on_epoch);
     }
     out.bound = Some(BoundReport { capacity, recordings: net.recordings, record_error: net.record_error.clone() });
     Ok(out)

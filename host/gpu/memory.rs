@@ -18,22 +18,29 @@ use crate::tensor::Matrix;
 pub struct DeviceVec<T> {
     pub(crate) data: CudaSlice<T>,
     /// Where it was allocated, while the [`ledger`] records (given back on drop).
-    site: Option<ledger::Site>,
+    site: Option<Counted>,
+}
+
+/// An allocation the [`ledger`] counts, handed back when its vector is dropped. Its own type
+/// (not a `Drop` of [`DeviceVec`]) so that a vector over memory it does not own can be taken
+/// apart without `unsafe` ([`DeviceMatrix::with_rows`]).
+struct Counted {
+    site: ledger::Site,
+    bytes: usize,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        ledger::released(self.site, self.bytes);
+    }
 }
 
 impl<T> DeviceVec<T> {
     #[track_caller]
     fn new(data: CudaSlice<T>) -> Self {
-        let site = ledger::allocated(std::panic::Location::caller(), data.len() * std::mem::size_of::<T>());
+        let bytes = data.len() * std::mem::size_of::<T>();
+        let site = ledger::allocated(std::panic::Location::caller(), bytes).map(|site| Counted { site, bytes });
         DeviceVec { data, site }
-    }
-}
-
-impl<T> Drop for DeviceVec<T> {
-    fn drop(&mut self) {
-        if let Some(site) = self.site {
-            ledger::released(site, self.data.len() * std::mem::size_of::<T>());
-        }
     }
 }
 
@@ -120,6 +127,19 @@ pub struct DeviceMatrix<T> {
     pub ld: usize,
     pub(crate) buf: DeviceVec<T>,
     pub(crate) gpu: Arc<Gpu>,
+}
+
+/// A matrix over memory another matrix owns ([`DeviceMatrix::with_rows`]): dropping it hands
+/// the slice back to the driver's bookkeeping without freeing the memory (`CudaSlice::leak`).
+struct Borrowed<T>(Option<DeviceMatrix<T>>);
+
+impl<T> Drop for Borrowed<T> {
+    fn drop(&mut self) {
+        if let Some(DeviceMatrix { buf: DeviceVec { data, site }, .. }) = self.0.take() {
+            debug_assert!(site.is_none(), "a borrowed view is not counted by the ledger");
+            data.leak();
+        }
+    }
 }
 
 /// Element types a device matrix can hold, with the f32 conversions the host side needs.
@@ -283,24 +303,18 @@ impl<T: Element> DeviceMatrix<T> {
         let range = self.row_range(rows.start, rows.len(), rows.len() * self.ld, "with_rows")?;
         let at = self.ptr_mut() + (range.start * std::mem::size_of::<T>()) as u64;
         // SAFETY: rows.start.. rows.end of this matrix's allocation (checked above), which
-        // outlives the view (borrowed mutably for the call); the view is leaked below, never
-        // freed, and on a panic in `f` it is simply never dropped.
+        // outlives the view (borrowed mutably for the call); the view's slice is never freed:
+        // `Borrowed` leaks it when the call ends, by return or by a panic in `f`.
         let data = unsafe { self.gpu.stream.upgrade_device_ptr::<T>(at, range.len()) };
-        let mut view = std::mem::ManuallyDrop::new(DeviceMatrix {
+        let mut view = Borrowed(Some(DeviceMatrix {
             rows: rows.len(),
             cols: self.cols,
             ld: self.ld,
             // Not the ledger's: this matrix's allocation is already counted.
             buf: DeviceVec { data, site: None },
             gpu: self.gpu.clone(),
-        });
-        let r = f(&mut view);
-        // SAFETY: the view is not used or dropped after these reads: its slice is leaked (the
-        // memory is this matrix's) and its GPU handle dropped; its `site` is None.
-        let (data, gpu) = unsafe { (std::ptr::read(&view.buf.data), std::ptr::read(&view.gpu)) };
-        data.leak();
-        drop(gpu);
-        r
+        }));
+        f(view.0.as_mut().expect("set above"))
     }
 
     pub fn gpu(&self) -> &Arc<Gpu> {

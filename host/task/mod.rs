@@ -8,6 +8,7 @@
 //! - [`link`] prediction: pairs of nodes scored from their two representations;
 //! - [`graph`] classification: many small graphs batched, node representations pooled per graph.
 
+pub mod checkpoint;
 pub mod graph;
 pub mod link;
 pub mod node;

@@ -23,6 +23,9 @@ pub fn path(dir: &Path) -> PathBuf {
     dir.join(FILE)
 }
 
+/// Named tensors, as a file holds them.
+pub type Tensors = Vec<(String, Matrix)>;
+
 /// What every checkpoint holds, borrowed from a task's checkpoint for [`write`]; `E` is the
 /// task's record of an epoch.
 pub struct Parts<'a, E> {
@@ -32,7 +35,7 @@ pub struct Parts<'a, E> {
     pub steps: u32,
     pub history: &'a [E],
     pub state: &'a [(String, Matrix)],
-    pub best: Option<&'a (E, Vec<(String, Matrix)>)>,
+    pub best: Option<&'a (E, Tensors)>,
 }
 
 /// Writes `DIR/checkpoint.safetensors` atomically (creating `dir`), with the task's own
@@ -121,11 +124,7 @@ impl Reader {
 
     /// The best epoch's record, if one was kept (its number read by `epoch_of`, within
     /// 1..=`epochs`), with its weights (by parameter name).
-    pub fn best<E: serde::de::DeserializeOwned>(
-        &self,
-        epochs: usize,
-        epoch_of: impl Fn(&E) -> usize,
-    ) -> Result<Option<(E, Vec<(String, Matrix)>)>> {
+    pub fn best<E: serde::de::DeserializeOwned>(&self, epochs: usize, epoch_of: impl Fn(&E) -> usize) -> Result<Option<(E, Tensors)>> {
         if !self.file.metadata.contains_key(BEST) {
             return Ok(None);
         }
@@ -140,7 +139,7 @@ impl Reader {
     }
 
     /// The optimiser state: every tensor but the best weights.
-    pub fn into_state(self) -> Vec<(String, Matrix)> {
+    pub fn into_state(self) -> Tensors {
         self.file.tensors.into_iter().filter(|(n, _)| !n.starts_with(BEST_PREFIX)).collect()
     }
 }

@@ -200,6 +200,8 @@ op_set!(
     crate::ops::nn::hadamard::HadamardOp,
     crate::ops::nn::negative_sample::NegativeSampleOp,
     crate::ops::nn::pair_dot::PairDotOp,
+    crate::ops::nn::pair_hadamard::PairHadamardOp,
+    crate::ops::nn::bce_column::BceColumnOp,
     crate::ops::nn::negative_pattern::NegativePatternOp,
     bind::BindOps,
 );

@@ -713,6 +713,59 @@ kernel_args! {
         pub dz: PtrMut<f32>,
     }
 
+    /// A batch of pairs (u_p, v_p) read by index (`nn/pair_hadamard.rs`): out[p] = z[u_p] ⊙
+    /// z[v_p] (out of z's stride), or its row sum z[u_p] . z[v_p] (out one column, stride 8).
+    pub struct PairHadamardArgs {
+        /// Rows of out (the batch's capacity); rows from `pairs` on are written 0.
+        pub rows: u32,
+        pub pairs: u32,
+        /// z's stride (a multiple of 8).
+        pub ld: u32,
+        /// out's stride: `ld` (the product) or 8 (one column: its row sum).
+        pub out_ld: u32,
+        /// Each < z's rows (checked on the host).
+        pub u: Ptr<u32>,
+        pub v: Ptr<u32>,
+        pub z: Ptr<f32>,
+        pub out: PtrMut<f32>,
+    }
+
+    /// dz[x] (= or +=) the sum over the entries of node x (`row_ptr`, `ends`: entry = 2p | end,
+    /// end 0 for u_p, 1 for v_p) of dout[p] ⊙ z[the other end]; dout of one column broadcast.
+    pub struct PairHadamardBackwardArgs {
+        pub n: u32,
+        /// z's and dz's stride.
+        pub ld: u32,
+        /// dout's stride: `ld`, or 8 for one column (`broadcast` != 0).
+        pub dout_ld: u32,
+        pub broadcast: u32,
+        pub u: Ptr<u32>,
+        pub v: Ptr<u32>,
+        pub row_ptr: Ptr<u32>,
+        pub ends: Ptr<u32>,
+        pub z: Ptr<f32>,
+        pub dout: Ptr<f32>,
+        /// 0: dz = the sum, else dz += it.
+        pub accumulate: u32,
+        pub dz: PtrMut<f32>,
+    }
+
+    /// Binary cross entropy with logits of column 0 of a `rows x 1` matrix (stride `ld`): rows
+    /// below `positives` target 1, below `pairs` target 0, the rest skipped (gradient 0);
+    /// grad = (sigmoid(s) - t) grad_scale (padding columns 0), stats[0] += loss_scale (max(s, 0)
+    /// - s t + ln(1 + exp(-|s|))) (stats zeroed by the launcher unless accumulating).
+    pub struct BceColumnArgs {
+        pub rows: u32,
+        pub ld: u32,
+        pub pairs: u32,
+        pub positives: u32,
+        pub grad_scale: f32,
+        pub loss_scale: f32,
+        pub x: Ptr<f32>,
+        pub grad: PtrMut<f32>,
+        pub stats: PtrMut<f32>,
+    }
+
     /// y = a ⊙ b over `n4` float4s.
     pub struct HadamardArgs {
         /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
@@ -794,6 +847,10 @@ kernels! {
     pair_dot_backward_f32(PairDotBackwardArgs) = crate::nn::pair_dot::pair_dot_backward;
     bce_logits_f32(BceLogitsArgs) = crate::nn::bce_logits::bce_logits;
     hadamard_f32(HadamardArgs) = crate::nn::hadamard::hadamard;
+    pair_hadamard_f32(PairHadamardArgs) = crate::nn::pair_hadamard::pair_hadamard;
+    pair_hadamard_sum_f32(PairHadamardArgs) = crate::nn::pair_hadamard::pair_hadamard_sum;
+    pair_hadamard_backward_f32(PairHadamardBackwardArgs) = crate::nn::pair_hadamard::pair_hadamard_backward;
+    bce_column_f32(BceColumnArgs) = crate::nn::bce_column::bce_column;
     batch_norm_sum_f32(BatchNormSumArgs) = crate::nn::batch_norm::batch_norm_sum;
     batch_norm_sq_f32(BatchNormSqArgs) = crate::nn::batch_norm::batch_norm_sq;
     batch_norm_finish_f32(BatchNormFinishArgs) = crate::nn::batch_norm::batch_norm_finish;

@@ -10,12 +10,18 @@
 //!   (dz = Uᵀ (dh ⊙ z_v) + Vᵀ (dh ⊙ z_u)); the last layer's P x 1 output moves into the pair
 //!   list's edge values by an SDDMM over a P x 1 pattern T (out_p = s_p · 1), and its gradient
 //!   back by the SpMM with T.
+//!
+//! A training step scores its pairs without any pattern ([`Decoder::score_step`] on
+//! [`StepPairs`]): `ops::nn::pair_hadamard` reads the pairs' ends by index, giving z_u ⊙ z_v
+//! (the MLP's input) or its row sum (the dot product) as a P-row matrix, and scatters the
+//! gradient back through a by-node index; the patterns above serve the fixed evaluation sets.
 
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::param::{Param, torch_linear_uniform};
 use crate::ops::backend::{Side, op_set};
 use crate::task::link::pairs::PairSet;
+use crate::task::link::step_pairs::StepPairs;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 
@@ -29,6 +35,7 @@ op_set!(
     crate::ops::nn::add_assign::AddAssignOp,
     crate::ops::nn::transpose_edges::TransposeEdgesOp,
     crate::ops::nn::negative_sample::NegativeSampleOp,
+    crate::ops::nn::pair_hadamard::PairHadamardOp,
     crate::ops::backend::bind::BindOps,
 );
 
@@ -148,6 +155,45 @@ impl<B: DecoderOps> Decoder<B> {
                 ("decoder.lin2.bias".into(), &mut m.b2),
             ],
         }
+    }
+
+    /// A training step's pairs for this decoder: room for `cap` pairs on the decoder's nodes.
+    pub fn step_pairs(&self, b: &B, cap: usize) -> Result<StepPairs<B>> {
+        StepPairs::new(b, self.n, cap, self.mlp.as_ref().map(|_| self.d))
+    }
+
+    /// `sp.s` = the score of every pair of `sp` (its rows past them 0 for the dot product;
+    /// whatever the MLP makes of a zero input for the MLP: the loss skips them).
+    pub fn score_step(&self, b: &B, sp: &mut StepPairs<B>, z: &B::Mat) -> Result<()> {
+        let Some(m) = &self.mlp else {
+            return b.pair_hadamard(&sp.batch, z, &mut sp.s);
+        };
+        let q = sp.mlp.as_mut().ok_or_else(|| crate::error::Error::Unsupported("the MLP decoder on a dot decoder's step pairs".into()))?;
+        b.pair_hadamard(&sp.batch, z, &mut q.h)?;
+        b.gemm(&q.h, false, &m.w1.value, false, 0.0, &mut q.h1)?;
+        b.bias_relu(&mut q.h1, &m.b1.value)?;
+        b.gemm(&q.h1, false, &m.w2.value, false, 0.0, &mut sp.s)?;
+        b.bias_add(&mut sp.s, &m.b2.value)
+    }
+
+    /// dz = dL/dz (overwritten) and the decoder's parameter gradients from `sp.ds` = dL/dscore
+    /// (zero past the step's pairs), after [`Decoder::score_step`] on `sp`.
+    pub fn backward_step(&mut self, b: &B, sp: &mut StepPairs<B>, z: &B::Mat, dz: &mut B::Mat) -> Result<()> {
+        let Some(m) = &mut self.mlp else {
+            // The score is the row sum of z_u ⊙ z_v: its gradient broadcast over the row.
+            return b.pair_hadamard_backward(&sp.batch, z, &sp.ds, false, dz);
+        };
+        let q = sp.mlp.as_mut().ok_or_else(|| crate::error::Error::Unsupported("the MLP decoder on a dot decoder's step pairs".into()))?;
+        b.col_sums(&sp.ds, &mut m.b2.grad)?;
+        b.gemm(&q.h1, true, &sp.ds, false, 0.0, &mut m.w2.grad)?;
+        b.gemm(&sp.ds, false, &m.w2.value, true, 0.0, &mut q.dh1)?;
+        b.relu_backward(&q.h1, &mut q.dh1)?;
+        b.col_sums(&q.dh1, &mut m.b1.grad)?;
+        b.gemm(&q.h, true, &q.dh1, false, 0.0, &mut m.w1.grad)?;
+        // h is spent (its last reader was the weight gradient above): its buffer takes dL/dh,
+        // one P x d buffer fewer.
+        b.gemm(&q.dh1, false, &m.w1.value, true, 0.0, &mut q.h)?;
+        b.pair_hadamard_backward(&sp.batch, z, &q.h, false, dz)
     }
 
     /// `set.scores` = the score of every pair of `set` from `z`.

@@ -9,6 +9,7 @@
 //!   list, or an MLP on their Hadamard product);
 //! - the loss: binary cross entropy with logits (`ops::nn::bce_logits`);
 //! - [`metric`]: ROC AUC and OGB's Hits@K;
+//! - [`step_pairs`]: a training step's pairs as index arrays (no pattern per step);
 //! - [`train`]: the loop, best-validation weights kept;
 //! - [`checkpoint`]: `--checkpoint` / `--resume` of a run.
 
@@ -19,4 +20,5 @@ pub mod pairs;
 pub mod predict;
 pub mod sampled;
 pub mod split;
+pub mod step_pairs;
 pub mod train;

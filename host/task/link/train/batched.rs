@@ -12,6 +12,7 @@
 //! (seed, epoch) on the host: a run is a function of its seeds.
 
 use super::*;
+use crate::ops::nn::bce_column::BceColumn;
 use crate::util::rng::SplitMix64;
 
 /// Fisher-Yates with `rng`.
@@ -28,6 +29,13 @@ fn share(i: usize, k: usize, total: usize, count: usize) -> std::ops::Range<usiz
     at(i * k)..at((i + 1) * k)
 }
 
+/// The largest batch of an epoch of `total` positives in batches of `k` with `count`
+/// negatives: the positives' share and the negatives' (`share` rounds each up by at most one).
+pub(super) fn batch_capacity(k: usize, total: usize, count: usize) -> usize {
+    let k = k.min(total);
+    k + (k as u128 * count as u128).div_ceil(total.max(1) as u128) as usize + 1
+}
+
 impl<B: Ops + 'static> LinkTrainer<B> {
     /// Epoch `epoch` (0-based) as ceil(P / k) steps of `k` training positives each; returns the
     /// mean loss over the epoch's pairs and the negatives dropped.
@@ -37,33 +45,58 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         let mut rng = SplitMix64::new(self.cfg.seed ^ 0xBA7C_4ED0_0000_0000 ^ ((epoch as u64) << 16));
         shuffle(&mut pos, &mut rng);
         shuffle(&mut negs, &mut rng);
-        let (mut loss, mut pairs) = (0.0, 0usize);
+        let pairs = pos.len() + negs.len();
+        if pos.is_empty() {
+            return Err(Error::Unsupported("link training: the split holds no training edges".into()));
+        }
+        // Sized for every epoch (the negatives' count before repeats are dropped).
+        self.reserve_step_pairs(batch_capacity(k, pos.len(), self.negative_count().max(negs.len())))?;
         for i in 0..pos.len().div_ceil(k) {
             let p = &pos[i * k..((i + 1) * k).min(pos.len())];
             let q = &negs[share(i, k, pos.len(), negs.len())];
-            loss += self.step_on(p, q)? * (p.len() + q.len()) as f64;
-            pairs += p.len() + q.len();
+            // The loss summed over the epoch's pairs on the device, read once below.
+            self.step_on(p, q, 1.0 / pairs as f64, i > 0)?;
         }
-        Ok((loss / pairs as f64, dropped))
+        Ok((self.backend.read_stats(&self.stats)?.loss, dropped))
+    }
+
+    /// Step pairs with room for at least `cap` pairs (kept across steps and epochs).
+    pub(super) fn reserve_step_pairs(&mut self, cap: usize) -> Result<()> {
+        if self.step_pairs.as_ref().is_none_or(|s| s.capacity() < cap) {
+            // The old buffers go first: both at once may not fit.
+            self.step_pairs = None;
+            self.step_pairs = Some(self.decoder.step_pairs(&*self.backend, cap)?);
+        }
+        Ok(())
     }
 
     /// One optimiser step on the positives `pos` and negatives `neg` (the encoder on the whole
-    /// message-passing graph, the decoder on these pairs); returns the mean loss over them.
-    pub(super) fn step_on(&mut self, pos: &[Pair], neg: &[Pair]) -> Result<f64> {
+    /// message-passing graph, the decoder on these pairs, read by index: no pattern, no sort;
+    /// the gradient of the mean loss over these pairs); the sum of the pairs' loss terms times
+    /// `loss_scale` into the stats, added to them if `accumulate`. Enqueued only: nothing is
+    /// read back, so the host builds the next step's index while the device runs this one.
+    pub(super) fn step_on(&mut self, pos: &[Pair], neg: &[Pair], loss_scale: f64, accumulate: bool) -> Result<()> {
         let b = self.backend.clone();
         let b = &*b;
-        let mut set = PairSet::new(b, self.n, pos, neg)?;
-        let mut grad = b.edges(&set.graph, Side::Forward)?;
-        let mut grad_t = b.edges(&set.graph, Side::Transposed)?;
+        self.reserve_step_pairs(pos.len() + neg.len())?;
+        let sp = self.step_pairs.as_mut().expect("reserved above");
+        sp.bind(b, pos, neg)?;
+        let len = sp.len();
         b.begin_step()?;
         let z = self.net.forward(b, &mut self.input, true)?;
-        self.decoder.score(b, &mut set, z)?;
-        b.bce_logits(&set.scores, &set.targets, 1.0 / set.len() as f32, &mut grad, &mut self.stats)?;
-        self.decoder.backward(b, &mut set, z, &grad, &mut grad_t, &mut self.dz)?;
+        self.decoder.score_step(b, sp, z)?;
+        let c = BceColumn {
+            pairs: len,
+            positives: pos.len(),
+            grad_scale: 1.0 / len.max(1) as f64,
+            loss_scale,
+            accumulate,
+        };
+        b.bce_column(&sp.s, &c, &mut sp.ds, &mut self.stats)?;
+        self.decoder.backward_step(b, sp, z, &mut self.dz)?;
         self.net.backward(b, &mut self.input, &self.dz)?;
         let params = self.net.params().into_iter().chain(self.decoder.params()).chain(self.input.params()).map(|(_, p)| p);
-        Param::adam_all(b, params, &self.hyper)?;
-        Ok(b.read_stats(&self.stats)?.loss)
+        Param::adam_all(b, params, &self.hyper)
     }
 }
 

@@ -28,6 +28,7 @@ mod layout;
 mod learnable_input;
 mod link_epoch;
 mod link_sampled;
+mod link_step_pairs;
 mod link_task;
 mod nn_bias_relu;
 mod nn_dropout_gemm;

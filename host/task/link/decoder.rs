@@ -36,6 +36,7 @@ op_set!(
     crate::ops::nn::transpose_edges::TransposeEdgesOp,
     crate::ops::nn::negative_sample::NegativeSampleOp,
     crate::ops::nn::pair_hadamard::PairHadamardOp,
+    crate::ops::nn::bce_column::BceColumnOp,
     crate::ops::backend::bind::BindOps,
 );
 

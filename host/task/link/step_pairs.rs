@@ -8,6 +8,7 @@
 //! handle) stays for the fixed validation and test pairs, built once.
 
 use crate::error::{Error, Result};
+use crate::ops::nn::bce_column::BceColumn;
 use crate::ops::nn::pair_hadamard::PairIndex;
 use crate::task::link::decoder::DecoderOps;
 use crate::task::link::split::Pair;
@@ -80,6 +81,14 @@ impl<B: DecoderOps> StepPairs<B> {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Binary cross entropy with logits of the scores, positives first (`ops::nn::bce_column`):
+    /// `ds` the gradient of the mean over the step's pairs, the sum of their loss terms times
+    /// `loss_scale` into `stats` (added to it if `accumulate`).
+    pub fn loss(&mut self, b: &B, loss_scale: f64, accumulate: bool, stats: &mut B::Stats) -> Result<()> {
+        let c = BceColumn { pairs: self.len, positives: self.positives, grad_scale: 1.0 / self.len.max(1) as f64, loss_scale, accumulate };
+        b.bce_column(&self.s, &c, &mut self.ds, stats)
     }
 
     /// The step's scores in pair order (downloaded: waits for the stream).

@@ -12,7 +12,6 @@
 //! (seed, epoch) on the host: a run is a function of its seeds.
 
 use super::*;
-use crate::ops::nn::bce_column::BceColumn;
 use crate::util::rng::SplitMix64;
 
 /// Fisher-Yates with `rng`.
@@ -81,18 +80,10 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         self.reserve_step_pairs(pos.len() + neg.len())?;
         let sp = self.step_pairs.as_mut().expect("reserved above");
         sp.bind(b, pos, neg)?;
-        let len = sp.len();
         b.begin_step()?;
         let z = self.net.forward(b, &mut self.input, true)?;
         self.decoder.score_step(b, sp, z)?;
-        let c = BceColumn {
-            pairs: len,
-            positives: pos.len(),
-            grad_scale: 1.0 / len.max(1) as f64,
-            loss_scale,
-            accumulate,
-        };
-        b.bce_column(&sp.s, &c, &mut sp.ds, &mut self.stats)?;
+        sp.loss(b, loss_scale, accumulate, &mut self.stats)?;
         self.decoder.backward_step(b, sp, z, &mut self.dz)?;
         self.net.backward(b, &mut self.input, &self.dz)?;
         let params = self.net.params().into_iter().chain(self.decoder.params()).chain(self.input.params()).map(|(_, p)| p);

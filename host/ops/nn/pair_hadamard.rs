@@ -265,9 +265,6 @@ pub fn pair_hadamard(gpu: &Gpu, b: &DevicePairBatch, z: &DeviceMatrix<f32>, out:
     check_matrix_64(out, "pair_hadamard out")?;
     check_z(b.n, z.rows, "pair_hadamard")?;
     check_out(out.rows, b.len, z.cols, (out.rows, out.cols), "pair_hadamard")?;
-    if out.rows > b.cap {
-        return Err(Error::Shape(format!("pair_hadamard: {} rows for a batch of capacity {}", out.rows, b.cap)));
-    }
     let sum = out.cols == 1 && z.cols != 1;
     let args = PairHadamardArgs {
         rows: out.rows as u32,
@@ -349,8 +346,14 @@ pub trait PairHadamardOp: Backend {
     fn pair_hadamard(&self, batch: &Self::PairBatch, z: &Self::Mat, out: &mut Self::Mat) -> Result<()>;
     /// dz (= or +=) the gradient of z through [`PairHadamardOp::pair_hadamard`] from its
     /// output's gradient `dout`.
-    fn pair_hadamard_backward(&self, batch: &Self::PairBatch, z: &Self::Mat, dout: &Self::Mat, accumulate: bool, dz: &mut Self::Mat)
-    -> Result<()>;
+    fn pair_hadamard_backward(
+        &self,
+        batch: &Self::PairBatch,
+        z: &Self::Mat,
+        dout: &Self::Mat,
+        accumulate: bool,
+        dz: &mut Self::Mat,
+    ) -> Result<()>;
 }
 
 /// The CPU's batch: the index itself, and its capacity.
@@ -383,7 +386,14 @@ impl<T: Real> PairHadamardOp for CpuBackend<T> {
     fn pair_hadamard(&self, batch: &HostPairBatch, z: &HostMat<T>, out: &mut HostMat<T>) -> Result<()> {
         pair_hadamard_cpu(&batch.ix, z, out)
     }
-    fn pair_hadamard_backward(&self, batch: &HostPairBatch, z: &HostMat<T>, dout: &HostMat<T>, accumulate: bool, dz: &mut HostMat<T>) -> Result<()> {
+    fn pair_hadamard_backward(
+        &self,
+        batch: &HostPairBatch,
+        z: &HostMat<T>,
+        dout: &HostMat<T>,
+        accumulate: bool,
+        dz: &mut HostMat<T>,
+    ) -> Result<()> {
         pair_hadamard_backward_cpu(&batch.ix, z, dout, accumulate, dz)
     }
 }

@@ -9,15 +9,22 @@
 //! under the same (seed, epoch)), and permuted with the positives: batch i takes positives
 //! [i k, (i + 1) k) of the permutation and the same share of the negatives, so every batch
 //! holds `neg_ratio` negatives per positive (up to rounding). The permutations are drawn from
-//! (seed, epoch) on the host: a run is a function of its seeds.
+//! (seed, epoch) on the host: a run is a function of its seeds. They are drawn batch by batch
+//! (Fisher-Yates from the front: batch i's items are final once its swaps are done), so the
+//! host permutes and indexes batch i + 1 while the device runs step i: a step reads its pairs
+//! by index (`step_pairs`) and nothing in it waits for the device, so an epoch of the ddi
+//! protocol is its device work plus the negatives' draw.
 
 use super::*;
 use crate::util::rng::SplitMix64;
 
-/// Fisher-Yates with `rng`.
-fn shuffle<T>(v: &mut [T], rng: &mut SplitMix64) {
-    for i in (1..v.len()).rev() {
-        v.swap(i, rng.below(i as u64 + 1) as usize);
+/// Fisher-Yates from the front, positions `from..to` of it: after the calls for `0..a`,
+/// `a..b`, ... every prefix `v[..b]` is final, and all of them together are one uniformly
+/// random permutation of `v` drawn from `rng`.
+fn shuffle_range<T>(v: &mut [T], range: std::ops::Range<usize>, rng: &mut SplitMix64) {
+    let n = v.len();
+    for i in range.start..range.end.min(n.saturating_sub(1)) {
+        v.swap(i, i + rng.below((n - i) as u64) as usize);
     }
 }
 
@@ -41,9 +48,9 @@ impl<B: Ops + 'static> LinkTrainer<B> {
     pub(super) fn train_epoch_batched(&mut self, epoch: usize, k: usize) -> Result<(f64, usize)> {
         let (mut negs, dropped) = self.negatives(epoch)?;
         let mut pos = self.train_pos.clone();
-        let mut rng = SplitMix64::new(self.cfg.seed ^ 0xBA7C_4ED0_0000_0000 ^ ((epoch as u64) << 16));
-        shuffle(&mut pos, &mut rng);
-        shuffle(&mut negs, &mut rng);
+        let seed = self.cfg.seed ^ 0xBA7C_4ED0_0000_0000 ^ ((epoch as u64) << 16);
+        // One stream for each list: batch by batch, their draws interleave.
+        let (mut rp, mut rn) = (SplitMix64::new(seed), SplitMix64::new(seed ^ 0x4E47_0000_0000_0001));
         let pairs = pos.len() + negs.len();
         if pos.is_empty() {
             return Err(Error::Unsupported("link training: the split holds no training edges".into()));
@@ -51,10 +58,11 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         // Sized for every epoch (the negatives' count before repeats are dropped).
         self.reserve_step_pairs(batch_capacity(k, pos.len(), self.negative_count().max(negs.len())))?;
         for i in 0..pos.len().div_ceil(k) {
-            let p = &pos[i * k..((i + 1) * k).min(pos.len())];
-            let q = &negs[share(i, k, pos.len(), negs.len())];
+            let (pr, nr) = (i * k..((i + 1) * k).min(pos.len()), share(i, k, pos.len(), negs.len()));
+            shuffle_range(&mut pos, pr.clone(), &mut rp);
+            shuffle_range(&mut negs, nr.clone(), &mut rn);
             // The loss summed over the epoch's pairs on the device, read once below.
-            self.step_on(p, q, 1.0 / pairs as f64, i > 0)?;
+            self.step_on(&pos[pr], &negs[nr], 1.0 / pairs as f64, i > 0)?;
         }
         Ok((self.backend.read_stats(&self.stats)?.loss, dropped))
     }
@@ -112,15 +120,44 @@ mod tests {
     }
 
     #[test]
-    fn shuffle_is_a_seeded_permutation() {
-        let mut a: Vec<u32> = (0..1000).collect();
-        shuffle(&mut a, &mut SplitMix64::new(3));
+    fn shuffle_by_ranges_is_one_seeded_permutation() {
+        let whole = |seed| {
+            let mut a: Vec<u32> = (0..1000).collect();
+            shuffle_range(&mut a, 0..1000, &mut SplitMix64::new(seed));
+            a
+        };
+        let a = whole(3);
         let mut s = a.clone();
         s.sort_unstable();
         assert_eq!(s, (0..1000).collect::<Vec<_>>());
         assert_ne!(a, s);
+        assert_eq!(whole(3), a);
+        assert_ne!(whole(4), a);
+        // In uneven ranges (as batches take them): the same permutation, each prefix final.
         let mut b: Vec<u32> = (0..1000).collect();
-        shuffle(&mut b, &mut SplitMix64::new(3));
-        assert_eq!(a, b);
+        let mut rng = SplitMix64::new(3);
+        for r in [0..7, 7..7, 7..500, 500..999, 999..1000] {
+            shuffle_range(&mut b, r.clone(), &mut rng);
+            assert_eq!(b[..r.end], a[..r.end]);
+        }
+        assert_eq!(b, a);
+        // One item, none: nothing to do.
+        let mut one = [5u32];
+        shuffle_range(&mut one, 0..1, &mut rng);
+        assert_eq!(one, [5]);
+        shuffle_range::<u32>(&mut [], 0..0, &mut rng);
+    }
+
+    #[test]
+    fn batch_capacity_holds_every_batch() {
+        for (total, k, count) in
+            [(10usize, 3usize, 10usize), (10, 3, 7), (1000, 64, 1234), (5, 5, 4), (7, 2, 0), (907_725, 65_536, 907_725), (3, 10, 3)]
+        {
+            let cap = batch_capacity(k, total, count);
+            for i in 0..total.div_ceil(k) {
+                let len = ((i + 1) * k).min(total) - i * k + share(i, k, total, count).len();
+                assert!(len <= cap, "batch {i} of {len} pairs, capacity {cap}");
+            }
+        }
     }
 }

@@ -13,9 +13,9 @@
 //! several steps instead, as OGB's baselines train (`batched`).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use rayon::slice::ParallelSliceMut;
-use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::nn::embedding::NodeInput;
@@ -184,6 +184,7 @@ pub struct LinkTrainer<B: Ops + 'static> {
     backend: Arc<B>,
     net: Box<dyn Model<B>>,
     input: InputFeatures<B>,
+    n: usize,
     /// The whole graph (every split edge, both directions): training negatives avoid it.
     full: B::Graph,
     train_pos: Vec<Pair>,
@@ -192,8 +193,8 @@ pub struct LinkTrainer<B: Ops + 'static> {
     decoder: Decoder<B>,
     /// The dot decoder's training pairs as symmetric pair patterns (`ops::nn::pair_dot`): the
     /// training positives (built once) and the epoch's negatives (rebuilt on the backend every
-    /// epoch: nothing of a step goes through the host). `None` with the MLP decoder, which
-    /// scores a host-built `PairSet`.
+    /// epoch: nothing of a step goes through the host). `None` with the MLP decoder, whose
+    /// step reads its pairs by index (`step_pairs`).
     dot_pairs: Option<DotPairs<B>>,
     /// A step's pairs as index arrays (`step_on`: batched epochs, and the MLP decoder's
     /// full-batch one), made at the first such step.
@@ -290,6 +291,7 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         let trainer = LinkTrainer {
             net,
             input,
+            n,
             full,
             train_pos: split.train.clone(),
             val,

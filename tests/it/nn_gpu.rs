@@ -664,7 +664,7 @@ fn gpu_symmetric_adjacency_holds_one_side_and_matches_cpu() {
                         (Precision::Tf32, None | Some(FixedPath::Stored)) => Precision::Tf32.tolerance(),
                         _ => Precision::F32.tolerance(),
                     };
-                    let check = |adj: &GcnAdjacency<CudaBackend>, when: &str| {
+                    let check = |adj: &GcnAdjacency<CudaBackend>, when: &str, tol: f64| {
                         for k in [1, 8, 17, 64] {
                             let x = Matrix::random(s.n_rows(), k, 40 + k as u64);
                             let want = transposed_product_f64(&s, &x);
@@ -684,10 +684,12 @@ fn gpu_symmetric_adjacency_holds_one_side_and_matches_cpu() {
                             }
                         }
                     };
-                    check(&adj, "fixed");
+                    check(&adj, "fixed", tol);
                     let (_, v, vt) = adj.parts_mut().unwrap();
                     assert_eq!(v.download(&gpu).unwrap(), vt.download(&gpu).unwrap(), "{name}: both layouts given back equal");
-                    check(&adj, "given back");
+                    // Given back, the values are plain: the products run the backend's own kernel
+                    // at its precision (tf32's tensor cores), whatever path the fixed ones took.
+                    check(&adj, "given back", prec.tolerance().max(tol));
                 }
             }
         }

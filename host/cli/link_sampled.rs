@@ -13,7 +13,6 @@ use tcgnn::sample::seed_blocks::NeighborSeedBlocks;
 use tcgnn::task::link::sampled::SampledLink;
 use tcgnn::task::link::split::LinkSplit;
 use tcgnn::task::link::train::Representations;
-use tcgnn::tensor::Matrix;
 use tcgnn::{Error, Result};
 
 use crate::cli::sample_args::{FeaturesOn, Inference, SampleOn, SamplerKind};
@@ -92,8 +91,8 @@ pub fn layerwise(a: &TrainArgs) -> bool {
 pub struct LayerwiseRepresentations<B: Ops>(LayerwiseInference<B>);
 
 impl<B: Ops + 'static> Representations<B> for LayerwiseRepresentations<B> {
-    fn all_nodes(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<Matrix> {
-        self.0.logits(b, net)
+    fn all_nodes(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<B::Mat> {
+        self.0.outputs(b, net)
     }
 }
 

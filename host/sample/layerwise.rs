@@ -137,31 +137,46 @@ impl<B: Ops + 'static> LayerwiseInference<B> {
         self.batches.iter().map(|r| (r.k, r.prepared.n)).collect()
     }
 
-    /// The logits of every node (rows in node order) of `net`'s parameters. After an error the
-    /// features may be gone with the failed layer's model: later calls refuse.
+    /// The logits of every node (rows in node order) of `net`'s parameters, on the host. After
+    /// an error the features may be gone with the failed layer's model: later calls refuse.
     pub fn logits(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<Matrix> {
+        let mut logits = Matrix::zeros(self.n, *self.widths.last().expect("widths"));
+        self.run(b, net, Last::Host(&mut logits))?;
+        Ok(logits)
+    }
+
+    /// [`LayerwiseInference::logits`] kept on the device (n x the last width): for a task that
+    /// scores them there (link prediction's pairs), nothing comes back to the host.
+    pub fn outputs(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<B::Mat> {
+        let mut out = b.matrix(self.n, *self.widths.last().expect("widths"))?;
+        self.run(b, net, Last::Device(&mut out))?;
+        Ok(out)
+    }
+
+    /// Every layer over all nodes, batch by batch; the last layer's rows go to `last`.
+    fn run(&mut self, b: &B, net: &mut dyn Model<B>, mut last: Last<'_, B>) -> Result<()> {
         let layers = self.widths.len() - 1;
         // The layer's input over all nodes, on the device: batches gather their rows from it.
         let mut input = self
             .features
             .take()
             .ok_or_else(|| Error::Unsupported("layer-wise inference lost its features to an earlier error; rebuild it".into()))?;
-        let mut logits = Matrix::zeros(self.n, *self.widths.last().expect("widths"));
         for l in 0..layers {
             let (w_in, w_out) = (self.widths[l], self.widths[l + 1]);
             let one = ModelConfig { layers: 1, residual: false, batch_norm: false, ..self.cfg };
             let mut model = BoundModel::<B>::new(b, self.capacity, w_in, false, w_out, &one)?;
             model.replace_resident(Some(input));
             let hidden = l + 1 < layers;
-            // A hidden layer's output over all nodes stays on the device; the last comes back.
+            // A hidden layer's output over all nodes stays on the device; the last goes to `last`.
             let mut next = if hidden { Some(b.matrix(self.n, w_out)?) } else { None };
             let mut swap = |one: &mut dyn Model<B>| swap_layer(net, l, one);
             for r in &self.batches {
                 model.bind(b, &r.prepared)?;
                 let y = model.forward_eval(b, &mut swap)?;
-                match &mut next {
-                    Some(next) => b.copy_rows(y, r.k, next, r.first)?,
-                    None => b.download_head_into(y, r.k, &mut logits.data[r.first * w_out..(r.first + r.k) * w_out])?,
+                match (&mut next, &mut last) {
+                    (Some(next), _) => b.copy_rows(y, r.k, next, r.first)?,
+                    (None, Last::Device(out)) => b.copy_rows(y, r.k, out, r.first)?,
+                    (None, Last::Host(m)) => b.download_head_into(y, r.k, &mut m.data[r.first * w_out..(r.first + r.k) * w_out])?,
                 }
             }
             input = model.replace_resident(None).expect("set above");
@@ -181,8 +196,14 @@ impl<B: Ops + 'static> LayerwiseInference<B> {
                 None => break,
             }
         }
-        Ok(logits)
+        Ok(())
     }
+}
+
+/// Where [`LayerwiseInference::run`] puts the last layer's rows.
+enum Last<'a, B: Ops> {
+    Host(&'a mut Matrix),
+    Device(&'a mut B::Mat),
 }
 
 impl<B: Ops + 'static> Evaluate<B> for LayerwiseInference<B> {

@@ -275,8 +275,8 @@ fn gpu_sampled_link_steps_match_cpu() {
 struct Layerwise<B: Ops>(LayerwiseInference<B>);
 
 impl<B: Ops + 'static> Representations<B> for Layerwise<B> {
-    fn all_nodes(&mut self, b: &B, net: &mut dyn Model<B>) -> tcgnn::Result<Matrix> {
-        self.0.logits(b, net)
+    fn all_nodes(&mut self, b: &B, net: &mut dyn Model<B>) -> tcgnn::Result<B::Mat> {
+        self.0.outputs(b, net)
     }
 }
 

@@ -15,8 +15,7 @@ use super::dropout::{DropKey, check_p, matrix_keep, scale_f32};
 use super::{check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{
-    BiasReluDropoutArgs, ReluDropoutBackwardArgs, bias_relu_dropout_f32, bias_relu_dropout_in_place_f32, relu_dropout_backward_f32,
-    relu_dropout_backward_in_place_f32,
+    BiasReluDropoutArgs, ReluDropoutBackwardArgs, bias_relu_dropout_in_place_f32, relu_dropout_backward_in_place_f32,
 };
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::Backend;
@@ -25,39 +24,9 @@ use crate::ops::backend::cuda::CudaBackend;
 use crate::shared::rng::{dropout_seed_key, dropout_threshold};
 use crate::util::Real;
 
-/// y = dropout(max(z + b, 0)) on the host (`z`, `y` rows x cols unpadded, `b` cols), element
-/// (r, c) keyed by `key` as `dropout_matrix_cpu_at` keys it: the values of `bias_add_cpu`,
-/// `relu_cpu`, then that dropout.
-pub fn bias_relu_dropout_cpu<T: Real>(
-    z: &[T],
-    (rows, cols): (usize, usize),
-    b: &[T],
-    y: &mut [T],
-    key: DropKey<'_>,
-    step: u32,
-) -> Result<()> {
-    let p = key.p;
-    check_p(p)?;
-    if z.len() != rows * cols || y.len() != rows * cols || b.len() != cols {
-        return Err(Error::Shape(format!("bias_relu_dropout_cpu: z {}, y {}, b {} for {rows} x {cols}", z.len(), y.len(), b.len())));
-    }
-    if cols == 0 {
-        return Ok(());
-    }
-    key.check_ids(rows, "bias_relu_dropout_cpu")?;
-    let keep = matrix_keep(cols, key, step);
-    let keep_frac = T::one() - T::from_f64(p as f64);
-    y.par_chunks_mut(cols).enumerate().with_min_len(64).for_each(|(r, yr)| {
-        for (c, out) in yr.iter_mut().enumerate() {
-            let a = z[r * cols + c] + b[c];
-            let a = if a > T::zero() { a } else { T::zero() };
-            *out = if keep(r, c) { a / keep_frac } else { T::zero() };
-        }
-    });
-    Ok(())
-}
-
-/// [`bias_relu_dropout_cpu`] with y written over z (`zy`: z before, y after): the same values.
+/// y = dropout(max(z + b, 0)) on the host, written over z (`zy`: z before, y after; rows x cols
+/// unpadded, `b` cols), element (r, c) keyed by `key` as `dropout_matrix_cpu_at` keys it: the
+/// values of `bias_add_cpu`, `relu_cpu`, then that dropout.
 pub fn bias_relu_dropout_in_place_cpu<T: Real>(
     zy: &mut [T],
     (rows, cols): (usize, usize),
@@ -86,7 +55,8 @@ pub fn bias_relu_dropout_in_place_cpu<T: Real>(
     Ok(())
 }
 
-/// [`relu_dropout_backward_cpu`] with dz written over dy (`d`: dy before, dz after).
+/// dz = y > 0 ? dy / (1 - p) : 0 on the host, written over dy (`d`: dy before, dz after):
+/// `dropout_backward` then `relu_backward`.
 pub fn relu_dropout_backward_in_place_cpu<T: Real>(d: &mut [T], y: &[T], p: f32) -> Result<()> {
     check_p(p)?;
     if d.len() != y.len() {
@@ -99,76 +69,8 @@ pub fn relu_dropout_backward_in_place_cpu<T: Real>(d: &mut [T], y: &[T], p: f32)
     Ok(())
 }
 
-/// dz = y > 0 ? dy / (1 - p) : 0 on the host: `dropout_backward` then `relu_backward`.
-pub fn relu_dropout_backward_cpu<T: Real>(dy: &[T], y: &[T], p: f32, dz: &mut [T]) -> Result<()> {
-    check_p(p)?;
-    if dy.len() != y.len() || dz.len() != y.len() {
-        return Err(Error::Shape(format!("relu_dropout_backward_cpu: dy {}, y {}, dz {} elements", dy.len(), y.len(), dz.len())));
-    }
-    let keep_frac = T::one() - T::from_f64(p as f64);
-    dz.par_iter_mut().zip(dy.par_iter().zip(y.par_iter())).with_min_len(super::MIN_PAR_LEN).for_each(|(d, (&g, &o))| {
-        *d = if o > T::zero() { g / keep_frac } else { T::zero() };
-    });
-    Ok(())
-}
-
-/// y = dropout(max(z + b, 0)) on the device (whole padded buffers), the mask of `step[0]` when
-/// the kernel runs, keyed by `key` as [`super::dropout::dropout_matrix_at`]'s.
-pub fn bias_relu_dropout(
-    z: &DeviceMatrix<f32>,
-    b: &DeviceMatrix<f32>,
-    y: &mut DeviceMatrix<f32>,
-    key: DropKey<'_, DeviceVec<u32>>,
-    step: &DeviceVec<u32>,
-) -> Result<()> {
-    let p = key.p;
-    check_p(p)?;
-    check_same(z, y, "bias_relu_dropout")?;
-    check_matrix_64(b, "bias_relu_dropout b")?;
-    if b.rows != 1 || b.cols != z.cols {
-        return Err(Error::Shape(format!(
-            "bias_relu_dropout: z is {} x {}, b is {} x {} (want 1 x {})",
-            z.rows, z.cols, b.rows, b.cols, z.cols
-        )));
-    }
-    if step.is_empty() {
-        return Err(Error::Shape("bias_relu_dropout: empty step counter".into()));
-    }
-    let gpu = z.gpu().clone();
-    super::check_gpu(&gpu, b.gpu(), "bias_relu_dropout")?;
-    let n4 = n4(z);
-    let ids = key.ids_arg(&gpu, z.rows, "bias_relu_dropout")?;
-    let args = BiasReluDropoutArgs {
-        n4,
-        ld4: (z.ld / 4) as u32,
-        z: z.arg(),
-        b: b.arg(),
-        y: y.arg_mut(),
-        threshold: dropout_threshold(p),
-        scale: scale_f32(p),
-        seed_key: dropout_seed_key(key.seed),
-        step: step.arg(&gpu),
-        offset: key.offset,
-        ids,
-    };
-    // SAFETY: z and y hold n4 float4s of rows of ld floats (distinct buffers: a shared and a
-    // unique borrow), b one row of ld, step one u32, ids (if any) one per row.
-    unsafe { bias_relu_dropout_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
-}
-
-/// dz = y > 0 ? dy / (1 - p) : 0 on the device (whole padded buffers; y the forward's output).
-pub fn relu_dropout_backward(dy: &DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f32, dz: &mut DeviceMatrix<f32>) -> Result<()> {
-    check_p(p)?;
-    check_same(dy, y, "relu_dropout_backward")?;
-    check_same(dy, dz, "relu_dropout_backward")?;
-    let gpu = dy.gpu().clone();
-    let n4 = n4(dy);
-    let args = ReluDropoutBackwardArgs { n4, dy: dy.arg(), y: y.arg(), scale: scale_f32(p), dz: dz.arg_mut() };
-    // SAFETY: dy, y and dz hold n4 float4s each (dz distinct from both: a unique borrow).
-    unsafe { relu_dropout_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
-}
-
-/// [`bias_relu_dropout`] with y written over z (`zy`: z before, y after; the in-place kernel).
+/// y = dropout(max(z + b, 0)) on the device, written over z (`zy`: z before, y after), with the
+/// mask drawn from `key` and the step counter (whole padded buffers).
 pub fn bias_relu_dropout_in_place(
     zy: &mut DeviceMatrix<f32>,
     b: &DeviceMatrix<f32>,
@@ -210,8 +112,8 @@ pub fn bias_relu_dropout_in_place(
     unsafe { bias_relu_dropout_in_place_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
-/// [`relu_dropout_backward`] with dz written over dy (`d`: dy before, dz after; the in-place
-/// kernel).
+/// dz = y > 0 ? dy / (1 - p) : 0 on the device, written over dy (`d`: dy before, dz after;
+/// whole padded buffers, y the forward's output).
 pub fn relu_dropout_backward_in_place(d: &mut DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f32) -> Result<()> {
     check_p(p)?;
     check_same(d, y, "relu_dropout_backward_in_place")?;
@@ -226,27 +128,16 @@ pub fn relu_dropout_backward_in_place(d: &mut DeviceMatrix<f32>, y: &DeviceMatri
 // -- the op on each backend --
 
 pub trait ReluDropoutOp: Backend {
-    /// `y = dropout(max(z + b, 0))` with the mask [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at)
-    /// would draw for `key` and the step counter, not stored.
-    fn bias_relu_dropout(&self, z: &Self::Mat, b: &Self::Mat, y: &mut Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
-    /// `dz = y > 0 ? dy / (1 - p) : 0` for the `y` of [`ReluDropoutOp::bias_relu_dropout`].
-    fn relu_dropout_backward(&self, dy: &Self::Mat, y: &Self::Mat, p: f32, dz: &mut Self::Mat) -> Result<()>;
-    /// [`ReluDropoutOp::bias_relu_dropout`] with y written over z (`zy`: z before, y after).
+    /// `y = dropout(max(z + b, 0))` written over z (`zy`: z before, y after), with the mask
+    /// [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at) would draw for `key` and
+    /// the step counter, not stored.
     fn bias_relu_dropout_in_place(&self, zy: &mut Self::Mat, b: &Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
-    /// [`ReluDropoutOp::relu_dropout_backward`] with dz written over dy (`d`: dy before, dz after).
+    /// `dz = y > 0 ? dy / (1 - p) : 0` written over dy (`d`: dy before, dz after) for the `y` of
+    /// [`ReluDropoutOp::bias_relu_dropout_in_place`].
     fn relu_dropout_backward_in_place(&self, d: &mut Self::Mat, y: &Self::Mat, p: f32) -> Result<()>;
 }
 
 impl<T: Real> ReluDropoutOp for CpuBackend<T> {
-    fn bias_relu_dropout(&self, z: &HostMat<T>, b: &HostMat<T>, y: &mut HostMat<T>, key: DropKey<'_, Vec<u32>>) -> Result<()> {
-        same_shape("bias_relu_dropout", y, z)?;
-        bias_relu_dropout_cpu(&z.data, (z.rows, z.cols), &b.data, &mut y.data, key.host(), self.step())
-    }
-    fn relu_dropout_backward(&self, dy: &HostMat<T>, y: &HostMat<T>, p: f32, dz: &mut HostMat<T>) -> Result<()> {
-        same_shape("relu_dropout_backward", dy, y)?;
-        same_shape("relu_dropout_backward", dz, y)?;
-        relu_dropout_backward_cpu(&dy.data, &y.data, p, &mut dz.data)
-    }
     fn bias_relu_dropout_in_place(&self, zy: &mut HostMat<T>, b: &HostMat<T>, key: DropKey<'_, Vec<u32>>) -> Result<()> {
         let shape = (zy.rows, zy.cols);
         bias_relu_dropout_in_place_cpu(&mut zy.data, shape, &b.data, key.host(), self.step())
@@ -258,18 +149,6 @@ impl<T: Real> ReluDropoutOp for CpuBackend<T> {
 }
 
 impl ReluDropoutOp for CudaBackend {
-    fn bias_relu_dropout(
-        &self,
-        z: &DeviceMatrix<f32>,
-        b: &DeviceMatrix<f32>,
-        y: &mut DeviceMatrix<f32>,
-        key: DropKey<'_, DeviceVec<u32>>,
-    ) -> Result<()> {
-        self.timed("bias relu dropout", || bias_relu_dropout(z, b, y, key, &self.step_ptr()))
-    }
-    fn relu_dropout_backward(&self, dy: &DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f32, dz: &mut DeviceMatrix<f32>) -> Result<()> {
-        self.timed("relu dropout backward", || relu_dropout_backward(dy, y, p, dz))
-    }
     fn bias_relu_dropout_in_place(
         &self,
         zy: &mut DeviceMatrix<f32>,

@@ -153,8 +153,8 @@ struct Encoder<'a> {
 /// full-graph forward (layer by layer in node batches: `sample::layerwise`, wired by the CLI,
 /// since the task and sample layers do not import each other).
 pub trait Representations<B: Ops> {
-    /// The n x width output of `net`'s parameters, rows in node order.
-    fn all_nodes(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<Matrix>;
+    /// The n x width output of `net`'s parameters, rows in node order, on the backend.
+    fn all_nodes(&mut self, b: &B, net: &mut dyn Model<B>) -> Result<B::Mat>;
 }
 
 /// The validation and test pairs scored from `z` in evaluation mode, and their metrics.
@@ -400,16 +400,10 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         let b = self.backend.clone();
         let b = &*b;
         let z = r.all_nodes(b, &mut *self.net)?;
-        if (z.rows, z.cols) != (self.n, B::shape(&self.dz).1) {
-            return Err(Error::Shape(format!(
-                "representations of {} x {} for {} nodes of width {}",
-                z.rows,
-                z.cols,
-                self.n,
-                B::shape(&self.dz).1
-            )));
+        let (want, got) = ((self.n, B::shape(&self.dz).1), B::shape(&z));
+        if got != want {
+            return Err(Error::Shape(format!("representations of {} x {} for {} nodes of width {}", got.0, got.1, want.0, want.1)));
         }
-        let z = b.upload(&z)?;
         score_sets(b, &self.decoder, &mut self.val, &mut self.test, &z)
     }
 

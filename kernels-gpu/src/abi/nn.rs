@@ -432,8 +432,7 @@ kernel_args! {
     }
 
     /// y = dropout(max(z + b, 0)) (`nn/relu_dropout.rs`), element (r, c) of the padded buffer
-    /// keyed `offset + r ld + c` as `DropoutArgs`'s. z and y are one buffer for the in-place
-    /// kernel, distinct for the other.
+    /// keyed `offset + r ld + c` as `DropoutArgs`'s, written over z (z and y are one buffer).
     pub struct BiasReluDropoutArgs {
         /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
         pub n4: u64,
@@ -452,7 +451,7 @@ kernel_args! {
     }
 
     /// dz = y > 0 ? dy · scale : 0: the backward of `BiasReluDropoutArgs`'s ReLU and dropout.
-    /// dy and dz are one buffer for the in-place kernel, distinct for the other.
+    /// Written over dy (dy and dz are one buffer).
     pub struct ReluDropoutBackwardArgs {
         /// float4s of the padded buffer (u64: over 2^32 elements, `index.rs`).
         pub n4: u64,
@@ -824,10 +823,8 @@ kernels! {
     head_put_f32(HeadColumnsArgs) = crate::nn::head_columns::put;
     relu_f32(ReluArgs) = crate::nn::relu::relu;
     relu_backward_f32(ReluBackwardArgs) = crate::nn::relu::relu_backward;
-    bias_relu_dropout_f32(BiasReluDropoutArgs) = crate::nn::relu_dropout::bias_relu_dropout::<false>;
-    relu_dropout_backward_f32(ReluDropoutBackwardArgs) = crate::nn::relu_dropout::relu_dropout_backward::<false>;
-    bias_relu_dropout_in_place_f32(BiasReluDropoutArgs) = crate::nn::relu_dropout::bias_relu_dropout::<true>;
-    relu_dropout_backward_in_place_f32(ReluDropoutBackwardArgs) = crate::nn::relu_dropout::relu_dropout_backward::<true>;
+    bias_relu_dropout_in_place_f32(BiasReluDropoutArgs) = crate::nn::relu_dropout::bias_relu_dropout_in_place;
+    relu_dropout_backward_in_place_f32(ReluDropoutBackwardArgs) = crate::nn::relu_dropout::relu_dropout_backward_in_place;
     row_normalize_f32(RowNormalizeArgs) = crate::nn::row_normalize::row_normalize;
     row_normalize_backward_f32(RowNormalizeBackwardArgs) = crate::nn::row_normalize::row_normalize_backward;
     scaled_add_f32(ScaledAddArgs) = crate::nn::scaled_add::scaled_add;

@@ -7,11 +7,11 @@
 //! y = a · keep · scale, y > 0 exactly where the ReLU passed and the element was kept, so
 //! dz = y > 0 ? dy · scale : 0 — the two backwards from y alone, no mask and no a.
 //!
-//! `IN_PLACE`: y is z's own buffer (forward) and dz is dy's (backward), so that a hidden layer
+//! In place: y is z's own buffer (forward) and dz is dy's (backward), so that a hidden layer
 //! holds no dropped copy and no gradient copy beside them (bench/NOTES.md, issue 42 item 4).
 //! Each thread reads its float4 before it writes it and no other thread reads it, so in place is
-//! exact; the in-place kernels read that buffer with plain loads (`ld.global`), not the
-//! read-only path, which requires the data to stay unwritten while the kernel runs.
+//! exact; the kernels read that buffer with plain loads (`ld.global`), not the read-only path,
+//! which requires the data to stay unwritten while the kernel runs.
 
 use super::dropout::keep4_rows;
 use super::grid_stride;
@@ -20,9 +20,9 @@ use crate::index::split_offset;
 use crate::ptx;
 use crate::rng::DropoutStep;
 
-/// y = dropout(max(z + b, 0)) over `n4` float4s (`IN_PLACE`: z and y are one buffer).
+/// y = dropout(max(z + b, 0)) over `n4` float4s, z and y one buffer.
 #[inline(always)]
-pub unsafe fn bias_relu_dropout<const IN_PLACE: bool>(args: BiasReluDropoutArgs) {
+pub unsafe fn bias_relu_dropout_in_place(args: BiasReluDropoutArgs) {
     let BiasReluDropoutArgs { n4, ld4, z, b, y, threshold, scale, seed_key, step, offset, ids } = args;
     if ld4 == 0 {
         return; // no columns (n4 = 0 too); also lets `% ld4` compile without a panic path
@@ -31,7 +31,7 @@ pub unsafe fn bias_relu_dropout<const IN_PLACE: bool>(args: BiasReluDropoutArgs)
     for i in grid_stride(n4) {
         let o = 4 * i;
         let bias = unsafe { ptx::ld_nc_v4_f32(b.add(4 * split_offset(i, ld4).1 as usize)) };
-        let v = unsafe { if IN_PLACE { ptx::ld_v4_f32(z.add(o as usize)) } else { ptx::ld_nc_v4_f32(z.add(o as usize)) } };
+        let v = unsafe { ptx::ld_v4_f32(z.add(o as usize)) };
         let keep = keep4_rows(draw, seed_key, threshold, offset, ids, ld4, i);
         let mut out = [0f32; 4];
         crate::unroll4!(k => {
@@ -45,15 +45,15 @@ pub unsafe fn bias_relu_dropout<const IN_PLACE: bool>(args: BiasReluDropoutArgs)
     }
 }
 
-/// dz = y > 0 ? dy · scale : 0 over `n4` float4s (y: the forward's output; `IN_PLACE`: dy and
-/// dz are one buffer).
+/// dz = y > 0 ? dy · scale : 0 over `n4` float4s (y: the forward's output), dy and dz one
+/// buffer.
 #[inline(always)]
-pub unsafe fn relu_dropout_backward<const IN_PLACE: bool>(args: ReluDropoutBackwardArgs) {
+pub unsafe fn relu_dropout_backward_in_place(args: ReluDropoutBackwardArgs) {
     let ReluDropoutBackwardArgs { n4, dy, y, scale, dz } = args;
     for i in grid_stride(n4) {
         let o = 4 * i as usize;
         let yv = unsafe { ptx::ld_nc_v4_f32(y.add(o)) };
-        let d = unsafe { if IN_PLACE { ptx::ld_v4_f32(dy.add(o)) } else { ptx::ld_nc_v4_f32(dy.add(o)) } };
+        let d = unsafe { ptx::ld_v4_f32(dy.add(o)) };
         let g = |k: usize| if yv[k] > 0.0 { d[k] * scale } else { 0.0 };
         unsafe { ptx::st_v4_f32(dz.add(o), [g(0), g(1), g(2), g(3)]) };
     }

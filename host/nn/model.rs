@@ -42,7 +42,7 @@ pub trait Model<B: Ops> {
 /// ([`crate::nn::models::ModelInfo::defaults`]) fill them per model.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct ModelConfig {
-    /// The registry name ("gcn", "gat", ...).
+    /// The registry name (`nn::models`: gcn, gat, ...).
     pub model: &'static str,
     /// Graph layers (the hidden ones plus the output one, as PyG's `num_layers`).
     pub layers: usize,

@@ -9,6 +9,8 @@
 # MEMORY_LEDGER=1: the tcgnn stage also prints each row's device memory by allocating line.
 # ncu: per-kernel time, DRAM and L2 traffic of ~NCU_COUNT consecutive eager launches in the steady
 # state of each model (NCU_MODELS, default all five) on each graph (NCU_GRAPHS: sbm rmat).
+# NCU_CACHE=none keeps the caches warm between kernels (ncu's default, all, flushes L2 before each:
+# right for SBM 1M, whose gathered rows do not fit L2; wrong for R-MAT 2^18, whose do).
 # Models as the issue's table: GCN 2x16, GAT 2x8x8, AGNN 4x16, SAGE 2x64, GIN 2x64.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,7 +65,7 @@ for stage in "${stages[@]}"; do
         f=$sbm; extra=(); [ $gr = rmat ] && { f=$rmat; extra=(--features 500 --classes 16); }
         for m in ${NCU_MODELS:-gcn:16 gat:8 agnn:16 sage:64 gin:64}; do
           layers=2; [ ${m%%:*} = agnn ] && layers=4
-          timeout 240 $ncu --clock-control none --csv --metrics gpu__time_duration.sum,dram__bytes.sum,lts__t_bytes.sum \
+          timeout 240 $ncu --clock-control none --cache-control ${NCU_CACHE:-all} --csv --metrics gpu__time_duration.sum,dram__bytes.sum,lts__t_bytes.sum \
             --launch-skip ${NCU_SKIP:-600} --launch-count ${NCU_COUNT:-300} \
             $tcgnn train $f "${extra[@]}" --model ${m%%:*} --layers $layers --hidden ${m##*:} --precision f16 --epochs 40 \
             --no-cuda-graph --quiet > "$out/ncu-$gr-${m%%:*}.csv" 2> "$out/ncu-$gr-${m%%:*}.err" || echo "ncu $gr ${m%%:*}: exit $?"

@@ -6,6 +6,15 @@ pub const CSR_SPMM_WARPS: u32 = 8;
 /// Above this many entries in one row of a warp, the CSR SpMM takes that warp's rows one at a
 /// time with all 32 lanes (a hub spread over the warp) instead of a lane group per row.
 pub const CSR_SPMM_LONG_ROW: u32 = 128;
+/// Rows of more entries than this are the CSR SpMM's hubs: each is summed by a whole block of
+/// its own (appended to the launch's grid) rather than by one warp, whose walk of a power-law
+/// graph's largest row (16k entries on R-MAT 2^18) outlasted the rest of the product.
+pub const CSR_SPMM_HUB_ROW: u32 = 512;
+/// f32 columns of one column pass of a hub block (32 lanes x 8 f16 columns), per warp, in shared
+/// memory: the warps' partial sums meet there.
+pub const CSR_SPMM_HUB_COLS: u32 = 256;
+/// Dynamic shared memory of the CSR SpMM: the hub blocks' partial sums.
+pub const CSR_SPMM_SMEM_BYTES: u32 = CSR_SPMM_WARPS * CSR_SPMM_HUB_COLS * 4;
 
 /// Warps per block of HP-SpMM.
 pub const HP_SPMM_WARPS: u32 = 8;

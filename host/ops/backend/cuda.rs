@@ -283,7 +283,7 @@ impl CudaBackend {
     }
 }
 
-/// step[0] += 1 on the device (one thread), so a captured CUDA graph advances its counter on
+/// `step[0] += 1` on the device (one thread), so a captured CUDA graph advances its counter on
 /// every replay. The kernel is in `kernels-gpu/src/nn/adam.rs`, beside Adam, which reads the
 /// counter for its bias correction.
 pub fn step_increment(gpu: &Gpu, step: &mut DeviceVec<u32>) -> Result<()> {

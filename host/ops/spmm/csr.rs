@@ -45,7 +45,9 @@ pub fn spmm_csr_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: Feat
     }
     let log2 = group_log2(ld, elem_bytes);
     let rows_per_block = (32 >> log2) * config::CSR_SPMM_WARPS;
-    let shape = Shape::linear(n.div_ceil(rows_per_block), 32 * config::CSR_SPMM_WARPS, 0);
+    let body_blocks = n.div_ceil(rows_per_block);
+    // One more block per hub row (the body's warps skip them).
+    let shape = Shape::linear(body_blocks + csr.n_hubs as u32, 32 * config::CSR_SPMM_WARPS, config::CSR_SPMM_SMEM_BYTES);
     let args = CsrSpmmArgs {
         n_rows: n,
         ld: ld as u32,
@@ -55,11 +57,16 @@ pub fn spmm_csr_values(g: &GraphHandle, values: Option<&DeviceVec<f32>>, x: Feat
         values: values.arg(gpu),
         x: x_arg,
         y: y.arg_mut(),
+        hub_rows: csr.hub_rows.arg(gpu),
+        n_hubs: csr.n_hubs as u32,
+        body_blocks,
     };
     // SAFETY: the CSR arrays, the nnz values and X, Y are live device buffers sized by the
     // validated graph and the shape checks in `ops::spmm` (X: n_cols rows, Y: n_rows rows), X
     // of the kernel's element type, and X and Y share the padded stride `ld` (a multiple of 8,
-    // checked above, so the 16-byte accesses stay aligned).
+    // checked above, so the 16-byte accesses stay aligned); `hub_rows` holds `n_hubs` row ids
+    // below n (made from the same CSR), one block each after the body's, with the shared memory
+    // their partial sums need.
     unsafe { kernel.launch(gpu, shape, &args) }
 }
 

@@ -73,6 +73,12 @@ kernel_args! {
         /// X (n_cols x ld) in the instance's type, read as 32-bit words.
         pub x: Ptr<u32>,
         pub y: PtrMut<f32>,
+        /// Rows of more than `CSR_SPMM_HUB_ROW` entries, ascending: block `body_blocks + i`
+        /// sums row `hub_rows[i]`; the body's warps skip them.
+        pub hub_rows: Ptr<u32>,
+        pub n_hubs: u32,
+        /// Blocks of the body (a lane group a row); the grid is `body_blocks + n_hubs`.
+        pub body_blocks: u32,
     }
 
     /// HP-SpMM, f32: `nnz_per_warp` consecutive nonzeros of the row-sorted COO per warp, 128

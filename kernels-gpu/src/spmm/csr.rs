@@ -21,13 +21,16 @@
 //! similar length on the graphs this kernel is for. Where one row is far longer than the rest
 //! (a hub of a power-law graph), the warp instead takes its rows one at a time with all 32 lanes:
 //! each of the `32 / g` groups sums a strided share of the row's edges and the groups' partial
-//! sums are added with `shfl_xor`, so a hub is spread over the whole warp rather than walked by
-//! one group. Splitting a hub across warps is not done: `Impl::Auto` measures this kernel beside
-//! the others and keeps it only where it wins.
+//! sums are added with `shfl_xor`, so a long row is spread over the whole warp rather than walked
+//! by one group. A hub (more than `CSR_SPMM_HUB_ROW` entries: a power-law graph's largest rows)
+//! would still keep its warp, and so the whole launch, busy long after the rest: each is given a
+//! block of its own, appended to the grid, whose warps sum contiguous pieces of it and add their
+//! sums in shared memory in warp order (no atomics: every launch adds in the same order).
 
 use crate::abi::spmm::CsrSpmmArgs;
-use crate::config::{CSR_SPMM_LONG_ROW, CSR_SPMM_WARPS};
+use crate::config::{CSR_SPMM_HUB_COLS, CSR_SPMM_HUB_ROW, CSR_SPMM_LONG_ROW, CSR_SPMM_SMEM_BYTES, CSR_SPMM_WARPS};
 use crate::ptx;
+use crate::smem::SmemCarver;
 
 /// Edges each lane loads per batch: also the X gathers in flight per lane in each step.
 const U: usize = 4;
@@ -176,7 +179,12 @@ fn warp_max_u32(mut v: u32) -> u32 {
 /// `group_log2` = log2 of the lanes a row (0..=5, covering `ld / PER_CHUNK` chunks or 32).
 #[inline(always)]
 pub unsafe fn csr_spmm<E: CsrFeature>(args: CsrSpmmArgs) {
-    let CsrSpmmArgs { n_rows, ld, group_log2, row_ptr, col_idx, values, x, y } = args;
+    if ptx::ctaid_x() >= args.body_blocks {
+        let row = unsafe { ptx::ld_nc_u32(args.hub_rows.add((ptx::ctaid_x() - args.body_blocks) as usize)) };
+        unsafe { hub_row::<E>(&args, row) };
+        return;
+    }
+    let CsrSpmmArgs { n_rows, ld, group_log2, row_ptr, col_idx, values, x, y, .. } = args;
     let g = 1u32 << group_log2;
     let rows_per_warp = 32 >> group_log2;
     let first = (ptx::ctaid_x() * CSR_SPMM_WARPS + ptx::warp_id()) * rows_per_warp;
@@ -190,12 +198,17 @@ pub unsafe fn csr_spmm<E: CsrFeature>(args: CsrSpmmArgs) {
     let chunks = ld / E::PER_CHUNK as u32;
     let passes = chunks.div_ceil(g);
     let row = first + sub;
-    let (start, len) = if row < n_rows {
+    let (start, mut len) = if row < n_rows {
         let s = unsafe { ptx::ld_nc_u32(row_ptr.add(row as usize)) };
         (s, unsafe { ptx::ld_nc_u32(row_ptr.add(row as usize + 1)) } - s)
     } else {
         (0, 0)
     };
+    // A hub is its own block's: this group neither sums nor stores it.
+    let hub = len > CSR_SPMM_HUB_ROW;
+    if hub {
+        len = 0;
+    }
     let max_len = warp_max_u32(len);
     let pass = |chunk: u32| Pass {
         col_idx,
@@ -218,7 +231,7 @@ pub unsafe fn csr_spmm<E: CsrFeature>(args: CsrSpmmArgs) {
         while c < passes {
             let p = pass(l + c * g);
             let acc = unsafe { accumulate::<E>(p) };
-            if row < n_rows && p.active {
+            if row < n_rows && p.active && !hub {
                 unsafe { store::<E>(y, ld, row, p.chunk, acc) };
             }
             c += 1;
@@ -232,6 +245,8 @@ pub unsafe fn csr_spmm<E: CsrFeature>(args: CsrSpmmArgs) {
         let s = unsafe { ptx::ld_nc_u32(row_ptr.add(rr as usize)) };
         let n = unsafe { ptx::ld_nc_u32(row_ptr.add(rr as usize + 1)) } - s;
         let mut c = 0;
+        // Warp-uniform: a hub is its own block's.
+        let passes = if n > CSR_SPMM_HUB_ROW { 0 } else { passes };
         while c < passes {
             let p = Pass { start: s, len: n, steps_len: n, load_base: 0, stride: 32, ..pass(l + c * g) };
             let mut acc = unsafe { accumulate::<E>(p) };
@@ -250,5 +265,80 @@ pub unsafe fn csr_spmm<E: CsrFeature>(args: CsrSpmmArgs) {
             c += 1;
         }
         r += 1;
+    }
+}
+
+/// Row `row` (a hub) summed by the whole block: warp `w` takes the `w`-th of `CSR_SPMM_WARPS`
+/// contiguous pieces of its entries with all 32 lanes (the long-row layout: each lane group a
+/// strided share, added with `shfl_xor`); per column pass the warps' sums meet in shared memory
+/// and thread `t` adds column `t` of them in warp order.
+#[inline(always)]
+unsafe fn hub_row<E: CsrFeature>(args: &CsrSpmmArgs, row: u32) {
+    let log2 = args.group_log2;
+    let g = 1u32 << log2;
+    let lane = ptx::lane_id();
+    let w = ptx::warp_id();
+    let sub = lane >> log2;
+    let base = sub << log2;
+    let l = lane - base;
+    let chunks = args.ld / E::PER_CHUNK as u32;
+    let passes = chunks.div_ceil(g);
+    let s = unsafe { ptx::ld_nc_u32(args.row_ptr.add(row as usize)) };
+    let n = unsafe { ptx::ld_nc_u32(args.row_ptr.add(row as usize + 1)) } - s;
+    let piece = n.div_ceil(CSR_SPMM_WARPS);
+    let from = (w * piece).min(n);
+    let len = (from + piece).min(n) - from;
+    let partials = SmemCarver::new().take(CSR_SPMM_SMEM_BYTES);
+    // Columns of one pass: g chunks (at most 32 x 8 f16 or 32 x 4 f32 = CSR_SPMM_HUB_COLS).
+    let pass_cols = g * E::PER_CHUNK as u32;
+    let t = w * 32 + lane;
+    let mut c = 0;
+    while c < passes {
+        let chunk = l + c * g;
+        let p = Pass {
+            col_idx: args.col_idx,
+            values: args.values,
+            x: args.x,
+            row_words: 4 * chunks,
+            start: s + from,
+            len,
+            steps_len: len,
+            load_base: 0,
+            stride: 32,
+            base,
+            g,
+            chunk,
+            active: chunk < chunks,
+        };
+        let mut acc = unsafe { accumulate::<E>(p) };
+        let mut off = g;
+        while off < 32 {
+            let mut q = 0;
+            while q < E::PER_CHUNK {
+                acc[q] += ptx::shfl_xor_f32(acc[q], off);
+                q += 1;
+            }
+            off *= 2;
+        }
+        if sub == 0 {
+            let mut q = 0;
+            while q < E::PER_CHUNK {
+                unsafe { ptx::st_shared_f32(partials + 4 * (w * CSR_SPMM_HUB_COLS + l * E::PER_CHUNK as u32 + q as u32), acc[q]) };
+                q += 1;
+            }
+        }
+        ptx::sync_threads();
+        let col = c * pass_cols + t;
+        if t < pass_cols && col < args.ld {
+            let mut sum = 0.0f32;
+            let mut v = 0;
+            while v < CSR_SPMM_WARPS {
+                sum += unsafe { ptx::ld_shared_f32(partials + 4 * (v * CSR_SPMM_HUB_COLS + t)) };
+                v += 1;
+            }
+            unsafe { args.y.add(row as usize * args.ld as usize + col as usize).write(sum) };
+        }
+        ptx::sync_threads();
+        c += 1;
     }
 }

@@ -6,9 +6,9 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::ops::backend::Ops;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
 use crate::ops::backend::cuda::CudaBackend;
+use crate::ops::nn::Ops;
 use crate::util::Real;
 
 pub trait HostRows: Ops {

@@ -17,9 +17,10 @@ use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::halo_hook::HaloHook;
 use crate::nn::param::Param;
-use crate::ops::backend::{Side, op_set};
+use crate::ops::backend::Side;
 use crate::ops::nn::edge_softmax::Softmaxed;
 use crate::ops::nn::fused_attention::{GradInputs, Grads, Normalized, Outputs};
+use crate::ops::nn::op_set;
 use crate::tensor::Matrix;
 
 op_set!(

@@ -10,8 +10,9 @@
 
 use crate::error::Result;
 use crate::nn::param::Param;
-use crate::ops::backend::{Backend, op_set};
+use crate::ops::backend::Backend;
 use crate::ops::nn::batch_norm::BatchNormHyper;
+use crate::ops::nn::op_set;
 use crate::tensor::Matrix;
 
 op_set!(

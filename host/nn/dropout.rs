@@ -5,8 +5,9 @@ use std::rc::Rc;
 
 use crate::error::Result;
 use crate::nn::operand::Operand;
-use crate::ops::backend::{Backend, op_set};
+use crate::ops::backend::Backend;
 use crate::ops::nn::dropout::DropKey;
+use crate::ops::nn::op_set;
 
 op_set!(
     /// What a dropout layer needs: the mask draws and the fused backward passes.

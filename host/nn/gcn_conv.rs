@@ -17,7 +17,8 @@ use crate::nn::halo_hook::{HaloHook, PartContext, RowSplit};
 use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
-use crate::ops::backend::{Side, op_set};
+use crate::ops::backend::Side;
+use crate::ops::nn::op_set;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 

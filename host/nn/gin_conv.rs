@@ -33,7 +33,8 @@ use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, torch_linear_uniform};
 use crate::nn::stack::Conv;
-use crate::ops::backend::{Backend, op_set};
+use crate::ops::backend::Backend;
+use crate::ops::nn::op_set;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 

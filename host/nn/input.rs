@@ -14,8 +14,9 @@ use crate::graph::Csr;
 use crate::nn::model::ModelConfig;
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
-use crate::ops::backend::{Side, op_set};
+use crate::ops::backend::Side;
 use crate::ops::nn::dropout::DropKey;
+use crate::ops::nn::op_set;
 use crate::tensor::Matrix;
 
 op_set!(

@@ -3,7 +3,8 @@
 use crate::error::Result;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, glorot, torch_linear_uniform};
-use crate::ops::backend::{Backend, op_set};
+use crate::ops::backend::Backend;
+use crate::ops::nn::op_set;
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 

@@ -26,7 +26,8 @@ pub mod stack;
 
 // The backends live with the ops (each op implements its trait for both); re-exported here
 // because a model is built on one.
-pub use crate::ops::backend::{self as backend, Backend, Ops, Side, Stats, cpu, cuda};
+pub use crate::ops::backend::{self as backend, Backend, Side, Stats, cpu, cuda};
+pub use crate::ops::nn::Ops;
 pub use cpu::CpuBackend;
 pub use cuda::{CudaBackend, EdgeLayout};
 pub use models::{MODELS, Model, ModelConfig, ModelInfo, model_info};

@@ -10,7 +10,7 @@
 use crate::error::Result;
 use crate::nn::input::InputFeatures;
 use crate::nn::param::Param;
-use crate::ops::backend::Ops;
+use crate::ops::nn::Ops;
 use crate::util::rng::SplitMix64;
 
 /// A whole model: logits from node features, gradients of every parameter from dL/dlogits.

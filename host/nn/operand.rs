@@ -5,8 +5,9 @@
 //! `dropout(X)` with its mask regenerated in each product (`ops::nn::dropout_gemm`).
 
 use crate::error::Result;
-use crate::ops::backend::{Backend, Side, op_set};
+use crate::ops::backend::{Backend, Side};
 use crate::ops::nn::dropout::DropKey;
+use crate::ops::nn::op_set;
 
 op_set!(
     /// What the products of an operand need.

@@ -1,8 +1,9 @@
 //! A trainable tensor: its value, its gradient and Adam's two moments, all allocated once.
 
 use crate::error::Result;
-use crate::ops::backend::{AdamHyper, Backend, op_set};
+use crate::ops::backend::Backend;
 use crate::ops::nn::adam::AdamTensors;
+use crate::ops::nn::{AdamHyper, op_set};
 use crate::tensor::Matrix;
 use crate::util::rng::SplitMix64;
 

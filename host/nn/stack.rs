@@ -29,7 +29,7 @@ use crate::nn::input::InputFeatures;
 use crate::nn::model::{Model, ModelConfig, dropout_seed, widths};
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
-use crate::ops::backend::{Ops, op_set};
+use crate::ops::nn::{Ops, op_set};
 
 op_set!(
     /// What the stack adds around its convs: input features, dropout, BatchNorm, residual sums.

@@ -33,7 +33,9 @@ use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models::{self, FixedMatrixModel, Model, ModelConfig};
 
-use crate::ops::backend::{AdamHyper, Ops, Side};
+use crate::ops::backend::Side;
+
+use crate::ops::nn::{AdamHyper, Ops};
 use crate::tensor::Matrix;
 
 /// The most a batch may hold without a rebuild.

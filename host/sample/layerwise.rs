@@ -23,7 +23,8 @@ use super::prepared::{PaddedBatch, PreparedBatch, PreparedFeatures, WithTranspos
 use crate::error::{Error, Result};
 use crate::graph::Csr;
 use crate::nn::models::{self, Model, ModelConfig, widths};
-use crate::ops::backend::{Ops, TEST_BIT, TRAIN_BIT, VAL_BIT};
+use crate::ops::backend::{TEST_BIT, TRAIN_BIT, VAL_BIT};
+use crate::ops::nn::Ops;
 use crate::task::node::train::Evaluate;
 use crate::tensor::Matrix;
 

@@ -29,8 +29,9 @@ use crate::error::{Error, Result};
 use crate::graph::Csr;
 use crate::nn::input::InputFeatures;
 use crate::nn::models::{self, Model, ModelConfig};
+use crate::ops::backend::Side;
 use crate::ops::backend::cuda::CudaBackend;
-use crate::ops::backend::{AdamHyper, Ops, Side};
+use crate::ops::nn::{AdamHyper, Ops};
 use crate::task::node::train::EpochSteps;
 
 /// Where the time of the epochs so far went (seconds, summed over epochs).

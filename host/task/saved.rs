@@ -249,7 +249,8 @@ fn st_error(path: &Path, e: safetensors::SafeTensorError) -> Error {
 mod tests {
     use super::*;
     use crate::nn::models::{MODELS, build};
-    use crate::ops::backend::{Ops, cpu::CpuBackend};
+    use crate::ops::backend::cpu::CpuBackend;
+    use crate::ops::nn::Ops;
 
     fn zero_tensors<B: Ops + 'static>(net: &mut dyn crate::nn::models::Model<B>) -> Vec<(String, Matrix)> {
         let mut t: Vec<(String, Matrix)> =

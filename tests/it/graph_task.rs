@@ -11,7 +11,7 @@ use tcgnn::gpu::DeviceMatrix;
 use tcgnn::graph::tu::read_tu;
 use tcgnn::nn::models::{default_config, default_graph_pooling};
 use tcgnn::nn::{Backend, CpuBackend, CudaBackend, ModelConfig, Ops};
-use tcgnn::ops::backend::AdamHyper;
+use tcgnn::ops::nn::AdamHyper;
 use tcgnn::ops::nn::segment_pool::{
     DeviceSegments, NO_ROW, Pooling, segment_pool, segment_pool_backward, segment_pool_backward_cpu, segment_pool_cpu,
 };

@@ -67,7 +67,7 @@ fn run<B: Ops + 'static>(b: &B, p: &Problem, cfg: &ModelConfig) -> (Matrix, Vec<
     b.cross_entropy(logits, &labels, 1.0 / n_train as f32, &mut d, &mut s).unwrap();
     net.backward(b, &mut input, &d).unwrap();
     let grads = net.params().iter().map(|(_, q)| b.download(&q.grad).unwrap()).collect();
-    let hyper = tcgnn::nn::backend::AdamHyper { lr: 0.01, weight_decay: 5e-4, ..Default::default() };
+    let hyper = tcgnn::ops::nn::AdamHyper { lr: 0.01, weight_decay: 5e-4, ..Default::default() };
     for (_, q) in net.params() {
         q.adam(b, &hyper).unwrap();
     }

@@ -16,6 +16,7 @@ use tcgnn::gpu::memory::padded_ld;
 use tcgnn::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use tcgnn::graph::Csr;
 use tcgnn::ops::GraphHandle;
+use tcgnn::ops::backend::cuda::step_increment;
 use tcgnn::ops::nn::*;
 use tcgnn::ops::sddmm::ValueOrder;
 use tcgnn::shared::rng::{dropout_keep, dropout_threshold};

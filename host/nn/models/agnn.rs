@@ -11,8 +11,8 @@ use crate::nn::linear::Linear;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{Model, ModelConfig, ModelInfo, dropout_seed, edge_bytes, mat_bytes, param_bytes};
 use crate::nn::param::Param;
-use crate::ops::backend::Ops;
 use crate::ops::backend::cuda::EdgeLayout;
+use crate::ops::nn::Ops;
 use crate::util::rng::SplitMix64;
 
 pub const INFO: ModelInfo = ModelInfo {

@@ -21,8 +21,8 @@ use crate::graph::Csr;
 use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::stack::{Conv, Stack};
-use crate::ops::backend::Ops;
 use crate::ops::backend::cuda::EdgeLayout;
+use crate::ops::nn::Ops;
 
 // ModelConfig's methods that depend on which model it is stay with the models (the only place
 // a model's name is matched).

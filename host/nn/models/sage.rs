@@ -10,8 +10,8 @@ use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
 use crate::nn::models::{FixedAggregation, ModelConfig, ModelInfo, adjacency_bytes, hidden_bytes, mat_bytes, param_bytes, widths};
 use crate::nn::sage_conv::SageConv;
 use crate::nn::stack::Stack;
-use crate::ops::backend::Ops;
 use crate::ops::backend::cuda::EdgeLayout;
+use crate::ops::nn::Ops;
 
 pub const INFO: ModelInfo = ModelInfo {
     name: "sage",

@@ -54,9 +54,6 @@ pub trait BindOps: Backend {
     fn bind_edges(&self, e: &mut Self::Edges, values: &[f32]) -> Result<()>;
     /// Rewrites the first `rows.rows` rows of `m` (of `rows.cols` columns) with `rows`.
     fn bind_rows(&self, m: &mut Self::Mat, rows: &Matrix) -> Result<()>;
-    /// Rewrites `m` with rows `ids` of `full` (the whole graph's features, resident), the
-    /// rows past the ids zero: a batch's features without copying them from the host.
-    fn bind_rows_gathered(&self, m: &mut Self::Mat, full: &Self::Mat, ids: &[u32]) -> Result<()>;
     /// Rewrites labels and membership bits (as many as `l` was made with).
     fn bind_labels(&self, l: &mut Self::Labels, labels: &[i32], mask_bits: &[u8]) -> Result<()>;
     /// Rewrites `ids` (of `values.len()` entries) with `values` (a live-row count, per batch).
@@ -113,9 +110,6 @@ impl<T: Real> BindOps for CpuBackend<T> {
         }
         m.data[..rows.data.len()].iter_mut().zip(&rows.data).for_each(|(d, &v)| *d = T::from_f64(v as f64));
         Ok(())
-    }
-    fn bind_rows_gathered(&self, m: &mut HostMat<T>, full: &HostMat<T>, ids: &[u32]) -> Result<()> {
-        crate::ops::nn::gather_rows::gather_rows_cpu(full, ids, m)
     }
     fn bind_labels(&self, l: &mut (Vec<i32>, Vec<u8>), labels: &[i32], mask_bits: &[u8]) -> Result<()> {
         same_len("bind_labels", l.0.len(), labels.len())?;
@@ -207,9 +201,6 @@ impl BindOps for CudaBackend {
                 row[cols..].fill(0.0);
             }
         })
-    }
-    fn bind_rows_gathered(&self, m: &mut DeviceMatrix<f32>, full: &DeviceMatrix<f32>, ids: &[u32]) -> Result<()> {
-        self.gather_ids.gather(&self.gpu, full, ids, m)
     }
     fn bind_labels(&self, l: &mut (DeviceVec<i32>, DeviceVec<u8>), labels: &[i32], mask_bits: &[u8]) -> Result<()> {
         same_len("bind_labels", l.0.len(), labels.len().max(1))?;

@@ -18,18 +18,16 @@ use cudarc::driver::CudaEvent;
 use half::f16;
 
 use crate::error::{Error, Result};
+use crate::gpu::abi::nn::{self as kernels, StepIncrementArgs};
 use crate::gpu::cublas::{Blas, GemmMath};
 use crate::gpu::graph::CapturedGraph;
+use crate::gpu::launch::Shape;
 use crate::gpu::timing::{Timing, time_gpu};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::graph::Csr;
 use crate::ops::ValueOrder;
+use crate::ops::backend::op_state::OpState;
 use crate::ops::backend::{Backend, Side, Stats};
-use crate::ops::nn as k;
-use crate::ops::nn::adam::AdamTables;
-use crate::ops::nn::attention_tc::TcPolicy;
-use crate::ops::nn::dropout_gemm::DropoutGemmScratch;
-use crate::ops::nn::gather_rows::GatherIds;
 use crate::ops::spmm::{spmm_device_values, value_order};
 use crate::ops::values::{cast_matrix_to_f16, scatter_to_mebcrs};
 use crate::ops::{EdgeValues, FeaturesRef, GraphHandle, Impl, Precision};
@@ -86,8 +84,6 @@ pub struct CudaBackend {
     /// `Impl::Auto` was asked for: products on fixed values (`SpmmOp::spmm_fixed`) measure
     /// `spmm_impl` against the CSR kernel once per (side, width) and keep the faster.
     pub(crate) spmm_auto: bool,
-    /// Products on fixed values along this path instead (`None`: as `spmm_auto` says).
-    pub(crate) fixed_spmm: Option<crate::ops::nn::spmm::FixedPath>,
     pub(crate) sddmm_impl: Impl,
     pub(crate) order: ValueOrder,
     pub(crate) math: GemmMath,
@@ -103,13 +99,10 @@ pub struct CudaBackend {
     /// Whether tall products with at most 32 output columns run on the streaming kernels
     /// (`ops::nn::dropout_gemm::skinny_gemm`) rather than cuBLAS; on unless turned off.
     pub(crate) skinny_gemm: bool,
-    /// When AGNN's fused attention (forward and backward) runs on the tensor cores.
-    pub(crate) attention_tc: TcPolicy,
-    // What ops keep between calls, each of a type its op's file defines and manages (the
-    // backend only holds them: one per backend, as the ops run on its stream).
-    pub(crate) dropout_gemm_scratch: DropoutGemmScratch,
-    pub(crate) adam_tables: AdamTables,
-    pub(crate) gather_ids: GatherIds,
+    /// What ops keep between calls and the ops' own settings, each of a type its op's file
+    /// defines and manages (the backend only holds them: one per backend, as the ops run on
+    /// its stream).
+    pub(crate) op_state: OpState,
 }
 
 impl CudaBackend {
@@ -149,15 +142,11 @@ impl CudaBackend {
             op_events: Mutex::new(None),
             fuse_input_dropout: true,
             skinny_gemm: true,
-            attention_tc: TcPolicy::default(),
-            dropout_gemm_scratch: DropoutGemmScratch::default(),
-            adam_tables: AdamTables::default(),
-            gather_ids: GatherIds::default(),
+            op_state: OpState::default(),
             gpu,
             precision,
             spmm_impl,
             spmm_auto: imp == Impl::Auto,
-            fixed_spmm: None,
             sddmm_impl,
             order,
             math,
@@ -185,13 +174,6 @@ impl CudaBackend {
         self
     }
 
-    /// Run products on fixed values (GCN's, SAGE's and GIN's adjacency) along `path` rather
-    /// than the measured choice of `Impl::Auto` (`None`): for tests and comparisons.
-    pub fn with_fixed_spmm(mut self, path: Option<crate::ops::nn::spmm::FixedPath>) -> Self {
-        self.fixed_spmm = path;
-        self
-    }
-
     /// Multiply dropped-out node features without storing them (`true`, the default) or
     /// through a dropped copy and cuBLAS (`false`: the unfused path, for comparisons).
     pub fn with_fused_input_dropout(mut self, on: bool) -> Self {
@@ -203,18 +185,6 @@ impl CudaBackend {
     /// (`false`, for comparisons).
     pub fn with_skinny_gemm(mut self, on: bool) -> Self {
         self.skinny_gemm = on;
-        self
-    }
-
-    /// AGNN's fused attention on the tensor cores for rows shorter than `row_max` (at most 256;
-    /// [`crate::ops::nn::attention_tc::TC_ROW_MAX`] takes every row the CUDA-core kernels do
-    /// not cut into segments) on every graph, or never (0). f16 precision, 32 features. By
-    /// default the backend takes them with `TC_ROW_MAX` on graphs of at least `TC_MIN_DEGREE`
-    /// entries a row: sparser windows do not repay the f16 copies and the extra launches, and
-    /// where neighbours are local (road networks, batched molecules) the CUDA-core kernels'
-    /// gathers hit the caches (bench/NOTES.md, 2026-11-27 evening).
-    pub fn with_attention_tc(mut self, row_max: u32) -> Self {
-        self.attention_tc = TcPolicy::always(row_max);
         self
     }
 
@@ -311,6 +281,18 @@ impl CudaBackend {
     pub(crate) fn step_ptr(&self) -> std::sync::MutexGuard<'_, DeviceVec<u32>> {
         self.step.lock().expect("step counter poisoned")
     }
+}
+
+/// `step[0] += 1` on the device (one thread), so a captured CUDA graph advances its counter on
+/// every replay. The kernel is in `kernels-gpu/src/nn/adam.rs`, beside Adam, which reads the
+/// counter for its bias correction.
+pub fn step_increment(gpu: &Gpu, step: &mut DeviceVec<u32>) -> Result<()> {
+    if step.is_empty() {
+        return Err(Error::Shape("step_increment: empty step counter".into()));
+    }
+    let args = StepIncrementArgs { step: step.arg_mut(gpu) };
+    // SAFETY: step holds at least one u32.
+    unsafe { kernels::step_increment.launch(gpu, Shape::linear(1, 32, 0), &args) }
 }
 
 /// The value slots of `side`, allocated zeroed on first use.
@@ -467,7 +449,7 @@ impl Backend for CudaBackend {
         self.time_ops_with(f)
     }
     fn begin_step(&self) -> Result<()> {
-        self.timed("begin step", || k::step_increment(&self.gpu, &mut self.step_ptr()))
+        self.timed("begin step", || step_increment(&self.gpu, &mut self.step_ptr()))
     }
     fn steps(&self) -> Result<u32> {
         Ok(self.step_ptr().download(&self.gpu)?[0])

@@ -4,7 +4,10 @@
 //!
 //! The ops themselves are not here: each is one file in `ops/nn/` holding a small trait (e.g.
 //! [`crate::ops::nn::relu::ReluOp`]), its CPU reference and its GPU launcher, and implementing the
-//! trait for both backends. [`Ops`] names them all, so a layer asks for `B: Ops`.
+//! trait for both backends; [`crate::ops::nn::Ops`] names them all. The backend names no op:
+//! what an op keeps between calls (scratch buffers, tables, its settings) is a type of the
+//! op's file, held in the backend's [`op_state::OpState`]. So the arrows point one way: the ops
+//! import the backend, never the reverse.
 //!
 //! Every buffer a step touches is allocated when the model is built; the ops only enqueue work,
 //! so that the GPU backend can capture a whole step as a CUDA graph.
@@ -12,6 +15,7 @@
 pub mod bind;
 pub mod cpu;
 pub mod cuda;
+pub mod op_state;
 
 use crate::error::Result;
 use crate::gpu::timing::Timing;
@@ -137,71 +141,3 @@ pub struct Stats {
 pub const TRAIN_BIT: u8 = 1;
 pub const VAL_BIT: u8 = 2;
 pub const TEST_BIT: u8 = 4;
-
-pub use crate::ops::nn::adam::AdamHyper;
-
-use crate::ops::nn::batch_norm::BatchNormOp;
-use crate::ops::nn::dot::DotOp;
-use crate::ops::nn::scaled_add::ScaledAddOp;
-use crate::ops::nn::{
-    adam::AdamOp, add_assign::AddAssignOp, bias_add::BiasAddOp, col_sums::ColSumsOp, copy::CopyOp, cross_entropy::CrossEntropyOp,
-    dropout::DropoutOp, edge_softmax::EdgeSoftmaxOp, gemm::GemmOp, relu::ReluOp, row_normalize::RowNormalizeOp, sddmm::SddmmOp,
-    spmm::SpmmOp, transpose_edges::TransposeEdgesOp,
-};
-
-/// Declares a trait that names a set of ops and implements it for every backend that has them,
-/// so the list is written once: `op_set!(pub trait LinearOps: ParamOps, GemmOp, BiasAddOp);`.
-/// A layer asks for the set it uses (`impl<B: LinearOps> Linear<B>`); a model, which composes
-/// layers chosen at run time, asks for [`Ops`].
-#[macro_export]
-macro_rules! op_set {
-    ($(#[$meta:meta])* $vis:vis trait $name:ident: $($op:path),+ $(,)?) => {
-        $(#[$meta])*
-        $vis trait $name: $($op +)+ {}
-        impl<T: $($op +)+ ?Sized> $name for T {}
-    };
-}
-pub use crate::op_set;
-
-op_set!(
-    /// Every op on one backend: what a model asks for (`B: Ops`), since the registry builds any
-    /// layer behind one type. A layer names only the ops it uses (`nn/*.rs`, each an `op_set!`);
-    /// a new op is its file in `ops/nn/` and one line here.
-    pub trait Ops:
-    Backend,
-    GemmOp,
-    BiasAddOp,
-    ColSumsOp,
-    AddAssignOp,
-    CopyOp,
-    ReluOp,
-    DropoutOp,
-    crate::ops::nn::dropout_gemm::DropoutGemmOp,
-    crate::ops::nn::relu_dropout::ReluDropoutOp,
-    crate::ops::nn::elu_dropout::EluDropoutOp,
-    RowNormalizeOp,
-    SpmmOp,
-    SddmmOp,
-    TransposeEdgesOp,
-    EdgeSoftmaxOp,
-    crate::ops::nn::fused_attention::FusedAttentionOp,
-    crate::ops::nn::elu::EluOp,
-    crate::ops::nn::gat_attention::GatAttentionOp,
-    crate::ops::nn::gat_scores::GatScoresOp,
-    crate::ops::nn::gat_edge_logits::GatEdgeLogitsOp,
-    crate::ops::nn::head_columns::HeadColumnsOp,
-    CrossEntropyOp,
-    AdamOp,
-    ScaledAddOp,
-    DotOp,
-    BatchNormOp,
-    crate::ops::nn::segment_pool::SegmentPoolOp,
-    crate::ops::nn::bce_logits::BceLogitsOp,
-    crate::ops::nn::hadamard::HadamardOp,
-    crate::ops::nn::negative_sample::NegativeSampleOp,
-    crate::ops::nn::pair_dot::PairDotOp,
-    crate::ops::nn::pair_hadamard::PairHadamardOp,
-    crate::ops::nn::bce_column::BceColumnOp,
-    crate::ops::nn::negative_pattern::NegativePatternOp,
-    bind::BindOps,
-);

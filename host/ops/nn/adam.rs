@@ -1,5 +1,7 @@
 //! Adam (as `torch.optim.Adam` with L2 `weight_decay`, `amsgrad=False`): CPU and the launchers
-//! of `kernels-gpu/src/nn/adam.rs` (`adam_f32`, `step_increment`).
+//! of `kernels-gpu/src/nn/adam.rs` (`adam_f32`, `adam_many_f32`; its `step_increment`, which
+//! advances the step counter Adam reads, is launched by the backend that owns the counter,
+//! [`crate::ops::backend::cuda::step_increment`]).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -9,8 +11,7 @@ use rayon::prelude::*;
 
 use super::{MIN_PAR_LEN, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
-use crate::gpu::abi::nn::{self as kernels, AdamArgs, AdamManyArgs, StepIncrementArgs};
-use crate::gpu::launch::Shape;
+use crate::gpu::abi::nn::{self as kernels, AdamArgs, AdamManyArgs};
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
 use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
@@ -88,7 +89,7 @@ pub fn adam_cpu<T: Real>(param: &mut [T], grad: &[T], m: &mut [T], v: &mut [T], 
 }
 
 /// One Adam step on the device over whole padded buffers (padding stays 0). The step t is
-/// `step[0]`, read when the kernel runs (>= 1: advance it with [`step_increment`] before the
+/// `step[0]`, read when the kernel runs (>= 1: advance it with [`crate::ops::backend::cuda::step_increment`] before the
 /// update, as torch does; t = 0 divides by zero).
 pub fn adam(
     param: &mut DeviceMatrix<f32>,
@@ -168,17 +169,6 @@ pub fn adam_many(gpu: &Gpu, table: &DeviceVec<u64>, tensors: usize, total4: u64,
     unsafe { kernels::adam_many_f32.launch(gpu, elementwise_shape(gpu, total4), &args) }
 }
 
-/// step[0] += 1 on the device (one thread), so a captured CUDA graph advances its counter on
-/// every replay.
-pub fn step_increment(gpu: &Gpu, step: &mut DeviceVec<u32>) -> Result<()> {
-    if step.is_empty() {
-        return Err(Error::Shape("step_increment: empty step counter".into()));
-    }
-    let args = StepIncrementArgs { step: step.arg_mut(gpu) };
-    // SAFETY: step holds at least one u32.
-    unsafe { kernels::step_increment.launch(gpu, Shape::linear(1, 32, 0), &args) }
-}
-
 // -- the op on each backend --
 
 /// One tensor's buffers for an Adam update: its value, gradient and two moments.
@@ -226,7 +216,7 @@ impl AdamOp for CudaBackend {
     fn adam_many(&self, tensors: &mut [AdamTensors<'_, DeviceMatrix<f32>>], hyper: &AdamHyper) -> Result<()> {
         let addrs = adam_table(tensors)?;
         let total4 = addrs[addrs.len() - 1];
-        self.adam_tables.with(&self.gpu, addrs, |table| {
+        self.op_state.get::<AdamTables>().with(&self.gpu, addrs, |table| {
             self.timed("adam", || adam_many(&self.gpu, table, tensors.len(), total4, hyper, &self.step_ptr()))
         })
     }

@@ -28,6 +28,7 @@ use crate::gpu::launch::Shape;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::graph::Csr;
 use crate::ops::GraphHandle;
+use crate::ops::backend::cuda::CudaBackend;
 
 /// Rows of a window (the MMAs' N: the sparse side swapped in).
 pub const WINDOW_ROWS: usize = 8;
@@ -197,6 +198,20 @@ impl TcPolicy {
     /// square graph of at least `min_degree` entries a row on average, with lists.
     pub(crate) fn applies(&self, g: &GraphHandle, n: &DeviceMatrix<f32>) -> Result<bool> {
         Ok(self.row_max > 0 && tc_applies(g, n, self.row_max, self.min_degree)?)
+    }
+}
+
+impl CudaBackend {
+    /// AGNN's fused attention on the tensor cores for rows shorter than `row_max` (at most 256;
+    /// [`TC_ROW_MAX`] takes every row the CUDA-core kernels do not cut into segments) on every
+    /// graph, or never (0). f16 precision, 32 features. By default ([`TcPolicy::default`],
+    /// kept in the backend's op state) the backend takes them with `TC_ROW_MAX` on graphs of at
+    /// least `TC_MIN_DEGREE` entries a row: sparser windows do not repay the f16 copies and the
+    /// extra launches, and where neighbours are local (road networks, batched molecules) the
+    /// CUDA-core kernels' gathers hit the caches (bench/NOTES.md, 2026-11-27 evening).
+    pub fn with_attention_tc(mut self, row_max: u32) -> Self {
+        self.op_state.set(TcPolicy::always(row_max));
+        self
     }
 }
 

@@ -20,7 +20,7 @@
 //!
 //! The GPU versions read `step` from device memory (`step[0]`) when the kernel runs, so a
 //! replayed CUDA graph draws a fresh mask when the step counter is advanced
-//! (`ops::nn::step_increment`); the CPU versions take it as a value.
+//! (`ops::backend::cuda::step_increment`); the CPU versions take it as a value.
 
 use rayon::prelude::*;
 

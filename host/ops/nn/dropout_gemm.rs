@@ -1054,6 +1054,11 @@ impl DropoutGemmScratch {
 }
 
 impl CudaBackend {
+    /// This backend's scratch of the fused products (one per backend: its ops run on one stream).
+    pub(crate) fn dropout_gemm_scratch(&self) -> Arc<DropoutGemmScratch> {
+        self.op_state.get()
+    }
+
     /// x's f16 copy where the wide kernels take this product (`out_cols` of 33-64; the copy
     /// exists only in f16 precision).
     fn wide_x<'a>(&self, x: &DeviceMatrix<f32>, half: Option<&'a DeviceMatrix<f16>>, out_cols: usize) -> Option<&'a DeviceMatrix<f16>> {
@@ -1130,7 +1135,7 @@ impl DropoutGemmOp for CudaBackend {
         if let Some(h) = self.wide_x(x, half, y.cols) {
             let run =
                 |bits: &mut DeviceVec<u32>| self.timed("dropout gemm", || dropout_gemm_wide(h, w, y, Some(bits), key, &self.step_ptr()));
-            return self.dropout_gemm_scratch.with_keep_bits(&self.gpu, h, run);
+            return self.dropout_gemm_scratch().with_keep_bits(&self.gpu, h, run);
         }
         let x = self.product_x(x, half, y.cols);
         self.timed("dropout gemm", || dropout_gemm(x, w, y, key, &self.step_ptr(), self.math))
@@ -1147,7 +1152,7 @@ impl DropoutGemmOp for CudaBackend {
             let need = dropout_gemm_dw_wide_scratch_len(&self.gpu, h.rows, h.cols, dy.cols)?;
             // The forward of this step left the mask's bits (it always runs first: the operand
             // is forward-then-backward within a step).
-            let scratch = &self.dropout_gemm_scratch;
+            let scratch = self.dropout_gemm_scratch();
             return scratch.with_keep_bits(&self.gpu, h, |bits| {
                 scratch.with_split(&self.gpu, need, |s| {
                     self.timed("dropout gemm dw", || dropout_gemm_dw_wide(h, dy, dw, s, Some(bits), key, &self.step_ptr()))
@@ -1156,7 +1161,7 @@ impl DropoutGemmOp for CudaBackend {
         }
         let x = self.product_x(x, half, dy.cols);
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;
-        self.dropout_gemm_scratch.with_split(&self.gpu, need, |s| {
+        self.dropout_gemm_scratch().with_split(&self.gpu, need, |s| {
             self.timed("dropout gemm dw", || dropout_gemm_dw(x, dy, dw, s, key, &self.step_ptr(), self.math))
         })
     }
@@ -1182,7 +1187,7 @@ impl DropoutGemmOp for CudaBackend {
             }
             let run =
                 |bits: &mut DeviceVec<u32>| self.timed("dropout gemm", || dropout_gemm_wide(x16, w, y, Some(bits), key, &self.step_ptr()));
-            return self.dropout_gemm_scratch.with_keep_bits(&self.gpu, x16, run);
+            return self.dropout_gemm_scratch().with_keep_bits(&self.gpu, x16, run);
         }
         self.timed("dropout gemm", || dropout_gemm(FeaturesRef::F16(x16), w, y, key, &self.step_ptr(), self.math))
     }
@@ -1196,7 +1201,7 @@ impl DropoutGemmOp for CudaBackend {
         self.half_only(x16, dy.cols)?;
         if self.math == GemmMath::Tf32 && wide_fits(x16.cols, dy.cols) {
             let need = dropout_gemm_dw_wide_scratch_len(&self.gpu, x16.rows, x16.cols, dy.cols)?;
-            let scratch = &self.dropout_gemm_scratch;
+            let scratch = self.dropout_gemm_scratch();
             if key.p == 0.0 {
                 // Nothing dropped: no mask bits were left (nor are any needed).
                 return scratch.with_split(&self.gpu, need, |s| {
@@ -1211,7 +1216,7 @@ impl DropoutGemmOp for CudaBackend {
             });
         }
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x16.rows, x16.cols, dy.cols, true)?;
-        self.dropout_gemm_scratch.with_split(&self.gpu, need, |s| {
+        self.dropout_gemm_scratch().with_split(&self.gpu, need, |s| {
             self.timed("dropout gemm dw", || dropout_gemm_dw(FeaturesRef::F16(x16), dy, dw, s, key, &self.step_ptr(), self.math))
         })
     }
@@ -1248,7 +1253,7 @@ impl DropoutGemmOp for CudaBackend {
     ) -> Result<()> {
         let x = activation(x, half)?;
         let need = dropout_gemm_dw_scratch_len(&self.gpu, x.rows(), x.cols(), dy.cols, matches!(x, FeaturesRef::F16(_)))?;
-        self.dropout_gemm_scratch.with_split(&self.gpu, need, |s| {
+        self.dropout_gemm_scratch().with_split(&self.gpu, need, |s| {
             self.timed("dropout gemm dw", || elu_dropout_gemm_dw(x, dy, dw, s, key, &self.step_ptr(), self.math))
         })
     }

@@ -19,7 +19,7 @@
 
 use rayon::prelude::*;
 
-use super::attention_tc::{attention_backward_tc, attention_forward_tc};
+use super::attention_tc::{TcPolicy, attention_backward_tc, attention_forward_tc};
 use super::row_normalize::{row_normalize, row_normalize_cpu, row_normalize_with_half};
 use super::{check_gpu, check_matrix_64, check_same, row_split};
 use crate::error::{Error, Result};
@@ -656,7 +656,7 @@ impl CudaBackend {
 
     /// Whether this layer's attention runs on the tensor cores (`ops::nn::attention_tc`).
     fn attention_on_tc(&self, g: &GpuGraph, n: &DeviceMatrix<f32>) -> Result<bool> {
-        Ok(self.precision == Precision::F16 && self.attention_tc.applies(&g.handle, n)?)
+        Ok(self.precision == Precision::F16 && self.op_state.get::<TcPolicy>().applies(&g.handle, n)?)
     }
 }
 
@@ -684,7 +684,8 @@ impl FusedAttentionOp for CudaBackend {
             self.timed("row normalize", || row_normalize_with_half(h, n, Some(n16), &mut inv_norm.buf))?;
             copy.of = Some(n.ptr());
             let x = Normalized { beta, h, n: &*n, inv_norm: &*inv_norm };
-            return self.timed("fused attention", || attention_forward_tc(&g.handle, x, n16, out, stats, self.attention_tc.row_max));
+            return self
+                .timed("fused attention", || attention_forward_tc(&g.handle, x, n16, out, stats, self.op_state.get::<TcPolicy>().row_max));
         }
         self.timed("row normalize", || row_normalize(h, n, &mut inv_norm.buf))?;
         let x = Normalized { beta, h, n: &*n, inv_norm: &*inv_norm };
@@ -707,7 +708,7 @@ impl FusedAttentionOp for CudaBackend {
         let (h, n, dout) = (inputs.x.h, inputs.x.n, inputs.dout);
         self.timed("fused attention backward", || {
             if self.attention_on_tc(g, n)? {
-                let row_max = self.attention_tc.row_max;
+                let row_max = self.op_state.get::<TcPolicy>().row_max;
                 // dout's f16 copy in scratch slot 2, written by the row pass.
                 let run = |nh: &DeviceMatrix<f16>| {
                     self.with_half_scratch(dout.rows, dout.cols, 2, |gh| attention_backward_tc(&g.handle, inputs, nh, gh, grads, row_max))

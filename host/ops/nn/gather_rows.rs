@@ -8,7 +8,9 @@ use crate::gpu::abi::nn::{GatherRowsArgs, gather_rows_f32};
 use std::sync::Mutex;
 
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
-use crate::ops::backend::cpu::HostMat;
+use crate::ops::backend::Backend;
+use crate::ops::backend::cpu::{CpuBackend, HostMat};
+use crate::ops::backend::cuda::CudaBackend;
 use crate::util::Real;
 
 fn check(src: (usize, usize), dst: (usize, usize), ids: &[u32]) -> Result<()> {
@@ -35,13 +37,13 @@ pub fn gather_rows_cpu<T: Real>(src: &HostMat<T>, ids: &[u32], dst: &mut HostMat
 }
 
 /// A rebound batch's node ids on the GPU, for gathering its feature rows there: one buffer per
-/// backend, grown to the largest batch.
+/// backend (kept in its op state), grown to the largest batch.
 #[derive(Default)]
 pub struct GatherIds(Mutex<Option<DeviceVec<u32>>>);
 
 impl GatherIds {
     /// `dst` = the rows `ids` of `full`, the ids copied through the pinned arena into the buffer.
-    pub(crate) fn gather(&self, gpu: &Gpu, full: &DeviceMatrix<f32>, ids: &[u32], dst: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn gather(&self, gpu: &Gpu, full: &DeviceMatrix<f32>, ids: &[u32], dst: &mut DeviceMatrix<f32>) -> Result<()> {
         let mut buf = self.0.lock().expect("gather ids poisoned");
         if buf.as_ref().is_none_or(|b| b.len() < ids.len()) {
             *buf = Some(DeviceVec::zeros(gpu, ids.len().max(1))?);
@@ -110,4 +112,25 @@ pub fn gather_rows_device_ids(
         )));
     }
     launch(src, ids, n_ids, dst)
+}
+
+// -- the op on each backend --
+
+pub trait GatherRowsOp: Backend {
+    /// Rewrites `m` with rows `ids` of `full` (the whole graph's features, resident), the
+    /// rows past the ids zero: a rebound batch's features without copying them from the host
+    /// (`sample::bound`).
+    fn bind_rows_gathered(&self, m: &mut Self::Mat, full: &Self::Mat, ids: &[u32]) -> Result<()>;
+}
+
+impl<T: Real> GatherRowsOp for CpuBackend<T> {
+    fn bind_rows_gathered(&self, m: &mut HostMat<T>, full: &HostMat<T>, ids: &[u32]) -> Result<()> {
+        gather_rows_cpu(full, ids, m)
+    }
+}
+
+impl GatherRowsOp for CudaBackend {
+    fn bind_rows_gathered(&self, m: &mut DeviceMatrix<f32>, full: &DeviceMatrix<f32>, ids: &[u32]) -> Result<()> {
+        self.op_state.get::<GatherIds>().gather(&self.gpu, full, ids, m)
+    }
 }

@@ -37,7 +37,7 @@ impl GemmOp for CudaBackend {
         if beta == 0.0 && self.skinny_gemm && skinny_gemm_fits(a, ta, tb, c) {
             // Only the weight-gradient form (aᵀ b) uses the split scratch.
             let need = if ta { dropout_gemm_dw_scratch_len(&self.gpu, a.rows, a.cols, c.cols, false)? } else { 0 };
-            return self.dropout_gemm_scratch.with_split(&self.gpu, need, |s| {
+            return self.dropout_gemm_scratch().with_split(&self.gpu, need, |s| {
                 self.timed("gemm (narrow)", || skinny_gemm((a, ta), (b, tb), c, &self.step_ptr(), s, self.math))
             });
         }

@@ -1,8 +1,8 @@
 //! Primitive ops of GNN training, one file per op: a CPU version (generic over [`Real`](crate::util::Real), rayon
 //! over independent rows; also the f64 reference), the launcher of the f32 CUDA kernel of the
 //! same name in `kernels-gpu/src/nn/`, and the op's small trait (`ReluOp`, `SpmmOp`, ...)
-//! implemented for both backends ([`crate::ops::backend`]); [`crate::ops::backend::Ops`] names
-//! them all for the layers.
+//! implemented for both backends ([`crate::ops::backend`]); [`Ops`] names them all for the
+//! layers.
 //!
 //! Conventions:
 //! - CPU functions take plain row-major slices with explicit `(rows, cols)` and no padding
@@ -22,6 +22,7 @@
 
 pub mod adam;
 pub mod add_assign;
+pub mod all;
 pub mod attention_tc;
 pub mod batch_norm;
 pub mod bce_column;
@@ -58,8 +59,9 @@ pub mod segment_pool;
 pub mod spmm;
 pub mod transpose_edges;
 
-pub use adam::{AdamHyper, AdamTensors, adam, adam_cpu, adam_many, adam_table, step_increment};
+pub use adam::{AdamHyper, AdamTensors, adam, adam_cpu, adam_many, adam_table};
 pub use add_assign::{add_assign, add_assign_cpu};
+pub use all::{Ops, op_set};
 pub use batch_norm::{BN_EPS, BN_MOMENTUM, BatchNormHyper, batch_norm, batch_norm_backward, batch_norm_backward_cpu, batch_norm_cpu};
 pub use bias_add::{bias_add, bias_add_cpu, bias_relu, sum_bias_relu};
 pub use col_sums::{col_sums, col_sums_cpu};

@@ -151,6 +151,25 @@ pub enum FixedPath {
     CsrF32,
 }
 
+/// The path [`CudaBackend::with_fixed_spmm`] forces (`None`: as `Impl::Auto` measures), kept in
+/// the backend's op state.
+#[derive(Clone, Copy, Default)]
+struct ForcedFixedPath(Option<FixedPath>);
+
+impl CudaBackend {
+    /// Run products on fixed values (GCN's, SAGE's and GIN's adjacency) along `path` rather
+    /// than the measured choice of `Impl::Auto` (`None`): for tests and comparisons.
+    pub fn with_fixed_spmm(mut self, path: Option<FixedPath>) -> Self {
+        self.op_state.set(ForcedFixedPath(path));
+        self
+    }
+
+    /// The path products on fixed values are forced along, if any.
+    fn fixed_spmm(&self) -> Option<FixedPath> {
+        self.op_state.get::<ForcedFixedPath>().0
+    }
+}
+
 /// Below this many entries `Impl::Auto` keeps the backend's own kernel for fixed values without
 /// measuring: a product there takes microseconds, and the measurement (21 products a side and
 /// width) would cost more than it saves on a short run or on a sampled batch's model, which is
@@ -178,7 +197,7 @@ impl SpmmOp for CudaBackend {
             None
         };
         // A forced CSR path never runs the backend's kernel; the CSR copy gives the values back.
-        let csr_forced = csr.is_some() && matches!(self.fixed_spmm, Some(FixedPath::CsrHalf | FixedPath::CsrF32));
+        let csr_forced = csr.is_some() && matches!(self.fixed_spmm(), Some(FixedPath::CsrHalf | FixedPath::CsrF32));
         let (stored, kept) = if csr_forced {
             (None, None)
         } else if self.half_kernel_order() {
@@ -253,7 +272,7 @@ impl CudaBackend {
     /// of `nnz` entries: the CSR kernel may read them (measured or forced).
     fn csr_copy(&self, nnz: usize) -> bool {
         self.order == ValueOrder::MeBcrs
-            && match self.fixed_spmm {
+            && match self.fixed_spmm() {
                 None => self.measures(nnz),
                 Some(FixedPath::Stored) => false,
                 Some(FixedPath::CsrHalf | FixedPath::CsrF32) => true,
@@ -297,7 +316,7 @@ impl CudaBackend {
     /// own unless it chooses (`Impl::Auto`), else the fastest of the candidates, timed on first use (an eager step:
     /// a recorded step replays what the eager one chose) and kept in the side's handle.
     fn fixed_path(&self, p: &FixedProduct<'_>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<FixedPath> {
-        if let Some(path) = self.fixed_spmm {
+        if let Some(path) = self.fixed_spmm() {
             return Ok(path);
         }
         let h = p.g.side(p.side)?;

@@ -34,7 +34,8 @@ use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models::{self, FixedMatrixModel};
 use crate::nn::param::Param;
 use crate::ops::backend::bind::PaddedPattern;
-use crate::ops::backend::{AdamHyper, Ops, Side, Stats, TEST_BIT, TRAIN_BIT};
+use crate::ops::backend::{Side, Stats, TEST_BIT, TRAIN_BIT};
+use crate::ops::nn::{AdamHyper, Ops};
 use crate::tensor::Matrix;
 
 use super::batch::GraphBatch;

@@ -17,7 +17,7 @@ use crate::nn::dropout::Dropout;
 use crate::nn::linear::Linear;
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
-use crate::ops::backend::op_set;
+use crate::ops::nn::op_set;
 use crate::ops::nn::segment_pool::Pooling;
 use crate::util::rng::SplitMix64;
 

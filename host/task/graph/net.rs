@@ -8,8 +8,9 @@ use crate::error::{Error, Result};
 use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models::{self, Model, ModelConfig};
 use crate::nn::param::Param;
-use crate::ops::backend::{AdamHyper, Ops, Stats, TEST_BIT, TRAIN_BIT};
+use crate::ops::backend::{Stats, TEST_BIT, TRAIN_BIT};
 use crate::ops::nn::segment_pool::Pooling;
+use crate::ops::nn::{AdamHyper, Ops};
 
 use super::batch::GraphBatch;
 use super::head::{GraphHead, HeadShape};

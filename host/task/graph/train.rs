@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::ops::backend::{AdamHyper, Ops};
+use crate::ops::nn::{AdamHyper, Ops};
 use crate::util::prefetch::{Prefetch, PrefetchConfig};
 use crate::util::rng::SplitMix64;
 

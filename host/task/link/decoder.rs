@@ -19,7 +19,8 @@
 use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::param::{Param, torch_linear_uniform};
-use crate::ops::backend::{Side, op_set};
+use crate::ops::backend::Side;
+use crate::ops::nn::op_set;
 use crate::task::link::pairs::PairSet;
 use crate::task::link::step_pairs::StepPairs;
 use crate::tensor::Matrix;

@@ -12,7 +12,7 @@ use crate::graph::Csr;
 use crate::nn::embedding::EMBEDDING_NAME;
 use crate::nn::input::{HostFeatures, InputFeatures};
 use crate::nn::models;
-use crate::ops::backend::Ops;
+use crate::ops::nn::Ops;
 use crate::task::link::decoder::{Decoder, DecoderKind};
 use crate::task::link::pairs::PairSet;
 use crate::task::link::split::{Pair, symmetric_graph, undirected_edges};

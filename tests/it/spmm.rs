@@ -67,7 +67,33 @@ fn csr_kernel_shapes(seed: u64) -> Vec<(String, Csr)> {
     for n in [127, 129, 257, 1023] {
         v.push((format!("n={n} random"), common::random_graph(n, 3, 5, seed + n as u64)));
     }
+    v.push(("n=30000 hubs of 512..20000 entries among short rows".into(), hubs_among_short_rows(30_000, seed + 12)));
     v
+}
+
+/// Rows at and around the kernel's hub threshold (`CSR_SPMM_HUB_ROW`: longer rows get a block
+/// of their own) and far beyond it, next to each other, to empty rows and at the last row,
+/// among rows of 0-6 entries. A row's columns are distinct (consecutive from a random one), so
+/// its length is exactly the one chosen.
+fn hubs_among_short_rows(n: usize, seed: u64) -> Csr {
+    use tcgnn::util::rng::SplitMix64;
+    let hub = tcgnn::shared::config::CSR_SPMM_HUB_ROW as usize;
+    let mut rng = SplitMix64::new(seed);
+    let lens: [(usize, usize); 8] =
+        [(3, hub), (4, hub + 1), (5, hub + 7), (100, 20_000), (101, 3 * hub), (15_000, 2 * hub + 1), (15_002, 4_000), (n - 1, 9_000)];
+    let mut t = Vec::new();
+    for r in 0..n {
+        let len = match lens.iter().find(|(row, _)| *row == r) {
+            Some(&(_, len)) => len,
+            None if r % 13 == 0 => 0,
+            None => rng.below(7) as usize,
+        };
+        let first = rng.below(n as u64) as usize;
+        for i in 0..len.min(n) {
+            t.push((r as u32, ((first + i) % n) as u32, rng.uniform(-1.0, 1.0)));
+        }
+    }
+    Csr::from_triplets(n, n, &t).unwrap()
 }
 
 /// The CSR kernel with f16 features reads f32 values and adds in f32: against the f64 product

@@ -695,3 +695,43 @@ fn gpu_symmetric_adjacency_holds_one_side_and_matches_cpu() {
         }
     }
 }
+
+/// f16 twins (`ops::nn::half_twin`, issue 42) are the casts' outputs bit for bit, so a training
+/// step with them is the step without them, bit for bit: GCN, SAGE and GIN over three layers (a
+/// middle layer too), with dropout (the fused tails' backward writes twins) and without (GIN's
+/// ReLU backward and every layer's X W still do), both edge layouts, every path of the fixed
+/// products; the first layer's X W on the streaming (16 columns) and the wide (64) kernels. The step
+/// against the CPU is `gpu_layers_match_cpu_in_every_precision`'s (twins on, the default).
+#[test]
+fn gpu_half_twins_leave_the_step_unchanged() {
+    let Some(gpu) = common::gpu_or_skip("gpu_half_twins_leave_the_step_unchanged") else { return };
+    let _serial = GPU_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    use tcgnn::nn::EdgeLayout;
+    use tcgnn::ops::nn::spmm::FixedPath;
+    let bits = |ms: &[Matrix]| ms.iter().flat_map(|m| m.data.iter().map(|v| v.to_bits())).collect::<Vec<u32>>();
+    let p = problem(common::random_graph(2001, 6, 5, 4), 24, 5, false, 1);
+    for kind in ["gcn", "sage", "gin"] {
+        for dropout in [0.5, 0.0] {
+            for hidden in [16, 64] {
+                let cfg = ModelConfig { layers: 3, hidden, dropout, seed: 5, ..default_config(kind).unwrap() };
+                for layout in [EdgeLayout::Kernel, EdgeLayout::Csr] {
+                    for path in [None, Some(FixedPath::Stored), Some(FixedPath::CsrHalf), Some(FixedPath::CsrF32)] {
+                        let make = |twins: bool| {
+                            CudaBackend::new(gpu.clone(), Precision::F16, Impl::Auto)
+                                .unwrap()
+                                .with_edge_layout(layout)
+                                .with_fixed_spmm(path)
+                                .with_half_twins(twins)
+                        };
+                        let (l1, g1, p1) = run(&make(true), &p, &cfg);
+                        let (l0, g0, p0) = run(&make(false), &p, &cfg);
+                        let what = format!("{kind} hidden {hidden} dropout {dropout} {layout:?} {path:?}");
+                        assert_eq!(bits(&[l1]), bits(&[l0]), "{what}: logits");
+                        assert_eq!(bits(&g1), bits(&g0), "{what}: gradients");
+                        assert_eq!(bits(&p1), bits(&p0), "{what}: parameters after Adam");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -109,6 +109,11 @@ pub struct DistArgs {
     /// one GPU's in-process parts only, not on two GPUs (bench/NOTES.md).
     #[arg(long)]
     pub overlap: bool,
+    /// Sum the weight gradients over the ranks in buckets during the backward (PyTorch DDP's),
+    /// a bucket started once its layers' gradients hold at least KIB KiB (0: one bucket per
+    /// layer, the last layer's first), instead of in one buffer after the whole backward.
+    #[arg(long, value_name = "KIB")]
+    pub grad_buckets: Option<usize>,
 }
 
 impl DistArgs {
@@ -173,11 +178,13 @@ struct Setup {
     tcfg: TrainConfig,
     /// Whether the exchanges overlap the products (`--overlap`).
     overlap: bool,
+    /// `--grad-buckets` in bytes.
+    grad_buckets: Option<usize>,
 }
 
 impl Setup {
     fn options(&self) -> DistOptions {
-        DistOptions::new(self.method).with_overlap(self.overlap)
+        DistOptions::new(self.method).with_overlap(self.overlap).with_grad_buckets(self.grad_buckets)
     }
 
     /// The in-process run of this setup.
@@ -205,7 +212,8 @@ fn setup(a: &TrainArgs, parts: usize) -> Result<Setup> {
     let partition = Partition::new(&data.graph, parts, pm)?;
     let method = exchange_method(&a.dist.exchange, &partition)?;
     let data = relabel(&data, &partition.perm)?;
-    Ok(Setup { data, partition, method, cfg, tcfg, overlap: a.dist.overlap })
+    let grad_buckets = a.dist.grad_buckets.map(|kib| kib.saturating_mul(1024));
+    Ok(Setup { data, partition, method, cfg, tcfg, overlap: a.dist.overlap, grad_buckets })
 }
 
 fn use_gpu(a: &TrainArgs) -> Result<bool> {

@@ -24,6 +24,7 @@ use crate::graph::Csr;
 use crate::nn::batch_norm::BatchNorm;
 use crate::nn::dropout::Dropout;
 use crate::nn::gcn_conv::GcnAdjacency;
+use crate::nn::grad_ready::{GradReady, NoHook, announce};
 use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
 use crate::nn::model::{Model, ModelConfig, dropout_seed, widths};
@@ -347,6 +348,48 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
     }
 }
 
+impl<B: Ops, C: Conv<B>> Stack<B, C> {
+    /// The backward; `ready` is told conv l's parameters (and BatchNorm l's, computed before
+    /// it) as soon as conv l's backward is done.
+    fn backward_with<R: GradReady<B> + ?Sized>(
+        &mut self,
+        b: &B,
+        input: &mut InputFeatures<B>,
+        dlogits: &B::Mat,
+        ready: &mut R,
+    ) -> Result<()> {
+        let last = self.convs.len() - 1;
+        for l in (0..=last).rev() {
+            if l < last {
+                self.hidden_backward(b, l)?;
+            }
+            let (done, rest) = self.convs.split_at_mut(l);
+            let (h_lo, h_hi) = self.hidden.split_at_mut(l);
+            let dy = if l == last { dlogits } else { dz(&h_hi[0]) };
+            if l == 0 {
+                C::input_layer(&self.adj, true);
+                // dX only for a learnable input (features need no gradient).
+                let (x0, dx0) = input.backward_operand(self.p);
+                let done = rest[0].backward(b, &self.adj, &x0, dy, dx0);
+                C::input_layer(&self.adj, false);
+                done?;
+            } else {
+                let Hidden { bn, res, drop, din, .. } = &mut h_lo[l - 1];
+                let x = drop.output(hidden_out(&done[l - 1], bn, res), true);
+                rest[0].backward(b, adj_of(&self.adj, &self.later, l), &Operand::Dense(x), dy, Some(din))?;
+            }
+            announce(ready, b, || {
+                let mut ps = rest[0].params();
+                if let Some(bn) = h_hi.first_mut().and_then(|h| h.bn.as_mut()) {
+                    ps.extend(bn.params());
+                }
+                ps
+            })?;
+        }
+        Ok(())
+    }
+}
+
 impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
     fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat> {
         let mut relu_done = {
@@ -374,28 +417,11 @@ impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
     }
 
     fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
-        let last = self.convs.len() - 1;
-        for l in (0..=last).rev() {
-            if l < last {
-                self.hidden_backward(b, l)?;
-            }
-            let (done, rest) = self.convs.split_at_mut(l);
-            let (h_lo, h_hi) = self.hidden.split_at_mut(l);
-            let dy = if l == last { dlogits } else { dz(&h_hi[0]) };
-            if l == 0 {
-                C::input_layer(&self.adj, true);
-                // dX only for a learnable input (features need no gradient).
-                let (x0, dx0) = input.backward_operand(self.p);
-                let done = rest[0].backward(b, &self.adj, &x0, dy, dx0);
-                C::input_layer(&self.adj, false);
-                done?;
-            } else {
-                let Hidden { bn, res, drop, din, .. } = &mut h_lo[l - 1];
-                let x = drop.output(hidden_out(&done[l - 1], bn, res), true);
-                rest[0].backward(b, adj_of(&self.adj, &self.later, l), &Operand::Dense(x), dy, Some(din))?;
-            }
-        }
-        Ok(())
+        self.backward_with(b, input, dlogits, &mut NoHook)
+    }
+
+    fn backward_by_layer(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat, ready: &mut dyn GradReady<B>) -> Result<()> {
+        self.backward_with(b, input, dlogits, ready)
     }
 
     fn params(&mut self) -> Vec<(String, &mut Param<B>)> {

@@ -391,6 +391,7 @@ pub(crate) fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<
         t.halo.calls as f64,
         t.all_reduce_seconds,
         t.all_reduce_bytes as f64,
+        t.all_reduce_calls as f64,
     ];
     let mut all = vec![0.0f64; mine.len() * comm.world_size()];
     comm.all_gather(&mine, &mut all)?;
@@ -402,6 +403,7 @@ pub(crate) fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<
             halo: tcgnn::dist::exchange::ExchangeCounters { seconds: v[2], bytes: v[3] as u64, calls: v[4] as u64 },
             all_reduce_seconds: v[5],
             all_reduce_bytes: v[6] as u64,
+            all_reduce_calls: v[7] as u64,
         })
         .collect())
 }

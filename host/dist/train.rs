@@ -47,6 +47,8 @@ pub struct StepTiming {
     /// The weight-gradient all-reduce.
     pub all_reduce_seconds: f64,
     pub all_reduce_bytes: u64,
+    /// All-reduces of weight gradients (one a step when serial, one a bucket in buckets).
+    pub all_reduce_calls: u64,
 }
 
 /// How a rank's step moves rows between the parts.
@@ -244,6 +246,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
             None => {
                 self.net.backward(b, &mut self.input, &self.dlogits)?;
                 self.all_reduce_gradients()?;
+                self.timing.all_reduce_calls += 1;
             }
             Some(bytes) => self.backward_in_buckets(bytes)?,
         }
@@ -279,16 +282,25 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
             let mats: Vec<&B::Mat> = params.iter_mut().map(|(_, p)| &p.grad).collect();
             b.buckets_begin(&mats, &mut self.fused, self.path)?;
         }
-        let mut buckets =
-            Buckets { comm: &*self.comm, fused: &mut self.fused, path: self.path, bytes, open: 0, packed: Vec::new(), reduced: 0 };
+        let mut buckets = Buckets {
+            comm: &*self.comm,
+            fused: &mut self.fused,
+            path: self.path,
+            bytes,
+            open: 0,
+            packed: Vec::new(),
+            reduced: 0,
+            started: 0,
+        };
         let run = self.net.backward_by_layer(b, &mut self.input, &self.dlogits, &mut buckets);
         // The last bucket (the input layer's) is started even when the backward failed, so the
         // peers' collectives still match.
         let last = buckets.start(b);
         run?;
         last?;
-        let Buckets { packed, reduced, .. } = buckets;
+        let Buckets { packed, reduced, started, .. } = buckets;
         self.timing.all_reduce_bytes += reduced;
+        self.timing.all_reduce_calls += started;
         // Each parameter's sums back into its gradient: the model announced every one once.
         let mut params = self.net.params();
         let mut targets = Vec::with_capacity(params.len());
@@ -380,8 +392,9 @@ struct Buckets<'a, B: DistBackend<C>, C: Communicator + 'static> {
     /// Every gradient packed this step (identified by its address: the model stays in place
     /// during its backward) and where its values lie.
     packed: Vec<(usize, Range<usize>)>,
-    /// Bytes reduced so far.
+    /// Bytes reduced so far, in how many buckets.
     reduced: u64,
+    started: u64,
 }
 
 impl<B: DistBackend<C>, C: Communicator + 'static> Buckets<'_, B, C> {
@@ -390,6 +403,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> Buckets<'_, B, C> {
         let end = self.packed.last().map_or(0, |(_, r)| r.end);
         if end > self.open {
             self.reduced += b.bucket_start(self.comm, self.open..end, self.fused, self.path)?;
+            self.started += 1;
             self.open = end;
         }
         Ok(())

@@ -281,12 +281,13 @@ fn report(a: &TrainArgs, s: &Setup, history: &History, timing: &[StepTiming], ba
     for (r, t) in timing.iter().enumerate() {
         let per = |x: f64| 1e3 * x / t.steps.max(1) as f64;
         println!(
-            "rank {r}: step {:.3} ms (halo exchange {:.3} ms, {} KiB; gradient all-reduce {:.3} ms, {} KiB) over {} steps",
+            "rank {r}: step {:.3} ms (halo exchange {:.3} ms, {} KiB; gradient all-reduce {:.3} ms, {} KiB in {} call(s)) over {} steps",
             per(t.step_seconds),
             per(t.halo.seconds),
             t.halo.bytes / t.steps.max(1) / 1024,
             per(t.all_reduce_seconds),
             t.all_reduce_bytes / t.steps.max(1) / 1024,
+            t.all_reduce_calls / t.steps.max(1),
             t.steps
         );
     }

@@ -45,8 +45,22 @@ fn reference<T: Real>(data: &Dataset, cfg: &ModelConfig, tcfg: &TrainConfig) -> 
 }
 
 fn partitioned<T: Real>(data: &Dataset, p: &Partition, method: ExchangeMethod, cfg: &ModelConfig, tcfg: &TrainConfig) -> Vec<EpochRecord> {
-    let (h, timing) =
-        train_in_process(&InProcessRun::new(data, p, method, cfg, tcfg, TIMEOUT), |_| Ok(CpuBackend::<T>::new()), |_| {}).unwrap();
+    partitioned_buckets::<T>(data, p, method, None, cfg, tcfg)
+}
+
+/// [`partitioned`] with the gradient all-reduce in buckets of `grad_buckets` bytes during the
+/// backward (`None`: serial, after it).
+fn partitioned_buckets<T: Real>(
+    data: &Dataset,
+    p: &Partition,
+    method: ExchangeMethod,
+    grad_buckets: Option<usize>,
+    cfg: &ModelConfig,
+    tcfg: &TrainConfig,
+) -> Vec<EpochRecord> {
+    let mut run = InProcessRun::new(data, p, method, cfg, tcfg, TIMEOUT);
+    run.options = run.options.with_grad_buckets(grad_buckets);
+    let (h, timing) = train_in_process(&run, |_| Ok(CpuBackend::<T>::new()), |_| {}).unwrap();
     assert_eq!(timing.len(), p.parts());
     assert!(timing.iter().all(|t| t.steps == tcfg.epochs as u64));
     h.epochs
@@ -160,6 +174,10 @@ fn dropout_curves_equal_one_device_under_any_partition() {
                 let d = relabel(&data, &p.perm).unwrap();
                 let got = partitioned::<f64>(&d, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg);
                 assert_same(&format!("{model} dropout 0.5, {name} P = {parts}"), &got, &want, 1e-9);
+                // The gradient all-reduce in per-layer buckets during the backward: the same curve
+                // to the bit (each element summed over the ranks in rank order either way).
+                let bucketed = partitioned_buckets::<f64>(&d, &p, ExchangeMethod::PointToPoint, Some(0), &cfg, &tcfg);
+                assert_same(&format!("{model} dropout 0.5, {name} P = {parts}, bucketed"), &bucketed, &got, 0.0);
             }
         }
     }

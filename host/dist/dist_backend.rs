@@ -1,5 +1,6 @@
 //! How a backend moves a part's rows between ranks in the distributed step: the halo hook the
-//! model calls and the fused all-reduce of the weight gradients, on the host ([`HaloPath::Host`]:
+//! model calls and the all-reduce of the weight gradients (fused after the backward, or in
+//! buckets during it), on the host ([`HaloPath::Host`]:
 //! the CPU backend's memory, or the GPU's rows staged through it, the reference) or on the device
 //! ([`HaloPath::Device`]: the GPU's buffers handed to NCCL or copied device to device;
 //! [`crate::dist::device_exchange`]). On the CPU both paths are the host one.

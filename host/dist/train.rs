@@ -6,8 +6,10 @@
 //! point each (see [`crate::nn::halo_hook`]). Around the model:
 //! - the loss is the mean over the *global* train nodes (each part scales its rows by
 //!   1 / global count), its value and the correct counts are all-reduced;
-//! - the weight gradients (sums over rows) are all-reduced in one fused buffer, and every rank
-//!   takes the same Adam step, so the weights stay identical on every rank;
+//! - the weight gradients (sums over rows) are all-reduced in one fused buffer after the
+//!   backward, or in buckets during it ([`DistOptions::grad_buckets`]: each layer's as soon as
+//!   the model's backward says they are final, through [`GradReady`]), and every rank takes the
+//!   same Adam step, so the weights stay identical on every rank;
 //! - dropout masks are keyed by original node / original edge (the ids before the partition
 //!   relabelled the graph), so every partition draws the unpartitioned run's masks.
 //!

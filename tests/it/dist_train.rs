@@ -320,6 +320,9 @@ fn cli_partitions_and_bench_dist_run_on_the_cpu() {
     for (a, b) in whole.iter().zip(&parts) {
         assert!((a - b).abs() < 1e-12, "{whole:?} vs {parts:?}");
     }
+    // The gradient all-reduce in per-layer buckets: the same curve to the bit.
+    let bucketed = curve("bucketed", &["--partitions", "2", "--grad-buckets", "0"]);
+    assert_eq!(bucketed, parts);
     let bench = dir.join("bench");
     run(&[
         "bench",
@@ -339,15 +342,25 @@ fn cli_partitions_and_bench_dist_run_on_the_cpu() {
         "1",
         "--features",
         "8",
+        "--grad-buckets",
+        "false,true",
         "--out",
         bench.to_str().unwrap(),
     ]);
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(bench.join("dist.json")).unwrap()).unwrap();
     let recs = v["records"].as_array().unwrap();
-    assert_eq!(recs.len(), 2);
-    assert_eq!(recs[1]["parts"], 2);
-    assert!(recs[1]["halo_bytes"].as_u64().unwrap() > 0 && recs[0]["halo_bytes"].as_u64().unwrap() == 0);
-    assert_eq!(recs[1]["ranks"].as_array().unwrap().len(), 2);
+    // Per part count: the serial all-reduce, then the per-layer buckets.
+    assert_eq!(recs.len(), 4);
+    assert_eq!(recs[2]["parts"], 2);
+    assert!(recs[2]["halo_bytes"].as_u64().unwrap() > 0 && recs[0]["halo_bytes"].as_u64().unwrap() == 0);
+    assert_eq!(recs[2]["ranks"].as_array().unwrap().len(), 2);
+    assert!(
+        recs[2]["grad_buckets"].is_null() && recs[3]["grad_buckets"] == 0,
+        "{:?} / {:?}",
+        recs[2]["grad_buckets"],
+        recs[3]["grad_buckets"]
+    );
+    assert_eq!(recs[2]["all_reduce_bytes"], recs[3]["all_reduce_bytes"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

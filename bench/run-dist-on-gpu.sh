@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Multi-GPU checks and figures (issue 46) in one device call on nvidia-h200-x2:
-#   bash bench/run-dist-on-gpu.sh SEED [STAGE...]    stages: tests small exchange rmat partition sbm (default: all)
+#   bash bench/run-dist-on-gpu.sh SEED [STAGE...]    stages: tests small exchange rmat buckets partition sbm (default: all)
 # tests: the GPU dist tests; small: `bench dist` on citeseer, cora, pubmed at 1 and 2 GPUs (GCN,
 # GAT); exchange: citeseer's 2-GPU step with NCCL's transport log; rmat: `bench dist` on R-MAT
 # 2^22 x 16 relabelled with SEED, lp partition; partition: an SBM of 10M nodes / 100M entries
 # generated with SEED, partitioned by lp into 2 parts and written (`partition -o`), timed; sbm:
 # `bench dist` on an SBM of 10M nodes / mean degree 10 / 64 features (generated in the run, lp
 # partition) for GCN and GAT on 1 and 2 GPUs, the halo exchange overlapped and serial.
-# rmat and sbm measure overlapped and serial steps (`--overlap true,false`).
+# rmat and sbm measure overlapped and serial steps (`--overlap true,false`). buckets: R-MAT 2^22 x 16
+# as rmat, the overlapped step with the gradient all-reduce in per-layer buckets during the
+# backward and after it (`--grad-buckets true,false`), and citeseer's 2-GPU step the same way.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seed=${1:?usage: run-dist-on-gpu.sh SEED [STAGE...]}
 shift
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(tests small exchange rmat partition sbm)
+[ ${#stages[@]} -eq 0 ] && stages=(tests small exchange rmat buckets partition sbm)
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 [ -x .gpu/bin/tcgnn ] || bash .gpu/unpack
@@ -37,6 +39,13 @@ for stage in "${stages[@]}"; do
       timeout 300 $T bench dist rmat:22:16:$seed:relabel --gpus 1,2 --partition-method lp --models gcn,gat --overlap true,false --reps 20 --out "$out/dist_rmat22" \
         > "$out/dist-rmat22.log" 2>&1 || echo "bench dist rmat22: exit $?"
       tail -12 "$out/dist-rmat22.log" ;;
+    buckets)
+      timeout 300 $T bench dist rmat:22:16:$seed:relabel --gpus 1,2 --partition-method lp --models gcn,gat --overlap true --grad-buckets true,false --reps 20 --out "$out/dist_buckets" \
+        > "$out/dist-buckets.log" 2>&1 || echo "bench dist buckets: exit $?"
+      tail -10 "$out/dist-buckets.log"
+      timeout 120 $T bench dist citeseer --gpus 1,2 --models gcn,gat --overlap false --grad-buckets true,false --reps 30 --out "$out/dist_buckets_small" \
+        > "$out/dist-buckets-small.log" 2>&1 || echo "bench dist buckets (citeseer): exit $?"
+      tail -10 "$out/dist-buckets-small.log" ;;
     partition)
       s0=$SECONDS
       timeout 100 $T gen sbm --n 10000000 --avg-degree 10 --seed $seed -o /tmp/sbm10m.tcg > "$out/sbm10m-gen.log" 2>&1 || echo "gen: exit $?"

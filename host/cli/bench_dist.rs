@@ -59,6 +59,14 @@ pub struct BenchDistArgs {
     /// comma separated, each measured): true, false (serial), or true,false for both.
     #[arg(long, value_delimiter = ',', default_value = "false", action = clap::ArgAction::Set)]
     pub overlap: Vec<bool>,
+    /// Whether the gradient all-reduce runs in buckets during the backward (true) or after it
+    /// in one fused buffer (false, serial); comma separated, each measured: true,false for both.
+    #[arg(long, value_delimiter = ',', default_value = "false", action = clap::ArgAction::Set)]
+    pub grad_buckets: Vec<bool>,
+    /// With --grad-buckets true: a bucket is started once its layers' gradients hold at least
+    /// this many KiB (0: one bucket per layer, as the backward finishes it).
+    #[arg(long, default_value_t = 0)]
+    pub grad_bucket_kib: usize,
     /// Folder for dist.json and dist.md.
     #[arg(long, default_value = "bench/results")]
     pub out: PathBuf,
@@ -105,6 +113,11 @@ pub(crate) struct DistRecord {
     /// step less the all-reduce (what of the exchange shows is in it).
     #[serde(default)]
     pub(crate) overlap: bool,
+    /// The gradient all-reduce in buckets of at least this many bytes during the backward
+    /// (`None`: serial, after it); then `all_reduce_ms` is the buckets' own time, partly hidden,
+    /// and `compute_ms` keeps it.
+    #[serde(default)]
+    pub(crate) grad_buckets: Option<usize>,
     /// Mean over parts of halo rows / all-gather rows, and the largest part's edges / the mean.
     pub(crate) halo_ratio: f64,
     pub(crate) edge_balance: f64,
@@ -168,8 +181,8 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                 let d = relabel(&data, &p.perm)?;
                 // The CPU's memory is host and device at once: one path to measure there.
                 let paths = if gpu.is_some() { a.halo_path.clone() } else { vec![HaloPath::Host] };
-                for (path, overlap) in settings(&paths, &a.overlap) {
-                    let options = DistOptions { method, path, overlap };
+                for (path, overlap, grad_buckets) in settings(&paths, &a.overlap, &bucket_settings(a)) {
+                    let options = DistOptions { method, path, overlap, grad_buckets };
                     let at = Point { graph, d: &d, model, p: &p, options };
                     let timing = match &gpu {
                         Some(_) => measure(&at, &cfg, &tcfg, a, |_| {
@@ -179,7 +192,8 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                     };
                     let r = record(&at, &timing, a.reps);
                     eprintln!(
-                        "{graph} {model} P = {parts} ({path:?} path, overlap {overlap}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
+                        "{graph} {model} P = {parts} ({path:?} path, overlap {overlap}, {}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
+                        buckets_label(grad_buckets),
                         r.step_ms,
                         r.compute_ms,
                         r.halo_exchange_ms,
@@ -237,18 +251,35 @@ pub(crate) fn write_report(dir: &std::path::Path, report: &DistReport) -> Result
     Ok(())
 }
 
-/// The (path, overlap) pairs to measure: overlap only where it can differ (the device path).
-pub(crate) fn settings(paths: &[HaloPath], overlaps: &[bool]) -> Vec<(HaloPath, bool)> {
+/// The (path, overlap, gradient buckets) settings to measure: overlap only where it can differ
+/// (the device path).
+pub(crate) fn settings(paths: &[HaloPath], overlaps: &[bool], buckets: &[Option<usize>]) -> Vec<(HaloPath, bool, Option<usize>)> {
     let mut out = Vec::new();
     for &path in paths {
         for &o in overlaps {
             let o = o && path == HaloPath::Device;
-            if !out.contains(&(path, o)) {
-                out.push((path, o));
+            for &g in buckets {
+                if !out.contains(&(path, o, g)) {
+                    out.push((path, o, g));
+                }
             }
         }
     }
     out
+}
+
+/// `--grad-buckets` as [`DistOptions::grad_buckets`] values (bytes, or `None`: serial).
+pub(crate) fn bucket_settings(a: &BenchDistArgs) -> Vec<Option<usize>> {
+    a.grad_buckets.iter().map(|&on| on.then_some(a.grad_bucket_kib.saturating_mul(1024))).collect()
+}
+
+/// How a run's gradient all-reduce went, for the progress lines.
+pub(crate) fn buckets_label(grad_buckets: Option<usize>) -> String {
+    match grad_buckets {
+        None => "all-reduce serial".into(),
+        Some(0) => "all-reduce in per-layer buckets".into(),
+        Some(b) => format!("all-reduce in buckets of >= {} KiB", b / 1024),
+    }
 }
 
 /// One measured point: the graph (its spec and relabelled data), the model, the partition and
@@ -287,7 +318,7 @@ fn measure<B: DistBackend<InProcess>>(
 /// The point's record from every rank's timing over `reps` steps.
 pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> DistRecord {
     let Point { graph, d, model, p, options } = *at;
-    let DistOptions { method, path, overlap } = options;
+    let DistOptions { method, path, overlap, grad_buckets } = options;
     // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
     let method = if path == HaloPath::Device { ExchangeMethod::PointToPoint } else { method };
     let per = |s: f64| 1e3 * s / reps as f64;
@@ -314,13 +345,17 @@ pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> Dist
         exchange: format!("{method:?}"),
         halo_path: path,
         overlap,
+        grad_buckets,
         halo_ratio: p.halo_ratio(),
         edge_balance: p.edge_balance(),
         halo_rows: p.blocks.iter().map(|b| b.halo_rows()).sum(),
         interior_rows: p.blocks.iter().map(|b| (0..b.rows).filter(|&r| b.remote.row_len(r) == 0).count()).sum(),
         step_ms: slowest.step_ms,
-        // Overlapped, the exchanges' time is partly hidden in the step: not subtracted.
-        compute_ms: slowest.step_ms - if overlap { 0.0 } else { slowest.halo_exchange_ms } - slowest.all_reduce_ms,
+        // Overlapped, the exchanges' time is partly hidden in the step: not subtracted; nor is
+        // the all-reduce's in buckets.
+        compute_ms: slowest.step_ms
+            - if overlap { 0.0 } else { slowest.halo_exchange_ms }
+            - if grad_buckets.is_some() { 0.0 } else { slowest.all_reduce_ms },
         halo_exchange_ms: slowest.halo_exchange_ms,
         all_reduce_ms: slowest.all_reduce_ms,
         halo_bytes: ranks.iter().map(|r| r.halo_bytes).sum(),
@@ -340,13 +375,13 @@ fn markdown(r: &DistReport) -> String {
     );
     let _ = writeln!(
         s,
-        "| graph | model | parts | method | exchange | path | overlap | interior | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step | speedup | efficiency |"
+        "| graph | model | parts | method | exchange | path | overlap | grad buckets | interior | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step | speedup | efficiency |"
     );
-    let _ = writeln!(s, "|---|---|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---|---:|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for x in &r.records {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {:?} | {} | {:.0}% | {:.3} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:?} | {} | {} | {:.0}% | {:.3} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} |",
             x.graph,
             x.model,
             x.parts,
@@ -354,6 +389,7 @@ fn markdown(r: &DistReport) -> String {
             x.exchange,
             x.halo_path,
             if x.overlap { "yes" } else { "no" },
+            x.grad_buckets.map_or("no".into(), |b| format!("{} KiB", b / 1024)),
             100.0 * x.interior_rows as f64 / x.nodes.max(1) as f64,
             x.halo_ratio,
             x.edge_balance,

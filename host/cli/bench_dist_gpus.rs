@@ -11,7 +11,9 @@ use tcgnn::dist::{DistOptions, DistTrainer, HaloPath, Partition, PartitionMethod
 use tcgnn::nn::CudaBackend;
 use tcgnn::{Error, Result};
 
-use super::bench_dist::{BenchDistArgs, DistReport, Point, exchange_method, graphs, record, settings, write_report};
+use super::bench_dist::{
+    BenchDistArgs, DistReport, Point, bucket_settings, buckets_label, exchange_method, graphs, record, settings, write_report,
+};
 use super::dist_train_cmd::{connect_nccl, gather_timing, same_partition_everywhere, spawn_ranks, without_flag};
 use crate::cli::train_cmd::{TrainArgs, edge_layout, load_dataset, model_config, train_config};
 
@@ -41,16 +43,16 @@ pub fn run_gpus(a: &BenchDistArgs) -> Result<()> {
          (path device) or staged through the host (path host)",
         a.gpus
     );
-    let base: Vec<(String, String, HaloPath, bool, f64)> = report
+    type Key = (String, String, HaloPath, bool, Option<usize>, f64);
+    let base: Vec<Key> = report
         .records
         .iter()
         .filter(|r| r.parts == 1)
-        .map(|r| (r.graph.clone(), r.model.clone(), r.halo_path, r.overlap, r.step_ms))
+        .map(|r| (r.graph.clone(), r.model.clone(), r.halo_path, r.overlap, r.grad_buckets, r.step_ms))
         .collect();
     for r in &mut report.records {
-        let same = |(g, m, p, o, _): &&(String, String, HaloPath, bool, f64)| {
-            *g == r.graph && *m == r.model && *p == r.halo_path && *o == r.overlap
-        };
+        let same =
+            |(g, m, p, o, b, _): &&Key| *g == r.graph && *m == r.model && *p == r.halo_path && *o == r.overlap && *b == r.grad_buckets;
         if let Some((.., one)) = base.iter().find(same) {
             r.speedup = Some(one / r.step_ms);
             r.efficiency = Some(one / r.step_ms / r.parts as f64);
@@ -84,10 +86,10 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
         for &model in &a.models {
             args.model = model;
             let (cfg, tcfg) = (model_config(&args, 0)?, train_config(&args)?);
-            for (path, overlap) in settings(&a.halo_path, &a.overlap) {
+            for (path, overlap, grad_buckets) in settings(&a.halo_path, &a.overlap, &bucket_settings(a)) {
                 let backend =
                     Arc::new(CudaBackend::new(gpu.clone(), args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?));
-                let options = DistOptions { method, path, overlap };
+                let options = DistOptions { method, path, overlap, grad_buckets };
                 let mut t = DistTrainer::with_options(backend, comm.clone(), &d, &p, options, &cfg, &tcfg)?;
                 for _ in 0..a.warmup {
                     t.step()?;
@@ -100,7 +102,8 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
                 if rank == 0 {
                     let r = record(&Point { graph, d: &d, model, p: &p, options }, &timing, a.reps);
                     eprintln!(
-                        "{graph} {model} {world} GPU(s) ({path:?} path, overlap {overlap}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
+                        "{graph} {model} {world} GPU(s) ({path:?} path, overlap {overlap}, {}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
+                        buckets_label(grad_buckets),
                         r.step_ms,
                         r.compute_ms,
                         r.halo_exchange_ms,

@@ -109,6 +109,11 @@ pub struct DistArgs {
     /// one GPU's in-process parts only, not on two GPUs (bench/NOTES.md).
     #[arg(long)]
     pub overlap: bool,
+    /// Sum the weight gradients over the ranks in buckets during the backward (PyTorch DDP's),
+    /// a bucket started once its layers' gradients hold at least KIB KiB (0: one bucket per
+    /// layer, the last layer's first), instead of in one buffer after the whole backward.
+    #[arg(long, value_name = "KIB")]
+    pub grad_buckets: Option<usize>,
 }
 
 impl DistArgs {
@@ -173,11 +178,13 @@ struct Setup {
     tcfg: TrainConfig,
     /// Whether the exchanges overlap the products (`--overlap`).
     overlap: bool,
+    /// `--grad-buckets` in bytes.
+    grad_buckets: Option<usize>,
 }
 
 impl Setup {
     fn options(&self) -> DistOptions {
-        DistOptions::new(self.method).with_overlap(self.overlap)
+        DistOptions::new(self.method).with_overlap(self.overlap).with_grad_buckets(self.grad_buckets)
     }
 
     /// The in-process run of this setup.
@@ -205,7 +212,8 @@ fn setup(a: &TrainArgs, parts: usize) -> Result<Setup> {
     let partition = Partition::new(&data.graph, parts, pm)?;
     let method = exchange_method(&a.dist.exchange, &partition)?;
     let data = relabel(&data, &partition.perm)?;
-    Ok(Setup { data, partition, method, cfg, tcfg, overlap: a.dist.overlap })
+    let grad_buckets = a.dist.grad_buckets.map(|kib| kib.saturating_mul(1024));
+    Ok(Setup { data, partition, method, cfg, tcfg, overlap: a.dist.overlap, grad_buckets })
 }
 
 fn use_gpu(a: &TrainArgs) -> Result<bool> {
@@ -273,12 +281,13 @@ fn report(a: &TrainArgs, s: &Setup, history: &History, timing: &[StepTiming], ba
     for (r, t) in timing.iter().enumerate() {
         let per = |x: f64| 1e3 * x / t.steps.max(1) as f64;
         println!(
-            "rank {r}: step {:.3} ms (halo exchange {:.3} ms, {} KiB; gradient all-reduce {:.3} ms, {} KiB) over {} steps",
+            "rank {r}: step {:.3} ms (halo exchange {:.3} ms, {} KiB; gradient all-reduce {:.3} ms, {} KiB in {} call(s)) over {} steps",
             per(t.step_seconds),
             per(t.halo.seconds),
             t.halo.bytes / t.steps.max(1) / 1024,
             per(t.all_reduce_seconds),
             t.all_reduce_bytes / t.steps.max(1) / 1024,
+            t.all_reduce_calls / t.steps.max(1),
             t.steps
         );
     }
@@ -383,6 +392,7 @@ pub(crate) fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<
         t.halo.calls as f64,
         t.all_reduce_seconds,
         t.all_reduce_bytes as f64,
+        t.all_reduce_calls as f64,
     ];
     let mut all = vec![0.0f64; mine.len() * comm.world_size()];
     comm.all_gather(&mine, &mut all)?;
@@ -394,6 +404,7 @@ pub(crate) fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<
             halo: tcgnn::dist::exchange::ExchangeCounters { seconds: v[2], bytes: v[3] as u64, calls: v[4] as u64 },
             all_reduce_seconds: v[5],
             all_reduce_bytes: v[6] as u64,
+            all_reduce_calls: v[7] as u64,
         })
         .collect())
 }

@@ -5,7 +5,8 @@
 //! where the backend queues everything): the buffers are read and written after what was queued
 //! there before, and work the caller queues afterwards sees the results. An exchange may also be
 //! only started ([`DeviceComm::exchange_device_start`]): it then runs beside what the caller
-//! queues next, until [`DeviceComm::join_device`] (the overlapped step).
+//! queues next, until [`DeviceComm::join_device`] (the overlapped step); so may an all-reduce
+//! ([`DeviceComm::all_reduce_device_start`]: the gradient buckets).
 //! - NCCL ([`NcclCommunicator`]): grouped `ncclSend`/`ncclRecv` and `ncclAllReduce` on the device
 //!   pointers, enqueued on NCCL's own stream, which waits for the caller's through an event (and
 //!   the caller's for it, unless only started); nothing waits on the host.
@@ -44,6 +45,14 @@ pub trait DeviceComm: Communicator {
     /// multiple of 4 (whole padded matrices).
     fn all_reduce_device(&self, gpu: &Gpu, buf: &mut CudaViewMut<'_, f32>) -> Result<()>;
 
+    /// [`DeviceComm::all_reduce_device`] that `gpu`'s stream does not wait for: it starts
+    /// after what that stream holds now and runs beside what is queued there next, until
+    /// [`DeviceComm::join_device`] (a gradient bucket summed during the backward). Until then
+    /// the caller must not touch `buf`. By default the ordered all-reduce.
+    fn all_reduce_device_start(&self, gpu: &Gpu, buf: &mut CudaViewMut<'_, f32>) -> Result<()> {
+        self.all_reduce_device(gpu, buf)
+    }
+
     /// [`DeviceComm::exchange_device`] that `gpu`'s stream does not wait for: it starts after
     /// what that stream holds now and runs beside what is queued there next, until
     /// [`DeviceComm::join_device`]. Until then the caller must not touch `into`'s `recvs`
@@ -58,7 +67,8 @@ pub trait DeviceComm: Communicator {
         self.exchange_device(gpu, sends, into, recvs)
     }
 
-    /// Work queued on `gpu`'s stream after this sees every exchange started before it.
+    /// Work queued on `gpu`'s stream after this sees every exchange and all-reduce started
+    /// before it.
     fn join_device(&self, _gpu: &Gpu) -> Result<()> {
         Ok(())
     }
@@ -138,13 +148,19 @@ impl DeviceComm for NcclCommunicator {
 
     fn all_reduce_device(&self, gpu: &Gpu, buf: &mut CudaViewMut<'_, f32>) -> Result<()> {
         const OP: &str = "ncclAllReduce (device)";
+        self.all_reduce_device_start(gpu, buf)?;
+        self.before_caller(gpu, OP)
+    }
+
+    fn all_reduce_device_start(&self, gpu: &Gpu, buf: &mut CudaViewMut<'_, f32>) -> Result<()> {
+        const OP: &str = "ncclAllReduce (device)";
         self.check_stream(gpu, OP)?;
         if buf.is_empty() {
             return Ok(());
         }
+        // The buffer was written on the GPU's stream.
         self.after_caller(gpu, OP)?;
-        guarded(OP, || self.comm().all_reduce_in_place(buf, &ReduceOp::Sum).map(|_| ()))?;
-        self.before_caller(gpu, OP)
+        guarded(OP, || self.comm().all_reduce_in_place(buf, &ReduceOp::Sum).map(|_| ()))
     }
 
     fn join_device(&self, gpu: &Gpu) -> Result<()> {

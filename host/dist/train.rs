@@ -6,13 +6,16 @@
 //! point each (see [`crate::nn::halo_hook`]). Around the model:
 //! - the loss is the mean over the *global* train nodes (each part scales its rows by
 //!   1 / global count), its value and the correct counts are all-reduced;
-//! - the weight gradients (sums over rows) are all-reduced in one fused buffer, and every rank
-//!   takes the same Adam step, so the weights stay identical on every rank;
+//! - the weight gradients (sums over rows) are all-reduced in one fused buffer after the
+//!   backward, or in buckets during it ([`DistOptions::grad_buckets`]: each layer's as soon as
+//!   the model's backward says they are final, through [`GradReady`]), and every rank takes the
+//!   same Adam step, so the weights stay identical on every rank;
 //! - dropout masks are keyed by original node / original edge (the ids before the partition
 //!   relabelled the graph), so every partition draws the unpartitioned run's masks.
 //!
 //! BatchNorm's batch statistics would need an all-reduce too: refused for now.
 
+use std::ops::Range;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,6 +27,7 @@ use crate::dist::halo::{ExchangeMethod, Halo};
 use crate::dist::part_graph::{ExtendedLayout, extended_rows, feature_ids, halo_ids, local_node_ids, original_edge_ids, part_data};
 use crate::dist::partition::Partition;
 use crate::error::{Error, Result};
+use crate::nn::grad_ready::GradReady;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
 use crate::nn::models::{self, Model, ModelConfig};
@@ -45,6 +49,8 @@ pub struct StepTiming {
     /// The weight-gradient all-reduce.
     pub all_reduce_seconds: f64,
     pub all_reduce_bytes: u64,
+    /// All-reduces of weight gradients (one a step when serial, one a bucket in buckets).
+    pub all_reduce_calls: u64,
 }
 
 /// How a rank's step moves rows between the parts.
@@ -62,18 +68,28 @@ pub struct DistOptions {
     /// SAGE, GIN, GAT) forms its halo rows from the halo nodes' own features instead of
     /// exchanging them (every path). `false`: serial, whole products, every layer's exchanges.
     pub overlap: bool,
+    /// The weight-gradient all-reduce: `None`, serial (every gradient in one fused buffer after
+    /// the whole backward); `Some(bytes)`, in buckets during the backward as PyTorch DDP's: a
+    /// bucket of whole layers (as the backward finishes them, the last layer's first) is
+    /// started once it holds at least `bytes` (0: one bucket per layer), on NCCL's stream beside
+    /// the earlier layers' backward (the device path over NCCL; elsewhere in order). Every
+    /// element is summed as the serial all-reduce sums it.
+    pub grad_buckets: Option<usize>,
 }
 
 impl DistOptions {
-    /// `method` on the device path, overlapped.
+    /// `method` on the device path, overlapped, the gradient all-reduce serial.
     pub fn new(method: ExchangeMethod) -> Self {
-        DistOptions { method, path: HaloPath::Device, overlap: true }
+        DistOptions { method, path: HaloPath::Device, overlap: true, grad_buckets: None }
     }
     pub fn with_path(self, path: HaloPath) -> Self {
         DistOptions { path, ..self }
     }
     pub fn with_overlap(self, overlap: bool) -> Self {
         DistOptions { overlap, ..self }
+    }
+    pub fn with_grad_buckets(self, grad_buckets: Option<usize>) -> Self {
+        DistOptions { grad_buckets, ..self }
     }
 }
 
@@ -88,6 +104,8 @@ pub struct DistTrainer<B: DistBackend<C>, C: Communicator + 'static> {
     backend: Arc<B>,
     comm: Rc<C>,
     path: HaloPath,
+    /// [`DistOptions::grad_buckets`].
+    grad_buckets: Option<usize>,
     exchange: Rc<dyn CountedHook<B>>,
     net: Box<dyn Model<B>>,
     input: InputFeatures<B>,
@@ -139,7 +157,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         model: &ModelConfig,
         train: &TrainConfig,
     ) -> Result<Self> {
-        let DistOptions { method, path, overlap } = options;
+        let DistOptions { method, path, overlap, grad_buckets } = options;
         let rank = comm.rank();
         if comm.world_size() != partition.parts() || partition.nodes() != data.n() {
             return Err(Error::Unsupported(format!(
@@ -204,6 +222,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
             exchange,
             comm,
             path,
+            grad_buckets,
             backend,
         })
     }
@@ -225,8 +244,14 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         b.begin_step()?;
         let logits = self.net.forward(b, &mut self.input, true)?;
         b.cross_entropy(logits, &self.labels, self.inv_n_train, &mut self.dlogits, &mut self.train_stats)?;
-        self.net.backward(b, &mut self.input, &self.dlogits)?;
-        self.all_reduce_gradients()?;
+        match self.grad_buckets {
+            None => {
+                self.net.backward(b, &mut self.input, &self.dlogits)?;
+                self.all_reduce_gradients()?;
+                self.timing.all_reduce_calls += 1;
+            }
+            Some(bytes) => self.backward_in_buckets(bytes)?,
+        }
         Param::adam_all(b, self.net.params().into_iter().map(|(_, p)| p), &self.hyper)?;
         b.synchronize()?;
         let halo = self.exchange.take_counters()?;
@@ -246,6 +271,55 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         let mut grads: Vec<&mut B::Mat> = params.iter_mut().map(|(_, p)| &mut p.grad).collect();
         self.timing.all_reduce_bytes += b.all_reduce_mats(&*self.comm, &mut grads, &mut self.fused, self.path)?;
         Ok(())
+    }
+
+    /// The backward with the gradient all-reduce in buckets of at least `bytes` (whole layers,
+    /// as the model's backward announces them: [`Model::backward_by_layer`]); Adam's inputs are
+    /// in place (on the GPU's stream) when it returns.
+    fn backward_in_buckets(&mut self, bytes: usize) -> Result<()> {
+        let backend = self.backend.clone();
+        let b = &*backend;
+        {
+            let mut params = self.net.params();
+            let mats: Vec<&B::Mat> = params.iter_mut().map(|(_, p)| &p.grad).collect();
+            b.buckets_begin(&mats, &mut self.fused, self.path)?;
+        }
+        let mut buckets = Buckets {
+            comm: &*self.comm,
+            fused: &mut self.fused,
+            path: self.path,
+            bytes,
+            open: 0,
+            packed: Vec::new(),
+            reduced: 0,
+            started: 0,
+        };
+        let run = self.net.backward_by_layer(b, &mut self.input, &self.dlogits, &mut buckets);
+        // The last bucket (the input layer's) is started even when the backward failed, so the
+        // peers' collectives still match.
+        let last = buckets.start(b);
+        run?;
+        last?;
+        let Buckets { packed, reduced, started, .. } = buckets;
+        self.timing.all_reduce_bytes += reduced;
+        self.timing.all_reduce_calls += started;
+        // Each parameter's sums back into its gradient: the model announced every one once.
+        let mut params = self.net.params();
+        let mut targets = Vec::with_capacity(params.len());
+        for (name, p) in params.iter_mut() {
+            let at = std::ptr::from_ref::<B::Mat>(&p.grad) as usize;
+            let range = packed.iter().find(|(a, _)| *a == at).map(|(_, r)| r.clone());
+            let range = range.ok_or_else(|| Error::Unsupported(format!("{name}: the model's backward never announced its gradient")))?;
+            targets.push((&mut p.grad, range));
+        }
+        if packed.len() != targets.len() {
+            return Err(Error::Unsupported(format!(
+                "the model's backward announced {} gradients for {} parameters",
+                packed.len(),
+                targets.len()
+            )));
+        }
+        b.buckets_finish(&*self.comm, &mut targets, &mut self.fused, self.path)
     }
 
     /// The evaluation forward (every mask's correct count).
@@ -305,6 +379,50 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
             out.push((name, self.rows.iter().map(|v| v.to_f64()).collect()));
         }
         Ok(out)
+    }
+}
+
+/// The step's [`GradReady`] hook: packs each announced gradient and starts a bucket once the
+/// gradients packed since the last one hold at least `bytes`.
+struct Buckets<'a, B: DistBackend<C>, C: Communicator + 'static> {
+    comm: &'a C,
+    fused: &'a mut B::Fused,
+    path: HaloPath,
+    bytes: usize,
+    /// Where the bucket being filled starts in the bucket buffer.
+    open: usize,
+    /// Every gradient packed this step (identified by its address: the model stays in place
+    /// during its backward) and where its values lie.
+    packed: Vec<(usize, Range<usize>)>,
+    /// Bytes reduced so far, in how many buckets.
+    reduced: u64,
+    started: u64,
+}
+
+impl<B: DistBackend<C>, C: Communicator + 'static> Buckets<'_, B, C> {
+    /// Starts the bucket of everything packed since the last one (nothing when empty).
+    fn start(&mut self, b: &B) -> Result<()> {
+        let end = self.packed.last().map_or(0, |(_, r)| r.end);
+        if end > self.open {
+            self.reduced += b.bucket_start(self.comm, self.open..end, self.fused, self.path)?;
+            self.started += 1;
+            self.open = end;
+        }
+        Ok(())
+    }
+}
+
+impl<B: DistBackend<C>, C: Communicator + 'static> GradReady<B> for Buckets<'_, B, C> {
+    fn ready(&mut self, b: &B, params: &mut [&mut Param<B>]) -> Result<()> {
+        for p in params.iter() {
+            let range = b.bucket_pack(&p.grad, self.fused, self.path)?;
+            self.packed.push((std::ptr::from_ref::<B::Mat>(&p.grad) as usize, range));
+        }
+        let end = self.packed.last().map_or(0, |(_, r)| r.end);
+        if (end - self.open) * std::mem::size_of::<B::Elem>() >= self.bytes {
+            self.start(b)?;
+        }
+        Ok(())
     }
 }
 

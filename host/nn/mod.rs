@@ -13,6 +13,7 @@ pub mod embedding;
 pub mod gat_conv;
 pub mod gcn_conv;
 pub mod gin_conv;
+pub mod grad_ready;
 pub mod halo_hook;
 pub mod input;
 pub mod linear;

@@ -8,6 +8,7 @@
 //! [`Stack`]: crate::nn::stack::Stack
 
 use crate::error::Result;
+use crate::nn::grad_ready::GradReady;
 use crate::nn::input::InputFeatures;
 use crate::nn::param::Param;
 use crate::ops::nn::Ops;
@@ -20,6 +21,14 @@ pub trait Model<B: Ops> {
     /// Every parameter's gradient from dL/dlogits, after a training `forward`; a learnable
     /// input's too (the first layer's dL/dX, written into it: [`InputFeatures::backward_operand`]).
     fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()>;
+    /// [`Model::backward`] that tells `ready` each layer's parameters as soon as their gradients
+    /// are final, the last layer's first (a distributed step sums them over the ranks while the
+    /// earlier layers' backward runs). By default every parameter at the end, in one list.
+    fn backward_by_layer(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat, ready: &mut dyn GradReady<B>) -> Result<()> {
+        self.backward(b, input, dlogits)?;
+        let mut params: Vec<&mut Param<B>> = self.params().into_iter().map(|(_, p)| p).collect();
+        ready.ready(b, &mut params)
+    }
     /// Every trainable tensor under a stable name (the keys of a saved model), in a fixed order.
     fn params(&mut self) -> Vec<(String, &mut Param<B>)>;
     /// The node representations after hidden layer `layer` (0-based) of the last `forward`, for

@@ -26,6 +26,7 @@ use crate::graph::Csr;
 use crate::nn::batch_norm::BatchNorm;
 use crate::nn::dropout::Dropout;
 use crate::nn::gcn_conv::GcnAdjacency;
+use crate::nn::grad_ready::{GradReady, NoHook, announce};
 use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
 use crate::nn::model::{Model, ModelConfig, dropout_seed, widths};
@@ -412,6 +413,39 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
     }
 }
 
+impl<B: Ops, C: Conv<B>> Stack<B, C> {
+    /// The backward; `ready` is told conv l's parameters (and BatchNorm l's, computed before
+    /// it) as soon as conv l's backward is done.
+    fn backward_with<R: GradReady<B> + ?Sized>(
+        &mut self,
+        b: &B,
+        input: &mut InputFeatures<B>,
+        dlogits: &B::Mat,
+        ready: &mut R,
+    ) -> Result<()> {
+        let last = self.convs.len() - 1;
+        for l in (0..=last).rev() {
+            if l == last {
+                self.conv_backward(b, input, Some(dlogits), l, None)?;
+            } else if Self::fuses_tail(&self.convs, &self.hidden, l, true) && self.convs[l].backward_reads_dy_twin() {
+                self.fused_backward_with_twin(b, input, l)?;
+            } else {
+                self.hidden_backward(b, l)?;
+                self.conv_backward(b, input, None, l, None)?;
+            }
+            let (conv, hidden) = (&mut self.convs[l], self.hidden.get_mut(l));
+            announce(ready, b, || {
+                let mut ps = conv.params();
+                if let Some(bn) = hidden.and_then(|h| h.bn.as_mut()) {
+                    ps.extend(bn.params());
+                }
+                ps
+            })?;
+        }
+        Ok(())
+    }
+}
+
 impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
     fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat> {
         let mut relu_done = {
@@ -439,18 +473,11 @@ impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
     }
 
     fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
-        let last = self.convs.len() - 1;
-        for l in (0..=last).rev() {
-            if l == last {
-                self.conv_backward(b, input, Some(dlogits), l, None)?;
-            } else if Self::fuses_tail(&self.convs, &self.hidden, l, true) && self.convs[l].backward_reads_dy_twin() {
-                self.fused_backward_with_twin(b, input, l)?;
-            } else {
-                self.hidden_backward(b, l)?;
-                self.conv_backward(b, input, None, l, None)?;
-            }
-        }
-        Ok(())
+        self.backward_with(b, input, dlogits, &mut NoHook)
+    }
+
+    fn backward_by_layer(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat, ready: &mut dyn GradReady<B>) -> Result<()> {
+        self.backward_with(b, input, dlogits, ready)
     }
 
     fn params(&mut self) -> Vec<(String, &mut Param<B>)> {

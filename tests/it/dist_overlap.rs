@@ -8,6 +8,10 @@
 //!   the host path's; the overlapped step's curve and weights equal the serial step's (in-process
 //!   parts on one GPU); with two GPUs, `train --gpus 2` over NCCL (the exchange on NCCL's own
 //!   stream) prints the serial run's losses.
+//! - The gradient all-reduce in buckets during the backward (PyTorch DDP's): the same bits as
+//!   the serial all-reduce after it on the CPU and the in-process parts on one GPU (every
+//!   element summed in rank order either way), one bucket per layer at threshold 0, one a step
+//!   at an unreachable one; over NCCL on two GPUs, the serial run's printed losses.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -20,7 +24,8 @@ use tcgnn::dist::exchange::HaloExchange;
 use tcgnn::dist::part_graph::{ExtendedLayout, extended_rows, halo_ids, relabel};
 use tcgnn::dist::train::interior_rows;
 use tcgnn::dist::{
-    Communicator, DistOptions, DistTrainer, ExchangeMethod, Halo, InProcess, InProcessRun, Partition, PartitionMethod, train_in_process,
+    Communicator, DistOptions, DistTrainer, ExchangeMethod, Halo, HaloPath, InProcess, InProcessRun, Partition, PartitionMethod,
+    StepTiming, train_in_process,
 };
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::halo_hook::HaloHook;
@@ -31,6 +36,7 @@ use tcgnn::task::node::TrainConfig;
 use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
 use tcgnn::task::node::train::EpochRecord;
 use tcgnn::tensor::Matrix;
+use tcgnn::util::Real;
 use tcgnn::util::rng::SplitMix64;
 
 const TIMEOUT: Duration = Duration::from_secs(300);
@@ -104,6 +110,94 @@ fn blocked_products_give_the_whole_products_curve_on_cpu() {
             assert!(blocked.iter().zip(&whole).all(|(a, b)| a.val_acc == b.val_acc && a.test_acc == b.test_acc));
         }
     }
+}
+
+/// Rank 0's curve, every rank's weights and every rank's timing after `tcfg.epochs` epochs of
+/// in-process CPU ranks in `T`.
+fn run_cpu<T: Real>(d: &Dataset, p: &Partition, options: DistOptions, cfg: &ModelConfig, tcfg: &TrainConfig) -> (Run, Vec<StepTiming>) {
+    let runs = InProcess::run(p.parts(), TIMEOUT, |comm| {
+        let mut t = DistTrainer::with_options(Arc::new(CpuBackend::<T>::new()), Rc::new(comm), d, p, options, cfg, tcfg)?;
+        let h = t.fit(tcfg.epochs, |_| {})?;
+        Ok((h.epochs, t.weights()?, t.take_timing()))
+    })
+    .unwrap();
+    let curve = runs[0].0.clone();
+    let timing = runs.iter().map(|r| r.2).collect();
+    ((curve, runs.into_iter().map(|r| r.1).collect()), timing)
+}
+
+/// The same losses and accuracies to the bit, and every rank's weights equal to the bit.
+fn assert_bit_equal(what: &str, got: &Run, want: &Run) {
+    assert_eq!(got.0.len(), want.0.len(), "{what}");
+    for (g, w) in got.0.iter().zip(&want.0) {
+        let bits = |r: &EpochRecord| [r.loss, r.train_acc, r.val_acc, r.test_acc].map(f64::to_bits);
+        assert_eq!(bits(g), bits(w), "{what}: epoch {} loss {} vs {}", w.epoch, g.loss, w.loss);
+    }
+    for (rank, (g, w)) in got.1.iter().zip(&want.1).enumerate() {
+        for ((ng, vg), (nw, vw)) in g.iter().zip(w) {
+            assert_eq!(ng, nw, "{what}");
+            let same = vg.len() == vw.len() && vg.iter().zip(vw).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{what}: rank {rank} {ng} differs");
+        }
+    }
+}
+
+/// Gradient all-reduces a step of the bucketed step at threshold 0: one per layer the model's
+/// backward announces (AGNN: its two Linears and each propagation's β).
+fn layer_buckets(cfg: &ModelConfig) -> u64 {
+    match cfg.model {
+        "agnn" => cfg.layers as u64 + 2,
+        _ => cfg.layers as u64,
+    }
+}
+
+#[test]
+fn bucketed_all_reduce_equals_serial_on_cpu() {
+    // Dropout on (masks keyed by original ids), the overlapped exchanges and the serial ones;
+    // f64 and f32 (the claim is the same bits, not a tolerance).
+    let data = sbm("sbm:300:4:6", 12);
+    let mut checked = 0;
+    for (model, layers, overlap) in
+        [("gcn", 2, true), ("gcn", 3, false), ("gat", 2, true), ("agnn", 2, false), ("sage", 2, true), ("gin", 2, true)]
+    {
+        let (mut cfg, tcfg) = config(model, 4);
+        (cfg.hidden, cfg.layers, cfg.dropout) = (8, layers, 0.5);
+        if model == "gat" {
+            (cfg.hidden, cfg.heads) = (4, 2);
+        }
+        for parts in [2, 3] {
+            let p = Partition::new(&data.graph, parts, PartitionMethod::LabelProp).unwrap();
+            let d = relabel(&data, &p.perm).unwrap();
+            let options = DistOptions::new(ExchangeMethod::PointToPoint).with_path(HaloPath::Host).with_overlap(overlap);
+            let (serial, t_serial) = run_cpu::<f64>(&d, &p, options, &cfg, &tcfg);
+            assert!(t_serial.iter().all(|t| t.all_reduce_calls == t.steps), "{model}: serial is one all-reduce a step");
+            // One bucket per layer, a threshold that groups layers, and one that is never reached
+            // (the whole model in the last bucket, after the input layer's backward).
+            for bytes in [0, 256, usize::MAX] {
+                let what = format!("{model} {layers} layers P = {parts} overlap {overlap}, buckets of {bytes} bytes");
+                let (bucketed, t) = run_cpu::<f64>(&d, &p, options.with_grad_buckets(Some(bytes)), &cfg, &tcfg);
+                assert_bit_equal(&what, &bucketed, &serial);
+                let per_step: Vec<u64> = t.iter().map(|t| t.all_reduce_calls / t.steps).collect();
+                match bytes {
+                    0 => assert!(per_step.iter().all(|&c| c == layer_buckets(&cfg)), "{what}: {per_step:?} all-reduces a step"),
+                    usize::MAX => assert!(per_step.iter().all(|&c| c == 1), "{what}: {per_step:?} all-reduces a step"),
+                    _ => assert!(per_step.iter().all(|&c| (1..=layer_buckets(&cfg)).contains(&c)), "{what}: {per_step:?}"),
+                }
+                assert_eq!(
+                    t.iter().map(|t| t.all_reduce_bytes).collect::<Vec<_>>(),
+                    t_serial.iter().map(|t| t.all_reduce_bytes).collect::<Vec<_>>(),
+                    "{what}: the buckets reduce what the fused buffer does"
+                );
+                checked += 1;
+            }
+            if model == "gcn" {
+                let (serial, _) = run_cpu::<f32>(&d, &p, options, &cfg, &tcfg);
+                let (bucketed, _) = run_cpu::<f32>(&d, &p, options.with_grad_buckets(Some(0)), &cfg, &tcfg);
+                assert_bit_equal(&format!("{model} f32 P = {parts}"), &bucketed, &serial);
+            }
+        }
+    }
+    assert_eq!(checked, 6 * 2 * 3);
 }
 
 #[test]
@@ -211,6 +305,33 @@ fn overlapped_step_equals_serial_step() {
     }
 }
 
+#[test]
+fn bucketed_all_reduce_equals_serial_on_gpu() {
+    if common::gpu_or_skip("bucketed_all_reduce_equals_serial_on_gpu").is_none() {
+        return;
+    }
+    // In-process parts on one GPU: the buckets packed, summed and copied back on the device
+    // (rank-order sums, as the fused buffer's), and staged through the host.
+    let data = sbm("sbm:4000:4:8", 40);
+    for model in ["gcn", "gat"] {
+        let (mut cfg, tcfg) = config(model, 5);
+        cfg.dropout = 0.5;
+        for parts in [2, 3] {
+            let p = Partition::new(&data.graph, parts, PartitionMethod::LabelProp).unwrap();
+            let d = relabel(&data, &p.perm).unwrap();
+            for path in [HaloPath::Device, HaloPath::Host] {
+                let options = DistOptions::new(ExchangeMethod::PointToPoint).with_path(path);
+                let serial = run_gpu(&d, &p, options, &cfg, &tcfg, Impl::Auto);
+                for bytes in [0, usize::MAX] {
+                    let bucketed = run_gpu(&d, &p, options.with_grad_buckets(Some(bytes)), &cfg, &tcfg, Impl::Auto);
+                    assert_bit_equal(&format!("{model} P = {parts} {path:?} path, buckets of {bytes} bytes"), &bucketed, &serial);
+                }
+                println!("{model} P = {parts} {path:?} path: bucketed = serial to the bit over {} epochs", tcfg.epochs);
+            }
+        }
+    }
+}
+
 /// The final losses `train --gpus 2` prints (rank 0's epoch lines).
 fn cli_losses(args: &[&str]) -> Vec<f64> {
     let bin = std::env::var("TCGNN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tcgnn").to_string());
@@ -250,5 +371,51 @@ fn two_gpus_over_nccl_overlapped_equals_serial() {
             assert!((a - b).abs() <= 2e-6 + 1e-5 * b.abs(), "{model} epoch {}: overlapped {a} vs serial {b}", e + 1);
         }
         println!("{model}: 2 GPUs over NCCL, overlapped = serial over {} epochs (last loss {})", over.len(), over[over.len() - 1]);
+    }
+}
+
+#[test]
+fn two_gpus_over_nccl_bucketed_equals_serial() {
+    if common::gpu_or_skip("two_gpus_over_nccl_bucketed_equals_serial").is_none() {
+        return;
+    }
+    if let Err(e) = tcgnn::dist::nccl::nccl_present() {
+        println!("two_gpus_over_nccl_bucketed_equals_serial: skipped: {e}");
+        return;
+    }
+    if Gpu::new(1).is_err() {
+        println!("two_gpus_over_nccl_bucketed_equals_serial: skipped: one GPU");
+        return;
+    }
+    // Each bucket's all-reduce on NCCL's stream beside the earlier layers' backward, the
+    // exchanges overlapped too (both on NCCL's stream, in one order on both ranks).
+    for model in ["gcn", "gat"] {
+        let base = [
+            "train",
+            "sbm:20000",
+            "--model",
+            model,
+            "--gpus",
+            "2",
+            "--epochs",
+            "6",
+            "--partition-method",
+            "lp",
+            "--seeds",
+            "3",
+            "--overlap",
+        ];
+        let serial = cli_losses(&base);
+        let bucketed = cli_losses(&[&base[..], &["--grad-buckets", "0"]].concat());
+        assert_eq!(bucketed.len(), serial.len(), "{model}");
+        for (e, (a, b)) in bucketed.iter().zip(&serial).enumerate() {
+            // Printed to 6 decimals; two ranks' sums are a + b either way.
+            assert!((a - b).abs() <= 2e-6 + 1e-5 * b.abs(), "{model} epoch {}: bucketed {a} vs serial {b}", e + 1);
+        }
+        println!(
+            "{model}: 2 GPUs over NCCL, bucketed = serial over {} epochs (last loss {})",
+            bucketed.len(),
+            bucketed[bucketed.len() - 1]
+        );
     }
 }

@@ -45,8 +45,22 @@ fn reference<T: Real>(data: &Dataset, cfg: &ModelConfig, tcfg: &TrainConfig) -> 
 }
 
 fn partitioned<T: Real>(data: &Dataset, p: &Partition, method: ExchangeMethod, cfg: &ModelConfig, tcfg: &TrainConfig) -> Vec<EpochRecord> {
-    let (h, timing) =
-        train_in_process(&InProcessRun::new(data, p, method, cfg, tcfg, TIMEOUT), |_| Ok(CpuBackend::<T>::new()), |_| {}).unwrap();
+    partitioned_buckets::<T>(data, p, method, None, cfg, tcfg)
+}
+
+/// [`partitioned`] with the gradient all-reduce in buckets of `grad_buckets` bytes during the
+/// backward (`None`: serial, after it).
+fn partitioned_buckets<T: Real>(
+    data: &Dataset,
+    p: &Partition,
+    method: ExchangeMethod,
+    grad_buckets: Option<usize>,
+    cfg: &ModelConfig,
+    tcfg: &TrainConfig,
+) -> Vec<EpochRecord> {
+    let mut run = InProcessRun::new(data, p, method, cfg, tcfg, TIMEOUT);
+    run.options = run.options.with_grad_buckets(grad_buckets);
+    let (h, timing) = train_in_process(&run, |_| Ok(CpuBackend::<T>::new()), |_| {}).unwrap();
     assert_eq!(timing.len(), p.parts());
     assert!(timing.iter().all(|t| t.steps == tcfg.epochs as u64));
     h.epochs
@@ -160,6 +174,10 @@ fn dropout_curves_equal_one_device_under_any_partition() {
                 let d = relabel(&data, &p.perm).unwrap();
                 let got = partitioned::<f64>(&d, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg);
                 assert_same(&format!("{model} dropout 0.5, {name} P = {parts}"), &got, &want, 1e-9);
+                // The gradient all-reduce in per-layer buckets during the backward: the same curve
+                // to the bit (each element summed over the ranks in rank order either way).
+                let bucketed = partitioned_buckets::<f64>(&d, &p, ExchangeMethod::PointToPoint, Some(0), &cfg, &tcfg);
+                assert_same(&format!("{model} dropout 0.5, {name} P = {parts}, bucketed"), &bucketed, &got, 0.0);
             }
         }
     }
@@ -302,6 +320,9 @@ fn cli_partitions_and_bench_dist_run_on_the_cpu() {
     for (a, b) in whole.iter().zip(&parts) {
         assert!((a - b).abs() < 1e-12, "{whole:?} vs {parts:?}");
     }
+    // The gradient all-reduce in per-layer buckets: the same curve to the bit.
+    let bucketed = curve("bucketed", &["--partitions", "2", "--grad-buckets", "0"]);
+    assert_eq!(bucketed, parts);
     let bench = dir.join("bench");
     run(&[
         "bench",
@@ -321,15 +342,25 @@ fn cli_partitions_and_bench_dist_run_on_the_cpu() {
         "1",
         "--features",
         "8",
+        "--grad-buckets",
+        "false,true",
         "--out",
         bench.to_str().unwrap(),
     ]);
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(bench.join("dist.json")).unwrap()).unwrap();
     let recs = v["records"].as_array().unwrap();
-    assert_eq!(recs.len(), 2);
-    assert_eq!(recs[1]["parts"], 2);
-    assert!(recs[1]["halo_bytes"].as_u64().unwrap() > 0 && recs[0]["halo_bytes"].as_u64().unwrap() == 0);
-    assert_eq!(recs[1]["ranks"].as_array().unwrap().len(), 2);
+    // Per part count: the serial all-reduce, then the per-layer buckets.
+    assert_eq!(recs.len(), 4);
+    assert_eq!(recs[2]["parts"], 2);
+    assert!(recs[2]["halo_bytes"].as_u64().unwrap() > 0 && recs[0]["halo_bytes"].as_u64().unwrap() == 0);
+    assert_eq!(recs[2]["ranks"].as_array().unwrap().len(), 2);
+    assert!(
+        recs[2]["grad_buckets"].is_null() && recs[3]["grad_buckets"] == 0,
+        "{:?} / {:?}",
+        recs[2]["grad_buckets"],
+        recs[3]["grad_buckets"]
+    );
+    assert_eq!(recs[2]["all_reduce_bytes"], recs[3]["all_reduce_bytes"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -5,6 +5,7 @@ use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::agnn_conv::{AgnnConv, AgnnGraph, loops_pattern};
 use crate::nn::dropout::Dropout;
+use crate::nn::grad_ready::{GradReady, NoHook, announce};
 use crate::nn::halo_hook::{self, PartContext};
 use crate::nn::input::InputFeatures;
 use crate::nn::linear::Linear;
@@ -130,6 +131,36 @@ impl<B: Ops> Agnn<B> {
     }
 }
 
+impl<B: Ops> Agnn<B> {
+    /// The backward; `ready` is told lin_out's parameters, each conv's (β), then lin_in's, as
+    /// each is done.
+    fn backward_with<R: GradReady<B> + ?Sized>(
+        &mut self,
+        b: &B,
+        input: &mut InputFeatures<B>,
+        dlogits: &B::Mat,
+        ready: &mut R,
+    ) -> Result<()> {
+        let top = self.convs.last().expect("at least one layer").out();
+        self.lin_out.backward(b, &self.drop_out.operand(top, true), dlogits, Some(&mut self.d_top))?;
+        announce(ready, b, || self.lin_out.params())?;
+        self.drop_out.backward_redrawn(b, &self.d_top, &mut self.d_a)?;
+        for l in (0..self.convs.len()).rev() {
+            let (done, rest) = self.convs.split_at_mut(l);
+            let h = Self::conv_input(&self.lin_in, done, l);
+            rest[0].backward(b, &self.graph, h, &self.d_a, &mut self.d_b)?;
+            announce(ready, b, || rest[0].params())?;
+            halo_hook::give_back(&self.graph.halo, b, &mut self.d_b)?;
+            std::mem::swap(&mut self.d_a, &mut self.d_b);
+        }
+        b.relu_backward(self.lin_in.out(), &mut self.d_a)?;
+        // dX only for a learnable input (features need no gradient).
+        let (x0, dx0) = input.backward_operand(self.p);
+        self.lin_in.backward(b, &x0, &self.d_a, dx0)?;
+        announce(ready, b, || self.lin_in.params())
+    }
+}
+
 impl<B: Ops> Model<B> for Agnn<B> {
     fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat> {
         {
@@ -153,20 +184,11 @@ impl<B: Ops> Model<B> for Agnn<B> {
     }
 
     fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
-        let top = self.convs.last().expect("at least one layer").out();
-        self.lin_out.backward(b, &self.drop_out.operand(top, true), dlogits, Some(&mut self.d_top))?;
-        self.drop_out.backward_redrawn(b, &self.d_top, &mut self.d_a)?;
-        for l in (0..self.convs.len()).rev() {
-            let (done, rest) = self.convs.split_at_mut(l);
-            let h = Self::conv_input(&self.lin_in, done, l);
-            rest[0].backward(b, &self.graph, h, &self.d_a, &mut self.d_b)?;
-            halo_hook::give_back(&self.graph.halo, b, &mut self.d_b)?;
-            std::mem::swap(&mut self.d_a, &mut self.d_b);
-        }
-        b.relu_backward(self.lin_in.out(), &mut self.d_a)?;
-        // dX only for a learnable input (features need no gradient).
-        let (x0, dx0) = input.backward_operand(self.p);
-        self.lin_in.backward(b, &x0, &self.d_a, dx0)
+        self.backward_with(b, input, dlogits, &mut NoHook)
+    }
+
+    fn backward_by_layer(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat, ready: &mut dyn GradReady<B>) -> Result<()> {
+        self.backward_with(b, input, dlogits, ready)
     }
 
     fn params(&mut self) -> Vec<(String, &mut Param<B>)> {

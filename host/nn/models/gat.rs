@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::dropout::Dropout;
 use crate::nn::gat_conv::{GatConv, GatGraph, GatShape};
+use crate::nn::grad_ready::{GradReady, NoHook, announce};
 use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
 use crate::nn::models::traffic::{self, Aggregation, StepShape, StepTraffic};
@@ -179,6 +180,57 @@ impl<B: Ops> Gat<B> {
     }
 }
 
+impl<B: Ops> Gat<B> {
+    /// The backward; `ready` is told conv l's parameters as soon as conv l's backward is done
+    /// (conv l's bias gradient, where it is summed inside conv l + 1's dropout backward, is
+    /// final by then too).
+    fn backward_with<R: GradReady<B> + ?Sized>(
+        &mut self,
+        b: &B,
+        input: &mut InputFeatures<B>,
+        dlogits: &B::Mat,
+        ready: &mut R,
+    ) -> Result<()> {
+        let last = self.convs.len() - 1;
+        // Whether d_h's column sums (conv l - 1's bias gradient) were summed as it was formed.
+        let mut d_h_summed = false;
+        for l in (1..=last).rev() {
+            let (below, rest) = self.convs.split_at_mut(l);
+            let dout = if l == last { dlogits } else { &self.d_h };
+            let drop = &self.drops[l - 1];
+            let summed = l < last && d_h_summed;
+            if drop.is_active(true) {
+                // dX = dWh Wᵀ formed inside the dropout's and ELU's backward (conv l - 1's
+                // `out` is the ELU's output, or its input), not written; conv l - 1's bias
+                // gradient summed there.
+                let in_product = self.elu_in[l - 1];
+                let (h, h16) = (below[l - 1].out(), below[l - 1].out_half());
+                let x = if in_product { drop.elu_operand(h, h16) } else { drop.operand(h, true) };
+                rest[0].backward(b, &self.graph, &x, dout, None, summed)?;
+                announce(ready, b, || rest[0].params())?;
+                let (h, h16, bias_grad) = below[l - 1].out_and_bias_grad();
+                drop.backward_elu_product(b, (rest[0].d_wh(), rest[0].weight()), ((h, in_product), h16), &mut self.d_h, Some(bias_grad))?;
+                d_h_summed = true;
+            } else {
+                let h = below[l - 1].out();
+                rest[0].backward(b, &self.graph, &Operand::Dense(h), dout, Some(&mut self.d_x), summed)?;
+                announce(ready, b, || rest[0].params())?;
+                b.copy(&self.d_x, &mut self.d_h)?;
+                b.elu_backward(h, &mut self.d_h)?;
+                d_h_summed = false;
+            }
+        }
+        let dout = if last == 0 { dlogits } else { &self.d_h };
+        // dX only for a learnable input (features need no gradient).
+        let (x0, dx0) = input.backward_operand(self.p);
+        self.graph.set_input_layer(true);
+        let done = self.convs[0].backward(b, &self.graph, &x0, dout, dx0, last > 0 && d_h_summed);
+        self.graph.set_input_layer(false);
+        done?;
+        announce(ready, b, || self.convs[0].params())
+    }
+}
+
 impl<B: Ops> Model<B> for Gat<B> {
     fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat> {
         let last = self.convs.len() - 1;
@@ -215,40 +267,11 @@ impl<B: Ops> Model<B> for Gat<B> {
     }
 
     fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
-        let last = self.convs.len() - 1;
-        // Whether d_h's column sums (conv l - 1's bias gradient) were summed as it was formed.
-        let mut d_h_summed = false;
-        for l in (1..=last).rev() {
-            let (below, rest) = self.convs.split_at_mut(l);
-            let dout = if l == last { dlogits } else { &self.d_h };
-            let drop = &self.drops[l - 1];
-            let summed = l < last && d_h_summed;
-            if drop.is_active(true) {
-                // dX = dWh Wᵀ formed inside the dropout's and ELU's backward (conv l - 1's
-                // `out` is the ELU's output, or its input), not written; conv l - 1's bias
-                // gradient summed there.
-                let in_product = self.elu_in[l - 1];
-                let (h, h16) = (below[l - 1].out(), below[l - 1].out_half());
-                let x = if in_product { drop.elu_operand(h, h16) } else { drop.operand(h, true) };
-                rest[0].backward(b, &self.graph, &x, dout, None, summed)?;
-                let (h, h16, bias_grad) = below[l - 1].out_and_bias_grad();
-                drop.backward_elu_product(b, (rest[0].d_wh(), rest[0].weight()), ((h, in_product), h16), &mut self.d_h, Some(bias_grad))?;
-                d_h_summed = true;
-            } else {
-                let h = below[l - 1].out();
-                rest[0].backward(b, &self.graph, &Operand::Dense(h), dout, Some(&mut self.d_x), summed)?;
-                b.copy(&self.d_x, &mut self.d_h)?;
-                b.elu_backward(h, &mut self.d_h)?;
-                d_h_summed = false;
-            }
-        }
-        let dout = if last == 0 { dlogits } else { &self.d_h };
-        // dX only for a learnable input (features need no gradient).
-        let (x0, dx0) = input.backward_operand(self.p);
-        self.graph.set_input_layer(true);
-        let done = self.convs[0].backward(b, &self.graph, &x0, dout, dx0, last > 0 && d_h_summed);
-        self.graph.set_input_layer(false);
-        done
+        self.backward_with(b, input, dlogits, &mut NoHook)
+    }
+
+    fn backward_by_layer(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat, ready: &mut dyn GradReady<B>) -> Result<()> {
+        self.backward_with(b, input, dlogits, ready)
     }
 
     fn params(&mut self) -> Vec<(String, &mut Param<B>)> {

@@ -20,8 +20,4 @@ pub const REGISTER_CAPS: &[(&str, &str, u32)] = &[
     // 118 registers, two blocks of 8 warps an SM instead of one. No spill at this cap.
     ("dropout_gemm_wide_h16_bits", "sm_90", 128),
     ("dropout_gemm_wide_h16", "sm_90", 128),
-    // The same kernels writing their output's f16 twin (issue 42, the casts fused): 136 / 137
-    // uncapped; capped as the plain ones (two blocks an SM), no spill.
-    ("dropout_gemm_wide_h16_bits_twin", "sm_90", 128),
-    ("dropout_gemm_wide_h16_twin", "sm_90", 128),
 ];

@@ -108,10 +108,9 @@ impl<B: DropoutOps> Dropout<B> {
     }
 
     /// dz = relu'(dropout'(dy)) after [`Dropout::forward_bias_relu_in_place`] from its output
-    /// `y` alone (the input buffer), written over dy (`d`); dz's f16 twin into `twin` where
-    /// given (for the sparse product that reads dz next).
-    pub fn backward_relu_in_place(&self, b: &B, d: &mut B::Mat, y: &B::Mat, twin: Option<&mut B::Twin>) -> Result<()> {
-        b.relu_dropout_backward_in_place_twin(d, y, self.p, twin)
+    /// `y` alone (the input buffer), written over dy (`d`).
+    pub fn backward_relu_in_place(&self, b: &B, d: &mut B::Mat, y: &B::Mat) -> Result<()> {
+        b.relu_dropout_backward_in_place(d, y, self.p)
     }
 
     /// dz = ELU'(dropout'(dy)) with dy = g wᵀ (the next layer's dX from its output gradient g

@@ -101,10 +101,9 @@ impl<B: GcnOps> RowBlock<B> {
         Ok(Some(RowBlock { rows, graph, fixed }))
     }
 
-    /// Its rows of `y` := its rows of the matrix times `x` (read from `x.1`, its f16 twin,
-    /// where given).
-    fn product(&self, b: &B, x: (&B::Mat, Option<&B::Twin>), y: &mut B::Mat) -> Result<()> {
-        b.on_rows(y, self.rows.clone(), &mut |v| b.spmm_fixed_twin(&self.graph, Side::Forward, &self.fixed, x, v))
+    /// Its rows of `y` := its rows of the matrix times `x`.
+    fn product(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
+        b.on_rows(y, self.rows.clone(), &mut |v| b.spmm_fixed(&self.graph, Side::Forward, &self.fixed, x, v))
     }
 }
 
@@ -280,7 +279,7 @@ impl<B: GcnOps> GcnAdjacency<B> {
             return self.forward(b, x, y);
         };
         h.fill_start(b, x)?;
-        let local = o.local.product(b, (x, None), y);
+        let local = o.local.product(b, x, y);
         // Joined even when the product failed: nothing may be left running on x.
         h.fill_finish(b, x)?;
         local?;
@@ -290,75 +289,35 @@ impl<B: GcnOps> GcnAdjacency<B> {
     /// `g = Âᵀ dy`, then g's halo rows given back to their owners. Where the hook overlaps,
     /// the halo rows are formed first and travel while the owned rows are formed.
     pub fn transposed_give_back(&self, b: &B, dy: &B::Mat, g: &mut B::Mat) -> Result<()> {
-        self.transposed_give_back_twin(b, (dy, None), g)
-    }
-
-    /// [`GcnAdjacency::transposed_give_back`] reading `dy16`, dy's f16 twin, where given.
-    pub fn transposed_give_back_twin(&self, b: &B, (dy, dy16): (&B::Mat, Option<&B::Twin>), g: &mut B::Mat) -> Result<()> {
         let (Some(o), Some(h)) = (&self.overlap, self.hook()) else {
-            self.transposed_twin(b, (dy, dy16), g)?;
+            self.transposed(b, dy, g)?;
             return self.give_back(b, g);
         };
         for r in &o.halo_t {
-            r.product(b, (dy, dy16), g)?;
+            r.product(b, dy, g)?;
         }
         h.give_back_start(b, g)?;
-        let owned = o.owned_t.product(b, (dy, dy16), g);
+        let owned = o.owned_t.product(b, dy, g);
         h.give_back_finish(b, g)?;
         owned
     }
 
     /// `y = Â x`.
     pub fn forward(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
-        self.forward_twin(b, (x, None), y)
-    }
-
-    /// Whether [`GcnAdjacency::fill_forward`] reads x as its producer left it (no halo rows
-    /// filled in between), so that x's producer may write x's f16 twin for the product
-    /// ([`GcnAdjacency::forward_twin`]).
-    pub fn forward_reads_twin(&self) -> bool {
-        self.hook().is_none()
-    }
-
-    /// `y = Â x` reading `x.1`, x's f16 twin, where given: instead of
-    /// [`GcnAdjacency::fill_forward`] where [`GcnAdjacency::forward_reads_twin`].
-    pub fn forward_twin(&self, b: &B, x: (&B::Mat, Option<&B::Twin>), y: &mut B::Mat) -> Result<()> {
         match &self.values {
-            Values::Fixed(f) => b.spmm_fixed_twin(&self.graph, Side::Forward, &f[0], x, y),
-            Values::Symmetric(f) => b.spmm_fixed_twin(&self.graph, Side::Forward, f, x, y),
-            Values::Plain([v, _]) => b.spmm_twin(&self.graph, Side::Forward, v, x, y),
+            Values::Fixed(f) => b.spmm_fixed(&self.graph, Side::Forward, &f[0], x, y),
+            Values::Symmetric(f) => b.spmm_fixed(&self.graph, Side::Forward, f, x, y),
+            Values::Plain([v, _]) => b.spmm(&self.graph, Side::Forward, v, x, y),
             Values::Lost => Err(lost()),
         }
     }
 
-    /// `y = Â (x w)`, `x w` written to `xw` first: with its f16 twin by the product, read by
-    /// Â's, where the backend makes twins and nothing rewrites `xw` in between (no halo
-    /// exchange); else the product, then [`GcnAdjacency::fill_forward`].
-    pub fn transform_forward(&self, b: &B, (x, w): (&Operand<B>, &B::Mat), xw: &mut B::Mat, y: &mut B::Mat) -> Result<()> {
-        if !self.forward_reads_twin() {
-            x.times(b, w, xw)?;
-            return self.fill_forward(b, xw, y);
-        }
-        let (rows, cols) = B::shape(xw);
-        b.with_twin(rows, cols, |mut twin| {
-            x.times_twin(b, w, xw, twin.as_deref_mut())?;
-            self.forward_twin(b, (xw, twin.as_deref()), y)
-        })
-    }
-
     /// `y = Âᵀ x`.
     pub fn transposed(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
-        self.transposed_twin(b, (x, None), y)
-    }
-
-    /// `y = Âᵀ x` reading `x.1`, x's f16 twin, where given (see [`SpmmOp::spmm_fixed_twin`]).
-    ///
-    /// [`SpmmOp::spmm_fixed_twin`]: crate::ops::nn::spmm::SpmmOp::spmm_fixed_twin
-    pub fn transposed_twin(&self, b: &B, x: (&B::Mat, Option<&B::Twin>), y: &mut B::Mat) -> Result<()> {
         match &self.values {
-            Values::Fixed(f) => b.spmm_fixed_twin(&self.graph, Side::Transposed, &f[1], x, y),
-            Values::Symmetric(f) => b.spmm_fixed_twin(&self.graph, Side::Forward, f, x, y),
-            Values::Plain([_, v]) => b.spmm_twin(&self.graph, Side::Transposed, v, x, y),
+            Values::Fixed(f) => b.spmm_fixed(&self.graph, Side::Transposed, &f[1], x, y),
+            Values::Symmetric(f) => b.spmm_fixed(&self.graph, Side::Forward, f, x, y),
+            Values::Plain([_, v]) => b.spmm(&self.graph, Side::Transposed, v, x, y),
             Values::Lost => Err(lost()),
         }
     }
@@ -405,20 +364,8 @@ impl<B: GcnOps> GcnConv<B> {
 
     /// Fills the weight and bias gradients, and dX into `dx` when asked.
     pub fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
-        self.backward_twin(b, adj, x, (dy, None), dx)
-    }
-
-    /// [`GcnConv::backward`] with dy's f16 twin where its producer wrote one: Âᵀ dY reads it.
-    pub fn backward_twin(
-        &mut self,
-        b: &B,
-        adj: &GcnAdjacency<B>,
-        x: &Operand<B>,
-        dy: (&B::Mat, Option<&B::Twin>),
-        dx: Option<&mut B::Mat>,
-    ) -> Result<()> {
-        b.col_sums(dy.0, &mut self.bias.grad)?;
-        adj.transposed_give_back_twin(b, dy, self.lin.out_mut())?;
+        b.col_sums(dy, &mut self.bias.grad)?;
+        adj.transposed_give_back(b, dy, self.lin.out_mut())?;
         self.lin.backward_from_out(b, x, dx)
     }
 
@@ -442,9 +389,8 @@ impl<B: GcnOps> crate::nn::stack::Conv<B> for GcnConv<B> {
         Some((&mut self.out, &self.bias.value))
     }
     fn forward_pre_bias(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
-        // X W (the Linear has no bias) and Â's product on it, X W's f16 twin between them.
-        let (w, xw) = self.lin.weight_and_out_mut();
-        adj.transform_forward(b, (x, w), xw, &mut self.out)
+        self.lin.forward(b, x)?;
+        adj.fill_forward(b, self.lin.out_mut(), &mut self.out)
     }
     fn out(&self) -> &B::Mat {
         &self.out
@@ -454,20 +400,6 @@ impl<B: GcnOps> crate::nn::stack::Conv<B> for GcnConv<B> {
     }
     fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
         GcnConv::backward(self, b, adj, x, dy, dx)
-    }
-    /// Âᵀ dY reads dy itself.
-    fn backward_reads_dy_twin(&self) -> bool {
-        true
-    }
-    fn backward_twin(
-        &mut self,
-        b: &B,
-        adj: &GcnAdjacency<B>,
-        x: &Operand<B>,
-        dy: (&B::Mat, Option<&B::Twin>),
-        dx: Option<&mut B::Mat>,
-    ) -> Result<()> {
-        GcnConv::backward_twin(self, b, adj, x, dy, dx)
     }
     fn input_layer(adj: &GcnAdjacency<B>, on: bool) {
         adj.set_input_layer(on)

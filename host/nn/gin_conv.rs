@@ -105,13 +105,17 @@ impl<B: GinOps> GinConv<B> {
     /// The layer up to the MLP's second product, which gets its bias when `bias`.
     fn forward_mlp(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, bias: bool) -> Result<()> {
         let mut work = self.work.0.borrow_mut();
-        // P = X W_1 (into lin1's own output with a learnable eps), then A P (P's f16 twin
-        // between them where the backend makes one).
-        let (w1, p) = match self.eps {
-            Some(_) => self.lin1.weight_and_out_mut(),
-            None => (&self.lin1.weight.value, &mut *work),
+        let p = match self.eps {
+            Some(_) => {
+                self.lin1.forward_pre_bias(b, x)?;
+                self.lin1.out_mut()
+            }
+            None => {
+                x.times(b, &self.lin1.weight.value, &mut work)?;
+                &mut *work
+            }
         };
-        adj.transform_forward(b, (x, w1), p, &mut self.h)?;
+        adj.fill_forward(b, p, &mut self.h)?;
         b.sum_bias_relu(&mut self.h, p, self.eps.as_ref().map(|e| &e.value), &self.bias1.value)?;
         drop(work);
         let h = Operand::Dense(&self.h);
@@ -154,20 +158,15 @@ impl<B: GinOps> Conv<B> for GinConv<B> {
     }
 
     /// dP is formed over H (read by nothing once dW_2 and the ReLU's backward are done), dH
-    /// and dZ in the shared work matrix. The ReLU's backward writes dZ's f16 twin for Aᵀ dZ
-    /// where the backend makes one ([`crate::ops::nn::half_twin`]).
+    /// and dZ in the shared work matrix.
     fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
         let mut work = self.work.0.borrow_mut();
         let dz = &mut *work;
         self.lin2.backward(b, &Operand::Dense(&self.h), dy, Some(&mut *dz))?;
-        let (rows, cols) = B::shape(dz);
-        let (h, bias1) = (&mut self.h, &mut self.bias1);
-        b.with_twin(rows, cols, |mut twin| {
-            b.relu_backward_twin(h, dz, twin.as_deref_mut())?;
-            b.col_sums(dz, &mut bias1.grad)?;
-            adj.transposed_give_back_twin(b, (dz, twin.as_deref()), h)
-        })?;
+        b.relu_backward(&self.h, dz)?;
+        b.col_sums(dz, &mut self.bias1.grad)?;
         let dp = &mut self.h;
+        adj.transposed_give_back(b, dz, dp)?;
         match &mut self.eps {
             Some(eps) => {
                 b.dot(dz, self.lin1.out(), &mut eps.grad)?;

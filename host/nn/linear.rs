@@ -76,11 +76,6 @@ impl<B: LinearOps> Linear<B> {
     pub fn out(&self) -> &B::Mat {
         &self.out
     }
-    /// The weight and the output buffer at once, for a caller that runs the (bias-free) product
-    /// itself (with the output's f16 twin: `GcnAdjacency::transform_forward`).
-    pub fn weight_and_out_mut(&mut self) -> (&B::Mat, &mut B::Mat) {
-        (&self.weight.value, &mut self.out)
-    }
     pub fn out_mut(&mut self) -> &mut B::Mat {
         &mut self.out
     }

@@ -64,22 +64,6 @@ impl<B: OperandOps> Operand<'_, B> {
         }
     }
 
-    /// `out = X w`, writing out's f16 twin into `out16` where given ([`HalfTwinOp::with_twin`]:
-    /// in the product's own pass where its kernel can, else cast after it).
-    ///
-    /// [`HalfTwinOp::with_twin`]: crate::ops::nn::half_twin::HalfTwinOp::with_twin
-    pub fn times_twin(&self, b: &B, w: &B::Mat, out: &mut B::Mat, out16: Option<&mut B::Twin>) -> Result<()> {
-        match self {
-            Operand::Dense(x) => b.gemm_twin(x, w, (out, out16)),
-            Operand::Dropped { x, half, key } => b.dropout_gemm_twin(x, *half, w, (out, out16), *key),
-            Operand::Half { x, key } => b.half_dropout_gemm_twin(x, w, (out, out16), *key),
-            Operand::Sparse { .. } | Operand::EluDropped { .. } => {
-                self.times(b, w, out)?;
-                out16.map_or(Ok(()), |t| b.fill_twin(out, t))
-            }
-        }
-    }
-
     /// `out = Xᵀ g`.
     pub fn transposed_times(&self, b: &B, g: &B::Mat, out: &mut B::Mat) -> Result<()> {
         match self {

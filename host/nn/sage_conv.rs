@@ -111,7 +111,8 @@ impl<B: SageOps> SageConv<B> {
 impl<B: SageOps> SageConv<B> {
     /// Both products and their sum, before the bias.
     fn forward_products(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
-        adj.transform_forward(b, (x, &self.lin_l.weight.value), &mut self.t, &mut self.pre)?;
+        x.times(b, &self.lin_l.weight.value, &mut self.t)?;
+        adj.fill_forward(b, &mut self.t, &mut self.pre)?;
         x.times(b, &self.lin_r.weight.value, &mut self.t)?;
         b.add_assign(&mut self.pre, &self.t)
     }
@@ -172,33 +173,16 @@ impl<B: SageOps> Conv<B> for SageConv<B> {
     }
 
     fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
-        self.backward_twin(b, adj, x, (dy, None), dx)
-    }
-
-    /// Without the normalisation Mᵀ D reads dy itself (D = dy).
-    fn backward_reads_dy_twin(&self) -> bool {
-        self.norm.is_none()
-    }
-
-    fn backward_twin(
-        &mut self,
-        b: &B,
-        adj: &GcnAdjacency<B>,
-        x: &Operand<B>,
-        (dy, dy16): (&B::Mat, Option<&B::Twin>),
-        dx: Option<&mut B::Mat>,
-    ) -> Result<()> {
-        let (d, d16) = match &mut self.norm {
+        let d = match &mut self.norm {
             Some(nm) => {
                 b.copy(&nm.zeros, &mut nm.dpre)?;
                 b.row_normalize_backward(&nm.n, &nm.inv_norm, dy, &mut nm.dpre)?;
-                // D is not dy: dy's twin is not D's.
-                (&nm.dpre, None)
+                &nm.dpre
             }
-            None => (dy, dy16),
+            None => dy,
         };
         b.col_sums(d, &mut self.bias.grad)?;
-        adj.transposed_give_back_twin(b, (d, d16), &mut self.t)?;
+        adj.transposed_give_back(b, d, &mut self.t)?;
         match dx {
             Some(dx) => {
                 self.lin_l.backward(b, x, &self.t, Some(&mut *dx))?;

@@ -17,9 +17,7 @@
 //! dL/dx_{l+1})) from x_{l+1} alone (`ops::nn::relu_dropout`); a_l and the mask are not stored.
 //! Both run in place: x_{l+1} is written over z_l in the conv's output buffer, and dz over
 //! dL/dx_{l+1} in `din`, so such a layer holds neither a dropped copy nor a gradient copy
-//! (bench/NOTES.md, issue 42 item 4). Same values as the unfused path. Where the conv's backward
-//! multiplies dz by the graph ([`Conv::backward_reads_dy_twin`]), the fused backward also
-//! writes dz's f16 twin for that product ([`crate::ops::nn::half_twin`]; f16 precision only).
+//! (bench/NOTES.md, issue 42 item 4). Same values as the unfused path.
 
 use crate::error::{Error, Result};
 use crate::graph::Csr;
@@ -79,25 +77,6 @@ pub trait Conv<B: crate::nn::operand::OperandOps> {
     fn out_mut(&mut self) -> &mut B::Mat;
     /// Every parameter's gradient from `dy` = dL/d(out), and dL/dx into `dx` when asked.
     fn backward(&mut self, b: &B, adj: &Self::Adj, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()>;
-    /// Whether [`Conv::backward`] runs a sparse product on dy itself (GCN's Âᵀ dY, SAGE's
-    /// Mᵀ D without normalisation), so that dy's producer may write dy's f16 twin for it
-    /// ([`Conv::backward_twin`]); `false` (the default) where nothing would read a twin.
-    fn backward_reads_dy_twin(&self) -> bool {
-        false
-    }
-    /// [`Conv::backward`] with `dy.1`, dy's f16 twin where its producer wrote one
-    /// ([`HalfTwinOp::with_twin`](crate::ops::nn::half_twin::HalfTwinOp::with_twin)); the
-    /// default ignores it.
-    fn backward_twin(
-        &mut self,
-        b: &B,
-        adj: &Self::Adj,
-        x: &Operand<B>,
-        dy: (&B::Mat, Option<&B::Twin>),
-        dx: Option<&mut B::Mat>,
-    ) -> Result<()> {
-        self.backward(b, adj, x, dy.0, dx)
-    }
     fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)>;
     /// Marks the calls on `adj` that follow as the input layer's (`on`) or not (a part whose
     /// input features hold its halo rows exchanges nothing there: [`GcnAdjacency::set_input_layer`]).
@@ -343,7 +322,7 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
     fn hidden_backward(&mut self, b: &B, l: usize) -> Result<()> {
         if Self::fuses_tail(&self.convs, &self.hidden, l, true) {
             let Hidden { din, drop, .. } = &mut self.hidden[l];
-            return drop.backward_relu_in_place(b, din, self.convs[l].out(), None);
+            return drop.backward_relu_in_place(b, din, self.convs[l].out());
         }
         let (h_lo, h_hi) = self.hidden.split_at_mut(l + 1);
         let Hidden { bn, da, g, din, drop, .. } = &mut h_lo[l];
@@ -367,50 +346,6 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
             None => b.relu_backward(conv.out(), d),
         }
     }
-
-    /// Hidden layer l's fused tail backward writing dz with its f16 twin (where the backend
-    /// makes one), then conv l's backward reading the twin in its product on dz: the product
-    /// casts nothing.
-    fn fused_backward_with_twin(&mut self, b: &B, input: &mut InputFeatures<B>, l: usize) -> Result<()> {
-        let (rows, cols) = B::shape(&self.hidden[l].din);
-        b.with_twin(rows, cols, |mut twin| {
-            let Hidden { din, drop, .. } = &mut self.hidden[l];
-            drop.backward_relu_in_place(b, din, self.convs[l].out(), twin.as_deref_mut())?;
-            // dz is in `din` (the fused tail's dL/dz_l), conv l's dy; never the logits' gradient.
-            self.conv_backward(b, input, None, l, twin.as_deref())
-        })
-    }
-
-    /// Conv l's backward of dy: `dlogits` for the last conv, else hidden layer l's dL/dz_l, with
-    /// `dy16` its f16 twin where its producer wrote one.
-    fn conv_backward(
-        &mut self,
-        b: &B,
-        input: &mut InputFeatures<B>,
-        dlogits: Option<&B::Mat>,
-        l: usize,
-        dy16: Option<&B::Twin>,
-    ) -> Result<()> {
-        let (done, rest) = self.convs.split_at_mut(l);
-        let (h_lo, h_hi) = self.hidden.split_at_mut(l);
-        let dy = match (dlogits, h_hi.first()) {
-            (Some(d), _) => d,
-            (None, Some(h)) => dz(h),
-            (None, None) => return Err(Error::Shape(format!("conv {l}: no gradient to run its backward from"))),
-        };
-        if l == 0 {
-            C::input_layer(&self.adj, true);
-            // dX only for a learnable input (features need no gradient).
-            let (x0, dx0) = input.backward_operand(self.p);
-            let done = rest[0].backward_twin(b, &self.adj, &x0, (dy, dy16), dx0);
-            C::input_layer(&self.adj, false);
-            done
-        } else {
-            let Hidden { bn, res, drop, din, .. } = &mut h_lo[l - 1];
-            let x = drop.output(hidden_out(&done[l - 1], bn, res), true);
-            rest[0].backward_twin(b, adj_of(&self.adj, &self.later, l), &Operand::Dense(x), (dy, dy16), Some(din))
-        }
-    }
 }
 
 impl<B: Ops, C: Conv<B>> Stack<B, C> {
@@ -425,18 +360,27 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
     ) -> Result<()> {
         let last = self.convs.len() - 1;
         for l in (0..=last).rev() {
-            if l == last {
-                self.conv_backward(b, input, Some(dlogits), l, None)?;
-            } else if Self::fuses_tail(&self.convs, &self.hidden, l, true) && self.convs[l].backward_reads_dy_twin() {
-                self.fused_backward_with_twin(b, input, l)?;
-            } else {
+            if l < last {
                 self.hidden_backward(b, l)?;
-                self.conv_backward(b, input, None, l, None)?;
             }
-            let (conv, hidden) = (&mut self.convs[l], self.hidden.get_mut(l));
+            let (done, rest) = self.convs.split_at_mut(l);
+            let (h_lo, h_hi) = self.hidden.split_at_mut(l);
+            let dy = if l == last { dlogits } else { dz(&h_hi[0]) };
+            if l == 0 {
+                C::input_layer(&self.adj, true);
+                // dX only for a learnable input (features need no gradient).
+                let (x0, dx0) = input.backward_operand(self.p);
+                let done = rest[0].backward(b, &self.adj, &x0, dy, dx0);
+                C::input_layer(&self.adj, false);
+                done?;
+            } else {
+                let Hidden { bn, res, drop, din, .. } = &mut h_lo[l - 1];
+                let x = drop.output(hidden_out(&done[l - 1], bn, res), true);
+                rest[0].backward(b, adj_of(&self.adj, &self.later, l), &Operand::Dense(x), dy, Some(din))?;
+            }
             announce(ready, b, || {
-                let mut ps = conv.params();
-                if let Some(bn) = hidden.and_then(|h| h.bn.as_mut()) {
+                let mut ps = rest[0].params();
+                if let Some(bn) = h_hi.first_mut().and_then(|h| h.bn.as_mut()) {
                     ps.extend(bn.params());
                 }
                 ps

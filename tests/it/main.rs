@@ -22,7 +22,6 @@ mod gpu_mma;
 mod graph_bound;
 mod graph_formats;
 mod graph_task;
-mod half_twin;
 mod hybrid;
 mod layerwise_inference;
 mod layout;

@@ -188,14 +188,13 @@ impl CudaBackend {
         self
     }
 
-    /// TC8 SpMM on CSR-ordered values: scattered into this side's ME-BCRS slots first; in f16
-    /// on x's f16 twin where given (`ops::nn::half_twin`), else on x cast.
+    /// TC8 SpMM on CSR-ordered values: scattered into this side's ME-BCRS slots first.
     pub(crate) fn spmm_tc8_from_csr(
         &self,
         g: &GpuGraph,
         side: Side,
         values: &DeviceVec<f32>,
-        (x, x16): (&DeviceMatrix<f32>, Option<&DeviceMatrix<f16>>),
+        x: &DeviceMatrix<f32>,
         y: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
         let h = g.side(side)?;
@@ -204,11 +203,7 @@ impl CudaBackend {
             let mut slots = g.slots_f16.lock().expect("slots poisoned");
             let v = slot_buffer(&self.gpu, &mut slots, side, len)?;
             scatter_to_mebcrs(&h, values, v)?;
-            let mut run = |xh: &DeviceMatrix<f16>| spmm_device_values(&h, EdgeValues::MeBcrsF16(v), FeaturesRef::F16(xh), y, Impl::Tc8);
-            match x16 {
-                Some(xh) => run(xh),
-                None => self.with_half(x, 0, run),
-            }
+            self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::MeBcrsF16(v), FeaturesRef::F16(xh), y, Impl::Tc8))
         } else {
             let mut slots = g.slots_f32.lock().expect("slots poisoned");
             let v = slot_buffer(&self.gpu, &mut slots, side, len)?;

@@ -23,7 +23,6 @@
 use rayon::prelude::*;
 
 use super::dropout::{DropKey, check_p, dropout_matrix_cpu_at, input_dropout_matrix, scale_f32};
-use super::half_twin::{HalfTwinOp, twin_arg};
 use super::{ROW_BLOCK, check_gpu, check_matrix_64};
 use crate::error::{Error, Result};
 use crate::gpu::abi::dropout_gemm::*;
@@ -31,6 +30,7 @@ use crate::gpu::cublas::GemmMath;
 use crate::gpu::launch::{Kernel, Ptr, PtrMut, Shape};
 use crate::gpu::memory::padded_ld;
 use crate::gpu::{DeviceMatrix, DeviceVec, Gpu};
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::ops::values::cast_matrix_to_f16;
@@ -92,19 +92,6 @@ pub fn dropout_gemm_wide(
     key: DropKey<'_, DeviceVec<u32>>,
     step: &DeviceVec<u32>,
 ) -> Result<()> {
-    dropout_gemm_wide_twin(x16, w, (y, None), keep_bits, key, step)
-}
-
-/// [`dropout_gemm_wide`], also writing y's f16 twin `y.1` where given (every element of its
-/// padded buffer, in the same pass: the cast's values bit for bit, `super::half_twin`).
-pub fn dropout_gemm_wide_twin(
-    x16: &DeviceMatrix<f16>,
-    w: &DeviceMatrix<f32>,
-    (y, y16): (&mut DeviceMatrix<f32>, Option<&mut DeviceMatrix<f16>>),
-    keep_bits: Option<&mut DeviceVec<u32>>,
-    key: DropKey<'_, DeviceVec<u32>>,
-    step: &DeviceVec<u32>,
-) -> Result<()> {
     let p = key.p;
     check_p(p)?;
     if w.rows != x16.cols || y.rows != x16.rows || y.cols != w.cols {
@@ -133,13 +120,7 @@ pub fn dropout_gemm_wide_twin(
             x16.cols, y.cols
         ))
     })?;
-    let y16 = twin_arg(y16, y, "dropout_gemm_wide")?;
-    let kernel = match (keep_bits.is_some(), y16.is_some()) {
-        (true, false) => dropout_gemm_wide_h16_bits,
-        (false, false) => dropout_gemm_wide_h16,
-        (true, true) => dropout_gemm_wide_h16_bits_twin,
-        (false, true) => dropout_gemm_wide_h16_twin,
-    };
+    let kernel = if keep_bits.is_some() { dropout_gemm_wide_h16_bits } else { dropout_gemm_wide_h16 };
     let ids = key.ids_arg(&gpu, x16.rows, "dropout_gemm_wide")?;
     let args = DropoutGemmArgs {
         rows: x16.rows as u32,
@@ -161,15 +142,13 @@ pub fn dropout_gemm_wide_twin(
         keep_bits: keep_bits.map_or(PtrMut::null(), |b| b.arg_mut(&gpu)),
         elu: 0,
         ids,
-        y16: y16.unwrap_or(PtrMut::null()),
     };
     let warps = (DG_WIDE_THREADS / 32) as usize;
     let per_sm = kernel.max_active_blocks_per_sm(&gpu, DG_WIDE_THREADS, smem as u32)?.max(1) as usize;
     let blocks = x16.rows.div_ceil(16).div_ceil(warps).clamp(1, gpu.info().sm_count as usize * per_sm);
     // SAFETY: shapes checked above; the kernel reads x rows x ldx in f16 (ldx a multiple of 8:
-    // whole 16-byte loads), w k x ldb, writes y rows x ldw (ldw ≤ 64), for the `_twin`
-    // instances as many halves of the twin (its shape checked: y's), and, for the `_bits`
-    // instances, words of rows < x's rows in `keep_bits` (its length checked).
+    // whole 16-byte loads), w k x ldb, writes y rows x ldw (ldw ≤ 64) and, for the `_bits`
+    // instance, words of rows < x's rows in `keep_bits` (its length checked).
     unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_WIDE_THREADS, smem as u32), &args) }
 }
 
@@ -485,20 +464,6 @@ pub fn dropout_gemm<'a>(
     step: &DeviceVec<u32>,
     math: GemmMath,
 ) -> Result<()> {
-    checked_forward("dropout_gemm", x.into(), w, (y, None), (key, false), step, math)
-}
-
-/// [`dropout_gemm`], also writing y's f16 twin `y.1` where given (every element of its padded
-/// buffer: the cast's values bit for bit, `super::half_twin`): in the same pass on the streaming
-/// kernels in tf32 math, else by a cast after the product.
-pub fn dropout_gemm_twin<'a>(
-    x: impl Into<FeaturesRef<'a>>,
-    w: &DeviceMatrix<f32>,
-    y: (&mut DeviceMatrix<f32>, Option<&mut DeviceMatrix<f16>>),
-    key: DropKey<'_, DeviceVec<u32>>,
-    step: &DeviceVec<u32>,
-    math: GemmMath,
-) -> Result<()> {
     checked_forward("dropout_gemm", x.into(), w, y, (key, false), step, math)
 }
 
@@ -513,7 +478,7 @@ pub fn elu_dropout_gemm<'a>(
     step: &DeviceVec<u32>,
     math: GemmMath,
 ) -> Result<()> {
-    checked_forward("elu_dropout_gemm", x.into(), w, (y, None), (key, true), step, math)
+    checked_forward("elu_dropout_gemm", x.into(), w, y, (key, true), step, math)
 }
 
 /// [`dropout_gemm`] (ELU on load with `elu`) after checking p and the shapes of y = x w.
@@ -521,7 +486,7 @@ fn checked_forward(
     what: &str,
     x: FeaturesRef<'_>,
     w: &DeviceMatrix<f32>,
-    (y, y16): (&mut DeviceMatrix<f32>, Option<&mut DeviceMatrix<f16>>),
+    y: &mut DeviceMatrix<f32>,
     (key, elu): (DropKey<'_, DeviceVec<u32>>, bool),
     step: &DeviceVec<u32>,
     math: GemmMath,
@@ -530,7 +495,7 @@ fn checked_forward(
     if w.rows != x.cols() || y.rows != x.rows() || y.cols != w.cols {
         return Err(Error::Shape(format!("{what}: x {} x {}, w {} x {}, y {} x {}", x.rows(), x.cols(), w.rows, w.cols, y.rows, y.cols)));
     }
-    forward(x, (w, false), (y, y16), (key, elu), step, math)
+    forward(x, (w, false), y, (key, elu), step, math)
 }
 
 /// Whether [`elu_dropout_gemm`] / [`elu_dropout_gemm_dw`] take x of `cols` columns into
@@ -550,12 +515,11 @@ fn check_elu(elu: bool, stream: bool, what: &str, out_cols: usize) -> Result<()>
 }
 
 /// y = dropout(x) op(w), op(w) = wᵀ when `w_trans` (shapes checked by the callers; the
-/// transposed form and f16 x only on the streaming kernels); y's f16 twin into `y16` where
-/// given (the streaming kernels' `_twin` instances in tf32 math, else a cast after).
+/// transposed form and f16 x only on the streaming kernels).
 fn forward(
     x: FeaturesRef<'_>,
     (w, w_trans): (&DeviceMatrix<f32>, bool),
-    (y, mut y16): (&mut DeviceMatrix<f32>, Option<&mut DeviceMatrix<f16>>),
+    y: &mut DeviceMatrix<f32>,
     (key, elu): (DropKey<'_, DeviceVec<u32>>, bool),
     step: &DeviceVec<u32>,
     math: GemmMath,
@@ -576,9 +540,6 @@ fn forward(
     check_half(half, stream.is_some(), math, "dropout_gemm", y.cols)?;
     check_elu(elu, stream.is_some(), "dropout_gemm", y.cols)?;
     let ids = key.ids_arg(&gpu, x_rows, "dropout_gemm")?;
-    let split = math == GemmMath::F32;
-    // The twin in the product's own pass where an instance writes it (streaming, tf32).
-    let twin_in_pass = if stream.is_some() && !split { twin_arg(y16.as_deref_mut(), y, "dropout_gemm")? } else { None };
     let args = DropoutGemmArgs {
         rows: x_rows as u32,
         k: x_cols as u32,
@@ -599,58 +560,27 @@ fn forward(
         keep_bits: PtrMut::null(),
         elu: elu as u32,
         ids,
-        y16: twin_in_pass.unwrap_or(PtrMut::null()),
     };
-    let launched = launch_forward(&gpu, &args, (nt, col_tiles), (stream, split, half, twin_in_pass.is_some()), (x_rows, w_trans, y.ld));
-    match y16 {
-        // A twin no instance wrote in the pass: the cast, after.
-        Some(t) if twin_in_pass.is_none() => launched.and_then(|_| cast_matrix_to_f16(y, t)),
-        _ => launched,
-    }
-}
-
-/// Launches [`forward`]'s kernel for `args`: the streaming instance (the `_twin` one with
-/// `twin`) where `stream` gives its shared memory, else the tiled one.
-fn launch_forward(
-    gpu: &Arc<Gpu>,
-    args: &DropoutGemmArgs,
-    (nt, col_tiles): (usize, usize),
-    (stream, split, half, twin): (Option<usize>, bool, bool, bool),
-    (x_rows, w_trans, y_ld): (usize, bool, usize),
-) -> Result<()> {
-    let gpu = gpu.clone();
-    let args = *args;
+    let split = math == GemmMath::F32;
     if let Some(smem) = stream {
-        let kernel = if twin {
-            stream_instance(
-                nt,
-                false,
-                half,
-                [dropout_gemm_stream_tf32_h16_nt2_twin, dropout_gemm_stream_tf32_h16_nt4_twin],
-                [dropout_gemm_stream_tf32_nt2_twin, dropout_gemm_stream_tf32_nt4_twin],
-                [dropout_gemm_stream_tf32_nt2_twin, dropout_gemm_stream_tf32_nt4_twin],
-            )
-        } else {
-            stream_instance(
-                nt,
-                split,
-                half,
-                [dropout_gemm_stream_tf32_h16_nt2, dropout_gemm_stream_tf32_h16_nt4],
-                [dropout_gemm_stream_tf32_nt2, dropout_gemm_stream_tf32_nt4],
-                [dropout_gemm_stream_f32_nt2, dropout_gemm_stream_f32_nt4],
-            )
-        };
+        let kernel = stream_instance(
+            nt,
+            split,
+            half,
+            [dropout_gemm_stream_tf32_h16_nt2, dropout_gemm_stream_tf32_h16_nt4],
+            [dropout_gemm_stream_tf32_nt2, dropout_gemm_stream_tf32_nt4],
+            [dropout_gemm_stream_f32_nt2, dropout_gemm_stream_f32_nt4],
+        );
         let warps = (DG_STREAM_THREADS / 32) as usize;
         let per_sm = kernel.max_active_blocks_per_sm(&gpu, DG_STREAM_THREADS, smem as u32)?.max(1) as usize;
         let blocks = x_rows.div_ceil(16).div_ceil(warps).clamp(1, gpu.info().sm_count as usize * per_sm);
-        // SAFETY: shapes checked by `forward`; the kernel reads x rows x ldx (ldx a multiple of
-        // 8, so whole 16-byte loads of f32 or f16, as the instance reads), w k x ldw, and writes
-        // y rows x ldw (ldw ≤ 32 = 8 NT) and, a `_twin` instance, as many halves of y's twin
-        // (its shape checked: y's).
+        // SAFETY: shapes checked above; the kernel reads x rows x ldx (ldx a multiple of 8, so
+        // whole 16-byte loads of f32 or f16, as the instance reads), w k x ldw, and writes y
+        // rows x ldw (ldw ≤ 32 = 8 NT).
         return unsafe { kernel.launch(&gpu, Shape::linear(blocks as u32, DG_STREAM_THREADS, smem as u32), &args) };
     }
     if w_trans {
-        return Err(Error::Unsupported(format!("dropout_gemm: a transposed w for an output {y_ld} wide")));
+        return Err(Error::Unsupported(format!("dropout_gemm: a transposed w for an output {} wide", y.ld)));
     }
     let row_tiles = x_rows.div_ceil(DG_BLOCK_ROWS as usize);
     let blocks = row_tiles * col_tiles;
@@ -885,28 +815,13 @@ pub fn skinny_gemm(
     if ta {
         dropout_gemm_dw(a, b, c, scratch, DropKey::new(0.0, 0), step, math)
     } else {
-        forward(FeaturesRef::F32(a), (b, tb), (c, None), (DropKey::new(0.0, 0), false), step, math)
+        forward(FeaturesRef::F32(a), (b, tb), c, (DropKey::new(0.0, 0), false), step, math)
     }
-}
-
-/// c = a b for the shapes of [`skinny_gemm_fits`] (not transposed), writing c's f16 twin `c.1`
-/// where given ([`dropout_gemm_twin`]).
-pub fn skinny_gemm_twin(
-    a: &DeviceMatrix<f32>,
-    b: &DeviceMatrix<f32>,
-    c: (&mut DeviceMatrix<f32>, Option<&mut DeviceMatrix<f16>>),
-    step: &DeviceVec<u32>,
-    math: GemmMath,
-) -> Result<()> {
-    if !skinny_gemm_fits(a, false, false, c.0) {
-        return Err(Error::Unsupported(format!("skinny_gemm: C {} x {} from a {} wide reduction", c.0.rows, c.0.cols, a.cols)));
-    }
-    checked_forward("skinny_gemm", FeaturesRef::F32(a), b, c, (DropKey::new(0.0, 0), false), step, math)
 }
 
 // -- the op on each backend --
 
-pub trait DropoutGemmOp: HalfTwinOp {
+pub trait DropoutGemmOp: Backend {
     /// Node features stored in the f16 precision's storage type, for these products only.
     type Half;
     /// Whether the first layer should multiply `rows x cols` node features through this op
@@ -943,20 +858,6 @@ pub trait DropoutGemmOp: HalfTwinOp {
         y: &mut Self::Mat,
         key: DropKey<'_, Self::Ids>,
     ) -> Result<()>;
-    /// [`DropoutGemmOp::dropout_gemm`], writing y's f16 twin into `y.1` where given
-    /// ([`HalfTwinOp::with_twin`]): by default a cast after the product; the GPU's streaming and
-    /// wide kernels write it in their own pass.
-    fn dropout_gemm_twin(
-        &self,
-        x: &Self::Mat,
-        half: Option<&Self::Half>,
-        w: &Self::Mat,
-        (y, y16): (&mut Self::Mat, Option<&mut Self::Twin>),
-        key: DropKey<'_, Self::Ids>,
-    ) -> Result<()> {
-        self.dropout_gemm(x, half, w, y, key)?;
-        y16.map_or(Ok(()), |t| self.fill_twin(y, t))
-    }
     /// `dw = dropout(x)ᵀ dy` with the mask of [`DropoutGemmOp::dropout_gemm`] (same step).
     fn dropout_gemm_dw(
         &self,
@@ -976,18 +877,6 @@ pub trait DropoutGemmOp: HalfTwinOp {
     fn half_suffices(&self, cols: usize, out_cols: usize) -> bool;
     /// [`DropoutGemmOp::dropout_gemm`] of features held only in f16 (p = 0 in evaluation).
     fn half_dropout_gemm(&self, x16: &Self::Half, w: &Self::Mat, y: &mut Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
-    /// [`DropoutGemmOp::half_dropout_gemm`], writing y's f16 twin as
-    /// [`DropoutGemmOp::dropout_gemm_twin`] does.
-    fn half_dropout_gemm_twin(
-        &self,
-        x16: &Self::Half,
-        w: &Self::Mat,
-        (y, y16): (&mut Self::Mat, Option<&mut Self::Twin>),
-        key: DropKey<'_, Self::Ids>,
-    ) -> Result<()> {
-        self.half_dropout_gemm(x16, w, y, key)?;
-        y16.map_or(Ok(()), |t| self.fill_twin(y, t))
-    }
     /// [`DropoutGemmOp::dropout_gemm_dw`] of features held only in f16, with the mask of
     /// [`DropoutGemmOp::half_dropout_gemm`] (same step).
     fn half_dropout_gemm_dw(&self, x16: &Self::Half, dy: &Self::Mat, dw: &mut Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
@@ -1243,25 +1132,13 @@ impl DropoutGemmOp for CudaBackend {
         y: &mut DeviceMatrix<f32>,
         key: DropKey<'_, DeviceVec<u32>>,
     ) -> Result<()> {
-        self.dropout_gemm_twin(x, half, w, (y, None), key)
-    }
-    /// The twin in the product's own pass (the wide kernels; the streaming ones in tf32).
-    fn dropout_gemm_twin(
-        &self,
-        x: &DeviceMatrix<f32>,
-        half: Option<&DeviceMatrix<f16>>,
-        w: &DeviceMatrix<f32>,
-        (y, y16): (&mut DeviceMatrix<f32>, Option<&mut DeviceMatrix<f16>>),
-        key: DropKey<'_, DeviceVec<u32>>,
-    ) -> Result<()> {
         if let Some(h) = self.wide_x(x, half, y.cols) {
-            let run = |bits: &mut DeviceVec<u32>| {
-                self.timed("dropout gemm", || dropout_gemm_wide_twin(h, w, (y, y16), Some(bits), key, &self.step_ptr()))
-            };
+            let run =
+                |bits: &mut DeviceVec<u32>| self.timed("dropout gemm", || dropout_gemm_wide(h, w, y, Some(bits), key, &self.step_ptr()));
             return self.dropout_gemm_scratch().with_keep_bits(&self.gpu, h, run);
         }
         let x = self.product_x(x, half, y.cols);
-        self.timed("dropout gemm", || dropout_gemm_twin(x, w, (y, y16), key, &self.step_ptr(), self.math))
+        self.timed("dropout gemm", || dropout_gemm(x, w, y, key, &self.step_ptr(), self.math))
     }
     fn dropout_gemm_dw(
         &self,
@@ -1301,29 +1178,18 @@ impl DropoutGemmOp for CudaBackend {
         y: &mut DeviceMatrix<f32>,
         key: DropKey<'_, DeviceVec<u32>>,
     ) -> Result<()> {
-        self.half_dropout_gemm_twin(x16, w, (y, None), key)
-    }
-    /// The twin in the product's own pass (the wide kernels; the streaming ones in tf32).
-    fn half_dropout_gemm_twin(
-        &self,
-        x16: &DeviceMatrix<f16>,
-        w: &DeviceMatrix<f32>,
-        (y, y16): (&mut DeviceMatrix<f32>, Option<&mut DeviceMatrix<f16>>),
-        key: DropKey<'_, DeviceVec<u32>>,
-    ) -> Result<()> {
         self.half_only(x16, y.cols)?;
         if self.math == GemmMath::Tf32 && wide_fits(x16.cols, y.cols) {
             // Without dropout (evaluation) no weight gradient follows and nothing is drawn: the
             // step's mask bits are left alone.
             if key.p == 0.0 {
-                return self.timed("dropout gemm", || dropout_gemm_wide_twin(x16, w, (y, y16), None, key, &self.step_ptr()));
+                return self.timed("dropout gemm", || dropout_gemm_wide(x16, w, y, None, key, &self.step_ptr()));
             }
-            let run = |bits: &mut DeviceVec<u32>| {
-                self.timed("dropout gemm", || dropout_gemm_wide_twin(x16, w, (y, y16), Some(bits), key, &self.step_ptr()))
-            };
+            let run =
+                |bits: &mut DeviceVec<u32>| self.timed("dropout gemm", || dropout_gemm_wide(x16, w, y, Some(bits), key, &self.step_ptr()));
             return self.dropout_gemm_scratch().with_keep_bits(&self.gpu, x16, run);
         }
-        self.timed("dropout gemm", || dropout_gemm_twin(FeaturesRef::F16(x16), w, (y, y16), key, &self.step_ptr(), self.math))
+        self.timed("dropout gemm", || dropout_gemm(FeaturesRef::F16(x16), w, y, key, &self.step_ptr(), self.math))
     }
     fn half_dropout_gemm_dw(
         &self,

@@ -6,22 +6,15 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat};
 use crate::ops::backend::cuda::CudaBackend;
-use crate::ops::nn::dropout_gemm::{dropout_gemm_dw_scratch_len, skinny_gemm, skinny_gemm_fits, skinny_gemm_twin};
-use crate::ops::nn::half_twin::HalfTwinOp;
+use crate::ops::nn::dropout_gemm::{dropout_gemm_dw_scratch_len, skinny_gemm, skinny_gemm_fits};
 use crate::util::Real;
-use half::f16;
 
-pub trait GemmOp: HalfTwinOp {
+pub trait GemmOp: Backend {
     /// `c = op(a) op(b) + beta c`, `op` transposing when asked.
     fn gemm(&self, a: &Self::Mat, trans_a: bool, b: &Self::Mat, trans_b: bool, beta: f32, c: &mut Self::Mat) -> Result<()>;
-    /// `c = a b`, writing c's f16 twin into `c.1` where given ([`HalfTwinOp::with_twin`]): by
-    /// default a cast after the product; the GPU's narrow products write it in their own pass.
-    fn gemm_twin(&self, a: &Self::Mat, b: &Self::Mat, (c, c16): (&mut Self::Mat, Option<&mut Self::Twin>)) -> Result<()> {
-        self.gemm(a, false, b, false, 0.0, c)?;
-        c16.map_or(Ok(()), |t| self.fill_twin(c, t))
-    }
 }
 
 impl<T: Real> GemmOp for CpuBackend<T> {
@@ -49,19 +42,6 @@ impl GemmOp for CudaBackend {
             });
         }
         self.timed("gemm", || self.blas.gemm(self.math, 1.0, (a, ta), (b, tb), beta, c))
-    }
-    fn gemm_twin(
-        &self,
-        a: &DeviceMatrix<f32>,
-        b: &DeviceMatrix<f32>,
-        (c, c16): (&mut DeviceMatrix<f32>, Option<&mut DeviceMatrix<f16>>),
-    ) -> Result<()> {
-        let Some(t) = c16 else { return self.gemm(a, false, b, false, 0.0, c) };
-        if self.skinny_gemm && skinny_gemm_fits(a, false, false, c) {
-            return self.timed("gemm (narrow)", || skinny_gemm_twin(a, b, (c, Some(t)), &self.step_ptr(), self.math));
-        }
-        self.gemm(a, false, b, false, 0.0, c)?;
-        self.fill_twin(c, t)
     }
 }
 

@@ -44,7 +44,6 @@ pub mod gat_scores;
 pub mod gather_rows;
 pub mod gemm;
 pub mod hadamard;
-pub mod half_twin;
 pub mod head_columns;
 pub mod negative_pattern;
 pub mod negative_sample;
@@ -73,7 +72,7 @@ pub use dropout::{
     dropout_cpu_at, dropout_matrix, dropout_matrix_at, dropout_matrix_cpu_at, input_dropout_matrix,
 };
 pub use edge_softmax::{Softmaxed, edge_softmax_backward, edge_softmax_backward_cpu, edge_softmax_scaled, edge_softmax_scaled_cpu};
-pub use relu::{relu, relu_backward, relu_backward_cpu, relu_backward_twin, relu_cpu};
+pub use relu::{relu, relu_backward, relu_backward_cpu, relu_cpu};
 pub use row_normalize::{row_normalize, row_normalize_backward, row_normalize_backward_cpu, row_normalize_cpu, row_normalize_with_half};
 pub use scaled_add::{scaled_add, scaled_add_cpu};
 

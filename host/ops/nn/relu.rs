@@ -1,19 +1,15 @@
-//! ReLU and its backward, in place: CPU and the launchers of `kernels-gpu/src/nn/relu.rs`. The
-//! backward can also write its output's f16 twin for the sparse product that reads it next
-//! ([`super::half_twin`]).
+//! ReLU and its backward, in place: CPU and the launchers of `kernels-gpu/src/nn/relu.rs`.
 
 use rayon::prelude::*;
 
-use super::half_twin::{HalfTwinOp, twin_arg};
 use super::{MIN_PAR_LEN, check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::Result;
 use crate::gpu::DeviceMatrix;
-use crate::gpu::abi::nn::{ReluArgs, ReluBackwardArgs, relu_backward_f16_twin, relu_backward_f32, relu_f32};
-use crate::gpu::launch::PtrMut;
+use crate::gpu::abi::nn::{ReluArgs, ReluBackwardArgs, relu_backward_f32, relu_f32};
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::util::Real;
-use half::f16;
 
 /// x = max(x, 0) in place (NaN and -0 become 0, as on the GPU).
 pub fn relu_cpu<T: Real>(x: &mut [T]) {
@@ -38,35 +34,21 @@ pub fn relu(x: &mut DeviceMatrix<f32>) -> Result<()> {
 
 /// dy = y > 0 ? dy : 0 on the device; `y` is the ReLU's output (same shape as dy).
 pub fn relu_backward(y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>) -> Result<()> {
-    relu_backward_twin(y, dy, None)
-}
-
-/// [`relu_backward`], also writing `twin` = f16(dy's result) (whole padded buffer, dy's shape)
-/// where given: the cast's values bit for bit, in the same pass.
-pub fn relu_backward_twin(y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>, twin: Option<&mut DeviceMatrix<f16>>) -> Result<()> {
     check_same(y, dy, "relu_backward")?;
-    let dy16 = twin_arg(twin, dy, "relu_backward")?;
     let gpu = dy.gpu().clone();
     let n4 = n4(dy);
-    let args = ReluBackwardArgs { n4, y: y.arg(), dy: dy.arg_mut(), dy16: dy16.unwrap_or(PtrMut::null()) };
-    let kernel = if dy16.is_some() { relu_backward_f16_twin } else { relu_backward_f32 };
-    // SAFETY: both buffers hold n4 float4s; the twin (the f16 instance only) n4 groups of 4
-    // halves, distinct from both (an f16 buffer of its own).
-    unsafe { kernel.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
+    let args = ReluBackwardArgs { n4, y: y.arg(), dy: dy.arg_mut() };
+    // SAFETY: both buffers hold n4 float4s.
+    unsafe { relu_backward_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 // -- the op on each backend --
 
 /// ReLU in place and its backward, for a layer's hidden activations.
-pub trait ReluOp: HalfTwinOp {
+pub trait ReluOp: Backend {
     fn relu(&self, x: &mut Self::Mat) -> Result<()>;
     /// `dy *= (y > 0)` with `y` the ReLU's output.
-    fn relu_backward(&self, y: &Self::Mat, dy: &mut Self::Mat) -> Result<()> {
-        self.relu_backward_twin(y, dy, None)
-    }
-    /// [`ReluOp::relu_backward`], writing the result's f16 twin into `twin` where given
-    /// ([`HalfTwinOp::with_twin`]).
-    fn relu_backward_twin(&self, y: &Self::Mat, dy: &mut Self::Mat, twin: Option<&mut Self::Twin>) -> Result<()>;
+    fn relu_backward(&self, y: &Self::Mat, dy: &mut Self::Mat) -> Result<()>;
 }
 
 impl<T: Real> ReluOp for CpuBackend<T> {
@@ -74,7 +56,7 @@ impl<T: Real> ReluOp for CpuBackend<T> {
         relu_cpu(&mut x.data);
         Ok(())
     }
-    fn relu_backward_twin(&self, y: &HostMat<T>, dy: &mut HostMat<T>, _: Option<&mut ()>) -> Result<()> {
+    fn relu_backward(&self, y: &HostMat<T>, dy: &mut HostMat<T>) -> Result<()> {
         same_shape("relu_backward", dy, y)?;
         relu_backward_cpu(&y.data, &mut dy.data);
         Ok(())
@@ -85,7 +67,7 @@ impl ReluOp for CudaBackend {
     fn relu(&self, x: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("relu", || relu(x))
     }
-    fn relu_backward_twin(&self, y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>, twin: Option<&mut DeviceMatrix<f16>>) -> Result<()> {
-        self.timed("relu backward", || relu_backward_twin(y, dy, twin))
+    fn relu_backward(&self, y: &DeviceMatrix<f32>, dy: &mut DeviceMatrix<f32>) -> Result<()> {
+        self.timed("relu backward", || relu_backward(y, dy))
     }
 }

@@ -8,26 +8,21 @@
 //! gradient and the mask, write) then ReLU' (read the activation and the gradient, write):
 //! about twice the bytes of one read and one write each way (figures in bench/NOTES.md,
 //! 2026-11-27 morning). The values are the unfused path's, bit for bit, on both backends.
-//! The backward can also write dz's f16 twin for the layer's sparse product on dz
-//! ([`super::half_twin`]).
 
 use rayon::prelude::*;
 
 use super::dropout::{DropKey, check_p, matrix_keep, scale_f32};
-use super::half_twin::{HalfTwinOp, twin_arg};
 use super::{check_matrix_64, check_same, elementwise_shape, n4};
 use crate::error::{Error, Result};
 use crate::gpu::abi::nn::{
-    BiasReluDropoutArgs, ReluDropoutBackwardArgs, bias_relu_dropout_in_place_f32, relu_dropout_backward_in_place_f16_twin,
-    relu_dropout_backward_in_place_f32,
+    BiasReluDropoutArgs, ReluDropoutBackwardArgs, bias_relu_dropout_in_place_f32, relu_dropout_backward_in_place_f32,
 };
-use crate::gpu::launch::PtrMut;
 use crate::gpu::{DeviceMatrix, DeviceVec};
+use crate::ops::backend::Backend;
 use crate::ops::backend::cpu::{CpuBackend, HostMat, same_shape};
 use crate::ops::backend::cuda::CudaBackend;
 use crate::shared::rng::{dropout_seed_key, dropout_threshold};
 use crate::util::Real;
-use half::f16;
 
 /// y = dropout(max(z + b, 0)) on the host, written over z (`zy`: z before, y after; rows x cols
 /// unpadded, `b` cols), element (r, c) keyed by `key` as `dropout_matrix_cpu_at` keys it: the
@@ -120,46 +115,26 @@ pub fn bias_relu_dropout_in_place(
 /// dz = y > 0 ? dy / (1 - p) : 0 on the device, written over dy (`d`: dy before, dz after;
 /// whole padded buffers, y the forward's output).
 pub fn relu_dropout_backward_in_place(d: &mut DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f32) -> Result<()> {
-    relu_dropout_backward_in_place_twin(d, y, p, None)
-}
-
-/// [`relu_dropout_backward_in_place`], also writing `twin` = f16(dz) (whole padded buffer, d's
-/// shape) where given: the cast's values bit for bit, in the same pass.
-pub fn relu_dropout_backward_in_place_twin(
-    d: &mut DeviceMatrix<f32>,
-    y: &DeviceMatrix<f32>,
-    p: f32,
-    twin: Option<&mut DeviceMatrix<f16>>,
-) -> Result<()> {
     check_p(p)?;
     check_same(d, y, "relu_dropout_backward_in_place")?;
-    let dz16 = twin_arg(twin, d, "relu_dropout_backward_in_place")?;
     let gpu = d.gpu().clone();
     let n4 = n4(d);
-    let args =
-        ReluDropoutBackwardArgs { n4, dy: d.arg(), y: y.arg(), scale: scale_f32(p), dz: d.arg_mut(), dz16: dz16.unwrap_or(PtrMut::null()) };
-    let kernel = if dz16.is_some() { relu_dropout_backward_in_place_f16_twin } else { relu_dropout_backward_in_place_f32 };
+    let args = ReluDropoutBackwardArgs { n4, dy: d.arg(), y: y.arg(), scale: scale_f32(p), dz: d.arg_mut() };
     // SAFETY: d and y hold n4 float4s each (d distinct from y: a unique and a shared borrow); d
-    // is read and written by the in-place kernel, each float4 by one thread, coherent loads;
-    // the twin (the f16 instance only) n4 groups of 4 halves, a buffer of its own.
-    unsafe { kernel.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
+    // is read and written by the in-place kernel, each float4 by one thread, coherent loads.
+    unsafe { relu_dropout_backward_in_place_f32.launch(&gpu, elementwise_shape(&gpu, n4), &args) }
 }
 
 // -- the op on each backend --
 
-pub trait ReluDropoutOp: HalfTwinOp {
+pub trait ReluDropoutOp: Backend {
     /// `y = dropout(max(z + b, 0))` written over z (`zy`: z before, y after), with the mask
     /// [`DropoutOp::dropout_at`](super::dropout::DropoutOp::dropout_at) would draw for `key` and
     /// the step counter, not stored.
     fn bias_relu_dropout_in_place(&self, zy: &mut Self::Mat, b: &Self::Mat, key: DropKey<'_, Self::Ids>) -> Result<()>;
     /// `dz = y > 0 ? dy / (1 - p) : 0` written over dy (`d`: dy before, dz after) for the `y` of
     /// [`ReluDropoutOp::bias_relu_dropout_in_place`].
-    fn relu_dropout_backward_in_place(&self, d: &mut Self::Mat, y: &Self::Mat, p: f32) -> Result<()> {
-        self.relu_dropout_backward_in_place_twin(d, y, p, None)
-    }
-    /// [`ReluDropoutOp::relu_dropout_backward_in_place`], writing dz's f16 twin into `twin`
-    /// where given ([`HalfTwinOp::with_twin`]).
-    fn relu_dropout_backward_in_place_twin(&self, d: &mut Self::Mat, y: &Self::Mat, p: f32, twin: Option<&mut Self::Twin>) -> Result<()>;
+    fn relu_dropout_backward_in_place(&self, d: &mut Self::Mat, y: &Self::Mat, p: f32) -> Result<()>;
 }
 
 impl<T: Real> ReluDropoutOp for CpuBackend<T> {
@@ -167,7 +142,7 @@ impl<T: Real> ReluDropoutOp for CpuBackend<T> {
         let shape = (zy.rows, zy.cols);
         bias_relu_dropout_in_place_cpu(&mut zy.data, shape, &b.data, key.host(), self.step())
     }
-    fn relu_dropout_backward_in_place_twin(&self, d: &mut HostMat<T>, y: &HostMat<T>, p: f32, _: Option<&mut ()>) -> Result<()> {
+    fn relu_dropout_backward_in_place(&self, d: &mut HostMat<T>, y: &HostMat<T>, p: f32) -> Result<()> {
         same_shape("relu_dropout_backward_in_place", d, y)?;
         relu_dropout_backward_in_place_cpu(&mut d.data, &y.data, p)
     }
@@ -182,13 +157,7 @@ impl ReluDropoutOp for CudaBackend {
     ) -> Result<()> {
         self.timed("bias relu dropout", || bias_relu_dropout_in_place(zy, b, key, &self.step_ptr()))
     }
-    fn relu_dropout_backward_in_place_twin(
-        &self,
-        d: &mut DeviceMatrix<f32>,
-        y: &DeviceMatrix<f32>,
-        p: f32,
-        twin: Option<&mut DeviceMatrix<f16>>,
-    ) -> Result<()> {
-        self.timed("relu dropout backward", || relu_dropout_backward_in_place_twin(d, y, p, twin))
+    fn relu_dropout_backward_in_place(&self, d: &mut DeviceMatrix<f32>, y: &DeviceMatrix<f32>, p: f32) -> Result<()> {
+        self.timed("relu dropout backward", || relu_dropout_backward_in_place(d, y, p))
     }
 }

@@ -4,17 +4,14 @@
 //! precision and edge-value order (f16 copies cast on the device just before the product), and
 //! for fixed values under `Impl::Auto` measures that choice against the CSR kernel once per
 //! (side, width): on sparse scattered graphs TC8's 8x1 vectors hold ~1 non-zero each and the
-//! CSR kernel moves a fraction of its bytes (bench/NOTES.md, issue 42). A product on fixed values
-//! can be handed its operand's f16 twin, written by the operand's producer
-//! ([`super::half_twin`]): it reads that instead of casting.
+//! CSR kernel moves a fraction of its bytes (bench/NOTES.md, issue 42).
 
 use crate::error::{Error, Result};
 use crate::gpu::timing::time_gpu;
 use crate::gpu::{DeviceMatrix, DeviceVec};
-use crate::ops::backend::Side;
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
-use crate::ops::nn::half_twin::HalfTwinOp;
+use crate::ops::backend::{Backend, Side};
 use crate::ops::spmm::cpu::spmm_rows;
 use crate::ops::spmm::spmm_device_values;
 use crate::ops::values::{cast_to_f16, gather_from_mebcrs, scatter_to_mebcrs};
@@ -24,28 +21,13 @@ use half::f16;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub trait SpmmOp: HalfTwinOp {
+pub trait SpmmOp: Backend {
     /// Values that stay fixed across many products, with what the backend keeps beside them
     /// (see [`SpmmOp::fix`]); they own the values.
     type Fixed;
 
     /// `y = S x` (or `Sᵀ x`) with `values` laid out for that side.
-    fn spmm(&self, g: &Self::Graph, side: Side, values: &Self::Edges, x: &Self::Mat, y: &mut Self::Mat) -> Result<()> {
-        self.spmm_twin(g, side, values, (x, None), y)
-    }
-
-    /// [`SpmmOp::spmm`] of `x` with `x16`, its f16 twin written by x's producer, read instead of
-    /// a cast of x where the product reads f16 (as [`SpmmOp::spmm_fixed_twin`]). Every product
-    /// on an operand whose twin is out ([`HalfTwinOp::with_twin`]) must be handed it: a cast
-    /// would want the scratch matrix the twin is.
-    fn spmm_twin(
-        &self,
-        g: &Self::Graph,
-        side: Side,
-        values: &Self::Edges,
-        x: (&Self::Mat, Option<&Self::Twin>),
-        y: &mut Self::Mat,
-    ) -> Result<()>;
+    fn spmm(&self, g: &Self::Graph, side: Side, values: &Self::Edges, x: &Self::Mat, y: &mut Self::Mat) -> Result<()>;
 
     /// Takes `values` (laid out for `side` of `g`) for many products that leave them unchanged
     /// (GCN's Â): on an f16 GPU backend in ME-BCRS order their f16 copy, cast once instead of
@@ -58,21 +40,7 @@ pub trait SpmmOp: HalfTwinOp {
     fn fix(&self, g: &Self::Graph, side: Side, values: Self::Edges) -> Result<Self::Fixed>;
 
     /// [`SpmmOp::spmm`] with the values [`SpmmOp::fix`] took.
-    fn spmm_fixed(&self, g: &Self::Graph, side: Side, fixed: &Self::Fixed, x: &Self::Mat, y: &mut Self::Mat) -> Result<()> {
-        self.spmm_fixed_twin(g, side, fixed, (x, None), y)
-    }
-
-    /// [`SpmmOp::spmm_fixed`] of `x` with `x16`, its f16 twin written by x's producer
-    /// ([`HalfTwinOp::with_twin`]), read instead of a cast of x where the product reads f16
-    /// (`None`: cast as `spmm_fixed` does).
-    fn spmm_fixed_twin(
-        &self,
-        g: &Self::Graph,
-        side: Side,
-        fixed: &Self::Fixed,
-        x: (&Self::Mat, Option<&Self::Twin>),
-        y: &mut Self::Mat,
-    ) -> Result<()>;
+    fn spmm_fixed(&self, g: &Self::Graph, side: Side, fixed: &Self::Fixed, x: &Self::Mat, y: &mut Self::Mat) -> Result<()>;
 
     /// The values [`SpmmOp::fix`] took, given back to be rewritten (made again on the device
     /// where they were not kept: bit for bit the ones taken).
@@ -92,14 +60,7 @@ impl<T: Real> SpmmOp for CpuBackend<T> {
         Ok(values)
     }
 
-    fn spmm_fixed_twin(
-        &self,
-        g: &HostGraph<T>,
-        side: Side,
-        values: &Vec<T>,
-        (x, _): (&HostMat<T>, Option<&()>),
-        y: &mut HostMat<T>,
-    ) -> Result<()> {
+    fn spmm_fixed(&self, g: &HostGraph<T>, side: Side, values: &Vec<T>, x: &HostMat<T>, y: &mut HostMat<T>) -> Result<()> {
         self.spmm(g, side, values, x, y)
     }
 
@@ -111,14 +72,7 @@ impl<T: Real> SpmmOp for CpuBackend<T> {
         Ok([values.clone(), values])
     }
 
-    fn spmm_twin(
-        &self,
-        g: &HostGraph<T>,
-        side: Side,
-        values: &Vec<T>,
-        (x, _): (&HostMat<T>, Option<&()>),
-        y: &mut HostMat<T>,
-    ) -> Result<()> {
+    fn spmm(&self, g: &HostGraph<T>, side: Side, values: &Vec<T>, x: &HostMat<T>, y: &mut HostMat<T>) -> Result<()> {
         let s = self.side(g, side);
         if values.len() != s.nnz() || x.rows != s.n_cols() || y.rows != s.n_rows() || y.cols != x.cols {
             return Err(Error::Shape(format!(
@@ -228,15 +182,7 @@ struct FixedChoice(FixedPath);
 impl SpmmOp for CudaBackend {
     type Fixed = FixedValues;
 
-    fn spmm_twin(
-        &self,
-        g: &GpuGraph,
-        side: Side,
-        values: &DeviceVec<f32>,
-        (x, x16): (&DeviceMatrix<f32>, Option<&DeviceMatrix<f16>>),
-        y: &mut DeviceMatrix<f32>,
-    ) -> Result<()> {
-        let x = Dense::new(x, x16)?;
+    fn spmm(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed(self.op_name(side, FixedPath::Stored), || self.spmm_values(g, side, values, x, y))
     }
 
@@ -268,16 +214,8 @@ impl SpmmOp for CudaBackend {
         Ok(FixedValues { stored: Mutex::new(stored), kept, csr, len, stored_chosen: AtomicBool::new(false) })
     }
 
-    fn spmm_fixed_twin(
-        &self,
-        g: &GpuGraph,
-        side: Side,
-        fixed: &FixedValues,
-        (x, x16): (&DeviceMatrix<f32>, Option<&DeviceMatrix<f16>>),
-        y: &mut DeviceMatrix<f32>,
-    ) -> Result<()> {
+    fn spmm_fixed(&self, g: &GpuGraph, side: Side, fixed: &FixedValues, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
         let p = FixedProduct { g, side, fixed };
-        let x = Dense::new(x, x16)?;
         let path = self.fixed_path(&p, x, y)?;
         self.timed(self.op_name(side, path), || self.run_fixed(&p, path, x, y))
     }
@@ -304,24 +242,6 @@ impl SpmmOp for CudaBackend {
         let mut t = DeviceVec::zeros(gpu, v.len())?;
         gpu.stream().memcpy_dtod(v.slice(), t.slice_mut()).map_err(|e| Error::cuda("symmetric values copy", e))?;
         Ok([v, t])
-    }
-}
-
-/// The dense operand of a product: X, and its f16 twin where X's producer wrote one.
-#[derive(Clone, Copy)]
-struct Dense<'a> {
-    x: &'a DeviceMatrix<f32>,
-    x16: Option<&'a DeviceMatrix<f16>>,
-}
-
-impl<'a> Dense<'a> {
-    fn new(x: &'a DeviceMatrix<f32>, x16: Option<&'a DeviceMatrix<f16>>) -> Result<Self> {
-        if let Some(t) = x16
-            && (t.rows, t.cols, t.ld) != (x.rows, x.cols, x.ld)
-        {
-            return Err(Error::Shape(format!("spmm: an f16 twin of {} x {} for X of {} x {}", t.rows, t.cols, x.rows, x.cols)));
-        }
-        Ok(Dense { x, x16 })
     }
 }
 
@@ -395,7 +315,7 @@ impl CudaBackend {
     /// Which path products on `fixed` take at X's width: the forced one if any, the backend's
     /// own unless it chooses (`Impl::Auto`), else the fastest of the candidates, timed on first use (an eager step:
     /// a recorded step replays what the eager one chose) and kept in the side's handle.
-    fn fixed_path(&self, p: &FixedProduct<'_>, x: Dense<'_>, y: &mut DeviceMatrix<f32>) -> Result<FixedPath> {
+    fn fixed_path(&self, p: &FixedProduct<'_>, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<FixedPath> {
         if let Some(path) = self.fixed_spmm() {
             return Ok(path);
         }
@@ -416,7 +336,7 @@ impl CudaBackend {
             ValueOrder::Csr => 0,
             ValueOrder::MeBcrs => 1,
         };
-        let key = x.x.ld as u64 | (prec_tag << 32) | (order_tag << 34) | ((self.spmm_impl as u64) << 36);
+        let key = x.ld as u64 | (prec_tag << 32) | (order_tag << 34) | ((self.spmm_impl as u64) << 36);
         let choice = h.cached(key, || {
             let mut best: Option<(f64, FixedPath)> = None;
             let mut errors = Vec::new();
@@ -442,7 +362,7 @@ impl CudaBackend {
     }
 
     /// One product on fixed values along `path`.
-    fn run_fixed(&self, p: &FixedProduct<'_>, path: FixedPath, x: Dense<'_>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn run_fixed(&self, p: &FixedProduct<'_>, path: FixedPath, x: &DeviceMatrix<f32>, y: &mut DeviceMatrix<f32>) -> Result<()> {
         let mut stored = p.fixed.stored.lock().unwrap_or_else(|e| e.into_inner());
         if path == FixedPath::Stored {
             if stored.is_none() {
@@ -461,8 +381,8 @@ impl CudaBackend {
         };
         let h = p.g.side(p.side)?;
         match path {
-            FixedPath::CsrHalf => self.half_of(x, |xh| spmm_device_values(&h, EdgeValues::Csr(v), FeaturesRef::F16(xh), y, Impl::Csr)),
-            _ => spmm_device_values(&h, EdgeValues::Csr(v), FeaturesRef::F32(x.x), y, Impl::Csr),
+            FixedPath::CsrHalf => self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::Csr(v), FeaturesRef::F16(xh), y, Impl::Csr)),
+            _ => spmm_device_values(&h, EdgeValues::Csr(v), FeaturesRef::F32(x), y, Impl::Csr),
         }
     }
 
@@ -489,7 +409,14 @@ impl CudaBackend {
 
     /// A product with the backend's own kernel on values passed per call (f16 on ME-BCRS
     /// order: cast into a scratch copy first).
-    fn spmm_values(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: Dense<'_>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn spmm_values(
+        &self,
+        g: &GpuGraph,
+        side: Side,
+        values: &DeviceVec<f32>,
+        x: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         if !self.half_kernel_order() {
             return self.spmm_as_stored(g, side, values, x, y);
         }
@@ -505,34 +432,39 @@ impl CudaBackend {
         r
     }
 
-    /// f16 SpMM with f16 values in ME-BCRS order (on x's twin, or x cast to f16 on the way).
-    fn spmm_half_values(&self, g: &GpuGraph, side: Side, vh: &DeviceVec<f16>, x: Dense<'_>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    /// f16 SpMM with f16 values in ME-BCRS order (x cast to f16 on the way).
+    fn spmm_half_values(
+        &self,
+        g: &GpuGraph,
+        side: Side,
+        vh: &DeviceVec<f16>,
+        x: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         let h = g.side(side)?;
-        self.half_of(x, |xh| spmm_device_values(&h, EdgeValues::MeBcrsF16(vh), FeaturesRef::F16(xh), y, self.spmm_impl))
-    }
-
-    /// Runs `f` on x's f16 copy: the twin its producer wrote, else x cast into the scratch
-    /// matrix of slot 0.
-    fn half_of<R>(&self, x: Dense<'_>, f: impl FnOnce(&DeviceMatrix<f16>) -> Result<R>) -> Result<R> {
-        match x.x16 {
-            Some(xh) => f(xh),
-            None => self.with_half(x.x, 0, |xh| f(xh)),
-        }
+        self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::MeBcrsF16(vh), FeaturesRef::F16(xh), y, self.spmm_impl))
     }
 
     /// Every product other than f16 on ME-BCRS values: values read as they are (scattered from
     /// CSR order into TC8's slots first under `EdgeLayout::Csr`).
-    fn spmm_as_stored(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, x: Dense<'_>, y: &mut DeviceMatrix<f32>) -> Result<()> {
+    fn spmm_as_stored(
+        &self,
+        g: &GpuGraph,
+        side: Side,
+        values: &DeviceVec<f32>,
+        x: &DeviceMatrix<f32>,
+        y: &mut DeviceMatrix<f32>,
+    ) -> Result<()> {
         let h = g.side(side)?;
         if self.spmm_impl == Impl::Tc8 && self.order == ValueOrder::Csr {
-            return self.spmm_tc8_from_csr(g, side, values, (x.x, x.x16), y);
+            return self.spmm_tc8_from_csr(g, side, values, x, y);
         }
         match (self.precision, self.order) {
             (Precision::F16, ValueOrder::Csr) => {
-                self.half_of(x, |xh| spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F16(xh), y, self.spmm_impl))
+                self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F16(xh), y, self.spmm_impl))
             }
-            (_, ValueOrder::Csr) => spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F32(x.x), y, self.spmm_impl),
-            (_, ValueOrder::MeBcrs) => spmm_device_values(&h, EdgeValues::MeBcrs(values), FeaturesRef::F32(x.x), y, self.spmm_impl),
+            (_, ValueOrder::Csr) => spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F32(x), y, self.spmm_impl),
+            (_, ValueOrder::MeBcrs) => spmm_device_values(&h, EdgeValues::MeBcrs(values), FeaturesRef::F32(x), y, self.spmm_impl),
         }
     }
 }

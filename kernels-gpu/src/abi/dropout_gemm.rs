@@ -76,9 +76,6 @@ kernel_args! {
         pub elu: u32,
         /// x's rows' original ids (row r keyed as row ids[r], as `DropoutArgs::ids`), or null.
         pub ids: Ptr<u32>,
-        /// y's f16 twin (f16 bits, y's padded shape), written by the `_twin` instances only
-        /// (null for the others): the copy the sparse product on y reads (`nn/half_twin.rs`).
-        pub y16: PtrMut<u16>,
     }
 
     /// partial[s] = dropout(x[rows of split s])ᵀ dy[same rows] (k x ldw each, stride ldw):
@@ -135,27 +132,20 @@ kernels! {
     dropout_gemm_dw_f32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<2, true>;
     dropout_gemm_dw_f32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<4, true>;
     dropout_gemm_dw_f32_nt8(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad::<8, true>;
-    dropout_gemm_stream_tf32_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, false, 1, true, false>;
-    dropout_gemm_stream_tf32_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, false, 1, false, false>;
-    dropout_gemm_stream_f32_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, true, 1, false, false>;
-    dropout_gemm_stream_f32_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, true, 1, false, false>;
+    dropout_gemm_stream_tf32_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, false, 1, true>;
+    dropout_gemm_stream_tf32_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, false, 1, false>;
+    dropout_gemm_stream_f32_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, true, 1, false>;
+    dropout_gemm_stream_f32_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, true, 1, false>;
     dropout_gemm_dw_stream_tf32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<2, false, 1>;
     dropout_gemm_dw_stream_tf32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, false, 1>;
     dropout_gemm_dw_stream_f32_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<2, true, 1>;
     dropout_gemm_dw_stream_f32_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, true, 1>;
-    dropout_gemm_stream_tf32_h16_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, false, 2, true, false>;
+    dropout_gemm_stream_tf32_h16_nt2(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, false, 2, true>;
     dropout_gemm_dw_stream_tf32_h16_nt2(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<2, false, 2>;
-    dropout_gemm_stream_tf32_h16_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, false, 2, false, false>;
+    dropout_gemm_stream_tf32_h16_nt4(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, false, 2, false>;
     dropout_gemm_dw_stream_tf32_h16_nt4(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_stream::<4, false, 2>;
-    dropout_gemm_wide_h16(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_wide_h16::<false, false>;
-    dropout_gemm_wide_h16_bits(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_wide_h16::<true, false>;
+    dropout_gemm_wide_h16(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_wide_h16::<false>;
+    dropout_gemm_wide_h16_bits(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_wide_h16::<true>;
     dropout_gemm_dw_wide_h16(DropoutGemmDwArgs) = crate::nn::dropout_gemm::weight_grad_wide_h16;
-    // The forwards that also write y's f16 twin (tf32 math: the f16 precision's).
-    dropout_gemm_stream_tf32_nt2_twin(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, false, 1, true, true>;
-    dropout_gemm_stream_tf32_nt4_twin(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, false, 1, false, true>;
-    dropout_gemm_stream_tf32_h16_nt2_twin(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<2, false, 2, true, true>;
-    dropout_gemm_stream_tf32_h16_nt4_twin(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_stream::<4, false, 2, false, true>;
-    dropout_gemm_wide_h16_twin(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_wide_h16::<false, true>;
-    dropout_gemm_wide_h16_bits_twin(DropoutGemmArgs) = crate::nn::dropout_gemm::forward_wide_h16::<true, true>;
     split_sum_f32(SplitSumArgs) = crate::nn::dropout_gemm::split_sum;
 }

@@ -429,9 +429,6 @@ kernel_args! {
         /// The ReLU's output.
         pub y: Ptr<f32>,
         pub dy: PtrMut<f32>,
-        /// dy's f16 twin (f16 bits, dy's padded shape), written by the `_f16_twin` instance
-        /// only (null for the other).
-        pub dy16: PtrMut<u16>,
     }
 
     /// y = dropout(max(z + b, 0)) (`nn/relu_dropout.rs`), element (r, c) of the padded buffer
@@ -463,9 +460,6 @@ kernel_args! {
         pub y: Ptr<f32>,
         pub scale: f32,
         pub dz: PtrMut<f32>,
-        /// dz's f16 twin (f16 bits, dz's padded shape), written by the `_f16_twin` instance
-        /// only (null for the other).
-        pub dz16: PtrMut<u16>,
     }
 
     /// Row L2 normalisation n = h / max(||h||, 1e-12).
@@ -828,11 +822,9 @@ kernels! {
     head_take_f32(HeadColumnsArgs) = crate::nn::head_columns::take;
     head_put_f32(HeadColumnsArgs) = crate::nn::head_columns::put;
     relu_f32(ReluArgs) = crate::nn::relu::relu;
-    relu_backward_f32(ReluBackwardArgs) = crate::nn::relu::relu_backward::<false>;
-    relu_backward_f16_twin(ReluBackwardArgs) = crate::nn::relu::relu_backward::<true>;
+    relu_backward_f32(ReluBackwardArgs) = crate::nn::relu::relu_backward;
     bias_relu_dropout_in_place_f32(BiasReluDropoutArgs) = crate::nn::relu_dropout::bias_relu_dropout_in_place;
-    relu_dropout_backward_in_place_f32(ReluDropoutBackwardArgs) = crate::nn::relu_dropout::relu_dropout_backward_in_place::<false>;
-    relu_dropout_backward_in_place_f16_twin(ReluDropoutBackwardArgs) = crate::nn::relu_dropout::relu_dropout_backward_in_place::<true>;
+    relu_dropout_backward_in_place_f32(ReluDropoutBackwardArgs) = crate::nn::relu_dropout::relu_dropout_backward_in_place;
     row_normalize_f32(RowNormalizeArgs) = crate::nn::row_normalize::row_normalize;
     row_normalize_backward_f32(RowNormalizeBackwardArgs) = crate::nn::row_normalize::row_normalize_backward;
     scaled_add_f32(ScaledAddArgs) = crate::nn::scaled_add::scaled_add;

@@ -193,8 +193,6 @@ pub unsafe fn forward<const NT: usize, const SPLIT: bool>(args: DropoutGemmArgs)
         keep_bits: _,
         elu: _,
         ids,
-        // No twin here: the host casts y after the tiled kernels where one is asked for.
-        y16: _,
     } = args;
     let bn = 8 * NT as u32;
     let w_stride = bn + 8;
@@ -476,18 +474,14 @@ fn x_parts<const SPLIT: bool, const V: usize>(v: f32) -> (u32, u32) {
 /// y = dropout(x) w for outputs of 8 NT ≤ 32 columns, x f32 (V = 1) or f16 (V = 2): a
 /// persistent grid; each warp takes 16-row tiles in turn and walks all of k, 2V chunks of 32
 /// columns an iteration (8 loads of 16 bytes in flight per thread, 16 with `PF`: the next
-/// iteration's prefetched); w waits in shared memory in fragment order. With `WRITE_F16` each
-/// output pair is also stored as f16 into `args.y16` (`nn/half_twin.rs`: the copy the sparse
-/// product on y reads instead of casting it).
+/// iteration's prefetched); w waits in shared memory in fragment order.
 #[inline(always)]
-pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize, const PF: bool, const WRITE_F16: bool>(
-    args: DropoutGemmArgs,
-) {
+pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize, const PF: bool>(args: DropoutGemmArgs) {
     let step_chunks = 2 * V as u32;
     let chunks = args.ldx.div_ceil(32 * step_chunks) * step_chunks;
     let ws = ptx::dyn_smem_base();
     unsafe { stage_w_fragments::<NT, V>(&args, chunks, ws) };
-    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, scale, seed_key, step, offset, elu, ids, y16, .. } = args;
+    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, scale, seed_key, step, offset, elu, ids, .. } = args;
     // f16 x (V = 2) is exact in tf32 as stored: kept elements enter the products unscaled and
     // unrounded, the sums are scaled once at the end.
     let x_scale = if V == 2 { 1.0 } else { scale };
@@ -554,18 +548,11 @@ pub unsafe fn forward_stream<const NT: usize, const SPLIT: bool, const V: usize,
         for (j, acc_j) in acc.iter().enumerate() {
             let col = 8 * j as u32 + 2 * t;
             if col < ldw {
-                let (oa, ob) = (ra as usize * ldw as usize + col as usize, rb as usize * ldw as usize + col as usize);
                 if ra < rows {
-                    unsafe { ptx::st_v2_f32(y.add(oa), [acc_j[0], acc_j[1]]) };
-                    if WRITE_F16 {
-                        unsafe { super::half_twin::store2(y16, oa, [acc_j[0], acc_j[1]]) };
-                    }
+                    unsafe { ptx::st_v2_f32(y.add(ra as usize * ldw as usize + col as usize), [acc_j[0], acc_j[1]]) };
                 }
                 if rb < rows {
-                    unsafe { ptx::st_v2_f32(y.add(ob), [acc_j[2], acc_j[3]]) };
-                    if WRITE_F16 {
-                        unsafe { super::half_twin::store2(y16, ob, [acc_j[2], acc_j[3]]) };
-                    }
+                    unsafe { ptx::st_v2_f32(y.add(rb as usize * ldw as usize + col as usize), [acc_j[2], acc_j[3]]) };
                 }
             }
         }
@@ -785,19 +772,19 @@ impl StreamMask {
     }
 }
 
-/// y = dropout(x) w for x in f16 and outputs of 33-64 columns (8 n8 tiles), with `BITS`
-/// the mask's bits into `args.keep_bits`, with `WRITE_F16` y's f16 twin into `args.y16`: a persistent grid, each warp a 16-row tile at a time
+/// y = dropout(x) w for x in f16 and outputs of 33-64 columns (8 n8 tiles), and with `BITS`
+/// the mask's bits into `args.keep_bits`: a persistent grid, each warp a 16-row tile at a time
 /// walking all of k; w waits in shared memory in fragment order. The loads roll: a lane holds
 /// `WIDE_ITER` chunks' loads (8 of 16 bytes), and as soon as a chunk's pair is taken apart
 /// its registers are refilled with the chunk `WIDE_ITER` ahead — the next tile's first
 /// chunks at a tile's end — so 6-8 loads stay in flight through the products and the
 /// epilogue (loaded an iteration at a time, then used, 16 warps an SM kept DRAM 40 % busy).
 #[inline(always)]
-pub unsafe fn forward_wide_h16<const BITS: bool, const WRITE_F16: bool>(args: DropoutGemmArgs) {
+pub unsafe fn forward_wide_h16<const BITS: bool>(args: DropoutGemmArgs) {
     let chunks = args.ldx.div_ceil(32 * WIDE_ITER) * WIDE_ITER;
     let ws = ptx::dyn_smem_base();
     unsafe { stage_w_h16(&args, chunks, ws) };
-    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, keep_bits, scale, seed_key, step, offset, ids, y16, .. } = args;
+    let DropoutGemmArgs { rows, ldx, ldw, threshold, x, y, keep_bits, scale, seed_key, step, offset, ids, .. } = args;
     let words = keep_words_per_row(ldx);
     ptx::sync_threads();
     let mask = StreamMask::new((seed_key, step, threshold, offset, ids), rows, ldx);
@@ -858,31 +845,19 @@ pub unsafe fn forward_wide_h16<const BITS: bool, const WRITE_F16: bool>(args: Dr
         });
         c = next_c;
         if c == 0 {
-            // The tile's rows are summed: written while the next tile's loads fly. Unrolled by
-            // hand: with the twin's stores the loop grew past what LLVM unrolls, and `acc`,
-            // indexed at run time, went to local memory (128 bytes of stack).
-            crate::unroll4!(jh => { crate::unroll2!(jl => {
-                let j = 2 * jh + jl;
-                let acc_j = &mut acc[j];
+            // The tile's rows are summed: written while the next tile's loads fly.
+            for (j, acc_j) in acc.iter_mut().enumerate() {
                 let col = 8 * j as u32 + 2 * t;
                 if col < ldw {
-                    let (oa, ob) = (ra as usize * ldw as usize + col as usize, rb as usize * ldw as usize + col as usize);
-                    let (va, vb) = ([acc_j[0] * scale, acc_j[1] * scale], [acc_j[2] * scale, acc_j[3] * scale]);
                     if ra < rows {
-                        unsafe { ptx::st_v2_f32(y.add(oa), va) };
-                        if WRITE_F16 {
-                            unsafe { super::half_twin::store2(y16, oa, va) };
-                        }
+                        unsafe { ptx::st_v2_f32(y.add(ra as usize * ldw as usize + col as usize), [acc_j[0] * scale, acc_j[1] * scale]) };
                     }
                     if rb < rows {
-                        unsafe { ptx::st_v2_f32(y.add(ob), vb) };
-                        if WRITE_F16 {
-                            unsafe { super::half_twin::store2(y16, ob, vb) };
-                        }
+                        unsafe { ptx::st_v2_f32(y.add(rb as usize * ldw as usize + col as usize), [acc_j[2] * scale, acc_j[3] * scale]) };
                     }
                 }
                 *acc_j = [0.0; 4];
-            })});
+            }
             tile = next_tile;
             if tile >= tiles {
                 return;

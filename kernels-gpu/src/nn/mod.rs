@@ -29,7 +29,6 @@ pub mod gat_edge_logits;
 pub mod gat_scores;
 pub mod gather_rows;
 pub mod hadamard;
-pub mod half_twin;
 pub mod head_columns;
 pub mod negative_pattern;
 pub mod negative_sample;

@@ -1,7 +1,5 @@
 //! ReLU and its backward, in place over whole padded buffers (padding is 0 and stays 0):
-//! grid-stride over float4s. The backward's `WRITE_F16` variant also writes dy's f16 copy
-//! (`nn/half_twin.rs`): what the sparse product that reads dy next would otherwise cast in a
-//! launch of its own (bench/NOTES.md, issue 42).
+//! grid-stride over float4s.
 
 use super::grid_stride;
 use crate::abi::nn::{ReluArgs, ReluBackwardArgs};
@@ -23,21 +21,16 @@ pub unsafe fn relu(args: ReluArgs) {
     }
 }
 
-/// dy = y > 0 ? dy : 0 over `n4` float4s (y: the ReLU's output); with `WRITE_F16` also
-/// dy16 = f16(dy) (round to nearest even, as the cast kernel).
+/// dy = y > 0 ? dy : 0 over `n4` float4s (y: the ReLU's output).
 #[inline(always)]
-pub unsafe fn relu_backward<const WRITE_F16: bool>(args: ReluBackwardArgs) {
-    let ReluBackwardArgs { n4, y, dy, dy16 } = args;
+pub unsafe fn relu_backward(args: ReluBackwardArgs) {
+    let ReluBackwardArgs { n4, y, dy } = args;
     for i in grid_stride(n4) {
         let o = 4 * i as usize;
         let yv = unsafe { ptx::ld_nc_v4_f32(y.add(o)) };
         let p = unsafe { dy.add(o) };
         let d = unsafe { ptx::ld_v4_f32(p) };
         let g = |k: usize| if yv[k] > 0.0 { d[k] } else { 0.0 };
-        let out = [g(0), g(1), g(2), g(3)];
-        unsafe { ptx::st_v4_f32(p, out) };
-        if WRITE_F16 {
-            unsafe { super::half_twin::store4(dy16, o, out) };
-        }
+        unsafe { ptx::st_v4_f32(p, [g(0), g(1), g(2), g(3)]) };
     }
 }

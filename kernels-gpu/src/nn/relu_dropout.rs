@@ -46,20 +46,15 @@ pub unsafe fn bias_relu_dropout_in_place(args: BiasReluDropoutArgs) {
 }
 
 /// dz = y > 0 ? dy · scale : 0 over `n4` float4s (y: the forward's output), dy and dz one
-/// buffer; with `WRITE_F16` also dz16 = f16(dz), the copy the layer's sparse product on dz
-/// reads (`nn/half_twin.rs`).
+/// buffer.
 #[inline(always)]
-pub unsafe fn relu_dropout_backward_in_place<const WRITE_F16: bool>(args: ReluDropoutBackwardArgs) {
-    let ReluDropoutBackwardArgs { n4, dy, y, scale, dz, dz16 } = args;
+pub unsafe fn relu_dropout_backward_in_place(args: ReluDropoutBackwardArgs) {
+    let ReluDropoutBackwardArgs { n4, dy, y, scale, dz } = args;
     for i in grid_stride(n4) {
         let o = 4 * i as usize;
         let yv = unsafe { ptx::ld_nc_v4_f32(y.add(o)) };
         let d = unsafe { ptx::ld_v4_f32(dy.add(o)) };
         let g = |k: usize| if yv[k] > 0.0 { d[k] * scale } else { 0.0 };
-        let out = [g(0), g(1), g(2), g(3)];
-        unsafe { ptx::st_v4_f32(dz.add(o), out) };
-        if WRITE_F16 {
-            unsafe { super::half_twin::store4(dz16, o, out) };
-        }
+        unsafe { ptx::st_v4_f32(dz.add(o), [g(0), g(1), g(2), g(3)]) };
     }
 }

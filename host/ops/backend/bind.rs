@@ -162,11 +162,11 @@ pub fn coo_rows(s: &Csr) -> Vec<u32> {
 
 impl BindOps for CudaBackend {
     fn can_bind(&self) -> bool {
-        self.order == ValueOrder::Csr && matches!(self.spmm_impl, Impl::Hp | Impl::Csr)
+        self.plan.order == ValueOrder::Csr && matches!(self.plan.spmm, Impl::Hp | Impl::Csr)
     }
     fn bind_graph(&self, g: &mut GpuGraph, p: &PaddedPattern) -> Result<()> {
         if !self.can_bind() {
-            return Err(Error::Unsupported(format!("rebinding a graph for SpMM {:?} on {:?} values", self.spmm_impl, self.order)));
+            return Err(Error::Unsupported(format!("rebinding a graph for SpMM {:?} on {:?} values", self.plan.spmm, self.plan.order)));
         }
         let h = &g.handle;
         let built = h.csr();

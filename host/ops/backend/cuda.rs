@@ -28,26 +28,15 @@ use crate::graph::Csr;
 use crate::ops::ValueOrder;
 use crate::ops::backend::op_state::OpState;
 use crate::ops::backend::{Backend, Side, Stats};
-use crate::ops::spmm::{spmm_device_values, value_order};
+pub use crate::ops::spmm::plan::EdgeLayout;
+use crate::ops::spmm::plan::SpmmPlan;
+use crate::ops::spmm::spmm_device_values;
 use crate::ops::values::{cast_matrix_to_f16, scatter_to_mebcrs};
 use crate::ops::{EdgeValues, FeaturesRef, GraphHandle, Impl, Precision};
 use crate::tensor::Matrix;
 
 /// An op's name and the events around it.
 type OpEvents = (&'static str, CudaEvent, CudaEvent);
-
-/// Where the backend keeps edge values between ops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
-pub enum EdgeLayout {
-    /// In the order the SpMM kernel reads (ME-BCRS slots for TC8): no conversion per product.
-    /// Best when edge values stay fixed (GCN's Â).
-    Kernel,
-    /// Compact in CSR order for every edge op (SDDMM, softmax, transposes), scattered into the
-    /// ME-BCRS slots just before each TC8 product. Best when values change every step (AGNN's
-    /// attention): ME-BCRS holds 8 slots per vector, about 7x the edges on power-law graphs,
-    /// and every edge op would touch all of them.
-    Csr,
-}
 
 /// A pattern on the device; its transpose is built on first use and cached in the handle.
 pub struct GpuGraph {
@@ -79,13 +68,8 @@ pub struct CudaBackend {
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) blas: Blas,
     pub(crate) precision: Precision,
-    /// The SpMM implementation (`Auto` measures the ones that read `order` once per K).
-    pub(crate) spmm_impl: Impl,
-    /// `Impl::Auto` was asked for: products on fixed values (`SpmmOp::spmm_fixed`) measure
-    /// `spmm_impl` against the CSR kernel once per (side, width) and keep the faster.
-    pub(crate) spmm_auto: bool,
-    pub(crate) sddmm_impl: Impl,
-    pub(crate) order: ValueOrder,
+    /// The sparse kernels and the edge-value order, chosen once from what was asked for.
+    pub(crate) plan: SpmmPlan,
     pub(crate) math: GemmMath,
     /// Training steps begun: seeds dropout, drives Adam's bias correction; lives on the device
     /// so a replayed graph advances it.
@@ -110,27 +94,9 @@ impl CudaBackend {
     /// cores in f32, TC8 on tensor cores in tf32 and f16; products on fixed values, GCN's,
     /// SAGE's and GIN's adjacency, also measure the CSR kernel, see `SpmmOp::spmm_fixed`).
     ///
-    /// cuSPARSE is not an `Auto` choice here: its SpMM broke CUDA-graph capture of the training
-    /// step on pubmed (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, H100, CUDA 13), and the step is
-    /// ours to run. `--impl cusparse` still works, eagerly if capture fails.
+    /// cuSPARSE is not an `Auto` choice here ([`SpmmPlan::choose`] says why).
     pub fn new(gpu: Arc<Gpu>, precision: Precision, imp: Impl) -> Result<Self> {
-        let spmm_impl = match (imp, precision) {
-            (Impl::Auto, Precision::F32) => Impl::Hp,
-            (Impl::Auto, _) => Impl::Tc8,
-            (Impl::Cpu, _) => return Err(Error::Unsupported("--impl cpu with a GPU backend; use --device cpu".into())),
-            (Impl::Tc8 | Impl::Tc16, Precision::F32) => {
-                return Err(Error::Unsupported(format!("{imp:?} runs on tensor cores: use --precision tf32 or f16")));
-            }
-            (other, _) => other,
-        };
-        let order = value_order(spmm_impl).ok_or_else(|| {
-            Error::Unsupported(format!("{spmm_impl:?} cannot read per-call edge values; use auto, csr, hp, cusparse or tc8"))
-        })?;
-        let sddmm_impl = match (order, precision) {
-            (ValueOrder::MeBcrs, _) => Impl::Tc8,
-            (ValueOrder::Csr, Precision::F16) => Impl::Tc16,
-            (ValueOrder::Csr, _) => Impl::Hp,
-        };
+        let plan = SpmmPlan::choose(precision, imp, EdgeLayout::Kernel)?;
         let math = match precision {
             Precision::F32 => GemmMath::F32,
             Precision::Tf32 | Precision::F16 => GemmMath::Tf32,
@@ -145,10 +111,7 @@ impl CudaBackend {
             op_state: OpState::default(),
             gpu,
             precision,
-            spmm_impl,
-            spmm_auto: imp == Impl::Auto,
-            sddmm_impl,
-            order,
+            plan,
             math,
         })
     }
@@ -160,17 +123,7 @@ impl CudaBackend {
     /// Keep edge values in `layout` (see [`EdgeLayout`]); only TC8 has a choice, the CUDA-core
     /// kernels read CSR order either way.
     pub fn with_edge_layout(mut self, layout: EdgeLayout) -> Self {
-        if self.spmm_impl == Impl::Tc8 {
-            self.order = match layout {
-                EdgeLayout::Kernel => ValueOrder::MeBcrs,
-                EdgeLayout::Csr => ValueOrder::Csr,
-            };
-            self.sddmm_impl = match (self.order, self.precision) {
-                (ValueOrder::MeBcrs, _) => Impl::Tc8,
-                (ValueOrder::Csr, Precision::F16) => Impl::Tc16,
-                (ValueOrder::Csr, _) => Impl::Hp,
-            };
-        }
+        self.plan = self.plan.with_layout(self.precision, layout);
         self
     }
 
@@ -336,10 +289,10 @@ impl Backend for CudaBackend {
             "{} {:?} spmm {:?}{} sddmm {:?} edges {:?}",
             self.gpu.info().name,
             self.precision,
-            self.spmm_impl,
-            if self.spmm_auto { " (auto: or csr on fixed values)" } else { "" },
-            self.sddmm_impl,
-            self.order
+            self.plan.spmm,
+            if self.plan.measure_fixed { " (auto: or csr on fixed values)" } else { "" },
+            self.plan.sddmm,
+            self.plan.order
         )
         .to_lowercase()
     }
@@ -399,12 +352,12 @@ impl Backend for CudaBackend {
     }
     #[track_caller]
     fn edges(&self, g: &GpuGraph, side: Side) -> Result<DeviceVec<f32>> {
-        DeviceVec::zeros(&self.gpu, g.side(side)?.value_len(self.order)?)
+        DeviceVec::zeros(&self.gpu, g.side(side)?.value_len(self.plan.order)?)
     }
     #[track_caller]
     fn graph_values(&self, g: &GpuGraph, side: Side) -> Result<DeviceVec<f32>> {
         let h = g.side(side)?;
-        match self.order {
+        match self.plan.order {
             ValueOrder::Csr => DeviceVec::upload(&self.gpu, h.csr().values()),
             ValueOrder::MeBcrs => h.device_mebcrs_values(),
         }

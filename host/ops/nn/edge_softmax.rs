@@ -275,7 +275,7 @@ impl<T: Real> EdgeSoftmaxOp for CpuBackend<T> {
 
 impl EdgeSoftmaxOp for CudaBackend {
     fn edge_softmax(&self, g: &GpuGraph, beta: &DeviceMatrix<f32>, cos: &DeviceVec<f32>, alpha: &mut DeviceVec<f32>) -> Result<()> {
-        self.timed("edge softmax", || edge_softmax_scaled(&g.handle, self.order, beta, cos, alpha))
+        self.timed("edge softmax", || edge_softmax_scaled(&g.handle, self.plan.order, beta, cos, alpha))
     }
     fn edge_softmax_backward(
         &self,
@@ -285,7 +285,7 @@ impl EdgeSoftmaxOp for CudaBackend {
         dcos: &mut DeviceVec<f32>,
         dbeta: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
-        self.timed("edge softmax backward", || edge_softmax_backward(&g.handle, self.order, fwd, dalpha, dcos, dbeta))
+        self.timed("edge softmax backward", || edge_softmax_backward(&g.handle, self.plan.order, fwd, dalpha, dcos, dbeta))
     }
 }
 

@@ -333,7 +333,7 @@ impl<T: Real> GatEdgeLogitsOp for CpuBackend<T> {
 
 impl GatEdgeLogitsOp for CudaBackend {
     fn gat_edge_logits(&self, g: &GpuGraph, x: HeadLogits<'_, DeviceMatrix<f32>>, logits: &mut DeviceVec<f32>) -> Result<()> {
-        self.timed("gat edge logits", || gat_edge_logits(&g.handle, self.order, x, logits))
+        self.timed("gat edge logits", || gat_edge_logits(&g.handle, self.plan.order, x, logits))
     }
     fn gat_edge_logits_backward(
         &self,
@@ -343,12 +343,12 @@ impl GatEdgeLogitsOp for CudaBackend {
         dz: &mut DeviceVec<f32>,
         ds_dst: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
-        self.timed("gat edge logits backward", || gat_edge_logits_backward(&g.handle, self.order, x, de, dz, ds_dst))
+        self.timed("gat edge logits backward", || gat_edge_logits_backward(&g.handle, self.plan.order, x, de, dz, ds_dst))
     }
     fn edge_row_sums(&self, g: &GpuGraph, side: Side, values: &DeviceVec<f32>, col: usize, out: &mut DeviceMatrix<f32>) -> Result<()> {
         self.timed("edge row sums", || {
             let h = g.side(side)?;
-            edge_row_sums(&h, self.order, values, col, out)
+            edge_row_sums(&h, self.plan.order, values, col, out)
         })
     }
 }

@@ -55,13 +55,15 @@ impl SddmmOp for CudaBackend {
                 return Err(not_a_pattern());
             }
             if self.precision != Precision::F16 {
-                return sddmm_device(h, FeaturesRef::F32(a), FeaturesRef::F32(b), out, self.sddmm_impl, self.order);
+                return sddmm_device(h, FeaturesRef::F32(a), FeaturesRef::F32(b), out, self.plan.sddmm, self.plan.order);
             }
             self.with_half(a, 1, |ah| {
                 if std::ptr::eq(a, b) {
-                    return sddmm_device(h, FeaturesRef::F16(ah), FeaturesRef::F16(ah), out, self.sddmm_impl, self.order);
+                    return sddmm_device(h, FeaturesRef::F16(ah), FeaturesRef::F16(ah), out, self.plan.sddmm, self.plan.order);
                 }
-                self.with_half(b, 2, |bh| sddmm_device(h, FeaturesRef::F16(ah), FeaturesRef::F16(bh), out, self.sddmm_impl, self.order))
+                self.with_half(b, 2, |bh| {
+                    sddmm_device(h, FeaturesRef::F16(ah), FeaturesRef::F16(bh), out, self.plan.sddmm, self.plan.order)
+                })
             })
         })
     }

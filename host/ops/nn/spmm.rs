@@ -142,7 +142,7 @@ enum Stored {
 /// by default `Impl::Auto` measures them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FixedPath {
-    /// The backend's own kernel (`spmm_impl`) as [`SpmmOp::spmm`] runs it (on the f16 copy
+    /// The backend's own kernel (the plan's `spmm`) as [`SpmmOp::spmm`] runs it (on the f16 copy
     /// where there is one).
     Stored,
     /// The CSR kernel on CSR-ordered values and an f16 copy of X.
@@ -255,12 +255,12 @@ struct FixedProduct<'a> {
 impl CudaBackend {
     /// f16 products on values in the kernel's (ME-BCRS) order: the values are cast to f16.
     fn half_kernel_order(&self) -> bool {
-        self.precision == Precision::F16 && self.order == ValueOrder::MeBcrs
+        self.precision == Precision::F16 && self.plan.order == ValueOrder::MeBcrs
     }
 
     /// Whether products on fixed values measure the CSR kernel beside the backend's own.
     fn csr_candidate(&self) -> bool {
-        self.spmm_auto && self.spmm_impl != Impl::Csr
+        self.plan.measure_fixed && self.plan.spmm != Impl::Csr
     }
 
     /// Whether products on fixed values of a pattern of `nnz` entries are measured.
@@ -271,7 +271,7 @@ impl CudaBackend {
     /// Whether [`SpmmOp::fix`] keeps a CSR-ordered copy of ME-BCRS-ordered values of a pattern
     /// of `nnz` entries: the CSR kernel may read them (measured or forced).
     fn csr_copy(&self, nnz: usize) -> bool {
-        self.order == ValueOrder::MeBcrs
+        self.plan.order == ValueOrder::MeBcrs
             && match self.fixed_spmm() {
                 None => self.measures(nnz),
                 Some(FixedPath::Stored) => false,
@@ -284,7 +284,7 @@ impl CudaBackend {
         let kernel = match path {
             FixedPath::CsrHalf => "csr f16",
             FixedPath::CsrF32 => "csr f32",
-            FixedPath::Stored => match (self.spmm_impl, self.precision) {
+            FixedPath::Stored => match (self.plan.spmm, self.precision) {
                 (Impl::Tc8, Precision::F16) => "tc8 f16",
                 (Impl::Tc8, _) => "tc8 tf32",
                 (Impl::Hp, _) => "hp",
@@ -320,7 +320,7 @@ impl CudaBackend {
             return Ok(path);
         }
         let h = p.g.side(p.side)?;
-        if !self.measures(h.csr().nnz()) || (self.order == ValueOrder::MeBcrs && p.fixed.csr.is_none()) {
+        if !self.measures(h.csr().nnz()) || (self.plan.order == ValueOrder::MeBcrs && p.fixed.csr.is_none()) {
             return Ok(FixedPath::Stored);
         }
         let mut cands = vec![FixedPath::Stored, FixedPath::CsrF32];
@@ -332,11 +332,11 @@ impl CudaBackend {
             Precision::Tf32 => 1,
             Precision::F16 => 2,
         };
-        let order_tag: u64 = match self.order {
+        let order_tag: u64 = match self.plan.order {
             ValueOrder::Csr => 0,
             ValueOrder::MeBcrs => 1,
         };
-        let key = x.ld as u64 | (prec_tag << 32) | (order_tag << 34) | ((self.spmm_impl as u64) << 36);
+        let key = x.ld as u64 | (prec_tag << 32) | (order_tag << 34) | ((self.plan.spmm as u64) << 36);
         let choice = h.cached(key, || {
             let mut best: Option<(f64, FixedPath)> = None;
             let mut errors = Vec::new();
@@ -375,8 +375,8 @@ impl CudaBackend {
         }
         // Values in CSR order are read as they are (never released: there is no other copy).
         let v = match (&p.fixed.csr, stored.as_ref()) {
-            (Some(v), _) if self.order == ValueOrder::MeBcrs => v,
-            (_, Some(Stored::F32(v))) if self.order == ValueOrder::Csr => v,
+            (Some(v), _) if self.plan.order == ValueOrder::MeBcrs => v,
+            (_, Some(Stored::F32(v))) if self.plan.order == ValueOrder::Csr => v,
             _ => return Err(Error::Unsupported("spmm_fixed: no CSR-ordered copy of the values".into())),
         };
         let h = p.g.side(p.side)?;
@@ -442,7 +442,7 @@ impl CudaBackend {
         y: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
         let h = g.side(side)?;
-        self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::MeBcrsF16(vh), FeaturesRef::F16(xh), y, self.spmm_impl))
+        self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::MeBcrsF16(vh), FeaturesRef::F16(xh), y, self.plan.spmm))
     }
 
     /// Every product other than f16 on ME-BCRS values: values read as they are (scattered from
@@ -456,15 +456,15 @@ impl CudaBackend {
         y: &mut DeviceMatrix<f32>,
     ) -> Result<()> {
         let h = g.side(side)?;
-        if self.spmm_impl == Impl::Tc8 && self.order == ValueOrder::Csr {
+        if self.plan.spmm == Impl::Tc8 && self.plan.order == ValueOrder::Csr {
             return self.spmm_tc8_from_csr(g, side, values, x, y);
         }
-        match (self.precision, self.order) {
+        match (self.precision, self.plan.order) {
             (Precision::F16, ValueOrder::Csr) => {
-                self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F16(xh), y, self.spmm_impl))
+                self.with_half(x, 0, |xh| spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F16(xh), y, self.plan.spmm))
             }
-            (_, ValueOrder::Csr) => spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F32(x), y, self.spmm_impl),
-            (_, ValueOrder::MeBcrs) => spmm_device_values(&h, EdgeValues::MeBcrs(values), FeaturesRef::F32(x), y, self.spmm_impl),
+            (_, ValueOrder::Csr) => spmm_device_values(&h, EdgeValues::Csr(values), FeaturesRef::F32(x), y, self.plan.spmm),
+            (_, ValueOrder::MeBcrs) => spmm_device_values(&h, EdgeValues::MeBcrs(values), FeaturesRef::F32(x), y, self.plan.spmm),
         }
     }
 }

@@ -29,6 +29,6 @@ impl<T: Real> TransposeEdgesOp for CpuBackend<T> {
 
 impl TransposeEdgesOp for CudaBackend {
     fn transpose_edges(&self, g: &GpuGraph, src: &DeviceVec<f32>, dst: &mut DeviceVec<f32>) -> Result<()> {
-        self.timed("transpose edges", || transpose_values(&g.handle, self.order, src, dst))
+        self.timed("transpose edges", || transpose_values(&g.handle, self.plan.order, src, dst))
     }
 }

@@ -6,6 +6,7 @@ pub mod csr;
 pub mod cusparse;
 pub mod hp;
 pub mod hybrid;
+pub mod plan;
 pub mod tc16;
 pub mod tc8;
 

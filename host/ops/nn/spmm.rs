@@ -7,12 +7,12 @@
 //! CSR kernel moves a fraction of its bytes (bench/NOTES.md, issue 42).
 
 use crate::error::{Error, Result};
-use crate::gpu::timing::time_gpu;
 use crate::gpu::{DeviceMatrix, DeviceVec};
 use crate::ops::backend::cpu::{CpuBackend, HostGraph, HostMat};
 use crate::ops::backend::cuda::{CudaBackend, GpuGraph};
 use crate::ops::backend::{Backend, Side};
 use crate::ops::spmm::cpu::spmm_rows;
+use crate::ops::spmm::plan::{PlanKey, measured};
 use crate::ops::spmm::spmm_device_values;
 use crate::ops::values::{cast_to_f16, gather_from_mebcrs, scatter_to_mebcrs};
 use crate::ops::{EdgeValues, FeaturesRef, Impl, Precision, ValueOrder};
@@ -176,9 +176,6 @@ impl CudaBackend {
 /// built per batch. The CSR kernel's advantage is on large sparse graphs (bench/NOTES.md).
 pub const FIXED_MEASURE_MIN_NNZ: usize = 1 << 20;
 
-/// [`FixedPath`] measured fastest for one side's handle at one width and precision.
-struct FixedChoice(FixedPath);
-
 impl SpmmOp for CudaBackend {
     type Fixed = FixedValues;
 
@@ -327,38 +324,16 @@ impl CudaBackend {
         if self.precision == Precision::F16 {
             cands.insert(1, FixedPath::CsrHalf);
         }
-        let prec_tag: u64 = match self.precision {
-            Precision::F32 => 0,
-            Precision::Tf32 => 1,
-            Precision::F16 => 2,
-        };
-        let order_tag: u64 = match self.plan.order {
-            ValueOrder::Csr => 0,
-            ValueOrder::MeBcrs => 1,
-        };
-        let key = x.ld as u64 | (prec_tag << 32) | (order_tag << 34) | ((self.plan.spmm as u64) << 36);
-        let choice = h.cached(key, || {
-            let mut best: Option<(f64, FixedPath)> = None;
-            let mut errors = Vec::new();
-            for &path in &cands {
-                let mut run = || self.run_fixed(p, path, x, y);
-                // The first run translates and uploads what the path needs: not timed.
-                match run().and_then(|_| time_gpu(&self.gpu, 1, 5, run)) {
-                    Ok(t) if best.is_none_or(|(ms, _)| t.median_ms < ms) => best = Some((t.median_ms, path)),
-                    Ok(_) => {}
-                    Err(e) => errors.push(format!("{path:?}: {e}")),
-                }
-            }
-            let (_, path) = best.ok_or_else(|| Error::Unsupported(format!("no SpMM path ran: {}", errors.join("; "))))?;
+        let key = PlanKey { precision: self.precision, width: x.ld, order: Some(self.plan.order), kernel: self.plan.spmm };
+        let chosen = |path| {
             // What this width's choice leaves unread goes now (eager: measured outside capture).
             if path == FixedPath::Stored {
                 p.fixed.stored_chosen.store(true, Ordering::Relaxed);
             } else {
                 p.fixed.release_stored();
             }
-            Ok(FixedChoice(path))
-        })?;
-        Ok(choice.0)
+        };
+        measured(&self.gpu, &h, key, &cands, |path| self.run_fixed(p, path, x, y), chosen)
     }
 
     /// One product on fixed values along `path`.

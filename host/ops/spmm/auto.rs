@@ -8,12 +8,9 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::DeviceMatrix;
-use crate::gpu::timing::time_gpu;
+use crate::ops::spmm::plan::{PlanKey, measured};
 use crate::ops::spmm::value_order;
-use crate::ops::{FeaturesRef, GraphHandle, Impl, ValueOrder};
-
-/// The implementation Auto settled on for one (precision, padded K).
-pub struct AutoChoice(pub Impl);
+use crate::ops::{FeaturesRef, GraphHandle, Impl, Precision, ValueOrder};
 
 /// Candidates for a feature storage type, fastest-first by expectation (ties keep this order).
 fn candidates(x: FeaturesRef<'_>) -> &'static [Impl] {
@@ -34,37 +31,20 @@ pub fn choose(
     run: impl Fn(&GraphHandle, FeaturesRef<'_>, &mut DeviceMatrix<f32>, Impl) -> Result<()>,
 ) -> Result<Impl> {
     let cands: Vec<Impl> = candidates(x).iter().copied().filter(|&imp| order.is_none_or(|o| value_order(imp) == Some(o))).collect();
-    if let [only] = cands[..] {
-        return Ok(only); // nothing to measure
-    }
-    let order_tag: u64 = match order {
-        None => 0,
-        Some(ValueOrder::Csr) => 1,
-        Some(ValueOrder::MeBcrs) => 2,
-    };
-    let key = match x {
-        FeaturesRef::F16(m) => (1u64 << 32) | m.ld as u64,
-        FeaturesRef::F32(m) => m.ld as u64,
-    } | (order_tag << 33);
-    let gpu = g.gpu()?.clone();
-    let choice = g.cached(key, || {
-        let mut best: Option<(f64, Impl)> = None;
-        let mut errors = Vec::new();
-        for &imp in &cands {
-            // The first call also translates and uploads the format: keep it out of the timing.
-            match run(g, x, y, imp).and_then(|_| time_gpu(&gpu, 1, 5, || run(g, x, y, imp))) {
-                Ok(t) if best.is_none_or(|(ms, _)| t.median_ms < ms) => best = Some((t.median_ms, imp)),
-                Ok(_) => {}
-                Err(e) => errors.push(format!("{imp:?}: {e}")),
-            }
+    match cands[..] {
+        [] => {
+            return Err(Error::Unsupported(format!(
+                "no SpMM implementation reads {} features with values in {order:?} order",
+                x.type_name()
+            )));
         }
-        best.map(|(_, imp)| AutoChoice(imp)).ok_or_else(|| {
-            Error::Unsupported(if cands.is_empty() {
-                format!("no SpMM implementation reads {} features with values in {order:?} order", x.type_name())
-            } else {
-                format!("no SpMM implementation ran: {}", errors.join("; "))
-            })
-        })
-    })?;
-    Ok(choice.0)
+        [only] => return Ok(only), // nothing to measure
+        _ => {}
+    }
+    let (precision, width) = match x {
+        FeaturesRef::F16(m) => (Precision::F16, m.ld),
+        FeaturesRef::F32(m) => (Precision::F32, m.ld),
+    };
+    let key = PlanKey { precision, width, order, kernel: Impl::Auto };
+    measured(g.gpu()?, g, key, &cands, |imp| run(g, x, y, imp), |_| {})
 }

@@ -1,12 +1,19 @@
 //! The one dispatch plan for a GPU backend's sparse products, chosen once from what was asked
 //! for (precision, `Impl`, edge layout): the SpMM kernel reading per-call edge values (never
 //! `Auto`), the order the values are kept in, the SDDMM kernel writing them, and whether
-//! products on fixed values measure the CSR kernel beside the plan's own (measured per width on
-//! first use: `spmm::auto` for the `Impl` free functions, `ops::nn::spmm` for fixed values).
+//! products on fixed values measure the CSR kernel beside the plan's own. What needs timing is
+//! measured on first use at a width by one function ([`measured`]) and kept in the graph handle
+//! under one key type ([`PlanKey`]), for the `Impl` free functions (`spmm::auto`) and the
+//! backend's products on fixed values (`ops::nn::spmm`) alike, with their candidate lists.
+
+use std::any::Any;
+use std::fmt::Debug;
 
 use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::gpu::timing::time_gpu;
 use crate::ops::spmm::value_order;
-use crate::ops::{Impl, Precision, ValueOrder};
+use crate::ops::{GraphHandle, Impl, Precision, ValueOrder};
 
 /// Where a backend keeps edge values between ops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -76,12 +83,89 @@ impl SpmmPlan {
     }
 }
 
+/// What a measured choice was made for: the key it is kept under in the graph handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanKey {
+    /// The features' storage (`F16` or `F32`) for `Impl::Auto`'s free functions; the backend's
+    /// precision for products on fixed values.
+    pub precision: Precision,
+    /// The features' padded width (leading dimension).
+    pub width: usize,
+    /// The order of per-call edge values (`None`: the handle's own values).
+    pub order: Option<ValueOrder>,
+    /// The kernel asked for: `Auto` for the free functions, the plan's `spmm` for fixed values.
+    pub kernel: Impl,
+}
+
+impl PlanKey {
+    /// The key packed into the handle's cache key (every field in its own bits).
+    fn bits(&self) -> u64 {
+        let prec: u64 = match self.precision {
+            Precision::F32 => 0,
+            Precision::Tf32 => 1,
+            Precision::F16 => 2,
+        };
+        let order: u64 = match self.order {
+            None => 0,
+            Some(ValueOrder::Csr) => 1,
+            Some(ValueOrder::MeBcrs) => 2,
+        };
+        (self.width as u64 & 0xffff_ffff) | (prec << 32) | (order << 34) | ((self.kernel as u64) << 36)
+    }
+}
+
+/// A measured choice, kept in the graph handle under its [`PlanKey`].
+struct Measured<C>(C);
+
+/// The fastest of `cands` for `key` on `g`: timed with `run` on first use and kept in the handle
+/// (an eager call: a recorded step replays what the eager one chose); ties keep `cands`' order.
+/// Each candidate runs once untimed first (it translates and uploads what it needs). `chosen`
+/// sees the winner once, when it is measured (to free what the others would have read).
+pub fn measured<C: Copy + Debug + Send + Sync + Any>(
+    gpu: &Gpu,
+    g: &GraphHandle,
+    key: PlanKey,
+    cands: &[C],
+    mut run: impl FnMut(C) -> Result<()>,
+    chosen: impl FnOnce(C),
+) -> Result<C> {
+    let m = g.cached(key.bits(), || {
+        let mut best: Option<(f64, C)> = None;
+        let mut errors = Vec::new();
+        for &c in cands {
+            match run(c).and_then(|_| time_gpu(gpu, 1, 5, || run(c))) {
+                Ok(t) if best.is_none_or(|(ms, _)| t.median_ms < ms) => best = Some((t.median_ms, c)),
+                Ok(_) => {}
+                Err(e) => errors.push(format!("{c:?}: {e}")),
+            }
+        }
+        let (_, c) = best.ok_or_else(|| Error::Unsupported(format!("no SpMM candidate ran: {}", errors.join("; "))))?;
+        chosen(c);
+        Ok(Measured(c))
+    })?;
+    Ok(m.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// Every (precision, `Impl`, layout): the kernels and order `CudaBackend::new` and
     /// `with_edge_layout` chose before the plan existed (written out, not derived).
+    #[test]
+    fn plan_keys_keep_every_field_apart() {
+        let mut seen = std::collections::HashSet::new();
+        for precision in [Precision::F32, Precision::Tf32, Precision::F16] {
+            for width in [1, 64, 65, 1 << 20] {
+                for order in [None, Some(ValueOrder::Csr), Some(ValueOrder::MeBcrs)] {
+                    for kernel in [Impl::Auto, Impl::Csr, Impl::Hp, Impl::Cusparse, Impl::Tc8] {
+                        assert!(seen.insert(PlanKey { precision, width, order, kernel }.bits()));
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn choices_match_the_backend_before_the_plan() {
         use EdgeLayout::{Csr as LCsr, Kernel};

@@ -306,8 +306,8 @@ fn overlapped_step_equals_serial_step() {
 }
 
 #[test]
-fn bucketed_all_reduce_equals_serial_on_gpu() {
-    if common::gpu_or_skip("bucketed_all_reduce_equals_serial_on_gpu").is_none() {
+fn bucketed_all_reduce_matches_serial_on_gpu() {
+    if common::gpu_or_skip("bucketed_all_reduce_matches_serial_on_gpu").is_none() {
         return;
     }
     // In-process parts on one GPU: the buckets packed, summed and copied back on the device
@@ -321,20 +321,28 @@ fn bucketed_all_reduce_equals_serial_on_gpu() {
             let d = relabel(&data, &p.perm).unwrap();
             for path in [HaloPath::Device, HaloPath::Host] {
                 let options = DistOptions::new(ExchangeMethod::PointToPoint).with_path(path);
-                // The CSR kernel: `Auto` in f32 is HP-SpMM, whose rows shared by two warps add
-                // atomically, in an order no two runs need share (on the H200 a serial run and a
-                // bucketed one with Auto parted in the last bits at epoch 3).
+                // Not to the bit on the GPU: the distributed step does not repeat itself there (on
+                // the H200 two serial runs on the CSR kernel parted in the last bits of epoch 5's
+                // loss), so the buckets are held to what the overlapped exchange is held to; the
+                // CPU test above checks them to the bit.
                 let serial = run_gpu(&d, &p, options, &cfg, &tcfg, Impl::Csr);
-                assert_bit_equal(
-                    &format!("{model} P = {parts} {path:?} path, serial run twice"),
-                    &run_gpu(&d, &p, options, &cfg, &tcfg, Impl::Csr),
-                    &serial,
-                );
+                let again = run_gpu(&d, &p, options, &cfg, &tcfg, Impl::Csr);
+                let noise = max_rel(&again.0, &serial.0);
                 for bytes in [0, usize::MAX] {
                     let bucketed = run_gpu(&d, &p, options.with_grad_buckets(Some(bytes)), &cfg, &tcfg, Impl::Csr);
-                    assert_bit_equal(&format!("{model} P = {parts} {path:?} path, buckets of {bytes} bytes"), &bucketed, &serial);
+                    let curve = max_rel(&bucketed.0, &serial.0);
+                    let weights = bucketed.1.iter().zip(&serial.1).map(|(a, b)| max_weight_rel(a, b)).fold(0.0, f64::max);
+                    let ranks = bucketed.1.iter().map(|w| max_weight_rel(w, &bucketed.1[0])).fold(0.0, f64::max);
+                    println!(
+                        "{model} P = {parts} {path:?} buckets of {bytes} B: loss {curve:.2e} (serial run twice {noise:.2e}), weights {weights:.2e}"
+                    );
+                    assert!(
+                        curve <= 1e-5 && weights <= 1e-3,
+                        "{model} P = {parts} {path:?} buckets of {bytes} B: loss {curve:e}, weights {weights:e}"
+                    );
+                    assert_eq!(ranks, 0.0, "{model} P = {parts} {path:?} buckets of {bytes} B: the ranks' weights differ");
                 }
-                println!("{model} P = {parts} {path:?} path: bucketed = serial to the bit over {} epochs", tcfg.epochs);
+                println!("{model} P = {parts} {path:?} path: bucketed within f32 rounding of serial over {} epochs", tcfg.epochs);
             }
         }
     }

@@ -165,6 +165,22 @@ unsafe fn store<E: CsrFeature>(y: *mut f32, ld: u32, row: u32, chunk: u32, acc: 
     }
 }
 
+/// The sum over the warp's `32 / g` lane groups of each lane's chunk sums (lane `l` of every
+/// group ends with the sum of the groups' lane `l`): where the whole warp shares one row.
+#[inline(always)]
+fn add_across_groups<E: CsrFeature>(mut acc: [f32; 8], g: u32) -> [f32; 8] {
+    let mut off = g;
+    while off < 32 {
+        let mut q = 0;
+        while q < E::PER_CHUNK {
+            acc[q] += ptx::shfl_xor_f32(acc[q], off);
+            q += 1;
+        }
+        off *= 2;
+    }
+    acc
+}
+
 #[inline(always)]
 fn warp_max_u32(mut v: u32) -> u32 {
     let mut off = 16;
@@ -249,16 +265,7 @@ pub unsafe fn csr_spmm<E: CsrFeature>(args: CsrSpmmArgs) {
         let passes = if n > CSR_SPMM_HUB_ROW { 0 } else { passes };
         while c < passes {
             let p = Pass { start: s, len: n, steps_len: n, load_base: 0, stride: 32, ..pass(l + c * g) };
-            let mut acc = unsafe { accumulate::<E>(p) };
-            let mut off = g;
-            while off < 32 {
-                let mut q = 0;
-                while q < E::PER_CHUNK {
-                    acc[q] += ptx::shfl_xor_f32(acc[q], off);
-                    q += 1;
-                }
-                off *= 2;
-            }
+            let acc = add_across_groups::<E>(unsafe { accumulate::<E>(p) }, g);
             if sub == 0 && p.active {
                 unsafe { store::<E>(y, ld, rr, p.chunk, acc) };
             }
@@ -310,16 +317,7 @@ unsafe fn hub_row<E: CsrFeature>(args: &CsrSpmmArgs, row: u32) {
             chunk,
             active: chunk < chunks,
         };
-        let mut acc = unsafe { accumulate::<E>(p) };
-        let mut off = g;
-        while off < 32 {
-            let mut q = 0;
-            while q < E::PER_CHUNK {
-                acc[q] += ptx::shfl_xor_f32(acc[q], off);
-                q += 1;
-            }
-            off *= 2;
-        }
+        let acc = add_across_groups::<E>(unsafe { accumulate::<E>(p) }, g);
         if sub == 0 {
             let mut q = 0;
             while q < E::PER_CHUNK {

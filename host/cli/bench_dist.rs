@@ -14,7 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tcgnn::bench::report::today;
+use tcgnn::dist::balance::{rebalanced, time_alone};
+use tcgnn::dist::detached::Detached;
 use tcgnn::dist::part_graph::relabel;
+use tcgnn::dist::partition::node_weights;
 use tcgnn::dist::{
     Communicator, DistBackend, DistOptions, DistTrainer, ExchangeMethod, HaloPath, InProcess, Partition, PartitionMethod, StepTiming,
 };
@@ -39,6 +42,20 @@ pub struct BenchDistArgs {
     /// metis, community, contiguous or lp (see `train --partition-method`).
     #[arg(long, default_value = "metis")]
     pub partition_method: String,
+    /// What a row weighs in the partition's balance, in edges (comma separated, each its own
+    /// partition; 1 balances edges alone).
+    #[arg(long, value_delimiter = ',', default_values_t = [tcgnn::dist::partition::DEFAULT_ROW_WEIGHT])]
+    pub row_weight: Vec<u64>,
+    /// Each part's step alone on this one device, one part after another, its exchanges moving
+    /// nothing ([`tcgnn::dist::detached`]): the compute a rank of a P-GPU run does, without its
+    /// waits, so a partition's balance is measured without P GPUs. The losses are not the run's.
+    #[arg(long)]
+    pub alone: bool,
+    /// Rounds of balancing on measured time after the row-weighted partition: each part's step
+    /// timed alone, nodes weighted by their part's cost, the graph cut again
+    /// ([`tcgnn::dist::balance`]); every round is a point of its own.
+    #[arg(long, default_value_t = 0)]
+    pub rebalance: u32,
     /// auto (all-gather when a part's halo is over half of one), p2p, all-gather.
     #[arg(long, default_value = "auto")]
     pub exchange: String,
@@ -105,6 +122,12 @@ pub(crate) struct DistRecord {
     pub(crate) model: String,
     pub(crate) parts: usize,
     pub(crate) partition_method: String,
+    /// The edges a row weighed in the partition's balance.
+    #[serde(default = "one")]
+    pub(crate) row_weight: u64,
+    /// Rounds of balancing on measured time after the row-weighted cut.
+    #[serde(default)]
+    pub(crate) rebalanced: u32,
     pub(crate) exchange: String,
     /// device or host ("host" on the CPU, whose memory is both).
     pub(crate) halo_path: HaloPath,
@@ -138,6 +161,10 @@ pub(crate) struct DistRecord {
     pub(crate) ranks: Vec<RankRecord>,
 }
 
+fn one() -> u64 {
+    1
+}
+
 #[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct DistReport {
     pub(crate) op: String,
@@ -160,6 +187,16 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
     if a.parts.is_empty() || a.parts.contains(&0) || a.reps == 0 {
         return Err(Error::Unsupported("--parts needs part counts >= 1 and --reps >= 1".into()));
     }
+    if a.row_weight.contains(&0) {
+        return Err(Error::Unsupported("--row-weight 0: a row weighs at least 1 edge".into()));
+    }
+    if a.rebalance > 0 && !a.alone {
+        return Err(Error::Unsupported(
+            "--rebalance on one device needs --alone (threads sharing a device wait for each other, so their times are not \
+             their parts' costs); with --gpus each rank times its own part"
+                .into(),
+        ));
+    }
     let pm: PartitionMethod = a.partition_method.parse()?;
     let gpu = match a.device {
         Device::Cpu => None,
@@ -175,49 +212,95 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
             (args.model, args.features, args.quiet) = (model, Some(a.features.into()), true);
             let data = load_dataset(&args, 0)?;
             let (cfg, tcfg) = (model_config(&args, 0)?, train_config(&args)?);
-            for &parts in &a.parts {
-                let p = Partition::new(&data.graph, parts, pm)?;
+            // One part is the same whatever the row weight: measured once.
+            let points = a.parts.iter().flat_map(|&p| a.row_weight.iter().take(if p == 1 { 1 } else { usize::MAX }).map(move |&w| (p, w)));
+            for (parts, row_weight) in points {
+                let p = Partition::with_row_weight(&data.graph, parts, pm, row_weight)?;
                 let method = exchange_method(a, &p)?;
                 let d = relabel(&data, &p.perm)?;
                 // The CPU's memory is host and device at once: one path to measure there.
                 let paths = if gpu.is_some() { a.halo_path.clone() } else { vec![HaloPath::Host] };
                 for (path, overlap, grad_buckets) in settings(&paths, &a.overlap, &bucket_settings(a)) {
-                    let options = DistOptions { method, path, overlap, grad_buckets };
-                    let at = Point { graph, d: &d, model, p: &p, options };
-                    let timing = match &gpu {
-                        Some(_) => measure(&at, &cfg, &tcfg, a, |_| {
-                            Ok(CudaBackend::new(Gpu::probe()?, args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?))
-                        })?,
-                        None => measure(&at, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
-                    };
-                    let r = record(&at, &timing, a.reps);
-                    eprintln!(
-                        "{graph} {model} P = {parts} ({path:?} path, overlap {overlap}, {}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
-                        buckets_label(grad_buckets),
-                        r.step_ms,
-                        r.compute_ms,
-                        r.halo_exchange_ms,
-                        r.all_reduce_ms,
-                        r.halo_bytes as f64 / 1024.0
-                    );
-                    records.push(r);
+                    let cuda =
+                        |_| Ok(CudaBackend::new(Gpu::probe()?, args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?));
+                    // Round 0 is the row-weighted partition; each --rebalance round cuts again on
+                    // the last round's measured part times.
+                    let mut moved: Option<(Partition, Dataset)> = None;
+                    let mut costs: Vec<f64> = node_weights(&data.graph, row_weight).iter().map(|&w| w as f64).collect();
+                    for round in 0..=if parts > 1 { a.rebalance } else { 0 } {
+                        let (p, d) = moved.as_ref().map_or((&p, &d), |(p, d)| (p, d));
+                        let options = DistOptions { method, path, overlap, grad_buckets };
+                        let at = Point { graph, d, model, p, row_weight, rebalanced: round, options };
+                        let timing = match (&gpu, a.alone) {
+                            (Some(_), false) => measure(&at, &cfg, &tcfg, a, cuda)?,
+                            (None, false) => measure(&at, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
+                            (Some(_), true) => measure_alone(&at, &cfg, &tcfg, a, cuda)?,
+                            (None, true) => measure_alone(&at, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
+                        };
+                        let r = record(&at, &timing, a.reps);
+                        let per_part: Vec<String> = r.ranks.iter().map(|k| format!("{:.3}", k.step_ms)).collect();
+                        eprintln!(
+                            "{graph} {model} P = {parts} (row weight {row_weight}, rebalanced {round}x, {path:?} path, overlap {overlap}, {}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step; parts' steps [{}] ms",
+                            buckets_label(grad_buckets),
+                            r.step_ms,
+                            r.compute_ms,
+                            r.halo_exchange_ms,
+                            r.all_reduce_ms,
+                            r.halo_bytes as f64 / 1024.0,
+                            per_part.join(", ")
+                        );
+                        if round < a.rebalance {
+                            let part_ms: Vec<f64> = r.ranks.iter().map(|k| k.step_ms).collect();
+                            let next;
+                            (next, costs) = rebalanced(&data.graph, p, pm, &costs, &part_ms)?;
+                            let d = relabel(&data, &next.perm)?;
+                            moved = Some((next, d));
+                        }
+                        records.push(r);
+                    }
                 }
             }
         }
+    }
+    if a.alone {
+        fill_speedups(&mut records);
     }
     let report = DistReport {
         op: "dist".into(),
         date: today(),
         commit: env!("TCGNN_GIT_COMMIT").into(),
         device,
-        mode: "in-process: the parts as threads on one device, each with its own stream; halo rows and gradients \
-               device to device (path device) or staged through the host (path host)"
-            .into(),
+        mode: if a.alone {
+            "alone: each part's step on one device, one part after another, its exchanges moving nothing: a rank's \
+             compute without its waits (step = the slowest part's)"
+                .into()
+        } else {
+            "in-process: the parts as threads on one device, each with its own stream; halo rows and gradients \
+             device to device (path device) or staged through the host (path host)"
+                .into()
+        },
         warmup: a.warmup,
         reps: a.reps,
         records,
     };
     write_report(&a.out, &report)
+}
+
+/// Each record's speedup and efficiency against the one-part point of the same graph, model
+/// and setting (the first measured: one part is the same whatever the row weight).
+pub(crate) fn fill_speedups(records: &mut [DistRecord]) {
+    let same = |a: &DistRecord, b: &DistRecord| {
+        a.graph == b.graph && a.model == b.model && a.halo_path == b.halo_path && a.overlap == b.overlap && a.grad_buckets == b.grad_buckets
+    };
+    let ones: Vec<usize> = (0..records.len()).filter(|&i| records[i].parts == 1).collect();
+    for i in 0..records.len() {
+        if let Some(&o) = ones.iter().find(|&&o| same(&records[o], &records[i])) {
+            let one = records[o].step_ms;
+            let r = &mut records[i];
+            r.speedup = Some(one / r.step_ms);
+            r.efficiency = Some(one / r.step_ms / r.parts as f64);
+        }
+    }
 }
 
 /// The --exchange choice for partition `p`.
@@ -289,6 +372,8 @@ pub(crate) struct Point<'a> {
     pub(crate) d: &'a Dataset,
     pub(crate) model: &'a str,
     pub(crate) p: &'a Partition,
+    pub(crate) row_weight: u64,
+    pub(crate) rebalanced: u32,
     pub(crate) options: DistOptions,
 }
 
@@ -315,9 +400,22 @@ fn measure<B: DistBackend<InProcess>>(
     })
 }
 
+/// Every part's step timing, each part alone on this device after the others
+/// ([`Detached`]: exchanges that move nothing).
+fn measure_alone<B: DistBackend<Detached>>(
+    at: &Point<'_>,
+    cfg: &ModelConfig,
+    tcfg: &TrainConfig,
+    a: &BenchDistArgs,
+    make: impl Fn(usize) -> Result<B>,
+) -> Result<Vec<StepTiming>> {
+    let Point { d, p, options, .. } = *at;
+    (0..p.parts()).map(|rank| time_alone(Arc::new(make(rank)?), d, p, rank, options, cfg, tcfg, (a.warmup, a.reps))).collect()
+}
+
 /// The point's record from every rank's timing over `reps` steps.
 pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> DistRecord {
-    let Point { graph, d, model, p, options } = *at;
+    let Point { graph, d, model, p, row_weight, rebalanced, options } = *at;
     let DistOptions { method, path, overlap, grad_buckets } = options;
     // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
     let method = if path == HaloPath::Device { ExchangeMethod::PointToPoint } else { method };
@@ -342,6 +440,8 @@ pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> Dist
         model: model.to_string(),
         parts: p.parts(),
         partition_method: p.method.to_string(),
+        row_weight,
+        rebalanced,
         exchange: format!("{method:?}"),
         halo_path: path,
         overlap,
@@ -375,17 +475,18 @@ fn markdown(r: &DistReport) -> String {
     );
     let _ = writeln!(
         s,
-        "| graph | model | parts | method | exchange | path | overlap | grad buckets | interior | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step | speedup | efficiency |"
+        "| graph | model | parts | method | row weight | exchange | path | overlap | grad buckets | interior | halo/all | balance | step ms | compute | halo | all-reduce | halo KiB/step | speedup | efficiency |"
     );
-    let _ = writeln!(s, "|---|---|---:|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "|---|---|---:|---|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for x in &r.records {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {:?} | {} | {} | {:.0}% | {:.3} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {:?} | {} | {} | {:.0}% | {:.3} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} |",
             x.graph,
             x.model,
             x.parts,
             x.partition_method,
+            if x.rebalanced == 0 { x.row_weight.to_string() } else { format!("{}, measured x{}", x.row_weight, x.rebalanced) },
             x.exchange,
             x.halo_path,
             if x.overlap { "yes" } else { "no" },

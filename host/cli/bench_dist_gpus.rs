@@ -6,13 +6,16 @@
 
 use std::sync::Arc;
 
+use tcgnn::dist::balance::rebalance_ranks;
 use tcgnn::dist::part_graph::relabel;
-use tcgnn::dist::{DistOptions, DistTrainer, HaloPath, Partition, PartitionMethod};
+use tcgnn::dist::partition::node_weights;
+use tcgnn::dist::{DistOptions, DistTrainer, Partition, PartitionMethod};
 use tcgnn::nn::CudaBackend;
 use tcgnn::{Error, Result};
 
 use super::bench_dist::{
-    BenchDistArgs, DistReport, Point, bucket_settings, buckets_label, exchange_method, graphs, record, settings, write_report,
+    BenchDistArgs, DistReport, Point, bucket_settings, buckets_label, exchange_method, fill_speedups, graphs, record, settings,
+    write_report,
 };
 use super::dist_train_cmd::{connect_nccl, gather_timing, same_partition_everywhere, spawn_ranks, without_flag};
 use crate::cli::train_cmd::{TrainArgs, edge_layout, load_dataset, model_config, train_config};
@@ -43,21 +46,7 @@ pub fn run_gpus(a: &BenchDistArgs) -> Result<()> {
          (path device) or staged through the host (path host)",
         a.gpus
     );
-    type Key = (String, String, HaloPath, bool, Option<usize>, f64);
-    let base: Vec<Key> = report
-        .records
-        .iter()
-        .filter(|r| r.parts == 1)
-        .map(|r| (r.graph.clone(), r.model.clone(), r.halo_path, r.overlap, r.grad_buckets, r.step_ms))
-        .collect();
-    for r in &mut report.records {
-        let same =
-            |(g, m, p, o, b, _): &&Key| *g == r.graph && *m == r.model && *p == r.halo_path && *o == r.overlap && *b == r.grad_buckets;
-        if let Some((.., one)) = base.iter().find(same) {
-            r.speedup = Some(one / r.step_ms);
-            r.efficiency = Some(one / r.step_ms / r.parts as f64);
-        }
-    }
+    fill_speedups(&mut report.records);
     write_report(&a.out, &report)
 }
 
@@ -73,44 +62,80 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
     let (gpu, comm) = connect_nccl(rank, world, master)?;
     let pm: PartitionMethod = a.partition_method.parse()?;
     let mut records = Vec::new();
+    if a.row_weight.contains(&0) {
+        return Err(Error::Unsupported("--row-weight 0: a row weighs at least 1 edge".into()));
+    }
     for graph in &graphs(a, true) {
-        // One graph, one partition for every model (METIS on 10M nodes takes minutes).
+        // One graph, one partition per row weight for every model (METIS on 10M nodes takes
+        // minutes); one part is the same whatever the weight.
         let mut args = TrainArgs::for_graph(graph);
         (args.features, args.quiet) = (Some(a.features.into()), true);
         let data = load_dataset(&args, 0)?;
-        let p = Partition::new(&data.graph, world, pm)?;
-        same_partition_everywhere(&*comm, &p)?;
-        let method = exchange_method(a, &p)?;
-        let d = relabel(&data, &p.perm)?;
-        drop(data);
-        for &model in &a.models {
-            args.model = model;
-            let (cfg, tcfg) = (model_config(&args, 0)?, train_config(&args)?);
-            for (path, overlap, grad_buckets) in settings(&a.halo_path, &a.overlap, &bucket_settings(a)) {
-                let backend =
-                    Arc::new(CudaBackend::new(gpu.clone(), args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?));
-                let options = DistOptions { method, path, overlap, grad_buckets };
-                let mut t = DistTrainer::with_options(backend, comm.clone(), &d, &p, options, &cfg, &tcfg)?;
-                for _ in 0..a.warmup {
-                    t.step()?;
-                }
-                t.take_timing();
-                for _ in 0..a.reps {
-                    t.step()?;
-                }
-                let timing = gather_timing(&*comm, t.take_timing())?;
-                if rank == 0 {
-                    let r = record(&Point { graph, d: &d, model, p: &p, options }, &timing, a.reps);
-                    eprintln!(
-                        "{graph} {model} {world} GPU(s) ({path:?} path, overlap {overlap}, {}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
-                        buckets_label(grad_buckets),
-                        r.step_ms,
-                        r.compute_ms,
-                        r.halo_exchange_ms,
-                        r.all_reduce_ms,
-                        r.halo_bytes as f64 / 1024.0
-                    );
-                    records.push(r);
+        let weights = if world == 1 { &a.row_weight[..1] } else { &a.row_weight[..] };
+        for &row_weight in weights {
+            let p = Partition::with_row_weight(&data.graph, world, pm, row_weight)?;
+            same_partition_everywhere(&*comm, &p)?;
+            let d = relabel(&data, &p.perm)?;
+            for &model in &a.models {
+                args.model = model;
+                let (cfg, tcfg) = (model_config(&args, 0)?, train_config(&args)?);
+                let make = || Ok(CudaBackend::new(gpu.clone(), args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?));
+                // --rebalance: this model's own partition, cut on its parts' measured times.
+                let rounds = if world > 1 { a.rebalance } else { 0 };
+                let balanced = match rounds {
+                    0 => None,
+                    _ => {
+                        let first = settings(&a.halo_path, &a.overlap, &bucket_settings(a))[0];
+                        let options =
+                            DistOptions { method: exchange_method(a, &p)?, path: first.0, overlap: first.1, grad_buckets: first.2 };
+                        let base = node_weights(&data.graph, row_weight);
+                        let start = (p.clone(), d.clone());
+                        let (q, e, times) = rebalance_ranks(
+                            &*comm,
+                            make,
+                            &data,
+                            start,
+                            pm,
+                            &base,
+                            options,
+                            &cfg,
+                            &tcfg,
+                            rounds,
+                            (a.warmup, a.reps.min(10)),
+                        )?;
+                        same_partition_everywhere(&*comm, &q)?;
+                        if rank == 0 {
+                            eprintln!("{graph} {model} {world} GPUs: parts alone before each rebalancing round {times:.3?} ms");
+                        }
+                        Some((q, e))
+                    }
+                };
+                let (p, d) = balanced.as_ref().map_or((&p, &d), |(q, e)| (q, e));
+                let method = exchange_method(a, p)?;
+                for (path, overlap, grad_buckets) in settings(&a.halo_path, &a.overlap, &bucket_settings(a)) {
+                    let options = DistOptions { method, path, overlap, grad_buckets };
+                    let mut t = DistTrainer::with_options(Arc::new(make()?), comm.clone(), d, p, options, &cfg, &tcfg)?;
+                    for _ in 0..a.warmup {
+                        t.step()?;
+                    }
+                    t.take_timing();
+                    for _ in 0..a.reps {
+                        t.step()?;
+                    }
+                    let timing = gather_timing(&*comm, t.take_timing())?;
+                    if rank == 0 {
+                        let r = record(&Point { graph, d, model, p, row_weight, rebalanced: rounds, options }, &timing, a.reps);
+                        eprintln!(
+                            "{graph} {model} {world} GPU(s) ({path:?} path, overlap {overlap}, {}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
+                            buckets_label(grad_buckets),
+                            r.step_ms,
+                            r.compute_ms,
+                            r.halo_exchange_ms,
+                            r.all_reduce_ms,
+                            r.halo_bytes as f64 / 1024.0
+                        );
+                        records.push(r);
+                    }
                 }
             }
         }

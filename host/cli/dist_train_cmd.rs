@@ -93,6 +93,16 @@ pub struct DistArgs {
     /// graphs too large for METIS).
     #[arg(long, default_value = "metis")]
     pub partition_method: String,
+    /// What a row weighs in the partition's balance, in edges (a part's weight: its edges + this
+    /// per row; 1 balances edges alone).
+    #[arg(long, default_value_t = tcgnn::dist::partition::DEFAULT_ROW_WEIGHT)]
+    pub row_weight: u64,
+    /// Rounds of balancing on measured time before training (NCCL ranks: --gpus or --rank):
+    /// each rank times its part alone for a few steps, nodes are weighted by their part's cost
+    /// per edge and row, and the graph is cut again. For graphs whose parts differ in cost beyond
+    /// their edges and rows (R-MAT's hubs against its periphery); 0 keeps the row-weighted cut.
+    #[arg(long, default_value_t = 0)]
+    pub rebalance: u32,
     /// Halo exchange: auto (all-gather when a part's halo is over half of one), p2p, all-gather.
     #[arg(long, default_value = "auto")]
     pub exchange: String,
@@ -180,6 +190,8 @@ struct Setup {
     overlap: bool,
     /// `--grad-buckets` in bytes.
     grad_buckets: Option<usize>,
+    /// The dataset before the partition relabelled it, kept for `--rebalance`.
+    original: Option<Dataset>,
 }
 
 impl Setup {
@@ -209,11 +221,12 @@ fn setup(a: &TrainArgs, parts: usize) -> Result<Setup> {
     let tcfg = train_config(a)?;
     let pm: PartitionMethod = a.dist.partition_method.parse()?;
     tcgnn::dist::partition::at_most_one_part_per_node(parts, data.graph.n_rows())?;
-    let partition = Partition::new(&data.graph, parts, pm)?;
+    let partition = Partition::with_row_weight(&data.graph, parts, pm, a.dist.row_weight)?;
     let method = exchange_method(&a.dist.exchange, &partition)?;
-    let data = relabel(&data, &partition.perm)?;
+    let relabelled = relabel(&data, &partition.perm)?;
+    let original = (a.dist.rebalance > 0).then_some(data);
     let grad_buckets = a.dist.grad_buckets.map(|kib| kib.saturating_mul(1024));
-    Ok(Setup { data, partition, method, cfg, tcfg, overlap: a.dist.overlap, grad_buckets })
+    Ok(Setup { data: relabelled, partition, method, cfg, tcfg, overlap: a.dist.overlap, grad_buckets, original })
 }
 
 fn use_gpu(a: &TrainArgs) -> Result<bool> {
@@ -235,6 +248,13 @@ fn cuda_backend(a: &TrainArgs, gpu: Arc<Gpu>) -> Result<CudaBackend> {
 }
 
 fn run_in_process(a: &TrainArgs, parts: usize) -> Result<()> {
+    if a.dist.rebalance > 0 {
+        return Err(Error::Unsupported(
+            "--rebalance times each rank's part on its own GPU: it needs NCCL ranks (--gpus N or --rank); in-process parts \
+             share one device"
+                .into(),
+        ));
+    }
     let s = setup(a, parts)?;
     let gpu = use_gpu(a)?;
     let show = |e: &tcgnn::task::node::train::EpochRecord| {
@@ -334,10 +354,33 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
         );
     }
     let (gpu, comm) = connect_nccl(rank, world, master)?;
-    let s = setup(a, world)?;
+    let mut s = setup(a, world)?;
     same_partition_everywhere(&*comm, &s.partition)?;
-    let backend = Arc::new(cuda_backend(a, gpu)?);
     let path = a.dist.halo_path;
+    if let Some(original) = s.original.take() {
+        let base = tcgnn::dist::partition::node_weights(&original.graph, a.dist.row_weight);
+        let pm: PartitionMethod = a.dist.partition_method.parse()?;
+        let start = (s.partition.clone(), s.data.clone());
+        let (p, d, times) = tcgnn::dist::balance::rebalance_ranks(
+            &*comm,
+            || cuda_backend(a, gpu.clone()),
+            &original,
+            start,
+            pm,
+            &base,
+            s.options().with_path(path),
+            &s.cfg,
+            &s.tcfg,
+            a.dist.rebalance,
+            (3, 10),
+        )?;
+        same_partition_everywhere(&*comm, &p)?;
+        if rank == 0 && !a.quiet {
+            eprintln!("parts' steps alone before each rebalancing round: {times:.3?} ms");
+        }
+        (s.method, s.partition, s.data) = (exchange_method(&a.dist.exchange, &p)?, p, d);
+    }
+    let backend = Arc::new(cuda_backend(a, gpu)?);
     let describe = format!("{} rank(s) over NCCL, halo path {path:?}, {}", world, tcgnn::nn::Backend::describe(&*backend));
     let mut t = DistTrainer::with_options(backend, comm.clone(), &s.data, &s.partition, s.options().with_path(path), &s.cfg, &s.tcfg)?;
     let quiet = a.quiet || rank != 0;

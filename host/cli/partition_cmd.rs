@@ -20,11 +20,14 @@ pub struct PartitionArgs {
     #[arg(long, default_value_t = 2)]
     pub parts: usize,
     /// contiguous (the graph's order cut into edge-balanced ranges), community (Louvain order,
-    /// then cut), metis (METIS k-way, vertex weights = row nonzeros + 1), lp (parallel
-    /// label propagation: clusters packed into edge-balanced parts, then refined; for graphs
-    /// too large for METIS).
+    /// then cut), metis (METIS k-way), lp (parallel label propagation: clusters packed into
+    /// balanced parts, then refined; for graphs too large for METIS).
     #[arg(long, default_value = "metis")]
     pub method: String,
+    /// What a row weighs in the balance, in edges (a part's weight: its edges + this per row;
+    /// 1 balances edges alone).
+    #[arg(long, default_value_t = tcgnn::dist::partition::DEFAULT_ROW_WEIGHT)]
+    pub row_weight: u64,
     /// Write partition.json and each part's blocks (partP.json, partP.{local,remote}.mtx.gz) into
     /// this existing folder.
     #[arg(short, long)]
@@ -41,7 +44,7 @@ pub fn run(args: &PartitionArgs) -> Result<()> {
     let load_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     tcgnn::dist::partition::at_most_one_part_per_node(args.parts, g.n_rows())?;
-    let p = Partition::new(&g, args.parts, method)?;
+    let p = Partition::with_row_weight(&g, args.parts, method, args.row_weight)?;
     let part_s = t.elapsed().as_secs_f64();
     println!(
         "{}: {} nodes, {} edges into {} parts by {method} in {part_s:.2} s (load {load_s:.2} s)",
@@ -70,9 +73,13 @@ pub fn run(args: &PartitionArgs) -> Result<()> {
         );
     }
     let ratio = p.halo_ratio();
+    let weights: Vec<f64> = stats.iter().map(|s| (s.edges as u64 + args.row_weight * s.nodes as u64) as f64).collect();
+    let weight_mean = weights.iter().sum::<f64>() / weights.len() as f64;
+    let weight_balance = if weight_mean > 0.0 { weights.iter().fold(0.0f64, |m, &w| m.max(w)) / weight_mean } else { 1.0 };
     println!(
-        "edge balance (max / mean) {:.3}; halo / all-gather {ratio:.3} -> exchange by {:?} (threshold {ALL_GATHER_THRESHOLD})",
+        "balance (max / mean) of edges {:.3}, of edges + {} x rows {weight_balance:.3}; halo / all-gather {ratio:.3} -> exchange by {:?} (threshold {ALL_GATHER_THRESHOLD})",
         p.edge_balance(),
+        args.row_weight,
         choose_exchange(ratio, ALL_GATHER_THRESHOLD)
     );
     if let Some(dir) = &args.output {

@@ -3,7 +3,9 @@
 //! for tests, NCCL for GPUs), how rank 0 hands out NCCL's id ([`rendezvous`]), and the per-layer
 //! halo exchange between a part's local and remote products ([`halo`]).
 
+pub mod balance;
 pub mod comm;
+pub mod detached;
 pub mod device_comm;
 pub mod device_exchange;
 pub mod dist_backend;

@@ -12,8 +12,11 @@
 //! `local_t dY_p` for the owned rows and `remote_t dY_p` (halo x k) for rows that belong to other
 //! parts, sent back to them and summed there ([`crate::dist::halo`]).
 //!
-//! Balance: a part's weight is Σ (row nnz + 1) over its nodes (edges, the SpMM work, plus one per
-//! node so that isolated nodes still spread). The cut orders: the given order (contiguous), our
+//! Balance: a part's weight is Σ (row nnz + w) over its nodes: its edges (the sparse products'
+//! work) plus `w` per row for the dense work (the weight products, the element-wise passes, the
+//! loss), which costs a step as much as `w` edges do ([`DEFAULT_ROW_WEIGHT`]; `--row-weight`).
+//! Balancing edges alone (w = 1) gave a part of many low-degree rows a quarter more work than
+//! one of few hubs. The cut orders: the given order (contiguous), our
 //! Louvain community order, METIS k-way with those vertex weights, or parallel label propagation
 //! ([`crate::dist::label_prop`]).
 
@@ -21,6 +24,11 @@ use crate::error::{Error, Result};
 use crate::graph::ops::{pattern, remove_self_loops, symmetrize, transpose};
 use crate::graph::reorder::community_order;
 use crate::graph::{Csr, Permutation};
+
+/// The edges a row weighs in the balance by default: a step's time per row over its time per
+/// edge, fitted on the H200 to the two ranks' compute of an R-MAT 2^22 x 16 cut by edges alone
+/// (GCN 7.1, GAT 6.6; bench/NOTES.md, 2026-11-29 (morning)).
+pub const DEFAULT_ROW_WEIGHT: u64 = 7;
 
 /// How nodes are assigned to parts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +38,8 @@ pub enum PartitionMethod {
     Contiguous,
     /// Louvain community order ([`community_order`]) cut into edge-balanced ranges.
     Community,
-    /// METIS k-way (edge cut minimised, vertex weights = row nnz + 1); needs the `metis` feature.
+    /// METIS k-way (edge cut minimised, vertex weights = the balance's node weights); needs the
+    /// `metis` feature.
     Metis,
     /// Parallel size-constrained label propagation ([`crate::dist::label_prop`]): clusters
     /// packed into edge-balanced parts, then refined; for graphs too large for METIS.
@@ -124,33 +133,53 @@ impl PartitionStats {
 }
 
 impl Partition {
-    /// Partition `graph` (square) into `parts` parts with `method`.
+    /// Partition `graph` (square) into `parts` parts with `method`, rows weighted
+    /// [`DEFAULT_ROW_WEIGHT`].
     pub fn new(graph: &Csr, parts: usize, method: PartitionMethod) -> Result<Partition> {
+        Self::with_row_weight(graph, parts, method, DEFAULT_ROW_WEIGHT)
+    }
+
+    /// [`Partition::new`] with a row weighing `row_weight` edges (>= 1: a node's own cost, so
+    /// that isolated nodes still spread).
+    pub fn with_row_weight(graph: &Csr, parts: usize, method: PartitionMethod, row_weight: u64) -> Result<Partition> {
         check_square(graph, parts)?;
+        if row_weight == 0 {
+            return Err(Error::Unsupported("a row weight of 0 edges: at least 1 (a node's own cost)".into()));
+        }
+        Self::with_node_weights(graph, parts, method, &node_weights(graph, row_weight))
+    }
+
+    /// [`Partition::new`] balancing `weights`, one per node (each >= 1): what a node costs a
+    /// step, e.g. as measured ([`crate::dist::balance`]).
+    pub fn with_node_weights(graph: &Csr, parts: usize, method: PartitionMethod, weights: &[u64]) -> Result<Partition> {
+        check_square(graph, parts)?;
+        if weights.len() != graph.n_rows() {
+            return Err(Error::Shape(format!("{} node weights for {} nodes", weights.len(), graph.n_rows())));
+        }
+        if let Some(v) = weights.iter().position(|&w| w == 0) {
+            return Err(Error::Unsupported(format!("node {v} weighs 0: every node weighs at least 1")));
+        }
         // METIS loops bisecting empty graphs when asked for more parts than nodes; the cuts
         // leave the extra parts empty (which the halo exchange handles).
         if method == PartitionMethod::Metis {
             at_most_one_part_per_node(parts, graph.n_rows())?;
         }
-        let weights = node_weights(graph);
         let (perm, offsets) = match method {
             PartitionMethod::Contiguous => {
                 let perm = Permutation::identity(graph.n_rows());
-                let offsets = balanced_cuts(&weights, perm.new_to_old(), parts);
+                let offsets = balanced_cuts(weights, perm.new_to_old(), parts);
                 (perm, offsets)
             }
             PartitionMethod::Community => {
                 let perm = community_order(graph)?;
-                let offsets = balanced_cuts(&weights, perm.new_to_old(), parts);
+                let offsets = balanced_cuts(weights, perm.new_to_old(), parts);
                 (perm, offsets)
             }
             PartitionMethod::Metis => {
-                let assign = metis_parts(graph, &weights, parts)?;
+                let assign = metis_parts(graph, weights, parts)?;
                 relabel_by_part(&assign, parts)?
             }
-            PartitionMethod::LabelProp => {
-                relabel_by_part(&crate::dist::label_prop::label_propagation_parts(graph, &weights, parts), parts)?
-            }
+            PartitionMethod::LabelProp => relabel_by_part(&crate::dist::label_prop::label_propagation_parts(graph, weights, parts), parts)?,
         };
         Self::from_relabelling(graph, method, perm, offsets)
     }
@@ -254,9 +283,9 @@ fn check_square(graph: &Csr, parts: usize) -> Result<()> {
     Ok(())
 }
 
-/// Row nnz + 1 per node: the SpMM work of its row plus a node's own cost.
-fn node_weights(graph: &Csr) -> Vec<u64> {
-    (0..graph.n_rows()).map(|r| graph.row_len(r) as u64 + 1).collect()
+/// Row nnz + `row_weight` per node: the sparse work of its row plus its dense work.
+pub fn node_weights(graph: &Csr, row_weight: u64) -> Vec<u64> {
+    (0..graph.n_rows()).map(|r| graph.row_len(r) as u64 + row_weight).collect()
 }
 
 /// Cut `order` into `parts` contiguous ranges of about equal weight: range p ends at the first

@@ -222,6 +222,10 @@ fn silent_wrong_results_are_errors() {
     refuses(&dir, &["bench", "attention", "ring.mtx", "--model", "gat", "--heads", "2", "--k", "128"], &["at most 32"]);
     refuses(&dir, &["bench", "dtp", "ring.mtx", "--fixed", "0"], &["--fixed", "1..=1048576"]);
     refuses(&dir, &["bench", "dist", "ring.mtx", "--gpus", "0"], &["--gpus", ">= 1"]);
+    refuses(&dir, &["bench", "dist", "ring.mtx", "--row-weight", "0"], &["--row-weight 0", "at least 1"]);
+    refuses(&dir, &["bench", "dist", "ring.mtx", "--rebalance", "1"], &["--rebalance", "--alone"]);
+    refuses(&dir, &["partition", "ring.mtx", "--row-weight", "0"], &["row weight of 0", "at least 1"]);
+    train(&["ring.mtx", "--partitions", "2", "--rebalance", "1"], &["--rebalance", "NCCL ranks"]);
     let mut d = node_data(6);
     d.split.as_mut().unwrap().val = vec![false; 6];
     write_npz(dir.join("noval.npz"), &d).unwrap();

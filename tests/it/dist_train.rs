@@ -361,6 +361,28 @@ fn cli_partitions_and_bench_dist_run_on_the_cpu() {
         recs[3]["grad_buckets"]
     );
     assert_eq!(recs[2]["all_reduce_bytes"], recs[3]["all_reduce_bytes"]);
+    // Each part alone, for two row weights, each with one round balanced on measured time: one
+    // 1-part point, then per weight the row-weighted cut and its rebalanced one.
+    let alone = dir.join("alone");
+    #[rustfmt::skip]
+    run(&[
+        "bench", "dist", "rmat:9:8:3:relabel", "--device", "cpu", "--parts", "1,2", "--models", "gcn", "--partition-method", "lp",
+        "--row-weight", "1,7", "--alone", "--rebalance", "1", "--reps", "2", "--warmup", "1", "--features", "8",
+        "--out", alone.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(alone.join("dist.json")).unwrap()).unwrap();
+    assert!(v["mode"].as_str().unwrap().starts_with("alone"), "{}", v["mode"]);
+    let recs = v["records"].as_array().unwrap();
+    let points: Vec<(u64, u64, u64)> =
+        recs.iter().map(|r| (r["parts"].as_u64().unwrap(), r["row_weight"].as_u64().unwrap(), r["rebalanced"].as_u64().unwrap())).collect();
+    assert_eq!(points, vec![(1, 1, 0), (2, 1, 0), (2, 1, 1), (2, 7, 0), (2, 7, 1)]);
+    for r in &recs[1..] {
+        // Nothing crossed between the parts, and the slowest part is the step.
+        let ranks = r["ranks"].as_array().unwrap();
+        let slowest = ranks.iter().map(|k| k["step_ms"].as_f64().unwrap()).fold(0.0, f64::max);
+        assert_eq!(r["step_ms"].as_f64().unwrap(), slowest);
+        assert!(r["speedup"].as_f64().unwrap() > 0.0);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

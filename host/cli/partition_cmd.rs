@@ -90,24 +90,15 @@ pub fn run(args: &PartitionArgs) -> Result<()> {
     Ok(())
 }
 
-/// The graph, or for `sbm:N[:CLASSES[:DEGREE]]` a stochastic block model generated without node
-/// features (partitioning needs only the graph; 10M nodes x 32 features would cost 1.3 GB).
+/// The graph, or for `sbm:N[:CLASSES[:DEGREE]]` a stochastic block model generated with one
+/// feature (partitioning needs only the graph; 10M nodes x 32 features would cost 1.3 GB).
 fn load(input: &GraphInput) -> Result<tcgnn::graph::Csr> {
     let spec = input.input.to_string_lossy();
     let Some(rest) = spec.strip_prefix("sbm:").filter(|_| !input.input.exists()) else {
         return input.load();
     };
-    let fields: Vec<&str> = rest.split(':').collect();
-    let num = |i: usize, default: f64| -> Result<f64> {
-        match fields.get(i) {
-            None => Ok(default),
-            Some(f) => {
-                f.parse().map_err(|_| tcgnn::Error::Unsupported(format!("'{spec}': '{f}' is not a number (use sbm:N[:CLASSES[:DEGREE]])")))
-            }
-        }
-    };
-    let mut p = tcgnn::graph::generate::SbmParams::new(num(0, 0.0)? as usize, num(1, 8.0)? as usize, 0);
-    p.avg_degree = num(2, 10.0)?;
-    p.features = 0;
+    let s = tcgnn::graph::spec::parse_sbm(&spec, rest)?;
+    let mut p = tcgnn::graph::generate::SbmParams::new(s.n, s.classes, 0);
+    (p.avg_degree, p.features) = (s.avg_degree, 1);
     Ok(tcgnn::graph::generate::sbm(p)?.0)
 }

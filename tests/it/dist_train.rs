@@ -370,6 +370,9 @@ fn cli_partitions_and_bench_dist_run_on_the_cpu() {
         "--row-weight", "1,7", "--alone", "--rebalance", "1", "--reps", "2", "--warmup", "1", "--features", "8",
         "--out", alone.to_str().unwrap(),
     ]);
+    // A generator spec partitions without node data (it once asked the SBM for 0 features).
+    let so = run(&["partition", "sbm:500:4:6", "--parts", "2", "--method", "lp", "--row-weight", "3"]);
+    assert!(so.contains("500 nodes") && so.contains("into 2 parts by lp") && so.contains("edges + 3 x rows"), "{so}");
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(alone.join("dist.json")).unwrap()).unwrap();
     assert!(v["mode"].as_str().unwrap().starts_with("alone"), "{}", v["mode"]);
     let recs = v["records"].as_array().unwrap();

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tcgnn::bench::report::today;
-use tcgnn::dist::balance::{rebalanced, time_alone};
+use tcgnn::dist::balance::{rebalanced, time_alone_with_ops};
 use tcgnn::dist::detached::Detached;
 use tcgnn::dist::part_graph::relabel;
 use tcgnn::dist::partition::node_weights;
@@ -56,6 +56,11 @@ pub struct BenchDistArgs {
     /// ([`tcgnn::dist::balance`]); every round is a point of its own.
     #[arg(long, default_value_t = 0)]
     pub rebalance: u32,
+    /// With --alone: after the timed steps, each part's per-op time (5 steps with an event pair
+    /// around every op) beside the whole graph's, as a table on stderr: where a part's step
+    /// costs more than its share.
+    #[arg(long, requires = "alone")]
+    pub profile_ops: bool,
     /// auto (all-gather when a part's halo is over half of one), p2p, all-gather.
     #[arg(long, default_value = "auto")]
     pub exchange: String,
@@ -409,8 +414,52 @@ fn measure_alone<B: DistBackend<Detached>>(
     a: &BenchDistArgs,
     make: impl Fn(usize) -> Result<B>,
 ) -> Result<Vec<StepTiming>> {
-    let Point { d, p, options, .. } = *at;
-    (0..p.parts()).map(|rank| time_alone(Arc::new(make(rank)?), d, p, rank, options, cfg, tcfg, (a.warmup, a.reps))).collect()
+    let Point { graph, model, d, p, options, .. } = *at;
+    let op_steps = if a.profile_ops { 5 } else { 0 };
+    let mut timing = Vec::new();
+    let mut profiles = Vec::new();
+    for rank in 0..p.parts() {
+        let (t, ops) = time_alone_with_ops(Arc::new(make(rank)?), d, p, rank, options, cfg, tcfg, (a.warmup, a.reps), op_steps)?;
+        timing.push(t);
+        profiles.push(ops);
+    }
+    if a.profile_ops {
+        match profiles.iter().all(|p| p.is_empty()) {
+            true => eprintln!("--profile-ops: this backend keeps no per-op events (the GPU's does)"),
+            false => eprintln!("{}", op_table(&format!("{graph} {model}, {} part(s) alone", p.parts()), &profiles)),
+        }
+    }
+    Ok(timing)
+}
+
+/// Per-op ms per step of every part side by side (rows: ops by the slowest part's time).
+fn op_table(title: &str, parts: &[Vec<(String, f64, f64)>]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for ops in parts {
+        for (name, ..) in ops {
+            if !names.contains(&name.as_str()) {
+                names.push(name);
+            }
+        }
+    }
+    let ms = |p: &[(String, f64, f64)], name: &str| p.iter().find(|o| o.0 == name).map_or(0.0, |o| o.1);
+    let slowest = |name: &str| parts.iter().map(|p| ms(p, name)).fold(0.0, f64::max);
+    names.sort_by(|a, b| slowest(b).total_cmp(&slowest(a)));
+    let mut s = format!("per-op ms per step, {title}:\n{:<28}", "op");
+    for r in 0..parts.len() {
+        let _ = write!(s, " {:>9}", format!("part {r}"));
+    }
+    for name in names {
+        let _ = write!(s, "\n{name:<28}");
+        for p in parts {
+            let _ = write!(s, " {:>9.3}", ms(p, name));
+        }
+    }
+    let _ = write!(s, "\n{:<28}", "sum");
+    for p in parts {
+        let _ = write!(s, " {:>9.3}", p.iter().fold(0.0, |t, o| t + o.1));
+    }
+    s
 }
 
 /// The point's record from every rank's timing over `reps` steps.
@@ -504,4 +553,20 @@ fn markdown(r: &DistReport) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::op_table;
+
+    #[test]
+    fn op_table_lines_up_the_parts_slowest_first() {
+        let part = |ops: &[(&str, f64)]| ops.iter().map(|&(n, ms)| (n.to_string(), ms, 1.0)).collect::<Vec<_>>();
+        let t = op_table("g", &[part(&[("spmm", 1.0), ("gemm", 0.5)]), part(&[("gemm", 2.0)])]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "per-op ms per step, g:");
+        assert!(lines[2].starts_with("gemm") && lines[2].ends_with("    0.500     2.000"), "{t}");
+        assert!(lines[3].starts_with("spmm") && lines[3].ends_with("    1.000     0.000"), "{t}");
+        assert!(lines[4].starts_with("sum") && lines[4].ends_with("    1.500     2.000"), "{t}");
+    }
 }

@@ -51,8 +51,25 @@ pub fn time_alone<B: DistBackend<Detached>>(
     train: &TrainConfig,
     (warmup, reps): (usize, usize),
 ) -> Result<StepTiming> {
+    Ok(time_alone_with_ops(backend, data, partition, rank, options, model, train, (warmup, reps), 0)?.0)
+}
+
+/// [`time_alone`], then (`op_steps` > 0) the per-op time of `op_steps` more steps (ms per step,
+/// calls per step; the backend's `time_ops`, empty where it keeps no per-op events).
+#[allow(clippy::too_many_arguments)]
+pub fn time_alone_with_ops<B: DistBackend<Detached>>(
+    backend: Arc<B>,
+    data: &Dataset,
+    partition: &Partition,
+    rank: usize,
+    options: DistOptions,
+    model: &ModelConfig,
+    train: &TrainConfig,
+    (warmup, reps): (usize, usize),
+    op_steps: usize,
+) -> Result<(StepTiming, Vec<(String, f64, f64)>)> {
     let comm = std::rc::Rc::new(Detached::new(rank, partition.parts())?);
-    let mut t = DistTrainer::with_options(backend, comm, data, partition, options, model, train)?;
+    let mut t = DistTrainer::with_options(backend.clone(), comm, data, partition, options, model, train)?;
     for _ in 0..warmup {
         t.step()?;
     }
@@ -60,7 +77,13 @@ pub fn time_alone<B: DistBackend<Detached>>(
     for _ in 0..reps {
         t.step()?;
     }
-    Ok(t.take_timing())
+    let timing = t.take_timing();
+    if op_steps == 0 {
+        return Ok((timing, Vec::new()));
+    }
+    let ops = backend.time_ops(&mut || (0..op_steps).try_for_each(|_| t.step()))?;
+    let n = op_steps as f64;
+    Ok((timing, ops.into_iter().map(|(name, ms, calls)| (name, ms / n, calls as f64 / n)).collect()))
 }
 
 /// Each node's cost (by original id, as `graph` and `costs` are: start from the row-weighted

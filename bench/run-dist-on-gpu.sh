@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Multi-GPU checks and figures (issue 46) in one device call on nvidia-h200-x2:
-#   bash bench/run-dist-on-gpu.sh SEED [STAGE...]    stages: tests small exchange rmat buckets partition sbm (default: all)
+#   bash bench/run-dist-on-gpu.sh SEED [STAGE...]    stages: tests small exchange rmat buckets balance partition sbm
+#                                                    (default: all but alone; alone needs one GPU only)
 # tests: the GPU dist tests; small: `bench dist` on citeseer, cora, pubmed at 1 and 2 GPUs (GCN,
 # GAT); exchange: citeseer's 2-GPU step with NCCL's transport log; rmat: `bench dist` on R-MAT
 # 2^22 x 16 relabelled with SEED, lp partition; partition: an SBM of 10M nodes / 100M entries
@@ -10,12 +11,16 @@
 # rmat and sbm measure overlapped and serial steps (`--overlap true,false`). buckets: R-MAT 2^22 x 16
 # as rmat, the overlapped step with the gradient all-reduce in per-layer buckets during the
 # backward and after it (`--grad-buckets true,false`), and citeseer's 2-GPU step the same way.
+# balance: R-MAT 2^22 x 16 as rmat (overlapped), the row-weighted cut (rows weigh 7 edges, the
+# default) against edges alone (--row-weight 1) and against two rounds cut again on the parts'
+# measured times (--rebalance 2). alone (one GPU): each part of the 2-part cuts alone on the one
+# device (`bench dist --alone`, per-op times with --profile-ops), R-MAT 2^22 x 16 and SBM 2M.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seed=${1:?usage: run-dist-on-gpu.sh SEED [STAGE...]}
 shift
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(tests small exchange rmat buckets partition sbm)
+[ ${#stages[@]} -eq 0 ] && stages=(tests small exchange rmat buckets balance partition sbm)
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 [ -x .gpu/bin/tcgnn ] || bash .gpu/unpack
@@ -46,6 +51,20 @@ for stage in "${stages[@]}"; do
       timeout 120 $T bench dist citeseer --gpus 1,2 --models gcn,gat --overlap false --grad-buckets true,false --reps 30 --out "$out/dist_buckets_small" \
         > "$out/dist-buckets-small.log" 2>&1 || echo "bench dist buckets (citeseer): exit $?"
       tail -10 "$out/dist-buckets-small.log" ;;
+    balance)
+      timeout 300 $T bench dist rmat:22:16:$seed:relabel --gpus 1,2 --partition-method lp --models gcn,gat --overlap true --row-weight 7,1 --reps 20 --out "$out/dist_balance" \
+        > "$out/dist-balance.log" 2>&1 || echo "bench dist balance: exit $?"
+      tail -8 "$out/dist-balance.log"
+      timeout 300 $T bench dist rmat:22:16:$seed:relabel --gpus 2 --partition-method lp --models gcn,gat --overlap true --rebalance 2 --reps 20 --out "$out/dist_rebalance" \
+        > "$out/dist-rebalance.log" 2>&1 || echo "bench dist rebalance: exit $?"
+      tail -8 "$out/dist-rebalance.log" ;;
+    alone)
+      timeout 300 $T bench dist rmat:22:16:$seed:relabel --parts 1,2 --alone --profile-ops --partition-method lp --models gcn,gat --overlap true --row-weight 7,1 --reps 20 \
+        --out "$out/alone_rmat22" > "$out/alone-rmat22.log" 2>&1 || echo "bench dist alone rmat22: exit $?"
+      grep "P = " "$out/alone-rmat22.log"
+      timeout 200 $T bench dist sbm:2000000 --parts 1,2 --alone --profile-ops --partition-method lp --models gcn,gat --overlap true --reps 20 \
+        --out "$out/alone_sbm2m" > "$out/alone-sbm2m.log" 2>&1 || echo "bench dist alone sbm2m: exit $?"
+      grep "P = " "$out/alone-sbm2m.log" ;;
     partition)
       s0=$SECONDS
       timeout 100 $T gen sbm --n 10000000 --avg-degree 10 --seed $seed -o /tmp/sbm10m.tcg > "$out/sbm10m-gen.log" 2>&1 || echo "gen: exit $?"

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tcgnn::bench::report::today;
-use tcgnn::dist::balance::{rebalanced, time_alone_with_ops};
+use tcgnn::dist::balance::{OpTimes, SHARE_TOTAL, rebalanced, time_alone_with_ops};
 use tcgnn::dist::detached::Detached;
 use tcgnn::dist::part_graph::relabel;
 use tcgnn::dist::partition::node_weights;
@@ -231,7 +231,8 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                     // Round 0 is the row-weighted partition; each --rebalance round cuts again on
                     // the last round's measured part times.
                     let mut moved: Option<(Partition, Dataset)> = None;
-                    let mut costs: Vec<f64> = node_weights(&data.graph, row_weight).iter().map(|&w| w as f64).collect();
+                    let weights = node_weights(&data.graph, row_weight);
+                    let mut shares = vec![SHARE_TOTAL / parts as u64; parts];
                     for round in 0..=if parts > 1 { a.rebalance } else { 0 } {
                         let (p, d) = moved.as_ref().map_or((&p, &d), |(p, d)| (p, d));
                         let options = DistOptions { method, path, overlap, grad_buckets };
@@ -257,7 +258,7 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                         if round < a.rebalance {
                             let part_ms: Vec<f64> = r.ranks.iter().map(|k| k.step_ms).collect();
                             let next;
-                            (next, costs) = rebalanced(&data.graph, p, pm, &costs, &part_ms)?;
+                            (next, shares) = rebalanced(&data.graph, pm, &weights, &shares, &part_ms)?;
                             let d = relabel(&data, &next.perm)?;
                             moved = Some((next, d));
                         }
@@ -433,7 +434,7 @@ fn measure_alone<B: DistBackend<Detached>>(
 }
 
 /// Per-op ms per step of every part side by side (rows: ops by the slowest part's time).
-fn op_table(title: &str, parts: &[Vec<(String, f64, f64)>]) -> String {
+fn op_table(title: &str, parts: &[OpTimes]) -> String {
     let mut names: Vec<&str> = Vec::new();
     for ops in parts {
         for (name, ..) in ops {

@@ -64,7 +64,7 @@ pub enum Command {
     /// Run one SpMM implementation on a graph; report time, GFLOPS, error and speedup over cuSPARSE.
     Spmm(spmm_cmd::SpmmArgs),
     /// Benchmark suites (GPU): every implementation against cuSPARSE, reports in bench/results/.
-    Bench(bench_cmd::BenchArgs),
+    Bench(Box<bench_cmd::BenchArgs>),
     /// Train a model (GPU if present, CPU otherwise): progress, test accuracy at the best
     /// validation epoch, time per phase, JSON report and curve; save, checkpoint and resume.
     Train(Box<train_cmd::TrainArgs>),

@@ -1,20 +1,21 @@
 //! Parts balanced on measured time (`--rebalance`).
 //!
-//! A partition balances a weight per node, its edges plus a row weight ([`node_weights`]); what
-//! a node really costs a step depends on more than its degree: on R-MAT, a hub region's edges
-//! gather rows that the tensor-core blocks and L2 reuse, while a periphery of low-degree rows
-//! reuses nothing. So one row weight that balances one graph leaves another's parts apart
-//! (H200, GCN, lp, row weight 7: R-MAT 2^22 x 16 5.49 / 5.75 ms, R-MAT 2^21 x 32 3.80 / 4.51).
+//! A partition balances a weight per node, its edges plus a row weight
+//! ([`crate::dist::partition::node_weights`]); what a node really costs a step depends on more
+//! than its degree: on R-MAT, a hub region's edges gather rows that the tensor-core blocks and L2
+//! reuse, while a periphery of low-degree rows reuses nothing. So one row weight that balances
+//! one graph leaves another's parts apart (H200, GCN, lp, row weight 7: R-MAT 2^22 x 16 5.49 /
+//! 5.75 ms, R-MAT 2^21 x 32 3.80 / 4.51).
 //!
 //! The measured way: time each part's step alone ([`time_alone`], a [`Detached`] rank: the
-//! rank's kernels without its waits), scale every node's cost by its part's measured cost per
-//! unit of cost ([`measured_costs`]: a node of a part that took 19 % longer per unit costs more),
-//! and partition again on those costs. A node's cost is not its own, though: it depends on the
-//! part around it, and a partitioner given new weights may cut elsewhere, so the parts' times
-//! move by more or less than predicted (on the H200 undamped rounds overshot and oscillated:
-//! R-MAT 2^21 x 32 GCN 3.79 / 4.49 ms, then 3.95 / 4.33, 4.30 / 3.91, 3.66 / 4.41). So each round
-//! moves half way (in log terms: the square root of the measured factor), and
-//! [`rebalance_ranks`] measures every partition it cuts and keeps the fastest.
+//! rank's kernels without its waits) and cut again with uneven *shares* of the same weights: a
+//! part that took longer per unit of its share gets a smaller one ([`measured_shares`]). The
+//! node weights, and so the partitioner's clusters, stay as they were; only the cuts move along
+//! the same order, so a part's time follows its share. (Scaling each node's weight by its part's
+//! cost instead made lp re-form its clusters and cut elsewhere every round: on the H200 the parts
+//! oscillated around the balance, R-MAT 2^21 x 32 GCN 3.79 / 4.49 ms, then 3.95 / 4.33, 4.30 /
+//! 3.91, 3.66 / 4.41; bench/NOTES.md.) [`rebalance_ranks`] measures every cut it makes and keeps
+//! the fastest.
 
 use std::sync::Arc;
 
@@ -30,12 +31,11 @@ use crate::nn::models::ModelConfig;
 use crate::task::node::data::Dataset;
 use crate::task::node::train::TrainConfig;
 
-/// The power of a part's measured cost factor a round applies (1: all the way, undamped).
-const DAMPING: f64 = 0.5;
+/// Per-op time of a step: (op, ms per step, calls per step).
+pub type OpTimes = Vec<(String, f64, f64)>;
 
-/// Fixed-point scale of a node's cost as the partitioners' integer weight (a node of base weight
-/// 1 resolved to 1 / 8).
-const SCALE: f64 = 8.0;
+/// What the shares of one partition add up to (a part's share resolved to 1e-6 of the whole).
+pub const SHARE_TOTAL: u64 = 1_000_000;
 
 /// Part `rank` of `partition` of `data` (relabelled by it) alone on `backend`'s device, its
 /// exchanges moving nothing: the timing of `reps` steps after `warmup`. The steps train on
@@ -67,7 +67,7 @@ pub fn time_alone_with_ops<B: DistBackend<Detached>>(
     train: &TrainConfig,
     (warmup, reps): (usize, usize),
     op_steps: usize,
-) -> Result<(StepTiming, Vec<(String, f64, f64)>)> {
+) -> Result<(StepTiming, OpTimes)> {
     let comm = std::rc::Rc::new(Detached::new(rank, partition.parts())?);
     let mut t = DistTrainer::with_options(backend.clone(), comm, data, partition, options, model, train)?;
     for _ in 0..warmup {
@@ -86,76 +86,45 @@ pub fn time_alone_with_ops<B: DistBackend<Detached>>(
     Ok((timing, ops.into_iter().map(|(name, ms, calls)| (name, ms / n, calls as f64 / n)).collect()))
 }
 
-/// Each node's cost (by original id, as `graph` and `costs` are: start from the row-weighted
-/// [`crate::dist::partition::node_weights`]) scaled by the measured cost per unit of cost of
-/// the part `partition` gave it (`part_ms[p]`: part p's step) relative to the whole graph's, to
-/// the power [`DAMPING`]; the total cost stays put round after round.
-pub fn measured_costs(graph: &Csr, partition: &Partition, costs: &[f64], part_ms: &[f64]) -> Result<Vec<f64>> {
-    let n = graph.n_rows();
-    if costs.len() != n || partition.nodes() != n {
-        return Err(Error::Shape(format!("{} node costs and a partition of {} nodes for {n} nodes", costs.len(), partition.nodes())));
-    }
-    if part_ms.len() != partition.parts() {
-        return Err(Error::Shape(format!("{} part times for {} parts", part_ms.len(), partition.parts())));
+/// The next shares from `shares` (part p's share of the weight) and `part_ms` (part p's measured
+/// step): part p's share over its time, renormalised to [`SHARE_TOTAL`], so that if a part's time
+/// is proportional to its share the parts come out even. A part with no time (nothing to do)
+/// counts at the mean rate of the others.
+pub fn measured_shares(shares: &[u64], part_ms: &[f64]) -> Result<Vec<u64>> {
+    if shares.len() != part_ms.len() || shares.is_empty() {
+        return Err(Error::Shape(format!("{} part times for {} shares", part_ms.len(), shares.len())));
     }
     if let Some((p, t)) = part_ms.iter().enumerate().find(|(_, t)| !t.is_finite() || **t < 0.0) {
         return Err(Error::Unsupported(format!("part {p}'s measured step of {t} ms")));
     }
-    if let Some(v) = costs.iter().position(|c| !c.is_finite() || *c <= 0.0) {
-        return Err(Error::Unsupported(format!("node {v}'s cost {} (costs are positive)", costs[v])));
+    if let Some(p) = shares.iter().position(|&s| s == 0) {
+        return Err(Error::Unsupported(format!("part {p}'s share is 0")));
     }
-    let old_to_new = partition.perm.old_to_new();
-    let part_of = |v: usize| partition.owner(old_to_new[v] as usize);
-    let mut part_cost = vec![0.0f64; partition.parts()];
-    for (v, &c) in costs.iter().enumerate() {
-        part_cost[part_of(v)] += c;
+    let timed = || shares.iter().zip(part_ms).filter(|(_, t)| **t > 0.0);
+    let (timed_ms, timed_share) = (timed().map(|(_, t)| t).sum::<f64>(), timed().map(|(&s, _)| s as f64).sum::<f64>());
+    if timed_ms <= 0.0 {
+        return Ok(shares.to_vec());
     }
-    let (total_ms, total_cost) = (part_ms.iter().sum::<f64>(), part_cost.iter().sum::<f64>());
-    if total_ms <= 0.0 {
-        return Ok(costs.to_vec());
-    }
-    // A part with no cost or no time keeps the mean rate.
-    let mean = total_ms / total_cost;
-    let mut factor: Vec<f64> =
-        part_ms.iter().zip(&part_cost).map(|(&t, &c)| if c > 0.0 && t > 0.0 { (t / c / mean).powf(DAMPING) } else { 1.0 }).collect();
-    let scaled: f64 = part_cost.iter().zip(&factor).map(|(c, f)| c * f).sum();
-    factor.iter_mut().for_each(|f| *f *= total_cost / scaled);
-    Ok(costs.iter().enumerate().map(|(v, &c)| c * factor[part_of(v)]).collect())
+    let mean_rate = timed_ms / timed_share;
+    // Shares one unit of time buys in each part.
+    let speed: Vec<f64> = shares.iter().zip(part_ms).map(|(&s, &t)| 1.0 / if t > 0.0 { t / s as f64 } else { mean_rate }).collect();
+    let all: f64 = speed.iter().sum();
+    Ok(speed.iter().map(|v| ((v / all * SHARE_TOTAL as f64).round() as u64).max(1)).collect())
 }
 
-/// Node costs as the partitioners' integer weights (each >= 1).
-pub fn as_weights(costs: &[f64]) -> Result<Vec<u64>> {
-    let limit = u64::MAX as f64 / (SCALE * costs.len().max(1) as f64);
-    costs
-        .iter()
-        .enumerate()
-        .map(|(v, &c)| match c.is_finite() && c > 0.0 && c < limit {
-            true => Ok(((c * SCALE).round() as u64).max(1)),
-            false => Err(Error::Unsupported(format!("node {v}'s cost {c} is not a weight the partition's sums can hold"))),
-        })
-        .collect()
-}
-
-/// `partition` cut again by `method` on [`measured_costs`] from `part_ms`: the new partition and
-/// the costs it balanced (the next round's start).
-pub fn rebalanced(
-    graph: &Csr,
-    partition: &Partition,
-    method: PartitionMethod,
-    costs: &[f64],
-    part_ms: &[f64],
-) -> Result<(Partition, Vec<f64>)> {
-    let costs = measured_costs(graph, partition, costs, part_ms)?;
-    let p = Partition::with_node_weights(graph, partition.parts(), method, &as_weights(&costs)?)?;
-    Ok((p, costs))
+/// `weights` cut again by `method` with the [`measured_shares`] from `shares` and `part_ms`:
+/// the new partition and its shares (the next round's start).
+pub fn rebalanced(graph: &Csr, method: PartitionMethod, weights: &[u64], shares: &[u64], part_ms: &[f64]) -> Result<(Partition, Vec<u64>)> {
+    let shares = measured_shares(shares, part_ms)?;
+    Ok((Partition::with_shares(graph, method, weights, &shares)?, shares))
 }
 
 /// `rounds` rounds of [`rebalanced`] across the ranks of `comm`: each rank times its own part
 /// alone on its own device (`make`'s backend), the times are gathered, and every rank cuts the
-/// same new partition (the partitioners are deterministic). Starts from `start` (a partition of
-/// `data` by `base` weights, and `data` relabelled by it). Every partition is measured, the
-/// last one too; returns the one whose slowest part was fastest, `data` relabelled by it, and
-/// every partition's part times (ms), `start`'s first.
+/// same new partition (the partitioners are deterministic). Starts from `start` (the even cut of
+/// `data` by `weights`, and `data` relabelled by it). Every partition is measured, the last one
+/// too; returns the one whose slowest part was fastest, `data` relabelled by it, and every
+/// partition's part times (ms), `start`'s first.
 #[allow(clippy::too_many_arguments)]
 pub fn rebalance_ranks<B: DistBackend<Detached>, C: Communicator>(
     comm: &C,
@@ -163,7 +132,7 @@ pub fn rebalance_ranks<B: DistBackend<Detached>, C: Communicator>(
     data: &Dataset,
     start: (Partition, Dataset),
     method: PartitionMethod,
-    base: &[u64],
+    weights: &[u64],
     options: DistOptions,
     model: &ModelConfig,
     train: &TrainConfig,
@@ -178,22 +147,20 @@ pub fn rebalance_ranks<B: DistBackend<Detached>, C: Communicator>(
         Ok(all)
     };
     let slowest = |t: &[f64]| t.iter().copied().fold(0.0f64, f64::max);
-    let mut costs: Vec<f64> = base.iter().map(|&w| w as f64).collect();
+    let mut shares = vec![SHARE_TOTAL / comm.world_size().max(1) as u64; comm.world_size()];
     let mut times = vec![measure(&start.0, &start.1)?];
     let mut best = start;
     let mut best_ms = slowest(&times[0]);
-    let mut last = best.0.clone();
     for _ in 0..rounds {
         let next;
-        (next, costs) = rebalanced(&data.graph, &last, method, &costs, times.last().expect("measured"))?;
+        (next, shares) = rebalanced(&data.graph, method, weights, &shares, times.last().expect("measured"))?;
         let d = relabel(data, &next.perm)?;
         let t = measure(&next, &d)?;
         if slowest(&t) < best_ms {
             best_ms = slowest(&t);
-            best = (next.clone(), d);
+            best = (next, d);
         }
         times.push(t);
-        last = next;
     }
     Ok((best.0, best.1, times))
 }
@@ -208,49 +175,37 @@ mod tests {
         Csr::from_triplets(n, n, &t).unwrap()
     }
 
-    fn costs(w: &[u64]) -> Vec<f64> {
-        w.iter().map(|&w| w as f64).collect()
-    }
-
     #[test]
-    fn a_slower_part_shrinks() {
+    fn a_slower_part_gets_a_smaller_share() {
         let g = path(400);
-        let base = node_weights(&g, 1);
-        let p = Partition::with_node_weights(&g, 2, PartitionMethod::Contiguous, &base).unwrap();
+        let w = node_weights(&g, 1);
+        let p = Partition::with_node_weights(&g, 2, PartitionMethod::Contiguous, &w).unwrap();
         let sizes = |p: &Partition| p.stats().iter().map(|s| s.nodes).collect::<Vec<_>>();
         assert_eq!(sizes(&p), vec![200, 200]);
-        // Part 1 took 1.5x as long for the same cost: its nodes cost 1.5x.
-        let (q, c) = rebalanced(&g, &p, PartitionMethod::Contiguous, &costs(&base), &[2.0, 3.0]).unwrap();
-        let s = sizes(&q);
-        // Undamped, the costs would be 1 : 1.5 and the cut balanced at x = 33 nodes moved
-        // (2 + 0.015 x = 0.015 (200 - x)); half way in log terms, 1 : sqrt(1.5), the cut moves
-        // 200 (1 - 1 / sqrt(1.5)) / 2 = 18 nodes and the time gap (if every node kept its part's
-        // time) falls from 1 ms to about a half.
-        assert!((213..=221).contains(&s[0]), "{s:?}");
-        let t0 = 2.0 + (s[0] - 200) as f64 * 0.015;
-        let t1 = s[1] as f64 * 0.015;
-        assert!((0.35..0.65).contains(&(t1 - t0)), "{t0} {t1}");
-        // The total cost stays the graph's.
-        let (before, after) = (base.iter().sum::<u64>() as f64, c.iter().sum::<f64>());
-        assert!((after - before).abs() < 1e-9 * before, "{before} {after}");
-        // A second round from the new costs, with times that now agree, keeps the cut.
-        let (r, _) = rebalanced(&g, &q, PartitionMethod::Contiguous, &c, &[2.5, 2.5]).unwrap();
-        assert_eq!(sizes(&r), s);
+        // Part 1 took 1.5x as long for the same share: it gets 2/5 of the weight, part 0 3/5.
+        let half = SHARE_TOTAL / 2;
+        let (q, shares) = rebalanced(&g, PartitionMethod::Contiguous, &w, &[half, half], &[2.0, 3.0]).unwrap();
+        assert_eq!(shares, vec![600_000, 400_000]);
+        assert_eq!(sizes(&q), vec![240, 160]);
+        // Each node at its old part's cost (0.01 ms in part 0, 0.015 in part 1) would now give
+        // 2.0 + 40 x 0.015 = 2.6 and 160 x 0.015 = 2.4 ms: within the one step's linear guess.
+        // Times that now agree keep the shares and the cut.
+        let (r, same) = rebalanced(&g, PartitionMethod::Contiguous, &w, &shares, &[2.5, 2.5]).unwrap();
+        assert_eq!(same, shares);
+        assert_eq!(sizes(&r), sizes(&q));
     }
 
     #[test]
-    fn bad_times_and_costs_are_refused() {
-        let g = path(50);
-        let base = costs(&node_weights(&g, 7));
-        let p = Partition::with_node_weights(&g, 2, PartitionMethod::Contiguous, &as_weights(&base).unwrap()).unwrap();
-        assert!(measured_costs(&g, &p, &base, &[1.0]).is_err());
-        assert!(measured_costs(&g, &p, &base, &[1.0, f64::NAN]).is_err());
-        assert!(measured_costs(&g, &p, &base, &[1.0, -1.0]).is_err());
-        assert!(measured_costs(&g, &p, &base[1..], &[1.0, 1.0]).is_err());
-        let mut zero = base.clone();
-        zero[3] = 0.0;
-        assert!(measured_costs(&g, &p, &zero, &[1.0, 1.0]).is_err());
-        assert!(as_weights(&[1.0, f64::INFINITY]).is_err());
-        assert_eq!(as_weights(&[0.01, 2.0]).unwrap(), vec![1, 16]);
+    fn empty_parts_and_bad_times_are_handled() {
+        // A part with nothing to do (0 ms) counts at the others' mean rate (here 1 ms a share,
+        // as theirs: so the shares even out, each part then 4/3 ms).
+        assert_eq!(measured_shares(&[1, 1, 2], &[1.0, 0.0, 2.0]).unwrap(), vec![333_333, 333_333, 333_333]);
+        assert_eq!(measured_shares(&[1, 1], &[1.0, 3.0]).unwrap(), vec![750_000, 250_000]);
+        assert_eq!(measured_shares(&[3, 1], &[0.0, 0.0]).unwrap(), vec![3, 1]);
+        assert!(measured_shares(&[1, 1], &[1.0]).is_err());
+        assert!(measured_shares(&[], &[]).is_err());
+        assert!(measured_shares(&[1, 1], &[1.0, f64::NAN]).is_err());
+        assert!(measured_shares(&[1, 1], &[1.0, -1.0]).is_err());
+        assert!(measured_shares(&[1, 0], &[1.0, 1.0]).is_err());
     }
 }

@@ -13,10 +13,11 @@
 //!    (`LEVEL_CLUSTERS_PER_PART`): one level alone packed unrelated clusters together and cut
 //!    2-3x the edges.
 //! 2. **Packing.** Nodes ordered by cluster, coarsest level first, cut into P contiguous
-//!    edge-balanced ranges (as the community method cuts its Louvain order).
+//!    ranges of the parts' shares of the weight (as the community method cuts its Louvain
+//!    order).
 //! 3. **Refinement.** A few rounds of the same propagation over the P parts: a node moves to the
 //!    part most of its neighbours are in when that gains edges and the part stays within
-//!    (1 + `IMBALANCE`) of the mean weight.
+//!    (1 + `IMBALANCE`) of its share of the weight.
 //!
 //! The parallel phases read only the previous state (rayon over nodes; the work is the edges),
 //! the sequential ones are one pass over the proposed moves.
@@ -37,10 +38,11 @@ const LEVEL_CLUSTERS_PER_PART: [u64; 3] = [32, 8, 2];
 /// How far above the mean a part's weight may grow in refinement.
 const IMBALANCE: f64 = 0.03;
 
-/// Part id per node: `parts` parts of about equal `weights` (one per node) with few edges
-/// between them.
-pub fn label_propagation_parts(graph: &Csr, weights: &[u64], parts: usize) -> Vec<u32> {
-    let n = graph.n_rows();
+/// Part id per node: one part per share, holding about `shares[p] / Σ shares` of the `weights`
+/// (one per node), with few edges between them. The clusters depend on the weights only, not on
+/// the shares: uneven shares move the cuts along the same cluster order.
+pub fn label_propagation_parts(graph: &Csr, weights: &[u64], shares: &[u64]) -> Vec<u32> {
+    let (n, parts) = (graph.n_rows(), shares.len());
     let total: u64 = weights.iter().sum();
     // Multilevel clustering: cluster, contract the clusters into a weighted graph, cluster that
     // with a 4x larger bound, ... `keys[l][v]`: v's cluster at level l.
@@ -56,7 +58,7 @@ pub fn label_propagation_parts(graph: &Csr, weights: &[u64], parts: usize) -> Ve
         for round in 0..CLUSTER_ROUNDS {
             for half in 0..2 {
                 let r = level as u32 * CLUSTER_ROUNDS + round;
-                propagate(&g, &w, &mut label, &mut size, (r, half), |to_size, x| to_size + x <= bound);
+                propagate(&g, &w, &mut label, &mut size, (r, half), |_, to_size, x| to_size + x <= bound);
             }
         }
         let (cluster, k) = compact(&label);
@@ -80,7 +82,7 @@ pub fn label_propagation_parts(graph: &Csr, weights: &[u64], parts: usize) -> Ve
     let mut p = 0usize;
     for &v in &order {
         // Range p ends where the prefix weight reaches (p + 1) / P of the total.
-        while p + 1 < parts && acc >= (total as u128 * (p as u128 + 1) / parts as u128) as u64 {
+        while p + 1 < parts && acc >= share_of(total, shares, p + 1) {
             p += 1;
         }
         assign[v as usize] = p as u32;
@@ -90,13 +92,25 @@ pub fn label_propagation_parts(graph: &Csr, weights: &[u64], parts: usize) -> Ve
     for v in 0..n {
         part_size[assign[v] as usize] += weights[v];
     }
-    let cap = ((total as f64 / parts as f64) * (1.0 + IMBALANCE)).ceil() as u64;
+    let cap: Vec<u64> = (0..parts)
+        .map(|p| ((share_of(total, shares, p + 1) - share_of(total, shares, p)) as f64 * (1.0 + IMBALANCE)).ceil() as u64)
+        .collect();
     for round in 0..REFINE_ROUNDS {
         for half in 0..2 {
-            propagate(&unit, weights, &mut assign, &mut part_size, (CLUSTER_ROUNDS + round, half), |to_size, w| to_size + w <= cap);
+            propagate(&unit, weights, &mut assign, &mut part_size, (CLUSTER_ROUNDS + round, half), |to, to_size, w| {
+                to_size + w <= cap[to as usize]
+            });
         }
     }
     assign
+}
+
+/// The weight of `total` that parts 0..p hold by `shares` (exact integer arithmetic, so every
+/// rank computes the same cut).
+pub fn share_of(total: u64, shares: &[u64], p: usize) -> u64 {
+    let all: u128 = shares.iter().map(|&s| s as u128).sum();
+    let before: u128 = shares[..p].iter().map(|&s| s as u128).sum();
+    (total as u128 * before / all.max(1)) as u64
 }
 
 /// Labels renumbered 0..k in order of first appearance: (cluster per node, k).
@@ -158,7 +172,7 @@ fn contract(g: &Csr, w: &[u64], cluster: &[u32], k: usize) -> (Csr, Vec<u64>) {
 }
 
 /// One half-round: the nodes whose hash picks `half` choose, in parallel from the current
-/// labels, the neighbours' most frequent label that `allowed(its size, the node's weight)`
+/// labels, the neighbours' most frequent label that `allowed(label, its size, the node's weight)`
 /// accepts and that beats their own (more neighbours there; ties keep the own label), then the
 /// moves are applied in node order while `allowed` still holds for the sizes as they are then.
 fn propagate(
@@ -167,7 +181,7 @@ fn propagate(
     label: &mut [u32],
     size: &mut [u64],
     (round, half): (u32, u32),
-    allowed: impl Fn(u64, u64) -> bool + Sync,
+    allowed: impl Fn(u32, u64, u64) -> bool + Sync,
 ) {
     let (label_r, size_r) = (&*label, &*size);
     let moves: Vec<(u32, u32)> = (0..graph.n_rows())
@@ -204,7 +218,7 @@ fn propagate(
             let own_sum = runs.iter().find(|r| r.0 == own).map_or(0.0, |r| r.1);
             let (mut best, mut best_sum) = (own, own_sum);
             for &(l, c) in &runs {
-                if l != own && c > best_sum && allowed(size_r[l as usize], weights[v]) {
+                if l != own && c > best_sum && allowed(l, size_r[l as usize], weights[v]) {
                     (best, best_sum) = (l, c);
                 }
             }
@@ -214,7 +228,7 @@ fn propagate(
         .collect();
     for (v, to) in moves {
         let (v, w) = (v as usize, weights[v as usize]);
-        if allowed(size[to as usize], w) {
+        if allowed(to, size[to as usize], w) {
             size[label[v] as usize] -= w;
             size[to as usize] += w;
             label[v] = to;
@@ -239,8 +253,8 @@ mod tests {
         let w = weights(&g);
         let total: u64 = w.iter().sum();
         for parts in [2usize, 4] {
-            let a = label_propagation_parts(&g, &w, parts);
-            assert_eq!(a, label_propagation_parts(&g, &w, parts), "not deterministic");
+            let a = label_propagation_parts(&g, &w, &vec![1; parts]);
+            assert_eq!(a, label_propagation_parts(&g, &w, &vec![1; parts]), "not deterministic");
             let mut size = vec![0u64; parts];
             let mut cut = 0usize;
             for v in 0..g.n_rows() {

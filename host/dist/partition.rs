@@ -20,6 +20,7 @@
 //! Louvain community order, METIS k-way with those vertex weights, or parallel label propagation
 //! ([`crate::dist::label_prop`]).
 
+use crate::dist::label_prop::share_of;
 use crate::error::{Error, Result};
 use crate::graph::ops::{pattern, remove_self_loops, symmetrize, transpose};
 use crate::graph::reorder::community_order;
@@ -149,10 +150,20 @@ impl Partition {
         Self::with_node_weights(graph, parts, method, &node_weights(graph, row_weight))
     }
 
-    /// [`Partition::new`] balancing `weights`, one per node (each >= 1): what a node costs a
-    /// step, e.g. as measured ([`crate::dist::balance`]).
+    /// [`Partition::new`] balancing `weights`, one per node (each >= 1).
     pub fn with_node_weights(graph: &Csr, parts: usize, method: PartitionMethod, weights: &[u64]) -> Result<Partition> {
         check_square(graph, parts)?;
+        Self::with_shares(graph, method, weights, &vec![1; parts])
+    }
+
+    /// Part p gets `shares[p] / Σ shares` of the total weight (one part per share, each >= 1):
+    /// uneven targets for parts whose weight costs unevenly ([`crate::dist::balance`]).
+    pub fn with_shares(graph: &Csr, method: PartitionMethod, weights: &[u64], shares: &[u64]) -> Result<Partition> {
+        let parts = shares.len();
+        check_square(graph, parts)?;
+        if let Some(p) = shares.iter().position(|&s| s == 0) {
+            return Err(Error::Unsupported(format!("part {p}'s share of the weight is 0: every part has a share >= 1")));
+        }
         if weights.len() != graph.n_rows() {
             return Err(Error::Shape(format!("{} node weights for {} nodes", weights.len(), graph.n_rows())));
         }
@@ -167,19 +178,21 @@ impl Partition {
         let (perm, offsets) = match method {
             PartitionMethod::Contiguous => {
                 let perm = Permutation::identity(graph.n_rows());
-                let offsets = balanced_cuts(weights, perm.new_to_old(), parts);
+                let offsets = balanced_cuts(weights, perm.new_to_old(), shares);
                 (perm, offsets)
             }
             PartitionMethod::Community => {
                 let perm = community_order(graph)?;
-                let offsets = balanced_cuts(weights, perm.new_to_old(), parts);
+                let offsets = balanced_cuts(weights, perm.new_to_old(), shares);
                 (perm, offsets)
             }
             PartitionMethod::Metis => {
-                let assign = metis_parts(graph, weights, parts)?;
+                let assign = metis_parts(graph, weights, shares)?;
                 relabel_by_part(&assign, parts)?
             }
-            PartitionMethod::LabelProp => relabel_by_part(&crate::dist::label_prop::label_propagation_parts(graph, weights, parts), parts)?,
+            PartitionMethod::LabelProp => {
+                relabel_by_part(&crate::dist::label_prop::label_propagation_parts(graph, weights, shares), parts)?
+            }
         };
         Self::from_relabelling(graph, method, perm, offsets)
     }
@@ -288,17 +301,18 @@ pub fn node_weights(graph: &Csr, row_weight: u64) -> Vec<u64> {
     (0..graph.n_rows()).map(|r| graph.row_len(r) as u64 + row_weight).collect()
 }
 
-/// Cut `order` into `parts` contiguous ranges of about equal weight: range p ends at the first
-/// node whose prefix weight reaches (p + 1) / P of the total. Empty parts arise only when there
-/// are fewer nodes (or heavy nodes) than parts.
-fn balanced_cuts(weights: &[u64], order: &[u32], parts: usize) -> Vec<usize> {
+/// Cut `order` into one contiguous range per share, of about the shares' fractions of the
+/// weight: range p ends near the node whose prefix weight reaches (shares 0..=p) / Σ shares of
+/// the total. Empty parts arise only when there are fewer nodes (or heavy nodes) than parts.
+fn balanced_cuts(weights: &[u64], order: &[u32], shares: &[u64]) -> Vec<usize> {
     let total: u64 = weights.iter().sum();
+    let parts = shares.len();
     let mut offsets = Vec::with_capacity(parts + 1);
     offsets.push(0);
     let mut acc = 0u64;
     let mut i = 0;
     for p in 1..parts {
-        let target = (total as u128 * p as u128 / parts as u128) as u64;
+        let target = share_of(total, shares, p);
         // Take nodes while doing so brings the prefix closer to the target.
         while i < order.len() && acc < target {
             let w = weights[order[i] as usize];
@@ -443,8 +457,8 @@ fn split_rows(a: &Csr, offsets: &[usize], p: usize) -> Result<PartBlocks> {
 
 /// METIS k-way on the undirected pattern (METIS wants a symmetric graph without self-loops).
 #[cfg(feature = "metis")]
-fn metis_parts(graph: &Csr, weights: &[u64], parts: usize) -> Result<Vec<u32>> {
-    let n = graph.n_rows();
+fn metis_parts(graph: &Csr, weights: &[u64], shares: &[u64]) -> Result<Vec<u32>> {
+    let (n, parts) = (graph.n_rows(), shares.len());
     if parts == 1 || n == 0 {
         return Ok(vec![0; n]);
     }
@@ -457,17 +471,20 @@ fn metis_parts(graph: &Csr, weights: &[u64], parts: usize) -> Result<Vec<u32>> {
         weights.iter().map(|&w| metis::Idx::try_from(w).map_err(|_| too_big("row weight"))).collect::<Result<_>>()?;
     let nparts = metis::Idx::try_from(parts).map_err(|_| too_big("part count"))?;
     let mut part = vec![0 as metis::Idx; n];
-    metis::Graph::new(1, nparts, &xadj, &adjncy)
+    let all: u64 = shares.iter().sum();
+    let targets: Vec<metis::Real> = shares.iter().map(|&s| (s as f64 / all as f64) as metis::Real).collect();
+    let graph = metis::Graph::new(1, nparts, &xadj, &adjncy)
         .map_err(|e| Error::InvalidGraph(format!("METIS rejected the graph: {e}")))?
         .set_vwgt(&vwgt)
-        .set_option(metis::option::Seed(1))
-        .part_kway(&mut part)
-        .map_err(|e| Error::Unsupported(format!("METIS k-way into {parts} parts failed: {e}")))?;
+        .set_option(metis::option::Seed(1));
+    // Even shares: METIS's own default targets (bit for bit the cut it always made).
+    let graph = if shares.iter().all(|&s| s == shares[0]) { graph } else { graph.set_tpwgts(&targets) };
+    graph.part_kway(&mut part).map_err(|e| Error::Unsupported(format!("METIS k-way into {parts} parts failed: {e}")))?;
     Ok(part.into_iter().map(|p| p as u32).collect())
 }
 
 #[cfg(not(feature = "metis"))]
-fn metis_parts(_graph: &Csr, _weights: &[u64], _parts: usize) -> Result<Vec<u32>> {
+fn metis_parts(_graph: &Csr, _weights: &[u64], _shares: &[u64]) -> Result<Vec<u32>> {
     let _ = (pattern, remove_self_loops, symmetrize);
     Err(Error::Unsupported("this build has no METIS (built without the `metis` feature); use --method community".into()))
 }
@@ -485,13 +502,34 @@ mod tests {
     fn cuts_balance_weight() {
         let w = vec![1, 1, 1, 1, 10, 1, 1, 1, 1];
         let order: Vec<u32> = (0..9).collect();
-        assert_eq!(balanced_cuts(&w, &order, 2), vec![0, 4, 9]);
-        assert_eq!(balanced_cuts(&w, &order, 1), vec![0, 9]);
+        assert_eq!(balanced_cuts(&w, &order, &[1, 1]), vec![0, 4, 9]);
+        assert_eq!(balanced_cuts(&w, &order, &[1]), vec![0, 9]);
+        // Uneven shares: a quarter of the 18 is 4.5, three quarters 13.5.
+        assert_eq!(balanced_cuts(&w, &order, &[1, 3]), vec![0, 4, 9]);
+        assert_eq!(balanced_cuts(&w, &order, &[3, 1]), vec![0, 5, 9]);
+        assert_eq!(balanced_cuts(&[1; 10], &(0..10).collect::<Vec<u32>>(), &[3, 7]), vec![0, 3, 10]);
         // More parts than nodes: trailing parts are empty, never out of range.
-        let c = balanced_cuts(&[1, 1], &[0, 1], 4);
+        let c = balanced_cuts(&[1, 1], &[0, 1], &[1, 1, 1, 1]);
         assert_eq!(c.len(), 5);
         assert_eq!(*c.last().unwrap(), 2);
         assert!(c.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn shares_set_the_parts_sizes_for_every_method() {
+        let g = ring(400);
+        let w = node_weights(&g, 1);
+        for method in [PartitionMethod::Contiguous, PartitionMethod::Community, PartitionMethod::LabelProp] {
+            let even = Partition::with_node_weights(&g, 2, method, &w).unwrap();
+            let same = Partition::with_shares(&g, method, &w, &[5, 5]).unwrap();
+            assert_eq!((&even.offsets, even.perm.new_to_old()), (&same.offsets, same.perm.new_to_old()), "{method}");
+            let p = Partition::with_shares(&g, method, &w, &[3, 1]).unwrap();
+            let nodes: Vec<usize> = p.stats().iter().map(|s| s.nodes).collect();
+            // 3/4 of the ring within lp's refinement tolerance.
+            assert!((285..=315).contains(&nodes[0]), "{method}: {nodes:?}");
+        }
+        assert!(Partition::with_shares(&g, PartitionMethod::Contiguous, &w, &[1, 0]).is_err());
+        assert!(Partition::with_shares(&g, PartitionMethod::Contiguous, &w, &[]).is_err());
     }
 
     #[test]

@@ -519,7 +519,7 @@ mod tests {
     fn shares_set_the_parts_sizes_for_every_method() {
         let g = ring(400);
         let w = node_weights(&g, 1);
-        for method in [PartitionMethod::Contiguous, PartitionMethod::Community, PartitionMethod::LabelProp] {
+        for method in [PartitionMethod::Contiguous, PartitionMethod::Community, PartitionMethod::LabelProp, PartitionMethod::Metis] {
             let even = Partition::with_node_weights(&g, 2, method, &w).unwrap();
             let same = Partition::with_shares(&g, method, &w, &[5, 5]).unwrap();
             assert_eq!((&even.offsets, even.perm.new_to_old()), (&same.offsets, same.perm.new_to_old()), "{method}");

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tcgnn::bench::report::today;
-use tcgnn::dist::balance::{OpTimes, SHARE_TOTAL, rebalanced, time_alone_with_ops};
+use tcgnn::dist::balance::{OpTimes, SHARE_TOTAL, rebalanced, time_alone};
 use tcgnn::dist::detached::Detached;
 use tcgnn::dist::part_graph::relabel;
 use tcgnn::dist::partition::node_weights;
@@ -420,7 +420,7 @@ fn measure_alone<B: DistBackend<Detached>>(
     let mut timing = Vec::new();
     let mut profiles = Vec::new();
     for rank in 0..p.parts() {
-        let (t, ops) = time_alone_with_ops(Arc::new(make(rank)?), d, p, rank, options, cfg, tcfg, (a.warmup, a.reps), op_steps)?;
+        let (t, ops) = time_alone(Arc::new(make(rank)?), d, p, rank, options, cfg, tcfg, (a.warmup, a.reps, op_steps))?;
         timing.push(t);
         profiles.push(ops);
     }

@@ -38,8 +38,9 @@ pub type OpTimes = Vec<(String, f64, f64)>;
 pub const SHARE_TOTAL: u64 = 1_000_000;
 
 /// Part `rank` of `partition` of `data` (relabelled by it) alone on `backend`'s device, its
-/// exchanges moving nothing: the timing of `reps` steps after `warmup`. The steps train on
-/// stale halo rows: their losses are not the run's.
+/// exchanges moving nothing: the timing of `reps` steps after `warmup`, then (`op_steps` > 0)
+/// the per-op time of `op_steps` more steps (the backend's `time_ops`: empty where it keeps no
+/// per-op events). The steps train on stale halo rows: their losses are not the run's.
 #[allow(clippy::too_many_arguments)]
 pub fn time_alone<B: DistBackend<Detached>>(
     backend: Arc<B>,
@@ -49,24 +50,7 @@ pub fn time_alone<B: DistBackend<Detached>>(
     options: DistOptions,
     model: &ModelConfig,
     train: &TrainConfig,
-    (warmup, reps): (usize, usize),
-) -> Result<StepTiming> {
-    Ok(time_alone_with_ops(backend, data, partition, rank, options, model, train, (warmup, reps), 0)?.0)
-}
-
-/// [`time_alone`], then (`op_steps` > 0) the per-op time of `op_steps` more steps (ms per step,
-/// calls per step; the backend's `time_ops`, empty where it keeps no per-op events).
-#[allow(clippy::too_many_arguments)]
-pub fn time_alone_with_ops<B: DistBackend<Detached>>(
-    backend: Arc<B>,
-    data: &Dataset,
-    partition: &Partition,
-    rank: usize,
-    options: DistOptions,
-    model: &ModelConfig,
-    train: &TrainConfig,
-    (warmup, reps): (usize, usize),
-    op_steps: usize,
+    (warmup, reps, op_steps): (usize, usize, usize),
 ) -> Result<(StepTiming, OpTimes)> {
     let comm = std::rc::Rc::new(Detached::new(rank, partition.parts())?);
     let mut t = DistTrainer::with_options(backend.clone(), comm, data, partition, options, model, train)?;
@@ -140,7 +124,7 @@ pub fn rebalance_ranks<B: DistBackend<Detached>, C: Communicator>(
     (warmup, reps): (usize, usize),
 ) -> Result<(Partition, Dataset, Vec<Vec<f64>>)> {
     let measure = |p: &Partition, d: &Dataset| -> Result<Vec<f64>> {
-        let t = time_alone(Arc::new(make()?), d, p, comm.rank(), options, model, train, (warmup, reps))?;
+        let (t, _) = time_alone(Arc::new(make()?), d, p, comm.rank(), options, model, train, (warmup, reps, 0))?;
         let mine = [1e3 * t.step_seconds / t.steps.max(1) as f64];
         let mut all = vec![0.0f64; comm.world_size()];
         comm.all_gather(&mine, &mut all)?;

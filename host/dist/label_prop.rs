@@ -31,9 +31,10 @@ use crate::shared::rng::mix64;
 /// Rounds of clustering (per level).
 const CLUSTER_ROUNDS: u32 = 6;
 /// Refinement runs `MIN_REFINE_ROUNDS` rounds, then goes on while a round moves more than
-/// 1 / `SETTLED` of the nodes, for at most `REFINE_ROUNDS` rounds. Four fixed rounds left an SBM of 10M nodes (8 classes, 100M entries)
-/// cutting 21.5 % of its entries where its classes allow 10 %; twelve reached 10.0 %, while the
-/// citation graphs and R-MATs had settled by the fourth (bench/NOTES.md, 2026-11-29 morning).
+/// 1 / `SETTLED` of the nodes, for at most `REFINE_ROUNDS` rounds. Four fixed rounds left two
+/// SBMs of 10M nodes (8 classes, 100M entries) cutting 11.7 % and 21.5 % of their entries where
+/// their classes allow 10 %; run until settled, 10.0 % and 16.7 %, while the citation graphs and
+/// R-MATs had settled by the fourth (bench/NOTES.md, 2026-11-29 morning).
 const MIN_REFINE_ROUNDS: u32 = 4;
 const REFINE_ROUNDS: u32 = 16;
 const SETTLED: usize = 1000;

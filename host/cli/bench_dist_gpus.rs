@@ -89,12 +89,11 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
                         let options =
                             DistOptions { method: exchange_method(a, &p)?, path: first.0, overlap: first.1, grad_buckets: first.2 };
                         let base = node_weights(&data.graph, row_weight);
-                        let start = (p.clone(), d.clone());
-                        let (q, e, times) = rebalance_ranks(
+                        let (moved, times) = rebalance_ranks(
                             &*comm,
                             make,
                             &data,
-                            start,
+                            (&p, &d),
                             pm,
                             &base,
                             options,
@@ -103,11 +102,13 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
                             rounds,
                             (a.warmup, a.reps.min(10)),
                         )?;
-                        same_partition_everywhere(&*comm, &q)?;
+                        if let Some((q, _)) = &moved {
+                            same_partition_everywhere(&*comm, q)?;
+                        }
                         if rank == 0 {
                             eprintln!("{graph} {model} {world} GPUs: parts alone before each rebalancing round {times:.3?} ms");
                         }
-                        Some((q, e))
+                        moved
                     }
                 };
                 let (p, d) = balanced.as_ref().map_or((&p, &d), |(q, e)| (q, e));

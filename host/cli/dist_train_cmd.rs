@@ -360,12 +360,11 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
     if let Some(original) = s.original.take() {
         let base = tcgnn::dist::partition::node_weights(&original.graph, a.dist.row_weight);
         let pm: PartitionMethod = a.dist.partition_method.parse()?;
-        let start = (s.partition.clone(), s.data.clone());
-        let (p, d, times) = tcgnn::dist::balance::rebalance_ranks(
+        let (moved, times) = tcgnn::dist::balance::rebalance_ranks(
             &*comm,
             || cuda_backend(a, gpu.clone()),
             &original,
-            start,
+            (&s.partition, &s.data),
             pm,
             &base,
             s.options().with_path(path),
@@ -374,11 +373,13 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
             a.dist.rebalance,
             (3, 10),
         )?;
-        same_partition_everywhere(&*comm, &p)?;
         if rank == 0 && !a.quiet {
             eprintln!("parts' steps alone before each rebalancing round: {times:.3?} ms");
         }
-        (s.method, s.partition, s.data) = (exchange_method(&a.dist.exchange, &p)?, p, d);
+        if let Some((p, d)) = moved {
+            same_partition_everywhere(&*comm, &p)?;
+            (s.method, s.partition, s.data) = (exchange_method(&a.dist.exchange, &p)?, p, d);
+        }
     }
     let backend = Arc::new(cuda_backend(a, gpu)?);
     let describe = format!("{} rank(s) over NCCL, halo path {path:?}, {}", world, tcgnn::nn::Backend::describe(&*backend));

@@ -34,6 +34,9 @@ use crate::task::node::train::TrainConfig;
 /// Per-op time of a step: (op, ms per step, calls per step).
 pub type OpTimes = Vec<(String, f64, f64)>;
 
+/// A partition and the dataset relabelled by it.
+pub type Cut = (Partition, Dataset);
+
 /// What the shares of one partition add up to (a part's share resolved to 1e-6 of the whole).
 pub const SHARE_TOTAL: u64 = 1_000_000;
 
@@ -107,14 +110,15 @@ pub fn rebalanced(graph: &Csr, method: PartitionMethod, weights: &[u64], shares:
 /// alone on its own device (`make`'s backend), the times are gathered, and every rank cuts the
 /// same new partition (the partitioners are deterministic). Starts from `start` (the even cut of
 /// `data` by `weights`, and `data` relabelled by it). Every partition is measured, the last one
-/// too; returns the one whose slowest part was fastest, `data` relabelled by it, and every
-/// partition's part times (ms), `start`'s first.
+/// too; returns the one whose slowest part was fastest with `data` relabelled by it (`None`:
+/// `start` was, and the caller keeps it: no copy of the dataset), and every partition's part
+/// times (ms), `start`'s first.
 #[allow(clippy::too_many_arguments)]
 pub fn rebalance_ranks<B: DistBackend<Detached>, C: Communicator>(
     comm: &C,
     make: impl Fn() -> Result<B>,
     data: &Dataset,
-    start: (Partition, Dataset),
+    start: (&Partition, &Dataset),
     method: PartitionMethod,
     weights: &[u64],
     options: DistOptions,
@@ -122,7 +126,7 @@ pub fn rebalance_ranks<B: DistBackend<Detached>, C: Communicator>(
     train: &TrainConfig,
     rounds: u32,
     (warmup, reps): (usize, usize),
-) -> Result<(Partition, Dataset, Vec<Vec<f64>>)> {
+) -> Result<(Option<Cut>, Vec<Vec<f64>>)> {
     let measure = |p: &Partition, d: &Dataset| -> Result<Vec<f64>> {
         let (t, _) = time_alone(Arc::new(make()?), d, p, comm.rank(), options, model, train, (warmup, reps, 0))?;
         let mine = [1e3 * t.step_seconds / t.steps.max(1) as f64];
@@ -132,8 +136,8 @@ pub fn rebalance_ranks<B: DistBackend<Detached>, C: Communicator>(
     };
     let slowest = |t: &[f64]| t.iter().copied().fold(0.0f64, f64::max);
     let mut shares = vec![SHARE_TOTAL / comm.world_size().max(1) as u64; comm.world_size()];
-    let mut times = vec![measure(&start.0, &start.1)?];
-    let mut best = start;
+    let mut times = vec![measure(start.0, start.1)?];
+    let mut best = None;
     let mut best_ms = slowest(&times[0]);
     for _ in 0..rounds {
         let next;
@@ -142,11 +146,11 @@ pub fn rebalance_ranks<B: DistBackend<Detached>, C: Communicator>(
         let t = measure(&next, &d)?;
         if slowest(&t) < best_ms {
             best_ms = slowest(&t);
-            best = (next, d);
+            best = Some((next, d));
         }
         times.push(t);
     }
-    Ok((best.0, best.1, times))
+    Ok((best, times))
 }
 
 #[cfg(test)]

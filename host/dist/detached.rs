@@ -12,7 +12,7 @@ use std::ops::Range;
 use cudarc::driver::{CudaView, CudaViewMut};
 
 use crate::dist::comm::{Communicator, check_blocks, check_peer};
-use crate::dist::device_comm::DeviceComm;
+use crate::dist::device_comm::{DeviceComm, check_peers};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::util::Real;
@@ -74,11 +74,7 @@ impl DeviceComm for Detached {
         into: &mut CudaViewMut<'_, f32>,
         recvs: &[(usize, Range<usize>)],
     ) -> Result<()> {
-        self.check(sends.iter().map(|s| &s.0).chain(recvs.iter().map(|r| &r.0)), "detached device exchange")?;
-        match recvs.iter().find(|(_, r)| r.start > r.end || r.end > into.len()) {
-            Some((p, r)) => Err(Error::Shape(format!("detached exchange: elements {r:?} from rank {p} of a buffer of {}", into.len()))),
-            None => Ok(()),
-        }
+        check_peers(self, sends, into, recvs, "detached device exchange")
     }
 
     fn all_reduce_device(&self, _gpu: &Gpu, buf: &mut CudaViewMut<'_, f32>) -> Result<()> {

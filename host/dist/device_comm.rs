@@ -86,7 +86,7 @@ pub trait DeviceComm: Communicator {
     }
 }
 
-fn check_peers<C: Communicator>(
+pub(crate) fn check_peers<C: Communicator>(
     c: &C,
     sends: &[(usize, CudaView<'_, f32>)],
     into: &CudaViewMut<'_, f32>,

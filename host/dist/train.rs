@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::nn::grad_ready::GradReady;
 use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
+use crate::nn::live_rows::LiveRows;
 use crate::nn::models::{self, Model, ModelConfig};
 use crate::nn::param::Param;
 use crate::ops::backend::{TEST_BIT, TRAIN_BIT, VAL_BIT};
@@ -109,7 +110,9 @@ pub struct DistTrainer<B: DistBackend<C>, C: Communicator + 'static> {
     exchange: Rc<dyn CountedHook<B>>,
     net: Box<dyn Model<B>>,
     input: InputFeatures<B>,
+    /// The owned rows' labels (the loss runs on the `live` rows of the logits).
     labels: B::Labels,
+    live: LiveRows,
     dlogits: B::Mat,
     eval_dlogits: B::Mat,
     train_stats: B::Stats,
@@ -197,12 +200,22 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         let hook: Rc<dyn crate::nn::halo_hook::HaloHook<B>> = exchange.clone();
         // The input layer's exchanges are skipped with the overlapped step (part_data gives the
         // halo rows their features either way).
-        let ctx = PartContext { hook, row_ids: Rc::new(b.ids(&row_ids)?), edge_ids: Rc::new(b.ids(&edge_ids)?), local_input: overlap };
+        let owned_rows = layout.owned_rows();
+        let ctx = PartContext {
+            hook,
+            row_ids: Rc::new(b.ids(&row_ids)?),
+            edge_ids: Rc::new(b.ids(&edge_ids)?),
+            local_input: overlap,
+            owned: owned_rows.clone(),
+        };
         let n = layout.rows();
         let net = models::build_part(b, part_graph, data.features.cols(), data.classes, model, &ctx)?;
         let input = InputFeatures::for_model(b, &local.features, model)?.keyed_by(Some(b.ids(&input_ids)?));
-        let labels = b.labels(&local.labels, &local.mask_bits)?;
+        // The loss reads the owned rows alone (the halo rows have no label here: their owners
+        // count them).
+        let labels = b.labels(&local.labels[owned_rows.clone()], &local.mask_bits[owned_rows.clone()])?;
         Ok(DistTrainer {
+            live: LiveRows::only(owned_rows),
             net,
             input,
             labels,
@@ -243,7 +256,8 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         let b = &*backend;
         b.begin_step()?;
         let logits = self.net.forward(b, &mut self.input, true)?;
-        b.cross_entropy(logits, &self.labels, self.inv_n_train, &mut self.dlogits, &mut self.train_stats)?;
+        let (labels, inv_n, stats) = (&self.labels, self.inv_n_train, &mut self.train_stats);
+        self.live.read_write(b, logits, &mut self.dlogits, |l, d| b.cross_entropy(l, labels, inv_n, d, stats))?;
         match self.grad_buckets {
             None => {
                 self.net.backward(b, &mut self.input, &self.dlogits)?;
@@ -326,7 +340,8 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
     pub fn evaluate(&mut self) -> Result<()> {
         let b = &*self.backend;
         let logits = self.net.forward(b, &mut self.input, false)?;
-        b.cross_entropy(logits, &self.labels, self.inv_n_train, &mut self.eval_dlogits, &mut self.eval_stats)
+        let (labels, inv_n, stats) = (&self.labels, self.inv_n_train, &mut self.eval_stats);
+        self.live.read_write(b, logits, &mut self.eval_dlogits, |l, d| b.cross_entropy(l, labels, inv_n, d, stats))
     }
 
     /// The global loss of the last step and the global accuracies of the last evaluation (an

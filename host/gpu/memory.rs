@@ -95,6 +95,19 @@ impl<T: DeviceRepr + ValidAsZeroBits + Clone + Default + Unpin> DeviceVec<T> {
     pub fn slice_mut(&mut self) -> &mut CudaSlice<T> {
         &mut self.data
     }
+    /// Runs `f` on elements `range` as a vector of their own, on the same memory (no copy), read
+    /// only: the view's slice is never freed (this vector owns it).
+    pub fn with_range_ref<R>(&self, gpu: &Gpu, range: std::ops::Range<usize>, f: impl FnOnce(&DeviceVec<T>) -> Result<R>) -> Result<R> {
+        if range.start > range.end || range.end > self.data.len() {
+            return Err(Error::Shape(format!("with_range_ref: elements {range:?} of a vector of {}", self.data.len())));
+        }
+        let at = self.ptr(gpu) + (range.start * std::mem::size_of::<T>()) as u64;
+        // SAFETY: elements of this vector's allocation (checked above), which outlives the view
+        // (borrowed for the call); the view's slice is leaked when the call ends, never freed.
+        let data = unsafe { gpu.stream.upgrade_device_ptr::<T>(at, range.len()) };
+        let view = BorrowedVec(Some(DeviceVec { data, site: None }));
+        f(view.0.as_ref().expect("set above"))
+    }
     /// Raw device address (for kernel arguments and libraries such as cuSPARSE).
     pub fn ptr(&self, gpu: &Gpu) -> u64 {
         self.data.device_ptr(&gpu.stream).0
@@ -137,6 +150,18 @@ impl<T> Drop for Borrowed<T> {
     fn drop(&mut self) {
         if let Some(DeviceMatrix { buf: DeviceVec { data, site }, .. }) = self.0.take() {
             debug_assert!(site.is_none(), "a borrowed view is not counted by the ledger");
+            data.leak();
+        }
+    }
+}
+
+/// A vector over memory another vector owns ([`DeviceVec::with_range_ref`]), handed back
+/// without freeing it, as [`Borrowed`].
+struct BorrowedVec<T>(Option<DeviceVec<T>>);
+
+impl<T> Drop for BorrowedVec<T> {
+    fn drop(&mut self) {
+        if let Some(DeviceVec { data, .. }) = self.0.take() {
             data.leak();
         }
     }
@@ -315,6 +340,24 @@ impl<T: Element> DeviceMatrix<T> {
             gpu: self.gpu.clone(),
         }));
         f(view.0.as_mut().expect("set above"))
+    }
+
+    /// [`DeviceMatrix::with_rows`] for reading only (the borrow keeps this matrix unwritten
+    /// meanwhile).
+    pub fn with_rows_ref<R>(&self, rows: std::ops::Range<usize>, f: impl FnOnce(&DeviceMatrix<T>) -> Result<R>) -> Result<R> {
+        let range = self.row_range(rows.start, rows.len(), rows.len() * self.ld, "with_rows_ref")?;
+        let at = self.ptr() + (range.start * std::mem::size_of::<T>()) as u64;
+        // SAFETY: as in `with_rows`: rows of this matrix's allocation, which outlives the view;
+        // the view's slice is leaked by `Borrowed`, never freed.
+        let data = unsafe { self.gpu.stream.upgrade_device_ptr::<T>(at, range.len()) };
+        let view = Borrowed(Some(DeviceMatrix {
+            rows: rows.len(),
+            cols: self.cols,
+            ld: self.ld,
+            buf: DeviceVec { data, site: None },
+            gpu: self.gpu.clone(),
+        }));
+        f(view.0.as_ref().expect("set above"))
     }
 
     pub fn gpu(&self) -> &Arc<Gpu> {

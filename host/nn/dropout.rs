@@ -4,6 +4,7 @@
 use std::rc::Rc;
 
 use crate::error::Result;
+use crate::nn::live_rows::LiveRows;
 use crate::nn::operand::Operand;
 use crate::ops::backend::Backend;
 use crate::ops::nn::dropout::DropKey;
@@ -99,12 +100,12 @@ impl<B: DropoutOps> Dropout<B> {
         b.dropout_at(dy, dx, &mut self.mask, key)
     }
 
-    /// `dropout(max(z + bias, 0))` in one pass written over `zy` (z before, the output after: a
-    /// hidden layer's bias, ReLU and this dropout fused, the mask not stored), for a dropout
-    /// made [`Dropout::in_place`]. Only while active.
-    pub fn forward_bias_relu_in_place(&self, b: &B, zy: &mut B::Mat, bias: &B::Mat) -> Result<()> {
-        let key = DropKey::new(self.p, self.seed).with_ids(self.ids.as_deref());
-        b.bias_relu_dropout_in_place(zy, bias, key)
+    /// `dropout(max(z + bias, 0))` in one pass written over `zy`'s rows `rows` (z before, the
+    /// output after: a hidden layer's bias, ReLU and this dropout fused, the mask not stored),
+    /// for a dropout made [`Dropout::in_place`]. Only while active.
+    pub fn forward_bias_relu_in_place(&self, b: &B, zy: &mut B::Mat, bias: &B::Mat, rows: &LiveRows) -> Result<()> {
+        let cols = B::shape(zy).1;
+        rows.write(b, zy, |zy| rows.key(b, self.key(), cols, |key| b.bias_relu_dropout_in_place(zy, bias, key)))
     }
 
     /// dz = relu'(dropout'(dy)) after [`Dropout::forward_bias_relu_in_place`] from its output
@@ -128,6 +129,30 @@ impl<B: DropoutOps> Dropout<B> {
         dz_col_sums: Option<&mut B::Mat>,
     ) -> Result<()> {
         b.elu_dropout_backward_product(gw, h, h16, self.key(), dz, dz_col_sums)
+    }
+
+    /// [`Dropout::backward_elu_product`] on the rows `rows` of g, h and dz (the column sums over
+    /// those rows; g must be zero on the others). With `h16`, every row.
+    pub fn backward_elu_product_on(
+        &self,
+        b: &B,
+        (g, w): (&B::Mat, &B::Mat),
+        ((h, h_is_input), h16): ((&B::Mat, bool), Option<&B::Half>),
+        dz: &mut B::Mat,
+        mut dz_col_sums: Option<&mut B::Mat>,
+        rows: &LiveRows,
+    ) -> Result<()> {
+        if h16.is_some() {
+            return self.backward_elu_product(b, (g, w), ((h, h_is_input), h16), dz, dz_col_sums);
+        }
+        let cols = B::shape(h).1;
+        rows.read_write(b, h, dz, |h, dz| {
+            rows.read(b, g, |g| {
+                rows.key(b, self.key(), cols, |key| {
+                    b.elu_dropout_backward_product((g, w), (h, h_is_input), None, key, dz, dz_col_sums.as_deref_mut())
+                })
+            })
+        })
     }
 
     /// `dropout(ELU(x))` as the left operand of the product that follows (x the ELU's input;

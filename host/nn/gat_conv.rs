@@ -32,6 +32,7 @@ use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::halo_hook::{HaloHook, PartContext, RowSplit};
 use crate::nn::linear::Linear;
+use crate::nn::live_rows::LiveRows;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, glorot};
 use crate::ops::backend::Side;
@@ -71,6 +72,8 @@ pub struct GatGraph<B: GatOps> {
     /// exchange.
     local_input: bool,
     input_layer: std::cell::Cell<bool>,
+    /// The rows row-wise work forms (a part's owned rows: [`crate::nn::live_rows`]).
+    live: LiveRows,
 }
 
 impl<B: GatOps> GatGraph<B> {
@@ -88,7 +91,19 @@ impl<B: GatOps> GatGraph<B> {
             edge_ids: part.map(|p| p.edge_ids.clone()),
             local_input: part.is_some_and(|p| p.local_input),
             input_layer: Default::default(),
+            live: part.map_or_else(LiveRows::all, |p| p.live_rows()),
         })
+    }
+
+    /// The rows row-wise work forms (every row unpartitioned).
+    pub fn live_rows(&self) -> &LiveRows {
+        &self.live
+    }
+
+    /// The rows a layer's `X W` must form now: a layer that exchanges gets its halo rows of Wh
+    /// from their owners, so its owned rows; every row otherwise.
+    pub fn product_rows(&self) -> LiveRows {
+        if self.hook().is_some() { self.live.clone() } else { LiveRows::all() }
     }
 
     /// Marks the calls that follow as the input layer's (`on`) or not: where the part's input
@@ -300,13 +315,13 @@ impl<B: GatOps> GatConv<B> {
         Ok(())
     }
 
-    /// The overlapped forward (Wh formed): every row's scores (the halo rows' redone once their
-    /// Wh rows are in), the halo exchange started, the interior rows' attention beside it, then
-    /// the other rows'.
+    /// The overlapped forward (Wh's owned rows formed): the owned rows' scores, the halo
+    /// exchange started, the interior rows' attention beside it, then the halo rows' scores
+    /// (their Wh rows in) and the other rows' attention.
     fn forward_overlapped(&mut self, b: &B, g: &GatGraph<B>, split: &RowSplit, half: bool) -> Result<()> {
         let Some(hook) = g.hook() else { return self.attend(b, g, None, half) };
         let att = (&self.att_src.value, &self.att_dst.value);
-        b.gat_scores(self.lin.out(), att, (&mut self.s_src, &mut self.s_dst))?;
+        scores_on(b, self.lin.out_mut(), att, (&mut self.s_src, &mut self.s_dst), split.owned.clone())?;
         hook.fill_start(b, self.lin.out_mut())?;
         let inner = self.attend(b, g, Some((0, split.interior)), half);
         // Joined even when the attention failed: nothing may be left running on Wh.
@@ -334,7 +349,7 @@ impl<B: GatOps> GatConv<B> {
     pub fn forward_half(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, train: bool, half: bool) -> Result<()> {
         self.dropped = train && self.p > 0.0;
         self.wrote_half = false;
-        self.lin.forward(b, x)?;
+        self.lin.forward_pre_bias_on(b, x, &g.product_rows())?;
         if let Some(split) = self.split(g) {
             return self.forward_overlapped(b, g, &split, half);
         }
@@ -426,7 +441,8 @@ impl<B: GatOps> GatConv<B> {
         bias_summed: bool,
     ) -> Result<()> {
         if !bias_summed {
-            b.col_sums(dout, &mut self.bias.grad)?;
+            // dout's halo rows are zero (never in the loss).
+            g.live_rows().read(b, dout, |dout| b.col_sums(dout, &mut self.bias.grad))?;
         }
         let a = self.attention(g);
         let split = self.split(g);
@@ -486,7 +502,7 @@ impl<B: GatOps> GatConv<B> {
             (Some(hook), false) => hook.give_back(b, &mut self.dwh)?,
             (None, _) => {}
         }
-        self.lin.backward(b, x, &self.dwh, dx)
+        self.lin.backward_on(b, x, &self.dwh, dx, &g.product_rows())
     }
 
     pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {

@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::halo_hook::{HaloHook, PartContext, RowSplit};
 use crate::nn::linear::Linear;
+use crate::nn::live_rows::LiveRows;
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
 use crate::ops::backend::Side;
@@ -44,6 +45,8 @@ pub struct GcnAdjacency<B: GcnOps> {
     /// exchange, whole products.
     local_input: bool,
     input_layer: std::cell::Cell<bool>,
+    /// The rows row-wise work forms (a part's owned rows: [`crate::nn::live_rows`]).
+    live: LiveRows,
 }
 
 /// Both sides' values: taken once for products that leave them unchanged (the backend keeps
@@ -108,9 +111,10 @@ impl<B: GcnOps> RowBlock<B> {
 }
 
 /// A part's products in the blocks of its [`RowSplit`]:
-/// - forward, Â's entries in owned columns (`local`, every row: the interior rows whole, the
-///   boundary rows' owned part), multiplied while the halo rows travel, then the boundary rows'
-///   entries in halo columns (`remote`, rows `interior..`) into `scratch`, added on;
+/// - forward, Â's entries in owned columns (`local`, every owned row: the interior rows whole,
+///   the boundary rows' owned part), multiplied while the halo rows travel, then the boundary
+///   rows' entries in halo columns (`remote`, owned rows from `interior`) into `scratch`, added
+///   on; the output's halo rows are not formed (nothing reads them: [`crate::nn::live_rows`]);
 /// - backward, Âᵀ's halo rows (below and above the owned ones: the entries of halo columns)
 ///   formed first and given back while its owned rows are formed.
 ///
@@ -142,15 +146,18 @@ impl<B: GcnOps> Overlap<B> {
                 None => return Ok(None),
             }
         }
+        // The halo rows of `s` are empty and nothing reads their output rows (live rows): the
+        // forward blocks cover the owned rows only.
         let owned = split.owned.clone();
         let (Some(local), Some(owned_t)) =
-            (RowBlock::with_columns(b, s, 0..n, |c| owned.contains(&c))?, RowBlock::new(b, &t, split.owned.clone())?)
+            (RowBlock::with_columns(b, s, owned.clone(), |c| owned.contains(&c))?, RowBlock::new(b, &t, split.owned.clone())?)
         else {
             return Ok(None);
         };
+        let boundary = split.interior.clamp(owned.start, owned.end)..owned.end;
         Ok(Some(Overlap {
             local,
-            remote: RowBlock::with_columns(b, s, split.interior..n, |c| !owned.contains(&c))?,
+            remote: RowBlock::with_columns(b, s, boundary, |c| !owned.contains(&c))?,
             halo_t,
             owned_t,
             scratch: Default::default(),
@@ -193,7 +200,15 @@ impl<B: GcnOps> GcnAdjacency<B> {
             let values_t = b.graph_values(&graph, Side::Transposed)?;
             Values::Fixed(Box::new([b.fix(&graph, Side::Forward, values)?, b.fix(&graph, Side::Transposed, values_t)?]))
         };
-        Ok(GcnAdjacency { graph, values, halo: None, overlap: None, local_input: false, input_layer: Default::default() })
+        Ok(GcnAdjacency {
+            graph,
+            values,
+            halo: None,
+            overlap: None,
+            local_input: false,
+            input_layer: Default::default(),
+            live: LiveRows::all(),
+        })
     }
 
     /// The same adjacency on one part of a partitioned graph, exchanging halo rows through `hook`.
@@ -211,7 +226,8 @@ impl<B: GcnOps> GcnAdjacency<B> {
             None => None,
         };
         let local_input = part.is_some_and(|p| p.local_input);
-        Ok(GcnAdjacency { overlap, local_input, ..Self::from_normalized(b, s)?.with_halo(hook) })
+        let live = part.map_or_else(LiveRows::all, |p| p.live_rows());
+        Ok(GcnAdjacency { overlap, local_input, live, ..Self::from_normalized(b, s)?.with_halo(hook) })
     }
 
     /// Both sides' values as taken for unchanged products ([forward, transposed]), or the one
@@ -228,6 +244,17 @@ impl<B: GcnOps> GcnAdjacency<B> {
     /// features hold its halo rows, the input layer exchanges nothing.
     pub fn set_input_layer(&self, on: bool) {
         self.input_layer.set(on);
+    }
+
+    /// The rows row-wise work forms (every row unpartitioned).
+    pub fn live_rows(&self) -> &LiveRows {
+        &self.live
+    }
+
+    /// The rows a layer's dense product `X W` must form now: a layer that exchanges gets its
+    /// halo rows from their owners, so its owned rows; every row otherwise.
+    pub fn product_rows(&self) -> LiveRows {
+        if self.hook().is_some() { self.live.clone() } else { LiveRows::all() }
     }
 
     /// The hook of the calls now (`None`: unpartitioned, or the input layer of a part whose
@@ -347,11 +374,8 @@ impl<B: GcnOps> GcnConv<B> {
     /// `forward`, then a ReLU fused into the bias add when `relu`.
     pub fn forward_act(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, relu: bool) -> Result<&B::Mat> {
         crate::nn::stack::Conv::forward_pre_bias(self, b, adj, x)?;
-        if relu {
-            b.bias_relu(&mut self.out, &self.bias.value)?;
-        } else {
-            b.bias_add(&mut self.out, &self.bias.value)?;
-        }
+        let bias = &self.bias.value;
+        adj.live_rows().write(b, &mut self.out, |y| if relu { b.bias_relu(y, bias) } else { b.bias_add(y, bias) })?;
         Ok(&self.out)
     }
 
@@ -364,9 +388,10 @@ impl<B: GcnOps> GcnConv<B> {
 
     /// Fills the weight and bias gradients, and dX into `dx` when asked.
     pub fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
-        b.col_sums(dy, &mut self.bias.grad)?;
+        // dy's halo rows are zero (never in the loss), and Âᵀ dy's once given back.
+        adj.live_rows().read(b, dy, |dy| b.col_sums(dy, &mut self.bias.grad))?;
         adj.transposed_give_back(b, dy, self.lin.out_mut())?;
-        self.lin.backward_from_out(b, x, dx)
+        self.lin.backward_from_out_on(b, x, dx, &adj.product_rows())
     }
 
     pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
@@ -389,7 +414,7 @@ impl<B: GcnOps> crate::nn::stack::Conv<B> for GcnConv<B> {
         Some((&mut self.out, &self.bias.value))
     }
     fn forward_pre_bias(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
-        self.lin.forward(b, x)?;
+        self.lin.forward_pre_bias_on(b, x, &adj.product_rows())?;
         adj.fill_forward(b, self.lin.out_mut(), &mut self.out)
     }
     fn out(&self) -> &B::Mat {

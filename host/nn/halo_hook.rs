@@ -89,6 +89,16 @@ pub struct PartContext<B: Backend> {
     /// gradient (backward) instead of exchanging them. Every part's weight gradient then holds
     /// the halo rows' terms that the owners held before; their sum over the parts is the same.
     pub local_input: bool,
+    /// The part's owned rows (between its halo rows): the rows row-wise work forms
+    /// ([`crate::nn::live_rows`]).
+    pub owned: std::ops::Range<usize>,
+}
+
+impl<B: Backend> PartContext<B> {
+    /// The rows row-wise work forms on this part: its owned rows.
+    pub fn live_rows(&self) -> crate::nn::live_rows::LiveRows {
+        crate::nn::live_rows::LiveRows::only(self.owned.clone())
+    }
 }
 
 /// `hook.fill(x)` when there is a hook (`None`: the unpartitioned model, nothing to do).

@@ -1,6 +1,7 @@
 //! `Linear`: Y = X W (+ b) (PyG's `Linear` / torch's `nn.Linear` with weight stored `in x out`).
 
 use crate::error::Result;
+use crate::nn::live_rows::LiveRows;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, glorot, torch_linear_uniform};
 use crate::ops::backend::Backend;
@@ -73,6 +74,13 @@ impl<B: LinearOps> Linear<B> {
         Ok(&self.out)
     }
 
+    /// [`Linear::forward_pre_bias`] on the rows `rows` of a dense `x` (a layer of a part whose
+    /// product's halo rows come from the exchange: [`crate::nn::live_rows`]).
+    pub fn forward_pre_bias_on(&mut self, b: &B, x: &Operand<B>, rows: &LiveRows) -> Result<&B::Mat> {
+        x.times_on(b, &self.weight.value, &mut self.out, rows)?;
+        Ok(&self.out)
+    }
+
     pub fn out(&self) -> &B::Mat {
         &self.out
     }
@@ -88,27 +96,24 @@ impl<B: LinearOps> Linear<B> {
     /// Gradients of weight and bias from `dy`, and dX = dY Wᵀ into `dx` when asked (the node
     /// features need none).
     pub fn backward(&mut self, b: &B, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
-        if let Some(bias) = &mut self.bias {
-            b.col_sums(dy, &mut bias.grad)?;
-        }
-        x.transposed_times(b, dy, &mut self.weight.grad)?;
-        match dx {
-            Some(dx) => b.gemm(dy, false, &self.weight.value, true, 0.0, dx),
-            None => Ok(()),
-        }
+        self.backward_on(b, x, dy, dx, &LiveRows::all())
+    }
+
+    /// [`Linear::backward`] over the rows `rows` (dY must be zero on the others: a part's
+    /// gradient once its halo rows are given back), dX formed on those rows only.
+    pub fn backward_on(&mut self, b: &B, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>, rows: &LiveRows) -> Result<()> {
+        backward_rows(b, (&mut self.weight, self.bias.as_mut()), x, dy, dx, rows)
     }
 
     /// [`Linear::backward`] with dY in this layer's own output buffer (an owner that formed dY
     /// there, the output being read by nothing after its forward).
     pub fn backward_from_out(&mut self, b: &B, x: &Operand<B>, dx: Option<&mut B::Mat>) -> Result<()> {
-        if let Some(bias) = &mut self.bias {
-            b.col_sums(&self.out, &mut bias.grad)?;
-        }
-        x.transposed_times(b, &self.out, &mut self.weight.grad)?;
-        match dx {
-            Some(dx) => b.gemm(&self.out, false, &self.weight.value, true, 0.0, dx),
-            None => Ok(()),
-        }
+        self.backward_from_out_on(b, x, dx, &LiveRows::all())
+    }
+
+    /// [`Linear::backward_from_out`] over the rows `rows`, as [`Linear::backward_on`].
+    pub fn backward_from_out_on(&mut self, b: &B, x: &Operand<B>, dx: Option<&mut B::Mat>, rows: &LiveRows) -> Result<()> {
+        backward_rows(b, (&mut self.weight, self.bias.as_mut()), x, &self.out, dx, rows)
     }
 
     pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
@@ -117,5 +122,24 @@ impl<B: LinearOps> Linear<B> {
             p.push(("bias", bias));
         }
         p
+    }
+}
+
+/// A linear layer's backward over the rows `rows` of `dy` (and of X and dX).
+fn backward_rows<B: LinearOps>(
+    b: &B,
+    (weight, bias): (&mut Param<B>, Option<&mut Param<B>>),
+    x: &Operand<B>,
+    dy: &B::Mat,
+    dx: Option<&mut B::Mat>,
+    rows: &LiveRows,
+) -> Result<()> {
+    if let Some(bias) = bias {
+        rows.read(b, dy, |dy| b.col_sums(dy, &mut bias.grad))?;
+    }
+    x.transposed_times_on(b, dy, &mut weight.grad, rows)?;
+    match dx {
+        Some(dx) => rows.read_write(b, dy, dx, |dy, dx| b.gemm(dy, false, &weight.value, true, 0.0, dx)),
+        None => Ok(()),
     }
 }

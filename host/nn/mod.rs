@@ -17,6 +17,7 @@ pub mod grad_ready;
 pub mod halo_hook;
 pub mod input;
 pub mod linear;
+pub mod live_rows;
 pub mod model;
 pub mod models;
 pub mod operand;

@@ -5,6 +5,7 @@
 //! `dropout(X)` with its mask regenerated in each product (`ops::nn::dropout_gemm`).
 
 use crate::error::Result;
+use crate::nn::live_rows::LiveRows;
 use crate::ops::backend::{Backend, Side};
 use crate::ops::nn::dropout::DropKey;
 use crate::ops::nn::op_set;
@@ -61,6 +62,37 @@ impl<B: OperandOps> Operand<'_, B> {
             Operand::Dropped { x, half, key } => b.dropout_gemm(x, *half, w, out, *key),
             Operand::Half { x, key } => b.half_dropout_gemm(x, w, out, *key),
             Operand::EluDropped { x, half, key } => b.elu_dropout_gemm(x, *half, w, out, *key),
+        }
+    }
+
+    /// [`Operand::times`] on the rows `rows` of X and `out` (the rest of `out` keeps what it
+    /// held; a dropout's mask drawn for those rows as the whole product draws it). Sparse X
+    /// and X held in f16 (input features) are multiplied whole.
+    pub fn times_on(&self, b: &B, w: &B::Mat, out: &mut B::Mat, rows: &LiveRows) -> Result<()> {
+        match *self {
+            Operand::Dense(x) => rows.read_write(b, x, out, |x, out| b.gemm(x, false, w, false, 0.0, out)),
+            Operand::Dropped { x, half: None, key } => {
+                rows.read_write(b, x, out, |x, out| rows.key(b, key, B::shape(x).1, |key| b.dropout_gemm(x, None, w, out, key)))
+            }
+            Operand::EluDropped { x, half: None, key } => {
+                rows.read_write(b, x, out, |x, out| rows.key(b, key, B::shape(x).1, |key| b.elu_dropout_gemm(x, None, w, out, key)))
+            }
+            _ => self.times(b, w, out),
+        }
+    }
+
+    /// [`Operand::transposed_times`] over the rows `rows` of X and `g` (the others' terms left
+    /// out: `g` must be zero there). Sparse X and X held in f16 are multiplied whole.
+    pub fn transposed_times_on(&self, b: &B, g: &B::Mat, out: &mut B::Mat, rows: &LiveRows) -> Result<()> {
+        match *self {
+            Operand::Dense(x) => rows.read_both(b, x, g, |x, g| b.gemm(x, true, g, false, 0.0, out)),
+            Operand::Dropped { x, half: None, key } => {
+                rows.read_both(b, x, g, |x, g| rows.key(b, key, B::shape(x).1, |key| b.dropout_gemm_dw(x, None, g, out, key)))
+            }
+            Operand::EluDropped { x, half: None, key } => {
+                rows.read_both(b, x, g, |x, g| rows.key(b, key, B::shape(x).1, |key| b.elu_dropout_gemm_dw(x, None, g, out, key)))
+            }
+            _ => self.transposed_times(b, g, out),
         }
     }
 

@@ -27,6 +27,7 @@ use crate::nn::gcn_conv::GcnAdjacency;
 use crate::nn::grad_ready::{GradReady, NoHook, announce};
 use crate::nn::halo_hook::PartContext;
 use crate::nn::input::InputFeatures;
+use crate::nn::live_rows::LiveRows;
 use crate::nn::model::{Model, ModelConfig, dropout_seed, widths};
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
@@ -136,6 +137,8 @@ pub struct Stack<B: StackOps, C: Conv<B>> {
     hidden: Vec<Hidden<B>>,
     p: f32,
     input_seed: u64,
+    /// The rows the fused tails form (a part's owned rows; every row on one device).
+    live: LiveRows,
 }
 
 /// Refuses options a stack of `widths` (features, hidden..., classes) cannot apply.
@@ -173,7 +176,7 @@ impl<B: StackOps + crate::nn::gcn_conv::GcnOps, C: Conv<B, Adj = GcnAdjacency<B>
         let adj = GcnAdjacency::for_part(b, s, part)?;
         let mut stack = Stack::new(b, n, adj, convs, &widths, cfg)?;
         if let Some(p) = part {
-            stack.set_row_ids(p.row_ids.clone());
+            stack.set_part(p);
         }
         Ok(stack)
     }
@@ -213,7 +216,7 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
                 fused: fused_active,
             });
         }
-        Ok(Stack { adj, later: Vec::new(), convs, hidden, p: cfg.dropout, input_seed: dropout_seed(cfg.seed, 0) })
+        Ok(Stack { adj, later: Vec::new(), convs, hidden, p: cfg.dropout, input_seed: dropout_seed(cfg.seed, 0), live: LiveRows::all() })
     }
 
     pub fn convs(&self) -> &[C] {
@@ -251,10 +254,11 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
         !self.later.is_empty()
     }
 
-    /// Keys the hidden dropouts' masks by original node id (a part of a partitioned graph: `ids`
-    /// of its local rows).
-    pub fn set_row_ids(&mut self, ids: std::rc::Rc<B::Ids>) {
-        self.hidden.iter_mut().for_each(|h| h.drop.set_row_ids(ids.clone()));
+    /// On a part of a partitioned graph: every hidden dropout draws its rows' masks by original
+    /// node id, and the fused tails run on the owned rows alone ([`crate::nn::live_rows`]).
+    pub fn set_part(&mut self, part: &PartContext<B>) {
+        self.live = part.live_rows();
+        self.hidden.iter_mut().for_each(|h| h.drop.set_row_ids(part.row_ids.clone()));
     }
 
     /// Whether hidden layer `l` runs its tail fused (see the module note): a plain layer under
@@ -288,7 +292,7 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
             let (zy, bias) = self.convs[l]
                 .out_mut_with_deferred_bias()
                 .ok_or_else(|| Error::Unsupported("a convolution that defers its bias gives no output to write the tail over".into()))?;
-            return self.hidden[l].drop.forward_bias_relu_in_place(b, zy, bias);
+            return self.hidden[l].drop.forward_bias_relu_in_place(b, zy, bias, &self.live);
         }
         let (c_lo, c_hi) = self.convs.split_at_mut(l);
         let (h_lo, h_hi) = self.hidden.split_at_mut(l);
@@ -322,7 +326,7 @@ impl<B: StackOps, C: Conv<B>> Stack<B, C> {
     fn hidden_backward(&mut self, b: &B, l: usize) -> Result<()> {
         if Self::fuses_tail(&self.convs, &self.hidden, l, true) {
             let Hidden { din, drop, .. } = &mut self.hidden[l];
-            return drop.backward_relu_in_place(b, din, self.convs[l].out());
+            return self.live.read_write(b, self.convs[l].out(), din, |y, d| drop.backward_relu_in_place(b, d, y));
         }
         let (h_lo, h_hi) = self.hidden.split_at_mut(l + 1);
         let Hidden { bn, da, g, din, drop, .. } = &mut h_lo[l];

@@ -209,7 +209,11 @@ impl<B: Ops> Gat<B> {
                 rest[0].backward(b, &self.graph, &x, dout, None, summed)?;
                 announce(ready, b, || rest[0].params())?;
                 let (h, h16, bias_grad) = below[l - 1].out_and_bias_grad();
-                drop.backward_elu_product(b, (rest[0].d_wh(), rest[0].weight()), ((h, in_product), h16), &mut self.d_h, Some(bias_grad))?;
+                // dz on the rows conv l formed dWh on (a part's owned rows: the halo rows'
+                // were given back).
+                let rows = self.graph.product_rows();
+                let gw = (rest[0].d_wh(), rest[0].weight());
+                drop.backward_elu_product_on(b, gw, ((h, in_product), h16), &mut self.d_h, Some(bias_grad), &rows)?;
                 d_h_summed = true;
             } else {
                 let h = below[l - 1].out();

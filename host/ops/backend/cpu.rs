@@ -125,6 +125,16 @@ impl<T: Real> Backend for CpuBackend<T> {
         m.data[at].copy_from_slice(&part.data);
         Ok(())
     }
+    fn on_rows_ref(&self, m: &HostMat<T>, rows: std::ops::Range<usize>, f: &mut dyn FnMut(&HostMat<T>) -> Result<()>) -> Result<()> {
+        if rows.start > rows.end || rows.end > m.rows {
+            return Err(Error::Shape(format!("on_rows_ref: rows {rows:?} of a matrix of {} rows", m.rows)));
+        }
+        f(&HostMat { rows: rows.len(), cols: m.cols, data: m.data[rows.start * m.cols..rows.end * m.cols].to_vec() })
+    }
+    fn on_ids_ref(&self, ids: &Vec<u32>, range: std::ops::Range<usize>, f: &mut dyn FnMut(&Vec<u32>) -> Result<()>) -> Result<()> {
+        let part = ids.get(range.clone()).ok_or_else(|| Error::Shape(format!("on_ids_ref: ids {range:?} of {}", ids.len())))?;
+        f(&part.to_vec())
+    }
     fn graph(&self, csr: Csr) -> Result<HostGraph<T>> {
         let (t, t_of) = crate::graph::ops::transpose_with_map(&csr);
         let values = csr.values().iter().map(|&v| T::from_f64(v as f64)).collect();

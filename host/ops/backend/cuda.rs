@@ -340,6 +340,22 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         m.with_rows(rows, |v| f(v))
     }
+    fn on_rows_ref(
+        &self,
+        m: &DeviceMatrix<f32>,
+        rows: std::ops::Range<usize>,
+        f: &mut dyn FnMut(&DeviceMatrix<f32>) -> Result<()>,
+    ) -> Result<()> {
+        m.with_rows_ref(rows, |v| f(v))
+    }
+    fn on_ids_ref(
+        &self,
+        ids: &DeviceVec<u32>,
+        range: std::ops::Range<usize>,
+        f: &mut dyn FnMut(&DeviceVec<u32>) -> Result<()>,
+    ) -> Result<()> {
+        ids.with_range_ref(&self.gpu, range, |v| f(v))
+    }
     fn graph(&self, csr: Csr) -> Result<GpuGraph> {
         Ok(GpuGraph {
             handle: Arc::new(GraphHandle::new(csr, Some(self.gpu.clone()))),

@@ -85,6 +85,11 @@ pub trait Backend {
     /// (a part's interior rows while its halo exchange runs) writes straight into them. The
     /// GPU's is a view of the same memory; the CPU's a copy written back.
     fn on_rows(&self, m: &mut Self::Mat, rows: std::ops::Range<usize>, f: &mut dyn FnMut(&mut Self::Mat) -> Result<()>) -> Result<()>;
+    /// [`Backend::on_rows`] for reading only: `f` sees rows `rows` of `m` as a matrix of their
+    /// own (the GPU's a view, the CPU's a copy).
+    fn on_rows_ref(&self, m: &Self::Mat, rows: std::ops::Range<usize>, f: &mut dyn FnMut(&Self::Mat) -> Result<()>) -> Result<()>;
+    /// `f` on elements `range` of `ids` as ids of their own (the GPU's a view, the CPU's a copy).
+    fn on_ids_ref(&self, ids: &Self::Ids, range: std::ops::Range<usize>, f: &mut dyn FnMut(&Self::Ids) -> Result<()>) -> Result<()>;
     /// The pattern of `csr` with its transpose; `csr`'s values become [`Backend::graph_values`].
     fn graph(&self, csr: Csr) -> Result<Self::Graph>;
     /// Rows and columns of the pattern as built.

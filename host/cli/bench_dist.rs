@@ -81,6 +81,11 @@ pub struct BenchDistArgs {
     /// comma separated, each measured): true, false (serial), or true,false for both.
     #[arg(long, value_delimiter = ',', default_value = "false", action = clap::ArgAction::Set)]
     pub overlap: Vec<bool>,
+    /// Whether the input layer forms its halo rows from the halo nodes' own features (true)
+    /// or exchanges them as every other layer does (false); comma separated, each measured.
+    /// Unset: as --overlap (overlapped steps local, serial ones exchanged).
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set)]
+    pub local_input: Vec<bool>,
     /// Whether the gradient all-reduce runs in buckets during the backward (true) or after it
     /// in one fused buffer (false, serial); comma separated, each measured: true,false for both.
     #[arg(long, value_delimiter = ',', default_value = "false", action = clap::ArgAction::Set)]
@@ -141,6 +146,10 @@ pub(crate) struct DistRecord {
     /// step less the all-reduce (what of the exchange shows is in it).
     #[serde(default)]
     pub(crate) overlap: bool,
+    /// Whether the input layer formed its halo rows locally ([`DistOptions::local_input`]; absent
+    /// in reports before it was a choice, when it went with `overlap`).
+    #[serde(default)]
+    pub(crate) local_input: Option<bool>,
     /// The gradient all-reduce in buckets of at least this many bytes during the backward
     /// (`None`: serial, after it); then `all_reduce_ms` is the buckets' own time, partly hidden,
     /// and `compute_ms` keeps it.
@@ -225,7 +234,7 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                 let d = relabel(&data, &p.perm)?;
                 // The CPU's memory is host and device at once: one path to measure there.
                 let paths = if gpu.is_some() { a.halo_path.clone() } else { vec![HaloPath::Host] };
-                for (path, overlap, grad_buckets) in settings(&paths, &a.overlap, &bucket_settings(a)) {
+                for setting in settings(&paths, &a.overlap, &a.local_input, &bucket_settings(a)) {
                     let cuda =
                         |_| Ok(CudaBackend::new(Gpu::probe()?, args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?));
                     // Round 0 is the row-weighted partition; each --rebalance round cuts again on
@@ -235,7 +244,7 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                     let mut shares = vec![SHARE_TOTAL / parts as u64; parts];
                     for round in 0..=if parts > 1 { a.rebalance } else { 0 } {
                         let (p, d) = moved.as_ref().map_or((&p, &d), |(p, d)| (p, d));
-                        let options = DistOptions { method, path, overlap, grad_buckets };
+                        let options = setting.options(method);
                         let at = Point { graph, d, model, p, row_weight, rebalanced: round, options };
                         let timing = match (&gpu, a.alone) {
                             (Some(_), false) => measure(&at, &cfg, &tcfg, a, cuda)?,
@@ -246,8 +255,8 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                         let r = record(&at, &timing, a.reps);
                         let per_part: Vec<String> = r.ranks.iter().map(|k| format!("{:.3}", k.step_ms)).collect();
                         eprintln!(
-                            "{graph} {model} P = {parts} (row weight {row_weight}, rebalanced {round}x, {path:?} path, overlap {overlap}, {}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step; parts' steps [{}] ms",
-                            buckets_label(grad_buckets),
+                            "{graph} {model} P = {parts} (row weight {row_weight}, rebalanced {round}x, {}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step; parts' steps [{}] ms",
+                            setting.label(),
                             r.step_ms,
                             r.compute_ms,
                             r.halo_exchange_ms,
@@ -296,7 +305,12 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
 /// and setting (the first measured: one part is the same whatever the row weight).
 pub(crate) fn fill_speedups(records: &mut [DistRecord]) {
     let same = |a: &DistRecord, b: &DistRecord| {
-        a.graph == b.graph && a.model == b.model && a.halo_path == b.halo_path && a.overlap == b.overlap && a.grad_buckets == b.grad_buckets
+        a.graph == b.graph
+            && a.model == b.model
+            && a.halo_path == b.halo_path
+            && a.overlap == b.overlap
+            && a.local_input == b.local_input
+            && a.grad_buckets == b.grad_buckets
     };
     let ones: Vec<usize> = (0..records.len()).filter(|&i| records[i].parts == 1).collect();
     for i in 0..records.len() {
@@ -340,16 +354,43 @@ pub(crate) fn write_report(dir: &std::path::Path, report: &DistReport) -> Result
     Ok(())
 }
 
-/// The (path, overlap, gradient buckets) settings to measure: overlap only where it can differ
-/// (the device path).
-pub(crate) fn settings(paths: &[HaloPath], overlaps: &[bool], buckets: &[Option<usize>]) -> Vec<(HaloPath, bool, Option<usize>)> {
+/// How one measured point's ranks move rows and gradients ([`DistOptions`] less the exchange
+/// method, which comes with the partition).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Setting {
+    pub(crate) path: HaloPath,
+    pub(crate) overlap: bool,
+    pub(crate) local_input: bool,
+    pub(crate) grad_buckets: Option<usize>,
+}
+
+impl Setting {
+    pub(crate) fn options(self, method: ExchangeMethod) -> DistOptions {
+        let Setting { path, overlap, local_input, grad_buckets } = self;
+        DistOptions { method, path, overlap, local_input, grad_buckets }
+    }
+
+    /// For the progress lines.
+    pub(crate) fn label(self) -> String {
+        let input = if self.local_input { "input local" } else { "input exchanged" };
+        format!("{:?} path, overlap {}, {input}, {}", self.path, self.overlap, buckets_label(self.grad_buckets))
+    }
+}
+
+/// The settings to measure: overlap only where it can differ (the device path); each overlap
+/// with every `local_inputs` value (none given: local exactly when overlapped).
+pub(crate) fn settings(paths: &[HaloPath], overlaps: &[bool], local_inputs: &[bool], buckets: &[Option<usize>]) -> Vec<Setting> {
     let mut out = Vec::new();
     for &path in paths {
         for &o in overlaps {
-            let o = o && path == HaloPath::Device;
-            for &g in buckets {
-                if !out.contains(&(path, o, g)) {
-                    out.push((path, o, g));
+            let overlap = o && path == HaloPath::Device;
+            let inputs = if local_inputs.is_empty() { std::slice::from_ref(&overlap) } else { local_inputs };
+            for &local_input in inputs {
+                for &grad_buckets in buckets {
+                    let s = Setting { path, overlap, local_input, grad_buckets };
+                    if !out.contains(&s) {
+                        out.push(s);
+                    }
                 }
             }
         }
@@ -363,7 +404,7 @@ pub(crate) fn bucket_settings(a: &BenchDistArgs) -> Vec<Option<usize>> {
 }
 
 /// How a run's gradient all-reduce went, for the progress lines.
-pub(crate) fn buckets_label(grad_buckets: Option<usize>) -> String {
+fn buckets_label(grad_buckets: Option<usize>) -> String {
     match grad_buckets {
         None => "all-reduce serial".into(),
         Some(0) => "all-reduce in per-layer buckets".into(),
@@ -466,7 +507,7 @@ fn op_table(title: &str, parts: &[OpTimes]) -> String {
 /// The point's record from every rank's timing over `reps` steps.
 pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> DistRecord {
     let Point { graph, d, model, p, row_weight, rebalanced, options } = *at;
-    let DistOptions { method, path, overlap, grad_buckets } = options;
+    let DistOptions { method, path, overlap, local_input, grad_buckets } = options;
     // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
     let method = if path == HaloPath::Device { ExchangeMethod::PointToPoint } else { method };
     let per = |s: f64| 1e3 * s / reps as f64;
@@ -495,6 +536,7 @@ pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> Dist
         exchange: format!("{method:?}"),
         halo_path: path,
         overlap,
+        local_input: Some(local_input),
         grad_buckets,
         halo_ratio: p.halo_ratio(),
         edge_balance: p.edge_balance(),
@@ -539,7 +581,12 @@ fn markdown(r: &DistReport) -> String {
             if x.rebalanced == 0 { x.row_weight.to_string() } else { format!("{}, measured x{}", x.row_weight, x.rebalanced) },
             x.exchange,
             x.halo_path,
-            if x.overlap { "yes" } else { "no" },
+            match (x.overlap, x.local_input) {
+                (true, Some(false)) => "yes, input exchanged",
+                (true, _) => "yes",
+                (false, Some(true)) => "no, input local",
+                (false, _) => "no",
+            },
             x.grad_buckets.map_or("no".into(), |b| format!("{} KiB", b / 1024)),
             100.0 * x.interior_rows as f64 / x.nodes.max(1) as f64,
             x.halo_ratio,
@@ -558,7 +605,20 @@ fn markdown(r: &DistReport) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::op_table;
+    use super::*;
+
+    #[test]
+    fn settings_pair_the_input_with_the_overlap_unless_told() {
+        let (dev, host) = (HaloPath::Device, HaloPath::Host);
+        let got = settings(&[dev, host], &[true, false], &[], &[None]);
+        let pairs: Vec<_> = got.iter().map(|s| (s.path, s.overlap, s.local_input)).collect();
+        // The host path never overlaps: its two overlaps are one setting.
+        assert_eq!(pairs, vec![(dev, true, true), (dev, false, false), (host, false, false)]);
+        let got = settings(&[dev], &[true], &[false, true], &[None, Some(0)]);
+        assert_eq!(got.len(), 4);
+        assert!(got.iter().all(|s| s.overlap) && got.iter().filter(|s| !s.local_input).count() == 2);
+        assert!(!got[0].options(ExchangeMethod::AllGather).local_input);
+    }
 
     #[test]
     fn op_table_lines_up_the_parts_slowest_first() {

@@ -9,13 +9,12 @@ use std::sync::Arc;
 use tcgnn::dist::balance::rebalance_ranks;
 use tcgnn::dist::part_graph::relabel;
 use tcgnn::dist::partition::node_weights;
-use tcgnn::dist::{DistOptions, DistTrainer, Partition, PartitionMethod};
+use tcgnn::dist::{DistTrainer, Partition, PartitionMethod};
 use tcgnn::nn::CudaBackend;
 use tcgnn::{Error, Result};
 
 use super::bench_dist::{
-    BenchDistArgs, DistReport, Point, bucket_settings, buckets_label, exchange_method, fill_speedups, graphs, record, settings,
-    write_report,
+    BenchDistArgs, DistReport, Point, bucket_settings, exchange_method, fill_speedups, graphs, record, settings, write_report,
 };
 use super::dist_train_cmd::{connect_nccl, gather_timing, same_partition_everywhere, spawn_ranks, without_flag};
 use crate::cli::train_cmd::{TrainArgs, edge_layout, load_dataset, model_config, train_config};
@@ -85,9 +84,8 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
                 let balanced = match rounds {
                     0 => None,
                     _ => {
-                        let first = settings(&a.halo_path, &a.overlap, &bucket_settings(a))[0];
-                        let options =
-                            DistOptions { method: exchange_method(a, &p)?, path: first.0, overlap: first.1, grad_buckets: first.2 };
+                        let first = settings(&a.halo_path, &a.overlap, &a.local_input, &bucket_settings(a))[0];
+                        let options = first.options(exchange_method(a, &p)?);
                         let base = node_weights(&data.graph, row_weight);
                         let (moved, times) = rebalance_ranks(
                             &*comm,
@@ -113,8 +111,8 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
                 };
                 let (p, d) = balanced.as_ref().map_or((&p, &d), |(q, e)| (q, e));
                 let method = exchange_method(a, p)?;
-                for (path, overlap, grad_buckets) in settings(&a.halo_path, &a.overlap, &bucket_settings(a)) {
-                    let options = DistOptions { method, path, overlap, grad_buckets };
+                for setting in settings(&a.halo_path, &a.overlap, &a.local_input, &bucket_settings(a)) {
+                    let options = setting.options(method);
                     let mut t = DistTrainer::with_options(Arc::new(make()?), comm.clone(), d, p, options, &cfg, &tcfg)?;
                     for _ in 0..a.warmup {
                         t.step()?;
@@ -127,8 +125,8 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
                     if rank == 0 {
                         let r = record(&Point { graph, d, model, p, row_weight, rebalanced: rounds, options }, &timing, a.reps);
                         eprintln!(
-                            "{graph} {model} {world} GPU(s) ({path:?} path, overlap {overlap}, {}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
-                            buckets_label(grad_buckets),
+                            "{graph} {model} {world} GPU(s) ({}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
+                            setting.label(),
                             r.step_ms,
                             r.compute_ms,
                             r.halo_exchange_ms,

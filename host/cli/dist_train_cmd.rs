@@ -119,6 +119,11 @@ pub struct DistArgs {
     /// one GPU's in-process parts only, not on two GPUs (bench/NOTES.md).
     #[arg(long)]
     pub overlap: bool,
+    /// Whether the input layer forms its halo rows from the halo nodes' own features (true:
+    /// the input product over them too) or exchanges them as the other layers do (false,
+    /// twice a step). Unset: as --overlap.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub local_input: Option<bool>,
     /// Sum the weight gradients over the ranks in buckets during the backward (PyTorch DDP's),
     /// a bucket started once its layers' gradients hold at least KIB KiB (0: one bucket per
     /// layer, the last layer's first), instead of in one buffer after the whole backward.
@@ -186,8 +191,10 @@ struct Setup {
     method: ExchangeMethod,
     cfg: ModelConfig,
     tcfg: TrainConfig,
-    /// Whether the exchanges overlap the products (`--overlap`).
+    /// Whether the exchanges overlap the products (`--overlap`), and the input layer's halo
+    /// rows are formed locally (`--local-input`, else as `overlap`).
     overlap: bool,
+    local_input: bool,
     /// `--grad-buckets` in bytes.
     grad_buckets: Option<usize>,
     /// The dataset before the partition relabelled it, kept for `--rebalance`.
@@ -196,7 +203,7 @@ struct Setup {
 
 impl Setup {
     fn options(&self) -> DistOptions {
-        DistOptions::new(self.method).with_overlap(self.overlap).with_grad_buckets(self.grad_buckets)
+        DistOptions::new(self.method).with_overlap(self.overlap).with_local_input(self.local_input).with_grad_buckets(self.grad_buckets)
     }
 
     /// The in-process run of this setup.
@@ -226,7 +233,8 @@ fn setup(a: &TrainArgs, parts: usize) -> Result<Setup> {
     let relabelled = relabel(&data, &partition.perm)?;
     let original = (a.dist.rebalance > 0).then_some(data);
     let grad_buckets = a.dist.grad_buckets.map(|kib| kib.saturating_mul(1024));
-    Ok(Setup { data: relabelled, partition, method, cfg, tcfg, overlap: a.dist.overlap, grad_buckets, original })
+    let (overlap, local_input) = (a.dist.overlap, a.dist.local_input.unwrap_or(a.dist.overlap));
+    Ok(Setup { data: relabelled, partition, method, cfg, tcfg, overlap, local_input, grad_buckets, original })
 }
 
 fn use_gpu(a: &TrainArgs) -> Result<bool> {

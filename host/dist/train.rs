@@ -67,8 +67,14 @@ pub struct DistOptions {
     /// runs the same blocks with its exchanges in order, which checks them there; AGNN, GAT's
     /// unfused path and the GPU's host path stay serial); and whether the input layer (GCN,
     /// SAGE, GIN, GAT) forms its halo rows from the halo nodes' own features instead of
-    /// exchanging them (every path). `false`: serial, whole products, every layer's exchanges.
+    /// exchanging them (every path, unless `local_input` says otherwise). `false`: serial, whole
+    /// products, every layer's exchanges.
     pub overlap: bool,
+    /// Whether the input layer forms its halo rows from the halo nodes' own features (and keeps
+    /// their gradient rows for its weight gradient) instead of exchanging them: the input
+    /// product over the halo rows too, against moving them twice a step. Set with `overlap` by
+    /// [`DistOptions::with_overlap`]; [`DistOptions::with_local_input`] sets it alone.
+    pub local_input: bool,
     /// The weight-gradient all-reduce: `None`, serial (every gradient in one fused buffer after
     /// the whole backward); `Some(bytes)`, in buckets during the backward as PyTorch DDP's: a
     /// bucket of whole layers (as the backward finishes them, the last layer's first) is
@@ -81,13 +87,17 @@ pub struct DistOptions {
 impl DistOptions {
     /// `method` on the device path, overlapped, the gradient all-reduce serial.
     pub fn new(method: ExchangeMethod) -> Self {
-        DistOptions { method, path: HaloPath::Device, overlap: true, grad_buckets: None }
+        DistOptions { method, path: HaloPath::Device, overlap: true, local_input: true, grad_buckets: None }
     }
     pub fn with_path(self, path: HaloPath) -> Self {
         DistOptions { path, ..self }
     }
+    /// Overlapped (with the input layer's halo rows formed locally) or serial (exchanged).
     pub fn with_overlap(self, overlap: bool) -> Self {
-        DistOptions { overlap, ..self }
+        DistOptions { overlap, local_input: overlap, ..self }
+    }
+    pub fn with_local_input(self, local_input: bool) -> Self {
+        DistOptions { local_input, ..self }
     }
     pub fn with_grad_buckets(self, grad_buckets: Option<usize>) -> Self {
         DistOptions { grad_buckets, ..self }
@@ -160,7 +170,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         model: &ModelConfig,
         train: &TrainConfig,
     ) -> Result<Self> {
-        let DistOptions { method, path, overlap, grad_buckets } = options;
+        let DistOptions { method, path, overlap, local_input, grad_buckets } = options;
         let rank = comm.rank();
         if comm.world_size() != partition.parts() || partition.nodes() != data.n() {
             return Err(Error::Unsupported(format!(
@@ -198,14 +208,14 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         let exchange =
             b.halo_hook(Halo::from_partition(partition, rank, method)?, comm.clone(), layout, path, overlap.then_some(interior))?;
         let hook: Rc<dyn crate::nn::halo_hook::HaloHook<B>> = exchange.clone();
-        // The input layer's exchanges are skipped with the overlapped step (part_data gives the
-        // halo rows their features either way).
+        // The input layer's exchanges are skipped with a local input (part_data gives the halo
+        // rows their features either way).
         let owned_rows = layout.owned_rows();
         let ctx = PartContext {
             hook,
             row_ids: Rc::new(b.ids(&row_ids)?),
             edge_ids: Rc::new(b.ids(&edge_ids)?),
-            local_input: overlap,
+            local_input,
             owned: owned_rows.clone(),
         };
         let n = layout.rows();

@@ -100,14 +100,20 @@ fn blocked_products_give_the_whole_products_curve_on_cpu() {
             let p = Partition::new(&data.graph, parts, PartitionMethod::LabelProp).unwrap();
             let d = relabel(&data, &p.perm).unwrap();
             let run = InProcessRun::new(&d, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg, TIMEOUT);
-            let curve = |overlap: bool| {
-                let run = InProcessRun { options: run.options.with_overlap(overlap), ..run };
+            let curve = |overlap: bool, local_input: bool| {
+                let run = InProcessRun { options: run.options.with_overlap(overlap).with_local_input(local_input), ..run };
                 train_in_process(&run, |_| Ok(CpuBackend::<f64>::new()), |_| {}).unwrap().0.epochs
             };
-            let (blocked, whole) = (curve(true), curve(false));
-            let diff = max_rel(&blocked, &whole);
-            assert!(diff <= 1e-12, "{model} {layers} layers P = {parts}: blocked vs whole {diff:e}");
-            assert!(blocked.iter().zip(&whole).all(|(a, b)| a.val_acc == b.val_acc && a.test_acc == b.test_acc));
+            let whole = curve(false, false);
+            // Overlapped with the input layer's halo rows formed locally (the default) or
+            // exchanged, and serial with them formed locally.
+            for (overlap, local_input) in [(true, true), (true, false), (false, true)] {
+                let blocked = curve(overlap, local_input);
+                let diff = max_rel(&blocked, &whole);
+                let what = format!("{model} {layers} layers P = {parts} overlap {overlap} local input {local_input}");
+                assert!(diff <= 1e-12, "{what}: vs whole serial {diff:e}");
+                assert!(blocked.iter().zip(&whole).all(|(a, b)| a.val_acc == b.val_acc && a.test_acc == b.test_acc), "{what}");
+            }
         }
     }
 }
@@ -290,6 +296,10 @@ fn overlapped_step_equals_serial_step() {
                 let options = DistOptions::new(ExchangeMethod::PointToPoint);
                 let (serial, w_serial) = run_gpu(&d, &p, options.with_overlap(false), &cfg, &tcfg, imp);
                 let (over, w_over) = run_gpu(&d, &p, options, &cfg, &tcfg, imp);
+                // Overlapped with the input layer's halo rows exchanged: the serial step's sums.
+                let (exchanged, _) = run_gpu(&d, &p, options.with_local_input(false), &cfg, &tcfg, imp);
+                let input = max_rel(&exchanged, &serial);
+                assert!(input <= 1e-5, "{model} P = {parts} {imp:?}: overlapped, input exchanged, vs serial: loss {input:e}");
                 let curve = max_rel(&over, &serial);
                 let weights = w_over.iter().zip(&w_serial).map(|(a, b)| max_weight_rel(a, b)).fold(0.0, f64::max);
                 // Every rank holds the same weights.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi-GPU checks and figures (issue 46) in one device call on nvidia-h200-x2:
-#   bash bench/run-dist-on-gpu.sh SEED [STAGE...]    stages: tests small exchange rmat buckets balance partition sbm
+#   bash bench/run-dist-on-gpu.sh SEED [STAGE...]    stages: tests small exchange rmat buckets balance input partition sbm
 #                                                    (default: all but alone; alone needs one GPU only)
 # tests: the GPU dist tests; small: `bench dist` on citeseer, cora, pubmed at 1 and 2 GPUs (GCN,
 # GAT); exchange: citeseer's 2-GPU step with NCCL's transport log; rmat: `bench dist` on R-MAT
@@ -13,14 +13,17 @@
 # backward and after it (`--grad-buckets true,false`), and citeseer's 2-GPU step the same way.
 # balance: R-MAT 2^22 x 16 as rmat (overlapped), the row-weighted cut (rows weigh 7 edges, the
 # default) against edges alone (--row-weight 1) and against two rounds cut again on the parts'
-# measured times (--rebalance 2). alone (one GPU): each part of the 2-part cuts alone on the one
+# measured times (--rebalance 2). input: SBM 2M (sbm:2000000) at 1 and 2
+# GPUs, overlapped and serial, the input layer's halo rows formed locally or exchanged
+# (`--local-input true,false`): what the link makes of the bytes the local input saves (one GPU
+# measured no compute difference overlapped, bench/NOTES.md). alone (one GPU): each part of the 2-part cuts alone on the one
 # device (`bench dist --alone`, per-op times with --profile-ops), R-MAT 2^22 x 16 and SBM 2M.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seed=${1:?usage: run-dist-on-gpu.sh SEED [STAGE...]}
 shift
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(tests small exchange rmat buckets balance partition sbm)
+[ ${#stages[@]} -eq 0 ] && stages=(tests small exchange rmat buckets balance input partition sbm)
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 [ -x .gpu/bin/tcgnn ] || bash .gpu/unpack
@@ -58,6 +61,10 @@ for stage in "${stages[@]}"; do
       timeout 300 $T bench dist rmat:22:16:$seed:relabel --gpus 2 --partition-method lp --models gcn,gat --overlap true --rebalance 2 --reps 20 --out "$out/dist_rebalance" \
         > "$out/dist-rebalance.log" 2>&1 || echo "bench dist rebalance: exit $?"
       tail -8 "$out/dist-rebalance.log" ;;
+    input)
+      timeout 300 $T bench dist sbm:2000000 --gpus 1,2 --partition-method lp --models gcn,gat --overlap true,false --local-input true,false --reps 20 \
+        --out "$out/dist_input" > "$out/dist-input.log" 2>&1 || echo "bench dist input: exit $?"
+      grep "GPU(s)" "$out/dist-input.log" | tail -16 ;;
     alone)
       timeout 300 $T bench dist rmat:22:16:$seed:relabel --parts 1,2 --alone --profile-ops --partition-method lp --models gcn,gat --overlap true --row-weight 7,1 --reps 20 \
         --out "$out/alone_rmat22" > "$out/alone-rmat22.log" 2>&1 || echo "bench dist alone rmat22: exit $?"

@@ -327,18 +327,8 @@ impl<T: Element> DeviceMatrix<T> {
     pub fn with_rows<R>(&mut self, rows: std::ops::Range<usize>, f: impl FnOnce(&mut DeviceMatrix<T>) -> Result<R>) -> Result<R> {
         let range = self.row_range(rows.start, rows.len(), rows.len() * self.ld, "with_rows")?;
         let at = self.ptr_mut() + (range.start * std::mem::size_of::<T>()) as u64;
-        // SAFETY: rows.start.. rows.end of this matrix's allocation (checked above), which
-        // outlives the view (borrowed mutably for the call); the view's slice is never freed:
-        // `Borrowed` leaks it when the call ends, by return or by a panic in `f`.
-        let data = unsafe { self.gpu.stream.upgrade_device_ptr::<T>(at, range.len()) };
-        let mut view = Borrowed(Some(DeviceMatrix {
-            rows: rows.len(),
-            cols: self.cols,
-            ld: self.ld,
-            // Not the ledger's: this matrix's allocation is already counted.
-            buf: DeviceVec { data, site: None },
-            gpu: self.gpu.clone(),
-        }));
+        // SAFETY: rows of this matrix's allocation (checked above), borrowed mutably for the call.
+        let mut view = unsafe { self.view_at(at, rows.len()) };
         f(view.0.as_mut().expect("set above"))
     }
 
@@ -347,17 +337,28 @@ impl<T: Element> DeviceMatrix<T> {
     pub fn with_rows_ref<R>(&self, rows: std::ops::Range<usize>, f: impl FnOnce(&DeviceMatrix<T>) -> Result<R>) -> Result<R> {
         let range = self.row_range(rows.start, rows.len(), rows.len() * self.ld, "with_rows_ref")?;
         let at = self.ptr() + (range.start * std::mem::size_of::<T>()) as u64;
-        // SAFETY: as in `with_rows`: rows of this matrix's allocation, which outlives the view;
-        // the view's slice is leaked by `Borrowed`, never freed.
-        let data = unsafe { self.gpu.stream.upgrade_device_ptr::<T>(at, range.len()) };
-        let view = Borrowed(Some(DeviceMatrix {
-            rows: rows.len(),
+        // SAFETY: rows of this matrix's allocation (checked above), borrowed for the call.
+        let view = unsafe { self.view_at(at, rows.len()) };
+        f(view.0.as_ref().expect("set above"))
+    }
+
+    /// A matrix of `rows` rows of this one's shape over the memory at `at`.
+    ///
+    /// # Safety
+    /// `at` must be inside this matrix's allocation with `rows * ld` elements after it, and the
+    /// view must not outlive this matrix (it is: the caller holds the borrow for the call). The
+    /// view's slice is never freed: `Borrowed` leaks it when dropped, by return or by a panic.
+    unsafe fn view_at(&self, at: u64, rows: usize) -> Borrowed<T> {
+        // SAFETY: as the caller promises.
+        let data = unsafe { self.gpu.stream.upgrade_device_ptr::<T>(at, rows * self.ld) };
+        Borrowed(Some(DeviceMatrix {
+            rows,
             cols: self.cols,
             ld: self.ld,
+            // Not the ledger's: this matrix's allocation is already counted.
             buf: DeviceVec { data, site: None },
             gpu: self.gpu.clone(),
-        }));
-        f(view.0.as_ref().expect("set above"))
+        }))
     }
 
     pub fn gpu(&self) -> &Arc<Gpu> {

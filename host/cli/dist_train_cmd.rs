@@ -115,8 +115,8 @@ pub struct DistArgs {
     #[arg(long, value_enum, default_value = "device")]
     pub halo_path: HaloPath,
     /// Run each layer's halo exchange beside the product of what needs no halo row (GCN, SAGE,
-    /// GIN, GAT) instead of before it. Not yet the default: its NCCL stream ordering has run on
-    /// one GPU's in-process parts only, not on two GPUs (bench/NOTES.md).
+    /// GIN, GAT) instead of before it. Faster on large graphs; not the default because on small
+    /// ones (citeseer) its stream handshakes cost more than they hide (bench/NOTES.md).
     #[arg(long)]
     pub overlap: bool,
     /// Whether the input layer forms its halo rows from the halo nodes' own features (true:

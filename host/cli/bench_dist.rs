@@ -19,7 +19,8 @@ use tcgnn::dist::detached::Detached;
 use tcgnn::dist::part_graph::relabel;
 use tcgnn::dist::partition::node_weights;
 use tcgnn::dist::{
-    Communicator, DistBackend, DistOptions, DistTrainer, ExchangeMethod, HaloPath, InProcess, Partition, PartitionMethod, StepTiming,
+    Communicator, DistBackend, DistOptions, DistTrainer, ExchangeMethod, HaloPath, InProcess, OverlapSplit, Partition, PartitionMethod,
+    StepTiming,
 };
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::models::parse_model_name;
@@ -86,6 +87,12 @@ pub struct BenchDistArgs {
     /// Unset: as --overlap (overlapped steps local, serial ones exchanged).
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set)]
     pub local_input: Vec<bool>,
+    /// How an overlapped GCN / SAGE / GIN forward divides its product around the exchange
+    /// (comma separated, each measured; serial steps ignore it): columns (every owned row's
+    /// owned columns beside it, the halo columns added after), rows (the interior rows beside
+    /// it, the boundary rows whole after).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "columns")]
+    pub overlap_split: Vec<OverlapSplit>,
     /// Whether the gradient all-reduce runs in buckets during the backward (true) or after it
     /// in one fused buffer (false, serial); comma separated, each measured: true,false for both.
     #[arg(long, value_delimiter = ',', default_value = "false", action = clap::ArgAction::Set)]
@@ -150,6 +157,9 @@ pub(crate) struct DistRecord {
     /// in reports before it was a choice, when it went with `overlap`).
     #[serde(default)]
     pub(crate) local_input: Option<bool>,
+    /// How an overlapped product was divided (absent before it was a choice: columns).
+    #[serde(default)]
+    pub(crate) overlap_split: Option<OverlapSplit>,
     /// The gradient all-reduce in buckets of at least this many bytes during the backward
     /// (`None`: serial, after it); then `all_reduce_ms` is the buckets' own time, partly hidden,
     /// and `compute_ms` keeps it.
@@ -234,7 +244,7 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                 let d = relabel(&data, &p.perm)?;
                 // The CPU's memory is host and device at once: one path to measure there.
                 let paths = if gpu.is_some() { a.halo_path.clone() } else { vec![HaloPath::Host] };
-                for setting in settings(&paths, &a.overlap, &a.local_input, &bucket_settings(a)) {
+                for setting in settings(&paths, a, &bucket_settings(a)) {
                     let cuda =
                         |_| Ok(CudaBackend::new(Gpu::probe()?, args.precision, args.imp)?.with_edge_layout(edge_layout(model, None)?));
                     // Round 0 is the row-weighted partition; each --rebalance round cuts again on
@@ -310,6 +320,7 @@ pub(crate) fn fill_speedups(records: &mut [DistRecord]) {
             && a.halo_path == b.halo_path
             && a.overlap == b.overlap
             && a.local_input == b.local_input
+            && a.overlap_split == b.overlap_split
             && a.grad_buckets == b.grad_buckets
     };
     let ones: Vec<usize> = (0..records.len()).filter(|&i| records[i].parts == 1).collect();
@@ -361,35 +372,41 @@ pub(crate) struct Setting {
     pub(crate) path: HaloPath,
     pub(crate) overlap: bool,
     pub(crate) local_input: bool,
+    pub(crate) split: OverlapSplit,
     pub(crate) grad_buckets: Option<usize>,
 }
 
 impl Setting {
     pub(crate) fn options(self, method: ExchangeMethod) -> DistOptions {
-        let Setting { path, overlap, local_input, grad_buckets } = self;
-        DistOptions { method, path, overlap, local_input, grad_buckets }
+        let Setting { path, overlap, local_input, split, grad_buckets } = self;
+        DistOptions { method, path, overlap, local_input, split, grad_buckets }
     }
 
     /// For the progress lines.
     pub(crate) fn label(self) -> String {
         let input = if self.local_input { "input local" } else { "input exchanged" };
-        format!("{:?} path, overlap {}, {input}, {}", self.path, self.overlap, buckets_label(self.grad_buckets))
+        let overlap = if self.overlap { format!("overlap by {:?}", self.split).to_lowercase() } else { "serial".into() };
+        format!("{:?} path, {overlap}, {input}, {}", self.path, buckets_label(self.grad_buckets))
     }
 }
 
-/// The settings to measure: overlap only where it can differ (the device path); each overlap
-/// with every `local_inputs` value (none given: local exactly when overlapped).
-pub(crate) fn settings(paths: &[HaloPath], overlaps: &[bool], local_inputs: &[bool], buckets: &[Option<usize>]) -> Vec<Setting> {
+/// The settings `a` asks for on `paths`: overlap only where it can differ (the device path),
+/// split only when overlapped; each overlap with every `--local-input` value (none given:
+/// local exactly when overlapped).
+pub(crate) fn settings(paths: &[HaloPath], a: &BenchDistArgs, buckets: &[Option<usize>]) -> Vec<Setting> {
     let mut out = Vec::new();
     for &path in paths {
-        for &o in overlaps {
+        for &o in &a.overlap {
             let overlap = o && path == HaloPath::Device;
-            let inputs = if local_inputs.is_empty() { std::slice::from_ref(&overlap) } else { local_inputs };
+            let inputs = if a.local_input.is_empty() { std::slice::from_ref(&overlap) } else { &a.local_input };
+            let splits = if overlap { &a.overlap_split[..] } else { &[OverlapSplit::Columns][..] };
             for &local_input in inputs {
-                for &grad_buckets in buckets {
-                    let s = Setting { path, overlap, local_input, grad_buckets };
-                    if !out.contains(&s) {
-                        out.push(s);
+                for &split in splits {
+                    for &grad_buckets in buckets {
+                        let s = Setting { path, overlap, local_input, split, grad_buckets };
+                        if !out.contains(&s) {
+                            out.push(s);
+                        }
                     }
                 }
             }
@@ -507,7 +524,7 @@ fn op_table(title: &str, parts: &[OpTimes]) -> String {
 /// The point's record from every rank's timing over `reps` steps.
 pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> DistRecord {
     let Point { graph, d, model, p, row_weight, rebalanced, options } = *at;
-    let DistOptions { method, path, overlap, local_input, grad_buckets } = options;
+    let DistOptions { method, path, overlap, local_input, split, grad_buckets } = options;
     // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
     let method = if path == HaloPath::Device { ExchangeMethod::PointToPoint } else { method };
     let per = |s: f64| 1e3 * s / reps as f64;
@@ -537,6 +554,7 @@ pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> Dist
         halo_path: path,
         overlap,
         local_input: Some(local_input),
+        overlap_split: overlap.then_some(split),
         grad_buckets,
         halo_ratio: p.halo_ratio(),
         edge_balance: p.edge_balance(),
@@ -581,11 +599,13 @@ fn markdown(r: &DistReport) -> String {
             if x.rebalanced == 0 { x.row_weight.to_string() } else { format!("{}, measured x{}", x.row_weight, x.rebalanced) },
             x.exchange,
             x.halo_path,
-            match (x.overlap, x.local_input) {
-                (true, Some(false)) => "yes, input exchanged",
-                (true, _) => "yes",
-                (false, Some(true)) => "no, input local",
-                (false, _) => "no",
+            match (x.overlap, x.local_input, x.overlap_split) {
+                (true, Some(false), Some(OverlapSplit::Rows)) => "by rows, input exchanged",
+                (true, Some(false), _) => "yes, input exchanged",
+                (true, _, Some(OverlapSplit::Rows)) => "by rows",
+                (true, _, _) => "yes",
+                (false, Some(true), _) => "no, input local",
+                (false, _, _) => "no",
             },
             x.grad_buckets.map_or("no".into(), |b| format!("{} KiB", b / 1024)),
             100.0 * x.interior_rows as f64 / x.nodes.max(1) as f64,
@@ -610,14 +630,29 @@ mod tests {
     #[test]
     fn settings_pair_the_input_with_the_overlap_unless_told() {
         let (dev, host) = (HaloPath::Device, HaloPath::Host);
-        let got = settings(&[dev, host], &[true, false], &[], &[None]);
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            a: BenchDistArgs,
+        }
+        let args = |extra: &[&str]| {
+            let mut v = vec!["bench", "cora"];
+            v.extend_from_slice(extra);
+            <Wrap as clap::Parser>::try_parse_from(v).unwrap().a
+        };
+        let got = settings(&[dev, host], &args(&["--overlap", "true,false"]), &[None]);
         let pairs: Vec<_> = got.iter().map(|s| (s.path, s.overlap, s.local_input)).collect();
         // The host path never overlaps: its two overlaps are one setting.
         assert_eq!(pairs, vec![(dev, true, true), (dev, false, false), (host, false, false)]);
-        let got = settings(&[dev], &[true], &[false, true], &[None, Some(0)]);
+        let got = settings(&[dev], &args(&["--overlap", "true", "--local-input", "false,true"]), &[None, Some(0)]);
         assert_eq!(got.len(), 4);
         assert!(got.iter().all(|s| s.overlap) && got.iter().filter(|s| !s.local_input).count() == 2);
         assert!(!got[0].options(ExchangeMethod::AllGather).local_input);
+        // Splits only where overlapped.
+        let got = settings(&[dev], &args(&["--overlap", "true,false", "--overlap-split", "columns,rows"]), &[None]);
+        let splits: Vec<_> = got.iter().map(|s| (s.overlap, s.split)).collect();
+        assert_eq!(splits, vec![(true, OverlapSplit::Columns), (true, OverlapSplit::Rows), (false, OverlapSplit::Columns)]);
+        assert_eq!(got[1].options(ExchangeMethod::AllGather).split, OverlapSplit::Rows);
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
                 let balanced = match rounds {
                     0 => None,
                     _ => {
-                        let first = settings(&a.halo_path, &a.overlap, &a.local_input, &bucket_settings(a))[0];
+                        let first = settings(&a.halo_path, a, &bucket_settings(a))[0];
                         let options = first.options(exchange_method(a, &p)?);
                         let base = node_weights(&data.graph, row_weight);
                         let (moved, times) = rebalance_ranks(
@@ -111,7 +111,7 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
                 };
                 let (p, d) = balanced.as_ref().map_or((&p, &d), |(q, e)| (q, e));
                 let method = exchange_method(a, p)?;
-                for setting in settings(&a.halo_path, &a.overlap, &a.local_input, &bucket_settings(a)) {
+                for setting in settings(&a.halo_path, a, &bucket_settings(a)) {
                     let options = setting.options(method);
                     let mut t = DistTrainer::with_options(Arc::new(make()?), comm.clone(), d, p, options, &cfg, &tcfg)?;
                     for _ in 0..a.warmup {

@@ -23,7 +23,7 @@ use tcgnn::dist::nccl::{NcclCommunicator, new_unique_id};
 use tcgnn::dist::part_graph::relabel;
 use tcgnn::dist::rendezvous::{join, serve_at};
 use tcgnn::dist::{
-    Communicator, DistOptions, DistTrainer, HaloPath, InProcessRun, Partition, PartitionMethod, StepTiming, train_in_process,
+    Communicator, DistOptions, DistTrainer, HaloPath, InProcessRun, OverlapSplit, Partition, PartitionMethod, StepTiming, train_in_process,
 };
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::{CpuBackend, CudaBackend, ModelConfig};
@@ -124,6 +124,11 @@ pub struct DistArgs {
     /// twice a step). Unset: as --overlap.
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
     pub local_input: Option<bool>,
+    /// With --overlap: how a GCN / SAGE / GIN layer divides its product around the exchange:
+    /// columns (every owned row's owned columns beside it, the halo columns added after) or
+    /// rows (the interior rows beside it, the boundary rows whole after: no added work).
+    #[arg(long, value_enum, default_value = "columns")]
+    pub overlap_split: OverlapSplit,
     /// Sum the weight gradients over the ranks in buckets during the backward (PyTorch DDP's),
     /// a bucket started once its layers' gradients hold at least KIB KiB (0: one bucket per
     /// layer, the last layer's first), instead of in one buffer after the whole backward.
@@ -195,6 +200,7 @@ struct Setup {
     /// rows are formed locally (`--local-input`, else as `overlap`).
     overlap: bool,
     local_input: bool,
+    split: OverlapSplit,
     /// `--grad-buckets` in bytes.
     grad_buckets: Option<usize>,
     /// The dataset before the partition relabelled it, kept for `--rebalance`.
@@ -203,7 +209,11 @@ struct Setup {
 
 impl Setup {
     fn options(&self) -> DistOptions {
-        DistOptions::new(self.method).with_overlap(self.overlap).with_local_input(self.local_input).with_grad_buckets(self.grad_buckets)
+        DistOptions::new(self.method)
+            .with_overlap(self.overlap)
+            .with_local_input(self.local_input)
+            .with_split(self.split)
+            .with_grad_buckets(self.grad_buckets)
     }
 
     /// The in-process run of this setup.
@@ -234,7 +244,8 @@ fn setup(a: &TrainArgs, parts: usize) -> Result<Setup> {
     let original = (a.dist.rebalance > 0).then_some(data);
     let grad_buckets = a.dist.grad_buckets.map(|kib| kib.saturating_mul(1024));
     let (overlap, local_input) = (a.dist.overlap, a.dist.local_input.unwrap_or(a.dist.overlap));
-    Ok(Setup { data: relabelled, partition, method, cfg, tcfg, overlap, local_input, grad_buckets, original })
+    let split = a.dist.overlap_split;
+    Ok(Setup { data: relabelled, partition, method, cfg, tcfg, overlap, local_input, split, grad_buckets, original })
 }
 
 fn use_gpu(a: &TrainArgs) -> Result<bool> {

@@ -22,6 +22,7 @@ pub mod rendezvous;
 pub mod split_host;
 pub mod train;
 
+pub use crate::nn::halo_hook::OverlapSplit;
 pub use comm::Communicator;
 pub use device_comm::DeviceComm;
 pub use dist_backend::{DistBackend, HaloPath};

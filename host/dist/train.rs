@@ -28,7 +28,7 @@ use crate::dist::part_graph::{ExtendedLayout, extended_rows, feature_ids, halo_i
 use crate::dist::partition::Partition;
 use crate::error::{Error, Result};
 use crate::nn::grad_ready::GradReady;
-use crate::nn::halo_hook::PartContext;
+use crate::nn::halo_hook::{OverlapSplit, PartContext};
 use crate::nn::input::InputFeatures;
 use crate::nn::live_rows::LiveRows;
 use crate::nn::models::{self, Model, ModelConfig};
@@ -75,6 +75,8 @@ pub struct DistOptions {
     /// product over the halo rows too, against moving them twice a step. Set with `overlap` by
     /// [`DistOptions::with_overlap`]; [`DistOptions::with_local_input`] sets it alone.
     pub local_input: bool,
+    /// How an overlapped GCN / SAGE / GIN forward divides its product around the fill.
+    pub split: OverlapSplit,
     /// The weight-gradient all-reduce: `None`, serial (every gradient in one fused buffer after
     /// the whole backward); `Some(bytes)`, in buckets during the backward as PyTorch DDP's: a
     /// bucket of whole layers (as the backward finishes them, the last layer's first) is
@@ -87,7 +89,7 @@ pub struct DistOptions {
 impl DistOptions {
     /// `method` on the device path, overlapped, the gradient all-reduce serial.
     pub fn new(method: ExchangeMethod) -> Self {
-        DistOptions { method, path: HaloPath::Device, overlap: true, local_input: true, grad_buckets: None }
+        DistOptions { method, path: HaloPath::Device, overlap: true, local_input: true, split: OverlapSplit::Columns, grad_buckets: None }
     }
     pub fn with_path(self, path: HaloPath) -> Self {
         DistOptions { path, ..self }
@@ -98,6 +100,9 @@ impl DistOptions {
     }
     pub fn with_local_input(self, local_input: bool) -> Self {
         DistOptions { local_input, ..self }
+    }
+    pub fn with_split(self, split: OverlapSplit) -> Self {
+        DistOptions { split, ..self }
     }
     pub fn with_grad_buckets(self, grad_buckets: Option<usize>) -> Self {
         DistOptions { grad_buckets, ..self }
@@ -170,7 +175,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         model: &ModelConfig,
         train: &TrainConfig,
     ) -> Result<Self> {
-        let DistOptions { method, path, overlap, local_input, grad_buckets } = options;
+        let DistOptions { method, path, overlap, local_input, split, grad_buckets } = options;
         let rank = comm.rank();
         if comm.world_size() != partition.parts() || partition.nodes() != data.n() {
             return Err(Error::Unsupported(format!(
@@ -217,6 +222,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
             edge_ids: Rc::new(b.ids(&edge_ids)?),
             local_input,
             owned: owned_rows.clone(),
+            split,
         };
         let n = layout.rows();
         let net = models::build_part(b, part_graph, data.features.cols(), data.classes, model, &ctx)?;

@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::nn::halo_hook::{HaloHook, PartContext, RowSplit};
+use crate::nn::halo_hook::{HaloHook, OverlapSplit, PartContext, RowSplit};
 use crate::nn::linear::Linear;
 use crate::nn::live_rows::LiveRows;
 use crate::nn::operand::Operand;
@@ -111,10 +111,12 @@ impl<B: GcnOps> RowBlock<B> {
 }
 
 /// A part's products in the blocks of its [`RowSplit`]:
-/// - forward, Â's entries in owned columns (`local`, every owned row: the interior rows whole,
-///   the boundary rows' owned part), multiplied while the halo rows travel, then the boundary
-///   rows' entries in halo columns (`remote`, owned rows from `interior`) into `scratch`, added
-///   on; the output's halo rows are not formed (nothing reads them: [`crate::nn::live_rows`]);
+/// - forward, [`OverlapSplit::Columns`]: Â's entries in owned columns (`local`, every owned row:
+///   the interior rows whole, the boundary rows' owned part), multiplied while the halo rows
+///   travel, then the boundary rows' entries in halo columns (`remote`, owned rows from
+///   `interior`) into `scratch`, added on. [`OverlapSplit::Rows`]: the interior rows (`local`)
+///   while they travel, then the boundary rows whole (`remote`, written in place). The output's
+///   halo rows are not formed (nothing reads them: [`crate::nn::live_rows`]);
 /// - backward, Âᵀ's halo rows (below and above the owned ones: the entries of halo columns)
 ///   formed first and given back while its owned rows are formed.
 ///
@@ -123,6 +125,8 @@ impl<B: GcnOps> RowBlock<B> {
 struct Overlap<B: GcnOps> {
     local: RowBlock<B>,
     remote: Option<RowBlock<B>>,
+    /// Whether `remote` holds whole rows (written in place) or their halo columns (added on).
+    remote_whole: bool,
     halo_t: Vec<RowBlock<B>>,
     owned_t: RowBlock<B>,
     /// The remote part of the boundary rows, one matrix per layer width.
@@ -133,7 +137,7 @@ impl<B: GcnOps> Overlap<B> {
     /// `None` where a block that must write its rows would hold no entry (a part with no
     /// owned column in any row, say): its kernel might not run at all, so such a part keeps
     /// the whole products.
-    fn new(b: &B, s: &Csr, split: &RowSplit) -> Result<Option<Self>> {
+    fn new(b: &B, s: &Csr, split: &RowSplit, how: OverlapSplit) -> Result<Option<Self>> {
         let n = s.n_rows();
         if split.rows != n || split.interior > n || split.owned.end > n || split.owned.start > split.owned.end {
             return Err(crate::error::Error::Shape(format!("a row split {split:?} of a part of {n} rows")));
@@ -149,24 +153,27 @@ impl<B: GcnOps> Overlap<B> {
         // The halo rows of `s` are empty and nothing reads their output rows (live rows): the
         // forward blocks cover the owned rows only.
         let owned = split.owned.clone();
-        let (Some(local), Some(owned_t)) =
-            (RowBlock::with_columns(b, s, owned.clone(), |c| owned.contains(&c))?, RowBlock::new(b, &t, split.owned.clone())?)
-        else {
+        let boundary = split.interior.clamp(owned.start, owned.end)..owned.end;
+        let (local, remote) = match how {
+            OverlapSplit::Columns => (
+                RowBlock::with_columns(b, s, owned.clone(), |c| owned.contains(&c))?,
+                RowBlock::with_columns(b, s, boundary, |c| !owned.contains(&c))?,
+            ),
+            OverlapSplit::Rows => (RowBlock::new(b, s, owned.start..boundary.start)?, RowBlock::new(b, s, boundary)?),
+        };
+        let (Some(local), Some(owned_t)) = (local, RowBlock::new(b, &t, split.owned.clone())?) else {
             return Ok(None);
         };
-        let boundary = split.interior.clamp(owned.start, owned.end)..owned.end;
-        Ok(Some(Overlap {
-            local,
-            remote: RowBlock::with_columns(b, s, boundary, |c| !owned.contains(&c))?,
-            halo_t,
-            owned_t,
-            scratch: Default::default(),
-        }))
+        Ok(Some(Overlap { local, remote, remote_whole: how == OverlapSplit::Rows, halo_t, owned_t, scratch: Default::default() }))
     }
 
-    /// `y`'s boundary rows += their halo columns' part (after the fill).
+    /// `y`'s boundary rows: their halo columns' part added on, or the whole rows (after the
+    /// fill).
     fn add_remote(&self, b: &B, x: &B::Mat, y: &mut B::Mat) -> Result<()> {
         let Some(r) = &self.remote else { return Ok(()) };
+        if self.remote_whole {
+            return r.product(b, x, y);
+        }
         let cols = B::shape(x).1;
         let mut scratch = self.scratch.borrow_mut();
         let at = match scratch.iter().position(|m| B::shape(m) == (r.rows.len(), cols)) {
@@ -221,9 +228,9 @@ impl<B: GcnOps> GcnAdjacency<B> {
     /// row blocks ([`GcnAdjacency::fill_forward`], [`GcnAdjacency::transposed_give_back`]).
     pub fn for_part(b: &B, s: Csr, part: Option<&PartContext<B>>) -> Result<Self> {
         let hook = part.map(|p| p.hook.clone());
-        let overlap = match hook.as_ref().and_then(|h| h.split()) {
-            Some(split) => Overlap::new(b, &s, &split)?,
-            None => None,
+        let overlap = match (hook.as_ref().and_then(|h| h.split()), part) {
+            (Some(split), Some(p)) => Overlap::new(b, &s, &split, p.split)?,
+            _ => None,
         };
         let local_input = part.is_some_and(|p| p.local_input);
         let live = part.map_or_else(LiveRows::all, |p| p.live_rows());

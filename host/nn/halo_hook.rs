@@ -63,8 +63,9 @@ pub trait HaloHook<B: Backend> {
 /// - forward: rows `0..interior` read no halo row (the empty halo rows below the owned ones and
 ///   the owned rows whose neighbours are all owned: the partition puts them first). GCN / SAGE /
 ///   GIN form every row's owned-column part while the halo rows travel and add the halo-column
-///   part of rows `interior..rows` after; GAT's attention (a softmax over each whole row) runs
-///   rows `0..interior` while they travel and rows `interior..rows` after;
+///   part of rows `interior..rows` after, or the interior rows while they travel and the others
+///   after ([`OverlapSplit`]); GAT's attention (a softmax over each whole row) runs rows
+///   `0..interior` while they travel and rows `interior..rows` after;
 /// - backward (the transposed product, GAT's column pass): the halo rows (`0..owned.start`,
 ///   `owned.end..rows`) are formed first and sent back while the `owned` rows are formed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +73,20 @@ pub struct RowSplit {
     pub interior: usize,
     pub owned: std::ops::Range<usize>,
     pub rows: usize,
+}
+
+/// How an overlapped GCN / SAGE / GIN forward divides its product around the fill of the halo
+/// rows (GAT's attention divides by rows always: a row's softmax needs all of it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum OverlapSplit {
+    /// Every owned row's owned columns beside the fill, then the boundary rows' halo columns
+    /// into a scratch added on: the most work beside the exchange, and that added work.
+    #[default]
+    Columns,
+    /// The interior rows beside the fill, then the boundary rows whole, written in place: no
+    /// added work, only the interior rows beside the exchange.
+    Rows,
 }
 
 /// What a model built on one part of a partitioned graph needs besides its extended graph.
@@ -92,6 +107,8 @@ pub struct PartContext<B: Backend> {
     /// The part's owned rows (between its halo rows): the rows row-wise work forms
     /// ([`crate::nn::live_rows`]).
     pub owned: std::ops::Range<usize>,
+    /// How an overlapped product divides around the fill.
+    pub split: OverlapSplit,
 }
 
 impl<B: Backend> PartContext<B> {

@@ -24,8 +24,8 @@ use tcgnn::dist::exchange::HaloExchange;
 use tcgnn::dist::part_graph::{ExtendedLayout, extended_rows, halo_ids, relabel};
 use tcgnn::dist::train::interior_rows;
 use tcgnn::dist::{
-    Communicator, DistOptions, DistTrainer, ExchangeMethod, Halo, HaloPath, InProcess, InProcessRun, Partition, PartitionMethod,
-    StepTiming, train_in_process,
+    Communicator, DistOptions, DistTrainer, ExchangeMethod, Halo, HaloPath, InProcess, InProcessRun, OverlapSplit, Partition,
+    PartitionMethod, StepTiming, train_in_process,
 };
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::halo_hook::HaloHook;
@@ -100,17 +100,20 @@ fn blocked_products_give_the_whole_products_curve_on_cpu() {
             let p = Partition::new(&data.graph, parts, PartitionMethod::LabelProp).unwrap();
             let d = relabel(&data, &p.perm).unwrap();
             let run = InProcessRun::new(&d, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg, TIMEOUT);
-            let curve = |overlap: bool, local_input: bool| {
-                let run = InProcessRun { options: run.options.with_overlap(overlap).with_local_input(local_input), ..run };
-                train_in_process(&run, |_| Ok(CpuBackend::<f64>::new()), |_| {}).unwrap().0.epochs
+            let curve = |overlap: bool, local_input: bool, split: OverlapSplit| {
+                let options = run.options.with_overlap(overlap).with_local_input(local_input).with_split(split);
+                train_in_process(&InProcessRun { options, ..run }, |_| Ok(CpuBackend::<f64>::new()), |_| {}).unwrap().0.epochs
             };
-            let whole = curve(false, false);
+            let whole = curve(false, false, OverlapSplit::Columns);
             // Overlapped with the input layer's halo rows formed locally (the default) or
-            // exchanged, and serial with them formed locally.
-            for (overlap, local_input) in [(true, true), (true, false), (false, true)] {
-                let blocked = curve(overlap, local_input);
+            // exchanged, split by columns (the default) or rows, and serial with them local.
+            let (cols, rows) = (OverlapSplit::Columns, OverlapSplit::Rows);
+            for (overlap, local_input, split) in
+                [(true, true, cols), (true, false, cols), (true, true, rows), (true, false, rows), (false, true, cols)]
+            {
+                let blocked = curve(overlap, local_input, split);
                 let diff = max_rel(&blocked, &whole);
-                let what = format!("{model} {layers} layers P = {parts} overlap {overlap} local input {local_input}");
+                let what = format!("{model} {layers} layers P = {parts} overlap {overlap} local input {local_input} {split:?}");
                 assert!(diff <= 1e-12, "{what}: vs whole serial {diff:e}");
                 assert!(blocked.iter().zip(&whole).all(|(a, b)| a.val_acc == b.val_acc && a.test_acc == b.test_acc), "{what}");
             }
@@ -296,10 +299,12 @@ fn overlapped_step_equals_serial_step() {
                 let options = DistOptions::new(ExchangeMethod::PointToPoint);
                 let (serial, w_serial) = run_gpu(&d, &p, options.with_overlap(false), &cfg, &tcfg, imp);
                 let (over, w_over) = run_gpu(&d, &p, options, &cfg, &tcfg, imp);
-                // Overlapped with the input layer's halo rows exchanged: the serial step's sums.
-                let (exchanged, _) = run_gpu(&d, &p, options.with_local_input(false), &cfg, &tcfg, imp);
-                let input = max_rel(&exchanged, &serial);
-                assert!(input <= 1e-5, "{model} P = {parts} {imp:?}: overlapped, input exchanged, vs serial: loss {input:e}");
+                // Overlapped with the input layer's halo rows exchanged, and split by rows.
+                for other in [options.with_local_input(false), options.with_split(OverlapSplit::Rows)] {
+                    let (got, _) = run_gpu(&d, &p, other, &cfg, &tcfg, imp);
+                    let diff = max_rel(&got, &serial);
+                    assert!(diff <= 1e-5, "{model} P = {parts} {imp:?}: {other:?} vs serial: loss {diff:e}");
+                }
                 let curve = max_rel(&over, &serial);
                 let weights = w_over.iter().zip(&w_serial).map(|(a, b)| max_weight_rel(a, b)).fold(0.0, f64::max);
                 // Every rank holds the same weights.

@@ -15,8 +15,9 @@
 # default) against edges alone (--row-weight 1) and against two rounds cut again on the parts'
 # measured times (--rebalance 2). input: SBM 2M (sbm:2000000) at 1 and 2
 # GPUs, overlapped and serial, the input layer's halo rows formed locally or exchanged
-# (`--local-input true,false`): what the link makes of the bytes the local input saves (one GPU
-# measured no compute difference overlapped, bench/NOTES.md). alone (one GPU): each part of the 2-part cuts alone on the one
+# (`--local-input true,false`), overlapped products split by columns or rows: what the link
+# makes of the bytes the local input saves and of the work the column split adds (one GPU
+# measured the compute of each, bench/NOTES.md). alone (one GPU): each part of the 2-part cuts alone on the one
 # device (`bench dist --alone`, per-op times with --profile-ops), R-MAT 2^22 x 16 and SBM 2M.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,7 +63,7 @@ for stage in "${stages[@]}"; do
         > "$out/dist-rebalance.log" 2>&1 || echo "bench dist rebalance: exit $?"
       tail -8 "$out/dist-rebalance.log" ;;
     input)
-      timeout 300 $T bench dist sbm:2000000 --gpus 1,2 --partition-method lp --models gcn,gat --overlap true,false --local-input true,false --reps 20 \
+      timeout 300 $T bench dist sbm:2000000 --gpus 1,2 --partition-method lp --models gcn,gat --overlap true,false --local-input true,false --overlap-split columns,rows --reps 20 \
         --out "$out/dist_input" > "$out/dist-input.log" 2>&1 || echo "bench dist input: exit $?"
       grep "GPU(s)" "$out/dist-input.log" | tail -16 ;;
     alone)

@@ -1,8 +1,8 @@
 //! The one seam between a model and a partitioned graph (`dist` builds on it; nn never imports
 //! dist). A part trains on its *extended* graph: its owned rows, with their whole neighbour
 //! lists (columns renumbered), and one EMPTY row per halo node (a node another part owns that an
-//! owned row reads); the hook knows which rows are which. The model runs unchanged on it except at one point per layer, where
-//! neighbour rows are about to be read:
+//! owned row reads); the hook knows which rows are which. The model runs unchanged on it except
+//! at one point per layer, where neighbour rows are about to be read:
 //! - forward, [`HaloHook::fill`]: the halo rows of the matrix the aggregation reads (GCN: X W,
 //!   before Â (X W)) are overwritten with their owners' rows;
 //! - backward, at the same point, [`HaloHook::give_back`]: the gradient rows this part computed
@@ -11,7 +11,8 @@
 //! Why that is exact: between the fill point and the aggregation everything is row-wise or reads
 //! halo rows only through edges of owned rows, halo rows are never in the loss (their gradient is
 //! exactly zero before a `give_back`), and every weight gradient is a sum over rows that the
-//! caller all-reduces over the parts.
+//! caller all-reduces over the parts. The same facts let the row-wise work skip the halo rows
+//! ([`crate::nn::live_rows`]): a model that knows its part's owned rows forms only those.
 
 use std::rc::Rc;
 

@@ -119,21 +119,10 @@ impl<B: DropoutOps> Dropout<B> {
     /// products of [`Dropout::operand`] / [`Dropout::elu_operand`] drew it (GAT's hidden tail);
     /// `h` the ELU's output, or its input with `h_is_input` (after `elu_operand`), its values
     /// read from `h16` where the forward wrote them only in f16; with `dz_col_sums`, dz's
-    /// column sums too (the bias gradient of the layer whose output h is).
+    /// column sums too (the bias gradient of the layer whose output h is). On the rows `rows`
+    /// of g, h and dz (the column sums over those rows; g must be zero on the others); with
+    /// `h16`, every row.
     pub fn backward_elu_product(
-        &self,
-        b: &B,
-        gw: (&B::Mat, &B::Mat),
-        (h, h16): ((&B::Mat, bool), Option<&B::Half>),
-        dz: &mut B::Mat,
-        dz_col_sums: Option<&mut B::Mat>,
-    ) -> Result<()> {
-        b.elu_dropout_backward_product(gw, h, h16, self.key(), dz, dz_col_sums)
-    }
-
-    /// [`Dropout::backward_elu_product`] on the rows `rows` of g, h and dz (the column sums over
-    /// those rows; g must be zero on the others). With `h16`, every row.
-    pub fn backward_elu_product_on(
         &self,
         b: &B,
         (g, w): (&B::Mat, &B::Mat),
@@ -143,7 +132,7 @@ impl<B: DropoutOps> Dropout<B> {
         rows: &LiveRows,
     ) -> Result<()> {
         if h16.is_some() {
-            return self.backward_elu_product(b, (g, w), ((h, h_is_input), h16), dz, dz_col_sums);
+            return b.elu_dropout_backward_product((g, w), (h, h_is_input), h16, self.key(), dz, dz_col_sums);
         }
         let cols = B::shape(h).1;
         rows.read_write(b, h, dz, |h, dz| {

@@ -30,9 +30,8 @@ use std::rc::Rc;
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::nn::halo_hook::{HaloHook, PartContext, RowSplit};
+use crate::nn::halo_hook::{HaloHook, PartContext, PartSide, RowSplit};
 use crate::nn::linear::Linear;
-use crate::nn::live_rows::LiveRows;
 use crate::nn::operand::Operand;
 use crate::nn::param::{Param, glorot};
 use crate::ops::backend::Side;
@@ -62,18 +61,12 @@ op_set!(
 /// The pattern of A + I (unit values), shared by every `GatConv` of a model.
 pub struct GatGraph<B: GatOps> {
     pub graph: B::Graph,
-    /// On one part of a partitioned graph: the halo exchange of every conv's Wh (see
-    /// [`crate::nn::halo_hook`]) and the original index of each of its edges (attention
-    /// dropout is keyed by it, so any partition draws the one-device masks); `None` otherwise.
-    pub halo: Option<Rc<dyn HaloHook<B>>>,
+    /// On one part of a partitioned graph: the halo exchange of every conv's Wh and the rows
+    /// row-wise work forms (see [`crate::nn::halo_hook`]), and the original index of each of
+    /// its edges (attention dropout is keyed by it, so any partition draws the one-device
+    /// masks); unpartitioned: none of them.
+    pub part: PartSide<B>,
     pub edge_ids: Option<Rc<B::Ids>>,
-    /// The part's input features hold its halo rows ([`PartContext::local_input`]), and
-    /// whether the calls now are the input layer's (set by the model around them): then no
-    /// exchange.
-    local_input: bool,
-    input_layer: std::cell::Cell<bool>,
-    /// The rows row-wise work forms (a part's owned rows: [`crate::nn::live_rows`]).
-    live: LiveRows,
 }
 
 impl<B: GatOps> GatGraph<B> {
@@ -85,37 +78,11 @@ impl<B: GatOps> GatGraph<B> {
 
     /// The pattern of A + I as it is (whole, or one part's extended rows with `part`).
     pub fn from_pattern(b: &B, s: Csr, part: Option<&PartContext<B>>) -> Result<Self> {
-        Ok(GatGraph {
-            graph: b.graph(s)?,
-            halo: part.map(|p| p.hook.clone()),
-            edge_ids: part.map(|p| p.edge_ids.clone()),
-            local_input: part.is_some_and(|p| p.local_input),
-            input_layer: Default::default(),
-            live: part.map_or_else(LiveRows::all, |p| p.live_rows()),
-        })
+        Ok(GatGraph { graph: b.graph(s)?, part: PartSide::new(part), edge_ids: part.map(|p| p.edge_ids.clone()) })
     }
 
-    /// The rows row-wise work forms (every row unpartitioned).
-    pub fn live_rows(&self) -> &LiveRows {
-        &self.live
-    }
-
-    /// The rows a layer's `X W` must form now: a layer that exchanges gets its halo rows of Wh
-    /// from their owners, so its owned rows; every row otherwise.
-    pub fn product_rows(&self) -> LiveRows {
-        if self.hook().is_some() { self.live.clone() } else { LiveRows::all() }
-    }
-
-    /// Marks the calls that follow as the input layer's (`on`) or not: where the part's input
-    /// features hold its halo rows, the input layer exchanges nothing.
-    pub fn set_input_layer(&self, on: bool) {
-        self.input_layer.set(on);
-    }
-
-    /// The hook of the calls now (`None`: unpartitioned, or the input layer of a part whose
-    /// input holds its halo rows).
     fn hook(&self) -> Option<&Rc<dyn HaloHook<B>>> {
-        self.halo.as_ref().filter(|_| !(self.local_input && self.input_layer.get()))
+        self.part.hook()
     }
 }
 
@@ -349,7 +316,7 @@ impl<B: GatOps> GatConv<B> {
     pub fn forward_half(&mut self, b: &B, g: &GatGraph<B>, x: &Operand<B>, train: bool, half: bool) -> Result<()> {
         self.dropped = train && self.p > 0.0;
         self.wrote_half = false;
-        self.lin.forward_pre_bias_on(b, x, &g.product_rows())?;
+        self.lin.forward_pre_bias_on(b, x, &g.part.product_rows())?;
         if let Some(split) = self.split(g) {
             return self.forward_overlapped(b, g, &split, half);
         }
@@ -442,7 +409,7 @@ impl<B: GatOps> GatConv<B> {
     ) -> Result<()> {
         if !bias_summed {
             // dout's halo rows are zero (never in the loss).
-            g.live_rows().read(b, dout, |dout| b.col_sums(dout, &mut self.bias.grad))?;
+            g.part.live_rows().read(b, dout, |dout| b.col_sums(dout, &mut self.bias.grad))?;
         }
         let a = self.attention(g);
         let split = self.split(g);
@@ -502,7 +469,7 @@ impl<B: GatOps> GatConv<B> {
             (Some(hook), false) => hook.give_back(b, &mut self.dwh)?,
             (None, _) => {}
         }
-        self.lin.backward_on(b, x, &self.dwh, dx, &g.product_rows())
+        self.lin.backward_on(b, x, &self.dwh, dx, &g.part.product_rows())
     }
 
     pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {

@@ -13,9 +13,8 @@ use std::rc::Rc;
 
 use crate::error::Result;
 use crate::graph::Csr;
-use crate::nn::halo_hook::{HaloHook, OverlapSplit, PartContext, RowSplit};
+use crate::nn::halo_hook::{HaloHook, OverlapSplit, PartContext, PartSide, RowSplit};
 use crate::nn::linear::Linear;
-use crate::nn::live_rows::LiveRows;
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
 use crate::ops::backend::Side;
@@ -35,18 +34,11 @@ pub struct GcnAdjacency<B: GcnOps> {
     pub graph: B::Graph,
     /// Both sides' values, [forward, transposed].
     values: Values<B>,
-    /// On one part of a partitioned graph: the halo exchange around every product (see
-    /// [`crate::nn::halo_hook`]); `None` otherwise.
-    pub halo: Option<Rc<dyn HaloHook<B>>>,
+    /// On one part of a partitioned graph: the halo exchange around every product and the rows
+    /// row-wise work forms (see [`crate::nn::halo_hook`]); unpartitioned: neither.
+    part: PartSide<B>,
     /// Where the hook overlaps its exchanges with the products: the products in row blocks.
     overlap: Option<Overlap<B>>,
-    /// The part's input features hold its halo rows ([`PartContext::local_input`]), and
-    /// whether the calls now are the input layer's (set by the stack around them): then no
-    /// exchange, whole products.
-    local_input: bool,
-    input_layer: std::cell::Cell<bool>,
-    /// The rows row-wise work forms (a part's owned rows: [`crate::nn::live_rows`]).
-    live: LiveRows,
 }
 
 /// Both sides' values: taken once for products that leave them unchanged (the backend keeps
@@ -207,34 +199,18 @@ impl<B: GcnOps> GcnAdjacency<B> {
             let values_t = b.graph_values(&graph, Side::Transposed)?;
             Values::Fixed(Box::new([b.fix(&graph, Side::Forward, values)?, b.fix(&graph, Side::Transposed, values_t)?]))
         };
-        Ok(GcnAdjacency {
-            graph,
-            values,
-            halo: None,
-            overlap: None,
-            local_input: false,
-            input_layer: Default::default(),
-            live: LiveRows::all(),
-        })
-    }
-
-    /// The same adjacency on one part of a partitioned graph, exchanging halo rows through `hook`.
-    pub fn with_halo(self, hook: Option<Rc<dyn HaloHook<B>>>) -> Self {
-        GcnAdjacency { halo: hook, ..self }
+        Ok(GcnAdjacency { graph, values, part: PartSide::new(None), overlap: None })
     }
 
     /// [`GcnAdjacency::from_normalized`] on one part's extended rows `s` exchanging through
     /// `hook`; where the hook overlaps ([`HaloHook::split`]) the products are also built in its
     /// row blocks ([`GcnAdjacency::fill_forward`], [`GcnAdjacency::transposed_give_back`]).
     pub fn for_part(b: &B, s: Csr, part: Option<&PartContext<B>>) -> Result<Self> {
-        let hook = part.map(|p| p.hook.clone());
-        let overlap = match (hook.as_ref().and_then(|h| h.split()), part) {
-            (Some(split), Some(p)) => Overlap::new(b, &s, &split, p.split)?,
-            _ => None,
+        let overlap = match part.and_then(|p| Some((p.hook.split()?, p.split))) {
+            Some((split, how)) => Overlap::new(b, &s, &split, how)?,
+            None => None,
         };
-        let local_input = part.is_some_and(|p| p.local_input);
-        let live = part.map_or_else(LiveRows::all, |p| p.live_rows());
-        Ok(GcnAdjacency { overlap, local_input, live, ..Self::from_normalized(b, s)?.with_halo(hook) })
+        Ok(GcnAdjacency { part: PartSide::new(part), overlap, ..Self::from_normalized(b, s)? })
     }
 
     /// Both sides' values as taken for unchanged products ([forward, transposed]), or the one
@@ -247,27 +223,18 @@ impl<B: GcnOps> GcnAdjacency<B> {
         }
     }
 
-    /// Marks the calls that follow as the input layer's (`on`) or not: where the part's input
-    /// features hold its halo rows, the input layer exchanges nothing.
+    /// The part's side of the seam (hook, input layer, live rows).
+    pub fn part(&self) -> &PartSide<B> {
+        &self.part
+    }
+
+    /// [`PartSide::set_input_layer`].
     pub fn set_input_layer(&self, on: bool) {
-        self.input_layer.set(on);
+        self.part.set_input_layer(on);
     }
 
-    /// The rows row-wise work forms (every row unpartitioned).
-    pub fn live_rows(&self) -> &LiveRows {
-        &self.live
-    }
-
-    /// The rows a layer's dense product `X W` must form now: a layer that exchanges gets its
-    /// halo rows from their owners, so its owned rows; every row otherwise.
-    pub fn product_rows(&self) -> LiveRows {
-        if self.hook().is_some() { self.live.clone() } else { LiveRows::all() }
-    }
-
-    /// The hook of the calls now (`None`: unpartitioned, or the input layer of a part whose
-    /// input holds its halo rows).
     fn hook(&self) -> Option<&Rc<dyn HaloHook<B>>> {
-        self.halo.as_ref().filter(|_| !(self.local_input && self.input_layer.get()))
+        self.part.hook()
     }
 
     /// Before a product reads `x`'s neighbour rows: its halo rows := their owners' (no-op
@@ -382,7 +349,7 @@ impl<B: GcnOps> GcnConv<B> {
     pub fn forward_act(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, relu: bool) -> Result<&B::Mat> {
         crate::nn::stack::Conv::forward_pre_bias(self, b, adj, x)?;
         let bias = &self.bias.value;
-        adj.live_rows().write(b, &mut self.out, |y| if relu { b.bias_relu(y, bias) } else { b.bias_add(y, bias) })?;
+        adj.part().live_rows().write(b, &mut self.out, |y| if relu { b.bias_relu(y, bias) } else { b.bias_add(y, bias) })?;
         Ok(&self.out)
     }
 
@@ -396,9 +363,9 @@ impl<B: GcnOps> GcnConv<B> {
     /// Fills the weight and bias gradients, and dX into `dx` when asked.
     pub fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
         // dy's halo rows are zero (never in the loss), and Âᵀ dy's once given back.
-        adj.live_rows().read(b, dy, |dy| b.col_sums(dy, &mut self.bias.grad))?;
+        adj.part().live_rows().read(b, dy, |dy| b.col_sums(dy, &mut self.bias.grad))?;
         adj.transposed_give_back(b, dy, self.lin.out_mut())?;
-        self.lin.backward_from_out_on(b, x, dx, &adj.product_rows())
+        self.lin.backward_from_out_on(b, x, dx, &adj.part().product_rows())
     }
 
     pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
@@ -421,7 +388,7 @@ impl<B: GcnOps> crate::nn::stack::Conv<B> for GcnConv<B> {
         Some((&mut self.out, &self.bias.value))
     }
     fn forward_pre_bias(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
-        self.lin.forward_pre_bias_on(b, x, &adj.product_rows())?;
+        self.lin.forward_pre_bias_on(b, x, &adj.part().product_rows())?;
         adj.fill_forward(b, self.lin.out_mut(), &mut self.out)
     }
     fn out(&self) -> &B::Mat {

@@ -17,6 +17,7 @@
 use std::rc::Rc;
 
 use crate::error::Result;
+use crate::nn::live_rows::LiveRows;
 use crate::ops::backend::Backend;
 
 /// The halo exchange a model calls, one `fill` / `give_back` pair per layer.
@@ -114,8 +115,55 @@ pub struct PartContext<B: Backend> {
 
 impl<B: Backend> PartContext<B> {
     /// The rows row-wise work forms on this part: its owned rows.
-    pub fn live_rows(&self) -> crate::nn::live_rows::LiveRows {
-        crate::nn::live_rows::LiveRows::only(self.owned.clone())
+    pub fn live_rows(&self) -> LiveRows {
+        LiveRows::only(self.owned.clone())
+    }
+}
+
+/// A model's side of the seam, held by the graph operand its layers share (GCN / SAGE / GIN's
+/// adjacency, GAT's pattern): the hook, whether the layer calling now exchanges, and the rows
+/// row-wise work forms. Unpartitioned: no hook, every row.
+pub struct PartSide<B: Backend> {
+    halo: Option<Rc<dyn HaloHook<B>>>,
+    /// The part's input features hold its halo rows ([`PartContext::local_input`]), and whether
+    /// the calls now are the input layer's (set by the model around them): then no exchange.
+    local_input: bool,
+    input_layer: std::cell::Cell<bool>,
+    live: LiveRows,
+}
+
+impl<B: Backend> PartSide<B> {
+    /// `part`'s side (`None`: unpartitioned).
+    pub fn new(part: Option<&PartContext<B>>) -> Self {
+        PartSide {
+            halo: part.map(|p| p.hook.clone()),
+            local_input: part.is_some_and(|p| p.local_input),
+            input_layer: Default::default(),
+            live: part.map_or_else(LiveRows::all, |p| p.live_rows()),
+        }
+    }
+
+    /// Marks the calls that follow as the input layer's (`on`) or not: where the part's input
+    /// features hold its halo rows, the input layer exchanges nothing.
+    pub fn set_input_layer(&self, on: bool) {
+        self.input_layer.set(on);
+    }
+
+    /// The hook of the calls now (`None`: unpartitioned, or the input layer of a part whose
+    /// input holds its halo rows).
+    pub fn hook(&self) -> Option<&Rc<dyn HaloHook<B>>> {
+        self.halo.as_ref().filter(|_| !(self.local_input && self.input_layer.get()))
+    }
+
+    /// The rows row-wise work forms (every row unpartitioned).
+    pub fn live_rows(&self) -> &LiveRows {
+        &self.live
+    }
+
+    /// The rows a layer's dense product `X W` must form now: a layer that exchanges gets its
+    /// product's halo rows from their owners, so its owned rows; every row otherwise.
+    pub fn product_rows(&self) -> LiveRows {
+        if self.hook().is_some() { self.live.clone() } else { LiveRows::all() }
     }
 }
 

@@ -56,13 +56,12 @@ pub enum Operand<'a, B: crate::ops::nn::dropout_gemm::DropoutGemmOp> {
 impl<B: OperandOps> Operand<'_, B> {
     /// `out = X w`.
     pub fn times(&self, b: &B, w: &B::Mat, out: &mut B::Mat) -> Result<()> {
-        match self {
-            Operand::Dense(x) => b.gemm(x, false, w, false, 0.0, out),
-            Operand::Sparse { x, values, .. } => b.spmm(x, Side::Forward, values, w, out),
-            Operand::Dropped { x, half, key } => b.dropout_gemm(x, *half, w, out, *key),
-            Operand::Half { x, key } => b.half_dropout_gemm(x, w, out, *key),
-            Operand::EluDropped { x, half, key } => b.elu_dropout_gemm(x, *half, w, out, *key),
-        }
+        self.times_on(b, w, out, &LiveRows::all())
+    }
+
+    /// `out = Xᵀ g`.
+    pub fn transposed_times(&self, b: &B, g: &B::Mat, out: &mut B::Mat) -> Result<()> {
+        self.transposed_times_on(b, g, out, &LiveRows::all())
     }
 
     /// [`Operand::times`] on the rows `rows` of X and `out` (the rest of `out` keeps what it
@@ -77,7 +76,10 @@ impl<B: OperandOps> Operand<'_, B> {
             Operand::EluDropped { x, half: None, key } => {
                 rows.read_write(b, x, out, |x, out| rows.key(b, key, B::shape(x).1, |key| b.elu_dropout_gemm(x, None, w, out, key)))
             }
-            _ => self.times(b, w, out),
+            Operand::Sparse { x, values, .. } => b.spmm(x, Side::Forward, values, w, out),
+            Operand::Dropped { x, half, key } => b.dropout_gemm(x, half, w, out, key),
+            Operand::Half { x, key } => b.half_dropout_gemm(x, w, out, key),
+            Operand::EluDropped { x, half, key } => b.elu_dropout_gemm(x, half, w, out, key),
         }
     }
 
@@ -92,18 +94,10 @@ impl<B: OperandOps> Operand<'_, B> {
             Operand::EluDropped { x, half: None, key } => {
                 rows.read_both(b, x, g, |x, g| rows.key(b, key, B::shape(x).1, |key| b.elu_dropout_gemm_dw(x, None, g, out, key)))
             }
-            _ => self.transposed_times(b, g, out),
-        }
-    }
-
-    /// `out = Xᵀ g`.
-    pub fn transposed_times(&self, b: &B, g: &B::Mat, out: &mut B::Mat) -> Result<()> {
-        match self {
-            Operand::Dense(x) => b.gemm(x, true, g, false, 0.0, out),
             Operand::Sparse { x, values_t, .. } => b.spmm(x, Side::Transposed, values_t, g, out),
-            Operand::Dropped { x, half, key } => b.dropout_gemm_dw(x, *half, g, out, *key),
-            Operand::Half { x, key } => b.half_dropout_gemm_dw(x, g, out, *key),
-            Operand::EluDropped { x, half, key } => b.elu_dropout_gemm_dw(x, *half, g, out, *key),
+            Operand::Dropped { x, half, key } => b.dropout_gemm_dw(x, half, g, out, key),
+            Operand::Half { x, key } => b.half_dropout_gemm_dw(x, g, out, key),
+            Operand::EluDropped { x, half, key } => b.elu_dropout_gemm_dw(x, half, g, out, key),
         }
     }
 }

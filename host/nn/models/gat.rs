@@ -211,9 +211,9 @@ impl<B: Ops> Gat<B> {
                 let (h, h16, bias_grad) = below[l - 1].out_and_bias_grad();
                 // dz on the rows conv l formed dWh on (a part's owned rows: the halo rows'
                 // were given back).
-                let rows = self.graph.product_rows();
+                let rows = self.graph.part.product_rows();
                 let gw = (rest[0].d_wh(), rest[0].weight());
-                drop.backward_elu_product_on(b, gw, ((h, in_product), h16), &mut self.d_h, Some(bias_grad), &rows)?;
+                drop.backward_elu_product(b, gw, ((h, in_product), h16), &mut self.d_h, Some(bias_grad), &rows)?;
                 d_h_summed = true;
             } else {
                 let h = below[l - 1].out();
@@ -227,9 +227,9 @@ impl<B: Ops> Gat<B> {
         let dout = if last == 0 { dlogits } else { &self.d_h };
         // dX only for a learnable input (features need no gradient).
         let (x0, dx0) = input.backward_operand(self.p);
-        self.graph.set_input_layer(true);
+        self.graph.part.set_input_layer(true);
         let done = self.convs[0].backward(b, &self.graph, &x0, dout, dx0, last > 0 && d_h_summed);
-        self.graph.set_input_layer(false);
+        self.graph.part.set_input_layer(false);
         done?;
         announce(ready, b, || self.convs[0].params())
     }
@@ -250,9 +250,9 @@ impl<B: Ops> Model<B> for Gat<B> {
         {
             let x0 = input.forward(b, train, self.p, self.input_seed)?;
             // A part whose input holds its halo rows exchanges nothing in the input layer.
-            self.graph.set_input_layer(true);
+            self.graph.part.set_input_layer(true);
             let done = self.convs[0].forward_half(b, &self.graph, &x0, train, last > 0 && self.elu_in[0]);
-            self.graph.set_input_layer(false);
+            self.graph.part.set_input_layer(false);
             done?;
         }
         for l in 1..=last {

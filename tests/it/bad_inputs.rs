@@ -226,6 +226,9 @@ fn silent_wrong_results_are_errors() {
     refuses(&dir, &["bench", "dist", "ring.mtx", "--rebalance", "1"], &["--rebalance", "--alone"]);
     refuses(&dir, &["partition", "ring.mtx", "--row-weight", "0"], &["row weight of 0", "at least 1"]);
     train(&["ring.mtx", "--partitions", "2", "--rebalance", "1"], &["--rebalance", "NCCL ranks"]);
+    refuses(&dir, &["bench", "dist", "ring.mtx", "--local-input", "maybe"], &["--local-input", "maybe"]);
+    refuses(&dir, &["bench", "dist", "ring.mtx", "--overlap-split", "diagonal"], &["--overlap-split", "diagonal"]);
+    train(&["ring.mtx", "--partitions", "2", "--overlap-split", "diagonal"], &["--overlap-split", "diagonal"]);
     let mut d = node_data(6);
     d.split.as_mut().unwrap().val = vec![false; 6];
     write_npz(dir.join("noval.npz"), &d).unwrap();

@@ -25,6 +25,7 @@ use tcgnn::dist::{
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::models::parse_model_name;
 use tcgnn::nn::{CpuBackend, CudaBackend, ModelConfig};
+use tcgnn::task::node::train::Recorded;
 use tcgnn::task::node::{Dataset, TrainConfig};
 use tcgnn::{Error, Result};
 
@@ -97,6 +98,12 @@ pub struct BenchDistArgs {
     /// in one fused buffer (false, serial); comma separated, each measured: true,false for both.
     #[arg(long, value_delimiter = ',', default_value = "false", action = clap::ArgAction::Set)]
     pub grad_buckets: Vec<bool>,
+    /// Whether each step replays a recorded CUDA graph (true) or queues its kernels one by one
+    /// (false); comma separated, each measured. Recorded steps' halo and all-reduce times are not
+    /// measured (their bytes are). Needs ranks that queue everything on the device: --gpus or
+    /// --alone, the device path.
+    #[arg(long, value_delimiter = ',', default_value = "false", action = clap::ArgAction::Set)]
+    pub cuda_graph: Vec<bool>,
     /// With --grad-buckets true: a bucket is started once its layers' gradients hold at least
     /// this many KiB (0: one bucket per layer, as the backward finishes it).
     #[arg(long, default_value_t = 0)]
@@ -165,6 +172,10 @@ pub(crate) struct DistRecord {
     /// and `compute_ms` keeps it.
     #[serde(default)]
     pub(crate) grad_buckets: Option<usize>,
+    /// Whether each step replayed a recorded CUDA graph: then `halo_exchange_ms` and
+    /// `all_reduce_ms` are not measured (0) and `compute_ms` is the whole step.
+    #[serde(default)]
+    pub(crate) cuda_graph: bool,
     /// Mean over parts of halo rows / all-gather rows, and the largest part's edges / the mean.
     pub(crate) halo_ratio: f64,
     pub(crate) edge_balance: f64,
@@ -255,7 +266,7 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                     for round in 0..=if parts > 1 { a.rebalance } else { 0 } {
                         let (p, d) = moved.as_ref().map_or((&p, &d), |(p, d)| (p, d));
                         let options = setting.options(method);
-                        let at = Point { graph, d, model, p, row_weight, rebalanced: round, options };
+                        let at = Point { graph, d, model, p, row_weight, rebalanced: round, options, cuda_graph: setting.cuda_graph };
                         let timing = match (&gpu, a.alone) {
                             (Some(_), false) => measure(&at, &cfg, &tcfg, a, cuda)?,
                             (None, false) => measure(&at, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
@@ -322,6 +333,7 @@ pub(crate) fn fill_speedups(records: &mut [DistRecord]) {
             && a.local_input == b.local_input
             && a.overlap_split == b.overlap_split
             && a.grad_buckets == b.grad_buckets
+            && a.cuda_graph == b.cuda_graph
     };
     let ones: Vec<usize> = (0..records.len()).filter(|&i| records[i].parts == 1).collect();
     for i in 0..records.len() {
@@ -374,11 +386,13 @@ pub(crate) struct Setting {
     pub(crate) local_input: bool,
     pub(crate) split: OverlapSplit,
     pub(crate) grad_buckets: Option<usize>,
+    /// Steps replayed as a recorded CUDA graph.
+    pub(crate) cuda_graph: bool,
 }
 
 impl Setting {
     pub(crate) fn options(self, method: ExchangeMethod) -> DistOptions {
-        let Setting { path, overlap, local_input, split, grad_buckets } = self;
+        let Setting { path, overlap, local_input, split, grad_buckets, .. } = self;
         DistOptions { method, path, overlap, local_input, split, grad_buckets }
     }
 
@@ -386,13 +400,15 @@ impl Setting {
     pub(crate) fn label(self) -> String {
         let input = if self.local_input { "input local" } else { "input exchanged" };
         let overlap = if self.overlap { format!("overlap by {:?}", self.split).to_lowercase() } else { "serial".into() };
-        format!("{:?} path, {overlap}, {input}, {}", self.path, buckets_label(self.grad_buckets))
+        let graph = if self.cuda_graph { ", CUDA graph" } else { "" };
+        format!("{:?} path, {overlap}, {input}, {}{graph}", self.path, buckets_label(self.grad_buckets))
     }
 }
 
 /// The settings `a` asks for on `paths`: overlap only where it can differ (the device path),
 /// split only when overlapped; each overlap with every `--local-input` value (none given:
-/// local exactly when overlapped).
+/// local exactly when overlapped); recorded only on the device path (the host path waits on
+/// the host).
 pub(crate) fn settings(paths: &[HaloPath], a: &BenchDistArgs, buckets: &[Option<usize>]) -> Vec<Setting> {
     let mut out = Vec::new();
     for &path in paths {
@@ -403,9 +419,12 @@ pub(crate) fn settings(paths: &[HaloPath], a: &BenchDistArgs, buckets: &[Option<
             for &local_input in inputs {
                 for &split in splits {
                     for &grad_buckets in buckets {
-                        let s = Setting { path, overlap, local_input, split, grad_buckets };
-                        if !out.contains(&s) {
-                            out.push(s);
+                        for &g in &a.cuda_graph {
+                            let cuda_graph = g && path == HaloPath::Device;
+                            let s = Setting { path, overlap, local_input, split, grad_buckets, cuda_graph };
+                            if !out.contains(&s) {
+                                out.push(s);
+                            }
                         }
                     }
                 }
@@ -439,6 +458,25 @@ pub(crate) struct Point<'a> {
     pub(crate) row_weight: u64,
     pub(crate) rebalanced: u32,
     pub(crate) options: DistOptions,
+    /// Steps replayed as a recorded CUDA graph.
+    pub(crate) cuda_graph: bool,
+}
+
+/// Records `t`'s step when `cuda_graph` (every rank calls it); an error where it cannot be, so
+/// that no eager figure is labelled a recorded one.
+pub(crate) fn record_or_refuse<B: DistBackend<C>, C: Communicator + 'static>(t: &mut DistTrainer<B, C>, cuda_graph: bool) -> Result<()> {
+    if !cuda_graph {
+        return Ok(());
+    }
+    match t.record()? {
+        Recorded::Yes => Ok(()),
+        Recorded::NotSupported => Err(Error::Unsupported(
+            "--cuda-graph true: these ranks cannot record their step (the in-process ranks and the host path wait on the host; \
+             use --gpus or --alone on the device path)"
+                .into(),
+        )),
+        Recorded::Failed(why) => Err(Error::Unsupported(format!("--cuda-graph true: recording the step failed: {why}"))),
+    }
 }
 
 /// Every rank's step timing over `reps` steps after `warmup`.
@@ -449,10 +487,11 @@ fn measure<B: DistBackend<InProcess>>(
     a: &BenchDistArgs,
     make: impl Fn(usize) -> Result<B> + Sync,
 ) -> Result<Vec<StepTiming>> {
-    let Point { d, p, options, .. } = *at;
+    let Point { d, p, options, cuda_graph, .. } = *at;
     InProcess::run(p.parts(), Duration::from_secs(600), |comm| {
         let rank = comm.rank();
         let mut t = DistTrainer::with_options(Arc::new(make(rank)?), Rc::new(comm), d, p, options, cfg, tcfg)?;
+        record_or_refuse(&mut t, cuda_graph)?;
         for _ in 0..a.warmup {
             t.step()?;
         }
@@ -473,12 +512,12 @@ fn measure_alone<B: DistBackend<Detached>>(
     a: &BenchDistArgs,
     make: impl Fn(usize) -> Result<B>,
 ) -> Result<Vec<StepTiming>> {
-    let Point { graph, model, d, p, options, .. } = *at;
+    let Point { graph, model, d, p, options, cuda_graph, .. } = *at;
     let op_steps = if a.profile_ops { 5 } else { 0 };
     let mut timing = Vec::new();
     let mut profiles = Vec::new();
     for rank in 0..p.parts() {
-        let (t, ops) = time_alone(Arc::new(make(rank)?), d, p, rank, options, cfg, tcfg, (a.warmup, a.reps, op_steps))?;
+        let (t, ops) = time_alone(Arc::new(make(rank)?), d, p, rank, options, cfg, tcfg, (a.warmup, a.reps, op_steps), cuda_graph)?;
         timing.push(t);
         profiles.push(ops);
     }
@@ -523,7 +562,7 @@ fn op_table(title: &str, parts: &[OpTimes]) -> String {
 
 /// The point's record from every rank's timing over `reps` steps.
 pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> DistRecord {
-    let Point { graph, d, model, p, row_weight, rebalanced, options } = *at;
+    let Point { graph, d, model, p, row_weight, rebalanced, options, cuda_graph } = *at;
     let DistOptions { method, path, overlap, local_input, split, grad_buckets } = options;
     // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
     let method = if path == HaloPath::Device { ExchangeMethod::PointToPoint } else { method };
@@ -556,13 +595,14 @@ pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> Dist
         local_input: Some(local_input),
         overlap_split: overlap.then_some(split),
         grad_buckets,
+        cuda_graph,
         halo_ratio: p.halo_ratio(),
         edge_balance: p.edge_balance(),
         halo_rows: p.blocks.iter().map(|b| b.halo_rows()).sum(),
         interior_rows: p.blocks.iter().map(|b| (0..b.rows).filter(|&r| b.remote.row_len(r) == 0).count()).sum(),
         step_ms: slowest.step_ms,
         // Overlapped, the exchanges' time is partly hidden in the step: not subtracted; nor is
-        // the all-reduce's in buckets.
+        // the all-reduce's in buckets; recorded, neither is measured (both 0).
         compute_ms: slowest.step_ms
             - if overlap { 0.0 } else { slowest.halo_exchange_ms }
             - if grad_buckets.is_some() { 0.0 } else { slowest.all_reduce_ms },
@@ -591,7 +631,7 @@ fn markdown(r: &DistReport) -> String {
     for x in &r.records {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {:?} | {} | {} | {:.0}% | {:.3} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {:?}{} | {} | {} | {:.0}% | {:.3} | {:.2} | {:.3} | {:.3} | {} | {} | {:.1} | {} | {} |",
             x.graph,
             x.model,
             x.parts,
@@ -599,6 +639,7 @@ fn markdown(r: &DistReport) -> String {
             if x.rebalanced == 0 { x.row_weight.to_string() } else { format!("{}, measured x{}", x.row_weight, x.rebalanced) },
             x.exchange,
             x.halo_path,
+            if x.cuda_graph { ", CUDA graph" } else { "" },
             match (x.overlap, x.local_input, x.overlap_split) {
                 (true, Some(false), Some(OverlapSplit::Rows)) => "by rows, input exchanged",
                 (true, Some(false), _) => "yes, input exchanged",
@@ -613,8 +654,9 @@ fn markdown(r: &DistReport) -> String {
             x.edge_balance,
             x.step_ms,
             x.compute_ms,
-            x.halo_exchange_ms,
-            x.all_reduce_ms,
+            // Not measured in a recorded step.
+            if x.cuda_graph { "-".into() } else { format!("{:.3}", x.halo_exchange_ms) },
+            if x.cuda_graph { "-".into() } else { format!("{:.3}", x.all_reduce_ms) },
             x.halo_bytes as f64 / 1024.0,
             x.speedup.map_or("".into(), |v| format!("{v:.2}x")),
             x.efficiency.map_or("".into(), |v| format!("{:.0}%", 100.0 * v)),

@@ -14,7 +14,8 @@ use tcgnn::nn::CudaBackend;
 use tcgnn::{Error, Result};
 
 use super::bench_dist::{
-    BenchDistArgs, DistReport, Point, bucket_settings, exchange_method, fill_speedups, graphs, record, settings, write_report,
+    BenchDistArgs, DistReport, Point, bucket_settings, exchange_method, fill_speedups, graphs, record, record_or_refuse, settings,
+    write_report,
 };
 use super::dist_train_cmd::{connect_nccl, gather_timing, same_partition_everywhere, spawn_ranks, without_flag};
 use crate::cli::train_cmd::{TrainArgs, edge_layout, load_dataset, model_config, train_config};
@@ -114,6 +115,7 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
                 for setting in settings(&a.halo_path, a, &bucket_settings(a)) {
                     let options = setting.options(method);
                     let mut t = DistTrainer::with_options(Arc::new(make()?), comm.clone(), d, p, options, &cfg, &tcfg)?;
+                    record_or_refuse(&mut t, setting.cuda_graph)?;
                     for _ in 0..a.warmup {
                         t.step()?;
                     }
@@ -123,7 +125,11 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
                     }
                     let timing = gather_timing(&*comm, t.take_timing())?;
                     if rank == 0 {
-                        let r = record(&Point { graph, d, model, p, row_weight, rebalanced: rounds, options }, &timing, a.reps);
+                        let r = record(
+                            &Point { graph, d, model, p, row_weight, rebalanced: rounds, options, cuda_graph: setting.cuda_graph },
+                            &timing,
+                            a.reps,
+                        );
                         eprintln!(
                             "{graph} {model} {world} GPU(s) ({}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",
                             setting.label(),

@@ -27,7 +27,7 @@ use tcgnn::dist::{
 };
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::{CpuBackend, CudaBackend, ModelConfig};
-use tcgnn::task::node::train::History;
+use tcgnn::task::node::train::{History, Recorded};
 use tcgnn::task::node::{Dataset, TrainConfig};
 use tcgnn::{Error, Result};
 
@@ -319,6 +319,18 @@ fn report(a: &TrainArgs, s: &Setup, history: &History, timing: &[StepTiming], ba
     );
     for (r, t) in timing.iter().enumerate() {
         let per = |x: f64| 1e3 * x / t.steps.max(1) as f64;
+        if t.replayed > 0 {
+            println!(
+                "rank {r}: step {:.3} ms ({} of {} steps replayed as a CUDA graph: halo exchange {} KiB and gradient all-reduce {} KiB in {} call(s) a step, their times not measured; --no-cuda-graph measures them)",
+                per(t.step_seconds),
+                t.replayed,
+                t.steps,
+                t.halo.bytes / t.steps.max(1) / 1024,
+                t.all_reduce_bytes / t.steps.max(1) / 1024,
+                t.all_reduce_calls / t.steps.max(1),
+            );
+            continue;
+        }
         println!(
             "rank {r}: step {:.3} ms (halo exchange {:.3} ms, {} KiB; gradient all-reduce {:.3} ms, {} KiB in {} call(s)) over {} steps",
             per(t.step_seconds),
@@ -404,6 +416,15 @@ fn run_rank(a: &TrainArgs, rank: usize, world: usize, master: &str) -> Result<()
     let describe = format!("{} rank(s) over NCCL, halo path {path:?}, {}", world, tcgnn::nn::Backend::describe(&*backend));
     let mut t = DistTrainer::with_options(backend, comm.clone(), &s.data, &s.partition, s.options().with_path(path), &s.cfg, &s.tcfg)?;
     let quiet = a.quiet || rank != 0;
+    if !a.no_cuda_graph {
+        match t.record()? {
+            Recorded::Failed(why) if rank == 0 => eprintln!("CUDA graph capture failed, training eagerly: {why}"),
+            Recorded::NotSupported if rank == 0 && !quiet => {
+                eprintln!("the {path:?} halo path waits on the host: training eagerly (no CUDA graph)")
+            }
+            _ => {}
+        }
+    }
     let history = t.fit(s.tcfg.epochs, |e| {
         if !quiet {
             eprintln!(
@@ -456,6 +477,7 @@ pub(crate) fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<
         t.all_reduce_seconds,
         t.all_reduce_bytes as f64,
         t.all_reduce_calls as f64,
+        t.replayed as f64,
     ];
     let mut all = vec![0.0f64; mine.len() * comm.world_size()];
     comm.all_gather(&mine, &mut all)?;
@@ -468,6 +490,7 @@ pub(crate) fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<
             all_reduce_seconds: v[5],
             all_reduce_bytes: v[6] as u64,
             all_reduce_calls: v[7] as u64,
+            replayed: v[8] as u64,
         })
         .collect())
 }

@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::graph::Csr;
 use crate::nn::models::ModelConfig;
 use crate::task::node::data::Dataset;
-use crate::task::node::train::TrainConfig;
+use crate::task::node::train::{Recorded, TrainConfig};
 
 /// Per-op time of a step: (op, ms per step, calls per step).
 pub type OpTimes = Vec<(String, f64, f64)>;
@@ -43,7 +43,8 @@ pub const SHARE_TOTAL: u64 = 1_000_000;
 /// Part `rank` of `partition` of `data` (relabelled by it) alone on `backend`'s device, its
 /// exchanges moving nothing: the timing of `reps` steps after `warmup`, then (`op_steps` > 0)
 /// the per-op time of `op_steps` more steps (the backend's `time_ops`: empty where it keeps no
-/// per-op events). The steps train on stale halo rows: their losses are not the run's.
+/// per-op events); `cuda_graph`: the steps replay a recorded CUDA graph. The steps train on
+/// stale halo rows: their losses are not the run's.
 #[allow(clippy::too_many_arguments)]
 pub fn time_alone<B: DistBackend<Detached>>(
     backend: Arc<B>,
@@ -54,9 +55,20 @@ pub fn time_alone<B: DistBackend<Detached>>(
     model: &ModelConfig,
     train: &TrainConfig,
     (warmup, reps, op_steps): (usize, usize, usize),
+    cuda_graph: bool,
 ) -> Result<(StepTiming, OpTimes)> {
     let comm = std::rc::Rc::new(Detached::new(rank, partition.parts())?);
     let mut t = DistTrainer::with_options(backend.clone(), comm, data, partition, options, model, train)?;
+    if cuda_graph {
+        if op_steps > 0 {
+            return Err(Error::Unsupported("per-op times need eager steps: not with a recorded CUDA graph".into()));
+        }
+        match t.record()? {
+            Recorded::Yes => {}
+            Recorded::NotSupported => return Err(Error::Unsupported("this backend records no CUDA graph".into())),
+            Recorded::Failed(why) => return Err(Error::Unsupported(format!("recording part {rank}'s step failed: {why}"))),
+        }
+    }
     for _ in 0..warmup {
         t.step()?;
     }
@@ -128,7 +140,7 @@ pub fn rebalance_ranks<B: DistBackend<Detached>, C: Communicator>(
     (warmup, reps): (usize, usize),
 ) -> Result<(Option<Cut>, Vec<Vec<f64>>)> {
     let measure = |p: &Partition, d: &Dataset| -> Result<Vec<f64>> {
-        let (t, _) = time_alone(Arc::new(make()?), d, p, comm.rank(), options, model, train, (warmup, reps, 0))?;
+        let (t, _) = time_alone(Arc::new(make()?), d, p, comm.rank(), options, model, train, (warmup, reps, 0), false)?;
         let mine = [1e3 * t.step_seconds / t.steps.max(1) as f64];
         let mut all = vec![0.0f64; comm.world_size()];
         comm.all_gather(&mine, &mut all)?;

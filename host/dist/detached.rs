@@ -83,6 +83,11 @@ impl DeviceComm for Detached {
             _ => Err(Error::Shape(format!("detached all_reduce: {} elements are not whole float4s", buf.len()))),
         }
     }
+
+    /// Nothing is queued, nothing waits: a part's step alone records as one GPU's does.
+    fn capturable(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

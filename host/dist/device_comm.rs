@@ -79,6 +79,13 @@ pub trait DeviceComm: Communicator {
         false
     }
 
+    /// Whether every operation is queued on the device without a host wait, so that a CUDA-graph
+    /// capture of the caller's stream records it (NCCL's calls join the capture through the
+    /// events that order NCCL's stream with the caller's); the in-process ranks wait on the host.
+    fn capturable(&self) -> bool {
+        false
+    }
+
     /// The stream an overlapped exchange runs on (its timing events go there); the caller's
     /// stream where exchanges are ordered with it.
     fn exchange_stream(&self, gpu: &Gpu) -> std::sync::Arc<CudaStream> {
@@ -168,6 +175,10 @@ impl DeviceComm for NcclCommunicator {
     }
 
     fn overlaps(&self) -> bool {
+        true
+    }
+
+    fn capturable(&self) -> bool {
         true
     }
 

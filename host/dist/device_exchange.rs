@@ -83,6 +83,7 @@ pub struct DeviceHaloExchange<C: DeviceComm> {
 /// A buffer of at least `n` f32 (grown, never shrunk: the widths of a model's layers differ).
 pub(crate) fn at_least<'a>(buf: &'a mut Option<CudaSlice<f32>>, gpu: &Gpu, n: usize) -> Result<&'a mut CudaSlice<f32>> {
     if buf.as_ref().is_none_or(|b| b.len() < n) {
+        gpu.refuse_in_capture(|| format!("growing an exchange buffer to {n} f32"))?;
         *buf = Some(gpu.stream().alloc_zeros::<f32>(n.max(1)).map_err(|e| Error::cuda("halo buffer", e))?);
     }
     Ok(buf.as_mut().expect("just allocated"))
@@ -165,8 +166,13 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
     /// the end on `end_on` (the GPU's stream, or the communicator's where `f` left the exchange
     /// running beside the GPU's stream). The events are the pool's next pair (created the first
     /// time a step reaches this many exchanges).
+    /// While the step is being recorded, `f` runs untimed and uncounted: what a replay moves is
+    /// counted by its caller ([`crate::dist::DistTrainer`]), and its events would time nothing.
     fn timed(&self, gpu: &Gpu, end_on: &CudaStream, elems: usize, f: impl FnOnce(&mut State) -> Result<()>) -> Result<()> {
         let s = &mut *self.state.borrow_mut();
+        if gpu.is_capturing() {
+            return f(s);
+        }
         if s.used == s.events.len() {
             let ev = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| Error::cuda("cuEventCreate", e));
             s.events.push((ev()?, ev()?));

@@ -61,6 +61,11 @@ pub trait DistBackend<C: Communicator>: HostRows + Sized + 'static {
     /// Buffers the gradient all-reduce keeps across steps (and its timing).
     type Fused: Default;
 
+    /// Whether a step whose rows travel by `path` through `comm` can be recorded
+    /// ([`crate::ops::backend::Backend::record`]): every exchange and all-reduce queued on the
+    /// device without a host wait (the device path over NCCL). The CPU records nothing.
+    fn recordable(&self, comm: &C, path: HaloPath) -> bool;
+
     /// The hook of one part's model; `interior`: overlap the exchanges with the products, the
     /// part's first `interior` rows reading no halo row (where the backend can: the GPU's
     /// device path; elsewhere ignored).
@@ -174,6 +179,9 @@ fn bucket_outside(range: &Range<usize>, len: usize) -> Error {
 
 impl<T: Real, C: Communicator + 'static> DistBackend<C> for CpuBackend<T> {
     type Fused = HostFused<T>;
+    fn recordable(&self, _comm: &C, _path: HaloPath) -> bool {
+        false
+    }
     fn halo_hook(
         &self,
         halo: Halo,
@@ -258,13 +266,19 @@ fn bucket_start_on_device<C: DeviceComm>(gpu: &Gpu, comm: &C, range: Range<usize
         let ev = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| Error::cuda("cuEventCreate", e));
         f.bucket_events.push((ev()?, ev()?));
     }
+    // Timed from the moment the bucket's gradients are packed to its sum in place: the wait for
+    // the slower rank included, partly hidden behind the backward queued after it. Not while
+    // the step is being recorded (a replay's events would time nothing the host can read).
+    let timed = !gpu.is_capturing();
     let (start, end) = &f.bucket_events[f.used];
-    // From the moment the bucket's gradients are packed to its sum in place: the wait for the
-    // slower rank included, partly hidden behind the backward queued after it.
-    start.record(gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
+    if timed {
+        start.record(gpu.stream()).map_err(|e| Error::cuda("cuEventRecord", e))?;
+    }
     comm.all_reduce_device_start(gpu, &mut buf.slice_mut(range.clone()))?;
-    end.record(&comm.exchange_stream(gpu)).map_err(|e| Error::cuda("cuEventRecord", e))?;
-    f.used += 1;
+    if timed {
+        end.record(&comm.exchange_stream(gpu)).map_err(|e| Error::cuda("cuEventRecord", e))?;
+        f.used += 1;
+    }
     Ok((range.len() * 4) as u64)
 }
 
@@ -294,9 +308,13 @@ fn all_reduce_on_device<C: DeviceComm>(comm: &C, mats: &mut [&mut DeviceMatrix<f
     const OP: &str = "gradient all-reduce";
     let Some(gpu) = mats.first().map(|m| m.gpu().clone()) else { return Ok(0) };
     let stream = gpu.stream().clone();
+    // Timed, except while the step is being recorded (see bucket_start_on_device).
+    let timed = !gpu.is_capturing();
     let ev = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| Error::cuda("cuEventCreate", e));
-    let (start, end) = (ev()?, ev()?);
-    start.record(&stream).map_err(|e| Error::cuda("cuEventRecord", e))?;
+    let events = if timed { Some((ev()?, ev()?)) } else { None };
+    if let Some((start, _)) = &events {
+        start.record(&stream).map_err(|e| Error::cuda("cuEventRecord", e))?;
+    }
     // Whole padded buffers (rows x ld, ld a multiple of 8): the padding is zero and sums to zero.
     let total: usize = mats.iter().map(|m| m.rows * m.ld).sum();
     let fused = at_least(&mut f.device, &gpu, total)?;
@@ -317,13 +335,18 @@ fn all_reduce_on_device<C: DeviceComm>(comm: &C, mats: &mut [&mut DeviceMatrix<f
         }
         at += n;
     }
-    end.record(&stream).map_err(|e| Error::cuda("cuEventRecord", e))?;
-    f.events.push((start, end));
+    if let Some((start, end)) = events {
+        end.record(&stream).map_err(|e| Error::cuda("cuEventRecord", e))?;
+        f.events.push((start, end));
+    }
     Ok((total * 4) as u64)
 }
 
 impl<C: DeviceComm + 'static> DistBackend<C> for CudaBackend {
     type Fused = CudaFused;
+    fn recordable(&self, comm: &C, path: HaloPath) -> bool {
+        path == HaloPath::Device && comm.capturable()
+    }
     fn halo_hook(
         &self,
         halo: Halo,

@@ -30,13 +30,14 @@ use crate::error::{Error, Result};
 use crate::nn::grad_ready::GradReady;
 use crate::nn::halo_hook::{OverlapSplit, PartContext};
 use crate::nn::input::InputFeatures;
+use crate::nn::kept_state::KeptState;
 use crate::nn::live_rows::LiveRows;
 use crate::nn::models::{self, Model, ModelConfig};
 use crate::nn::param::Param;
-use crate::ops::backend::{TEST_BIT, TRAIN_BIT, VAL_BIT};
+use crate::ops::backend::{Backend, TEST_BIT, TRAIN_BIT, VAL_BIT};
 use crate::ops::nn::AdamHyper;
 use crate::task::node::data::Dataset;
-use crate::task::node::train::{EpochRecord, History, MaskSizes, TrainConfig};
+use crate::task::node::train::{EpochRecord, History, MaskSizes, Recorded, TrainConfig};
 use crate::util::Real;
 
 /// Where a rank's step time went since the last [`DistTrainer::take_timing`].
@@ -52,6 +53,9 @@ pub struct StepTiming {
     pub all_reduce_bytes: u64,
     /// All-reduces of weight gradients (one a step when serial, one a bucket in buckets).
     pub all_reduce_calls: u64,
+    /// Of `steps`, those that replayed a recorded CUDA graph ([`DistTrainer::record`]): their
+    /// bytes and calls are counted, their halo and all-reduce seconds are not measured (zero).
+    pub replayed: u64,
 }
 
 /// How a rank's step moves rows between the parts.
@@ -140,6 +144,8 @@ pub struct DistTrainer<B: DistBackend<C>, C: Communicator + 'static> {
     /// One parameter's rows, for [`DistTrainer::weights`].
     rows: Vec<B::Elem>,
     timing: StepTiming,
+    /// The step and the evaluation recorded by [`DistTrainer::record`].
+    recorded: Option<Recording<B>>,
     /// Rows this rank owns and the halo rows it receives.
     pub owned: usize,
     pub halo_rows: usize,
@@ -245,6 +251,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
             fused: B::Fused::default(),
             rows: Vec::new(),
             timing: StepTiming::default(),
+            recorded: None,
             owned,
             halo_rows: halo.len(),
             interior_rows: interior.saturating_sub(layout.below),
@@ -263,50 +270,112 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         self.sizes
     }
 
-    /// One training step: forward, loss, backward, the gradient all-reduce, Adam.
+    /// One training step: forward, loss, backward, the gradient all-reduce, Adam; the recorded
+    /// one when [`DistTrainer::record`] made one. Waits for it (its wall time is timed).
     pub fn step(&mut self) -> Result<()> {
         let t0 = Instant::now();
         // Only the step's own exchanges count (not an evaluation's before it).
         self.exchange.take_counters()?;
+        let backend = self.backend.clone();
+        let moved = match &self.recorded {
+            Some(r) => {
+                backend.replay(&r.step)?;
+                self.timing.replayed += 1;
+                r.moved
+            }
+            None => self.step_eager()?,
+        };
+        backend.synchronize()?;
+        let halo = self.exchange.take_counters()?;
+        self.timing.all_reduce_seconds += B::take_all_reduce_seconds(&mut self.fused)?;
+        self.timing.halo.seconds += halo.seconds;
+        self.timing.halo.bytes += halo.bytes + moved.halo_bytes;
+        self.timing.halo.calls += halo.calls + moved.halo_calls;
+        self.timing.all_reduce_bytes += moved.all_reduce_bytes;
+        self.timing.all_reduce_calls += moved.all_reduce_calls;
+        self.timing.steps += 1;
+        self.timing.step_seconds += t0.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// Queues one training step (nothing waits); returns its all-reduces' bytes and calls (the
+    /// halo exchange counts its own).
+    fn step_eager(&mut self) -> Result<Moved> {
         let backend = self.backend.clone();
         let b = &*backend;
         b.begin_step()?;
         let logits = self.net.forward(b, &mut self.input, true)?;
         let (labels, inv_n, stats) = (&self.labels, self.inv_n_train, &mut self.train_stats);
         self.live.read_write(b, logits, &mut self.dlogits, |l, d| b.cross_entropy(l, labels, inv_n, d, stats))?;
-        match self.grad_buckets {
+        let moved = match self.grad_buckets {
             None => {
                 self.net.backward(b, &mut self.input, &self.dlogits)?;
-                self.all_reduce_gradients()?;
-                self.timing.all_reduce_calls += 1;
+                Moved { all_reduce_bytes: self.all_reduce_gradients()?, all_reduce_calls: 1, ..Moved::default() }
             }
             Some(bytes) => self.backward_in_buckets(bytes)?,
-        }
+        };
         Param::adam_all(b, self.net.params().into_iter().map(|(_, p)| p), &self.hyper)?;
-        b.synchronize()?;
-        let halo = self.exchange.take_counters()?;
-        self.timing.all_reduce_seconds += B::take_all_reduce_seconds(&mut self.fused)?;
-        self.timing.halo.seconds += halo.seconds;
-        self.timing.halo.bytes += halo.bytes;
-        self.timing.halo.calls += halo.calls;
-        self.timing.steps += 1;
-        self.timing.step_seconds += t0.elapsed().as_secs_f64();
-        Ok(())
+        Ok(moved)
     }
 
-    /// Every parameter's gradient summed over the ranks, in one collective.
-    fn all_reduce_gradients(&mut self) -> Result<()> {
+    /// Records the training step and the evaluation once (CUDA graphs; every rank calls it),
+    /// after one eager run of each so that every lazily built plan and buffer exists. That run
+    /// does not train: the parameters, Adam's moments and the step counter are put back
+    /// ([`KeptState`]), so the recorded run's first epoch is the eager run's. Each exchange and
+    /// all-reduce is recorded as the eager step queues it (NCCL joins the capture through the
+    /// events that order its stream with the GPU's). Every rank keeps its recording only if
+    /// every rank made one (a rank replaying against a rank stepping eagerly would still pair
+    /// their collectives, but the runs would not be alike). Where the step cannot be recorded
+    /// (the CPU; the host path or the in-process ranks, which wait on the host) nothing runs
+    /// and the trainer stays eager.
+    pub fn record(&mut self) -> Result<Recorded> {
+        let backend = self.backend.clone();
+        let b = &*backend;
+        if !b.recordable(&*self.comm, self.path) {
+            return Ok(Recorded::NotSupported);
+        }
+        let kept = KeptState::keep(b, self.net.as_mut())?;
+        // The warm-up's own counts are what a replay moves.
+        self.exchange.take_counters()?;
+        let mut moved = self.step_eager()?;
+        b.synchronize()?;
+        let halo = self.exchange.take_counters()?;
+        (moved.halo_bytes, moved.halo_calls) = (halo.bytes, halo.calls);
+        B::take_all_reduce_seconds(&mut self.fused)?;
+        self.evaluate()?;
+        b.synchronize()?;
+        self.exchange.take_counters()?;
+        let captured = b.record(&mut || self.step_eager().map(|_| ())).and_then(|step| Ok((step, b.record(&mut || self.evaluate())?)));
+        if captured.is_err() {
+            // A failed capture leaves nothing queued that the next step must wait for.
+            b.synchronize()?;
+        }
+        kept.put_back(b, self.net.as_mut())?;
+        let mut failed = [if matches!(captured, Ok((Some(_), Some(_)))) { 0.0f64 } else { 1.0 }];
+        self.comm.all_reduce_sum(&mut failed)?;
+        Ok(match captured {
+            Ok((Some(step), Some(eval))) if failed[0] == 0.0 => {
+                self.recorded = Some(Recording { step, eval, moved });
+                Recorded::Yes
+            }
+            Ok((Some(_), Some(_))) => Recorded::Failed(format!("{} of the ranks could not record their step", failed[0])),
+            Ok(_) => Recorded::NotSupported,
+            Err(e) => Recorded::Failed(e.to_string()),
+        })
+    }
+
+    /// Every parameter's gradient summed over the ranks, in one collective; returns its bytes.
+    fn all_reduce_gradients(&mut self) -> Result<u64> {
         let b = self.backend.clone();
         let mut params = self.net.params();
         let mut grads: Vec<&mut B::Mat> = params.iter_mut().map(|(_, p)| &mut p.grad).collect();
-        self.timing.all_reduce_bytes += b.all_reduce_mats(&*self.comm, &mut grads, &mut self.fused, self.path)?;
-        Ok(())
+        b.all_reduce_mats(&*self.comm, &mut grads, &mut self.fused, self.path)
     }
 
     /// The backward with the gradient all-reduce in buckets of at least `bytes` (whole layers,
     /// as the model's backward announces them: [`Model::backward_by_layer`]); Adam's inputs are
-    /// in place (on the GPU's stream) when it returns.
-    fn backward_in_buckets(&mut self, bytes: usize) -> Result<()> {
+    /// in place (on the GPU's stream) when it returns. Returns the buckets' bytes and count.
+    fn backward_in_buckets(&mut self, bytes: usize) -> Result<Moved> {
         let backend = self.backend.clone();
         let b = &*backend;
         {
@@ -331,8 +400,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         run?;
         last?;
         let Buckets { packed, reduced, started, .. } = buckets;
-        self.timing.all_reduce_bytes += reduced;
-        self.timing.all_reduce_calls += started;
+        let moved = Moved { all_reduce_bytes: reduced, all_reduce_calls: started, ..Moved::default() };
         // Each parameter's sums back into its gradient: the model announced every one once.
         let mut params = self.net.params();
         let mut targets = Vec::with_capacity(params.len());
@@ -349,11 +417,20 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
                 targets.len()
             )));
         }
-        b.buckets_finish(&*self.comm, &mut targets, &mut self.fused, self.path)
+        b.buckets_finish(&*self.comm, &mut targets, &mut self.fused, self.path)?;
+        Ok(moved)
     }
 
-    /// The evaluation forward (every mask's correct count).
+    /// The evaluation forward (every mask's correct count): the recorded one when
+    /// [`DistTrainer::record`] made one.
     pub fn evaluate(&mut self) -> Result<()> {
+        match &self.recorded {
+            Some(r) => self.backend.replay(&r.eval),
+            None => self.evaluate_eager(),
+        }
+    }
+
+    fn evaluate_eager(&mut self) -> Result<()> {
         let b = &*self.backend;
         let logits = self.net.forward(b, &mut self.input, false)?;
         let (labels, inv_n, stats) = (&self.labels, self.inv_n_train, &mut self.eval_stats);
@@ -411,6 +488,23 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         }
         Ok(out)
     }
+}
+
+/// What one step moves between the ranks (counted by the eager step; a replay moves what the
+/// recorded step moved).
+#[derive(Clone, Copy, Debug, Default)]
+struct Moved {
+    halo_bytes: u64,
+    halo_calls: u64,
+    all_reduce_bytes: u64,
+    all_reduce_calls: u64,
+}
+
+/// [`DistTrainer::record`]'s graphs and what the step moves.
+struct Recording<B: Backend> {
+    step: B::Recording,
+    eval: B::Recording,
+    moved: Moved,
 }
 
 /// The step's [`GradReady`] hook: packs each announced gradient and starts a bucket once the

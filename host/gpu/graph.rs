@@ -83,14 +83,21 @@ impl Gpu {
     /// because the first one's allocation was never freed. Lazily allocated buffers must be
     /// made by an eager run before the capture; this names the one that was not.
     pub fn refuse_in_capture(&self, what: impl FnOnce() -> String) -> Result<()> {
+        if self.is_capturing() {
+            return Err(Error::Unsupported(format!(
+                "{} while the step is being recorded as a CUDA graph (run it once eagerly first)",
+                what()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether this GPU's stream is being captured (work queued now is recorded, not run:
+    /// timing events recorded now would time nothing).
+    pub fn is_capturing(&self) -> bool {
         // SAFETY: the Gpu's own live stream.
         let status = unsafe { result::stream::is_capturing(self.stream.cu_stream()) };
-        match status {
-            Ok(CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE) | Err(_) => Ok(()),
-            Ok(_) => {
-                Err(Error::Unsupported(format!("{} while the step is being recorded as a CUDA graph (run it once eagerly first)", what())))
-            }
-        }
+        matches!(status, Ok(s) if s != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 
     /// Capture the GPU work `f` queues on this GPU's stream into a graph (nothing runs during the

@@ -16,6 +16,7 @@ pub mod gin_conv;
 pub mod grad_ready;
 pub mod halo_hook;
 pub mod input;
+pub mod kept_state;
 pub mod linear;
 pub mod live_rows;
 pub mod model;

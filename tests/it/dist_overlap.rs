@@ -12,6 +12,7 @@
 //!   the serial all-reduce after it on the CPU and the in-process parts on one GPU (every
 //!   element summed in rank order either way), one bucket per layer at threshold 0, one a step
 //!   at an unreachable one; over NCCL on two GPUs, the serial run's printed losses.
+//! - The step recorded as a CUDA graph over NCCL on two GPUs: the eager run's printed losses.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -365,6 +366,11 @@ fn bucketed_all_reduce_matches_serial_on_gpu() {
 
 /// The final losses `train --gpus 2` prints (rank 0's epoch lines).
 fn cli_losses(args: &[&str]) -> Vec<f64> {
+    cli_run(args).0
+}
+
+/// [`cli_losses`] and what the run printed on stdout (its summary).
+fn cli_run(args: &[&str]) -> (Vec<f64>, String) {
     let bin = std::env::var("TCGNN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tcgnn").to_string());
     let out = std::process::Command::new(bin).args(args).env("NCCL_NVLS_ENABLE", "0").output().unwrap();
     let (so, se) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -376,7 +382,7 @@ fn cli_losses(args: &[&str]) -> Vec<f64> {
         .filter_map(|l| l.split_whitespace().skip_while(|w| *w != "loss").nth(1).and_then(|v| v.parse().ok()))
         .collect();
     assert!(!losses.is_empty(), "{args:?}: no epoch lines\nstdout:\n{so}\nstderr:\n{se}");
-    losses
+    (losses, so.into_owned())
 }
 
 #[test]
@@ -448,5 +454,55 @@ fn two_gpus_over_nccl_bucketed_equals_serial() {
             bucketed.len(),
             bucketed[bucketed.len() - 1]
         );
+    }
+}
+
+/// The distributed step recorded as a CUDA graph on two GPUs (`train --gpus 2` records unless
+/// `--no-cuda-graph`): NCCL's sends, receives and bucketed all-reduces inside the graph, the same
+/// printed losses as the eager ranks from epoch 1, with dropout on.
+#[test]
+fn two_gpus_over_nccl_recorded_equals_eager() {
+    if common::gpu_or_skip("two_gpus_over_nccl_recorded_equals_eager").is_none() {
+        return;
+    }
+    if let Err(e) = tcgnn::dist::nccl::nccl_present() {
+        println!("two_gpus_over_nccl_recorded_equals_eager: skipped: {e}");
+        return;
+    }
+    if Gpu::new(1).is_err() {
+        println!("two_gpus_over_nccl_recorded_equals_eager: skipped: one GPU");
+        return;
+    }
+    for model in ["gcn", "gat"] {
+        for extra in [&[][..], &["--overlap", "--grad-buckets", "0"][..]] {
+            let base =
+                [
+                    &[
+                        "train",
+                        "sbm:20000",
+                        "--model",
+                        model,
+                        "--gpus",
+                        "2",
+                        "--epochs",
+                        "6",
+                        "--partition-method",
+                        "lp",
+                        "--dropout",
+                        "0.5",
+                    ][..],
+                    extra,
+                ]
+                .concat();
+            let eager = cli_losses(&[&base[..], &["--no-cuda-graph"]].concat());
+            let (recorded, summary) = cli_run(&base);
+            assert!(summary.contains("replayed as a CUDA graph"), "{model} {extra:?}: not recorded:\n{summary}");
+            assert_eq!(recorded.len(), eager.len(), "{model} {extra:?}");
+            for (e, (a, b)) in recorded.iter().zip(&eager).enumerate() {
+                // Printed to 6 decimals.
+                assert!((a - b).abs() <= 2e-6 + 1e-5 * b.abs(), "{model} {extra:?} epoch {}: recorded {a} vs eager {b}", e + 1);
+            }
+            println!("{model} {extra:?}: 2 GPUs recorded = eager over {} epochs", recorded.len());
+        }
     }
 }

@@ -267,6 +267,9 @@ fn weights_stay_identical_on_every_rank() {
         let rank = tcgnn::dist::Communicator::rank(&comm);
         let mut t =
             DistTrainer::new(Arc::new(CpuBackend::<f64>::new()), Rc::new(comm), &data, &p, ExchangeMethod::PointToPoint, &cfg, &tcfg)?;
+        // The CPU records nothing, and asking runs nothing (no step taken, no collective).
+        let r = t.record()?;
+        assert!(matches!(r, tcgnn::task::node::train::Recorded::NotSupported), "{r:?}");
         t.fit(3, |_| {})?;
         weights.lock().unwrap().push((rank, t.weights()?));
         Ok(())

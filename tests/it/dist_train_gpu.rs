@@ -3,7 +3,9 @@
 //!   to device, the default path) against the unpartitioned GPU run, for every model;
 //! - NCCL with a world of one against the unpartitioned run (the plumbing of `--gpus` /
 //!   `--rank`: NCCL refuses two ranks on one GPU, so more ranks need more GPUs);
-//! - `tcgnn train --gpus 1` end to end (spawned rank, rendezvous, NCCL).
+//! - `tcgnn train --gpus 1` end to end (spawned rank, rendezvous, NCCL);
+//! - the step recorded as a CUDA graph (a world of one, and each part alone) against the eager
+//!   step.
 //!
 //! GPU sums use atomics (their order varies run to run), so curves are compared to 1e-4 over a
 //! few epochs; the exactness to 1e-12 is the CPU test's (tests/dist_train.rs).
@@ -14,15 +16,16 @@ use std::time::Duration;
 
 use crate::common;
 
+use tcgnn::dist::balance::time_alone;
 use tcgnn::dist::nccl::{nccl_present, new_unique_id};
 use tcgnn::dist::part_graph::relabel;
-use tcgnn::dist::{DistTrainer, ExchangeMethod, InProcessRun, NcclCommunicator, Partition, PartitionMethod, train_in_process};
+use tcgnn::dist::{DistOptions, DistTrainer, ExchangeMethod, InProcessRun, NcclCommunicator, Partition, PartitionMethod, train_in_process};
 use tcgnn::gpu::Gpu;
 use tcgnn::nn::CudaBackend;
 use tcgnn::nn::models::{ModelConfig, default_config, model_info};
 use tcgnn::ops::{Impl, Precision};
 use tcgnn::task::node::data::{Dataset, SyntheticNodeData};
-use tcgnn::task::node::train::EpochRecord;
+use tcgnn::task::node::train::{EpochRecord, Recorded};
 use tcgnn::task::node::{TrainConfig, Trainer};
 
 const EPOCHS: usize = 6;
@@ -124,4 +127,81 @@ fn cli_gpus_one_runs() {
     assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
     assert!(so.contains("on 1 parts") && so.contains("over NCCL") && so.contains("rank 0: step"), "{so}");
     assert!(se.contains("NCCL_NVLS_ENABLE"), "--verbose prints the NCCL environment: {se}");
+}
+
+/// One rank's recorded run: a CUDA graph of the step and one of the evaluation, replayed every
+/// epoch, exchanges and all-reduces queued by NCCL inside the capture (a world of one: NCCL's
+/// calls and the fork / join of its stream are recorded; the rows moved between two GPUs are
+/// `two_gpus_over_nccl_recorded_equals_eager`'s). The same curve as the eager rank from epoch 1
+/// (the warm-up step the recording runs is undone), with dropout on.
+#[test]
+fn nccl_world_of_one_recorded_step_is_the_eager_step() {
+    let Some(gpu) = common::gpu_or_skip("nccl_world_of_one_recorded_step_is_the_eager_step") else { return };
+    if let Err(e) = nccl_present() {
+        println!("nccl_world_of_one_recorded_step_is_the_eager_step: skipped: {e}");
+        return;
+    }
+    let data = data();
+    let p = Partition::new(&data.graph, 1, PartitionMethod::Contiguous).unwrap();
+    let comm = Rc::new(NcclCommunicator::new(gpu.clone(), 0, 1, &new_unique_id().unwrap()).unwrap());
+    let base = DistOptions::new(ExchangeMethod::PointToPoint);
+    for model in ["gcn", "gat", "sage", "gin", "agnn"] {
+        let (mut cfg, tcfg) = config(model);
+        cfg.dropout = 0.5;
+        let want = reference(&gpu, &data, &cfg, &tcfg);
+        for options in [base, base.with_overlap(false).with_grad_buckets(Some(0))] {
+            let run = |record: bool| {
+                let b = Arc::new(backend(gpu.clone(), model));
+                let mut t = DistTrainer::with_options(b, comm.clone(), &data, &p, options, &cfg, &tcfg).unwrap();
+                if record {
+                    let r = t.record().unwrap();
+                    assert!(matches!(r, Recorded::Yes), "{model} {options:?}: {r:?}");
+                }
+                let h = t.fit(EPOCHS, |_| {}).unwrap();
+                (h.epochs, t.take_timing())
+            };
+            let (eager, eager_timing) = run(false);
+            let (recorded, timing) = run(true);
+            let what = format!("{model} overlap {} buckets {:?}", options.overlap, options.grad_buckets);
+            assert_close(&format!("{what}: recorded vs eager"), &recorded, &eager);
+            assert_close(&format!("{what}: recorded vs one GPU"), &recorded, &want);
+            assert_eq!((timing.steps, timing.replayed, eager_timing.replayed), (EPOCHS as u64, EPOCHS as u64, 0), "{what}");
+            assert_eq!(timing.all_reduce_bytes, eager_timing.all_reduce_bytes, "{what}: a replay moves what the eager step moved");
+            assert_eq!(timing.all_reduce_calls, eager_timing.all_reduce_calls, "{what}");
+            assert!(timing.all_reduce_bytes > 0 && timing.all_reduce_seconds == 0.0, "{what}: {timing:?}");
+            println!("{what}: recorded = eager over {EPOCHS} epochs (last loss {:.6})", recorded[EPOCHS - 1].loss);
+        }
+    }
+}
+
+/// Each part alone, recorded (`bench dist --alone --cuda-graph true`): every step a replay, and
+/// what a replay counts as moved is what the eager part moves.
+#[test]
+fn parts_alone_record_their_step() {
+    if common::gpu_or_skip("parts_alone_record_their_step").is_none() {
+        return;
+    }
+    let data = data();
+    let p = Partition::new(&data.graph, 2, PartitionMethod::LabelProp).unwrap();
+    let d = relabel(&data, &p.perm).unwrap();
+    for model in ["gcn", "gat"] {
+        let (cfg, tcfg) = config(model);
+        let options = DistOptions::new(ExchangeMethod::PointToPoint);
+        for rank in 0..2 {
+            let alone = |graph: bool| {
+                let b = Arc::new(backend(Gpu::probe().unwrap(), model));
+                time_alone(b, &d, &p, rank, options, &cfg, &tcfg, (2, 5, 0), graph).unwrap().0
+            };
+            let (eager, recorded) = (alone(false), alone(true));
+            assert_eq!((recorded.steps, recorded.replayed, eager.replayed), (7, 7, 0), "{model} part {rank}");
+            assert!(eager.halo.bytes > 0, "{model} part {rank}: a part of two has halo rows");
+            assert_eq!((recorded.halo.bytes, recorded.halo.calls), (eager.halo.bytes, eager.halo.calls), "{model} part {rank}");
+            assert_eq!(recorded.halo.seconds, 0.0, "{model} part {rank}: a replay's exchanges are not timed");
+            println!(
+                "{model} part {rank} alone: eager {:.3} ms, recorded {:.3} ms a step",
+                1e3 * eager.step_seconds / eager.steps as f64,
+                1e3 * recorded.step_seconds / recorded.steps as f64
+            );
+        }
+    }
 }

@@ -9,6 +9,7 @@ use std::time::Instant;
 use crate::error::{Error, Result};
 use crate::gpu::timing::Timing;
 use crate::nn::input::{HostFeatures, InputFeatures};
+use crate::nn::kept_state::KeptState;
 use crate::nn::models::{self, Model, ModelConfig};
 use crate::nn::param::Param;
 use crate::ops::backend::{Stats, TEST_BIT, TRAIN_BIT, VAL_BIT};
@@ -280,13 +281,13 @@ impl<B: Ops + 'static> Trainer<B> {
     /// A step that cannot be captured (a library call that is not capturable) is not an error:
     /// the trainer keeps running eagerly and the reason is returned.
     pub fn record(&mut self) -> Result<Recorded> {
-        let kept = self.keep_state()?;
+        let kept = KeptState::keep(&*self.backend, self.net.as_mut())?;
         self.step_eager()?;
         self.evaluate_eager()?;
         self.backend.synchronize()?;
         let b = self.backend.clone();
         let captured = b.record(&mut || self.step_eager()).and_then(|step| Ok((step, b.record(&mut || self.evaluate_eager())?)));
-        self.put_back_state(kept)?;
+        kept.put_back(&*b, self.net.as_mut())?;
         match captured {
             Ok((Some(step), Some(eval))) => {
                 self.step_graph = Some(step);
@@ -299,48 +300,6 @@ impl<B: Ops + 'static> Trainer<B> {
                 Ok(Recorded::Failed(e.to_string()))
             }
         }
-    }
-
-    /// Device copies of everything a training step changes (parameters, Adam's moments,
-    /// buffers) and the step counter, for [`Trainer::put_back_state`].
-    fn keep_state(&mut self) -> Result<(Vec<B::Mat>, u32)> {
-        let b = self.backend.clone();
-        let mut kept = Vec::new();
-        let mut keep = |m: &B::Mat| -> Result<()> {
-            let (rows, cols) = B::shape(m);
-            let mut copy = b.matrix(rows, cols)?;
-            b.copy(m, &mut copy)?;
-            kept.push(copy);
-            Ok(())
-        };
-        for (_, p) in self.net.params() {
-            keep(&p.value)?;
-            let [m, v] = p.moments();
-            keep(m)?;
-            keep(v)?;
-        }
-        for (_, m) in self.net.buffers() {
-            keep(m)?;
-        }
-        Ok((kept, b.steps()?))
-    }
-
-    /// Copies [`Trainer::keep_state`]'s copies back into the same buffers, in the same order.
-    fn put_back_state(&mut self, (kept, steps): (Vec<B::Mat>, u32)) -> Result<()> {
-        let b = self.backend.clone();
-        let mut kept = kept.into_iter();
-        let mut next = || kept.next().ok_or_else(|| Error::Unsupported("the model's tensors changed while recording".into()));
-        for (_, p) in self.net.params() {
-            b.copy(&next()?, &mut p.value)?;
-            let [m, v] = p.moments();
-            b.copy(&next()?, m)?;
-            b.copy(&next()?, v)?;
-        }
-        for (_, m) in self.net.buffers() {
-            b.copy(&next()?, m)?;
-        }
-        b.set_steps(steps)?;
-        b.synchronize()
     }
 
     /// The loss of the last step and the accuracies of the last evaluation (waits for both).

@@ -9,10 +9,10 @@
 
 use std::ops::Range;
 
-use cudarc::driver::{CudaView, CudaViewMut};
+use cudarc::driver::CudaViewMut;
 
 use crate::dist::comm::{Communicator, check_blocks, check_peer};
-use crate::dist::device_comm::{DeviceComm, check_peers};
+use crate::dist::device_comm::{DeviceComm, SendRows, check_peers};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::util::Real;
@@ -70,7 +70,7 @@ impl DeviceComm for Detached {
     fn exchange_device(
         &self,
         _gpu: &Gpu,
-        sends: &[(usize, CudaView<'_, f32>)],
+        sends: &[(usize, SendRows<'_>)],
         into: &mut CudaViewMut<'_, f32>,
         recvs: &[(usize, Range<usize>)],
     ) -> Result<()> {

@@ -28,15 +28,35 @@ use crate::gpu::Gpu;
 use crate::gpu::abi::nn::{AddAssignArgs, add_assign_f32};
 use crate::gpu::launch::{Ptr, PtrMut};
 
+/// What one message of an exchange sends: a view of a buffer of its own, or a range of the
+/// exchange's receive buffer `into` (rows that lie in place beside the rows received, so that no
+/// kernel copies them into a send buffer first; disjoint from every receive range).
+pub enum SendRows<'a> {
+    View(CudaView<'a, f32>),
+    Within(Range<usize>),
+}
+
+impl SendRows<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            SendRows::View(v) => v.len(),
+            SendRows::Within(r) => r.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 pub trait DeviceComm: Communicator {
-    /// Grouped point-to-point on `gpu`'s stream: every `(peer, view)` in `sends` goes to `peer`,
+    /// Grouped point-to-point on `gpu`'s stream: every `(peer, rows)` in `sends` goes to `peer`,
     /// and for every `(peer, range)` in `recvs` elements `range` of `into` are filled from `peer`
     /// (one message per peer and direction; lengths must match the peer's send). Receiving into
     /// ranges of one buffer lets the halo rows land where they belong (x's own rows).
     fn exchange_device(
         &self,
         gpu: &Gpu,
-        sends: &[(usize, CudaView<'_, f32>)],
+        sends: &[(usize, SendRows<'_>)],
         into: &mut CudaViewMut<'_, f32>,
         recvs: &[(usize, Range<usize>)],
     ) -> Result<()>;
@@ -56,11 +76,11 @@ pub trait DeviceComm: Communicator {
     /// [`DeviceComm::exchange_device`] that `gpu`'s stream does not wait for: it starts after
     /// what that stream holds now and runs beside what is queued there next, until
     /// [`DeviceComm::join_device`]. Until then the caller must not touch `into`'s `recvs`
-    /// ranges, nor write the `sends` views. By default the ordered exchange.
+    /// ranges, nor write the rows `sends` names. By default the ordered exchange.
     fn exchange_device_start(
         &self,
         gpu: &Gpu,
-        sends: &[(usize, CudaView<'_, f32>)],
+        sends: &[(usize, SendRows<'_>)],
         into: &mut CudaViewMut<'_, f32>,
         recvs: &[(usize, Range<usize>)],
     ) -> Result<()> {
@@ -95,7 +115,7 @@ pub trait DeviceComm: Communicator {
 
 pub(crate) fn check_peers<C: Communicator>(
     c: &C,
-    sends: &[(usize, CudaView<'_, f32>)],
+    sends: &[(usize, SendRows<'_>)],
     into: &CudaViewMut<'_, f32>,
     recvs: &[(usize, Range<usize>)],
     op: &str,
@@ -106,6 +126,17 @@ pub(crate) fn check_peers<C: Communicator>(
     if let Some((p, r)) = recvs.iter().find(|(_, r)| r.start > r.end || r.end > into.len()) {
         return Err(Error::Shape(format!("{op}: elements {r:?} from rank {p} of a buffer of {}", into.len())));
     }
+    let overlaps = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
+    for (p, s) in sends {
+        if let SendRows::Within(r) = s
+            && (r.start > r.end || r.end > into.len() || recvs.iter().any(|(_, q)| overlaps(r, q)))
+        {
+            return Err(Error::Shape(format!(
+                "{op}: elements {r:?} to rank {p} of a buffer of {} (each must lie in it, apart from the rows received)",
+                into.len()
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -113,7 +144,7 @@ impl DeviceComm for NcclCommunicator {
     fn exchange_device(
         &self,
         gpu: &Gpu,
-        sends: &[(usize, CudaView<'_, f32>)],
+        sends: &[(usize, SendRows<'_>)],
         into: &mut CudaViewMut<'_, f32>,
         recvs: &[(usize, Range<usize>)],
     ) -> Result<()> {
@@ -125,7 +156,7 @@ impl DeviceComm for NcclCommunicator {
     fn exchange_device_start(
         &self,
         gpu: &Gpu,
-        sends: &[(usize, CudaView<'_, f32>)],
+        sends: &[(usize, SendRows<'_>)],
         into: &mut CudaViewMut<'_, f32>,
         recvs: &[(usize, Range<usize>)],
     ) -> Result<()> {
@@ -137,8 +168,12 @@ impl DeviceComm for NcclCommunicator {
         guarded("ncclGroupStart", group_start)?;
         // group_end runs even when a call inside the group failed, so NCCL is never left in a group.
         let mut inner = || -> Result<()> {
-            for (p, v) in sends.iter().filter(|(_, v)| !v.is_empty()) {
-                guarded(OP, || self.comm().send(v, *p as i32))?;
+            for (p, rows) in sends.iter().filter(|(_, v)| !v.is_empty()) {
+                match rows {
+                    SendRows::View(v) => guarded(OP, || self.comm().send(v, *p as i32))?,
+                    // The view is only needed while NCCL enqueues the send.
+                    SendRows::Within(r) => guarded(OP, || self.comm().send(&into.slice(r.clone()), *p as i32))?,
+                }
             }
             for (p, r) in recvs.iter().filter(|(_, r)| !r.is_empty()) {
                 // The view is only needed while NCCL enqueues the receive.
@@ -214,7 +249,7 @@ impl DeviceComm for InProcess {
     fn exchange_device(
         &self,
         gpu: &Gpu,
-        sends: &[(usize, CudaView<'_, f32>)],
+        sends: &[(usize, SendRows<'_>)],
         into: &mut CudaViewMut<'_, f32>,
         recvs: &[(usize, Range<usize>)],
     ) -> Result<()> {
@@ -228,9 +263,12 @@ impl DeviceComm for InProcess {
         let stream = gpu.stream();
         // The send buffers were written on this stream: complete before anyone reads them.
         self.sync(gpu, OP)?;
-        for (p, v) in sends {
-            let (ptr, _sync) = v.device_ptr(stream);
-            self.post(*p, OP, address(ptr, v.len()))?;
+        for (p, rows) in sends {
+            let ptr = match rows {
+                SendRows::View(v) => v.device_ptr(stream).0,
+                SendRows::Within(r) => into.slice(r.clone()).device_ptr(stream).0,
+            };
+            self.post(*p, OP, address(ptr, rows.len()))?;
         }
         for (p, r) in recvs {
             let a = self.take::<u64>(*p, OP, 2)?;

@@ -7,7 +7,9 @@
 //! [`DeviceComm::exchange_device`] moves each peer's slice, and what arrives from each owner
 //! lands directly in its halo rows of x (one contiguous block per owner, with x's stride: the
 //! owners below this part fill the top rows, those above the bottom ones): no staging buffer,
-//! no copy into place.
+//! no copy into place. Where every send list is a run of consecutive rows (two parts of a
+//! symmetric graph: the rows the peer reads are the boundary rows, which the partition puts
+//! last, in order), the rows are sent from x as they lie and nothing is gathered.
 //!
 //! Backward (`give_back`): each owner's block of halo-row gradients goes back as it lies in g;
 //! what comes back from each peer is added into the rows it was sent (`scatter_add_rows`, one
@@ -33,9 +35,9 @@ use std::rc::Rc;
 use cudarc::driver::sys::CUevent_flags;
 use std::ops::Range;
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 
-use crate::dist::device_comm::DeviceComm;
+use crate::dist::device_comm::{DeviceComm, SendRows};
 use crate::dist::exchange::ExchangeCounters;
 use crate::dist::halo::Halo;
 use crate::dist::part_graph::ExtendedLayout;
@@ -78,6 +80,9 @@ pub struct DeviceHaloExchange<C: DeviceComm> {
     state: RefCell<State>,
     /// Where the exchanges overlap the products (`None`: serial, on the GPU's stream).
     split: Option<RowSplit>,
+    /// Where every send list is a run of consecutive rows, the first row of each (rows of the
+    /// extended matrix, in `sends` order): `fill` sends them from x in place.
+    in_place: Option<Vec<usize>>,
 }
 
 /// A buffer of at least `n` f32 (grown, never shrunk: the widths of a model's layers differ).
@@ -121,6 +126,8 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
         if let Some(b) = recvs.iter().find(|b| b.first < layout.below && b.first + b.rows > layout.below) {
             return Err(Error::Shape(format!("part {}: the halo rows from part {} straddle its owned rows", halo.part(), b.peer)));
         }
+        let runs = sends.iter().all(|b| idx[b.first..b.first + b.rows].windows(2).all(|w| w[1] == w[0] + 1));
+        let in_place = runs.then(|| sends.iter().map(|b| idx[b.first] as usize).collect());
         let state = State { send: None, back: None, events: Vec::new(), used: 0, counters: ExchangeCounters::default() };
         Ok(DeviceHaloExchange {
             comm,
@@ -131,7 +138,14 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
             send_idx: DeviceVec::upload(gpu, &idx)?,
             state: RefCell::new(state),
             split,
+            in_place,
         })
+    }
+
+    /// Whether `fill` sends the rows from x as they lie (every send list a run of consecutive
+    /// rows) rather than gathering them first.
+    pub fn sends_in_place(&self) -> bool {
+        self.in_place.is_some()
     }
 
     /// The counters since the last call, reset (waits for the exchanges' end events).
@@ -197,6 +211,19 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
         let ld = x.ld;
         let total: usize = self.sends.iter().map(|b| b.rows).sum();
         let end_on = if overlap { self.comm.exchange_stream(&gpu) } else { gpu.stream().clone() };
+        if let Some(starts) = &self.in_place {
+            return self.timed(&gpu, &end_on, self.halo_rows * ld, |_| {
+                // Each peer's rows straight from x (owned rows, disjoint from the halo rows
+                // received).
+                let sends: Vec<(usize, SendRows<'_>)> = self
+                    .sends
+                    .iter()
+                    .zip(starts)
+                    .map(|(b, &start)| (b.peer, SendRows::Within(start * ld..(start + b.rows) * ld)))
+                    .collect();
+                self.exchange_into_halo(&gpu, x, &sends, overlap)
+            });
+        }
         self.timed(&gpu, &end_on, self.halo_rows * ld, |s| {
             let send = at_least(&mut s.send, &gpu, total * ld)?;
             if total > 0 {
@@ -214,24 +241,30 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
                 // built); send holds total x ld f32; x and send share the stride ld (16-byte rows).
                 unsafe { gather_rows.launch(&gpu, shape, &args) }?;
             }
-            let sends: Vec<(usize, CudaView<'_, f32>)> =
-                self.sends.iter().map(|b| (b.peer, send.slice(b.first * ld..(b.first + b.rows) * ld))).collect();
-            // Each owner's rows straight into their place in x (disjoint row blocks).
-            let recvs: Vec<(usize, Range<usize>)> = self
-                .recvs
-                .iter()
-                .map(|b| {
-                    let at = self.halo_row(b.first) * ld;
-                    (b.peer, at..at + b.rows * ld)
-                })
-                .collect();
-            let mut into = x.slice_mut().slice_mut(0..self.layout.rows() * ld);
-            if overlap {
-                self.comm.exchange_device_start(&gpu, &sends, &mut into, &recvs)
-            } else {
-                self.comm.exchange_device(&gpu, &sends, &mut into, &recvs)
-            }
+            let sends: Vec<(usize, SendRows<'_>)> =
+                self.sends.iter().map(|b| (b.peer, SendRows::View(send.slice(b.first * ld..(b.first + b.rows) * ld)))).collect();
+            self.exchange_into_halo(&gpu, x, &sends, overlap)
         })
+    }
+
+    /// Sends `sends` and receives each owner's rows straight into their place in x (disjoint
+    /// row blocks); started (`overlap`) or run in order.
+    fn exchange_into_halo(&self, gpu: &Gpu, x: &mut DeviceMatrix<f32>, sends: &[(usize, SendRows<'_>)], overlap: bool) -> Result<()> {
+        let ld = x.ld;
+        let recvs: Vec<(usize, Range<usize>)> = self
+            .recvs
+            .iter()
+            .map(|b| {
+                let at = self.halo_row(b.first) * ld;
+                (b.peer, at..at + b.rows * ld)
+            })
+            .collect();
+        let mut into = x.slice_mut().slice_mut(0..self.layout.rows() * ld);
+        if overlap {
+            self.comm.exchange_device_start(gpu, sends, &mut into, &recvs)
+        } else {
+            self.comm.exchange_device(gpu, sends, &mut into, &recvs)
+        }
     }
 
     /// Sends g's halo rows to their owners, receiving what the peers return into `back`; started
@@ -245,12 +278,12 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
             let total: usize = self.sends.iter().map(|b| b.rows).sum();
             let back = at_least(&mut s.back, &gpu, total * ld)?;
             let whole = g.slice();
-            let sends: Vec<(usize, CudaView<'_, f32>)> = self
+            let sends: Vec<(usize, SendRows<'_>)> = self
                 .recvs
                 .iter()
                 .map(|b| {
                     let at = self.halo_row(b.first) * ld;
-                    (b.peer, whole.slice(at..at + b.rows * ld))
+                    (b.peer, SendRows::View(whole.slice(at..at + b.rows * ld)))
                 })
                 .collect();
             // What each peer returns, in send-list order (its rows' block of `back`).

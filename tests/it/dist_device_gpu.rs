@@ -52,8 +52,17 @@ fn device_exchange_equals_host_exchange() {
         t.push((0, i, 1.0));
     }
     let graph = tcgnn::graph::Csr::from_triplets(n, n, &t).unwrap();
-    for parts in [2, 3] {
-        let p = Partition::new(&graph, parts, PartitionMethod::Contiguous).unwrap();
+    // Two label-propagation parts of a symmetric graph: each part sends its boundary rows, the
+    // last of its owned rows in order, so they go from x in place (no gather).
+    let sbm = data().graph;
+    let cases = [
+        (&graph, 2, PartitionMethod::Contiguous, false),
+        (&graph, 3, PartitionMethod::Contiguous, false),
+        (&sbm, 2, PartitionMethod::LabelProp, true),
+        (&sbm, 3, PartitionMethod::LabelProp, false),
+    ];
+    for (graph, parts, method, in_place) in cases {
+        let p = Partition::new(graph, parts, method).unwrap();
         for k in [13, 64] {
             InProcess::run(parts, Duration::from_secs(60), |comm| {
                 let rank = comm.rank();
@@ -65,6 +74,7 @@ fn device_exchange_equals_host_exchange() {
                 let comm = Rc::new(comm);
                 let host = HaloExchange::<CudaBackend, InProcess>::new(halo.clone(), comm.clone(), layout)?;
                 let device = DeviceHaloExchange::new(b.gpu(), &halo, comm.clone(), layout, None)?;
+                assert_eq!(device.sends_in_place(), in_place, "P = {parts} {method:?}: rows sent in place");
                 // Owned rows: their global rows; halo rows: garbage the fill must overwrite.
                 let mut m = Matrix::zeros(layout.rows(), k);
                 for r in 0..layout.rows() {

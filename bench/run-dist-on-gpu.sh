@@ -8,7 +8,8 @@
 # generated with SEED, partitioned by lp into 2 parts and written (`partition -o`), timed; sbm:
 # `bench dist` on an SBM of 10M nodes / mean degree 10 / 64 features (generated in the run, lp
 # partition) for GCN and GAT on 1 and 2 GPUs, the halo exchange overlapped and serial.
-# rmat and sbm measure overlapped and serial steps (`--overlap true,false`). buckets: R-MAT 2^22 x 16
+# rmat and sbm measure overlapped and serial steps (`--overlap true,false`); small and rmat each
+# eagerly and recorded as a CUDA graph (`--cuda-graph true,false`). buckets: R-MAT 2^22 x 16
 # as rmat, the overlapped step with the gradient all-reduce in per-layer buckets during the
 # backward and after it (`--grad-buckets true,false`), and citeseer's 2-GPU step the same way.
 # balance: R-MAT 2^22 x 16 as rmat (overlapped), the row-weighted cut (rows weigh 7 edges, the
@@ -38,14 +39,14 @@ for stage in "${stages[@]}"; do
       timeout 300 .gpu/bin/test-test-it dist_train dist_device_gpu dist_halo dist_overlap nn_gat_attention nn_ops::gpu_dropout > "$out/tests.log" 2>&1
       grep -E "test result|FAILED|panicked" "$out/tests.log" | head ;;
     small)
-      timeout 150 $T bench dist citeseer cora pubmed --gpus 1,2 --models gcn,gat --reps 30 --out "$out/dist_small" > "$out/dist-small.log" 2>&1 \
+      timeout 150 $T bench dist citeseer cora pubmed --gpus 1,2 --models gcn,gat --overlap true,false --cuda-graph true,false --reps 30 --out "$out/dist_small" > "$out/dist-small.log" 2>&1 \
         || echo "bench dist small: exit $?"
       tail -12 "$out/dist-small.log" ;;
     exchange)
       NCCL_DEBUG=INFO timeout 60 $T train citeseer --model gcn --gpus 2 --epochs 50 --verbose > "$out/citeseer-2gpu.log" 2>&1 || echo "2-GPU citeseer: exit $?"
       grep -E " via |NET/|step" "$out/citeseer-2gpu.log" | grep -v "^\s*$" | head -12 ;;
     rmat)
-      timeout 300 $T bench dist rmat:22:16:$seed:relabel --gpus 1,2 --partition-method lp --models gcn,gat --overlap true,false --reps 20 --out "$out/dist_rmat22" \
+      timeout 300 $T bench dist rmat:22:16:$seed:relabel --gpus 1,2 --partition-method lp --models gcn,gat --overlap true,false --cuda-graph true,false --reps 20 --out "$out/dist_rmat22" \
         > "$out/dist-rmat22.log" 2>&1 || echo "bench dist rmat22: exit $?"
       tail -12 "$out/dist-rmat22.log" ;;
     buckets)

@@ -115,9 +115,10 @@ pub struct DistArgs {
     #[arg(long, value_enum, default_value = "device")]
     pub halo_path: HaloPath,
     /// Run each layer's halo exchange beside the product of what needs no halo row (GCN, SAGE,
-    /// GIN, GAT) instead of before it. Faster on large graphs; not the default because on small
-    /// ones (citeseer) its stream handshakes cost more than they hide (bench/NOTES.md).
-    #[arg(long)]
+    /// GIN, GAT) instead of before it (`--overlap false`: serial). The default: on two GPUs every
+    /// graph measured steps faster overlapped, citeseer's recorded step included
+    /// (bench/NOTES.md).
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub overlap: bool,
     /// Whether the input layer forms its halo rows from the halo nodes' own features (true:
     /// the input product over them too) or exchanges them as the other layers do (false,

@@ -53,15 +53,17 @@ fn device_exchange_equals_host_exchange() {
     }
     let graph = tcgnn::graph::Csr::from_triplets(n, n, &t).unwrap();
     // Two label-propagation parts of a symmetric graph: each part sends its boundary rows, the
-    // last of its owned rows in order, so they go from x in place (no gather).
+    // last of its owned rows in order, so they go from x in place (no gather); the other cuts
+    // gather (some of their ranks send runs too: every row of a part the hub reads).
     let sbm = data().graph;
     let cases = [
-        (&graph, 2, PartitionMethod::Contiguous, false),
-        (&graph, 3, PartitionMethod::Contiguous, false),
-        (&sbm, 2, PartitionMethod::LabelProp, true),
-        (&sbm, 3, PartitionMethod::LabelProp, false),
+        (&graph, 2, PartitionMethod::Contiguous),
+        (&graph, 3, PartitionMethod::Contiguous),
+        (&sbm, 2, PartitionMethod::LabelProp),
+        (&sbm, 3, PartitionMethod::LabelProp),
     ];
-    for (graph, parts, method, in_place) in cases {
+    let paths = std::sync::Mutex::new(Vec::new());
+    for (graph, parts, method) in cases {
         let p = Partition::new(graph, parts, method).unwrap();
         for k in [13, 64] {
             InProcess::run(parts, Duration::from_secs(60), |comm| {
@@ -74,7 +76,10 @@ fn device_exchange_equals_host_exchange() {
                 let comm = Rc::new(comm);
                 let host = HaloExchange::<CudaBackend, InProcess>::new(halo.clone(), comm.clone(), layout)?;
                 let device = DeviceHaloExchange::new(b.gpu(), &halo, comm.clone(), layout, None)?;
-                assert_eq!(device.sends_in_place(), in_place, "P = {parts} {method:?}: rows sent in place");
+                // Rows go from x in place exactly when every send list is a run.
+                let runs = halo.send_lists().iter().all(|l| l.windows(2).all(|w| w[1] == w[0] + 1));
+                assert_eq!(device.sends_in_place(), runs, "P = {parts} {method:?} rank {rank}");
+                paths.lock().unwrap().push((parts, method, runs));
                 // Owned rows: their global rows; halo rows: garbage the fill must overwrite.
                 let mut m = Matrix::zeros(layout.rows(), k);
                 for r in 0..layout.rows() {
@@ -111,6 +116,10 @@ fn device_exchange_equals_host_exchange() {
             .unwrap();
         }
     }
+    let paths = paths.into_inner().unwrap();
+    assert!(paths.iter().any(|p| !p.2), "the gathered path was exercised");
+    // Both ranks of the SBM's two lp parts send in place.
+    assert!(paths.iter().filter(|p| p.0 == 2 && p.1 == PartitionMethod::LabelProp).all(|p| p.2), "{paths:?}");
 }
 
 fn data() -> Dataset {

@@ -400,7 +400,7 @@ fn two_gpus_over_nccl_overlapped_equals_serial() {
     }
     for model in ["gcn", "gat"] {
         let base = ["train", "sbm:20000", "--model", model, "--gpus", "2", "--epochs", "6", "--partition-method", "lp", "--seeds", "3"];
-        let serial = cli_losses(&base);
+        let serial = cli_losses(&[&base[..], &["--overlap", "false"]].concat());
         let over = cli_losses(&[&base[..], &["--overlap"]].concat());
         assert_eq!(over.len(), serial.len(), "{model}");
         for (e, (a, b)) in over.iter().zip(&serial).enumerate() {
@@ -474,7 +474,7 @@ fn two_gpus_over_nccl_recorded_equals_eager() {
         return;
     }
     for model in ["gcn", "gat"] {
-        for extra in [&[][..], &["--overlap", "--grad-buckets", "0"][..]] {
+        for extra in [&["--overlap", "false"][..], &["--overlap", "--grad-buckets", "0"][..]] {
             let base =
                 [
                     &[

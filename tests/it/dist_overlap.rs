@@ -385,17 +385,25 @@ fn cli_run(args: &[&str]) -> (Vec<f64>, String) {
     (losses, so.into_owned())
 }
 
-#[test]
-fn two_gpus_over_nccl_overlapped_equals_serial() {
-    if common::gpu_or_skip("two_gpus_over_nccl_overlapped_equals_serial").is_none() {
-        return;
+/// Whether this machine has two GPUs and NCCL (else says why `test` is skipped).
+fn two_gpus_or_skip(test: &str) -> bool {
+    if common::gpu_or_skip(test).is_none() {
+        return false;
     }
     if let Err(e) = tcgnn::dist::nccl::nccl_present() {
-        println!("two_gpus_over_nccl_overlapped_equals_serial: skipped: {e}");
-        return;
+        println!("{test}: skipped: {e}");
+        return false;
     }
     if Gpu::new(1).is_err() {
-        println!("two_gpus_over_nccl_overlapped_equals_serial: skipped: one GPU");
+        println!("{test}: skipped: one GPU");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn two_gpus_over_nccl_overlapped_equals_serial() {
+    if !two_gpus_or_skip("two_gpus_over_nccl_overlapped_equals_serial") {
         return;
     }
     for model in ["gcn", "gat"] {
@@ -413,15 +421,7 @@ fn two_gpus_over_nccl_overlapped_equals_serial() {
 
 #[test]
 fn two_gpus_over_nccl_bucketed_equals_serial() {
-    if common::gpu_or_skip("two_gpus_over_nccl_bucketed_equals_serial").is_none() {
-        return;
-    }
-    if let Err(e) = tcgnn::dist::nccl::nccl_present() {
-        println!("two_gpus_over_nccl_bucketed_equals_serial: skipped: {e}");
-        return;
-    }
-    if Gpu::new(1).is_err() {
-        println!("two_gpus_over_nccl_bucketed_equals_serial: skipped: one GPU");
+    if !two_gpus_or_skip("two_gpus_over_nccl_bucketed_equals_serial") {
         return;
     }
     // Each bucket's all-reduce on NCCL's stream beside the earlier layers' backward, the
@@ -462,15 +462,7 @@ fn two_gpus_over_nccl_bucketed_equals_serial() {
 /// printed losses as the eager ranks from epoch 1, with dropout on.
 #[test]
 fn two_gpus_over_nccl_recorded_equals_eager() {
-    if common::gpu_or_skip("two_gpus_over_nccl_recorded_equals_eager").is_none() {
-        return;
-    }
-    if let Err(e) = tcgnn::dist::nccl::nccl_present() {
-        println!("two_gpus_over_nccl_recorded_equals_eager: skipped: {e}");
-        return;
-    }
-    if Gpu::new(1).is_err() {
-        println!("two_gpus_over_nccl_recorded_equals_eager: skipped: one GPU");
+    if !two_gpus_or_skip("two_gpus_over_nccl_recorded_equals_eager") {
         return;
     }
     for model in ["gcn", "gat"] {

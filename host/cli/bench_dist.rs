@@ -238,6 +238,9 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
         Device::Gpu => Some(Gpu::probe()?),
         Device::Auto => Gpu::probe().ok(),
     };
+    if gpu.is_none() && a.cuda_graph.contains(&true) {
+        return Err(Error::Unsupported("--cuda-graph true records the step on a GPU: this run is on the CPU".into()));
+    }
     let graphs = graphs(a, gpu.is_some());
     let device = gpu.as_ref().map_or_else(|| "cpu (f32)".to_string(), |g| g.info().name.clone());
     let mut records = Vec::new();

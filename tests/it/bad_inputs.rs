@@ -227,6 +227,9 @@ fn silent_wrong_results_are_errors() {
     refuses(&dir, &["partition", "ring.mtx", "--row-weight", "0"], &["row weight of 0", "at least 1"]);
     train(&["ring.mtx", "--partitions", "2", "--rebalance", "1"], &["--rebalance", "NCCL ranks"]);
     refuses(&dir, &["bench", "dist", "ring.mtx", "--local-input", "maybe"], &["--local-input", "maybe"]);
+    refuses(&dir, &["bench", "dist", "ring.mtx", "--cuda-graph", "maybe"], &["--cuda-graph", "maybe"]);
+    refuses(&dir, &["bench", "dist", "ring.mtx", "--device", "cpu", "--cuda-graph", "true"], &["--cuda-graph true", "CPU"]);
+    train(&["ring.mtx", "--partitions", "2", "--overlap", "maybe"], &["--overlap", "maybe"]);
     refuses(&dir, &["bench", "dist", "ring.mtx", "--overlap-split", "diagonal"], &["--overlap-split", "diagonal"]);
     train(&["ring.mtx", "--partitions", "2", "--overlap-split", "diagonal"], &["--overlap-split", "diagonal"]);
     let mut d = node_data(6);

@@ -385,6 +385,14 @@ fn cli_run(args: &[&str]) -> (Vec<f64>, String) {
     (losses, so.into_owned())
 }
 
+/// Two runs' printed losses (6 decimals) agree epoch by epoch.
+fn assert_printed_losses_equal(what: &str, got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}: epochs");
+    for (e, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!((a - b).abs() <= 2e-6 + 1e-5 * b.abs(), "{what}: epoch {} {a} vs {b}", e + 1);
+    }
+}
+
 /// Whether this machine has two GPUs and NCCL (else says why `test` is skipped).
 fn two_gpus_or_skip(test: &str) -> bool {
     if common::gpu_or_skip(test).is_none() {
@@ -410,11 +418,7 @@ fn two_gpus_over_nccl_overlapped_equals_serial() {
         let base = ["train", "sbm:20000", "--model", model, "--gpus", "2", "--epochs", "6", "--partition-method", "lp", "--seeds", "3"];
         let serial = cli_losses(&[&base[..], &["--overlap", "false"]].concat());
         let over = cli_losses(&[&base[..], &["--overlap"]].concat());
-        assert_eq!(over.len(), serial.len(), "{model}");
-        for (e, (a, b)) in over.iter().zip(&serial).enumerate() {
-            // Printed to 6 decimals.
-            assert!((a - b).abs() <= 2e-6 + 1e-5 * b.abs(), "{model} epoch {}: overlapped {a} vs serial {b}", e + 1);
-        }
+        assert_printed_losses_equal(&format!("{model} overlapped vs serial"), &over, &serial);
         println!("{model}: 2 GPUs over NCCL, overlapped = serial over {} epochs (last loss {})", over.len(), over[over.len() - 1]);
     }
 }
@@ -444,11 +448,8 @@ fn two_gpus_over_nccl_bucketed_equals_serial() {
         ];
         let serial = cli_losses(&base);
         let bucketed = cli_losses(&[&base[..], &["--grad-buckets", "0"]].concat());
-        assert_eq!(bucketed.len(), serial.len(), "{model}");
-        for (e, (a, b)) in bucketed.iter().zip(&serial).enumerate() {
-            // Printed to 6 decimals; two ranks' sums are a + b either way.
-            assert!((a - b).abs() <= 2e-6 + 1e-5 * b.abs(), "{model} epoch {}: bucketed {a} vs serial {b}", e + 1);
-        }
+        // Two ranks' sums are a + b either way.
+        assert_printed_losses_equal(&format!("{model} bucketed vs serial"), &bucketed, &serial);
         println!(
             "{model}: 2 GPUs over NCCL, bucketed = serial over {} epochs (last loss {})",
             bucketed.len(),
@@ -489,11 +490,7 @@ fn two_gpus_over_nccl_recorded_equals_eager() {
             let eager = cli_losses(&[&base[..], &["--no-cuda-graph"]].concat());
             let (recorded, summary) = cli_run(&base);
             assert!(summary.contains("replayed as a CUDA graph"), "{model} {extra:?}: not recorded:\n{summary}");
-            assert_eq!(recorded.len(), eager.len(), "{model} {extra:?}");
-            for (e, (a, b)) in recorded.iter().zip(&eager).enumerate() {
-                // Printed to 6 decimals.
-                assert!((a - b).abs() <= 2e-6 + 1e-5 * b.abs(), "{model} {extra:?} epoch {}: recorded {a} vs eager {b}", e + 1);
-            }
+            assert_printed_losses_equal(&format!("{model} {extra:?} recorded vs eager"), &recorded, &eager);
             println!("{model} {extra:?}: 2 GPUs recorded = eager over {} epochs", recorded.len());
         }
     }

@@ -85,16 +85,22 @@ fn in_process_on_one_gpu_matches_unpartitioned() {
     }
 }
 
+/// The GPU and a one-rank NCCL world on it (None, saying why, without a GPU or NCCL).
+fn nccl_world_of_one(test: &str) -> Option<(Arc<Gpu>, Rc<NcclCommunicator>)> {
+    let gpu = common::gpu_or_skip(test)?;
+    if let Err(e) = nccl_present() {
+        println!("{test}: skipped: {e}");
+        return None;
+    }
+    let comm = Rc::new(NcclCommunicator::new(gpu.clone(), 0, 1, &new_unique_id().unwrap()).unwrap());
+    Some((gpu, comm))
+}
+
 #[test]
 fn nccl_world_of_one_matches_unpartitioned() {
-    let Some(gpu) = common::gpu_or_skip("nccl_world_of_one_matches_unpartitioned") else { return };
-    if let Err(e) = nccl_present() {
-        println!("nccl_world_of_one_matches_unpartitioned: skipped: {e}");
-        return;
-    }
+    let Some((gpu, comm)) = nccl_world_of_one("nccl_world_of_one_matches_unpartitioned") else { return };
     let data = data();
     let p = Partition::new(&data.graph, 1, PartitionMethod::Contiguous).unwrap();
-    let comm = Rc::new(NcclCommunicator::new(gpu.clone(), 0, 1, &new_unique_id().unwrap()).unwrap());
     for model in ["gcn", "gat"] {
         let (cfg, tcfg) = config(model);
         let want = reference(&gpu, &data, &cfg, &tcfg);
@@ -136,14 +142,9 @@ fn cli_gpus_one_runs() {
 /// (the warm-up step the recording runs is undone), with dropout on.
 #[test]
 fn nccl_world_of_one_recorded_step_is_the_eager_step() {
-    let Some(gpu) = common::gpu_or_skip("nccl_world_of_one_recorded_step_is_the_eager_step") else { return };
-    if let Err(e) = nccl_present() {
-        println!("nccl_world_of_one_recorded_step_is_the_eager_step: skipped: {e}");
-        return;
-    }
+    let Some((gpu, comm)) = nccl_world_of_one("nccl_world_of_one_recorded_step_is_the_eager_step") else { return };
     let data = data();
     let p = Partition::new(&data.graph, 1, PartitionMethod::Contiguous).unwrap();
-    let comm = Rc::new(NcclCommunicator::new(gpu.clone(), 0, 1, &new_unique_id().unwrap()).unwrap());
     let base = DistOptions::new(ExchangeMethod::PointToPoint);
     for model in ["gcn", "gat", "sage", "gin", "agnn"] {
         let (mut cfg, tcfg) = config(model);

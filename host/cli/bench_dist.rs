@@ -104,6 +104,11 @@ pub struct BenchDistArgs {
     /// --alone, the device path.
     #[arg(long, value_delimiter = ',', default_value = "false", action = clap::ArgAction::Set)]
     pub cuda_graph: Vec<bool>,
+    /// Whether a GCN on a symmetric graph pulls in its backward (true: fills dY's halo rows and
+    /// multiplies by Â's owned rows, as the forward) or forms Âᵀ's halo rows and gives them back
+    /// (false, as other models do); comma separated, each measured.
+    #[arg(long, value_delimiter = ',', default_value = "true", action = clap::ArgAction::Set)]
+    pub pull_backward: Vec<bool>,
     /// With --grad-buckets true: a bucket is started once its layers' gradients hold at least
     /// this many KiB (0: one bucket per layer, as the backward finishes it).
     #[arg(long, default_value_t = 0)]
@@ -176,6 +181,11 @@ pub(crate) struct DistRecord {
     /// `all_reduce_ms` are not measured (0) and `compute_ms` is the whole step.
     #[serde(default)]
     pub(crate) cuda_graph: bool,
+    /// Whether a GCN on a symmetric graph was asked to pull in its backward
+    /// ([`DistOptions::pull_backward`]; other models give back whatever it says). Absent in
+    /// reports from before it was a choice, when every backward gave back.
+    #[serde(default)]
+    pub(crate) pull_backward: bool,
     /// Mean over parts of halo rows / all-gather rows, and the largest part's edges / the mean.
     pub(crate) halo_ratio: f64,
     pub(crate) edge_balance: f64,
@@ -337,6 +347,7 @@ pub(crate) fn fill_speedups(records: &mut [DistRecord]) {
             && a.overlap_split == b.overlap_split
             && a.grad_buckets == b.grad_buckets
             && a.cuda_graph == b.cuda_graph
+            && a.pull_backward == b.pull_backward
     };
     let ones: Vec<usize> = (0..records.len()).filter(|&i| records[i].parts == 1).collect();
     for i in 0..records.len() {
@@ -391,12 +402,13 @@ pub(crate) struct Setting {
     pub(crate) grad_buckets: Option<usize>,
     /// Steps replayed as a recorded CUDA graph.
     pub(crate) cuda_graph: bool,
+    pub(crate) pull_backward: bool,
 }
 
 impl Setting {
     pub(crate) fn options(self, method: ExchangeMethod) -> DistOptions {
-        let Setting { path, overlap, local_input, split, grad_buckets, .. } = self;
-        DistOptions { method, path, overlap, local_input, split, grad_buckets }
+        let Setting { path, overlap, local_input, split, grad_buckets, pull_backward, .. } = self;
+        DistOptions { method, path, overlap, local_input, split, grad_buckets, pull_backward }
     }
 
     /// For the progress lines.
@@ -404,7 +416,8 @@ impl Setting {
         let input = if self.local_input { "input local" } else { "input exchanged" };
         let overlap = if self.overlap { format!("overlap by {:?}", self.split).to_lowercase() } else { "serial".into() };
         let graph = if self.cuda_graph { ", CUDA graph" } else { "" };
-        format!("{:?} path, {overlap}, {input}, {}{graph}", self.path, buckets_label(self.grad_buckets))
+        let pull = if self.pull_backward { "" } else { ", backward gives back" };
+        format!("{:?} path, {overlap}, {input}, {}{graph}{pull}", self.path, buckets_label(self.grad_buckets))
     }
 }
 
@@ -424,9 +437,11 @@ pub(crate) fn settings(paths: &[HaloPath], a: &BenchDistArgs, buckets: &[Option<
                     for &grad_buckets in buckets {
                         for &g in &a.cuda_graph {
                             let cuda_graph = g && path == HaloPath::Device;
-                            let s = Setting { path, overlap, local_input, split, grad_buckets, cuda_graph };
-                            if !out.contains(&s) {
-                                out.push(s);
+                            for &pull_backward in &a.pull_backward {
+                                let s = Setting { path, overlap, local_input, split, grad_buckets, cuda_graph, pull_backward };
+                                if !out.contains(&s) {
+                                    out.push(s);
+                                }
                             }
                         }
                     }
@@ -566,7 +581,7 @@ fn op_table(title: &str, parts: &[OpTimes]) -> String {
 /// The point's record from every rank's timing over `reps` steps.
 pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> DistRecord {
     let Point { graph, d, model, p, row_weight, rebalanced, options, cuda_graph } = *at;
-    let DistOptions { method, path, overlap, local_input, split, grad_buckets } = options;
+    let DistOptions { method, path, overlap, local_input, split, grad_buckets, pull_backward } = options;
     // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
     let method = if path == HaloPath::Device { ExchangeMethod::PointToPoint } else { method };
     let per = |s: f64| 1e3 * s / reps as f64;
@@ -599,6 +614,7 @@ pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> Dist
         overlap_split: overlap.then_some(split),
         grad_buckets,
         cuda_graph,
+        pull_backward,
         halo_ratio: p.halo_ratio(),
         edge_balance: p.edge_balance(),
         halo_rows: p.blocks.iter().map(|b| b.halo_rows()).sum(),
@@ -634,7 +650,7 @@ fn markdown(r: &DistReport) -> String {
     for x in &r.records {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {:?}{} | {} | {} | {:.0}% | {:.3} | {:.2} | {:.3} | {:.3} | {} | {} | {:.1} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {:?}{}{} | {} | {} | {:.0}% | {:.3} | {:.2} | {:.3} | {:.3} | {} | {} | {:.1} | {} | {} |",
             x.graph,
             x.model,
             x.parts,
@@ -643,6 +659,7 @@ fn markdown(r: &DistReport) -> String {
             x.exchange,
             x.halo_path,
             if x.cuda_graph { ", CUDA graph" } else { "" },
+            if x.pull_backward { "" } else { ", backward gives back" },
             match (x.overlap, x.local_input, x.overlap_split) {
                 (true, Some(false), Some(OverlapSplit::Rows)) => "by rows, input exchanged",
                 (true, Some(false), _) => "yes, input exchanged",

@@ -479,6 +479,7 @@ pub(crate) fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<
         t.all_reduce_bytes as f64,
         t.all_reduce_calls as f64,
         t.replayed as f64,
+        t.halo.gave_back as f64,
     ];
     let mut all = vec![0.0f64; mine.len() * comm.world_size()];
     comm.all_gather(&mine, &mut all)?;
@@ -487,7 +488,7 @@ pub(crate) fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<
         .map(|v| StepTiming {
             steps: v[0] as u64,
             step_seconds: v[1],
-            halo: tcgnn::dist::exchange::ExchangeCounters { seconds: v[2], bytes: v[3] as u64, calls: v[4] as u64 },
+            halo: tcgnn::dist::exchange::ExchangeCounters { seconds: v[2], bytes: v[3] as u64, calls: v[4] as u64, gave_back: v[9] as u64 },
             all_reduce_seconds: v[5],
             all_reduce_bytes: v[6] as u64,
             all_reduce_calls: v[7] as u64,

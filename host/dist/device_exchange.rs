@@ -183,6 +183,18 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
     /// While the step is being recorded, `f` runs untimed and uncounted: what a replay moves is
     /// counted by its caller ([`crate::dist::DistTrainer`]), and its events would time nothing.
     fn timed(&self, gpu: &Gpu, end_on: &CudaStream, elems: usize, f: impl FnOnce(&mut State) -> Result<()>) -> Result<()> {
+        self.timed_as(gpu, end_on, elems, false, f)
+    }
+
+    /// [`DeviceHaloExchange::timed`], counted as a give-back when `gives_back`.
+    fn timed_as(
+        &self,
+        gpu: &Gpu,
+        end_on: &CudaStream,
+        elems: usize,
+        gives_back: bool,
+        f: impl FnOnce(&mut State) -> Result<()>,
+    ) -> Result<()> {
         let s = &mut *self.state.borrow_mut();
         if gpu.is_capturing() {
             return f(s);
@@ -198,6 +210,7 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
         s.used += 1;
         s.counters.bytes += (elems * 4) as u64;
         s.counters.calls += 1;
+        s.counters.gave_back += gives_back as u64;
         Ok(())
     }
 }
@@ -274,7 +287,7 @@ impl<C: DeviceComm> DeviceHaloExchange<C> {
         let gpu = g.gpu().clone();
         let ld = g.ld;
         let end_on = if overlap { self.comm.exchange_stream(&gpu) } else { gpu.stream().clone() };
-        self.timed(&gpu, &end_on, self.halo_rows * ld, |s| {
+        self.timed_as(&gpu, &end_on, self.halo_rows * ld, true, |s| {
             let total: usize = self.sends.iter().map(|b| b.rows).sum();
             let back = at_least(&mut s.back, &gpu, total * ld)?;
             let whole = g.slice();

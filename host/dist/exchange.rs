@@ -23,6 +23,17 @@ pub struct ExchangeCounters {
     /// Bytes of halo rows this part received (forward) plus sent back (backward).
     pub bytes: u64,
     pub calls: u64,
+    /// Of the calls, the backward's give-backs (a backward that pulls fills instead).
+    pub gave_back: u64,
+}
+
+impl std::ops::AddAssign for ExchangeCounters {
+    fn add_assign(&mut self, o: Self) {
+        self.seconds += o.seconds;
+        self.bytes += o.bytes;
+        self.calls += o.calls;
+        self.gave_back += o.gave_back;
+    }
 }
 
 struct Buffers<T> {
@@ -93,6 +104,7 @@ impl<B: HostRows, C: Communicator> HaloHook<B> for HaloExchange<B, C> {
         b.write_rows(g, 0, lo)?;
         b.write_rows(g, below + owned, hi)?;
         Self::count(&mut bufs.counters, t0, bufs.halo.len());
+        bufs.counters.gave_back += 1;
         Ok(())
     }
 }

@@ -88,12 +88,26 @@ pub struct DistOptions {
     /// the earlier layers' backward (the device path over NCCL; elsewhere in order). Every
     /// element is summed as the serial all-reduce sums it.
     pub grad_buckets: Option<usize>,
+    /// Whether a GCN on a symmetric graph pulls in its backward: fills dY's halo rows and
+    /// multiplies by Â's owned rows, as the forward does (overlapped as it is), instead of
+    /// forming Âᵀ's halo rows too and giving them back
+    /// ([`crate::nn::gcn_conv::GcnAdjacency::backward_product`]). `false`: the give-back, as
+    /// every other model and a directed graph use.
+    pub pull_backward: bool,
 }
 
 impl DistOptions {
     /// `method` on the device path, overlapped, the gradient all-reduce serial.
     pub fn new(method: ExchangeMethod) -> Self {
-        DistOptions { method, path: HaloPath::Device, overlap: true, local_input: true, split: OverlapSplit::Columns, grad_buckets: None }
+        DistOptions {
+            method,
+            path: HaloPath::Device,
+            overlap: true,
+            local_input: true,
+            split: OverlapSplit::Columns,
+            grad_buckets: None,
+            pull_backward: true,
+        }
     }
     pub fn with_path(self, path: HaloPath) -> Self {
         DistOptions { path, ..self }
@@ -110,6 +124,9 @@ impl DistOptions {
     }
     pub fn with_grad_buckets(self, grad_buckets: Option<usize>) -> Self {
         DistOptions { grad_buckets, ..self }
+    }
+    pub fn with_pull_backward(self, pull_backward: bool) -> Self {
+        DistOptions { pull_backward, ..self }
     }
 }
 
@@ -181,7 +198,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         model: &ModelConfig,
         train: &TrainConfig,
     ) -> Result<Self> {
-        let DistOptions { method, path, overlap, local_input, split, grad_buckets } = options;
+        let DistOptions { method, path, overlap, local_input, split, grad_buckets, pull_backward } = options;
         let rank = comm.rank();
         if comm.world_size() != partition.parts() || partition.nodes() != data.n() {
             return Err(Error::Unsupported(format!(
@@ -213,6 +230,9 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         let edge_ids = original_edge_ids(&s, new_to_old, first, owned)?;
         let input_ids = feature_ids(&data.features, new_to_old, first, layout, &halo, &row_ids)?;
         let part_graph = extended_rows(&s, first, owned, &halo)?;
+        // Checked on the whole matrix: an owned node's column holds entries of rows owned
+        // elsewhere.
+        let symmetric = pull_backward && crate::graph::ops::is_symmetric(&s);
         drop(s);
         let local = part_data(data, first, layout, &halo)?;
         let interior = interior_rows(&part_graph, layout.owned_rows());
@@ -229,6 +249,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
             local_input,
             owned: owned_rows.clone(),
             split,
+            symmetric,
         };
         let n = layout.rows();
         let net = models::build_part(b, part_graph, data.features.cols(), data.classes, model, &ctx)?;
@@ -288,9 +309,8 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         backend.synchronize()?;
         let halo = self.exchange.take_counters()?;
         self.timing.all_reduce_seconds += B::take_all_reduce_seconds(&mut self.fused)?;
-        self.timing.halo.seconds += halo.seconds;
-        self.timing.halo.bytes += halo.bytes + moved.halo_bytes;
-        self.timing.halo.calls += halo.calls + moved.halo_calls;
+        self.timing.halo += halo;
+        self.timing.halo += moved.halo;
         self.timing.all_reduce_bytes += moved.all_reduce_bytes;
         self.timing.all_reduce_calls += moved.all_reduce_calls;
         self.timing.steps += 1;
@@ -309,7 +329,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         self.live.read_write(b, logits, &mut self.dlogits, |l, d| b.cross_entropy(l, labels, inv_n, d, stats))?;
         let moved = match self.grad_buckets {
             None => {
-                self.net.backward(b, &mut self.input, &self.dlogits)?;
+                self.net.backward(b, &mut self.input, &mut self.dlogits)?;
                 Moved { all_reduce_bytes: self.all_reduce_gradients()?, all_reduce_calls: 1, ..Moved::default() }
             }
             Some(bytes) => self.backward_in_buckets(bytes)?,
@@ -340,7 +360,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         let mut moved = self.step_eager()?;
         b.synchronize()?;
         let halo = self.exchange.take_counters()?;
-        (moved.halo_bytes, moved.halo_calls) = (halo.bytes, halo.calls);
+        moved.halo = ExchangeCounters { seconds: 0.0, ..halo };
         B::take_all_reduce_seconds(&mut self.fused)?;
         self.evaluate()?;
         b.synchronize()?;
@@ -393,7 +413,7 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
             reduced: 0,
             started: 0,
         };
-        let run = self.net.backward_by_layer(b, &mut self.input, &self.dlogits, &mut buckets);
+        let run = self.net.backward_by_layer(b, &mut self.input, &mut self.dlogits, &mut buckets);
         // The last bucket (the input layer's) is started even when the backward failed, so the
         // peers' collectives still match.
         let last = buckets.start(b);
@@ -494,8 +514,8 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
 /// recorded step moved).
 #[derive(Clone, Copy, Debug, Default)]
 struct Moved {
-    halo_bytes: u64,
-    halo_calls: u64,
+    /// Bytes and calls (no seconds).
+    halo: ExchangeCounters,
     all_reduce_bytes: u64,
     all_reduce_calls: u64,
 }

@@ -102,6 +102,12 @@ impl<B: BatchNormOps> BatchNorm<B> {
         &self.dx
     }
 
+    /// dL/dx, for a caller that hands it on as writable (a conv's backward may fill its rows
+    /// outside the loss: [`crate::nn::stack::Conv::backward`]).
+    pub fn dx_mut(&mut self) -> &mut B::Mat {
+        &mut self.dx
+    }
+
     pub fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)> {
         vec![("weight", &mut self.weight), ("bias", &mut self.bias)]
     }

@@ -39,6 +39,9 @@ pub struct GcnAdjacency<B: GcnOps> {
     part: PartSide<B>,
     /// Where the hook overlaps its exchanges with the products: the products in row blocks.
     overlap: Option<Overlap<B>>,
+    /// The backward pulls ([`GcnAdjacency::backward_product`]): on a part of a symmetric Â,
+    /// for a conv that lets dY's halo rows be filled.
+    pull: bool,
 }
 
 /// Both sides' values: taken once for products that leave them unchanged (the backend keeps
@@ -109,8 +112,9 @@ impl<B: GcnOps> RowBlock<B> {
 ///   `interior`) into `scratch`, added on. [`OverlapSplit::Rows`]: the interior rows (`local`)
 ///   while they travel, then the boundary rows whole (`remote`, written in place). The output's
 ///   halo rows are not formed (nothing reads them: [`crate::nn::live_rows`]);
-/// - backward, Âᵀ's halo rows (below and above the owned ones: the entries of halo columns)
-///   formed first and given back while its owned rows are formed.
+/// - backward, where it pulls, the forward's blocks again (dY's halo rows filled); otherwise
+///   Âᵀ's halo rows (below and above the owned ones: the entries of halo columns) formed first
+///   and given back while its owned rows are formed (`transposed`).
 ///
 /// A boundary row's sum is its owned columns' then its halo columns' (the whole product's runs
 /// in column order): equal to rounding. The rest is summed as in the whole product.
@@ -119,29 +123,34 @@ struct Overlap<B: GcnOps> {
     remote: Option<RowBlock<B>>,
     /// Whether `remote` holds whole rows (written in place) or their halo columns (added on).
     remote_whole: bool,
-    halo_t: Vec<RowBlock<B>>,
-    owned_t: RowBlock<B>,
+    /// Âᵀ's blocks for a backward that gives back; `None` where it pulls.
+    transposed: Option<TransposedBlocks<B>>,
     /// The remote part of the boundary rows, one matrix per layer width.
     scratch: std::cell::RefCell<Vec<B::Mat>>,
+}
+
+/// Âᵀ's halo rows (one block below the owned rows, one above) and its owned rows.
+struct TransposedBlocks<B: GcnOps> {
+    halo: Vec<RowBlock<B>>,
+    owned: RowBlock<B>,
 }
 
 impl<B: GcnOps> Overlap<B> {
     /// `None` where a block that must write its rows would hold no entry (a part with no
     /// owned column in any row, say): its kernel might not run at all, so such a part keeps
-    /// the whole products.
-    fn new(b: &B, s: &Csr, split: &RowSplit, how: OverlapSplit) -> Result<Option<Self>> {
+    /// the whole products. `pull`: no transposed blocks (the backward pulls).
+    fn new(b: &B, s: &Csr, split: &RowSplit, how: OverlapSplit, pull: bool) -> Result<Option<Self>> {
         let n = s.n_rows();
         if split.rows != n || split.interior > n || split.owned.end > n || split.owned.start > split.owned.end {
             return Err(crate::error::Error::Shape(format!("a row split {split:?} of a part of {n} rows")));
         }
-        let t = crate::graph::ops::transpose(s);
-        let mut halo_t = Vec::new();
-        for rows in [0..split.owned.start, split.owned.end..n].into_iter().filter(|r| !r.is_empty()) {
-            match RowBlock::new(b, &t, rows)? {
-                Some(r) => halo_t.push(r),
+        let transposed = match pull {
+            true => None,
+            false => match TransposedBlocks::new(b, s, split)? {
+                Some(t) => Some(t),
                 None => return Ok(None),
-            }
-        }
+            },
+        };
         // The halo rows of `s` are empty and nothing reads their output rows (live rows): the
         // forward blocks cover the owned rows only.
         let owned = split.owned.clone();
@@ -153,10 +162,8 @@ impl<B: GcnOps> Overlap<B> {
             ),
             OverlapSplit::Rows => (RowBlock::new(b, s, owned.start..boundary.start)?, RowBlock::new(b, s, boundary)?),
         };
-        let (Some(local), Some(owned_t)) = (local, RowBlock::new(b, &t, split.owned.clone())?) else {
-            return Ok(None);
-        };
-        Ok(Some(Overlap { local, remote, remote_whole: how == OverlapSplit::Rows, halo_t, owned_t, scratch: Default::default() }))
+        let Some(local) = local else { return Ok(None) };
+        Ok(Some(Overlap { local, remote, remote_whole: how == OverlapSplit::Rows, transposed, scratch: Default::default() }))
     }
 
     /// `y`'s boundary rows: their halo columns' part added on, or the whole rows (after the
@@ -181,6 +188,21 @@ impl<B: GcnOps> Overlap<B> {
     }
 }
 
+impl<B: GcnOps> TransposedBlocks<B> {
+    /// `None` where a block would hold no entry ([`Overlap::new`]).
+    fn new(b: &B, s: &Csr, split: &RowSplit) -> Result<Option<Self>> {
+        let t = crate::graph::ops::transpose(s);
+        let mut halo = Vec::new();
+        for rows in [0..split.owned.start, split.owned.end..s.n_rows()].into_iter().filter(|r| !r.is_empty()) {
+            match RowBlock::new(b, &t, rows)? {
+                Some(r) => halo.push(r),
+                None => return Ok(None),
+            }
+        }
+        Ok(RowBlock::new(b, &t, split.owned.clone())?.map(|owned| TransposedBlocks { halo, owned }))
+    }
+}
+
 impl<B: GcnOps> GcnAdjacency<B> {
     /// Â from the raw adjacency `a` (self-loops added where missing, symmetric normalisation by
     /// the degrees of A + I, as PyG's `gcn_norm`).
@@ -199,18 +221,22 @@ impl<B: GcnOps> GcnAdjacency<B> {
             let values_t = b.graph_values(&graph, Side::Transposed)?;
             Values::Fixed(Box::new([b.fix(&graph, Side::Forward, values)?, b.fix(&graph, Side::Transposed, values_t)?]))
         };
-        Ok(GcnAdjacency { graph, values, part: PartSide::new(None), overlap: None })
+        Ok(GcnAdjacency { graph, values, part: PartSide::new(None), overlap: None, pull: false })
     }
 
     /// [`GcnAdjacency::from_normalized`] on one part's extended rows `s` exchanging through
     /// `hook`; where the hook overlaps ([`HaloHook::split`]) the products are also built in its
-    /// row blocks ([`GcnAdjacency::fill_forward`], [`GcnAdjacency::transposed_give_back`]).
-    pub fn for_part(b: &B, s: Csr, part: Option<&PartContext<B>>) -> Result<Self> {
+    /// row blocks ([`GcnAdjacency::fill_forward`], [`GcnAdjacency::backward_product`]).
+    /// `pull_backward`: the convs reading it let dY's halo rows be filled
+    /// ([`crate::nn::stack::Conv::PULL_BACKWARD`]); the backward then pulls where the part's
+    /// whole matrix is symmetric ([`PartContext::symmetric`]).
+    pub fn for_part(b: &B, s: Csr, part: Option<&PartContext<B>>, pull_backward: bool) -> Result<Self> {
+        let pull = pull_backward && part.is_some_and(|p| p.symmetric);
         let overlap = match part.and_then(|p| Some((p.hook.split()?, p.split))) {
-            Some((split, how)) => Overlap::new(b, &s, &split, how)?,
+            Some((split, how)) => Overlap::new(b, &s, &split, how, pull)?,
             None => None,
         };
-        Ok(GcnAdjacency { part: PartSide::new(part), overlap, ..Self::from_normalized(b, s)? })
+        Ok(GcnAdjacency { part: PartSide::new(part), overlap, pull, ..Self::from_normalized(b, s)? })
     }
 
     /// Both sides' values as taken for unchanged products ([forward, transposed]), or the one
@@ -290,17 +316,31 @@ impl<B: GcnOps> GcnAdjacency<B> {
     /// `g = Âᵀ dy`, then g's halo rows given back to their owners. Where the hook overlaps,
     /// the halo rows are formed first and travel while the owned rows are formed.
     pub fn transposed_give_back(&self, b: &B, dy: &B::Mat, g: &mut B::Mat) -> Result<()> {
-        let (Some(o), Some(h)) = (&self.overlap, self.hook()) else {
+        let (Some(t), Some(h)) = (self.overlap.as_ref().and_then(|o| o.transposed.as_ref()), self.hook()) else {
             self.transposed(b, dy, g)?;
             return self.give_back(b, g);
         };
-        for r in &o.halo_t {
+        for r in &t.halo {
             r.product(b, dy, g)?;
         }
         h.give_back_start(b, g)?;
-        let owned = o.owned_t.product(b, dy, g);
+        let owned = t.owned.product(b, dy, g);
         h.give_back_finish(b, g)?;
         owned
+    }
+
+    /// The backward's product `g = Âᵀ dy` (on a part: its owned rows, the ones its weight
+    /// gradient reads) and its exchange. Where it pulls, Âᵀ's owned rows are Â's (an owned
+    /// node's column of a symmetric Â is its row, every neighbour in it): dy's halo rows are
+    /// filled from their owners and Â's owned rows multiply dy, as the forward does and
+    /// overlapped as it is ([`GcnAdjacency::fill_forward`]); nothing is given back, added or
+    /// zeroed, and no transposed block is held. Otherwise
+    /// [`GcnAdjacency::transposed_give_back`] (`dy` unchanged).
+    pub fn backward_product(&self, b: &B, dy: &mut B::Mat, g: &mut B::Mat) -> Result<()> {
+        match self.pull && self.hook().is_some() {
+            true => self.fill_forward(b, dy, g),
+            false => self.transposed_give_back(b, dy, g),
+        }
     }
 
     /// `y = Â x`.
@@ -361,10 +401,11 @@ impl<B: GcnOps> GcnConv<B> {
     }
 
     /// Fills the weight and bias gradients, and dX into `dx` when asked.
-    pub fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
-        // dy's halo rows are zero (never in the loss), and Âᵀ dy's once given back.
+    pub fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &mut B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
+        // Only dy's owned rows are summed: its halo rows are zero (never in the loss) or, once
+        // the product pulled, their owners' rows.
         adj.part().live_rows().read(b, dy, |dy| b.col_sums(dy, &mut self.bias.grad))?;
-        adj.transposed_give_back(b, dy, self.lin.out_mut())?;
+        adj.backward_product(b, dy, self.lin.out_mut())?;
         self.lin.backward_from_out_on(b, x, dx, &adj.part().product_rows())
     }
 
@@ -375,6 +416,7 @@ impl<B: GcnOps> GcnConv<B> {
 
 impl<B: GcnOps> crate::nn::stack::Conv<B> for GcnConv<B> {
     type Adj = GcnAdjacency<B>;
+    const PULL_BACKWARD: bool = true;
     fn forward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
         GcnConv::forward(self, b, adj, x).map(|_| ())
     }
@@ -397,7 +439,7 @@ impl<B: GcnOps> crate::nn::stack::Conv<B> for GcnConv<B> {
     fn out_mut(&mut self) -> &mut B::Mat {
         &mut self.out
     }
-    fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
+    fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &mut B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
         GcnConv::backward(self, b, adj, x, dy, dx)
     }
     fn input_layer(adj: &GcnAdjacency<B>, on: bool) {

@@ -159,7 +159,7 @@ impl<B: GinOps> Conv<B> for GinConv<B> {
 
     /// dP is formed over H (read by nothing once dW_2 and the ReLU's backward are done), dH
     /// and dZ in the shared work matrix.
-    fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
+    fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &mut B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
         let mut work = self.work.0.borrow_mut();
         let dz = &mut *work;
         self.lin2.backward(b, &Operand::Dense(&self.h), dy, Some(&mut *dz))?;

@@ -6,7 +6,10 @@
 //! - forward, [`HaloHook::fill`]: the halo rows of the matrix the aggregation reads (GCN: X W,
 //!   before Â (X W)) are overwritten with their owners' rows;
 //! - backward, at the same point, [`HaloHook::give_back`]: the gradient rows this part computed
-//!   for its halo are sent to their owners, summed into the owners' rows, and zeroed here.
+//!   for its halo are sent to their owners, summed into the owners' rows, and zeroed here; or,
+//!   where the whole matrix is symmetric ([`PartContext::symmetric`]: GCN's Â), a `fill` of the
+//!   incoming gradient's halo rows, after which the forward's product over the owned rows is
+//!   the transposed one's (an owned node's column is its row).
 //!
 //! Why that is exact: between the fill point and the aggregation everything is row-wise or reads
 //! halo rows only through edges of owned rows, halo rows are never in the loss (their gradient is
@@ -111,6 +114,10 @@ pub struct PartContext<B: Backend> {
     pub owned: std::ops::Range<usize>,
     /// How an overlapped product divides around the fill.
     pub split: OverlapSplit,
+    /// The model's matrix of the whole graph is its own transpose, entry for entry
+    /// ([`crate::graph::ops::is_symmetric`]): an owned node's column holds its row, so a
+    /// backward may pull dY's halo rows instead of giving its product's back.
+    pub symmetric: bool,
 }
 
 impl<B: Backend> PartContext<B> {

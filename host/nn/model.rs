@@ -20,11 +20,12 @@ pub trait Model<B: Ops> {
     fn forward(&mut self, b: &B, input: &mut InputFeatures<B>, train: bool) -> Result<&B::Mat>;
     /// Every parameter's gradient from dL/dlogits, after a training `forward`; a learnable
     /// input's too (the first layer's dL/dX, written into it: [`InputFeatures::backward_operand`]).
-    fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()>;
+    /// `dlogits`'s rows outside the loss (a part's halo rows) may be overwritten.
+    fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &mut B::Mat) -> Result<()>;
     /// [`Model::backward`] that tells `ready` each layer's parameters as soon as their gradients
     /// are final, the last layer's first (a distributed step sums them over the ranks while the
     /// earlier layers' backward runs). By default every parameter at the end, in one list.
-    fn backward_by_layer(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat, ready: &mut dyn GradReady<B>) -> Result<()> {
+    fn backward_by_layer(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &mut B::Mat, ready: &mut dyn GradReady<B>) -> Result<()> {
         self.backward(b, input, dlogits)?;
         let mut params: Vec<&mut Param<B>> = self.params().into_iter().map(|(_, p)| p).collect();
         ready.ready(b, &mut params)

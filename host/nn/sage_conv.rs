@@ -172,7 +172,7 @@ impl<B: SageOps> Conv<B> for SageConv<B> {
         }
     }
 
-    fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
+    fn backward(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>, dy: &mut B::Mat, dx: Option<&mut B::Mat>) -> Result<()> {
         let d = match &mut self.norm {
             Some(nm) => {
                 b.copy(&nm.zeros, &mut nm.dpre)?;

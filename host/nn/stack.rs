@@ -50,6 +50,11 @@ use crate::util::rng::SplitMix64;
 /// forward, parameters. `Adj` is the fixed graph operand the convs of one model share.
 pub trait Conv<B: crate::nn::operand::OperandOps> {
     type Adj;
+    /// Whether the backward may overwrite dY's halo rows (a part's rows outside the loss) and
+    /// reads none of them but through its graph product: then, on a part of a symmetric
+    /// matrix, the product pulls dY's halo rows instead of giving its own back
+    /// ([`crate::nn::gcn_conv::GcnAdjacency::backward_product`]).
+    const PULL_BACKWARD: bool = false;
     fn forward(&mut self, b: &B, adj: &Self::Adj, x: &Operand<B>) -> Result<()>;
     /// `forward` followed by a ReLU of the output in place where the conv can fuse it into its
     /// last op (a bias add); returns whether it did (if not, the caller applies the ReLU).
@@ -76,8 +81,9 @@ pub trait Conv<B: crate::nn::operand::OperandOps> {
     }
     fn out(&self) -> &B::Mat;
     fn out_mut(&mut self) -> &mut B::Mat;
-    /// Every parameter's gradient from `dy` = dL/d(out), and dL/dx into `dx` when asked.
-    fn backward(&mut self, b: &B, adj: &Self::Adj, x: &Operand<B>, dy: &B::Mat, dx: Option<&mut B::Mat>) -> Result<()>;
+    /// Every parameter's gradient from `dy` = dL/d(out), and dL/dx into `dx` when asked. `dy`'s
+    /// rows outside the loss (a part's halo rows) may be overwritten ([`Conv::PULL_BACKWARD`]).
+    fn backward(&mut self, b: &B, adj: &Self::Adj, x: &Operand<B>, dy: &mut B::Mat, dx: Option<&mut B::Mat>) -> Result<()>;
     fn params(&mut self) -> Vec<(&'static str, &mut Param<B>)>;
     /// Marks the calls on `adj` that follow as the input layer's (`on`) or not (a part whose
     /// input features hold its halo rows exchanges nothing there: [`GcnAdjacency::set_input_layer`]).
@@ -116,14 +122,14 @@ fn hidden_out<'a, B: StackOps, C: Conv<B>>(conv: &'a C, bn: &'a Option<BatchNorm
 }
 
 /// dL/dz_l, the gradient hidden conv l receives, once its layer's chain is done.
-fn dz<B: StackOps>(h: &Hidden<B>) -> &B::Mat {
+fn dz<B: StackOps>(h: &mut Hidden<B>) -> &mut B::Mat {
     if h.fused {
-        return &h.din;
+        return &mut h.din;
     }
-    match (&h.bn, &h.da) {
-        (Some(bn), _) => bn.dx(),
+    match (&mut h.bn, &mut h.da) {
+        (Some(bn), _) => bn.dx_mut(),
         (None, Some(da)) => da,
-        (None, None) => &h.g,
+        (None, None) => &mut h.g,
     }
 }
 
@@ -173,7 +179,7 @@ impl<B: StackOps + crate::nn::gcn_conv::GcnOps, C: Conv<B, Adj = GcnAdjacency<B>
         let mut rng = SplitMix64::new(cfg.seed);
         let widths = widths(features, cfg.hidden, cfg.layers, classes);
         let convs = widths.windows(2).map(|w| conv(n, w[0], w[1], &mut rng)).collect::<Result<Vec<_>>>()?;
-        let adj = GcnAdjacency::for_part(b, s, part)?;
+        let adj = GcnAdjacency::for_part(b, s, part, C::PULL_BACKWARD)?;
         let mut stack = Stack::new(b, n, adj, convs, &widths, cfg)?;
         if let Some(p) = part {
             stack.set_part(p);
@@ -359,7 +365,7 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
         &mut self,
         b: &B,
         input: &mut InputFeatures<B>,
-        dlogits: &B::Mat,
+        dlogits: &mut B::Mat,
         ready: &mut R,
     ) -> Result<()> {
         let last = self.convs.len() - 1;
@@ -369,7 +375,7 @@ impl<B: Ops, C: Conv<B>> Stack<B, C> {
             }
             let (done, rest) = self.convs.split_at_mut(l);
             let (h_lo, h_hi) = self.hidden.split_at_mut(l);
-            let dy = if l == last { dlogits } else { dz(&h_hi[0]) };
+            let dy = if l == last { &mut *dlogits } else { dz(&mut h_hi[0]) };
             if l == 0 {
                 C::input_layer(&self.adj, true);
                 // dX only for a learnable input (features need no gradient).
@@ -420,11 +426,11 @@ impl<B: Ops, C: Conv<B>> Model<B> for Stack<B, C> {
         Ok(self.convs.last().expect("at least one layer").out())
     }
 
-    fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
+    fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &mut B::Mat) -> Result<()> {
         self.backward_with(b, input, dlogits, &mut NoHook)
     }
 
-    fn backward_by_layer(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat, ready: &mut dyn GradReady<B>) -> Result<()> {
+    fn backward_by_layer(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &mut B::Mat, ready: &mut dyn GradReady<B>) -> Result<()> {
         self.backward_with(b, input, dlogits, ready)
     }
 

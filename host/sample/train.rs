@@ -343,9 +343,9 @@ pub fn enqueue_step<B: Ops>(b: &B, model: &mut dyn Model<B>, hyper: &AdamHyper, 
         // Weighted loss: its gradient is diag(w) times the mean's (one SpMM, no new op).
         Some((g, v, weighted)) => {
             b.spmm(g, Side::Forward, v, s.dlogits, weighted)?;
-            &*weighted
+            weighted
         }
-        None => &*s.dlogits,
+        None => s.dlogits,
     };
     model.backward(b, s.input, d)?;
     Param::adam_all(b, model.params().into_iter().map(|(_, p)| p), hyper)

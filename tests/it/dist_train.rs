@@ -198,6 +198,52 @@ fn options_equal_unpartitioned() {
     }
 }
 
+/// The run's curve and every rank's count of backward give-backs.
+fn partitioned_with(
+    data: &Dataset,
+    p: &Partition,
+    cfg: &ModelConfig,
+    tcfg: &TrainConfig,
+    overlap: bool,
+    pull: bool,
+) -> (Vec<EpochRecord>, u64) {
+    let mut run = InProcessRun::new(data, p, ExchangeMethod::PointToPoint, cfg, tcfg, TIMEOUT);
+    run.options = run.options.with_overlap(overlap).with_pull_backward(pull);
+    let (h, timing) = train_in_process(&run, |_| Ok(CpuBackend::<f64>::new()), |_| {}).unwrap();
+    (h.epochs, timing.iter().map(|t| t.halo.gave_back).sum())
+}
+
+/// A GCN part of a symmetric Â pulls in its backward (dY's halo rows filled, Â's owned rows
+/// multiplied: no give-back at all), serial and overlapped, with the curve of the give-back it
+/// replaces and of one device. Where Â is not symmetric (a directed graph), or the conv reads
+/// dY's halo rows elsewhere (GIN), the backward gives back whatever is asked.
+#[test]
+fn gcn_backward_pulls_on_a_symmetric_graph() {
+    let mut rng = SplitMix64::new(3);
+    let n = 150;
+    let arcs: Vec<(u32, u32, f32)> = (0..4 * n).map(|_| (rng.below(n as u64) as u32, rng.below(n as u64) as u32, 1.0)).collect();
+    let directed = on_graph(Csr::from_triplets(n, n, &arcs).unwrap(), 6);
+    assert!(!tcgnn::graph::ops::is_symmetric(&directed.graph));
+    for (what, data, model, pulls) in
+        [("sbm", sbm(200), "gcn", true), ("directed", directed, "gcn", false), ("sbm", sbm(200), "gin", false)]
+    {
+        let p = Partition::from_assignment(&data.graph, &random_assignment(data.n(), 3, 5), 3).unwrap();
+        let d = relabel(&data, &p.perm).unwrap();
+        let (cfg, tcfg) = config(model);
+        let want = reference::<f64>(&data, &cfg, &tcfg);
+        for overlap in [false, true] {
+            for pull in [true, false] {
+                let (got, gave_back) = partitioned_with(&d, &p, &cfg, &tcfg, overlap, pull);
+                let case = format!("{model} on {what}, overlap {overlap}, pull {pull}");
+                assert_same(&case, &got, &want, 1e-12);
+                // Every exchanging layer of a rank with a halo gives back once per step, unless
+                // it pulls.
+                assert_eq!(gave_back == 0, pull && pulls, "{case}: {gave_back} give-backs");
+            }
+        }
+    }
+}
+
 #[test]
 fn sparse_features_equal_unpartitioned() {
     // Input dropout on sparse features is keyed by the feature matrix's global nonzero index.

@@ -61,10 +61,10 @@ fn check_table_gradient(cfg: ModelConfig) {
     let w: Vec<f64> = (0..n * classes).map(|_| rng.uniform(-1.0, 1.0) as f64).collect();
     b.begin_step().unwrap();
     objective(&b, &mut *net, &mut input, &w);
-    let dlogits = tcgnn::ops::backend::cpu::HostMat { rows: n, cols: classes, data: w.clone() };
+    let mut dlogits = tcgnn::ops::backend::cpu::HostMat { rows: n, cols: classes, data: w.clone() };
     // Poisoned: the backward must overwrite it.
     input.params()[0].1.grad.data.iter_mut().for_each(|v| *v = f64::NAN);
-    net.backward(&b, &mut input, &dlogits).unwrap();
+    net.backward(&b, &mut input, &mut dlogits).unwrap();
     let grad = input.params()[0].1.grad.data.clone();
     let h = 1e-6;
     let mut worst = 0.0f64;

@@ -168,7 +168,7 @@ fn step(b: &B, net: &mut dyn Model<B>, input: &mut InputFeatures<B>, p: &Problem
     let mut s = b.stats().unwrap();
     b.cross_entropy(logits, labels, 1.0 / n_train as f32, &mut d, &mut s).unwrap();
     if backward {
-        net.backward(b, input, &d).unwrap();
+        net.backward(b, input, &mut d).unwrap();
     }
     b.read_stats(&s).unwrap().loss
 }
@@ -580,7 +580,7 @@ fn gpu_models_fused_and_unfused_agree() {
                 let mut d = b.matrix(r, c).unwrap();
                 let mut s = b.stats().unwrap();
                 b.cross_entropy(logits, &labels, 0.01, &mut d, &mut s).unwrap();
-                net.backward(&b, &mut input, &d).unwrap();
+                net.backward(&b, &mut input, &mut d).unwrap();
                 let grads: Vec<Matrix> = net.params().iter().map(|(_, q)| b.download(&q.grad).unwrap()).collect();
                 (host, grads)
             };

@@ -65,7 +65,7 @@ fn run<B: Ops + 'static>(b: &B, p: &Problem, cfg: &ModelConfig) -> (Matrix, Vec<
     let mut d = b.matrix(r, c).unwrap();
     let mut s = b.stats().unwrap();
     b.cross_entropy(logits, &labels, 1.0 / n_train as f32, &mut d, &mut s).unwrap();
-    net.backward(b, &mut input, &d).unwrap();
+    net.backward(b, &mut input, &mut d).unwrap();
     let grads = net.params().iter().map(|(_, q)| b.download(&q.grad).unwrap()).collect();
     let hyper = tcgnn::ops::nn::AdamHyper { lr: 0.01, weight_decay: 5e-4, ..Default::default() };
     for (_, q) in net.params() {

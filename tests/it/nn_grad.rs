@@ -99,7 +99,7 @@ fn check_model(cfg: ModelConfig, sparse: bool) {
         let mut d = b.matrix(r, c).unwrap();
         let mut s = b.stats().unwrap();
         b.cross_entropy(logits, &labels, 1.0 / n_train as f32, &mut d, &mut s).unwrap();
-        net.backward(&*b, &mut input, &d).unwrap();
+        net.backward(&*b, &mut input, &mut d).unwrap();
     }
     let grads: Vec<Vec<f64>> = net.params().iter().map(|(_, q)| q.grad.data.clone()).collect();
     let h = 1e-6;

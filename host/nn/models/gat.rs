@@ -270,11 +270,11 @@ impl<B: Ops> Model<B> for Gat<B> {
         Ok(self.convs[last].out())
     }
 
-    fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat) -> Result<()> {
+    fn backward(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &mut B::Mat) -> Result<()> {
         self.backward_with(b, input, dlogits, &mut NoHook)
     }
 
-    fn backward_by_layer(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &B::Mat, ready: &mut dyn GradReady<B>) -> Result<()> {
+    fn backward_by_layer(&mut self, b: &B, input: &mut InputFeatures<B>, dlogits: &mut B::Mat, ready: &mut dyn GradReady<B>) -> Result<()> {
         self.backward_with(b, input, dlogits, ready)
     }
 

@@ -112,7 +112,7 @@ impl<B: GraphHeadOps> GraphHead<B> {
 
     /// Every parameter's gradient from `dlogits` after a training `forward` of `h`; returns
     /// dL/dh.
-    pub fn backward(&mut self, b: &B, h: &B::Mat, dlogits: &B::Mat) -> Result<&B::Mat> {
+    pub fn backward(&mut self, b: &B, h: &B::Mat, dlogits: &B::Mat) -> Result<&mut B::Mat> {
         self.lin2.backward(b, &Operand::Dense(self.drop.output(self.lin1.out(), true)), dlogits, Some(&mut self.d_drop))?;
         self.drop.backward(b, &self.d_drop, &mut self.d_z)?;
         b.relu_backward(self.lin1.out(), &mut self.d_z)?;
@@ -132,11 +132,11 @@ impl<B: GraphHeadOps> GraphHead<B> {
                 b.segment_pool_backward(self.pooling, &self.seg, d_pooled, &mut self.d_act)?;
                 b.relu_backward(bn.out(), &mut self.d_act)?;
                 bn.backward(b, h, &self.d_act)?;
-                Ok(bn.dx())
+                Ok(bn.dx_mut())
             }
             None => {
                 b.segment_pool_backward(self.pooling, &self.seg, d_pooled, &mut self.dh)?;
-                Ok(&self.dh)
+                Ok(&mut self.dh)
             }
         }
     }

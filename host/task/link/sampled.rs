@@ -222,7 +222,7 @@ impl SampledLink {
             decoder.score(b, &mut set, z)?;
             b.bce_logits(&set.scores, &set.targets, 1.0 / set.len() as f32, &mut grad, &mut stats)?;
             decoder.backward(b, &mut set, z, &grad, &mut grad_t, &mut dz)?;
-            model.backward(b, &mut input, &dz)?;
+            model.backward(b, &mut input, &mut dz)?;
             let params = model.params().into_iter().chain(decoder.params()).map(|(_, p)| p);
             Param::adam_all(b, params, p.hyper)
         })();

@@ -380,7 +380,7 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         b.pair_bce(&mut p.pos, &mut p.neg, &mut self.stats)?;
         b.pair_dot_backward(&p.pos, z, false, &mut self.dz)?;
         b.pair_dot_backward(&p.neg, z, true, &mut self.dz)?;
-        self.net.backward(b, &mut self.input, &self.dz)?;
+        self.net.backward(b, &mut self.input, &mut self.dz)?;
         let params = self.net.params().into_iter().chain(self.decoder.params()).chain(self.input.params()).map(|(_, p)| p);
         Param::adam_all(b, params, &self.hyper)
     }

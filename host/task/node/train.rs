@@ -231,7 +231,7 @@ impl<B: Ops + 'static> Trainer<B> {
     }
 
     pub fn backward(&mut self) -> Result<()> {
-        self.net.backward(&*self.backend, &mut self.input, &self.dlogits)
+        self.net.backward(&*self.backend, &mut self.input, &mut self.dlogits)
     }
 
     pub fn optimize(&mut self) -> Result<()> {

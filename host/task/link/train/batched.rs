@@ -93,7 +93,7 @@ impl<B: Ops + 'static> LinkTrainer<B> {
         self.decoder.score_step(b, sp, z)?;
         sp.loss(b, loss_scale, accumulate, &mut self.stats)?;
         self.decoder.backward_step(b, sp, z, &mut self.dz)?;
-        self.net.backward(b, &mut self.input, &self.dz)?;
+        self.net.backward(b, &mut self.input, &mut self.dz)?;
         let params = self.net.params().into_iter().chain(self.decoder.params()).chain(self.input.params()).map(|(_, p)| p);
         Param::adam_all(b, params, &self.hyper)
     }

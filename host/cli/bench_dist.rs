@@ -130,11 +130,14 @@ pub struct BenchDistArgs {
     pub master: Option<String>,
 }
 
-/// One rank's mean per step.
+/// One rank's figures per step: the median step, the means of the rest.
 #[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct RankRecord {
     rank: usize,
+    /// The median of its steps' wall times (the mean in reports before `step_mean_ms`).
     step_ms: f64,
+    #[serde(default)]
+    step_mean_ms: Option<f64>,
     halo_exchange_ms: f64,
     all_reduce_ms: f64,
     halo_bytes: u64,
@@ -194,7 +197,14 @@ pub(crate) struct DistRecord {
     /// exchange (each part puts them first).
     #[serde(default)]
     pub(crate) interior_rows: usize,
+    /// The median over the steps: of the slowest rank's wall time in each where the ranks
+    /// stepped together, of the slowest part's steps alone (`--alone`). Reports without
+    /// `step_mean_ms` hold the slowest rank's mean here.
     pub(crate) step_ms: f64,
+    /// The slowest rank's mean step.
+    #[serde(default)]
+    pub(crate) step_mean_ms: Option<f64>,
+    /// `step_ms` less the means of the exchange and all-reduce where they do not overlap it.
     pub(crate) compute_ms: f64,
     pub(crate) halo_exchange_ms: f64,
     pub(crate) all_reduce_ms: f64,
@@ -286,7 +296,7 @@ pub fn run(a: &BenchDistArgs) -> Result<()> {
                             (Some(_), true) => measure_alone(&at, &cfg, &tcfg, a, cuda)?,
                             (None, true) => measure_alone(&at, &cfg, &tcfg, a, |_| Ok(CpuBackend::<f32>::new()))?,
                         };
-                        let r = record(&at, &timing, a.reps);
+                        let r = record(&at, &timing, a.reps, !a.alone);
                         let per_part: Vec<String> = r.ranks.iter().map(|k| format!("{:.3}", k.step_ms)).collect();
                         eprintln!(
                             "{graph} {model} P = {parts} (row weight {row_weight}, rebalanced {round}x, {}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step; parts' steps [{}] ms",
@@ -578,8 +588,9 @@ fn op_table(title: &str, parts: &[OpTimes]) -> String {
     s
 }
 
-/// The point's record from every rank's timing over `reps` steps.
-pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> DistRecord {
+/// The point's record from every rank's timing over `reps` steps; `together`: the ranks
+/// stepped together (each step waits for the slowest), else each part alone.
+pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize, together: bool) -> DistRecord {
     let Point { graph, d, model, p, row_weight, rebalanced, options, cuda_graph } = *at;
     let DistOptions { method, path, overlap, local_input, split, grad_buckets, pull_backward } = options;
     // The device path sends exactly the halo rows whatever the method (device_exchange.rs).
@@ -590,14 +601,20 @@ pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> Dist
         .enumerate()
         .map(|(rank, t)| RankRecord {
             rank,
-            step_ms: per(t.step_seconds),
+            step_ms: 1e3 * t.median_step_seconds(),
+            step_mean_ms: Some(per(t.step_seconds)),
             halo_exchange_ms: per(t.halo.seconds),
             all_reduce_ms: per(t.all_reduce_seconds),
             halo_bytes: t.halo.bytes / reps as u64,
             all_reduce_bytes: t.all_reduce_bytes / reps as u64,
         })
         .collect();
-    let slowest = ranks.iter().max_by(|a, b| a.step_ms.total_cmp(&b.step_ms)).expect("at least one rank");
+    let slowest =
+        ranks.iter().max_by(|a, b| a.step_mean_ms.unwrap_or(0.0).total_cmp(&b.step_mean_ms.unwrap_or(0.0))).expect("at least one rank");
+    let step_ms = match together.then(|| StepTiming::median_slowest_step_seconds(timing)).flatten() {
+        Some(s) => 1e3 * s,
+        None => ranks.iter().map(|r| r.step_ms).fold(0.0, f64::max),
+    };
     DistRecord {
         graph: graph.to_string(),
         nodes: d.n(),
@@ -619,10 +636,11 @@ pub(crate) fn record(at: &Point<'_>, timing: &[StepTiming], reps: usize) -> Dist
         edge_balance: p.edge_balance(),
         halo_rows: p.blocks.iter().map(|b| b.halo_rows()).sum(),
         interior_rows: p.blocks.iter().map(|b| (0..b.rows).filter(|&r| b.remote.row_len(r) == 0).count()).sum(),
-        step_ms: slowest.step_ms,
+        step_ms,
+        step_mean_ms: slowest.step_mean_ms,
         // Overlapped, the exchanges' time is partly hidden in the step: not subtracted; nor is
         // the all-reduce's in buckets; recorded, neither is measured (both 0).
-        compute_ms: slowest.step_ms
+        compute_ms: step_ms
             - if overlap { 0.0 } else { slowest.halo_exchange_ms }
             - if grad_buckets.is_some() { 0.0 } else { slowest.all_reduce_ms },
         halo_exchange_ms: slowest.halo_exchange_ms,
@@ -639,7 +657,7 @@ fn markdown(r: &DistReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# Partitioned training step ({}, {}, commit {})\n\n{}; mean of {} steps after {} warm-up, slowest rank.\n",
+        "# Partitioned training step ({}, {}, commit {})\n\n{}; step: median of {} steps after {} warm-up, the slowest rank's in each; exchange and all-reduce: the slowest rank's means.\n",
         r.device, r.date, r.commit, r.mode, r.reps, r.warmup
     );
     let _ = writeln!(

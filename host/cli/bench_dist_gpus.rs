@@ -129,6 +129,7 @@ pub fn run_rank(a: &BenchDistArgs) -> Result<()> {
                             &Point { graph, d, model, p, row_weight, rebalanced: rounds, options, cuda_graph: setting.cuda_graph },
                             &timing,
                             a.reps,
+                            true,
                         );
                         eprintln!(
                             "{graph} {model} {world} GPU(s) ({}): step {:.3} ms = compute {:.3} + halo {:.3} + all-reduce {:.3}; halo {:.1} KiB per step",

@@ -467,7 +467,8 @@ pub(crate) fn same_partition_everywhere<C: Communicator>(comm: &C, p: &Partition
     }
 }
 
-/// Every rank's timing on every rank (an all-gather of a few numbers).
+/// Every rank's timing on every rank (an all-gather of a few numbers, then of each step's wall
+/// time where every rank timed as many steps: they stepped together).
 pub(crate) fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<Vec<StepTiming>> {
     let mine = [
         t.steps as f64,
@@ -483,11 +484,19 @@ pub(crate) fn gather_timing<C: Communicator>(comm: &C, t: StepTiming) -> Result<
     ];
     let mut all = vec![0.0f64; mine.len() * comm.world_size()];
     comm.all_gather(&mine, &mut all)?;
+    let mut walls = vec![0.0f64; t.step_walls.len() * comm.world_size()];
+    let same_steps = all.chunks(mine.len()).all(|v| v[0] as usize == t.step_walls.len());
+    if same_steps {
+        comm.all_gather(&t.step_walls, &mut walls)?;
+    }
+    let steps = t.step_walls.len().max(1);
     Ok(all
         .chunks(mine.len())
-        .map(|v| StepTiming {
+        .zip(walls.chunks(steps).map(|w| w.to_vec()).chain(std::iter::repeat(Vec::new())))
+        .map(|(v, step_walls)| StepTiming {
             steps: v[0] as u64,
             step_seconds: v[1],
+            step_walls: if same_steps { step_walls } else { Vec::new() },
             halo: tcgnn::dist::exchange::ExchangeCounters { seconds: v[2], bytes: v[3] as u64, calls: v[4] as u64, gave_back: v[9] as u64 },
             all_reduce_seconds: v[5],
             all_reduce_bytes: v[6] as u64,

@@ -41,11 +41,13 @@ use crate::task::node::train::{EpochRecord, History, MaskSizes, Recorded, TrainC
 use crate::util::Real;
 
 /// Where a rank's step time went since the last [`DistTrainer::take_timing`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct StepTiming {
     pub steps: u64,
     /// Wall seconds of whole steps (forward, loss, backward, all-reduce, Adam).
     pub step_seconds: f64,
+    /// Each step's wall seconds, in order (a step ends when the device is done with it).
+    pub step_walls: Vec<f64>,
     /// The halo exchanges inside them.
     pub halo: ExchangeCounters,
     /// The weight-gradient all-reduce.
@@ -56,6 +58,34 @@ pub struct StepTiming {
     /// Of `steps`, those that replayed a recorded CUDA graph ([`DistTrainer::record`]): their
     /// bytes and calls are counted, their halo and all-reduce seconds are not measured (zero).
     pub replayed: u64,
+}
+
+impl StepTiming {
+    /// The median of this rank's steps' wall seconds (0 for none).
+    pub fn median_step_seconds(&self) -> f64 {
+        median(self.step_walls.clone())
+    }
+
+    /// Ranks that stepped together (each step waits for every rank): the median over the steps
+    /// of the slowest rank's wall seconds in each; `None` where the ranks timed different step
+    /// counts.
+    pub fn median_slowest_step_seconds(ranks: &[StepTiming]) -> Option<f64> {
+        let steps = ranks.first()?.step_walls.len();
+        if ranks.iter().any(|t| t.step_walls.len() != steps) {
+            return None;
+        }
+        Some(median((0..steps).map(|s| ranks.iter().map(|t| t.step_walls[s]).fold(0.0, f64::max)).collect()))
+    }
+}
+
+/// The median of `v` (the mean of the middle two for an even count; 0 for none).
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 { v[m] } else { 0.5 * (v[m - 1] + v[m]) }
 }
 
 /// How a rank's step moves rows between the parts.
@@ -313,8 +343,10 @@ impl<B: DistBackend<C>, C: Communicator + 'static> DistTrainer<B, C> {
         self.timing.halo += moved.halo;
         self.timing.all_reduce_bytes += moved.all_reduce_bytes;
         self.timing.all_reduce_calls += moved.all_reduce_calls;
+        let wall = t0.elapsed().as_secs_f64();
         self.timing.steps += 1;
-        self.timing.step_seconds += t0.elapsed().as_secs_f64();
+        self.timing.step_seconds += wall;
+        self.timing.step_walls.push(wall);
         Ok(())
     }
 
@@ -617,7 +649,27 @@ pub fn train_in_process<B: DistBackend<crate::dist::InProcess>>(
         })?;
         Ok((h, t.take_timing()))
     })?;
-    let timing = runs.iter().map(|r| r.1).collect();
+    let timing = runs.iter().map(|r| r.1.clone()).collect();
     let first = runs.into_iter().next().expect("a world has a rank 0").0;
     Ok((first, timing))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StepTiming;
+
+    fn walls(w: &[f64]) -> StepTiming {
+        StepTiming { steps: w.len() as u64, step_seconds: w.iter().sum(), step_walls: w.to_vec(), ..StepTiming::default() }
+    }
+
+    #[test]
+    fn medians_of_steps() {
+        assert_eq!(walls(&[3.0, 1.0, 2.0]).median_step_seconds(), 2.0);
+        assert_eq!(walls(&[4.0, 1.0, 2.0, 3.0]).median_step_seconds(), 2.5);
+        assert_eq!(walls(&[]).median_step_seconds(), 0.0);
+        // The slowest rank differs per step: maxima 5, 2, 6, median 5 (neither rank's median).
+        let ranks = [walls(&[5.0, 1.0, 1.0]), walls(&[1.0, 2.0, 6.0])];
+        assert_eq!(StepTiming::median_slowest_step_seconds(&ranks), Some(5.0));
+        assert_eq!(StepTiming::median_slowest_step_seconds(&[walls(&[1.0]), walls(&[1.0, 2.0])]), None);
+    }
 }

@@ -132,7 +132,7 @@ fn run_cpu<T: Real>(d: &Dataset, p: &Partition, options: DistOptions, cfg: &Mode
     })
     .unwrap();
     let curve = runs[0].0.clone();
-    let timing = runs.iter().map(|r| r.2).collect();
+    let timing = runs.iter().map(|r| r.2.clone()).collect();
     ((curve, runs.into_iter().map(|r| r.1).collect()), timing)
 }
 

@@ -121,8 +121,10 @@ pub struct DistOptions {
     /// Whether a GCN on a symmetric graph pulls in its backward: fills dY's halo rows and
     /// multiplies by Â's owned rows, as the forward does (overlapped as it is), instead of
     /// forming Âᵀ's halo rows too and giving them back
-    /// ([`crate::nn::gcn_conv::GcnAdjacency::backward_product`]). `false`: the give-back, as
-    /// every other model and a directed graph use.
+    /// ([`crate::nn::gcn_conv::GcnAdjacency::backward_product`]), and forms X W's interior rows
+    /// beside the forward's fill (no other part reads them:
+    /// [`crate::nn::gcn_conv::GcnAdjacency::boundary_and_interior`]). `false`: neither (the
+    /// give-back, as every other model and a directed graph use).
     pub pull_backward: bool,
 }
 

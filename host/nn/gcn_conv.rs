@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::graph::Csr;
 use crate::nn::halo_hook::{HaloHook, OverlapSplit, PartContext, PartSide, RowSplit};
 use crate::nn::linear::Linear;
+use crate::nn::live_rows::LiveRows;
 use crate::nn::operand::Operand;
 use crate::nn::param::Param;
 use crate::ops::backend::Side;
@@ -37,10 +38,15 @@ pub struct GcnAdjacency<B: GcnOps> {
     /// On one part of a partitioned graph: the halo exchange around every product and the rows
     /// row-wise work forms (see [`crate::nn::halo_hook`]); unpartitioned: neither.
     part: PartSide<B>,
-    /// Where the hook overlaps its exchanges with the products: the products in row blocks.
+    /// Where the hook overlaps its exchanges with the products: the products in row blocks,
+    /// and the split they follow.
     overlap: Option<Overlap<B>>,
-    /// The backward pulls ([`GcnAdjacency::backward_product`]): on a part of a symmetric Â,
-    /// for a conv that lets dY's halo rows be filled.
+    split: Option<RowSplit>,
+    /// The part's whole matrix is symmetric ([`PartContext::symmetric`]): every owned row
+    /// another part reads is a boundary row ([`GcnAdjacency::boundary_and_interior`]).
+    symmetric: bool,
+    /// The backward pulls ([`GcnAdjacency::backward_product`]): symmetric, and the convs let
+    /// dY's halo rows be filled.
     pull: bool,
 }
 
@@ -221,7 +227,7 @@ impl<B: GcnOps> GcnAdjacency<B> {
             let values_t = b.graph_values(&graph, Side::Transposed)?;
             Values::Fixed(Box::new([b.fix(&graph, Side::Forward, values)?, b.fix(&graph, Side::Transposed, values_t)?]))
         };
-        Ok(GcnAdjacency { graph, values, part: PartSide::new(None), overlap: None, pull: false })
+        Ok(GcnAdjacency { graph, values, part: PartSide::new(None), overlap: None, split: None, symmetric: false, pull: false })
     }
 
     /// [`GcnAdjacency::from_normalized`] on one part's extended rows `s` exchanging through
@@ -231,12 +237,14 @@ impl<B: GcnOps> GcnAdjacency<B> {
     /// ([`crate::nn::stack::Conv::PULL_BACKWARD`]); the backward then pulls where the part's
     /// whole matrix is symmetric ([`PartContext::symmetric`]).
     pub fn for_part(b: &B, s: Csr, part: Option<&PartContext<B>>, pull_backward: bool) -> Result<Self> {
-        let pull = pull_backward && part.is_some_and(|p| p.symmetric);
+        let symmetric = part.is_some_and(|p| p.symmetric);
+        let pull = pull_backward && symmetric;
         let overlap = match part.and_then(|p| Some((p.hook.split()?, p.split))) {
-            Some((split, how)) => Overlap::new(b, &s, &split, how, pull)?,
+            Some((split, how)) => Overlap::new(b, &s, &split, how, pull)?.map(|o| (o, split)),
             None => None,
         };
-        Ok(GcnAdjacency { part: PartSide::new(part), overlap, pull, ..Self::from_normalized(b, s)? })
+        let (overlap, split) = overlap.unzip();
+        Ok(GcnAdjacency { part: PartSide::new(part), overlap, symmetric, pull, split, ..Self::from_normalized(b, s)? })
     }
 
     /// Both sides' values as taken for unchanged products ([forward, transposed]), or the one
@@ -280,7 +288,7 @@ impl<B: GcnOps> GcnAdjacency<B> {
     /// are given back (made again on the device where the backend kept only its copies): from
     /// here on every product reads the values as they are then.
     pub fn parts_mut(&mut self) -> Result<(&mut B::Graph, &mut B::Edges, &mut B::Edges)> {
-        self.overlap = None;
+        (self.overlap, self.split) = (None, None);
         match std::mem::replace(&mut self.values, Values::Lost) {
             Values::Fixed(f) => {
                 let [fw, tr] = *f;
@@ -301,12 +309,39 @@ impl<B: GcnOps> GcnAdjacency<B> {
     /// beside the product of the owned columns (every row), and the boundary rows' halo
     /// columns are added after it.
     pub fn fill_forward(&self, b: &B, x: &mut B::Mat, y: &mut B::Mat) -> Result<()> {
+        self.fill_forward_after(b, x, y, |_| Ok(()))
+    }
+
+    /// Where the fill overlaps and Â is symmetric, a part's owned rows as (boundary, interior):
+    /// every owned row another part reads has a halo neighbour (its reader, by symmetry), so
+    /// the interior rows (all neighbours owned, first in the part) are read by no other part
+    /// and may be formed while the fill is under way ([`GcnAdjacency::fill_forward_after`]).
+    /// `None` otherwise (one device, an input layer exchanging nothing, a directed graph).
+    pub fn boundary_and_interior(&self) -> Option<(Range<usize>, Range<usize>)> {
+        let split = self.split.as_ref().filter(|_| self.symmetric && self.hook().is_some())?;
+        let owned = split.owned.clone();
+        let first_boundary = split.interior.clamp(owned.start, owned.end);
+        Some((first_boundary..owned.end, owned.start..first_boundary))
+    }
+
+    /// [`GcnAdjacency::fill_forward`] of an `x` whose interior rows
+    /// ([`GcnAdjacency::boundary_and_interior`]) `form_interior` writes once the fill has
+    /// started (the rest of `x`'s owned rows final before): the interior rows' own work runs
+    /// beside the exchange too. Without an overlapped fill, `form_interior` runs first.
+    pub fn fill_forward_after(
+        &self,
+        b: &B,
+        x: &mut B::Mat,
+        y: &mut B::Mat,
+        form_interior: impl FnOnce(&mut B::Mat) -> Result<()>,
+    ) -> Result<()> {
         let (Some(o), Some(h)) = (&self.overlap, self.hook()) else {
+            form_interior(x)?;
             self.fill(b, x)?;
             return self.forward(b, x, y);
         };
         h.fill_start(b, x)?;
-        let local = o.local.product(b, x, y);
+        let local = form_interior(x).and_then(|()| o.local.product(b, x, y));
         // Joined even when the product failed: nothing may be left running on x.
         h.fill_finish(b, x)?;
         local?;
@@ -430,8 +465,23 @@ impl<B: GcnOps> crate::nn::stack::Conv<B> for GcnConv<B> {
         Some((&mut self.out, &self.bias.value))
     }
     fn forward_pre_bias(&mut self, b: &B, adj: &GcnAdjacency<B>, x: &Operand<B>) -> Result<()> {
-        self.lin.forward_pre_bias_on(b, x, &adj.part().product_rows())?;
-        adj.fill_forward(b, self.lin.out_mut(), &mut self.out)
+        match adj.boundary_and_interior().filter(|_| x.forms_row_ranges()) {
+            // X W's boundary rows (the ones other parts read) first; its interior rows beside
+            // their exchange.
+            Some((boundary, interior)) => {
+                let form = |rows: Range<usize>, w: &B::Mat, xw: &mut B::Mat| match rows.is_empty() {
+                    true => Ok(()),
+                    false => x.times_on(b, w, xw, &LiveRows::only(rows)),
+                };
+                let (w, xw) = self.lin.weight_and_out_mut();
+                form(boundary, w, xw)?;
+                adj.fill_forward_after(b, xw, &mut self.out, |xw| form(interior, w, xw))
+            }
+            None => {
+                self.lin.forward_pre_bias_on(b, x, &adj.part().product_rows())?;
+                adj.fill_forward(b, self.lin.out_mut(), &mut self.out)
+            }
+        }
     }
     fn out(&self) -> &B::Mat {
         &self.out

@@ -37,9 +37,10 @@ pub trait HaloHook<B: Backend> {
         None
     }
 
-    /// The first half of [`HaloHook::fill`]: starts moving the halo rows of `x` (its owned rows
-    /// are final); until [`HaloHook::fill_finish`] the caller may read only `x`'s owned rows and
-    /// must not write `x`. By default the whole fill.
+    /// The first half of [`HaloHook::fill`]: starts moving the halo rows of `x` (the owned rows
+    /// other parts read are final); until [`HaloHook::fill_finish`] the caller may read only
+    /// `x`'s owned rows and may write only owned rows no other part reads. By default the whole
+    /// fill.
     fn fill_start(&self, b: &B, x: &mut B::Mat) -> Result<()> {
         self.fill(b, x)
     }

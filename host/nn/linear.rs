@@ -87,6 +87,11 @@ impl<B: LinearOps> Linear<B> {
     pub fn out_mut(&mut self) -> &mut B::Mat {
         &mut self.out
     }
+    /// The weight and the output buffer at once (a caller that forms the output's rows in
+    /// steps, between which it hands the buffer on).
+    pub fn weight_and_out_mut(&mut self) -> (&B::Mat, &mut B::Mat) {
+        (&self.weight.value, &mut self.out)
+    }
     /// The output buffer and the bias (if any) at once (a caller that rewrites the output with
     /// the bias, as a fused tail after [`Linear::forward_pre_bias`]).
     pub fn out_mut_with_bias(&mut self) -> (&mut B::Mat, Option<&B::Mat>) {

@@ -64,6 +64,12 @@ impl<B: OperandOps> Operand<'_, B> {
         self.transposed_times_on(b, g, out, &LiveRows::all())
     }
 
+    /// Whether [`Operand::times_on`] forms only the rows it is given (dense X in f32); sparse X
+    /// and X held in f16 are multiplied whole.
+    pub fn forms_row_ranges(&self) -> bool {
+        matches!(self, Operand::Dense(_) | Operand::Dropped { half: None, .. } | Operand::EluDropped { half: None, .. })
+    }
+
     /// [`Operand::times`] on the rows `rows` of X and `out` (the rest of `out` keeps what it
     /// held; a dropout's mask drawn for those rows as the whole product draws it). Sparse X
     /// and X held in f16 (input features) are multiplied whole.

@@ -228,6 +228,7 @@ fn silent_wrong_results_are_errors() {
     train(&["ring.mtx", "--partitions", "2", "--rebalance", "1"], &["--rebalance", "NCCL ranks"]);
     refuses(&dir, &["bench", "dist", "ring.mtx", "--local-input", "maybe"], &["--local-input", "maybe"]);
     refuses(&dir, &["bench", "dist", "ring.mtx", "--cuda-graph", "maybe"], &["--cuda-graph", "maybe"]);
+    refuses(&dir, &["bench", "dist", "ring.mtx", "--pull-backward", "sometimes"], &["--pull-backward", "sometimes"]);
     refuses(&dir, &["bench", "dist", "ring.mtx", "--device", "cpu", "--cuda-graph", "true"], &["--cuda-graph true", "CPU"]);
     train(&["ring.mtx", "--partitions", "2", "--overlap", "maybe"], &["--overlap", "maybe"]);
     refuses(&dir, &["bench", "dist", "ring.mtx", "--overlap-split", "diagonal"], &["--overlap-split", "diagonal"]);

@@ -20,6 +20,8 @@
 # makes of the bytes the local input saves and of the work the column split adds (one GPU
 # measured the compute of each, bench/NOTES.md). alone (one GPU): each part of the 2-part cuts alone on the one
 # device (`bench dist --alone`, per-op times with --profile-ops), R-MAT 2^22 x 16 and SBM 2M.
+# pull: SBM 10M GCN at 1 and 2 GPUs, input exchanged, the pulling backward against the give-back
+# (`--pull-backward true,false`), split by rows and columns; then with NCCL's copy-engine transfers.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seed=${1:?usage: run-dist-on-gpu.sh SEED [STAGE...]}
@@ -87,6 +89,17 @@ for stage in "${stages[@]}"; do
       timeout 590 $T bench dist sbm:10000000:8:10 --gpus 1,2 --partition-method lp --models gcn,gat --features 64 --overlap true,false \
         --warmup 3 --reps 10 --out "$out/dist_sbm10m" > "$out/dist-sbm10m.log" 2>&1 || echo "bench dist sbm10m: exit $?"
       tail -12 "$out/dist-sbm10m.log" ;;
+    pull)
+      # SBM 10M GCN with the input exchanged: the pulling backward (and X W's interior rows beside
+      # the fill) against the give-back, rows and columns split; then the best point with NCCL's
+      # copy-engine transfers (NCCL_P2P_USE_CUDA_MEMCPY=1: no SMs taken from the product beside).
+      timeout 300 $T bench dist sbm:10000000:8:10 --gpus 1,2 --partition-method lp --models gcn --features 64 --overlap true --local-input false \
+        --overlap-split rows,columns --pull-backward true,false --warmup 3 --reps 20 --out "$out/dist_sbm10m_pull" > "$out/dist-sbm10m-pull.log" 2>&1 \
+        || echo "bench dist sbm10m pull: exit $?"
+      grep "GPU(s)" "$out/dist-sbm10m-pull.log"
+      NCCL_P2P_USE_CUDA_MEMCPY=1 timeout 150 $T bench dist sbm:10000000:8:10 --gpus 2 --partition-method lp --models gcn --features 64 --overlap true \
+        --local-input false --overlap-split rows --warmup 3 --reps 20 --out "$out/dist_sbm10m_ce" > "$out/dist-sbm10m-ce.log" 2>&1 || echo "bench dist sbm10m ce: exit $?"
+      grep "GPU(s)" "$out/dist-sbm10m-ce.log" ;;
     *) echo "unknown stage $stage" >&2 ;;
   esac
 done

@@ -203,7 +203,9 @@ pub fn gcn_normalize_serial(a: &Csr) -> Result<Csr> {
     for r in 0..ai.n_rows() {
         for e in ai.row_range(r) {
             let c = ai.col_idx()[e] as usize;
-            vals[e] = (inv_sqrt[r] * vals[e] as f64 * inv_sqrt[c]) as f32;
+            // The degrees' product first: (r, c) and (c, r) then round alike, so a symmetric
+            // weighted A gives an Â that is symmetric bit for bit (`is_symmetric`).
+            vals[e] = (inv_sqrt[r] * inv_sqrt[c] * vals[e] as f64) as f32;
         }
     }
     ai.with_values(vals)

@@ -219,4 +219,16 @@ fn is_symmetric_means_transpose_gives_the_same_arrays() {
     // Empty rows and an empty matrix are symmetric.
     assert!(is_symmetric(&m(3, &[(0, 2, 1.0), (2, 0, 1.0)])));
     assert!(is_symmetric(&m(0, &[])));
+    // GCN's Â of a symmetric weighted graph is symmetric bit for bit (what lets a part pull in
+    // its backward), whatever the weights; a directed one's is not.
+    let mut rng = tcgnn::util::rng::SplitMix64::new(11);
+    let mut t = Vec::new();
+    for _ in 0..2000 {
+        let (i, j, w) = (rng.below(300) as u32, rng.below(300) as u32, rng.uniform(0.01, 7.0) as f32);
+        t.extend([(i, j, w), (j, i, w)]);
+    }
+    let weighted = tcgnn::graph::ops::symmetrize(&Csr::from_triplets(300, 300, &t).unwrap()).unwrap();
+    assert!(is_symmetric(&weighted));
+    assert!(is_symmetric(&tcgnn::graph::ops::gcn_normalize(&weighted).unwrap()));
+    assert!(!is_symmetric(&tcgnn::graph::ops::gcn_normalize(&m(3, &[(0, 1, 1.0), (1, 2, 2.0)])).unwrap()));
 }

@@ -224,7 +224,7 @@ fn is_symmetric_means_transpose_gives_the_same_arrays() {
     let mut rng = tcgnn::util::rng::SplitMix64::new(11);
     let mut t = Vec::new();
     for _ in 0..2000 {
-        let (i, j, w) = (rng.below(300) as u32, rng.below(300) as u32, rng.uniform(0.01, 7.0) as f32);
+        let (i, j, w) = (rng.below(300) as u32, rng.below(300) as u32, rng.uniform(0.01, 7.0));
         t.extend([(i, j, w), (j, i, w)]);
     }
     let weighted = tcgnn::graph::ops::symmetrize(&Csr::from_triplets(300, 300, &t).unwrap()).unwrap();

@@ -92,7 +92,7 @@ pub struct BenchDistArgs {
     /// (comma separated, each measured; serial steps ignore it): columns (every owned row's
     /// owned columns beside it, the halo columns added after), rows (the interior rows beside
     /// it, the boundary rows whole after).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "columns")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "rows")]
     pub overlap_split: Vec<OverlapSplit>,
     /// Whether the gradient all-reduce runs in buckets during the backward (true) or after it
     /// in one fused buffer (false, serial); comma separated, each measured: true,false for both.

@@ -128,7 +128,7 @@ pub struct DistArgs {
     /// With --overlap: how a GCN / SAGE / GIN layer divides its product around the exchange:
     /// columns (every owned row's owned columns beside it, the halo columns added after) or
     /// rows (the interior rows beside it, the boundary rows whole after: no added work).
-    #[arg(long, value_enum, default_value = "columns")]
+    #[arg(long, value_enum, default_value = "rows")]
     pub overlap_split: OverlapSplit,
     /// Sum the weight gradients over the ranks in buckets during the backward (PyTorch DDP's),
     /// a bucket started once its layers' gradients hold at least KIB KiB (0: one bucket per

@@ -136,7 +136,7 @@ impl DistOptions {
             path: HaloPath::Device,
             overlap: true,
             local_input: true,
-            split: OverlapSplit::Columns,
+            split: OverlapSplit::Rows,
             grad_buckets: None,
             pull_backward: true,
         }

@@ -88,10 +88,11 @@ pub struct RowSplit {
 pub enum OverlapSplit {
     /// Every owned row's owned columns beside the fill, then the boundary rows' halo columns
     /// into a scratch added on: the most work beside the exchange, and that added work.
-    #[default]
     Columns,
     /// The interior rows beside the fill, then the boundary rows whole, written in place: no
-    /// added work, only the interior rows beside the exchange.
+    /// added work, only the interior rows beside the exchange. The default: the faster split in
+    /// every two-GPU and parts-alone comparison measured (bench/NOTES.md).
+    #[default]
     Rows,
 }
 

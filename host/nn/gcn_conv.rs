@@ -38,10 +38,8 @@ pub struct GcnAdjacency<B: GcnOps> {
     /// On one part of a partitioned graph: the halo exchange around every product and the rows
     /// row-wise work forms (see [`crate::nn::halo_hook`]); unpartitioned: neither.
     part: PartSide<B>,
-    /// Where the hook overlaps its exchanges with the products: the products in row blocks,
-    /// and the split they follow.
+    /// Where the hook overlaps its exchanges with the products: the products in row blocks.
     overlap: Option<Overlap<B>>,
-    split: Option<RowSplit>,
     /// The part's whole matrix is symmetric ([`PartContext::symmetric`]): every owned row
     /// another part reads is a boundary row ([`GcnAdjacency::boundary_and_interior`]).
     symmetric: bool,
@@ -227,7 +225,7 @@ impl<B: GcnOps> GcnAdjacency<B> {
             let values_t = b.graph_values(&graph, Side::Transposed)?;
             Values::Fixed(Box::new([b.fix(&graph, Side::Forward, values)?, b.fix(&graph, Side::Transposed, values_t)?]))
         };
-        Ok(GcnAdjacency { graph, values, part: PartSide::new(None), overlap: None, split: None, symmetric: false, pull: false })
+        Ok(GcnAdjacency { graph, values, part: PartSide::new(None), overlap: None, symmetric: false, pull: false })
     }
 
     /// [`GcnAdjacency::from_normalized`] on one part's extended rows `s` exchanging through
@@ -240,11 +238,10 @@ impl<B: GcnOps> GcnAdjacency<B> {
         let symmetric = part.is_some_and(|p| p.symmetric);
         let pull = pull_backward && symmetric;
         let overlap = match part.and_then(|p| Some((p.hook.split()?, p.split))) {
-            Some((split, how)) => Overlap::new(b, &s, &split, how, pull)?.map(|o| (o, split)),
+            Some((split, how)) => Overlap::new(b, &s, &split, how, pull)?,
             None => None,
         };
-        let (overlap, split) = overlap.unzip();
-        Ok(GcnAdjacency { part: PartSide::new(part), overlap, symmetric, pull, split, ..Self::from_normalized(b, s)? })
+        Ok(GcnAdjacency { part: PartSide::new(part), overlap, symmetric, pull, ..Self::from_normalized(b, s)? })
     }
 
     /// Both sides' values as taken for unchanged products ([forward, transposed]), or the one
@@ -288,7 +285,7 @@ impl<B: GcnOps> GcnAdjacency<B> {
     /// are given back (made again on the device where the backend kept only its copies): from
     /// here on every product reads the values as they are then.
     pub fn parts_mut(&mut self) -> Result<(&mut B::Graph, &mut B::Edges, &mut B::Edges)> {
-        (self.overlap, self.split) = (None, None);
+        self.overlap = None;
         match std::mem::replace(&mut self.values, Values::Lost) {
             Values::Fixed(f) => {
                 let [fw, tr] = *f;
@@ -318,7 +315,7 @@ impl<B: GcnOps> GcnAdjacency<B> {
     /// and may be formed while the fill is under way ([`GcnAdjacency::fill_forward_after`]).
     /// `None` otherwise (one device, an input layer exchanging nothing, a directed graph).
     pub fn boundary_and_interior(&self) -> Option<(Range<usize>, Range<usize>)> {
-        let split = self.split.as_ref().filter(|_| self.symmetric && self.hook().is_some())?;
+        let split = self.overlap.as_ref().filter(|_| self.symmetric).and(self.hook())?.split()?;
         let owned = split.owned.clone();
         let first_boundary = split.interior.clamp(owned.start, owned.end);
         Some((first_boundary..owned.end, owned.start..first_boundary))

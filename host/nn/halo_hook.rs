@@ -117,8 +117,9 @@ pub struct PartContext<B: Backend> {
     /// How an overlapped product divides around the fill.
     pub split: OverlapSplit,
     /// The model's matrix of the whole graph is its own transpose, entry for entry
-    /// ([`crate::graph::ops::is_symmetric`]): an owned node's column holds its row, so a
-    /// backward may pull dY's halo rows instead of giving its product's back.
+    /// ([`crate::graph::ops::is_symmetric`]), and the part may use it: an owned node's column
+    /// holds its row, so a backward may pull dY's halo rows instead of giving its product's
+    /// back. `false` where either is not so (`DistOptions::pull_backward` off).
     pub symmetric: bool,
 }
 

@@ -394,6 +394,12 @@ fn assert_printed_losses_equal(what: &str, got: &[f64], want: &[f64]) {
 }
 
 /// Whether this machine has two GPUs and NCCL (else says why `test` is skipped).
+/// `train` of `model` on an SBM of 20k nodes over two GPUs (lp parts, 6 epochs), then `extra`.
+fn train_on_two_gpus<'a>(model: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let base = ["train", "sbm:20000", "--model", model, "--gpus", "2", "--epochs", "6", "--partition-method", "lp"];
+    [&base[..], extra].concat()
+}
+
 fn two_gpus_or_skip(test: &str) -> bool {
     if common::gpu_or_skip(test).is_none() {
         return false;
@@ -415,7 +421,7 @@ fn two_gpus_over_nccl_overlapped_equals_serial() {
         return;
     }
     for model in ["gcn", "gat"] {
-        let base = ["train", "sbm:20000", "--model", model, "--gpus", "2", "--epochs", "6", "--partition-method", "lp", "--seeds", "3"];
+        let base = train_on_two_gpus(model, &["--seeds", "3"]);
         let serial = cli_losses(&[&base[..], &["--overlap", "false"]].concat());
         let over = cli_losses(&[&base[..], &["--overlap"]].concat());
         assert_printed_losses_equal(&format!("{model} overlapped vs serial"), &over, &serial);
@@ -431,21 +437,7 @@ fn two_gpus_over_nccl_bucketed_equals_serial() {
     // Each bucket's all-reduce on NCCL's stream beside the earlier layers' backward, the
     // exchanges overlapped too (both on NCCL's stream, in one order on both ranks).
     for model in ["gcn", "gat"] {
-        let base = [
-            "train",
-            "sbm:20000",
-            "--model",
-            model,
-            "--gpus",
-            "2",
-            "--epochs",
-            "6",
-            "--partition-method",
-            "lp",
-            "--seeds",
-            "3",
-            "--overlap",
-        ];
+        let base = train_on_two_gpus(model, &["--seeds", "3", "--overlap"]);
         let serial = cli_losses(&base);
         let bucketed = cli_losses(&[&base[..], &["--grad-buckets", "0"]].concat());
         // Two ranks' sums are a + b either way.
@@ -468,25 +460,7 @@ fn two_gpus_over_nccl_recorded_equals_eager() {
     }
     for model in ["gcn", "gat"] {
         for extra in [&["--overlap", "false"][..], &["--overlap", "--grad-buckets", "0"][..]] {
-            let base =
-                [
-                    &[
-                        "train",
-                        "sbm:20000",
-                        "--model",
-                        model,
-                        "--gpus",
-                        "2",
-                        "--epochs",
-                        "6",
-                        "--partition-method",
-                        "lp",
-                        "--dropout",
-                        "0.5",
-                    ][..],
-                    extra,
-                ]
-                .concat();
+            let base = train_on_two_gpus(model, &[&["--dropout", "0.5"][..], extra].concat());
             let eager = cli_losses(&[&base[..], &["--no-cuda-graph"]].concat());
             let (recorded, summary) = cli_run(&base);
             assert!(summary.contains("replayed as a CUDA graph"), "{model} {extra:?}: not recorded:\n{summary}");
